@@ -1,0 +1,57 @@
+"""The ``server_status`` tool: what this server is and how its actors are doing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ..protocol.tools import Tool
+
+
+class StatusArgs(msgspec.Struct, forbid_unknown_fields=True):
+    """No arguments."""
+
+
+async def server_status(ctx: Any, args: StatusArgs) -> dict[str, Any]:
+    app = ctx.app
+    session = ctx.session
+    return {
+        "name": "memtrio",
+        "version": app.version,
+        "protocol_version": session.protocol_version if session is not None else None,
+        "data_dir": str(app.home),
+        "features": list(app.features),
+        "calls_in_flight": app.calls_in_flight(),
+        "actors": app.root.snapshot() if app.root is not None else [],
+    }
+
+
+class _StatusFeature:
+    name = "status"
+
+    def setup(self, app: Any) -> None:
+        app.add_tools(
+            [
+                Tool(
+                    name="server_status",
+                    description=(
+                        "Report this memtrio server: version, negotiated MCP protocol version, data "
+                        "directory, enabled features, calls in flight, and every supervised actor "
+                        "with its state and restart count."
+                    ),
+                    args=StatusArgs,
+                    handler=server_status,
+                    group="core",
+                    read_only=True,
+                    idempotent=True,
+                    title="Server status",
+                )
+            ]
+        )
+
+    def children(self, app: Any) -> list:
+        return []
+
+
+FEATURE = _StatusFeature()

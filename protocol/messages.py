@@ -1,0 +1,119 @@
+"""Inter-actor messages: frozen, tagged msgspec structs, dispatched with ``match``.
+
+A request that expects an answer carries a one-shot `Reply` and the trace
+context of the call that caused it. Channels carrying these are owned by the
+supervisor (see ``supervisors.supervisor.Mailbox``) and outlive any one
+incarnation of the actor reading them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import msgspec
+import trio
+
+
+def new_id() -> str:
+    return os.urandom(8).hex()
+
+
+class TraceContext(msgspec.Struct, frozen=True):
+    trace_id: str
+    span_id: str
+
+    @classmethod
+    def new(cls) -> TraceContext:
+        return cls(os.urandom(16).hex(), new_id())
+
+    def child(self) -> TraceContext:
+        return TraceContext(self.trace_id, new_id())
+
+
+class ActorCrashed(Exception):
+    """The actor serving a request died before replying."""
+
+
+class Reply:
+    """A one-shot reply slot: set once with a value or an error, awaited once.
+
+    Not a msgspec struct on purpose: it holds a trio.Event and is never encoded.
+    """
+
+    __slots__ = ("_event", "_value", "_error")
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def set(self, value: Any) -> None:
+        if not self._event.is_set():
+            self._value = value
+            self._event.set()
+
+    def fail(self, error: BaseException) -> None:
+        if not self._event.is_set():
+            self._error = error
+            self._event.set()
+
+    async def wait(self) -> Any:
+        await self._event.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+# -- transport <-> session -------------------------------------------------
+
+
+class Inbound(msgspec.Struct, frozen=True, tag=True):
+    """One complete line read from a transport."""
+
+    line: bytes
+
+
+class Oversized(msgspec.Struct, frozen=True, tag=True):
+    """A line longer than the request limit; it was skipped, never buffered."""
+
+    size: int
+    limit: int
+    id_hint: Any = None
+
+
+class Outbound(msgspec.Struct, frozen=True, tag=True):
+    """One encoded line (ending in a newline) for the transport to write."""
+
+    line: bytes
+
+
+class Closed(msgspec.Struct, frozen=True, tag=True):
+    """The peer closed its side (EOF)."""
+
+
+SessionInput = Inbound | Oversized | Closed
+
+
+# -- session <-> workers ---------------------------------------------------
+
+
+class Command(msgspec.Struct, frozen=True, tag=True, dict=False):
+    """Ask an actor to run ``op``; ``reply`` receives the result or the error.
+
+    ``op`` is a callable run by the actor in its own context (for the store,
+    with its write connection inside one transaction).
+    """
+
+    op: Any
+    reply: Any
+    trace: TraceContext | None = None
+    name: str = ""
+
+
+class Stop(msgspec.Struct, frozen=True, tag=True):
+    """Ask an actor to finish what it holds and exit."""

@@ -1,0 +1,136 @@
+"""The tool registry: each tool is a name, a description, a msgspec argument
+struct (whose JSON Schema is the tool's ``inputSchema``), annotations and an
+async handler.
+
+A handler is ``async def handler(ctx, args) -> Result`` where ``ctx`` is the
+application context (see ``supervisors.app.AppContext``) and ``args`` an
+instance of the tool's struct. It returns:
+
+- a ``str``: plain text content, no structured content;
+- a ``dict`` or ``msgspec.Struct``: structured content, also rendered as JSON text.
+
+A failure the caller can fix raises `ToolError`; it becomes a ``CallToolResult``
+with ``isError: true`` carrying the message, never a protocol error.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+Handler = Callable[[Any, Any], Awaitable[Any]]
+
+# Tool groups let `[tools] enabled` / `--tools` choose what a server advertises.
+GROUPS = ("core", "memory", "graph-read", "graph-write", "vectors", "code")
+
+
+class ToolError(Exception):
+    """A tool failure the caller can act on; reported as an ``isError`` result."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    args: type[msgspec.Struct]
+    handler: Handler
+    group: str = "memory"
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+    title: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @functools.cached_property
+    def decoder(self) -> msgspec.json.Decoder:
+        return msgspec.json.Decoder(self.args)
+
+    @functools.cached_property
+    def input_schema(self) -> dict[str, Any]:
+        return struct_schema(self.args)
+
+    def describe(self) -> dict[str, Any]:
+        """The ``tools/list`` entry for this tool."""
+        annotations: dict[str, Any] = {
+            "readOnlyHint": self.read_only,
+            "destructiveHint": self.destructive,
+            "idempotentHint": self.idempotent,
+            "openWorldHint": False,
+        }
+        if self.title:
+            annotations["title"] = self.title
+        entry: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+            "annotations": annotations,
+        }
+        if self.title:
+            entry["title"] = self.title
+        return entry
+
+
+def struct_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
+    """Inline JSON Schema of a struct (no ``$ref`` to the root), as MCP wants."""
+    schema = msgspec.json.schema(struct)
+    defs = schema.pop("$defs", {})
+    ref = schema.get("$ref")
+    if ref:
+        name = ref.rsplit("/", 1)[-1]
+        root = dict(defs.pop(name))
+        if defs:
+            root["$defs"] = defs
+        schema = root
+    schema.pop("title", None)
+    schema.setdefault("type", "object")
+    schema.setdefault("properties", {})
+    if "$defs" in schema:
+        # Nested structs keep refs into $defs, which stays valid JSON Schema.
+        pass
+    return schema
+
+
+class Registry:
+    """An ordered set of tools, filtered by the enabled groups."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self.add(tool)
+
+    def add(self, tool: Tool) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"tool {tool.name!r} registered twice")
+        if tool.group not in GROUPS:
+            raise ValueError(f"tool {tool.name!r} has unknown group {tool.group!r}")
+        self._tools[tool.name] = tool
+
+    def extend(self, tools: Iterable[Tool]) -> None:
+        for tool in tools:
+            self.add(tool)
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def __iter__(self):
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def only(self, groups: Iterable[str]) -> Registry:
+        wanted = set(groups) | {"core"}
+        return Registry(t for t in self._tools.values() if t.group in wanted)
+
+
+def format_validation_error(exc: msgspec.ValidationError) -> str:
+    """msgspec says ``Expected `int`, got `str` - at `$.limit` ``; keep the path."""
+    text = str(exc)
+    return f"Invalid arguments: {text}"

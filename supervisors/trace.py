@@ -1,0 +1,177 @@
+"""Structured trace logging: one JSON object per line.
+
+Every event carries a timestamp, the actor, the event name and, inside a
+request, the trace id and span id of the current span (kept in a context
+variable, so trio tasks inherit it). Events go to ``$MEMTRIO_HOME/logs/memtrio.log``
+by default; stderr receives warnings and errors only, as one readable line.
+
+Error handling: logging never raises into the caller; a failed write is counted
+and reported once on stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+import msgspec
+
+from ..protocol.messages import TraceContext, new_id
+
+LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "off": 100}
+
+current: contextvars.ContextVar[TraceContext | None] = contextvars.ContextVar(
+    "memtrio_trace", default=None
+)
+
+_encoder = msgspec.json.Encoder()
+
+
+class TraceLog:
+    """The process-wide trace sink. Thread-safe; writes whole lines."""
+
+    def __init__(self) -> None:
+        self.level = LEVELS["info"]
+        self._file: TextIO | None = None
+        self._lock = threading.Lock()
+        self.path: Path | None = None
+        self.stderr_level = LEVELS["warning"]
+        self._failed = False
+
+    def configure(self, path: Path | None, level: str = "info", stderr_level: str = "warning") -> None:
+        self.close()
+        self.level = LEVELS[level]
+        self.stderr_level = LEVELS[stderr_level]
+        self.path = path
+        if path is not None and self.level < LEVELS["off"]:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._file = open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+            except OSError as exc:
+                print(f"memtrio: cannot open log file {path}: {exc}", file=sys.stderr)
+                self._file = None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                with contextlib.suppress(OSError):
+                    self._file.close()
+                self._file = None
+
+    def enabled(self, level: str = "info") -> bool:
+        return LEVELS[level] >= self.level and self._file is not None
+
+    def emit(self, level: str, actor: str, event: str, fields: dict[str, Any]) -> None:
+        lvl = LEVELS[level]
+        record: dict[str, Any] | None = None
+        if lvl >= self.level and self._file is not None:
+            record = {"ts": round(time.time(), 6), "level": level, "pid": os.getpid(), "actor": actor, "event": event}
+            ctx = current.get()
+            if ctx is not None and "trace_id" not in fields:
+                record["trace_id"] = ctx.trace_id
+                record["span_id"] = ctx.span_id
+            record.update(fields)
+            try:
+                line = _encoder.encode(record).decode("utf-8", "replace")
+            except (TypeError, msgspec.EncodeError):
+                record = {k: (v if isinstance(v, (str, int, float, bool, type(None))) else repr(v)) for k, v in record.items()}
+                line = _encoder.encode(record).decode()
+            try:
+                with self._lock:
+                    if self._file is not None:
+                        self._file.write(line + "\n")
+            except OSError as exc:
+                if not self._failed:
+                    self._failed = True
+                    print(f"memtrio: writing the log failed: {exc}", file=sys.stderr)
+        if lvl >= self.stderr_level:
+            detail = " ".join(f"{k}={v}" for k, v in fields.items() if k not in ("exc",))
+            print(f"memtrio {level}: {actor}: {event} {detail}".rstrip(), file=sys.stderr)
+
+
+LOG = TraceLog()
+
+
+def event(actor: str, name: str, level: str = "info", **fields: Any) -> None:
+    """Record one event of ``actor`` in the trace log."""
+    LOG.emit(level, actor, name, fields)
+
+
+def warning(actor: str, name: str, **fields: Any) -> None:
+    LOG.emit("warning", actor, name, fields)
+
+
+def error(actor: str, name: str, **fields: Any) -> None:
+    LOG.emit("error", actor, name, fields)
+
+
+@contextlib.contextmanager
+def span(actor: str, name: str, level: str = "info", **fields: Any) -> Iterator[dict[str, Any]]:
+    """A timed span: a child of the current one (or a new trace), logged when it ends.
+
+    The yielded dict collects extra fields (``outcome`` defaults to ``ok``, or
+    ``error`` when the block raises).
+    """
+    parent = current.get()
+    ctx = parent.child() if parent is not None else TraceContext.new()
+    token = current.set(ctx)
+    extra: dict[str, Any] = {}
+    start = time.perf_counter()
+    outcome = "ok"
+    try:
+        yield extra
+    except BaseException as exc:
+        outcome = "cancelled" if type(exc).__name__ == "Cancelled" else "error"
+        extra.setdefault("error", f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        current.reset(token)
+        if LEVELS[level] >= LOG.level and LOG._file is not None:
+            record = {
+                "trace_id": ctx.trace_id,
+                "span_id": ctx.span_id,
+                "parent_id": parent.span_id if parent is not None else None,
+                "name": name,
+                "duration_ms": round((time.perf_counter() - start) * 1000, 3),
+                "outcome": extra.pop("outcome", outcome),
+            }
+            record.update(fields)
+            record.update(extra)
+            LOG.emit(level, actor, "span", record)
+
+
+def start_trace() -> TraceContext:
+    ctx = TraceContext.new()
+    current.set(ctx)
+    return ctx
+
+
+def new_span_id() -> str:
+    return new_id()
+
+
+class _StdlibHandler(logging.Handler):
+    """Routes the standard `logging` module into the trace log."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        level = "debug" if record.levelno < 20 else "info" if record.levelno < 30 else "warning" if record.levelno < 40 else "error"
+        fields: dict[str, Any] = {"message": record.getMessage()}
+        if record.exc_info:
+            fields["exc"] = logging.Formatter().formatException(record.exc_info)
+        LOG.emit(level, record.name, "log", fields)
+
+
+def install_logging_bridge() -> None:
+    root = logging.getLogger("memtrio")
+    if not any(isinstance(h, _StdlibHandler) for h in root.handlers):
+        root.addHandler(_StdlibHandler())
+    root.setLevel(logging.DEBUG)
+    root.propagate = False
