@@ -1,0 +1,1 @@
+"""The memory store: SQLite schema, the StoreWriter actor, scopes and the memory tools."""

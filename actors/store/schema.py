@@ -1,0 +1,205 @@
+"""The store's SQLite schema, as forward-only versioned migrations.
+
+`MIGRATIONS[i]` takes a database from version ``i`` to ``i + 1``; the version
+lives in ``PRAGMA user_version``. Never edit a released migration: append one.
+
+Conventions of the schema (the contract between the store, the recall ranker and
+the knowledge-graph tools):
+
+- memories: the narrative records; ``memory_type`` compares case-insensitively;
+  times are Unix seconds (REAL). ``memories_fts`` is an external-content FTS5
+  index over ``content`` kept in sync by triggers.
+- scopes: ``global`` or ``repo:/absolute/path``; a memory, an entity and a
+  relation link to the scopes it belongs to (``*_scopes``).
+- entities: one row per canonical name (``canonical_name`` = name casefolded and
+  whitespace-collapsed); ``kind`` is the entity type.
+- relations: directed ``source_id -[relation_type]-> target_id``, unique per
+  triple, with JSON ``metadata``.
+- memory_entities / memory_relations: what a memory mentions (a knowledge-graph
+  observation is a memory of type ``observation`` linked to its entity).
+- vectors: one embedding per (kind, item_id) with the model id and revision that
+  produced it; a vector of another model is treated as missing. Deleting the
+  item deletes its vector (triggers).
+- recall_log: every recall and inspect, with query, scopes, ranked ids and scores.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+SCHEMA_VERSION_1 = """
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+CREATE TABLE memories (
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
+    content          TEXT NOT NULL,
+    memory_type      TEXT NOT NULL DEFAULT 'observation',
+    importance       REAL NOT NULL DEFAULT 0.0,
+    created_at       REAL NOT NULL,
+    updated_at       REAL NOT NULL,
+    last_accessed_at REAL,
+    access_count     INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX memories_type ON memories (memory_type COLLATE NOCASE);
+
+CREATE TABLE scopes (
+    id   INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE
+);
+
+CREATE TABLE memory_scopes (
+    memory_id INTEGER NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+    scope_id  INTEGER NOT NULL REFERENCES scopes (id),
+    PRIMARY KEY (memory_id, scope_id)
+) WITHOUT ROWID;
+CREATE INDEX memory_scopes_scope ON memory_scopes (scope_id, memory_id);
+
+CREATE TABLE entities (
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    name           TEXT NOT NULL,
+    canonical_name TEXT NOT NULL UNIQUE,
+    kind           TEXT NOT NULL DEFAULT 'entity',
+    created_at     REAL NOT NULL,
+    updated_at     REAL NOT NULL
+);
+CREATE INDEX entities_kind ON entities (kind);
+
+CREATE TABLE entity_scopes (
+    entity_id INTEGER NOT NULL REFERENCES entities (id) ON DELETE CASCADE,
+    scope_id  INTEGER NOT NULL REFERENCES scopes (id),
+    PRIMARY KEY (entity_id, scope_id)
+) WITHOUT ROWID;
+CREATE INDEX entity_scopes_scope ON entity_scopes (scope_id, entity_id);
+
+CREATE TABLE relations (
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    source_id     INTEGER NOT NULL REFERENCES entities (id) ON DELETE CASCADE,
+    target_id     INTEGER NOT NULL REFERENCES entities (id) ON DELETE CASCADE,
+    relation_type TEXT NOT NULL,
+    metadata      TEXT NOT NULL DEFAULT '{}',
+    created_at    REAL NOT NULL,
+    UNIQUE (source_id, relation_type, target_id)
+);
+CREATE INDEX relations_target ON relations (target_id);
+CREATE INDEX relations_type ON relations (relation_type);
+
+CREATE TABLE relation_scopes (
+    relation_id INTEGER NOT NULL REFERENCES relations (id) ON DELETE CASCADE,
+    scope_id    INTEGER NOT NULL REFERENCES scopes (id),
+    PRIMARY KEY (relation_id, scope_id)
+) WITHOUT ROWID;
+CREATE INDEX relation_scopes_scope ON relation_scopes (scope_id, relation_id);
+
+CREATE TABLE memory_entities (
+    memory_id INTEGER NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+    entity_id INTEGER NOT NULL REFERENCES entities (id) ON DELETE CASCADE,
+    PRIMARY KEY (memory_id, entity_id)
+) WITHOUT ROWID;
+CREATE INDEX memory_entities_entity ON memory_entities (entity_id, memory_id);
+
+CREATE TABLE memory_relations (
+    memory_id   INTEGER NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+    relation_id INTEGER NOT NULL REFERENCES relations (id) ON DELETE CASCADE,
+    PRIMARY KEY (memory_id, relation_id)
+) WITHOUT ROWID;
+CREATE INDEX memory_relations_relation ON memory_relations (relation_id, memory_id);
+
+CREATE VIRTUAL TABLE memories_fts USING fts5 (
+    content,
+    content = 'memories',
+    content_rowid = 'id',
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts (rowid, content) VALUES (new.id, new.content);
+END;
+CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, content) VALUES ('delete', old.id, old.content);
+END;
+CREATE TRIGGER memories_fts_update AFTER UPDATE OF content ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    INSERT INTO memories_fts (rowid, content) VALUES (new.id, new.content);
+END;
+
+CREATE TABLE vectors (
+    kind     TEXT NOT NULL CHECK (kind IN ('memory', 'entity', 'relation')),
+    item_id  INTEGER NOT NULL,
+    model    TEXT NOT NULL,
+    revision TEXT NOT NULL,
+    dim      INTEGER NOT NULL,
+    vec      BLOB NOT NULL,
+    PRIMARY KEY (kind, item_id)
+) WITHOUT ROWID;
+CREATE TRIGGER memories_vector_delete AFTER DELETE ON memories BEGIN
+    DELETE FROM vectors WHERE kind = 'memory' AND item_id = old.id;
+END;
+CREATE TRIGGER entities_vector_delete AFTER DELETE ON entities BEGIN
+    DELETE FROM vectors WHERE kind = 'entity' AND item_id = old.id;
+END;
+CREATE TRIGGER relations_vector_delete AFTER DELETE ON relations BEGIN
+    DELETE FROM vectors WHERE kind = 'relation' AND item_id = old.id;
+END;
+
+CREATE TABLE recall_log (
+    id     INTEGER PRIMARY KEY,
+    ts     REAL NOT NULL,
+    kind   TEXT NOT NULL,
+    query  TEXT NOT NULL,
+    scopes TEXT NOT NULL,
+    ids    TEXT NOT NULL,
+    scores TEXT NOT NULL
+);
+"""
+
+MIGRATIONS: list[str] = [SCHEMA_VERSION_1]
+LATEST = len(MIGRATIONS)
+
+
+class SchemaTooNew(RuntimeError):
+    """The database was written by a newer memtrio."""
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring ``conn``'s database to `LATEST`, one transaction per migration.
+
+    Error handling: a database newer than this code raises `SchemaTooNew`
+    and is left untouched.
+    """
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > LATEST:
+        raise SchemaTooNew(
+            f"the store has schema version {version}, newer than this memtrio ({LATEST}); upgrade memtrio"
+        )
+    while version < LATEST:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have migrated while we waited for the lock.
+            current = conn.execute("PRAGMA user_version").fetchone()[0]
+            if current == version:
+                for statement in _statements(MIGRATIONS[version]):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {version + 1}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    return version
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration script into complete statements (triggers included)."""
+    out: list[str] = []
+    buf = ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                out.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        raise ValueError(f"incomplete SQL statement in migration: {buf[:80]!r}")
+    return out
