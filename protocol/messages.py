@@ -73,9 +73,9 @@ class Reply:
 
 
 class Inbound(msgspec.Struct, frozen=True, tag=True):
-    """One complete line read from a transport."""
+    """Complete lines read from a transport, in order (one read may yield many)."""
 
-    line: bytes
+    lines: list[bytes]
 
 
 class Oversized(msgspec.Struct, frozen=True, tag=True):

@@ -20,7 +20,14 @@ from typing import Any
 import trio
 
 from . import config as config_mod
-from .app import VERSION, AppContext, build_context, configure_observability, default_features, open_app
+from .app import (
+    VERSION,
+    AppContext,
+    build_context,
+    configure_observability,
+    default_features,
+    open_app,
+)
 
 # Feature modules that add subcommands; each has register(subparsers).
 COMMAND_MODULES: list[str] = []

@@ -82,13 +82,13 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 # Short environment names: variable -> (section, key, value mapper).
-ALIASES: dict[str, tuple[str, str, Any]] = {
-    "MEMTRIO_DURABILITY": ("store", "durability", None),
-    "MEMTRIO_EMBEDDINGS": ("embedding", "enabled", "onoff"),
-    "MEMTRIO_CODE": ("code", "enabled", "onoff"),
-    "MEMTRIO_TOOLS": ("tools", "enabled", None),
-    "MEMTRIO_LOG_LEVEL": ("log", "level", None),
-    "MEMTRIO_REQUEST_LIMIT": ("server", "request_limit", None),
+ALIASES: dict[str, tuple[str, str]] = {
+    "MEMTRIO_DURABILITY": ("store", "durability"),
+    "MEMTRIO_EMBEDDINGS": ("embedding", "enabled"),
+    "MEMTRIO_CODE": ("code", "enabled"),
+    "MEMTRIO_TOOLS": ("tools", "enabled"),
+    "MEMTRIO_LOG_LEVEL": ("log", "level"),
+    "MEMTRIO_REQUEST_LIMIT": ("server", "request_limit"),
 }
 
 _ONOFF = {"on": True, "off": False, "true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
@@ -159,7 +159,7 @@ def load(
             var = f"MEMTRIO_{section.upper()}_{key.upper()}"
             if var in env and env[var] != "":
                 put(section, key, _coerce(section, key, env[var], var))
-    for var, (section, key, mapper) in ALIASES.items():
+    for var, (section, key) in ALIASES.items():
         if var in env and env[var] != "":
             put(section, key, _coerce(section, key, env[var], var))
     for section, values in (overrides or {}).items():

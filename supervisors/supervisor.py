@@ -140,6 +140,19 @@ class ChildContext:
         self.supervisor = supervisor
         self.shutdown = trio.Event()
         self._in_flight: set[Reply] = set()
+        self._soft_scopes: list[trio.CancelScope] = []
+
+    def cancel_on_shutdown(self, scope: trio.CancelScope) -> trio.CancelScope:
+        """Cancel ``scope`` when a graceful stop is requested (the child then tidies up)."""
+        if self.shutdown.is_set():
+            scope.cancel()
+        self._soft_scopes.append(scope)
+        return scope
+
+    def request_shutdown(self) -> None:
+        self.shutdown.set()
+        for scope in self._soft_scopes:
+            scope.cancel()
 
     @contextlib.contextmanager
     def serving(self, reply: Reply) -> Iterator[None]:
@@ -393,7 +406,7 @@ class Supervisor:
             return
         st.stopping = True
         st.state = "stopping"
-        st.ctx.shutdown.set()
+        st.ctx.request_shutdown()
         with trio.move_on_after(st.spec.shutdown) as grace:
             grace.shield = True
             await st.done.wait()

@@ -1,0 +1,396 @@
+"""The Session actor: one MCP session over any line transport.
+
+The session is the single exception-to-wire boundary. It answers lifecycle
+methods itself (initialize, ping, tools/list, resources/*), validates tool
+arguments against their msgspec struct, and runs each tool call as its own
+task, so a slow call never blocks the read loop; ``notifications/cancelled``
+cancels that task.
+
+Error handling: a bad line gets its JSON-RPC error and the loop goes on; a
+tool failure is an ``isError`` result; an unexpected exception inside a tool
+becomes an ``isError`` result too (logged with its traceback). If the session
+actor itself crashes, every call it was running is answered with -32603 before
+the supervisor restarts it; the `SessionState` (negotiated version, client) is
+kept outside the actor, so the restarted session serves the same client.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import trio
+
+from ..protocol import jsonrpc, mcp
+from ..protocol.messages import Closed, Inbound, Outbound, Oversized
+from ..protocol.tools import ToolError, format_validation_error
+from ..supervisors import faults, trace
+from ..supervisors.app import AppContext
+from ..supervisors.supervisor import ChildContext, Mailbox
+
+# Methods a client may send before `initialize` completes.
+_PRE_INIT_METHODS = frozenset({"initialize", "ping"})
+
+
+@dataclass
+class CallState:
+    method: str
+    tool: str
+    scope: trio.CancelScope
+    started: float
+    answered: bool = False
+
+
+@dataclass(eq=False)
+class SessionState:
+    """What survives a restart of the Session actor (owned by its supervisor)."""
+
+    name: str = "session"
+    initialized: bool = False
+    protocol_version: str | None = None
+    client_name: str = "unknown"
+    client_version: str = ""
+    in_flight: dict[Any, CallState] = field(default_factory=dict)
+    closing: bool = False
+    requests: int = 0
+    bad_frames: int = 0
+
+
+@dataclass
+class CallContext:
+    """What a tool handler receives as ``ctx``."""
+
+    app: AppContext
+    session: SessionState | None
+    request_id: Any = None
+
+
+class Session:
+    def __init__(self, app: AppContext, state: SessionState, outbox: Mailbox) -> None:
+        self.app = app
+        self.state = state
+        self.outbox = outbox
+        self.grace = app.config.server.shutdown_grace
+        self.call_timeout = app.config.server.call_timeout
+        self.structured_ok = True
+
+    async def send(self, line: bytes) -> None:
+        await self.outbox.send(Outbound(line))
+
+    # -- the read loop -----------------------------------------------------
+
+    async def serve(self, ctx: ChildContext, inbox: Mailbox, task_status: Any) -> None:
+        state = self.state
+        self.app.sessions.add(state)
+        try:
+            async with trio.open_nursery() as calls:
+                self.calls = calls
+                task_status.started(self)
+                with ctx.cancel_on_shutdown(trio.CancelScope()):
+                    async for item in inbox.receive_channel:
+                        match item:
+                            case Inbound(lines=lines):
+                                for line in lines:
+                                    await self.handle_line(line)
+                            case Oversized(size=size, limit=limit, id_hint=rid):
+                                state.bad_frames += 1
+                                trace.event(self.state.name, "oversized_line", level="warning", size=size, limit=limit)
+                                await self.send(
+                                    jsonrpc.error_response(
+                                        rid,
+                                        jsonrpc.INVALID_REQUEST,
+                                        f"Invalid Request: line of {size} bytes exceeds the request limit of "
+                                        f"{limit} bytes ([server] request_limit); it was skipped",
+                                    )
+                                )
+                            case Closed():
+                                state.closing = True
+                                trace.event(self.state.name, "eof", in_flight=len(state.in_flight))
+                                break
+                # EOF or shutdown: let running calls finish, within the grace period.
+                state.closing = True
+                await self._drain_calls()
+                calls.cancel_scope.cancel()
+            if not ctx.shutdown.is_set():
+                self.app.request_shutdown(0)
+                await ctx.shutdown.wait()
+        finally:
+            self._answer_interrupted("the session stopped before the call finished")
+
+    async def _drain_calls(self) -> None:
+        if not self.state.in_flight:
+            return
+        with trio.move_on_after(self.grace) as scope:
+            scope.shield = True
+            while self.state.in_flight:
+                await trio.sleep(0.01)
+        if self.state.in_flight:
+            trace.warning(self.state.name, "calls_abandoned", count=len(self.state.in_flight), grace=self.grace)
+
+    def _answer_interrupted(self, why: str) -> None:
+        for rid, call in list(self.state.in_flight.items()):
+            if not call.answered:
+                call.answered = True
+                try:
+                    self.outbox.send_nowait(
+                        Outbound(jsonrpc.error_response(rid, jsonrpc.INTERNAL_ERROR, f"Internal error: {why}"))
+                    )
+                except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+                    pass
+        self.state.in_flight.clear()
+
+    async def handle_line(self, line: bytes) -> None:
+        msg = jsonrpc.decode_line(line)
+        if isinstance(msg, jsonrpc.Failure):
+            self.state.bad_frames += 1
+            trace.event(self.state.name, "bad_frame", level="info", code=msg.code, message=msg.message[:200])
+            await self.send(jsonrpc.error_response(msg.id, msg.code, msg.message))
+            return
+        if isinstance(msg, jsonrpc.Response):
+            return  # we send no requests; a stray response is ignored
+        self.state.requests += 1
+        try:
+            if faults.ACTIVE:
+                await faults.hit("session.dispatch")
+            await self.dispatch(msg)
+        except Exception as exc:
+            # The session itself is broken: answer this request, then crash so the
+            # supervisor restarts a clean incarnation.
+            if msg.has_id:
+                await self.send(
+                    jsonrpc.error_response(msg.id, jsonrpc.INTERNAL_ERROR, f"Internal error: {type(exc).__name__}: {exc}")
+                )
+            raise
+
+    async def dispatch(self, msg: jsonrpc.Message) -> None:
+        method = msg.method
+        state = self.state
+        if not msg.has_id:
+            await self.notification(msg)
+            return
+        if not state.initialized and method not in _PRE_INIT_METHODS:
+            await self.send(
+                jsonrpc.error_response(
+                    msg.id,
+                    jsonrpc.SERVER_NOT_INITIALIZED,
+                    f"Server not initialized: send 'initialize' before {method!r}",
+                )
+            )
+            return
+        if method == "ping":
+            await self.send(jsonrpc.result_response(msg.id, {}))
+        elif method == "tools/call":
+            await self.start_call(msg)
+        elif method == "initialize":
+            await self.initialize(msg)
+        elif method == "tools/list":
+            await self.list_tools(msg)
+        elif method == "resources/list":
+            await self.list_resources(msg)
+        elif method == "resources/read":
+            await self.read_resource(msg)
+        elif method == "resources/templates/list":
+            await self.send(jsonrpc.result_response(msg.id, {"resourceTemplates": []}))
+        elif method in ("prompts/list",):
+            await self.send(jsonrpc.result_response(msg.id, {"prompts": []}))
+        else:
+            await self.send(jsonrpc.error_response(msg.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}"))
+
+    async def notification(self, msg: jsonrpc.Message) -> None:
+        if msg.method == "notifications/initialized":
+            return
+        if msg.method == "notifications/cancelled" and msg.params is not None:
+            try:
+                params = mcp.cancelled_params.decode(msg.params)
+            except msgspec.DecodeError:
+                return
+            call = self.state.in_flight.get(params.requestId)
+            if call is not None:
+                call.answered = True  # the spec: no response for a cancelled request
+                call.scope.cancel()
+                trace.event(self.state.name, "cancelled", request_id=params.requestId, reason=params.reason)
+        # Other notifications are ignored, as the spec asks.
+
+    # -- lifecycle ---------------------------------------------------------
+
+    async def initialize(self, msg: jsonrpc.Message) -> None:
+        try:
+            params = mcp.initialize_params.decode(msg.params or b"{}")
+        except msgspec.DecodeError as exc:
+            await self.send(jsonrpc.error_response(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}"))
+            return
+        version = mcp.negotiate(params.protocolVersion)
+        state = self.state
+        state.initialized = True
+        state.protocol_version = version
+        state.client_name = params.clientInfo.name
+        state.client_version = params.clientInfo.version
+        self.structured_ok = version >= mcp.STRUCTURED_CONTENT_SINCE
+        trace.event(
+            state.name,
+            "initialize",
+            requested=params.protocolVersion,
+            negotiated=version,
+            client=state.client_name,
+            client_version=state.client_version,
+        )
+        result = mcp.initialize_result(version, self.app.version, self.instructions(), bool(self.app.resources))
+        await self.send(jsonrpc.result_response(msg.id, result))
+
+    def instructions(self) -> str:
+        parts = [
+            "memtrio keeps a persistent local memory for coding agents and navigates code.",
+            *self.app.instructions,
+        ]
+        return "\n".join(parts)
+
+    async def list_tools(self, msg: jsonrpc.Message) -> None:
+        try:
+            cursor = mcp.cursor_params.decode(msg.params).cursor if msg.params else None
+            page, nxt = mcp.paginate(list(self.app.registry), cursor, mcp.TOOLS_PAGE_SIZE)
+        except (msgspec.DecodeError, ValueError) as exc:
+            await self.send(jsonrpc.error_response(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}"))
+            return
+        result: dict[str, Any] = {"tools": [tool.describe() for tool in page]}
+        if nxt is not None:
+            result["nextCursor"] = nxt
+        await self.send(jsonrpc.result_response(msg.id, result))
+
+    async def list_resources(self, msg: jsonrpc.Message) -> None:
+        try:
+            cursor = mcp.cursor_params.decode(msg.params).cursor if msg.params else None
+            page, nxt = mcp.paginate(list(self.app.resources.values()), cursor, mcp.TOOLS_PAGE_SIZE)
+        except (msgspec.DecodeError, ValueError) as exc:
+            await self.send(jsonrpc.error_response(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}"))
+            return
+        result: dict[str, Any] = {"resources": [r.describe() for r in page]}
+        if nxt is not None:
+            result["nextCursor"] = nxt
+        await self.send(jsonrpc.result_response(msg.id, result))
+
+    async def read_resource(self, msg: jsonrpc.Message) -> None:
+        try:
+            params = mcp.read_resource_params.decode(msg.params or b"{}")
+        except msgspec.DecodeError as exc:
+            await self.send(jsonrpc.error_response(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}"))
+            return
+        resource = self.app.resources.get(params.uri)
+        if resource is None:
+            known = ", ".join(self.app.resources) or "none"
+            await self.send(
+                jsonrpc.error_response(
+                    msg.id, jsonrpc.SERVER_NOT_INITIALIZED, f"Resource not found: {params.uri} (known: {known})",
+                    {"uri": params.uri},
+                )
+            )
+            return
+        try:
+            text = await resource.read(self.app)
+        except Exception as exc:  # noqa: BLE001 - answered, logged
+            trace.error(self.state.name, "resource_failed", uri=params.uri, error=f"{type(exc).__name__}: {exc}")
+            await self.send(jsonrpc.error_response(msg.id, jsonrpc.INTERNAL_ERROR, f"Internal error: {exc}"))
+            return
+        result = {"contents": [{"uri": resource.uri, "mimeType": resource.mime_type, "text": text}]}
+        await self.send(jsonrpc.result_response(msg.id, result))
+
+    # -- tool calls --------------------------------------------------------
+
+    async def start_call(self, msg: jsonrpc.Message) -> None:
+        if msg.id in self.state.in_flight:
+            await self.send(
+                jsonrpc.error_response(
+                    msg.id, jsonrpc.INVALID_REQUEST, f"Invalid Request: id {msg.id!r} is already in use by a running call"
+                )
+            )
+            return
+        try:
+            params = mcp.call_params.decode(msg.params or b"{}")
+        except msgspec.DecodeError as exc:
+            await self.send(jsonrpc.error_response(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}"))
+            return
+        tool = self.app.registry.get(params.name)
+        if tool is None:
+            await self.send(
+                jsonrpc.error_response(
+                    msg.id,
+                    jsonrpc.INVALID_PARAMS,
+                    f"Unknown tool: {params.name!r}; tools/list names the {len(self.app.registry)} available tools",
+                )
+            )
+            return
+        call = CallState("tools/call", tool.name, trio.CancelScope(), time.monotonic())
+        self.state.in_flight[msg.id] = call
+        self.calls.start_soon(self.run_call, msg.id, tool, params, call)
+
+    async def run_call(self, rid: Any, tool: Any, params: mcp.CallParams, call: CallState) -> None:
+        token = trace.current.set(None)
+        try:
+            result: dict[str, Any] | None = None
+            with trace.span(self.state.name, "tools/call", tool=tool.name, request_id=rid) as span, call.scope:
+                timeout = self.call_timeout if self.call_timeout > 0 else math.inf
+                with trio.move_on_after(timeout) as deadline:
+                    result = await self._invoke(tool, params, rid, span)
+                if deadline.cancelled_caught:
+                    span["outcome"] = "timeout"
+                    result = mcp.tool_error(
+                        f"{tool.name} did not finish within {timeout:g} s ([server] call_timeout) and was abandoned"
+                    )
+            if result is not None and not call.answered:
+                await self.send(jsonrpc.result_response(rid, result))
+            call.answered = True
+        finally:
+            trace.current.reset(token)
+            # Interrupted from outside (session crash or stop) before answering: the
+            # entry stays, so the session answers it with an error on its way out.
+            if call.answered and self.state.in_flight.get(rid) is call:
+                del self.state.in_flight[rid]
+
+    async def _invoke(self, tool: Any, params: mcp.CallParams, rid: Any, span: dict[str, Any]) -> dict[str, Any]:
+        try:
+            raw = bytes(params.arguments)
+            args = tool.decoder.decode(raw if raw and raw != b"null" else b"{}")
+        except msgspec.ValidationError as exc:
+            span["outcome"] = "invalid_arguments"
+            return mcp.tool_error(f"{tool.name}: {format_validation_error(exc)}")
+        except msgspec.DecodeError as exc:
+            span["outcome"] = "invalid_arguments"
+            return mcp.tool_error(f"{tool.name}: invalid arguments: {exc}")
+        try:
+            if faults.ACTIVE:
+                await faults.hit("tool.call")
+            value = await tool.handler(CallContext(self.app, self.state, rid), args)
+        except ToolError as exc:
+            span["outcome"] = "tool_error"
+            return mcp.tool_error(str(exc))
+        except Exception as exc:  # noqa: BLE001 - a tool failure is a result, not a crash
+            span["outcome"] = "error"
+            trace.error(
+                self.state.name,
+                "tool_failed",
+                tool=tool.name,
+                error=f"{type(exc).__name__}: {exc}",
+                exc="".join(traceback.format_exception(exc))[-4000:],
+            )
+            return mcp.tool_error(f"{tool.name} failed: {type(exc).__name__}: {exc}")
+        return mcp.tool_result(value, structured_ok=self.structured_ok)
+
+
+async def run_session(
+    ctx: ChildContext,
+    *,
+    app: AppContext,
+    state: SessionState,
+    inbox: Mailbox,
+    outbox: Mailbox,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Child start function of a Session actor."""
+    session = Session(app, state, outbox)
+    try:
+        await session.serve(ctx, inbox, task_status)
+    finally:
+        app.sessions.discard(state)

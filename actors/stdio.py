@@ -1,0 +1,353 @@
+"""The stdio transport: StdioReader and StdoutWriter actors around a Session.
+
+- **StdioReader** reads bytes, splits lines (bounded: a line over the request
+  limit is answered and skipped, never buffered whole) and hands complete lines
+  to the Session. It never raises on input. EOF becomes `Closed`.
+- **StdoutWriter** is the only writer of the protocol stream: whole lines,
+  never interleaved, batched when several are queued.
+
+The protocol stream is a private duplicate of the process's stdout; file
+descriptor 1 itself is pointed at stderr, so nothing else (a stray print, a
+child process) can ever write into the protocol.
+
+State that must survive a restart (the reader's partial line, the writer's
+line in hand, the session's negotiated version) lives in objects owned by the
+transport supervisor, not in the actors.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from ..protocol.messages import Closed, Inbound, Oversized
+from ..supervisors import faults, trace
+from ..supervisors.app import AppContext, Feature, open_app
+from ..supervisors.supervisor import (
+    ONE_FOR_ONE,
+    PERMANENT,
+    ChildContext,
+    ChildSpec,
+    Escalation,
+    Mailbox,
+    Supervisor,
+    supervisor_child,
+)
+from .session import SessionState, run_session
+
+READ_SIZE = 65536
+_ID_RE = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.){0,200}")')
+
+
+@dataclass
+class ReaderState:
+    """The reader's partial input; kept across reader restarts."""
+
+    buffer: bytearray = field(default_factory=bytearray)
+    discarding: bool = False
+    discarded: int = 0
+    prefix: bytes = b""
+    eof: bool = False
+    lines: int = 0
+
+
+@dataclass
+class WriterState:
+    pending: bytes = b""
+    lines: int = 0
+
+
+def recover_id(prefix: bytes) -> Any:
+    """Best effort: the request id from the start of an oversized line."""
+    match = _ID_RE.search(prefix[:4096])
+    if not match:
+        return None
+    raw = match.group(1)
+    if raw.startswith(b'"'):
+        try:
+            return raw[1:-1].decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return int(raw)
+
+
+class LineSplitter:
+    """Splits a byte stream into lines of at most ``limit`` bytes.
+
+    A longer line is dropped as it arrives (only its first 4 KiB are kept, to
+    recover the id) and reported as `Oversized`.
+    """
+
+    def __init__(self, state: ReaderState, limit: int) -> None:
+        self.state = state
+        self.limit = limit
+
+    def feed(self, data: bytes) -> list[Any]:
+        st = self.state
+        out: list[Any] = []
+        lines: list[bytes] = []
+        start = 0
+        while True:
+            nl = data.find(b"\n", start)
+            if nl < 0:
+                rest = data[start:]
+                if st.discarding:
+                    st.discarded += len(rest)
+                else:
+                    st.buffer += rest
+                    if len(st.buffer) > self.limit:
+                        st.discarding = True
+                        st.prefix = bytes(st.buffer[:4096])
+                        st.discarded = len(st.buffer)
+                        st.buffer = bytearray()
+                break
+            piece = data[start:nl]
+            start = nl + 1
+            if st.discarding:
+                st.discarded += len(piece)
+                if lines:
+                    out.append(Inbound(lines))
+                    lines = []
+                out.append(Oversized(st.discarded, self.limit, recover_id(st.prefix)))
+                st.discarding = False
+                st.discarded = 0
+                st.prefix = b""
+                continue
+            if st.buffer:
+                st.buffer += piece
+                line = bytes(st.buffer)
+                st.buffer = bytearray()
+            else:
+                line = piece
+            if len(line) > self.limit:
+                if lines:
+                    out.append(Inbound(lines))
+                    lines = []
+                out.append(Oversized(len(line), self.limit, recover_id(line[:4096])))
+                continue
+            line = line.strip()
+            if line:
+                lines.append(line)
+        if lines:
+            out.append(Inbound(lines))
+        return out
+
+    def finish(self) -> list[Any]:
+        """At EOF: a last line without a newline still counts."""
+        st = self.state
+        out: list[Any] = []
+        if st.discarding:
+            out.append(Oversized(st.discarded, self.limit, recover_id(st.prefix)))
+            st.discarding = False
+        elif st.buffer.strip():
+            out.append(Inbound([bytes(st.buffer).strip()]))
+        st.buffer = bytearray()
+        return out
+
+
+async def run_reader(
+    ctx: ChildContext,
+    *,
+    stream: trio.abc.ReceiveStream,
+    inbox: Mailbox,
+    state: ReaderState,
+    limit: int,
+    name: str = "stdio.reader",
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Child start function of a reader actor (any byte stream, one line per message)."""
+    splitter = LineSplitter(state, limit)
+    task_status.started()
+    if state.eof:
+        await ctx.shutdown.wait()
+        return
+    with ctx.cancel_on_shutdown(trio.CancelScope()):
+        while True:
+            if faults.ACTIVE:
+                await faults.hit("stdio.read")
+            try:
+                data = await stream.receive_some(READ_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                trace.event(name, "read_failed", level="warning", error=f"{type(exc).__name__}: {exc}")
+                data = b""
+            if not data:
+                state.eof = True
+                for item in splitter.finish():
+                    await inbox.send(item)
+                await inbox.send(Closed())
+                break
+            for item in splitter.feed(data):
+                if isinstance(item, Inbound):
+                    state.lines += len(item.lines)
+                await inbox.send(item)
+    await ctx.shutdown.wait()
+
+
+async def run_writer(
+    ctx: ChildContext,
+    *,
+    stream: trio.abc.SendStream,
+    outbox: Mailbox,
+    state: WriterState,
+    on_peer_gone: Any = None,
+    name: str = "stdio.writer",
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Child start function of a writer actor: whole lines, in order, batched.
+
+    Error handling: if the peer closed the stream, the writer reports it through
+    ``on_peer_gone`` (the application then stops) and discards further output.
+    """
+    receive = outbox.receive_channel
+    task_status.started()
+
+    async def write(data: bytes) -> bool:
+        state.pending = data
+        if faults.ACTIVE:
+            await faults.hit("stdio.write")
+        try:
+            await stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            trace.event(name, "peer_gone", level="info", error=f"{type(exc).__name__}: {exc}")
+            state.pending = b""
+            if on_peer_gone is not None:
+                on_peer_gone()
+            return False
+        state.pending = b""
+        state.lines += data.count(b"\n")
+        return True
+
+    alive = True
+    if state.pending:
+        alive = await write(state.pending)
+    with ctx.cancel_on_shutdown(trio.CancelScope()):
+        while True:
+            first = await receive.receive()
+            chunks = [first.line]
+            while len(chunks) < 4096:
+                try:
+                    chunks.append(receive.receive_nowait().line)
+                except trio.WouldBlock:
+                    break
+            if alive:
+                alive = await write(b"".join(chunks))
+    # Stopping: flush what is queued, then exit.
+    with trio.CancelScope(shield=True), trio.move_on_after(5):
+        chunks = []
+        while True:
+            try:
+                chunks.append(receive.receive_nowait().line)
+            except (trio.WouldBlock, trio.EndOfChannel):
+                break
+        if chunks and alive:
+            await write(b"".join(chunks))
+
+
+def transport_children(
+    app: AppContext,
+    in_stream: trio.abc.ReceiveStream,
+    out_stream: trio.abc.SendStream,
+    name: str = "stdio",
+) -> list[ChildSpec]:
+    """Writer, Session and Reader specs (started in that order, stopped in reverse)."""
+    inbox = Mailbox(f"{name}.inbox", 64)
+    outbox = Mailbox(f"{name}.outbox", 4096)
+    reader_state = ReaderState()
+    writer_state = WriterState()
+    session_state = SessionState(name=f"{name}.session")
+    limit = app.config.server.request_limit
+    grace = app.config.server.shutdown_grace
+
+    async def writer(ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        await run_writer(
+            ctx,
+            stream=out_stream,
+            outbox=outbox,
+            state=writer_state,
+            on_peer_gone=lambda: app.request_shutdown(0),
+            name=f"{name}.writer",
+            task_status=task_status,
+        )
+
+    async def session(ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        await run_session(ctx, app=app, state=session_state, inbox=inbox, outbox=outbox, task_status=task_status)
+
+    async def reader(ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        await run_reader(ctx, stream=in_stream, inbox=inbox, state=reader_state, limit=limit, name=f"{name}.reader", task_status=task_status)
+
+    return [
+        ChildSpec(f"{name}.writer", writer, PERMANENT, shutdown=10.0, why="the only writer of the protocol stream; its line in hand survives a restart"),
+        ChildSpec(f"{name}.session", session, PERMANENT, shutdown=grace + 2.0, why="answers the client; its negotiated state survives a restart"),
+        ChildSpec(f"{name}.reader", reader, PERMANENT, shutdown=1.0, why="its partial line survives a restart, so no input is lost"),
+    ]
+
+
+def transport_supervisor(app: AppContext, in_stream: Any, out_stream: Any, name: str = "stdio") -> Supervisor:
+    # one_for_one: the three actors share no state with each other except the
+    # supervisor-owned mailboxes and states, so one may restart alone. Intensity
+    # 5 in 10 s: a transport failing faster than that is broken for good.
+    return Supervisor(
+        f"{name}-transport", transport_children(app, in_stream, out_stream, name), ONE_FOR_ONE, max_restarts=5, period=10.0
+    )
+
+
+def _protect_stdout() -> tuple[int, int]:
+    """Duplicate stdin/stdout for the protocol; point fds 0/1 at /dev/null and stderr."""
+    proto_in = os.dup(0)
+    proto_out = os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return proto_in, proto_out
+
+
+def serve_stdio(app: AppContext, features: Sequence[Feature]) -> int:
+    """Serve MCP on stdin/stdout until EOF or a signal; the process exit code."""
+    proto_in, proto_out = _protect_stdout()
+
+    async def main() -> int:
+        in_stream = trio.lowlevel.FdStream(proto_in)
+        out_stream = trio.lowlevel.FdStream(proto_out)
+        transport = supervisor_child(
+            lambda: transport_supervisor(app, in_stream, out_stream), "transport", why="the stdio client connection"
+        )
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_watch_signals, app)
+            async with open_app(app, features, extra_children=[transport]):
+                trace.event("app", "serving", transport="stdio", features=app.features, tools=len(app.registry))
+                await app.shutdown_requested.wait()
+            nursery.cancel_scope.cancel()
+        return app.exit_code
+
+    try:
+        code = trio.run(main)
+    except* Escalation as group:
+        for exc in _leaves(group):
+            trace.error("app", "gave_up", error=str(exc))
+            print(f"memtrio: {exc}", file=sys.stderr)
+        code = 1
+    trace.event("app", "exit", code=code)
+    trace.LOG.close()
+    return code
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+    return [exc]
+
+
+async def _watch_signals(app: AppContext) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            trace.event("app", "signal", signal=signal.Signals(signum).name)
+            app.request_shutdown(0)

@@ -1,0 +1,109 @@
+"""MCP lifecycle pieces: version negotiation, method parameter structs, results.
+
+Pure: builds and decodes values, performs no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+# Newest first. An unknown requested version is answered with the newest.
+SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+LATEST_VERSION = SUPPORTED_VERSIONS[0]
+STRUCTURED_CONTENT_SINCE = "2025-06-18"
+
+TOOLS_PAGE_SIZE = 100
+
+
+def negotiate(requested: Any) -> str:
+    """The version the server answers for the client's requested one."""
+    if isinstance(requested, str) and requested in SUPPORTED_VERSIONS:
+        return requested
+    return LATEST_VERSION
+
+
+class ClientInfo(msgspec.Struct):
+    name: str = "unknown"
+    version: str = ""
+
+
+class InitializeParams(msgspec.Struct):
+    protocolVersion: Any = None
+    capabilities: dict[str, Any] = msgspec.field(default_factory=dict)
+    clientInfo: ClientInfo = msgspec.field(default_factory=ClientInfo)
+
+
+class CallParams(msgspec.Struct):
+    name: str
+    arguments: msgspec.Raw = msgspec.Raw(b"")
+    _meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
+
+
+class CursorParams(msgspec.Struct):
+    cursor: str | None = None
+
+
+class ReadResourceParams(msgspec.Struct):
+    uri: str
+
+
+class CancelledParams(msgspec.Struct):
+    requestId: int | str
+    reason: str | None = None
+
+
+initialize_params = msgspec.json.Decoder(InitializeParams)
+call_params = msgspec.json.Decoder(CallParams)
+cursor_params = msgspec.json.Decoder(CursorParams)
+read_resource_params = msgspec.json.Decoder(ReadResourceParams)
+cancelled_params = msgspec.json.Decoder(CancelledParams)
+
+_encoder = msgspec.json.Encoder()
+
+
+def initialize_result(version: str, server_version: str, instructions: str, has_resources: bool) -> dict[str, Any]:
+    capabilities: dict[str, Any] = {"tools": {"listChanged": False}}
+    if has_resources:
+        capabilities["resources"] = {"listChanged": False, "subscribe": False}
+    return {
+        "protocolVersion": version,
+        "capabilities": capabilities,
+        "serverInfo": {"name": "memtrio", "title": "memtrio", "version": server_version},
+        "instructions": instructions,
+    }
+
+
+def tool_result(value: Any, is_error: bool = False, structured_ok: bool = True) -> dict[str, Any]:
+    """A ``CallToolResult`` for a handler's return value (see protocol.tools)."""
+    if isinstance(value, str):
+        return {"content": [{"type": "text", "text": value}], "isError": is_error}
+    if isinstance(value, msgspec.Struct):
+        value = msgspec.to_builtins(value)
+    text = _encoder.encode(value).decode("utf-8")
+    result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": is_error}
+    if structured_ok and isinstance(value, dict):
+        result["structuredContent"] = value
+    return result
+
+
+def tool_error(message: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": message}], "isError": True}
+
+
+def paginate(items: list[Any], cursor: str | None, page_size: int) -> tuple[list[Any], str | None]:
+    """Slice by an opaque cursor (the start offset as a decimal string).
+
+    Raises ValueError for a cursor this server did not issue.
+    """
+    start = 0
+    if cursor:
+        if not cursor.isdigit():
+            raise ValueError(f"invalid cursor {cursor!r}")
+        start = int(cursor)
+        if start > len(items):
+            raise ValueError(f"invalid cursor {cursor!r}")
+    page = items[start : start + page_size]
+    nxt = start + page_size
+    return page, (str(nxt) if nxt < len(items) else None)

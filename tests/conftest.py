@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """An empty MEMTRIO_HOME for one test."""
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
