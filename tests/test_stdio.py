@@ -1,0 +1,177 @@
+"""The stdio server end to end: the official client, bad input, faults, shutdown."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import trio
+
+from mcp_client import ok, open_client
+from raw_server import raw_server, trace_events
+
+
+async def test_official_client_initializes_lists_tools_and_calls_server_status(home: Path) -> None:
+    async with open_client(home) as client:
+        assert client.protocol_version == "2025-11-25"
+        assert "memory" in (client.instructions or "")
+        tools = await client.list_tools()
+        names = [t.name for t in tools.tools]
+        assert "server_status" in names
+        status_tool = next(t for t in tools.tools if t.name == "server_status")
+        assert status_tool.annotations.read_only_hint is True
+        status = await ok(client, "server_status")
+    assert status["name"] == "memtrio"
+    assert status["protocol_version"] == "2025-11-25"
+    assert status["data_dir"] == str(home)
+    transport = next(a for a in status["actors"] if a["id"] == "transport")
+    assert [c["id"] for c in transport["children"]] == ["stdio.writer", "stdio.session", "stdio.reader"]
+    assert all(c["state"] == "running" for c in transport["children"])
+
+
+async def test_every_bad_line_is_answered_and_the_session_keeps_serving(home: Path) -> None:
+    async with raw_server(home) as server:
+        await server.initialize()
+        await server.request(1, "ping")
+        await server.send_bytes(b"this is not json\n")
+        await server.send_bytes(b'{"jsonrpc": "2.0", "id": 2, "method": "pi\n')
+        await server.send_bytes(b'["garbage", 1, {"x": null}]\n')
+        # 20 MiB in one line: over the 16 MiB default limit, skipped without buffering.
+        big = b'{"jsonrpc":"2.0","id":77,"method":"ping","params":{"pad":"' + b"x" * (20 * 1024 * 1024) + b'"}}\n'
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server.send_bytes, big)
+            replies = [await server.read() for _ in range(4)]
+        await server.send_bytes(b'{"jsonrpc":"2.0","id":3,"method":"\xff\xfe"}\n')
+        await server.request(4, "ping")
+        replies += [await server.read() for _ in range(3)]
+        await server.close_stdin()
+        code = await server.wait()
+    assert replies[0] == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    assert replies[1]["error"]["code"] == -32700 and replies[1]["id"] is None
+    assert replies[2]["error"]["code"] == -32700 and replies[2]["id"] is None
+    assert replies[3]["error"]["code"] == -32600 and replies[3]["id"] is None
+    oversized = replies[4]
+    assert oversized["id"] == 77 and oversized["error"]["code"] == -32600
+    assert "request limit" in oversized["error"]["message"]
+    assert replies[5]["error"]["code"] == -32700 and replies[5]["id"] is None  # invalid UTF-8
+    assert replies[6] == {"jsonrpc": "2.0", "id": 4, "result": {}}
+    assert code == 0
+
+
+async def test_crashed_session_answers_restarts_and_serves_the_next_call(home: Path) -> None:
+    # The 4th dispatched message crashes the Session actor.
+    async with raw_server(home, env={"MEMTRIO_FAULTS": "session.dispatch=raise@4"}) as server:
+        await server.initialize()  # hits 1 and 2 (initialize, notifications/initialized)
+        await server.request(1, "ping")  # hit 3
+        assert (await server.read())["id"] == 1
+        await server.request(2, "tools/call", {"name": "server_status", "arguments": {}})  # hit 4: crash
+        crashed = await server.read()
+        await server.request(3, "tools/call", {"name": "server_status", "arguments": {}})
+        after = await server.read()
+        await server.close_stdin()
+        assert await server.wait() == 0
+    assert await_ok(crashed, 2, error=-32603)
+    assert "injected fault" in crashed["error"]["message"]
+    status = after["result"]["structuredContent"]
+    session = [c for a in status["actors"] if a["id"] == "transport" for c in a["children"] if c["id"] == "stdio.session"][0]
+    assert session["restarts"] == 1 and session["state"] == "running"
+    events = trace_events(home)
+    restarts = [e for e in events if e["event"] == "restart" and e.get("child") == "stdio.session"]
+    assert restarts and "injected fault" in restarts[0]["cause"]
+
+
+def await_ok(reply: dict, rid: int, error: int) -> bool:
+    return reply["id"] == rid and reply["error"]["code"] == error
+
+
+async def test_slow_call_does_not_block_ping(home: Path) -> None:
+    async with raw_server(home, env={"MEMTRIO_FAULTS": "tool.call=delay:2"}) as server:
+        await server.initialize()
+        await server.request(1, "tools/call", {"name": "server_status", "arguments": {}})
+        await server.request(2, "ping")
+        first = await server.read()
+        second = await server.read()
+    assert first == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    assert second["id"] == 1 and second["result"]["isError"] is False
+
+
+async def test_cancelled_call_gets_no_reply_and_the_session_goes_on(home: Path) -> None:
+    async with raw_server(home, env={"MEMTRIO_FAULTS": "tool.call=hang@1"}) as server:
+        await server.initialize()
+        await server.request(5, "tools/call", {"name": "server_status", "arguments": {}})
+        await trio.sleep(0.3)
+        await server.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}})
+        # Cancelling an unknown or finished call is harmless.
+        await server.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 999}})
+        await trio.sleep(0.3)
+        await server.request(6, "tools/call", {"name": "server_status", "arguments": {}})
+        reply = await server.read()
+        await server.close_stdin()
+        rest = await server.rest_of_stdout()
+        assert await server.wait() == 0
+    assert reply["id"] == 6
+    assert reply["result"]["structuredContent"]["calls_in_flight"] == 1  # only itself
+    assert b'"id":5' not in rest
+
+
+async def test_requests_before_initialize_get_a_clear_error(home: Path) -> None:
+    async with raw_server(home) as server:
+        await server.request(1, "tools/list")
+        reply = await server.read()
+        await server.request(2, "ping")
+        pong = await server.read()
+    assert reply["error"]["code"] == -32002
+    assert "initialize" in reply["error"]["message"]
+    assert pong["result"] == {}
+
+
+async def test_version_negotiation(home: Path) -> None:
+    async with raw_server(home) as server:
+        for rid, (asked, answered) in enumerate(
+            [("2024-11-05", "2024-11-05"), ("2025-03-26", "2025-03-26"), ("1999-01-01", "2025-11-25")]
+        ):
+            await server.request(rid, "initialize", {"protocolVersion": asked, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}})
+            reply = await server.read()
+            assert reply["result"]["protocolVersion"] == answered
+        await server.request(9, "no/such/method")
+        missing = await server.read()
+        await server.request(10, "tools/call", {"name": "no_such_tool", "arguments": {}})
+        unknown_tool = await server.read()
+    assert missing["error"]["code"] == -32601
+    assert unknown_tool["error"]["code"] == -32602 and "no_such_tool" in unknown_tool["error"]["message"]
+
+
+async def test_bad_tool_arguments_are_an_iserror_result_naming_the_field(home: Path) -> None:
+    async with raw_server(home) as server:
+        await server.initialize()
+        await server.request(1, "tools/call", {"name": "server_status", "arguments": {"bogus": 1}})
+        reply = await server.read()
+    assert reply["result"]["isError"] is True
+    assert "bogus" in reply["result"]["content"][0]["text"]
+
+
+async def test_eof_lets_in_flight_calls_finish_and_exits_zero(home: Path) -> None:
+    async with raw_server(home, env={"MEMTRIO_FAULTS": "tool.call=delay:1"}) as server:
+        await server.initialize()
+        await server.request(1, "tools/call", {"name": "server_status", "arguments": {}})
+        await server.close_stdin()
+        rest = await server.rest_of_stdout()
+        code = await server.wait()
+    replies = [json.loads(line) for line in rest.splitlines() if line]
+    assert [r["id"] for r in replies] == [1]
+    assert replies[0]["result"]["isError"] is False
+    assert code == 0
+
+
+async def test_sigterm_finishes_in_flight_calls_and_exits_zero(home: Path) -> None:
+    async with raw_server(home, env={"MEMTRIO_FAULTS": "tool.call=delay:1"}) as server:
+        await server.initialize()
+        await server.request(1, "tools/call", {"name": "server_status", "arguments": {}})
+        await trio.sleep(0.3)
+        server.process.send_signal(signal.SIGTERM)
+        rest = await server.rest_of_stdout()
+        code = await server.wait()
+    replies = [json.loads(line) for line in rest.splitlines() if line]
+    assert [r["id"] for r in replies] == [1]
+    assert code == 0
