@@ -276,6 +276,12 @@ class Supervisor:
                 trace.event(self.name, "supervisor_started", children=[s.spec.id for s in self._states])
                 await self._supervise()
                 nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # Surface our own escalation as itself, not wrapped by our nursery.
+            escalations, rest = group.split(Escalation)
+            if escalations is not None and rest is None:
+                raise _first_leaf(escalations) from None
+            raise
         finally:
             self.state = "stopped"
             for st in self._states:
@@ -419,6 +425,12 @@ class Supervisor:
     async def _stop_range(self, start: int, stop: int) -> None:
         for st in reversed(self._states[start:stop]):
             await self._stop_child(st)
+
+
+def _first_leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
 
 
 def supervisor_child(
