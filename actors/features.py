@@ -11,6 +11,7 @@ import importlib
 
 FEATURE_MODULES = [
     "memtrio.actors.status",
+    "memtrio.actors.store.feature",
 ]
 
 

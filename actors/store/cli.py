@@ -1,0 +1,514 @@
+"""``memtrio`` subcommands of the memory store.
+
+remember, list, show, search, graph, forget, flush, scopes, stats, doctor,
+export, import. They run the same actor tree and the same tool handlers as the
+MCP server, in the current directory, so they follow the same scope rules.
+Output is human-readable by default and JSON with ``--json``.
+
+``export``, ``import`` and ``flush --all`` are maintenance commands over the
+whole store (every scope), for backups and restores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sqlite3
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ...protocol.tools import ToolError
+from ...supervisors.app import AppContext, default_features, git_output
+from ...supervisors.cli import CliError, add_common, run_with_app
+from ...supervisors.config import log_path
+from . import ops, schema, tools, transfer
+from .feature import FEATURE
+from .writer import Written
+
+
+@dataclass
+class CliContext:
+    """The ``ctx`` a tool handler receives when the CLI calls it (no MCP session)."""
+
+    app: AppContext
+    session: Any = None
+    request_id: Any = None
+
+
+def _args(struct: type[msgspec.Struct], **values: Any) -> Any:
+    try:
+        return msgspec.convert({k: v for k, v in values.items() if v is not None}, struct)
+    except msgspec.ValidationError as exc:
+        raise CliError(f"invalid arguments: {exc}") from None
+
+
+def _emit(args: argparse.Namespace, value: Any, human: Callable[[Any], str]) -> None:
+    if getattr(args, "json", False):
+        print(json.dumps(value, ensure_ascii=False, indent=None if isinstance(value, list) else 2))
+    else:
+        text = human(value)
+        if text:
+            print(text)
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "never"
+    return dt.datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def _one_line(text: str, width: int = 100) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _memory_line(m: dict[str, Any]) -> str:
+    extra = f" score={m['score']:.3g}" if "score" in m else ""
+    return f"#{m['id']} [{m['memory_type']}] imp={m['importance']:g}{extra} {', '.join(m['scopes']) or '(unscoped)'}\n    {_one_line(m['content'])}"
+
+
+def _memory_block(m: dict[str, Any]) -> str:
+    lines = [
+        f"memory #{m['id']}  [{m['memory_type']}]  importance {m['importance']:g}",
+        f"scopes:   {', '.join(m['scopes']) or '(unscoped)'}",
+        f"created:  {_when(m['created_at'])}   updated: {_when(m['updated_at'])}",
+        f"accessed: {m['access_count']} times, last {_when(m['last_accessed_at'])}",
+    ]
+    if m.get("entities"):
+        lines.append("entities: " + ", ".join(f"{e['name']} ({e['kind']})" for e in m["entities"]))
+    for r in m.get("relations", []):
+        lines.append(f"relation: {r['source']} -[{r['relation']}]-> {r['target']}")
+    lines += ["", m["content"]]
+    return "\n".join(lines)
+
+
+def _run(
+    args: argparse.Namespace, body: Callable[[AppContext], Awaitable[Any]], full: bool = False
+) -> int:
+    """Run ``body`` with the store (``full``: every feature but code, for embeddings and ranking)."""
+    features = [f for f in default_features() if f.name != "code"] if full else [FEATURE]
+
+    async def main(app: AppContext) -> int:
+        try:
+            return int(await body(app) or 0)
+        except (ToolError, CliError, BrokenPipeError) as exc:
+            # Raised outside the actor tree, so it is not wrapped in a nursery's group.
+            failure.append(exc)
+            return 1
+
+    failure: list[Exception] = []
+    code = run_with_app(args, main, features=features)
+    if failure:
+        if isinstance(failure[0], BrokenPipeError):
+            raise failure[0]
+        raise CliError(str(failure[0])) from None
+    return code
+
+
+def _ctx(app: AppContext) -> CliContext:
+    return CliContext(app)
+
+
+def _scopes(args: argparse.Namespace) -> list[str] | None:
+    return args.scope or None
+
+
+# -- commands ------------------------------------------------------------------
+
+
+def cmd_remember(args: argparse.Namespace) -> int:
+    content = sys.stdin.read() if args.content == "-" else args.content
+    relations = []
+    for text in args.relation or []:
+        parts = text.split(":")
+        if len(parts) != 3 or not all(p.strip() for p in parts):
+            raise CliError(f"--relation {text!r}: expected SOURCE:RELATION:TARGET")
+        relations.append({"source": parts[0], "relation": parts[1], "target": parts[2]})
+    targs = _args(
+        tools.RememberArgs, content=content, memory_type=args.type, importance=args.importance,
+        scopes=_scopes(args), entities=args.entity, relations=relations or None,
+    )  # fmt: skip
+
+    async def body(app: AppContext) -> int:
+        result = await tools.remember(_ctx(app), targs)
+        _emit(
+            args,
+            result,
+            lambda r: (
+                f"remembered #{r['id']} in {', '.join(r['scopes'])}"
+                + "".join(f"\nwarning: {w}" for w in r["warnings"])
+            ),
+        )
+        return 0
+
+    return _run(args, body, full=True)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    if args.limit < 1 or args.offset < 0:
+        raise CliError("--limit must be >= 1 and --offset >= 0")
+
+    async def body(app: AppContext) -> int:
+        store = tools.store_of(app)
+        selection = store.policy.select(_scopes(args))
+        rows = await store.read(
+            lambda conn: ops.list_memories(conn, selection, args.type, args.limit, args.offset)
+        )
+        _emit(
+            args,
+            rows,
+            lambda rs: (
+                "\n".join(_memory_line(m) for m in rs) or f"no memories in {', '.join(selection)}"
+            ),
+        )
+        return 0
+
+    return _run(args, body)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    targs = _args(tools.InspectArgs, id=args.id, scopes=_scopes(args))
+
+    async def body(app: AppContext) -> int:
+        _emit(args, await tools.inspect(_ctx(app), targs), _memory_block)
+        return 0
+
+    return _run(args, body)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    targs = _args(
+        tools.RecallArgs, query=args.query, scopes=_scopes(args), limit=args.limit,
+        use_embeddings=not args.lexical, memory_type=args.type,
+    )  # fmt: skip
+
+    async def body(app: AppContext) -> int:
+        result = await tools.recall(_ctx(app), targs)
+
+        def human(r: dict[str, Any]) -> str:
+            lines = [_memory_line(m) for m in r["memories"]] or ["no matching memories"]
+            return "\n".join(lines + [f"warning: {w}" for w in r["warnings"]])
+
+        _emit(args, result, human)
+        return 0
+
+    return _run(args, body, full=not args.lexical)
+
+
+def cmd_graph(args: argparse.Namespace) -> int:
+    targs = _args(
+        tools.GraphArgs,
+        entity=args.entity,
+        direction=args.direction,
+        max_depth=args.depth,
+        limit=args.limit,
+        scopes=_scopes(args),
+    )
+
+    async def body(app: AppContext) -> int:
+        result = await tools.graph(_ctx(app), targs)
+
+        def human(r: dict[str, Any]) -> str:
+            lines = [f"{r['entity']['name']} ({r['entity']['kind']}), {r['direction']}:"]
+            for p in r["paths"]:
+                lines.append(
+                    "  "
+                    + "  ".join(
+                        f"{e['source']} -[{e['relation']}]-> {e['target']}" for e in p["edges"]
+                    )
+                )
+            if not r["paths"]:
+                lines.append("  no relations")
+            if r["truncated"]:
+                lines.append(f"  (more paths: raise --limit above {len(r['paths'])})")
+            return "\n".join(lines)
+
+        _emit(args, result, human)
+        return 0
+
+    return _run(args, body)
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    targs = _args(tools.ForgetArgs, id=args.id, scopes=_scopes(args))
+
+    async def body(app: AppContext) -> int:
+        _emit(args, await tools.forget(_ctx(app), targs), lambda r: f"forgot #{r['id']}")
+        return 0
+
+    return _run(args, body)
+
+
+def cmd_flush(args: argparse.Namespace) -> int:
+    if not args.yes:
+        what = (
+            "every memory, entity and relation in every scope"
+            if args.all
+            else "the memories of the current repository and `global`"
+        )
+        raise CliError(f"flush deletes {what}; run again with --yes to confirm")
+
+    async def body(app: AppContext) -> int:
+        store = tools.store_of(app)
+
+        def op(conn: sqlite3.Connection) -> Written:
+            result, changes = transfer.flush(conn, store.policy, args.all)
+            return Written(result, changes)
+
+        result = await store.write(op, name="flush")
+        result["scopes"] = "all" if args.all else store.policy.writable
+        _emit(
+            args,
+            result,
+            lambda r: (
+                f"deleted {r['deleted_memories']} memories, {r['deleted_entities']} entities, {r['deleted_relations']} relations"
+            ),
+        )
+        return 0
+
+    return _run(args, body)
+
+
+def cmd_scopes(args: argparse.Namespace) -> int:
+    async def body(app: AppContext) -> int:
+        result = await tools.list_scopes(_ctx(app), tools.ListScopesArgs())
+
+        def human(r: dict[str, Any]) -> str:
+            return "\n".join(
+                f"{'*' if s['is_current'] else ' '} {s['name']}  {s['memories']} memories{'  (writable)' if s['writable'] else ''}"
+                for s in r["scopes"]
+            )
+
+        _emit(args, result, human)
+        return 0
+
+    return _run(args, body)
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    async def body(app: AppContext) -> int:
+        result = await tools.stats(_ctx(app), tools.StatsArgs())
+        _emit(args, result, lambda r: "\n".join(f"{k}: {v}" for k, v in r.items()))
+        return 0
+
+    return _run(args, body)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    async def body(app: AppContext) -> int:
+        store = tools.store_of(app)
+
+        def check(conn: sqlite3.Connection) -> dict[str, Any]:
+            integrity = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall()]
+            try:
+                conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+                fts = "ok"
+            except sqlite3.DatabaseError as exc:
+                fts = f"failed: {exc}"
+            return {
+                "schema_version": transfer.schema_version(conn),
+                "journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0],
+                "integrity": "ok" if integrity == ["ok"] else "; ".join(integrity[:5]),
+                "fts_integrity": fts,
+                "counts": ops.counts(conn),
+            }
+
+        report = await store.write(check, name="doctor")
+        size = sum(
+            p.stat().st_size for p in store.path.parent.glob(store.path.name + "*") if p.is_file()
+        )
+        result = {
+            "home": str(app.home),
+            "database": str(store.path),
+            "database_bytes": size,
+            "log": str(log_path(app.config, app.home)),
+            "cwd": str(app.cwd),
+            "current_scope": store.default_scope,
+            "git": git_output(["--version"], app.cwd) or "not found",
+            "sqlite": sqlite3.sqlite_version,
+            "latest_schema_version": schema.LATEST,
+            "embeddings": "on" if app.config.embedding.enabled else "off",
+            "durability": app.config.store.durability,
+            **report,
+        }
+        healthy = (
+            result["integrity"] == "ok"
+            and result["fts_integrity"] == "ok"
+            and result["schema_version"] == schema.LATEST
+        )
+
+        def human(r: dict[str, Any]) -> str:
+            lines = [f"{k}: {v}" for k, v in r.items() if k != "counts"]
+            lines.append("counts: " + ", ".join(f"{k} {v}" for k, v in r["counts"].items()))
+            lines.append("status: ok" if healthy else "status: PROBLEMS FOUND")
+            return "\n".join(lines)
+
+        _emit(args, result, human)
+        return 0 if healthy else 1
+
+    return _run(args, body)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    async def body(app: AppContext) -> int:
+        store = tools.store_of(app)
+        records = await store.read(lambda conn: list(transfer.export_lines(conn)))
+        out = sys.stdout if args.file in (None, "-") else open(args.file, "w", encoding="utf-8")  # noqa: SIM115
+        try:
+            for rec in records:
+                out.write(json.dumps(rec, ensure_ascii=False, sort_keys=True) + "\n")
+        finally:
+            if out is not sys.stdout:
+                out.close()
+        if out is not sys.stdout:
+            counts = {
+                t: sum(1 for r in records if r["type"] == t)
+                for t in ("memory", "entity", "relation", "vector")
+            }
+            print(
+                f"exported {counts['memory']} memories, {counts['entity']} entities, {counts['relation']} relations, "
+                f"{counts['vector']} vectors to {args.file}",
+                file=sys.stderr,
+            )
+        return 0
+
+    return _run(args, body)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    try:
+        if args.file == "-":
+            lines = sys.stdin.read().splitlines()
+        else:
+            lines = Path(args.file).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise CliError(f"cannot read {args.file}: {exc.strerror or exc}") from None
+    try:
+        records = transfer.parse_lines(lines)
+    except transfer.ImportError_ as exc:
+        raise CliError(f"{args.file}: {exc}") from None
+
+    async def body(app: AppContext) -> int:
+        store = tools.store_of(app)
+
+        def op(conn: sqlite3.Connection) -> Written:
+            from .writer import Change
+
+            return Written(transfer.import_records(conn, records), [Change(kind="reset")])
+
+        try:
+            result = await store.write(op, name="import")
+        except transfer.ImportError_ as exc:
+            raise CliError(f"{args.file}: {exc}") from None
+        _emit(
+            args, result,
+            lambda r: f"imported {r['memories']} memories ({r['skipped_memories']} already present), {r['entities']} entities, "
+            f"{r['relations']} relations, {r['vectors']} vectors",
+        )  # fmt: skip
+        return 0
+
+    return _run(args, body)
+
+
+# -- registration ----------------------------------------------------------------
+
+
+def _parser(
+    sub: Any,
+    name: str,
+    help_text: str,
+    func: Callable[[argparse.Namespace], int],
+    json_flag: bool = True,
+) -> argparse.ArgumentParser:
+    parser = sub.add_parser(name, help=help_text, description=help_text)
+    add_common(parser)
+    if json_flag:
+        parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    parser.set_defaults(func=func)
+    return parser
+
+
+def _scope_flag(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument("--scope", action="append", metavar="SCOPE", help=help_text)
+
+
+def register(sub: Any) -> None:
+    read_scope = "`global` or `repo:/abs/path` to read (repeatable; default: current repository), plus `global`"
+    p = _parser(
+        sub,
+        "remember",
+        "store a memory in the current repository (or --scope global)",
+        cmd_remember,
+    )
+    p.add_argument("content", help="the memory text ('-' reads stdin)")
+    p.add_argument("--type", help="memory type (default observation)")
+    p.add_argument("--importance", type=float, help="0.0 to 1.0 (default 0.0)")
+    _scope_flag(p, "`global` or the current repository's scope (repeatable)")
+    p.add_argument(
+        "--entity",
+        action="append",
+        metavar="NAME",
+        help="an entity the memory mentions (repeatable)",
+    )
+    p.add_argument(
+        "--relation",
+        action="append",
+        metavar="SRC:REL:TGT",
+        help="a relation the memory states (repeatable)",
+    )
+
+    p = _parser(sub, "list", "list memories, newest first", cmd_list)
+    _scope_flag(p, read_scope)
+    p.add_argument("--type", help="only this memory type (ignores case)")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--offset", type=int, default=0)
+
+    p = _parser(sub, "show", "show one memory by id (counts as an access)", cmd_show)
+    p.add_argument("id", type=int)
+    _scope_flag(p, read_scope)
+
+    p = _parser(sub, "search", "recall memories matching a query", cmd_search)
+    p.add_argument("query")
+    _scope_flag(p, read_scope)
+    p.add_argument("--type", help="only this memory type (ignores case)")
+    p.add_argument("--limit", type=int, default=10)
+    p.add_argument("--lexical", action="store_true", help="FTS5 ranking only (no embeddings)")
+
+    p = _parser(sub, "graph", "show relation paths around an entity", cmd_graph)
+    p.add_argument("entity")
+    p.add_argument("--direction", choices=["both", "incoming", "outgoing"], default="both")
+    p.add_argument("--depth", type=int, default=2, help="1 to 3 (default 2)")
+    p.add_argument("--limit", type=int, default=50, help="1 to 100 paths (default 50)")
+    _scope_flag(p, read_scope)
+
+    p = _parser(sub, "forget", "delete a memory by id", cmd_forget)
+    p.add_argument("id", type=int)
+    _scope_flag(p, "writable scope(s) to look in")
+
+    p = _parser(
+        sub,
+        "flush",
+        "delete the memories of the current repository and global (needs --yes)",
+        cmd_flush,
+    )
+    p.add_argument("--yes", action="store_true", help="confirm the deletion")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="delete the whole store: every scope, entity, relation, vector and the recall log",
+    )
+
+    _parser(sub, "scopes", "list stored scopes, the current one marked *", cmd_scopes)
+    _parser(sub, "stats", "count memories, scopes, entities and edges", cmd_stats)
+    _parser(sub, "doctor", "check paths, schema version, integrity and counts", cmd_doctor)
+
+    p = _parser(sub, "export", "write the whole store as JSON lines", cmd_export, json_flag=False)
+    p.add_argument("file", nargs="?", help="output file (default: stdout)")
+    p = _parser(sub, "import", "read a JSON-lines export into the store", cmd_import)
+    p.add_argument("file", help="the export file ('-' reads stdin)")

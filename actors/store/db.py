@@ -1,0 +1,150 @@
+"""SQLite connections of the store: pragmas, transactions with busy retries, the read pool.
+
+Every connection runs in autocommit mode (``isolation_level=None``) so that
+transactions are explicit: writes use ``BEGIN IMMEDIATE ... COMMIT``, reads a
+deferred ``BEGIN ... ROLLBACK`` for a consistent snapshot.
+
+Connections are used from worker threads (``trio.to_thread.run_sync``), one
+thread at a time per connection, so they are opened with
+``check_same_thread=False``.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import trio
+
+from . import schema
+
+DB_NAME = "memtrio.sqlite"
+
+T = TypeVar("T")
+
+# Retry of SQLITE_BUSY on BEGIN IMMEDIATE (beyond SQLite's own busy handler):
+# exponential backoff from BUSY_BACKOFF_START up to BUSY_BACKOFF_MAX seconds,
+# jittered, until busy_timeout has passed.
+BUSY_BACKOFF_START = 0.002
+BUSY_BACKOFF_MAX = 0.1
+
+
+def db_path(home: Path) -> Path:
+    return home / DB_NAME
+
+
+def connect(
+    path: Path, *, busy_timeout_ms: int = 30000, durability: str = "normal", read_only: bool = False
+) -> sqlite3.Connection:
+    """Open one connection with the store's pragmas (WAL, foreign keys, busy timeout)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(
+        str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
+    )
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        if not read_only:
+            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+            if mode.lower() != "wal":
+                _with_busy_retry(lambda: conn.execute("PRAGMA journal_mode = WAL"), busy_timeout_ms)
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'sync' else 'NORMAL'}")
+        if read_only:
+            conn.execute("PRAGMA query_only = ON")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def is_busy(exc: BaseException) -> bool:
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _with_busy_retry(fn: Callable[[], T], busy_timeout_ms: int) -> T:
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    delay = BUSY_BACKOFF_START
+    while True:
+        try:
+            return fn()
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay * (0.5 + random.random()))
+        delay = min(delay * 2, BUSY_BACKOFF_MAX)
+
+
+def begin_immediate(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
+    """Take the write lock, retrying SQLITE_BUSY with backoff until the busy timeout."""
+    _with_busy_retry(lambda: conn.execute("BEGIN IMMEDIATE"), busy_timeout_ms)
+
+
+def rollback_quietly(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
+def open_write_connection(
+    path: Path, *, busy_timeout_ms: int, durability: str
+) -> sqlite3.Connection:
+    """The writer's connection, with the schema migrated to the latest version."""
+    conn = connect(path, busy_timeout_ms=busy_timeout_ms, durability=durability)
+    try:
+        _with_busy_retry(lambda: schema.migrate(conn), busy_timeout_ms)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def run_read(conn: sqlite3.Connection, op: Callable[[sqlite3.Connection], T]) -> T:
+    """Run ``op`` in one read transaction (a consistent snapshot)."""
+    conn.execute("BEGIN")
+    try:
+        return op(conn)
+    finally:
+        rollback_quietly(conn)
+
+
+class ReadPool:
+    """A few read-only connections; each read runs in a worker thread.
+
+    Cancellation: a read already running in its thread finishes (the caller
+    waits for it), so a connection is never returned mid-statement.
+    """
+
+    def __init__(self, path: Path, size: int, busy_timeout_ms: int) -> None:
+        self._conns = [
+            connect(path, busy_timeout_ms=busy_timeout_ms, read_only=True) for _ in range(size)
+        ]
+        self._free_send, self._free_recv = trio.open_memory_channel[sqlite3.Connection](size)
+        for conn in self._conns:
+            self._free_send.send_nowait(conn)
+        self.limiter = trio.CapacityLimiter(size)
+
+    async def run(self, op: Callable[[sqlite3.Connection], T]) -> T:
+        conn = await self._free_recv.receive()
+        try:
+            return await trio.to_thread.run_sync(run_read, conn, op, limiter=self.limiter)
+        finally:
+            self._free_send.send_nowait(conn)
+
+    def close(self) -> None:
+        for conn in self._conns:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+
+
+def fetch_dicts(conn: sqlite3.Connection, sql: str, params: Any = ()) -> list[dict[str, Any]]:
+    cur = conn.execute(sql, params)
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]

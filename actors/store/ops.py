@@ -1,0 +1,734 @@
+"""The store's SQL operations: synchronous functions of a connection.
+
+Each public function here runs inside a transaction that its caller opened
+(the StoreWriter for writes, the read pool for reads); none of them commits.
+They are shared by the memory tools, the CLI, import/export and the benchmark
+preloader, so every path writes rows the same way.
+
+Embedding documents (what text is embedded for a row) are defined here too,
+so the recall ranker embeds exactly what the store embeds:
+`memory_document`, `entity_document`, `relation_document`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...protocol.tools import ToolError
+from .scopes import GLOBAL, ScopePolicy
+from .writer import Change
+
+# -- names and documents ---------------------------------------------------------
+
+
+def now() -> float:
+    return time.time()
+
+
+def clean_name(name: str) -> str:
+    return " ".join(name.split())
+
+
+def canonical_name(name: str) -> str:
+    """Entity identity: casefolded, whitespace collapsed."""
+    return clean_name(name).casefold()
+
+
+def memory_document(content: str) -> str:
+    return content
+
+
+def entity_document(name: str, kind: str) -> str:
+    return name if kind == "entity" else f"{name} ({kind})"
+
+
+def relation_document(source: str, relation_type: str, target: str) -> str:
+    return f"{source} {relation_type.replace('_', ' ')} {target}"
+
+
+# -- vectors --------------------------------------------------------------------
+
+
+@dataclass
+class Vec:
+    """One embedding to store: float32 bytes with the model that made it."""
+
+    data: bytes
+    dim: int
+    model: str
+    revision: str
+
+
+def put_vector(
+    conn: sqlite3.Connection, kind: str, item_id: int, vec: Vec, replace: bool = True
+) -> bool:
+    """Store a vector; with ``replace=False`` an existing one of the same model is kept."""
+    if replace:
+        conn.execute(
+            "INSERT OR REPLACE INTO vectors (kind, item_id, model, revision, dim, vec) VALUES (?, ?, ?, ?, ?, ?)",
+            (kind, item_id, vec.model, vec.revision, vec.dim, vec.data),
+        )
+        return True
+    cur = conn.execute(
+        """INSERT INTO vectors (kind, item_id, model, revision, dim, vec) VALUES (?, ?, ?, ?, ?, ?)
+           ON CONFLICT (kind, item_id) DO UPDATE SET model = excluded.model, revision = excluded.revision,
+               dim = excluded.dim, vec = excluded.vec
+           WHERE vectors.model != excluded.model OR vectors.revision != excluded.revision""",
+        (kind, item_id, vec.model, vec.revision, vec.dim, vec.data),
+    )
+    return cur.rowcount > 0
+
+
+def drop_vector(conn: sqlite3.Connection, kind: str, item_id: int) -> None:
+    conn.execute("DELETE FROM vectors WHERE kind = ? AND item_id = ?", (kind, item_id))
+
+
+# -- scopes ---------------------------------------------------------------------
+
+
+def ensure_scope(conn: sqlite3.Connection, name: str) -> int:
+    row = conn.execute("SELECT id FROM scopes WHERE name = ?", (name,)).fetchone()
+    if row:
+        return row[0]
+    return conn.execute("INSERT INTO scopes (name) VALUES (?)", (name,)).lastrowid
+
+
+def scope_ids(conn: sqlite3.Connection, names: Iterable[str]) -> dict[str, int]:
+    """Ids of the scopes that exist (never creates one)."""
+    names = list(names)
+    if not names:
+        return {}
+    marks = ",".join("?" * len(names))
+    return dict(
+        conn.execute(f"SELECT name, id FROM scopes WHERE name IN ({marks})", names).fetchall()
+    )
+
+
+def memory_scope_names(conn: sqlite3.Connection, memory_id: int) -> list[str]:
+    rows = conn.execute(
+        "SELECT s.name FROM memory_scopes ms JOIN scopes s ON s.id = ms.scope_id WHERE ms.memory_id = ? ORDER BY s.name",
+        (memory_id,),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+# -- entities and relations ------------------------------------------------------
+
+
+@dataclass
+class EntitySpec:
+    name: str
+    kind: str = "entity"
+
+
+@dataclass
+class RelationSpec:
+    source: EntitySpec
+    relation: str
+    target: EntitySpec
+    metadata: dict[str, Any] | None = None
+
+
+def validate_entity(name: str, kind: str = "entity") -> EntitySpec:
+    clean = clean_name(name)
+    if not clean:
+        raise ToolError("an entity name must not be empty")
+    kind_clean = clean_name(kind) or "entity"
+    return EntitySpec(clean, kind_clean)
+
+
+def validate_relation_type(relation: str) -> str:
+    clean = clean_name(relation)
+    if not clean:
+        raise ToolError("a relation type must not be empty (for example `depends_on`)")
+    return clean
+
+
+def find_entity(conn: sqlite3.Connection, name: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        "SELECT id, name, kind FROM entities WHERE canonical_name = ?", (canonical_name(name),)
+    ).fetchone()
+    return {"id": row[0], "name": row[1], "kind": row[2]} if row else None
+
+
+def upsert_entity(
+    conn: sqlite3.Connection, spec: EntitySpec, scope_ids_: Sequence[int], ts: float
+) -> tuple[int, bool]:
+    """Create or reuse the entity; a generic kind is refined by a specific one. Returns (id, created)."""
+    canon = canonical_name(spec.name)
+    row = conn.execute(
+        "SELECT id, kind FROM entities WHERE canonical_name = ?", (canon,)
+    ).fetchone()
+    if row:
+        entity_id, kind = row
+        created = False
+        if kind == "entity" and spec.kind != "entity":
+            conn.execute(
+                "UPDATE entities SET kind = ?, updated_at = ? WHERE id = ?",
+                (spec.kind, ts, entity_id),
+            )
+    else:
+        entity_id = conn.execute(
+            "INSERT INTO entities (name, canonical_name, kind, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+            (spec.name, canon, spec.kind, ts, ts),
+        ).lastrowid
+        created = True
+    conn.executemany(
+        "INSERT OR IGNORE INTO entity_scopes (entity_id, scope_id) VALUES (?, ?)",
+        [(entity_id, sid) for sid in scope_ids_],
+    )
+    return entity_id, created
+
+
+def upsert_relation(
+    conn: sqlite3.Connection,
+    source_id: int,
+    relation_type: str,
+    target_id: int,
+    metadata: dict[str, Any] | None,
+    scope_ids_: Sequence[int],
+    ts: float,
+) -> tuple[int, bool]:
+    """Create or reuse the directed relation; given metadata is merged in. Returns (id, created)."""
+    row = conn.execute(
+        "SELECT id, metadata FROM relations WHERE source_id = ? AND relation_type = ? AND target_id = ?",
+        (source_id, relation_type, target_id),
+    ).fetchone()
+    if row:
+        relation_id, old = row
+        created = False
+        if metadata:
+            merged = {**json.loads(old or "{}"), **metadata}
+            conn.execute(
+                "UPDATE relations SET metadata = ? WHERE id = ?",
+                (json.dumps(merged, sort_keys=True), relation_id),
+            )
+    else:
+        relation_id = conn.execute(
+            "INSERT INTO relations (source_id, target_id, relation_type, metadata, created_at) VALUES (?, ?, ?, ?, ?)",
+            (source_id, target_id, relation_type, json.dumps(metadata or {}, sort_keys=True), ts),
+        ).lastrowid
+        created = True
+    conn.executemany(
+        "INSERT OR IGNORE INTO relation_scopes (relation_id, scope_id) VALUES (?, ?)",
+        [(relation_id, sid) for sid in scope_ids_],
+    )
+    return relation_id, created
+
+
+def missing_vectors(
+    conn: sqlite3.Connection, entities: Sequence[EntitySpec], relations: Sequence[RelationSpec]
+) -> tuple[set[str], set[tuple[str, str, str]]]:
+    """Which entities (canonical names) and relations (canonical triples) have no vector yet."""
+    ent_missing: set[str] = set()
+    for spec in entities:
+        canon = canonical_name(spec.name)
+        row = conn.execute(
+            "SELECT 1 FROM entities e JOIN vectors v ON v.kind = 'entity' AND v.item_id = e.id WHERE e.canonical_name = ?",
+            (canon,),
+        ).fetchone()
+        if row is None:
+            ent_missing.add(canon)
+    rel_missing: set[tuple[str, str, str]] = set()
+    for rel in relations:
+        key = (canonical_name(rel.source.name), rel.relation, canonical_name(rel.target.name))
+        row = conn.execute(
+            """SELECT 1 FROM relations r JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id
+               JOIN vectors v ON v.kind = 'relation' AND v.item_id = r.id
+               WHERE s.canonical_name = ? AND r.relation_type = ? AND t.canonical_name = ?""",
+            key,
+        ).fetchone()
+        if row is None:
+            rel_missing.add(key)
+    return ent_missing, rel_missing
+
+
+# -- memories -------------------------------------------------------------------
+
+
+@dataclass
+class NewMemory:
+    content: str
+    memory_type: str = "observation"
+    importance: float = 0.0
+    scopes: list[str] = field(default_factory=list)  # canonical scope names
+    entities: list[EntitySpec] = field(default_factory=list)
+    relations: list[RelationSpec] = field(default_factory=list)
+    vector: Vec | None = None
+    entity_vectors: dict[str, Vec] = field(default_factory=dict)  # canonical name -> vector
+    relation_vectors: dict[tuple[str, str, str], Vec] = field(default_factory=dict)
+
+
+def insert_memory(
+    conn: sqlite3.Connection, new: NewMemory, ts: float | None = None
+) -> tuple[dict[str, Any], list[Change]]:
+    """Insert a memory with its scopes, entities, relations and vectors. Returns (result, changes)."""
+    ts = now() if ts is None else ts
+    sids = [ensure_scope(conn, name) for name in new.scopes]
+    memory_id = conn.execute(
+        "INSERT INTO memories (content, memory_type, importance, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+        (new.content, new.memory_type, new.importance, ts, ts),
+    ).lastrowid
+    conn.executemany(
+        "INSERT INTO memory_scopes (memory_id, scope_id) VALUES (?, ?)",
+        [(memory_id, s) for s in sids],
+    )
+    changes: list[Change] = []
+    if new.vector is not None:
+        put_vector(conn, "memory", memory_id, new.vector)
+    changes.append(_change("memory", memory_id, new.vector))
+    entities_out: list[dict[str, Any]] = []
+    seen_entities: dict[str, int] = {}
+
+    def entity(spec: EntitySpec) -> int:
+        canon = canonical_name(spec.name)
+        if canon in seen_entities:
+            return seen_entities[canon]
+        entity_id, created = upsert_entity(conn, spec, sids, ts)
+        seen_entities[canon] = entity_id
+        conn.execute(
+            "INSERT OR IGNORE INTO memory_entities (memory_id, entity_id) VALUES (?, ?)",
+            (memory_id, entity_id),
+        )
+        vec = new.entity_vectors.get(canon)
+        if vec is not None and put_vector(conn, "entity", entity_id, vec, replace=False):
+            changes.append(_change("entity", entity_id, vec))
+        elif created:
+            changes.append(_change("entity", entity_id, None))
+        entities_out.append(
+            {"id": entity_id, "name": spec.name, "kind": spec.kind, "created": created}
+        )
+        return entity_id
+
+    for spec in new.entities:
+        entity(spec)
+    relations_out: list[dict[str, Any]] = []
+    for rel in new.relations:
+        src = entity(rel.source)
+        tgt = entity(rel.target)
+        relation_id, created = upsert_relation(conn, src, rel.relation, tgt, rel.metadata, sids, ts)
+        conn.execute(
+            "INSERT OR IGNORE INTO memory_relations (memory_id, relation_id) VALUES (?, ?)",
+            (memory_id, relation_id),
+        )
+        key = (canonical_name(rel.source.name), rel.relation, canonical_name(rel.target.name))
+        vec = new.relation_vectors.get(key)
+        if vec is not None and put_vector(conn, "relation", relation_id, vec, replace=False):
+            changes.append(_change("relation", relation_id, vec))
+        elif created:
+            changes.append(_change("relation", relation_id, None))
+        relations_out.append(
+            {
+                "id": relation_id,
+                "source": rel.source.name,
+                "relation": rel.relation,
+                "target": rel.target.name,
+                "created": created,
+            }
+        )
+    result = {
+        "id": memory_id,
+        "scopes": list(new.scopes),
+        "entities": entities_out,
+        "relations": relations_out,
+    }
+    return result, changes
+
+
+def _change(kind: str, item_id: int, vec: Vec | None, deleted: bool = False) -> Change:
+    if vec is None:
+        return Change(kind=kind, id=item_id, deleted=deleted)  # type: ignore[arg-type]
+    return Change(kind=kind, id=item_id, vector=vec.data, model=vec.model, revision=vec.revision)  # type: ignore[arg-type]
+
+
+MEMORY_COLUMNS = (
+    "id, content, memory_type, importance, created_at, updated_at, last_accessed_at, access_count"
+)
+
+
+def _memory_row(row: Sequence[Any]) -> dict[str, Any]:
+    keys = (
+        "id",
+        "content",
+        "memory_type",
+        "importance",
+        "created_at",
+        "updated_at",
+        "last_accessed_at",
+        "access_count",
+    )
+    return dict(zip(keys, row, strict=True))
+
+
+def get_memory(
+    conn: sqlite3.Connection, memory_id: int, details: bool = True
+) -> dict[str, Any] | None:
+    row = conn.execute(
+        f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)
+    ).fetchone()
+    if row is None:
+        return None
+    memory = _memory_row(row)
+    memory["scopes"] = memory_scope_names(conn, memory_id)
+    if details:
+        memory["entities"] = [
+            {"id": r[0], "name": r[1], "kind": r[2]}
+            for r in conn.execute(
+                "SELECT e.id, e.name, e.kind FROM memory_entities me JOIN entities e ON e.id = me.entity_id WHERE me.memory_id = ? ORDER BY e.name",
+                (memory_id,),
+            )
+        ]
+        memory["relations"] = [
+            {"id": r[0], "source": r[1], "relation": r[2], "target": r[3]}
+            for r in conn.execute(
+                """SELECT r.id, s.name, r.relation_type, t.name FROM memory_relations mr
+                   JOIN relations r ON r.id = mr.relation_id
+                   JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id
+                   WHERE mr.memory_id = ? ORDER BY r.id""",
+                (memory_id,),
+            )
+        ]
+    return memory
+
+
+def visible(memory_scopes: Sequence[str], selection: Sequence[str]) -> bool:
+    """Selected scopes see a memory in any of them; an unscoped (legacy) memory is seen everywhere."""
+    return not memory_scopes or any(s in selection for s in memory_scopes)
+
+
+def not_found(memory_id: int, selection: Sequence[str]) -> ToolError:
+    where = ", ".join(f"`{s}`" for s in selection)
+    return ToolError(
+        f"memory {memory_id} not found in scopes {where} "
+        "(to read another repository's memory, pass its scope in `scopes`; see list_scopes)"
+    )
+
+
+def writable_memory(
+    conn: sqlite3.Connection, memory_id: int, policy: ScopePolicy, selection: Sequence[str]
+) -> dict[str, Any]:
+    """The memory, if visible in ``selection`` and every one of its scopes is writable here."""
+    memory = get_memory(conn, memory_id, details=False)
+    if memory is None or not visible(memory["scopes"], selection):
+        raise not_found(memory_id, selection)
+    foreign = [s for s in memory["scopes"] if s not in policy.writable]
+    if foreign:
+        raise ToolError(
+            f"memory {memory_id} also belongs to scope `{foreign[0]}`, which this server may not modify "
+            f"(it may only write {policy.describe_writable()}); the memory is read-only here"
+        )
+    return memory
+
+
+def update_memory(
+    conn: sqlite3.Connection,
+    memory_id: int,
+    policy: ScopePolicy,
+    selection: Sequence[str],
+    *,
+    content: str | None,
+    memory_type: str | None,
+    importance: float | None,
+    vector: Vec | None,
+    embeddings_on: bool,
+) -> tuple[dict[str, Any], list[Change]]:
+    memory = writable_memory(conn, memory_id, policy, selection)
+    ts = now()
+    sets: list[str] = []
+    params: list[Any] = []
+    changed: list[str] = []
+    changes: list[Change] = []
+    if content is not None and content != memory["content"]:
+        sets.append("content = ?")
+        params.append(content)
+        changed.append("content")
+    if memory_type is not None and memory_type != memory["memory_type"]:
+        sets.append("memory_type = ?")
+        params.append(memory_type)
+        changed.append("memory_type")
+    if importance is not None and importance != memory["importance"]:
+        sets.append("importance = ?")
+        params.append(importance)
+        changed.append("importance")
+    if sets:
+        sets.append("updated_at = ?")
+        params.append(ts)
+        conn.execute(f"UPDATE memories SET {', '.join(sets)} WHERE id = ?", (*params, memory_id))
+    if "content" in changed:
+        if vector is not None:
+            put_vector(conn, "memory", memory_id, vector)
+        else:
+            # Without an embedder the stale vector is dropped; the ranker re-embeds lazily.
+            drop_vector(conn, "memory", memory_id)
+        changes.append(_change("memory", memory_id, vector if embeddings_on else None))
+    result = get_memory(conn, memory_id, details=False) or {}
+    result["changed"] = changed
+    return result, changes
+
+
+def delete_memory(
+    conn: sqlite3.Connection, memory_id: int, policy: ScopePolicy, selection: Sequence[str]
+) -> tuple[dict[str, Any], list[Change]]:
+    memory = writable_memory(conn, memory_id, policy, selection)
+    conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+    return {"id": memory_id, "forgotten": True, "scopes": memory["scopes"]}, [
+        _change("memory", memory_id, None, deleted=True)
+    ]
+
+
+# -- lexical search -----------------------------------------------------------
+
+STOP_WORDS = frozenset(
+    """a an and are as at be but by do does did for from has have how i if in into is it its me my no not of on
+    or our so than that the their them then there these they this to was we were what when where which who why
+    will with you your""".split()
+)
+MAX_QUERY_TOKENS = 32
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+
+def fts_query(query: str) -> str | None:
+    """An FTS5 MATCH expression for free text: every word quoted, OR-ed; None if no words.
+
+    Quoting makes FTS5 syntax (quotes, ``*``, ``-``, ``:``, parentheses,
+    ``AND``/``OR``/``NOT``/``NEAR``) plain text; common English stop words are
+    dropped unless nothing else remains.
+    """
+    tokens: list[str] = []
+    seen: set[str] = set()
+    for tok in _TOKEN.findall(query):
+        low = tok.casefold()
+        if low not in seen:
+            seen.add(low)
+            tokens.append(low)
+    if not tokens:
+        return None
+    content = [t for t in tokens if t not in STOP_WORDS] or tokens
+    return " OR ".join(f'"{t}"' for t in content[:MAX_QUERY_TOKENS])
+
+
+def _visibility_sql(ids: Sequence[int]) -> str:
+    inner = ",".join(str(int(i)) for i in ids) or "NULL"
+    return (
+        f"(EXISTS (SELECT 1 FROM memory_scopes ms WHERE ms.memory_id = m.id AND ms.scope_id IN ({inner}))"
+        " OR NOT EXISTS (SELECT 1 FROM memory_scopes ms WHERE ms.memory_id = m.id))"
+    )
+
+
+def _tier_sql(repo_ids: Sequence[int]) -> str:
+    if not repo_ids:
+        return "0"
+    inner = ",".join(str(int(i)) for i in repo_ids)
+    return f"EXISTS (SELECT 1 FROM memory_scopes ms WHERE ms.memory_id = m.id AND ms.scope_id IN ({inner}))"
+
+
+def lexical_search(
+    conn: sqlite3.Connection,
+    query: str,
+    selection: Sequence[str],
+    memory_type: str | None,
+    limit: int,
+) -> list[tuple[int, float]]:
+    """BM25 over memory content within the selected scopes, repository matches first.
+
+    Ties on BM25 are broken by importance, then recency. The scope and
+    memory_type filters apply before ranking. Scores are ``-bm25`` (higher is better).
+    """
+    match = fts_query(query)
+    if match is None:
+        return []
+    ids = scope_ids(conn, selection)
+    repo_ids = [sid for name, sid in ids.items() if name != GLOBAL]
+    type_sql = "AND m.memory_type = ? COLLATE NOCASE" if memory_type else ""
+    params: list[Any] = [match]
+    if memory_type:
+        params.append(memory_type)
+    params.append(limit)
+    sql = f"""
+        SELECT m.id, f.score, {_tier_sql(repo_ids)} AS tier
+        FROM (SELECT rowid AS id, bm25(memories_fts) AS score FROM memories_fts WHERE memories_fts MATCH ?) f
+        JOIN memories m ON m.id = f.id
+        WHERE {_visibility_sql(list(ids.values()))} {type_sql}
+        ORDER BY tier DESC, f.score ASC, m.importance DESC, m.updated_at DESC, m.id DESC
+        LIMIT ?"""
+    return [(row[0], -row[1]) for row in conn.execute(sql, params)]
+
+
+def record_access(
+    conn: sqlite3.Connection,
+    kind: str,
+    query: str,
+    selection: Sequence[str],
+    ranked: Sequence[tuple[int, float]],
+    ts: float | None = None,
+) -> list[dict[str, Any]]:
+    """Count an access of each returned memory (still existing), log the call, return the rows.
+
+    Rows come back repository matches first (stable), then in ranked order.
+    """
+    ts = now() if ts is None else ts
+    rows: list[dict[str, Any]] = []
+    for memory_id, score in ranked:
+        cur = conn.execute(
+            "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? WHERE id = ?",
+            (ts, memory_id),
+        )
+        if cur.rowcount == 0:
+            continue  # deleted since it was ranked
+        memory = get_memory(conn, memory_id, details=False)
+        assert memory is not None
+        memory["score"] = float(score)
+        rows.append(memory)
+    rows.sort(key=lambda m: 0 if any(s != GLOBAL for s in m["scopes"]) else 1)
+    conn.execute(
+        "INSERT INTO recall_log (ts, kind, query, scopes, ids, scores) VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            ts,
+            kind,
+            query,
+            json.dumps(list(selection)),
+            json.dumps([m["id"] for m in rows]),
+            json.dumps([m["score"] for m in rows]),
+        ),
+    )
+    return rows
+
+
+def list_memories(
+    conn: sqlite3.Connection,
+    selection: Sequence[str],
+    memory_type: str | None,
+    limit: int,
+    offset: int = 0,
+) -> list[dict[str, Any]]:
+    ids = scope_ids(conn, selection)
+    type_sql = "AND m.memory_type = ? COLLATE NOCASE" if memory_type else ""
+    params: list[Any] = [memory_type] if memory_type else []
+    params += [limit, offset]
+    rows = conn.execute(
+        f"SELECT {', '.join('m.' + c.strip() for c in MEMORY_COLUMNS.split(','))} FROM memories m "
+        f"WHERE {_visibility_sql(list(ids.values()))} {type_sql} ORDER BY m.id DESC LIMIT ? OFFSET ?",
+        params,
+    ).fetchall()
+    out = []
+    for row in rows:
+        memory = _memory_row(row)
+        memory["scopes"] = memory_scope_names(conn, memory["id"])
+        out.append(memory)
+    return out
+
+
+# -- graph ----------------------------------------------------------------------
+
+
+def graph_paths(
+    conn: sqlite3.Connection,
+    entity: str,
+    direction: str,
+    max_depth: int,
+    limit: int,
+    selection: Sequence[str],
+) -> dict[str, Any]:
+    """Simple paths (no entity twice) of length 1..max_depth around ``entity``, breadth first."""
+    start = find_entity(conn, entity)
+    if start is None:
+        raise ToolError(f"entity {entity!r} not found (entities are created by remember or relate)")
+    ids = list(scope_ids(conn, selection).values())
+    inner = ",".join(str(i) for i in ids) or "NULL"
+    vis = (
+        f"(EXISTS (SELECT 1 FROM relation_scopes rs WHERE rs.relation_id = r.id AND rs.scope_id IN ({inner}))"
+        " OR NOT EXISTS (SELECT 1 FROM relation_scopes rs WHERE rs.relation_id = r.id))"
+    )
+    names: dict[int, tuple[str, str]] = {start["id"]: (start["name"], start["kind"])}
+
+    def edges(node: int) -> list[tuple[int, int, str, int]]:
+        """(relation id, source id, type, target id) touching node, in the asked direction."""
+        out: list[tuple[int, int, str, int]] = []
+        queries = []
+        if direction in ("outgoing", "both"):
+            queries.append("r.source_id = ?")
+        if direction in ("incoming", "both"):
+            queries.append("r.target_id = ?")
+        for cond in queries:
+            for rid, src, rtype, tgt, sname, skind, tname, tkind in conn.execute(
+                f"""SELECT r.id, r.source_id, r.relation_type, r.target_id, s.name, s.kind, t.name, t.kind
+                    FROM relations r JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id
+                    WHERE {cond} AND {vis} ORDER BY r.relation_type, r.id""",
+                (node,),
+            ):
+                names[src] = (sname, skind)
+                names[tgt] = (tname, tkind)
+                out.append((rid, src, rtype, tgt))
+        return out
+
+    paths: list[dict[str, Any]] = []
+    frontier: list[tuple[int, list[tuple[int, int, str, int]], frozenset[int]]] = [
+        (start["id"], [], frozenset([start["id"]]))
+    ]
+    truncated = False
+    cache: dict[int, list[tuple[int, int, str, int]]] = {}
+    for depth in range(1, max_depth + 1):
+        next_frontier = []
+        for node, path, on_path in frontier:
+            if node not in cache:
+                cache[node] = edges(node)
+            for edge in cache[node]:
+                _, src, _, tgt = edge
+                other = tgt if src == node else src
+                if other in on_path:
+                    continue  # a cycle: this path ends here
+                if len(paths) >= limit:
+                    truncated = True
+                    break
+                new_path = [*path, edge]
+                paths.append(
+                    {
+                        "depth": depth,
+                        "end": names[other][0],
+                        "edges": [
+                            {"source": names[s][0], "relation": t, "target": names[g][0]}
+                            for _, s, t, g in new_path
+                        ],
+                    }
+                )
+                next_frontier.append((other, new_path, on_path | {other}))
+            if truncated:
+                break
+        if truncated or not next_frontier:
+            break
+        frontier = next_frontier
+    return {
+        "entity": {"id": start["id"], "name": start["name"], "kind": start["kind"]},
+        "direction": direction,
+        "paths": paths,
+        "truncated": truncated,
+    }
+
+
+# -- counts ---------------------------------------------------------------------
+
+
+def counts(conn: sqlite3.Connection) -> dict[str, int]:
+    one = lambda sql: conn.execute(sql).fetchone()[0]  # noqa: E731
+    return {
+        "memories": one("SELECT count(*) FROM memories"),
+        "scopes": one("SELECT count(*) FROM scopes"),
+        "entities": one("SELECT count(*) FROM entities"),
+        "edges": one("SELECT count(*) FROM relations"),
+        "vectors": one("SELECT count(*) FROM vectors"),
+        "recall_log": one("SELECT count(*) FROM recall_log"),
+    }
+
+
+def scope_counts(conn: sqlite3.Connection) -> dict[str, int]:
+    """Every stored scope with its number of memories (0 for scopes of entities only)."""
+    rows = conn.execute(
+        "SELECT s.name, count(ms.memory_id) FROM scopes s LEFT JOIN memory_scopes ms ON ms.scope_id = s.id GROUP BY s.id"
+    ).fetchall()
+    return dict(rows)

@@ -1,0 +1,144 @@
+"""Memory scopes: ``global`` or ``repo:/absolute/path``, and who may write them.
+
+The server's *current* scope is its startup directory resolved to Git's
+canonical common directory (``git rev-parse --git-common-dir``): linked
+worktrees share it, separate clones do not, a bare repository uses its own Git
+directory. Outside a repository, or without git, the current scope is
+``global``.
+
+An explicit ``repo:`` path that points at a checkout root, or at a
+repository's common Git directory, resolves to that same canonical scope; any
+other absolute path stays a literal scope (so a scope recorded on another
+machine can still be named).
+
+Policy (`ScopePolicy`):
+
+- reads: no scopes (or ``[]``) select the current scope plus ``global``; an
+  explicit list selects those scopes plus ``global``;
+- writes go only to the current scope and ``global``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...protocol.tools import ToolError
+from ...supervisors.app import git_output
+
+GLOBAL = "global"
+REPO_PREFIX = "repo:"
+ALLOWED = "scopes must be `global` or `repo:/absolute/path` (for example `repo:/home/me/project`)"
+
+
+class ScopeError(ToolError):
+    """A scope string that is malformed, or a scope that may not be written here."""
+
+
+def git_common_dir(directory: Path) -> Path | None:
+    """The canonical (absolute, symlink-free) common Git directory of ``directory``, or None."""
+    out = git_output(["rev-parse", "--path-format=absolute", "--git-common-dir"], directory)
+    if not out:
+        return None
+    path = Path(out)
+    if not path.is_absolute():  # very old git ignores --path-format
+        path = directory / path
+    return Path(os.path.realpath(path))
+
+
+def default_scope(cwd: Path) -> str:
+    """The scope of a server started in ``cwd``: its repository's common Git dir, or ``global``."""
+    common = git_common_dir(cwd)
+    return f"{REPO_PREFIX}{common}" if common is not None else GLOBAL
+
+
+@functools.lru_cache(maxsize=1024)
+def _canonical_repo_path(raw: str) -> str:
+    path = Path(os.path.normpath(raw))
+    real = Path(os.path.realpath(path))
+    if real.is_dir():
+        common = git_common_dir(real)
+        if common is not None:
+            if common == real:
+                return str(common)  # the common Git dir itself (a bare repo or a .git dir)
+            toplevel = git_output(["rev-parse", "--path-format=absolute", "--show-toplevel"], real)
+            if toplevel and Path(os.path.realpath(toplevel)) == real:
+                return str(common)  # a checkout root (main or linked worktree)
+    return str(path)
+
+
+def canonical(scope: str) -> str:
+    """Validate and canonicalise one explicit scope string.
+
+    Error handling: anything that is not ``global`` or an absolute ``repo:``
+    path raises `ScopeError` with a message saying what is allowed.
+    """
+    if not isinstance(scope, str):
+        raise ScopeError(f"invalid scope {scope!r}: {ALLOWED}")
+    text = scope.strip()
+    if text == GLOBAL:
+        return GLOBAL
+    if not text.startswith(REPO_PREFIX):
+        raise ScopeError(f"invalid scope {scope!r}: {ALLOWED}")
+    raw = text[len(REPO_PREFIX) :]
+    if not raw or not os.path.isabs(raw) or any(ord(c) < 32 for c in raw):
+        raise ScopeError(
+            f"invalid scope {scope!r}: the path after `repo:` must be absolute; {ALLOWED}"
+        )
+    return REPO_PREFIX + _canonical_repo_path(raw)
+
+
+def _dedupe(items: Iterable[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for item in items:
+        seen.setdefault(item, None)
+    return list(seen)
+
+
+@dataclass(frozen=True)
+class ScopePolicy:
+    """The read selection and write permissions of one server (fixed at startup)."""
+
+    current: str
+
+    @classmethod
+    def for_directory(cls, cwd: Path) -> ScopePolicy:
+        return cls(default_scope(cwd))
+
+    @property
+    def writable(self) -> list[str]:
+        return _dedupe([self.current, GLOBAL])
+
+    def describe_writable(self) -> str:
+        return " and ".join(f"`{s}`" for s in self.writable)
+
+    def select(self, scopes: Sequence[str] | None) -> list[str]:
+        """The scopes a read looks in: explicit ones (or the current one) plus ``global``."""
+        if not scopes:
+            return _dedupe([self.current, GLOBAL])
+        return _dedupe([*(canonical(s) for s in scopes), GLOBAL])
+
+    def check_writable(self, scopes: Iterable[str], what: str = "write to") -> None:
+        for scope in scopes:
+            if scope not in self.writable:
+                raise ScopeError(
+                    f"cannot {what} scope `{scope}`: this server may only write {self.describe_writable()} "
+                    f"(restart memtrio in that repository to write its memories)"
+                )
+
+    def write_scopes(self, scopes: Sequence[str] | None) -> list[str]:
+        """Target scopes of a new memory/relation: explicit (validated) or the current one."""
+        if not scopes:
+            return [self.current]
+        chosen = _dedupe(canonical(s) for s in scopes)
+        self.check_writable(chosen)
+        return chosen
+
+    def write_selection(self, scopes: Sequence[str] | None) -> list[str]:
+        """Selection for update/forget: explicit scopes must all be writable."""
+        if scopes:
+            self.check_writable(_dedupe(canonical(s) for s in scopes), what="modify memories in")
+        return self.select(scopes)

@@ -1,0 +1,244 @@
+"""The StoreWriter actor and the `Store` handle other actors and tools use.
+
+The StoreWriter owns the one write connection of this process. It serves
+`Command`s from a supervisor-owned `Mailbox`; each command's ``op`` is a
+synchronous function ``op(conn) -> result`` run in a worker thread inside one
+``BEGIN IMMEDIATE ... COMMIT`` transaction. If the op raises, or the fault
+point ``store.commit`` (right before COMMIT) raises, the transaction is rolled
+back and the caller gets the exception: nothing is half-written.
+
+An op may return `Written(value, changes)`: the caller receives ``value`` and,
+after the commit, every listener registered with `Store.add_listener` is called
+with ``changes`` (a list of `Change`). The recall ranker uses this to keep its
+in-memory vectors current. Changes made by *another process* on the same
+database are not reported (a listener that needs them compares
+``PRAGMA data_version``).
+
+Reads (`Store.read`) run on a small pool of read connections in threads and
+never block the trio loop.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+import trio
+
+from ...protocol.messages import Command
+from ...supervisors import faults, trace
+from ...supervisors.supervisor import ChildContext, Mailbox
+from . import db
+from .scopes import ScopePolicy
+
+ACTOR = "store"
+
+
+class Change(msgspec.Struct, frozen=True):
+    """One committed change, for listeners.
+
+    - ``kind``: ``memory``, ``entity`` or ``relation``; or ``reset`` (many rows
+      changed at once, e.g. flush or import: reload everything from the store).
+    - ``id``: the row id (0 for ``reset``).
+    - ``deleted``: the row is gone (its vector too).
+    - ``vector``: the float32 bytes stored in ``vectors`` in the same
+      transaction, with ``model`` and ``revision``; None when no vector is
+      stored for the row now (embeddings off, or the stale one was dropped).
+    """
+
+    kind: Literal["memory", "entity", "relation", "reset"]
+    id: int = 0
+    deleted: bool = False
+    vector: bytes | None = None
+    model: str | None = None
+    revision: str | None = None
+
+
+class Written(msgspec.Struct, frozen=True):
+    """What a write op returns when it has changes to report: the caller gets ``value``."""
+
+    value: Any
+    changes: list[Change] = msgspec.field(default_factory=list)
+
+
+Listener = Callable[[Sequence[Change]], None]
+
+
+class Store:
+    """The client handle of the store (``app.services["store"]``).
+
+    - ``await store.write(op, name=...)``: run ``op(conn)`` in one write
+      transaction on the StoreWriter; returns its value (see `Written`).
+    - ``await store.read(op)``: run ``op(conn)`` in one read transaction on a
+      pool connection, in a thread.
+    - ``store.default_scope`` / ``store.policy``: the current scope and the
+      read/write scope rules.
+    - ``store.add_listener(fn)``: ``fn(changes)`` is called in the trio thread
+      after each commit that reported changes; returns a function that removes it.
+
+    The handle outlives StoreWriter restarts (the mailbox and listeners are
+    owned by the feature); the read pool is replaced on each restart.
+    """
+
+    def __init__(self, path: Path, policy: ScopePolicy, mailbox: Mailbox) -> None:
+        self.path = path
+        self.policy = policy
+        self.mailbox = mailbox
+        self._listeners: list[Listener] = []
+        self._pool: db.ReadPool | None = None
+
+    @property
+    def default_scope(self) -> str:
+        return self.policy.current
+
+    async def write(self, op: Callable[[sqlite3.Connection], Any], name: str = "") -> Any:
+        return await self.mailbox.call(op, name=name)
+
+    async def read(self, op: Callable[[sqlite3.Connection], Any]) -> Any:
+        pool = self._pool
+        if pool is None:
+            from ...protocol.tools import ToolError
+
+            raise ToolError("the memory store is not running (starting or restarting); try again")
+        return await pool.run(op)
+
+    def add_listener(self, fn: Listener) -> Callable[[], None]:
+        self._listeners.append(fn)
+
+        def remove() -> None:
+            if fn in self._listeners:
+                self._listeners.remove(fn)
+
+        return remove
+
+    def _notify(self, changes: Sequence[Change]) -> None:
+        for fn in list(self._listeners):
+            try:
+                fn(changes)
+            except Exception as exc:  # noqa: BLE001 - a listener must not undo a commit
+                trace.error(
+                    ACTOR,
+                    "listener_failed",
+                    listener=getattr(fn, "__qualname__", repr(fn)),
+                    error=f"{type(exc).__name__}: {exc}",
+                )
+
+
+def _run_op(
+    conn: sqlite3.Connection, op: Callable[[sqlite3.Connection], Any], busy_ms: int, commit: bool
+) -> Any:
+    """In a worker thread: BEGIN IMMEDIATE, op, and (if ``commit``) COMMIT; rollback on error."""
+    db.begin_immediate(conn, busy_ms)
+    try:
+        result = op(conn)
+        if commit:
+            conn.execute("COMMIT")
+    except BaseException:
+        db.rollback_quietly(conn)
+        raise
+    return result
+
+
+def _commit(conn: sqlite3.Connection) -> None:
+    conn.execute("COMMIT")
+
+
+async def _transact(
+    conn: sqlite3.Connection, op: Callable[[sqlite3.Connection], Any], busy_ms: int
+) -> Any:
+    if not faults.ACTIVE:
+        return await trio.to_thread.run_sync(_run_op, conn, op, busy_ms, True)
+    result = await trio.to_thread.run_sync(_run_op, conn, op, busy_ms, False)
+    try:
+        await faults.hit("store.commit")
+        await trio.to_thread.run_sync(_commit, conn)
+    except BaseException:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(db.rollback_quietly, conn)
+        raise
+    return result
+
+
+async def serve_store_writer(
+    ctx: ChildContext,
+    store: Store,
+    *,
+    busy_timeout_ms: int,
+    durability: str,
+    read_connections: int,
+    publish: Callable[[Store], None] | None = None,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Open the database (migrating it), publish the read pool, serve write commands.
+
+    Error handling: an exception raised by an op fails that command only; a
+    failure of the connection itself (e.g. rollback impossible) crashes the
+    actor, which fails the in-flight reply and lets the supervisor restart it.
+    """
+    conn = await trio.to_thread.run_sync(
+        lambda: db.open_write_connection(
+            store.path, busy_timeout_ms=busy_timeout_ms, durability=durability
+        )
+    )
+    pool: db.ReadPool | None = None
+    try:
+        pool = await trio.to_thread.run_sync(
+            lambda: db.ReadPool(store.path, read_connections, busy_timeout_ms)
+        )
+        store._pool = pool
+        if publish is not None:
+            publish(store)
+        trace.event(
+            ACTOR,
+            "store_opened",
+            path=str(store.path),
+            scope=store.default_scope,
+            restarts=ctx.restarts,
+        )
+        task_status.started(store)
+        async with trio.open_nursery() as nursery:
+
+            async def stop_on_shutdown() -> None:
+                await ctx.shutdown.wait()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(stop_on_shutdown)
+            async for cmd in store.mailbox.receive_channel:
+                await _serve_one(ctx, store, conn, cmd, busy_timeout_ms)
+    finally:
+        if store._pool is pool:
+            store._pool = None
+        with trio.CancelScope(shield=True):
+            if pool is not None:
+                await trio.to_thread.run_sync(pool.close)
+            await trio.to_thread.run_sync(conn.close)
+
+
+async def _serve_one(
+    ctx: ChildContext, store: Store, conn: sqlite3.Connection, cmd: Command, busy_ms: int
+) -> None:
+    with ctx.serving(cmd.reply):
+        token = trace.current.set(cmd.trace) if cmd.trace is not None else None
+        try:
+            with trace.span(ACTOR, "write", level="debug", op=cmd.name) as extra:
+                try:
+                    # A running op is never abandoned: its thread finishes first.
+                    result = await _transact(conn, cmd.op, busy_ms)
+                except Exception as exc:  # noqa: BLE001 - the op's failure is the caller's
+                    if conn.in_transaction:
+                        raise  # the connection is in an unknown state: crash and reopen
+                    extra["outcome"] = "refused"
+                    cmd.reply.fail(exc)
+                    return
+        finally:
+            if token is not None:
+                trace.current.reset(token)
+        if isinstance(result, Written):
+            if result.changes:
+                store._notify(result.changes)
+            cmd.reply.set(result.value)
+        else:
+            cmd.reply.set(result)
