@@ -12,6 +12,8 @@ import importlib
 FEATURE_MODULES = [
     "memtrio.actors.status",
     "memtrio.actors.store.feature",
+    "memtrio.actors.embedder.feature",
+    "memtrio.actors.ranker.feature",
 ]
 
 

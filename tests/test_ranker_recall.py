@@ -1,0 +1,338 @@
+"""The ranker on its own: a store database written with plain SQL, the real model.
+
+Changes are announced the way the store announces them (`Change` records to
+the ranker's listener), or not at all (another process), and the ranking must
+follow.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from memtrio.actors.embedder import feature as embedder_feature
+from memtrio.actors.ranker import feature as ranker_feature
+from memtrio.actors.ranker.graph import RecallCache
+from memtrio.actors.ranker.service import Ranker, RankerError
+from memtrio.actors.ranker.vectors import ExactIndex
+from memtrio.actors.store import schema
+from memtrio.actors.store.db import db_path
+from memtrio.actors.store.writer import Change
+from memtrio.supervisors import config as config_mod
+from memtrio.supervisors import faults
+from memtrio.supervisors.app import AppContext, build_context, open_app
+
+UNRELATED = [
+    "The office coffee machine is descaled on the first Monday of each month.",
+    "Our CI runners use Ubuntu 22.04 images with a warm pip cache.",
+    "Frontend components are written in TypeScript with strict null checks.",
+    "The quarterly planning meeting moved to the large conference room.",
+    "Docker images are tagged with the short git commit hash.",
+    "We format Python code with ruff and a line length of 100.",
+    "The design team prefers Figma for wireframes and prototypes.",
+    "Release notes are drafted in the CHANGELOG before each tag.",
+]
+
+
+@dataclass
+class Store:
+    """A bare store database: rows written by SQL, vectors by the real model."""
+
+    conn: sqlite3.Connection
+    app: AppContext
+
+    def scope(self, name: str) -> int:
+        self.conn.execute("INSERT OR IGNORE INTO scopes (name) VALUES (?)", (name,))
+        return self.conn.execute("SELECT id FROM scopes WHERE name = ?", (name,)).fetchone()[0]
+
+    async def vec(self, text: str) -> bytes:
+        result = await self.app.services["embedder"].embed([text])
+        return result.vectors[0].tobytes()
+
+    def put_vec(self, kind: str, item_id: int, data: bytes, model: str | None = None) -> Change:
+        pool = self.app.services["embedder"]
+        self.conn.execute(
+            "INSERT OR REPLACE INTO vectors (kind, item_id, model, revision, dim, vec) VALUES (?, ?, ?, ?, ?, ?)",
+            (kind, item_id, model or pool.model, pool.revision, 384, data),
+        )
+        return Change(
+            kind=kind, id=item_id, vector=data, model=model or pool.model, revision=pool.revision
+        )
+
+    async def entity(
+        self, name: str, scopes: Sequence[str] = ("global",)
+    ) -> tuple[int, list[Change]]:
+        now = time.time()
+        cur = self.conn.execute(
+            "INSERT INTO entities (name, canonical_name, kind, created_at, updated_at) VALUES (?, ?, 'entity', ?, ?)",
+            (name, " ".join(name.split()).casefold(), now, now),
+        )
+        eid = cur.lastrowid
+        for s in scopes:
+            self.conn.execute("INSERT INTO entity_scopes VALUES (?, ?)", (eid, self.scope(s)))
+        return eid, [self.put_vec("entity", eid, await self.vec(name))]
+
+    async def memory(
+        self,
+        content: str,
+        scopes: Sequence[str] = ("global",),
+        memory_type: str = "observation",
+        entities: Sequence[int] = (),
+        embed: bool = True,
+    ) -> tuple[int, list[Change]]:
+        now = time.time()
+        cur = self.conn.execute(
+            "INSERT INTO memories (content, memory_type, created_at, updated_at) VALUES (?, ?, ?, ?)",
+            (content, memory_type, now, now),
+        )
+        mid = cur.lastrowid
+        for s in scopes:
+            self.conn.execute("INSERT INTO memory_scopes VALUES (?, ?)", (mid, self.scope(s)))
+        for e in entities:
+            self.conn.execute("INSERT INTO memory_entities VALUES (?, ?)", (mid, e))
+        if embed:
+            return mid, [self.put_vec("memory", mid, await self.vec(content))]
+        return mid, [Change(kind="memory", id=mid)]
+
+
+@asynccontextmanager
+async def running(
+    home: Path, env: dict[str, str] | None = None
+) -> AsyncIterator[tuple[Store, Ranker]]:
+    conn = sqlite3.connect(str(db_path(home)), isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    schema.migrate(conn)
+    cfg = config_mod.load(home, env=env or {})
+    app = build_context(cfg, home)
+    try:
+        async with open_app(app, [embedder_feature.FEATURE, ranker_feature.FEATURE]):
+            yield Store(conn, app), app.services["ranker"]
+    finally:
+        conn.close()
+
+
+@pytest.fixture(autouse=True)
+def no_faults() -> Any:
+    yield
+    faults.configure(None)
+
+
+async def fill(store: Store, ranker: Ranker, items: Sequence[str], **kw: Any) -> list[int]:
+    ids = []
+    changes: list[Change] = []
+    for text in items:
+        mid, ch = await store.memory(text, **kw)
+        ids.append(mid)
+        changes += ch
+    ranker.on_changes(changes)
+    return ids
+
+
+async def test_a_paraphrase_finds_a_memory_sharing_no_word(home: Path) -> None:
+    async with running(home) as (store, ranker):
+        await fill(store, ranker, UNRELATED)
+        [target] = await fill(
+            store,
+            ranker,
+            ["Auth tokens are refreshed every 15 minutes; sessions end when refresh fails."],
+        )
+        ranked = await ranker.recall("why do logins expire", None, None, 5)
+        assert ranked[0][0] == target
+        assert ranked.warnings == []
+        assert all(score > 0 for _, score in ranked)
+
+
+async def test_two_hop_memory_through_an_entity_ranks_above_unrelated(home: Path) -> None:
+    async with running(home) as (store, ranker):
+        unrelated = await fill(store, ranker, UNRELATED)
+        billing, ch1 = await store.entity("billing-service")
+        m1, ch2 = await store.memory(
+            "Stripe payment webhooks are handled by the billing-service.", entities=[billing]
+        )
+        m2, ch3 = await store.memory(
+            "Priya is the owner of billing-service and reviews all its pull requests.",
+            entities=[billing],
+        )
+        ranker.on_changes(ch1 + ch2 + ch3)
+        query = "Whom should I ask about a bug in the Stripe webhook handler?"
+        ranked = await ranker.recall(query, None, None, 20)
+        order = [mid for mid, _ in ranked]
+        assert order[0] == m1
+        assert m2 in order and all(
+            order.index(m2) < order.index(u) for u in unrelated if u in order
+        )
+        # The graph is what lifts it: without it, its margin over the unrelated ones is smaller.
+        flat = dict(await ranker.recall(query, None, None, 20, use_graph=False))
+        best_unrelated = max(flat.get(u, 0.0) for u in unrelated)
+        graph = dict(ranked)
+        assert (
+            graph[m2] / max(graph.get(u, 1e-12) for u in unrelated)
+            > flat.get(m2, 0.0) / best_unrelated
+        )
+
+
+async def test_scope_and_type_filters_apply_before_ranking(home: Path) -> None:
+    async with running(home) as (store, ranker):
+        await fill(store, ranker, UNRELATED[:4])
+        hub, ch0 = await store.entity("deploy pipeline", scopes=["global", "repo:/b"])
+        # The best match lives in repo:/b; it must neither appear nor pass rank to its neighbours.
+        mb, ch1 = await store.memory(
+            "The deploy pipeline rolls back automatically when health checks fail.",
+            scopes=["repo:/b"],
+            entities=[hub],
+        )
+        ma, ch2 = await store.memory(
+            "Deploy pipeline runs are announced in the releases channel.",
+            scopes=["repo:/a"],
+            entities=[hub],
+        )
+        mt, ch3 = await store.memory(
+            "Rollbacks are triggered by failing health checks after deploys.",
+            scopes=["repo:/a"],
+            memory_type="Decision",
+        )
+        ranker.on_changes(ch0 + ch1 + ch2 + ch3)
+        query = "what happens when a deploy health check fails"
+        everything = [m for m, _ in await ranker.recall(query, None, None, 10)]
+        assert everything[0] in (mb, mt)
+        in_a = await ranker.recall(query, ["repo:/a", "global"], None, 10)
+        assert mb not in [m for m, _ in in_a]
+        ids_by_scope = [
+            store.conn.execute("SELECT id FROM scopes WHERE name = ?", (n,)).fetchone()[0]
+            for n in ("repo:/a", "global")
+        ]
+        assert [m for m, _ in await ranker.recall(query, ids_by_scope, None, 10)] == [
+            m for m, _ in in_a
+        ]
+        decisions = await ranker.recall(query, ["repo:/a", "global"], "decision", 10)
+        assert [m for m, _ in decisions] == [mt]  # type compares case-insensitively
+        # Restricting first means the filtered memory leaves no trace: the scores equal
+        # those of a store where it never existed.
+        store.conn.execute("DELETE FROM memories WHERE id = ?", (mb,))
+        ranker.on_changes([Change(kind="memory", id=mb, deleted=True)])
+        assert dict(await ranker.recall(query, ["repo:/a", "global"], None, 10)) == pytest.approx(
+            dict(in_a)
+        )
+
+
+async def test_updates_and_deletes_are_followed(home: Path) -> None:
+    async with running(home) as (store, ranker):
+        await fill(store, ranker, UNRELATED)
+        [mid] = await fill(store, ranker, ["Postgres connection pool size is 20 per worker."])
+        query = "database connection limits"
+        assert (await ranker.recall(query, None, None, 3))[0][0] == mid
+        new_text = "The cafeteria serves vegetarian lasagna on Fridays."
+        store.conn.execute(
+            "UPDATE memories SET content = ?, memory_type = 'note' WHERE id = ?", (new_text, mid)
+        )
+        ranker.on_changes([store.put_vec("memory", mid, await store.vec(new_text))])
+        assert (await ranker.recall("what food is served at lunch", None, None, 1))[0][0] == mid
+        assert [m for m, _ in await ranker.recall(query, None, "note", 5)] == [mid]
+        store.conn.execute("DELETE FROM memories WHERE id = ?", (mid,))
+        ranker.on_changes([Change(kind="memory", id=mid, deleted=True)])
+        assert mid not in [
+            m for m, _ in await ranker.recall("what food is served at lunch", None, None, 10)
+        ]
+        assert ranker.stats()["vectors"]["memory"] == len(UNRELATED)
+
+
+async def test_writes_by_another_process_are_noticed(home: Path) -> None:
+    async with running(home) as (store, ranker):
+        await fill(store, ranker, UNRELATED)
+        await ranker.recall("anything", None, None, 1)
+        mid, _ = await store.memory(
+            "Kafka consumers commit offsets only after the batch is processed."
+        )
+        # No change record: as if another memtrio process had written it.
+        ranked = await ranker.recall("when are message queue offsets committed", None, None, 3)
+        assert ranked[0][0] == mid
+
+
+async def test_literal_entity_names_anchor_the_walk(home: Path) -> None:
+    async with running(home) as (store, ranker):
+        await fill(store, ranker, UNRELATED)
+        zx, ch = await store.entity("ZX-9000")
+        m, ch2 = await store.memory(
+            "The flaky integration test was caused by a clock skew on one runner.", entities=[zx]
+        )
+        ranker.on_changes(ch + ch2)
+        ranked = await ranker.recall("notes on ZX-9000", None, None, 3)
+        assert ranked[0][0] == m
+
+
+async def test_vectors_of_another_model_are_never_compared(home: Path) -> None:
+    async with running(home) as (store, ranker):
+        await fill(store, ranker, UNRELATED)
+        mid, _ = await store.memory(
+            "Secrets are stored in Vault, never in environment files.", embed=False
+        )
+        store.put_vec(
+            "memory",
+            mid,
+            (await store.vec("Secrets are stored in Vault")),
+            model="some-other-model",
+        )
+        ranker.on_changes([Change(kind="memory", id=mid, vector=None)])
+        ranked = await ranker.recall("where do we keep credentials", None, None, 10)
+        # Its only vector is of another model: it may come from the lexical seeds only.
+        assert ranker.stats()["vectors"]["memory"] == len(UNRELATED)
+        assert mid not in [m for m, _ in ranked]
+
+
+async def test_lexical_matches_seed_the_walk(home: Path) -> None:
+    async with running(home) as (store, ranker):
+        await fill(store, ranker, UNRELATED)
+        [mid] = await fill(
+            store, ranker, ["Ticket QX-4471 tracks the intermittent 502 from the gateway."]
+        )
+        ranked = await ranker.recall("QX-4471", None, None, 3, use_graph=False)
+        assert ranked[0][0] == mid
+
+
+async def test_model_failure_at_recall_time_raises_for_the_lexical_fallback(
+    home: Path, capsys: Any
+) -> None:
+    async with running(home) as (store, ranker):
+        await fill(store, ranker, UNRELATED[:2])
+        faults.configure("embedder.embed=raise@1")
+        with pytest.raises(RankerError, match="falling back to lexical"):
+            await ranker.recall("anything", None, None, 3)
+        assert len(await ranker.recall("anything", None, None, 3)) == 2
+
+
+def test_exact_index_search_filters_and_removes() -> None:
+    index = ExactIndex(4, capacity=2)
+    rng = np.random.default_rng(0)
+    vecs = rng.normal(size=(10, 4)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    for i, v in enumerate(vecs, start=1):
+        index.upsert(i, v)
+    ids, scores = index.search(vecs[2], 3)
+    assert ids[0] == 3 and scores[0] == pytest.approx(1.0, abs=1e-5)
+    allowed = np.ones(11, dtype=bool)
+    allowed[3] = False
+    ids, _ = index.search(vecs[2], 3, allowed)
+    assert 3 not in ids and len(ids) == 3
+    index.remove(3)
+    index.remove(10)
+    assert len(index) == 8 and 3 not in index.ids() and 10 not in index.ids()
+    ids, _ = index.search(vecs[8], 1)
+    assert ids[0] == 9  # the row moved by the removal is still found by its id
+
+
+def test_cache_named_entities_match_whole_words() -> None:
+    cache = RecallCache("m", "r", 4)
+    cache._name_entity(1, "auth service")
+    cache._name_entity(2, "redis")
+    cache._name_entity(3, "c++")
+    allowed = np.ones(4, dtype=bool)
+    assert cache.named_entities("How does the Auth  Service talk to Redis?", allowed) == [2, 1]
+    assert cache.named_entities("rediscover the author services", allowed) == []
+    assert cache.named_entities("modern C++ idioms", allowed) == [3]
