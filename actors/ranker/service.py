@@ -50,8 +50,11 @@ BACKFILL_LIMIT = 256  # items without a current vector embedded per recall
 RELOAD_THRESHOLD = 20_000  # pending changes beyond which a full reload is cheaper
 
 
-class RankerError(ToolError):
-    """Semantic recall is not possible right now; fall back to lexical ranking."""
+class RankerError(RuntimeError):
+    """Semantic recall is not possible right now; fall back to lexical ranking.
+
+    Deliberately not a `ToolError`: the caller answers lexically instead of failing.
+    """
 
 
 class Ranked(list):
