@@ -1,0 +1,333 @@
+"""The nine memory tools end to end: the official MCP client against `memtrio mcp` over stdio."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from mcp_client import call, fails, ok, open_client
+
+MEMORY_TOOLS = {
+    "remember",
+    "recall",
+    "stats",
+    "list_scopes",
+    "relate",
+    "graph",
+    "inspect",
+    "update",
+    "forget",
+}
+
+
+def git(*args: str, cwd: Path) -> None:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env=env)
+
+
+@pytest.fixture
+def repos(tmp_path: Path) -> dict[str, Path]:
+    base = tmp_path.resolve()
+    main = base / "main"
+    main.mkdir()
+    git("init", "-q", "-b", "main", cwd=main)
+    (main / "README").write_text("x")
+    git("add", ".", cwd=main)
+    git("commit", "-q", "-m", "init", cwd=main)
+    git("worktree", "add", "-q", "-b", "wt", str(base / "wt"), cwd=main)
+    git("clone", "-q", str(main), str(base / "clone"), cwd=base)
+    return {"main": main, "wt": base / "wt", "clone": base / "clone"}
+
+
+def snapshot(home: Path) -> dict[str, list[Any]]:
+    """Every row of every table: a refusal must leave this unchanged."""
+    conn = sqlite3.connect(home / "memtrio.sqlite")
+    try:
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'memories_fts%'"
+            )
+        ]
+        return {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr) for t in tables}
+    finally:
+        conn.close()
+
+
+async def test_every_memory_tool_end_to_end(home: Path, repos: dict[str, Path]) -> None:
+    scope = f"repo:{repos['main'] / '.git'}"
+    async with open_client(home, cwd=repos["main"]) as client:
+        assert f"`{scope}`" in (client.instructions or "")
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        assert MEMORY_TOOLS <= set(listed)
+        assert listed["recall"].input_schema["properties"]["limit"]["maximum"] == 100
+        assert listed["forget"].annotations.destructive_hint is True
+        assert listed["stats"].annotations.read_only_hint is True
+
+        first = await ok(
+            client,
+            "remember",
+            content="We chose trio over asyncio for structured concurrency.",
+            memory_type="Decision",
+            importance=0.8,
+            entities=["trio", {"name": "asyncio", "kind": "library"}],
+            relations=[{"source": "memtrio", "relation": "uses", "target": "trio"}],
+        )
+        assert first["id"] == 1 and first["scopes"] == [scope] and first["warnings"] == []
+        assert {e["name"] for e in first["entities"]} == {"trio", "asyncio", "memtrio"}
+        second = await ok(
+            client,
+            "remember",
+            content="Run the test-suite with pytest -q before pushing.",
+            scopes=["global"],
+        )
+        assert second["id"] == 2 and second["scopes"] == ["global"]
+        third = await ok(
+            client,
+            "remember",
+            content="trio nurseries replace asyncio gather",
+            memory_type="pitfall",
+        )
+
+        found = await ok(client, "recall", query="trio concurrency", use_embeddings=False)
+        assert found["ranking"] == "lexical" and found["warnings"] == []
+        assert [m["id"] for m in found["memories"]] == [1, third["id"]]
+        assert found["memories"][0]["access_count"] == 1
+        typed = await ok(client, "recall", query="trio", memory_type="DECISION")
+        assert [m["id"] for m in typed["memories"]] == [1]
+        for query in [
+            '"unbalanced',
+            "zebra*",
+            "-zebra",
+            "col:umn",
+            "(zebra",
+            "zebra AND",
+            "NEAR(",
+            "OR",
+            "***",
+            "",
+            "^x",
+        ]:
+            is_error, payload = await call(client, "recall", query=query)
+            assert not is_error, (query, payload)
+        none = await ok(client, "recall", query="kubernetes")
+        assert none["memories"] == []
+
+        stats = await ok(client, "stats")
+        assert {k: stats[k] for k in ("memories", "scopes", "entities", "edges")} == {
+            "memories": 3,
+            "scopes": 2,
+            "entities": 3,
+            "edges": 1,
+        }
+        scopes = await ok(client, "list_scopes")
+        assert scopes["current_scope"] == scope
+        assert [(s["name"], s["is_current"], s["writable"]) for s in scopes["scopes"]] == [
+            ("global", False, True),
+            (scope, True, True),
+        ]
+
+        rel = await ok(
+            client,
+            "relate",
+            source="trio",
+            relation="replaces",
+            target="asyncio",
+            metadata={"since": "2024"},
+        )
+        assert rel["created"] is True and rel["warnings"] == []
+        again = await ok(client, "relate", source="Trio", relation="replaces", target="asyncio")
+        assert again["id"] == rel["id"] and again["created"] is False
+        await ok(
+            client, "relate", source="asyncio", relation="inspired", target="memtrio"
+        )  # a cycle
+        graph = await ok(client, "graph", entity="memtrio", direction="outgoing", max_depth=3)
+        assert [
+            [(e["source"], e["relation"], e["target"]) for e in p["edges"]] for p in graph["paths"]
+        ] == [
+            [("memtrio", "uses", "trio")],
+            [("memtrio", "uses", "trio"), ("trio", "replaces", "asyncio")],
+        ]
+        both = await ok(client, "graph", entity="trio", max_depth=3, limit=100)
+        assert both["truncated"] is False and len(both["paths"]) == 4  # cycles end the paths
+        one = await ok(client, "graph", entity="trio", limit=1)
+        assert len(one["paths"]) == 1 and one["truncated"] is True
+        incoming = await ok(client, "graph", entity="trio", direction="incoming", max_depth=1)
+        assert [p["end"] for p in incoming["paths"]] == ["memtrio"]
+
+        shown = await ok(client, "inspect", id=1)
+        assert shown["content"].startswith("We chose trio") and shown["scopes"] == [scope]
+        assert shown["access_count"] == 3  # two recalls + this inspect
+        assert {e["name"] for e in shown["entities"]} == {"trio", "asyncio", "memtrio"}
+        assert shown["relations"] == [
+            {"id": 1, "source": "memtrio", "relation": "uses", "target": "trio"}
+        ]
+
+        updated = await ok(client, "update", id=1, importance=0.3)
+        assert updated["changed"] == ["importance"]
+        assert (
+            updated["content"].startswith("We chose trio") and updated["memory_type"] == "Decision"
+        )
+        updated = await ok(
+            client, "update", id=1, content="We chose trio; asyncio is not used anywhere."
+        )
+        assert updated["importance"] == 0.3 and updated["scopes"] == [scope]
+        assert (await ok(client, "inspect", id=1))["entities"] == shown["entities"]
+        assert [m["id"] for m in (await ok(client, "recall", query="anywhere"))["memories"]] == [1]
+
+        gone = await ok(client, "forget", id=third["id"])
+        assert gone["forgotten"] is True
+        assert "not found" in await fails(client, "inspect", id=third["id"])
+        assert (await ok(client, "stats"))["memories"] == 2
+
+    conn = sqlite3.connect(home / "memtrio.sqlite")
+    log = conn.execute("SELECT kind, query, ids FROM recall_log ORDER BY id").fetchall()
+    conn.close()
+    assert ("recall", "kubernetes", "[]") in log  # calls that return nothing are logged too
+    assert sum(1 for k, *_ in log if k == "inspect") == 2  # the refused inspect is not an access
+    assert ("recall", "trio concurrency", f"[1, {third['id']}]") in log
+
+
+async def test_refusals_are_errors_that_say_why_and_change_nothing(
+    home: Path, repos: dict[str, Path]
+) -> None:
+    current = f"repo:{repos['main'] / '.git'}"
+    foreign = f"repo:{repos['clone'] / '.git'}"
+    async with open_client(home, cwd=repos["main"]) as client:
+        await ok(client, "remember", content="keep me", entities=["x"])
+        await ok(client, "relate", source="x", relation="r", target="y")
+        before = snapshot(home)
+        cases: list[tuple[str, dict[str, Any], list[str]]] = [
+            ("remember", {"content": "no", "scopes": [foreign]}, [foreign, current, "global"]),
+            (
+                "remember",
+                {"content": "no", "scopes": ["global", f"repo:{repos['clone']}"]},
+                [foreign],
+            ),
+            (
+                "remember",
+                {"content": "no", "scopes": ["project"]},
+                ["`global` or `repo:/absolute/path`"],
+            ),
+            ("remember", {"content": "no", "scopes": ["repo:relative"]}, ["absolute"]),
+            ("remember", {"content": "   "}, ["content"]),
+            ("remember", {"content": "no", "importance": 1.5}, ["importance"]),
+            ("remember", {"content": "no", "bogus": 1}, ["bogus"]),
+            (
+                "relate",
+                {"source": "a", "relation": "b", "target": "c", "scopes": [foreign]},
+                [foreign],
+            ),
+            ("update", {"id": 1, "content": "no", "scopes": [foreign]}, [foreign]),
+            ("update", {"id": 99, "content": "no"}, ["memory 99 not found"]),
+            ("update", {"id": 1}, ["nothing to update"]),
+            ("forget", {"id": 1, "scopes": [foreign]}, [foreign]),
+            ("forget", {"id": 99}, ["memory 99 not found"]),
+            ("forget", {"id": 0}, ["id"]),
+            ("inspect", {"id": 99}, ["memory 99 not found"]),
+            ("inspect", {"id": 1, "scopes": ["nope"]}, ["invalid scope"]),
+            ("recall", {"query": "keep", "limit": 0}, ["limit"]),
+            ("recall", {"query": "keep", "limit": 101}, ["limit"]),
+            ("recall", {"query": "keep", "scopes": ["repo:"]}, ["absolute"]),
+            ("graph", {"entity": "x", "max_depth": 4}, ["max_depth"]),
+            ("graph", {"entity": "x", "limit": 0}, ["limit"]),
+            ("graph", {"entity": "x", "direction": "sideways"}, ["direction"]),
+            ("graph", {"entity": "nobody"}, ["not found"]),
+        ]
+        for tool, arguments, needles in cases:
+            message = await fails(client, tool, **arguments)
+            for needle in needles:
+                assert needle in message, (tool, arguments, message)
+        assert snapshot(home) == before
+
+
+async def test_worktrees_share_a_scope_and_clones_do_not(
+    home: Path, repos: dict[str, Path]
+) -> None:
+    main_scope = f"repo:{repos['main'] / '.git'}"
+    clone_scope = f"repo:{repos['clone'] / '.git'}"
+    async with open_client(home, cwd=repos["wt"]) as client:
+        mem = await ok(client, "remember", content="worktree note about caching")
+        assert mem["scopes"] == [main_scope]
+        shared = await ok(
+            client,
+            "remember",
+            content="caching shared with global",
+            scopes=["global", f"repo:{repos['main']}"],
+        )
+        assert shared["scopes"] == ["global", main_scope]
+    async with open_client(home, cwd=repos["main"]) as client:
+        assert [m["id"] for m in (await ok(client, "recall", query="caching note"))["memories"]][
+            0
+        ] == mem["id"]
+        await ok(client, "inspect", id=mem["id"])
+    async with open_client(home, cwd=repos["clone"]) as client:
+        scopes = await ok(client, "list_scopes")
+        assert scopes["current_scope"] == clone_scope
+        listed = {s["name"]: s for s in scopes["scopes"]}
+        assert listed[main_scope]["writable"] is False and listed[clone_scope]["is_current"] is True
+        # Unselected repositories never appear; global ones do.
+        assert [m["id"] for m in (await ok(client, "recall", query="caching"))["memories"]] == [
+            shared["id"]
+        ]
+        assert "not found" in await fails(client, "inspect", id=mem["id"])
+        # Selecting the other repository explicitly reads it (plus global), without the current one.
+        explicit = await ok(client, "recall", query="caching", scopes=[main_scope])
+        assert {m["id"] for m in explicit["memories"]} == {mem["id"], shared["id"]}
+        assert (await ok(client, "inspect", id=mem["id"], scopes=[f"repo:{repos['wt']}"]))[
+            "id"
+        ] == mem["id"]
+        # A memory shared with another repository is read-only here, even though it is also global.
+        message = await fails(client, "update", id=shared["id"], content="changed")
+        assert main_scope in message and "read-only" in message
+        assert main_scope in await fails(client, "forget", id=shared["id"])
+        assert clone_scope in await fails(client, "remember", content="x", scopes=[main_scope])
+
+
+async def test_two_servers_writing_at_once_lose_nothing(home: Path, tmp_path: Path) -> None:
+    per_task, tasks = 25, 3
+    outside = tmp_path / "outside"
+    outside.mkdir()
+
+    async def server(name: str) -> None:
+        async with open_client(home, cwd=outside) as client:
+
+            async def writer(task: int) -> None:
+                for i in range(per_task):
+                    await ok(
+                        client,
+                        "remember",
+                        content=f"{name} task {task} note {i}",
+                        entities=[f"{name}-{task}"],
+                    )
+
+            async with trio.open_nursery() as nursery:
+                for task in range(tasks):
+                    nursery.start_soon(writer, task)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(server, "alpha")
+        nursery.start_soon(server, "beta")
+    conn = sqlite3.connect(home / "memtrio.sqlite")
+    contents = {r[0] for r in conn.execute("SELECT content FROM memories")}
+    links = conn.execute("SELECT count(*) FROM memory_entities").fetchone()[0]
+    conn.close()
+    expected = {
+        f"{n} task {t} note {i}"
+        for n in ("alpha", "beta")
+        for t in range(tasks)
+        for i in range(per_task)
+    }
+    assert contents == expected
+    assert links == len(expected)
