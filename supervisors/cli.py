@@ -30,7 +30,7 @@ from .app import (
 )
 
 # Feature modules that add subcommands; each has register(subparsers).
-COMMAND_MODULES: list[str] = ["memtrio.actors.store.cli"]
+COMMAND_MODULES: list[str] = ["memtrio.actors.store.cli", "memtrio.actors.embedder.cli"]
 
 
 class CliError(Exception):

@@ -1,0 +1,175 @@
+"""``memtrio reembed``: recompute every memory, entity and relation vector under the current model.
+
+Rows that already have a vector of the current model and revision are
+skipped, so the command is safe to re-run (and resumes where an interrupted
+run stopped). Work goes in batches of ``--batch`` texts; a batch that fails is
+retried one record at a time, so one bad record never blocks the rest. Each
+failure is printed with its kind and id, and the exit code is 1 if any
+occurred. The command refuses to run (exit 2) when embeddings are disabled or
+the model cannot load, instead of silently doing nothing.
+
+A running server loads vectors written by another process on its next
+structural change or restart (see docs/recall.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from ...supervisors.app import AppContext
+from ...supervisors.cli import CliError, add_common, load_config, run_with_app
+from .documents import count_stale, read_documents, stale_items, vector_writer
+from .pool import EmbedderUnavailable, EmbeddingError
+
+KINDS = ("memory", "entity", "relation")
+PLURAL = {"memory": "memories", "entity": "entities", "relation": "relations"}
+
+
+class Progress:
+    """A one-line progress bar on stderr when it is a terminal; silent otherwise."""
+
+    WIDTH = 30
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total = max(total, 1)
+        self.done = 0
+        self.enabled = enabled
+        self.started = time.monotonic()
+
+    def advance(self, n: int, label: str) -> None:
+        self.done += n
+        if not self.enabled:
+            return
+        frac = min(self.done / self.total, 1.0)
+        fill = int(frac * self.WIDTH)
+        rate = self.done / max(time.monotonic() - self.started, 1e-6)
+        sys.stderr.write(
+            f"\rreembed [{'#' * fill}{'.' * (self.WIDTH - fill)}] {self.done}/{self.total} {label:<10} {rate:,.0f}/s "
+        )
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+async def reembed(app: AppContext, batch: int, show_progress: bool) -> dict[str, Any]:
+    """Embed every row lacking a vector of the current model. Returns counts and failures."""
+    embedder = app.services.get("embedder")
+    if embedder is None:
+        raise CliError(
+            "embeddings are disabled ([embedding] enabled = false or MEMTRIO_EMBEDDINGS=off); enable them to reembed",
+            2,
+        )
+    try:
+        await embedder.load()
+    except EmbedderUnavailable as exc:
+        raise CliError(f"{exc}; nothing was changed", 2) from None
+    store = app.service("store")
+    model, revision = embedder.model, embedder.revision
+    stale = await store.read(lambda conn: count_stale(conn, model, revision))
+    progress = Progress(sum(stale.values()), show_progress)
+    done = dict.fromkeys(KINDS, 0)
+    failures: list[dict[str, Any]] = []
+
+    async def save(docs: list[tuple[str, int, str]]) -> None:
+        result = await embedder.embed([text for _, _, text in docs])
+        done[docs[0][0]] += await store.write(
+            vector_writer([(k, i) for k, i, _ in docs], result), name="reembed"
+        )
+
+    try:
+        for kind in KINDS:
+            after = 0
+            while True:
+                ids = await store.read(
+                    lambda conn, k=kind, a=after: stale_items(conn, k, model, revision, a, batch)
+                )
+                if not ids:
+                    break
+                after = ids[-1]
+                docs = await store.read(lambda conn, k=kind, i=ids: read_documents(conn, {k: i}))
+                try:
+                    await save(docs)
+                except Exception:  # noqa: BLE001 - retried record by record below
+                    for doc in docs:
+                        try:
+                            await save([doc])
+                        except Exception as exc:  # noqa: BLE001 - reported, the rest goes on
+                            message = (
+                                str(exc)
+                                if isinstance(exc, EmbeddingError)
+                                else f"{type(exc).__name__}: {exc}"
+                            )
+                            failures.append({"kind": doc[0], "id": doc[1], "error": message})
+                progress.advance(len(ids), PLURAL[kind])
+    finally:
+        progress.close()
+    return {
+        "model": model,
+        "revision": revision,
+        "stale_before": stale,
+        "reembedded": done,
+        "failed": failures,
+    }
+
+
+def cmd_reembed(args: argparse.Namespace) -> int:
+    cfg, _home = load_config(args)
+    if not cfg.embedding.enabled:
+        raise CliError(
+            "embeddings are disabled ([embedding] enabled = false or MEMTRIO_EMBEDDINGS=off); enable them to reembed",
+            2,
+        )
+    from ..store.feature import FEATURE as STORE
+    from .feature import FEATURE as EMBEDDER
+
+    outcome: dict[str, Any] = {}
+
+    async def body(app: AppContext) -> int:
+        # A CliError raised in here would surface wrapped in an exception group: carry it out.
+        try:
+            outcome.update(await reembed(app, args.batch, sys.stderr.isatty() and not args.json))
+        except CliError as exc:
+            outcome["error"] = exc
+        return 0
+
+    run_with_app(args, body, features=[STORE, EMBEDDER])
+    if "error" in outcome:
+        raise outcome["error"]
+    failures = outcome["failed"]
+    if args.json:
+        print(json.dumps(outcome, indent=2))
+    else:
+        for failure in failures:
+            print(
+                f"failed: {failure['kind']} #{failure['id']}: {failure['error']}", file=sys.stderr
+            )
+        counts = ", ".join(f"{outcome['reembedded'][k]} {PLURAL[k]}" for k in KINDS)
+        print(
+            f"reembedded {counts} with {outcome['model']} (revision {outcome['revision']}); {len(failures)} failed"
+        )
+    return 1 if failures else 0
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "reembed",
+        help="recompute every memory, entity and relation vector under the current embedding model",
+        description=(
+            "Embed every memory, entity and relation (all scopes) that has no vector of the current "
+            "model and revision. Safe to re-run: current rows are skipped. Failures are printed with "
+            "their kind and id and make the exit code 1; the rest still migrates."
+        ),
+    )
+    add_common(parser)
+    parser.add_argument(
+        "--batch", type=int, default=64, help="texts per embedding call and per write (default 64)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    parser.set_defaults(func=cmd_reembed)
