@@ -14,6 +14,7 @@ FEATURE_MODULES = [
     "memtrio.actors.store.feature",
     "memtrio.actors.embedder.feature",
     "memtrio.actors.ranker.feature",
+    "memtrio.actors.code.feature",
 ]
 
 

@@ -1,0 +1,191 @@
+"""Git checkouts: their roots, their source files, and the path rules.
+
+Every code tool works inside one checkout (``git rev-parse --show-toplevel``
+of the ``root`` argument or of the server's startup directory), so each linked
+worktree is its own checkout. Paths given by callers are refused when they
+contain ``..``, go through a symlink, or resolve outside the checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import trio
+
+from ...protocol.tools import ToolError
+from .languages import language_for
+
+GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"}
+
+
+class GitError(Exception):
+    """A git command failed; the message is git's own first line."""
+
+
+async def git(args: list[str], cwd: Path | str, check: bool = True) -> bytes:
+    """Run git in ``cwd`` and return its stdout (bytes)."""
+    env = {**os.environ, **GIT_ENV}
+    try:
+        proc = await trio.run_process(
+            ["git", *args],
+            cwd=str(cwd),
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
+    except OSError as exc:
+        raise GitError(f"cannot run git: {exc}") from None
+    if check and proc.returncode != 0:
+        message = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise GitError(
+            message[0] if message else f"git {args[0]} failed with status {proc.returncode}"
+        )
+    return proc.stdout
+
+
+async def checkout_root(root: str | None, default: Path) -> Path:
+    """The checkout root for a tool's ``root`` argument (absolute) or ``default``."""
+    if root is not None:
+        if not os.path.isabs(root):
+            raise ToolError(f"root must be an absolute directory path, not {root!r}")
+        start = Path(root)
+        if not start.is_dir():
+            raise ToolError(f"root {root!r} is not a directory")
+    else:
+        start = default
+    try:
+        top = (
+            (await git(["rev-parse", "--show-toplevel"], start))
+            .decode("utf-8", "surrogateescape")
+            .strip()
+        )
+    except GitError:
+        where = f"root {root!r}" if root is not None else f"the server's directory {str(default)!r}"
+        raise ToolError(
+            f"{where} is not inside a Git checkout; pass root as an absolute directory inside one"
+        ) from None
+    return Path(os.path.realpath(top))
+
+
+async def list_files(root: Path) -> list[str]:
+    """Tracked and untracked, not ignored files of a checkout (relative, '/'-separated)."""
+    out = await git(["ls-files", "-co", "--exclude-standard", "-z", "--full-name"], root)
+    names = out.split(b"\0")
+    seen: set[str] = set()
+    files: list[str] = []
+    for raw in names:
+        if not raw:
+            continue
+        name = raw.decode("utf-8", "surrogateescape")
+        if name not in seen:
+            seen.add(name)
+            files.append(name)
+    files.sort()
+    return files
+
+
+def source_files(files: list[str]) -> list[tuple[str, str]]:
+    """(path, language) of the supported files among ``files``."""
+    out = []
+    for name in files:
+        lang = language_for(name)
+        if lang is not None:
+            out.append((name, lang))
+    return out
+
+
+def stat_files(
+    root: Path, files: list[tuple[str, str]]
+) -> list[tuple[str, str, int, int] | tuple[str, str, None, str]]:
+    """lstat each file: (path, language, size, mtime_ns) or (path, language, None, reason)."""
+    out: list = []
+    base = str(root)
+    for name, lang in files:
+        try:
+            st = os.lstat(f"{base}/{name}")
+        except OSError:
+            continue  # deleted since the listing (or a removed tracked file)
+        mode = st.st_mode
+        if stat.S_ISREG(mode):
+            out.append((name, lang, st.st_size, st.st_mtime_ns))
+        elif stat.S_ISLNK(mode):
+            out.append((name, lang, None, "symlink"))
+        # directories (submodules) and other types are not files to index
+    return out
+
+
+def has_control(path: str) -> bool:
+    return any(ord(c) < 32 or ord(c) == 127 for c in path)
+
+
+def show_path(path: str) -> str:
+    """A path as printed in results: quoted and escaped when it has control characters."""
+    if not has_control(path) and '"' not in path[:1]:
+        try:
+            path.encode("utf-8")
+            return path
+        except UnicodeEncodeError:
+            pass
+    out = []
+    for ch in path:
+        code = ord(ch)
+        if ch == '"' or ch == "\\":
+            out.append("\\" + ch)
+        elif code < 32 or code == 127:
+            out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(ch, f"\\x{code:02x}"))
+        elif 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8
+            out.append(f"\\x{code - 0xDC00:02x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def resolve_path(root: Path, path: str) -> str:
+    """The checkout-relative form of a caller's ``path``, after the safety rules.
+
+    Error handling: raises `ToolError` saying which rule refused the path.
+    """
+    if not path or "\0" in path:
+        raise ToolError(
+            "path must be a file path relative to the checkout root (or absolute inside it)"
+        )
+    parts = path.replace("\\", "/").split("/")
+    if ".." in parts:
+        raise ToolError(
+            f"path {path!r} contains '..'; give a path inside the checkout without '..'"
+        )
+    if os.path.isabs(path):
+        rel = os.path.relpath(os.path.normpath(path), root)
+        if rel == ".." or rel.startswith("../") or os.path.isabs(rel):
+            # maybe root was reached through a symlink: compare real paths
+            raise ToolError(f"path {path!r} is outside the checkout {str(root)!r}")
+    else:
+        rel = os.path.normpath(path)
+    rel = rel.replace(os.sep, "/")
+    if rel in (".", "") or rel.startswith("../"):
+        raise ToolError(f"path {path!r} does not name a file inside the checkout")
+    # Refuse symlinks anywhere along the path.
+    current = str(root)
+    for part in rel.split("/"):
+        current = f"{current}/{part}"
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            raise ToolError(f"no such file in the checkout: {rel}") from None
+        except OSError as exc:
+            raise ToolError(f"cannot read {rel}: {exc.strerror}") from None
+        if stat.S_ISLNK(st.st_mode):
+            raise ToolError(
+                f"path {path!r} goes through a symlink ({current[len(str(root)) + 1 :]}); symlinks are refused"
+            )
+    real = os.path.realpath(current)
+    if real != str(root) and not real.startswith(str(root) + os.sep):
+        raise ToolError(f"path {path!r} resolves outside the checkout {str(root)!r}")
+    if not os.path.isfile(current):
+        raise ToolError(f"path {path!r} is not a regular file")
+    return rel

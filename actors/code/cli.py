@@ -1,0 +1,162 @@
+"""``memtrio code index`` and ``memtrio code diff``.
+
+``index`` builds or refreshes the code index of a checkout ahead of time (with a
+progress bar when stderr is a terminal) and lists the files that could not be
+indexed; ``diff`` prints what the ``code_diff`` tool returns. Both say so and
+exit non-zero when code navigation is disabled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ...protocol.tools import ToolError
+from ...supervisors.app import AppContext
+from ...supervisors.cli import CliError, add_common, load_config, run_with_app
+from .checkout import checkout_root, show_path
+from .feature import DISABLED, FEATURE
+
+BAR_WIDTH = 30
+
+
+class _ProgressBar:
+    """A one-line progress bar on a terminal's stderr, redrawn at most 10 times a second."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.last = 0.0
+        self.drawn = False
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - self.last < 0.1:
+            return
+        self.last = now
+        filled = BAR_WIDTH * done // max(1, total)
+        bar = "#" * filled + "-" * (BAR_WIDTH - filled)
+        self.stream.write(f"\rindexing [{bar}] {done}/{total} files")
+        self.stream.flush()
+        self.drawn = True
+
+    def close(self) -> None:
+        if self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _require_enabled(args: argparse.Namespace) -> None:
+    cfg, _ = load_config(args)
+    if not cfg.code.enabled:
+        raise CliError(DISABLED)
+
+
+def _service(app: AppContext) -> Any:
+    service = app.services.get("code")
+    if service is None or "code" not in app.features:
+        raise CliError("code navigation is not available (see the warning above)")
+    return service
+
+
+async def _root(args: argparse.Namespace, app: AppContext) -> Path:
+    root = os.path.abspath(args.root) if args.root else None
+    try:
+        return await checkout_root(root, app.cwd)
+    except ToolError as exc:
+        raise CliError(str(exc)) from None
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    _require_enabled(args)
+
+    async def body(app: AppContext) -> int:
+        service = _service(app)
+        root = await _root(args, app)
+        bar = _ProgressBar(sys.stderr) if sys.stderr.isatty() and not args.json else None
+        try:
+            report = await service.refresh(root, progress=bar)
+        finally:
+            if bar is not None:
+                bar.close()
+        if args.json:
+            print(
+                json.dumps(
+                    {
+                        "root": str(root),
+                        "source_files": report.source_files,
+                        "indexed": report.indexed,
+                        "parsed": report.parsed,
+                        "seconds": round(report.seconds, 3),
+                        "truncated": report.truncated,
+                        "not_indexed": [{"path": p, "reason": r} for p, r in report.skipped],
+                    }
+                )
+            )
+            return 0
+        print(
+            f"indexed {report.indexed} source files of {root} ({report.parsed} parsed) in {report.seconds:.2f} s"
+        )
+        if report.truncated:
+            print(
+                f"truncated: the checkout has {report.source_files} source files; [code] max_files = "
+                f"{service.max_files} (raise it, or set MEMTRIO_CODE_MAX_FILES)"
+            )
+        if report.skipped:
+            print(f"not indexed ({len(report.skipped)}):")
+            for path, reason in report.skipped:
+                print(f"  {show_path(path)}\t{reason}")
+        return 0
+
+    return run_with_app(args, body, features=[FEATURE])
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    _require_enabled(args)
+    from .diff import structural_diff
+
+    async def body(app: AppContext) -> int:
+        service = _service(app)
+        root = await _root(args, app)
+        try:
+            text = await structural_diff(service.pool, root, args.base, args.head, args.limit)
+        except ToolError as exc:
+            raise CliError(str(exc)) from None
+        print(text)
+        return 0
+
+    return run_with_app(args, body, features=[FEATURE])
+
+
+def register(subparsers: Any) -> None:
+    code = subparsers.add_parser("code", help="code index and structural diff (tree-sitter)")
+    sub = code.add_subparsers(dest="code_command", metavar="SUBCOMMAND")
+    sub.required = True
+    index = sub.add_parser(
+        "index", help="build or refresh the code index of a checkout; list files not indexed"
+    )
+    add_common(index)
+    index.add_argument(
+        "--root", help="a directory inside the checkout (default: the current directory)"
+    )
+    index.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    index.set_defaults(func=cmd_index)
+    diff = sub.add_parser(
+        "diff", help="symbols added, removed or modified between BASE's merge base and HEAD"
+    )
+    add_common(diff)
+    diff.add_argument("base", metavar="BASE", help="base revision")
+    diff.add_argument(
+        "head", metavar="HEAD", nargs="?", default="HEAD", help="head revision (default: HEAD)"
+    )
+    diff.add_argument(
+        "--root", help="a directory inside the checkout (default: the current directory)"
+    )
+    diff.add_argument(
+        "--limit", type=int, default=200, help="changed files to report (1-1000, default 200)"
+    )
+    diff.set_defaults(func=cmd_diff)

@@ -1,0 +1,295 @@
+"""Outline one source file: its symbols (definitions and imports) and coverage.
+
+Pure and synchronous; it runs inside the parser worker processes (see
+``worker``). Per file the Python work is one query cursor over the tree and a
+few attribute reads per captured symbol: nesting comes from byte ranges, not
+from walking the tree in Python.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import msgspec
+from tree_sitter import Parser, Point, Query, QueryCursor, Range
+from tree_sitter_language_pack import get_language, get_parser
+
+from .languages import SPECS, Spec
+
+MAX_BYTES = 1024 * 1024
+MAX_NAME = 160
+MAX_SIGNATURE = 200
+
+# Kinds that hold other symbols but are never parents in the outline.
+_LEAF_KINDS = frozenset({"import", "expression"})
+# Kinds for which a signature is never shown (their name is the declaration).
+_NO_SIGNATURE = frozenset(
+    {"import", "expression", "component", "slot", "rule", "media", "supports", "keyframes"}
+)
+# Words a first line may end with that add nothing the kind and name do not say.
+_TRAILERS = ("{", "}", ":", ";", "do", "=>", "where", "begin", "then", "->", "=", "(", "[")
+
+
+class Symbol(msgspec.Struct, array_like=True, frozen=True):
+    kind: str
+    name: str
+    start: int  # 1-based first line
+    end: int  # 1-based last line
+    depth: int
+    parent: str  # the enclosing symbol's name, "" at top level
+    signature: str  # first source line when it says more than kind and name, else ""
+
+
+class Outline(msgspec.Struct, array_like=True, frozen=True):
+    language: str
+    coverage: str  # "complete" or "partial: <reason>"
+    symbols: list[Symbol]
+
+
+class Skipped(Exception):
+    """The file is not indexed; the message is the reason shown to users."""
+
+
+@functools.cache
+def _query(spec_name: str) -> Query:
+    spec = SPECS[spec_name]
+    return Query(get_language(spec.grammar), spec.query)
+
+
+@functools.cache
+def _parser(grammar: str) -> Parser:
+    return get_parser(grammar)
+
+
+def check_content(path: str, data: bytes) -> None:
+    """Raise `Skipped` for files that are not source text worth parsing."""
+    if len(data) > MAX_BYTES:
+        raise Skipped("larger than 1 MiB")
+    if b"\0" in data[:8192]:
+        raise Skipped("binary")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Skipped("not UTF-8") from None
+    base = path.rsplit("/", 1)[-1].lower()
+    if ".min." in base:
+        raise Skipped("minified")
+    if len(data) > 4096:
+        lines = data.count(b"\n") + 1
+        if len(data) / lines > 400:
+            raise Skipped("minified")
+
+
+def _first_error_row(node: Any) -> int:
+    """Row of the first ERROR or MISSING node under ``node`` (which has_error)."""
+    while True:
+        if node.is_error or node.is_missing:
+            return node.start_point[0]
+        for child in node.children:
+            if child.has_error or child.is_missing:
+                node = child
+                break
+        else:
+            return node.start_point[0]
+
+
+class _Rec:
+    __slots__ = ("sb", "eb", "sr", "er", "kind", "name", "raw", "order")
+
+    def __init__(
+        self, sb: int, eb: int, sr: int, er: int, kind: str, name: str, raw: str, order: int
+    ) -> None:
+        self.sb, self.eb, self.sr, self.er = sb, eb, sr, er
+        self.kind, self.name, self.raw, self.order = kind, name, raw, order
+
+
+def _collect(
+    spec: Spec,
+    src: bytes,
+    ranges: list[Range] | None,
+    recs: list[_Rec],
+    problems: list[str],
+    order_base: int,
+) -> None:
+    parser = _parser(spec.grammar)
+    if ranges is not None:
+        parser.included_ranges = ranges
+        try:
+            tree = parser.parse(src)
+        finally:
+            parser.included_ranges = []
+    else:
+        tree = parser.parse(src)
+    root = tree.root_node
+    if root.has_error:
+        row = _first_error_row(root)
+        where = f" in embedded {spec.name}" if ranges is not None else ""
+        problems.append(f"syntax error{where} at line {row + 1}")
+    embeds: dict[str, list[Range]] = {}
+    kind_fn, name_fn = spec.kind_fn, spec.name_fn
+    for pattern, caps in QueryCursor(_query(spec.name)).matches(root):
+        kind = None
+        node = None
+        for key, nodes in caps.items():
+            if key == "name" or key[0] == "_":
+                continue
+            if key.startswith("embed."):
+                embeds.setdefault(key[6:], []).append(nodes[0].range)
+                break
+            if key.startswith("region."):
+                region = _element_content(nodes[0])
+                if region is not None:
+                    embeds.setdefault(key[7:], []).append(region)
+                break
+            kind, node = key, nodes[0]
+            break
+        if node is None or kind is None:
+            continue
+        if kind_fn is not None:
+            kind = kind_fn(kind, caps, src)
+            if kind is None:
+                continue
+        name_nodes = caps.get("name")
+        raw = (
+            src[name_nodes[0].start_byte : name_nodes[0].end_byte].decode("utf-8", "replace")
+            if name_nodes
+            else ""
+        )
+        name = raw
+        if name_fn is not None:
+            name = name_fn(kind, raw, caps, src)
+        elif not name and kind == "import":
+            name = src[node.start_byte : node.end_byte].decode("utf-8", "replace")
+        if "\n" in name or "\t" in name or "  " in name:
+            name = " ".join(name.split())
+        if len(name) > MAX_NAME:
+            name = name[:MAX_NAME]
+        sp, ep = node.start_point, node.end_point
+        er = ep[0] if ep[1] > 0 or ep[0] == sp[0] else ep[0] - 1
+        recs.append(
+            _Rec(node.start_byte, node.end_byte, sp[0], er, kind, name, raw, order_base + pattern)
+        )
+    for lang, rs in embeds.items():
+        sub = SPECS.get(lang)
+        if sub is not None and rs:
+            rs.sort(key=lambda r: r.start_byte)
+            _collect(sub, src, _disjoint(rs), recs, problems, order_base + 1000)
+
+
+def _disjoint(ranges: list[Range]) -> list[Range]:
+    out: list[Range] = []
+    for r in ranges:
+        if r.end_byte <= r.start_byte:
+            continue
+        if out and r.start_byte < out[-1].end_byte:
+            continue
+        out.append(r)
+    return out
+
+
+def _element_content(node: Any) -> Range | None:
+    """The range between an element's start tag and its end tag."""
+    first = node.child(0)
+    last = node.child(node.child_count - 1)
+    if first is None or last is None or first.id == last.id or not last.type.startswith("end"):
+        return None
+    if last.start_byte <= first.end_byte:
+        return None
+    return Range(first.end_point, last.start_point, first.end_byte, last.start_byte)
+
+
+def _find_word(text: str, word: str) -> int:
+    """Index of ``word`` in ``text`` not inside a longer identifier, or -1."""
+    at = text.find(word)
+    while at >= 0:
+        before = text[at - 1] if at > 0 else " "
+        after_at = at + len(word)
+        after = text[after_at] if after_at < len(text) else " "
+        if not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_"):
+            return at
+        at = text.find(word, at + 1)
+    return -1
+
+
+def _signature(line: str, raw: str, kind: str) -> str:
+    if kind in _NO_SIGNATURE:
+        return ""
+    text = line.strip()
+    if not text:
+        return ""
+    at = _find_word(text, raw) if raw else -1
+    rest = text[at + len(raw) :] if at >= 0 else text
+    rest = rest.strip()
+    changed = True
+    while rest and changed:
+        changed = False
+        for trailer in (*_TRAILERS, kind):
+            if rest.endswith(trailer):
+                rest = rest[: -len(trailer)].rstrip()
+                changed = True
+    if not rest:
+        return ""
+    text = text.replace("\t", " ")
+    return text[:MAX_SIGNATURE]
+
+
+def outline(language: str, data: bytes) -> Outline:
+    """Symbols of ``data`` parsed as ``language`` (a key of ``SPECS``)."""
+    spec = SPECS[language]
+    recs: list[_Rec] = []
+    problems: list[str] = []
+    _collect(spec, data, None, recs, problems, 0)
+    recs.sort(key=lambda r: (r.sb, -r.eb, r.order))
+    lines = data.split(b"\n")
+    symbols: list[Symbol] = []
+    stack: list[tuple[int, _Rec]] = []  # (end byte, record) of open parents
+    last_range = (-1, -1)  # byte range of the previous record, and the names seen on it
+    last_names: set[str] = set()
+    qualified = spec.qualified_kinds
+    method_parents = spec.method_parents
+    for rec in recs:
+        if last_range == (rec.sb, rec.eb):
+            if rec.name in last_names:
+                continue  # the same node matched again by a later, less specific pattern
+        else:
+            last_range = (rec.sb, rec.eb)
+            last_names = set()
+        last_names.add(rec.name)
+        while stack and (
+            stack[-1][0] <= rec.sb or (stack[-1][1].sb == rec.sb and stack[-1][0] == rec.eb)
+        ):
+            stack.pop()  # ended before this record, or the same node (`const a = 1, b = 2`)
+        parent = stack[-1][1] if stack else None
+        kind = rec.kind
+        name = rec.name
+        if parent is not None:
+            if kind == "function" and parent.kind in method_parents:
+                kind = "method"
+            if (
+                kind in qualified
+                and parent.kind in qualified
+                and not name.startswith(parent.name + ".")
+            ):
+                name = f"{parent.name}.{name}"
+                rec.name = name
+        line = lines[rec.sr].decode("utf-8", "replace") if rec.sr < len(lines) else ""
+        symbols.append(
+            Symbol(
+                kind,
+                name,
+                rec.sr + 1,
+                rec.er + 1,
+                len(stack),
+                parent.name if parent is not None else "",
+                _signature(line, rec.raw, kind),
+            )
+        )
+        if kind not in _LEAF_KINDS:
+            rec.kind = kind
+            stack.append((rec.eb, rec))
+    coverage = "complete" if not problems else "partial: " + "; ".join(problems[:2])
+    return Outline(language, coverage, symbols)
+
+
+__all__ = ["MAX_BYTES", "Outline", "Skipped", "Symbol", "check_content", "outline", "Point"]

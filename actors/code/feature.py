@@ -1,0 +1,56 @@
+"""The code feature: the code index, the parser pool and the four code tools.
+
+``setup`` raises `FeatureUnavailable` (the server then starts with the memory
+tools only, after a warning) when ``[code] enabled = false`` /
+``MEMTRIO_CODE=off``, when the ``code`` tool group is not enabled, when
+``[code]`` is invalid, or when the index file cannot be opened or recreated.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...supervisors.app import AppContext, FeatureUnavailable
+from ...supervisors.supervisor import ChildSpec
+from .index import CodeIndex, IndexUnavailable, index_path
+from .pool import ParserPool, default_workers
+from .service import CodeService
+from .tools import INSTRUCTIONS, TOOLS
+
+DISABLED = "code navigation is disabled ([code] enabled = false or MEMTRIO_CODE=off)"
+
+
+def open_service(app: AppContext) -> CodeService:
+    """Check ``[code]``, open the index and build the service (no actors started yet)."""
+    cfg = app.config.code
+    if not cfg.enabled:
+        raise FeatureUnavailable(DISABLED)
+    if not cfg.file_timeout > 0:
+        raise FeatureUnavailable(
+            f"invalid [code] file_timeout {cfg.file_timeout!r}: must be > 0 seconds"
+        )
+    try:
+        index = CodeIndex(index_path(app.home))
+    except IndexUnavailable as exc:
+        raise FeatureUnavailable(str(exc)) from None
+    pool = ParserPool(default_workers(cfg.index_threads), cfg.file_timeout)
+    return CodeService(index, pool, cfg.max_files)
+
+
+class _CodeFeature:
+    name = "code"
+
+    def setup(self, app: AppContext) -> None:
+        if "code" not in app.config.tools.enabled:
+            raise FeatureUnavailable("the code tool group is not enabled ([tools] enabled)")
+        service = open_service(app)
+        app.services["code"] = service
+        app.add_tools(TOOLS)
+        app.instructions.append(INSTRUCTIONS)
+
+    def children(self, app: AppContext) -> list[ChildSpec]:
+        service: Any = app.services.get("code")
+        return service.pool.children() if service is not None else []
+
+
+FEATURE = _CodeFeature()

@@ -1,0 +1,332 @@
+"""The code index: ``$MEMTRIO_HOME/code-v{N}.sqlite``.
+
+Rebuildable from the checkouts at any time, so it is never migrated: a new
+schema or extractor version uses a new file (``N`` is `VERSION`) and older
+files are left alone. A corrupt file is deleted and recreated.
+
+Tables: ``checkouts`` (one row per checkout root), ``files`` (path, language,
+the size and mtime it was indexed at, coverage or the reason it was skipped)
+and ``symbols`` (one row per symbol, in outline order, with a lower-cased
+name and its last segment for `find`).
+
+All methods are synchronous; `CodeService` runs them in one worker thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from .wire import ParseResult
+
+# Bump when the schema or what the extractor produces changes.
+VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS checkouts(
+    id INTEGER PRIMARY KEY,
+    root TEXT NOT NULL UNIQUE,
+    source_files INTEGER NOT NULL DEFAULT 0,
+    indexed_files INTEGER NOT NULL DEFAULT 0,
+    refreshed_at REAL
+);
+CREATE TABLE IF NOT EXISTS files(
+    id INTEGER PRIMARY KEY,
+    checkout INTEGER NOT NULL REFERENCES checkouts(id) ON DELETE CASCADE,
+    path TEXT NOT NULL,
+    language TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    coverage TEXT,
+    skipped TEXT,
+    UNIQUE(checkout, path)
+);
+CREATE TABLE IF NOT EXISTS symbols(
+    file INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    checkout INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    lname TEXT NOT NULL,
+    tail TEXT NOT NULL,
+    start INTEGER NOT NULL,
+    end INTEGER NOT NULL,
+    depth INTEGER NOT NULL,
+    parent TEXT NOT NULL,
+    signature TEXT NOT NULL,
+    PRIMARY KEY(file, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS symbols_lname ON symbols(checkout, lname);
+CREATE INDEX IF NOT EXISTS symbols_tail ON symbols(checkout, tail);
+"""
+
+# Kinds find_symbol returns only when asked for by `kind`.
+HIDDEN_KINDS = ("import", "component", "slot", "expression")
+_QUOTES = "\"'`<>;() "
+
+
+class IndexUnavailable(Exception):
+    """The code index file cannot be opened or created."""
+
+
+def index_path(home: Path) -> Path:
+    return home / f"code-v{VERSION}.sqlite"
+
+
+def name_tail(name: str, kind: str) -> str:
+    """The last segment of a lower-cased name: what `.query` / `/query` suffixes match."""
+    text = name.lower().strip(_QUOTES)
+    seps = "./:\\" if kind == "import" else ".:\\"
+    cut = max(text.rfind(sep) for sep in seps)
+    return text[cut + 1 :] if cut >= 0 else text
+
+
+class CodeIndex:
+    """The SQLite code index (one connection, used from one thread at a time)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.conn = self._open()
+
+    # -- opening ---------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path, check_same_thread=False, isolation_level=None, timeout=30.0
+        )
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.executescript(SCHEMA)
+        conn.execute(
+            "INSERT OR IGNORE INTO meta(key, value) VALUES ('version', ?)", (str(VERSION),)
+        )
+        row = conn.execute("PRAGMA quick_check").fetchone()
+        if row is None or row[0] != "ok":
+            conn.close()
+            raise sqlite3.DatabaseError(f"quick_check: {row[0] if row else 'no answer'}")
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise IndexUnavailable(f"cannot create {self.path.parent}: {exc}") from None
+        try:
+            return self._connect()
+        except sqlite3.DatabaseError as first:
+            from ...supervisors import trace
+
+            trace.warning("code", "index_recreated", path=str(self.path), reason=str(first))
+            self._delete_files()
+            try:
+                return self._connect()
+            except sqlite3.Error as exc:
+                raise IndexUnavailable(f"cannot open the code index {self.path}: {exc}") from None
+
+    def _delete_files(self) -> None:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{self.path}{suffix}")
+
+    def recreate(self) -> None:
+        """Drop the (corrupt) file and start an empty index."""
+        with contextlib.suppress(sqlite3.Error):
+            self.conn.close()
+        self._delete_files()
+        self.conn = self._open()
+
+    def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self.conn.close()
+
+    # -- writing -----------------------------------------------------------
+
+    def checkout_id(self, root: str) -> int:
+        row = self.conn.execute("SELECT id FROM checkouts WHERE root = ?", (root,)).fetchone()
+        if row:
+            return row[0]
+        return self.conn.execute("INSERT INTO checkouts(root) VALUES (?)", (root,)).lastrowid or 0
+
+    def file_map(self, cid: int) -> dict[str, tuple[int, int]]:
+        """path -> (size, mtime_ns) of every file indexed in a checkout."""
+        rows = self.conn.execute(
+            "SELECT path, size, mtime_ns FROM files WHERE checkout = ?", (cid,)
+        )
+        return {path: (size, mtime) for path, size, mtime in rows}
+
+    def apply(
+        self,
+        cid: int,
+        results: Iterable[tuple[str, str, int, int, ParseResult]],
+        deleted: Iterable[str] = (),
+    ) -> None:
+        """Store parse results (path, language, size, mtime_ns, result) and drop ``deleted``, in one transaction."""
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for path in deleted:
+                row = conn.execute(
+                    "SELECT id FROM files WHERE checkout = ? AND path = ?", (cid, path)
+                ).fetchone()
+                if row:
+                    conn.execute("DELETE FROM symbols WHERE file = ?", (row[0],))
+                    conn.execute("DELETE FROM files WHERE id = ?", (row[0],))
+            for path, language, size, mtime_ns, result in results:
+                outline = result.outline
+                coverage = outline.coverage if outline is not None else None
+                skipped = result.skipped if outline is None else None
+                row = conn.execute(
+                    "SELECT id FROM files WHERE checkout = ? AND path = ?", (cid, path)
+                ).fetchone()
+                if row:
+                    fid = row[0]
+                    conn.execute("DELETE FROM symbols WHERE file = ?", (fid,))
+                    conn.execute(
+                        "UPDATE files SET language = ?, size = ?, mtime_ns = ?, coverage = ?, skipped = ? WHERE id = ?",
+                        (language, size, mtime_ns, coverage, skipped, fid),
+                    )
+                else:
+                    fid = conn.execute(
+                        "INSERT INTO files(checkout, path, language, size, mtime_ns, coverage, skipped) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (cid, path, language, size, mtime_ns, coverage, skipped),
+                    ).lastrowid
+                if outline is not None and outline.symbols:
+                    conn.executemany(
+                        "INSERT INTO symbols(file, seq, checkout, kind, name, lname, tail, start, end, depth, parent, signature)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [
+                            (
+                                fid,
+                                seq,
+                                cid,
+                                s.kind,
+                                s.name,
+                                s.name.lower(),
+                                name_tail(s.name, s.kind),
+                                s.start,
+                                s.end,
+                                s.depth,
+                                s.parent,
+                                s.signature,
+                            )
+                            for seq, s in enumerate(outline.symbols)
+                        ],
+                    )
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+
+    def set_counts(self, cid: int, source_files: int, indexed_files: int, now: float) -> None:
+        self.conn.execute(
+            "UPDATE checkouts SET source_files = ?, indexed_files = ?, refreshed_at = ? WHERE id = ?",
+            (source_files, indexed_files, now, cid),
+        )
+
+    # -- reading -------------------------------------------------------------
+
+    def counts(self, cid: int) -> tuple[int, int]:
+        row = self.conn.execute(
+            "SELECT source_files, indexed_files FROM checkouts WHERE id = ?", (cid,)
+        ).fetchone()
+        return (row[0], row[1]) if row else (0, 0)
+
+    def file_entry(
+        self, cid: int, path: str
+    ) -> tuple[int, str, int, int, str | None, str | None] | None:
+        """(id, language, size, mtime_ns, coverage, skipped) of one indexed file."""
+        return self.conn.execute(
+            "SELECT id, language, size, mtime_ns, coverage, skipped FROM files WHERE checkout = ? AND path = ?",
+            (cid, path),
+        ).fetchone()
+
+    def file_symbols(self, fid: int) -> list[tuple[str, str, int, int, int, str, str]]:
+        """(kind, name, start, end, depth, parent, signature) in outline order."""
+        return self.conn.execute(
+            "SELECT kind, name, start, end, depth, parent, signature FROM symbols WHERE file = ? ORDER BY seq",
+            (fid,),
+        ).fetchall()
+
+    def skipped_files(self, cid: int) -> list[tuple[str, str]]:
+        return self.conn.execute(
+            "SELECT path, skipped FROM files WHERE checkout = ? AND skipped IS NOT NULL ORDER BY path",
+            (cid,),
+        ).fetchall()
+
+    def find(
+        self, cid: int, query: str, kind: str | None, limit: int
+    ) -> tuple[list[tuple[Any, ...]], int]:
+        """Matches of ``query`` (exact, then ``.query`` suffixes, then prefixes) and their total."""
+        q = query.lower()
+        if kind is not None:
+            kind_sql, kind_args = "s.kind = ?", [kind.lower()]
+        else:
+            kind_sql, kind_args = (
+                f"s.kind NOT IN ({', '.join('?' * len(HIDDEN_KINDS))})",
+                list(HIDDEN_KINDS),
+            )
+        cols = "f.path, s.start, s.end, s.kind, s.name, s.parent, s.signature, f.size, f.mtime_ns, s.lname"
+        base = f"SELECT {cols} FROM symbols s JOIN files f ON f.id = s.file WHERE s.checkout = ? AND {kind_sql}"
+        args = [cid, *kind_args]
+        conn = self.conn
+
+        def exact_ok(row: tuple[Any, ...]) -> bool:
+            lname = row[9]
+            if lname == q:
+                return True
+            rest = lname[len(q) + 1 :]  # Elixir name/arity
+            return lname.startswith(q + "/") and rest.isdigit()
+
+        exact = [
+            r
+            for r in conn.execute(
+                f"{base} AND (s.lname = ? OR (s.lname > ? AND s.lname < ?)) ORDER BY f.path, s.start",
+                (*args, q, q + "/", q + "0"),
+            )
+            if exact_ok(r)
+        ]
+        seen = {(r[0], r[1], r[4]) for r in exact}
+        tail = name_tail(q, "import" if kind == "import" else "")
+        suffixes = ("." + q, "::" + q, "\\" + q) + (("/" + q,) if kind == "import" else ())
+        suffix = []
+        for r in conn.execute(f"{base} AND s.tail = ? ORDER BY f.path, s.start", (*args, tail)):
+            if (r[0], r[1], r[4]) in seen:
+                continue
+            stripped = r[9].strip(_QUOTES)
+            if stripped == q or stripped.endswith(suffixes):
+                suffix.append(r)
+                seen.add((r[0], r[1], r[4]))
+        head = exact + suffix
+        prefix_sql = f"{base} AND s.lname > ? AND s.lname < ?"
+        prefix_args = (*args, q, q + "\U0010ffff")
+        remaining = max(0, limit - len(head))
+        prefix = (
+            [
+                r
+                for r in conn.execute(f"{prefix_sql} ORDER BY f.path, s.start", prefix_args)
+                if (r[0], r[1], r[4]) not in seen
+            ]
+            if remaining
+            else []
+        )
+        if remaining:
+            total = len(head) + len(prefix)
+        else:
+            total = len(head) + sum(
+                1
+                for r in conn.execute(
+                    f"SELECT f.path, s.start, s.name, s.lname FROM symbols s JOIN files f ON f.id = s.file"
+                    f" WHERE s.checkout = ? AND {kind_sql} AND s.lname > ? AND s.lname < ?",
+                    prefix_args,
+                )
+                if (r[0], r[1], r[2]) not in seen
+            )
+        rows = (head + prefix)[:limit]
+        return rows, total

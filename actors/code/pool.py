@@ -1,0 +1,250 @@
+"""The parser pool: supervised worker actors, each owning one worker process.
+
+Parsing runs in separate processes (``python -m memtrio.actors.code.worker``)
+so the parse of many files uses every core and a parser that crashes or hangs
+takes down one worker process, never the server. Each worker actor owns one
+process and serves `ParseJob`s from a mailbox shared by all workers; it talks
+to its process over that process's private stdin/stdout pipes (its stderr is
+the server's stderr).
+
+Supervision (see `ParserPool.children`)::
+
+    code.parsers (one_for_one)      nested in the root as a TEMPORARY child
+    ├── parser-0                    PERMANENT
+    ├── ...
+    └── parser-{M-1}
+
+A worker whose process dies or does not answer within ``[code] file_timeout``
+kills it, answers the job with the reason (the file is reported as not
+indexed), and then exits with `WorkerLost`, so the supervisor replaces it with
+a fresh process; the other files keep flowing through the other workers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+import trio
+
+from ...protocol.messages import ActorCrashed
+from ...supervisors import trace
+from ...supervisors.supervisor import (
+    ONE_FOR_ONE,
+    PERMANENT,
+    TEMPORARY,
+    ChildContext,
+    ChildSpec,
+    Mailbox,
+    Supervisor,
+)
+from .wire import MAX_FRAME, ParseJob, ParseResult, frame, job_encoder, result_decoder
+
+WORKER_MODULE = "memtrio.actors.code.worker"
+# Seconds a worker process gets to exit after its stdin closes before it is killed.
+EXIT_GRACE = 1.0
+# Restart intensity of the parser supervisor, per worker: see `ParserPool.children`.
+RESTARTS_PER_WORKER = 20
+RESTART_PERIOD = 30.0
+
+
+class WorkerLost(Exception):
+    """A parser worker process crashed or hung; the actor exits to be replaced."""
+
+
+def default_workers(setting: int | str) -> int:
+    if setting == "auto":
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:  # not on Linux
+            return max(1, os.cpu_count() or 1)
+    return max(1, int(setting))
+
+
+class _FrameReader:
+    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
+        self._stream = stream
+        self._buf = bytearray()
+
+    async def _fill(self) -> None:
+        data = await self._stream.receive_some(1 << 16)
+        if not data:
+            raise EOFError("worker closed its output")
+        self._buf += data
+
+    async def receive(self) -> bytes:
+        while len(self._buf) < 4:
+            await self._fill()
+        size = int.from_bytes(self._buf[:4], "big")
+        if size > MAX_FRAME:
+            raise EOFError(f"worker sent a {size}-byte frame")
+        while len(self._buf) < 4 + size:
+            await self._fill()
+        body = bytes(self._buf[4 : 4 + size])
+        del self._buf[: 4 + size]
+        return body
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
+async def _stop_process(proc: trio.Process, kill: bool = False) -> int | None:
+    with trio.CancelScope(shield=True):
+        if proc.stdin is not None:
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                await proc.stdin.aclose()
+        if not kill:
+            with trio.move_on_after(EXIT_GRACE):
+                return await proc.wait()
+        with contextlib.suppress(OSError):
+            proc.kill()
+        return await proc.wait()
+
+
+class ParserPool:
+    """Client of the parser workers: `parse` one file (or blob) at a time, from
+    many tasks at once; `children` are the actors to supervise."""
+
+    def __init__(self, workers: int, file_timeout: float) -> None:
+        self.workers = workers
+        self.file_timeout = file_timeout
+        self.mailbox = Mailbox("code.parse", size=math.inf)
+        self.down: str | None = None  # why the pool gave up, once it has
+
+    async def parse(self, job: ParseJob) -> ParseResult:
+        """The outline of one file; never raises for a bad file or a lost worker."""
+        if self.down is not None:
+            return ParseResult(skipped=f"parser workers are down ({self.down})")
+        # A job may wait behind one slow file per worker, then a worker restart.
+        timeout = 2 * self.file_timeout + 30.0
+        try:
+            return await self.mailbox.call(job, name="code.parse", timeout=timeout)
+        except ActorCrashed as exc:
+            return ParseResult(skipped=f"parser worker stopped ({exc})")
+        except TimeoutError:
+            return ParseResult(skipped=f"no parser worker answered within {timeout:g} s")
+
+    def children(self) -> list[ChildSpec]:
+        # Why these restart types and this intensity:
+        # - each worker is PERMANENT: a lost worker (crash, hang) is always replaced,
+        #   the pool must keep M processes to stay useful;
+        # - one_for_one: workers share nothing but the mailbox, so one failure
+        #   never needs the others restarted;
+        # - intensity RESTARTS_PER_WORKER * M restarts in RESTART_PERIOD s: a checkout
+        #   with a few files that crash the parser costs one restart each (~50 ms),
+        #   far below that, while a worker that cannot start at all (broken
+        #   interpreter, unreadable package) fails in milliseconds and trips it within
+        #   a second instead of looping forever;
+        # - the pool supervisor itself is TEMPORARY in the root: the code tools are
+        #   optional, so when it gives up it stays down (the tools then say so)
+        #   instead of escalating into a rest_for_one restart of the transports.
+        def make() -> Supervisor:
+            specs = [
+                ChildSpec(
+                    f"parser-{i}",
+                    self._run_worker,
+                    restart=PERMANENT,
+                    shutdown=2.0,
+                    why="a lost parser process is always replaced",
+                )
+                for i in range(self.workers)
+            ]
+            return Supervisor(
+                "code.parsers",
+                specs,
+                strategy=ONE_FOR_ONE,
+                max_restarts=RESTARTS_PER_WORKER * self.workers,
+                period=RESTART_PERIOD,
+            )
+
+        async def start(ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+            sup = make()
+            self.down = None
+            try:
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(sup.run)
+                    task_status.started(sup)
+                    await ctx.shutdown.wait()
+                    await sup.stop()
+            except BaseException as exc:
+                self.down = f"{type(exc).__name__}: {exc}"
+                self.mailbox.fail_pending(ActorCrashed(f"parser workers are down: {self.down}"))
+                raise
+
+        return [
+            ChildSpec(
+                "code.parsers",
+                start,
+                restart=TEMPORARY,
+                shutdown=5.0,
+                why="optional feature: when its workers keep failing it stays down instead of restarting the transports",
+            )
+        ]
+
+    async def _run_worker(
+        self, ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        proc = await trio.lowlevel.open_process(
+            [sys.executable, "-m", WORKER_MODULE],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        try:
+            assert proc.stdout is not None
+            reader = _FrameReader(proc.stdout)
+            trace.event(
+                "code", "parser_started", worker=ctx.id, worker_pid=proc.pid, restarts=ctx.restarts
+            )
+            task_status.started()
+            async with trio.open_nursery() as nursery:
+
+                async def stop_on_shutdown() -> None:
+                    await ctx.shutdown.wait()
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(stop_on_shutdown)
+                async for cmd in self.mailbox.receive_channel:
+                    with ctx.serving(cmd.reply):
+                        await self._serve(ctx, proc, reader, cmd)
+        finally:
+            await _stop_process(proc)
+
+    async def _serve(
+        self, ctx: ChildContext, proc: trio.Process, reader: _FrameReader, cmd: Any
+    ) -> None:
+        job: ParseJob = cmd.op
+        assert proc.stdin is not None
+        try:
+            with trio.fail_after(self.file_timeout):
+                await proc.stdin.send_all(frame(job_encoder.encode(job)))
+                body = await reader.receive()
+        except trio.TooSlowError:
+            await _stop_process(proc, kill=True)
+            why = f"parser worker timed out after {self.file_timeout:g} s and was replaced"
+            cmd.reply.set(ParseResult(skipped=why))
+            trace.warning(
+                "code", "parser_hung", worker=ctx.id, path=job.path, timeout=self.file_timeout
+            )
+            raise WorkerLost(f"{ctx.id} hung on {job.path}") from None
+        except (EOFError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            code = await _stop_process(proc, kill=True)
+            why = f"parser worker crashed ({_describe_exit(code)}) and was replaced"
+            cmd.reply.set(ParseResult(skipped=why))
+            trace.warning(
+                "code", "parser_crashed", worker=ctx.id, path=job.path, exit=_describe_exit(code)
+            )
+            raise WorkerLost(f"{ctx.id} crashed on {job.path}: {_describe_exit(code)}") from exc
+        cmd.reply.set(result_decoder.decode(body))

@@ -1,0 +1,245 @@
+"""`CodeService`: refreshes the code index of a checkout and answers from it.
+
+The tools (and ``memtrio code index``) hold this handle as
+``app.services["code"]``. A refresh lists the checkout's files with Git,
+stats them, and re-parses, through the parser pool, only the files whose size
+or mtime differ from what the index holds; results are written in batches, in
+one database thread, while the workers keep parsing.
+
+Concurrency: one refresh per checkout at a time (a per-checkout lock); the
+SQLite connection is used from one thread at a time (a capacity limiter of 1).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from ...protocol.tools import ToolError
+from ...supervisors import trace
+from .checkout import list_files, source_files, stat_files
+from .index import CodeIndex
+from .languages import language_for
+from .pool import ParserPool
+from .wire import ParseJob, ParseResult
+
+BATCH = 256  # parse results written per transaction
+# Reasons that say nothing about the file itself: such files are parsed again next time.
+_TRANSIENT = ("parser workers are down", "no parser worker answered", "parser worker stopped")
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class RefreshReport:
+    root: Path
+    source_files: int  # supported files in the checkout
+    indexed: int  # files covered by the index (at most max_files)
+    parsed: int  # files (re)parsed by this refresh
+    seconds: float
+    truncated: bool
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason), whole index
+
+
+class CodeService:
+    def __init__(self, index: CodeIndex, pool: ParserPool, max_files: int) -> None:
+        self.index = index
+        self.pool = pool
+        self.max_files = max_files
+        self._db_limiter = trio.CapacityLimiter(1)
+        self._locks: dict[Path, trio.Lock] = {}
+        self._maps: dict[Path, tuple[int, dict[str, tuple[int, int]]]] = {}
+        self._truncated: dict[Path, tuple[int, int]] = {}
+
+    async def db(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await trio.to_thread.run_sync(fn, *args, limiter=self._db_limiter)
+
+    def _lock(self, root: Path) -> trio.Lock:
+        lock = self._locks.get(root)
+        if lock is None:
+            lock = self._locks[root] = trio.Lock()
+        return lock
+
+    async def _file_map(self, root: Path) -> tuple[int, dict[str, tuple[int, int]]]:
+        cached = self._maps.get(root)
+        if cached is None:
+
+            def load() -> tuple[int, dict[str, tuple[int, int]]]:
+                cid = self.index.checkout_id(str(root))
+                return cid, self.index.file_map(cid)
+
+            cached = self._maps[root] = await self._guarded(load)
+        return cached
+
+    async def _guarded(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a database call; a corrupt index is recreated once and the call retried."""
+        try:
+            return await self.db(fn, *args)
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                raise ToolError(f"the code index is busy ({exc}); retry") from None
+            trace.warning("code", "index_corrupt", path=str(self.index.path), error=str(exc))
+            self._maps.clear()
+            await self.db(self.index.recreate)
+            raise ToolError(
+                "the code index was corrupt and has been recreated; retry the call"
+            ) from None
+
+    # -- refreshing ------------------------------------------------------------
+
+    async def refresh(self, root: Path, progress: Progress | None = None) -> RefreshReport:
+        """Bring the index of ``root`` up to date with the files on disk."""
+        async with self._lock(root):
+            t0 = time.perf_counter()
+            listing = source_files(await list_files(root))
+            total = len(listing)
+            truncated = total > self.max_files
+            listing = listing[: self.max_files]
+            stats = await trio.to_thread.run_sync(stat_files, root, listing)
+            cid, known = await self._file_map(root)
+            todo: list[tuple[str, str, int, int]] = []
+            links: list[tuple[str, str, int, int, ParseResult]] = []
+            current: set[str] = set()
+            for path, language, size, mtime in stats:
+                current.add(path)
+                if size is None:  # a symlink: recorded as not indexed, never followed
+                    if known.get(path) != (-1, -1):
+                        links.append((path, language, -1, -1, ParseResult(skipped="symlink")))
+                elif known.get(path) != (size, mtime):
+                    todo.append((path, language, size, mtime))
+            deleted = [path for path in known if path not in current]
+            if links or deleted:
+                await self._guarded(self.index.apply, cid, links, deleted)
+                for path in deleted:
+                    known.pop(path, None)
+                for path, _, size, mtime, _ in links:
+                    known[path] = (size, mtime)
+            if todo:
+                await self._parse_all(root, cid, known, todo, progress)
+            indexed = len(current)
+            await self._guarded(self.index.set_counts, cid, total, indexed, time.time())
+            self._truncated[root] = (total, indexed) if truncated else (0, 0)
+            skipped = await self._guarded(self.index.skipped_files, cid)
+            report = RefreshReport(
+                root, total, indexed, len(todo), time.perf_counter() - t0, truncated, skipped
+            )
+            if todo:
+                trace.event(
+                    "code",
+                    "refreshed",
+                    root=str(root),
+                    files=indexed,
+                    parsed=len(todo),
+                    seconds=round(report.seconds, 3),
+                    truncated=truncated,
+                )
+            return report
+
+    async def _parse_all(
+        self,
+        root: Path,
+        cid: int,
+        known: dict[str, tuple[int, int]],
+        todo: list[tuple[str, str, int, int]],
+        progress: Progress | None,
+    ) -> None:
+        send, receive = trio.open_memory_channel[tuple[str, str, int, int, ParseResult]](math.inf)
+        jobs = iter(todo)
+        done = 0
+        base = str(root)
+
+        async def parse_some(send: trio.MemorySendChannel) -> None:
+            async with send:
+                for path, language, size, mtime in jobs:
+                    result = await self.pool.parse(ParseJob(f"{base}/{path}", language))
+                    await send.send((path, language, size, mtime, result))
+
+        async def write_all() -> None:
+            nonlocal done
+            batch: list[tuple[str, str, int, int, ParseResult]] = []
+
+            async def flush() -> None:
+                rows = []
+                for path, language, size, mtime, result in batch:
+                    if result.size >= 0:
+                        size, mtime = result.size, result.mtime_ns
+                    if result.outline is None and result.skipped.startswith(_TRANSIENT):
+                        size = mtime = -1  # try again at the next refresh
+                    rows.append((path, language, size, mtime, result))
+                await self._guarded(self.index.apply, cid, rows, ())
+                for path, _, size, mtime, _ in rows:
+                    known[path] = (size, mtime)
+                batch.clear()
+
+            async for item in receive:
+                batch.append(item)
+                done += 1
+                if progress is not None:
+                    progress(done, len(todo))
+                if len(batch) >= BATCH:
+                    await flush()
+            if batch:
+                await flush()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(write_all)
+            async with send:
+                # Two jobs in flight per worker keep every worker busy between replies.
+                for _ in range(max(1, 2 * self.pool.workers)):
+                    nursery.start_soon(parse_some, send.clone())
+
+    # -- answering -------------------------------------------------------------
+
+    def truncation(self, root: Path) -> tuple[int, int]:
+        """(source files, indexed files) when the last refresh hit max_files, else (0, 0)."""
+        return self._truncated.get(root, (0, 0))
+
+    async def file_outline(self, root: Path, rel: str) -> tuple[str, str, list[tuple[Any, ...]]]:
+        """(language, coverage, symbol rows) of one file, re-indexed first when it changed."""
+        language = language_for(rel)
+        if language is None:
+            raise ToolError(
+                f"{rel}: unsupported file type (supported: see the code tools' documentation)"
+            )
+        try:
+            st = os.lstat(f"{root}/{rel}")
+        except OSError as exc:
+            raise ToolError(f"cannot read {rel}: {exc.strerror}") from None
+        async with self._lock(root):
+            cid, known = await self._file_map(root)
+            if known.get(rel) != (st.st_size, st.st_mtime_ns):
+                result = await self.pool.parse(ParseJob(f"{root}/{rel}", language))
+                size, mtime = (
+                    (result.size, result.mtime_ns)
+                    if result.size >= 0
+                    else (st.st_size, st.st_mtime_ns)
+                )
+                if result.outline is None and result.skipped.startswith(_TRANSIENT):
+                    size = mtime = -1
+                await self._guarded(
+                    self.index.apply, cid, [(rel, language, size, mtime, result)], ()
+                )
+                known[rel] = (size, mtime)
+            entry = await self._guarded(self.index.file_entry, cid, rel)
+        if entry is None:
+            raise ToolError(f"{rel} could not be indexed")
+        fid, language, _, _, coverage, skipped = entry
+        if skipped is not None:
+            raise ToolError(f"{rel} is not indexed: {skipped}")
+        rows = await self._guarded(self.index.file_symbols, fid)
+        return language, coverage or "complete", rows
+
+    async def find(
+        self, root: Path, query: str, kind: str | None, limit: int
+    ) -> tuple[list[tuple[Any, ...]], int]:
+        await self.refresh(root)
+        cid, _ = await self._file_map(root)
+        return await self._guarded(self.index.find, cid, query, kind, limit)

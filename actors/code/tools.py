@@ -1,0 +1,253 @@
+"""The four code-navigation tools and their plain-text result formats.
+
+``code_outline``, ``code_imports``, ``find_symbol`` and ``code_diff`` return
+plain text (no structured content), in the formats of the reference
+(``docs/code.md``): tab-separated lines with 1-based line ranges.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import msgspec
+
+from ...protocol.tools import Tool, ToolError
+from .checkout import checkout_root, resolve_path, show_path
+
+Root = Annotated[
+    str | None,
+    msgspec.Meta(
+        description="An absolute directory inside the Git checkout to use; default: the server's startup directory."
+    ),
+]
+Offset = Annotated[
+    int, msgspec.Meta(ge=0, description="Number of entries to skip (from a previous next_offset).")
+]
+PathArg = Annotated[
+    str, msgspec.Meta(description="File path relative to the checkout root, or absolute inside it.")
+]
+
+
+class OutlineArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    path: PathArg
+    offset: Offset = 0
+    limit: Annotated[int, msgspec.Meta(ge=1, le=500, description="Symbols per page (1-500).")] = 200
+    depth: Annotated[
+        int | None,
+        msgspec.Meta(
+            description="0 lists top-level symbols only, 1 adds their direct children; omit for every level."
+        ),
+    ] = None
+    root: Root = None
+
+
+class ImportsArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    path: PathArg
+    offset: Offset = 0
+    limit: Annotated[int, msgspec.Meta(ge=1, le=500, description="Imports per page (1-500).")] = 200
+    root: Root = None
+
+
+class FindArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    query: Annotated[
+        str,
+        msgspec.Meta(
+            min_length=1,
+            description="Symbol name (case-insensitive); exact, .suffix and prefix matches.",
+        ),
+    ]
+    kind: Annotated[
+        str | None,
+        msgspec.Meta(
+            description="Only this kind (function, method, class, module, import, component, ...)."
+        ),
+    ] = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=100, description="Matches to return (1-100).")] = 20
+    root: Root = None
+
+
+class DiffArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    base: Annotated[
+        str,
+        msgspec.Meta(
+            min_length=1,
+            description="Base revision (branch, tag or commit); compared from its merge base with head.",
+        ),
+    ]
+    head: Annotated[str, msgspec.Meta(min_length=1, description="Head revision.")] = "HEAD"
+    limit: Annotated[
+        int, msgspec.Meta(ge=1, le=1000, description="Changed files to report (1-1000).")
+    ] = 200
+    root: Root = None
+
+
+def symbol_line(row: tuple[Any, ...]) -> str:
+    kind, name, start, end, depth, _parent, signature = row
+    line = f"{start}-{end}\t{'  ' * depth}{kind} {name}"
+    return f"{line}\t{signature}" if signature else line
+
+
+def format_outline(
+    path: str,
+    language: str,
+    coverage: str,
+    rows: list[tuple[Any, ...]],
+    offset: int,
+    limit: int,
+    depth: int | None,
+) -> str:
+    if depth is not None:
+        rows = [r for r in rows if r[4] <= depth]
+    lines = [f"{show_path(path)}\t{language}\t{coverage}"]
+    lines.extend(symbol_line(r) for r in rows[offset : offset + limit])
+    if offset + limit < len(rows):
+        lines.append(f"next_offset {offset + limit} of {len(rows)}")
+    return "\n".join(lines)
+
+
+def format_imports(
+    path: str, language: str, coverage: str, rows: list[tuple[Any, ...]], offset: int, limit: int
+) -> str:
+    imports = [r for r in rows if r[0] == "import"]
+    lines = [f"{show_path(path)}\t{language}\t{coverage}"]
+    lines.extend(f"{r[2]}-{r[3]}\t{r[1]}" for r in imports[offset : offset + limit])
+    if offset + limit < len(imports):
+        lines.append(f"next_offset {offset + limit} of {len(imports)}")
+    return "\n".join(lines)
+
+
+def format_matches(
+    root: Path, rows: list[tuple[Any, ...]], total: int, truncation: tuple[int, int], max_files: int
+) -> str:
+    lines = []
+    for path, start, end, kind, name, parent, signature, size, mtime, _lname in rows:
+        line = f"{show_path(path)}:{start}-{end}\t{kind} {name}"
+        if parent:
+            line += f"\tin {parent}"
+        try:
+            st = os.stat(f"{root}/{path}")
+            if (st.st_size, st.st_mtime_ns) != (size, mtime):
+                line += "\tstale"
+        except OSError:
+            line += "\tmissing"
+        if signature:
+            line += f"\t{signature}"
+        lines.append(line)
+    if total > len(rows):
+        lines.append(f"{len(rows)} of {total} matches; raise limit for more")
+    sources, indexed = truncation
+    if sources:
+        lines.append(
+            f"truncated: {indexed} of {sources} source files indexed ([code] max_files = {max_files}); a definition may be missing"
+        )
+    return "\n".join(lines)
+
+
+async def _root(ctx: Any, root: str | None) -> Path:
+    return await checkout_root(root, ctx.app.cwd)
+
+
+async def code_outline(ctx: Any, args: OutlineArgs) -> str:
+    service = ctx.app.service("code")
+    root = await _root(ctx, args.root)
+    rel = resolve_path(root, args.path)
+    language, coverage, rows = await service.file_outline(root, rel)
+    return format_outline(rel, language, coverage, rows, args.offset, args.limit, args.depth)
+
+
+async def code_imports(ctx: Any, args: ImportsArgs) -> str:
+    service = ctx.app.service("code")
+    root = await _root(ctx, args.root)
+    rel = resolve_path(root, args.path)
+    language, coverage, rows = await service.file_outline(root, rel)
+    return format_imports(rel, language, coverage, rows, args.offset, args.limit)
+
+
+async def find_symbol(ctx: Any, args: FindArgs) -> str:
+    service = ctx.app.service("code")
+    root = await _root(ctx, args.root)
+    query = args.query.strip()
+    if not query:
+        raise ToolError("query must name a symbol")
+    rows, total = await service.find(root, query, args.kind, args.limit)
+    return format_matches(root, rows, total, service.truncation(root), service.max_files)
+
+
+async def code_diff(ctx: Any, args: DiffArgs) -> str:
+    from .diff import structural_diff
+
+    service = ctx.app.service("code")
+    root = await _root(ctx, args.root)
+    return await structural_diff(service.pool, root, args.base, args.head, args.limit)
+
+
+TOOLS = [
+    Tool(
+        name="code_outline",
+        description=(
+            "List the definitions (and imports) declared in one source file, from a tree-sitter index "
+            "refreshed first when the file changed. Plain text: a 'path<TAB>language<TAB>coverage' line, then "
+            "'start-end<TAB>kind name[<TAB>signature]' lines (1-based, nested by two spaces), then "
+            "'next_offset <n> of <total>' when more remain. Use it instead of reading a whole file to find "
+            "what it defines."
+        ),
+        args=OutlineArgs,
+        handler=code_outline,
+        group="code",
+        read_only=True,
+        idempotent=True,
+        title="Outline a source file",
+    ),
+    Tool(
+        name="code_imports",
+        description=(
+            "List the imports declared in one source file ('start-end<TAB>name' lines after a "
+            "'path<TAB>language<TAB>coverage' line). Names are as written; they are not resolved to files, "
+            "and loading through other APIs is not listed."
+        ),
+        args=ImportsArgs,
+        handler=code_imports,
+        group="code",
+        read_only=True,
+        idempotent=True,
+        title="List a file's imports",
+    ),
+    Tool(
+        name="find_symbol",
+        description=(
+            "Find definitions by name across the checkout (index refreshed first; only changed files are "
+            "re-read). Exact names first (Elixir name also matches name/arity), then names ending in "
+            ".query, then prefixes; case-insensitive. Imports, HEEx components/slots and EEx expressions only "
+            "with kind. One 'path:start-end<TAB>kind name[<TAB>in parent][<TAB>stale|missing][<TAB>signature]' "
+            "line per match; empty text when nothing matches."
+        ),
+        args=FindArgs,
+        handler=find_symbol,
+        group="code",
+        read_only=True,
+        idempotent=True,
+        title="Find a symbol definition",
+    ),
+    Tool(
+        name="code_diff",
+        description=(
+            "List the symbols added (+), removed (-) or modified (~) between the merge base of base and head "
+            "and head, file by file, like a pull request. Structural, not semantic: a renamed symbol is "
+            "removed plus added. Revisions starting with '-' are refused."
+        ),
+        args=DiffArgs,
+        handler=code_diff,
+        group="code",
+        read_only=True,
+        idempotent=True,
+        title="Structural diff of two revisions",
+    ),
+]
+
+INSTRUCTIONS = (
+    "Code navigation: before reading whole files, use code_outline (what a file defines), find_symbol "
+    "(where a name is defined), code_imports (what a file imports) and code_diff (which symbols changed "
+    "since a base revision). They read a tree-sitter index of the Git checkout, refreshed on demand."
+)

@@ -1,0 +1,40 @@
+"""The pipe protocol between the server and a parser worker process.
+
+Each message is a 4-byte big-endian length followed by a msgpack body. The
+server sends a `ParseJob`, the worker answers with one `ParseResult`, in order.
+Bodies are built and read with one module-level encoder/decoder per type.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from .extract import Outline
+
+MAX_FRAME = 64 * 1024 * 1024
+
+
+class ParseJob(msgspec.Struct, array_like=True, frozen=True):
+    """Outline ``path`` (read from disk), or ``data`` when given (``path`` then
+    only names the file, e.g. a blob of a Git revision)."""
+
+    path: str
+    language: str
+    data: bytes | None = None
+
+
+class ParseResult(msgspec.Struct, array_like=True, frozen=True):
+    outline: Outline | None = None
+    skipped: str = ""  # the reason the file was not indexed, when outline is None
+    size: int = -1
+    mtime_ns: int = -1
+
+
+job_encoder = msgspec.msgpack.Encoder()
+job_decoder = msgspec.msgpack.Decoder(ParseJob)
+result_encoder = msgspec.msgpack.Encoder()
+result_decoder = msgspec.msgpack.Decoder(ParseResult)
+
+
+def frame(body: bytes) -> bytes:
+    return len(body).to_bytes(4, "big") + body
