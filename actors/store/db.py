@@ -24,6 +24,13 @@ from . import schema
 
 DB_NAME = "memtrio.sqlite"
 
+# Per-connection (temp) view of the FTS5 vocabulary: document frequency per term,
+# used to keep lexical queries cheap on big stores (see ops.lexical_plan).
+VOCAB_TABLE = "temp.memories_fts_vocab"
+CREATE_VOCAB = (
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS {VOCAB_TABLE} USING fts5vocab(main, 'memories_fts', 'row')"
+)
+
 T = TypeVar("T")
 
 # Retry of SQLITE_BUSY on BEGIN IMMEDIATE (beyond SQLite's own busy handler):
@@ -54,6 +61,9 @@ def connect(
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute(f"PRAGMA synchronous = {'FULL' if durability == 'sync' else 'NORMAL'}")
         if read_only:
+            _with_busy_retry(
+                lambda: conn.execute(CREATE_VOCAB), busy_timeout_ms
+            )  # a temp table: before query_only
             conn.execute("PRAGMA query_only = ON")
     except BaseException:
         conn.close()

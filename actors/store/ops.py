@@ -16,11 +16,13 @@ import json
 import re
 import sqlite3
 import time
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...protocol.tools import ToolError
+from .db import VOCAB_TABLE
 from .scopes import GLOBAL, ScopePolicy
 from .writer import Change
 
@@ -490,27 +492,86 @@ STOP_WORDS = frozenset(
     will with you your""".split()
 )
 MAX_QUERY_TOKENS = 32
-_TOKEN = re.compile(r"\w+", re.UNICODE)
+_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)  # letters and digits, like FTS5's unicode61
+
+# Query-cost bounds for big stores (see `lexical_plan`):
+# a word in more than COMMON_FRACTION of the memories is dropped when the query
+# has a more selective word (its BM25 weight is small, its posting list long);
+# when even the most selective word is that common and the words' posting lists
+# add up to more than MAX_POSTINGS, only the newest memories (a window holding
+# about MAX_POSTINGS postings) are ranked: all scores are then close and
+# recency breaks the ties anyway.
+COMMON_FRACTION = 0.2
+MAX_POSTINGS = 20000
+# Candidate windows of lexical_search: limit * CANDIDATE_FACTOR (at least
+# MIN_CANDIDATES) best BM25 matches, grown by CANDIDATE_GROWTH while filters
+# leave too few.
+CANDIDATE_FACTOR = 5
+MIN_CANDIDATES = 50
+CANDIDATE_GROWTH = 8
+SQL_CHUNK = 500
+
+
+def query_terms(query: str) -> list[str]:
+    """The distinct words of a free-text query, casefolded, diacritics removed, stop words dropped.
+
+    Stop words are dropped only when another word remains.
+    """
+    tokens: list[str] = []
+    seen: set[str] = set()
+    for tok in _TOKEN.findall(query):
+        low = "".join(
+            c for c in unicodedata.normalize("NFKD", tok.casefold()) if not unicodedata.combining(c)
+        )
+        if low and low not in seen:
+            seen.add(low)
+            tokens.append(low)
+    content = [t for t in tokens if t not in STOP_WORDS] or tokens
+    return content[:MAX_QUERY_TOKENS]
 
 
 def fts_query(query: str) -> str | None:
     """An FTS5 MATCH expression for free text: every word quoted, OR-ed; None if no words.
 
     Quoting makes FTS5 syntax (quotes, ``*``, ``-``, ``:``, parentheses,
-    ``AND``/``OR``/``NOT``/``NEAR``) plain text; common English stop words are
-    dropped unless nothing else remains.
+    ``AND``/``OR``/``NOT``/``NEAR``) plain text.
     """
-    tokens: list[str] = []
-    seen: set[str] = set()
-    for tok in _TOKEN.findall(query):
-        low = tok.casefold()
-        if low not in seen:
-            seen.add(low)
-            tokens.append(low)
-    if not tokens:
+    terms = query_terms(query)
+    return " OR ".join(f'"{t}"' for t in terms) if terms else None
+
+
+def _doc_freqs(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int] | None:
+    """Documents containing each term (0 if none), or None if this connection has no vocab table."""
+    try:
+        out = {}
+        for term in terms:
+            row = conn.execute(f"SELECT doc FROM {VOCAB_TABLE} WHERE term = ?", (term,)).fetchone()
+            out[term] = row[0] if row else 0
+        return out
+    except sqlite3.OperationalError:
         return None
-    content = [t for t in tokens if t not in STOP_WORDS] or tokens
-    return " OR ".join(f'"{t}"' for t in content[:MAX_QUERY_TOKENS])
+
+
+def lexical_plan(conn: sqlite3.Connection, query: str) -> tuple[str, int] | None:
+    """(MATCH expression, lowest rowid to rank) for ``query``, or None when it has no words."""
+    terms = query_terms(query)
+    if not terms:
+        return None
+    freqs = _doc_freqs(conn, terms)
+    low = 0
+    if freqs is not None:
+        total = conn.execute("SELECT max(rowid) FROM memories").fetchone()[0] or 0
+        common = COMMON_FRACTION * total
+        selective = [t for t in terms if 0 < freqs[t] <= common]
+        if selective:
+            terms = [
+                t for t in terms if freqs[t] <= common
+            ]  # unknown (0) words stay: they cost nothing
+        postings = sum(freqs[t] for t in terms)
+        known = [freqs[t] for t in terms if freqs[t] > 0]
+        if not selective and known and postings > MAX_POSTINGS:
+            low = total - int(total * MAX_POSTINGS / postings)
+    return " OR ".join(f'"{t}"' for t in terms), low
 
 
 def _visibility_sql(ids: Sequence[int]) -> str:
@@ -538,26 +599,40 @@ def lexical_search(
     """BM25 over memory content within the selected scopes, repository matches first.
 
     Ties on BM25 are broken by importance, then recency. The scope and
-    memory_type filters apply before ranking. Scores are ``-bm25`` (higher is better).
+    memory_type filters apply before ranking: candidates are taken from FTS5
+    best first, filtered, and the candidate window is widened until it holds
+    ``limit`` repository matches or every match (so an unselected scope can
+    never crowd out a selected one). Scores are ``-bm25`` (higher is better).
     """
-    match = fts_query(query)
-    if match is None:
+    plan = lexical_plan(conn, query)
+    if plan is None:
         return []
+    match, low = plan
     ids = scope_ids(conn, selection)
     repo_ids = [sid for name, sid in ids.items() if name != GLOBAL]
     type_sql = "AND m.memory_type = ? COLLATE NOCASE" if memory_type else ""
-    params: list[Any] = [match]
-    if memory_type:
-        params.append(memory_type)
-    params.append(limit)
-    sql = f"""
-        SELECT m.id, f.score, {_tier_sql(repo_ids)} AS tier
-        FROM (SELECT rowid AS id, bm25(memories_fts) AS score FROM memories_fts WHERE memories_fts MATCH ?) f
-        JOIN memories m ON m.id = f.id
-        WHERE {_visibility_sql(list(ids.values()))} {type_sql}
-        ORDER BY tier DESC, f.score ASC, m.importance DESC, m.updated_at DESC, m.id DESC
-        LIMIT ?"""
-    return [(row[0], -row[1]) for row in conn.execute(sql, params)]
+    window = max(limit * CANDIDATE_FACTOR, MIN_CANDIDATES)
+    while True:
+        candidates = conn.execute(
+            "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? AND rowid >= ? ORDER BY 2 LIMIT ?",
+            (match, low, window),
+        ).fetchall()
+        exhausted = len(candidates) < window
+        score = dict(candidates)
+        rows: list[tuple[int, int, float, float]] = []
+        for start in range(0, len(candidates), SQL_CHUNK):
+            chunk = [c[0] for c in candidates[start : start + SQL_CHUNK]]
+            params: list[Any] = [*chunk, *([memory_type] if memory_type else [])]
+            rows += conn.execute(
+                f"""SELECT m.id, {_tier_sql(repo_ids)}, m.importance, m.updated_at FROM memories m
+                    WHERE m.id IN ({",".join("?" * len(chunk))}) AND {_visibility_sql(list(ids.values()))} {type_sql}""",
+                params,
+            ).fetchall()
+        rows.sort(key=lambda r: (-r[1], score[r[0]], -r[2], -r[3], -r[0]))
+        enough = sum(r[1] for r in rows) >= limit if repo_ids else len(rows) >= limit
+        if exhausted or enough:
+            return [(r[0], -score[r[0]]) for r in rows[:limit]]
+        window *= CANDIDATE_GROWTH
 
 
 def record_access(

@@ -1,0 +1,144 @@
+"""Lexical recall: BM25 with tie-breakers, filters before ranking, FTS syntax safety, cost bounds."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from memtrio.actors.store import db, ops
+from memtrio.actors.store.scopes import ScopePolicy
+
+REPO = "repo:/r/.git"
+OTHER = "repo:/other/.git"
+SELECTION = [REPO, "global"]
+
+
+@pytest.fixture
+def conns(tmp_path: Path) -> tuple[sqlite3.Connection, sqlite3.Connection]:
+    path = tmp_path / "m.sqlite"
+    writer = db.open_write_connection(path, busy_timeout_ms=1000, durability="normal")
+    reader = db.connect(path, busy_timeout_ms=1000, read_only=True)
+    yield writer, reader
+    writer.close()
+    reader.close()
+
+
+def add(conn: sqlite3.Connection, content: str, scopes: list[str], ts: float, **kw: object) -> int:
+    conn.execute("BEGIN IMMEDIATE")
+    result, _ = ops.insert_memory(conn, ops.NewMemory(content, scopes=scopes, **kw), ts)  # type: ignore[arg-type]
+    conn.execute("COMMIT")
+    return result["id"]
+
+
+def search(
+    conn: sqlite3.Connection,
+    query: str,
+    selection: list[str] = SELECTION,
+    memory_type: str | None = None,
+    limit: int = 10,
+) -> list[int]:
+    return [
+        i
+        for i, _ in db.run_read(
+            conn, lambda c: ops.lexical_search(c, query, selection, memory_type, limit)
+        )
+    ]
+
+
+def test_repository_matches_come_first_then_bm25_then_importance_then_recency(
+    conns: tuple[sqlite3.Connection, sqlite3.Connection],
+) -> None:
+    w, r = conns
+    strong_global = add(w, "cache cache cache invalidation", ["global"], 1)
+    weak_repo = add(w, "the cache is warmed at startup and then left alone for hours", [REPO], 2)
+    old = add(w, "lock ordering", [REPO], 3, importance=0.0)
+    new = add(w, "lock ordering", [REPO], 4, importance=0.0)
+    important = add(w, "lock ordering", [REPO], 5, importance=0.9)
+    assert search(r, "cache") == [weak_repo, strong_global]
+    assert search(r, "cache", ["global"]) == [strong_global]
+    assert search(r, "lock ordering") == [important, new, old]
+
+
+def test_filters_apply_before_ranking(conns: tuple[sqlite3.Connection, sqlite3.Connection]) -> None:
+    w, r = conns
+    # Many better matches in an unselected repository and of another type must not crowd out the one we want.
+    for i in range(300):
+        add(w, "deploy deploy deploy", [OTHER], i)
+        add(w, "deploy deploy deploy", [REPO], 1000 + i, memory_type="observation")
+    wanted = add(
+        w,
+        "we deploy on fridays, sadly, with a long checklist of manual steps",
+        [REPO],
+        5000,
+        memory_type="Pitfall",
+    )
+    assert search(r, "deploy", memory_type="pitfall", limit=5) == [wanted]
+    ids = search(r, "deploy", [OTHER], limit=3)
+    assert len(ids) == 3 and all(i % 2 == 1 for i in ids)  # odd ids are the OTHER ones
+    assert OTHER not in {s for i in search(r, "deploy", limit=50) for s in _scopes(r, i)}
+
+
+def _scopes(conn: sqlite3.Connection, memory_id: int) -> list[str]:
+    return db.run_read(conn, lambda c: ops.memory_scope_names(c, memory_id))
+
+
+def test_fts_syntax_never_errors_and_diacritics_fold(
+    conns: tuple[sqlite3.Connection, sqlite3.Connection],
+) -> None:
+    w, r = conns
+    cafe = add(w, "Meet at the café near snake_case street", [REPO], 1)
+    for query in [
+        '"',
+        "café*",
+        "-cafe",
+        "a:b",
+        "(",
+        ")",
+        "AND",
+        "OR NOT",
+        "NEAR(x y)",
+        "^",
+        "{x}",
+        "'",
+        "",
+        "   ",
+        "*",
+    ]:
+        search(r, query)
+    assert search(r, "CAFE") == [cafe]
+    assert search(r, "snake_case") == [cafe]
+    assert search(r, "the and of") == [cafe]  # only stop words: they are searched as they are
+
+
+def test_very_common_words_are_pruned_when_a_selective_word_exists(
+    conns: tuple[sqlite3.Connection, sqlite3.Connection], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w, r = conns
+    for i in range(50):
+        add(w, f"common filler text number {i}", [REPO], i)
+    rare = add(w, "common filler zanzibar", [REPO], 100)
+    plan = db.run_read(r, lambda c: ops.lexical_plan(c, "zanzibar common"))
+    assert plan == ('"zanzibar"', 0)
+    assert search(r, "zanzibar common") == [rare]
+    # Only common words and more postings than the budget: the newest window is ranked.
+    monkeypatch.setattr(ops, "MAX_POSTINGS", 20)
+    match, low = db.run_read(r, lambda c: ops.lexical_plan(c, "common filler"))
+    assert match == '"common" OR "filler"' and low > 0
+    assert all(i >= low for i in search(r, "common filler", limit=50))
+    # A connection without the vocab table ranks everything (no pruning).
+    assert ops.lexical_plan(w, "zanzibar common") == ('"zanzibar" OR "common"', 0)
+
+
+def test_write_selection_refuses_foreign_memories(
+    conns: tuple[sqlite3.Connection, sqlite3.Connection],
+) -> None:
+    w, _ = conns
+    policy = ScopePolicy(REPO)
+    shared = add(w, "shared", ["global", OTHER], 1)
+    legacy = add(w, "legacy unscoped", [], 2)
+    w.execute("BEGIN")
+    with pytest.raises(ops.ToolError, match="read-only"):
+        ops.writable_memory(w, shared, policy, policy.select(None))
+    assert ops.writable_memory(w, legacy, policy, policy.select(None))["id"] == legacy
+    w.execute("ROLLBACK")
