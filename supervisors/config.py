@@ -56,6 +56,8 @@ class RetrievalConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     memory_seed_weight: float = 0.5
     entity_anchor_weight: float = 0.2
     damping: float = 0.5
+    graph: bool = True  # Personalized PageRank over the memory graph; false = rank the seeds only
+    lexical_seeds: bool = True  # FTS5 matches seed the semantic ranking too
 
 
 class CodeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

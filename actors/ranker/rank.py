@@ -60,16 +60,30 @@ class Params:
     use_lexical: bool = True  # FTS5 matches as extra seeds
 
 
+def light_stem(word: str) -> str:
+    """Strip one common English suffix (``-ing``, ``-ed``, ``-es``, ``-s``, ``-ly``), keeping 4+ letters.
+
+    The store's FTS5 index does not stem, so the stem is matched as a prefix:
+    "expire" then also finds "expired" and "expires".
+    """
+    for suffix in ("ing", "ed", "es", "s", "ly"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)]
+    return word
+
+
 def fts_query(text: str) -> str | None:
-    """An FTS5 MATCH expression: the query's distinct non-stopword terms, OR-ed and quoted."""
+    """An FTS5 MATCH expression: the query's distinct non-stopword terms, stemmed, as OR-ed prefixes."""
     terms: list[str] = []
     for token in _FTS_TOKEN.findall(text.casefold()):
-        if token in STOPWORDS or token in terms:
+        if token in STOPWORDS:
             continue
-        terms.append(token)
+        stem = light_stem(token)
+        if stem not in terms:
+            terms.append(stem)
     if not terms:
         return None
-    return " OR ".join(f'"{t}"' for t in terms[:32])
+    return " OR ".join(f'"{t}"*' for t in terms[:32])
 
 
 def lexical_seeds(

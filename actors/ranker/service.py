@@ -114,6 +114,8 @@ class Ranker:
             memory_seed_weight=r.memory_seed_weight,
             entity_anchor_weight=r.entity_anchor_weight,
             damping=r.damping,
+            use_graph=r.graph,
+            use_lexical=r.lexical_seeds,
         )
         return replace(base, **overrides) if overrides else base
 
@@ -124,8 +126,8 @@ class Ranker:
         memory_type: str | None = None,
         limit: int = 10,
         *,
-        use_graph: bool = True,
-        use_lexical: bool = True,
+        use_graph: bool | None = None,
+        use_lexical: bool | None = None,
     ) -> Ranked:
         """Rank memories for ``query`` among ``scope_ids`` (scope ids or names; None = all).
 
@@ -157,7 +159,13 @@ class Ranker:
             scopes=tuple(scope_ids) if scope_ids is not None else None,
             memory_type=memory_type,
             limit=limit,
-            params=self.params(use_graph=use_graph, use_lexical=use_lexical),
+            params=self.params(
+                **{
+                    k: v
+                    for k, v in (("use_graph", use_graph), ("use_lexical", use_lexical))
+                    if v is not None
+                }
+            ),
         )
         reply = Reply()
         await self.mailbox.send(
