@@ -1,0 +1,178 @@
+"""How the memory tools use the embedder and ranker services (fakes with the published interfaces)."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from memtrio.actors.store import tools as T
+from memtrio.actors.store.feature import FEATURE
+from memtrio.actors.store.writer import Change
+from memtrio.protocol.tools import ToolError
+from memtrio.supervisors import config as config_mod
+from memtrio.supervisors.app import AppContext, build_context, open_app
+from test_store_writer import Ctx
+
+
+@dataclass
+class Embedding:
+    vectors: np.ndarray
+    truncated: list[bool]
+    model: str = "fake-model"
+    revision: str = "r1"
+
+
+class FakeEmbedder:
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+        self.fail = False
+
+    async def embed(self, texts: list[str]) -> Embedding:
+        self.calls.append(list(texts))
+        if self.fail:
+            raise RuntimeError("model exploded")
+        vecs = np.array([[float(len(t)), 1.0, 0.0] for t in texts], dtype=np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        return Embedding(vecs, [len(t) > 40 for t in texts])
+
+
+class FakeRanker:
+    def __init__(self) -> None:
+        self.answer: Any = None
+        self.calls: list[tuple[Any, ...]] = []
+
+    async def recall(
+        self, query: str, scope_ids: list[int], memory_type: str | None, limit: int
+    ) -> Any:
+        self.calls.append((query, scope_ids, memory_type, limit))
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+@asynccontextmanager
+async def app_with(
+    home: Path, embedder: Any = None, ranker: Any = None
+) -> AsyncIterator[AppContext]:
+    repo = home.parent / "repo"
+    repo.mkdir(exist_ok=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    app = build_context(config_mod.load(home, env={}), home, repo)
+    async with open_app(app, [FEATURE]):
+        if embedder is not None:
+            app.services["embedder"] = embedder
+        if ranker is not None:
+            app.services["ranker"] = ranker
+        yield app
+
+
+def vectors(home: Path) -> dict[tuple[str, int], tuple[str, str, int, bytes]]:
+    conn = sqlite3.connect(home / "memtrio.sqlite")
+    try:
+        return {
+            (k, i): (m, r, d, v)
+            for k, i, m, r, d, v in conn.execute(
+                "SELECT kind, item_id, model, revision, dim, vec FROM vectors"
+            )
+        }
+    finally:
+        conn.close()
+
+
+async def test_remember_and_relate_store_vectors_in_the_same_write(home: Path) -> None:
+    embedder = FakeEmbedder()
+    changes: list[Change] = []
+    async with app_with(home, embedder) as app:
+        app.services["store"].add_listener(changes.extend)
+        ctx = Ctx(app)
+        first = await T.remember(
+            ctx,
+            T.RememberArgs(
+                "a short note",
+                entities=["trio"],
+                relations=[T.RelationArg("trio", "uses", "sqlite")],
+            ),
+        )
+        assert embedder.calls[-1] == ["a short note", "trio", "sqlite", "trio uses sqlite"]
+        assert first["warnings"] == []
+        stored = vectors(home)
+        assert set(stored) == {("memory", 1), ("entity", 1), ("entity", 2), ("relation", 1)}
+        assert stored[("memory", 1)][:3] == ("fake-model", "r1", 3)
+        assert np.frombuffer(stored[("memory", 1)][3], dtype="<f4").shape == (3,)
+        memory_change = next(c for c in changes if c.kind == "memory")
+        assert (
+            memory_change.vector == stored[("memory", 1)][3] and memory_change.model == "fake-model"
+        )
+
+        # Known entities with vectors are not embedded again; long text reports truncation.
+        second = await T.remember(ctx, T.RememberArgs("x" * 50, entities=["Trio"]))
+        assert embedder.calls[-1] == ["x" * 50]
+        assert len(second["warnings"]) == 1 and "truncated" in second["warnings"][0]
+        rel = await T.relate(ctx, T.RelateArgs("sqlite", "stores", "memories"))
+        assert embedder.calls[-1] == ["sqlite", "memories", "sqlite stores memories"]
+        assert ("relation", rel["id"]) in vectors(home) and rel["warnings"] == []
+
+        # update: same content keeps the vector without embedding; new content re-embeds.
+        before = len(embedder.calls)
+        await T.update(ctx, T.UpdateArgs(1, importance=0.5, content="a short note"))
+        assert len(embedder.calls) == before
+        await T.update(ctx, T.UpdateArgs(1, content="a longer note now"))
+        assert embedder.calls[-1] == ["a longer note now"]
+        assert vectors(home)[("memory", 1)][3] != stored[("memory", 1)][3]
+
+        # An embedder failure refuses the call and stores nothing.
+        embedder.fail = True
+        counts = len(vectors(home))
+        with pytest.raises(ToolError, match="embedding failed.*nothing was stored"):
+            await T.remember(ctx, T.RememberArgs("doomed"))
+        with pytest.raises(ToolError, match="embedding failed"):
+            await T.update(ctx, T.UpdateArgs(1, content="doomed too"))
+        assert (await T.inspect(ctx, T.InspectArgs(1)))["content"] == "a longer note now"
+        assert (await T.stats(ctx, T.StatsArgs()))["memories"] == 2 and len(vectors(home)) == counts
+
+
+async def test_without_an_embedder_no_vectors_and_update_drops_the_stale_one(home: Path) -> None:
+    async with app_with(home) as app:
+        ctx = Ctx(app)
+        await T.remember(ctx, T.RememberArgs("plain", entities=["e"]))
+        assert vectors(home) == {}
+        conn = sqlite3.connect(home / "memtrio.sqlite")
+        conn.execute("INSERT INTO vectors VALUES ('memory', 1, 'm', 'r', 1, x'00000000')")
+        conn.commit()
+        conn.close()
+        await T.update(ctx, T.UpdateArgs(1, memory_type="decision"))
+        assert ("memory", 1) in vectors(home)  # content unchanged: vector kept
+        await T.update(ctx, T.UpdateArgs(1, content="plain, revised"))
+        assert vectors(home) == {}
+
+
+async def test_recall_uses_the_ranker_when_asked_and_falls_back_to_lexical(home: Path) -> None:
+    ranker = FakeRanker()
+    async with app_with(home, ranker=ranker) as app:
+        ctx = Ctx(app)
+        a = (await T.remember(ctx, T.RememberArgs("alpha about sqlite")))["id"]
+        b = (await T.remember(ctx, T.RememberArgs("beta about trio", scopes=["global"])))["id"]
+        ranker.answer = [(b, 0.9), (a, 0.5)]
+        result = await T.recall(ctx, T.RecallArgs("anything", memory_type="Decision"))
+        assert result["ranking"] == "semantic"
+        assert [m["id"] for m in result["memories"]] == [a, b]  # repository matches first
+        query, scope_ids, memory_type, limit = ranker.calls[-1]
+        assert (query, memory_type, limit) == ("anything", "Decision", 10) and len(scope_ids) == 2
+
+        ranker.answer = None  # the ranker cannot answer (e.g. no model): lexical
+        result = await T.recall(ctx, T.RecallArgs("sqlite"))
+        assert result["ranking"] == "lexical" and [m["id"] for m in result["memories"]] == [a]
+        ranker.answer = RuntimeError("boom")
+        result = await T.recall(ctx, T.RecallArgs("trio"))
+        assert result["ranking"] == "lexical" and [m["id"] for m in result["memories"]] == [b]
+        assert "semantic ranking failed" in result["warnings"][0]
+        calls = len(ranker.calls)
+        result = await T.recall(ctx, T.RecallArgs("trio", use_embeddings=False))
+        assert result["ranking"] == "lexical" and len(ranker.calls) == calls
