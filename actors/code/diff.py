@@ -132,6 +132,13 @@ def _identities(
         if not (drop_nested_usages and s.kind in _TEMPLATE_USAGES and s.depth > 0)
     ]
     lines = text.split("\n")
+    # first line of each symbol including the comment and attribute lines directly above it
+    heads = []
+    for sym in symbols:
+        above = sym.start - 1
+        while above >= 1 and lines[above - 1].strip().startswith(_COMMENT_PREFIXES):
+            above -= 1
+        heads.append(above + 1)
     out: dict[tuple, tuple[Symbol, str]] = {}
     counts: Counter[tuple] = Counter()
     chain: list[str] = []
@@ -141,20 +148,17 @@ def _identities(
         base = (sym.kind, sym.name, ancestors)
         occurrence = counts[base]
         counts[base] += 1
-        # own lines: the symbol's range minus its direct children (which hold their own children)
-        own = set(range(sym.start, sym.end + 1))
-        for child in symbols[index + 1 :]:
+        # own lines: the symbol's lines and comments minus its direct children's
+        # (which hold their own children)
+        own = set(range(heads[index], sym.end + 1))
+        for offset, child in enumerate(symbols[index + 1 :], start=index + 1):
             if child.depth <= sym.depth:
                 break
             if child.depth == sym.depth + 1:
-                own.difference_update(range(child.start, child.end + 1))
+                own.difference_update(range(max(heads[offset], sym.start + 1), child.end + 1))
         own.add(sym.start)
-        above = sym.start - 1
-        while above >= 1 and lines[above - 1].strip().startswith(_COMMENT_PREFIXES):
-            own.add(above)
-            above -= 1
         digest = hashlib.blake2b(digest_size=16)
-        digest.update(sym.signature.encode())
+        digest.update(" ".join(sym.signature.split()).encode())
         for number in sorted(own):
             if 1 <= number <= len(lines):
                 norm = _normalize(lines[number - 1])

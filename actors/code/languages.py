@@ -55,6 +55,13 @@ PYTHON = """
 (future_import_statement) @import
 """
 
+
+def _python_name(kind: str, name: str, caps: dict[str, Any], src: bytes) -> str:
+    if kind == "import" and not name:
+        return "__future__"
+    return name
+
+
 # -- Rust ------------------------------------------------------------------
 
 RUST = """
@@ -617,7 +624,7 @@ def _strip_keyword(keyword: str) -> NameFn:
 SPECS: dict[str, Spec] = {
     s.name: s
     for s in [
-        Spec("python", "python", PYTHON, method_parents=frozenset({"class"})),
+        Spec("python", "python", PYTHON, method_parents=frozenset({"class"}), name_fn=_python_name),
         Spec("rust", "rust", RUST, method_parents=frozenset({"impl", "trait"}), name_fn=_rust_name),
         Spec("go", "go", GO, kind_fn=_go_kind),
         Spec(

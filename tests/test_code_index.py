@@ -1,0 +1,242 @@
+"""The code index with real parser worker processes: refresh, find, formats,
+path rules, a corrupt index, and parser workers that crash or hang."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+from memtrio.actors.code.checkout import checkout_root, resolve_path, show_path
+from memtrio.actors.code.index import CodeIndex, index_path
+from memtrio.actors.code.pool import ParserPool
+from memtrio.actors.code.service import CodeService
+from memtrio.actors.code.tools import format_imports, format_matches, format_outline
+from memtrio.protocol.tools import ToolError
+from memtrio.supervisors.supervisor import Supervisor
+
+GIT = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", "-c", "commit.gpgsign=false"]
+
+
+def make_repo(path: Path, files: dict[str, str | bytes]) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
+    write(path, files)
+    subprocess.run([*GIT, "-C", str(path), "add", "-A"], check=True)
+    subprocess.run([*GIT, "-C", str(path), "commit", "-qm", "init"], check=True)
+    return path.resolve()
+
+
+def write(root: Path, files: dict[str, str | bytes]) -> None:
+    for name, content in files.items():
+        target = root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content)
+
+
+FILES: dict[str, str | bytes] = {
+    "lib/billing.ex": "defmodule MyApp.Billing do\n  def charge(amount), do: amount\n  def charge(a, b), do: a + b\nend\n",
+    "lib/live.ex": "defmodule MyAppWeb.ConsentLive do\n  use Phoenix.LiveView\nend\n",
+    "app/service.py": "import os\nfrom std.queue import Queue\n\n\ndef load_config(path):\n    return path\n\n\ndef load_all():\n    pass\n",
+    "db/schema.sql": "CREATE TABLE public.users (id int);\n",
+    "README.md": "# not source\n",
+    "blob.py": b"\x00\x01binary",
+}
+
+
+@asynccontextmanager
+async def running_service(
+    home: Path, workers: int = 2, file_timeout: float = 10.0, max_files: int = 20000
+) -> AsyncIterator[tuple[CodeService, Supervisor]]:
+    pool = ParserPool(workers, file_timeout)
+    service = CodeService(CodeIndex(index_path(home)), pool, max_files)
+    root_sup = Supervisor("test", pool.children())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(root_sup.run)
+        try:
+            yield service, root_sup.child("code.parsers")
+        finally:
+            await root_sup.stop()
+            service.index.close()
+
+
+async def test_refresh_reads_only_changed_files(tmp_path: Path, home: Path) -> None:
+    root = make_repo(tmp_path / "repo", FILES)
+    (root / "link.py").symlink_to(root / "app" / "service.py")
+    async with running_service(home) as (service, _):
+        first = await service.refresh(root)
+        assert (first.source_files, first.parsed) == (6, 5)  # the symlink is never read
+        assert dict(first.skipped) == {"blob.py": "binary", "link.py": "symlink"}
+        again = await service.refresh(root)
+        assert again.parsed == 0
+        write(
+            root,
+            {"app/service.py": "def renamed():\n    pass\n", "new.py": "class New:\n    pass\n"},
+        )
+        (root / "lib" / "live.ex").unlink()
+        third = await service.refresh(root)
+        assert third.parsed == 2
+        language, coverage, rows = await service.file_outline(root, "app/service.py")
+        assert (language, coverage, [r[1] for r in rows]) == ("python", "complete", ["renamed"])
+        rows, total = await service.find(root, "ConsentLive", None, 20)
+        assert (rows, total) == ([], 0)
+
+
+async def test_find_symbol_ordering_and_kinds(tmp_path: Path, home: Path) -> None:
+    root = make_repo(tmp_path / "repo", FILES)
+    async with running_service(home) as (service, _):
+        rows, total = await service.find(root, "charge", None, 20)
+        assert [(r[0], r[4]) for r in rows] == [
+            ("lib/billing.ex", "charge/1"),
+            ("lib/billing.ex", "charge/2"),
+        ]
+        rows, _ = await service.find(root, "consentlive", None, 20)
+        assert [r[4] for r in rows] == ["MyAppWeb.ConsentLive"]
+        rows, _ = await service.find(root, "users", None, 20)
+        assert [(r[3], r[4]) for r in rows] == [("table", "public.users")]
+        rows, total = await service.find(root, "load", None, 1)
+        assert ([r[4] for r in rows], total) == (["load_config"], 2)  # prefixes, by path and line
+        text = format_matches(root, rows, total, (0, 0), 20000)
+        assert (
+            text
+            == "app/service.py:5-6\tfunction load_config\tdef load_config(path):\n1 of 2 matches; raise limit for more"
+        )
+        # imports only with kind, and "/query" suffixes only for imports
+        assert (await service.find(root, "queue", None, 20))[1] == 0
+        rows, _ = await service.find(root, "queue", "import", 20)
+        assert [r[4] for r in rows] == ["std.queue"]
+        rows, _ = await service.find(root, "Phoenix.LiveView", "import", 20)
+        assert [r[4] for r in rows] == ["Phoenix.LiveView"]
+        # stale and missing marks when the file changed after the refresh
+        rows, total = await service.find(root, "load_config", None, 20)
+        write(root, {"app/service.py": "# edited\n"})
+        assert format_matches(root, rows, total, (0, 0), 20000) == (
+            "app/service.py:5-6\tfunction load_config\tstale\tdef load_config(path):"
+        )
+        (root / "app" / "service.py").unlink()
+        assert format_matches(root, rows, total, (0, 0), 20000).split("\t")[2] == "missing"
+
+
+async def test_max_files_truncates_and_says_so(tmp_path: Path, home: Path) -> None:
+    root = make_repo(tmp_path / "repo", FILES)
+    async with running_service(home, max_files=2) as (service, _):
+        report = await service.refresh(root)
+        assert report.truncated and (report.source_files, report.indexed) == (5, 2)
+        rows, total = await service.find(root, "nothing-here", None, 20)
+        text = format_matches(root, rows, total, service.truncation(root), service.max_files)
+        assert (
+            text
+            == "truncated: 2 of 5 source files indexed ([code] max_files = 2); a definition may be missing"
+        )
+
+
+async def test_corrupt_index_is_recreated(tmp_path: Path, home: Path) -> None:
+    path = index_path(home)
+    path.write_bytes(b"this is not a sqlite database" * 100)
+    index = CodeIndex(path)
+    assert index.file_map(index.checkout_id("/x")) == {}
+    index.close()
+    assert path.name == "code-v1.sqlite"
+
+
+async def test_worker_crash_reports_the_file_and_indexes_the_rest(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = {f"m{i}.py": f"def f{i}():\n    pass\n" for i in range(8)}
+    files["crash.py"] = "def boom():\n    pass\n"
+    root = make_repo(tmp_path / "repo", files)
+    monkeypatch.setenv("MEMTRIO_FAULTS", "code.parse:crash.py=exit")
+    async with running_service(home) as (service, parsers):
+        report = await service.refresh(root)
+        assert report.skipped == [
+            ("crash.py", "parser worker crashed (exit status 137) and was replaced")
+        ]
+        for i in range(8):
+            rows, _ = await service.find(root, f"f{i}", None, 5)
+            assert [r[0] for r in rows] == [f"m{i}.py"]
+        assert sum(child["restarts"] for child in parsers.snapshot()) == 1
+        # the replacement worker serves the next request
+        _, coverage, rows = await service.file_outline(root, "m0.py")
+        assert [r[1] for r in rows] == ["f0"]
+
+
+async def test_worker_hang_is_killed_after_file_timeout(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = {f"m{i}.py": f"def f{i}():\n    pass\n" for i in range(4)}
+    files["hang.py"] = "def stuck():\n    pass\n"
+    root = make_repo(tmp_path / "repo", files)
+    monkeypatch.setenv("MEMTRIO_FAULTS", "code.parse:hang.py=hang")
+    async with running_service(home, file_timeout=1.0) as (service, parsers):
+        with trio.fail_after(20):
+            report = await service.refresh(root)
+        assert report.skipped == [("hang.py", "parser worker timed out after 1 s and was replaced")]
+        assert report.indexed == 5
+        rows, _ = await service.find(root, "f3", None, 5)
+        assert [r[0] for r in rows] == ["m3.py"]
+        assert sum(child["restarts"] for child in parsers.snapshot()) == 1
+
+
+async def test_path_rules(tmp_path: Path) -> None:
+    root = make_repo(tmp_path / "repo", {"a/b.py": "x = 1\n"})
+    outside = tmp_path / "outside.py"
+    outside.write_text("y = 2\n")
+    (root / "link.py").symlink_to(outside)
+    (root / "dirlink").symlink_to(root / "a")
+    assert resolve_path(root, "a/b.py") == "a/b.py"
+    assert resolve_path(root, str(root / "a" / "b.py")) == "a/b.py"
+    refusals = {
+        "a/../a/b.py": "contains '..'",
+        "link.py": "symlink",
+        "dirlink/b.py": "symlink",
+        str(outside): "outside the checkout",
+        "a/missing.py": "no such file",
+        "a": "not a regular file",
+    }
+    for path, message in refusals.items():
+        with pytest.raises(ToolError, match=message):
+            resolve_path(root, path)
+    with pytest.raises(ToolError, match="absolute"):
+        await checkout_root("repo", tmp_path)
+    with pytest.raises(ToolError, match="not inside a Git checkout"):
+        await checkout_root(str(tmp_path), tmp_path)
+    assert await checkout_root(str(root / "a"), tmp_path) == root
+
+
+def test_outline_and_imports_formats() -> None:
+    rows = [
+        ("import", "os", 1, 1, 0, "", ""),
+        ("class", "A", 3, 9, 0, "", "class A(B):"),
+        ("method", "f", 4, 5, 1, "A", "def f(self, x):"),
+        ("method", "g", 7, 9, 1, "A", ""),
+        ("function", "inner", 8, 9, 2, "g", "def inner(y):"),
+    ]
+    assert format_outline("p.py", "python", "complete", rows, 0, 2, None) == (
+        "p.py\tpython\tcomplete\n1-1\timport os\n3-9\tclass A\tclass A(B):\nnext_offset 2 of 5"
+    )
+    assert format_outline("p.py", "python", "complete", rows, 2, 200, None) == (
+        "p.py\tpython\tcomplete\n4-5\t  method f\tdef f(self, x):\n7-9\t  method g\n8-9\t    function inner\tdef inner(y):"
+    )
+    assert format_outline("p.py", "python", "complete", rows, 1, 1, 0) == (
+        "p.py\tpython\tcomplete\n3-9\tclass A\tclass A(B):"
+    )
+    assert format_outline("p.py", "python", "complete", rows, 0, 1, 1).endswith(
+        "next_offset 1 of 4"
+    )
+    assert format_imports("p.py", "python", "partial: syntax error at line 2", rows, 0, 200) == (
+        "p.py\tpython\tpartial: syntax error at line 2\n1-1\tos"
+    )
+    assert show_path("a\tb.py") == '"a\\tb.py"'
+    assert show_path("plain/ü.py") == "plain/ü.py"
+
+
+def test_index_file_is_versioned(home: Path) -> None:
+    assert index_path(home) == home / "code-v1.sqlite"
+    assert not os.path.exists(home / "code.sqlite")
