@@ -331,3 +331,23 @@ async def test_two_servers_writing_at_once_lose_nothing(home: Path, tmp_path: Pa
     }
     assert contents == expected
     assert links == len(expected)
+
+
+async def test_a_fault_at_commit_is_an_error_result_and_stores_nothing(
+    home: Path, tmp_path: Path
+) -> None:
+    async with open_client(
+        home, cwd=tmp_path, env={"MEMTRIO_FAULTS": "store.commit=raise@2"}
+    ) as client:
+        await ok(client, "remember", content="first", entities=["a"])
+        message = await fails(
+            client,
+            "remember",
+            content="second",
+            entities=["b"],
+            relations=[{"source": "b", "relation": "r", "target": "c"}],
+        )
+        assert "injected fault" in message
+        stats = await ok(client, "stats")
+        assert (stats["memories"], stats["entities"], stats["edges"]) == (1, 1, 0)
+        assert (await ok(client, "remember", content="third"))["id"] == 2

@@ -210,3 +210,26 @@ def test_busy_writer_waits_for_the_other_connection(tmp_path: Path) -> None:
         db.begin_immediate(second, 100)
     first.close()
     second.close()
+
+
+async def test_a_broken_connection_crashes_the_writer_which_restarts(home: Path) -> None:
+    from memtrio.protocol.messages import ActorCrashed
+
+    async with store_app(home) as app:
+        store = app.services["store"]
+
+        def break_connection(conn: sqlite3.Connection) -> None:
+            conn.close()
+
+        with pytest.raises(ActorCrashed):
+            await store.write(break_connection)
+        assert app.services["store"] is store  # the same handle, served by a new incarnation
+        result = await T.remember(Ctx(app), T.RememberArgs("after the restart"))
+        assert result["id"] == 1
+        assert app.root is not None and app.root.snapshot()[0]["restarts"] == 1
+        assert (
+            await store.read(
+                lambda conn: conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+            )
+            == 1
+        )
