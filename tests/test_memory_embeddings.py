@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from memtrio.actors.store import ops
 from memtrio.actors.store import tools as T
 from memtrio.actors.store.feature import FEATURE
 from memtrio.actors.store.writer import Change
@@ -165,6 +166,18 @@ async def test_recall_uses_the_ranker_when_asked_and_falls_back_to_lexical(home:
         assert [m["id"] for m in result["memories"]] == [a, b]  # repository matches first
         query, scope_ids, memory_type, limit = ranker.calls[-1]
         assert (query, memory_type, limit) == ("anything", "Decision", 10) and len(scope_ids) == 2
+
+        store = app.services["store"]
+        foreign = await store.write(
+            lambda conn: ops.insert_memory(
+                conn, ops.NewMemory("elsewhere", scopes=["repo:/else/.git"])
+            )[0]["id"]
+        )
+        ranker.answer = [(foreign, 1.0), (a, 0.5), (a, 0.4)]
+        result = await T.recall(ctx, T.RecallArgs("anything"))
+        assert [m["id"] for m in result["memories"]] == [
+            a
+        ]  # unselected and duplicate ids are dropped
 
         ranker.answer = None  # the ranker cannot answer (e.g. no model): lexical
         result = await T.recall(ctx, T.RecallArgs("sqlite"))

@@ -123,11 +123,17 @@ def run_read(conn: sqlite3.Connection, op: Callable[[sqlite3.Connection], T]) ->
         rollback_quietly(conn)
 
 
+class PoolClosed(RuntimeError):
+    """The read pool was closed (the store is stopping or restarting)."""
+
+
 class ReadPool:
     """A few read-only connections; each read runs in a worker thread.
 
     Cancellation: a read already running in its thread finishes (the caller
-    waits for it), so a connection is never returned mid-statement.
+    waits for it), so a connection is never returned mid-statement. Closing
+    the pool closes the idle connections at once and the busy ones when their
+    read ends; reads still waiting for a connection fail with `PoolClosed`.
     """
 
     def __init__(self, path: Path, size: int, busy_timeout_ms: int) -> None:
@@ -138,20 +144,38 @@ class ReadPool:
         for conn in self._conns:
             self._free_send.send_nowait(conn)
         self.limiter = trio.CapacityLimiter(size)
+        self.closed = False
 
     async def run(self, op: Callable[[sqlite3.Connection], T]) -> T:
-        conn = await self._free_recv.receive()
+        try:
+            conn = await self._free_recv.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise PoolClosed("the store's read pool is closed (stopping or restarting)") from None
         try:
             return await trio.to_thread.run_sync(run_read, conn, op, limiter=self.limiter)
         finally:
-            self._free_send.send_nowait(conn)
+            if self.closed:
+                _close_quietly(conn)
+            else:
+                self._free_send.send_nowait(conn)
 
     def close(self) -> None:
-        for conn in self._conns:
+        """Close idle connections now, busy ones when they come back (call from the trio thread)."""
+        self.closed = True
+        while True:
             try:
-                conn.close()
-            except sqlite3.Error:
-                pass
+                _close_quietly(self._free_recv.receive_nowait())
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                break
+        self._free_send.close()
+        self._free_recv.close()
+
+
+def _close_quietly(conn: sqlite3.Connection) -> None:
+    try:
+        conn.close()
+    except sqlite3.Error:
+        pass
 
 
 def fetch_dicts(conn: sqlite3.Connection, sql: str, params: Any = ()) -> list[dict[str, Any]]:

@@ -649,7 +649,14 @@ def record_access(
     """
     ts = now() if ts is None else ts
     rows: list[dict[str, Any]] = []
+    seen: set[int] = set()
     for memory_id, score in ranked:
+        if memory_id in seen:
+            continue
+        seen.add(memory_id)
+        scopes = memory_scope_names(conn, memory_id)
+        if not visible(scopes, selection):
+            continue  # never return an unselected memory, whoever ranked it
         cur = conn.execute(
             "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? WHERE id = ?",
             (ts, memory_id),
@@ -660,7 +667,8 @@ def record_access(
         assert memory is not None
         memory["score"] = float(score)
         rows.append(memory)
-    rows.sort(key=lambda m: 0 if any(s != GLOBAL for s in m["scopes"]) else 1)
+    repos = {s for s in selection if s != GLOBAL}
+    rows.sort(key=lambda m: 0 if repos.intersection(m["scopes"]) else 1)
     conn.execute(
         "INSERT INTO recall_log (ts, kind, query, scopes, ids, scores) VALUES (?, ?, ?, ?, ?, ?)",
         (

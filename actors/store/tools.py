@@ -20,10 +20,11 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 
 import msgspec
+import trio
 
 from ...protocol.tools import Tool, ToolError
 from ...supervisors import trace
@@ -154,6 +155,13 @@ class ForgetArgs(msgspec.Struct, forbid_unknown_fields=True):
 # -- helpers -------------------------------------------------------------------
 
 
+async def scoped(fn: Callable[[Any], list[str]], scopes: list[str] | None) -> list[str]:
+    """Apply a scope rule; explicit ``repo:`` paths may run git, so off the trio thread."""
+    if not scopes:
+        return fn(scopes)
+    return await trio.to_thread.run_sync(fn, scopes)
+
+
 def store_of(app: Any) -> Store:
     return app.service("store")
 
@@ -233,7 +241,7 @@ async def remember(ctx: Any, args: RememberArgs) -> dict[str, Any]:
     content = clean_text(args.content, "content")
     memory_type = clean_type(args.memory_type)
     _check_finite(args.importance)
-    scopes = store.policy.write_scopes(args.scopes)
+    scopes = await scoped(store.policy.write_scopes, args.scopes)
     entities = [
         ops.validate_entity(e) if isinstance(e, str) else ops.validate_entity(e.name, e.kind)
         for e in args.entities or []
@@ -330,7 +338,7 @@ async def rank(
 async def recall(ctx: Any, args: RecallArgs) -> dict[str, Any]:
     app = ctx.app
     store = store_of(app)
-    selection = store.policy.select(args.scopes)
+    selection = await scoped(store.policy.select, args.scopes)
     memory_type = clean_type(args.memory_type) if args.memory_type is not None else None
     ranked, ranking, warnings = await rank(
         app, args.query, selection, memory_type, args.limit, args.use_embeddings
@@ -376,7 +384,7 @@ async def list_scopes(ctx: Any, args: ListScopesArgs) -> dict[str, Any]:
 async def relate(ctx: Any, args: RelateArgs) -> dict[str, Any]:
     app = ctx.app
     store = store_of(app)
-    scopes = store.policy.write_scopes(args.scopes)
+    scopes = await scoped(store.policy.write_scopes, args.scopes)
     source = ops.validate_entity(args.source, args.source_kind)
     target = ops.validate_entity(args.target, args.target_kind)
     relation_type = ops.validate_relation_type(args.relation)
@@ -436,7 +444,7 @@ async def relate(ctx: Any, args: RelateArgs) -> dict[str, Any]:
 
 async def graph(ctx: Any, args: GraphArgs) -> dict[str, Any]:
     store = store_of(ctx.app)
-    selection = store.policy.select(args.scopes)
+    selection = await scoped(store.policy.select, args.scopes)
     return await store.read(
         lambda conn: ops.graph_paths(
             conn, args.entity, args.direction, args.max_depth, args.limit, selection
@@ -449,7 +457,7 @@ async def graph(ctx: Any, args: GraphArgs) -> dict[str, Any]:
 
 async def inspect(ctx: Any, args: InspectArgs) -> dict[str, Any]:
     store = store_of(ctx.app)
-    selection = store.policy.select(args.scopes)
+    selection = await scoped(store.policy.select, args.scopes)
 
     def op(conn: sqlite3.Connection) -> dict[str, Any]:
         memory = ops.get_memory(conn, args.id)
@@ -473,7 +481,7 @@ async def update(ctx: Any, args: UpdateArgs) -> dict[str, Any]:
     content = clean_text(args.content, "content") if args.content is not None else None
     memory_type = clean_type(args.memory_type) if args.memory_type is not None else None
     _check_finite(args.importance)
-    selection = store.policy.write_selection(args.scopes)
+    selection = await scoped(store.policy.write_selection, args.scopes)
     vector: ops.Vec | None = None
     warnings: list[str] = []
     if content is not None and embedder_of(app) is not None:
@@ -502,7 +510,7 @@ async def update(ctx: Any, args: UpdateArgs) -> dict[str, Any]:
 
 async def forget(ctx: Any, args: ForgetArgs) -> dict[str, Any]:
     store = store_of(ctx.app)
-    selection = store.policy.write_selection(args.scopes)
+    selection = await scoped(store.policy.write_selection, args.scopes)
 
     def op(conn: sqlite3.Connection) -> Written:
         result, changes = ops.delete_memory(conn, args.id, store.policy, selection)

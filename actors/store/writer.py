@@ -103,7 +103,12 @@ class Store:
             from ...protocol.tools import ToolError
 
             raise ToolError("the memory store is not running (starting or restarting); try again")
-        return await pool.run(op)
+        try:
+            return await pool.run(op)
+        except db.PoolClosed:
+            from ...protocol.tools import ToolError
+
+            raise ToolError("the memory store is restarting; try again") from None
 
     def add_listener(self, fn: Listener) -> Callable[[], None]:
         self._listeners.append(fn)
@@ -211,15 +216,17 @@ async def serve_store_writer(
     finally:
         if store._pool is pool:
             store._pool = None
+        if pool is not None:
+            pool.close()
         with trio.CancelScope(shield=True):
-            if pool is not None:
-                await trio.to_thread.run_sync(pool.close)
             await trio.to_thread.run_sync(conn.close)
 
 
 async def _serve_one(
     ctx: ChildContext, store: Store, conn: sqlite3.Connection, cmd: Command, busy_ms: int
 ) -> None:
+    if cmd.reply.done:
+        return  # the caller gave up (timed out) while this waited in the mailbox
     with ctx.serving(cmd.reply):
         token = trace.current.set(cmd.trace) if cmd.trace is not None else None
         try:
