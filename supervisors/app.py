@@ -42,6 +42,10 @@ class FeatureUnavailable(Exception):
     """A feature cannot run here (bad config, missing index); the server goes on without it."""
 
 
+class FeatureDisabled(FeatureUnavailable):
+    """The configuration switched the feature off; noted in the log, not warned about."""
+
+
 @dataclass(frozen=True)
 class Resource:
     uri: str
@@ -128,6 +132,9 @@ def setup_features(app: AppContext, features: Sequence[Feature]) -> list[Feature
     for feature in features:
         try:
             feature.setup(app)
+        except FeatureDisabled as exc:
+            trace.event("app", "feature_disabled", feature=feature.name, reason=str(exc))
+            continue
         except FeatureUnavailable as exc:
             trace.warning("app", "feature_unavailable", feature=feature.name, reason=str(exc))
             continue
