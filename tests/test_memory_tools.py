@@ -75,6 +75,10 @@ async def test_every_memory_tool_end_to_end(home: Path, repos: dict[str, Path]) 
         assert listed["forget"].annotations.destructive_hint is True
         assert listed["stats"].annotations.read_only_hint is True
 
+        fresh = await ok(client, "list_scopes")  # read-only: lists current + global, creates nothing
+        assert [s["name"] for s in fresh["scopes"]] == ["global", scope]
+        assert (await ok(client, "stats"))["scopes"] == 0
+
         first = await ok(
             client,
             "remember",
