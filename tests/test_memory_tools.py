@@ -75,7 +75,9 @@ async def test_every_memory_tool_end_to_end(home: Path, repos: dict[str, Path]) 
         assert listed["forget"].annotations.destructive_hint is True
         assert listed["stats"].annotations.read_only_hint is True
 
-        fresh = await ok(client, "list_scopes")  # read-only: lists current + global, creates nothing
+        fresh = await ok(
+            client, "list_scopes"
+        )  # read-only: lists current + global, creates nothing
         assert [s["name"] for s in fresh["scopes"]] == ["global", scope]
         assert (await ok(client, "stats"))["scopes"] == 0
 
@@ -355,3 +357,28 @@ async def test_a_fault_at_commit_is_an_error_result_and_stores_nothing(
         stats = await ok(client, "stats")
         assert (stats["memories"], stats["entities"], stats["edges"]) == (1, 1, 0)
         assert (await ok(client, "remember", content="third"))["id"] == 2
+
+
+async def test_with_the_real_embedder_vectors_are_stored_with_the_rows(
+    home: Path, tmp_path: Path
+) -> None:
+    async with open_client(home, cwd=tmp_path, env={"MEMTRIO_EMBEDDINGS": "on"}) as client:
+        first = await ok(
+            client,
+            "remember",
+            content="The database layer uses SQLite in WAL mode.",
+            relations=[{"source": "memtrio", "relation": "stores_in", "target": "SQLite"}],
+        )
+        assert first["warnings"] == []
+        long = await ok(client, "remember", content=" ".join(["tokens"] * 600))
+        assert len(long["warnings"]) == 1 and "truncated" in long["warnings"][0]
+        rel = await ok(client, "relate", source="SQLite", relation="replaces", target="Postgres")
+        assert rel["warnings"] == []
+        found = await ok(client, "recall", query="which database engine do we use")
+        assert found["memories"][0]["id"] == first["id"]
+    conn = sqlite3.connect(home / "memtrio.sqlite")
+    kinds = conn.execute(
+        "SELECT kind, count(*), min(dim) FROM vectors GROUP BY kind ORDER BY kind"
+    ).fetchall()
+    conn.close()
+    assert kinds == [("entity", 3, 384), ("memory", 2, 384), ("relation", 2, 384)]
