@@ -117,7 +117,10 @@ async def test_remember_and_relate_store_vectors_in_the_same_write(home: Path) -
         assert embedder.calls[-1] == ["x" * 50]
         assert len(second["warnings"]) == 1 and "truncated" in second["warnings"][0]
         rel = await T.relate(ctx, T.RelateArgs("sqlite", "stores", "memories"))
-        assert embedder.calls[-1] == ["sqlite", "memories", "sqlite stores memories"]
+        assert embedder.calls[-1] == ["memories", "sqlite stores memories"]  # sqlite has its vector
+        calls = len(embedder.calls)
+        await T.relate(ctx, T.RelateArgs("SQLite", "stores", "memories"))
+        assert len(embedder.calls) == calls  # nothing new to embed
         assert ("relation", rel["id"]) in vectors(home) and rel["warnings"] == []
 
         # update: same content keeps the vector without embedding; new content re-embeds.

@@ -389,19 +389,28 @@ async def relate(ctx: Any, args: RelateArgs) -> dict[str, Any]:
     target = ops.validate_entity(args.target, args.target_kind)
     relation_type = ops.validate_relation_type(args.relation)
     warnings: list[str] = []
-    vectors: list[ops.Vec] = []
+    vectors: dict[int, ops.Vec] = {}  # 0: source, 1: target, 2: relation
     if embedder_of(app) is not None:
-        embedded = await embed(
-            app,
-            [
-                ops.entity_document(source.name, source.kind),
-                ops.entity_document(target.name, target.kind),
-                ops.relation_document(source.name, relation_type, target.name),
-            ],
-            "relation",
+        spec = ops.RelationSpec(source, relation_type, target)
+        ent_missing, rel_missing = await store.read(
+            lambda conn: ops.missing_vectors(conn, [source, target], [spec])
         )
+        docs = {
+            0: ops.entity_document(source.name, source.kind)
+            if ops.canonical_name(source.name) in ent_missing
+            else None,
+            1: ops.entity_document(target.name, target.kind)
+            if ops.canonical_name(target.name) in ent_missing
+            else None,
+            2: ops.relation_document(source.name, relation_type, target.name)
+            if rel_missing
+            else None,
+        }
+        wanted = {k: d for k, d in docs.items() if d is not None}
+        embedded = await embed(app, list(wanted.values()), "relation")
         if embedded is not None:
-            vectors, warnings = embedded.vectors, embedded.warnings
+            vectors = dict(zip(wanted, embedded.vectors, strict=True))
+            warnings = embedded.warnings
 
     def op(conn: sqlite3.Connection) -> Written:
         ts = ops.now()
@@ -417,9 +426,8 @@ async def relate(ctx: Any, args: RelateArgs) -> dict[str, Any]:
             ("entity", tgt_id, tgt_new, 1),
             ("relation", rel_id, rel_new, 2),
         ):
-            if vectors:
-                if ops.put_vector(conn, kind, item, vectors[vec], replace=False):
-                    changes.append(ops._change(kind, item, vectors[vec]))
+            if vec in vectors and ops.put_vector(conn, kind, item, vectors[vec], replace=False):
+                changes.append(ops._change(kind, item, vectors[vec]))
             elif created:
                 changes.append(ops._change(kind, item, None))
         row = conn.execute("SELECT metadata FROM relations WHERE id = ?", (rel_id,)).fetchone()
