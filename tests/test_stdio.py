@@ -175,3 +175,22 @@ async def test_sigterm_finishes_in_flight_calls_and_exits_zero(home: Path) -> No
     replies = [json.loads(line) for line in rest.splitlines() if line]
     assert [r["id"] for r in replies] == [1]
     assert code == 0
+
+
+async def test_each_call_is_a_span_in_the_trace_log(home: Path) -> None:
+    async with raw_server(home) as server:
+        await server.initialize()
+        await server.request(1, "tools/call", {"name": "server_status", "arguments": {}})
+        await server.read()
+        await server.request(2, "tools/call", {"name": "server_status", "arguments": {"bad": True}})
+        await server.read()
+        await server.close_stdin()
+        assert await server.wait() == 0
+    spans = [e for e in trace_events(home) if e["event"] == "span" and e.get("name") == "tools/call"]
+    assert [s["request_id"] for s in spans] == [1, 2]
+    assert [s["outcome"] for s in spans] == ["ok", "invalid_arguments"]
+    for s in spans:
+        assert len(s["trace_id"]) == 32 and len(s["span_id"]) == 16
+        assert s["tool"] == "server_status" and s["duration_ms"] >= 0
+    # stderr carries warnings and errors only: a clean session writes nothing there.
+    assert (home / "server-stderr.txt").read_text() == ""
