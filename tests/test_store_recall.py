@@ -6,6 +6,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from memtrio.actors.store import db, ops
 from memtrio.actors.store.scopes import ScopePolicy
 
@@ -142,3 +144,15 @@ def test_write_selection_refuses_foreign_memories(
         ops.writable_memory(w, shared, policy, policy.select(None))
     assert ops.writable_memory(w, legacy, policy, policy.select(None))["id"] == legacy
     w.execute("ROLLBACK")
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(query=st.text(max_size=60))
+def test_no_query_text_ever_breaks_fts(
+    conns: tuple[sqlite3.Connection, sqlite3.Connection], query: str
+) -> None:
+    _, r = conns
+    search(r, query)
+    search(r, query + ' AND "x" NOT (y*) NEAR:z')
