@@ -172,3 +172,19 @@ def test_export_import_round_trip_is_lossless(
     code, _, err = run(capsys, "import", str(tmp_path / "missing.jsonl"))
     assert code == 1 and "cannot read" in err
     assert os.environ["MEMTRIO_HOME"].endswith("other")
+
+
+def test_a_store_that_cannot_open_is_one_clear_line(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "memtrio.sqlite").write_bytes(b"this is not a database at all" * 100)
+    code, out, err = run(capsys, "stats")
+    assert (
+        code == 1
+        and err
+        == "memtrio: the memory store could not start: DatabaseError: file is not a database\n"
+    )
+    code, out, err = run(capsys, "doctor")
+    assert code == 1 and "file is not a database" in out and "PROBLEMS FOUND" in out

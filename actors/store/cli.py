@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import sqlite3
 import sys
 from collections.abc import Awaitable, Callable
@@ -24,10 +25,12 @@ from typing import Any
 import msgspec
 
 from ...protocol.tools import ToolError
+from ...supervisors import cli as cli_mod
 from ...supervisors.app import AppContext, default_features, git_output
 from ...supervisors.cli import CliError, add_common, run_with_app
 from ...supervisors.config import log_path
-from . import ops, schema, tools, transfer
+from ...supervisors.supervisor import Escalation
+from . import db, ops, schema, tools, transfer
 from .feature import FEATURE
 from .writer import Written
 
@@ -103,12 +106,35 @@ def _run(
             return 1
 
     failure: list[Exception] = []
-    code = run_with_app(args, main, features=features)
+    try:
+        # The CLI reports its own errors in one line; actor warnings go to the log file.
+        quiet = (
+            {} if os.environ.get("MEMTRIO_LOG_STDERR_LEVEL") else {"log": {"stderr_level": "error"}}
+        )
+        code = run_with_app(args, main, features=features, extra_config=quiet)
+    except (Escalation, BaseExceptionGroup) as exc:
+        cause = _root_cause(exc)
+        if isinstance(cause, KeyboardInterrupt):
+            raise cause from None
+        raise CliError(
+            f"the memory store could not start: {type(cause).__name__}: {cause}"
+        ) from None
     if failure:
         if isinstance(failure[0], BrokenPipeError):
             raise failure[0]
         raise CliError(str(failure[0])) from None
     return code
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The innermost failure behind a supervisor escalation (through exception groups)."""
+    while True:
+        if isinstance(exc, BaseExceptionGroup):
+            exc = exc.exceptions[0]
+        elif isinstance(exc, Escalation) and exc.cause is not None:
+            exc = exc.cause
+        else:
+            return exc
 
 
 def _ctx(app: AppContext) -> CliContext:
@@ -352,7 +378,23 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         _emit(args, result, human)
         return 0 if healthy else 1
 
-    return _run(args, body)
+    try:
+        return _run(args, body)
+    except CliError as exc:
+        # The store did not open: still report where everything is and why.
+        home = cli_mod.resolve_home(args)
+        result = {
+            "home": str(home),
+            "database": str(db.db_path(home)),
+            "cwd": os.getcwd(),
+            "error": str(exc),
+        }
+        _emit(
+            args,
+            result,
+            lambda r: "\n".join(f"{k}: {v}" for k, v in r.items()) + "\nstatus: PROBLEMS FOUND",
+        )
+        return 1
 
 
 def cmd_export(args: argparse.Namespace) -> int:
