@@ -7,7 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from memtrio.actors.code.diff import structural_diff
+from memtrio.actors.code.diff import compare, structural_diff
+from memtrio.actors.code.extract import outline
 from memtrio.protocol.tools import ToolError
 from test_code_index import GIT, make_repo, running_service, write
 
@@ -139,3 +140,50 @@ async def test_diff_limit_partial_coverage_and_refusals(repo: Path, home: Path) 
                 await structural_diff(service.pool, repo, "main", bad, 10)
         with pytest.raises(ToolError, match="unknown revision"):
             await structural_diff(service.pool, repo, "no-such-branch", "HEAD", 10)
+
+
+def test_template_edits_show_on_the_enclosing_definition() -> None:
+    before = 'defmodule Web do\n  def render(assigns) do\n    ~H"""\n    <.button>Go</.button>\n    """\n  end\nend\n'
+    after = before.replace(
+        "<.button>Go</.button>", '<.button>Go</.button>\n    <.link navigate="/x">X</.link>'
+    )
+    changes = compare(
+        outline("elixir", before.encode()), before, outline("elixir", after.encode()), after
+    )
+    assert changes == ["  ~ 2-7\tfunction render/1\tdef render(assigns) do"]
+    heex_before = "<.card>\n  <.title>A</.title>\n</.card>\n<.footer />\n"
+    heex_after = heex_before.replace("<.title>A</.title>", "<.title>B</.title>") + "<.banner />\n"
+    changes = compare(
+        outline("heex", heex_before.encode()),
+        heex_before,
+        outline("heex", heex_after.encode()),
+        heex_after,
+    )
+    assert changes == ["  ~ 1-3\tcomponent .card", "  + 5-5\tcomponent .banner"]
+
+
+def test_what_does_not_count_as_a_change() -> None:
+    before = "class A:\n    # doc\n    def f(self, x):\n        return x\n\n    def g(self):\n        pass\n"
+    spaced = "class A:\n    # doc\n    def f(self,  x):\n        return  x\n\n\n    def g(self):\n        pass\n"
+    assert (
+        compare(
+            outline("python", before.encode()), before, outline("python", spaced.encode()), spaced
+        )
+        == []
+    )
+    reindented = before.replace("        return x", "            return x")
+    assert compare(
+        outline("python", before.encode()),
+        before,
+        outline("python", reindented.encode()),
+        reindented,
+    ) == ["  ~ 3-4\tmethod f\tdef f(self, x):"]
+    commented = before.replace("# doc", "# changed doc")
+    assert compare(
+        outline("python", before.encode()), before, outline("python", commented.encode()), commented
+    ) == ["  ~ 3-4\tmethod f\tdef f(self, x):"]
+    twice = "def f():\n    return 1\n\ndef f():\n    return 2\n"
+    edited = twice.replace("return 2", "return 3")
+    assert compare(
+        outline("python", twice.encode()), twice, outline("python", edited.encode()), edited
+    ) == ["  ~ 4-5\tfunction f"]

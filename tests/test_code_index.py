@@ -71,17 +71,17 @@ async def test_refresh_reads_only_changed_files(tmp_path: Path, home: Path) -> N
     root = make_repo(tmp_path / "repo", FILES)
     (root / "link.py").symlink_to(root / "app" / "service.py")
     async with running_service(home) as (service, _):
-        first = await service.refresh(root)
+        first = await service.refresh(root, want_skipped=True)
         assert (first.source_files, first.parsed) == (6, 5)  # the symlink is never read
         assert dict(first.skipped) == {"blob.py": "binary", "link.py": "symlink"}
-        again = await service.refresh(root)
+        again = await service.refresh(root, want_skipped=True)
         assert again.parsed == 0
         write(
             root,
             {"app/service.py": "def renamed():\n    pass\n", "new.py": "class New:\n    pass\n"},
         )
         (root / "lib" / "live.ex").unlink()
-        third = await service.refresh(root)
+        third = await service.refresh(root, want_skipped=True)
         assert third.parsed == 2
         language, coverage, rows = await service.file_outline(root, "app/service.py")
         assert (language, coverage, [r[1] for r in rows]) == ("python", "complete", ["renamed"])
@@ -127,7 +127,7 @@ async def test_find_symbol_ordering_and_kinds(tmp_path: Path, home: Path) -> Non
 async def test_max_files_truncates_and_says_so(tmp_path: Path, home: Path) -> None:
     root = make_repo(tmp_path / "repo", FILES)
     async with running_service(home, max_files=2) as (service, _):
-        report = await service.refresh(root)
+        report = await service.refresh(root, want_skipped=True)
         assert report.truncated and (report.source_files, report.indexed) == (5, 2)
         rows, total = await service.find(root, "nothing-here", None, 20)
         text = format_matches(root, rows, total, service.truncation(root), service.max_files)
@@ -154,7 +154,7 @@ async def test_worker_crash_reports_the_file_and_indexes_the_rest(
     root = make_repo(tmp_path / "repo", files)
     monkeypatch.setenv("MEMTRIO_FAULTS", "code.parse:crash.py=exit")
     async with running_service(home) as (service, parsers):
-        report = await service.refresh(root)
+        report = await service.refresh(root, want_skipped=True)
         assert report.skipped == [
             ("crash.py", "parser worker crashed (exit status 137) and was replaced")
         ]
@@ -176,7 +176,7 @@ async def test_worker_hang_is_killed_after_file_timeout(
     monkeypatch.setenv("MEMTRIO_FAULTS", "code.parse:hang.py=hang")
     async with running_service(home, file_timeout=1.0) as (service, parsers):
         with trio.fail_after(20):
-            report = await service.refresh(root)
+            report = await service.refresh(root, want_skipped=True)
         assert report.skipped == [("hang.py", "parser worker timed out after 1 s and was replaced")]
         assert report.indexed == 5
         rows, _ = await service.find(root, "f3", None, 5)
@@ -240,3 +240,29 @@ def test_outline_and_imports_formats() -> None:
 def test_index_file_is_versioned(home: Path) -> None:
     assert index_path(home) == home / "code-v1.sqlite"
     assert not os.path.exists(home / "code.sqlite")
+
+
+async def test_new_files_in_new_directories_are_found(tmp_path: Path, home: Path) -> None:
+    root = make_repo(tmp_path / "repo", {"a.py": "def a():\n    pass\n", ".gitignore": "build/\n"})
+    async with running_service(home) as (service, _):
+        assert (await service.find(root, "fresh", None, 5))[1] == 0
+        write(
+            root,
+            {
+                "pkg/sub/fresh.py": "def fresh():\n    pass\n",
+                "build/gen.py": "def fresh_gen():\n    pass\n",
+            },
+        )
+        rows, total = await service.find(root, "fresh", None, 5)
+        assert [r[0] for r in rows] == ["pkg/sub/fresh.py"]
+        write(root, {".gitignore": ""})  # un-ignoring build/ changes what is listed
+        rows, _ = await service.find(root, "fresh", None, 5)
+        assert [r[0] for r in rows] == ["pkg/sub/fresh.py", "build/gen.py"]  # exact, then prefix
+        (root / "pkg" / "sub" / "fresh.py").rename(root / "pkg" / "moved.py")
+        rows, _ = await service.find(root, "fresh", None, 5)
+        assert [r[0] for r in rows] == ["pkg/moved.py", "build/gen.py"]
+        with pytest.raises(ToolError, match="unsupported file type"):
+            await service.file_outline(root, ".gitignore")
+        write(root, {"bin.py": b"\x00\x00"})
+        with pytest.raises(ToolError, match="not indexed: binary"):
+            await service.file_outline(root, "bin.py")

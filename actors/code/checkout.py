@@ -8,9 +8,11 @@ contain ``..``, go through a symlink, or resolve outside the checkout.
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import trio
@@ -48,8 +50,28 @@ async def git(args: list[str], cwd: Path | str, check: bool = True) -> bytes:
     return proc.stdout
 
 
+# Directory -> (checkout root, monotonic time found): `git rev-parse` costs a few
+# milliseconds per call and a directory's checkout practically never changes.
+_ROOTS: dict[str, tuple[Path, float]] = {}
+ROOT_CACHE_SECONDS = 30.0
+
+
 async def checkout_root(root: str | None, default: Path) -> Path:
     """The checkout root for a tool's ``root`` argument (absolute) or ``default``."""
+    key = root if root is not None else str(default)
+    cached = _ROOTS.get(key)
+    if (
+        cached is not None
+        and time.monotonic() - cached[1] < ROOT_CACHE_SECONDS
+        and os.path.isdir(cached[0])
+    ):
+        return cached[0]
+    found = await _checkout_root(root, default)
+    _ROOTS[key] = (found, time.monotonic())
+    return found
+
+
+async def _checkout_root(root: str | None, default: Path) -> Path:
     if root is not None:
         if not os.path.isabs(root):
             raise ToolError(f"root must be an absolute directory path, not {root!r}")
@@ -87,6 +109,89 @@ async def list_files(root: Path) -> list[str]:
             files.append(name)
     files.sort()
     return files
+
+
+# A cached listing is reused at most this long, even when no directory changed
+# (a new file in a directory that holds only ignored files changes no watched mtime).
+LISTING_MAX_AGE = 10.0
+
+
+class Listing:
+    """The source files of one checkout, from `git ls-files`, reused while unchanged.
+
+    ``git ls-files`` costs several milliseconds per call, more than the rest of
+    a warm refresh. Adding, removing or renaming a file changes the mtime of its
+    directory, so the listing is reused while the mtime of every directory
+    holding a listed file (and its ancestors), of their ``.gitignore`` files and
+    of Git's index and exclude files are unchanged, and at most
+    `LISTING_MAX_AGE` seconds.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.files: list[tuple[str, str]] = []
+        self.total = 0
+        self._stamps: dict[str, int] = {}
+        self._taken = -math.inf
+        self._git_dir: str | None = None
+
+    def _watched(self, files: list[str]) -> list[str]:
+        base = str(self.root)
+        dirs = {""}
+        for name in files:
+            cut = name.rfind("/")
+            while cut > 0:
+                parent = name[:cut]
+                if parent in dirs:
+                    break
+                dirs.add(parent)
+                cut = parent.rfind("/")
+        paths = []
+        for d in dirs:
+            path = f"{base}/{d}" if d else base
+            paths.append(path)
+            paths.append(f"{path}/.gitignore")
+        if self._git_dir:
+            paths.append(f"{self._git_dir}/index")
+            paths.append(f"{self._git_dir}/info/exclude")
+        return paths
+
+    def _changed(self) -> bool:
+        if time.monotonic() - self._taken > LISTING_MAX_AGE:
+            return True
+        for path, stamp in self._stamps.items():
+            try:
+                now = os.stat(path).st_mtime_ns
+            except OSError:
+                now = -1
+            if now != stamp:
+                return True
+        return False
+
+    async def current(self) -> list[tuple[str, str]]:
+        """The checkout's supported files (path, language), sorted."""
+        if not await trio.to_thread.run_sync(self._changed):
+            return self.files
+        if self._git_dir is None:
+            out = await git(["rev-parse", "--absolute-git-dir"], self.root)
+            self._git_dir = out.decode("utf-8", "surrogateescape").strip()
+        taken = time.monotonic()
+        names = await list_files(self.root)
+
+        def stamp() -> dict[str, int]:
+            stamps = {}
+            for path in self._watched(names):
+                try:
+                    stamps[path] = os.stat(path).st_mtime_ns
+                except OSError:
+                    stamps[path] = -1
+            return stamps
+
+        # Stamps taken after the listing: a change in between is seen next time.
+        self._stamps = await trio.to_thread.run_sync(stamp)
+        self._taken = taken
+        self.files = source_files(names)
+        return self.files
 
 
 def source_files(files: list[str]) -> list[tuple[str, str]]:

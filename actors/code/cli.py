@@ -79,7 +79,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         root = await _root(args, app)
         bar = _ProgressBar(sys.stderr) if sys.stderr.isatty() and not args.json else None
         try:
-            report = await service.refresh(root, progress=bar)
+            report = await service.refresh(root, progress=bar, want_skipped=True)
         finally:
             if bar is not None:
                 bar.close()

@@ -122,15 +122,9 @@ def _normalize(line: str) -> str:
     return indent + " ".join(body.split())
 
 
-def _identities(
-    outline: Outline, text: str, drop_nested_usages: bool
-) -> dict[tuple, tuple[Symbol, str]]:
+def _identities(outline: Outline, text: str) -> dict[tuple, tuple[Symbol, str]]:
     """Symbol identity -> (symbol, digest of its signature and own text)."""
-    symbols = [
-        s
-        for s in outline.symbols
-        if not (drop_nested_usages and s.kind in _TEMPLATE_USAGES and s.depth > 0)
-    ]
+    symbols = [s for s in outline.symbols if not (s.kind in _TEMPLATE_USAGES and s.depth > 0)]
     lines = text.split("\n")
     # first line of each symbol including the comment and attribute lines directly above it
     heads = []
@@ -176,13 +170,12 @@ def _sym_line(sign: str, sym: Symbol, with_signature: bool) -> str:
     return line
 
 
-def compare(
-    old: Outline | None, old_text: str, new: Outline | None, new_text: str, language: str
-) -> list[str]:
+def compare(old: Outline | None, old_text: str, new: Outline | None, new_text: str) -> list[str]:
     """The ``+``/``-``/``~`` lines between two outlines of one file."""
-    drop = language != "heex"
-    before = _identities(old, old_text, drop) if old is not None else {}
-    after = _identities(new, new_text, drop) if new is not None else {}
+    # Component and slot usages inside a definition (a ~H sigil, or a top-level
+    # component of a .heex file) are part of its text, not symbols of their own.
+    before = _identities(old, old_text) if old is not None else {}
+    after = _identities(new, new_text) if new is not None else {}
     entries: list[tuple[int, int, str]] = []
     for key, (sym, digest) in after.items():
         prior = before.get(key)
@@ -277,7 +270,7 @@ async def structural_diff(pool: ParserPool, root: Path, base: str, head: str, li
         new_text = (
             new_data.decode("utf-8", "surrogateescape") if isinstance(new_data, bytes) else ""
         )
-        results[index] = [head_line, *compare(old, old_text, new, new_text, language)]
+        results[index] = [head_line, *compare(old, old_text, new, new_text)]
 
     limiter = trio.CapacityLimiter(max(1, 2 * pool.workers))
 

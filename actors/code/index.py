@@ -263,7 +263,9 @@ class CodeIndex:
     def find(
         self, cid: int, query: str, kind: str | None, limit: int
     ) -> tuple[list[tuple[Any, ...]], int]:
-        """Matches of ``query`` (exact, then ``.query`` suffixes, then prefixes) and their total."""
+        """Matches of ``query`` and their total: exact names first (an Elixir ``name``
+        also matches ``name/arity``), then names ending in ``.query`` (``/query``
+        for imports), then prefixes; each group by path and line."""
         q = query.lower()
         if kind is not None:
             kind_sql, kind_args = "s.kind = ?", [kind.lower()]
@@ -273,60 +275,49 @@ class CodeIndex:
                 list(HIDDEN_KINDS),
             )
         cols = "f.path, s.start, s.end, s.kind, s.name, s.parent, s.signature, f.size, f.mtime_ns, s.lname"
-        base = f"SELECT {cols} FROM symbols s JOIN files f ON f.id = s.file WHERE s.checkout = ? AND {kind_sql}"
-        args = [cid, *kind_args]
+        where = f"s.checkout = ? AND {kind_sql}"
+        common = [cid, *kind_args]
         conn = self.conn
+        high = q + "\U0010ffff"
+        # A range on lname (so the index is used) narrowed to the name or name/arity.
+        exact_sql = "(s.lname >= ? AND s.lname < ? AND (s.lname = ? OR s.lname GLOB ?))"
+        exact_args = [q, q + "0", q, _glob_escape(q) + "/[0-9]*"]
 
-        def exact_ok(row: tuple[Any, ...]) -> bool:
-            lname = row[9]
-            if lname == q:
-                return True
-            rest = lname[len(q) + 1 :]  # Elixir name/arity
-            return lname.startswith(q + "/") and rest.isdigit()
+        def group(cond: str, args: list[Any], room: int) -> tuple[list[tuple[Any, ...]], int]:
+            count = conn.execute(
+                f"SELECT count(*) FROM symbols s WHERE {where} AND {cond}", (*common, *args)
+            ).fetchone()[0]
+            if room <= 0 or count == 0:
+                return [], count
+            rows = conn.execute(
+                f"SELECT {cols} FROM symbols s JOIN files f ON f.id = s.file WHERE {where} AND {cond}"
+                " ORDER BY f.path, s.start LIMIT ?",
+                (*common, *args, room),
+            ).fetchall()
+            return rows, count
 
-        exact = [
-            r
-            for r in conn.execute(
-                f"{base} AND (s.lname = ? OR (s.lname > ? AND s.lname < ?)) ORDER BY f.path, s.start",
-                (*args, q, q + "/", q + "0"),
-            )
-            if exact_ok(r)
-        ]
-        seen = {(r[0], r[1], r[4]) for r in exact}
+        exact, exact_total = group(exact_sql, exact_args, limit)
+        # Same last segment but outside the exact/prefix range; the suffix itself is checked here.
         tail = name_tail(q, "import" if kind == "import" else "")
         suffixes = ("." + q, "::" + q, "\\" + q) + (("/" + q,) if kind == "import" else ())
-        suffix = []
-        for r in conn.execute(f"{base} AND s.tail = ? ORDER BY f.path, s.start", (*args, tail)):
-            if (r[0], r[1], r[4]) in seen:
-                continue
-            stripped = r[9].strip(_QUOTES)
-            if stripped == q or stripped.endswith(suffixes):
-                suffix.append(r)
-                seen.add((r[0], r[1], r[4]))
-        head = exact + suffix
-        prefix_sql = f"{base} AND s.lname > ? AND s.lname < ?"
-        prefix_args = (*args, q, q + "\U0010ffff")
-        remaining = max(0, limit - len(head))
-        prefix = (
-            [
-                r
-                for r in conn.execute(f"{prefix_sql} ORDER BY f.path, s.start", prefix_args)
-                if (r[0], r[1], r[4]) not in seen
-            ]
-            if remaining
-            else []
-        )
-        if remaining:
-            total = len(head) + len(prefix)
-        else:
-            total = len(head) + sum(
-                1
-                for r in conn.execute(
-                    f"SELECT f.path, s.start, s.name, s.lname FROM symbols s JOIN files f ON f.id = s.file"
-                    f" WHERE s.checkout = ? AND {kind_sql} AND s.lname > ? AND s.lname < ?",
-                    prefix_args,
-                )
-                if (r[0], r[1], r[2]) not in seen
+        suffix = [
+            r
+            for r in conn.execute(
+                f"SELECT {cols} FROM symbols s JOIN files f ON f.id = s.file WHERE {where}"
+                " AND s.tail = ? AND NOT (s.lname >= ? AND s.lname < ?) ORDER BY f.path, s.start",
+                (*common, tail, q, high),
             )
-        rows = (head + prefix)[:limit]
-        return rows, total
+            if r[9].strip(_QUOTES) == q or r[9].strip(_QUOTES).endswith(suffixes)
+        ]
+        room = limit - len(exact)
+        prefix, prefix_total = group(
+            f"s.lname > ? AND s.lname < ? AND NOT {exact_sql}",
+            [q, high, *exact_args],
+            room - len(suffix),
+        )
+        rows = (exact + suffix[: max(0, room)] + prefix)[:limit]
+        return rows, exact_total + len(suffix) + prefix_total
+
+
+def _glob_escape(text: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)

@@ -25,7 +25,7 @@ import trio
 
 from ...protocol.tools import ToolError
 from ...supervisors import trace
-from .checkout import list_files, source_files, stat_files
+from .checkout import Listing, stat_files
 from .index import CodeIndex
 from .languages import language_for
 from .pool import ParserPool
@@ -58,6 +58,8 @@ class CodeService:
         self._locks: dict[Path, trio.Lock] = {}
         self._maps: dict[Path, tuple[int, dict[str, tuple[int, int]]]] = {}
         self._truncated: dict[Path, tuple[int, int]] = {}
+        self._listings: dict[Path, Listing] = {}
+        self._counts: dict[Path, tuple[int, int]] = {}
 
     async def db(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await trio.to_thread.run_sync(fn, *args, limiter=self._db_limiter)
@@ -95,11 +97,20 @@ class CodeService:
 
     # -- refreshing ------------------------------------------------------------
 
-    async def refresh(self, root: Path, progress: Progress | None = None) -> RefreshReport:
-        """Bring the index of ``root`` up to date with the files on disk."""
+    async def refresh(
+        self, root: Path, progress: Progress | None = None, want_skipped: bool = False
+    ) -> RefreshReport:
+        """Bring the index of ``root`` up to date with the files on disk.
+
+        ``want_skipped`` also lists every file of the index that is not indexed
+        (and why) in the report.
+        """
         async with self._lock(root):
             t0 = time.perf_counter()
-            listing = source_files(await list_files(root))
+            listing = self._listings.get(root)
+            if listing is None:
+                listing = self._listings[root] = Listing(root)
+            listing = await listing.current()
             total = len(listing)
             truncated = total > self.max_files
             listing = listing[: self.max_files]
@@ -125,9 +136,11 @@ class CodeService:
             if todo:
                 await self._parse_all(root, cid, known, todo, progress)
             indexed = len(current)
-            await self._guarded(self.index.set_counts, cid, total, indexed, time.time())
+            if todo or links or deleted or self._counts.get(root) != (total, indexed):
+                await self._guarded(self.index.set_counts, cid, total, indexed, time.time())
+                self._counts[root] = (total, indexed)
             self._truncated[root] = (total, indexed) if truncated else (0, 0)
-            skipped = await self._guarded(self.index.skipped_files, cid)
+            skipped = await self._guarded(self.index.skipped_files, cid) if want_skipped else []
             report = RefreshReport(
                 root, total, indexed, len(todo), time.perf_counter() - t0, truncated, skipped
             )

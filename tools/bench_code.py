@@ -1,0 +1,183 @@
+"""Benchmark the code index: cold index, warm refresh, find_symbol latency.
+
+Builds a Git repository in a temporary directory from real source trees
+available offline (by default the standard library of the running interpreter,
+then the installed packages of its environment, until ``--files`` supported
+files are copied), then measures, with the server's own parser pool and index:
+
+- cold index: files/s and symbols/s of a first ``refresh`` on an empty index;
+- warm refresh: the median time of ``refresh`` on the unchanged tree;
+- find_symbol: p50/p90 latency of the tool handler (checkout lookup, refresh,
+  query, formatting) over names sampled from the index;
+- peak RSS of the server process and of the largest parser worker.
+
+Run: ``python tools/bench_code.py [--files 2500] [--workers auto] [--json]``.
+Targets (2 CPU cores): cold >= 400 files/s, warm refresh of 2,000 files <= 1 s,
+find_symbol p50 <= 20 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import trio
+from memtrio.actors.code.extract import MAX_BYTES
+from memtrio.actors.code.index import CodeIndex, index_path
+from memtrio.actors.code.languages import language_for
+from memtrio.actors.code.pool import ParserPool, default_workers
+from memtrio.actors.code.service import CodeService
+from memtrio.actors.code.tools import FindArgs, find_symbol
+from memtrio.supervisors.supervisor import Supervisor
+
+
+def default_sources() -> list[Path]:
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    return [stdlib, purelib]
+
+
+def build_tree(sources: list[Path], dest: Path, limit: int) -> int:
+    """Copy up to ``limit`` supported files (sorted, deterministic) into a new Git repo."""
+    copied = 0
+    for source in sources:
+        for dirpath, dirnames, filenames in os.walk(source):
+            dirnames[:] = sorted(
+                d for d in dirnames if d not in ("__pycache__", "site-packages", ".git")
+            )
+            for name in sorted(filenames):
+                if copied >= limit:
+                    break
+                path = Path(dirpath) / name
+                if language_for(name) is None or path.is_symlink():
+                    continue
+                try:
+                    if path.stat().st_size > MAX_BYTES:
+                        continue
+                except OSError:
+                    continue
+                target = dest / source.name / path.relative_to(source)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, target)
+                copied += 1
+            if copied >= limit:
+                break
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "bench",
+        "GIT_AUTHOR_EMAIL": "b@x",
+        "GIT_COMMITTER_NAME": "bench",
+        "GIT_COMMITTER_EMAIL": "b@x",
+    }
+    subprocess.run(["git", "init", "-q", str(dest)], check=True)
+    subprocess.run(["git", "-C", str(dest), "add", "-A"], check=True)
+    subprocess.run(
+        ["git", "-C", str(dest), "commit", "-qm", "bench", "--no-gpg-sign"], check=True, env=env
+    )
+    return copied
+
+
+def rss_mib(who: int) -> float:
+    return resource.getrusage(who).ru_maxrss / 1024
+
+
+async def bench(args: argparse.Namespace, repo: Path, home: Path) -> dict:
+    workers = default_workers(args.workers)
+    pool = ParserPool(workers, 10.0)
+    service = CodeService(CodeIndex(index_path(home)), pool, 20000)
+    sup = Supervisor("bench", pool.children())
+    out: dict = {"workers": workers, "cpus": len(os.sched_getaffinity(0))}
+    async with trio.open_nursery() as nursery:
+        await nursery.start(sup.run)
+        cold = await service.refresh(repo)
+        symbols = service.index.conn.execute("SELECT count(*) FROM symbols").fetchone()[0]
+        out.update(
+            files=cold.indexed,
+            parsed=cold.parsed,
+            not_indexed=len(cold.skipped),
+            symbols=symbols,
+            cold_seconds=round(cold.seconds, 3),
+            cold_files_per_s=round(cold.parsed / cold.seconds, 1),
+            cold_symbols_per_s=round(symbols / cold.seconds, 1),
+        )
+        warm = []
+        for _ in range(args.warm_runs):
+            report = await service.refresh(repo)
+            assert report.parsed == 0
+            warm.append(report.seconds)
+        out["warm_refresh_median_s"] = round(statistics.median(warm), 4)
+        out["warm_refresh_max_s"] = round(max(warm), 4)
+        names = [
+            r[0]
+            for r in service.index.conn.execute("SELECT name FROM symbols WHERE kind != 'import'")
+        ]
+        rng = random.Random(7)
+        queries = [rng.choice(names).split("/")[0] for _ in range(args.queries)]
+        ctx = SimpleNamespace(
+            app=SimpleNamespace(service=lambda name: service, cwd=repo), session=None
+        )
+        latencies = []
+        for query in queries:
+            t0 = time.perf_counter()
+            await find_symbol(ctx, FindArgs(query=query))
+            latencies.append(time.perf_counter() - t0)
+        latencies.sort()
+        out["find_symbol_p50_ms"] = round(1000 * latencies[len(latencies) // 2], 2)
+        out["find_symbol_p90_ms"] = round(1000 * latencies[int(len(latencies) * 0.9)], 2)
+        await sup.stop()
+    service.index.close()
+    out["peak_rss_server_mib"] = round(rss_mib(resource.RUSAGE_SELF), 1)
+    out["peak_rss_worker_mib"] = round(rss_mib(resource.RUSAGE_CHILDREN), 1)
+    out["index_mib"] = round(index_path(home).stat().st_size / 2**20, 1)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--files", type=int, default=2500, help="supported files to copy (default 2500)"
+    )
+    parser.add_argument(
+        "--source",
+        action="append",
+        type=Path,
+        help="source tree(s) to copy (default: stdlib, then site-packages)",
+    )
+    parser.add_argument(
+        "--workers", default="auto", help="parser workers (default: auto = CPUs available)"
+    )
+    parser.add_argument("--warm-runs", type=int, default=5)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="memtrio-bench-code-") as tmp:
+        repo = Path(tmp) / "tree"
+        home = Path(tmp) / "home"
+        home.mkdir()
+        copied = build_tree(args.source or default_sources(), repo, args.files)
+        result = trio.run(bench, args, repo.resolve(), home)
+        result["tree_files"] = copied
+        result["python"] = sys.version.split()[0]
+    if args.json:
+        print(json.dumps(result))
+    else:
+        width = max(map(len, result))
+        for key, value in result.items():
+            print(f"{key:<{width}}  {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
