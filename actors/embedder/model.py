@@ -199,6 +199,9 @@ class OnnxEncoder:
         if intra_op_threads > 0:
             options.intra_op_num_threads = intra_op_threads
         options.log_severity_level = 3
+        # Idle intra-op threads would otherwise spin after every run, taking CPU from
+        # the rest of the server (and the PageRank) on small machines.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             self._session = ort.InferenceSession(
                 str(spec.model_path), sess_options=options, providers=providers_for(backend)

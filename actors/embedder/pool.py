@@ -294,9 +294,12 @@ class EmbedderPool:
             with trace.span(
                 "embedder", "embed", worker=ctx.id, texts=len(texts), requests=len(live)
             ):
-                vectors, truncated = await trio.to_thread.run_sync(
-                    self._encode, texts, abandon_on_cancel=True
-                )
+                # Past the timeout every caller of this batch has given up: a stuck
+                # encode is abandoned and the worker restarts, so the pool recovers.
+                with trio.fail_after(self.config.timeout):
+                    vectors, truncated = await trio.to_thread.run_sync(
+                        self._encode, texts, abandon_on_cancel=True
+                    )
         except ModelError as exc:
             error = EmbedderUnavailable(f"the embedding model cannot load: {exc}")
             for cmd in live:

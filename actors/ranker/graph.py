@@ -219,22 +219,13 @@ class RecallCache:
         ):
             self._link(node("memory", memory_id), node("relation", relation_id))
         for kind in KINDS:
-            ids: list[int] = []
-            blobs: list[bytes] = []
-            nbytes = self.dim * 4
-            for item_id, blob in conn.execute(
-                "SELECT item_id, vec FROM vectors WHERE kind = ? AND model = ? AND revision = ? AND dim = ?",
-                (kind, self.model, self.revision, self.dim),
-            ):
-                if len(blob) == nbytes:
-                    ids.append(item_id)
-                    blobs.append(blob)
-            matrix = (
-                np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), self.dim)
-                if ids
-                else np.zeros((0, self.dim), np.float32)
-            )
-            self.index[kind].bulk_load(np.array(ids, dtype=np.int64), matrix)
+            where = "kind = ? AND model = ? AND revision = ? AND dim = ?"
+            params = (kind, self.model, self.revision, self.dim)
+            count = conn.execute(f"SELECT count(*) FROM vectors WHERE {where}", params).fetchone()[
+                0
+            ]
+            rows = conn.execute(f"SELECT item_id, vec FROM vectors WHERE {where}", params)
+            self.index[kind].load_rows(rows, count)
 
     def _name_entity(self, item_id: int, canonical: str) -> None:
         old = self.entity_name.pop(item_id, None)

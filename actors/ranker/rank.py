@@ -21,18 +21,29 @@ distribution itself, so that case skips igraph.
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 from dataclasses import dataclass
 
-import igraph
-import numpy as np
+# igraph's PageRank uses OpenMP; on a busy 2-core machine (onnxruntime threads,
+# other processes) idle OpenMP threads spinning for work turned a 3 ms PPR into
+# 100+ ms outliers. The graphs here are small: one thread, waiting passively.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import igraph  # noqa: E402 - after the OpenMP settings above
+import numpy as np  # noqa: E402
+
+from ..store.db import VOCAB_TABLE  # noqa: E402
 from .graph import KIND_CODE, RecallCache, node, node_id, node_kind
 
 MAX_HOPS = 2  # seed -> entity -> memory (or memory -> entity -> memory)
-MAX_NEIGHBOURHOOD = 10_000  # nodes; PPR on 10k nodes takes ~2 ms
+MAX_NEIGHBOURHOOD = 2_000  # nodes; PPR plus building the subgraph stays under ~10 ms
 FTS_CANDIDATES = 200  # BM25 rows fetched before the scope / type filter
+MAX_FTS_TERMS = 32
+COMMON_FRACTION = 0.2  # terms in more than this share of memories are dropped from the FTS5 query
+PRUNE_FROM = 5_000  # memories; below that every FTS5 query is cheap and nothing is dropped
 LEXICAL_SHARE = 0.5  # of the memory seed mass, given to FTS5 matches (the rest to cosine seeds)
 RELATION_SHARE = 0.5  # of the entity/relation seed mass, given to relation seeds
 
@@ -72,8 +83,8 @@ def light_stem(word: str) -> str:
     return word
 
 
-def fts_query(text: str) -> str | None:
-    """An FTS5 MATCH expression: the query's distinct non-stopword terms, stemmed, as OR-ed prefixes."""
+def fts_terms(text: str) -> list[str]:
+    """The query's distinct non-stopword words, lightly stemmed (matched as prefixes)."""
     terms: list[str] = []
     for token in _FTS_TOKEN.findall(text.casefold()):
         if token in STOPWORDS:
@@ -81,18 +92,50 @@ def fts_query(text: str) -> str | None:
         stem = light_stem(token)
         if stem not in terms:
             terms.append(stem)
+    return terms[:MAX_FTS_TERMS]
+
+
+def fts_query(text: str) -> str | None:
+    """An FTS5 MATCH expression: the query's terms (see `fts_terms`) as OR-ed quoted prefixes."""
+    terms = fts_terms(text)
+    return " OR ".join(f'"{t}"*' for t in terms) if terms else None
+
+
+def _selective_terms(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
+    """Drop terms found in more than `COMMON_FRACTION` of the memories (if a rarer one remains).
+
+    They barely move BM25 but make FTS5 score most of the store. Uses the
+    connection's ``fts5vocab`` table (the store's read connections have one);
+    without it, every term is kept.
+    """
+    try:
+        total = conn.execute("SELECT max(rowid) FROM memories").fetchone()[0] or 0
+        if total < PRUNE_FROM:
+            return terms
+        freqs = {
+            t: conn.execute(
+                f"SELECT coalesce(sum(doc), 0) FROM {VOCAB_TABLE} WHERE term >= ? AND term < ?",
+                (t, t + "\U0010ffff"),
+            ).fetchone()[0]
+            for t in terms
+        }
+    except sqlite3.OperationalError:
+        return terms
+    common = COMMON_FRACTION * total
+    selective = [t for t in terms if freqs[t] <= common]
+    return selective if any(freqs[t] > 0 for t in selective) else terms
+
+
+def fts_candidates(conn: sqlite3.Connection, query: str) -> list[tuple[int, float]]:
+    """The best `FTS_CANDIDATES` memories by BM25, unfiltered: (rowid, score, larger is better).
+
+    Independent of the query vector, so the ranker runs it while the query is embedded.
+    """
+    terms = fts_terms(query)
     if not terms:
-        return None
-    return " OR ".join(f'"{t}"*' for t in terms[:32])
-
-
-def lexical_seeds(
-    conn: sqlite3.Connection, query: str, allowed: np.ndarray, k: int
-) -> list[tuple[int, float]]:
-    """Top ``k`` allowed memories by BM25 with their (positive, larger is better) scores."""
-    expr = fts_query(query)
-    if expr is None:
         return []
+    terms = _selective_terms(conn, terms)
+    expr = " OR ".join(f'"{t}"*' for t in terms)
     try:
         rows = conn.execute(
             "SELECT rowid, -bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?",
@@ -100,10 +143,17 @@ def lexical_seeds(
         ).fetchall()
     except sqlite3.OperationalError:
         return []
+    return [(int(r), float(sc)) for r, sc in rows]
+
+
+def lexical_seeds(
+    candidates: list[tuple[int, float]], allowed: np.ndarray, k: int
+) -> list[tuple[int, float]]:
+    """The first ``k`` allowed memories of ``candidates`` (see `fts_candidates`)."""
     out: list[tuple[int, float]] = []
-    for rowid, score in rows:
+    for rowid, score in candidates:
         if rowid < len(allowed) and allowed[rowid]:
-            out.append((int(rowid), float(score)))
+            out.append((rowid, score))
             if len(out) >= k:
                 break
     return out
@@ -124,8 +174,12 @@ def seeds(
     qvec: np.ndarray,
     masks: dict[str, np.ndarray],
     p: Params,
+    lexical: list[tuple[int, float]] | None = None,
 ) -> dict[int, float]:
-    """The reset distribution of PPR: node -> weight (not normalised)."""
+    """The reset distribution of PPR: node -> weight (not normalised).
+
+    ``lexical``: `fts_candidates` already fetched (else they are fetched on ``conn``).
+    """
     out: dict[int, float] = {}
 
     def add(n: int, w: float) -> None:
@@ -138,7 +192,9 @@ def seeds(
     for item_id, w in zip(ids.tolist(), softmax(cos, p.seed_temperature).tolist(), strict=True):
         add(node("memory", item_id), dense_mass * w)
     if p.use_lexical:
-        lex = lexical_seeds(conn, query, masks["memory"], k)
+        if lexical is None:
+            lexical = fts_candidates(conn, query)
+        lex = lexical_seeds(lexical, masks["memory"], k)
         if lex:
             # Reciprocal-rank weights: BM25 magnitudes are not comparable across queries.
             ranks = np.array([1.0 / (r + 1) for r in range(len(lex))])
@@ -165,7 +221,11 @@ def seeds(
 
 
 def neighbourhood(cache: RecallCache, start: list[int], masks: dict[str, np.ndarray]) -> list[int]:
-    """Allowed nodes within `MAX_HOPS` of ``start`` (breadth first, capped)."""
+    """Allowed nodes within `MAX_HOPS` of ``start`` (breadth first, seeds first, capped).
+
+    A node reached only through a hub gets the hub's mass divided by its
+    degree, so stopping at `MAX_NEIGHBOURHOOD` nodes loses little.
+    """
     kinds = {KIND_CODE[k]: masks[k] for k in masks}
     seen = dict.fromkeys(start)
     frontier = list(start)
@@ -191,12 +251,18 @@ def neighbourhood(cache: RecallCache, start: list[int], masks: dict[str, np.ndar
 
 def personalized_pagerank(
     cache: RecallCache, reset: dict[int, float], masks: dict[str, np.ndarray], damping: float
-) -> dict[int, float]:
+) -> tuple[np.ndarray, np.ndarray]:
+    """PPR over the seeds' neighbourhood: (node ids, their rank), as arrays."""
     nodes = neighbourhood(cache, list(reset), masks)
     position = {n: i for i, n in enumerate(nodes)}
     edges: list[tuple[int, int]] = []
     for n, i in position.items():
-        for m in cache.adj.get(n, ()):
+        peers = cache.adj.get(n)
+        if not peers:
+            continue
+        # Walk the smaller side: a hub's thousands of peers, or the neighbourhood.
+        candidates = peers if len(peers) <= len(position) else [m for m in position if m in peers]
+        for m in candidates:
             j = position.get(m)
             if j is not None and i < j:
                 edges.append((i, j))
@@ -204,13 +270,16 @@ def personalized_pagerank(
     for n, w in reset.items():
         weights[position[n]] = w
     total = weights.sum()
-    if not edges or total <= 0:
-        return {n: w / total for n, w in reset.items()} if total > 0 else {}
+    node_arr = np.fromiter(nodes, dtype=np.int64, count=len(nodes))
+    if total <= 0:
+        return node_arr, np.zeros(len(nodes))
+    if not edges:
+        return node_arr, weights / total
     graph = igraph.Graph(n=len(nodes), edges=edges, directed=False)
     ranks = graph.personalized_pagerank(
         damping=damping, reset=(weights / total).tolist(), directed=False
     )
-    return {n: ranks[i] for n, i in position.items()}
+    return node_arr, np.asarray(ranks)
 
 
 def rank(
@@ -221,19 +290,22 @@ def rank(
     masks: dict[str, np.ndarray],
     limit: int,
     p: Params,
+    lexical: list[tuple[int, float]] | None = None,
 ) -> list[tuple[int, float]]:
     """The best ``limit`` memories for ``query`` as (memory id, score), best first."""
-    reset = seeds(cache, conn, query, qvec, masks, p)
+    reset = seeds(cache, conn, query, qvec, masks, p, lexical)
     if not reset:
         return []
     if p.use_graph:
-        scores = personalized_pagerank(cache, reset, masks, p.damping)
+        nodes, scores = personalized_pagerank(cache, reset, masks, p.damping)
     else:
-        total = sum(reset.values())
-        scores = {n: w / total for n, w in reset.items()}
-    mem = KIND_CODE["memory"]
-    ranked = sorted(
-        ((node_id(n), s) for n, s in scores.items() if node_kind(n) == mem and s > 0),
-        key=lambda t: (-t[1], t[0]),
-    )
-    return ranked[:limit]
+        nodes = np.fromiter(reset.keys(), dtype=np.int64, count=len(reset))
+        scores = np.fromiter(reset.values(), dtype=np.float64, count=len(reset))
+        scores = scores / scores.sum()
+    keep = (nodes % 3 == KIND_CODE["memory"]) & (scores > 0)
+    nodes, scores = nodes[keep] // 3, scores[keep]
+    if len(nodes) > limit:
+        top = np.argpartition(-scores, limit - 1)[:limit]
+        nodes, scores = nodes[top], scores[top]
+    order = np.lexsort((nodes, -scores))
+    return [(int(nodes[i]), float(scores[i])) for i in order]

@@ -39,7 +39,7 @@ import trio
 
 from ...protocol.messages import Command, Reply
 from ...protocol.tools import ToolError
-from ...supervisors import trace
+from ...supervisors import faults, trace
 from ...supervisors.app import AppContext
 from ...supervisors.supervisor import ChildContext, Mailbox
 from . import rank as rank_mod
@@ -75,6 +75,7 @@ class _Request:
     memory_type: str | None
     limit: int
     params: rank_mod.Params
+    lexical: list[tuple[int, float]] | None = None  # FTS5 candidates fetched beforehand
 
 
 def _fingerprint(conn: sqlite3.Connection) -> tuple:
@@ -141,13 +142,44 @@ class Ranker:
             )
         from ..embedder.pool import EmbeddingError
 
-        try:
-            result = await embedder.embed([query])
-        except EmbeddingError as exc:
-            trace.warning(ACTOR, "semantic_recall_failed", error=str(exc), fallback="lexical")
+        params = self.params(
+            **{
+                k: v
+                for k, v in (("use_graph", use_graph), ("use_lexical", use_lexical))
+                if v is not None
+            }
+        )
+        store = self.app.services.get("store")
+        lexical: list[tuple[int, float]] | None = None
+        failure: EmbeddingError | None = None
+        result: Any = None
+
+        async def embed_query() -> None:
+            nonlocal result, failure
+            try:
+                result = await embedder.embed([query])
+            except EmbeddingError as exc:
+                failure = exc
+
+        if params.use_lexical and store is not None:
+            # The FTS5 query does not need the vector: run both at once.
+            async def fetch_lexical() -> None:
+                nonlocal lexical
+                try:
+                    lexical = await store.read(lambda conn: rank_mod.fts_candidates(conn, query))
+                except (ToolError, sqlite3.Error):
+                    lexical = None  # the actor queries its own connection instead
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(fetch_lexical)
+                await embed_query()
+        else:
+            await embed_query()
+        if failure is not None:
+            trace.warning(ACTOR, "semantic_recall_failed", error=str(failure), fallback="lexical")
             raise RankerError(
-                f"semantic recall failed, falling back to lexical ranking: {exc}"
-            ) from exc
+                f"semantic recall failed, falling back to lexical ranking: {failure}"
+            ) from failure
         warnings = []
         if result.truncated and result.truncated[0]:
             warnings.append(
@@ -159,13 +191,8 @@ class Ranker:
             scopes=tuple(scope_ids) if scope_ids is not None else None,
             memory_type=memory_type,
             limit=limit,
-            params=self.params(
-                **{
-                    k: v
-                    for k, v in (("use_graph", use_graph), ("use_lexical", use_lexical))
-                    if v is not None
-                }
-            ),
+            params=params,
+            lexical=lexical,
         )
         reply = Reply()
         await self.mailbox.send(
@@ -220,6 +247,8 @@ class Ranker:
                 nursery.start_soon(stop_on_shutdown)
                 async for cmd in self.mailbox.receive_channel:
                     with ctx.serving(cmd.reply):
+                        if faults.ACTIVE:
+                            await faults.hit("ranker.rank")  # a crash of the ranker actor itself
                         token = trace.current.set(cmd.trace) if cmd.trace is not None else None
                         try:
                             cmd.reply.set(await self._serve_recall(cmd.op))
@@ -371,6 +400,7 @@ class Ranker:
                 masks,
                 request.limit,
                 request.params,
+                request.lexical,
             )
             extra["results"] = len(ranked)
         return ranked

@@ -1,0 +1,374 @@
+#!/usr/bin/env python
+"""Recall benchmark: remember-with-embedding, semantic recall latency, embedding throughput, peak RSS.
+
+For each store size (default 10,000 and 100,000 memories):
+
+1. A synthetic store is written directly with SQL (fast): memories built from
+   topic templates with varied details, each linked to 1-3 of ~size/50
+   entities (some relations between entities too), and a vector per memory,
+   entity and relation. Vectors come from the real model for the distinct
+   template sentences; each memory's vector is its template's vector plus
+   small noise, re-normalised (embedding 100,000 distinct texts would take
+   minutes and does not change the cost of the search).
+2. A real ``memtrio mcp`` server is started on it (official MCP client over
+   stdio) and measured end to end, as an agent sees it:
+   - ``remember`` with embedding (sequential calls, new distinct texts);
+   - ``recall`` with semantic ranking (seeds + FTS5 + PPR), queries that are
+     not verbatim memories;
+   - the server's peak RSS (VmHWM from /proc) after all of that.
+3. Embedding throughput in this process with the embedder pool: texts/s when
+   batched (one call of many texts) and single (one text per call, sequential).
+
+Usage::
+
+    python tools/bench_recall.py                  # 10k and 100k
+    python tools/bench_recall.py --sizes 10000 --calls 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import trio
+from mcp import Client, StdioServerParameters
+from memtrio.actors.embedder.feature import FEATURE as EMBEDDER
+from memtrio.actors.store import schema
+from memtrio.actors.store.db import db_path
+from memtrio.supervisors import config as config_mod
+from memtrio.supervisors.app import build_context, open_app
+
+TOPICS = [
+    "The {svc} service retries failed {thing} requests {n} times with exponential backoff.",
+    "We decided to cache {thing} lookups in {store} for {n} minutes to cut latency.",
+    "Deploys of {svc} are blocked when the {thing} migration has not finished.",
+    "The {svc} team owns the {thing} schema and reviews every change to it.",
+    "Flaky test in {svc}: the {thing} fixture leaks a {store} connection after {n} runs.",
+    "Use the {store} client from the shared library; hand-rolled {thing} clients broke twice.",
+    "Incident {n}: {svc} ran out of memory while parsing large {thing} payloads.",
+    "The {thing} endpoint of {svc} must stay backwards compatible until version {n}.",
+    "Logs from {svc} go to {store}; keep {thing} identifiers out of them for privacy.",
+    "Feature flag {thing}-{n} gates the new {svc} rollout; remove it after the launch.",
+]
+SERVICES = [
+    "billing",
+    "auth",
+    "search",
+    "checkout",
+    "inventory",
+    "gateway",
+    "notifications",
+    "reporting",
+    "ingest",
+    "scheduler",
+]
+THINGS = [
+    "invoice",
+    "token",
+    "webhook",
+    "order",
+    "session",
+    "payment",
+    "profile",
+    "export",
+    "upload",
+    "catalog",
+    "ledger",
+    "quota",
+]
+STORES = ["Redis", "Postgres", "S3", "Kafka", "Elasticsearch", "memcached", "SQLite", "BigQuery"]
+QUERIES = [
+    "why do payment callbacks get sent more than once",
+    "where should cached lookups live and for how long",
+    "who is responsible for changing the database schema",
+    "what causes the out of memory crash when parsing uploads",
+    "which client library must be used to talk to the queue",
+    "how long do we keep old API versions working",
+    "what must never be written to the logs",
+    "when can the rollout flag be removed",
+    "why are deployments blocked",
+    "tests that leak connections",
+]
+
+
+def now() -> float:
+    return time.time()
+
+
+def template_texts(rng: random.Random, count: int) -> list[str]:
+    out = []
+    for i in range(count):
+        t = TOPICS[i % len(TOPICS)]
+        out.append(
+            t.format(
+                svc=rng.choice(SERVICES),
+                thing=rng.choice(THINGS),
+                store=rng.choice(STORES),
+                n=rng.randint(2, 99),
+            )
+        )
+    return out
+
+
+async def embed_all(home: Path, texts: list[str]) -> tuple[np.ndarray, str, str, dict[str, float]]:
+    """Embed ``texts`` with the embedder pool; also measure batched and single throughput."""
+    cfg = config_mod.load(home, env={"MEMTRIO_EMBEDDINGS": "on"})
+    app = build_context(cfg, home)
+    async with open_app(app, [EMBEDDER]):
+        pool = app.services["embedder"]
+        await pool.load()
+        started = time.perf_counter()
+        chunks = [await pool.embed(texts[i : i + 512]) for i in range(0, len(texts), 512)]
+        batched = len(texts) / (time.perf_counter() - started)
+        single_texts = texts[:200]
+        started = time.perf_counter()
+        for text in single_texts:
+            await pool.embed([text])
+        single = len(single_texts) / (time.perf_counter() - started)
+        vectors = np.concatenate([c.vectors for c in chunks])
+        return (
+            vectors,
+            pool.model,
+            pool.revision,
+            {"batched_texts_per_s": round(batched, 1), "single_texts_per_s": round(single, 1)},
+        )
+
+
+def build_store(
+    home: Path,
+    size: int,
+    base: list[str],
+    base_vecs: np.ndarray,
+    model: str,
+    revision: str,
+    seed: int,
+) -> None:
+    rng = np.random.default_rng(seed)
+    prng = random.Random(seed)
+    conn = sqlite3.connect(str(db_path(home)), isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = OFF")
+    schema.migrate(conn)
+    conn.execute("BEGIN")
+    conn.execute("INSERT INTO scopes (id, name) VALUES (1, 'global')")
+    n_entities = max(50, size // 50)
+    t = now()
+    entity_names = [f"{prng.choice(SERVICES)}-{prng.choice(THINGS)}-{i}" for i in range(n_entities)]
+    conn.executemany(
+        "INSERT INTO entities (id, name, canonical_name, kind, created_at, updated_at) VALUES (?, ?, ?, 'component', ?, ?)",
+        [(i + 1, name, name, t, t) for i, name in enumerate(entity_names)],
+    )
+    conn.executemany(
+        "INSERT INTO entity_scopes VALUES (?, 1)", [(i + 1,) for i in range(n_entities)]
+    )
+    n_relations = n_entities // 2
+    rel_rows = set()
+    while len(rel_rows) < n_relations:
+        a, b = prng.randrange(n_entities) + 1, prng.randrange(n_entities) + 1
+        if a != b:
+            rel_rows.add((a, b))
+    conn.executemany(
+        "INSERT INTO relations (id, source_id, target_id, relation_type, created_at) VALUES (?, ?, ?, 'depends_on', ?)",
+        [(i + 1, a, b, t) for i, (a, b) in enumerate(sorted(rel_rows))],
+    )
+    conn.executemany(
+        "INSERT INTO relation_scopes VALUES (?, 1)", [(i + 1,) for i in range(n_relations)]
+    )
+    dim = base_vecs.shape[1]
+
+    def vec_rows(kind: str, ids: range, vecs: np.ndarray) -> list[tuple[Any, ...]]:
+        return [
+            (kind, i, model, revision, dim, v.astype(np.float32).tobytes())
+            for i, v in zip(ids, vecs, strict=True)
+        ]
+
+    ent_vecs = base_vecs[rng.integers(0, len(base_vecs), n_entities)] + rng.normal(
+        0, 0.05, (n_entities, dim)
+    )
+    ent_vecs /= np.linalg.norm(ent_vecs, axis=1, keepdims=True)
+    conn.executemany(
+        "INSERT INTO vectors VALUES (?, ?, ?, ?, ?, ?)",
+        vec_rows("entity", range(1, n_entities + 1), ent_vecs),
+    )
+    rel_vecs = base_vecs[rng.integers(0, len(base_vecs), n_relations)] + rng.normal(
+        0, 0.05, (n_relations, dim)
+    )
+    rel_vecs /= np.linalg.norm(rel_vecs, axis=1, keepdims=True)
+    conn.executemany(
+        "INSERT INTO vectors VALUES (?, ?, ?, ?, ?, ?)",
+        vec_rows("relation", range(1, n_relations + 1), rel_vecs),
+    )
+    batch = 10_000
+    for start in range(0, size, batch):
+        ids = range(start + 1, min(start + batch, size) + 1)
+        which = rng.integers(0, len(base), len(ids))
+        texts = [f"{base[w]} (ticket {prng.randint(1000, 99999)})" for w in which]
+        conn.executemany(
+            "INSERT INTO memories (id, content, memory_type, created_at, updated_at) VALUES (?, ?, 'observation', ?, ?)",
+            [(i, text, t, t) for i, text in zip(ids, texts, strict=True)],
+        )
+        conn.executemany("INSERT INTO memory_scopes VALUES (?, 1)", [(i,) for i in ids])
+        links = []
+        for i in ids:
+            # Zipf-like popularity: a few entities are hubs, most are rare.
+            for e in set(
+                int(min(n_entities, rng.zipf(1.6)))
+                if prng.random() < 0.2
+                else prng.randrange(n_entities) + 1
+                for _ in range(prng.randint(1, 3))
+            ):
+                links.append((i, e))
+        conn.executemany("INSERT OR IGNORE INTO memory_entities VALUES (?, ?)", links)
+        conn.executemany(
+            "INSERT INTO memory_relations VALUES (?, ?)",
+            [(i, prng.randrange(n_relations) + 1) for i in ids if prng.random() < 0.1],
+        )
+        vecs = base_vecs[which] + rng.normal(0, 0.02, (len(ids), dim))
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        conn.executemany(
+            "INSERT INTO vectors VALUES (?, ?, ?, ?, ?, ?)", vec_rows("memory", ids, vecs)
+        )
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def server_params(home: Path) -> StdioServerParameters:
+    env = {k: os.environ[k] for k in ("PATH", "HOME", "PYTHONPATH") if k in os.environ}
+    env.update(
+        {
+            "MEMTRIO_HOME": str(home),
+            "MEMTRIO_EMBEDDINGS": "on",
+            "MEMTRIO_CODE": "off",
+            "MEMTRIO_LOG_LEVEL": "warning",
+        }
+    )
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "memtrio.supervisors.cli", "mcp"],
+        env=env,
+        cwd=str(home),
+    )
+
+
+def server_pid() -> int | None:
+    me = os.getpid()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == me and b"memtrio.supervisors.cli" in cmdline:
+            return int(entry.name)
+    return None
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+async def measure_server(home: Path, calls: int, rng: random.Random) -> dict[str, Any]:
+    async with Client(server_params(home), read_timeout_seconds=600) as client:
+        pid = server_pid()
+        started = time.perf_counter()
+        first = await client.call_tool("recall", {"query": "warm up", "limit": 10})
+        assert not first.is_error, first.content
+        first_recall_s = time.perf_counter() - started
+        remember_ms = []
+        for i, text in enumerate(template_texts(rng, calls)):
+            t0 = time.perf_counter()
+            out = await client.call_tool(
+                "remember",
+                {"content": f"{text} (bench {i})", "entities": [f"bench-entity-{i % 7}"]},
+            )
+            remember_ms.append((time.perf_counter() - t0) * 1000)
+            assert not out.is_error, out.content
+        recall_ms = []
+        rankings = set()
+        for i in range(calls):
+            query = QUERIES[i % len(QUERIES)]
+            t0 = time.perf_counter()
+            out = await client.call_tool("recall", {"query": query, "limit": 10})
+            recall_ms.append((time.perf_counter() - t0) * 1000)
+            assert not out.is_error, out.content
+            rankings.add(out.structured_content["ranking"])
+        rss = peak_rss_mb(pid) if pid else float("nan")
+    return {
+        "first_recall_s (cache load + model load)": round(first_recall_s, 2),
+        "remember_p50_ms": round(statistics.median(remember_ms), 1),
+        "remember_p99_ms": round(pct(remember_ms, 99), 1),
+        "recall_p50_ms": round(statistics.median(recall_ms), 1),
+        "recall_p99_ms": round(pct(recall_ms, 99), 1),
+        "recall_ranking": sorted(rankings),
+        "server_peak_rss_mb": round(rss, 1),
+    }
+
+
+async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
+    rng = random.Random(7)
+    workdir = Path(tempfile.mkdtemp(prefix="memtrio-bench-"))
+    base = template_texts(rng, args.templates)
+    vecs, model, revision, throughput = await embed_all(workdir / "embed", base)
+    results = []
+    for size in args.sizes:
+        home = workdir / f"n{size}"
+        home.mkdir(parents=True)
+        started = time.perf_counter()
+        build_store(home, size, base, vecs, model, revision, seed=size)
+        print(f"built {size} memories in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        row = {"memories": size, **await measure_server(home, args.calls, rng), **throughput}
+        print(json.dumps(row), file=sys.stderr)
+        results.append(row)
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[10_000, 100_000]
+    )
+    parser.add_argument("--calls", type=int, default=200, help="remember and recall calls per size")
+    parser.add_argument(
+        "--templates",
+        type=int,
+        default=2000,
+        help="distinct sentences embedded for the synthetic store",
+    )
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args()
+    results = trio.run(main_async, args)
+    keys = list(results[0])
+    print("| " + " | ".join(keys) + " |")
+    print("| " + " | ".join("---" for _ in keys) + " |")
+    for row in results:
+        print("| " + " | ".join(str(row[k]) for k in keys) + " |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
