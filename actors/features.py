@@ -12,6 +12,7 @@ import importlib
 FEATURE_MODULES = [
     "memtrio.actors.status",
     "memtrio.actors.store.feature",
+    "memtrio.actors.kg.feature",
     "memtrio.actors.embedder.feature",
     "memtrio.actors.ranker.feature",
     "memtrio.actors.code.feature",

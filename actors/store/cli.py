@@ -398,6 +398,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.format == "jsonl":
+        from ..kg.cli import export_jsonl
+
+        return export_jsonl(args)
+
     async def body(app: AppContext) -> int:
         store = tools.store_of(app)
         records = await store.read(lambda conn: list(transfer.export_lines(conn)))
@@ -426,11 +431,17 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     try:
         if args.file == "-":
-            lines = sys.stdin.read().splitlines()
+            lines = sys.stdin.read().split("\n")  # not splitlines: U+2028 may be inside a line
         else:
-            lines = Path(args.file).read_text(encoding="utf-8").splitlines()
+            lines = Path(args.file).read_text(encoding="utf-8").split("\n")
     except OSError as exc:
         raise CliError(f"cannot read {args.file}: {exc.strerror or exc}") from None
+    from ..kg import jsonl
+
+    if args.format == "jsonl" or (args.format is None and jsonl.is_reference_format(lines)):
+        from ..kg.cli import import_jsonl
+
+        return import_jsonl(args, lines)
     try:
         records = transfer.parse_lines(lines)
     except transfer.ImportError_ as exc:
@@ -552,5 +563,16 @@ def register(sub: Any) -> None:
 
     p = _parser(sub, "export", "write the whole store as JSON lines", cmd_export, json_flag=False)
     p.add_argument("file", nargs="?", help="output file (default: stdout)")
+    p.add_argument(
+        "--format",
+        choices=["memtrio", "jsonl"],
+        default="memtrio",
+        help="memtrio: the whole store (default); jsonl: the knowledge graph as the reference memory server's memory.jsonl",
+    )
     p = _parser(sub, "import", "read a JSON-lines export into the store", cmd_import)
     p.add_argument("file", help="the export file ('-' reads stdin)")
+    p.add_argument(
+        "--format",
+        choices=["memtrio", "jsonl"],
+        help="default: detected (a memtrio export starts with its header; else the reference memory.jsonl)",
+    )

@@ -154,7 +154,31 @@ CREATE TABLE recall_log (
 );
 """
 
-MIGRATIONS: list[str] = [SCHEMA_VERSION_1]
+# Version 2 (knowledge graph): an external-content FTS5 index over entity names
+# and types, kept by triggers, so search_nodes matches names and types by word
+# and prefix; observations are memories and already live in memories_fts.
+SCHEMA_VERSION_2 = """
+CREATE VIRTUAL TABLE entities_fts USING fts5 (
+    name,
+    kind,
+    content = 'entities',
+    content_rowid = 'id',
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+INSERT INTO entities_fts (entities_fts) VALUES ('rebuild');
+CREATE TRIGGER entities_fts_insert AFTER INSERT ON entities BEGIN
+    INSERT INTO entities_fts (rowid, name, kind) VALUES (new.id, new.name, new.kind);
+END;
+CREATE TRIGGER entities_fts_delete AFTER DELETE ON entities BEGIN
+    INSERT INTO entities_fts (entities_fts, rowid, name, kind) VALUES ('delete', old.id, old.name, old.kind);
+END;
+CREATE TRIGGER entities_fts_update AFTER UPDATE OF name, kind ON entities BEGIN
+    INSERT INTO entities_fts (entities_fts, rowid, name, kind) VALUES ('delete', old.id, old.name, old.kind);
+    INSERT INTO entities_fts (rowid, name, kind) VALUES (new.id, new.name, new.kind);
+END;
+"""
+
+MIGRATIONS: list[str] = [SCHEMA_VERSION_1, SCHEMA_VERSION_2]
 LATEST = len(MIGRATIONS)
 
 

@@ -1,0 +1,1 @@
+"""The knowledge graph: the reference memory server's tools over the memory store."""

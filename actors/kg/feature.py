@@ -1,0 +1,30 @@
+"""The knowledge-graph feature: 26 tools over the memory store (no actors of its own)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...supervisors.supervisor import ChildSpec
+from .tools import TOOLS
+
+INSTRUCTIONS = (
+    "memtrio knowledge graph: entities {name, entityType, observations}, relations {from, to, relationType} "
+    "in active voice, with the reference memory server's tools (create_entities, search_nodes, open_nodes, ...) "
+    "and more (find_path, get_neighbors, merge_entities, ...). Large answers are paginated: follow nextOffset; "
+    "mode=names or summary keeps pages small. Observations are memories, so recall finds them too."
+)
+
+
+class _GraphFeature:
+    name = "kg"
+
+    def setup(self, app: Any) -> None:
+        app.add_tools(TOOLS)
+        if any(app.registry.get(t.name) is not None for t in TOOLS):
+            app.instructions.append(INSTRUCTIONS)
+
+    def children(self, app: Any) -> list[ChildSpec]:
+        return []
+
+
+FEATURE = _GraphFeature()
