@@ -1,0 +1,123 @@
+"""The graph over the memory store: embeddings in the same write, scope rules, one commit per call."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import msgspec
+import pytest
+from mcp_client import fails, ok, open_client
+from memtrio.actors.kg import graph
+from memtrio.actors.kg import tools as K
+from memtrio.actors.store import schema
+from memtrio.actors.store.writer import Change
+from memtrio.protocol.tools import ToolError
+from test_memory_embeddings import FakeEmbedder, app_with, vectors
+from test_store_writer import Ctx
+
+
+async def test_observations_and_new_entities_are_embedded_in_the_same_write(
+    home: Path,
+) -> None:
+    embedder = FakeEmbedder()
+    async with app_with(home, embedder=embedder) as app:
+        ctx = Ctx(app)
+        seen: list[Change] = []
+        app.services["store"].add_listener(seen.extend)
+        args = msgspec.convert(
+            {
+                "entities": [
+                    {"name": "Tea", "entityType": "drink", "observations": ["green", "hot"]}
+                ]
+            },
+            K.CreateEntitiesArgs,
+        )
+        await K.create_entities(ctx, args)
+        assert embedder.calls == [["green", "hot", "Tea (drink)"]]
+        stored = vectors(home)
+        assert {k[0] for k in stored} == {"memory", "entity"} and len(stored) == 3
+        memory_changes = [c for c in seen if c.kind == "memory"]
+        assert len(memory_changes) == 2 and all(c.vector is not None for c in memory_changes)
+
+        embedder.fail = True
+        more = msgspec.convert(
+            {"observations": [{"entityName": "Tea", "contents": ["iced"]}]}, K.AddObservationsArgs
+        )
+        with pytest.raises(ToolError, match="nothing was stored"):
+            await K.add_observations(ctx, more)
+        got = await K.get_entity(ctx, K.NameArgs(name="Tea"))
+        assert got["observations"] == ["green", "hot"]
+
+
+def _conn(tmp_path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(tmp_path / "kg.sqlite", isolation_level=None)
+    conn.execute("PRAGMA foreign_keys = ON")
+    schema.migrate(conn)
+    return conn
+
+
+def _write(conn: sqlite3.Connection, view: graph.View, fn: object) -> object:
+    conn.execute("BEGIN IMMEDIATE")
+    w = graph.Writer(conn, view, None)
+    result = fn(w)  # type: ignore[operator]
+    conn.execute("COMMIT")
+    return result
+
+
+def _read(conn: sqlite3.Connection, view: graph.View, fn: object) -> object:
+    return fn(conn, graph.Scoped(conn, view))  # type: ignore[operator]
+
+
+def test_each_repository_sees_and_changes_only_its_part_of_a_shared_entity(
+    tmp_path: Path,
+) -> None:
+    conn = _conn(tmp_path)
+    a = graph.View(["repo:/a", "global"], ["repo:/a", "global"], "repo:/a")
+    b = graph.View(["repo:/b", "global"], ["repo:/b", "global"], "repo:/b")
+    ent = graph.EntityIn
+    _write(
+        conn,
+        a,
+        lambda w: graph.create_entities(w, [ent("X", "lib", ["from a"]), ent("Y", "lib", [])]),
+    )
+    _write(conn, a, lambda w: graph.create_relations(w, [("X", "uses", "Y")]))
+    # Repository b does not see a's graph ...
+    assert _read(conn, b, lambda c, s: graph.read_graph(c, s, 0, 10, "names", None))["total"] == 0
+    with pytest.raises(ToolError, match="create_entities first"):
+        _write(conn, b, lambda w: graph.add_observations(w, [("X", ["from b"])]))
+    conn.execute("ROLLBACK")
+    # ... creating X there links the same entity, with b's own observations.
+    made = _write(conn, b, lambda w: graph.create_entities(w, [ent("x", "lib", ["from b"])]))
+    assert made == [{"name": "X", "entityType": "lib", "observations": ["from b"]}]
+    seen_b = _read(conn, b, lambda c, s: graph.batch_get(c, s, ["X"], "full"))
+    assert seen_b["entities"][0]["observations"] == ["from b"]
+    with pytest.raises(ToolError, match="may not modify"):
+        _write(conn, b, lambda w: graph.merge_entities(w, ["X"], "Z", None))
+    conn.execute("ROLLBACK")
+    # Deleting X in b removes b's part only.
+    _write(conn, b, lambda w: graph.delete_entities(w, ["X"]))
+    assert _read(conn, b, lambda c, s: graph.read_graph(c, s, 0, 10, "names", None))["total"] == 0
+    seen_a = _read(conn, a, lambda c, s: graph.open_nodes(c, s, ["X"], 0, 10, "full"))
+    assert seen_a["entities"][0]["observations"] == ["from a"]
+    assert seen_a["relations"] == [{"from": "X", "to": "Y", "relationType": "uses"}]
+    # Deleting it in a, where it is wholly writable, deletes the row and its relation.
+    _write(conn, a, lambda w: graph.delete_entities(w, ["X"]))
+    assert conn.execute("SELECT count(*) FROM entities").fetchone()[0] == 1
+    assert conn.execute("SELECT count(*) FROM relations").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
+
+
+async def test_a_call_of_a_thousand_entities_is_one_commit(home: Path, tmp_path: Path) -> None:
+    batch = lambda start: [  # noqa: E731
+        {"name": f"e{i}", "entityType": "t", "observations": [f"o{i}-{j}" for j in range(5)]}
+        for i in range(start, start + 1000)
+    ]
+    async with open_client(
+        home, cwd=tmp_path, env={"MEMTRIO_FAULTS": "store.commit=raise@2"}
+    ) as client:
+        created = await ok(client, "create_entities", entities=batch(0))
+        assert len(created["entities"]) == 1000
+        assert "injected fault" in await fails(client, "create_entities", entities=batch(1000))
+        stats = await ok(client, "graph_stats")
+        assert (stats["entities"], stats["observations"]) == (1000, 5000)
