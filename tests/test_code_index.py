@@ -266,3 +266,28 @@ async def test_new_files_in_new_directories_are_found(tmp_path: Path, home: Path
         write(root, {"bin.py": b"\x00\x00"})
         with pytest.raises(ToolError, match="not indexed: binary"):
             await service.file_outline(root, "bin.py")
+
+
+async def test_non_utf8_paths_are_left_out(tmp_path: Path, home: Path) -> None:
+    root = make_repo(tmp_path / "repo", {"ok.py": "def ok():\n    pass\n"})
+    (root / os.fsdecode(b"bad\xff.py")).write_text("def hidden():\n    pass\n")
+    async with running_service(home) as (service, _):
+        report = await service.refresh(root)
+        assert (report.source_files, report.indexed) == (1, 1)
+
+
+def test_progress_bar_draws_one_line() -> None:
+    import io
+
+    from memtrio.actors.code.cli import _ProgressBar
+
+    stream = io.StringIO()
+    bar = _ProgressBar(stream)
+    bar(1, 4)
+    bar(2, 4)  # within 0.1 s of the last draw: skipped
+    bar(4, 4)  # the last one is always drawn
+    bar.close()
+    assert stream.getvalue() == (
+        "\rindexing [#######-----------------------] 1/4 files"
+        "\rindexing [##############################] 4/4 files\n"
+    )

@@ -200,6 +200,10 @@ def source_files(files: list[str]) -> list[tuple[str, str]]:
     for name in files:
         lang = language_for(name)
         if lang is not None:
+            try:
+                name.encode("utf-8")
+            except UnicodeEncodeError:
+                continue  # a path that is not UTF-8 cannot be named in results
             out.append((name, lang))
     return out
 
