@@ -256,15 +256,15 @@ def personalized_pagerank(
     nodes = neighbourhood(cache, list(reset), masks)
     position = {n: i for i, n in enumerate(nodes)}
     edges: list[tuple[int, int]] = []
+    # Every edge has a memory or relation end (there are no entity-entity edges), and
+    # those ends have few peers, while an entity may have thousands: walk from them.
+    entity = KIND_CODE["entity"]
     for n, i in position.items():
-        peers = cache.adj.get(n)
-        if not peers:
+        if node_kind(n) == entity:
             continue
-        # Walk the smaller side: a hub's thousands of peers, or the neighbourhood.
-        candidates = peers if len(peers) <= len(position) else [m for m in position if m in peers]
-        for m in candidates:
+        for m in cache.adj.get(n, ()):
             j = position.get(m)
-            if j is not None and i < j:
+            if j is not None and (node_kind(m) == entity or i < j):
                 edges.append((i, j))
     weights = np.zeros(len(nodes))
     for n, w in reset.items():
