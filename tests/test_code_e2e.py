@@ -198,3 +198,22 @@ async def test_code_off_hides_tools_and_command(repo: Path, home: Path) -> None:
     assert done.returncode != 0
     assert "code navigation is disabled" in done.stderr
     assert not (home / "code-v1.sqlite").exists()
+
+
+async def test_parser_crash_over_mcp_is_reported_and_replaced(tmp_path: Path, home: Path) -> None:
+    root = make_repo(
+        tmp_path / "repo",
+        {"crash.py": "def boom():\n    pass\n", "fine.py": "def fine():\n    pass\n"},
+    )
+    async with open_client(
+        home, cwd=root, env={"MEMTRIO_FAULTS": "code.parse:crash.py=exit"}
+    ) as client:
+        assert await ok(client, "find_symbol", query="fine") == "fine.py:1-2\tfunction fine"
+        assert await ok(client, "find_symbol", query="boom") == ""
+        message = await fails(client, "code_outline", path="crash.py")
+        assert "not indexed: parser worker crashed (exit status 137) and was replaced" in message
+        status = await ok(client, "server_status")
+        (parsers,) = [actor for actor in status["actors"] if actor["id"] == "code.parsers"]
+        assert parsers["state"] == "running"
+        assert sum(child["restarts"] for child in parsers["children"]) == 1
+        assert all(child["state"] == "running" for child in parsers["children"])
