@@ -82,14 +82,23 @@ class CodeService:
         return cached
 
     async def _guarded(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run a database call; a corrupt index is recreated once and the call retried."""
+        """Run a database call.
+
+        Error handling: a corrupt index file is deleted and recreated (empty), and
+        the call fails with a `ToolError` asking to retry (the next call rebuilds
+        what it needs); any other SQLite failure (busy, disk full, read-only)
+        becomes a `ToolError` naming it and leaves the file alone.
+        """
         try:
             return await self.db(fn, *args)
         except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-                raise ToolError(f"the code index is busy ({exc}); retry") from None
+            if not _is_corruption(exc):
+                raise ToolError(
+                    f"the code index {self.index.path} failed: {exc}; retry later"
+                ) from None
             trace.warning("code", "index_corrupt", path=str(self.index.path), error=str(exc))
             self._maps.clear()
+            self._counts.clear()
             await self.db(self.index.recreate)
             raise ToolError(
                 "the code index was corrupt and has been recreated; retry the call"
@@ -202,12 +211,22 @@ class CodeService:
             if batch:
                 await flush()
 
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(write_all)
-            async with send:
-                # Two jobs in flight per worker keep every worker busy between replies.
-                for _ in range(max(1, 2 * self.pool.workers)):
-                    nursery.start_soon(parse_some, send.clone())
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(write_all)
+                async with send:
+                    # Two jobs in flight per worker keep every worker busy between replies.
+                    for _ in range(max(1, 2 * self.pool.workers)):
+                        nursery.start_soon(parse_some, send.clone())
+        except BaseExceptionGroup as group:
+            # A database failure reported by the writer: raise it as itself.
+            errors, others = group.split(ToolError)
+            if errors is not None and others is None:
+                first: BaseException = errors
+                while isinstance(first, BaseExceptionGroup):
+                    first = first.exceptions[0]
+                raise first from None
+            raise
 
     # -- answering -------------------------------------------------------------
 
@@ -256,3 +275,10 @@ class CodeService:
         await self.refresh(root)
         cid, _ = await self._file_map(root)
         return await self._guarded(self.index.find, cid, query, kind, limit)
+
+
+def _is_corruption(exc: sqlite3.DatabaseError) -> bool:
+    if isinstance(exc, sqlite3.OperationalError):
+        return False  # busy, locked, disk full, read-only: the file itself is fine
+    text = str(exc).lower()
+    return any(word in text for word in ("malformed", "not a database", "corrupt", "quick_check"))
