@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import trio
 from mcp_client import call, fails, ok, open_client
 from test_code_index import GIT, make_repo, write
 
@@ -212,8 +213,12 @@ async def test_parser_crash_over_mcp_is_reported_and_replaced(tmp_path: Path, ho
         assert await ok(client, "find_symbol", query="boom") == ""
         message = await fails(client, "code_outline", path="crash.py")
         assert "not indexed: parser worker crashed (exit status 137) and was replaced" in message
-        status = await ok(client, "server_status")
-        (parsers,) = [actor for actor in status["actors"] if actor["id"] == "code.parsers"]
+        for _ in range(100):  # the replacement is running once its process said it is ready
+            status = await ok(client, "server_status")
+            (parsers,) = [actor for actor in status["actors"] if actor["id"] == "code.parsers"]
+            if all(child["state"] == "running" for child in parsers["children"]):
+                break
+            await trio.sleep(0.1)
         assert parsers["state"] == "running"
         assert sum(child["restarts"] for child in parsers["children"]) == 1
         assert all(child["state"] == "running" for child in parsers["children"])

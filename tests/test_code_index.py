@@ -291,3 +291,19 @@ def test_progress_bar_draws_one_line() -> None:
         "\rindexing [#######-----------------------] 1/4 files"
         "\rindexing [##############################] 4/4 files\n"
     )
+
+
+async def test_workers_that_cannot_start_leave_the_server_up(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memtrio.actors.code.pool as pool_module
+
+    root = make_repo(tmp_path / "repo", {"a.py": "def a():\n    pass\n"})
+    monkeypatch.setattr(pool_module, "WORKER_MODULE", "memtrio.actors.code.no_such_worker")
+    async with running_service(home, workers=1) as (service, parsers):
+        assert parsers is None and service.pool.down is not None
+        report = await service.refresh(root, want_skipped=True)
+        ((path, reason),) = report.skipped
+        assert path == "a.py" and reason.startswith("parser workers are down (Escalation:")
+        # not recorded as the file's fault: the next refresh tries it again
+        assert (await service.refresh(root)).parsed == 1

@@ -43,7 +43,7 @@ from ...supervisors.supervisor import (
     Mailbox,
     Supervisor,
 )
-from .wire import MAX_FRAME, ParseJob, ParseResult, frame, job_encoder, result_decoder
+from .wire import MAX_FRAME, READY, ParseJob, ParseResult, frame, job_encoder, result_decoder
 
 WORKER_MODULE = "memtrio.actors.code.worker"
 # Seconds a worker process gets to exit after its stdin closes before it is killed.
@@ -51,6 +51,8 @@ EXIT_GRACE = 1.0
 # Restart intensity of the parser supervisor, per worker: see `ParserPool.children`.
 RESTARTS_PER_WORKER = 20
 RESTART_PERIOD = 30.0
+# Seconds a new worker process gets to import its grammars and say it is ready.
+STARTUP_TIMEOUT = 30.0
 
 
 class WorkerLost(Exception):
@@ -173,16 +175,26 @@ class ParserPool:
         async def start(ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
             sup = make()
             self.down = None
+            started = False
             try:
                 async with trio.open_nursery() as nursery:
                     await nursery.start(sup.run)
                     task_status.started(sup)
+                    started = True
                     await ctx.shutdown.wait()
                     await sup.stop()
-            except BaseException as exc:
+            except Exception as exc:
+                while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
+                    exc = exc.exceptions[0]
                 self.down = f"{type(exc).__name__}: {exc}"
                 self.mailbox.fail_pending(ActorCrashed(f"parser workers are down: {self.down}"))
-                raise
+                if started:
+                    raise
+                # The workers cannot even start: the server runs on without the
+                # code tools' parsing (they say why) rather than failing to start.
+                trace.error("code", "parsers_unavailable", reason=self.down)
+                task_status.started(None)
+                await ctx.shutdown.wait()
 
         return [
             ChildSpec(
@@ -205,6 +217,15 @@ class ParserPool:
         try:
             assert proc.stdout is not None
             reader = _FrameReader(proc.stdout)
+            # A worker that cannot even start fails here, before any file is given to it.
+            try:
+                with trio.fail_after(STARTUP_TIMEOUT):
+                    hello = await reader.receive()
+            except (EOFError, trio.TooSlowError):
+                code = await _stop_process(proc, kill=True)
+                raise WorkerLost(f"{ctx.id} did not start ({_describe_exit(code)})") from None
+            if hello != READY:
+                raise WorkerLost(f"{ctx.id} sent {hello[:40]!r} instead of its ready frame")
             trace.event(
                 "code", "parser_started", worker=ctx.id, worker_pid=proc.pid, restarts=ctx.restarts
             )

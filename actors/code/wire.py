@@ -12,6 +12,7 @@ import msgspec
 from .extract import Outline
 
 MAX_FRAME = 64 * 1024 * 1024
+READY = b"ready"  # the first frame a worker sends, once its imports are done
 
 
 class ParseJob(msgspec.Struct, array_like=True, frozen=True):

@@ -20,7 +20,7 @@ from typing import BinaryIO
 
 from ...supervisors import faults
 from .extract import Skipped, check_content, outline
-from .wire import ParseJob, ParseResult, frame, job_decoder, result_encoder
+from .wire import READY, ParseJob, ParseResult, frame, job_decoder, result_encoder
 
 
 def handle(job: ParseJob) -> ParseResult:
@@ -82,6 +82,8 @@ def main() -> None:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     try:
+        out.write(frame(READY))  # imports done: the server may send jobs
+        out.flush()
         serve(sys.stdin.buffer, out)
     except (BrokenPipeError, KeyboardInterrupt):
         pass
