@@ -15,6 +15,8 @@ For each store size (default 10,000 and 100,000 memories):
    - ``remember`` with embedding (sequential calls, new distinct texts);
    - ``recall`` with semantic ranking (seeds + FTS5 + PPR), queries that are
      not verbatim memories;
+   - the server's CPU time per recall (user + system, from /proc: unlike the
+     wall-clock latency it does not grow when other processes share the CPUs);
    - the server's peak RSS (VmHWM from /proc) after all of that.
 3. Embedding throughput in this process with the embedder pool: texts/s when
    batched (one call of many texts) and single (one text per call, sequential).
@@ -283,6 +285,12 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` so far (immune to other processes' load)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
@@ -306,6 +314,7 @@ async def measure_server(home: Path, calls: int, rng: random.Random) -> dict[str
             assert not out.is_error, out.content
         recall_ms = []
         rankings = set()
+        cpu_before = cpu_seconds(pid) if pid else float("nan")
         for i in range(calls):
             query = QUERIES[i % len(QUERIES)]
             t0 = time.perf_counter()
@@ -313,14 +322,18 @@ async def measure_server(home: Path, calls: int, rng: random.Random) -> dict[str
             recall_ms.append((time.perf_counter() - t0) * 1000)
             assert not out.is_error, out.content
             rankings.add(out.structured_content["ranking"])
+        recall_cpu_ms = (cpu_seconds(pid) - cpu_before) * 1000 / calls if pid else float("nan")
         rss = peak_rss_mb(pid) if pid else float("nan")
+        load = os.getloadavg()[0]
     return {
         "first_recall_s (cache load + model load)": round(first_recall_s, 2),
         "remember_p50_ms": round(statistics.median(remember_ms), 1),
         "remember_p99_ms": round(pct(remember_ms, 99), 1),
         "recall_p50_ms": round(statistics.median(recall_ms), 1),
         "recall_p99_ms": round(pct(recall_ms, 99), 1),
+        "recall_server_cpu_ms": round(recall_cpu_ms, 1),
         "recall_ranking": sorted(rankings),
+        "load_avg_1min": round(load, 2),
         "server_peak_rss_mb": round(rss, 1),
     }
 

@@ -43,6 +43,7 @@ MAX_NEIGHBOURHOOD = 2_000  # nodes; PPR plus building the subgraph stays under ~
 FTS_CANDIDATES = 200  # BM25 rows fetched before the scope / type filter
 MAX_FTS_TERMS = 32
 COMMON_FRACTION = 0.2  # terms in more than this share of memories are dropped from the FTS5 query
+MAX_POSTINGS = 8_000  # postings FTS5 may score per query, about 10 ms (see _fts_plan)
 PRUNE_FROM = 5_000  # memories; below that every FTS5 query is cheap and nothing is dropped
 LEXICAL_SHARE = 0.5  # of the memory seed mass, given to FTS5 matches (the rest to cosine seeds)
 RELATION_SHARE = 0.5  # of the entity/relation seed mass, given to relation seeds
@@ -101,17 +102,21 @@ def fts_query(text: str) -> str | None:
     return " OR ".join(f'"{t}"*' for t in terms) if terms else None
 
 
-def _selective_terms(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
-    """Drop terms found in more than `COMMON_FRACTION` of the memories (if a rarer one remains).
+def _fts_plan(conn: sqlite3.Connection, terms: list[str]) -> tuple[list[str], int]:
+    """(terms to match, lowest rowid to rank) keeping the FTS5 query cheap on big stores.
 
-    They barely move BM25 but make FTS5 score most of the store. Uses the
-    connection's ``fts5vocab`` table (the store's read connections have one);
-    without it, every term is kept.
+    Terms found in more than `COMMON_FRACTION` of the memories are dropped if a
+    rarer one remains (they barely move BM25 but make FTS5 score most of the
+    store). If the remaining terms still hold more than `MAX_POSTINGS`
+    postings, only the newest memories holding about that many are ranked:
+    the lexical seeds then favour recent memories, while the vector seeds still
+    cover the whole store. Uses the connection's ``fts5vocab`` table (the
+    store's read connections have one); without it, nothing is pruned.
     """
     try:
         total = conn.execute("SELECT max(rowid) FROM memories").fetchone()[0] or 0
         if total < PRUNE_FROM:
-            return terms
+            return terms, 0
         freqs = {
             t: conn.execute(
                 f"SELECT coalesce(sum(doc), 0) FROM {VOCAB_TABLE} WHERE term >= ? AND term < ?",
@@ -120,10 +125,14 @@ def _selective_terms(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
             for t in terms
         }
     except sqlite3.OperationalError:
-        return terms
+        return terms, 0
     common = COMMON_FRACTION * total
     selective = [t for t in terms if freqs[t] <= common]
-    return selective if any(freqs[t] > 0 for t in selective) else terms
+    if any(freqs[t] > 0 for t in selective):
+        terms = selective
+    postings = sum(freqs[t] for t in terms)
+    low = total - int(total * MAX_POSTINGS / postings) if postings > MAX_POSTINGS else 0
+    return terms, low
 
 
 def fts_candidates(conn: sqlite3.Connection, query: str) -> list[tuple[int, float]]:
@@ -134,12 +143,12 @@ def fts_candidates(conn: sqlite3.Connection, query: str) -> list[tuple[int, floa
     terms = fts_terms(query)
     if not terms:
         return []
-    terms = _selective_terms(conn, terms)
+    terms, low = _fts_plan(conn, terms)
     expr = " OR ".join(f'"{t}"*' for t in terms)
     try:
         rows = conn.execute(
-            "SELECT rowid, -bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?",
-            (expr, FTS_CANDIDATES),
+            "SELECT rowid, -bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? AND rowid >= ? ORDER BY rank LIMIT ?",
+            (expr, low, FTS_CANDIDATES),
         ).fetchall()
     except sqlite3.OperationalError:
         return []
