@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import time
 import traceback
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +59,9 @@ class SessionState:
     closing: bool = False
     requests: int = 0
     bad_frames: int = 0
+    # Lines received but not handled yet: a crash in the middle of a batch leaves
+    # the rest here for the next incarnation (none is dropped unanswered).
+    pending: deque[bytes] = field(default_factory=deque)
 
 
 @dataclass
@@ -91,11 +95,12 @@ class Session:
                 self.calls = calls
                 task_status.started(self)
                 with ctx.cancel_on_shutdown(trio.CancelScope()):
+                    await self.handle_pending()
                     async for item in inbox.receive_channel:
                         match item:
                             case Inbound(lines=lines):
-                                for line in lines:
-                                    await self.handle_line(line)
+                                state.pending.extend(lines)
+                                await self.handle_pending()
                             case Oversized(size=size, limit=limit, id_hint=rid):
                                 state.bad_frames += 1
                                 trace.event(self.state.name, "oversized_line", level="warning", size=size, limit=limit)
@@ -142,6 +147,11 @@ class Session:
                 except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
                     pass
         self.state.in_flight.clear()
+
+    async def handle_pending(self) -> None:
+        pending = self.state.pending
+        while pending:
+            await self.handle_line(pending.popleft())
 
     async def handle_line(self, line: bytes) -> None:
         msg = jsonrpc.decode_line(line)

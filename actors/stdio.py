@@ -289,12 +289,22 @@ def transport_children(
     ]
 
 
-def transport_supervisor(app: AppContext, in_stream: Any, out_stream: Any, name: str = "stdio") -> Supervisor:
+def transport_supervisor(
+    app: AppContext,
+    in_stream: Any,
+    out_stream: Any,
+    name: str = "stdio",
+    children: list[ChildSpec] | None = None,
+) -> Supervisor:
     # one_for_one: the three actors share no state with each other except the
     # supervisor-owned mailboxes and states, so one may restart alone. Intensity
     # 5 in 10 s: a transport failing faster than that is broken for good.
     return Supervisor(
-        f"{name}-transport", transport_children(app, in_stream, out_stream, name), ONE_FOR_ONE, max_restarts=5, period=10.0
+        f"{name}-transport",
+        children if children is not None else transport_children(app, in_stream, out_stream, name),
+        ONE_FOR_ONE,
+        max_restarts=5,
+        period=10.0,
     )
 
 
@@ -317,8 +327,13 @@ def serve_stdio(app: AppContext, features: Sequence[Feature]) -> int:
     async def main() -> int:
         in_stream = trio.lowlevel.FdStream(proto_in)
         out_stream = trio.lowlevel.FdStream(proto_out)
+        # The specs (with their mailboxes and states) are built once, so a restart of
+        # the transport (rest_for_one after a store crash) keeps the session and its input.
+        specs = transport_children(app, in_stream, out_stream)
         transport = supervisor_child(
-            lambda: transport_supervisor(app, in_stream, out_stream), "transport", why="the stdio client connection"
+            lambda: transport_supervisor(app, in_stream, out_stream, children=specs),
+            "transport",
+            why="the stdio client connection",
         )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_watch_signals, app)

@@ -80,13 +80,13 @@ def decode_line(line: bytes) -> Message | Response | Failure:
         # wrong type that the envelope cannot hold.
         try:
             value = _any_decoder.decode(line)
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, RecursionError) as exc:  # RecursionError: nested too deeply
             return Failure(PARSE_ERROR, f"Parse error: {exc}")
         if isinstance(value, list):
             msg = "Invalid Request: batches are not supported; send one JSON-RPC object per line"
             return Failure(INVALID_REQUEST, msg)
         return Failure(INVALID_REQUEST, "Invalid Request: expected a JSON-RPC object")
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:  # RecursionError: nested too deeply
         return Failure(PARSE_ERROR, f"Parse error: {exc}")
 
     rid = env.id if env.id is not msgspec.UNSET else None

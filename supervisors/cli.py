@@ -30,7 +30,7 @@ from .app import (
 )
 
 # Feature modules that add subcommands; each has register(subparsers).
-COMMAND_MODULES: list[str] = ["memtrio.actors.store.cli", "memtrio.actors.embedder.cli", "memtrio.actors.code.cli"]
+COMMAND_MODULES: list[str] = ["memtrio.actors.store.cli", "memtrio.actors.embedder.cli", "memtrio.actors.code.cli", "memtrio.actors.chaos.cli"]
 
 
 class CliError(Exception):

@@ -290,6 +290,7 @@ class EmbedderPool:
         if not live:
             return
         texts = [t for cmd in live for t in cmd.op]
+        trace.current.set(live[0].trace)  # the batch's span belongs to its first request
         try:
             with trace.span(
                 "embedder", "embed", worker=ctx.id, texts=len(texts), requests=len(live)

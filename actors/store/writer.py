@@ -104,7 +104,8 @@ class Store:
 
             raise ToolError("the memory store is not running (starting or restarting); try again")
         try:
-            return await pool.run(op)
+            with trace.span(ACTOR, "read", op=getattr(op, "__name__", "op")):
+                return await pool.run(op)
         except db.PoolClosed:
             from ...protocol.tools import ToolError
 
@@ -228,9 +229,11 @@ async def _serve_one(
     if cmd.reply.done:
         return  # the caller gave up (timed out) while this waited in the mailbox
     with ctx.serving(cmd.reply):
+        if faults.ACTIVE:
+            await faults.hit("store.write")  # a crash of the writer actor itself
         token = trace.current.set(cmd.trace) if cmd.trace is not None else None
         try:
-            with trace.span(ACTOR, "write", level="debug", op=cmd.name) as extra:
+            with trace.span(ACTOR, "write", op=cmd.name) as extra:
                 try:
                     # A running op is never abandoned: its thread finishes first.
                     result = await _transact(conn, cmd.op, busy_ms)

@@ -1,0 +1,1 @@
+"""Fault injection and invariants: the ``memtrio chaos`` harness and the ``memtrio trace`` viewer."""

@@ -1,0 +1,113 @@
+"""Invariants of a memory store after chaos, checked on the database file itself.
+
+Run these only when no server has the database open (after a clean exit or a
+``kill -9``): they open their own connection, and the FTS check writes to the
+FTS shadow tables' integrity machinery (no rows change).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class StoreCheck:
+    acked: int = 0  # acknowledged writes checked
+    lost: int = 0  # acknowledged writes missing or different
+    phantom: int = 0  # refused writes that are present anyway (half-written)
+    rows: int = 0
+    vectors: int = 0
+    violations: list[str] = field(default_factory=list)
+
+
+def check_store(
+    db: Path,
+    acked: Mapping[int, str],
+    refused: Iterable[str] = (),
+    *,
+    embeddings: bool = False,
+) -> StoreCheck:
+    """Check ``db`` against what the client saw.
+
+    - every acknowledged write (memory id -> content) is present with that content;
+    - no refused write (content whose call failed definitively) is present;
+    - ``PRAGMA integrity_check`` is ``ok`` and the FTS index matches its content table;
+    - every FTS row has its memory and every memory its FTS row (a search for a
+      memory's own token finds it);
+    - vectors agree with the rows: no vector without its row, each vector's blob
+      has ``dim`` float32 values, and with embeddings on every memory has one.
+    """
+    out = StoreCheck(acked=len(acked))
+    if not db.exists():
+        if acked:
+            out.lost = len(acked)
+            out.violations.append(
+                f"database {db} is missing but {len(acked)} writes were acknowledged"
+            )
+        return out
+    conn = sqlite3.connect(str(db), isolation_level=None, timeout=30)
+    try:
+        integrity = [row[0] for row in conn.execute("PRAGMA integrity_check")]
+        if integrity != ["ok"]:
+            out.violations.append(f"PRAGMA integrity_check: {'; '.join(integrity)[:300]}")
+        try:
+            conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+        except sqlite3.DatabaseError as exc:
+            out.violations.append(f"FTS integrity-check failed: {exc}")
+        rows = dict(conn.execute("SELECT id, content FROM memories"))
+        out.rows = len(rows)
+        for mid, content in acked.items():
+            if mid not in rows:
+                out.lost += 1
+                if out.lost <= 5:
+                    out.violations.append(f"acknowledged memory {mid} is missing")
+            elif rows[mid] != content:
+                out.lost += 1
+                if out.lost <= 5:
+                    out.violations.append(f"acknowledged memory {mid} has different content")
+        present = set(rows.values())
+        for content in refused:
+            if content in present:
+                out.phantom += 1
+                if out.phantom <= 5:
+                    out.violations.append(f"a refused write is present: {content[:60]!r}")
+        fts_ids = {r[0] for r in conn.execute("SELECT rowid FROM memories_fts")}
+        if fts_ids != set(rows):
+            out.violations.append(
+                f"FTS rows and memories disagree: {len(set(rows) - fts_ids)} memories without FTS row, "
+                f"{len(fts_ids - set(rows))} FTS rows without memory"
+            )
+        orphans = conn.execute(
+            "SELECT count(*) FROM vectors v WHERE "
+            "(v.kind = 'memory' AND NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = v.item_id)) OR "
+            "(v.kind = 'entity' AND NOT EXISTS (SELECT 1 FROM entities e WHERE e.id = v.item_id)) OR "
+            "(v.kind = 'relation' AND NOT EXISTS (SELECT 1 FROM relations r WHERE r.id = v.item_id))"
+        ).fetchone()[0]
+        if orphans:
+            out.violations.append(f"{orphans} vectors without their row")
+        bad_blobs = conn.execute(
+            "SELECT count(*) FROM vectors WHERE length(vec) != 4 * dim"
+        ).fetchone()[0]
+        if bad_blobs:
+            out.violations.append(f"{bad_blobs} vectors whose blob is not dim float32 values")
+        out.vectors = conn.execute("SELECT count(*) FROM vectors WHERE kind = 'memory'").fetchone()[
+            0
+        ]
+        if embeddings:
+            missing = conn.execute(
+                "SELECT count(*) FROM memories m WHERE NOT EXISTS "
+                "(SELECT 1 FROM vectors v WHERE v.kind = 'memory' AND v.item_id = m.id)"
+            ).fetchone()[0]
+            if missing:
+                out.violations.append(
+                    f"{missing} memories without a vector while embeddings are on"
+                )
+    except sqlite3.DatabaseError as exc:
+        out.violations.append(f"the database cannot be read: {exc}")
+        out.lost = len(acked)
+    finally:
+        conn.close()
+    return out

@@ -1,0 +1,376 @@
+"""The chaos harness: scenario outcomes, the write ledger, load and log counting.
+
+A scenario is ``async def scenario(run: Run) -> Outcome``. It starts real
+``memtrio mcp`` processes (``run.server(...)``), drives them, injects faults
+and records what it saw in its `Outcome`; any broken invariant is a line in
+``outcome.violations`` and fails the run.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from .checks import check_store
+from .client import NoReply, ServerGone, ServerProcess, start_server
+
+DB_NAME = "memtrio.sqlite"
+
+
+@dataclass
+class Outcome:
+    """What one scenario did and saw (one line of the report)."""
+
+    name: str
+    faults: int = 0  # faults injected (fault points fired, kill -9, locks, limits)
+    requests: int = 0  # lines sent to servers
+    malformed: int = 0  # malformed inputs tried
+    errors_expected: int = 0
+    errors_seen: int = 0
+    errors_exact: bool = False  # expected is exact (else a minimum)
+    acked: int = 0  # acknowledged writes checked after the scenario
+    lost: int = 0  # acknowledged writes missing (must be 0)
+    restarts: int = 0  # actor restarts (trace log) + server process restarts
+    seconds: float = 0.0
+    violations: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations and self.lost == 0
+
+    def line(self) -> str:
+        rel = "=" if self.errors_exact else ">="
+        status = "ok" if self.ok else f"FAILED ({len(self.violations)} violation(s))"
+        return (
+            f"{self.name:<22} faults {self.faults:>4}  requests {self.requests:>5}  "
+            f"malformed {self.malformed:>4}  errors {self.errors_seen:>4} (expected {rel}{self.errors_expected})  "
+            f"acked {self.acked:>4}  lost {self.lost}  restarts {self.restarts:>3}  "
+            f"{self.seconds:5.1f} s  {status}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "faults": self.faults,
+            "requests": self.requests,
+            "malformed": self.malformed,
+            "errors_expected": self.errors_expected,
+            "errors_exact": self.errors_exact,
+            "errors_seen": self.errors_seen,
+            "acked": self.acked,
+            "lost": self.lost,
+            "restarts": self.restarts,
+            "seconds": round(self.seconds, 2),
+            "ok": self.ok,
+            "violations": self.violations,
+            "notes": self.notes,
+        }
+
+    def check_errors(self) -> None:
+        if self.errors_exact and self.errors_seen != self.errors_expected:
+            self.violations.append(
+                f"expected exactly {self.errors_expected} error replies, saw {self.errors_seen}"
+            )
+        elif not self.errors_exact and self.errors_seen < self.errors_expected:
+            self.violations.append(
+                f"expected at least {self.errors_expected} error replies, saw {self.errors_seen}"
+            )
+
+
+@dataclass
+class Ledger:
+    """Every write the client attempted, by what the server answered."""
+
+    acked: dict[int, str] = field(default_factory=dict)  # memory id -> content
+    refused: list[str] = field(default_factory=list)  # failed definitively: must be absent
+    unknown: list[str] = field(default_factory=list)  # no definite answer (crash, kill)
+    errors: int = 0
+    no_reply: int = 0
+    calls: int = 0
+
+
+# Error texts that say a write was refused before anything was committed.
+DEFINITIVE = (
+    "nothing was stored",
+    "injected fault at store.commit",
+    "injected fault at store.write",
+    "database is locked",
+    "disk is full",
+    "disk I/O error",
+    "readonly",
+    "read-only",
+)
+
+
+def reply_error_text(reply: Mapping[str, Any]) -> str | None:
+    """The error text of a reply (JSON-RPC error or isError result), None on success."""
+    if "error" in reply:
+        return str(reply["error"].get("message", ""))
+    result = reply.get("result") or {}
+    if result.get("isError"):
+        return " ".join(c.get("text", "") for c in result.get("content", []) if isinstance(c, dict))
+    return None
+
+
+async def remember(
+    server: ServerProcess,
+    ledger: Ledger,
+    content: str,
+    *,
+    timeout: float = 60.0,
+    definitive: Iterable[str] = DEFINITIVE,
+) -> str:
+    """One ``remember``; records the outcome in ``ledger``: ``acked``, ``refused``, ``unknown`` or ``noreply``."""
+    ledger.calls += 1
+    try:
+        reply = await server.call_tool("remember", {"content": content}, timeout=timeout)
+    except ServerGone:
+        ledger.unknown.append(content)
+        return "unknown"
+    except NoReply:
+        ledger.unknown.append(content)
+        ledger.no_reply += 1
+        return "noreply"
+    error = reply_error_text(reply)
+    if error is None:
+        mid = reply["result"].get("structuredContent", {}).get("id")
+        if not isinstance(mid, int):
+            ledger.unknown.append(content)
+            return "unknown"
+        ledger.acked[mid] = content
+        return "acked"
+    ledger.errors += 1
+    if "result" in reply and any(d in error for d in definitive):
+        ledger.refused.append(content)
+        return "refused"
+    ledger.unknown.append(content)
+    return "unknown"
+
+
+_WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike".split()
+
+
+def content_for(tag: str, n: int, rng: random.Random) -> str:
+    words = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(3, 12)))
+    return f"chaos {tag} write {n} token{rng.getrandbits(40):x} {words}"
+
+
+async def drive_load(
+    server: ServerProcess,
+    ledger: Ledger,
+    *,
+    tag: str,
+    calls: int,
+    concurrency: int,
+    rng: random.Random,
+    out: Outcome,
+    timeout: float = 60.0,
+    reads: float = 0.25,
+) -> None:
+    """``calls`` tool calls from ``concurrency`` tasks: mostly writes, some recalls and stats.
+
+    Every request must be answered (a missing reply is a violation unless the
+    server exited); replies are checked for shape by the client.
+    """
+    counter = iter(range(calls))
+    plan = [rng.random() for _ in range(calls)]
+
+    async def worker() -> None:
+        for n in counter:
+            if server.gone:
+                return
+            if plan[n] < reads * 0.7:
+                query = " ".join(rng.sample(_WORDS, 2))
+                try:
+                    reply = await server.call_tool(
+                        "recall", {"query": query, "limit": 5}, timeout=timeout
+                    )
+                    if reply_error_text(reply) is not None:
+                        ledger.errors += 1
+                except ServerGone:
+                    return
+                except NoReply as exc:
+                    ledger.no_reply += 1
+                    out.violations.append(str(exc))
+            elif plan[n] < reads:
+                try:
+                    reply = await server.request("ping", timeout=timeout)
+                    if "error" in reply:
+                        ledger.errors += 1
+                except ServerGone:
+                    return
+                except NoReply as exc:
+                    ledger.no_reply += 1
+                    out.violations.append(str(exc))
+            else:
+                status = await remember(server, ledger, content_for(tag, n, rng), timeout=timeout)
+                if status == "noreply":
+                    out.violations.append(f"a remember call got no reply within {timeout:g} s")
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(concurrency):
+            nursery.start_soon(worker)
+
+
+@dataclass
+class LogCounts:
+    faults: int = 0
+    restarts: int = 0
+    escalations: int = 0
+    points: dict[str, int] = field(default_factory=dict)
+
+
+def log_counts(home: Path) -> LogCounts:
+    """Faults injected and restarts, from ``home``'s trace log."""
+    out = LogCounts()
+    path = home / "logs" / "memtrio.log"
+    if not path.exists():
+        return out
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if (
+                '"fault_injected"' not in line
+                and '"restart"' not in line
+                and '"escalation"' not in line
+            ):
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            event = rec.get("event")
+            if event == "fault_injected":
+                out.faults += 1
+                point = str(rec.get("point"))
+                out.points[point] = out.points.get(point, 0) + 1
+            elif event == "restart":
+                out.restarts += 1
+            elif event == "escalation":
+                out.escalations += 1
+    return out
+
+
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
+
+
+class Run:
+    """The context of one scenario: its seed, its directory, its servers."""
+
+    def __init__(
+        self, name: str, seed: int, base: Path, quick: bool, nursery: trio.Nursery
+    ) -> None:
+        self.name = name
+        self.seed = seed
+        self.rng = random.Random(f"{seed}:{name}")
+        self.base = base / name
+        shutil.rmtree(self.base, ignore_errors=True)
+        self.base.mkdir(parents=True)
+        self.quick = quick
+        self.nursery = nursery
+        self.servers: list[ServerProcess] = []
+        self.out = Outcome(name)
+
+    def home(self, label: str = "home") -> Path:
+        path = self.base / label
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    async def server(
+        self,
+        home: Path,
+        env: Mapping[str, str] | None = None,
+        *,
+        cwd: Path | None = None,
+        preexec: Any = None,
+        initialize: bool = True,
+        wrap: list[str] | None = None,
+    ) -> ServerProcess:
+        full = {"MEMTRIO_FAULTS_SEED": str(self.seed), **(env or {})}
+        server = await start_server(self.nursery, home, full, cwd, preexec, wrap)
+        self.servers.append(server)
+        if initialize:
+            reply = await server.initialize()
+            if "result" not in reply:
+                self.out.violations.append(f"initialize failed: {reply}")
+        return server
+
+    async def stop(self, server: ServerProcess, expect_code: int | None = 0) -> int:
+        """Close stdin, wait for the exit; a different exit code is a violation."""
+        code = await server.close()
+        if expect_code is not None and code != expect_code:
+            tail = server.stderr_text()[-600:].strip().replace("\n", " | ")
+            self.out.violations.append(f"server exited {code} (expected {expect_code}): {tail}")
+        return code
+
+    def verify(
+        self, home: Path, ledger: Ledger, *, embeddings: bool = False, refused: bool = True
+    ) -> None:
+        """Check the store of ``home`` against ``ledger`` (servers must be stopped)."""
+        check = check_store(
+            home / DB_NAME, ledger.acked, ledger.refused if refused else (), embeddings=embeddings
+        )
+        self.out.acked += check.acked
+        self.out.lost += check.lost
+        self.out.violations.extend(check.violations)
+
+    def collect(self) -> None:
+        """Fold the servers' counters and logs into the outcome."""
+        homes = {s.home for s in self.servers}
+        for server in self.servers:
+            self.out.requests += server.stats.sent
+            self.out.violations.extend(server.violations)
+            stderr = server.stderr_text()
+            if _TRACEBACK.search(stderr):
+                self.out.violations.append("a Python traceback reached the server's stderr")
+        for home in homes:
+            counts = log_counts(home)
+            self.out.faults += counts.faults
+            self.out.restarts += counts.restarts
+
+
+Scenario = Callable[[Run], Awaitable[None]]
+
+
+async def run_scenario(
+    name: str, fn: Scenario, seed: int, base: Path, quick: bool, budget: float
+) -> Outcome:
+    """Run one scenario with a time budget; never raises (failures are violations)."""
+    started = time.monotonic()
+    async with trio.open_nursery() as nursery:
+        run = Run(name, seed, base, quick, nursery)
+        try:
+            with trio.fail_after(budget):
+                await fn(run)
+        except trio.TooSlowError:
+            run.out.violations.append(
+                f"the scenario did not finish within its budget of {budget:g} s"
+            )
+        except (ServerGone, NoReply) as exc:
+            run.out.violations.append(f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a harness failure is reported, not raised
+            import traceback
+
+            run.out.violations.append(f"harness error: {type(exc).__name__}: {exc}")
+            run.out.notes.append("".join(traceback.format_exception(exc))[-2000:])
+        finally:
+            for server in run.servers:
+                if server.process.returncode is None:
+                    server.kill9()
+            with trio.CancelScope(shield=True), trio.move_on_after(10):
+                for server in run.servers:
+                    await server.process.wait()
+            nursery.cancel_scope.cancel()
+    run.collect()
+    run.out.check_errors()
+    run.out.seconds = time.monotonic() - started
+    return run.out

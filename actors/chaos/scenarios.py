@@ -1,0 +1,592 @@
+"""The chaos scenarios. Each takes a `Run` and fills its `Outcome`.
+
+``QUICK`` is what ``memtrio chaos --quick`` runs (CI, under 3 minutes on two
+cores); ``FULL`` is the development matrix (``tools/chaos.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from .client import NoReply, ServerGone, ServerProcess
+from .harness import Ledger, Run, Scenario, content_for, drive_load, remember, reply_error_text
+from .malformed import run_malformed
+
+# -- helpers ---------------------------------------------------------------------
+
+
+def crash_points(run: Run, point: str, count: int, first: int, last: int) -> str:
+    """A MEMTRIO_FAULTS spec raising at ``count`` distinct random hits of ``point``."""
+    hits = sorted(run.rng.sample(range(first, last), count))
+    # Rules for one point count hits independently until one fires: rule k sees
+    # every hit but those where an earlier rule fired, so shift by k.
+    return ",".join(f"{point}=raise@{h - k}" for k, h in enumerate(hits))
+
+
+async def crash_under_load(
+    run: Run,
+    point: str,
+    crashes: int,
+    *,
+    calls: int,
+    first: int = 4,
+    span: int | None = None,
+    env: dict[str, str] | None = None,
+    errors_per_crash: int = 0,
+    rounds: int = 1,
+) -> None:
+    """``crashes`` injected exceptions at random hits of ``point`` under concurrent load, ``rounds`` times."""
+    out = run.out
+    home = run.home()
+    ledger = Ledger()
+    for round_ in range(rounds):
+        spec = crash_points(
+            run, point, crashes, first, span or max(first + crashes + 1, calls // 2)
+        )
+        server = await run.server(home, {"MEMTRIO_FAULTS": spec, **(env or {})})
+        await drive_load(
+            server,
+            ledger,
+            tag=f"{run.name}-{round_}",
+            calls=calls,
+            concurrency=4,
+            rng=run.rng,
+            out=out,
+        )
+        # The server still serves after its crashes.
+        reply = await server.request("ping", timeout=30)
+        if "result" not in reply:
+            out.violations.append(f"ping after the crashes failed: {reply}")
+        await run.stop(server)
+    out.errors_seen = ledger.errors
+    out.errors_expected = errors_per_crash * crashes * rounds
+    run.verify(home, ledger)
+
+
+# -- actor crashes under load --------------------------------------------------------
+
+
+async def crash_reader(run: Run) -> None:
+    """StdioReader crashes at random reads: no input is lost, every request answered."""
+    await crash_under_load(
+        run, "stdio.read", 3, calls=60 if run.quick else 200, rounds=1 if run.quick else 3
+    )
+
+
+async def crash_session(run: Run) -> None:
+    """Session crashes at random dispatches: that request gets -32603, the rest go on."""
+    await crash_under_load(
+        run,
+        "session.dispatch",
+        3,
+        calls=60 if run.quick else 200,
+        errors_per_crash=1,
+        rounds=1 if run.quick else 3,
+    )
+
+
+async def crash_writer(run: Run) -> None:
+    """StdoutWriter crashes at random writes: its line in hand is written after the restart."""
+    await crash_under_load(
+        run, "stdio.write", 3, calls=60 if run.quick else 200, rounds=1 if run.quick else 3
+    )
+
+
+async def crash_store(run: Run) -> None:
+    """StoreWriter crashes while serving writes: that call fails, the writer comes back, nothing acked is lost."""
+    await crash_under_load(
+        run,
+        "store.write",
+        2 if run.quick else 3,
+        calls=50 if run.quick else 150,
+        errors_per_crash=1,
+        env={"MEMTRIO_SERVER_SHUTDOWN_GRACE": "2"},
+        rounds=1 if run.quick else 2,
+    )
+
+
+async def commit_fault(run: Run) -> None:
+    """An exception right before COMMIT: the call fails cleanly and nothing of it is stored."""
+    out = run.out
+    home = run.home()
+    ledger = Ledger()
+    n = 20 if run.quick else 60
+    faults = 3 if run.quick else 8
+    spec = crash_points(run, "store.commit", faults, 1, n)
+    server = await run.server(home, {"MEMTRIO_FAULTS": spec})
+    for i in range(n):
+        status = await remember(server, ledger, content_for(run.name, i, run.rng))
+        if status not in ("acked", "refused"):
+            out.violations.append(f"write {i}: expected a result or a clean refusal, got {status}")
+    await run.stop(server)
+    out.errors_expected, out.errors_exact, out.errors_seen = faults, True, ledger.errors
+    if len(ledger.refused) != faults:
+        out.violations.append(f"{faults} commit faults but {len(ledger.refused)} clean refusals")
+    run.verify(home, ledger)
+
+
+async def crash_embedder(run: Run) -> None:
+    """Embedder workers crash (and one hangs): those calls fail clearly, store nothing, the pool recovers."""
+    out = run.out
+    home = run.home()
+    ledger = Ledger()
+    calls = 16 if run.quick else 60
+    crashes = 2 if run.quick else 4
+    hits = sorted(run.rng.sample(range(2, calls - 4), crashes + 1))
+    hang = hits.pop(run.rng.randrange(len(hits)))
+    rules = [f"embedder.embed=raise@{h}" for h in hits] + [f"embedder.embed=hang@{hang}"]
+    env = {
+        "MEMTRIO_EMBEDDINGS": "on",
+        "MEMTRIO_EMBEDDING_WORKERS": "2",
+        "MEMTRIO_EMBEDDING_TIMEOUT": "3",
+        "MEMTRIO_EMBEDDING_INTRA_OP_THREADS": "1",
+        "MEMTRIO_FAULTS": ",".join(rules),
+    }
+    server = await run.server(home, env)
+    await drive_load(
+        server, ledger, tag=run.name, calls=calls, concurrency=2, rng=run.rng, out=out, reads=0.1
+    )
+    # Recovered: a few more writes all succeed, quickly.
+    for i in range(3):
+        with trio.move_on_after(10) as late:
+            status = await remember(server, ledger, content_for(run.name, 1000 + i, run.rng))
+        if late.cancelled_caught or status != "acked":
+            out.violations.append(
+                f"the embedder pool did not recover: write after the faults was {status}"
+            )
+    await run.stop(server)
+    out.errors_seen = ledger.errors
+    out.errors_expected = 1 + crashes  # the hang times out; each crash fails its batch (>= 1 call)
+    run.verify(home, ledger, embeddings=True)
+
+
+async def crash_ranker(run: Run) -> None:
+    """The ranker crashes during recalls: recall still answers (lexically), the ranker comes back."""
+    out = run.out
+    home = run.home()
+    ledger = Ledger()
+    env = {
+        "MEMTRIO_EMBEDDINGS": "on",
+        "MEMTRIO_EMBEDDING_INTRA_OP_THREADS": "1",
+        "MEMTRIO_SERVER_SHUTDOWN_GRACE": "2",
+        "MEMTRIO_FAULTS": crash_points(run, "ranker.rank", 3, 2, 20),
+    }
+    server = await run.server(home, env)
+    for i in range(10):
+        await remember(server, ledger, content_for(run.name, i, run.rng))
+    failed = 0
+    for i in range(25):
+        reply = await server.call_tool(
+            "recall", {"query": "alpha bravo delta", "limit": 5}, timeout=60
+        )
+        if reply_error_text(reply) is not None:
+            failed += 1
+            out.violations.append(
+                f"recall {i} failed while the ranker crashed: {reply_error_text(reply)[:160]}"
+            )
+    await run.stop(server)
+    out.errors_seen = ledger.errors + failed
+    out.errors_expected, out.errors_exact = 0, True
+    run.verify(home, ledger, embeddings=True)
+
+
+def _make_checkout(root: Path, files: int) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(files):
+        (root / f"mod{i}.py").write_text(
+            f"import os\n\n\nclass Thing{i}:\n    def run(self) -> int:\n        return {i}\n\n\ndef helper{i}(x):\n    return x + {i}\n"
+        )
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "c",
+        "GIT_AUTHOR_EMAIL": "c@c",
+        "GIT_COMMITTER_NAME": "c",
+        "GIT_COMMITTER_EMAIL": "c@c",
+    }
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "init"]):
+        subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+
+
+async def crash_code_workers(run: Run) -> None:
+    """Parser worker processes die (exit 137) or raise on some files: those files are reported, the rest indexed."""
+    out = run.out
+    home = run.home()
+    repo = run.base / "repo"
+    files = 12 if run.quick else 30
+    await trio.to_thread.run_sync(_make_checkout, repo, files)
+    victims = run.rng.sample(range(files), 3 if run.quick else 6)
+    rules = [
+        f"code.parse:mod{v}.py={'exit' if k % 2 == 0 else 'raise'}" for k, v in enumerate(victims)
+    ]
+    env = {
+        "MEMTRIO_CODE": "on",
+        "MEMTRIO_CODE_INDEX_THREADS": "2",
+        "MEMTRIO_FAULTS": ",".join(rules),
+    }
+    server = await run.server(home, env, cwd=repo)
+    out.faults += len(victims)  # they fire in worker processes, which keep no trace log
+    ok_files = 0
+    for i in range(files):
+        reply = await server.call_tool("code_outline", {"path": f"mod{i}.py"}, timeout=120)
+        error = reply_error_text(reply)
+        text = _text(reply)
+        if i in victims:
+            if error is None and f"Thing{i}" in text:
+                out.violations.append(f"mod{i}.py crashed its parser but has an outline")
+            else:
+                out.errors_seen += 1 if error is not None else 0
+        elif error is not None or f"Thing{i}" not in text:
+            out.violations.append(f"mod{i}.py (no fault) has no outline: {(error or text)[:160]}")
+        else:
+            ok_files += 1
+    reply = await server.call_tool("find_symbol", {"query": "helper"}, timeout=120)
+    if reply_error_text(reply) is not None:
+        out.violations.append(
+            f"find_symbol failed after the worker crashes: {reply_error_text(reply)[:160]}"
+        )
+    await run.stop(server)
+    out.notes.append(f"{ok_files}/{files - len(victims)} clean files outlined")
+
+
+def _text(reply: dict[str, Any]) -> str:
+    result = reply.get("result") or {}
+    return " ".join(c.get("text", "") for c in result.get("content", []) if isinstance(c, dict))
+
+
+# -- kill -9 in the middle of bursts ------------------------------------------------
+
+
+async def kill9_bursts(run: Run, *, embeddings: bool = False, rounds: int | None = None) -> None:
+    """kill -9 of the server in the middle of a burst of writes, then a restart; repeated.
+
+    Every write acknowledged before the kill must be in the database after it,
+    which must pass integrity checks with FTS and vectors agreeing with the rows.
+    """
+    out = run.out
+    home = run.home()
+    ledger = Ledger()
+    rounds = rounds or (3 if run.quick else 10)
+    env = (
+        {"MEMTRIO_EMBEDDINGS": "on", "MEMTRIO_EMBEDDING_INTRA_OP_THREADS": "1"}
+        if embeddings
+        else {}
+    )
+    for round_ in range(rounds):
+        server = await run.server(home, env)
+        if embeddings:
+            await remember(
+                server, ledger, content_for(run.name, -round_, run.rng)
+            )  # loads the model
+        burst = 200 if not embeddings else 60
+        delay = run.rng.uniform(0.05, 0.6 if not embeddings else 1.5)
+
+        async def fire(
+            server: ServerProcess = server, round_: int = round_, burst: int = burst
+        ) -> None:
+            async with trio.open_nursery() as nursery:
+                for i in range(burst):
+                    nursery.start_soon(
+                        remember, server, ledger, content_for(f"{run.name}-{round_}", i, run.rng)
+                    )
+                    await trio.sleep(0.002)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fire)
+            await trio.sleep(delay)
+            server.kill9()
+        out.faults += 1
+        out.restarts += 1 if round_ else 0
+        await server.process.wait()
+    # A last clean start after the final kill: the store opens and serves.
+    server = await run.server(home, env)
+    reply = await server.call_tool("stats", {}, timeout=60)
+    if reply_error_text(reply) is not None:
+        out.violations.append(f"stats after the last kill failed: {reply_error_text(reply)[:200]}")
+    await run.stop(server)
+    out.restarts += 1
+    out.errors_seen = ledger.errors
+    out.notes.append(f"{len(ledger.acked)} acked, {len(ledger.unknown)} cut off by the kills")
+    if not ledger.acked:
+        out.violations.append(
+            "no write was acknowledged before the kills: the scenario proved nothing"
+        )
+    run.verify(home, ledger, embeddings=embeddings)
+
+
+async def kill9_embeddings(run: Run) -> None:
+    await kill9_bursts(run, embeddings=True, rounds=3)
+
+
+async def exit_at_commit(run: Run) -> None:
+    """The process dies (exit 137, like kill -9) right before a COMMIT, repeatedly."""
+    out = run.out
+    home = run.home()
+    ledger = Ledger()
+    for round_ in range(3 if run.quick else 8):
+        at = run.rng.randint(2, 25)
+        server = await run.server(home, {"MEMTRIO_FAULTS": f"store.commit=exit@{at}"})
+        async with trio.open_nursery() as nursery:
+            for i in range(40):
+                nursery.start_soon(
+                    remember, server, ledger, content_for(f"{run.name}-{round_}", i, run.rng)
+                )
+                await trio.sleep(0.003)
+        code = await server.wait_exit(20)
+        if code != 137:
+            out.violations.append(f"round {round_}: expected the injected exit 137, got {code}")
+        out.restarts += 1
+    run.verify(home, ledger)
+    out.errors_seen = ledger.errors
+
+
+# -- slow and failing dependencies -----------------------------------------------------
+
+
+def _hold_lock(db: Path, ready: Any, release: Any) -> None:
+    conn = sqlite3.connect(str(db), isolation_level=None, timeout=30)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        ready.set()
+        release.wait(60)
+        conn.execute("ROLLBACK")
+    finally:
+        conn.close()
+
+
+async def sqlite_busy(run: Run) -> None:
+    """Another process holds the write lock: writes fail cleanly with SQLITE_BUSY, then succeed once it is released."""
+    import threading
+
+    out = run.out
+    home = run.home()
+    ledger = Ledger()
+    server = await run.server(home, {"MEMTRIO_STORE_BUSY_TIMEOUT_MS": "300"})
+    for i in range(5):
+        await remember(server, ledger, content_for(run.name, i, run.rng))
+    ready, release = threading.Event(), threading.Event()
+    holder = threading.Thread(
+        target=_hold_lock, args=(home / "memtrio.sqlite", ready, release), daemon=True
+    )
+    holder.start()
+    await trio.to_thread.run_sync(ready.wait, 30)
+    out.faults += 1
+    blocked = 4
+    for i in range(blocked):
+        status = await remember(server, ledger, content_for(run.name, 100 + i, run.rng))
+        if status != "refused":
+            out.violations.append(
+                f"a write while the database was locked was {status}, expected a clean refusal"
+            )
+    release.set()
+    await trio.to_thread.run_sync(holder.join, 30)
+    for i in range(5):
+        status = await remember(server, ledger, content_for(run.name, 200 + i, run.rng))
+        if status != "acked":
+            out.violations.append(f"a write after the lock was released was {status}")
+    await run.stop(server)
+    out.errors_expected, out.errors_exact, out.errors_seen = blocked, True, ledger.errors
+    run.verify(home, ledger)
+
+
+async def disk_full(run: Run) -> None:
+    """The disk fills up (a file-size limit on the server): writes fail cleanly, reads go on, nothing is half-written."""
+    out = run.out
+    home = run.home()
+    ledger = Ledger()
+    # First fill the store a little without a limit, then restart with the limit
+    # just above the files' current sizes.
+    server = await run.server(home, {"MEMTRIO_LOG_LEVEL": "warning"})
+    for i in range(10):
+        await remember(server, ledger, content_for(run.name, i, run.rng))
+    await run.stop(server)
+    sizes = [p.stat().st_size for p in home.rglob("*") if p.is_file()]
+    limit = max(sizes) + 64 * 1024
+
+    def preexec() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    server = await run.server(home, {"MEMTRIO_LOG_LEVEL": "warning"}, preexec=preexec)
+    out.faults += 1
+    refused = 0
+    big = "x" * 16384
+    for i in range(40):
+        status = await remember(server, ledger, f"{content_for(run.name, 100 + i, run.rng)} {big}")
+        if status == "refused":
+            refused += 1
+        elif status != "acked":
+            out.violations.append(
+                f"a write on a full disk was {status}, expected a result or a clean refusal"
+            )
+    if not refused:
+        out.violations.append("the disk never filled up: the scenario proved nothing")
+    reply = await server.call_tool("stats", {}, timeout=30)
+    if reply_error_text(reply) is not None:
+        out.violations.append(f"stats on a full disk failed: {reply_error_text(reply)[:200]}")
+    reply = await server.call_tool("recall", {"query": "alpha", "limit": 3}, timeout=30)
+    if reply_error_text(reply) is not None:
+        # recall records each access in a write transaction, so it needs a writable disk
+        out.notes.append(f"recall on a full disk: {reply_error_text(reply)[:120]}")
+    await run.stop(server)
+    out.errors_expected, out.errors_seen = refused, ledger.errors
+    # Space again: the store opens and every acknowledged write is there.
+    server = await run.server(home)
+    await remember(server, ledger, content_for(run.name, 999, run.rng))
+    await run.stop(server)
+    run.verify(home, ledger)
+
+
+def _readonly_wrap(home: Path) -> list[str] | None:
+    """As root: a private mount namespace where ``home`` is a read-only bind mount."""
+    import shutil as _shutil
+
+    if os.geteuid() != 0 or _shutil.which("unshare") is None:
+        return None
+    script = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" "$0" && exec "$@"'
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script + " 2>/dev/null", str(home), "true"],
+        capture_output=True,
+        timeout=10,
+    )
+    return ["unshare", "-m", "sh", "-c", script, str(home)] if probe.returncode == 0 else None
+
+
+async def readonly_home(run: Run) -> None:
+    """A read-only disk under the home: the server says so clearly and exits non-zero,
+    or serves reads and refuses writes; nothing acknowledged before is lost."""
+    out = run.out
+    home = run.home()
+    ledger = Ledger()
+    server = await run.server(home)
+    for i in range(5):
+        await remember(server, ledger, content_for(run.name, i, run.rng))
+    await run.stop(server)
+    wrap = await trio.to_thread.run_sync(_readonly_wrap, home)
+    if wrap is None:
+        if os.geteuid() == 0:
+            out.notes.append(
+                "skipped: root without a private read-only mount (unshare) ignores file modes"
+            )
+            run.verify(home, ledger)
+            return
+        for path in [home, *home.rglob("*")]:
+            os.chmod(path, 0o555 if path.is_dir() else 0o444)
+    out.faults += 1
+    try:
+        server = await run.server(
+            home, {"MEMTRIO_LOG_PATH": str(run.base / "ro.log")}, wrap=wrap, initialize=False
+        )
+        try:
+            reply = await server.initialize(timeout=30)
+        except (ServerGone, NoReply):
+            reply = None
+        if reply is None or "result" not in reply:
+            code = await server.wait_exit(30)
+            stderr = server.stderr_text()
+            if code in (0, None):
+                out.violations.append(f"read-only home: no session and exit code {code}")
+            elif "memtrio" not in stderr or "Traceback" in stderr:
+                out.violations.append(f"read-only home: unclear message: {stderr[-300:]!r}")
+            last = stderr.strip().splitlines()[-1][:200] if stderr.strip() else ""
+            out.notes.append(f"refused to start (exit {code}): {last}")
+        else:
+            status = await remember(server, ledger, content_for(run.name, 50, run.rng))
+            out.errors_expected = 1
+            if status != "refused":
+                out.violations.append(
+                    f"a write to a read-only home was {status}, expected a clean refusal"
+                )
+            reply = await server.call_tool("stats", {}, timeout=30)
+            if reply_error_text(reply) is not None:
+                out.notes.append(f"stats on a read-only home: {reply_error_text(reply)[:120]}")
+            out.errors_seen = ledger.errors
+            await run.stop(server, expect_code=None)
+    finally:
+        for path in [home, *home.rglob("*")]:
+            os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    run.verify(home, ledger)
+
+
+# -- restart storms ------------------------------------------------------------------------
+
+
+async def storm(run: Run, point: str, request: str) -> None:
+    """A child failing on every request: its supervisors give up and the server exits 1 saying so."""
+    out = run.out
+    home = run.home()
+    # From the 3rd hit on (initialize and its notification go through first).
+    server = await run.server(home, {"MEMTRIO_FAULTS": f"{point}=raise@3+"})
+    sent = 0
+    with trio.move_on_after(60):
+        while not server.gone and sent < 500:
+            sent += 1
+            try:
+                if request == "ping":
+                    await server.request("ping", timeout=10)
+                else:
+                    await server.call_tool("remember", {"content": f"storm {sent}"}, timeout=10)
+            except (ServerGone, NoReply):
+                break
+    code = await server.wait_exit(30)
+    stderr = server.stderr_text()
+    if code != 1:
+        out.violations.append(f"restart storm at {point}: exit code {code}, expected 1")
+    if "gave up" not in stderr:
+        out.violations.append(
+            f"restart storm at {point}: stderr does not say a supervisor gave up: {stderr[-300:]!r}"
+        )
+    out.errors_seen = server.stats.errors + server.stats.tool_errors
+    out.errors_expected = 1
+    out.notes.append(f"exited {code} after {sent} requests")
+
+
+async def storm_session(run: Run) -> None:
+    await storm(run, "session.dispatch", "ping")
+
+
+async def storm_store(run: Run) -> None:
+    await storm(run, "store.write", "remember")
+
+
+async def malformed(run: Run) -> None:
+    await run_malformed(run)
+
+
+QUICK: dict[str, Scenario] = {
+    "crash-reader": crash_reader,
+    "crash-session": crash_session,
+    "crash-writer": crash_writer,
+    "crash-store": crash_store,
+    "commit-fault": commit_fault,
+    "crash-embedder": crash_embedder,
+    "kill9-bursts": kill9_bursts,
+    "malformed": malformed,
+    "sqlite-busy": sqlite_busy,
+    "disk-full": disk_full,
+    "readonly-home": readonly_home,
+    "storm-session": storm_session,
+}
+
+FULL: dict[str, Scenario] = {
+    **QUICK,
+    "crash-ranker": crash_ranker,
+    "crash-code-workers": crash_code_workers,
+    "kill9-embeddings": kill9_embeddings,
+    "exit-at-commit": exit_at_commit,
+    "storm-store": storm_store,
+}
+
+# Generous per-scenario time budgets (seconds); a scenario over budget fails.
+BUDGET_QUICK = 60.0
+BUDGET_FULL = 300.0
+
+
+def python() -> str:
+    return sys.executable

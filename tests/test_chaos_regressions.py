@@ -1,0 +1,109 @@
+"""Regression tests for the bugs the chaos harness found, named after what broke."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import trio
+from memtrio.protocol import jsonrpc
+from raw_server import raw_server
+
+
+async def _call(server, rid: int, tool: str, **arguments) -> None:  # type: ignore[no-untyped-def]
+    await server.request(rid, "tools/call", {"name": tool, "arguments": arguments})
+
+
+async def test_store_crash_keeps_the_stdio_session_initialized(home: Path) -> None:
+    # The root supervisor is rest_for_one: a StoreWriter crash restarts the
+    # transport too. It used to come back with a fresh, uninitialized session
+    # (every later call: "Server not initialized") and the queued input lost.
+    async with raw_server(home, env={"MEMTRIO_FAULTS": "store.write=raise@2"}) as server:
+        await server.initialize()
+        await _call(server, 1, "remember", content="first")
+        assert "result" in await server.read()
+        await _call(server, 2, "remember", content="second")  # the store crashes on it
+        reply = await server.read()
+        assert reply["id"] == 2 and reply["result"]["isError"]
+        # A call that lands while the transport restarts may be interrupted
+        # (-32603); none may be refused as "not initialized".
+        for rid in range(3, 6):
+            await _call(server, rid, "remember", content=f"after the crash {rid}")
+            reply = await server.read()
+            assert reply["id"] == rid
+            assert reply.get("error", {}).get("code") != jsonrpc.SERVER_NOT_INITIALIZED, reply
+            if "result" in reply:
+                break
+        assert not reply["result"]["isError"], reply
+        await server.request(9, "tools/list")
+        assert "tools" in (await server.read())["result"]
+
+
+async def test_session_crash_mid_batch_answers_every_pipelined_request(home: Path) -> None:
+    # Lines arrive in batches; a session crash on one line used to drop the rest
+    # of its batch without a reply, so the client waited forever.
+    async with raw_server(home, env={"MEMTRIO_FAULTS": "session.dispatch=raise@4"}) as server:
+        await server.initialize()  # hits 1 (initialize) and 2 (initialized)
+        batch = b"".join(
+            json.dumps({"jsonrpc": "2.0", "id": i, "method": "ping"}).encode() + b"\n"
+            for i in range(10, 18)
+        )
+        await server.send_bytes(batch)
+        replies = [await server.read(timeout=20) for _ in range(8)]
+        assert sorted(r["id"] for r in replies) == list(range(10, 18))
+        errors = [r for r in replies if "error" in r]
+        assert len(errors) == 1 and errors[0]["error"]["code"] == jsonrpc.INTERNAL_ERROR
+
+
+def test_deeply_nested_json_is_a_parse_error_not_a_recursion_error() -> None:
+    # msgspec raises RecursionError (not DecodeError) past ~1000 levels; decode_line let it out.
+    for line in (
+        b"[" * 100_000,
+        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":'
+        + b"[" * 5000
+        + b"]" * 5000
+        + b"}}",
+        b'{"a":' * 50_000 + b"1" + b"}" * 50_000,
+    ):
+        msg = jsonrpc.decode_line(line)
+        assert isinstance(msg, jsonrpc.Failure) and msg.code == jsonrpc.PARSE_ERROR
+
+
+async def test_deeply_nested_json_does_not_crash_the_session(home: Path) -> None:
+    async with raw_server(home) as server:
+        await server.initialize()
+        for i in range(8):  # more than the transport's restart intensity, had each crashed it
+            await server.send_bytes(b"[" * 200_000 + b"\n")
+            reply = await server.read()
+            assert reply["error"]["code"] == jsonrpc.PARSE_ERROR
+            await server.request(i, "ping")
+            assert (await server.read())["id"] == i
+
+
+@pytest.mark.parametrize("workers", [1])
+async def test_hung_embedder_worker_is_abandoned_and_the_pool_recovers(
+    home: Path, workers: int
+) -> None:
+    # A worker stuck in an encode was never abandoned: with one worker every
+    # later call timed out forever.
+    env = {
+        "MEMTRIO_EMBEDDINGS": "on",
+        "MEMTRIO_EMBEDDING_WORKERS": str(workers),
+        "MEMTRIO_EMBEDDING_TIMEOUT": "2",
+        "MEMTRIO_EMBEDDING_INTRA_OP_THREADS": "1",
+        "MEMTRIO_FAULTS": "embedder.embed=hang@2",
+    }
+    async with raw_server(home, env=env) as server:
+        await server.initialize()
+        await _call(server, 1, "remember", content="loads the model")
+        assert not (await server.read(timeout=60))["result"]["isError"]
+        await _call(server, 2, "remember", content="hangs")
+        reply = await server.read(timeout=30)
+        assert reply["result"]["isError"]
+        assert "[embedding] timeout" in reply["result"]["content"][0]["text"]
+        for rid in (3, 4):
+            with trio.fail_after(10):
+                await _call(server, rid, "remember", content=f"after the hang {rid}")
+                reply = await server.read()
+            assert not reply["result"]["isError"], reply
