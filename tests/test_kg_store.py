@@ -90,7 +90,7 @@ def test_each_repository_sees_and_changes_only_its_part_of_a_shared_entity(
     # ... creating X there links the same entity, with b's own observations.
     made = _write(conn, b, lambda w: graph.create_entities(w, [ent("x", "lib", ["from b"])]))
     assert made == [{"name": "X", "entityType": "lib", "observations": ["from b"]}]
-    seen_b = _read(conn, b, lambda c, s: graph.batch_get(c, s, ["X"], "full"))
+    seen_b = _read(conn, b, lambda c, s: graph.batch_get(c, s, ["X"], 0, 10, "full"))
     assert seen_b["entities"][0]["observations"] == ["from b"]
     with pytest.raises(ToolError, match="may not modify"):
         _write(conn, b, lambda w: graph.merge_entities(w, ["X"], "Z", None))

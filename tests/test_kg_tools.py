@@ -127,6 +127,10 @@ async def test_every_graph_tool_end_to_end(home: Path) -> None:
             and batch["missing"] == ["ghost"]
             and "relations" not in batch
         )
+        second = await ok(
+            client, "batch_get_entities", names=["b", "E"], offset=1, limit=1, mode="names"
+        )
+        assert second == {"entities": ["E"], "missing": [], "total": 2, "nextOffset": None}
         assert (await ok(client, "get_entity", name="e"))["observations"] == ["dup", "dup"]
         assert "ghost" in await fails(client, "get_entity", name="ghost")
         exists = await ok(client, "entity_exists", names=["A", "ghost"])

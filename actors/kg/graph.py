@@ -808,20 +808,11 @@ def open_nodes(
 
 
 def batch_get(
-    conn: sqlite3.Connection, sc: Scoped, names: Sequence[str], mode: str
+    conn: sqlite3.Connection, sc: Scoped, names: Sequence[str], offset: int, limit: int, mode: str
 ) -> dict[str, Any]:
-    found = resolve(conn, sc, names)
-    ordered = list(
-        {
-            ops.canonical_name(n): found[ops.canonical_name(n)]
-            for n in names
-            if ops.canonical_name(n) in found
-        }.values()
-    )
-    return {
-        "entities": entities_out(conn, sc, ordered, mode),
-        "missing": [n for n in dict.fromkeys(names) if ops.canonical_name(n) not in found],
-    }
+    result = open_nodes(conn, sc, names, offset, limit, mode)
+    result.pop("relations", None)
+    return result
 
 
 def get_one(conn: sqlite3.Connection, sc: Scoped, name: str) -> Ent:

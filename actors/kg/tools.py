@@ -156,6 +156,8 @@ class OpenNodesArgs(msgspec.Struct, forbid_unknown_fields=True):
 
 class BatchGetArgs(msgspec.Struct, forbid_unknown_fields=True):
     names: Names
+    offset: Offset = 0
+    limit: Limit = MAX_SEARCH_LIMIT
     mode: Mode = "full"
 
 
@@ -410,7 +412,9 @@ async def open_nodes(ctx: Any, args: OpenNodesArgs) -> dict[str, Any]:
 
 
 async def batch_get_entities(ctx: Any, args: BatchGetArgs) -> dict[str, Any]:
-    return await read(ctx.app, lambda c, s: graph.batch_get(c, s, args.names, args.mode))
+    return await read(
+        ctx.app, lambda c, s: graph.batch_get(c, s, args.names, args.offset, args.limit, args.mode)
+    )
 
 
 async def get_entity(ctx: Any, args: NameArgs) -> dict[str, Any]:
@@ -597,7 +601,7 @@ TOOLS = [
        + _PAGE + _MODE,
        OpenNodesArgs, open_nodes),
     _r("batch_get_entities", "Batch Get Entities",
-       "Fetch up to 1,000 entities by name (no relations); `missing` lists unknown names." + _MODE,
+       "Fetch up to 1,000 entities by name (no relations); `missing` lists unknown names." + _PAGE + _MODE,
        BatchGetArgs, batch_get_entities),
     _r("get_entity", "Get Entity", "Fetch one entity by name: {name, entityType, observations}.",
        NameArgs, get_entity),
