@@ -121,3 +121,23 @@ async def test_a_call_of_a_thousand_entities_is_one_commit(home: Path, tmp_path:
         assert "injected fault" in await fails(client, "create_entities", entities=batch(1000))
         stats = await ok(client, "graph_stats")
         assert (stats["entities"], stats["observations"]) == (1000, 5000)
+
+
+def test_a_version_1_store_gets_its_entities_indexed_for_search_nodes(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "old.sqlite", isolation_level=None)
+    for statement in schema._statements(schema.MIGRATIONS[0]):
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 1")
+    conn.execute(
+        "INSERT INTO entities (name, canonical_name, kind, created_at, updated_at) "
+        "VALUES ('Old Service', 'old service', 'service', 0, 0)"
+    )
+    assert schema.migrate(conn) == schema.LATEST
+    view = graph.View(["global"], ["global"], "global")
+    found = _read(conn, view, lambda c, s: graph.search_nodes(c, s, "serv", 0, 10, "names", None))
+    assert found["entities"] == ["Old Service"]
+    conn.execute("UPDATE entities SET name = 'Renamed Thing' WHERE id = 1")
+    found = _read(
+        conn, view, lambda c, s: graph.search_nodes(c, s, "renamed", 0, 10, "names", None)
+    )
+    assert found["entities"] == ["Renamed Thing"]
