@@ -129,7 +129,7 @@ async def test_diff_limit_partial_coverage_and_refusals(repo: Path, home: Path) 
         assert text.split("\n")[1:] == [
             "broken.py\tadded\tpartial: syntax error at line 4",
             "  + 1-2\tfunction ok",
-            "  + 4-5\tfunction broken",
+            "  + 4-5\tfunction broken\tdef broken(:",
         ]
         limited = await structural_diff(service.pool, repo, "main", "HEAD", 2)
         assert limited.split("\n")[-1] == "2 of 6 changed files"

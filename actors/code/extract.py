@@ -28,7 +28,8 @@ _NO_SIGNATURE = frozenset(
     {"import", "expression", "component", "slot", "rule", "media", "supports", "keyframes"}
 )
 # Words a first line may end with that add nothing the kind and name do not say.
-_TRAILERS = ("{", "}", ":", ";", "()", "do", "=>", "where", "begin", "then", "->", "=", "(", "[")
+# (An open "(" stays: `def f(` followed by parameter lines shows that it takes some.)
+_TRAILERS = ("{", "}", ":", ";", "()", "do", "=>", "where", "begin", "then", "->", "=")
 
 
 class Symbol(msgspec.Struct, array_like=True, frozen=True):

@@ -35,7 +35,7 @@ class OutlineArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     offset: Offset = 0
     limit: Annotated[int, msgspec.Meta(ge=1, le=500, description="Symbols per page (1-500).")] = 200
     depth: Annotated[
-        int | None,
+        Annotated[int, msgspec.Meta(ge=0)] | None,
         msgspec.Meta(
             description="0 lists top-level symbols only, 1 adds their direct children; omit for every level."
         ),
