@@ -101,6 +101,13 @@ def test_each_repository_sees_and_changes_only_its_part_of_a_shared_entity(
     seen_a = _read(conn, a, lambda c, s: graph.open_nodes(c, s, ["X"], 0, 10, "full"))
     assert seen_a["entities"][0]["observations"] == ["from a"]
     assert seen_a["relations"] == [{"from": "X", "to": "Y", "relationType": "uses"}]
+    # Merging into an entity known only to a links it to b, with b's observations.
+    _write(conn, b, lambda w: graph.create_entities(w, [ent("Q", "lib", ["q from b"])]))
+    merged = _write(conn, b, lambda w: graph.merge_entities(w, ["Q"], "X", None))
+    assert merged["target"] == {"name": "X", "entityType": "lib", "observations": ["q from b"]}
+    seen_a = _read(conn, a, lambda c, s: graph.open_nodes(c, s, ["X"], 0, 10, "full"))
+    assert seen_a["entities"][0]["observations"] == ["from a"]
+    _write(conn, b, lambda w: graph.delete_entities(w, ["X"]))
     # Deleting it in a, where it is wholly writable, deletes the row and its relation.
     _write(conn, a, lambda w: graph.delete_entities(w, ["X"]))
     assert conn.execute("SELECT count(*) FROM entities").fetchone()[0] == 1

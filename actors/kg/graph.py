@@ -568,7 +568,7 @@ def merge_entities(
     created (with ``entity_type`` or the first source's type) if it does not exist.
     """
     conn, sc = w.conn, w.sc
-    found = resolve(conn, sc, [*sources, target])
+    found = resolve(conn, sc, sources)
     require(found, sources, "merge_entities")
     tcanon = ops.canonical_name(target)
     srcs = list({ops.canonical_name(s): found[ops.canonical_name(s)] for s in sources}.values())
@@ -582,10 +582,12 @@ def merge_entities(
                 f"merge_entities: entity {s.name!r} also belongs to a scope this server may not modify "
                 f"(it may only write {', '.join(w.view.writable)}); nothing was changed"
             )
-    tgt = found.get(tcanon)
+    tgt = resolve(conn, sc, [target], visible_only=False).get(tcanon)
     if tgt is None:
         tgt = w.create_entity(target, entity_type if entity_type is not None else srcs[0].kind)
-    elif entity_type is not None and entity_type != tgt.kind:
+    elif not tgt.visible:
+        w.link_entity(tgt.id)  # known in another scope only: now part of this one too
+    if entity_type is not None and entity_type != tgt.kind:
         conn.execute("UPDATE entities SET kind = ? WHERE id = ?", (entity_type, tgt.id))
         tgt.kind = entity_type
     have = {c for _, c in observations_of(conn, sc, [tgt.id])[tgt.id]}
