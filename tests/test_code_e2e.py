@@ -54,6 +54,7 @@ def repo(tmp_path: Path) -> Path:
             "lib/billing.ex": BILLING,
             "app/service.py": SERVICE,
             "app/broken.py": "def fine():\n    pass\n\ndef bad(:\n",
+            "lib/old_name.rb": "module Tools\n  def self.run(x)\n    x\n  end\nend\n",
         },
     )
     git(root, "checkout", "-q", "-b", "feature")
@@ -67,6 +68,7 @@ def repo(tmp_path: Path) -> Path:
         },
     )
     git(root, "rm", "-q", "app/broken.py")
+    git(root, "mv", "lib/old_name.rb", "lib/tools.rb")
     git(root, "commit", "-qam", "feature")
     return root
 
@@ -120,9 +122,11 @@ async def test_code_tools_over_mcp(repo: Path, home: Path, tmp_path: Path) -> No
             "lib/billing.ex:4-4\tfunction bill/1\tin Billing\tdef bill(amount), do: amount",
             "lib/billing.ex:1-9\tmodule Billing",
         ]
-        assert await ok(client, "find_symbol", query="run", kind="method") == (
-            "app/service.py:10-11\tmethod run\tin Loader\tdef run(self):"
-        )
+        methods = await ok(client, "find_symbol", query="run", kind="method")
+        assert methods.split("\n") == [  # exact names, then names ending in ".run"
+            "app/service.py:10-11\tmethod run\tin Loader\tdef run(self):",
+            "lib/tools.rb:2-4\tmethod self.run\tin Tools\tdef self.run(x)",
+        ]
         assert await ok(client, "find_symbol", query="no_such_symbol_anywhere") == ""
         many = await ok(client, "find_symbol", query="l", limit=1)
         assert many.split("\n")[-1].endswith("matches; raise limit for more")
@@ -154,9 +158,10 @@ async def test_code_tools_over_mcp(repo: Path, home: Path, tmp_path: Path) -> No
             "  - 4-4\tfunction charge/1",
             "  + 4-4\tfunction bill/1\tdef bill(amount), do: amount",
             "  ~ 6-8\tfunction refund/1\tdef refund(amount) do",
+            "lib/tools.rb\trenamed from lib/old_name.rb",
         ]
         one = await ok(client, "code_diff", base="main", limit=1)
-        assert one.split("\n")[-1] == "1 of 3 changed files"
+        assert one.split("\n")[-1] == "1 of 4 changed files"
         is_error, _ = await call(client, "code_diff", base="main", head="no-such-rev")
         assert is_error
 
@@ -176,7 +181,7 @@ async def test_code_cli_index_and_diff(repo: Path, home: Path) -> None:
     (repo / "data.py").write_bytes(b"\x00binary")
     done = run_cli(["code", "index", "--root", str(repo / "lib")], cwd=home, home=home)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith(f"indexed 3 source files of {repo} (3 parsed) in ")
+    assert done.stdout.startswith(f"indexed 4 source files of {repo} (4 parsed) in ")
     assert done.stdout.splitlines()[1:] == ["not indexed (1):", "  data.py\tbinary"]
     again = run_cli(["code", "index", "--json"], cwd=repo, home=home)
     assert (
