@@ -148,10 +148,9 @@ class CodeIndex:
     # -- writing -----------------------------------------------------------
 
     def checkout_id(self, root: str) -> int:
-        row = self.conn.execute("SELECT id FROM checkouts WHERE root = ?", (root,)).fetchone()
-        if row:
-            return row[0]
-        return self.conn.execute("INSERT INTO checkouts(root) VALUES (?)", (root,)).lastrowid or 0
+        # OR IGNORE: another server process may add the same checkout at the same time.
+        self.conn.execute("INSERT OR IGNORE INTO checkouts(root) VALUES (?)", (root,))
+        return self.conn.execute("SELECT id FROM checkouts WHERE root = ?", (root,)).fetchone()[0]
 
     def file_map(self, cid: int) -> dict[str, tuple[int, int]]:
         """path -> (size, mtime_ns) of every file indexed in a checkout."""
