@@ -4,6 +4,7 @@ path rules, a corrupt index, and parser workers that crash or hang."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -307,3 +308,37 @@ async def test_workers_that_cannot_start_leave_the_server_up(
         assert path == "a.py" and reason.startswith("parser workers are down (Escalation:")
         # not recorded as the file's fault: the next refresh tries it again
         assert (await service.refresh(root)).parsed == 1
+
+
+async def test_damaged_pages_found_later_recreate_the_index(tmp_path: Path, home: Path) -> None:
+    root = make_repo(tmp_path / "repo", FILES)
+    async with running_service(home) as (service, _):
+        await service.refresh(root)
+    path = index_path(home)
+    page_size = 4096
+    data = bytearray(path.read_bytes())
+    data[page_size:] = b"\xa5" * (len(data) - page_size)  # keep the header and schema page only
+    path.write_bytes(bytes(data))
+    async with running_service(home) as (service, _):  # found when opening: recreated empty
+        rows, _ = await service.find(root, "charge", None, 20)
+        assert [r[4] for r in rows] == ["charge/1", "charge/2"]
+        # damage found while serving: the call says so, the file is recreated, the next call works
+        real_find = service.index.find
+
+        def damaged(*args: object) -> object:
+            service.index.find = real_find
+            raise sqlite3.DatabaseError("database disk image is malformed")
+
+        service.index.find = damaged
+        with pytest.raises(ToolError, match="corrupt and has been recreated"):
+            await service.find(root, "charge", None, 20)
+        rows, _ = await service.find(root, "charge", None, 20)
+        assert [r[4] for r in rows] == ["charge/1", "charge/2"]
+        # other SQLite failures leave the file alone
+        service.index.find = lambda *args: (_ for _ in ()).throw(
+            sqlite3.OperationalError("disk I/O error")
+        )
+        with pytest.raises(ToolError, match="disk I/O error; retry later"):
+            await service.find(root, "charge", None, 20)
+        service.index.find = real_find
+        assert (await service.refresh(root)).parsed == 0
