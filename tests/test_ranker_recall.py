@@ -336,3 +336,29 @@ def test_cache_named_entities_match_whole_words() -> None:
     assert cache.named_entities("How does the Auth  Service talk to Redis?", allowed) == [2, 1]
     assert cache.named_entities("rediscover the author services", allowed) == []
     assert cache.named_entities("modern C++ idioms", allowed) == [3]
+
+
+async def test_an_entity_gaining_a_scope_through_a_memory_is_followed(home: Path) -> None:
+    async with running(home) as (store, ranker):
+        gateway, ch0 = await store.entity("payments-gateway", scopes=["repo:/b"])
+        m1, ch1 = await store.memory(
+            "The payments-gateway retries card charges.", scopes=["repo:/b"], entities=[gateway]
+        )
+        ranker.on_changes(ch0 + ch1)
+        await ranker.recall("card charges", None, None, 3)
+        cache = ranker._cache
+        assert cache is not None
+        assert not cache.items["entity"].allowed(cache.selected_scopes(["repo:/a"]))[gateway]
+        # The store links an existing entity to a memory of another scope: it reports the
+        # memory only, and adds the scope to the entity.
+        m2, ch2 = await store.memory(
+            "Priya owns payments-gateway.", scopes=["repo:/a"], entities=[gateway]
+        )
+        store.conn.execute(
+            "INSERT INTO entity_scopes VALUES (?, ?)", (gateway, store.scope("repo:/a"))
+        )
+        ranker.on_changes(ch2)
+        ranked = await ranker.recall("payments-gateway", ["repo:/a"], None, 3)
+        assert [m for m, _ in ranked] == [m2]
+        cache = ranker._cache
+        assert cache.items["entity"].allowed(cache.selected_scopes(["repo:/a"]))[gateway]

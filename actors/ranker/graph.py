@@ -250,6 +250,50 @@ class RecallCache:
             ids = list(todo[kind])
             for start in range(0, len(ids), SQL_BATCH):
                 self._refresh(conn, kind, ids[start : start + SQL_BATCH], todo[kind])
+        # A memory's entities and relations may have gained a scope (an existing entity
+        # mentioned from another scope) without a change record of their own: re-read
+        # the attributes of those the changed memories link to (not their links: an
+        # entity may have thousands).
+        linked: dict[str, set[int]] = {"entity": set(), "relation": set()}
+        for memory_id in todo["memory"]:
+            for n in self.adj.get(node("memory", memory_id), ()):
+                kind = KINDS[node_kind(n)]
+                if kind in linked and node_id(n) not in todo[kind]:
+                    linked[kind].add(node_id(n))
+        for kind, ids_set in linked.items():
+            ids = sorted(ids_set)
+            for start in range(0, len(ids), SQL_BATCH):
+                self._touch(conn, kind, ids[start : start + SQL_BATCH])
+
+    def _touch(self, conn: sqlite3.Connection, kind: str, ids: list[int]) -> None:
+        """Re-read the scopes (and name / vector if unknown) of existing entities or relations."""
+        marks = ",".join("?" * len(ids))
+        table, col, rows_sql = {
+            "entity": (
+                "entity_scopes",
+                "entity_id",
+                f"SELECT id, canonical_name FROM entities WHERE id IN ({marks})",
+            ),
+            "relation": (
+                "relation_scopes",
+                "relation_id",
+                f"SELECT id, source_id FROM relations WHERE id IN ({marks})",
+            ),
+        }[kind]
+        scopes: dict[int, list[int]] = {}
+        for item_id, scope_id in conn.execute(
+            f"SELECT {col}, scope_id FROM {table} WHERE {col} IN ({marks})", ids
+        ):
+            scopes.setdefault(item_id, []).append(scope_id)
+        fresh: list[int] = []
+        for item_id, value in conn.execute(rows_sql, ids):
+            if not self.items[kind].has(item_id):
+                fresh.append(item_id)
+            self.items[kind].set(item_id, scopes.get(item_id, ()))
+            if kind == "entity" and self.entity_name.get(item_id) != value:
+                self._name_entity(item_id, value)
+        if fresh:
+            self._refresh_vectors(conn, kind, fresh, {})
 
     def _refresh(
         self, conn: sqlite3.Connection, kind: str, ids: list[int], changes: dict[int, Any]
