@@ -148,3 +148,33 @@ def test_a_version_1_store_gets_its_entities_indexed_for_search_nodes(tmp_path: 
         conn, view, lambda c, s: graph.search_nodes(c, s, "renamed", 0, 10, "names", None)
     )
     assert found["entities"] == ["Renamed Thing"]
+
+
+def test_search_words_match_inside_names_and_types(tmp_path: Path) -> None:
+    conn = _conn(tmp_path)
+    view = graph.View(["global"], ["global"], "global")
+    ent = graph.EntityIn
+    _write(
+        conn,
+        view,
+        lambda w: graph.create_entities(
+            w,
+            [
+                ent("DatabaseService", "microservice", ["owns the schema"]),
+                ent("parseConfig", "function", []),
+            ],
+        ),
+    )
+
+    def search(query: str) -> list[str]:
+        return _read(
+            conn, view, lambda c, s: graph.search_nodes(c, s, query, 0, 10, "names", None)
+        )["entities"]
+
+    assert search("Service") == ["DatabaseService"]
+    assert search("config") == ["parseConfig"]
+    assert search("base serv schema") == ["DatabaseService"]
+    assert search("se") == []  # two letters: word prefixes only
+    assert search("chema") == []  # inside observations: word prefixes only
+    conn.execute("UPDATE entities SET name = 'LoadConfig' WHERE name = 'parseConfig'")
+    assert search("parse") == [] and search("adconf") == ["LoadConfig"]

@@ -681,12 +681,10 @@ def compact(w: Writer) -> dict[str, Any]:
         for mid in sorted(int(i) for i in ids.split(","))[1:]:
             w.drop_observation(mid, eid)
             removed += 1
-    conn.execute("INSERT INTO entities_fts (entities_fts) VALUES ('optimize')")
-    conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
-    return {
-        "duplicateObservationsRemoved": removed,
-        "indexesOptimized": ["entities_fts", "memories_fts"],
-    }
+    indexes = ["entities_fts", "entities_trigram", "memories_fts"]
+    for index in indexes:
+        conn.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")
+    return {"duplicateObservationsRemoved": removed, "indexesOptimized": indexes}
 
 
 # -- reads ---------------------------------------------------------------------------
@@ -736,10 +734,13 @@ def search_nodes(
     mode: str,
     entity_type: str | None,
 ) -> dict[str, Any]:
-    """Entities whose name, type or observations contain every word of ``query`` (each as a prefix).
+    """Entities whose name, type or observations contain every word of ``query``.
 
-    FTS5 prefix queries over ``entities_fts`` (name, type) and ``memories_fts``
-    (observations); an entity matches when each word matches somewhere in it.
+    Each word matches as a prefix of a word (FTS5 prefix queries over
+    ``entities_fts`` for names and types, ``memories_fts`` for observations)
+    or, for words of 3+ characters, anywhere inside a name or type (the
+    trigram index ``entities_trigram``); an entity matches when each word
+    matches somewhere in it.
     Ranked by name/type matches (weight 3 per word) plus matching observations.
     """
     terms = search_terms(query)
@@ -751,9 +752,21 @@ def search_nodes(
     for term in terms:
         match = f'"{term}"*'
         hits: Counter[int] = Counter()
-        for (eid,) in conn.execute(
-            "SELECT rowid FROM entities_fts WHERE entities_fts MATCH ?", (match,)
-        ):
+        in_name = {
+            r[0]
+            for r in conn.execute(
+                "SELECT rowid FROM entities_fts WHERE entities_fts MATCH ?", (match,)
+            )
+        }
+        if len(term) >= 3:  # the trigram index finds it inside a name or type, too
+            in_name.update(
+                r[0]
+                for r in conn.execute(
+                    "SELECT rowid FROM entities_trigram WHERE entities_trigram MATCH ?",
+                    (f'"{term}"',),
+                )
+            )
+        for eid in in_name:
             hits[eid] += 3
         for eid, n in conn.execute(
             f"""SELECT me.entity_id, count(*) FROM memories_fts f JOIN memories m ON m.id = f.rowid

@@ -178,7 +178,31 @@ CREATE TRIGGER entities_fts_update AFTER UPDATE OF name, kind ON entities BEGIN
 END;
 """
 
-MIGRATIONS: list[str] = [SCHEMA_VERSION_1, SCHEMA_VERSION_2]
+# Version 3 (knowledge graph): a trigram FTS5 index over entity names and
+# types, so a word of a search matches inside a name (`Service` finds
+# `DatabaseService`), as the reference memory server's substring search does.
+SCHEMA_VERSION_3 = """
+CREATE VIRTUAL TABLE entities_trigram USING fts5 (
+    name,
+    kind,
+    content = 'entities',
+    content_rowid = 'id',
+    tokenize = 'trigram'
+);
+INSERT INTO entities_trigram (entities_trigram) VALUES ('rebuild');
+CREATE TRIGGER entities_trigram_insert AFTER INSERT ON entities BEGIN
+    INSERT INTO entities_trigram (rowid, name, kind) VALUES (new.id, new.name, new.kind);
+END;
+CREATE TRIGGER entities_trigram_delete AFTER DELETE ON entities BEGIN
+    INSERT INTO entities_trigram (entities_trigram, rowid, name, kind) VALUES ('delete', old.id, old.name, old.kind);
+END;
+CREATE TRIGGER entities_trigram_update AFTER UPDATE OF name, kind ON entities BEGIN
+    INSERT INTO entities_trigram (entities_trigram, rowid, name, kind) VALUES ('delete', old.id, old.name, old.kind);
+    INSERT INTO entities_trigram (rowid, name, kind) VALUES (new.id, new.name, new.kind);
+END;
+"""
+
+MIGRATIONS: list[str] = [SCHEMA_VERSION_1, SCHEMA_VERSION_2, SCHEMA_VERSION_3]
 LATEST = len(MIGRATIONS)
 
 
