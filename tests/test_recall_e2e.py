@@ -107,3 +107,26 @@ async def test_embeddings_off_never_publishes_a_model(tmp_path: Path, flag: str)
         assert answer["ranking"] == "lexical" and len(answer["memories"]) == 1
         resource = await client.read_resource("memtrio://embedding")
         assert json.loads(resource.contents[0].text)["model"] is None
+
+
+async def test_memories_written_without_embeddings_are_embedded_at_recall(tmp_path: Path) -> None:
+    import sqlite3
+
+    home = tmp_path / "home"
+    home.mkdir()
+    async with open_client(home, env={"MEMTRIO_EMBEDDINGS": "off"}) as client:
+        for text in UNRELATED[:3]:
+            await ok(client, "remember", content=text)
+        target = await ok(
+            client,
+            "remember",
+            content="Auth tokens are refreshed every 15 minutes; sessions end when refresh fails.",
+        )
+    async with open_client(home, env=ON) as client:
+        found = await ok(client, "recall", query="why do logins expire", limit=2)
+        assert found["ranking"] == "semantic" and ids_of(found)[0] == target["id"]
+    conn = sqlite3.connect(str(home / "memtrio.sqlite"))
+    try:
+        assert conn.execute("SELECT count(*) FROM vectors WHERE kind = 'memory'").fetchone()[0] == 4
+    finally:
+        conn.close()
