@@ -156,3 +156,14 @@ def test_no_query_text_ever_breaks_fts(
     _, r = conns
     search(r, query)
     search(r, query + ' AND "x" NOT (y*) NEAR:z')
+
+
+def test_a_weak_repository_match_still_comes_before_many_strong_global_ones(
+    conns: tuple[sqlite3.Connection, sqlite3.Connection],
+) -> None:
+    w, r = conns
+    strong = [add(w, "flaky flaky test", ["global"], i) for i in range(120)]
+    weak = add(w, "one flaky thing among many other words in a rather long sentence", [REPO], 500)
+    result = search(r, "flaky", limit=3)
+    assert result[0] == weak and set(result[1:]) <= set(strong)
+    assert search(r, "flaky", memory_type="OBSERVATION", limit=1) == [weak]

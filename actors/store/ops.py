@@ -503,12 +503,10 @@ _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)  # letters and digits, like FTS5's u
 # recency breaks the ties anyway.
 COMMON_FRACTION = 0.2
 MAX_POSTINGS = 20000
-# Candidate windows of lexical_search: limit * CANDIDATE_FACTOR (at least
-# MIN_CANDIDATES) best BM25 matches, grown by CANDIDATE_GROWTH while filters
-# leave too few.
+# The candidate window of lexical_search: the limit * CANDIDATE_FACTOR (at
+# least MIN_CANDIDATES) best BM25 matches.
 CANDIDATE_FACTOR = 5
 MIN_CANDIDATES = 50
-CANDIDATE_GROWTH = 8
 SQL_CHUNK = 500
 
 
@@ -574,19 +572,19 @@ def lexical_plan(conn: sqlite3.Connection, query: str) -> tuple[str, int] | None
     return " OR ".join(f'"{t}"' for t in terms), low
 
 
-def _visibility_sql(ids: Sequence[int]) -> str:
+def _visibility_sql(ids: Sequence[int], column: str = "m.id") -> str:
     inner = ",".join(str(int(i)) for i in ids) or "NULL"
     return (
-        f"(EXISTS (SELECT 1 FROM memory_scopes ms WHERE ms.memory_id = m.id AND ms.scope_id IN ({inner}))"
-        " OR NOT EXISTS (SELECT 1 FROM memory_scopes ms WHERE ms.memory_id = m.id))"
+        f"(EXISTS (SELECT 1 FROM memory_scopes ms WHERE ms.memory_id = {column} AND ms.scope_id IN ({inner}))"
+        f" OR NOT EXISTS (SELECT 1 FROM memory_scopes ms WHERE ms.memory_id = {column}))"
     )
 
 
-def _tier_sql(repo_ids: Sequence[int]) -> str:
+def _tier_sql(repo_ids: Sequence[int], column: str = "m.id") -> str:
     if not repo_ids:
         return "0"
     inner = ",".join(str(int(i)) for i in repo_ids)
-    return f"EXISTS (SELECT 1 FROM memory_scopes ms WHERE ms.memory_id = m.id AND ms.scope_id IN ({inner}))"
+    return f"EXISTS (SELECT 1 FROM memory_scopes ms WHERE ms.memory_id = {column} AND ms.scope_id IN ({inner}))"
 
 
 def lexical_search(
@@ -599,10 +597,14 @@ def lexical_search(
     """BM25 over memory content within the selected scopes, repository matches first.
 
     Ties on BM25 are broken by importance, then recency. The scope and
-    memory_type filters apply before ranking: candidates are taken from FTS5
-    best first, filtered, and the candidate window is widened until it holds
-    ``limit`` repository matches or every match (so an unselected scope can
-    never crowd out a selected one). Scores are ``-bm25`` (higher is better).
+    memory_type filters apply before ranking, so unselected memories never
+    take a place in the result. Scores are ``-bm25`` (higher is better).
+
+    Cost: the common case ranks a small window of the best FTS5 matches and
+    filters it (no scope or type lookups for the rest); when the filters leave
+    too few, one pass ranks every match with the filters applied in SQL (scope
+    links and the type index only, never the memory rows), then the window of
+    the best is re-sorted with the tie-breakers.
     """
     plan = lexical_plan(conn, query)
     if plan is None:
@@ -610,29 +612,53 @@ def lexical_search(
     match, low = plan
     ids = scope_ids(conn, selection)
     repo_ids = [sid for name, sid in ids.items() if name != GLOBAL]
-    type_sql = "AND m.memory_type = ? COLLATE NOCASE" if memory_type else ""
     window = max(limit * CANDIDATE_FACTOR, MIN_CANDIDATES)
-    while True:
+    candidates = conn.execute(
+        "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? AND rowid >= ? ORDER BY 2 LIMIT ?",
+        (match, low, window),
+    ).fetchall()
+    rows = _filter_candidates(conn, candidates, ids, repo_ids, memory_type)
+    enough = sum(r[1] for r in rows) >= limit if repo_ids else len(rows) >= limit
+    if len(candidates) == window and not enough:
+        # (memory_type, rowid) seeks in the small type index, not the memory rows.
+        type_sql = (
+            "AND EXISTS (SELECT 1 FROM memories t INDEXED BY memories_type"
+            " WHERE t.memory_type = ? COLLATE NOCASE AND t.id = f.id)"
+            if memory_type
+            else ""
+        )
         candidates = conn.execute(
-            "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? AND rowid >= ? ORDER BY 2 LIMIT ?",
-            (match, low, window),
+            f"""SELECT f.id, f.score FROM
+                    (SELECT rowid AS id, bm25(memories_fts) AS score FROM memories_fts
+                     WHERE memories_fts MATCH ? AND rowid >= ?) f
+                WHERE {_visibility_sql(list(ids.values()), "f.id")} {type_sql}
+                ORDER BY {_tier_sql(repo_ids, "f.id")} DESC, f.score ASC, f.id DESC LIMIT ?""",
+            [match, low, *([memory_type] if memory_type else []), window],
         ).fetchall()
-        exhausted = len(candidates) < window
-        score = dict(candidates)
-        rows: list[tuple[int, int, float, float]] = []
-        for start in range(0, len(candidates), SQL_CHUNK):
-            chunk = [c[0] for c in candidates[start : start + SQL_CHUNK]]
-            params: list[Any] = [*chunk, *([memory_type] if memory_type else [])]
-            rows += conn.execute(
-                f"""SELECT m.id, {_tier_sql(repo_ids)}, m.importance, m.updated_at FROM memories m
-                    WHERE m.id IN ({",".join("?" * len(chunk))}) AND {_visibility_sql(list(ids.values()))} {type_sql}""",
-                params,
-            ).fetchall()
-        rows.sort(key=lambda r: (-r[1], score[r[0]], -r[2], -r[3], -r[0]))
-        enough = sum(r[1] for r in rows) >= limit if repo_ids else len(rows) >= limit
-        if exhausted or enough:
-            return [(r[0], -score[r[0]]) for r in rows[:limit]]
-        window *= CANDIDATE_GROWTH
+        rows = _filter_candidates(conn, candidates, ids, repo_ids, memory_type)
+    score = dict(candidates)
+    rows.sort(key=lambda r: (-r[1], score[r[0]], -r[2], -r[3], -r[0]))
+    return [(r[0], -score[r[0]]) for r in rows[:limit]]
+
+
+def _filter_candidates(
+    conn: sqlite3.Connection,
+    candidates: Sequence[tuple[int, float]],
+    ids: dict[str, int],
+    repo_ids: Sequence[int],
+    memory_type: str | None,
+) -> list[tuple[int, int, float, float]]:
+    """(id, tier, importance, updated_at) of the candidates that pass the scope and type filters."""
+    type_sql = "AND m.memory_type = ? COLLATE NOCASE" if memory_type else ""
+    rows: list[tuple[int, int, float, float]] = []
+    for start in range(0, len(candidates), SQL_CHUNK):
+        chunk = [c[0] for c in candidates[start : start + SQL_CHUNK]]
+        rows += conn.execute(
+            f"""SELECT m.id, {_tier_sql(repo_ids)}, m.importance, m.updated_at FROM memories m
+                WHERE m.id IN ({",".join("?" * len(chunk))}) AND {_visibility_sql(list(ids.values()))} {type_sql}""",
+            [*chunk, *([memory_type] if memory_type else [])],
+        ).fetchall()
+    return rows
 
 
 def record_access(
