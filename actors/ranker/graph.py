@@ -132,6 +132,9 @@ class RecallCache:
         self.entity_name: dict[int, str] = {}
         self.max_name_words = 1
         self.data_version: int | None = None
+        self._has_vector: dict[
+            str, tuple[int, np.ndarray]
+        ] = {}  # kind -> (index version, mask by id)
 
     # -- sizes ---------------------------------------------------------------
 
@@ -416,11 +419,19 @@ class RecallCache:
 
     def missing_vectors(self, kind: str, allowed: np.ndarray, limit: int) -> list[int]:
         """Up to ``limit`` allowed items of ``kind`` with no vector of the active model."""
-        ids = np.flatnonzero(allowed)
-        if not len(ids):
-            return []
-        have = self.index[kind].ids()
-        missing = ids[~np.isin(ids, have)] if len(have) else ids
+        index = self.index[kind]
+        cached = self._has_vector.get(kind)
+        if cached is None or cached[0] != index.version:
+            have = np.zeros(len(allowed), dtype=bool)
+            ids = index.ids()
+            have[ids[ids < len(have)]] = True
+            cached = (index.version, have)
+            self._has_vector[kind] = cached
+        have = cached[1]
+        n = min(len(have), len(allowed))
+        missing = np.flatnonzero(allowed[:n] & ~have[:n])
+        if len(allowed) > n:  # ids beyond the cached mask: none of them has a vector
+            missing = np.concatenate([missing, n + np.flatnonzero(allowed[n:])])
         return [int(i) for i in missing[:limit]]
 
     def named_entities(self, query: str, allowed: np.ndarray) -> list[int]:

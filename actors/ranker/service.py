@@ -46,7 +46,9 @@ from . import rank as rank_mod
 from .graph import KINDS, RecallCache
 
 ACTOR = "ranker"
-BACKFILL_LIMIT = 256  # items without a current vector embedded per recall
+BACKFILL_LIMIT = (
+    64  # per kind: items without a current vector embedded per recall (bounds its latency)
+)
 RELOAD_THRESHOLD = 20_000  # pending changes beyond which a full reload is cheaper
 
 

@@ -49,6 +49,7 @@ class ExactIndex:
         self._ids = np.zeros(max(capacity, 1), dtype=np.int64)
         self._row: dict[int, int] = {}
         self._n = 0
+        self.version = 0  # bumped whenever the set of ids changes
 
     def __len__(self) -> int:
         return self._n
@@ -86,6 +87,7 @@ class ExactIndex:
             self._n += 1
             self._row[item_id] = row
             self._ids[row] = item_id
+            self.version += 1
         self._mat[row] = vector
 
     def load_rows(self, rows: Iterable[tuple[int, bytes]], count: int) -> int:
@@ -106,12 +108,14 @@ class ExactIndex:
             self._row[int(item_id)] = n
             n += 1
         self._n = n
+        self.version += 1
         return n
 
     def remove(self, item_id: int) -> None:
         row = self._row.pop(item_id, None)
         if row is None:
             return
+        self.version += 1
         last = self._n - 1
         if row != last:
             self._mat[row] = self._mat[last]
