@@ -151,7 +151,14 @@ class Session:
     async def handle_pending(self) -> None:
         pending = self.state.pending
         while pending:
-            await self.handle_line(pending.popleft())
+            line = pending.popleft()
+            try:
+                await self.handle_line(line)
+            except trio.Cancelled:
+                # Stopped (not crashed) before answering: the next incarnation
+                # handles the line (a crash drops it: it was answered with -32603).
+                pending.appendleft(line)
+                raise
 
     async def handle_line(self, line: bytes) -> None:
         msg = jsonrpc.decode_line(line)

@@ -21,6 +21,7 @@ import os
 import re
 import signal
 import sys
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +57,9 @@ class ReaderState:
     prefix: bytes = b""
     eof: bool = False
     lines: int = 0
+    # Items read but not yet handed to the session: a reader stopped in the
+    # middle of a send leaves them to the next incarnation.
+    outgoing: deque[Any] = field(default_factory=deque)
 
 
 @dataclass
@@ -166,10 +170,13 @@ async def run_reader(
     splitter = LineSplitter(state, limit)
     task_status.started()
     if state.eof:
+        with ctx.cancel_on_shutdown(trio.CancelScope()):
+            await _hand_over(state, inbox)
         await ctx.shutdown.wait()
         return
     with ctx.cancel_on_shutdown(trio.CancelScope()):
         while True:
+            await _hand_over(state, inbox)  # what a stopped incarnation left
             if faults.ACTIVE:
                 await faults.hit("stdio.read")
             try:
@@ -179,15 +186,22 @@ async def run_reader(
                 data = b""
             if not data:
                 state.eof = True
-                for item in splitter.finish():
-                    await inbox.send(item)
-                await inbox.send(Closed())
+                state.outgoing.extend([*splitter.finish(), Closed()])
+                await _hand_over(state, inbox)
                 break
             for item in splitter.feed(data):
                 if isinstance(item, Inbound):
                     state.lines += len(item.lines)
-                await inbox.send(item)
+                state.outgoing.append(item)
+            await _hand_over(state, inbox)
     await ctx.shutdown.wait()
+
+
+async def _hand_over(state: ReaderState, inbox: Mailbox) -> None:
+    """Send the queued items in order; an item leaves the queue only once sent."""
+    while state.outgoing:
+        await inbox.send(state.outgoing[0])
+        state.outgoing.popleft()
 
 
 async def run_writer(

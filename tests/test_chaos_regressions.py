@@ -107,3 +107,57 @@ async def test_hung_embedder_worker_is_abandoned_and_the_pool_recovers(
                 await _call(server, rid, "remember", content=f"after the hang {rid}")
                 reply = await server.read()
             assert not reply["result"]["isError"], reply
+
+
+async def test_reader_stopped_in_the_middle_of_a_send_loses_no_line() -> None:
+    # A reader stopped (transport restart) after reading a line but before the
+    # session took it used to drop the line: that request was never answered.
+    from memtrio.actors.stdio import ReaderState, run_reader
+    from memtrio.protocol.messages import Inbound
+    from memtrio.supervisors.supervisor import ChildContext, ChildSpec, Mailbox
+    from trio.testing import memory_stream_one_way_pair, wait_all_tasks_blocked
+
+    send_stream, receive_stream = memory_stream_one_way_pair()
+    inbox = Mailbox("inbox", 0)  # nobody receives yet: the reader blocks in its send
+    state = ReaderState()
+    spec = ChildSpec("reader", run_reader)
+    async with trio.open_nursery() as nursery:
+        first = ChildContext(spec, 0, None)  # type: ignore[arg-type]
+        done = trio.Event()
+
+        async def incarnation(ctx: ChildContext, finished: trio.Event) -> None:
+            await run_reader(ctx, stream=receive_stream, inbox=inbox, state=state, limit=1024)
+            finished.set()
+
+        nursery.start_soon(incarnation, first, done)
+        await send_stream.send_all(b'{"line": 1}\n')
+        await wait_all_tasks_blocked()
+        first.request_shutdown()
+        await done.wait()
+        second = ChildContext(spec, 1, None)  # type: ignore[arg-type]
+        nursery.start_soon(incarnation, second, trio.Event())
+        with trio.fail_after(5):
+            item = await inbox.receive_channel.receive()
+        assert isinstance(item, Inbound) and item.lines == [b'{"line": 1}']
+        second.request_shutdown()
+
+
+async def test_transport_restart_loses_no_request_in_a_restart_storm(home: Path) -> None:
+    # Every ping crashes the session: the transport supervisor escalates, the
+    # root restarts the transport, and so on until the root gives up. Each
+    # ping must be answered until the server exits 1 saying why.
+    async with raw_server(home, env={"MEMTRIO_FAULTS": "session.dispatch=raise@3+"}) as server:
+        await server.initialize()
+        answered = 0
+        for rid in range(1, 200):
+            try:
+                await server.request(rid, "ping")
+                reply = await server.read(timeout=10)
+            except (EOFError, trio.BrokenResourceError):
+                break
+            assert reply["id"] == rid and reply["error"]["code"] == jsonrpc.INTERNAL_ERROR
+            answered += 1
+        assert await server.wait() == 1
+        assert answered >= 30  # (5 + 1) session crashes per transport, (5 + 1) transports
+    stderr = (home / "server-stderr.txt").read_text()
+    assert "memtrio: supervisor 'root' gave up" in stderr

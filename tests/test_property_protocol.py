@@ -1,0 +1,112 @@
+"""Property tests of the JSON-RPC decoder: any bytes give a message, a peer
+response or a failure whose answer is a well-formed JSON-RPC error; never an
+exception."""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from memtrio.actors.chaos.client import well_formed_reply
+from memtrio.actors.stdio import LineSplitter, ReaderState
+from memtrio.protocol import jsonrpc
+from memtrio.protocol.messages import Inbound, Oversized
+
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=20),
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+envelope_keys = st.sampled_from(["jsonrpc", "id", "method", "params", "result", "error", "extra"])
+envelopes = st.dictionaries(envelope_keys, json_values, max_size=6).map(
+    lambda d: {**d, "jsonrpc": d.get("jsonrpc", "2.0")}
+)
+
+SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _check(line: bytes) -> None:
+    msg = jsonrpc.decode_line(line)
+    assert isinstance(msg, (jsonrpc.Message, jsonrpc.Response, jsonrpc.Failure))
+    if isinstance(msg, jsonrpc.Failure):
+        reply = json.loads(jsonrpc.error_response(msg.id, msg.code, msg.message))
+        assert well_formed_reply(reply) is None
+        assert msg.code in (jsonrpc.PARSE_ERROR, jsonrpc.INVALID_REQUEST)
+    elif isinstance(msg, jsonrpc.Message):
+        assert isinstance(msg.method, str)
+        reply = json.loads(jsonrpc.result_response(msg.id, {}))
+        assert well_formed_reply(reply) is None
+        if msg.params is not None:
+            assert bytes(msg.params).lstrip()[:1] in (b"{", b"[")
+
+
+@SETTINGS
+@given(st.binary(max_size=300))
+def test_any_bytes_decode_to_a_message_or_an_answerable_failure(line: bytes) -> None:
+    _check(line)
+
+
+@SETTINGS
+@given(json_values)
+def test_any_json_value_decodes_to_a_message_or_an_answerable_failure(value: object) -> None:
+    _check(json.dumps(value).encode())
+
+
+@SETTINGS
+@given(envelopes, st.integers(min_value=0, max_value=200))
+def test_envelopes_whole_and_truncated(envelope: dict, cut: int) -> None:
+    line = msgspec.json.encode(envelope)
+    _check(line)
+    _check(line[: min(cut, len(line))])
+
+
+@SETTINGS
+@given(
+    st.integers(min_value=1, max_value=3000),
+    st.sampled_from([b"[", b'{"a":', b'{"jsonrpc":"2.0","id":1,"method":"x","params":[']),
+)
+def test_deep_nesting_never_raises(depth: int, opener: bytes) -> None:
+    _check(opener * depth)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.binary(max_size=40), max_size=12), st.integers(min_value=1, max_value=64), st.data()
+)
+def test_line_splitter_yields_the_same_lines_however_the_stream_is_cut(
+    pieces: list[bytes], limit: int, data: st.DataObject
+) -> None:
+    stream = b"\n".join(pieces) + b"\n"
+    cuts = sorted(data.draw(st.lists(st.integers(min_value=0, max_value=len(stream)), max_size=6)))
+
+    def run(chunks: list[bytes]) -> list[object]:
+        splitter = LineSplitter(ReaderState(), limit)
+        out: list[object] = []
+        for chunk in chunks:
+            for item in splitter.feed(chunk):
+                if isinstance(item, Inbound):
+                    out.extend(item.lines)
+                else:
+                    assert isinstance(item, Oversized)
+                    out.append(("oversized", item.size))
+        out.extend(x for item in splitter.finish() for x in getattr(item, "lines", [item]))
+        return out
+
+    bounds = [0, *cuts, len(stream)]
+    chunks = [stream[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    whole = run([stream])
+    assert run(chunks) == whole
+    for item in whole:
+        if isinstance(item, bytes):
+            assert len(item) <= limit and b"\n" not in item
