@@ -104,6 +104,9 @@ async def test_import_errors_name_the_line_and_dangling_relations_get_endpoints(
     bad.write_text(js_line(TRICKY[1]) + "\n{not json")
     done = memtrio(home, "import", str(bad), "--format", "jsonl", cwd=tmp_path)
     assert done.returncode == 1 and "line 2: not JSON" in done.stderr
+    bad.write_text('{"type":"entity","name":"x","entityType":"t","observations":["\\ud800"]}')
+    done = memtrio(home, "import", str(bad), cwd=tmp_path)
+    assert done.returncode == 1 and "line 1" in done.stderr and "surrogate" in done.stderr
     dangling = tmp_path / "dangling.jsonl"
     dangling.write_text(js_line({"type": "relation", "from": "P", "to": "Q", "relationType": "r"}))
     done = memtrio(home, "import", str(dangling), cwd=tmp_path)

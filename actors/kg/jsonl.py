@@ -93,6 +93,17 @@ def _string(record: dict[str, Any], key: str, number: int) -> str:
     value = record.get(key)
     if not isinstance(value, str):
         raise JsonlError(f"line {number}: `{key}` must be a string")
+    return _encodable(value, key, number)
+
+
+def _encodable(value: str, key: str, number: int) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise JsonlError(
+            f"line {number}: `{key}` holds an unpaired UTF-16 surrogate (a \\udXXX escape), "
+            "which is not text and cannot be stored; fix that string in the file"
+        ) from None
     return value
 
 
@@ -118,6 +129,8 @@ def parse(lines: Iterable[str]) -> Parsed:
                 isinstance(o, str) for o in observations
             ):
                 raise JsonlError(f"line {number}: `observations` must be a list of strings")
+            for text in observations:
+                _encodable(text, "observations", number)
             out.entities.append(EntityIn(name, _string(record, "entityType", number), observations))
         elif kind == "relation":
             out.relations.append(
