@@ -28,6 +28,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections import deque
 from typing import Any
 
 import trio
@@ -51,6 +52,9 @@ EXIT_GRACE = 1.0
 # Restart intensity of the parser supervisor, per worker: see `ParserPool.children`.
 RESTARTS_PER_WORKER = 20
 RESTART_PERIOD = 30.0
+# Jobs written ahead into a worker's pipe: while it parses one file the next is
+# already there, so a busy server process never leaves a worker idle.
+PIPELINE = 2
 # Seconds a new worker process gets to import its grammars and say it is ready.
 STARTUP_TIMEOUT = 30.0
 
@@ -237,35 +241,72 @@ class ParserPool:
                     nursery.cancel_scope.cancel()
 
                 nursery.start_soon(stop_on_shutdown)
-                async for cmd in self.mailbox.receive_channel:
-                    with ctx.serving(cmd.reply):
-                        await self._serve(ctx, proc, reader, cmd)
+                await self._serve(ctx, proc, reader)
         finally:
             await _stop_process(proc)
 
-    async def _serve(
-        self, ctx: ChildContext, proc: trio.Process, reader: _FrameReader, cmd: Any
-    ) -> None:
-        job: ParseJob = cmd.op
+    async def _serve(self, ctx: ChildContext, proc: trio.Process, reader: _FrameReader) -> None:
+        """Feed jobs to the process and answer them in order, keeping up to `PIPELINE`
+        jobs in its pipe so it never waits for this process between two files.
+
+        Error handling: when the process dies or exceeds ``file_timeout`` on a file,
+        the job it was working on (the oldest unanswered one) is answered with the
+        reason, the jobs queued behind it go back to the mailbox for another worker,
+        and `WorkerLost` ends this incarnation (the supervisor starts a new one).
+        Jobs still unanswered when the actor stops (shutdown, a bug) are put back
+        the same way, so no caller is left waiting.
+        """
         assert proc.stdin is not None
+        receive = self.mailbox.receive_channel
+        # [command, when the process started on it (sent to an idle process, or its
+        # predecessor answered)]
+        pending: deque[list[Any]] = deque()
         try:
-            with trio.fail_after(self.file_timeout):
-                await proc.stdin.send_all(frame(job_encoder.encode(job)))
-                body = await reader.receive()
-        except trio.TooSlowError:
-            await _stop_process(proc, kill=True)
-            why = f"parser worker timed out after {self.file_timeout:g} s and was replaced"
-            cmd.reply.set(ParseResult(skipped=why))
-            trace.warning(
-                "code", "parser_hung", worker=ctx.id, path=job.path, timeout=self.file_timeout
-            )
-            raise WorkerLost(f"{ctx.id} hung on {job.path}") from None
+            while True:
+                while len(pending) < PIPELINE:
+                    if pending:
+                        try:
+                            cmd = receive.receive_nowait()
+                        except trio.WouldBlock:
+                            break
+                    else:
+                        cmd = await receive.receive()
+                    if cmd.reply.done:
+                        continue  # the caller gave up on it
+                    pending.append([cmd, trio.current_time()])
+                    await proc.stdin.send_all(frame(job_encoder.encode(cmd.op)))
+                cmd, started = pending[0]
+                with trio.move_on_at(started + self.file_timeout) as waited:
+                    body = await reader.receive()
+                if waited.cancelled_caught:
+                    await _stop_process(proc, kill=True)
+                    pending.popleft()
+                    why = f"parser worker timed out after {self.file_timeout:g} s and was replaced"
+                    cmd.reply.set(ParseResult(skipped=why))
+                    trace.warning(
+                        "code",
+                        "parser_hung",
+                        worker=ctx.id,
+                        path=cmd.op.path,
+                        timeout=self.file_timeout,
+                    )
+                    raise WorkerLost(f"{ctx.id} hung on {cmd.op.path}")
+                pending.popleft()
+                cmd.reply.set(result_decoder.decode(body))
+                if pending:
+                    pending[0][1] = trio.current_time()
         except (EOFError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             code = await _stop_process(proc, kill=True)
+            if not pending:
+                raise WorkerLost(f"{ctx.id} exited while idle: {_describe_exit(code)}") from exc
+            cmd = pending.popleft()[0]
             why = f"parser worker crashed ({_describe_exit(code)}) and was replaced"
             cmd.reply.set(ParseResult(skipped=why))
             trace.warning(
-                "code", "parser_crashed", worker=ctx.id, path=job.path, exit=_describe_exit(code)
+                "code", "parser_crashed", worker=ctx.id, path=cmd.op.path, exit=_describe_exit(code)
             )
-            raise WorkerLost(f"{ctx.id} crashed on {job.path}: {_describe_exit(code)}") from exc
-        cmd.reply.set(result_decoder.decode(body))
+            raise WorkerLost(f"{ctx.id} crashed on {cmd.op.path}: {_describe_exit(code)}") from exc
+        finally:
+            for cmd, _ in pending:
+                if not cmd.reply.done:
+                    self.mailbox.send_nowait(cmd)

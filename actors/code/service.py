@@ -28,7 +28,7 @@ from ...supervisors import trace
 from .checkout import Listing, stat_files
 from .index import CodeIndex
 from .languages import language_for
-from .pool import ParserPool
+from .pool import PIPELINE, ParserPool
 from .wire import ParseJob, ParseResult
 
 BATCH = 256  # parse results written per transaction
@@ -215,8 +215,8 @@ class CodeService:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(write_all)
                 async with send:
-                    # Two jobs in flight per worker keep every worker busy between replies.
-                    for _ in range(max(1, 2 * self.pool.workers)):
+                    # One job more per worker than its pipe holds keeps every pipe full.
+                    for _ in range(max(1, (PIPELINE + 1) * self.pool.workers)):
                         nursery.start_soon(parse_some, send.clone())
         except BaseExceptionGroup as group:
             # A database failure reported by the writer: raise it as itself.
