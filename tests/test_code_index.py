@@ -147,14 +147,15 @@ async def test_corrupt_index_is_recreated(tmp_path: Path, home: Path) -> None:
     assert path.name == "code-v1.sqlite"
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 async def test_worker_crash_reports_the_file_and_indexes_the_rest(
-    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, workers: int
 ) -> None:
     files = {f"m{i}.py": f"def f{i}():\n    pass\n" for i in range(8)}
-    files["crash.py"] = "def boom():\n    pass\n"
+    files["crash.py"] = "def boom():\n    pass\n"  # sorted first: the job behind it is requeued
     root = make_repo(tmp_path / "repo", files)
     monkeypatch.setenv("MEMTRIO_FAULTS", "code.parse:crash.py=exit")
-    async with running_service(home) as (service, parsers):
+    async with running_service(home, workers=workers) as (service, parsers):
         report = await service.refresh(root, want_skipped=True)
         assert report.skipped == [
             ("crash.py", "parser worker crashed (exit status 137) and was replaced")
