@@ -5,7 +5,8 @@ For each size (default 1,000 / 10,000 / 100,000 memories) the script:
 
 1. creates a fresh ``MEMTRIO_HOME`` and preloads that many synthetic memories
    directly into SQLite with the store's own functions (``ops.insert_memory``,
-   one transaction), 90% in the server's repository scope, 10% ``global``;
+   one transaction), 90% in the server's repository scope, 10% ``global``
+   (``--repo-share``);
 2. starts ``memtrio mcp`` as a stdio child (``MEMTRIO_EMBEDDINGS=off``) and,
    after a warm-up, times each ``tools/call`` round trip (write the JSON-RPC
    line, read the reply line) for ``--calls`` remembers and ``--calls``
@@ -75,13 +76,15 @@ def sentence(z: Zipf, rng: random.Random) -> str:
     return " ".join(z.draw(rng.randint(15, 45))).capitalize() + "."
 
 
-def preload(home: Path, scope: str, n: int, z: Zipf, rng: random.Random) -> float:
+def preload(
+    home: Path, scope: str, n: int, z: Zipf, rng: random.Random, repo_share: float
+) -> float:
     started = time.perf_counter()
     conn = db.open_write_connection(db.db_path(home), busy_timeout_ms=30000, durability="normal")
     conn.execute("BEGIN IMMEDIATE")
     ts = time.time() - n
     for i in range(n):
-        scopes = ["global"] if rng.random() < 0.1 else [scope]
+        scopes = [scope] if rng.random() < repo_share else ["global"]
         new = ops.NewMemory(
             sentence(z, rng),
             rng.choice(["observation", "decision", "convention", "pitfall"]),
@@ -158,7 +161,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def bench_size(n: int, calls: int, seed: int, durability: str) -> dict:
+def bench_size(n: int, calls: int, seed: int, durability: str, repo_share: float) -> dict:
     rng = random.Random(seed)
     z = Zipf(vocabulary(20000, rng), 1.07, rng)
     with tempfile.TemporaryDirectory(prefix="memtrio-bench-") as tmp:
@@ -167,7 +170,7 @@ def bench_size(n: int, calls: int, seed: int, durability: str) -> dict:
         repo.mkdir()
         subprocess.run(["git", "init", "-q", str(repo)], check=True)
         scope = default_scope(repo)
-        load_s = preload(home, scope, n, z, rng)
+        load_s = preload(home, scope, n, z, rng, repo_share)
         server = StdioServer(home, repo, durability)
         try:
             for _ in range(20):  # warm-up: imports, SQLite page cache
@@ -216,11 +219,17 @@ def main() -> int:
         default="normal",
         help="MEMTRIO_DURABILITY of the server",
     )
+    parser.add_argument(
+        "--repo-share",
+        type=float,
+        default=0.9,
+        help="fraction of preloaded memories in the server's repository (rest global)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
     args = parser.parse_args()
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
-        row = bench_size(n, args.calls, args.seed, args.durability)
+        row = bench_size(n, args.calls, args.seed, args.durability, args.repo_share)
         rows.append(row)
         print(json.dumps(row), file=sys.stderr)
     if args.json:
