@@ -155,7 +155,7 @@ def import_records(conn: sqlite3.Connection, records: list[dict[str, Any]]) -> d
     relation_id: dict[tuple[str, str, str], int] = {}
     memory_id: dict[int, int] = {}
     try:
-        for rec in records:
+        for rec in _import_order(conn, records):
             kind = rec["type"]
             if kind == "scope":
                 sid(rec["name"])
@@ -296,6 +296,36 @@ def import_records(conn: sqlite3.Connection, records: list[dict[str, Any]]) -> d
             f"malformed {rec.get('type', '?')} record (missing or wrong field {exc}); nothing was imported"
         ) from None
     return added
+
+
+_ORDER = {
+    "header": 0,
+    "scope": 1,
+    "entity": 2,
+    "relation": 3,
+    "memory": 4,
+    "vector": 5,
+    "recall_log": 6,
+}
+_TABLES = {"entity": "entities", "relation": "relations", "memory": "memories"}
+
+
+def _import_order(conn: sqlite3.Connection, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Records in dependency order; within a type, those whose id is free first.
+
+    So a row that must be renumbered (its id is taken) never takes the id of a
+    later row that could have kept its own.
+    """
+
+    def taken(rec: dict[str, Any]) -> bool:
+        table = _TABLES.get(rec.get("type", ""))
+        if table is None or not isinstance(rec.get("id"), int):
+            return False
+        return (
+            conn.execute(f"SELECT 1 FROM {table} WHERE id = ?", (rec["id"],)).fetchone() is not None
+        )
+
+    return sorted(records, key=lambda r: (_ORDER.get(r.get("type"), 7), taken(r)))
 
 
 def flush(

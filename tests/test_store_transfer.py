@@ -1,0 +1,110 @@
+"""Export/import into a store that already has rows, and flush scoping."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from memtrio.actors.store import db, ops, transfer
+from memtrio.actors.store.scopes import ScopePolicy
+
+REPO = "repo:/r/.git"
+OTHER = "repo:/o/.git"
+
+
+def open_store(path: Path) -> sqlite3.Connection:
+    return db.open_write_connection(path, busy_timeout_ms=1000, durability="normal")
+
+
+def tx(conn: sqlite3.Connection, fn):  # type: ignore[no-untyped-def]
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn(conn)
+        conn.execute("COMMIT")
+        return result
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def remember(conn: sqlite3.Connection, content: str, scopes: list[str], **kw: object) -> int:
+    return tx(
+        conn, lambda c: ops.insert_memory(c, ops.NewMemory(content, scopes=scopes, **kw))[0]["id"]
+    )  # type: ignore[arg-type]
+
+
+def test_import_into_a_non_empty_store_renumbers_and_relinks(tmp_path: Path) -> None:
+    a = open_store(tmp_path / "a.sqlite")
+    vec = ops.Vec(b"\x00\x00\x80?", 1, "m", "r")
+    remember(a, "from a one", [REPO], entities=[ops.EntitySpec("Shared")], vector=vec)
+    remember(
+        a,
+        "from a two",
+        ["global"],
+        relations=[ops.RelationSpec(ops.EntitySpec("x"), "uses", ops.EntitySpec("shared"))],
+    )
+    records = [
+        json.loads(json.dumps(r)) for r in db.run_read(a, lambda c: list(transfer.export_lines(c)))
+    ]
+
+    b = open_store(tmp_path / "b.sqlite")
+    remember(b, "b's own first memory", [OTHER], entities=[ops.EntitySpec("SHARED", "library")])
+    added = tx(
+        b,
+        lambda c: transfer.import_records(
+            c, transfer.parse_lines([json.dumps(r) for r in records])
+        ),
+    )
+    assert added["memories"] == 2 and added["entities"] == 1  # "Shared" is reused by canonical name
+    rows = dict(b.execute("SELECT content, id FROM memories"))
+    assert rows["b's own first memory"] == 1 and rows["from a two"] == 2 and rows["from a one"] == 3
+    b.execute("BEGIN")
+    moved = ops.get_memory(b, 3)
+    b.execute("ROLLBACK")
+    assert moved is not None and moved["scopes"] == [REPO]
+    assert [e["name"] for e in moved["entities"]] == ["SHARED"]
+    assert b.execute("SELECT item_id FROM vectors WHERE kind = 'memory'").fetchall() == [(3,)]
+    again = tx(
+        b,
+        lambda c: transfer.import_records(
+            c, transfer.parse_lines([json.dumps(r) for r in records])
+        ),
+    )
+    assert (
+        again["memories"] == 1 and again["skipped_memories"] == 1
+    )  # id 1 was renumbered, so it is new again
+
+
+def test_a_malformed_import_changes_nothing(tmp_path: Path) -> None:
+    conn = open_store(tmp_path / "c.sqlite")
+    header = json.dumps({"type": "header", "format": transfer.FORMAT, "version": transfer.VERSION})
+    lines = [
+        header,
+        json.dumps({"type": "scope", "id": 1, "name": "global"}),
+        json.dumps({"type": "memory", "id": 1}),
+    ]
+    with pytest.raises(transfer.ImportError_, match="malformed memory record"):
+        tx(conn, lambda c: transfer.import_records(c, transfer.parse_lines(lines)))
+    assert conn.execute("SELECT count(*) FROM scopes").fetchone()[0] == 0
+    with pytest.raises(transfer.ImportError_, match="line 1: not JSON"):
+        transfer.parse_lines(["{nope"])
+
+
+def test_flush_keeps_what_this_server_may_not_write(tmp_path: Path) -> None:
+    conn = open_store(tmp_path / "f.sqlite")
+    mine = remember(conn, "mine", [REPO], entities=[ops.EntitySpec("only-mine")])
+    remember(conn, "global", ["global"])
+    shared = remember(
+        conn, "shared with other", ["global", OTHER], entities=[ops.EntitySpec("kept")]
+    )
+    foreign = remember(conn, "foreign", [OTHER])
+    result, _ = tx(conn, lambda c: transfer.flush(c, ScopePolicy(REPO), everything=False))
+    assert result["deleted_memories"] == 2
+    left = {r[0] for r in conn.execute("SELECT id FROM memories")}
+    assert left == {shared, foreign} and mine not in left
+    assert {r[0] for r in conn.execute("SELECT name FROM entities")} == {"kept"}
+    result, changes = tx(conn, lambda c: transfer.flush(c, ScopePolicy(REPO), everything=True))
+    assert result["deleted_memories"] == 2 and changes[0].kind == "reset"
+    assert conn.execute("SELECT count(*) FROM scopes").fetchone()[0] == 0
