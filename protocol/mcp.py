@@ -63,7 +63,9 @@ cancelled_params = msgspec.json.Decoder(CancelledParams)
 _encoder = msgspec.json.Encoder()
 
 
-def initialize_result(version: str, server_version: str, instructions: str, has_resources: bool) -> dict[str, Any]:
+def initialize_result(
+    version: str, server_version: str, instructions: str, has_resources: bool
+) -> dict[str, Any]:
     capabilities: dict[str, Any] = {"tools": {"listChanged": False}}
     if has_resources:
         capabilities["resources"] = {"listChanged": False, "subscribe": False}

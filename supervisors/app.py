@@ -55,7 +55,12 @@ class Resource:
     mime_type: str = "application/json"
 
     def describe(self) -> dict[str, Any]:
-        return {"uri": self.uri, "name": self.name, "description": self.description, "mimeType": self.mime_type}
+        return {
+            "uri": self.uri,
+            "name": self.name,
+            "description": self.description,
+            "mimeType": self.mime_type,
+        }
 
 
 class Feature(Protocol):
@@ -98,7 +103,9 @@ class AppContext:
         except KeyError:
             from ..protocol.tools import ToolError
 
-            raise ToolError(f"the {name} service is not running (disabled in config, or still starting)") from None
+            raise ToolError(
+                f"the {name} service is not running (disabled in config, or still starting)"
+            ) from None
 
     def request_shutdown(self, code: int = 0) -> None:
         if not self.shutdown_requested.is_set():

@@ -41,7 +41,9 @@ class StoreConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 class EmbeddingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     enabled: bool = True
-    model: str = ""  # a directory with model.onnx + tokenizer.json; "" = bundled all-MiniLM-L6-v2 int8
+    model: str = (
+        ""  # a directory with model.onnx + tokenizer.json; "" = bundled all-MiniLM-L6-v2 int8
+    )
     backend: Literal["auto", "cpu", "cuda"] = "auto"
     batch_size: int = 32
     workers: int = 1
@@ -93,7 +95,16 @@ ALIASES: dict[str, tuple[str, str]] = {
     "MEMTRIO_REQUEST_LIMIT": ("server", "request_limit"),
 }
 
-_ONOFF = {"on": True, "off": False, "true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
+_ONOFF = {
+    "on": True,
+    "off": False,
+    "true": True,
+    "false": False,
+    "1": True,
+    "0": False,
+    "yes": True,
+    "no": False,
+}
 
 
 def default_home() -> Path:
@@ -114,7 +125,9 @@ def _coerce(section: str, key: str, raw: str, source: str) -> Any:
     origin = getattr(hint, "__origin__", None)
     if hint is bool:
         if text.lower() not in _ONOFF:
-            raise ConfigError(f"{source}: {section}.{key} must be on/off or true/false, not {raw!r}")
+            raise ConfigError(
+                f"{source}: {section}.{key} must be on/off or true/false, not {raw!r}"
+            )
         return _ONOFF[text.lower()]
     if origin is list:
         value = [part.strip() for part in text.split(",") if part.strip()]
@@ -143,13 +156,17 @@ def load(
         sections = _sections()
         for section, values in data.items():
             if section not in sections:
-                raise ConfigError(f"{path}: unknown section [{section}] (known: {', '.join(sections)})")
+                raise ConfigError(
+                    f"{path}: unknown section [{section}] (known: {', '.join(sections)})"
+                )
             if not isinstance(values, dict):
                 raise ConfigError(f"{path}: [{section}] must be a table")
             known = sections[section].__struct_fields__
             for key in values:
                 if key not in known:
-                    raise ConfigError(f"{path}: unknown key {section}.{key} (known: {', '.join(known)})")
+                    raise ConfigError(
+                        f"{path}: unknown key {section}.{key} (known: {', '.join(known)})"
+                    )
     merged: dict[str, dict[str, Any]] = {k: dict(v) for k, v in data.items()}
 
     def put(section: str, key: str, value: Any) -> None:
@@ -173,7 +190,9 @@ def load(
     try:
         config = msgspec.convert(merged, Config, strict=False)
     except msgspec.ValidationError as exc:
-        raise ConfigError(f"invalid configuration: {exc} (from {path} or MEMTRIO_* variables)") from None
+        raise ConfigError(
+            f"invalid configuration: {exc} (from {path} or MEMTRIO_* variables)"
+        ) from None
     validate(config)
     return config
 
@@ -192,14 +211,19 @@ def validate(config: Config) -> None:
         (config.retrieval.seed_temperature > 0, "retrieval.seed_temperature must be > 0"),
         (0 < config.retrieval.damping < 1, "retrieval.damping must be between 0 and 1"),
         (config.code.max_files >= 1, "code.max_files must be >= 1"),
-        (config.code.index_threads == "auto" or config.code.index_threads >= 1, "code.index_threads must be \"auto\" or >= 1"),
+        (
+            config.code.index_threads == "auto" or config.code.index_threads >= 1,
+            'code.index_threads must be "auto" or >= 1',
+        ),
     ]
     for ok, message in checks:
         if not ok:
             raise ConfigError(message)
     unknown = [g for g in config.tools.enabled if g not in GROUPS]
     if unknown:
-        raise ConfigError(f"tools.enabled: unknown group(s) {', '.join(unknown)} (known: {', '.join(GROUPS[1:])})")
+        raise ConfigError(
+            f"tools.enabled: unknown group(s) {', '.join(unknown)} (known: {', '.join(GROUPS[1:])})"
+        )
 
 
 def log_path(config: Config, home: Path) -> Path:

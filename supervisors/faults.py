@@ -41,7 +41,15 @@ class FaultSpecError(ValueError):
 class _Rule:
     __slots__ = ("point", "action", "arg", "nth", "from_nth", "prob", "hits")
 
-    def __init__(self, point: str, action: str, arg: float, nth: int | None, from_nth: bool, prob: float | None) -> None:
+    def __init__(
+        self,
+        point: str,
+        action: str,
+        arg: float,
+        nth: int | None,
+        from_nth: bool,
+        prob: float | None,
+    ) -> None:
         self.point, self.action, self.arg = point, action, arg
         self.nth, self.from_nth, self.prob = nth, from_nth, prob
         self.hits = 0
@@ -66,7 +74,9 @@ def parse(spec: str) -> list[_Rule]:
     for item in filter(None, (s.strip() for s in spec.split(","))):
         point, sep, action = item.partition("=")
         if not sep or not point or not action:
-            raise FaultSpecError(f"MEMTRIO_FAULTS item {item!r}: expected point=action (e.g. store.commit=raise@3)")
+            raise FaultSpecError(
+                f"MEMTRIO_FAULTS item {item!r}: expected point=action (e.g. store.commit=raise@3)"
+            )
         nth: int | None = None
         from_nth = False
         prob: float | None = None
@@ -76,16 +86,22 @@ def parse(spec: str) -> list[_Rule]:
             try:
                 nth = int(sel.rstrip("+"))
             except ValueError:
-                raise FaultSpecError(f"MEMTRIO_FAULTS item {item!r}: @N needs a whole number") from None
+                raise FaultSpecError(
+                    f"MEMTRIO_FAULTS item {item!r}: @N needs a whole number"
+                ) from None
         elif "%" in action:
             action, _, sel = action.partition("%")
             try:
                 prob = float(sel)
             except ValueError:
-                raise FaultSpecError(f"MEMTRIO_FAULTS item {item!r}: %P needs a probability") from None
+                raise FaultSpecError(
+                    f"MEMTRIO_FAULTS item {item!r}: %P needs a probability"
+                ) from None
         name, _, arg = action.partition(":")
         if name not in ("raise", "delay", "hang", "exit"):
-            raise FaultSpecError(f"MEMTRIO_FAULTS item {item!r}: action must be raise, delay:S, hang or exit")
+            raise FaultSpecError(
+                f"MEMTRIO_FAULTS item {item!r}: action must be raise, delay:S, hang or exit"
+            )
         try:
             value = float(arg) if arg else 0.0
         except ValueError:
@@ -124,7 +140,14 @@ def _select(point: str) -> _Rule | None:
 def _record(point: str, rule: _Rule) -> None:
     from . import trace
 
-    trace.event("faults", "fault_injected", level="warning" if rule.action != "delay" else "info", point=point, action=rule.action, hit=rule.hits)
+    trace.event(
+        "faults",
+        "fault_injected",
+        level="warning" if rule.action != "delay" else "info",
+        point=point,
+        action=rule.action,
+        hit=rule.hits,
+    )
 
 
 async def hit(point: str) -> None:

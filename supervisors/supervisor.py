@@ -72,7 +72,9 @@ class Escalation(Exception):
     def __init__(self, supervisor: str, child: str, cause: BaseException | None) -> None:
         self.supervisor, self.child, self.cause = supervisor, child, cause
         why = f"{type(cause).__name__}: {cause}" if cause is not None else "exited"
-        super().__init__(f"supervisor {supervisor!r} gave up: child {child!r} failed too often (last: {why})")
+        super().__init__(
+            f"supervisor {supervisor!r} gave up: child {child!r} failed too often (last: {why})"
+        )
 
 
 class Mailbox:
@@ -95,7 +97,9 @@ class Mailbox:
     async def call(self, op: Any, name: str = "", timeout: float = math.inf) -> Any:
         """Send ``Command(op)`` and wait for its reply (raises what the actor raised)."""
         reply = Reply()
-        await self.send_channel.send(Command(op=op, reply=reply, trace=trace.current.get(), name=name))
+        await self.send_channel.send(
+            Command(op=op, reply=reply, trace=trace.current.get(), name=name)
+        )
         if timeout == math.inf:
             return await reply.wait()
         with trio.move_on_after(timeout):
@@ -165,7 +169,11 @@ class ChildContext:
         try:
             yield
         except BaseException as exc:
-            reply.fail(ActorCrashed(f"{self.id} crashed while serving the request: {type(exc).__name__}: {exc}"))
+            reply.fail(
+                ActorCrashed(
+                    f"{self.id} crashed while serving the request: {type(exc).__name__}: {exc}"
+                )
+            )
             raise
         finally:
             self._in_flight.discard(reply)
@@ -273,7 +281,9 @@ class Supervisor:
                         raise Escalation(self.name, st.spec.id, st.error)
                 self.state = "running"
                 task_status.started(self)
-                trace.event(self.name, "supervisor_started", children=[s.spec.id for s in self._states])
+                trace.event(
+                    self.name, "supervisor_started", children=[s.spec.id for s in self._states]
+                )
                 await self._supervise()
                 nursery.cancel_scope.cancel()
         except BaseExceptionGroup as group:
@@ -315,7 +325,13 @@ class Supervisor:
         abnormal = st.error is not None
         if spec.restart is TEMPORARY or (spec.restart is TRANSIENT and not abnormal):
             st.state = "stopped" if not abnormal else "failed"
-            trace.event(self.name, "child_exited", child=spec.id, abnormal=abnormal, restart_type=spec.restart.value)
+            trace.event(
+                self.name,
+                "child_exited",
+                child=spec.id,
+                abnormal=abnormal,
+                restart_type=spec.restart.value,
+            )
             for mb in spec.mailboxes:
                 mb.fail_pending(ActorCrashed(f"{spec.id} has stopped"))
             return

@@ -46,7 +46,9 @@ class TraceLog:
         self.stderr_level = LEVELS["warning"]
         self._failed = False
 
-    def configure(self, path: Path | None, level: str = "info", stderr_level: str = "warning") -> None:
+    def configure(
+        self, path: Path | None, level: str = "info", stderr_level: str = "warning"
+    ) -> None:
         self.close()
         self.level = LEVELS[level]
         self.stderr_level = LEVELS[stderr_level]
@@ -73,7 +75,13 @@ class TraceLog:
         lvl = LEVELS[level]
         record: dict[str, Any] | None = None
         if lvl >= self.level and self._file is not None:
-            record = {"ts": round(time.time(), 6), "level": level, "pid": os.getpid(), "actor": actor, "event": event}
+            record = {
+                "ts": round(time.time(), 6),
+                "level": level,
+                "pid": os.getpid(),
+                "actor": actor,
+                "event": event,
+            }
             ctx = current.get()
             if ctx is not None and "trace_id" not in fields:
                 record["trace_id"] = ctx.trace_id
@@ -82,7 +90,10 @@ class TraceLog:
             try:
                 line = _encoder.encode(record).decode("utf-8", "replace")
             except (TypeError, msgspec.EncodeError):
-                record = {k: (v if isinstance(v, (str, int, float, bool, type(None))) else repr(v)) for k, v in record.items()}
+                record = {
+                    k: (v if isinstance(v, (str, int, float, bool, type(None))) else repr(v))
+                    for k, v in record.items()
+                }
                 line = _encoder.encode(record).decode()
             try:
                 with self._lock:
@@ -162,7 +173,15 @@ class _StdlibHandler(logging.Handler):
     """Routes the standard `logging` module into the trace log."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        level = "debug" if record.levelno < 20 else "info" if record.levelno < 30 else "warning" if record.levelno < 40 else "error"
+        level = (
+            "debug"
+            if record.levelno < 20
+            else "info"
+            if record.levelno < 30
+            else "warning"
+            if record.levelno < 40
+            else "error"
+        )
         fields: dict[str, Any] = {"message": record.getMessage()}
         if record.exc_info:
             fields["exc"] = logging.Formatter().formatException(record.exc_info)

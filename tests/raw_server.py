@@ -10,14 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import trio
-
 from mcp_client import server_command, server_env
 
 INIT = {
     "jsonrpc": "2.0",
     "id": 0,
     "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
 }
 
 
@@ -77,7 +80,10 @@ class RawServer:
 
 @asynccontextmanager
 async def raw_server(
-    home: Path, env: Mapping[str, str] | None = None, cwd: Path | None = None, args: tuple[str, ...] = ()
+    home: Path,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    args: tuple[str, ...] = (),
 ) -> AsyncIterator[RawServer]:
     errlog = open(home / "server-stderr.txt", "ab")  # noqa: SIM115 - closed below
     process = await trio.lowlevel.open_process(

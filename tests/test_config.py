@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from memtrio.supervisors import config, faults
 
 
@@ -27,14 +26,21 @@ def test_environment_overrides_file_and_flags_override_environment(home: Path) -
     assert cfg.retrieval.damping == 0.6  # env beats file
     assert cfg.retrieval.seed_top_k == 5  # file beats default
     assert cfg.embedding.batch_size == 8
-    cfg = config.load(home, env={"MEMTRIO_RETRIEVAL_DAMPING": "0.6"}, overrides={"retrieval": {"damping": 0.3}})
+    cfg = config.load(
+        home, env={"MEMTRIO_RETRIEVAL_DAMPING": "0.6"}, overrides={"retrieval": {"damping": 0.3}}
+    )
     assert cfg.retrieval.damping == 0.3  # flag beats env
 
 
 def test_short_aliases(home: Path) -> None:
     cfg = config.load(
         home,
-        env={"MEMTRIO_EMBEDDINGS": "off", "MEMTRIO_CODE": "off", "MEMTRIO_DURABILITY": "sync", "MEMTRIO_TOOLS": "memory, code"},
+        env={
+            "MEMTRIO_EMBEDDINGS": "off",
+            "MEMTRIO_CODE": "off",
+            "MEMTRIO_DURABILITY": "sync",
+            "MEMTRIO_TOOLS": "memory, code",
+        },
     )
     assert cfg.embedding.enabled is False and cfg.code.enabled is False
     assert cfg.store.durability == "sync"
@@ -49,12 +55,18 @@ def test_short_aliases(home: Path) -> None:
         ("[retrieval]\ndamping = 'high'\n", {}, "damping"),
         ("[retrieval]\ndamping = 1.5\n", {}, "retrieval.damping must be between 0 and 1"),
         ("not toml at all [", {}, "config.toml"),
-        ("", {"MEMTRIO_EMBEDDINGS": "maybe"}, "MEMTRIO_EMBEDDINGS: embedding.enabled must be on/off"),
+        (
+            "",
+            {"MEMTRIO_EMBEDDINGS": "maybe"},
+            "MEMTRIO_EMBEDDINGS: embedding.enabled must be on/off",
+        ),
         ("", {"MEMTRIO_STORE_READ_CONNECTIONS": "many"}, "MEMTRIO_STORE_READ_CONNECTIONS"),
         ("", {"MEMTRIO_TOOLS": "memory,bogus"}, "unknown group(s) bogus"),
     ],
 )
-def test_invalid_config_names_the_key(home: Path, toml: str, env: dict[str, str], expected: str) -> None:
+def test_invalid_config_names_the_key(
+    home: Path, toml: str, env: dict[str, str], expected: str
+) -> None:
     write(home, toml)
     with pytest.raises(config.ConfigError) as info:
         config.load(home, env=env)

@@ -50,5 +50,9 @@ async def test_reader_crash_loses_no_input(home: Path) -> None:
         await server.close_stdin()
         assert await server.wait() == 0
     assert [r["id"] for r in replies] == [1, 2]
-    restarts = [e for e in trace_events(home) if e["event"] == "restart" and e.get("child") == "stdio.reader"]
+    restarts = [
+        e
+        for e in trace_events(home)
+        if e["event"] == "restart" and e.get("child") == "stdio.reader"
+    ]
     assert len(restarts) == 1

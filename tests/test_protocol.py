@@ -6,7 +6,6 @@ from typing import Annotated
 
 import msgspec
 import pytest
-
 from memtrio.protocol import jsonrpc, mcp
 from memtrio.protocol.tools import Registry, Tool, struct_schema
 
@@ -27,31 +26,48 @@ from memtrio.protocol.tools import Registry, Tool, struct_schema
         (b'{"jsonrpc":"2.0","id":"x","method":"ping","params":3}', jsonrpc.INVALID_REQUEST, "x"),
     ],
 )
-def test_bad_lines_become_failures_with_the_recoverable_id(line: bytes, code: int, rid: object) -> None:
+def test_bad_lines_become_failures_with_the_recoverable_id(
+    line: bytes, code: int, rid: object
+) -> None:
     failure = jsonrpc.decode_line(line)
     assert isinstance(failure, jsonrpc.Failure)
     assert failure.code == code and failure.id == rid
 
 
 def test_requests_notifications_and_responses() -> None:
-    req = jsonrpc.decode_line(b'{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x"}}')
+    req = jsonrpc.decode_line(
+        b'{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x"}}'
+    )
     assert isinstance(req, jsonrpc.Message) and req.has_id and req.id == "a"
     assert bytes(req.params) == b'{"name":"x"}'
     note = jsonrpc.decode_line(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
     assert isinstance(note, jsonrpc.Message) and not note.has_id
-    assert isinstance(jsonrpc.decode_line(b'{"jsonrpc":"2.0","id":3,"result":{}}'), jsonrpc.Response)
+    assert isinstance(
+        jsonrpc.decode_line(b'{"jsonrpc":"2.0","id":3,"result":{}}'), jsonrpc.Response
+    )
 
 
 def test_error_response_is_one_line() -> None:
     line = jsonrpc.error_response(None, jsonrpc.PARSE_ERROR, "Parse error")
     assert line.endswith(b"\n") and line.count(b"\n") == 1
-    assert msgspec.json.decode(line) == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
+    assert msgspec.json.decode(line) == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32700, "message": "Parse error"},
+    }
 
 
 @pytest.mark.parametrize(
     ("asked", "answered"),
-    [("2025-11-25", "2025-11-25"), ("2025-06-18", "2025-06-18"), ("2025-03-26", "2025-03-26"),
-     ("2024-11-05", "2024-11-05"), ("2030-01-01", "2025-11-25"), (None, "2025-11-25"), (7, "2025-11-25")],
+    [
+        ("2025-11-25", "2025-11-25"),
+        ("2025-06-18", "2025-06-18"),
+        ("2025-03-26", "2025-03-26"),
+        ("2024-11-05", "2024-11-05"),
+        ("2030-01-01", "2025-11-25"),
+        (None, "2025-11-25"),
+        (7, "2025-11-25"),
+    ],
 )
 def test_version_negotiation(asked: object, answered: str) -> None:
     assert mcp.negotiate(asked) == answered
@@ -71,7 +87,12 @@ def test_input_schema_is_generated_from_the_struct() -> None:
     assert schema["type"] == "object"
     assert schema["required"] == ["query"]
     assert schema["additionalProperties"] is False
-    assert schema["properties"]["limit"] == {"type": "integer", "minimum": 1, "maximum": 500, "default": 200}
+    assert schema["properties"]["limit"] == {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 500,
+        "default": 200,
+    }
     tool = Tool("t", "d", Args, _noop, group="memory", read_only=True)
     described = tool.describe()
     assert described["inputSchema"] == schema

@@ -7,7 +7,6 @@ import signal
 from pathlib import Path
 
 import trio
-
 from mcp_client import ok, open_client
 from raw_server import raw_server, trace_events
 
@@ -26,7 +25,11 @@ async def test_official_client_initializes_lists_tools_and_calls_server_status(h
     assert status["protocol_version"] == "2025-11-25"
     assert status["data_dir"] == str(home)
     transport = next(a for a in status["actors"] if a["id"] == "transport")
-    assert [c["id"] for c in transport["children"]] == ["stdio.writer", "stdio.session", "stdio.reader"]
+    assert [c["id"] for c in transport["children"]] == [
+        "stdio.writer",
+        "stdio.session",
+        "stdio.reader",
+    ]
     assert all(c["state"] == "running" for c in transport["children"])
 
 
@@ -38,7 +41,11 @@ async def test_every_bad_line_is_answered_and_the_session_keeps_serving(home: Pa
         await server.send_bytes(b'{"jsonrpc": "2.0", "id": 2, "method": "pi\n')
         await server.send_bytes(b'["garbage", 1, {"x": null}]\n')
         # 20 MiB in one line: over the 16 MiB default limit, skipped without buffering.
-        big = b'{"jsonrpc":"2.0","id":77,"method":"ping","params":{"pad":"' + b"x" * (20 * 1024 * 1024) + b'"}}\n'
+        big = (
+            b'{"jsonrpc":"2.0","id":77,"method":"ping","params":{"pad":"'
+            + b"x" * (20 * 1024 * 1024)
+            + b'"}}\n'
+        )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(server.send_bytes, big)
             replies = [await server.read() for _ in range(4)]
@@ -65,7 +72,9 @@ async def test_crashed_session_answers_restarts_and_serves_the_next_call(home: P
         await server.initialize()  # hits 1 and 2 (initialize, notifications/initialized)
         await server.request(1, "ping")  # hit 3
         assert (await server.read())["id"] == 1
-        await server.request(2, "tools/call", {"name": "server_status", "arguments": {}})  # hit 4: crash
+        await server.request(
+            2, "tools/call", {"name": "server_status", "arguments": {}}
+        )  # hit 4: crash
         crashed = await server.read()
         await server.request(3, "tools/call", {"name": "server_status", "arguments": {}})
         after = await server.read()
@@ -74,7 +83,13 @@ async def test_crashed_session_answers_restarts_and_serves_the_next_call(home: P
     assert await_ok(crashed, 2, error=-32603)
     assert "injected fault" in crashed["error"]["message"]
     status = after["result"]["structuredContent"]
-    session = [c for a in status["actors"] if a["id"] == "transport" for c in a["children"] if c["id"] == "stdio.session"][0]
+    session = [
+        c
+        for a in status["actors"]
+        if a["id"] == "transport"
+        for c in a["children"]
+        if c["id"] == "stdio.session"
+    ][0]
     assert session["restarts"] == 1 and session["state"] == "running"
     events = trace_events(home)
     restarts = [e for e in events if e["event"] == "restart" and e.get("child") == "stdio.session"]
@@ -101,9 +116,13 @@ async def test_cancelled_call_gets_no_reply_and_the_session_goes_on(home: Path) 
         await server.initialize()
         await server.request(5, "tools/call", {"name": "server_status", "arguments": {}})
         await trio.sleep(0.3)
-        await server.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}})
+        await server.send(
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}}
+        )
         # Cancelling an unknown or finished call is harmless.
-        await server.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 999}})
+        await server.send(
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 999}}
+        )
         await trio.sleep(0.3)
         await server.request(6, "tools/call", {"name": "server_status", "arguments": {}})
         reply = await server.read()
@@ -129,9 +148,21 @@ async def test_requests_before_initialize_get_a_clear_error(home: Path) -> None:
 async def test_version_negotiation(home: Path) -> None:
     async with raw_server(home) as server:
         for rid, (asked, answered) in enumerate(
-            [("2024-11-05", "2024-11-05"), ("2025-03-26", "2025-03-26"), ("1999-01-01", "2025-11-25")]
+            [
+                ("2024-11-05", "2024-11-05"),
+                ("2025-03-26", "2025-03-26"),
+                ("1999-01-01", "2025-11-25"),
+            ]
         ):
-            await server.request(rid, "initialize", {"protocolVersion": asked, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}})
+            await server.request(
+                rid,
+                "initialize",
+                {
+                    "protocolVersion": asked,
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "0"},
+                },
+            )
             reply = await server.read()
             assert reply["result"]["protocolVersion"] == answered
         await server.request(9, "no/such/method")
@@ -139,7 +170,10 @@ async def test_version_negotiation(home: Path) -> None:
         await server.request(10, "tools/call", {"name": "no_such_tool", "arguments": {}})
         unknown_tool = await server.read()
     assert missing["error"]["code"] == -32601
-    assert unknown_tool["error"]["code"] == -32602 and "no_such_tool" in unknown_tool["error"]["message"]
+    assert (
+        unknown_tool["error"]["code"] == -32602
+        and "no_such_tool" in unknown_tool["error"]["message"]
+    )
 
 
 async def test_bad_tool_arguments_are_an_iserror_result_naming_the_field(home: Path) -> None:
@@ -186,7 +220,9 @@ async def test_each_call_is_a_span_in_the_trace_log(home: Path) -> None:
         await server.read()
         await server.close_stdin()
         assert await server.wait() == 0
-    spans = [e for e in trace_events(home) if e["event"] == "span" and e.get("name") == "tools/call"]
+    spans = [
+        e for e in trace_events(home) if e["event"] == "span" and e.get("name") == "tools/call"
+    ]
     assert [s["request_id"] for s in spans] == [1, 2]
     assert [s["outcome"] for s in spans] == ["ok", "invalid_arguments"]
     for s in spans:

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 import trio
-
 from memtrio.protocol.messages import ActorCrashed
 from memtrio.supervisors.supervisor import (
     ONE_FOR_ALL,
@@ -41,7 +40,9 @@ class Probe:
         self.crash = trio.Event()
         self.exit_normally = trio.Event()
 
-    async def start(self, ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    async def start(
+        self, ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED
+    ) -> None:
         self.log.append(f"start {self.name}")
         task_status.started(self)
         try:
@@ -108,7 +109,9 @@ async def test_one_for_all_restarts_every_child_in_order(autojump_clock: Any) ->
         await sup.stop()
 
 
-async def test_rest_for_one_restarts_the_failed_child_and_those_after_it(autojump_clock: Any) -> None:
+async def test_rest_for_one_restarts_the_failed_child_and_those_after_it(
+    autojump_clock: Any,
+) -> None:
     log: list[str] = []
     probes = [Probe(n, log) for n in "abc"]
     sup = Supervisor("s", specs(probes), REST_FOR_ONE)
@@ -132,7 +135,9 @@ async def test_rest_for_one_restarts_the_failed_child_and_those_after_it(autojum
         (TEMPORARY, False, False),
     ],
 )
-async def test_restart_types(autojump_clock: Any, restart: Any, crash: bool, restarted: bool) -> None:
+async def test_restart_types(
+    autojump_clock: Any, restart: Any, crash: bool, restarted: bool
+) -> None:
     log: list[str] = []
     probe = Probe("a", log)
     sup = Supervisor("s", specs([probe], restart))
@@ -279,7 +284,10 @@ async def test_graceful_stop_waits_for_grace_then_cancels(autojump_clock: Any) -
         await ctx.shutdown.wait()
         events.append(f"polite stop at {trio.current_time():.0f}")
 
-    sup = Supervisor("s", [ChildSpec("polite", polite, shutdown=5.0), ChildSpec("stubborn", stubborn, shutdown=3.0)])
+    sup = Supervisor(
+        "s",
+        [ChildSpec("polite", polite, shutdown=5.0), ChildSpec("stubborn", stubborn, shutdown=3.0)],
+    )
     async with trio.open_nursery() as nursery:
         await nursery.start(sup.run)
         start = trio.current_time()

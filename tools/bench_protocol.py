@@ -53,7 +53,11 @@ def run_once(pings: int, window: int, cpu: int | None) -> dict[str, float]:
         "jsonrpc": "2.0",
         "id": "init",
         "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}},
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"},
+        },
     }
     proc.stdin.write(json.dumps(init).encode() + b"\n")
     reader = proc.stdout
@@ -110,21 +114,31 @@ def run_once(pings: int, window: int, cpu: int | None) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--pings", type=int, default=20000)
     parser.add_argument("--window", type=int, default=256)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--cpu", type=int, default=0, help="CPU to pin the server to (-1: no pinning)")
+    parser.add_argument(
+        "--cpu", type=int, default=0, help="CPU to pin the server to (-1: no pinning)"
+    )
     args = parser.parse_args()
     cpu = None if args.cpu < 0 else args.cpu
     results = []
-    print(f"pipelined ping over stdio: {args.pings} pings, window {args.window}, server pinned to CPU {cpu}")
+    print(
+        f"pipelined ping over stdio: {args.pings} pings, window {args.window}, server pinned to CPU {cpu}"
+    )
     for run in range(args.runs):
         r = run_once(args.pings, args.window, cpu)
         results.append(r)
-        print(f"run {run + 1}: {r['rps']:,.0f} req/s  p50 {r['p50_ms']:.3f} ms  p99 {r['p99_ms']:.3f} ms")
+        print(
+            f"run {run + 1}: {r['rps']:,.0f} req/s  p50 {r['p50_ms']:.3f} ms  p99 {r['p99_ms']:.3f} ms"
+        )
     med = {k: statistics.median(r[k] for r in results) for k in results[0]}
-    print(f"median: {med['rps']:,.0f} req/s  p50 {med['p50_ms']:.3f} ms  p99 {med['p99_ms']:.3f} ms")
+    print(
+        f"median: {med['rps']:,.0f} req/s  p50 {med['p50_ms']:.3f} ms  p99 {med['p99_ms']:.3f} ms"
+    )
 
 
 if __name__ == "__main__":
