@@ -39,11 +39,11 @@ from ..store.db import VOCAB_TABLE  # noqa: E402
 from .graph import KIND_CODE, RecallCache, node, node_id, node_kind
 
 MAX_HOPS = 2  # seed -> entity -> memory (or memory -> entity -> memory)
-MAX_NEIGHBOURHOOD = 2_000  # nodes; PPR plus building the subgraph stays under ~10 ms
+MAX_NEIGHBOURHOOD = 1_500  # nodes; PPR plus building the subgraph takes ~5 ms
 FTS_CANDIDATES = 200  # BM25 rows fetched before the scope / type filter
 MAX_FTS_TERMS = 32
 COMMON_FRACTION = 0.2  # terms in more than this share of memories are dropped from the FTS5 query
-MAX_POSTINGS = 8_000  # postings FTS5 may score per query, about 10 ms (see _fts_plan)
+MAX_POSTINGS = 5_000  # postings FTS5 may score per query, about 7 ms (see _fts_plan)
 PRUNE_FROM = 5_000  # memories; below that every FTS5 query is cheap and nothing is dropped
 LEXICAL_SHARE = 0.5  # of the memory seed mass, given to FTS5 matches (the rest to cosine seeds)
 RELATION_SHARE = 0.5  # of the entity/relation seed mass, given to relation seeds
