@@ -332,11 +332,19 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
         def check(conn: sqlite3.Connection) -> dict[str, Any]:
             integrity = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall()]
-            try:
-                conn.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
-                fts = "ok"
-            except sqlite3.DatabaseError as exc:
-                fts = f"failed: {exc}"
+            problems = []
+            fts_tables = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%'"
+                )
+            ]
+            for table in fts_tables:  # each external-content index agrees with its table
+                try:
+                    conn.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")
+                except sqlite3.DatabaseError as exc:
+                    problems.append(f"{table}: {exc}")
+            fts = "ok" if not problems else "failed: " + "; ".join(problems)
             return {
                 "schema_version": transfer.schema_version(conn),
                 "journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0],
