@@ -343,3 +343,18 @@ async def test_damaged_pages_found_later_recreate_the_index(tmp_path: Path, home
             await service.find(root, "charge", None, 20)
         service.index.find = real_find
         assert (await service.refresh(root)).parsed == 0
+
+
+def test_feature_unavailable_when_the_index_cannot_be_opened(home: Path) -> None:
+    from memtrio.actors.code.feature import FEATURE
+    from memtrio.supervisors import config
+    from memtrio.supervisors.app import FeatureUnavailable, build_context
+
+    index_path(home).mkdir()  # a directory where the index file should be
+    app = build_context(config.load(home, env={}), home)
+    with pytest.raises(FeatureUnavailable, match="cannot open the code index"):
+        FEATURE.setup(app)
+    assert "code" not in app.services and app.registry.get("find_symbol") is None
+    off = build_context(config.load(home, env={"MEMTRIO_CODE": "off"}), home)
+    with pytest.raises(FeatureUnavailable, match="disabled"):
+        FEATURE.setup(off)

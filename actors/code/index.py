@@ -118,15 +118,20 @@ class CodeIndex:
             raise IndexUnavailable(f"cannot create {self.path.parent}: {exc}") from None
         try:
             return self._connect()
+        except sqlite3.OperationalError as exc:
+            # cannot open, locked, read-only: the file may be fine, so it is kept
+            raise IndexUnavailable(f"cannot open the code index {self.path}: {exc}") from None
         except sqlite3.DatabaseError as first:
             from ...supervisors import trace
 
             trace.warning("code", "index_recreated", path=str(self.path), reason=str(first))
-            self._delete_files()
             try:
+                self._delete_files()
                 return self._connect()
-            except sqlite3.Error as exc:
-                raise IndexUnavailable(f"cannot open the code index {self.path}: {exc}") from None
+            except (sqlite3.Error, OSError) as exc:
+                raise IndexUnavailable(
+                    f"cannot recreate the code index {self.path}: {exc}"
+                ) from None
 
     def _delete_files(self) -> None:
         for suffix in ("", "-wal", "-shm", "-journal"):
