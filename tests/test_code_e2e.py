@@ -227,3 +227,14 @@ async def test_parser_crash_over_mcp_is_reported_and_replaced(tmp_path: Path, ho
         assert parsers["state"] == "running"
         assert sum(child["restarts"] for child in parsers["children"]) == 1
         assert all(child["state"] == "running" for child in parsers["children"])
+
+
+async def test_server_starts_without_code_tools_when_the_index_cannot_open(
+    repo: Path, home: Path
+) -> None:
+    (home / "code-v1.sqlite").mkdir()
+    async with open_client(home, cwd=repo) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert "remember" in names and "find_symbol" not in names
+        status = await ok(client, "server_status")
+        assert "code" not in status["features"]
