@@ -3,14 +3,14 @@ renamed symbols, renamed and skipped files, what does not count as a change."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
+from gitrepo import git, make_repo, write
 from memtrio.actors.code.diff import compare, structural_diff
 from memtrio.actors.code.extract import outline
 from memtrio.protocol.tools import ToolError
-from test_code_index import GIT, make_repo, running_service, write
+from test_code_index import running_service
 
 BASE_SERVICE = """\
 import os
@@ -58,12 +58,6 @@ def untouched(x):
 def added(a: int) -> int:
     return a
 """
-
-
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(
-        [*GIT, "-C", str(root), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 import trio
+from gitrepo import git, make_repo, write
 from mcp_client import call, fails, ok, open_client
-from test_code_index import GIT, make_repo, write
 
 BILLING = """\
 defmodule Billing do
@@ -38,12 +38,6 @@ class Loader:
     def run(self):
         pass
 """
-
-
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(
-        [*GIT, "-C", str(root), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
 
 
 @pytest.fixture

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 import trio
+from gitrepo import make_repo, write
 from memtrio.actors.code.checkout import checkout_root, resolve_path, show_path
 from memtrio.actors.code.index import CodeIndex, index_path
 from memtrio.actors.code.pool import ParserPool
@@ -19,28 +19,6 @@ from memtrio.actors.code.service import CodeService
 from memtrio.actors.code.tools import format_imports, format_matches, format_outline
 from memtrio.protocol.tools import ToolError
 from memtrio.supervisors.supervisor import Supervisor
-
-GIT = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", "-c", "commit.gpgsign=false"]
-
-
-def make_repo(path: Path, files: dict[str, str | bytes]) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
-    write(path, files)
-    subprocess.run([*GIT, "-C", str(path), "add", "-A"], check=True)
-    subprocess.run([*GIT, "-C", str(path), "commit", "-qm", "init"], check=True)
-    return path.resolve()
-
-
-def write(root: Path, files: dict[str, str | bytes]) -> None:
-    for name, content in files.items():
-        target = root / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            target.write_bytes(content)
-        else:
-            target.write_text(content)
-
 
 FILES: dict[str, str | bytes] = {
     "lib/billing.ex": "defmodule MyApp.Billing do\n  def charge(amount), do: amount\n  def charge(a, b), do: a + b\nend\n",

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+from gitrepo import git
 from mcp_client import call, fails, ok, open_client
 
 MEMORY_TOOLS = {
@@ -25,28 +24,17 @@ MEMORY_TOOLS = {
 }
 
 
-def git(*args: str, cwd: Path) -> None:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@t",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@t",
-    }
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env=env)
-
-
 @pytest.fixture
 def repos(tmp_path: Path) -> dict[str, Path]:
     base = tmp_path.resolve()
     main = base / "main"
     main.mkdir()
-    git("init", "-q", "-b", "main", cwd=main)
+    git(main, "init", "-q", "-b", "main")
     (main / "README").write_text("x")
-    git("add", ".", cwd=main)
-    git("commit", "-q", "-m", "init", cwd=main)
-    git("worktree", "add", "-q", "-b", "wt", str(base / "wt"), cwd=main)
-    git("clone", "-q", str(main), str(base / "clone"), cwd=base)
+    git(main, "add", ".")
+    git(main, "commit", "-q", "-m", "init")
+    git(main, "worktree", "add", "-q", "-b", "wt", str(base / "wt"))
+    git(base, "clone", "-q", str(main), str(base / "clone"))
     return {"main": main, "wt": base / "wt", "clone": base / "clone"}
 
 

@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
+from gitrepo import git
 from memtrio.actors.store.scopes import GLOBAL, ScopeError, ScopePolicy, canonical, default_scope
-
-
-def git(*args: str, cwd: Path) -> None:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@t",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@t",
-    }
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -27,14 +15,14 @@ def repos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("scopes").resolve()
     main = base / "main"
     main.mkdir()
-    git("init", "-q", "-b", "main", cwd=main)
+    git(main, "init", "-q", "-b", "main")
     (main / "sub").mkdir()
     (main / "sub" / "f.txt").write_text("x")
-    git("add", ".", cwd=main)
-    git("commit", "-q", "-m", "init", cwd=main)
-    git("worktree", "add", "-q", "-b", "feature", str(base / "wt"), cwd=main)
-    git("clone", "-q", str(main), str(base / "clone"), cwd=base)
-    git("init", "-q", "--bare", str(base / "bare.git"), cwd=base)
+    git(main, "add", ".")
+    git(main, "commit", "-q", "-m", "init")
+    git(main, "worktree", "add", "-q", "-b", "feature", str(base / "wt"))
+    git(base, "clone", "-q", str(main), str(base / "clone"))
+    git(base, "init", "-q", "--bare", str(base / "bare.git"))
     (base / "plain").mkdir()
     return {
         "base": base,
