@@ -313,7 +313,9 @@ class Supervisor:
         while True:
             st = await self._events_recv.receive()
             if st is None or self._stopped.is_set():
-                if self._stopped.is_set():
+                # Return on stop()'s own wake-up only: an exit event that arrives
+                # while stop() is still stopping the others must not cut it short.
+                if st is None and self._stopped.is_set():
                     return
                 continue
             if st.stopping:
@@ -399,6 +401,15 @@ class Supervisor:
 
     async def _run_child(self, st: _ChildState, ctx: ChildContext) -> None:
         status = _Status(st)
+        try:
+            await self._run_start(st, ctx, status)
+        finally:
+            # Even when cancelled from outside: whoever waits for this child's end
+            # (a shielded _stop_child) must see it.
+            st.done.set()
+            st.ready.set()
+
+    async def _run_start(self, st: _ChildState, ctx: ChildContext, status: Any) -> None:
         with trio.CancelScope() as scope:
             st.scope = scope
             try:

@@ -161,3 +161,41 @@ async def test_transport_restart_loses_no_request_in_a_restart_storm(home: Path)
         assert answered >= 30  # (5 + 1) session crashes per transport, (5 + 1) transports
     stderr = (home / "server-stderr.txt").read_text()
     assert "memtrio: supervisor 'root' gave up" in stderr
+
+
+async def test_supervisor_stop_survives_a_crash_while_stopping(autojump_clock: object) -> None:
+    # A child crashing while stop() was still gracefully stopping a sibling made
+    # the supervisor loop return and cancel that sibling from outside; its end
+    # was never signalled and stop() waited for it forever (the server then hung
+    # at exit after parser-worker crashes).
+    from memtrio.supervisors.supervisor import ONE_FOR_ONE, ChildContext, ChildSpec, Supervisor
+
+    stopped_cleanly: list[str] = []
+
+    async def crasher(ctx: ChildContext, *, task_status: object) -> None:
+        task_status.started()  # type: ignore[attr-defined]
+        await trio.sleep(0.5)
+        raise RuntimeError("crash while the supervisor stops")
+
+    async def slow_stopper(ctx: ChildContext, *, task_status: object) -> None:
+        task_status.started()  # type: ignore[attr-defined]
+        await ctx.shutdown.wait()
+        await trio.sleep(1.0)  # a graceful stop that takes a while
+        stopped_cleanly.append(ctx.id)
+
+    sup = Supervisor(
+        "s",
+        [
+            ChildSpec("crasher", crasher, shutdown=5.0),
+            ChildSpec("slow", slow_stopper, shutdown=5.0),
+        ],
+        ONE_FOR_ONE,
+        max_restarts=10,
+        period=10.0,
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(sup.run)
+        await trio.sleep(0.1)
+        with trio.fail_after(30):
+            await sup.stop()
+    assert stopped_cleanly == ["slow"]

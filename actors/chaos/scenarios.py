@@ -10,7 +10,6 @@ import os
 import resource
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +76,7 @@ async def crash_under_load(
 async def crash_reader(run: Run) -> None:
     """StdioReader crashes at random reads: no input is lost, every request answered."""
     await crash_under_load(
-        run, "stdio.read", 3, calls=60 if run.quick else 200, rounds=1 if run.quick else 3
+        run, "stdio.read", 3, calls=60 if run.quick else 200, rounds=2 if run.quick else 4
     )
 
 
@@ -89,14 +88,14 @@ async def crash_session(run: Run) -> None:
         3,
         calls=60 if run.quick else 200,
         errors_per_crash=1,
-        rounds=1 if run.quick else 3,
+        rounds=2 if run.quick else 4,
     )
 
 
 async def crash_writer(run: Run) -> None:
     """StdoutWriter crashes at random writes: its line in hand is written after the restart."""
     await crash_under_load(
-        run, "stdio.write", 3, calls=60 if run.quick else 200, rounds=1 if run.quick else 3
+        run, "stdio.write", 3, calls=60 if run.quick else 200, rounds=2 if run.quick else 4
     )
 
 
@@ -151,8 +150,9 @@ async def crash_embedder(run: Run) -> None:
         "MEMTRIO_FAULTS": ",".join(rules),
     }
     server = await run.server(home, env)
+    # Writes only: a recall whose query embedding fails falls back to lexical ranking (no error).
     await drive_load(
-        server, ledger, tag=run.name, calls=calls, concurrency=2, rng=run.rng, out=out, reads=0.1
+        server, ledger, tag=run.name, calls=calls, concurrency=2, rng=run.rng, out=out, reads=0.0
     )
     # Recovered: a few more writes all succeed, quickly.
     for i in range(3):
@@ -261,6 +261,68 @@ def _text(reply: dict[str, Any]) -> str:
     return " ".join(c.get("text", "") for c in result.get("content", []) if isinstance(c, dict))
 
 
+async def sdk_client_crashes(run: Run) -> None:
+    """The official MCP Python SDK as the client while the reader, session, writer and store crash."""
+    out = run.out
+    try:
+        from mcp import Client, StdioServerParameters
+    except ImportError:
+        out.notes.append(
+            "skipped: the official `mcp` SDK is not installed (pip install 'memtrio[test]')"
+        )
+        return
+    from .client import server_command, server_env
+
+    home = run.home()
+    ledger = Ledger()
+    calls = 40 if run.quick else 120
+    spec = ",".join(
+        [
+            crash_points(run, "stdio.read", 2, 5, calls),
+            crash_points(run, "session.dispatch", 2, 5, calls),
+            crash_points(run, "stdio.write", 2, 5, calls),
+            crash_points(run, "store.write", 1, 5, calls // 2),
+        ]
+    )
+    env = {
+        "MEMTRIO_FAULTS": spec,
+        "MEMTRIO_FAULTS_SEED": str(run.seed),
+        "MEMTRIO_SERVER_SHUTDOWN_GRACE": "1",
+    }
+    command = server_command()
+    params = StdioServerParameters(
+        command=command[0], args=command[1:], env=server_env(home, env), cwd=str(home)
+    )
+    (home / "logs").mkdir(parents=True, exist_ok=True)
+    async with Client(params, read_timeout_seconds=30, mode="auto") as client:
+        for i in range(calls):
+            content = content_for(run.name, i, run.rng)
+            ledger.calls += 1
+            out.requests += 1
+            try:
+                result = await client.call_tool("remember", {"content": content})
+            except Exception as exc:  # noqa: BLE001 - the SDK raises for JSON-RPC errors
+                ledger.errors += 1
+                ledger.unknown.append(content)
+                if "Timeout" in type(exc).__name__ or "timed out" in str(exc).lower():
+                    out.violations.append(f"the SDK client timed out waiting for a reply: {exc}")
+                continue
+            structured = getattr(result, "structured_content", None) or {}
+            if result.is_error or not isinstance(structured.get("id"), int):
+                ledger.errors += 1
+                ledger.unknown.append(content)
+            else:
+                ledger.acked[structured["id"]] = content
+    from .harness import log_counts
+
+    counts = log_counts(home)
+    out.faults += counts.faults
+    out.restarts += counts.restarts
+    out.errors_seen = ledger.errors
+    out.errors_expected = 2 + 1  # each session crash and the store crash fail one call
+    run.verify(home, ledger)
+
+
 # -- kill -9 in the middle of bursts ------------------------------------------------
 
 
@@ -273,7 +335,7 @@ async def kill9_bursts(run: Run, *, embeddings: bool = False, rounds: int | None
     out = run.out
     home = run.home()
     ledger = Ledger()
-    rounds = rounds or (3 if run.quick else 10)
+    rounds = rounds or (5 if run.quick else 15)
     env = (
         {"MEMTRIO_EMBEDDINGS": "on", "MEMTRIO_EMBEDDING_INTRA_OP_THREADS": "1"}
         if embeddings
@@ -522,7 +584,10 @@ async def storm(run: Run, point: str, request: str) -> None:
     out = run.out
     home = run.home()
     # From the 3rd hit on (initialize and its notification go through first).
-    server = await run.server(home, {"MEMTRIO_FAULTS": f"{point}=raise@3+"})
+    # A store crash restarts the transport too, whose calls get [server]
+    # shutdown_grace to finish: keep it short so the storm is quick.
+    env = {"MEMTRIO_FAULTS": f"{point}=raise@3+", "MEMTRIO_SERVER_SHUTDOWN_GRACE": "0.5"}
+    server = await run.server(home, env)
     sent = 0
     with trio.move_on_after(60):
         while not server.gone and sent < 500:
@@ -566,27 +631,24 @@ QUICK: dict[str, Scenario] = {
     "crash-store": crash_store,
     "commit-fault": commit_fault,
     "crash-embedder": crash_embedder,
+    "crash-code-workers": crash_code_workers,
     "kill9-bursts": kill9_bursts,
+    "exit-at-commit": exit_at_commit,
     "malformed": malformed,
     "sqlite-busy": sqlite_busy,
     "disk-full": disk_full,
     "readonly-home": readonly_home,
     "storm-session": storm_session,
+    "storm-store": storm_store,
 }
 
 FULL: dict[str, Scenario] = {
     **QUICK,
     "crash-ranker": crash_ranker,
-    "crash-code-workers": crash_code_workers,
     "kill9-embeddings": kill9_embeddings,
-    "exit-at-commit": exit_at_commit,
-    "storm-store": storm_store,
+    "sdk-client-crashes": sdk_client_crashes,
 }
 
 # Generous per-scenario time budgets (seconds); a scenario over budget fails.
-BUDGET_QUICK = 60.0
+BUDGET_QUICK = 90.0
 BUDGET_FULL = 300.0
-
-
-def python() -> str:
-    return sys.executable

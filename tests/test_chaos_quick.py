@@ -1,0 +1,127 @@
+"""`memtrio chaos --quick` in the default suite (so CI runs it), and the harness's own checks."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from memtrio.actors.chaos import runner
+from memtrio.actors.chaos.checks import check_store
+from memtrio.actors.chaos.harness import Outcome
+from memtrio.actors.chaos.malformed import bad_values, tool_cases
+
+
+def test_memtrio_chaos_quick_passes(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memtrio.supervisors.cli",
+            "chaos",
+            "--quick",
+            "--seed",
+            "1",
+            "--json",
+            "--keep",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    totals = report["totals"]
+    assert totals["scenarios"] == len(runner.select(None, quick=True))
+    assert totals["lost"] == 0 and totals["failed"] == 0
+    assert totals["faults"] > 10 and totals["malformed"] > 200 and totals["acked"] > 100
+    by_name = {s["name"]: s for s in report["scenarios"]}
+    assert by_name["kill9-bursts"]["acked"] > 0
+    assert by_name["storm-session"]["restarts"] >= 30
+
+
+def _store(tmp_path: Path) -> Path:
+    from memtrio.actors.store import db
+
+    path = tmp_path / "memtrio.sqlite"
+    db.open_write_connection(path, busy_timeout_ms=1000, durability="normal").close()
+    return path
+
+
+def _insert(path: Path, content: str) -> int:
+    conn = sqlite3.connect(path, isolation_level=None)
+    cur = conn.execute(
+        "INSERT INTO memories (content, created_at, updated_at) VALUES (?, 0, 0)", (content,)
+    )
+    conn.close()
+    return int(cur.lastrowid or 0)
+
+
+def test_store_check_finds_lost_changed_and_half_written_rows(tmp_path: Path) -> None:
+    path = _store(tmp_path)
+    kept = _insert(path, "kept")
+    _insert(path, "refused but present")
+    result = check_store(path, {kept: "kept", 999: "never stored"}, ["refused but present"])
+    assert result.lost == 1 and result.phantom == 1
+    assert any("999" in v for v in result.violations)
+    ok = check_store(path, {kept: "kept"}, ["absent"])
+    assert ok.lost == 0 and ok.phantom == 0 and not ok.violations
+
+
+def test_store_check_finds_fts_and_vector_disagreement(tmp_path: Path) -> None:
+    path = _store(tmp_path)
+    mid = _insert(path, "alpha")
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("INSERT INTO vectors VALUES ('memory', 12345, 'm', 'r', 4, zeroblob(16))")
+    conn.execute("INSERT INTO vectors VALUES ('memory', ?, 'm', 'r', 4, zeroblob(8))", (mid,))
+    conn.execute("DELETE FROM memories_fts")  # the index loses the row
+    conn.close()
+    result = check_store(path, {mid: "alpha"}, embeddings=True)
+    text = " | ".join(result.violations)
+    assert "vectors without their row" in text
+    assert "not dim float32" in text
+    assert "FTS" in text
+
+
+def test_outcome_errors_expectation() -> None:
+    exact = Outcome("x", errors_expected=3, errors_seen=2, errors_exact=True)
+    exact.check_errors()
+    assert not exact.ok
+    minimum = Outcome("y", errors_expected=3, errors_seen=5)
+    minimum.check_errors()
+    assert minimum.ok
+
+
+def test_wrong_values_come_from_the_schema() -> None:
+    schema = {"type": "integer", "minimum": 1, "maximum": 100}
+    labels = dict(bad_values(schema, {}))
+    assert labels["below minimum"] == 0 and labels["above maximum"] == 101
+    assert "type integer" not in labels and "type string" in labels
+    number = dict(bad_values({"type": "number"}, {}))
+    assert "type integer" not in number  # an integer is a valid number
+    tool = {
+        "name": "t",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "q": {"type": "string", "minLength": 1},
+                "n": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+            },
+            "required": ["q"],
+        },
+    }
+    cases = tool_cases(tool)
+    assert ("missing q", {}, "q") in cases
+    assert any(
+        label == "n: type string" and args == {"q": "a", "n": "x"} for label, args, _ in cases
+    )
+
+
+@pytest.mark.parametrize("names", [["nope"], ["crash-reader", "bogus"]])
+def test_unknown_scenario_is_refused(names: list[str]) -> None:
+    with pytest.raises(ValueError, match="unknown scenario"):
+        runner.select(names, quick=True)
