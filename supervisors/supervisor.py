@@ -379,8 +379,9 @@ class Supervisor:
                     cause=st.last_error if i == index else f"{self.strategy.value} after {spec.id}",
                 )
                 if not await self._start(i):
-                    # Failed while starting: treat as another exit of that child.
-                    await self._on_exit(self._states[i])
+                    # Died before it was ready: its exit event is already queued and
+                    # is handled next (handling it here as well started a second
+                    # incarnation beside the first).
                     return
 
     async def _start(self, index: int) -> bool:

@@ -199,3 +199,40 @@ async def test_supervisor_stop_survives_a_crash_while_stopping(autojump_clock: o
         with trio.fail_after(30):
             await sup.stop()
     assert stopped_cleanly == ["slow"]
+
+
+async def test_child_dying_right_after_ready_is_restarted_once(autojump_clock: object) -> None:
+    # A restarted child that crashed right after task_status.started() (the
+    # stdio writer retrying its line in hand) was handled twice: once by the
+    # restart itself and once by its queued exit event. Two incarnations then
+    # ran at once (two writers on stdout: BusyResourceError, a reply lost).
+    from memtrio.supervisors.supervisor import ONE_FOR_ONE, ChildContext, ChildSpec, Supervisor
+
+    incarnations: list[int] = []
+    running = 0
+    most = 0
+
+    async def child(ctx: ChildContext, *, task_status: object) -> None:
+        nonlocal running, most
+        n = len(incarnations)
+        incarnations.append(n)
+        task_status.started()  # type: ignore[attr-defined]
+        if n == 0:
+            await trio.sleep(0.5)
+            raise RuntimeError("first crash")
+        if n == 1:
+            raise RuntimeError("crashes right after it is ready")
+        running += 1
+        most = max(most, running)
+        try:
+            await ctx.shutdown.wait()
+        finally:
+            running -= 1
+
+    sup = Supervisor("s", [ChildSpec("w", child)], ONE_FOR_ONE, max_restarts=10, period=10.0)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(sup.run)
+        await trio.sleep(5)
+        assert incarnations == [0, 1, 2]
+        assert most == 1
+        await sup.stop()

@@ -16,7 +16,16 @@ from typing import Any
 import trio
 
 from .client import NoReply, ServerGone, ServerProcess
-from .harness import Ledger, Run, Scenario, content_for, drive_load, remember, reply_error_text
+from .harness import (
+    Ledger,
+    Run,
+    Scenario,
+    content_for,
+    drive_load,
+    log_counts,
+    remember,
+    reply_error_text,
+)
 from .malformed import run_malformed
 
 # -- helpers ---------------------------------------------------------------------
@@ -41,6 +50,7 @@ async def crash_under_load(
     env: dict[str, str] | None = None,
     errors_per_crash: int = 0,
     rounds: int = 1,
+    restarts_per_crash: int = 1,
 ) -> None:
     """``crashes`` injected exceptions at random hits of ``point`` under concurrent load, ``rounds`` times."""
     out = run.out
@@ -67,6 +77,11 @@ async def crash_under_load(
         await run.stop(server)
     out.errors_seen = ledger.errors
     out.errors_expected = errors_per_crash * crashes * rounds
+    counts = log_counts(home)
+    if counts.restarts != restarts_per_crash * counts.faults:
+        out.violations.append(
+            f"{counts.faults} crashes but {counts.restarts} restarts (expected {restarts_per_crash} per crash)"
+        )
     run.verify(home, ledger)
 
 
@@ -108,6 +123,7 @@ async def crash_store(run: Run) -> None:
         calls=50 if run.quick else 150,
         errors_per_crash=1,
         env={"MEMTRIO_SERVER_SHUTDOWN_GRACE": "2"},
+        restarts_per_crash=2,  # root rest_for_one: the store, then the transport after it
         rounds=1 if run.quick else 2,
     )
 
@@ -288,6 +304,7 @@ async def sdk_client_crashes(run: Run) -> None:
         "MEMTRIO_FAULTS": spec,
         "MEMTRIO_FAULTS_SEED": str(run.seed),
         "MEMTRIO_SERVER_SHUTDOWN_GRACE": "1",
+        "MEMTRIO_LOG_STDERR_LEVEL": "off",  # the SDK passes the server's stderr through
     }
     command = server_command()
     params = StdioServerParameters(
@@ -313,8 +330,6 @@ async def sdk_client_crashes(run: Run) -> None:
                 ledger.unknown.append(content)
             else:
                 ledger.acked[structured["id"]] = content
-    from .harness import log_counts
-
     counts = log_counts(home)
     out.faults += counts.faults
     out.restarts += counts.restarts
