@@ -49,6 +49,9 @@ class EmbeddingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     workers: int = 1
     intra_op_threads: int = 0  # 0 = onnxruntime's default (all cores)
     max_tokens: int = 256
+    chunk_tokens: int = 128  # window of a stored text (at most max_tokens); longer ones get several
+    chunk_overlap: int = 32  # tokens shared by neighbouring windows of a long text
+    max_chunks: int = 32  # windows per stored text; the rest of a longer one is not embedded
     timeout: float = 60.0  # seconds an embedding request may take before it fails
 
 
@@ -207,6 +210,9 @@ def validate(config: Config) -> None:
         (config.embedding.batch_size >= 1, "embedding.batch_size must be >= 1"),
         (config.embedding.workers >= 1, "embedding.workers must be >= 1"),
         (config.embedding.max_tokens >= 8, "embedding.max_tokens must be >= 8"),
+        (1 <= config.embedding.max_chunks <= 256, "embedding.max_chunks must be 1-256"),
+        (config.embedding.chunk_tokens >= 8, "embedding.chunk_tokens must be >= 8"),
+        (config.embedding.chunk_overlap >= 0, "embedding.chunk_overlap must be >= 0"),
         (config.retrieval.seed_top_k >= 1, "retrieval.seed_top_k must be >= 1"),
         (config.retrieval.seed_temperature > 0, "retrieval.seed_temperature must be > 0"),
         (0 < config.retrieval.damping < 1, "retrieval.damping must be between 0 and 1"),

@@ -104,3 +104,51 @@ def test_reembed_refuses_when_disabled_or_the_model_cannot_load(
     assert cli.main(["reembed"]) == 2
     assert "cannot load" in capsys.readouterr().err
     assert len(vectors(home)) == 1  # untouched
+
+
+def test_a_v3_store_upgrades_and_reembed_stores_every_window_of_long_memories(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before schema v4 a long memory's vector covered its first window only: the
+    migration drops it (short memories keep theirs) and reembed stores all windows."""
+    from memtrio.actors.embedder.model import resolve_spec
+
+    conn = sqlite3.connect(str(db_path(home)), isolation_level=None)
+    for script in schema.MIGRATIONS[:3]:
+        for statement in schema._statements(script):
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version = 3")
+    now = time.time()
+    long_text = "Notes from the weekly sync about the release train and its many steps. " * 40
+    for text in ("A short memory keeps its vector.", long_text):
+        conn.execute(
+            "INSERT INTO memories (content, created_at, updated_at) VALUES (?, ?, ?)",
+            (text, now, now),
+        )
+    revision = resolve_spec("", 256).revision
+    for item in (1, 2):
+        conn.execute(
+            "INSERT INTO vectors VALUES ('memory', ?, ?, ?, 384, ?)",
+            (item, DEFAULT_MODEL_ID, revision, b"\0" * 1536),
+        )
+    conn.close()
+    assert cli.main(["reembed", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["stale_before"]["memory"] == 1 and out["reembedded"]["memory"] == 1
+    conn = sqlite3.connect(str(db_path(home)))
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.LATEST
+        chunks = conn.execute(
+            "SELECT item_id, count(*), min(model), min(length(vec)) FROM vector_chunks GROUP BY item_id"
+        ).fetchall()
+        first = conn.execute(
+            "SELECT item_id, vec FROM vectors WHERE kind = 'memory' ORDER BY item_id"
+        ).fetchall()
+    finally:
+        conn.close()
+    # About 600 word pieces: several windows (chunk 0 + chunks 1, 2, ...), for the long one only.
+    assert len(chunks) == 1 and chunks[0][0] == 2 and chunks[0][1] >= 2
+    assert chunks[0][2:] == (DEFAULT_MODEL_ID, 1536)
+    assert first[0] == (1, b"\0" * 1536) and first[1][1] != b"\0" * 1536
+    assert cli.main(["reembed"]) == 0  # idempotent
+    assert "reembedded 0 memories" in capsys.readouterr().out

@@ -26,22 +26,38 @@ from test_store_writer import Ctx
 class Embedding:
     vectors: np.ndarray
     truncated: list[bool]
+    counts: list[int]
     model: str = "fake-model"
     revision: str = "r1"
 
+    def rows(self, i: int) -> np.ndarray:
+        start = sum(self.counts[:i])
+        return self.vectors[start : start + self.counts[i]]
+
 
 class FakeEmbedder:
+    """Windows of 40 characters: a text of 41-80 has two, a longer one is cut after two."""
+
+    max_tokens = 40
+
     def __init__(self) -> None:
         self.calls: list[list[str]] = []
         self.fail = False
 
-    async def embed(self, texts: list[str]) -> Embedding:
+    async def embed(self, texts: list[str], max_chunks: int = 1) -> Embedding:
         self.calls.append(list(texts))
         if self.fail:
             raise RuntimeError("model exploded")
-        vecs = np.array([[float(len(t)), 1.0, 0.0] for t in texts], dtype=np.float32)
+        rows, counts, truncated = [], [], []
+        for t in texts:
+            windows = [t[i : i + 40] for i in range(0, len(t), 40)] or [""]
+            truncated.append(len(windows) > min(max_chunks, 2))
+            windows = windows[: min(max_chunks, 2)]
+            counts.append(len(windows))
+            rows += [[float(len(w)), 1.0, float(i)] for i, w in enumerate(windows)]
+        vecs = np.array(rows, dtype=np.float32)
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-        return Embedding(vecs, [len(t) > 40 for t in texts])
+        return Embedding(vecs, truncated, counts)
 
 
 class FakeRanker:
@@ -72,6 +88,20 @@ async def app_with(
         if ranker is not None:
             app.services["ranker"] = ranker
         yield app
+
+
+def chunks(home: Path) -> dict[tuple[str, int], int]:
+    """(kind, item) -> number of rows in vector_chunks."""
+    conn = sqlite3.connect(home / "memtrio.sqlite")
+    try:
+        return {
+            (k, i): n
+            for k, i, n in conn.execute(
+                "SELECT kind, item_id, count(*) FROM vector_chunks GROUP BY kind, item_id"
+            )
+        }
+    finally:
+        conn.close()
 
 
 def vectors(home: Path) -> dict[tuple[str, int], tuple[str, str, int, bytes]]:
@@ -112,10 +142,19 @@ async def test_remember_and_relate_store_vectors_in_the_same_write(home: Path) -
             memory_change.vector == stored[("memory", 1)][3] and memory_change.model == "fake-model"
         )
 
-        # Known entities with vectors are not embedded again; long text reports truncation.
+        # Known entities with vectors are not embedded again; a text longer than one
+        # window is stored as all its windows (chunk 0 in vectors, the rest in
+        # vector_chunks); only text beyond the last window reports truncation.
         second = await T.remember(ctx, T.RememberArgs("x" * 50, entities=["Trio"]))
         assert embedder.calls[-1] == ["x" * 50]
-        assert len(second["warnings"]) == 1 and "truncated" in second["warnings"][0]
+        assert second["warnings"] == []
+        assert chunks(home) == {("memory", second["id"]): 1}
+        change = next(c for c in reversed(changes) if c.kind == "memory")
+        assert len(change.vector) == 2 * 3 * 4  # both windows go to the ranker
+        third = await T.remember(ctx, T.RememberArgs("y" * 90))
+        assert len(third["warnings"]) == 1 and "truncated" in third["warnings"][0]
+        await T.forget(ctx, T.ForgetArgs(third["id"]))
+        assert ("memory", third["id"]) not in chunks(home)  # the chunks go with the memory
         rel = await T.relate(ctx, T.RelateArgs("sqlite", "stores", "memories"))
         assert embedder.calls[-1] == ["memories", "sqlite stores memories"]  # sqlite has its vector
         calls = len(embedder.calls)
@@ -130,6 +169,11 @@ async def test_remember_and_relate_store_vectors_in_the_same_write(home: Path) -
         await T.update(ctx, T.UpdateArgs(1, content="a longer note now"))
         assert embedder.calls[-1] == ["a longer note now"]
         assert vectors(home)[("memory", 1)][3] != stored[("memory", 1)][3]
+        # update replaces every window: a short text has none beyond chunk 0, a long one gains them.
+        await T.update(ctx, T.UpdateArgs(second["id"], content="now short"))
+        assert ("memory", second["id"]) not in chunks(home)
+        await T.update(ctx, T.UpdateArgs(1, content="z" * 60))
+        assert chunks(home) == {("memory", 1): 1}
 
         # An embedder failure refuses the call and stores nothing.
         embedder.fail = True
@@ -138,7 +182,7 @@ async def test_remember_and_relate_store_vectors_in_the_same_write(home: Path) -
             await T.remember(ctx, T.RememberArgs("doomed"))
         with pytest.raises(ToolError, match="embedding failed"):
             await T.update(ctx, T.UpdateArgs(1, content="doomed too"))
-        assert (await T.inspect(ctx, T.InspectArgs(1)))["content"] == "a longer note now"
+        assert (await T.inspect(ctx, T.InspectArgs(1)))["content"] == "z" * 60
         assert (await T.stats(ctx, T.StatsArgs()))["memories"] == 2 and len(vectors(home)) == counts
 
 

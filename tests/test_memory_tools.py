@@ -358,8 +358,12 @@ async def test_with_the_real_embedder_vectors_are_stored_with_the_rows(
             relations=[{"source": "memtrio", "relation": "stores_in", "target": "SQLite"}],
         )
         assert first["warnings"] == []
+        # 1,200 word pieces: overlapping windows, nothing cut; 4,000: more than the
+        # 32 windows cover, so the rest is cut and reported.
         long = await ok(client, "remember", content=" ".join(["tokens"] * 600))
-        assert len(long["warnings"]) == 1 and "truncated" in long["warnings"][0]
+        assert long["warnings"] == []
+        longer = await ok(client, "remember", content=" ".join(["words"] * 4000))
+        assert len(longer["warnings"]) == 1 and "truncated" in longer["warnings"][0]
         rel = await ok(client, "relate", source="SQLite", relation="replaces", target="Postgres")
         assert rel["warnings"] == []
         found = await ok(client, "recall", query="which database engine do we use")
@@ -368,5 +372,13 @@ async def test_with_the_real_embedder_vectors_are_stored_with_the_rows(
     kinds = conn.execute(
         "SELECT kind, count(*), min(dim) FROM vectors GROUP BY kind ORDER BY kind"
     ).fetchall()
+    chunks = dict(
+        conn.execute(
+            "SELECT item_id, count(*) FROM vector_chunks WHERE kind = 'memory' GROUP BY item_id"
+        ).fetchall()
+    )
     conn.close()
-    assert kinds == [("entity", 3, 384), ("memory", 2, 384), ("relation", 2, 384)]
+    assert kinds == [("entity", 3, 384), ("memory", 3, 384), ("relation", 2, 384)]
+    # "tokens" is two word pieces: 1,200 of them take 12 windows of 128 tokens (stride 96)
+    # beyond chunk 0; 4,000 take more than the 32 windows, which are all stored.
+    assert chunks == {long["id"]: 12, longer["id"]: 31}

@@ -22,12 +22,13 @@ from memtrio.actors.ranker import feature as ranker_feature
 from memtrio.actors.ranker.graph import RecallCache
 from memtrio.actors.ranker.service import Ranker, RankerError
 from memtrio.actors.ranker.vectors import ExactIndex
-from memtrio.actors.store import schema
+from memtrio.actors.store import ops, schema
 from memtrio.actors.store.db import db_path
 from memtrio.actors.store.writer import Change
 from memtrio.supervisors import config as config_mod
 from memtrio.supervisors import faults
 from memtrio.supervisors.app import AppContext, build_context, open_app
+from test_recall_e2e import DEEP_QUERY, FILLER, NEEDLE
 
 UNRELATED = [
     "The office coffee machine is descaled on the first Monday of each month.",
@@ -255,6 +256,29 @@ async def test_writes_by_another_process_are_noticed(home: Path) -> None:
         assert ranked[0][0] == mid
 
 
+async def test_every_window_of_a_long_memory_is_loaded_and_searched(home: Path) -> None:
+    async with running(home) as (store, ranker):
+        await fill(store, ranker, UNRELATED)
+        await ranker.recall("anything", None, None, 1)  # the cache is loaded
+        text = FILLER + NEEDLE + FILLER[:300]
+        mid, _ = await store.memory(text, embed=False)
+        result = await store.app.services["embedder"].embed([text], max_chunks=16)
+        [vec] = ops.vecs_of(result)
+        assert vec.count >= 2 and result.truncated == [False]
+        ops.put_vector(store.conn, "memory", mid, vec)
+        # No change record (another process): the reload reads chunk 0 and the others.
+        flat = {"use_lexical": False, "use_graph": False}
+        ranked = await ranker.recall(DEEP_QUERY, None, None, 3, **flat)
+        assert ranked[0][0] == mid
+        assert ranker.stats()["vector_rows"]["memory"] == len(UNRELATED) + vec.count
+        # A chunk of another model than its chunk 0 never counts.
+        store.conn.execute("UPDATE vector_chunks SET model = 'other' WHERE item_id = ?", (mid,))
+        ranker.on_changes([Change(kind="memory", id=mid)])
+        ranked = await ranker.recall(DEEP_QUERY, None, None, 3, **flat)
+        assert ranked[0][0] != mid
+        assert ranker.stats()["vector_rows"]["memory"] == len(UNRELATED) + 1
+
+
 async def test_literal_entity_names_anchor_the_walk(home: Path) -> None:
     async with running(home) as (store, ranker):
         await fill(store, ranker, UNRELATED)
@@ -325,6 +349,31 @@ def test_exact_index_search_filters_and_removes() -> None:
     assert len(index) == 8 and 3 not in index.ids() and 10 not in index.ids()
     ids, _ = index.search(vecs[8], 1)
     assert ids[0] == 9  # the row moved by the removal is still found by its id
+
+
+def test_exact_index_items_with_several_vectors_score_by_their_best() -> None:
+    """A long text's windows: one row each, the item scores by its best row, appears once."""
+    index = ExactIndex(3, capacity=2)
+    e = np.eye(3, dtype=np.float32)
+    index.upsert(1, np.stack([e[0], e[1]]))  # two windows
+    index.upsert(2, e[2])
+    index.upsert(3, np.stack([e[2] * 0.6 + e[1] * 0.8, e[0]]))
+    assert (len(index), index.rows) == (3, 5)
+    ids, scores = index.search(e[1], 3)
+    assert ids.tolist() == [1, 3, 2] and scores.tolist() == pytest.approx([1.0, 0.8, 0.0])
+    allowed = np.array([False, False, True, True])
+    assert index.search(e[1], 3, allowed)[0].tolist() == [3, 2]
+    index.remove(1)  # its rows go; the rows moved into their place keep their items
+    assert (len(index), index.rows) == (2, 3) and 1 not in index.ids()
+    assert index.search(e[0], 1)[0].tolist() == [3]
+    index.upsert(3, e[1])  # fewer windows after an update
+    assert index.rows == 2 and index.search(e[0], 2)[1].tolist() == pytest.approx([0.0, 0.0])
+    index.upsert(2, np.stack([e[0], e[1], e[2]]))  # more windows
+    assert index.rows == 4 and index.search(e[0], 1)[0].tolist() == [2]
+    loaded = ExactIndex(3)
+    loaded.load_rows([(7, e[0].tobytes()), (7, e[1].tobytes()), (8, e[2].tobytes())], 3)
+    assert (len(loaded), loaded.rows) == (2, 3)
+    assert loaded.search(e[1], 2)[0].tolist() == [7, 8]
 
 
 def test_cache_named_entities_match_whole_words() -> None:

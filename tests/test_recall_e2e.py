@@ -74,13 +74,73 @@ async def test_semantic_recall_through_mcp(tmp_path: Path) -> None:
         typed = await ok(client, "recall", query="why do logins expire", memory_type="Decision")
         assert ids_of(typed) == [token["id"]]
 
-        # Long text: stored, and the cut is reported.
+        # Long text: embedded as overlapping windows; only text beyond the last of
+        # [embedding] max_chunks windows is cut, and that is reported.
         long = await ok(client, "remember", content="lorem ipsum dolor " * 400)
-        assert long["warnings"] and "trunc" in long["warnings"][0]
+        assert long["warnings"] == []
+        longer = await ok(client, "remember", content="lorem ipsum dolor " * 1200)
+        assert longer["warnings"] and "trunc" in longer["warnings"][0]
 
         resource = await client.read_resource("memtrio://embedding")
         body = json.loads(resource.contents[0].text)
         assert body["model"] == "all-MiniLM-L6-v2-int8" and body["dimensions"] == 384
+
+
+FILLER = (
+    "We walked along the beach in the late afternoon and talked about the weather, "
+    "the tides, the seagulls and where to have dinner. "
+) * 12  # about 340 word pieces: more than one window, even of 256 tokens
+NEEDLE = "The nightly backup of the Postgres database is copied to an S3 bucket in Frankfurt. "
+DEEP_QUERY = "where do the db snapshots get saved every evening"  # no word of NEEDLE
+
+
+def chunk_rows(home: Path, memory_id: int) -> list[bytes]:
+    import sqlite3
+
+    conn = sqlite3.connect(str(home / "memtrio.sqlite"))
+    try:
+        return [
+            r[0]
+            for r in conn.execute(
+                "SELECT vec FROM vector_chunks WHERE kind = 'memory' AND item_id = ? ORDER BY chunk",
+                (memory_id,),
+            )
+        ]
+    finally:
+        conn.close()
+
+
+async def test_a_sentence_deep_in_a_long_memory_is_found_by_meaning(tmp_path: Path) -> None:
+    """Vector search alone (no FTS5 seeds, no graph): the sentence sits beyond the first
+    256 tokens (the model's limit), so only the memory's later windows can match the paraphrase."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**ON, "MEMTRIO_RETRIEVAL_LEXICAL_SEEDS": "off", "MEMTRIO_RETRIEVAL_GRAPH": "off"}
+    async with open_client(home, env=env) as client:
+        for text in UNRELATED:
+            await ok(client, "remember", content=text)
+        await ok(client, "remember", content=FILLER)
+        deep = await ok(client, "remember", content=FILLER + NEEDLE + FILLER[:300])
+        assert deep["warnings"] == []
+        assert len(chunk_rows(home, deep["id"])) >= 2  # 423 word pieces: windows of 128 tokens
+        found = await ok(client, "recall", query=DEEP_QUERY, limit=3)
+        assert found["ranking"] == "semantic" and ids_of(found)[0] == deep["id"]
+
+        # update re-embeds every window: the old sentence no longer matches.
+        before = chunk_rows(home, deep["id"])
+        await ok(
+            client,
+            "update",
+            id=deep["id"],
+            content=FILLER + "The team lunch is on Fridays at the Thai place. " + FILLER[:300],
+        )
+        after = chunk_rows(home, deep["id"])
+        assert len(after) >= 2 and after != before
+        found = await ok(client, "recall", query=DEEP_QUERY, limit=3)
+        assert ids_of(found)[0] != deep["id"]
+
+        await ok(client, "forget", id=deep["id"])
+        assert chunk_rows(home, deep["id"]) == []
 
 
 async def test_remember_fails_and_stores_nothing_when_the_model_cannot_load(tmp_path: Path) -> None:
@@ -122,11 +182,16 @@ async def test_memories_written_without_embeddings_are_embedded_at_recall(tmp_pa
             "remember",
             content="Auth tokens are refreshed every 15 minutes; sessions end when refresh fails.",
         )
+        deep = await ok(client, "remember", content=FILLER + NEEDLE + FILLER[:300])
     async with open_client(home, env=ON) as client:
         found = await ok(client, "recall", query="why do logins expire", limit=2)
         assert found["ranking"] == "semantic" and ids_of(found)[0] == target["id"]
+        # The lazily embedded long memory got all its windows.
+        found = await ok(client, "recall", query=DEEP_QUERY, limit=2)
+        assert deep["id"] in ids_of(found)
+    assert len(chunk_rows(home, deep["id"])) >= 2
     conn = sqlite3.connect(str(home / "memtrio.sqlite"))
     try:
-        assert conn.execute("SELECT count(*) FROM vectors WHERE kind = 'memory'").fetchone()[0] == 4
+        assert conn.execute("SELECT count(*) FROM vectors WHERE kind = 'memory'").fetchone()[0] == 5
     finally:
         conn.close()

@@ -13,8 +13,9 @@ report session recall@5 / @10 and hit@5 for each mode:
 
 The store is filled once (by a server with embeddings on); each mode then runs
 its own server over the same data directory, so modes differ only in config.
-Extra ``MEMTRIO_RETRIEVAL_*`` settings for the tuned modes come from
-``--set KEY=VALUE`` (applies to the semantic and graph modes).
+Extra ``MEMTRIO_*`` settings come from ``--set KEY=VALUE``: they apply to the
+server that fills the store (e.g. ``MEMTRIO_EMBEDDING_MAX_CHUNKS``) and to the
+semantic and graph modes (e.g. ``MEMTRIO_RETRIEVAL_SEED_TEMPERATURE``).
 
 Usage::
 
@@ -95,13 +96,15 @@ async def tool(client: Client, name: str, **args: Any) -> Any:
     return result.structured_content
 
 
-async def fill(home: Path, sessions: list[dict[str, Any]], prefix: str) -> dict[int, str]:
+async def fill(
+    home: Path, sessions: list[dict[str, Any]], prefix: str, settings: dict[str, str]
+) -> dict[int, str]:
     """Remember every turn; memory id -> session id."""
     owner: dict[int, str] = {}
     turns = [(s["id"], t) for s in sessions for t in s["turns"]]
     limiter = trio.CapacityLimiter(CONCURRENCY)
     async with Client(
-        server(home, {"MEMTRIO_EMBEDDINGS": "on"}), read_timeout_seconds=300
+        server(home, {**settings, "MEMTRIO_EMBEDDINGS": "on"}), read_timeout_seconds=300
     ) as client:
 
         async def one(session_id: str, turn: dict[str, Any]) -> None:
@@ -190,7 +193,7 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
     if owner_file.exists() and args.home:
         owner = {int(k): v for k, v in json.loads(owner_file.read_text()).items()}
     else:
-        owner = await fill(home, sessions, args.prefix)
+        owner = await fill(home, sessions, args.prefix, settings)
         owner_file.write_text(json.dumps(owner))
     results = []
     for mode in args.modes.split(","):
@@ -228,7 +231,7 @@ def main() -> int:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="extra MEMTRIO_* env for the semantic modes, e.g. MEMTRIO_RETRIEVAL_SEED_TEMPERATURE=0.1",
+        help="extra MEMTRIO_* env for the filling server and the semantic modes, e.g. MEMTRIO_RETRIEVAL_SEED_TEMPERATURE=0.1",
     )
     parser.add_argument("--json", help="write per-question results here")
     args = parser.parse_args()

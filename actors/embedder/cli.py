@@ -1,7 +1,8 @@
 """``memtrio reembed``: recompute every memory, entity and relation vector under the current model.
 
-Rows that already have a vector of the current model and revision are
-skipped, so the command is safe to re-run (and resumes where an interrupted
+A text longer than the model's token limit is stored as all of its windows
+(up to ``[embedding] max_chunks``), like ``remember`` stores it. Rows that
+already have a vector of the current model and revision are skipped, so the command is safe to re-run (and resumes where an interrupted
 run stopped). Work goes in batches of ``--batch`` texts; a batch that fails is
 retried one record at a time, so one bad record never blocks the rest. Each
 failure is printed with its kind and id, and the exit code is 1 if any
@@ -78,7 +79,9 @@ async def reembed(app: AppContext, batch: int, show_progress: bool) -> dict[str,
     failures: list[dict[str, Any]] = []
 
     async def save(docs: list[tuple[str, int, str]]) -> None:
-        result = await embedder.embed([text for _, _, text in docs])
+        result = await embedder.embed(
+            [text for _, _, text in docs], max_chunks=app.config.embedding.max_chunks
+        )
         done[docs[0][0]] += await store.write(
             vector_writer([(k, i) for k, i, _ in docs], result), name="reembed"
         )

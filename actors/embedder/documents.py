@@ -11,9 +11,13 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
-from ..store.ops import entity_document, memory_document, relation_document
+from ..store.ops import (
+    entity_document,
+    memory_document,
+    put_vector,
+    relation_document,
+    vecs_of,
+)
 from ..store.writer import Change, Written
 
 SQL_BATCH = 500
@@ -79,27 +83,31 @@ def count_stale(conn: sqlite3.Connection, model: str, revision: str) -> dict[str
 def vector_writer(
     keys: Sequence[tuple[str, int]], result: Any
 ) -> Callable[[sqlite3.Connection], Written]:
-    """A store write op saving ``result.vectors[i]`` for ``keys[i]`` (rows deleted meanwhile are skipped)."""
-    vectors: np.ndarray = result.vectors
-    model, revision = result.model, result.revision
+    """A store write op saving text ``i``'s vectors (every window) for ``keys[i]``.
+
+    Rows deleted meanwhile are skipped.
+    """
+    vecs = vecs_of(result)
 
     def op(conn: sqlite3.Connection) -> Written:
         changes: list[Change] = []
         tables = {"memory": "memories", "entity": "entities", "relation": "relations"}
-        for (kind, item_id), vec in zip(keys, vectors, strict=True):
+        for (kind, item_id), vec in zip(keys, vecs, strict=True):
             if (
                 conn.execute(f"SELECT 1 FROM {tables[kind]} WHERE id = ?", (item_id,)).fetchone()
                 is None
             ):
                 continue
-            data = np.ascontiguousarray(vec, dtype=np.float32).tobytes()
-            conn.execute(
-                "INSERT OR REPLACE INTO vectors (kind, item_id, model, revision, dim, vec) VALUES (?, ?, ?, ?, ?, ?)",
-                (kind, item_id, model, revision, int(vec.shape[0]), data),
-            )
+            put_vector(conn, kind, item_id, vec)
             changes.append(
-                Change(kind=kind, id=item_id, vector=data, model=model, revision=revision)
-            )  # type: ignore[arg-type]
+                Change(
+                    kind=kind,  # type: ignore[arg-type]
+                    id=item_id,
+                    vector=vec.data,
+                    model=vec.model,
+                    revision=vec.revision,
+                )
+            )
         return Written(len(changes), changes)
 
     return op

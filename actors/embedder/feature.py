@@ -77,7 +77,8 @@ class _EmbedderFeature:
         else:
             app.instructions.append(
                 f"Embeddings: local model {pool.model} (revision {pool.revision}, {pool.dim} dimensions, "
-                f"max {pool.max_tokens} tokens, loaded on first use). recall ranks memories by meaning "
+                f"long memories embedded as windows of {pool.chunk_tokens} tokens, loaded on first use). "
+                "recall ranks memories by meaning "
                 "(embeddings + Personalized PageRank over linked entities), not just shared words; "
                 "pass use_embeddings=false for lexical ranking."
             )

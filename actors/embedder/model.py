@@ -222,21 +222,54 @@ class OnnxEncoder:
 
     def tokenize(self, texts: list[str]) -> tuple[list[list[int]], list[bool]]:
         """Token ids of each text, cut to ``max_tokens`` (with the cut reported)."""
+        rows, _counts, truncated = self.windows(texts, 1)
+        return rows, truncated
+
+    def windows(
+        self, texts: list[str], max_chunks: int = 1, overlap: int = 0, window: int | None = None
+    ) -> tuple[list[list[int]], list[int], list[bool]]:
+        """Token rows of ``texts`` cut into windows of at most ``window`` tokens.
+
+        ``window`` (special tokens included) defaults to, and is capped at, the
+        model's ``max_tokens``. A text that fits is one row. A longer one is
+        cut into overlapping windows (``overlap`` tokens shared by neighbours;
+        each window keeps the model's leading and trailing special tokens, e.g.
+        ``[CLS]`` ... ``[SEP]``), at most ``max_chunks`` of them; the last
+        window ends where the text ends. Returns (rows, windows per text,
+        truncated per text): a text is truncated when it needs more than
+        ``max_chunks`` windows, and then the content beyond the last window is
+        not embedded (``max_chunks = 1`` is plain truncation to the first window).
+        """
         with self._tok_lock:
             encodings = self._tokenizer.encode_batch(texts)
-        limit = self.spec.max_tokens
-        ids: list[list[int]] = []
+        limit = (
+            self.spec.max_tokens if window is None else max(4, min(window, self.spec.max_tokens))
+        )
+        rows: list[list[int]] = []
+        counts: list[int] = []
         truncated: list[bool] = []
         for enc in encodings:
-            row = enc.ids
-            if len(row) > limit:
-                # Keep the closing special token ([SEP]) the model was trained with.
-                row = row[: limit - 1] + row[-1:]
-                truncated.append(True)
-            else:
+            ids = enc.ids
+            if len(ids) <= limit:
+                rows.append(ids)
+                counts.append(1)
                 truncated.append(False)
-            ids.append(row)
-        return ids, truncated
+                continue
+            special = enc.special_tokens_mask
+            head = 0
+            while head < len(ids) and special[head]:
+                head += 1
+            tail = len(ids)
+            while tail > head and special[tail - 1]:
+                tail -= 1
+            prefix, body, suffix = ids[:head], ids[head:tail], ids[tail:]
+            width = max(1, limit - len(prefix) - len(suffix))
+            starts = window_starts(len(body), width, overlap, max_chunks)
+            for start in starts:
+                rows.append(prefix + body[start : start + width] + suffix)
+            counts.append(len(starts))
+            truncated.append(starts[-1] + width < len(body))
+        return rows, counts, truncated
 
     def run(self, ids: list[list[int]]) -> np.ndarray:
         """Vectors (n, dim) float32 for already-tokenized rows (one onnxruntime call)."""
@@ -263,18 +296,39 @@ class OnnxEncoder:
             pooled /= np.maximum(norms, 1e-12)
         return pooled
 
-    def encode(self, texts: list[str], batch_size: int = 32) -> tuple[np.ndarray, list[bool]]:
-        """Embed ``texts``: sorted by length and cut into batches to keep padding small."""
-        if not texts:
-            return np.zeros((0, self.spec.dim or DEFAULT_DIM), dtype=np.float32), []
-        ids, truncated = self.tokenize(texts)
+    def run_rows(self, ids: list[list[int]], batch_size: int = 32) -> np.ndarray:
+        """Vectors of token rows, sorted by length and cut into batches to keep padding small."""
+        if not ids:
+            return np.zeros((0, self.spec.dim or DEFAULT_DIM), dtype=np.float32)
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         result: np.ndarray | None = None
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
             vecs = self.run([ids[i] for i in chunk])
             if result is None:
-                result = np.empty((len(texts), vecs.shape[1]), dtype=np.float32)
+                result = np.empty((len(ids), vecs.shape[1]), dtype=np.float32)
             result[chunk] = vecs
         assert result is not None
-        return result, truncated
+        return result
+
+    def encode(self, texts: list[str], batch_size: int = 32) -> tuple[np.ndarray, list[bool]]:
+        """Embed ``texts``, one vector each (a long text is cut to its first window)."""
+        ids, truncated = self.tokenize(texts)
+        return self.run_rows(ids, batch_size), truncated
+
+
+def window_starts(length: int, width: int, overlap: int, max_chunks: int) -> list[int]:
+    """Start offsets of the windows covering ``length`` tokens (see `OnnxEncoder.windows`).
+
+    Windows of ``width`` tokens advance by ``width - overlap`` (the overlap is
+    kept below half a window); the last window is aligned to the end of the
+    text, unless more than ``max_chunks`` windows would be needed, in which
+    case the first ``max_chunks`` are taken and the rest is left out.
+    """
+    if length <= width or max_chunks <= 1:
+        return [0]
+    stride = max(1, width - min(max(overlap, 0), width // 2))
+    needed = -(-(length - width) // stride) + 1  # ceil division, + the first window
+    if needed > max_chunks:
+        return [i * stride for i in range(max_chunks)]
+    return [i * stride for i in range(needed - 1)] + [length - width]

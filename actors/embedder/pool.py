@@ -6,6 +6,10 @@ Callers use the published handle, ``app.services["embedder"]``::
     result.vectors    # float32 (n, dim), L2-normalised
     result.truncated  # one flag per text: cut to max_tokens
 
+    result = await embedder.embed(texts, max_chunks=16)   # long texts: several windows
+    result.rows(i)    # float32 (windows of text i, dim)
+    result.truncated  # one flag per text: longer than max_chunks windows
+
 Requests go into one shared mailbox. A free worker takes the first request
 and everything else already queued, up to ``[embedding] batch_size`` texts
 (micro-batching: concurrent callers share one onnxruntime call), and runs the
@@ -77,19 +81,56 @@ class EmbedderTimeout(EmbeddingError):
 
 @dataclass(frozen=True)
 class EmbedResult:
-    vectors: np.ndarray  # float32 (n, dim), L2-normalised
+    """Vectors of a request's texts.
+
+    ``vectors`` holds the windows of every text in order: one row per text
+    when the request allowed one window (``max_chunks = 1``), else
+    ``counts[i]`` consecutive rows for text ``i`` (see `rows`).
+    ``truncated[i]``: text ``i`` had content that no window covers.
+    """
+
+    vectors: np.ndarray  # float32 (rows, dim), L2-normalised
     truncated: list[bool]
     model: str
     revision: str
+    counts: list[int] | None = None  # windows per text; None = one each
+    max_chunks: int = 1
+
+    def offsets(self) -> list[int]:
+        """Row offset of each text's first window, plus the total at the end."""
+        counts = self.counts or [1] * len(self.truncated)
+        out = [0]
+        for c in counts:
+            out.append(out[-1] + c)
+        return out
+
+    def rows(self, i: int) -> np.ndarray:
+        """The windows of text ``i``: float32 (count, dim)."""
+        if self.counts is None:
+            return self.vectors[i : i + 1]
+        start = sum(self.counts[:i])
+        return self.vectors[start : start + self.counts[i]]
 
     @property
     def warnings(self) -> list[str]:
         """One line per truncated text (for a tool's ``warnings`` field)."""
-        return [
-            f"text {i} was truncated to the embedding model's token limit"
-            for i, cut in enumerate(self.truncated)
-            if cut
-        ]
+        limit = (
+            "the embedding model's token limit"
+            if self.max_chunks <= 1
+            else f"{self.max_chunks} embedding windows"
+        )
+        return [f"text {i} was truncated to {limit}" for i, cut in enumerate(self.truncated) if cut]
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One embedding request: its texts and how many windows each may take."""
+
+    texts: list[str]
+    max_chunks: int = 1
+
+    def __len__(self) -> int:
+        return len(self.texts)
 
 
 class EmbedderPool:
@@ -129,6 +170,11 @@ class EmbedderPool:
         return self.spec.max_tokens if self.spec else self.config.max_tokens
 
     @property
+    def chunk_tokens(self) -> int:
+        """Window of a stored text (special tokens included)."""
+        return max(4, min(self.config.chunk_tokens, self.max_tokens))
+
+    @property
     def loaded(self) -> bool:
         return self._encoder is not None
 
@@ -139,6 +185,8 @@ class EmbedderPool:
             "revision": self.revision or None,
             "dimensions": self.dim,
             "max_tokens": self.max_tokens,
+            "chunk_tokens": self.chunk_tokens,
+            "max_chunks": self.config.max_chunks,
             "backend": self.config.backend,
             "loaded": self.loaded,
             "providers": list(self._encoder.providers) if self._encoder else None,
@@ -201,8 +249,14 @@ class EmbedderPool:
 
     # -- the client call ---------------------------------------------------
 
-    async def embed(self, texts: list[str]) -> EmbedResult:
+    async def embed(self, texts: list[str], max_chunks: int = 1) -> EmbedResult:
         """Embed ``texts`` (micro-batched with other callers' texts).
+
+        ``max_chunks``: 1 (queries): one vector per text, a text longer than
+        the model's ``max_tokens`` is truncated; more (stored documents): a
+        text longer than ``[embedding] chunk_tokens`` is embedded as up to that
+        many overlapping windows of ``chunk_tokens`` (``chunk_overlap`` tokens
+        shared by neighbours), see `OnnxEncoder.windows`.
 
         Error handling: `EmbedderUnavailable` (model cannot load),
         `EmbedderCrashed` (the worker died on this batch; retry),
@@ -211,13 +265,23 @@ class EmbedderPool:
         """
         if not texts:
             return EmbedResult(
-                np.zeros((0, self.dim), dtype=np.float32), [], self.model, self.revision
+                np.zeros((0, self.dim), dtype=np.float32),
+                [],
+                self.model,
+                self.revision,
+                [] if max_chunks > 1 else None,
+                max_chunks,
             )
         if self.spec is None:
             raise EmbedderUnavailable(f"the embedding model cannot load: {self.spec_error}")
         reply = Reply()
         self.mailbox.send_nowait(
-            Command(op=list(texts), reply=reply, trace=trace.current.get(), name="embed")
+            Command(
+                op=_Job(list(texts), max(1, int(max_chunks))),
+                reply=reply,
+                trace=trace.current.get(),
+                name="embed",
+            )
         )
         timeout = self.config.timeout
         try:
@@ -289,7 +353,7 @@ class EmbedderPool:
         live = [cmd for cmd in batch if not cmd.reply.done]
         if not live:
             return
-        texts = [t for cmd in live for t in cmd.op]
+        texts = [t for cmd in live for t in cmd.op.texts]
         trace.current.set(live[0].trace)  # the batch's span belongs to its first request
         try:
             with trace.span(
@@ -298,8 +362,8 @@ class EmbedderPool:
                 # Past the timeout every caller of this batch has given up: a stuck
                 # encode is abandoned and the worker restarts, so the pool recovers.
                 with trio.fail_after(self.config.timeout):
-                    vectors, truncated = await trio.to_thread.run_sync(
-                        self._encode, texts, abandon_on_cancel=True
+                    results = await trio.to_thread.run_sync(
+                        self._encode, [cmd.op for cmd in live], abandon_on_cancel=True
                     )
         except ModelError as exc:
             error = EmbedderUnavailable(f"the embedding model cannot load: {exc}")
@@ -321,29 +385,45 @@ class EmbedderPool:
             raise
         self.batches += 1
         self.texts += len(texts)
-        if any(truncated):
+        cut = sum(sum(r.truncated) for r in results)
+        if cut:
             trace.warning(
                 "embedder",
                 "truncated",
-                texts=sum(truncated),
+                texts=cut,
                 max_tokens=self.max_tokens,
-                note="text beyond the model's token limit does not affect its vector",
+                note="text beyond the last embedded window does not affect its vectors",
             )
-        offset = 0
-        for cmd in live:
-            n = len(cmd.op)
-            cmd.reply.set(
-                EmbedResult(
-                    vectors[offset : offset + n],
-                    truncated[offset : offset + n],
-                    self.model,
-                    self.revision,
-                )
-            )
-            offset += n
+        for cmd, result in zip(live, results, strict=True):
+            cmd.reply.set(result)
 
-    def _encode(self, texts: list[str]) -> tuple[np.ndarray, list[bool]]:
+    def _encode(self, jobs: list[_Job]) -> list[EmbedResult]:
+        """In a thread: every job's windows in one sorted, batched run of the model."""
         encoder = self.encoder()
         if faults.ACTIVE:
             faults.hit_sync("embedder.embed")
-        return encoder.encode(texts, self.config.batch_size)
+        rows: list[list[int]] = []
+        per_job: list[tuple[int, list[int], list[bool]]] = []
+        for job in jobs:
+            if job.max_chunks > 1:  # a stored document: windows of chunk_tokens
+                ids, counts, truncated = encoder.windows(
+                    job.texts, job.max_chunks, self.config.chunk_overlap, self.config.chunk_tokens
+                )
+            else:  # a query (or one vector per text): cut at max_tokens
+                ids, counts, truncated = encoder.windows(job.texts)
+            per_job.append((len(rows), counts, truncated))
+            rows.extend(ids)
+        vectors = encoder.run_rows(rows, self.config.batch_size)
+        out: list[EmbedResult] = []
+        for job, (start, counts, truncated) in zip(jobs, per_job, strict=True):
+            out.append(
+                EmbedResult(
+                    vectors[start : start + sum(counts)],
+                    truncated,
+                    self.model,
+                    self.revision,
+                    counts if job.max_chunks > 1 else None,
+                    job.max_chunks,
+                )
+            )
+        return out

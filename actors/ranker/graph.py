@@ -2,7 +2,8 @@
 
 `RecallCache` holds, for the active embedding model only:
 
-- one `ExactIndex` per kind (memory, entity, relation);
+- one `ExactIndex` per kind (memory, entity, relation), with one row per
+  stored window of an item's text (a long memory has several);
 - per-item attributes in arrays indexed by id (present, scope, memory type),
   so a scope / ``memory_type`` filter becomes a boolean mask in one numpy step;
 - the memory/entity/relation graph as adjacency sets: memory—entity
@@ -28,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from ..store.ops import item_vectors
 from .vectors import ExactIndex
 
 KINDS = ("memory", "entity", "relation")
@@ -35,6 +37,16 @@ KIND_CODE = {"memory": 0, "entity": 1, "relation": 2}
 NO_SCOPE = -1  # an unscoped (legacy) item: visible in every selection
 MULTI_SCOPE = -2  # more than one scope: see ItemTable.multi
 SQL_BATCH = 500  # ids per IN (...) query
+# Every stored vector of one kind and model: chunk 0 (``vectors``), then the other
+# windows of long texts (``vector_chunks``), counted only under a chunk 0 of the same
+# model. Parameters: (kind, model, revision, dim) twice.
+_VECTORS_SQL = """
+    SELECT item_id, vec FROM vectors WHERE kind = ? AND model = ? AND revision = ? AND dim = ?
+    UNION ALL
+    SELECT c.item_id, c.vec FROM vector_chunks c
+    JOIN vectors v ON v.kind = c.kind AND v.item_id = c.item_id
+        AND v.model = c.model AND v.revision = c.revision
+    WHERE c.kind = ? AND c.model = ? AND c.revision = ? AND c.dim = ?"""
 
 
 def node(kind: str, item_id: int) -> int:
@@ -143,6 +155,7 @@ class RecallCache:
             "model": self.model,
             "revision": self.revision,
             "vectors": {kind: len(self.index[kind]) for kind in KINDS},
+            "vector_rows": {kind: self.index[kind].rows for kind in KINDS},
             "items": {kind: self.items[kind].count for kind in KINDS},
             "edges": sum(len(v) for v in self.adj.values()) // 2,
         }
@@ -222,12 +235,11 @@ class RecallCache:
         ):
             self._link(node("memory", memory_id), node("relation", relation_id))
         for kind in KINDS:
-            where = "kind = ? AND model = ? AND revision = ? AND dim = ?"
+            # Chunk 0 of every item, then the other windows of long texts (only under a
+            # chunk 0 of the same model: a set is whole or absent).
             params = (kind, self.model, self.revision, self.dim)
-            count = conn.execute(f"SELECT count(*) FROM vectors WHERE {where}", params).fetchone()[
-                0
-            ]
-            rows = conn.execute(f"SELECT item_id, vec FROM vectors WHERE {where}", params)
+            count = conn.execute(f"SELECT count(*) FROM ({_VECTORS_SQL})", params * 2).fetchone()[0]
+            rows = conn.execute(_VECTORS_SQL, params * 2)
             self.index[kind].load_rows(rows, count)
 
     def _name_entity(self, item_id: int, canonical: str) -> None:
@@ -388,6 +400,7 @@ class RecallCache:
         self, conn: sqlite3.Connection, kind: str, ids: list[int], changes: dict[int, Any]
     ) -> None:
         index = self.index[kind]
+        width = self.dim * 4
         reread: list[int] = []
         for item_id in ids:
             change = changes.get(item_id)
@@ -396,23 +409,23 @@ class RecallCache:
                 vec is not None
                 and change.model == self.model
                 and change.revision == self.revision
-                and len(vec) == self.dim * 4
+                and len(vec) >= width
+                and len(vec) % width == 0
             ):
-                index.upsert(item_id, np.frombuffer(vec, dtype=np.float32))
+                # Every window of the text, back to back (see store.writer.Change).
+                index.upsert(item_id, np.frombuffer(vec, dtype=np.float32).reshape(-1, self.dim))
             else:
                 reread.append(item_id)
         if not reread:
             return
-        marks = ",".join("?" * len(reread))
-        found: set[int] = set()
-        for item_id, blob in conn.execute(
-            f"SELECT item_id, vec FROM vectors WHERE kind = ? AND model = ? AND revision = ? AND dim = ? AND item_id IN ({marks})",
-            (kind, self.model, self.revision, self.dim, *reread),
-        ):
-            index.upsert(item_id, np.frombuffer(blob, dtype=np.float32))
-            found.add(item_id)
+        found = item_vectors(conn, kind, reread, self.model, self.revision, self.dim)
         for item_id in reread:
-            if item_id not in found:
+            blobs = [b for b in found.get(item_id, ()) if len(b) == width]
+            if blobs:
+                index.upsert(
+                    item_id, np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(-1, self.dim)
+                )
+            else:
                 index.remove(item_id)
 
     # -- questions -------------------------------------------------------------

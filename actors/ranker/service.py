@@ -17,8 +17,9 @@ moves without a notification; they trigger a full reload.
 
 Memories (and entities, relations) in the selection that have no vector of
 the active model (written with embeddings off, or under another model) are
-embedded lazily, at most `BACKFILL_LIMIT` per recall, and stored through the
-store like any write.
+embedded lazily, at most `BACKFILL_LIMIT` per kind and about `BACKFILL_CHARS`
+characters per recall (with every window of a long text), and stored through
+the store like any write.
 
 Error handling: anything that stops semantic ranking (the model cannot load
 or embed, the cache cannot load) raises `RankerError` after a warning on
@@ -49,6 +50,9 @@ ACTOR = "ranker"
 BACKFILL_LIMIT = (
     64  # per kind: items without a current vector embedded per recall (bounds its latency)
 )
+# Characters of text embedded by one recall's lazy re-embedding (about 64 windows of
+# 256 tokens): a few long memories may fill it, short ones stop at BACKFILL_LIMIT.
+BACKFILL_CHARS = 64_000
 RELOAD_THRESHOLD = 20_000  # pending changes beyond which a full reload is cheaper
 # Other processes' writes are looked for at most this often: every recall writes the
 # recall log (moving data_version), and counting rows costs ~4 ms at 100,000 memories.
@@ -427,8 +431,19 @@ class Ranker:
         docs = await store.read(lambda conn: read_documents(conn, missing))
         if not docs:
             return 0
+        # Long texts take several windows each: bound the text per recall, not only the
+        # items (the rest is embedded by the next recalls).
+        kept, chars = [], 0
+        for doc in docs:
+            if kept and chars + len(doc[2]) > BACKFILL_CHARS:
+                break
+            kept.append(doc)
+            chars += len(doc[2])
+        docs = kept
         try:
-            result = await embedder.embed([text for _, _, text in docs])
+            result = await embedder.embed(
+                [text for _, _, text in docs], max_chunks=self.app.config.embedding.max_chunks
+            )
         except ToolError as exc:
             trace.warning(ACTOR, "backfill_failed", error=str(exc))
             return 0

@@ -19,7 +19,13 @@ the knowledge-graph tools):
   observation is a memory of type ``observation`` linked to its entity).
 - vectors: one embedding per (kind, item_id) with the model id and revision that
   produced it; a vector of another model is treated as missing. Deleting the
-  item deletes its vector (triggers).
+  item deletes its vector (triggers). For a text longer than the model's token
+  limit this is the vector of its first window (chunk 0); the other windows
+  (chunks 1, 2, ...) live in ``vector_chunks`` with the same model and
+  revision. Writing, replacing or deleting an item's ``vectors`` row deletes
+  its chunks (triggers), so the chunks always belong to the current row: a
+  writer stores the row first, then its chunks, in the same transaction. An
+  item has a current vector set iff its ``vectors`` row is of the current model.
 - recall_log: every recall and inspect, with query, scopes, ranked ids and scores.
 """
 
@@ -202,7 +208,47 @@ CREATE TRIGGER entities_trigram_update AFTER UPDATE OF name, kind ON entities BE
 END;
 """
 
-MIGRATIONS: list[str] = [SCHEMA_VERSION_1, SCHEMA_VERSION_2, SCHEMA_VERSION_3]
+# Version 4 (chunked embeddings): a text longer than the model's token limit is
+# embedded as several overlapping windows. Chunk 0 stays in ``vectors`` (so every
+# reader of one vector per item keeps working); chunks 1.. go here, with the
+# model and revision of their chunk 0. Memory vectors written before this
+# version cover only the first window of a long text: those of memories over
+# 254 characters (the shortest text that can exceed 256 tokens) are dropped, so
+# `memtrio reembed` (or recall's lazy re-embedding) stores them with all chunks.
+SCHEMA_VERSION_4 = """
+CREATE TABLE vector_chunks (
+    kind     TEXT NOT NULL CHECK (kind IN ('memory', 'entity', 'relation')),
+    item_id  INTEGER NOT NULL,
+    chunk    INTEGER NOT NULL CHECK (chunk >= 1),
+    model    TEXT NOT NULL,
+    revision TEXT NOT NULL,
+    dim      INTEGER NOT NULL,
+    vec      BLOB NOT NULL,
+    PRIMARY KEY (kind, item_id, chunk)
+) WITHOUT ROWID;
+CREATE TRIGGER vectors_chunks_insert AFTER INSERT ON vectors BEGIN
+    DELETE FROM vector_chunks WHERE kind = new.kind AND item_id = new.item_id;
+END;
+CREATE TRIGGER vectors_chunks_update AFTER UPDATE ON vectors BEGIN
+    DELETE FROM vector_chunks WHERE kind = old.kind AND item_id = old.item_id;
+END;
+CREATE TRIGGER vectors_chunks_delete AFTER DELETE ON vectors BEGIN
+    DELETE FROM vector_chunks WHERE kind = old.kind AND item_id = old.item_id;
+END;
+CREATE TRIGGER memories_chunks_delete AFTER DELETE ON memories BEGIN
+    DELETE FROM vector_chunks WHERE kind = 'memory' AND item_id = old.id;
+END;
+CREATE TRIGGER entities_chunks_delete AFTER DELETE ON entities BEGIN
+    DELETE FROM vector_chunks WHERE kind = 'entity' AND item_id = old.id;
+END;
+CREATE TRIGGER relations_chunks_delete AFTER DELETE ON relations BEGIN
+    DELETE FROM vector_chunks WHERE kind = 'relation' AND item_id = old.id;
+END;
+DELETE FROM vectors WHERE kind = 'memory'
+    AND item_id IN (SELECT id FROM memories WHERE length(content) > 254);
+"""
+
+MIGRATIONS: list[str] = [SCHEMA_VERSION_1, SCHEMA_VERSION_2, SCHEMA_VERSION_3, SCHEMA_VERSION_4]
 LATEST = len(MIGRATIONS)
 
 

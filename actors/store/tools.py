@@ -180,14 +180,20 @@ class Embedded(msgspec.Struct):
 async def embed(app: Any, texts: Sequence[str], what: str) -> Embedded | None:
     """Embed ``texts`` with the embedder service, or None when embeddings are off.
 
+    A text longer than the model's token limit is embedded as up to
+    ``[embedding] max_chunks`` overlapping windows (its `ops.Vec` holds them
+    all); only content beyond those windows is cut, and that is reported in
+    the warnings.
+
     Error handling: an embedder failure raises `ToolError` (the caller has
     stored nothing yet).
     """
     embedder = embedder_of(app)
     if embedder is None or not texts:
         return None
+    max_chunks = app.config.embedding.max_chunks
     try:
-        result = await embedder.embed(list(texts))
+        result = await embedder.embed(list(texts), max_chunks=max_chunks)
     except ToolError:
         raise
     except Exception as exc:  # noqa: BLE001 - any embedder failure refuses the write
@@ -195,17 +201,15 @@ async def embed(app: Any, texts: Sequence[str], what: str) -> Embedded | None:
         raise ToolError(
             f"embedding failed ({type(exc).__name__}: {exc}); nothing was stored, try again"
         ) from exc
-    matrix = result.vectors
-    model = str(result.model)
-    revision = str(result.revision)
-    dim = int(matrix.shape[1])
-    vectors = [
-        ops.Vec(matrix[i].astype("<f4").tobytes(), dim, model, revision) for i in range(len(texts))
-    ]
+    vectors = ops.vecs_of(result)
+    tokens = getattr(embedder, "chunk_tokens", None)
+    limit = f"{max_chunks} windows of {tokens} tokens" if tokens else f"{max_chunks} windows"
     warnings = [
-        f"{what} text {i + 1} was truncated to the embedding model's token limit before embedding"
+        f"{what} text {i + 1} was truncated for embedding: it is longer than the {limit} "
+        "the embedding covers, and the rest is not embedded"
         if len(texts) > 1
-        else f"{what} text was truncated to the embedding model's token limit before embedding"
+        else f"{what} text was truncated for embedding: it is longer than the {limit} "
+        "the embedding covers, and the rest is not embedded"
         for i, cut in enumerate(result.truncated)
         if cut
     ]
@@ -328,6 +332,7 @@ async def rank(
             )
             ranked = None
         if ranked is not None:
+            warnings.extend(getattr(ranked, "warnings", []))
             return [(int(i), float(s)) for i, s in ranked][:limit], "semantic", warnings
     ranked = await store.read(
         lambda conn: ops.lexical_search(conn, query, selection, memory_type, limit)

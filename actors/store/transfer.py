@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from . import schema
+from . import ops, schema
 from .scopes import ScopePolicy
 from .writer import Change
 
@@ -79,9 +79,19 @@ def export_lines(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
             "entities": sorted(canon[r[0]] for r in conn.execute("SELECT entity_id FROM memory_entities WHERE memory_id = ?", (mid,))),
             "relations": sorted(triples[r[0]] for r in conn.execute("SELECT relation_id FROM memory_relations WHERE memory_id = ?", (mid,))),
         }  # fmt: skip
+    # A long text's windows: chunk 0 is in `vectors`, the others (same model) follow it.
+    chunks: dict[tuple[str, int], list[bytes]] = {}
+    for kind, item, vec in conn.execute(
+        """SELECT c.kind, c.item_id, c.vec FROM vector_chunks c
+           JOIN vectors v ON v.kind = c.kind AND v.item_id = c.item_id
+               AND v.model = c.model AND v.revision = c.revision
+           ORDER BY c.kind, c.item_id, c.chunk"""
+    ):
+        chunks.setdefault((kind, item), []).append(vec)
     for kind, item, model, revision, dim, vec in conn.execute(
         "SELECT kind, item_id, model, revision, dim, vec FROM vectors ORDER BY kind, item_id"
     ).fetchall():
+        vec = vec + b"".join(chunks.get((kind, item), ()))
         key: Any = (
             item if kind == "memory" else canon.get(item) if kind == "entity" else triples.get(item)
         )
@@ -154,6 +164,9 @@ def import_records(conn: sqlite3.Connection, records: list[dict[str, Any]]) -> d
     entity_id: dict[str, int] = {}
     relation_id: dict[tuple[str, str, str], int] = {}
     memory_id: dict[int, int] = {}
+    memory_length: dict[int, int] = {}  # new memory id -> characters of its content
+    header = next((r for r in records if r.get("type") == "header"), {})
+    unchunked = int(header.get("schema_version") or 0) < 4  # before vector_chunks
     try:
         for rec in _import_order(conn, records):
             kind = rec["type"]
@@ -217,6 +230,7 @@ def import_records(conn: sqlite3.Connection, records: list[dict[str, Any]]) -> d
                 ).fetchone()
                 if same:
                     memory_id[rec["id"]] = rec["id"]
+                    memory_length[rec["id"]] = len(rec["content"])
                     added["skipped_memories"] += 1
                     continue
                 mid = conn.execute(
@@ -234,6 +248,7 @@ def import_records(conn: sqlite3.Connection, records: list[dict[str, Any]]) -> d
                     ),
                 ).lastrowid
                 memory_id[rec["id"]] = mid
+                memory_length[mid] = len(rec["content"])
                 added["memories"] += 1
                 conn.executemany(
                     "INSERT OR IGNORE INTO memory_scopes VALUES (?, ?)",
@@ -259,17 +274,20 @@ def import_records(conn: sqlite3.Connection, records: list[dict[str, Any]]) -> d
                 )
                 if item is None:
                     continue
-                conn.execute(
-                    "INSERT OR REPLACE INTO vectors (kind, item_id, model, revision, dim, vec) VALUES (?, ?, ?, ?, ?, ?)",
-                    (
-                        vkind,
-                        item,
-                        rec["model"],
-                        rec["revision"],
-                        rec["dim"],
-                        base64.b64decode(rec["vec"]),
-                    ),
-                )
+                data = base64.b64decode(rec["vec"])
+                dim = int(rec["dim"])
+                if dim <= 0 or len(data) == 0 or len(data) % (4 * dim):
+                    continue  # not whole float32 vectors: recomputed by reembed
+                if (
+                    vkind == "memory"
+                    and unchunked
+                    and len(data) == 4 * dim
+                    and memory_length.get(item, 0) > 254
+                ):
+                    # An export from before chunked embeddings: this vector covers only the
+                    # first window of a long memory; reembed (or recall) recomputes it whole.
+                    continue
+                ops.put_vector(conn, vkind, item, ops.Vec(data, dim, rec["model"], rec["revision"]))
                 added["vectors"] += 1
             elif kind == "recall_log":
                 exists = conn.execute(

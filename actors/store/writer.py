@@ -44,9 +44,11 @@ class Change(msgspec.Struct, frozen=True):
       changed at once, e.g. flush or import: reload everything from the store).
     - ``id``: the row id (0 for ``reset``).
     - ``deleted``: the row is gone (its vector too).
-    - ``vector``: the float32 bytes stored in ``vectors`` in the same
-      transaction, with ``model`` and ``revision``; None when no vector is
-      stored for the row now (embeddings off, or the stale one was dropped).
+    - ``vector``: the float32 bytes stored in ``vectors`` (and
+      ``vector_chunks``) in the same transaction, with ``model`` and
+      ``revision``: one vector per window of the row's text, back to back
+      (one for a short text); None when no vector is stored for the row now
+      (embeddings off, or the stale one was dropped).
     """
 
     kind: Literal["memory", "entity", "relation", "reset"]
