@@ -63,6 +63,7 @@ class RetrievalConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     damping: float = 0.5
     graph: bool = True  # Personalized PageRank over the memory graph; false = rank the seeds only
     lexical_seeds: bool = True  # FTS5 matches seed the semantic ranking too
+    lexical_share: float = 0.65  # of the memory seed mass given to FTS5 matches (rest: cosine)
 
 
 class CodeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -216,6 +217,10 @@ def validate(config: Config) -> None:
         (config.retrieval.seed_top_k >= 1, "retrieval.seed_top_k must be >= 1"),
         (config.retrieval.seed_temperature > 0, "retrieval.seed_temperature must be > 0"),
         (0 < config.retrieval.damping < 1, "retrieval.damping must be between 0 and 1"),
+        (
+            0 <= config.retrieval.lexical_share <= 1,
+            "retrieval.lexical_share must be between 0 and 1",
+        ),
         (config.code.max_files >= 1, "code.max_files must be >= 1"),
         (
             config.code.index_threads == "auto" or config.code.index_threads >= 1,

@@ -9,7 +9,9 @@ For each store size (default 10,000 and 100,000 memories):
    entity and relation. Vectors come from the real model for the distinct
    template sentences; each memory's vector is its template's vector plus
    small noise, re-normalised (embedding 100,000 distinct texts would take
-   minutes and does not change the cost of the search).
+   minutes and does not change the cost of the search). A share of the
+   memories (``--long-share``, default 10%) are long (20 sentences) and have
+   4 vectors, one per window, as ``remember`` stores long texts.
 2. A real ``memtrio mcp`` server is started on it (official MCP client over
    stdio) and measured end to end, as an agent sees it:
    - ``remember`` with embedding (sequential calls, new distinct texts);
@@ -103,6 +105,10 @@ QUERIES = [
 ]
 
 
+LONG_SENTENCES = 20  # a long memory: about 400 tokens
+LONG_WINDOWS = 4  # its windows of 128 tokens (stride 96)
+
+
 def now() -> float:
     return time.time()
 
@@ -154,6 +160,7 @@ def build_store(
     model: str,
     revision: str,
     seed: int,
+    long_share: float = 0.0,
 ) -> None:
     rng = np.random.default_rng(seed)
     prng = random.Random(seed)
@@ -240,6 +247,22 @@ def build_store(
         conn.executemany(
             "INSERT INTO vectors VALUES (?, ?, ?, ?, ?, ?)", vec_rows("memory", ids, vecs)
         )
+        # Long memories (a share of them): LONG_SENTENCES template sentences, stored as
+        # LONG_WINDOWS windows like remember stores them (chunk 0 above, the rest here).
+        long_ids = [i for i in ids if prng.random() < long_share]
+        chunk_rows = []
+        for i in long_ids:
+            picks = rng.integers(0, len(base), LONG_SENTENCES)
+            text = " ".join(base[w] for w in picks)
+            conn.execute("UPDATE memories SET content = ? WHERE id = ?", (text, i))
+            cvecs = base_vecs[picks[:: LONG_SENTENCES // LONG_WINDOWS][1:LONG_WINDOWS]]
+            cvecs = cvecs + rng.normal(0, 0.02, cvecs.shape)
+            cvecs /= np.linalg.norm(cvecs, axis=1, keepdims=True)
+            chunk_rows += [
+                ("memory", i, j + 1, model, revision, dim, v.astype(np.float32).tobytes())
+                for j, v in enumerate(cvecs)
+            ]
+        conn.executemany("INSERT INTO vector_chunks VALUES (?, ?, ?, ?, ?, ?, ?)", chunk_rows)
     conn.execute("COMMIT")
     conn.close()
 
@@ -348,7 +371,7 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
         home = workdir / f"n{size}"
         home.mkdir(parents=True)
         started = time.perf_counter()
-        build_store(home, size, base, vecs, model, revision, seed=size)
+        build_store(home, size, base, vecs, model, revision, seed=size, long_share=args.long_share)
         print(f"built {size} memories in {time.perf_counter() - started:.1f} s", file=sys.stderr)
         row = {"memories": size, **await measure_server(home, args.calls, rng), **throughput}
         print(json.dumps(row), file=sys.stderr)
@@ -369,6 +392,12 @@ def main() -> int:
         type=int,
         default=2000,
         help="distinct sentences embedded for the synthetic store",
+    )
+    parser.add_argument(
+        "--long-share",
+        type=float,
+        default=0.1,
+        help=f"share of memories that are long ({LONG_SENTENCES} sentences, {LONG_WINDOWS} embedding windows)",
     )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()

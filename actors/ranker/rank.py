@@ -45,7 +45,6 @@ MAX_FTS_TERMS = 32
 COMMON_FRACTION = 0.2  # terms in more than this share of memories are dropped from the FTS5 query
 MAX_POSTINGS = 5_000  # postings FTS5 may score per query, about 7 ms (see _fts_plan)
 PRUNE_FROM = 5_000  # memories; below that every FTS5 query is cheap and nothing is dropped
-LEXICAL_SHARE = 0.5  # of the memory seed mass, given to FTS5 matches (the rest to cosine seeds)
 RELATION_SHARE = 0.5  # of the entity/relation seed mass, given to relation seeds
 
 # Words too common to be worth an FTS5 term (they also make MATCH slow on big stores).
@@ -70,6 +69,7 @@ class Params:
     damping: float = 0.5
     use_graph: bool = True  # False: seeds only ("semantic-only" mode)
     use_lexical: bool = True  # FTS5 matches as extra seeds
+    lexical_share: float = 0.65  # of the memory seed mass given to FTS5 matches (rest: cosine)
 
 
 def light_stem(word: str) -> str:
@@ -197,7 +197,7 @@ def seeds(
 
     k = p.seed_top_k
     ids, cos = cache.index["memory"].search(qvec, k, masks["memory"])
-    dense_mass = p.memory_seed_weight * (1 - LEXICAL_SHARE if p.use_lexical else 1.0)
+    dense_mass = p.memory_seed_weight * (1 - p.lexical_share if p.use_lexical else 1.0)
     for item_id, w in zip(ids.tolist(), softmax(cos, p.seed_temperature).tolist(), strict=True):
         add(node("memory", item_id), dense_mass * w)
     if p.use_lexical:
@@ -209,7 +209,7 @@ def seeds(
             ranks = np.array([1.0 / (r + 1) for r in range(len(lex))])
             ranks /= ranks.sum()
             for (item_id, _), w in zip(lex, ranks.tolist(), strict=True):
-                add(node("memory", item_id), p.memory_seed_weight * LEXICAL_SHARE * w)
+                add(node("memory", item_id), p.memory_seed_weight * p.lexical_share * w)
     if p.use_graph:
         rest = 1.0 - p.memory_seed_weight
         ent_ids, ent_cos = cache.index["entity"].search(qvec, k, masks["entity"])

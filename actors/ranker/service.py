@@ -127,6 +127,7 @@ class Ranker:
             damping=r.damping,
             use_graph=r.graph,
             use_lexical=r.lexical_seeds,
+            lexical_share=r.lexical_share,
         )
         return replace(base, **overrides) if overrides else base
 
