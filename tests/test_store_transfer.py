@@ -108,3 +108,32 @@ def test_flush_keeps_what_this_server_may_not_write(tmp_path: Path) -> None:
     result, changes = tx(conn, lambda c: transfer.flush(c, ScopePolicy(REPO), everything=True))
     assert result["deleted_memories"] == 2 and changes[0].kind == "reset"
     assert conn.execute("SELECT count(*) FROM scopes").fetchone()[0] == 0
+
+
+def test_export_and_import_carry_every_window_of_a_long_memory(tmp_path: Path) -> None:
+    a = open_store(tmp_path / "a.sqlite")
+    windows = ops.Vec(b"\x00\x00\x80?" + b"\x00\x00\x00@" + b"\x00\x00@@", 1, "m", "r")
+    long_text = "a long memory " * 30  # over 254 characters
+    remember(a, long_text, [REPO], vector=windows)
+    assert a.execute("SELECT count(*) FROM vector_chunks").fetchone()[0] == 2
+    records = [
+        json.loads(json.dumps(r)) for r in db.run_read(a, lambda c: list(transfer.export_lines(c)))
+    ]
+    [vector] = [r for r in records if r["type"] == "vector"]
+    b = open_store(tmp_path / "b.sqlite")
+    tx(b, lambda c: transfer.import_records(c, transfer.parse_lines(map(json.dumps, records))))
+    assert b.execute("SELECT vec FROM vectors").fetchall() == [(windows.chunk(0),)]
+    assert b.execute("SELECT chunk, vec FROM vector_chunks ORDER BY chunk").fetchall() == [
+        (1, windows.chunk(1)),
+        (2, windows.chunk(2)),
+    ]
+    # An export from schema 3 (one vector per memory, the first window of a long
+    # text): that vector is left out, so reembed / recall compute every window.
+    records[0]["schema_version"] = 3
+    vector["vec"] = vector["vec"][:8]  # base64 of the first window only
+    c = open_store(tmp_path / "c.sqlite")
+    added = tx(
+        c, lambda c: transfer.import_records(c, transfer.parse_lines(map(json.dumps, records)))
+    )
+    assert added["memories"] == 1 and added["vectors"] == 0
+    assert c.execute("SELECT count(*) FROM vectors").fetchone()[0] == 0
