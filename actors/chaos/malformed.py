@@ -156,11 +156,11 @@ def raw_cases(run: Run) -> list[tuple[str, bytes, str]]:
         {"jsonrpc": "2.0", "id": 13, "method": "resources/list"},
     ]
     cases: list[tuple[str, bytes, str]] = []
-    for i in range(20 if run.quick else 200):
+    for i in range(20 if run.quick else 500):
         data = bytes(rng.randrange(256) for _ in range(rng.randint(1, 200))).replace(b"\n", b" ")
         if data.strip() and not data.strip().isdigit():
             cases.append((f"garbage {i}", data, "error"))
-    for i in range(15 if run.quick else 100):
+    for i in range(15 if run.quick else 300):
         line = json.dumps(rng.choice(valid)).encode()
         cut = rng.randint(1, len(line) - 1)
         if line[:cut].strip() and not line[:cut].strip().isdigit():

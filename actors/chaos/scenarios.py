@@ -128,6 +128,38 @@ async def crash_store(run: Run) -> None:
     )
 
 
+async def crash_everything(run: Run) -> None:
+    """Reader, session, writer, StoreWriter and commit faults all at once, at random (seeded) hits."""
+    out = run.out
+    home = run.home()
+    ledger = Ledger()
+    rounds = 2 if run.quick else 6
+    for round_ in range(rounds):
+        points = ["stdio.read", "session.dispatch", "stdio.write", "store.write", "store.commit"]
+        spec = ",".join(f"{p}=raise%0.004" for p in points)
+        env = {
+            "MEMTRIO_FAULTS": spec,
+            "MEMTRIO_FAULTS_SEED": str(run.seed * 1000 + round_),
+            "MEMTRIO_SERVER_SHUTDOWN_GRACE": "1",
+        }
+        server = await run.server(home, env)
+        await drive_load(
+            server,
+            ledger,
+            tag=f"{run.name}-{round_}",
+            calls=300,
+            concurrency=4,
+            rng=run.rng,
+            out=out,
+        )
+        reply = await server.request("ping", timeout=30)
+        if "result" not in reply:
+            out.violations.append(f"ping after the crashes failed: {reply}")
+        await run.stop(server)
+    out.errors_seen = ledger.errors
+    run.verify(home, ledger)
+
+
 async def commit_fault(run: Run) -> None:
     """An exception right before COMMIT: the call fails cleanly and nothing of it is stored."""
     out = run.out
@@ -350,7 +382,7 @@ async def kill9_bursts(run: Run, *, embeddings: bool = False, rounds: int | None
     out = run.out
     home = run.home()
     ledger = Ledger()
-    rounds = rounds or (5 if run.quick else 15)
+    rounds = rounds or (5 if run.quick else 25)
     env = (
         {"MEMTRIO_EMBEDDINGS": "on", "MEMTRIO_EMBEDDING_INTRA_OP_THREADS": "1"}
         if embeddings
@@ -399,7 +431,7 @@ async def kill9_bursts(run: Run, *, embeddings: bool = False, rounds: int | None
 
 
 async def kill9_embeddings(run: Run) -> None:
-    await kill9_bursts(run, embeddings=True, rounds=3)
+    await kill9_bursts(run, embeddings=True, rounds=3 if run.quick else 6)
 
 
 async def exit_at_commit(run: Run) -> None:
@@ -660,6 +692,7 @@ QUICK: dict[str, Scenario] = {
 FULL: dict[str, Scenario] = {
     **QUICK,
     "crash-ranker": crash_ranker,
+    "crash-everything": crash_everything,
     "kill9-embeddings": kill9_embeddings,
     "sdk-client-crashes": sdk_client_crashes,
 }
