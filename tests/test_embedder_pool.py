@@ -66,6 +66,34 @@ async def test_long_text_is_truncated_and_reported(home: Path) -> None:
         assert result.warnings and "truncated" in result.warnings[0]
 
 
+async def test_long_text_is_embedded_as_overlapping_windows(home: Path) -> None:
+    async with running(home, chunk_tokens=16, chunk_overlap=4, max_chunks=3) as app:
+        pool = app.services["embedder"]
+        # 18 words of one word piece each: windows of 14 (16 with [CLS] and [SEP]).
+        text = (
+            "one two three four five six seven eight nine ten eleven twelve thirteen "
+            "fourteen fifteen sixteen seventeen eighteen"
+        )
+        result = await pool.embed([text, "short", " ".join([text] * 3)], max_chunks=3)
+        assert result.counts == [2, 1, 3] and result.truncated == [False, False, True]
+        assert result.vectors.shape == (6, 384) and result.rows(2).shape == (3, 384)
+        assert np.allclose(np.linalg.norm(result.vectors, axis=1), 1.0, atol=1e-5)
+        # The first window is the first 14 word pieces, as a truncated query would be.
+        first = await pool.embed([" ".join(text.split()[:14])])
+        assert np.allclose(result.rows(0)[0], first.vectors[0], atol=1e-4)
+        # A query (max_chunks 1) stays one vector, cut at max_tokens (256 here).
+        assert (await pool.embed([text])).vectors.shape == (1, 384)
+
+
+def test_window_starts_overlap_and_end_with_the_text() -> None:
+    from memtrio.actors.embedder.model import window_starts
+
+    assert window_starts(10, 14, 4, 8) == [0]
+    assert window_starts(30, 14, 4, 8) == [0, 10, 16]  # the last one ends at 30
+    assert window_starts(100, 14, 4, 3) == [0, 10, 20]  # capped: the rest is cut
+    assert window_starts(30, 14, 100, 8) == [0, 7, 14, 16]  # overlap kept below half a window
+
+
 async def test_concurrent_requests_are_micro_batched(home: Path) -> None:
     async with running(home) as app:
         pool = app.services["embedder"]
@@ -164,6 +192,7 @@ async def test_resource_and_instructions_with_embeddings_on_and_off(
         body = json.loads(await app.resources["memtrio://embedding"].read(app))
         assert body["model"] == DEFAULT_MODEL_ID and body["dimensions"] == 384
         assert body["max_tokens"] == 256 and len(body["revision"]) == 16
+        assert (body["chunk_tokens"], body["max_chunks"]) == (128, 32)
         assert any(DEFAULT_MODEL_ID in line for line in app.instructions)
     other = tmp_path / "off"
     other.mkdir()
@@ -175,5 +204,6 @@ async def test_resource_and_instructions_with_embeddings_on_and_off(
             and body["revision"] is None
             and body["max_tokens"] is None
             and body["dimensions"] is None
+            and body["chunk_tokens"] is None
         )
         assert any("Embeddings are off" in line for line in app.instructions)

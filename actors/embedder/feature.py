@@ -41,6 +41,8 @@ async def _read_resource(app: AppContext) -> str:
             "revision": None,
             "dimensions": None,
             "max_tokens": None,
+            "chunk_tokens": None,
+            "max_chunks": None,
         }
     else:
         body = {"enabled": True, **pool.describe()}
