@@ -13,7 +13,7 @@ from memtrio.actors.kg import tools as K
 from memtrio.actors.store import schema
 from memtrio.actors.store.writer import Change
 from memtrio.protocol.tools import ToolError
-from test_memory_embeddings import FakeEmbedder, app_with, vectors
+from test_memory_embeddings import FakeEmbedder, app_with, chunks, vectors
 from test_store_writer import Ctx
 
 
@@ -40,6 +40,14 @@ async def test_observations_and_new_entities_are_embedded_in_the_same_write(
         memory_changes = [c for c in seen if c.kind == "memory"]
         assert len(memory_changes) == 2 and all(c.vector is not None for c in memory_changes)
 
+        # A long observation is stored as all its windows (the fake's are 40 characters).
+        long_obs = msgspec.convert(
+            {"observations": [{"entityName": "Tea", "contents": ["steeped " * 8]}]},
+            K.AddObservationsArgs,
+        )
+        await K.add_observations(ctx, long_obs)
+        assert list(chunks(home).values()) == [1]  # chunk 0 in vectors, chunk 1 here
+
         embedder.fail = True
         more = msgspec.convert(
             {"observations": [{"entityName": "Tea", "contents": ["iced"]}]}, K.AddObservationsArgs
@@ -47,7 +55,7 @@ async def test_observations_and_new_entities_are_embedded_in_the_same_write(
         with pytest.raises(ToolError, match="nothing was stored"):
             await K.add_observations(ctx, more)
         got = await K.get_entity(ctx, K.NameArgs(name="Tea"))
-        assert got["observations"] == ["green", "hot"]
+        assert got["observations"] == ["green", "hot", "steeped " * 8]
 
 
 def _conn(tmp_path: Path) -> sqlite3.Connection:
