@@ -236,3 +236,40 @@ async def test_child_dying_right_after_ready_is_restarted_once(autojump_clock: o
         assert incarnations == [0, 1, 2]
         assert most == 1
         await sup.stop()
+
+
+async def test_recall_answers_when_the_disk_is_full(home: Path) -> None:
+    # recall records each access in a write transaction; on a full disk that
+    # write failed and recall failed with it instead of answering.
+    import resource
+
+    from memtrio.actors.chaos.client import start_server
+
+    async with trio.open_nursery() as nursery:
+        server = await start_server(nursery, home, {"MEMTRIO_LOG_LEVEL": "warning"})
+        await server.initialize()
+        for i in range(5):
+            await server.call_tool("remember", {"content": f"alpha note {i}"})
+        assert await server.close() == 0
+        limit = max(p.stat().st_size for p in home.rglob("*") if p.is_file()) + 32 * 1024
+
+        def preexec() -> None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+        server = await start_server(
+            nursery, home, {"MEMTRIO_LOG_LEVEL": "warning"}, preexec=preexec
+        )
+        await server.initialize()
+        for size in (16384, 1024, 8):  # fill the "disk" until even a small write fails
+            for _ in range(200):
+                reply = await server.call_tool("remember", {"content": "x" * size})
+                if reply["result"]["isError"]:
+                    break
+            else:
+                pytest.fail("the file-size limit never stopped a write")
+        reply = await server.call_tool("recall", {"query": "alpha", "limit": 3})
+        result = reply["result"]
+        assert not result["isError"], result
+        assert len(result["structuredContent"]["memories"]) == 3
+        assert any("could not be recorded" in w for w in result["structuredContent"]["warnings"])
+        assert await server.close() == 0

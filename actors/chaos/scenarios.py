@@ -525,15 +525,21 @@ async def disk_full(run: Run) -> None:
     server = await run.server(home, {"MEMTRIO_LOG_LEVEL": "warning"}, preexec=preexec)
     out.faults += 1
     refused = 0
-    big = "x" * 16384
-    for i in range(40):
-        status = await remember(server, ledger, f"{content_for(run.name, 100 + i, run.rng)} {big}")
-        if status == "refused":
-            refused += 1
-        elif status != "acked":
-            out.violations.append(
-                f"a write on a full disk was {status}, expected a result or a clean refusal"
+    # Big writes until one fails, then smaller ones until even a short one fails.
+    for size in (16384, 1024, 0):
+        for i in range(120):
+            pad = "x" * size
+            status = await remember(
+                server, ledger, f"{content_for(run.name, 100 + i, run.rng)} {pad}"
             )
+            if status == "refused":
+                refused += 1
+                if i >= 3:
+                    break
+            elif status != "acked":
+                out.violations.append(
+                    f"a write on a full disk was {status}, expected a result or a clean refusal"
+                )
     if not refused:
         out.violations.append("the disk never filled up: the scenario proved nothing")
     reply = await server.call_tool("stats", {}, timeout=30)
@@ -541,8 +547,9 @@ async def disk_full(run: Run) -> None:
         out.violations.append(f"stats on a full disk failed: {reply_error_text(reply)[:200]}")
     reply = await server.call_tool("recall", {"query": "alpha", "limit": 3}, timeout=30)
     if reply_error_text(reply) is not None:
-        # recall records each access in a write transaction, so it needs a writable disk
-        out.notes.append(f"recall on a full disk: {reply_error_text(reply)[:120]}")
+        out.violations.append(f"recall on a full disk failed: {reply_error_text(reply)[:200]}")
+    elif not reply["result"].get("structuredContent", {}).get("memories"):
+        out.violations.append("recall on a full disk found nothing")
     await run.stop(server)
     out.errors_expected, out.errors_seen = refused, ledger.errors
     # Space again: the store opens and every acknowledged write is there.

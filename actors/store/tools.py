@@ -348,10 +348,37 @@ async def recall(ctx: Any, args: RecallArgs) -> dict[str, Any]:
     ranked, ranking, warnings = await rank(
         app, args.query, selection, memory_type, args.limit, args.use_embeddings
     )
-    rows = await store.write(
-        lambda conn: ops.record_access(conn, "recall", args.query, selection, ranked), name="recall"
-    )
+    try:
+        rows = await store.write(
+            lambda conn: ops.record_access(conn, "recall", args.query, selection, ranked),
+            name="recall",
+        )
+    except sqlite3.OperationalError as exc:
+        # A full or read-only disk: answer from a read connection, uncounted.
+        trace.warning(ACTOR, "recall_access_not_recorded", error=str(exc))
+        rows = await store.read(lambda conn: _ranked_rows(conn, selection, ranked))
+        warnings.append(f"the access could not be recorded ({exc}); results are unaffected")
     return {"memories": rows, "scopes": selection, "ranking": ranking, "warnings": warnings}
+
+
+def _ranked_rows(
+    conn: sqlite3.Connection, selection: list[str], ranked: Sequence[tuple[int, float]]
+) -> list[dict[str, Any]]:
+    """What `ops.record_access` returns, without writing anything."""
+    rows: list[dict[str, Any]] = []
+    seen: set[int] = set()
+    for memory_id, score in ranked:
+        if memory_id in seen:
+            continue
+        seen.add(memory_id)
+        memory = ops.get_memory(conn, memory_id, details=False)
+        if memory is None or not ops.visible(memory["scopes"], selection):
+            continue
+        memory["score"] = float(score)
+        rows.append(memory)
+    repos = {s for s in selection if s != "global"}
+    rows.sort(key=lambda m: 0 if repos.intersection(m["scopes"]) else 1)
+    return rows
 
 
 # -- stats and scopes ------------------------------------------------------------
