@@ -125,3 +125,37 @@ def test_wrong_values_come_from_the_schema() -> None:
 def test_unknown_scenario_is_refused(names: list[str]) -> None:
     with pytest.raises(ValueError, match="unknown scenario"):
         runner.select(names, quick=True)
+
+
+def test_chaos_cli_prints_a_line_per_scenario_and_the_table() -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memtrio.supervisors.cli",
+            "chaos",
+            "--scenario",
+            "commit-fault",
+            "--seed",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith("commit-fault") and "lost 0" in first and first.endswith("ok")
+    assert "memtrio chaos (full matrix, --seed 3)" in proc.stdout
+    assert "| commit-fault |" in proc.stdout and "| **total: 1 scenarios** |" in proc.stdout
+
+
+def test_chaos_cli_refuses_an_unknown_scenario() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "memtrio.supervisors.cli", "chaos", "--scenario", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "unknown scenario(s) nope" in proc.stderr
