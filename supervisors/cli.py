@@ -81,7 +81,13 @@ def run_with_app(
         async with open_app(app, features if features is not None else default_features()):
             return await body(app)
 
-    return trio.run(main)
+    try:
+        return trio.run(main)
+    except* CliError as group:  # raised inside the app's nursery: unwrap it
+        leaf: BaseException = group
+        while isinstance(leaf, BaseExceptionGroup):
+            leaf = leaf.exceptions[0]
+        raise leaf from None
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -132,4 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the importable module's main: subcommand modules raise *its* CliError,
+    # which this copy (``__main__``) would not catch.
+    from memtrio.supervisors.cli import main as _main
+
+    sys.exit(_main())
