@@ -559,6 +559,92 @@ async def disk_full(run: Run) -> None:
     run.verify(home, ledger)
 
 
+# Inside a private mount namespace: copy the home aside, mount a small tmpfs
+# over it, copy the home back in, run the server, then copy the home out again
+# (the tmpfs vanishes with the namespace).
+_TMPFS_SCRIPT = (
+    'H="$0"; S="$1"; Z="$2"; shift 3; '
+    'cp -a "$H"/. "$S"/ && mount -t tmpfs -o size="$Z"k tmpfs "$H" && cp -a "$S"/. "$H"/ || exit 97; '
+    '"$@"; rc=$?; rm -rf "$S"; mkdir "$S"; cp -a "$H"/. "$S"/; exit $rc'
+)
+
+
+def _tmpfs_wrap(home: Path, stage: Path, size_kb: int) -> list[str] | None:
+    """As root: the server's home on a tmpfs of ``size_kb`` (a really full disk: ENOSPC)."""
+    import shutil as _shutil
+
+    if os.geteuid() != 0 or _shutil.which("unshare") is None:
+        return None
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o size=64k tmpfs "$0"', str(stage)],
+        capture_output=True,
+        timeout=10,
+    )
+    if probe.returncode != 0:
+        return None
+    return ["unshare", "-m", "sh", "-c", _TMPFS_SCRIPT, str(home), str(stage), str(size_kb), "--"]
+
+
+async def sqlite_full(run: Run) -> None:
+    """The home on a tiny tmpfs fills up for real: SQLite says SQLITE_FULL; writes fail
+    cleanly, reads go on, nothing half-written, every acknowledged write survives."""
+    import shutil as _shutil
+
+    out = run.out
+    home = run.home()
+    stage = run.base / "stage"
+    stage.mkdir()
+    ledger = Ledger()
+    log = {"MEMTRIO_LOG_PATH": str(run.base / "server.log")}  # the log stays off the tmpfs
+    server = await run.server(home, log)
+    for i in range(10):
+        await remember(server, ledger, content_for(run.name, i, run.rng))
+    await run.stop(server)
+    used = sum(p.stat().st_size for p in home.rglob("*") if p.is_file())
+    wrap = await trio.to_thread.run_sync(_tmpfs_wrap, home, stage, used // 1024 + 160)
+    if wrap is None:
+        out.notes.append("skipped: needs root and a private mount namespace (unshare) for a tmpfs")
+        run.verify(home, ledger)
+        return
+    server = await run.server(home, log, wrap=wrap)
+    out.faults += 1
+    refused = 0
+    for size in (16384, 1024, 0):
+        for i in range(200):
+            status = await remember(
+                server, ledger, f"{content_for(run.name, 100 + i, run.rng)} {'x' * size}"
+            )
+            if status == "refused":
+                refused += 1
+                if i >= 3:
+                    break
+            elif status != "acked":
+                out.violations.append(
+                    f"a write on a full disk was {status}, expected a result or a clean refusal"
+                )
+    if not refused:
+        out.violations.append("the tmpfs never filled up: the scenario proved nothing")
+    for tool, args in (("stats", {}), ("recall", {"query": "alpha", "limit": 3})):
+        reply = await server.call_tool(tool, args, timeout=30)
+        if reply_error_text(reply) is not None:
+            out.violations.append(f"{tool} on a full disk failed: {reply_error_text(reply)[:200]}")
+    code = await run.stop(server, expect_code=None)
+    if code != 0:
+        out.violations.append(f"the server on a full disk exited {code}")
+    if "database or disk is full" not in server.stderr_text():
+        out.violations.append("SQLite never reported SQLITE_FULL (database or disk is full)")
+    # The database as the tmpfs left it (the stderr file in home is the real one).
+    for path in home.glob("memtrio.sqlite*"):
+        path.unlink()
+    for path in stage.glob("memtrio.sqlite*"):
+        _shutil.copy2(path, home / path.name)
+    out.errors_expected, out.errors_seen = refused, ledger.errors
+    server = await run.server(home, log)
+    await remember(server, ledger, content_for(run.name, 999, run.rng))
+    await run.stop(server)
+    run.verify(home, ledger)
+
+
 def _readonly_wrap(home: Path) -> list[str] | None:
     """As root: a private mount namespace where ``home`` is a read-only bind mount."""
     import shutil as _shutil
@@ -691,6 +777,7 @@ QUICK: dict[str, Scenario] = {
     "malformed": malformed,
     "sqlite-busy": sqlite_busy,
     "disk-full": disk_full,
+    "sqlite-full": sqlite_full,
     "readonly-home": readonly_home,
     "storm-session": storm_session,
     "storm-store": storm_store,
