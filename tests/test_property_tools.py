@@ -24,6 +24,16 @@ from mcp_client import server_command, server_env
 from memtrio.actors.chaos.client import well_formed_reply
 
 
+def _checkout(home: Path) -> Path:
+    """A one-file Git checkout to start in, so the code tools are there too."""
+    from memtrio.actors.chaos.scenarios import _make_checkout
+
+    repo = home / "repo"
+    if not repo.exists():
+        _make_checkout(repo, 1)
+    return repo
+
+
 class LineServer:
     def __init__(self, home: Path) -> None:
         self.proc = subprocess.Popen(
@@ -31,8 +41,8 @@ class LineServer:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=open(home / "stderr.txt", "wb"),  # noqa: SIM115 - closed with the process
-            env=server_env(home, {"MEMTRIO_CODE": "off"}),
-            cwd=str(home),
+            env=server_env(home, {"MEMTRIO_CODE": "on", "MEMTRIO_CODE_INDEX_THREADS": "1"}),
+            cwd=str(_checkout(home)),
         )
         self.buffer = b""
         self.ids = itertools.count(1)
@@ -162,4 +172,5 @@ def test_any_arguments_to_any_tool_get_one_well_formed_reply(
 
 
 def test_every_tool_is_covered() -> None:
-    assert len(TOOLS) >= 9
+    names = {t["name"] for t in TOOLS}
+    assert {"remember", "recall", "code_outline", "find_symbol"} <= names

@@ -293,7 +293,17 @@ async def _sentinel(server: ServerProcess, n: int) -> list[dict[str, Any]]:
 async def run_malformed(run: Run) -> None:
     out = run.out
     home = run.home()
-    server = await run.server(home, {"MEMTRIO_REQUEST_LIMIT": str(REQUEST_LIMIT)}, initialize=False)
+    # Every tool group on (code tools need a Git checkout to start in).
+    from .scenarios import _make_checkout
+
+    repo = run.base / "repo"
+    await trio.to_thread.run_sync(_make_checkout, repo, 2)
+    env = {
+        "MEMTRIO_REQUEST_LIMIT": str(REQUEST_LIMIT),
+        "MEMTRIO_CODE": "on",
+        "MEMTRIO_CODE_INDEX_THREADS": "1",
+    }
+    server = await run.server(home, env, cwd=repo, initialize=False)
     n = 0
 
     # Before initialize: only ping and initialize are served.
@@ -414,6 +424,9 @@ async def run_malformed(run: Run) -> None:
         out.violations.append(f"cancelling finished calls produced replies: {str(stray)[:200]}")
 
     # Wrong arguments for every field of every tool.
+    if not any(t["name"].startswith("code_") for t in tools):
+        out.violations.append("the code tools are missing: their arguments were not tried")
+    out.notes.append(f"{len(tools)} tools")
     for tool in tools:
         for label, arguments, field in tool_cases(tool):
             out.malformed += 1
