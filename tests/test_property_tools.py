@@ -26,11 +26,11 @@ from memtrio.actors.chaos.client import well_formed_reply
 
 def _checkout(home: Path) -> Path:
     """A one-file Git checkout to start in, so the code tools are there too."""
-    from memtrio.actors.chaos.scenarios import _make_checkout
+    from memtrio.actors.chaos.harness import make_checkout
 
     repo = home / "repo"
     if not repo.exists():
-        _make_checkout(repo, 1)
+        make_checkout(repo, 1)
     return repo
 
 

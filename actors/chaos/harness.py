@@ -9,9 +9,11 @@ and records what it saw in its `Outcome`; any broken invariant is a line in
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import shutil
+import subprocess
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -258,6 +260,24 @@ def log_counts(home: Path) -> LogCounts:
             elif event == "escalation":
                 out.escalations += 1
     return out
+
+
+def make_checkout(root: Path, files: int) -> None:
+    """A small Git checkout of ``files`` Python modules (for the code tools)."""
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(files):
+        (root / f"mod{i}.py").write_text(
+            f"import os\n\n\nclass Thing{i}:\n    def run(self) -> int:\n        return {i}\n\n\ndef helper{i}(x):\n    return x + {i}\n"
+        )
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "c",
+        "GIT_AUTHOR_EMAIL": "c@c",
+        "GIT_COMMITTER_NAME": "c",
+        "GIT_COMMITTER_EMAIL": "c@c",
+    }
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "init"]):
+        subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
 
 
 _TRACEBACK = re.compile(r"^Traceback \(most recent call last\):$", re.M)

@@ -15,7 +15,7 @@ from typing import Any
 import trio
 
 from .client import ServerProcess
-from .harness import Run, reply_error_text
+from .harness import Run, make_checkout, reply_error_text
 
 SAMPLES: dict[str, Any] = {
     "null": None,
@@ -294,10 +294,8 @@ async def run_malformed(run: Run) -> None:
     out = run.out
     home = run.home()
     # Every tool group on (code tools need a Git checkout to start in).
-    from .scenarios import _make_checkout
-
     repo = run.base / "repo"
-    await trio.to_thread.run_sync(_make_checkout, repo, 2)
+    await trio.to_thread.run_sync(make_checkout, repo, 2)
     env = {
         "MEMTRIO_REQUEST_LIMIT": str(REQUEST_LIMIT),
         "MEMTRIO_CODE": "on",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -23,6 +24,7 @@ from .harness import (
     content_for,
     drive_load,
     log_counts,
+    make_checkout,
     remember,
     reply_error_text,
 )
@@ -246,30 +248,13 @@ async def crash_ranker(run: Run) -> None:
     run.verify(home, ledger, embeddings=True)
 
 
-def _make_checkout(root: Path, files: int) -> None:
-    root.mkdir(parents=True, exist_ok=True)
-    for i in range(files):
-        (root / f"mod{i}.py").write_text(
-            f"import os\n\n\nclass Thing{i}:\n    def run(self) -> int:\n        return {i}\n\n\ndef helper{i}(x):\n    return x + {i}\n"
-        )
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "c",
-        "GIT_AUTHOR_EMAIL": "c@c",
-        "GIT_COMMITTER_NAME": "c",
-        "GIT_COMMITTER_EMAIL": "c@c",
-    }
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "init"]):
-        subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
-
-
 async def crash_code_workers(run: Run) -> None:
     """Parser worker processes die (exit 137) or raise on some files: those files are reported, the rest indexed."""
     out = run.out
     home = run.home()
     repo = run.base / "repo"
     files = 12 if run.quick else 30
-    await trio.to_thread.run_sync(_make_checkout, repo, files)
+    await trio.to_thread.run_sync(make_checkout, repo, files)
     victims = run.rng.sample(range(files), 3 if run.quick else 6)
     rules = [
         f"code.parse:mod{v}.py={'exit' if k % 2 == 0 else 'raise'}" for k, v in enumerate(victims)
@@ -571,9 +556,7 @@ _TMPFS_SCRIPT = (
 
 def _tmpfs_wrap(home: Path, stage: Path, size_kb: int) -> list[str] | None:
     """As root: the server's home on a tmpfs of ``size_kb`` (a really full disk: ENOSPC)."""
-    import shutil as _shutil
-
-    if os.geteuid() != 0 or _shutil.which("unshare") is None:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
         return None
     probe = subprocess.run(
         ["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o size=64k tmpfs "$0"', str(stage)],
@@ -588,8 +571,6 @@ def _tmpfs_wrap(home: Path, stage: Path, size_kb: int) -> list[str] | None:
 async def sqlite_full(run: Run) -> None:
     """The home on a tiny tmpfs fills up for real: SQLite says SQLITE_FULL; writes fail
     cleanly, reads go on, nothing half-written, every acknowledged write survives."""
-    import shutil as _shutil
-
     out = run.out
     home = run.home()
     stage = run.base / "stage"
@@ -637,7 +618,7 @@ async def sqlite_full(run: Run) -> None:
     for path in home.glob("memtrio.sqlite*"):
         path.unlink()
     for path in stage.glob("memtrio.sqlite*"):
-        _shutil.copy2(path, home / path.name)
+        shutil.copy2(path, home / path.name)
     out.errors_expected, out.errors_seen = refused, ledger.errors
     server = await run.server(home, log)
     await remember(server, ledger, content_for(run.name, 999, run.rng))
@@ -647,9 +628,7 @@ async def sqlite_full(run: Run) -> None:
 
 def _readonly_wrap(home: Path) -> list[str] | None:
     """As root: a private mount namespace where ``home`` is a read-only bind mount."""
-    import shutil as _shutil
-
-    if os.geteuid() != 0 or _shutil.which("unshare") is None:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
         return None
     script = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" "$0" && exec "$@"'
     probe = subprocess.run(
