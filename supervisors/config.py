@@ -64,6 +64,7 @@ class RetrievalConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     graph: bool = True  # Personalized PageRank over the memory graph; false = rank the seeds only
     lexical_seeds: bool = True  # FTS5 matches seed the semantic ranking too
     lexical_share: float = 0.65  # of the memory seed mass given to FTS5 matches (rest: cosine)
+    mmr_lambda: float = 0.9  # maximal marginal relevance: 1 = off, lower = more diverse results
 
 
 class CodeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -220,6 +221,10 @@ def validate(config: Config) -> None:
         (
             0 <= config.retrieval.lexical_share <= 1,
             "retrieval.lexical_share must be between 0 and 1",
+        ),
+        (
+            0 <= config.retrieval.mmr_lambda <= 1,
+            "retrieval.mmr_lambda must be between 0 and 1 (1 turns diversification off)",
         ),
         (config.code.max_files >= 1, "code.max_files must be >= 1"),
         (

@@ -11,7 +11,7 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from memtrio.actors.embedder import feature as embedder_feature
 from memtrio.actors.ranker import feature as ranker_feature
+from memtrio.actors.ranker import rank as rank_mod
 from memtrio.actors.ranker.graph import RecallCache
 from memtrio.actors.ranker.service import Ranker, RankerError
 from memtrio.actors.ranker.vectors import ExactIndex
@@ -411,3 +412,65 @@ async def test_an_entity_gaining_a_scope_through_a_memory_is_followed(home: Path
         assert [m for m, _ in ranked] == [m2]
         cache = ranker._cache
         assert cache.items["entity"].allowed(cache.selected_scopes(["repo:/a"]))[gateway]
+
+
+def _unit(*parts: float) -> np.ndarray:
+    v = np.array(parts, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+def _mmr_cache() -> tuple[RecallCache, dict[str, np.ndarray], np.ndarray]:
+    """Memories 1 and 2 are the same text; 3 answers the same query from another side."""
+    cache = RecallCache("m", "r", 4)
+    cache.index["memory"].upsert(1, _unit(1, 1, 1, 0))
+    cache.index["memory"].upsert(2, _unit(1, 1, 1, 0))
+    cache.index["memory"].upsert(3, _unit(1, 1, 0, 1))
+    cache.index["memory"].upsert(4, _unit(1, 1, 0, 1.03))  # a little less relevant than 3
+    for i in (1, 2, 3, 4):
+        cache.items["memory"].set(i, [1])
+    masks = {kind: cache.items[kind].allowed(None) for kind in ("memory", "entity", "relation")}
+    return cache, masks, _unit(1, 1, 0, 0)
+
+
+def test_diversification_keeps_a_duplicate_from_crowding_the_top() -> None:
+    cache, masks, query = _mmr_cache()
+    seeds_only = rank_mod.Params(use_graph=False, use_lexical=False)
+
+    def order(**kw: float) -> list[int]:
+        params = replace(seeds_only, **kw)
+        # No lexical seeds, so no database connection is needed.
+        ranked = rank_mod.rank(cache, None, "q", query, masks, 3, params)  # type: ignore[arg-type]
+        return [item_id for item_id, _ in ranked]
+
+    # Off: the equally relevant duplicate takes the second place.
+    assert order(mmr_lambda=1.0) == [1, 2, 3]
+    # Default: the other side of the answer comes before the copy, the copy stays in.
+    assert rank_mod.Params().mmr_lambda == 0.9
+    assert order() == [1, 3, 2]
+    # Stronger: even a less relevant but different memory beats the copy.
+    assert order(mmr_lambda=0.5, seed_top_k=4)[:2] == [1, 3]
+    assert sorted(order(mmr_lambda=0.5, seed_top_k=4)) == [1, 2, 3]
+
+
+def test_memory_similarity_uses_the_closest_windows_and_ignores_missing_vectors() -> None:
+    cache = RecallCache("m", "r", 3)
+    e = np.eye(3, dtype=np.float32)
+    cache.index["memory"].upsert(1, np.stack([e[0], e[1]]))  # two windows
+    cache.index["memory"].upsert(2, e[1])
+    cache.index["memory"].upsert(3, e[2])
+    sim = rank_mod.similarity_matrix(cache, [1, 2, 9, 3])  # 9 has no vector
+    assert sim[0, 1] == pytest.approx(1.0) and sim[1, 0] == pytest.approx(1.0)
+    assert sim[0, 3] == pytest.approx(0.0) and not sim[2].any() and not sim[:, 2].any()
+    ranked = [(1, 1.0), (2, 0.9), (9, 0.8), (3, 0.7)]
+    assert rank_mod.diversify(cache, ranked, 4, 0.5) == [(1, 1.0), (9, 0.8), (3, 0.7), (2, 0.9)]
+    assert rank_mod.diversify(cache, ranked, 2, 1.0) == ranked[:2]
+
+
+def test_mmr_lambda_is_a_validated_retrieval_key(home: Path) -> None:
+    cfg = config_mod.load(home, env={"MEMTRIO_RETRIEVAL_MMR_LAMBDA": "1"})
+    assert cfg.retrieval.mmr_lambda == 1.0
+    assert config_mod.load(home, env={}).retrieval.mmr_lambda == 0.9
+    with pytest.raises(
+        config_mod.ConfigError, match="retrieval.mmr_lambda must be between 0 and 1"
+    ):
+        config_mod.load(home, env={"MEMTRIO_RETRIEVAL_MMR_LAMBDA": "1.5"})

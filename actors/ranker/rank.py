@@ -14,6 +14,9 @@ The HippoRAG 2 recipe, without an LLM:
 3. **PPR.** Personalized PageRank (igraph, ``damping``) on the seeds'
    neighbourhood (`MAX_HOPS` hops, at most `MAX_NEIGHBOURHOOD` nodes) of the
    cached graph; a memory's score is its PageRank mass.
+4. **Diversification.** Maximal marginal relevance (``mmr_lambda``) over the
+   best `MMR_CANDIDATES` memories, with the memories' own vectors, so that
+   near-duplicates do not crowd the first places (see `diversify`).
 
 Without any graph edges in the neighbourhood PPR would return the seed
 distribution itself, so that case skips igraph.
@@ -46,6 +49,7 @@ COMMON_FRACTION = 0.2  # terms in more than this share of memories are dropped f
 MAX_POSTINGS = 5_000  # postings FTS5 may score per query, about 7 ms (see _fts_plan)
 PRUNE_FROM = 5_000  # memories; below that every FTS5 query is cheap and nothing is dropped
 RELATION_SHARE = 0.5  # of the entity/relation seed mass, given to relation seeds
+MMR_CANDIDATES = 30  # best memories re-ordered by maximal marginal relevance (at least ``limit``)
 
 # Words too common to be worth an FTS5 term (they also make MATCH slow on big stores).
 STOPWORDS = frozenset(
@@ -70,6 +74,7 @@ class Params:
     use_graph: bool = True  # False: seeds only ("semantic-only" mode)
     use_lexical: bool = True  # FTS5 matches as extra seeds
     lexical_share: float = 0.65  # of the memory seed mass given to FTS5 matches (rest: cosine)
+    mmr_lambda: float = 0.9  # maximal marginal relevance trade-off; 1.0 = no diversification
 
 
 def light_stem(word: str) -> str:
@@ -313,8 +318,69 @@ def rank(
         scores = scores / scores.sum()
     keep = (nodes % 3 == KIND_CODE["memory"]) & (scores > 0)
     nodes, scores = nodes[keep] // 3, scores[keep]
-    if len(nodes) > limit:
-        top = np.argpartition(-scores, limit - 1)[:limit]
+    diversified = p.mmr_lambda < 1.0
+    take = max(limit, MMR_CANDIDATES) if diversified else limit
+    if len(nodes) > take:
+        top = np.argpartition(-scores, take - 1)[:take]
         nodes, scores = nodes[top], scores[top]
     order = np.lexsort((nodes, -scores))
-    return [(int(nodes[i]), float(scores[i])) for i in order]
+    ranked = [(int(nodes[i]), float(scores[i])) for i in order]
+    if diversified:
+        ranked = diversify(cache, ranked, limit, p.mmr_lambda)
+    return ranked[:limit]
+
+
+def similarity_matrix(cache: RecallCache, ids: list[int]) -> np.ndarray:
+    """Cosine between memories (a memory of several windows: its closest pair of windows).
+
+    A memory without a cached vector is similar to nothing (0).
+    """
+    index = cache.index["memory"]
+    blocks: list[np.ndarray] = []
+    owner: list[int] = []
+    for position, item_id in enumerate(ids):
+        vecs = index.vectors(item_id)
+        if vecs is not None and len(vecs):
+            blocks.append(vecs)
+            owner.extend([position] * len(vecs))
+    n = len(ids)
+    sim = np.zeros((n, n), dtype=np.float32)
+    if not blocks:
+        return sim
+    rows = np.concatenate(blocks)
+    who = np.asarray(owner)
+    pair = rows @ rows.T
+    starts = np.flatnonzero(np.r_[True, who[1:] != who[:-1]])
+    per_item = np.maximum.reduceat(np.maximum.reduceat(pair, starts, axis=0), starts, axis=1)
+    present = who[starts]
+    sim[np.ix_(present, present)] = per_item
+    return sim
+
+
+def diversify(
+    cache: RecallCache, ranked: list[tuple[int, float]], limit: int, lam: float
+) -> list[tuple[int, float]]:
+    """Re-order ``ranked`` (best first) by maximal marginal relevance; the first ``limit``.
+
+    Greedy: the next memory maximises ``lam * relevance - (1 - lam) * max cosine
+    to the memories already chosen``. Relevance is the square root of the score
+    relative to the best one: the softmax-sharpened seeds make PageRank masses
+    span orders of magnitude, and on the raw scale any similarity penalty
+    would drop every memory after the first few. Scores are kept as ranked.
+    """
+    if len(ranked) <= 1:
+        return ranked
+    ids = [item_id for item_id, _ in ranked]
+    scores = np.array([score for _, score in ranked])
+    relevance = np.sqrt(scores / scores.max())
+    sim = similarity_matrix(cache, ids)
+    penalty = np.zeros(len(ids))
+    free = np.ones(len(ids), dtype=bool)
+    chosen: list[int] = []
+    for _ in range(min(limit, len(ids))):
+        gain = np.where(free, lam * relevance - (1 - lam) * penalty, -np.inf)
+        best = int(np.argmax(gain))
+        chosen.append(best)
+        free[best] = False
+        penalty = np.maximum(penalty, sim[best])
+    return [ranked[i] for i in chosen]

@@ -128,6 +128,7 @@ class Ranker:
             use_graph=r.graph,
             use_lexical=r.lexical_seeds,
             lexical_share=r.lexical_share,
+            mmr_lambda=r.mmr_lambda,
         )
         return replace(base, **overrides) if overrides else base
 
