@@ -698,14 +698,18 @@ async def readonly_home(run: Run) -> None:
 # -- restart storms ------------------------------------------------------------------------
 
 
-async def storm(run: Run, point: str, request: str) -> None:
+async def storm(run: Run, point: str, request: str, env: dict[str, str] | None = None) -> None:
     """A child failing on every request: its supervisors give up and the server exits 1 saying so."""
     out = run.out
     home = run.home()
     # From the 3rd hit on (initialize and its notification go through first).
     # A store crash restarts the transport too, whose calls get [server]
     # shutdown_grace to finish: keep it short so the storm is quick.
-    env = {"MEMTRIO_FAULTS": f"{point}=raise@3+", "MEMTRIO_SERVER_SHUTDOWN_GRACE": "0.5"}
+    env = {
+        "MEMTRIO_FAULTS": f"{point}=raise@3+",
+        "MEMTRIO_SERVER_SHUTDOWN_GRACE": "0.5",
+        **(env or {}),
+    }
     server = await run.server(home, env)
     sent = 0
     with trio.move_on_after(60):
@@ -729,6 +733,16 @@ async def storm(run: Run, point: str, request: str) -> None:
     out.errors_seen = server.stats.errors + server.stats.tool_errors
     out.errors_expected = 1
     out.notes.append(f"exited {code} after {sent} requests")
+
+
+async def storm_embedder(run: Run) -> None:
+    """Every embedding crashes its worker: the embedder pool gives up, then the root does."""
+    await storm(
+        run,
+        "embedder.embed",
+        "remember",
+        {"MEMTRIO_EMBEDDINGS": "on", "MEMTRIO_EMBEDDING_INTRA_OP_THREADS": "1"},
+    )
 
 
 async def storm_session(run: Run) -> None:
@@ -766,6 +780,7 @@ FULL: dict[str, Scenario] = {
     **QUICK,
     "crash-ranker": crash_ranker,
     "crash-everything": crash_everything,
+    "storm-embedder": storm_embedder,
     "kill9-embeddings": kill9_embeddings,
     "sdk-client-crashes": sdk_client_crashes,
 }
