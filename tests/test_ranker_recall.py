@@ -466,6 +466,21 @@ def test_memory_similarity_uses_the_closest_windows_and_ignores_missing_vectors(
     assert rank_mod.diversify(cache, ranked, 2, 1.0) == ranked[:2]
 
 
+def test_diversification_of_a_long_result_reorders_only_the_best_pool() -> None:
+    cache = RecallCache("m", "r", 8)
+    rng = np.random.default_rng(1)
+    vecs = rng.normal(size=(150, 8)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    for i, v in enumerate(vecs, start=1):
+        cache.index["memory"].upsert(i, v)
+    ranked = [(i, 1.0 / i) for i in range(1, 151)]
+    out = rank_mod.diversify(cache, ranked, 140, 0.5)
+    pool = rank_mod.MMR_MAX_POOL
+    assert len(out) == 140 and out[0] == (1, 1.0)
+    assert sorted(out[:pool]) == ranked[:pool] and out[:pool] != ranked[:pool]
+    assert out[pool:] == ranked[pool:140]  # beyond the pool: score order
+
+
 def test_mmr_lambda_is_a_validated_retrieval_key(home: Path) -> None:
     cfg = config_mod.load(home, env={"MEMTRIO_RETRIEVAL_MMR_LAMBDA": "1"})
     assert cfg.retrieval.mmr_lambda == 1.0

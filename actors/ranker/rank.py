@@ -50,6 +50,7 @@ MAX_POSTINGS = 5_000  # postings FTS5 may score per query, about 7 ms (see _fts_
 PRUNE_FROM = 5_000  # memories; below that every FTS5 query is cheap and nothing is dropped
 RELATION_SHARE = 0.5  # of the entity/relation seed mass, given to relation seeds
 MMR_CANDIDATES = 30  # best memories re-ordered by maximal marginal relevance (at least ``limit``)
+MMR_MAX_POOL = 100  # ... but at most this many; a larger ``limit`` gets the rest in score order
 
 # Words too common to be worth an FTS5 term (they also make MATCH slow on big stores).
 STOPWORDS = frozenset(
@@ -330,31 +331,51 @@ def rank(
     return ranked[:limit]
 
 
+class _Windows:
+    """The cached windows of some memories, for the cosine between them.
+
+    The cosine between two memories is that of their closest windows; a memory
+    without a cached vector is similar to nothing (0).
+    """
+
+    def __init__(self, cache: RecallCache, ids: list[int]) -> None:
+        index = cache.index["memory"]
+        blocks: list[np.ndarray] = []
+        owner: list[int] = []
+        self.spans: list[tuple[int, int]] = []
+        for position, item_id in enumerate(ids):
+            vecs = index.vectors(item_id)
+            start = len(owner)
+            if vecs is not None and len(vecs):
+                blocks.append(vecs)
+                owner.extend([position] * len(vecs))
+            self.spans.append((start, len(owner)))
+        self.n = len(ids)
+        self.rows = np.concatenate(blocks) if blocks else np.zeros((0, 1), dtype=np.float32)
+        owner_arr = np.asarray(owner, dtype=np.int64)
+        self.starts = np.flatnonzero(np.r_[True, owner_arr[1:] != owner_arr[:-1]]) if owner else []
+        self.present = owner_arr[self.starts] if owner else owner_arr
+
+    def similarity_to(self, position: int) -> np.ndarray:
+        """Cosine of memory ``position`` to every memory, by position."""
+        out = np.zeros(self.n, dtype=np.float32)
+        start, end = self.spans[position]
+        if start == end:
+            return out
+        best_row = (self.rows[start:end] @ self.rows.T).max(axis=0)
+        out[self.present] = np.maximum.reduceat(best_row, self.starts)
+        return out
+
+
 def similarity_matrix(cache: RecallCache, ids: list[int]) -> np.ndarray:
     """Cosine between memories (a memory of several windows: its closest pair of windows).
 
     A memory without a cached vector is similar to nothing (0).
     """
-    index = cache.index["memory"]
-    blocks: list[np.ndarray] = []
-    owner: list[int] = []
-    for position, item_id in enumerate(ids):
-        vecs = index.vectors(item_id)
-        if vecs is not None and len(vecs):
-            blocks.append(vecs)
-            owner.extend([position] * len(vecs))
-    n = len(ids)
-    sim = np.zeros((n, n), dtype=np.float32)
-    if not blocks:
-        return sim
-    rows = np.concatenate(blocks)
-    who = np.asarray(owner)
-    pair = rows @ rows.T
-    starts = np.flatnonzero(np.r_[True, who[1:] != who[:-1]])
-    per_item = np.maximum.reduceat(np.maximum.reduceat(pair, starts, axis=0), starts, axis=1)
-    present = who[starts]
-    sim[np.ix_(present, present)] = per_item
-    return sim
+    windows = _Windows(cache, ids)
+    return (
+        np.stack([windows.similarity_to(i) for i in range(len(ids))]) if ids else np.zeros((0, 0))
+    )
 
 
 def diversify(
@@ -367,20 +388,22 @@ def diversify(
     relative to the best one: the softmax-sharpened seeds make PageRank masses
     span orders of magnitude, and on the raw scale any similarity penalty
     would drop every memory after the first few. Scores are kept as ranked.
+    Only the best `MMR_MAX_POOL` take part; a larger ``limit`` gets the rest
+    in score order.
     """
-    if len(ranked) <= 1:
-        return ranked
-    ids = [item_id for item_id, _ in ranked]
-    scores = np.array([score for _, score in ranked])
+    pool = ranked[: max(MMR_CANDIDATES, min(limit, MMR_MAX_POOL))]
+    if len(pool) <= 1:
+        return ranked[:limit]
+    scores = np.array([score for _, score in pool])
     relevance = np.sqrt(scores / scores.max())
-    sim = similarity_matrix(cache, ids)
-    penalty = np.zeros(len(ids))
-    free = np.ones(len(ids), dtype=bool)
+    windows = _Windows(cache, [item_id for item_id, _ in pool])
+    penalty = np.zeros(len(pool))
+    free = np.ones(len(pool), dtype=bool)
     chosen: list[int] = []
-    for _ in range(min(limit, len(ids))):
+    for _ in range(min(limit, len(pool))):
         gain = np.where(free, lam * relevance - (1 - lam) * penalty, -np.inf)
         best = int(np.argmax(gain))
         chosen.append(best)
         free[best] = False
-        penalty = np.maximum(penalty, sim[best])
-    return [ranked[i] for i in chosen]
+        penalty = np.maximum(penalty, windows.similarity_to(best))
+    return [pool[i] for i in chosen] + ranked[len(pool) : limit]
