@@ -159,3 +159,17 @@ def test_chaos_cli_refuses_an_unknown_scenario() -> None:
     )
     assert proc.returncode == 2
     assert "unknown scenario(s) nope" in proc.stderr
+
+
+def test_store_check_finds_stray_vector_chunks(tmp_path: Path) -> None:
+    path = _store(tmp_path)
+    mid = _insert(path, "alpha")
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("INSERT INTO vectors VALUES ('memory', ?, 'm', 'r', 4, zeroblob(16))", (mid,))
+    conn.execute(
+        "INSERT INTO vector_chunks VALUES ('memory', ?, 1, 'm', 'r', 4, zeroblob(16))", (mid,)
+    )
+    assert not check_store(path, {mid: "alpha"}).violations
+    conn.execute("INSERT INTO vector_chunks VALUES ('memory', 777, 1, 'm', 'r', 4, zeroblob(16))")
+    conn.close()
+    assert any("vector chunks" in v for v in check_store(path, {mid: "alpha"}).violations)

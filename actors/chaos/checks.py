@@ -37,7 +37,8 @@ def check_store(
     - ``PRAGMA integrity_check`` is ``ok`` and the FTS index matches its content
       table (FTS5 ``integrity-check`` with rank 1: every row indexed, nothing else);
     - vectors agree with the rows: no vector without its row, each vector's blob
-      has ``dim`` float32 values, and with embeddings on every memory has one.
+      has ``dim`` float32 values, and with embeddings on every memory has one;
+      extra windows (``vector_chunks``) belong to a current vectors row.
     """
     out = StoreCheck(acked=len(acked))
     if not db.exists():
@@ -89,6 +90,19 @@ def check_store(
         ).fetchone()[0]
         if bad_blobs:
             out.violations.append(f"{bad_blobs} vectors whose blob is not dim float32 values")
+        has_chunks = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'vector_chunks'"
+        ).fetchone()
+        if has_chunks:  # schema 4+: extra windows of long items, owned by their vectors row
+            stray = conn.execute(
+                "SELECT count(*) FROM vector_chunks c WHERE NOT EXISTS (SELECT 1 FROM vectors v "
+                "WHERE v.kind = c.kind AND v.item_id = c.item_id AND v.model = c.model "
+                "AND v.revision = c.revision) OR length(c.vec) != 4 * c.dim"
+            ).fetchone()[0]
+            if stray:
+                out.violations.append(
+                    f"{stray} vector chunks without their vectors row (or with a bad blob)"
+                )
         out.vectors = conn.execute("SELECT count(*) FROM vectors WHERE kind = 'memory'").fetchone()[
             0
         ]

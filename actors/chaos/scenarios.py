@@ -32,6 +32,8 @@ from .malformed import run_malformed
 
 # -- helpers ---------------------------------------------------------------------
 
+_LONG_WORDS = "module function parser index memory commit window vector token graph".split()
+
 
 def crash_points(run: Run, point: str, count: int, first: int, last: int) -> str:
     """A MEMTRIO_FAULTS spec raising at ``count`` distinct random hits of ``point``."""
@@ -380,16 +382,17 @@ async def kill9_bursts(run: Run, *, embeddings: bool = False, rounds: int | None
                 server, ledger, content_for(run.name, -round_, run.rng)
             )  # loads the model
         burst = 200 if not embeddings else 60
-        delay = run.rng.uniform(0.05, 0.6 if not embeddings else 1.5)
+        delay = run.rng.uniform(0.05, 0.6) if not embeddings else run.rng.uniform(0.5, 3.0)
 
         async def fire(
             server: ServerProcess = server, round_: int = round_, burst: int = burst
         ) -> None:
             async with trio.open_nursery() as nursery:
                 for i in range(burst):
-                    nursery.start_soon(
-                        remember, server, ledger, content_for(f"{run.name}-{round_}", i, run.rng)
-                    )
+                    content = content_for(f"{run.name}-{round_}", i, run.rng)
+                    if embeddings and i % 20 == 0:  # long: embedded as several windows
+                        content += " " + " ".join(run.rng.choice(_LONG_WORDS) for _ in range(250))
+                    nursery.start_soon(remember, server, ledger, content)
                     await trio.sleep(0.002)
 
         async with trio.open_nursery() as nursery:
