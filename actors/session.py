@@ -103,7 +103,13 @@ class Session:
                                 await self.handle_pending()
                             case Oversized(size=size, limit=limit, id_hint=rid):
                                 state.bad_frames += 1
-                                trace.event(self.state.name, "oversized_line", level="warning", size=size, limit=limit)
+                                trace.event(
+                                    self.state.name,
+                                    "oversized_line",
+                                    level="warning",
+                                    size=size,
+                                    limit=limit,
+                                )
                                 await self.send(
                                     jsonrpc.error_response(
                                         rid,
@@ -134,7 +140,12 @@ class Session:
             while self.state.in_flight:
                 await trio.sleep(0.01)
         if self.state.in_flight:
-            trace.warning(self.state.name, "calls_abandoned", count=len(self.state.in_flight), grace=self.grace)
+            trace.warning(
+                self.state.name,
+                "calls_abandoned",
+                count=len(self.state.in_flight),
+                grace=self.grace,
+            )
 
     def _answer_interrupted(self, why: str) -> None:
         for rid, call in list(self.state.in_flight.items()):
@@ -142,7 +153,11 @@ class Session:
                 call.answered = True
                 try:
                     self.outbox.send_nowait(
-                        Outbound(jsonrpc.error_response(rid, jsonrpc.INTERNAL_ERROR, f"Internal error: {why}"))
+                        Outbound(
+                            jsonrpc.error_response(
+                                rid, jsonrpc.INTERNAL_ERROR, f"Internal error: {why}"
+                            )
+                        )
                     )
                 except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
                     pass
@@ -164,7 +179,9 @@ class Session:
         msg = jsonrpc.decode_line(line)
         if isinstance(msg, jsonrpc.Failure):
             self.state.bad_frames += 1
-            trace.event(self.state.name, "bad_frame", level="info", code=msg.code, message=msg.message[:200])
+            trace.event(
+                self.state.name, "bad_frame", level="info", code=msg.code, message=msg.message[:200]
+            )
             await self.send(jsonrpc.error_response(msg.id, msg.code, msg.message))
             return
         if isinstance(msg, jsonrpc.Response):
@@ -179,7 +196,11 @@ class Session:
             # supervisor restarts a clean incarnation.
             if msg.has_id:
                 await self.send(
-                    jsonrpc.error_response(msg.id, jsonrpc.INTERNAL_ERROR, f"Internal error: {type(exc).__name__}: {exc}")
+                    jsonrpc.error_response(
+                        msg.id,
+                        jsonrpc.INTERNAL_ERROR,
+                        f"Internal error: {type(exc).__name__}: {exc}",
+                    )
                 )
             raise
 
@@ -215,7 +236,11 @@ class Session:
         elif method in ("prompts/list",):
             await self.send(jsonrpc.result_response(msg.id, {"prompts": []}))
         else:
-            await self.send(jsonrpc.error_response(msg.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}"))
+            await self.send(
+                jsonrpc.error_response(
+                    msg.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}"
+                )
+            )
 
     async def notification(self, msg: jsonrpc.Message) -> None:
         if msg.method == "notifications/initialized":
@@ -229,7 +254,9 @@ class Session:
             if call is not None:
                 call.answered = True  # the spec: no response for a cancelled request
                 call.scope.cancel()
-                trace.event(self.state.name, "cancelled", request_id=params.requestId, reason=params.reason)
+                trace.event(
+                    self.state.name, "cancelled", request_id=params.requestId, reason=params.reason
+                )
         # Other notifications are ignored, as the spec asks.
 
     # -- lifecycle ---------------------------------------------------------
@@ -238,7 +265,9 @@ class Session:
         try:
             params = mcp.initialize_params.decode(msg.params or b"{}")
         except msgspec.DecodeError as exc:
-            await self.send(jsonrpc.error_response(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}"))
+            await self.send(
+                jsonrpc.error_response(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
+            )
             return
         version = mcp.negotiate(params.protocolVersion)
         state = self.state
@@ -255,7 +284,9 @@ class Session:
             client=state.client_name,
             client_version=state.client_version,
         )
-        result = mcp.initialize_result(version, self.app.version, self.instructions(), bool(self.app.resources))
+        result = mcp.initialize_result(
+            version, self.app.version, self.instructions(), bool(self.app.resources)
+        )
         await self.send(jsonrpc.result_response(msg.id, result))
 
     def instructions(self) -> str:
@@ -266,25 +297,22 @@ class Session:
         return "\n".join(parts)
 
     async def list_tools(self, msg: jsonrpc.Message) -> None:
-        try:
-            cursor = mcp.cursor_params.decode(msg.params).cursor if msg.params else None
-            page, nxt = mcp.paginate(list(self.app.registry), cursor, mcp.TOOLS_PAGE_SIZE)
-        except (msgspec.DecodeError, ValueError) as exc:
-            await self.send(jsonrpc.error_response(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}"))
-            return
-        result: dict[str, Any] = {"tools": [tool.describe() for tool in page]}
-        if nxt is not None:
-            result["nextCursor"] = nxt
-        await self.send(jsonrpc.result_response(msg.id, result))
+        await self._list_page(msg, "tools", list(self.app.registry))
 
     async def list_resources(self, msg: jsonrpc.Message) -> None:
+        await self._list_page(msg, "resources", list(self.app.resources.values()))
+
+    async def _list_page(self, msg: jsonrpc.Message, key: str, items: list[Any]) -> None:
+        """Answer a paginated ``*/list`` request with one page of ``items``."""
         try:
             cursor = mcp.cursor_params.decode(msg.params).cursor if msg.params else None
-            page, nxt = mcp.paginate(list(self.app.resources.values()), cursor, mcp.TOOLS_PAGE_SIZE)
+            page, nxt = mcp.paginate(items, cursor, mcp.TOOLS_PAGE_SIZE)
         except (msgspec.DecodeError, ValueError) as exc:
-            await self.send(jsonrpc.error_response(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}"))
+            await self.send(
+                jsonrpc.error_response(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
+            )
             return
-        result: dict[str, Any] = {"resources": [r.describe() for r in page]}
+        result: dict[str, Any] = {key: [item.describe() for item in page]}
         if nxt is not None:
             result["nextCursor"] = nxt
         await self.send(jsonrpc.result_response(msg.id, result))
@@ -293,14 +321,18 @@ class Session:
         try:
             params = mcp.read_resource_params.decode(msg.params or b"{}")
         except msgspec.DecodeError as exc:
-            await self.send(jsonrpc.error_response(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}"))
+            await self.send(
+                jsonrpc.error_response(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
+            )
             return
         resource = self.app.resources.get(params.uri)
         if resource is None:
             known = ", ".join(self.app.resources) or "none"
             await self.send(
                 jsonrpc.error_response(
-                    msg.id, jsonrpc.SERVER_NOT_INITIALIZED, f"Resource not found: {params.uri} (known: {known})",
+                    msg.id,
+                    jsonrpc.SERVER_NOT_INITIALIZED,
+                    f"Resource not found: {params.uri} (known: {known})",
                     {"uri": params.uri},
                 )
             )
@@ -308,8 +340,15 @@ class Session:
         try:
             text = await resource.read(self.app)
         except Exception as exc:  # noqa: BLE001 - answered, logged
-            trace.error(self.state.name, "resource_failed", uri=params.uri, error=f"{type(exc).__name__}: {exc}")
-            await self.send(jsonrpc.error_response(msg.id, jsonrpc.INTERNAL_ERROR, f"Internal error: {exc}"))
+            trace.error(
+                self.state.name,
+                "resource_failed",
+                uri=params.uri,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            await self.send(
+                jsonrpc.error_response(msg.id, jsonrpc.INTERNAL_ERROR, f"Internal error: {exc}")
+            )
             return
         result = {"contents": [{"uri": resource.uri, "mimeType": resource.mime_type, "text": text}]}
         await self.send(jsonrpc.result_response(msg.id, result))
@@ -320,14 +359,18 @@ class Session:
         if msg.id in self.state.in_flight:
             await self.send(
                 jsonrpc.error_response(
-                    msg.id, jsonrpc.INVALID_REQUEST, f"Invalid Request: id {msg.id!r} is already in use by a running call"
+                    msg.id,
+                    jsonrpc.INVALID_REQUEST,
+                    f"Invalid Request: id {msg.id!r} is already in use by a running call",
                 )
             )
             return
         try:
             params = mcp.call_params.decode(msg.params or b"{}")
         except msgspec.DecodeError as exc:
-            await self.send(jsonrpc.error_response(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}"))
+            await self.send(
+                jsonrpc.error_response(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
+            )
             return
         tool = self.app.registry.get(params.name)
         if tool is None:
@@ -347,7 +390,10 @@ class Session:
         token = trace.current.set(None)
         try:
             result: dict[str, Any] | None = None
-            with trace.span(self.state.name, "tools/call", tool=tool.name, request_id=rid) as span, call.scope:
+            with (
+                trace.span(self.state.name, "tools/call", tool=tool.name, request_id=rid) as span,
+                call.scope,
+            ):
                 timeout = self.call_timeout if self.call_timeout > 0 else math.inf
                 with trio.move_on_after(timeout) as deadline:
                     result = await self._invoke(tool, params, rid, span)
@@ -366,7 +412,9 @@ class Session:
             if call.answered and self.state.in_flight.get(rid) is call:
                 del self.state.in_flight[rid]
 
-    async def _invoke(self, tool: Any, params: mcp.CallParams, rid: Any, span: dict[str, Any]) -> dict[str, Any]:
+    async def _invoke(
+        self, tool: Any, params: mcp.CallParams, rid: Any, span: dict[str, Any]
+    ) -> dict[str, Any]:
         try:
             raw = bytes(params.arguments)
             args = tool.decoder.decode(raw if raw and raw != b"null" else b"{}")

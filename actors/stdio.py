@@ -182,7 +182,9 @@ async def run_reader(
             try:
                 data = await stream.receive_some(READ_SIZE)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                trace.event(name, "read_failed", level="warning", error=f"{type(exc).__name__}: {exc}")
+                trace.event(
+                    name, "read_failed", level="warning", error=f"{type(exc).__name__}: {exc}"
+                )
                 data = b""
             if not data:
                 state.eof = True
@@ -291,15 +293,43 @@ def transport_children(
         )
 
     async def session(ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        await run_session(ctx, app=app, state=session_state, inbox=inbox, outbox=outbox, task_status=task_status)
+        await run_session(
+            ctx, app=app, state=session_state, inbox=inbox, outbox=outbox, task_status=task_status
+        )
 
     async def reader(ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        await run_reader(ctx, stream=in_stream, inbox=inbox, state=reader_state, limit=limit, name=f"{name}.reader", task_status=task_status)
+        await run_reader(
+            ctx,
+            stream=in_stream,
+            inbox=inbox,
+            state=reader_state,
+            limit=limit,
+            name=f"{name}.reader",
+            task_status=task_status,
+        )
 
     return [
-        ChildSpec(f"{name}.writer", writer, PERMANENT, shutdown=10.0, why="the only writer of the protocol stream; its line in hand survives a restart"),
-        ChildSpec(f"{name}.session", session, PERMANENT, shutdown=grace + 2.0, why="answers the client; its negotiated state survives a restart"),
-        ChildSpec(f"{name}.reader", reader, PERMANENT, shutdown=1.0, why="its partial line survives a restart, so no input is lost"),
+        ChildSpec(
+            f"{name}.writer",
+            writer,
+            PERMANENT,
+            shutdown=10.0,
+            why="the only writer of the protocol stream; its line in hand survives a restart",
+        ),
+        ChildSpec(
+            f"{name}.session",
+            session,
+            PERMANENT,
+            shutdown=grace + 2.0,
+            why="answers the client; its negotiated state survives a restart",
+        ),
+        ChildSpec(
+            f"{name}.reader",
+            reader,
+            PERMANENT,
+            shutdown=1.0,
+            why="its partial line survives a restart, so no input is lost",
+        ),
     ]
 
 
@@ -352,7 +382,13 @@ def serve_stdio(app: AppContext, features: Sequence[Feature]) -> int:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_watch_signals, app)
             async with open_app(app, features, extra_children=[transport]):
-                trace.event("app", "serving", transport="stdio", features=app.features, tools=len(app.registry))
+                trace.event(
+                    "app",
+                    "serving",
+                    transport="stdio",
+                    features=app.features,
+                    tools=len(app.registry),
+                )
                 await app.shutdown_requested.wait()
             nursery.cancel_scope.cancel()
         return app.exit_code

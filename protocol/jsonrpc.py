@@ -103,7 +103,9 @@ def decode_line(line: bytes) -> Message | Response | Failure:
         return Failure(INVALID_REQUEST, 'Invalid Request: "method" must be a string', recoverable)
     params = env.params if len(env.params) else None
     if params is not None and bytes(params).lstrip()[:1] not in (b"{", b"["):
-        return Failure(INVALID_REQUEST, 'Invalid Request: "params" must be an object or array', recoverable)
+        return Failure(
+            INVALID_REQUEST, 'Invalid Request: "params" must be an object or array', recoverable
+        )
     return Message(env.method, rid, env.id is not msgspec.UNSET, params)
 
 
