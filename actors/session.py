@@ -85,6 +85,9 @@ class Session:
     async def send(self, line: bytes) -> None:
         await self.outbox.send(Outbound(line))
 
+    async def send_error(self, rid: Any, code: int, message: str, data: Any = None) -> None:
+        await self.send(jsonrpc.error_response(rid, code, message, data))
+
     # -- the read loop -----------------------------------------------------
 
     async def serve(self, ctx: ChildContext, inbox: Mailbox, task_status: Any) -> None:
@@ -110,13 +113,11 @@ class Session:
                                     size=size,
                                     limit=limit,
                                 )
-                                await self.send(
-                                    jsonrpc.error_response(
-                                        rid,
-                                        jsonrpc.INVALID_REQUEST,
-                                        f"Invalid Request: line of {size} bytes exceeds the request limit of "
-                                        f"{limit} bytes ([server] request_limit); it was skipped",
-                                    )
+                                await self.send_error(
+                                    rid,
+                                    jsonrpc.INVALID_REQUEST,
+                                    f"Invalid Request: line of {size} bytes exceeds the request limit of "
+                                    f"{limit} bytes ([server] request_limit); it was skipped",
                                 )
                             case Closed():
                                 state.closing = True
@@ -182,7 +183,7 @@ class Session:
             trace.event(
                 self.state.name, "bad_frame", level="info", code=msg.code, message=msg.message[:200]
             )
-            await self.send(jsonrpc.error_response(msg.id, msg.code, msg.message))
+            await self.send_error(msg.id, msg.code, msg.message)
             return
         if isinstance(msg, jsonrpc.Response):
             return  # we send no requests; a stray response is ignored
@@ -195,12 +196,10 @@ class Session:
             # The session itself is broken: answer this request, then crash so the
             # supervisor restarts a clean incarnation.
             if msg.has_id:
-                await self.send(
-                    jsonrpc.error_response(
-                        msg.id,
-                        jsonrpc.INTERNAL_ERROR,
-                        f"Internal error: {type(exc).__name__}: {exc}",
-                    )
+                await self.send_error(
+                    msg.id,
+                    jsonrpc.INTERNAL_ERROR,
+                    f"Internal error: {type(exc).__name__}: {exc}",
                 )
             raise
 
@@ -211,12 +210,10 @@ class Session:
             await self.notification(msg)
             return
         if not state.initialized and method not in _PRE_INIT_METHODS:
-            await self.send(
-                jsonrpc.error_response(
-                    msg.id,
-                    jsonrpc.SERVER_NOT_INITIALIZED,
-                    f"Server not initialized: send 'initialize' before {method!r}",
-                )
+            await self.send_error(
+                msg.id,
+                jsonrpc.SERVER_NOT_INITIALIZED,
+                f"Server not initialized: send 'initialize' before {method!r}",
             )
             return
         if method == "ping":
@@ -236,11 +233,7 @@ class Session:
         elif method in ("prompts/list",):
             await self.send(jsonrpc.result_response(msg.id, {"prompts": []}))
         else:
-            await self.send(
-                jsonrpc.error_response(
-                    msg.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}"
-                )
-            )
+            await self.send_error(msg.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}")
 
     async def notification(self, msg: jsonrpc.Message) -> None:
         if msg.method == "notifications/initialized":
@@ -265,9 +258,7 @@ class Session:
         try:
             params = mcp.initialize_params.decode(msg.params or b"{}")
         except msgspec.DecodeError as exc:
-            await self.send(
-                jsonrpc.error_response(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
-            )
+            await self.send_error(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
             return
         version = mcp.negotiate(params.protocolVersion)
         state = self.state
@@ -308,9 +299,7 @@ class Session:
             cursor = mcp.cursor_params.decode(msg.params).cursor if msg.params else None
             page, nxt = mcp.paginate(items, cursor, mcp.TOOLS_PAGE_SIZE)
         except (msgspec.DecodeError, ValueError) as exc:
-            await self.send(
-                jsonrpc.error_response(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
-            )
+            await self.send_error(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
             return
         result: dict[str, Any] = {key: [item.describe() for item in page]}
         if nxt is not None:
@@ -321,20 +310,16 @@ class Session:
         try:
             params = mcp.read_resource_params.decode(msg.params or b"{}")
         except msgspec.DecodeError as exc:
-            await self.send(
-                jsonrpc.error_response(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
-            )
+            await self.send_error(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
             return
         resource = self.app.resources.get(params.uri)
         if resource is None:
             known = ", ".join(self.app.resources) or "none"
-            await self.send(
-                jsonrpc.error_response(
-                    msg.id,
-                    jsonrpc.SERVER_NOT_INITIALIZED,
-                    f"Resource not found: {params.uri} (known: {known})",
-                    {"uri": params.uri},
-                )
+            await self.send_error(
+                msg.id,
+                jsonrpc.SERVER_NOT_INITIALIZED,
+                f"Resource not found: {params.uri} (known: {known})",
+                {"uri": params.uri},
             )
             return
         try:
@@ -346,9 +331,7 @@ class Session:
                 uri=params.uri,
                 error=f"{type(exc).__name__}: {exc}",
             )
-            await self.send(
-                jsonrpc.error_response(msg.id, jsonrpc.INTERNAL_ERROR, f"Internal error: {exc}")
-            )
+            await self.send_error(msg.id, jsonrpc.INTERNAL_ERROR, f"Internal error: {exc}")
             return
         result = {"contents": [{"uri": resource.uri, "mimeType": resource.mime_type, "text": text}]}
         await self.send(jsonrpc.result_response(msg.id, result))
@@ -357,29 +340,23 @@ class Session:
 
     async def start_call(self, msg: jsonrpc.Message) -> None:
         if msg.id in self.state.in_flight:
-            await self.send(
-                jsonrpc.error_response(
-                    msg.id,
-                    jsonrpc.INVALID_REQUEST,
-                    f"Invalid Request: id {msg.id!r} is already in use by a running call",
-                )
+            await self.send_error(
+                msg.id,
+                jsonrpc.INVALID_REQUEST,
+                f"Invalid Request: id {msg.id!r} is already in use by a running call",
             )
             return
         try:
             params = mcp.call_params.decode(msg.params or b"{}")
         except msgspec.DecodeError as exc:
-            await self.send(
-                jsonrpc.error_response(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
-            )
+            await self.send_error(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
             return
         tool = self.app.registry.get(params.name)
         if tool is None:
-            await self.send(
-                jsonrpc.error_response(
-                    msg.id,
-                    jsonrpc.INVALID_PARAMS,
-                    f"Unknown tool: {params.name!r}; tools/list names the {len(self.app.registry)} available tools",
-                )
+            await self.send_error(
+                msg.id,
+                jsonrpc.INVALID_PARAMS,
+                f"Unknown tool: {params.name!r}; tools/list names the {len(self.app.registry)} available tools",
             )
             return
         call = CallState("tools/call", tool.name, trio.CancelScope(), time.monotonic())
