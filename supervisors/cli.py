@@ -30,7 +30,12 @@ from .app import (
 )
 
 # Feature modules that add subcommands; each has register(subparsers).
-COMMAND_MODULES: list[str] = ["memtrio.actors.store.cli", "memtrio.actors.embedder.cli", "memtrio.actors.code.cli", "memtrio.actors.chaos.cli"]
+COMMAND_MODULES: list[str] = [
+    "memtrio.actors.store.cli",
+    "memtrio.actors.embedder.cli",
+    "memtrio.actors.code.cli",
+    "memtrio.actors.chaos.cli",
+]
 
 
 class CliError(Exception):
@@ -43,7 +48,9 @@ class CliError(Exception):
 
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--home", help="data directory (default: $MEMTRIO_HOME or ~/.memtrio)")
-    parser.add_argument("--log-level", choices=["debug", "info", "warning", "error", "off"], help="trace log level")
+    parser.add_argument(
+        "--log-level", choices=["debug", "info", "warning", "error", "off"], help="trace log level"
+    )
 
 
 def resolve_home(args: argparse.Namespace) -> Path:
@@ -51,7 +58,9 @@ def resolve_home(args: argparse.Namespace) -> Path:
     return Path(home).expanduser().resolve() if home else config_mod.default_home()
 
 
-def load_config(args: argparse.Namespace, extra: dict[str, dict[str, Any]] | None = None) -> tuple[config_mod.Config, Path]:
+def load_config(
+    args: argparse.Namespace, extra: dict[str, dict[str, Any]] | None = None
+) -> tuple[config_mod.Config, Path]:
     home = resolve_home(args)
     overrides: dict[str, dict[str, Any]] = {"log": {"level": getattr(args, "log_level", None)}}
     tools = getattr(args, "tools", None)
