@@ -505,6 +505,30 @@ async def sqlite_busy(run: Run) -> None:
     run.verify(home, ledger)
 
 
+async def fill_disk(run: Run, server: Any, ledger: Ledger, attempts: int) -> int:
+    """Big writes until one is refused, then smaller ones until even a short one is.
+
+    Every answer must be an acknowledgement or a clean refusal (anything else is a
+    violation); returns how many writes were refused.
+    """
+    refused = 0
+    for size in (16384, 1024, 0):
+        for i in range(attempts):
+            pad = "x" * size
+            status = await remember(
+                server, ledger, f"{content_for(run.name, 100 + i, run.rng)} {pad}"
+            )
+            if status == "refused":
+                refused += 1
+                if i >= 3:
+                    break
+            elif status != "acked":
+                run.out.violations.append(
+                    f"a write on a full disk was {status}, expected a result or a clean refusal"
+                )
+    return refused
+
+
 async def disk_full(run: Run) -> None:
     """The disk fills up (a file-size limit on the server): writes fail cleanly, reads go on, nothing is half-written."""
     out = run.out
@@ -524,22 +548,7 @@ async def disk_full(run: Run) -> None:
 
     server = await run.server(home, {"MEMTRIO_LOG_LEVEL": "warning"}, preexec=preexec)
     out.faults += 1
-    refused = 0
-    # Big writes until one fails, then smaller ones until even a short one fails.
-    for size in (16384, 1024, 0):
-        for i in range(120):
-            pad = "x" * size
-            status = await remember(
-                server, ledger, f"{content_for(run.name, 100 + i, run.rng)} {pad}"
-            )
-            if status == "refused":
-                refused += 1
-                if i >= 3:
-                    break
-            elif status != "acked":
-                out.violations.append(
-                    f"a write on a full disk was {status}, expected a result or a clean refusal"
-                )
+    refused = await fill_disk(run, server, ledger, attempts=120)
     if not refused:
         out.violations.append("the disk never filled up: the scenario proved nothing")
     reply = await server.call_tool("stats", {}, timeout=30)
@@ -604,20 +613,7 @@ async def sqlite_full(run: Run) -> None:
         return
     server = await run.server(home, log, wrap=wrap)
     out.faults += 1
-    refused = 0
-    for size in (16384, 1024, 0):
-        for i in range(200):
-            status = await remember(
-                server, ledger, f"{content_for(run.name, 100 + i, run.rng)} {'x' * size}"
-            )
-            if status == "refused":
-                refused += 1
-                if i >= 3:
-                    break
-            elif status != "acked":
-                out.violations.append(
-                    f"a write on a full disk was {status}, expected a result or a clean refusal"
-                )
+    refused = await fill_disk(run, server, ledger, attempts=200)
     if not refused:
         out.violations.append("the tmpfs never filled up: the scenario proved nothing")
     for tool, args in (("stats", {}), ("recall", {"query": "alpha", "limit": 3})):
