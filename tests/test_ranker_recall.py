@@ -489,3 +489,22 @@ def test_mmr_lambda_is_a_validated_retrieval_key(home: Path) -> None:
         config_mod.ConfigError, match="retrieval.mmr_lambda must be between 0 and 1"
     ):
         config_mod.load(home, env={"MEMTRIO_RETRIEVAL_MMR_LAMBDA": "1.5"})
+
+
+def test_lexical_seeds_match_stems_and_prefer_phrases() -> None:
+    """The ranker's FTS5 seeds: stems (not prefixes) and the proximity of neighbouring words."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    schema.migrate(conn)
+    ids = {}
+    for key, text in {
+        "scattered": "model trains and a first aid kit",
+        "phrase": "finished two model kits of tanks this week at last",
+        "kitchen": "the kitchen model of the new flat",
+        "charity": "I walked for two charities on consecutive days",
+    }.items():
+        ids[key] = ops.insert_memory(conn, ops.NewMemory(text, scopes=["global"]))[0]["id"]
+    found = [rowid for rowid, _ in rank_mod.fts_candidates(conn, "How many model kits did I buy?")]
+    assert found[:2] == [ids["phrase"], ids["scattered"]]
+    assert found.index(ids["kitchen"]) > 1  # matched by "model" only, never by "kits"
+    charity = rank_mod.fts_candidates(conn, "charity events")
+    assert [rowid for rowid, _ in charity] == [ids["charity"]]

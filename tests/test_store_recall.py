@@ -126,10 +126,13 @@ def test_very_common_words_are_pruned_when_a_selective_word_exists(
     # Only common words and more postings than the budget: the newest window is ranked.
     monkeypatch.setattr(ops, "MAX_POSTINGS", 20)
     match, low = db.run_read(r, lambda c: ops.lexical_plan(c, "common filler"))
-    assert match == '"common" OR "filler"' and low > 0
+    assert match == '"common" OR "filler" OR NEAR("common" "filler", 4)' and low > 0
     assert all(i >= low for i in search(r, "common filler", limit=50))
     # A connection without the vocab table ranks everything (no pruning).
-    assert ops.lexical_plan(w, "zanzibar common") == ('"zanzibar" OR "common"', 0)
+    assert ops.lexical_plan(w, "zanzibar common") == (
+        '"zanzibar" OR "common" OR NEAR("zanzibar" "common", 4)',
+        0,
+    )
 
 
 def test_write_selection_refuses_foreign_memories(
@@ -167,3 +170,62 @@ def test_a_weak_repository_match_still_comes_before_many_strong_global_ones(
     result = search(r, "flaky", limit=3)
     assert result[0] == weak and set(result[1:]) <= set(strong)
     assert search(r, "flaky", memory_type="OBSERVATION", limit=1) == [weak]
+
+
+def test_words_match_by_stem(conns: tuple[sqlite3.Connection, sqlite3.Connection]) -> None:
+    w, r = conns
+    charity = add(w, "I volunteered at two charities last month", [REPO], 1)
+    camp = add(w, "We camped by the lake near Moab", [REPO], 2)
+    kitchen = add(w, "The kitchen tap drips again", [REPO], 3)
+    assert search(r, "charity volunteering") == [charity]
+    assert search(r, "camping trips") == [camp]
+    # Stems, not prefixes: "kits" does not find "kitchen".
+    assert kitchen not in search(r, "model kits")
+
+
+def test_query_words_close_together_rank_first(
+    conns: tuple[sqlite3.Connection, sqlite3.Connection],
+) -> None:
+    """Proximity: "model kits" prefers the memory where the two words are a phrase."""
+    w, r = conns
+    # The scattered one is shorter, so plain BM25 (no proximity) would rank it first.
+    scattered = add(w, "model trains and a first aid kit", [REPO], 1)
+    phrase = add(w, "finished two model kits of tanks this week at last", [REPO], 2)
+    plain = db.run_read(
+        r,
+        lambda c: [
+            row[0]
+            for row in c.execute(
+                "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rank",
+                ('"model" OR "kits"',),
+            )
+        ],
+    )
+    assert plain == [scattered, phrase]
+    assert search(r, "model kits") == [phrase, scattered]
+    assert ops.lexical_plan(w, "the model kits")[0] == (
+        '"model" OR "kits" OR NEAR("model" "kits", 4)'
+    )
+
+
+def test_schema_5_rebuilds_the_index_with_stems(tmp_path: Path) -> None:
+    """A version-4 store (unstemmed index) is migrated: old memories match by stem."""
+    from memtrio.actors.store import schema
+
+    path = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for version, script in enumerate(schema.MIGRATIONS[:4]):
+        for statement in schema._statements(script):
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {version + 1}")
+    conn.execute(
+        "INSERT INTO memories (content, memory_type, importance, created_at, updated_at)"
+        " VALUES ('two charities and a camping trip', 'fact', 0.5, 1, 1)"
+    )
+    match = "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?"
+    assert conn.execute(match, ('"charity"',)).fetchall() == []
+    assert schema.migrate(conn) == schema.LATEST
+    assert conn.execute(match, ('"charity"',)).fetchall() == [(1,)]
+    assert conn.execute(match, ('"camp"',)).fetchall() == [(1,)]
+    conn.execute("INSERT INTO memories_fts (memories_fts, rank) VALUES ('integrity-check', 1)")
+    conn.close()

@@ -25,7 +25,6 @@ distribution itself, so that case skips igraph.
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 from dataclasses import dataclass
 
@@ -38,7 +37,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import igraph  # noqa: E402 - after the OpenMP settings above
 import numpy as np  # noqa: E402
 
-from ..store.db import VOCAB_TABLE  # noqa: E402
+from ..store import ops  # noqa: E402
 from .graph import KIND_CODE, RecallCache, node, node_id, node_kind
 
 MAX_HOPS = 2  # seed -> entity -> memory (or memory -> entity -> memory)
@@ -62,7 +61,6 @@ STOPWORDS = frozenset(
     under until up very was we were what when where which while who whom why will with would you your yours
     yourself yourselves i'm i've i'd it's don't what's""".split()
 )
-_FTS_TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
 @dataclass(frozen=True)
@@ -78,34 +76,14 @@ class Params:
     mmr_lambda: float = 0.9  # maximal marginal relevance trade-off; 1.0 = no diversification
 
 
-def light_stem(word: str) -> str:
-    """Strip one common English suffix (``-ing``, ``-ed``, ``-es``, ``-s``, ``-ly``), keeping 4+ letters.
-
-    The store's FTS5 index does not stem, so the stem is matched as a prefix:
-    "expire" then also finds "expired" and "expires".
-    """
-    for suffix in ("ing", "ed", "es", "s", "ly"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
-            return word[: -len(suffix)]
-    return word
+def fts_words(text: str) -> list[str]:
+    """The query's non-stopword words in order (`ops.query_words` with the ranker's stop words)."""
+    return ops.query_words(text, STOPWORDS)
 
 
 def fts_terms(text: str) -> list[str]:
-    """The query's distinct non-stopword words, lightly stemmed (matched as prefixes)."""
-    terms: list[str] = []
-    for token in _FTS_TOKEN.findall(text.casefold()):
-        if token in STOPWORDS:
-            continue
-        stem = light_stem(token)
-        if stem not in terms:
-            terms.append(stem)
-    return terms[:MAX_FTS_TERMS]
-
-
-def fts_query(text: str) -> str | None:
-    """An FTS5 MATCH expression: the query's terms (see `fts_terms`) as OR-ed quoted prefixes."""
-    terms = fts_terms(text)
-    return " OR ".join(f'"{t}"*' for t in terms) if terms else None
+    """The query's distinct non-stopword words, one per stem (the index stems, see `stem`)."""
+    return ops.query_terms(text, STOPWORDS)[:MAX_FTS_TERMS]
 
 
 def _fts_plan(conn: sqlite3.Connection, terms: list[str]) -> tuple[list[str], int]:
@@ -121,16 +99,12 @@ def _fts_plan(conn: sqlite3.Connection, terms: list[str]) -> tuple[list[str], in
     """
     try:
         total = conn.execute("SELECT max(rowid) FROM memories").fetchone()[0] or 0
-        if total < PRUNE_FROM:
-            return terms, 0
-        freqs = {
-            t: conn.execute(
-                f"SELECT coalesce(sum(doc), 0) FROM {VOCAB_TABLE} WHERE term >= ? AND term < ?",
-                (t, t + "\U0010ffff"),
-            ).fetchone()[0]
-            for t in terms
-        }
     except sqlite3.OperationalError:
+        return terms, 0
+    if total < PRUNE_FROM:
+        return terms, 0
+    freqs = ops.doc_freqs(conn, terms)
+    if freqs is None:
         return terms, 0
     common = COMMON_FRACTION * total
     selective = [t for t in terms if freqs[t] <= common]
@@ -144,13 +118,15 @@ def _fts_plan(conn: sqlite3.Connection, terms: list[str]) -> tuple[list[str], in
 def fts_candidates(conn: sqlite3.Connection, query: str) -> list[tuple[int, float]]:
     """The best `FTS_CANDIDATES` memories by BM25, unfiltered: (rowid, score, larger is better).
 
-    Independent of the query vector, so the ranker runs it while the query is embedded.
+    The query's words match by stem, and neighbouring words again when they
+    are close together in the memory (`ops.match_expression`). Independent
+    of the query vector, so the ranker runs it while the query is embedded.
     """
     terms = fts_terms(query)
     if not terms:
         return []
     terms, low = _fts_plan(conn, terms)
-    expr = " OR ".join(f'"{t}"*' for t in terms)
+    expr = ops.match_expression(terms, fts_words(query))
     try:
         rows = conn.execute(
             "SELECT rowid, -bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? AND rowid >= ? ORDER BY rank LIMIT ?",

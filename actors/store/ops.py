@@ -24,6 +24,7 @@ from typing import Any
 from ...protocol.tools import ToolError
 from .db import VOCAB_TABLE
 from .scopes import GLOBAL, ScopePolicy
+from .stem import stem
 from .writer import Change
 
 # -- names and documents ---------------------------------------------------------
@@ -580,42 +581,68 @@ MAX_POSTINGS = 20000
 CANDIDATE_FACTOR = 5
 MIN_CANDIDATES = 50
 SQL_CHUNK = 500
+# Two query words next to each other also match as NEAR(a b, PROXIMITY): at most
+# this many words between them, a short phrase (see `match_expression`).
+PROXIMITY = 4
 
 
-def query_terms(query: str) -> list[str]:
-    """The distinct words of a free-text query, casefolded, diacritics removed, stop words dropped.
+def query_words(query: str, stop_words: frozenset[str] = STOP_WORDS) -> list[str]:
+    """The words of a free-text query in order, lower-cased, diacritics removed, stop words dropped.
 
-    Stop words are dropped only when another word remains.
+    Stop words are dropped only when another word remains. Repeats are kept
+    (see `query_terms` for the distinct words); at most `MAX_QUERY_TOKENS`
+    distinct words.
     """
-    tokens: list[str] = []
-    seen: set[str] = set()
-    for tok in _TOKEN.findall(query):
-        low = "".join(
-            c for c in unicodedata.normalize("NFKD", tok.casefold()) if not unicodedata.combining(c)
-        )
-        if low and low not in seen:
-            seen.add(low)
-            tokens.append(low)
-    content = [t for t in tokens if t not in STOP_WORDS] or tokens
-    return content[:MAX_QUERY_TOKENS]
+    tokens = [
+        # lower(), not casefold(): FTS5's unicode61 keeps "ß" (the vocabulary must match)
+        "".join(c for c in unicodedata.normalize("NFKD", tok.lower()) if not unicodedata.combining(c))
+        for tok in _TOKEN.findall(query)
+    ]
+    tokens = [t for t in tokens if t]
+    words = [t for t in tokens if t not in stop_words] or tokens
+    allowed = set(list(dict.fromkeys(words))[:MAX_QUERY_TOKENS])
+    return [w for w in words if w in allowed]
 
 
-def fts_query(query: str) -> str | None:
-    """An FTS5 MATCH expression for free text: every word quoted, OR-ed; None if no words.
+def query_terms(query: str, stop_words: frozenset[str] = STOP_WORDS) -> list[str]:
+    """The distinct words of `query_words`, one per stem, first occurrence first."""
+    out: dict[str, str] = {}
+    for word in query_words(query, stop_words):
+        out.setdefault(stem(word), word)
+    return list(out.values())
 
-    Quoting makes FTS5 syntax (quotes, ``*``, ``-``, ``:``, parentheses,
-    ``AND``/``OR``/``NOT``/``NEAR``) plain text.
+
+def match_expression(terms: Sequence[str], words: Sequence[str]) -> str:
+    """An FTS5 MATCH expression: each term quoted, OR-ed, plus the proximity pairs.
+
+    For every two words next to each other in ``words`` (the query's content
+    words in order) that are both among ``terms``, ``NEAR("a" "b",
+    PROXIMITY)`` is OR-ed in too: a memory where they occur close together
+    scores both again, as in the sequential dependence model of IR (Metzler
+    and Croft, 2005), so "model kits" ranks a memory about a model kit above
+    one about a model train and a kitchen. Quoting makes FTS5 syntax (quotes,
+    ``*``, ``-``, ``:``, parentheses, ``AND``/``OR``/``NOT``/``NEAR``) plain
+    text.
     """
-    terms = query_terms(query)
-    return " OR ".join(f'"{t}"' for t in terms) if terms else None
+    kept = {stem(t) for t in terms}
+    parts = [f'"{t}"' for t in terms]
+    pairs: list[tuple[str, str]] = []
+    for a, b in zip(words, words[1:], strict=False):
+        sa, sb = stem(a), stem(b)
+        if sa != sb and sa in kept and sb in kept and (sa, sb) not in pairs:
+            pairs.append((sa, sb))
+            parts.append(f'NEAR("{a}" "{b}", {PROXIMITY})')
+    return " OR ".join(parts)
 
 
-def _doc_freqs(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int] | None:
-    """Documents containing each term (0 if none), or None if this connection has no vocab table."""
+def doc_freqs(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int] | None:
+    """Memories containing each term (by its stem; 0 if none), or None if this connection has no vocab table."""
     try:
         out = {}
         for term in terms:
-            row = conn.execute(f"SELECT doc FROM {VOCAB_TABLE} WHERE term = ?", (term,)).fetchone()
+            row = conn.execute(
+                f"SELECT doc FROM {VOCAB_TABLE} WHERE term = ?", (stem(term),)
+            ).fetchone()
             out[term] = row[0] if row else 0
         return out
     except sqlite3.OperationalError:
@@ -624,10 +651,11 @@ def _doc_freqs(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]
 
 def lexical_plan(conn: sqlite3.Connection, query: str) -> tuple[str, int] | None:
     """(MATCH expression, lowest rowid to rank) for ``query``, or None when it has no words."""
+    words = query_words(query)
     terms = query_terms(query)
     if not terms:
         return None
-    freqs = _doc_freqs(conn, terms)
+    freqs = doc_freqs(conn, terms)
     low = 0
     if freqs is not None:
         total = conn.execute("SELECT max(rowid) FROM memories").fetchone()[0] or 0
@@ -641,7 +669,7 @@ def lexical_plan(conn: sqlite3.Connection, query: str) -> tuple[str, int] | None
         known = [freqs[t] for t in terms if freqs[t] > 0]
         if not selective and known and postings > MAX_POSTINGS:
             low = total - int(total * MAX_POSTINGS / postings)
-    return " OR ".join(f'"{t}"' for t in terms), low
+    return match_expression(terms, words), low
 
 
 def _visibility_sql(ids: Sequence[int], column: str = "m.id") -> str:

@@ -8,7 +8,8 @@ the knowledge-graph tools):
 
 - memories: the narrative records; ``memory_type`` compares case-insensitively;
   times are Unix seconds (REAL). ``memories_fts`` is an external-content FTS5
-  index over ``content`` kept in sync by triggers.
+  index over ``content`` kept in sync by triggers; since version 5 it stems
+  words (``porter`` tokenizer; `stem` gives the same stems in Python).
 - scopes: ``global`` or ``repo:/absolute/path``; a memory, an entity and a
   relation link to the scopes it belongs to (``*_scopes``).
 - entities: one row per canonical name (``canonical_name`` = name casefolded and
@@ -248,7 +249,30 @@ DELETE FROM vectors WHERE kind = 'memory'
     AND item_id IN (SELECT id FROM memories WHERE length(content) > 254);
 """
 
-MIGRATIONS: list[str] = [SCHEMA_VERSION_1, SCHEMA_VERSION_2, SCHEMA_VERSION_3, SCHEMA_VERSION_4]
+# Version 5 (stemmed full-text index): ``memories_fts`` is rebuilt with the
+# ``porter`` tokenizer over unicode61, so "charities" matches "charity" and
+# "camping" matches "camp" in both directions (it used to match exact words,
+# and the ranker emulated stemming with prefix queries, which also matched
+# "kitchen" for "kits"). The triggers of version 1 keep it current; only the
+# index is rebuilt from the memories (external content).
+SCHEMA_VERSION_5 = """
+DROP TABLE memories_fts;
+CREATE VIRTUAL TABLE memories_fts USING fts5 (
+    content,
+    content = 'memories',
+    content_rowid = 'id',
+    tokenize = 'porter unicode61 remove_diacritics 2'
+);
+INSERT INTO memories_fts (memories_fts) VALUES ('rebuild');
+"""
+
+MIGRATIONS: list[str] = [
+    SCHEMA_VERSION_1,
+    SCHEMA_VERSION_2,
+    SCHEMA_VERSION_3,
+    SCHEMA_VERSION_4,
+    SCHEMA_VERSION_5,
+]
 LATEST = len(MIGRATIONS)
 
 
