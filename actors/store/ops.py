@@ -595,7 +595,9 @@ def query_words(query: str, stop_words: frozenset[str] = STOP_WORDS) -> list[str
     """
     tokens = [
         # lower(), not casefold(): FTS5's unicode61 keeps "ß" (the vocabulary must match)
-        "".join(c for c in unicodedata.normalize("NFKD", tok.lower()) if not unicodedata.combining(c))
+        "".join(
+            c for c in unicodedata.normalize("NFKD", tok.lower()) if not unicodedata.combining(c)
+        )
         for tok in _TOKEN.findall(query)
     ]
     tokens = [t for t in tokens if t]
