@@ -43,7 +43,6 @@ from .graph import KIND_CODE, RecallCache, node, node_id, node_kind
 MAX_HOPS = 2  # seed -> entity -> memory (or memory -> entity -> memory)
 MAX_NEIGHBOURHOOD = 1_500  # nodes; PPR plus building the subgraph takes ~5 ms
 FTS_CANDIDATES = 200  # BM25 rows fetched before the scope / type filter
-MAX_FTS_TERMS = 32
 COMMON_FRACTION = 0.2  # terms in more than this share of memories are dropped from the FTS5 query
 MAX_POSTINGS = 5_000  # postings FTS5 may score per query, about 7 ms (see _fts_plan)
 PRUNE_FROM = 5_000  # memories; below that every FTS5 query is cheap and nothing is dropped
@@ -74,16 +73,6 @@ class Params:
     use_lexical: bool = True  # FTS5 matches as extra seeds
     lexical_share: float = 0.65  # of the memory seed mass given to FTS5 matches (rest: cosine)
     mmr_lambda: float = 0.9  # maximal marginal relevance trade-off; 1.0 = no diversification
-
-
-def fts_words(text: str) -> list[str]:
-    """The query's non-stopword words in order (`ops.query_words` with the ranker's stop words)."""
-    return ops.query_words(text, STOPWORDS)
-
-
-def fts_terms(text: str) -> list[str]:
-    """The query's distinct non-stopword words, one per stem (the index stems, see `stem`)."""
-    return ops.query_terms(text, STOPWORDS)[:MAX_FTS_TERMS]
 
 
 def _fts_plan(conn: sqlite3.Connection, terms: list[str]) -> tuple[list[str], int]:
@@ -122,11 +111,13 @@ def fts_candidates(conn: sqlite3.Connection, query: str) -> list[tuple[int, floa
     are close together in the memory (`ops.match_expression`). Independent
     of the query vector, so the ranker runs it while the query is embedded.
     """
-    terms = fts_terms(query)
+    # The query's non-stopword words in order, and one of them per stem (the index stems).
+    words = ops.query_words(query, STOPWORDS)
+    terms = ops.terms_of(words)
     if not terms:
         return []
     terms, low = _fts_plan(conn, terms)
-    expr = ops.match_expression(terms, fts_words(query))
+    expr = ops.match_expression(terms, words)
     try:
         rows = conn.execute(
             "SELECT rowid, -bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? AND rowid >= ? ORDER BY rank LIMIT ?",

@@ -606,12 +606,17 @@ def query_words(query: str, stop_words: frozenset[str] = STOP_WORDS) -> list[str
     return [w for w in words if w in allowed]
 
 
-def query_terms(query: str, stop_words: frozenset[str] = STOP_WORDS) -> list[str]:
-    """The distinct words of `query_words`, one per stem, first occurrence first."""
+def terms_of(words: Sequence[str]) -> list[str]:
+    """The distinct words of ``words`` (see `query_words`), one per stem, first occurrence first."""
     out: dict[str, str] = {}
-    for word in query_words(query, stop_words):
+    for word in words:
         out.setdefault(stem(word), word)
     return list(out.values())
+
+
+def query_terms(query: str, stop_words: frozenset[str] = STOP_WORDS) -> list[str]:
+    """The distinct words of `query_words`, one per stem, first occurrence first."""
+    return terms_of(query_words(query, stop_words))
 
 
 def match_expression(terms: Sequence[str], words: Sequence[str]) -> str:
@@ -654,7 +659,7 @@ def doc_freqs(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int] 
 def lexical_plan(conn: sqlite3.Connection, query: str) -> tuple[str, int] | None:
     """(MATCH expression, lowest rowid to rank) for ``query``, or None when it has no words."""
     words = query_words(query)
-    terms = query_terms(query)
+    terms = terms_of(words)
     if not terms:
         return None
     freqs = doc_freqs(conn, terms)

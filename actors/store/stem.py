@@ -16,6 +16,9 @@ word for word against SQLite on a large vocabulary.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from functools import lru_cache
+
 MIN_BYTES = 3
 MAX_BYTES = 64
 _VOWELS = frozenset(b"aeiou")
@@ -65,38 +68,42 @@ def _cvc(stem: bytes) -> bool:
 
 # (suffix, replacement) tables of steps 2 to 4; at most one rule applies per step:
 # the one with the longest matching suffix (then its condition decides).
-_STEP2 = [
-    (b"ational", b"ate"),
-    (b"tional", b"tion"),
-    (b"enci", b"ence"),
-    (b"anci", b"ance"),
-    (b"izer", b"ize"),
-    (b"bli", b"ble"),
-    (b"alli", b"al"),
-    (b"entli", b"ent"),
-    (b"eli", b"e"),
-    (b"ousli", b"ous"),
-    (b"ization", b"ize"),
-    (b"ation", b"ate"),
-    (b"ator", b"ate"),
-    (b"alism", b"al"),
-    (b"iveness", b"ive"),
-    (b"fulness", b"ful"),
-    (b"ousness", b"ous"),
-    (b"aliti", b"al"),
-    (b"iviti", b"ive"),
-    (b"biliti", b"ble"),
-    (b"logi", b"log"),
-]
-_STEP3 = [
-    (b"icate", b"ic"),
-    (b"ative", b""),
-    (b"alize", b"al"),
-    (b"iciti", b"ic"),
-    (b"ical", b"ic"),
-    (b"ful", b""),
-    (b"ness", b""),
-]
+_STEP2 = dict(
+    [
+        (b"ational", b"ate"),
+        (b"tional", b"tion"),
+        (b"enci", b"ence"),
+        (b"anci", b"ance"),
+        (b"izer", b"ize"),
+        (b"bli", b"ble"),
+        (b"alli", b"al"),
+        (b"entli", b"ent"),
+        (b"eli", b"e"),
+        (b"ousli", b"ous"),
+        (b"ization", b"ize"),
+        (b"ation", b"ate"),
+        (b"ator", b"ate"),
+        (b"alism", b"al"),
+        (b"iveness", b"ive"),
+        (b"fulness", b"ful"),
+        (b"ousness", b"ous"),
+        (b"aliti", b"al"),
+        (b"iviti", b"ive"),
+        (b"biliti", b"ble"),
+        (b"logi", b"log"),
+    ]
+)
+_STEP3 = dict(
+    [
+        (b"icate", b"ic"),
+        (b"ative", b""),
+        (b"alize", b"al"),
+        (b"iciti", b"ic"),
+        (b"ical", b"ic"),
+        (b"ful", b""),
+        (b"ness", b""),
+    ]
+)
 _STEP4 = [
     b"al",
     b"ance",
@@ -120,7 +127,7 @@ _STEP4 = [
 ]
 
 
-def _longest(word: bytes, suffixes: list[bytes]) -> bytes | None:
+def _longest(word: bytes, suffixes: Iterable[bytes]) -> bytes | None:
     best = None
     for suffix in suffixes:
         if len(word) > len(suffix) and word.endswith(suffix):
@@ -129,11 +136,10 @@ def _longest(word: bytes, suffixes: list[bytes]) -> bytes | None:
     return best
 
 
-def _replace(word: bytes, table: list[tuple[bytes, bytes]], min_m: int) -> bytes:
-    mapping = dict(table)
-    suffix = _longest(word, list(mapping))
+def _replace(word: bytes, table: dict[bytes, bytes], min_m: int) -> bytes:
+    suffix = _longest(word, table)
     if suffix is not None and _measure(word[: -len(suffix)]) >= min_m:
-        return word[: -len(suffix)] + mapping[suffix]
+        return word[: -len(suffix)] + table[suffix]
     return word
 
 
@@ -164,6 +170,7 @@ def _step1ab(w: bytes) -> bytes:
     return w
 
 
+@lru_cache(maxsize=4096)  # a query stems each word several times (terms, pairs, vocabulary)
 def stem(token: str) -> str:
     """The stem FTS5's porter tokenizer stores for ``token`` (already lower case)."""
     word = token.encode("utf-8")
