@@ -27,10 +27,11 @@ import msgspec
 import trio
 
 from ..protocol import jsonrpc, mcp
+from ..protocol.errors import DomainError
 from ..protocol.messages import Closed, Inbound, Outbound, Oversized
-from ..protocol.tools import ToolError, format_validation_error
+from ..protocol.tools import format_validation_error
 from ..supervisors import faults, trace
-from ..supervisors.app import AppContext
+from ..supervisors.context import AppContext, CallContext
 from ..supervisors.supervisor import ChildContext, Mailbox
 
 # Methods a client may send before `initialize` completes.
@@ -55,6 +56,8 @@ class SessionState:
     protocol_version: str | None = None
     client_name: str = "unknown"
     client_version: str = ""
+    # Whether results may carry structuredContent (the negotiated revision has it).
+    structured_ok: bool = True
     in_flight: dict[Any, CallState] = field(default_factory=dict)
     closing: bool = False
     requests: int = 0
@@ -64,15 +67,6 @@ class SessionState:
     pending: deque[bytes] = field(default_factory=deque)
 
 
-@dataclass
-class CallContext:
-    """What a tool handler receives as ``ctx``."""
-
-    app: AppContext
-    session: SessionState | None
-    request_id: Any = None
-
-
 class Session:
     def __init__(self, app: AppContext, state: SessionState, outbox: Mailbox) -> None:
         self.app = app
@@ -80,7 +74,6 @@ class Session:
         self.outbox = outbox
         self.grace = app.config.server.shutdown_grace
         self.call_timeout = app.config.server.call_timeout
-        self.structured_ok = True
 
     async def send(self, line: bytes) -> None:
         await self.outbox.send(Outbound(line))
@@ -266,7 +259,7 @@ class Session:
         state.protocol_version = version
         state.client_name = params.clientInfo.name
         state.client_version = params.clientInfo.version
-        self.structured_ok = version >= mcp.STRUCTURED_CONTENT_SINCE
+        self.state.structured_ok = version >= mcp.STRUCTURED_CONTENT_SINCE
         trace.event(
             state.name,
             "initialize",
@@ -405,8 +398,8 @@ class Session:
             if faults.ACTIVE:
                 await faults.hit("tool.call")
             value = await tool.handler(CallContext(self.app, self.state, rid), args)
-        except ToolError as exc:
-            span["outcome"] = "tool_error"
+        except DomainError as exc:
+            span["outcome"] = exc.kind
             return mcp.tool_error(str(exc))
         except Exception as exc:  # noqa: BLE001 - a tool failure is a result, not a crash
             span["outcome"] = "error"
@@ -418,7 +411,7 @@ class Session:
                 exc="".join(traceback.format_exception(exc))[-4000:],
             )
             return mcp.tool_error(f"{tool.name} failed: {type(exc).__name__}: {exc}")
-        return mcp.tool_result(value, structured_ok=self.structured_ok)
+        return mcp.tool_result(value, structured_ok=self.state.structured_ok)
 
 
 async def run_session(

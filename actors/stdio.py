@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import sys
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,13 +28,12 @@ import trio
 
 from ..protocol.messages import Closed, Inbound, Oversized
 from ..supervisors import faults, trace
-from ..supervisors.app import AppContext, Feature, open_app
+from ..supervisors.context import AppContext
 from ..supervisors.supervisor import (
     ONE_FOR_ONE,
     PERMANENT,
     ChildContext,
     ChildSpec,
-    Escalation,
     Mailbox,
     Supervisor,
     supervisor_child,
@@ -352,7 +349,7 @@ def transport_supervisor(
     )
 
 
-def _protect_stdout() -> tuple[int, int]:
+def protect_stdout() -> tuple[int, int]:
     """Duplicate stdin/stdout for the protocol; point fds 0/1 at /dev/null and stderr."""
     proto_in = os.dup(0)
     proto_out = os.dup(1)
@@ -364,55 +361,18 @@ def _protect_stdout() -> tuple[int, int]:
     return proto_in, proto_out
 
 
-def serve_stdio(app: AppContext, features: Sequence[Feature]) -> int:
-    """Serve MCP on stdin/stdout until EOF or a signal; the process exit code."""
-    proto_in, proto_out = _protect_stdout()
+def stdio_transport(app: AppContext, proto_in: int, proto_out: int) -> ChildSpec:
+    """The root's child serving one MCP session on the file descriptors ``proto_in``/``proto_out``
+    (see `protect_stdout`).
 
-    async def main() -> int:
-        in_stream = trio.lowlevel.FdStream(proto_in)
-        out_stream = trio.lowlevel.FdStream(proto_out)
-        # The specs (with their mailboxes and states) are built once, so a restart of
-        # the transport (rest_for_one after a store crash) keeps the session and its input.
-        specs = transport_children(app, in_stream, out_stream)
-        transport = supervisor_child(
-            lambda: transport_supervisor(app, in_stream, out_stream, children=specs),
-            "transport",
-            why="the stdio client connection",
-        )
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_watch_signals, app)
-            async with open_app(app, features, extra_children=[transport]):
-                trace.event(
-                    "app",
-                    "serving",
-                    transport="stdio",
-                    features=app.features,
-                    tools=len(app.registry),
-                )
-                await app.shutdown_requested.wait()
-            nursery.cancel_scope.cancel()
-        return app.exit_code
-
-    try:
-        code = trio.run(main)
-    except* Escalation as group:
-        for exc in _leaves(group):
-            trace.error("app", "gave_up", error=str(exc))
-            print(f"memtrio: {exc}", file=sys.stderr)
-        code = 1
-    trace.event("app", "exit", code=code)
-    trace.LOG.close()
-    return code
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
-    return [exc]
-
-
-async def _watch_signals(app: AppContext) -> None:
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for signum in signals:
-            trace.event("app", "signal", signal=signal.Signals(signum).name)
-            app.request_shutdown(0)
+    The specs (with their mailboxes and states) are built once, so a restart of the
+    transport (rest_for_one after a store crash) keeps the session and its input.
+    """
+    in_stream = trio.lowlevel.FdStream(proto_in)
+    out_stream = trio.lowlevel.FdStream(proto_out)
+    specs = transport_children(app, in_stream, out_stream)
+    return supervisor_child(
+        lambda: transport_supervisor(app, in_stream, out_stream, children=specs),
+        "transport",
+        why="the stdio client connection",
+    )

@@ -1,126 +1,35 @@
-"""The application: its context, its features and its supervision tree.
+"""The composition root: builds the application from the features and runs its tree.
 
-A *feature* (memory store, embedder, code index, ...) plugs into the server by
-providing, before the tree starts:
-
-- ``setup(app)``: register tools, resources and ``initialize`` instructions on
-  the `AppContext`; raise `FeatureUnavailable` to be skipped with a warning
-  (the server then starts without it);
-- ``children(app)``: the `ChildSpec`s of its actors, placed in the root
-  supervisor in feature order, before the transports.
+Only this module and the CLI entry (``supervisors.cli``) import ``actors``:
+`default_features` lists them, `open_app` sets each up on the `AppContext`
+(see ``supervisors.context``) and runs the `Component`s they return under the
+root supervisor.
 
 The root supervisor is ``rest_for_one``: a feature's actors are started before
 those that depend on them (features listed later, then the transports), and a
 restart of an early child restarts everything after it.
-
-Running actors publish the handles tools use on ``app.services`` (for example
-``app.services["store"]``) from their start function, so a restarted actor
-replaces its handle.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
 
 import trio
 
-from ..protocol.tools import Registry, Tool
+from ..actors.features import ALL_FEATURES
 from . import faults, trace
 from .config import Config, log_path
-from .supervisor import REST_FOR_ONE, ChildSpec, Supervisor
-
-VERSION = "0.1.0"
-
-
-class FeatureUnavailable(Exception):
-    """A feature cannot run here (bad config, missing index); the server goes on without it."""
-
-
-class FeatureDisabled(FeatureUnavailable):
-    """The configuration switched the feature off; noted in the log, not warned about."""
-
-
-@dataclass(frozen=True)
-class Resource:
-    uri: str
-    name: str
-    description: str
-    read: Callable[[AppContext], Awaitable[str]]
-    mime_type: str = "application/json"
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "uri": self.uri,
-            "name": self.name,
-            "description": self.description,
-            "mimeType": self.mime_type,
-        }
-
-
-class Feature(Protocol):
-    name: str
-
-    def setup(self, app: AppContext) -> None: ...
-
-    def children(self, app: AppContext) -> Sequence[ChildSpec]: ...
-
-
-@dataclass
-class AppContext:
-    config: Config
-    home: Path
-    cwd: Path
-    registry: Registry = field(default_factory=Registry)
-    resources: dict[str, Resource] = field(default_factory=dict)
-    instructions: list[str] = field(default_factory=list)
-    services: dict[str, Any] = field(default_factory=dict)
-    features: list[str] = field(default_factory=list)
-    root: Supervisor | None = None
-    sessions: set[Any] = field(default_factory=set)
-    version: str = VERSION
-    shutdown_requested: trio.Event = field(default_factory=trio.Event)
-    exit_code: int = 0
-
-    def add_tools(self, tools: Sequence[Tool]) -> None:
-        enabled = set(self.config.tools.enabled) | {"core"}
-        for tool in tools:
-            if tool.group in enabled:
-                self.registry.add(tool)
-
-    def add_resource(self, resource: Resource) -> None:
-        self.resources[resource.uri] = resource
-
-    def service(self, name: str) -> Any:
-        """A running actor's handle; a clear error if that feature is off or down."""
-        try:
-            return self.services[name]
-        except KeyError:
-            from ..protocol.tools import ToolError
-
-            raise ToolError(
-                f"the {name} service is not running (disabled in config, or still starting)"
-            ) from None
-
-    def request_shutdown(self, code: int = 0) -> None:
-        if not self.shutdown_requested.is_set():
-            self.exit_code = code
-            self.shutdown_requested.set()
-
-    def calls_in_flight(self) -> int:
-        return sum(len(getattr(s, "in_flight", ())) for s in self.sessions)
+from .context import AppContext, Component, Feature, FeatureDisabled, FeatureUnavailable
+from .supervisor import REST_FOR_ONE, ChildSpec, Escalation, Supervisor, leaves
 
 
 def default_features() -> list[Feature]:
     """The features of a full server, in supervision order."""
-    from ..actors import features
-
-    return features.all_features()
+    return list(ALL_FEATURES)
 
 
 def build_context(config: Config, home: Path, cwd: Path | None = None) -> AppContext:
@@ -134,11 +43,12 @@ def configure_observability(config: Config, home: Path) -> None:
     faults.configure_from_env()
 
 
-def setup_features(app: AppContext, features: Sequence[Feature]) -> list[Feature]:
-    ready = []
+def setup_features(app: AppContext, features: Sequence[Feature]) -> list[Component]:
+    """Set each feature up on ``app``; the components of those that can run, in order."""
+    ready: list[Component] = []
     for feature in features:
         try:
-            feature.setup(app)
+            component = feature.setup(app)
         except FeatureDisabled as exc:
             trace.event("app", "feature_disabled", feature=feature.name, reason=str(exc))
             continue
@@ -146,7 +56,7 @@ def setup_features(app: AppContext, features: Sequence[Feature]) -> list[Feature
             trace.warning("app", "feature_unavailable", feature=feature.name, reason=str(exc))
             continue
         app.features.append(feature.name)
-        ready.append(feature)
+        ready.append(component)
     return ready
 
 
@@ -161,10 +71,9 @@ async def open_app(
     Error handling: a child that fails while starting, or a root escalation,
     propagates out of the block.
     """
-    ready = setup_features(app, features)
     children: list[ChildSpec] = []
-    for feature in ready:
-        children.extend(feature.children(app))
+    for component in setup_features(app, features):
+        children.extend(component.children())
     children.extend(extra_children)
     root = Supervisor("root", children, strategy=REST_FOR_ONE, max_restarts=5, period=10.0)
     app.root = root
@@ -178,20 +87,44 @@ async def open_app(
             nursery.cancel_scope.cancel()
 
 
-def git_output(args: Sequence[str], cwd: Path, timeout: float = 10.0) -> str | None:
-    """Run git quietly; stdout stripped, or None when git fails or is missing."""
+def serve(
+    app: AppContext,
+    features: Sequence[Feature],
+    transport: Callable[[], ChildSpec],
+    name: str,
+) -> int:
+    """Run the application with ``transport()`` as its last child until the transport or a
+    signal asks it to stop; the process exit code.
+
+    Error handling: a root escalation (the tree gave up) is one line on stderr
+    and exit code 1.
+    """
+
+    async def main() -> int:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_watch_signals, app)
+            async with open_app(app, features, extra_children=[transport()]):
+                trace.event(
+                    "app", "serving", transport=name, features=app.features, tools=len(app.registry)
+                )
+                await app.shutdown_requested.wait()
+            nursery.cancel_scope.cancel()
+        return app.exit_code
+
     try:
-        proc = subprocess.run(
-            ["git", *args],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if proc.returncode != 0:
-        return None
-    return proc.stdout.strip()
+        code = trio.run(main)
+    except* Escalation as group:
+        for exc in leaves(group):
+            trace.error("app", "gave_up", error=str(exc))
+            print(f"memtrio: {exc}", file=sys.stderr)
+        code = 1
+    trace.event("app", "exit", code=code)
+    trace.LOG.close()
+    return code
+
+
+async def _watch_signals(app: AppContext) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            trace.event("app", "signal", signal=signal.Signals(signum).name)
+            app.request_shutdown(0)

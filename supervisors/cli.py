@@ -1,8 +1,10 @@
 """The ``memtrio`` command line.
 
+This is the CLI entry, part of the composition root: it may import ``actors``.
 Subcommands come from this module (``mcp``) and from feature modules listed in
 `COMMAND_MODULES`; each of those exposes ``register(subparsers)`` that adds its
-parsers with ``set_defaults(func=handler)``, where ``handler(args) -> int``.
+parsers with ``set_defaults(func=handler)``, where ``handler(args, run) -> int``
+and ``run`` is `run_with_app` (an `AppRunner`, see ``supervisors.context``).
 
 Errors exit non-zero with one clear line on stderr.
 """
@@ -10,102 +12,66 @@ Errors exit non-zero with one clear line on stderr.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
-from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
 
 import trio
 
-from . import config as config_mod
-from .app import (
-    VERSION,
-    AppContext,
-    build_context,
-    configure_observability,
-    default_features,
-    open_app,
-)
+from ..actors import stdio
+from ..actors.chaos import cli as chaos_cli
+from ..actors.code import cli as code_cli
+from ..actors.embedder import cli as embedder_cli
+from ..actors.store import cli as store_cli
+from .app import build_context, configure_observability, default_features, open_app, serve
+from .commands import CliError, add_common, load_config
+from .context import VERSION, AppContext, AppRunner
+from .supervisor import first_leaf
 
 # Feature modules that add subcommands; each has register(subparsers).
-COMMAND_MODULES: list[str] = [
-    "memtrio.actors.store.cli",
-    "memtrio.actors.embedder.cli",
-    "memtrio.actors.code.cli",
-    "memtrio.actors.chaos.cli",
-]
-
-
-class CliError(Exception):
-    """A user-facing failure: printed as one line, exit code 1 (or ``code``)."""
-
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--home", help="data directory (default: $MEMTRIO_HOME or ~/.memtrio)")
-    parser.add_argument(
-        "--log-level", choices=["debug", "info", "warning", "error", "off"], help="trace log level"
-    )
-
-
-def resolve_home(args: argparse.Namespace) -> Path:
-    home = getattr(args, "home", None)
-    return Path(home).expanduser().resolve() if home else config_mod.default_home()
-
-
-def load_config(
-    args: argparse.Namespace, extra: dict[str, dict[str, Any]] | None = None
-) -> tuple[config_mod.Config, Path]:
-    home = resolve_home(args)
-    overrides: dict[str, dict[str, Any]] = {"log": {"level": getattr(args, "log_level", None)}}
-    tools = getattr(args, "tools", None)
-    if tools:
-        overrides["tools"] = {"enabled": tools}
-    for section, values in (extra or {}).items():
-        overrides.setdefault(section, {}).update(values)
-    try:
-        cfg = config_mod.load(home, overrides=overrides)
-    except config_mod.ConfigError as exc:
-        raise CliError(f"configuration error: {exc}", 2) from None
-    return cfg, home
+COMMAND_MODULES = (store_cli, embedder_cli, code_cli, chaos_cli)
 
 
 def run_with_app(
     args: argparse.Namespace,
     body: Callable[[AppContext], Awaitable[int]],
-    features: Sequence[Any] | None = None,
+    *,
+    features: Collection[str] | None = None,
     extra_config: dict[str, dict[str, Any]] | None = None,
 ) -> int:
-    """Start the application tree (no transport), run ``body(app)``, stop the tree."""
+    """Start the application tree (no transport), run ``body(app)``, stop the tree.
+
+    ``features`` names the features to start (default: all of them). This is the
+    `AppRunner` every subcommand is handed.
+    """
     cfg, home = load_config(args, extra_config)
     configure_observability(cfg, home)
     app = build_context(cfg, home)
+    chosen = [f for f in default_features() if features is None or f.name in features]
 
     async def main() -> int:
-        async with open_app(app, features if features is not None else default_features()):
+        async with open_app(app, chosen):
             return await body(app)
 
     try:
         return trio.run(main)
     except* CliError as group:  # raised inside the app's nursery: unwrap it
-        leaf: BaseException = group
-        while isinstance(leaf, BaseExceptionGroup):
-            leaf = leaf.exceptions[0]
-        raise leaf from None
+        raise first_leaf(group) from None
 
 
-def cmd_mcp(args: argparse.Namespace) -> int:
-    from ..actors.stdio import serve_stdio
-
+def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
+    """Serve MCP over stdio (``run`` is unused: the transport is the root's last child)."""
     cfg, home = load_config(args)
     configure_observability(cfg, home)
     app = build_context(cfg, home)
-    return serve_stdio(app, default_features())
+    proto_in, proto_out = stdio.protect_stdout()
+    return serve(
+        app,
+        default_features(),
+        lambda: stdio.stdio_transport(app, proto_in, proto_out),
+        name="stdio",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -124,8 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated tool groups to advertise (memory, graph-read, graph-write, vectors, code)",
     )
     mcp.set_defaults(func=cmd_mcp)
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for module in COMMAND_MODULES:
+        module.register(sub)
     return parser
 
 
@@ -133,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        code = args.func(args)
+        code = args.func(args, run_with_app)
     except CliError as exc:
         print(f"memtrio: {exc}", file=sys.stderr)
         return exc.code

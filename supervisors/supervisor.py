@@ -290,7 +290,7 @@ class Supervisor:
             # Surface our own escalation as itself, not wrapped by our nursery.
             escalations, rest = group.split(Escalation)
             if escalations is not None and rest is None:
-                raise _first_leaf(escalations) from None
+                raise first_leaf(escalations) from None
             raise
         finally:
             self.state = "stopped"
@@ -455,10 +455,28 @@ class Supervisor:
             await self._stop_child(st)
 
 
-def _first_leaf(exc: BaseException) -> BaseException:
+def leaves(exc: BaseException) -> list[BaseException]:
+    """Every exception inside ``exc``'s (nested) groups, in order; ``[exc]`` for a plain one."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in leaves(sub)]
+    return [exc]
+
+
+def first_leaf(exc: BaseException) -> BaseException:
+    """The first exception inside ``exc``'s (nested) groups; ``exc`` itself for a plain one."""
     while isinstance(exc, BaseExceptionGroup):
         exc = exc.exceptions[0]
     return exc
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The innermost failure behind a supervisor escalation, through exception groups."""
+    while True:
+        exc = first_leaf(exc)
+        if isinstance(exc, Escalation) and exc.cause is not None:
+            exc = exc.cause
+        else:
+            return exc
 
 
 def supervisor_child(
@@ -467,15 +485,33 @@ def supervisor_child(
     restart: Restart = PERMANENT,
     why: str = "",
     shutdown: float = 30.0,
+    mailboxes: Sequence[Mailbox] = (),
+    on_ready: Callable[[], None] | None = None,
+    on_stop: Callable[[], None] | None = None,
 ) -> ChildSpec:
-    """A child spec that runs a nested supervisor (built anew per incarnation)."""
+    """A child spec that runs a nested supervisor (built anew per incarnation).
 
-    async def start(ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    ``on_ready`` runs once the nested supervisor has started its children (to
+    publish a handle), ``on_stop`` when this incarnation ends, however it ends.
+    """
+
+    async def start(
+        ctx: ChildContext, *, task_status: trio.TaskStatus[Supervisor] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         sup = sup_factory()
         async with trio.open_nursery() as nursery:
             await nursery.start(sup.run)
-            task_status.started(sup)
-            await ctx.shutdown.wait()
-            await sup.stop()
+            try:
+                if on_ready is not None:
+                    on_ready()
+                task_status.started(sup)
+                await ctx.shutdown.wait()
+            finally:
+                if on_stop is not None:
+                    on_stop()
+                with trio.CancelScope(shield=True):
+                    await sup.stop()
 
-    return ChildSpec(child_id, start, restart=restart, shutdown=shutdown, why=why)
+    return ChildSpec(
+        child_id, start, restart=restart, shutdown=shutdown, mailboxes=list(mailboxes), why=why
+    )

@@ -15,7 +15,7 @@ from gitrepo import make_repo, write
 from memtrio.actors.code.checkout import checkout_root, resolve_path, show_path
 from memtrio.actors.code.index import CodeIndex, index_path
 from memtrio.actors.code.pool import ParserPool
-from memtrio.actors.code.service import CodeService
+from memtrio.actors.code.service import CODE, CodeService
 from memtrio.actors.code.tools import format_imports, format_matches, format_outline
 from memtrio.protocol.tools import ToolError
 from memtrio.supervisors.supervisor import Supervisor
@@ -326,13 +326,14 @@ async def test_damaged_pages_found_later_recreate_the_index(tmp_path: Path, home
 def test_feature_unavailable_when_the_index_cannot_be_opened(home: Path) -> None:
     from memtrio.actors.code.feature import FEATURE
     from memtrio.supervisors import config
-    from memtrio.supervisors.app import FeatureUnavailable, build_context
+    from memtrio.supervisors.app import build_context
+    from memtrio.supervisors.context import FeatureUnavailable
 
     index_path(home).mkdir()  # a directory where the index file should be
     app = build_context(config.load(home, env={}), home)
     with pytest.raises(FeatureUnavailable, match="cannot open the code index"):
         FEATURE.setup(app)
-    assert "code" not in app.services and app.registry.get("find_symbol") is None
+    assert app.find(CODE) is None and app.registry.get("find_symbol") is None
     off = build_context(config.load(home, env={"MEMTRIO_CODE": "off"}), home)
     with pytest.raises(FeatureUnavailable, match="disabled"):
         FEATURE.setup(off)

@@ -11,7 +11,7 @@ from mcp_client import fails, ok, open_client
 from memtrio.actors.kg import graph
 from memtrio.actors.kg import tools as K
 from memtrio.actors.store import schema
-from memtrio.actors.store.writer import Change
+from memtrio.actors.store.writer import STORE, Change
 from memtrio.protocol.tools import ToolError
 from test_memory_embeddings import FakeEmbedder, app_with, chunks, vectors
 from test_store_writer import Ctx
@@ -24,7 +24,7 @@ async def test_observations_and_new_entities_are_embedded_in_the_same_write(
     async with app_with(home, embedder=embedder) as app:
         ctx = Ctx(app)
         seen: list[Change] = []
-        app.services["store"].add_listener(seen.extend)
+        app.service(STORE).add_listener(seen.extend)
         args = msgspec.convert(
             {
                 "entities": [

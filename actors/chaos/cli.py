@@ -6,9 +6,12 @@ import argparse
 import random
 from pathlib import Path
 
+from ...supervisors.commands import CliError, add_common, load_config
+from ...supervisors.config import log_path
+from ...supervisors.context import AppRunner
 
-def cmd_chaos(args: argparse.Namespace) -> int:
-    from ...supervisors.cli import CliError
+
+def cmd_chaos(args: argparse.Namespace, run: AppRunner) -> int:
     from . import runner
 
     seed = args.seed if args.seed is not None else random.randrange(1, 1_000_000)
@@ -26,9 +29,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     return code
 
 
-def cmd_trace(args: argparse.Namespace) -> int:
-    from ...supervisors.cli import CliError, load_config
-    from ...supervisors.config import log_path
+def cmd_trace(args: argparse.Namespace, run: AppRunner) -> int:
     from . import traceview
 
     cfg, home = load_config(args)
@@ -44,8 +45,6 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ...supervisors.cli import add_common
-
     chaos = sub.add_parser(
         "chaos",
         help="run the fault-injection suite against real server processes and check invariants",

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from ...protocol.tools import ToolError
-from ...supervisors.app import AppContext
-from ...supervisors.cli import CliError, add_common, load_config, run_with_app
+from ...supervisors.commands import CliError, add_common, load_config
+from ...supervisors.context import AppContext, AppRunner
 from .checkout import checkout_root, show_path
-from .feature import DISABLED, FEATURE
+from .feature import DISABLED
+from .service import CODE
 
 BAR_WIDTH = 30
 
@@ -57,7 +58,7 @@ def _require_enabled(args: argparse.Namespace) -> None:
 
 
 def _service(app: AppContext) -> Any:
-    service = app.services.get("code")
+    service = app.find(CODE)
     if service is None or "code" not in app.features:
         raise CliError("code navigation is not available (see the warning above)")
     return service
@@ -71,7 +72,7 @@ async def _root(args: argparse.Namespace, app: AppContext) -> Path:
         raise CliError(str(exc)) from None
 
 
-def cmd_index(args: argparse.Namespace) -> int:
+def cmd_index(args: argparse.Namespace, run: AppRunner) -> int:
     _require_enabled(args)
 
     async def body(app: AppContext) -> int:
@@ -112,10 +113,10 @@ def cmd_index(args: argparse.Namespace) -> int:
                 print(f"  {show_path(path)}\t{reason}")
         return 0
 
-    return run_with_app(args, body, features=[FEATURE])
+    return run(args, body, features={"code"})
 
 
-def cmd_diff(args: argparse.Namespace) -> int:
+def cmd_diff(args: argparse.Namespace, run: AppRunner) -> int:
     _require_enabled(args)
     from .diff import structural_diff
 
@@ -129,7 +130,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         print(text)
         return 0
 
-    return run_with_app(args, body, features=[FEATURE])
+    return run(args, body, features={"code"})
 
 
 def register(subparsers: Any) -> None:

@@ -1,7 +1,7 @@
 """`CodeService`: refreshes the code index of a checkout and answers from it.
 
 The tools (and ``memtrio code index``) hold this handle as
-``app.services["code"]``. A refresh lists the checkout's files with Git,
+`CODE`. A refresh lists the checkout's files with Git,
 stats them, and re-parses, through the parser pool, only the files whose size
 or mtime differ from what the index holds; results are written in batches, in
 one database thread, while the workers keep parsing.
@@ -25,6 +25,7 @@ import trio
 
 from ...protocol.tools import ToolError
 from ...supervisors import trace
+from ...supervisors.context import ServiceKey
 from .checkout import Listing, stat_files
 from .index import CodeIndex
 from .languages import language_for
@@ -282,3 +283,6 @@ def _is_corruption(exc: sqlite3.DatabaseError) -> bool:
         return False  # busy, locked, disk full, read-only: the file itself is fine
     text = str(exc).lower()
     return any(word in text for word in ("malformed", "not a database", "corrupt", "quick_check"))
+
+
+CODE: ServiceKey[CodeService] = ServiceKey("code")

@@ -15,6 +15,7 @@ import msgspec
 
 from ...protocol.tools import Tool, ToolError
 from .checkout import checkout_root, resolve_path, show_path
+from .service import CODE
 
 Root = Annotated[
     str | None,
@@ -150,7 +151,7 @@ async def _root(ctx: Any, root: str | None) -> Path:
 
 
 async def code_outline(ctx: Any, args: OutlineArgs) -> str:
-    service = ctx.app.service("code")
+    service = ctx.app.service(CODE)
     root = await _root(ctx, args.root)
     rel = resolve_path(root, args.path)
     language, coverage, rows = await service.file_outline(root, rel)
@@ -158,7 +159,7 @@ async def code_outline(ctx: Any, args: OutlineArgs) -> str:
 
 
 async def code_imports(ctx: Any, args: ImportsArgs) -> str:
-    service = ctx.app.service("code")
+    service = ctx.app.service(CODE)
     root = await _root(ctx, args.root)
     rel = resolve_path(root, args.path)
     language, coverage, rows = await service.file_outline(root, rel)
@@ -166,7 +167,7 @@ async def code_imports(ctx: Any, args: ImportsArgs) -> str:
 
 
 async def find_symbol(ctx: Any, args: FindArgs) -> str:
-    service = ctx.app.service("code")
+    service = ctx.app.service(CODE)
     root = await _root(ctx, args.root)
     query = args.query.strip()
     if not query:
@@ -178,7 +179,7 @@ async def find_symbol(ctx: Any, args: FindArgs) -> str:
 async def code_diff(ctx: Any, args: DiffArgs) -> str:
     from .diff import structural_diff
 
-    service = ctx.app.service("code")
+    service = ctx.app.service(CODE)
     root = await _root(ctx, args.root)
     return await structural_diff(service.pool, root, args.base, args.head, args.limit)
 

@@ -1,6 +1,6 @@
 """The embedder pool: N supervised worker actors sharing one lazily loaded model.
 
-Callers use the published handle, ``app.services["embedder"]``::
+Callers use the published handle, `EMBEDDER` (``app.find(EMBEDDER)``)::
 
     result = await embedder.embed(["some text", ...])
     result.vectors    # float32 (n, dim), L2-normalised
@@ -42,6 +42,7 @@ from ...protocol.messages import Command, Reply
 from ...protocol.tools import ToolError
 from ...supervisors import faults, trace
 from ...supervisors.config import EmbeddingConfig
+from ...supervisors.context import ServiceKey
 from ...supervisors.supervisor import (
     ONE_FOR_ONE,
     PERMANENT,
@@ -427,3 +428,6 @@ class EmbedderPool:
                 )
             )
         return out
+
+
+EMBEDDER: ServiceKey[EmbedderPool] = ServiceKey("embedder")

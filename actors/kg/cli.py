@@ -13,22 +13,25 @@ from __future__ import annotations
 import argparse
 import sqlite3
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ...supervisors.app import AppContext
-from ...supervisors.cli import CliError
+from ...supervisors.commands import CliError, emit
+from ...supervisors.context import AppContext
+from ..store.tools import store_of
 from ..store.writer import Written
 from . import jsonl
 from .graph import Scoped, Writer
 from .tools import view_of
 
+Body = Callable[[AppContext], Awaitable[int]]
 
-def export_jsonl(args: argparse.Namespace) -> int:
-    from ..store import cli as store_cli
-    from ..store import tools as store_tools
+
+def export_jsonl(args: argparse.Namespace) -> Body:
+    """The body of ``memtrio export --format jsonl`` (the memory CLI runs it)."""
 
     async def body(app: AppContext) -> int:
-        store = store_tools.store_of(app)
+        store = store_of(app)
         view = view_of(app)
         lines = await store.read(lambda conn: jsonl.export_lines(conn, Scoped(conn, view)))
         data = "\n".join(lines).encode("utf-8")
@@ -44,12 +47,14 @@ def export_jsonl(args: argparse.Namespace) -> int:
             )
         return 0
 
-    return store_cli._run(args, body)
+    return body
 
 
-def import_jsonl(args: argparse.Namespace, lines: list[str]) -> int:
-    from ..store import cli as store_cli
-    from ..store import tools as store_tools
+def import_jsonl(args: argparse.Namespace, lines: list[str]) -> Body:
+    """The body of ``memtrio import`` of a reference-format file (the memory CLI runs it).
+
+    Error handling: a file that does not parse raises `CliError` before anything runs.
+    """
 
     try:
         parsed = jsonl.parse(lines)
@@ -57,7 +62,7 @@ def import_jsonl(args: argparse.Namespace, lines: list[str]) -> int:
         raise CliError(f"{args.file}: {exc}") from None
 
     async def body(app: AppContext) -> int:
-        store = store_tools.store_of(app)
+        store = store_of(app)
         view = view_of(app)
 
         def op(conn: sqlite3.Connection) -> Written:
@@ -80,7 +85,7 @@ def import_jsonl(args: argparse.Namespace, lines: list[str]) -> int:
                 )
             return text
 
-        store_cli._emit(args, result, human)
+        emit(args, result, human)
         return 0
 
-    return store_cli._run(args, body)
+    return body

@@ -1,4 +1,4 @@
-"""The Ranker actor and its client handle, ``app.services["ranker"]``::
+"""The Ranker actor and its client handle, `RANKER`::
 
     ranked = await ranker.recall(query, scope_ids, memory_type, limit)
     ranked            # [(memory id, score), ...] best first
@@ -41,8 +41,10 @@ import trio
 from ...protocol.messages import Command, Reply
 from ...protocol.tools import ToolError
 from ...supervisors import faults, trace
-from ...supervisors.app import AppContext
+from ...supervisors.context import AppContext, ServiceKey
 from ...supervisors.supervisor import ChildContext, Mailbox
+from ..embedder.pool import EMBEDDER
+from ..store.writer import STORE
 from . import rank as rank_mod
 from .graph import KINDS, RecallCache
 
@@ -99,7 +101,7 @@ def _fingerprint(conn: sqlite3.Connection) -> tuple:
 
 
 class Ranker:
-    """The client handle (published as ``app.services["ranker"]``) and the actor's state."""
+    """The client handle (published as `RANKER`) and the actor's state."""
 
     def __init__(self, app: AppContext, path: Path) -> None:
         self.app = app
@@ -147,7 +149,7 @@ class Ranker:
         Error handling: raises `RankerError` (after a stderr warning) when
         semantic ranking is impossible; the caller falls back to lexical.
         """
-        embedder = self.app.services.get("embedder")
+        embedder = self.app.find(EMBEDDER)
         if embedder is None:
             raise RankerError(
                 "embeddings are off or the embedder is not running; use lexical recall"
@@ -161,7 +163,7 @@ class Ranker:
                 if v is not None
             }
         )
-        store = self.app.services.get("store")
+        store = self.app.find(STORE)
         lexical: list[tuple[int, float]] | None = None
         failure: EmbeddingError | None = None
         result: Any = None
@@ -235,7 +237,7 @@ class Ranker:
     ) -> None:
         from ..store import db
 
-        store = self.app.services.get("store")
+        store = self.app.find(STORE)
         self._pending.clear()
         self._loaded = trio.Event()
         self._cache = None
@@ -247,7 +249,7 @@ class Ranker:
                     self.path, busy_timeout_ms=self.app.config.store.busy_timeout_ms, read_only=True
                 )
             )
-            self.app.services["ranker"] = self
+            self.app.publish(RANKER, self)
             task_status.started(self)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._initial_load)
@@ -279,8 +281,7 @@ class Ranker:
                             if token is not None:
                                 trace.current.reset(token)
         finally:
-            if self.app.services.get("ranker") is self:
-                del self.app.services["ranker"]
+            self.app.withdraw(RANKER, self)
             if self._remove_listener is not None:
                 self._remove_listener()
                 self._remove_listener = None
@@ -289,7 +290,7 @@ class Ranker:
                 conn.close()
 
     def _model(self) -> tuple[str, str, int] | None:
-        embedder = self.app.services.get("embedder")
+        embedder = self.app.find(EMBEDDER)
         if embedder is None or not embedder.revision:
             return None
         return embedder.model, embedder.revision, embedder.dim
@@ -424,8 +425,8 @@ class Ranker:
 
     async def _backfill(self, missing: dict[str, list[int]]) -> int:
         """Embed and store vectors for ``missing`` items (through the store). Returns how many."""
-        store = self.app.services.get("store")
-        embedder = self.app.services.get("embedder")
+        store = self.app.find(STORE)
+        embedder = self.app.find(EMBEDDER)
         if store is None or embedder is None:
             return 0
         from ..embedder.documents import read_documents, vector_writer
@@ -453,3 +454,6 @@ class Ranker:
         await store.write(op, name="backfill_vectors")
         trace.event(ACTOR, "backfilled", count=len(docs), model=result.model)
         return len(docs)
+
+
+RANKER: ServiceKey[Ranker] = ServiceKey("ranker")

@@ -18,30 +18,21 @@ import os
 import sqlite3
 import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from ...protocol.tools import ToolError
-from ...supervisors import cli as cli_mod
-from ...supervisors.app import AppContext, default_features, git_output
-from ...supervisors.cli import CliError, add_common, run_with_app
+from ...supervisors.commands import CliError, add_common, emit, resolve_home
 from ...supervisors.config import log_path
-from ...supervisors.supervisor import Escalation
+from ...supervisors.context import AppContext, AppRunner, CallContext
+from ...supervisors.supervisor import Escalation, root_cause
+from ..gitexec import git_output
+from ..kg import cli as kg_cli
+from ..kg import jsonl
 from . import db, ops, schema, tools, transfer
-from .feature import FEATURE
 from .writer import Written
-
-
-@dataclass
-class CliContext:
-    """The ``ctx`` a tool handler receives when the CLI calls it (no MCP session)."""
-
-    app: AppContext
-    session: Any = None
-    request_id: Any = None
 
 
 def _args(struct: type[msgspec.Struct], **values: Any) -> Any:
@@ -49,15 +40,6 @@ def _args(struct: type[msgspec.Struct], **values: Any) -> Any:
         return msgspec.convert({k: v for k, v in values.items() if v is not None}, struct)
     except msgspec.ValidationError as exc:
         raise CliError(f"invalid arguments: {exc}") from None
-
-
-def _emit(args: argparse.Namespace, value: Any, human: Callable[[Any], str]) -> None:
-    if getattr(args, "json", False):
-        print(json.dumps(value, ensure_ascii=False, indent=None if isinstance(value, list) else 2))
-    else:
-        text = human(value)
-        if text:
-            print(text)
 
 
 def _when(ts: float | None) -> str:
@@ -91,11 +73,19 @@ def _memory_block(m: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# The features a command starts: the store alone, or with what embeddings and ranking need.
+STORE_ONLY = frozenset({"store"})
+WITH_RANKING = frozenset({"status", "store", "kg", "embedder", "ranker"})
+
+
 def _run(
-    args: argparse.Namespace, body: Callable[[AppContext], Awaitable[Any]], full: bool = False
+    args: argparse.Namespace,
+    run: AppRunner,
+    body: Callable[[AppContext], Awaitable[Any]],
+    full: bool = False,
 ) -> int:
     """Run ``body`` with the store (``full``: every feature but code, for embeddings and ranking)."""
-    features = [f for f in default_features() if f.name != "code"] if full else [FEATURE]
+    features = WITH_RANKING if full else STORE_ONLY
 
     async def main(app: AppContext) -> int:
         try:
@@ -111,9 +101,9 @@ def _run(
         quiet = (
             {} if os.environ.get("MEMTRIO_LOG_STDERR_LEVEL") else {"log": {"stderr_level": "error"}}
         )
-        code = run_with_app(args, main, features=features, extra_config=quiet)
+        code = run(args, main, features=features, extra_config=quiet)
     except (Escalation, BaseExceptionGroup) as exc:
-        cause = _root_cause(exc)
+        cause = root_cause(exc)
         if isinstance(cause, KeyboardInterrupt):
             raise cause from None
         raise CliError(
@@ -126,19 +116,9 @@ def _run(
     return code
 
 
-def _root_cause(exc: BaseException) -> BaseException:
-    """The innermost failure behind a supervisor escalation (through exception groups)."""
-    while True:
-        if isinstance(exc, BaseExceptionGroup):
-            exc = exc.exceptions[0]
-        elif isinstance(exc, Escalation) and exc.cause is not None:
-            exc = exc.cause
-        else:
-            return exc
-
-
-def _ctx(app: AppContext) -> CliContext:
-    return CliContext(app)
+def _ctx(app: AppContext) -> CallContext:
+    """The ``ctx`` a tool handler receives when the CLI calls it (no MCP session)."""
+    return CallContext(app)
 
 
 def _scopes(args: argparse.Namespace) -> list[str] | None:
@@ -148,7 +128,7 @@ def _scopes(args: argparse.Namespace) -> list[str] | None:
 # -- commands ------------------------------------------------------------------
 
 
-def cmd_remember(args: argparse.Namespace) -> int:
+def cmd_remember(args: argparse.Namespace, run: AppRunner) -> int:
     content = sys.stdin.read() if args.content == "-" else args.content
     relations = []
     for text in args.relation or []:
@@ -163,7 +143,7 @@ def cmd_remember(args: argparse.Namespace) -> int:
 
     async def body(app: AppContext) -> int:
         result = await tools.remember(_ctx(app), targs)
-        _emit(
+        emit(
             args,
             result,
             lambda r: (
@@ -173,10 +153,10 @@ def cmd_remember(args: argparse.Namespace) -> int:
         )
         return 0
 
-    return _run(args, body, full=True)
+    return _run(args, run, body, full=True)
 
 
-def cmd_list(args: argparse.Namespace) -> int:
+def cmd_list(args: argparse.Namespace, run: AppRunner) -> int:
     if args.limit < 1 or args.offset < 0:
         raise CliError("--limit must be >= 1 and --offset >= 0")
 
@@ -186,7 +166,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         rows = await store.read(
             lambda conn: ops.list_memories(conn, selection, args.type, args.limit, args.offset)
         )
-        _emit(
+        emit(
             args,
             rows,
             lambda rs: (
@@ -195,20 +175,20 @@ def cmd_list(args: argparse.Namespace) -> int:
         )
         return 0
 
-    return _run(args, body)
+    return _run(args, run, body)
 
 
-def cmd_show(args: argparse.Namespace) -> int:
+def cmd_show(args: argparse.Namespace, run: AppRunner) -> int:
     targs = _args(tools.InspectArgs, id=args.id, scopes=_scopes(args))
 
     async def body(app: AppContext) -> int:
-        _emit(args, await tools.inspect(_ctx(app), targs), _memory_block)
+        emit(args, await tools.inspect(_ctx(app), targs), _memory_block)
         return 0
 
-    return _run(args, body)
+    return _run(args, run, body)
 
 
-def cmd_search(args: argparse.Namespace) -> int:
+def cmd_search(args: argparse.Namespace, run: AppRunner) -> int:
     targs = _args(
         tools.RecallArgs, query=args.query, scopes=_scopes(args), limit=args.limit,
         use_embeddings=not args.lexical, memory_type=args.type,
@@ -221,13 +201,13 @@ def cmd_search(args: argparse.Namespace) -> int:
             lines = [_memory_line(m) for m in r["memories"]] or ["no matching memories"]
             return "\n".join(lines + [f"warning: {w}" for w in r["warnings"]])
 
-        _emit(args, result, human)
+        emit(args, result, human)
         return 0
 
-    return _run(args, body, full=not args.lexical)
+    return _run(args, run, body, full=not args.lexical)
 
 
-def cmd_graph(args: argparse.Namespace) -> int:
+def cmd_graph(args: argparse.Namespace, run: AppRunner) -> int:
     targs = _args(
         tools.GraphArgs,
         entity=args.entity,
@@ -255,23 +235,23 @@ def cmd_graph(args: argparse.Namespace) -> int:
                 lines.append(f"  (more paths: raise --limit above {len(r['paths'])})")
             return "\n".join(lines)
 
-        _emit(args, result, human)
+        emit(args, result, human)
         return 0
 
-    return _run(args, body)
+    return _run(args, run, body)
 
 
-def cmd_forget(args: argparse.Namespace) -> int:
+def cmd_forget(args: argparse.Namespace, run: AppRunner) -> int:
     targs = _args(tools.ForgetArgs, id=args.id, scopes=_scopes(args))
 
     async def body(app: AppContext) -> int:
-        _emit(args, await tools.forget(_ctx(app), targs), lambda r: f"forgot #{r['id']}")
+        emit(args, await tools.forget(_ctx(app), targs), lambda r: f"forgot #{r['id']}")
         return 0
 
-    return _run(args, body)
+    return _run(args, run, body)
 
 
-def cmd_flush(args: argparse.Namespace) -> int:
+def cmd_flush(args: argparse.Namespace, run: AppRunner) -> int:
     if not args.yes:
         what = (
             "every memory, entity and relation in every scope"
@@ -289,7 +269,7 @@ def cmd_flush(args: argparse.Namespace) -> int:
 
         result = await store.write(op, name="flush")
         result["scopes"] = "all" if args.all else store.policy.writable
-        _emit(
+        emit(
             args,
             result,
             lambda r: (
@@ -298,10 +278,10 @@ def cmd_flush(args: argparse.Namespace) -> int:
         )
         return 0
 
-    return _run(args, body)
+    return _run(args, run, body)
 
 
-def cmd_scopes(args: argparse.Namespace) -> int:
+def cmd_scopes(args: argparse.Namespace, run: AppRunner) -> int:
     async def body(app: AppContext) -> int:
         result = await tools.list_scopes(_ctx(app), tools.ListScopesArgs())
 
@@ -311,22 +291,22 @@ def cmd_scopes(args: argparse.Namespace) -> int:
                 for s in r["scopes"]
             )
 
-        _emit(args, result, human)
+        emit(args, result, human)
         return 0
 
-    return _run(args, body)
+    return _run(args, run, body)
 
 
-def cmd_stats(args: argparse.Namespace) -> int:
+def cmd_stats(args: argparse.Namespace, run: AppRunner) -> int:
     async def body(app: AppContext) -> int:
         result = await tools.stats(_ctx(app), tools.StatsArgs())
-        _emit(args, result, lambda r: "\n".join(f"{k}: {v}" for k, v in r.items()))
+        emit(args, result, lambda r: "\n".join(f"{k}: {v}" for k, v in r.items()))
         return 0
 
-    return _run(args, body)
+    return _run(args, run, body)
 
 
-def cmd_doctor(args: argparse.Namespace) -> int:
+def cmd_doctor(args: argparse.Namespace, run: AppRunner) -> int:
     async def body(app: AppContext) -> int:
         store = tools.store_of(app)
 
@@ -383,21 +363,21 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             lines.append("status: ok" if healthy else "status: PROBLEMS FOUND")
             return "\n".join(lines)
 
-        _emit(args, result, human)
+        emit(args, result, human)
         return 0 if healthy else 1
 
     try:
-        return _run(args, body)
+        return _run(args, run, body)
     except CliError as exc:
         # The store did not open: still report where everything is and why.
-        home = cli_mod.resolve_home(args)
+        home = resolve_home(args)
         result = {
             "home": str(home),
             "database": str(db.db_path(home)),
             "cwd": os.getcwd(),
             "error": str(exc),
         }
-        _emit(
+        emit(
             args,
             result,
             lambda r: "\n".join(f"{k}: {v}" for k, v in r.items()) + "\nstatus: PROBLEMS FOUND",
@@ -405,11 +385,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         return 1
 
 
-def cmd_export(args: argparse.Namespace) -> int:
+def cmd_export(args: argparse.Namespace, run: AppRunner) -> int:
     if args.format == "jsonl":
-        from ..kg.cli import export_jsonl
-
-        return export_jsonl(args)
+        return _run(args, run, kg_cli.export_jsonl(args))
 
     async def body(app: AppContext) -> int:
         store = tools.store_of(app)
@@ -433,10 +411,10 @@ def cmd_export(args: argparse.Namespace) -> int:
             )
         return 0
 
-    return _run(args, body)
+    return _run(args, run, body)
 
 
-def cmd_import(args: argparse.Namespace) -> int:
+def cmd_import(args: argparse.Namespace, run: AppRunner) -> int:
     try:
         if args.file == "-":
             lines = sys.stdin.read().split("\n")  # not splitlines: U+2028 may be inside a line
@@ -444,12 +422,8 @@ def cmd_import(args: argparse.Namespace) -> int:
             lines = Path(args.file).read_text(encoding="utf-8").split("\n")
     except OSError as exc:
         raise CliError(f"cannot read {args.file}: {exc.strerror or exc}") from None
-    from ..kg import jsonl
-
     if args.format == "jsonl" or (args.format is None and jsonl.is_reference_format(lines)):
-        from ..kg.cli import import_jsonl
-
-        return import_jsonl(args, lines)
+        return _run(args, run, kg_cli.import_jsonl(args, lines))
     try:
         records = transfer.parse_lines(lines)
     except transfer.ImportError_ as exc:
@@ -467,14 +441,14 @@ def cmd_import(args: argparse.Namespace) -> int:
             result = await store.write(op, name="import")
         except transfer.ImportError_ as exc:
             raise CliError(f"{args.file}: {exc}") from None
-        _emit(
+        emit(
             args, result,
             lambda r: f"imported {r['memories']} memories ({r['skipped_memories']} already present), {r['entities']} entities, "
             f"{r['relations']} relations, {r['vectors']} vectors",
         )  # fmt: skip
         return 0
 
-    return _run(args, body)
+    return _run(args, run, body)
 
 
 # -- registration ----------------------------------------------------------------
@@ -484,7 +458,7 @@ def _parser(
     sub: Any,
     name: str,
     help_text: str,
-    func: Callable[[argparse.Namespace], int],
+    func: Callable[[argparse.Namespace, AppRunner], int],
     json_flag: bool = True,
 ) -> argparse.ArgumentParser:
     parser = sub.add_parser(name, help=help_text, description=help_text)

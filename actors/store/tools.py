@@ -28,9 +28,12 @@ import trio
 
 from ...protocol.tools import Tool, ToolError
 from ...supervisors import trace
+from ...supervisors.context import AppContext
+from ..embedder.pool import EMBEDDER, EmbedderPool
+from ..ranker.service import RANKER
 from . import ops
 from .scopes import ScopeError
-from .writer import ACTOR, Store, Written
+from .writer import ACTOR, STORE, Store, Written
 
 MAX_CONTENT = 1_000_000
 
@@ -162,14 +165,14 @@ async def scoped(fn: Callable[[Any], list[str]], scopes: list[str] | None) -> li
     return await trio.to_thread.run_sync(fn, scopes)
 
 
-def store_of(app: Any) -> Store:
-    return app.service("store")
+def store_of(app: AppContext) -> Store:
+    return app.service(STORE)
 
 
-def embedder_of(app: Any) -> Any | None:
+def embedder_of(app: AppContext) -> EmbedderPool | None:
     if not app.config.embedding.enabled:
         return None
-    return app.services.get("embedder")
+    return app.find(EMBEDDER)
 
 
 class Embedded(msgspec.Struct):
@@ -318,7 +321,7 @@ async def rank(
     """Ranked (memory id, score) within ``selection``: semantic ranker when asked and running, else lexical."""
     store = store_of(app)
     warnings: list[str] = []
-    ranker = app.services.get("ranker") if use_embeddings and app.config.embedding.enabled else None
+    ranker = app.find(RANKER) if use_embeddings and app.config.embedding.enabled else None
     if ranker is not None:
         ids = await store.read(lambda conn: ops.scope_ids(conn, selection))
         try:

@@ -30,6 +30,7 @@ import trio
 
 from ...protocol.messages import Command
 from ...supervisors import faults, trace
+from ...supervisors.context import ServiceKey
 from ...supervisors.supervisor import ChildContext, Mailbox
 from . import db
 from .scopes import ScopePolicy
@@ -70,7 +71,7 @@ Listener = Callable[[Sequence[Change]], None]
 
 
 class Store:
-    """The client handle of the store (``app.services["store"]``).
+    """The client handle of the store (published under `STORE`).
 
     - ``await store.write(op, name=...)``: run ``op(conn)`` in one write
       transaction on the StoreWriter; returns its value (see `Written`).
@@ -254,3 +255,6 @@ async def _serve_one(
             cmd.reply.set(result.value)
         else:
             cmd.reply.set(result)
+
+
+STORE: ServiceKey[Store] = ServiceKey("store")
