@@ -28,7 +28,7 @@ import trio
 
 from ..protocol import jsonrpc, mcp
 from ..protocol.errors import DomainError
-from ..protocol.messages import Closed, Inbound, Outbound, Oversized
+from ..protocol.messages import Closed, Inbound, Outbound, Oversized, SessionInput
 from ..protocol.tools import format_validation_error
 from ..supervisors import faults, trace
 from ..supervisors.context import AppContext, CallContext
@@ -92,6 +92,7 @@ class Session:
                 task_status.started(self)
                 with ctx.cancel_on_shutdown(trio.CancelScope()):
                     await self.handle_pending()
+                    item: SessionInput
                     async for item in inbox.receive_channel:
                         match item:
                             case Inbound(lines=lines):

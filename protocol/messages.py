@@ -1,7 +1,9 @@
 """Inter-actor messages: frozen, tagged msgspec structs, dispatched with ``match``.
 
-A request that expects an answer carries a one-shot `Reply` and the trace
-context of the call that caused it. Channels carrying these are owned by the
+A request that expects an answer is a `Request`: it carries a one-shot `Reply`
+and the trace context of the call that caused it. The messages between a
+transport and its session are here; each actor's own requests are declared in
+its package's ``messages`` module, as subclasses of `Request`. Channels carrying these are owned by the
 supervisor (see ``supervisors.supervisor.Mailbox``) and outlive any one
 incarnation of the actor reading them.
 """
@@ -99,21 +101,18 @@ class Closed(msgspec.Struct, frozen=True, tag=True):
 SessionInput = Inbound | Oversized | Closed
 
 
-# -- session <-> workers ---------------------------------------------------
+# -- requests to actors -----------------------------------------------------
 
 
-class Command(msgspec.Struct, frozen=True, tag=True, dict=False):
-    """Ask an actor to run ``op``; ``reply`` receives the result or the error.
+class Request(msgspec.Struct, frozen=True, kw_only=True, dict=False):
+    """The base of every message that expects an answer.
 
-    ``op`` is a callable run by the actor in its own context (for the store,
-    with its write connection inside one transaction).
+    ``reply`` is the one-shot slot the actor answers in (or fails with the
+    error); ``trace`` the caller's trace context, so the actor's spans join the
+    caller's trace. Each actor declares its requests as tagged subclasses in its
+    own ``messages`` module (they carry that actor's domain types) and
+    dispatches them with ``match``.
     """
 
-    op: Any
-    reply: Any
+    reply: Reply = msgspec.field(default_factory=Reply)
     trace: TraceContext | None = None
-    name: str = ""
-
-
-class Stop(msgspec.Struct, frozen=True, tag=True):
-    """Ask an actor to finish what it holds and exit."""

@@ -18,7 +18,7 @@ Vocabulary:
 Children start in order and stop in reverse, each with ``shutdown`` seconds of
 grace (``ctx.shutdown`` is set) before it is cancelled.
 
-Requests: an actor serving a `Command` wraps the work in ``ctx.serving(reply)``;
+Requests: an actor serving a `Request` wraps the work in ``ctx.serving(reply)``;
 if the incarnation dies (crash or cancel) the reply fails with `ActorCrashed`,
 so a caller never hangs. Mailboxes are created outside the children (by the
 application) and handed to every incarnation, so a restart does not close its
@@ -38,7 +38,7 @@ from typing import Any
 
 import trio
 
-from ..protocol.messages import ActorCrashed, Command, Reply
+from ..protocol.messages import ActorCrashed, Reply, Request
 from . import trace
 
 
@@ -94,12 +94,14 @@ class Mailbox:
     def send_nowait(self, message: Any) -> None:
         self.send_channel.send_nowait(message)
 
-    async def call(self, op: Any, name: str = "", timeout: float = math.inf) -> Any:
-        """Send ``Command(op)`` and wait for its reply (raises what the actor raised)."""
-        reply = Reply()
-        await self.send_channel.send(
-            Command(op=op, reply=reply, trace=trace.current.get(), name=name)
-        )
+    async def call(self, request: Request, timeout: float = math.inf) -> Any:
+        """Send ``request`` and wait for its reply (raises what the actor raised).
+
+        Error handling: past ``timeout`` the reply fails (the actor skips the
+        request) and `TimeoutError` is raised.
+        """
+        reply = request.reply
+        await self.send_channel.send(request)
         if timeout == math.inf:
             return await reply.wait()
         with trio.move_on_after(timeout):
@@ -115,9 +117,8 @@ class Mailbox:
                 message = self.receive_channel.receive_nowait()
             except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
                 return count
-            reply = getattr(message, "reply", None)
-            if isinstance(reply, Reply):
-                reply.fail(error)
+            if isinstance(message, Request):
+                message.reply.fail(error)
                 count += 1
 
     def pending(self) -> int:

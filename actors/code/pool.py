@@ -44,6 +44,7 @@ from ...supervisors.supervisor import (
     Mailbox,
     Supervisor,
 )
+from .messages import Parse
 from .wire import MAX_FRAME, READY, ParseJob, ParseResult, frame, job_encoder, result_decoder
 
 WORKER_MODULE = "memtrio.actors.code.worker"
@@ -137,7 +138,9 @@ class ParserPool:
         # A job may wait behind one slow file per worker, then a worker restart.
         timeout = 2 * self.file_timeout + 30.0
         try:
-            return await self.mailbox.call(job, name="code.parse", timeout=timeout)
+            return await self.mailbox.call(
+                Parse(job=job, trace=trace.current.get()), timeout=timeout
+            )
         except ActorCrashed as exc:
             return ParseResult(skipped=f"parser worker stopped ({exc})")
         except TimeoutError:
@@ -234,13 +237,7 @@ class ParserPool:
                 "code", "parser_started", worker=ctx.id, worker_pid=proc.pid, restarts=ctx.restarts
             )
             task_status.started()
-            async with trio.open_nursery() as nursery:
-
-                async def stop_on_shutdown() -> None:
-                    await ctx.shutdown.wait()
-                    nursery.cancel_scope.cancel()
-
-                nursery.start_soon(stop_on_shutdown)
+            with ctx.cancel_on_shutdown(trio.CancelScope()):
                 await self._serve(ctx, proc, reader)
         finally:
             await _stop_process(proc)
@@ -274,7 +271,7 @@ class ParserPool:
                     if cmd.reply.done:
                         continue  # the caller gave up on it
                     pending.append([cmd, trio.current_time()])
-                    await proc.stdin.send_all(frame(job_encoder.encode(cmd.op)))
+                    await proc.stdin.send_all(frame(job_encoder.encode(cmd.job)))
                 cmd, started = pending[0]
                 with trio.move_on_at(started + self.file_timeout) as waited:
                     body = await reader.receive()
@@ -287,10 +284,10 @@ class ParserPool:
                         "code",
                         "parser_hung",
                         worker=ctx.id,
-                        path=cmd.op.path,
+                        path=cmd.job.path,
                         timeout=self.file_timeout,
                     )
-                    raise WorkerLost(f"{ctx.id} hung on {cmd.op.path}")
+                    raise WorkerLost(f"{ctx.id} hung on {cmd.job.path}")
                 pending.popleft()
                 cmd.reply.set(result_decoder.decode(body))
                 if pending:
@@ -303,9 +300,13 @@ class ParserPool:
             why = f"parser worker crashed ({_describe_exit(code)}) and was replaced"
             cmd.reply.set(ParseResult(skipped=why))
             trace.warning(
-                "code", "parser_crashed", worker=ctx.id, path=cmd.op.path, exit=_describe_exit(code)
+                "code",
+                "parser_crashed",
+                worker=ctx.id,
+                path=cmd.job.path,
+                exit=_describe_exit(code),
             )
-            raise WorkerLost(f"{ctx.id} crashed on {cmd.op.path}: {_describe_exit(code)}") from exc
+            raise WorkerLost(f"{ctx.id} crashed on {cmd.job.path}: {_describe_exit(code)}") from exc
         finally:
             for cmd, _ in pending:
                 if not cmd.reply.done:

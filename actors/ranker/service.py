@@ -31,14 +31,13 @@ from __future__ import annotations
 import math
 import sqlite3
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import trio
 
-from ...protocol.messages import Command, Reply
 from ...protocol.tools import ToolError
 from ...supervisors import faults, trace
 from ...supervisors.context import AppContext, ServiceKey
@@ -47,6 +46,7 @@ from ..embedder.pool import EMBEDDER
 from ..store.writer import STORE
 from . import rank as rank_mod
 from .graph import KINDS, RecallCache
+from .messages import RankerRequest, Recall
 
 ACTOR = "ranker"
 BACKFILL_LIMIT = (
@@ -76,17 +76,6 @@ class Ranked(list):
     def __init__(self, items: Any = (), warnings: list[str] | None = None) -> None:
         super().__init__(items)
         self.warnings = warnings or []
-
-
-@dataclass(frozen=True)
-class _Request:
-    query: str
-    qvec: np.ndarray
-    scopes: tuple[Any, ...] | None
-    memory_type: str | None
-    limit: int
-    params: rank_mod.Params
-    lexical: list[tuple[int, float]] | None = None  # FTS5 candidates fetched beforehand
 
 
 def _fingerprint(conn: sqlite3.Connection) -> tuple:
@@ -199,7 +188,8 @@ class Ranker:
             warnings.append(
                 f"the query was truncated to {embedder.max_tokens} tokens for embedding"
             )
-        request = _Request(
+        request = Recall(
+            trace=trace.current.get(),
             query=query,
             qvec=result.vectors[0],
             scopes=tuple(scope_ids) if scope_ids is not None else None,
@@ -208,11 +198,7 @@ class Ranker:
             params=params,
             lexical=lexical,
         )
-        reply = Reply()
-        await self.mailbox.send(
-            Command(op=request, reply=reply, trace=trace.current.get(), name="recall")
-        )
-        ranked = await reply.wait()
+        ranked = await self.mailbox.call(request)
         return Ranked(ranked, warnings)
 
     # -- change notifications ----------------------------------------------------
@@ -254,32 +240,12 @@ class Ranker:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._initial_load)
 
-                async def stop_on_shutdown() -> None:
-                    await ctx.shutdown.wait()
-                    nursery.cancel_scope.cancel()
-
-                nursery.start_soon(stop_on_shutdown)
-                async for cmd in self.mailbox.receive_channel:
-                    with ctx.serving(cmd.reply):
-                        if faults.ACTIVE:
-                            await faults.hit("ranker.rank")  # a crash of the ranker actor itself
-                        token = trace.current.set(cmd.trace) if cmd.trace is not None else None
-                        try:
-                            cmd.reply.set(await self._serve_recall(cmd.op))
-                        except RankerError as exc:
-                            cmd.reply.fail(exc)
-                        except Exception as exc:  # noqa: BLE001 - a ranking bug must not cost the caller its recall
-                            trace.error(
-                                ACTOR, "ranking_failed", error=f"{type(exc).__name__}: {exc}"
-                            )
-                            cmd.reply.fail(
-                                RankerError(
-                                    f"semantic ranking failed ({type(exc).__name__}: {exc}); falling back to lexical ranking"
-                                )
-                            )
-                        finally:
-                            if token is not None:
-                                trace.current.reset(token)
+                ctx.cancel_on_shutdown(nursery.cancel_scope)
+                request: RankerRequest
+                async for request in self.mailbox.receive_channel:
+                    match request:
+                        case Recall():
+                            await self._answer_recall(ctx, request)
         finally:
             self.app.withdraw(RANKER, self)
             if self._remove_listener is not None:
@@ -383,7 +349,7 @@ class Ranker:
         self._cache = cache
         return cache
 
-    def _masks(self, cache: RecallCache, request: _Request) -> dict[str, np.ndarray]:
+    def _masks(self, cache: RecallCache, request: Recall) -> dict[str, np.ndarray]:
         scopes = cache.selected_scopes(request.scopes)
         type_code = None
         if request.memory_type is not None:
@@ -394,7 +360,28 @@ class Ranker:
             "relation": cache.items["relation"].allowed(scopes),
         }
 
-    async def _serve_recall(self, request: _Request) -> list[tuple[int, float]]:
+    async def _answer_recall(self, ctx: ChildContext, request: Recall) -> None:
+        """Answer one `Recall`: the ranking, or a `RankerError` (the caller then ranks lexically)."""
+        with ctx.serving(request.reply):
+            if faults.ACTIVE:
+                await faults.hit("ranker.rank")  # a crash of the ranker actor itself
+            token = trace.current.set(request.trace) if request.trace is not None else None
+            try:
+                request.reply.set(await self._serve_recall(request))
+            except RankerError as exc:
+                request.reply.fail(exc)
+            except Exception as exc:  # noqa: BLE001 - a ranking bug must not cost the caller its recall
+                trace.error(ACTOR, "ranking_failed", error=f"{type(exc).__name__}: {exc}")
+                request.reply.fail(
+                    RankerError(
+                        f"semantic ranking failed ({type(exc).__name__}: {exc}); falling back to lexical ranking"
+                    )
+                )
+            finally:
+                if token is not None:
+                    trace.current.reset(token)
+
+    async def _serve_recall(self, request: Recall) -> list[tuple[int, float]]:
         cache = await self._current_cache()
         with trace.span(ACTOR, "recall", limit=request.limit) as extra:
             masks = await trio.to_thread.run_sync(self._masks, cache, request)

@@ -1,7 +1,7 @@
 """The StoreWriter actor and the `Store` handle other actors and tools use.
 
 The StoreWriter owns the one write connection of this process. It serves
-`Command`s from a supervisor-owned `Mailbox`; each command's ``op`` is a
+`Transact` requests (see ``messages``) from a supervisor-owned `Mailbox`; each one's ``op`` is a
 synchronous function ``op(conn) -> result`` run in a worker thread inside one
 ``BEGIN IMMEDIATE ... COMMIT`` transaction. If the op raises, or the fault
 point ``store.commit`` (right before COMMIT) raises, the transaction is rolled
@@ -28,11 +28,12 @@ from typing import Any, Literal
 import msgspec
 import trio
 
-from ...protocol.messages import Command
+from ...protocol.tools import ToolError
 from ...supervisors import faults, trace
 from ...supervisors.context import ServiceKey
 from ...supervisors.supervisor import ChildContext, Mailbox
 from . import db
+from .messages import StoreRequest, Transact
 from .scopes import ScopePolicy
 
 ACTOR = "store"
@@ -98,20 +99,16 @@ class Store:
         return self.policy.current
 
     async def write(self, op: Callable[[sqlite3.Connection], Any], name: str = "") -> Any:
-        return await self.mailbox.call(op, name=name)
+        return await self.mailbox.call(Transact(op=op, name=name, trace=trace.current.get()))
 
     async def read(self, op: Callable[[sqlite3.Connection], Any]) -> Any:
         pool = self._pool
         if pool is None:
-            from ...protocol.tools import ToolError
-
             raise ToolError("the memory store is not running (starting or restarting); try again")
         try:
             with trace.span(ACTOR, "read", op=getattr(op, "__name__", "op")):
                 return await pool.run(op)
         except db.PoolClosed:
-            from ...protocol.tools import ToolError
-
             raise ToolError("the memory store is restarting; try again") from None
 
     def add_listener(self, fn: Listener) -> Callable[[], None]:
@@ -208,15 +205,12 @@ async def serve_store_writer(
             restarts=ctx.restarts,
         )
         task_status.started(store)
-        async with trio.open_nursery() as nursery:
-
-            async def stop_on_shutdown() -> None:
-                await ctx.shutdown.wait()
-                nursery.cancel_scope.cancel()
-
-            nursery.start_soon(stop_on_shutdown)
-            async for cmd in store.mailbox.receive_channel:
-                await _serve_one(ctx, store, conn, cmd, busy_timeout_ms)
+        with ctx.cancel_on_shutdown(trio.CancelScope()):
+            request: StoreRequest
+            async for request in store.mailbox.receive_channel:
+                match request:
+                    case Transact():
+                        await _transact_one(ctx, store, conn, request, busy_timeout_ms)
     finally:
         if store._pool is pool:
             store._pool = None
@@ -226,8 +220,8 @@ async def serve_store_writer(
             await trio.to_thread.run_sync(conn.close)
 
 
-async def _serve_one(
-    ctx: ChildContext, store: Store, conn: sqlite3.Connection, cmd: Command, busy_ms: int
+async def _transact_one(
+    ctx: ChildContext, store: Store, conn: sqlite3.Connection, cmd: Transact, busy_ms: int
 ) -> None:
     if cmd.reply.done:
         return  # the caller gave up (timed out) while this waited in the mailbox
