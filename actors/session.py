@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import time
-import traceback
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -409,7 +408,7 @@ class Session:
                 "tool_failed",
                 tool=tool.name,
                 error=f"{type(exc).__name__}: {exc}",
-                exc="".join(traceback.format_exception(exc))[-4000:],
+                exc=trace.format_traceback(exc),
             )
             return mcp.tool_error(f"{tool.name} failed: {type(exc).__name__}: {exc}")
         return mcp.tool_result(value, structured_ok=self.state.structured_ok)

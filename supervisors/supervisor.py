@@ -428,6 +428,7 @@ class Supervisor:
                         level="warning",
                         child=st.spec.id,
                         error=st.last_error,
+                        exc=trace.format_traceback(exc),
                     )
         ctx.fail_in_flight("stopped" if st.stopping else "crashed")
         st.state = "stopped" if st.stopping else "exited"

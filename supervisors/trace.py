@@ -18,6 +18,7 @@ import os
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -109,6 +110,11 @@ class TraceLog:
 
 
 LOG = TraceLog()
+
+
+def format_traceback(exc: BaseException, limit: int = 4000) -> str:
+    """``exc`` with its traceback, as the ``exc`` field of a trace event (the last ``limit`` characters)."""
+    return "".join(traceback.format_exception(exc))[-limit:]
 
 
 def event(actor: str, name: str, level: str = "info", **fields: Any) -> None:

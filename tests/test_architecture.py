@@ -172,3 +172,33 @@ def test_module_and_function_size(path: Path) -> None:
         and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
     ]
     assert not long, f"{name}: functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+# `Any` only where a value is truly dynamic (a JSON payload, a pass-through argument).
+MAX_BARE_ANY = 30
+
+
+def bare_any_annotations(path: Path) -> list[str]:
+    """Annotations that are exactly ``Any`` (``x: Any``, ``-> Any``) in one file."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        annotations: list[ast.expr] = []
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            a = node.args
+            params = [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+            annotations = [p.annotation for p in params if p is not None and p.annotation]
+            if node.returns is not None:
+                annotations.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            annotations = [node.annotation]
+        found += [
+            f"{module_name(path)}:{ann.lineno}"
+            for ann in annotations
+            if isinstance(ann, ast.Name) and ann.id == "Any"
+        ]
+    return found
+
+
+def test_any_is_rare() -> None:
+    found = [place for path in source_files() for place in bare_any_annotations(path)]
+    assert len(found) <= MAX_BARE_ANY, f"{len(found)} bare Any annotations: {found}"
