@@ -58,7 +58,7 @@ def test_short_aliases(home: Path) -> None:
         (
             "",
             {"MEMTRIO_EMBEDDINGS": "maybe"},
-            "MEMTRIO_EMBEDDINGS: embedding.enabled must be on/off",
+            "MEMTRIO_EMBEDDINGS=maybe (environment): embedding.enabled must be on/off",
         ),
         ("", {"MEMTRIO_STORE_READ_CONNECTIONS": "many"}, "MEMTRIO_STORE_READ_CONNECTIONS"),
         ("", {"MEMTRIO_TOOLS": "memory,bogus"}, "unknown group(s) bogus"),

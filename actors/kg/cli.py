@@ -36,7 +36,7 @@ def export_jsonl(args: argparse.Namespace) -> int:
             sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()
         else:
-            with open(args.file, "wb") as out:
+            with store_cli.open_export(args.file, binary=True) as out:  # private (0600)
                 out.write(data)
             print(
                 f"exported {len(lines)} lines (reference memory.jsonl format) to {args.file}",
@@ -44,6 +44,8 @@ def export_jsonl(args: argparse.Namespace) -> int:
             )
         return 0
 
+    if args.file not in (None, "-"):
+        store_cli.check_export_target(args.file)
     return store_cli._run(args, body)
 
 
