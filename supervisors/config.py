@@ -4,7 +4,12 @@ environment variables, overridden by command-line flags.
 Every key of every section can be set from the environment as
 ``MEMTRIO_<SECTION>_<KEY>`` (for example ``MEMTRIO_RETRIEVAL_DAMPING=0.6``);
 a few short aliases exist too (`ALIASES`). Invalid configuration raises
-`ConfigError` naming the key and where it came from.
+`ConfigError` (exit code 2) naming the key, the value and where it came from:
+``MEMTRIO_RETRIEVAL_DAMPING=7 (environment)``, ``damping = 7 in
+/path/config.toml [retrieval] line 2`` or ``the command-line flag --tools
+memory,bogus``. Each key is checked for its type and its range (`_CHECKS`);
+unknown sections and keys, in config.toml or as ``MEMTRIO_<SECTION>_<KEY>``
+variables, are errors too.
 """
 
 from __future__ import annotations
@@ -173,8 +178,17 @@ _SHOWN = 80
 
 
 def default_home() -> Path:
+    """``$MEMTRIO_HOME`` (made absolute, links kept), else ``~/.memtrio``."""
     home = os.environ.get("MEMTRIO_HOME")
-    return Path(os.path.abspath(Path(home).expanduser())) if home else Path.home() / ".memtrio"
+    if home:
+        return Path(os.path.abspath(Path(home).expanduser()))
+    try:
+        return Path.home() / ".memtrio"
+    except RuntimeError:  # no HOME and no passwd entry
+        raise ConfigError(
+            "cannot tell where your home directory is (HOME is not set): "
+            "set MEMTRIO_HOME or pass --home"
+        ) from None
 
 
 def _sections() -> dict[str, type[msgspec.Struct]]:
