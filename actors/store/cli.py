@@ -116,6 +116,9 @@ def _run(
         except sqlite3.Error as exc:  # the database refused the command (read-only, full, damaged)
             failure.append(db.unavailable(exc, path))
             return 1
+        except Exception as exc:  # noqa: BLE001 - the command failed, not the store's start
+            failure.append(exc)
+            return 1
 
     failure: list[Exception] = []
     try:
@@ -133,9 +136,9 @@ def _run(
     if failure:
         if isinstance(failure[0], BrokenPipeError):
             raise failure[0]
-        if isinstance(failure[0], UserError):
-            raise failure[0]
-        raise CliError(str(failure[0])) from None
+        if isinstance(failure[0], ToolError):
+            raise CliError(str(failure[0])) from None
+        raise failure[0]  # a UserError, or unexpected: `memtrio` prints it in one line
     return code
 
 
