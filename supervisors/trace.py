@@ -112,14 +112,19 @@ class TraceLog:
             except OSError as exc:
                 if not self._failed:
                     self._failed = True
-                    print(f"memtrio: writing the log failed: {exc}", file=sys.stderr)
+                    self._stderr(
+                        f"memtrio: writing the log {self.path} failed ({exc.strerror or exc}); "
+                        "later events are lost until it works again"
+                    )
         if echo and lvl >= self.stderr_level:
             detail = " ".join(f"{k}={v}" for k, v in fields.items() if k not in ("exc",))
-            text = f"memtrio {level}: {actor}: {event} {detail}".rstrip()
-            if self._held is not None:
-                self._held.append(text)
-            else:
-                print(text, file=sys.stderr)
+            self._stderr(f"memtrio {level}: {actor}: {event} {detail}".rstrip())
+
+    def _stderr(self, text: str) -> None:
+        if self._held is not None:
+            self._held.append(text)
+        else:
+            print(text, file=sys.stderr)
 
     def hold_stderr(self) -> None:
         """Keep the stderr lines of events back until `release_stderr` (while starting up)."""

@@ -489,3 +489,78 @@ async def test_defect11_an_escalation_names_the_failure_and_what_to_do() -> None
     assert message.startswith("supervisor 'root' gave up: child 'worker' could not start")
     assert "RuntimeError: kaput" in message and "restart memtrio" in message
     assert "\n" not in message
+
+
+def test_defect11_odd_homes_and_stores_are_one_line(tmp_path: Path) -> None:
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    _one_line(cli("stats", "--home", str(dangling)), 1, "is a symbolic link to", "fix the link")
+    home = tmp_path / "home"
+    (home / "memtrio.sqlite").mkdir(parents=True)
+    for command in (["stats"], ["mcp"]):
+        proc = cli(*command, "--home", str(home), stdin="\n")
+        _one_line(proc, 1, "is a directory, not a database", "move it away")
+
+
+def test_defect11_a_full_disk_is_one_line(tmp_path: Path) -> None:
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and a private mount namespace (unshare) for a tiny tmpfs")
+    script = 'mount -t tmpfs -o size=64k tmpfs "$0" && exec "$@"'
+    env = {**os.environ, "MEMTRIO_EMBEDDINGS": "off", "MEMTRIO_CODE": "off"}
+    for command in (["remember", "a note"], ["mcp"]):
+        proc = subprocess.run(
+            ["unshare", "-m", "sh", "-c", script, str(disk), *CLI, *command],
+            env={**env, "MEMTRIO_HOME": str(disk / "home")},
+            input="\n",
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if "mount" in proc.stderr and proc.returncode not in (0, 1):
+            pytest.skip(f"no tmpfs here: {proc.stderr.strip()}")
+        _one_line(proc, 1, "is full", "free some space")
+
+
+async def test_defect11_startup_warnings_show_only_when_the_start_succeeds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memtrio.supervisors.app import FeatureUnavailable
+    from memtrio.supervisors.supervisor import ChildSpec
+
+    class Missing:
+        name = "missing"
+
+        def setup(self, app: object) -> None:
+            raise FeatureUnavailable("not installed here")
+
+        def children(self, app: object) -> list[ChildSpec]:
+            return []
+
+    class Worker:
+        name = "worker"
+
+        def __init__(self, fail: bool) -> None:
+            self.fail = fail
+
+        def setup(self, app: object) -> None:
+            pass
+
+        def children(self, app: object) -> list[ChildSpec]:
+            async def start(ctx: object, *, task_status: trio.TaskStatus[None]) -> None:
+                if self.fail:
+                    raise RuntimeError("cannot start")
+                task_status.started()
+                await trio.sleep_forever()
+
+            return [ChildSpec("worker", start)]
+
+    cfg = config_mod.load(tmp_path, env={"MEMTRIO_EMBEDDINGS": "off"})
+    trace.LOG.configure(None, "info", stderr_level="warning")
+    with contextlib.suppress(BaseException):
+        async with open_app(build_context(cfg, tmp_path / "a"), [Missing(), Worker(True)]):
+            pass
+    assert capsys.readouterr().err == ""  # the caller prints the one line
+    async with open_app(build_context(cfg, tmp_path / "b"), [Missing(), Worker(False)]):
+        assert "feature_unavailable feature=missing" in capsys.readouterr().err

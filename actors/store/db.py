@@ -11,6 +11,7 @@ thread at a time per connection, so they are opened with
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import sqlite3
@@ -68,6 +69,14 @@ def unavailable(exc: BaseException, path: Path) -> StoreUnavailable:
     """What a failure to open or write the database at ``path`` means, and what to do."""
     if isinstance(exc, StoreUnavailable):
         return exc
+    # A failed ROLLBACK after the real failure ("cannot rollback - no transaction is
+    # active" after SQLITE_FULL) hides it: the first SQLite error is the one to explain.
+    while isinstance(exc.__context__, sqlite3.Error):
+        exc = exc.__context__
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return StoreUnavailable(
+            f"the disk of the memory store {path} is full ({exc.strerror})", "free some space", path
+        )
     detail = str(exc) or type(exc).__name__
     code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
     text = detail.lower()
