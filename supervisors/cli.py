@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
@@ -77,6 +78,9 @@ def home_origin(args: argparse.Namespace) -> str:
         return "--home"
     return "MEMTRIO_HOME" if os.environ.get("MEMTRIO_HOME") else ""
 
+
+# Bytes of the command line that are not UTF-8 (decoded with surrogateescape).
+_SURROGATE = re.compile("[\udc80-\udcff]")
 
 # The command-line flags that set configuration keys, named in error messages.
 FLAGS = {("log", "level"): "--log-level", ("tools", "enabled"): "--tools"}
@@ -179,6 +183,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = build_parser()
     args = parser.parse_args(argv)
+    for name, value in vars(args).items():
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str) and _SURROGATE.search(text):
+                parser.error(f"argument {name}: {text!r} is not UTF-8 text")
     umask = os.umask(0o077)
     try:
         return _run_command(args)
@@ -225,6 +233,15 @@ def report(exc: BaseException) -> int:
         print(details, end="", file=sys.stderr)
     if isinstance(exc, Escalation):
         print(f"memtrio: {exc}", file=sys.stderr)
+        return 1
+    if isinstance(exc, UnicodeDecodeError) or (
+        isinstance(exc, UnicodeEncodeError) and "surrogates" in exc.reason
+    ):
+        # Bytes that are not UTF-8 (decoded with surrogateescape) in a file, stdin or argv.
+        print(
+            f"memtrio: the input is not UTF-8 text (at character {exc.start}); convert it to UTF-8",
+            file=sys.stderr,
+        )
         return 1
     if isinstance(exc, OSError) and exc.strerror:
         where = f" {exc.filename}" if exc.filename else ""

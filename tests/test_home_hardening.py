@@ -527,7 +527,7 @@ async def test_defect11_startup_warnings_show_only_when_the_start_succeeds(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from memtrio.supervisors.app import FeatureUnavailable
-    from memtrio.supervisors.supervisor import ChildSpec
+    from memtrio.supervisors.supervisor import ChildContext, ChildSpec
 
     class Missing:
         name = "missing"
@@ -548,19 +548,68 @@ async def test_defect11_startup_warnings_show_only_when_the_start_succeeds(
             pass
 
         def children(self, app: object) -> list[ChildSpec]:
-            async def start(ctx: object, *, task_status: trio.TaskStatus[None]) -> None:
+            async def start(ctx: ChildContext, *, task_status: trio.TaskStatus[None]) -> None:
                 if self.fail:
                     raise RuntimeError("cannot start")
                 task_status.started()
-                await trio.sleep_forever()
+                await ctx.shutdown.wait()
 
             return [ChildSpec("worker", start)]
 
     cfg = config_mod.load(tmp_path, env={"MEMTRIO_EMBEDDINGS": "off"})
     trace.LOG.configure(None, "info", stderr_level="warning")
-    with contextlib.suppress(BaseException):
+    from memtrio.supervisors.supervisor import Escalation
+
+    with pytest.raises(Exception) as info:  # noqa: PT011 - an Escalation, maybe in a group
         async with open_app(build_context(cfg, tmp_path / "a"), [Missing(), Worker(True)]):
             pass
+    leaf: BaseException = info.value
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    assert isinstance(leaf, Escalation) and "could not start" in str(leaf)
     assert capsys.readouterr().err == ""  # the caller prints the one line
     async with open_app(build_context(cfg, tmp_path / "b"), [Missing(), Worker(False)]):
         assert "feature_unavailable feature=missing" in capsys.readouterr().err
+
+
+def test_defect11_no_permission_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Root ignores file modes, so the refusals are simulated where the system makes them.
+    from memtrio.supervisors import app as app_mod
+
+    def denied(path: Path) -> None:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(app_mod.private, "make_dir", denied)
+    assert main(["stats", "--home", str(tmp_path / "new")]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        f"memtrio: cannot create the home {tmp_path / 'new'} (from --home): permission denied; "
+        "choose another home with --home or MEMTRIO_HOME\n"
+    )
+    monkeypatch.undo()
+    monkeypatch.setattr(app_mod.os, "access", lambda path, mode: False)
+    assert main(["stats", "--home", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"the home {tmp_path} (from --home) is not writable" in err
+
+
+def test_defect11_non_utf8_input_is_one_line(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [*CLI, "remember", "-", "--home", str(tmp_path / "h")],
+        input=b"caf\xe9\n",
+        capture_output=True,
+        env={**os.environ, "MEMTRIO_EMBEDDINGS": "off"},
+        timeout=60,
+    )
+    assert proc.returncode == 1 and b"Traceback" not in proc.stderr
+    assert proc.stderr.count(b"\n") == 1 and b"not UTF-8" in proc.stderr
+    proc = subprocess.run(
+        [*CLI, "remember", os.fsdecode(b"caf\xe9"), "--home", str(tmp_path / "h")],
+        capture_output=True,
+        env={**os.environ, "MEMTRIO_EMBEDDINGS": "off"},
+        timeout=60,
+    )
+    assert proc.returncode == 2 and proc.stderr.count(b"\n") == 1
+    assert b"argument content" in proc.stderr and b"is not UTF-8 text" in proc.stderr
