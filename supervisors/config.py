@@ -380,13 +380,13 @@ def load(
                 )
             known = sections[section].__struct_fields__
             for key, value in values.items():
-                where = _at(path, text, section, key)
+                line = _line_of(text, section, key)
                 if key not in known:
                     raise ConfigError(
-                        f"{where}: unknown key {section}.{key} (known in [{section}]: {', '.join(known)})"
+                        f"{path}{f' line {line}' if line else ''}: unknown key {section}.{key} "
+                        f"(known in [{section}]: {', '.join(known)})"
                     )
                 source = f"{key} = {_show(value, False)} in {path} [{section}]"
-                line = _line_of(text, section, key)
                 given[section, key] = (
                     _Value(value, source + (f" line {line}" if line else "")),
                     False,
