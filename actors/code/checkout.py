@@ -261,23 +261,26 @@ def resolve_path(root: Path, path: str) -> str:
     rel = rel.replace(os.sep, "/")
     if rel in (".", "") or rel.startswith("../"):
         raise ToolError(f"path {path!r} does not name a file inside the checkout")
-    # Refuse symlinks anywhere along the path.
-    current = str(root)
-    for part in rel.split("/"):
-        current = f"{current}/{part}"
-        try:
-            st = os.lstat(current)
-        except FileNotFoundError:
-            raise ToolError(f"no such file in the checkout: {rel}") from None
-        except OSError as exc:
-            raise ToolError(f"cannot read {rel}: {exc.strerror}") from None
-        if stat.S_ISLNK(st.st_mode):
-            raise ToolError(
-                f"path {path!r} goes through a symlink ({current[len(str(root)) + 1 :]}); symlinks are refused"
-            )
-    real = os.path.realpath(current)
-    if real != str(root) and not real.startswith(str(root) + os.sep):
-        raise ToolError(f"path {path!r} resolves outside the checkout {str(root)!r}")
-    if not os.path.isfile(current):
+    # Refuse symlinks anywhere along the path, walking from the root without
+    # following any (the file is checked again the same way when it is read).
+    parts = rel.split("/")
+    with CheckoutDir(str(root)) as tree:
+        for i in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:i])
+            try:
+                st = tree.lstat(prefix)
+            except Symlink:
+                st = None
+            except Unsafe as exc:
+                raise ToolError(f"cannot read {rel}: {exc}") from None
+            except FileNotFoundError:
+                raise ToolError(f"no such file in the checkout: {rel}") from None
+            except OSError as exc:
+                raise ToolError(f"cannot read {rel}: {exc.strerror}") from None
+            if st is None or stat.S_ISLNK(st.st_mode):
+                raise ToolError(
+                    f"path {path!r} goes through a symlink ({prefix}); symlinks are refused"
+                )
+    if not stat.S_ISREG(st.st_mode):
         raise ToolError(f"path {path!r} is not a regular file")
     return rel
