@@ -45,7 +45,14 @@ HOOKS = (
 # Commands git runs that take a pager.<cmd> or alias.<cmd> setting.
 COMMANDS = ("rev-parse", "ls-files", "merge-base", "diff", "cat-file", "version", "status", "log")
 
-_IDENTITY = ["-c", "user.name=hostile", "-c", "user.email=h@example.com", "-c", "commit.gpgsign=false"]
+_IDENTITY = [
+    "-c",
+    "user.name=hostile",
+    "-c",
+    "user.email=h@example.com",
+    "-c",
+    "commit.gpgsign=false",
+]
 
 
 @dataclass
@@ -150,10 +157,10 @@ def make_hostile_checkout(base: Path) -> Hostile:
     ]
     lines = ["[core]", "\trepositoryformatversion = 1", f"\thooksPath = {hooks}"]
     lines += ["[extensions]", "\tpartialClone = origin"]
-    lines += ["[remote \"origin\"]", "\tpromisor = true"]
+    lines += ['[remote "origin"]', "\tpromisor = true"]
     lines.append(f"\turl = ext::sh -c touch% {markers / 'ext-transport'}")
-    lines += ["[protocol]", "\tallow = always", "[protocol \"ext\"]", "\tallow = always"]
-    lines += ["[filter \"evil\"]", "\trequired = true"]
+    lines += ["[protocol]", "\tallow = always", '[protocol "ext"]', "\tallow = always"]
+    lines += ['[filter "evil"]', "\trequired = true"]
     lines += ["[log]", "\tshowSignature = true", "[credential]"]
     lines.append(f"\thelper = !{cmd('credential.helper')}")
     for key in keys:

@@ -285,6 +285,12 @@ async def structural_diff(pool: ParserPool, root: Path, base: str, head: str, li
     async def one(index: int, change: _Change, language: str) -> None:
         old_data = blobs.get(change.old_sha) if change.status not in "AC" else None
         new_data = blobs.get(change.new_sha) if change.status != "D" else None
+        if (change.status not in "AC" and old_data is None) or (
+            change.status != "D" and new_data is None
+        ):
+            # e.g. a partial clone: missing objects are never fetched
+            results[index] = [f"skipped (object missing): {show_path(change.path)}"]
+            return
         outlines: list[Outline | None] = []
         for data, path in ((old_data, change.old_path), (new_data, change.path)):
             if data is None:
