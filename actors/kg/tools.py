@@ -577,7 +577,8 @@ def _r(name: str, title: str, description: str, args: Any, handler: Any) -> Tool
 TOOLS = [
     _w("create_entities", "Create Entities",
        "Create multiple new entities in the knowledge graph: {name, entityType, observations[]}. Entities that "
-       "already exist are skipped; returns the ones created. At most 1,000 per call, one transaction.",
+       "already exist are skipped; returns the ones created. At most 1,000 per call, one transaction. An entity "
+       "another repository has is linked with its own type kept (see warnings).",
        CreateEntitiesArgs, create_entities),
     _w("create_relations", "Create Relations",
        "Create multiple new relations {from, to, relationType} between existing entities. Relations should be in "
@@ -597,8 +598,9 @@ TOOLS = [
        "Delete multiple relations {from, to, relationType} from the knowledge graph.",
        RelationsArgs, delete_relations, destructive=True, idempotent=True),
     _w("upsert_entities", "Upsert Entities",
-       "Create entities that do not exist and update those that do: a given entityType replaces the stored one, "
-       "observations not yet present are added. Returns {name, entityType, created, addedObservations} per entity.",
+       "Create entities that do not exist and update those that do: a given entityType replaces the stored one "
+       "(refused for an entity another repository also uses), observations not yet present are added. Returns "
+       "{name, entityType, created, addedObservations} per entity.",
        UpsertEntitiesArgs, upsert_entities, idempotent=True),
     _w("merge_entities", "Merge Entities",
        "Fold the `sources` entities into `target` (created if missing): observations move (duplicates dropped), "

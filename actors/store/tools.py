@@ -568,7 +568,10 @@ async def forget(ctx: Any, args: ForgetArgs) -> dict[str, Any]:
 
 # -- registration ----------------------------------------------------------------
 
-_SCOPE_NOTE = " Scopes are `global` or `repo:/absolute/path`; writes may only go to the current repository and `global`."
+_SCOPE_NOTE = (
+    " Scopes are `global` or `repo:/absolute/path`; writes may only go to the current repository and `global`,"
+    " and rows another repository also uses keep their kind, metadata and content (see warnings)."
+)
 
 TOOLS = [
     Tool(
