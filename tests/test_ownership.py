@@ -28,6 +28,8 @@ import trio
 from gitrepo import make_repo
 from mcp import Client
 from mcp_client import fails, ok, open_client, server_env
+from memtrio.actors.store import ops, schema
+from memtrio.actors.store.ownership import Ownership, SharedRow
 
 Triple = tuple[str, str, str]
 
@@ -414,32 +416,35 @@ async def cli_import_jsonl_keeps_as_rows(p: Pair) -> None:
         assert code == 0, out
 
 
-CASES: list[tuple[str, Callable[[Pair], Awaitable[None]]]] = [
-    ("remember: links A's entity and relation, keeps kind and metadata", remember_links_and_keeps_kind_and_metadata),
-    ("relate: changing the metadata of A's relation is refused", relate_refuses_a_metadata_change),
-    ("relate: links A's relation, keeps A's entity kind", relate_links_and_keeps_kinds),
-    ("update: A's shared memory is refused", update_is_refused),
-    ("forget: A's shared memory is refused", forget_is_refused),
-    ("recall, inspect: read only", recall_and_inspect_only_read),
-    ("create_entities: links A's entity, keeps its type", create_entities_links_and_keeps_the_type),
-    ("upsert_entities: changing A's entity type is refused", upsert_entities_refuses_a_type_change),
-    ("create_relations: links A's relation", create_relations_links_an_existing_triple),
-    ("add_observations: adds to B only", add_observations_adds_only_to_b),
-    ("delete_entities: removes B's part only", delete_entities_removes_only_bs_part),
-    ("delete_entities: A's observation seen through global stays", delete_entities_of_a_global_view_keeps_as_observation),
-    ("delete_entities/upsert/merge: a global entity A's relation uses", delete_entities_of_a_global_entity_keeps_as_relations),
-    ("delete_observations: A's shared observation is refused", delete_observations_refuses_as_observation),
-    ("delete_relations: unlinks B only", delete_relations_unlinks_only_b),
-    ("merge_entities: a source shared with A is refused", merge_entities_refuses_a_shared_source),
-    ("merge_entities: into A's entity keeps its type", merge_entities_into_a_shared_target_keeps_its_type),
-    ("compact: A's duplicates stay", compact_keeps_as_duplicates),
-    ("control: B changes rows only B uses", b_still_changes_its_own_rows),
-    ("CLI remember: links only", cli_remember_links_only),
-    ("CLI forget: A's shared memory is refused", cli_forget_is_refused),
-    ("CLI flush: A's rows stay", cli_flush_keeps_as_rows),
-    ("CLI import (memtrio format): A's rows stay", cli_import_keeps_as_rows),
-    ("CLI import --format jsonl: A's rows stay", cli_import_jsonl_keeps_as_rows),
+# (the tools or CLI command it drives, what B gets, the case)
+CASES: list[tuple[str, str, Callable[[Pair], Awaitable[None]]]] = [
+    ("remember", "links A's entity and relation, keeps kind and metadata", remember_links_and_keeps_kind_and_metadata),
+    ("relate", "changing the metadata of A's relation is refused", relate_refuses_a_metadata_change),
+    ("relate", "links A's relation, keeps A's entity kind", relate_links_and_keeps_kinds),
+    ("update", "A's shared memory is refused", update_is_refused),
+    ("forget", "A's shared memory is refused", forget_is_refused),
+    ("recall, inspect", "read only", recall_and_inspect_only_read),
+    ("create_entities", "links A's entity, keeps its type", create_entities_links_and_keeps_the_type),
+    ("upsert_entities", "changing A's entity type is refused", upsert_entities_refuses_a_type_change),
+    ("create_relations", "links A's relation", create_relations_links_an_existing_triple),
+    ("add_observations", "adds to B only", add_observations_adds_only_to_b),
+    ("delete_entities", "removes B's part only", delete_entities_removes_only_bs_part),
+    ("delete_entities", "A's observation seen through global stays", delete_entities_of_a_global_view_keeps_as_observation),
+    ("delete_entities, upsert_entities, merge_entities", "a global entity A's relation uses", delete_entities_of_a_global_entity_keeps_as_relations),
+    ("delete_observations", "A's shared observation is refused", delete_observations_refuses_as_observation),
+    ("delete_relations", "unlinks B only", delete_relations_unlinks_only_b),
+    ("merge_entities", "a source shared with A is refused", merge_entities_refuses_a_shared_source),
+    ("merge_entities", "into A's entity keeps its type", merge_entities_into_a_shared_target_keeps_its_type),
+    ("compact", "A's duplicates stay", compact_keeps_as_duplicates),
+    ("upsert_entities, relate", "control: B changes rows only B uses", b_still_changes_its_own_rows),
+    ("memtrio remember", "links only", cli_remember_links_only),
+    ("memtrio forget", "A's shared memory is refused", cli_forget_is_refused),
+    ("memtrio flush", "A's rows stay", cli_flush_keeps_as_rows),
+    ("memtrio import", "memtrio format: A's rows stay", cli_import_keeps_as_rows),
+    ("memtrio import", "--format jsonl: A's rows stay", cli_import_jsonl_keeps_as_rows),
 ]  # fmt: skip
+# The CLI commands that write the store (the others read it, or write only the code index).
+WRITING_COMMANDS = {"memtrio remember", "memtrio forget", "memtrio flush", "memtrio import"}
 
 
 async def test_defect2_other_repository_cannot_change_shared_rows(
@@ -451,6 +456,48 @@ async def test_defect2_other_repository_cannot_change_shared_rows(
         p = Pair(home, a, b, repo_b, f"repo:{repo_a / '.git'}", f"repo:{repo_b / '.git'}")
         assert (await ok(a, "stats"))["current_scope"] == p.a_scope
         assert (await ok(b, "stats"))["current_scope"] == p.b_scope
-        for name, case in CASES:
-            with subtests.test(msg=name):
+        covered = {t for tools, _, _ in CASES for t in tools.split(", ")}
+        with subtests.test(msg="every write tool and writing command has a case"):
+            listed = (await a.list_tools()).tools
+            writes = {
+                t.name for t in listed if not (t.annotations and t.annotations.read_only_hint)
+            }
+            # remember, relate, update, forget, recall and inspect (they count accesses), 9 graph tools
+            assert len(writes) == 15, sorted(writes)
+            assert writes | WRITING_COMMANDS <= covered, sorted(writes - covered)
+        for tools, what, case in CASES:
+            with subtests.test(msg=f"{tools}: {what}"):
                 await case(p)
+
+
+def test_owners_of_a_row_include_the_scopes_of_the_rows_that_use_it(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "own.sqlite", isolation_level=None)
+    conn.execute("PRAGMA foreign_keys = ON")
+    schema.migrate(conn)
+    a, b = ("repo:/a/.git", "global"), ("repo:/b/.git", "global")
+    ids = {s: ops.ensure_scope(conn, s) for s in ("global", a[0], b[0])}
+    own = Ownership(conn, b)
+    warnings: list[str] = []
+    # X is global only; A's relation X -[r]-> Y and A's memory about Y use it.
+    x, _ = ops.upsert_entity(conn, ops.EntitySpec("X", "lib"), [ids["global"]], 0.0, own, warnings)
+    y, _ = ops.upsert_entity(conn, ops.EntitySpec("Y"), [ids[a[0]]], 0.0, own, warnings)
+    rel, _ = ops.upsert_relation(conn, x, "r", y, None, [ids[a[0]]], 0.0, own, None)
+    assert own.foreign("entity", x) == [a[0]] and not own.owned("entity", x)
+    assert own.foreign("relation", rel) == [a[0]]
+    assert Ownership(conn, a).owned("entity", x)  # A may write every owner scope of X
+    # An explicit change is refused, naming A's scope; a link keeps the kind, with a warning.
+    with pytest.raises(SharedRow, match=r"repo:/a/\.git.*read-only"):
+        own.require("entity", x, "entity 'X'", "change its entityType")
+    ops.upsert_entity(conn, ops.EntitySpec("x", "service"), [ids[b[0]]], 0.0, own, warnings)
+    assert len(warnings) == 1 and "repo:/a/.git" in warnings[0]
+    assert conn.execute("SELECT kind FROM entities WHERE id = ?", (x,)).fetchone()[0] == "lib"
+    # Releasing X from B's side leaves it in A (never unscoped, so never visible everywhere).
+    own.release("entity", x)
+    scopes = conn.execute(
+        "SELECT s.name FROM entity_scopes es JOIN scopes s ON s.id = es.scope_id WHERE es.entity_id = ?",
+        (x,),
+    ).fetchall()
+    assert scopes == [(a[0],)]
+    # An unscoped (legacy) row belongs to everyone.
+    conn.execute("DELETE FROM relation_scopes WHERE relation_id = ?", (rel,))
+    assert own.owned("relation", rel)
