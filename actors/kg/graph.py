@@ -579,7 +579,7 @@ def delete_observations(w: Writer, items: Sequence[tuple[str, list[str]]]) -> in
     """
     conn, sc = w.conn, w.sc
     found = resolve(conn, sc, [name for name, _ in items])
-    chosen: list[tuple[int, int]] = []  # (memory id, entity id)
+    chosen: dict[tuple[int, int], None] = {}  # (memory id, entity id), once each
     for i, (name, contents) in enumerate(items):
         ent = found.get(ops.canonical_name(name))
         if ent is None:
@@ -591,7 +591,7 @@ def delete_observations(w: Writer, items: Sequence[tuple[str, list[str]]]) -> in
                     "memory", mid, f"the observation {_short(content)} of entity {ent.name!r}",
                     "delete it", f"delete_observations: deletions[{i}]",
                 )  # fmt: skip
-                chosen.append((mid, ent.id))
+                chosen[(mid, ent.id)] = None
     for mid, eid in chosen:
         w.drop_observation(mid, eid)
     w.touch([eid for _, eid in chosen])

@@ -94,17 +94,14 @@ def _quoted(names: Sequence[str]) -> str:
 class Ownership:
     """The ownership rule for one write transaction of a server that may write ``writable``.
 
-    Built inside the transaction (scope ids are resolved once); every method
-    reads the rows as they are now, so a check sees the earlier changes of
-    the same call.
+    Built inside the transaction, after the call has created the scopes it
+    writes (scope ids are resolved once); every method reads the rows as they
+    are now, so a check sees the earlier changes of the same call.
     """
 
     def __init__(self, conn: sqlite3.Connection, writable: Sequence[str]) -> None:
         self.conn = conn
         self.writable = list(dict.fromkeys(writable))
-        self._refresh()
-
-    def _refresh(self) -> None:
         marks = ",".join("?" * len(self.writable)) or "NULL"
         self.writable_ids = [
             r[0]
@@ -113,10 +110,6 @@ class Ownership:
             )
         ]
         self._winner = ",".join(str(int(i)) for i in self.writable_ids) or "NULL"
-
-    def scope_created(self) -> None:
-        """Call after creating a writable scope in this transaction."""
-        self._refresh()
 
     def describe_writable(self) -> str:
         return " and ".join(f"`{s}`" for s in self.writable)
