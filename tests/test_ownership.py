@@ -159,6 +159,8 @@ async def relate_refuses_a_metadata_change(p: Pair) -> None:
         await p.refused(
             "relate", source="RelX", relation="owns", target="RelY", metadata={"since": 2}
         )
+    # Refused as a whole: not even the entities were linked to B.
+    assert (await ok(p.b, "entity_exists", names=["RelX", "RelY"]))["missing"] == ["RelX", "RelY"]
 
 
 async def relate_links_and_keeps_kinds(p: Pair) -> None:
