@@ -63,8 +63,13 @@ def import_jsonl(args: argparse.Namespace, lines: list[str]) -> int:
         view = view_of(app)
 
         def op(conn: sqlite3.Connection) -> Written:
+            # The Writer applies the ownership rule (store.ownership): rows shared
+            # with another repository are linked, never changed.
             w = Writer(conn, view, None)
-            return Written(jsonl.import_graph(w, parsed), w.changes)
+            counts = jsonl.import_graph(w, parsed)
+            if w.warnings:
+                counts["warnings"] = w.warnings
+            return Written(counts, w.changes)
 
         result: dict[str, Any] = await store.write(op, name="import_jsonl")
         result["scope"] = view.current
@@ -80,7 +85,7 @@ def import_jsonl(args: argparse.Namespace, lines: list[str]) -> int:
                     f"\nwarning: {r['createdEndpoints']} relation endpoints were not entities in the file "
                     "and were created with type `entity`"
                 )
-            return text
+            return text + "".join(f"\nwarning: {w}" for w in r.get("warnings", []))
 
         store_cli._emit(args, result, human)
         return 0
