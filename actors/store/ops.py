@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...protocol.tools import ToolError
+from . import limits
 from .db import VOCAB_TABLE
 from .scopes import GLOBAL, ScopePolicy
 from .stem import stem
@@ -280,10 +281,8 @@ def upsert_relation(
         created = False
         if metadata:
             merged = {**json.loads(old or "{}"), **metadata}
-            conn.execute(
-                "UPDATE relations SET metadata = ? WHERE id = ?",
-                (json.dumps(merged, sort_keys=True), relation_id),
-            )
+            text = limits.check_metadata_text(json.dumps(merged, sort_keys=True), "merged metadata")
+            conn.execute("UPDATE relations SET metadata = ? WHERE id = ?", (text, relation_id))
     else:
         relation_id = conn.execute(
             "INSERT INTO relations (source_id, target_id, relation_type, metadata, created_at) VALUES (?, ?, ?, ?, ?)",
