@@ -487,3 +487,21 @@ def test_property_hostile_import_files_are_refused_whole_or_imported_within_limi
     else:
         assert code == 1 and err.count("\n") == 1 and "nothing was imported" in err, err
         assert snapshot() == before
+
+
+def test_defect6_a_file_changed_between_check_and_write_changes_nothing(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "export.jsonl"
+    path.write_text(memtrio_file(m_memory(1), m_memory(2)))
+    check_file = transfer.check_file
+
+    def then_edit(file: Any) -> transfer.Checked:
+        checked = check_file(file)
+        # Same inode, so the second read sees it: line 5 is written before line 6 fails.
+        path.write_text(memtrio_file(m_memory(1), m_memory(2, scopes=GLOBAL)))
+        return checked
+
+    monkeypatch.setattr(transfer, "check_file", then_edit)
+    line = refused(capsys, path)
+    assert "line 6: malformed memory record" in line, line

@@ -96,7 +96,8 @@ def open_import(name: str) -> Iterator[BinaryIO]:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise ImportRefused(f"cannot read: it is {_kind(mode)}, not a regular file")
+            hint = "" if stat.S_ISDIR(mode) else " (to read a pipe, give `-` and pipe it to stdin)"
+            raise ImportRefused(f"cannot read: it is {_kind(mode)}, not a regular file{hint}")
         flags = fcntl.fcntl(fd, fcntl.F_GETFL)
         fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
         file = os.fdopen(fd, "rb")
