@@ -209,9 +209,7 @@ def test_defect3_a_line_over_the_longest_record_is_refused_without_reading_it_wh
     assert peak < 3 * MAX_LINE_BYTES  # one bounded line, not the 100 MB
 
 
-def test_defect3_the_tools_and_import_share_the_metadata_limit(
-    repo: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_defect3_the_tools_and_import_share_the_metadata_limit(tmp_path: Path) -> None:
     from memtrio.actors.store import ops
     from memtrio.protocol.tools import ToolError
 
@@ -219,17 +217,27 @@ def test_defect3_the_tools_and_import_share_the_metadata_limit(
     with pytest.raises(ToolError, match="relation metadata is limited to 65,536 bytes"):
         limits.check_metadata(big, "metadata")
     # A relation's metadata grows by merging: the merged text is held to the limit too.
-    conn = sqlite3.connect(":memory:")
-    conn.execute(
-        "CREATE TABLE relations (id INTEGER PRIMARY KEY, source_id, target_id, relation_type, metadata, created_at)"
+    from memtrio.actors.store import db
+    from memtrio.actors.store.ownership import Ownership
+
+    conn = db.open_write_connection(
+        tmp_path / "s.sqlite", busy_timeout_ms=1000, durability="normal"
     )
-    conn.execute(
-        "CREATE TABLE relation_scopes (relation_id, scope_id, PRIMARY KEY (relation_id, scope_id))"
-    )
-    half = {"a": "v" * (limits.MAX_METADATA_BYTES // 2)}
-    ops.upsert_relation(conn, 1, "r", 2, half, [], 0.0)
+    conn.execute("BEGIN IMMEDIATE")
+    sid = ops.ensure_scope(conn, GLOBAL)
+    for name in ("a", "b"):
+        eid = conn.execute(
+            "INSERT INTO entities (name, canonical_name, created_at, updated_at) VALUES (?, ?, 0, 0)",
+            (name, name),
+        ).lastrowid
+        conn.execute("INSERT INTO entity_scopes VALUES (?, ?)", (eid, sid))
+    own = Ownership(conn, [GLOBAL])
+    half = "v" * (limits.MAX_METADATA_BYTES // 2)
+    ops.upsert_relation(conn, 1, "r", 2, {"a": half}, [sid], 0.0, own, None)
     with pytest.raises(ToolError, match="merged metadata"):
-        ops.upsert_relation(conn, 1, "r", 2, {"b": "v" * (limits.MAX_METADATA_BYTES // 2)}, [], 0.0)
+        ops.upsert_relation(conn, 1, "r", 2, {"b": half}, [sid], 0.0, own, None)
+    conn.execute("ROLLBACK")
+    conn.close()
 
 
 # -- defect 6: typed records, hostile files ----------------------------------------------------

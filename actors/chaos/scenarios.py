@@ -910,6 +910,49 @@ async def malformed(run: Run) -> None:
     await run_malformed(run)
 
 
+async def hostile_checkout(run: Run) -> None:
+    """A checkout whose Git config names commands to run and whose symlinks lead out of it:
+    the git- and file-reading tools run none of them and return nothing from outside."""
+    import json
+
+    from .hostile import make_hostile_checkout
+
+    out = run.out
+    hostile = await trio.to_thread.run_sync(make_hostile_checkout, run.base / "hostile")
+    root, written = str(hostile.root), run.base / "written-by-git"
+    server = await run.server(run.home(), {"MEMTRIO_CODE": "on"}, cwd=hostile.root)
+    calls: list[tuple[str, dict[str, Any], bool]] = [  # (tool, arguments, succeeds)
+        ("remember", {"content": "hostile checkout note"}, True),
+        ("recall", {"query": "hostile checkout note", "scopes": [f"repo:{root}"]}, True),
+        ("code_outline", {"path": "app.py"}, True),
+        ("code_imports", {"path": "app.py", "root": root}, True),
+        ("find_symbol", {"query": "outside_secret_fn"}, True),
+        ("find_symbol", {"query": "OutsideSecretClass", "root": root}, True),
+        ("code_diff", {"base": hostile.base, "head": hostile.head}, True),
+        ("code_outline", {"path": "escape.py"}, False),
+        ("code_outline", {"path": "sub/inner.py"}, False),
+        ("code_imports", {"path": "linkdir/inner.py"}, False),
+        ("code_diff", {"base": f"--output={written}"}, False),
+    ]
+    for tool, arguments, succeeds in calls:
+        reply = await server.call_tool(tool, arguments, timeout=120)
+        error = reply_error_text(reply)
+        if error is not None:
+            out.errors_seen += 1
+        if succeeds and error is not None:
+            out.violations.append(f"{tool} {arguments} failed: {error[:160]}")
+        elif not succeeds and error is None:
+            out.violations.append(f"{tool} {arguments} was not refused: {_text(reply)[:160]}")
+        for name in hostile.leaked(json.dumps(reply)):
+            out.violations.append(f"{tool} {arguments} returned {name} from outside the checkout")
+    await run.stop(server)
+    out.errors_expected, out.errors_exact = sum(not ok for _, _, ok in calls), True
+    for marker in hostile.fired():
+        out.violations.append(f"the checkout's Git configuration ran a command: {marker}")
+    if written.exists():
+        out.violations.append("a revision argument was read by git as an option (--output)")
+
+
 QUICK: dict[str, Scenario] = {
     "crash-reader": crash_reader,
     "crash-session": crash_session,
@@ -928,6 +971,7 @@ QUICK: dict[str, Scenario] = {
     "import-limits": import_limits,
     "storm-session": storm_session,
     "storm-store": storm_store,
+    "hostile-checkout": hostile_checkout,
 }
 
 FULL: dict[str, Scenario] = {

@@ -61,8 +61,13 @@ def import_jsonl(args: argparse.Namespace, file: BinaryIO) -> int:
         view = view_of(app)
 
         def op(conn: sqlite3.Connection) -> Written:
+            # The Writer applies the ownership rule (store.ownership): rows shared
+            # with another repository are linked, never changed.
             w = Writer(conn, view, None)
-            return Written(jsonl.import_graph(w, lines), w.changes)
+            counts = jsonl.import_graph(w, lines)
+            if w.warnings:
+                counts["warnings"] = w.warnings
+            return Written(counts, w.changes)
 
         try:
             result: dict[str, Any] = await store.write(op, name="import_jsonl")
@@ -81,7 +86,7 @@ def import_jsonl(args: argparse.Namespace, file: BinaryIO) -> int:
                     f"\nwarning: {r['createdEndpoints']} relation endpoints were not entities in the file "
                     "and were created with type `entity`"
                 )
-            return text
+            return text + "".join(f"\nwarning: {w}" for w in r.get("warnings", []))
 
         store_cli._emit(args, result, human)
         return 0

@@ -46,6 +46,7 @@ from .graph import Scoped, Writer
 
 FORMAT = "jsonl"
 MAX_ITEMS = limits.MAX_ITEMS
+MAX_WARNINGS = 100  # an import reports this many (ownership) warnings, then counts the rest
 
 JsonlError = ImportRefused  # a file refused as a whole; the message names the line
 
@@ -198,7 +199,8 @@ def import_graph(w: Writer, lines: Lines) -> dict[str, Any]:
     whose endpoint is not in the file or the store gets that endpoint created
     with type ``entity`` (the reference server allows such dangling
     relations; memtrio's relations need both ends). Listeners get one
-    ``reset`` change (in ``w.changes``), not one change per row.
+    ``reset`` change (in ``w.changes``), not one change per row, and
+    ``w.warnings`` keeps the first `MAX_WARNINGS` warnings.
     """
     conn = w.conn
     # Entities created by this import have ids above every id there was.
@@ -213,6 +215,7 @@ def import_graph(w: Writer, lines: Lines) -> dict[str, Any]:
         "existingRelations": 0,
         "createdEndpoints": 0,
     }
+    more = 0  # warnings past MAX_WARNINGS
     for number, line in lines():
         rec = _decode(number, line)
         if isinstance(rec, EntityRecord):
@@ -220,6 +223,11 @@ def import_graph(w: Writer, lines: Lines) -> dict[str, Any]:
         else:
             _import_relation(w, rec, counts)
         w.changes.clear()  # one reset at the end instead
+        if len(w.warnings) > MAX_WARNINGS:
+            more += len(w.warnings) - MAX_WARNINGS
+            del w.warnings[MAX_WARNINGS:]
+    if more:
+        w.warnings.append(f"... and {more:,} more warnings like these")
     w.changes.append(Change(kind="reset"))
     return counts
 

@@ -26,9 +26,10 @@ import msgspec
 
 from ...protocol.tools import ToolError
 from ...supervisors import cli as cli_mod
-from ...supervisors.app import AppContext, default_features, git_output
+from ...supervisors.app import AppContext, default_features
 from ...supervisors.cli import CliError, add_common, run_with_app
 from ...supervisors.config import log_path
+from ...supervisors.git import git_output
 from ...supervisors.supervisor import Escalation
 from . import db, limits, ops, schema, tools, transfer
 from .feature import FEATURE

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...protocol.tools import ToolError
-from ...supervisors.app import git_output
+from ...supervisors.git import git_output
 
 GLOBAL = "global"
 REPO_PREFIX = "repo:"

@@ -30,6 +30,7 @@ from ...protocol.tools import Tool, ToolError
 from ...supervisors import trace
 from . import limits, ops
 from .limits import Content, Importance, MemoryId, MemoryType, Name, Scopes
+from .ownership import Ownership
 from .scopes import ScopeError
 from .writer import ACTOR, Store, Written
 
@@ -270,12 +271,12 @@ async def remember(ctx: Any, args: RememberArgs) -> dict[str, Any]:
             warnings = embedded.warnings
 
     def op(conn: sqlite3.Connection) -> Written:
-        result, changes = ops.insert_memory(conn, new)
+        result, changes = ops.insert_memory(conn, new, writable=store.policy.writable)
         return Written(result, changes)
 
     result = await store.write(op, name="remember")
     result["memory_type"] = memory_type
-    result["warnings"] = warnings
+    result["warnings"] = [*warnings, *result["warnings"]]
     return result
 
 
@@ -423,11 +424,16 @@ async def relate(ctx: Any, args: RelateArgs) -> dict[str, Any]:
     def op(conn: sqlite3.Connection) -> Written:
         ts = ops.now()
         sids = [ops.ensure_scope(conn, s) for s in scopes]
+        own = Ownership(conn, store.policy.writable)
         changes = []
-        src_id, src_new = ops.upsert_entity(conn, source, sids, ts)
-        tgt_id, tgt_new = ops.upsert_entity(conn, target, sids, ts)
+        kept: list[str] = []
+        # The relation's metadata is what relate is asked to set: a change of a
+        # shared relation's is refused (one transaction: nothing stays linked).
+        # The kinds are a side note: a shared entity keeps its kind, with a warning.
+        src_id, src_new = ops.upsert_entity(conn, source, sids, ts, own, kept)
+        tgt_id, tgt_new = ops.upsert_entity(conn, target, sids, ts, own, kept)
         rel_id, rel_new = ops.upsert_relation(
-            conn, src_id, relation_type, tgt_id, args.metadata, sids, ts
+            conn, src_id, relation_type, tgt_id, args.metadata, sids, ts, own, None
         )
         for kind, item, created, vec in (
             ("entity", src_id, src_new, 0),
@@ -449,12 +455,13 @@ async def relate(ctx: Any, args: RelateArgs) -> dict[str, Any]:
                 "metadata": json.loads(row[0]),
                 "created": rel_new,
                 "scopes": scopes,
+                "warnings": kept,
             },
             changes,
         )
 
     result = await store.write(op, name="relate")
-    result["warnings"] = warnings
+    result["warnings"] = [*warnings, *result["warnings"]]
     return result
 
 
@@ -503,7 +510,7 @@ async def update(ctx: Any, args: UpdateArgs) -> dict[str, Any]:
     if content is not None and embedder_of(app) is not None:
         # Refuse before embedding; the write re-checks inside its transaction.
         current = await store.read(
-            lambda conn: ops.writable_memory(conn, args.id, store.policy, selection)
+            lambda conn: ops.writable_memory(conn, args.id, store.policy, selection, "update")
         )
         if current["content"] != content:
             embedded = await embed(app, [ops.memory_document(content)], "memory")
@@ -537,7 +544,10 @@ async def forget(ctx: Any, args: ForgetArgs) -> dict[str, Any]:
 
 # -- registration ----------------------------------------------------------------
 
-_SCOPE_NOTE = " Scopes are `global` or `repo:/absolute/path`; writes may only go to the current repository and `global`."
+_SCOPE_NOTE = (
+    " Scopes are `global` or `repo:/absolute/path`; writes may only go to the current repository and `global`,"
+    " and rows another repository also uses keep their kind, metadata and content (see warnings)."
+)
 
 TOOLS = [
     Tool(
