@@ -209,35 +209,35 @@ def test_defect3_a_line_over_the_longest_record_is_refused_without_reading_it_wh
     assert peak < 3 * MAX_LINE_BYTES  # one bounded line, not the 100 MB
 
 
-def test_defect3_the_tools_and_import_share_the_metadata_limit(tmp_path: Path) -> None:
-    from memtrio.actors.store import ops
-    from memtrio.protocol.tools import ToolError
+async def test_defect3_the_tools_and_import_share_the_metadata_limit(
+    home: Path, tmp_path: Path
+) -> None:
+    """The metadata limit import applies is the tools' own, merged metadata included."""
+    from mcp_client import fails, ok, open_client
 
-    big = {"note": "v" * limits.MAX_METADATA_BYTES}
-    with pytest.raises(ToolError, match="relation metadata is limited to 65,536 bytes"):
-        limits.check_metadata(big, "metadata")
-    # A relation's metadata grows by merging: the merged text is held to the limit too.
-    from memtrio.actors.store import db
-    from memtrio.actors.store.ownership import Ownership
-
-    conn = db.open_write_connection(
-        tmp_path / "s.sqlite", busy_timeout_ms=1000, durability="normal"
-    )
-    conn.execute("BEGIN IMMEDIATE")
-    sid = ops.ensure_scope(conn, GLOBAL)
-    for name in ("a", "b"):
-        eid = conn.execute(
-            "INSERT INTO entities (name, canonical_name, created_at, updated_at) VALUES (?, ?, 0, 0)",
-            (name, name),
-        ).lastrowid
-        conn.execute("INSERT INTO entity_scopes VALUES (?, ?)", (eid, sid))
-    own = Ownership(conn, [GLOBAL])
+    over = {"note": "v" * limits.MAX_METADATA_BYTES}
     half = "v" * (limits.MAX_METADATA_BYTES // 2)
-    ops.upsert_relation(conn, 1, "r", 2, {"a": half}, [sid], 0.0, own, None)
-    with pytest.raises(ToolError, match="merged metadata"):
-        ops.upsert_relation(conn, 1, "r", 2, {"b": half}, [sid], 0.0, own, None)
-    conn.execute("ROLLBACK")
-    conn.close()
+    async with open_client(home, cwd=tmp_path) as client:
+        message = await fails(client, "relate", source="a", relation="r", target="b", metadata=over)
+        assert "relation metadata is limited to 65,536 bytes" in message
+        message = await fails(
+            client, "remember", content="c",
+            relations=[{"source": "a", "relation": "r", "target": "b", "metadata": over}],
+        )  # fmt: skip
+        assert "relations[0].metadata" in message
+        await ok(client, "relate", source="a", relation="r", target="b", metadata={"x": half})
+        message = await fails(
+            client, "relate", source="a", relation="r", target="b", metadata={"y": half}
+        )
+        assert "merged metadata" in message
+    path = tmp_path / "export.jsonl"
+    path.write_text(memtrio_file(m_relation(1, metadata=json.dumps(over))))
+    done = subprocess.run(
+        [sys.executable, "-m", "memtrio.supervisors.cli", "import", str(path), "--home", str(home)],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        env={**os.environ, "MEMTRIO_EMBEDDINGS": "off", "MEMTRIO_CODE": "off"},
+    )  # fmt: skip
+    assert done.returncode == 1 and "relation metadata is limited to 65,536 bytes" in done.stderr
 
 
 # -- defect 6: typed records, hostile files ----------------------------------------------------
