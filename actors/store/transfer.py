@@ -464,7 +464,9 @@ def check(lines: Callable[[], Iterator[tuple[int, bytes]]]) -> Checked:
                     schema_version = rec.schema_version
                 case ScopeRecord():
                     if not seen.add("scope", rec.name):
-                        raise ImportError_(f"{at}: scope {rec.name!r} is listed twice")
+                        raise ImportError_(
+                            f"{at}: scope {printable(rec.name, 200)!r} is listed twice"
+                        )
                 case EntityRecord():
                     _once(seen, "entity id", rec.id, at)
                     _once(seen, "entity", rec.canonical_name, at)
