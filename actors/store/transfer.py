@@ -682,8 +682,14 @@ def import_records(conn: sqlite3.Connection, checked: Checked) -> dict[str, int]
                         # An export from before chunked embeddings: this vector covers only the
                         # first window of a long memory; reembed (or recall) recomputes it whole.
                         continue
+                    # An existing row keeps its vectors: import never changes a row's
+                    # content, and the row may belong to another repository too.
                     ops.put_vector(
-                        conn, rec.kind, item, ops.Vec(data, rec.dim, rec.model, rec.revision)
+                        conn,
+                        rec.kind,
+                        item,
+                        ops.Vec(data, rec.dim, rec.model, rec.revision),
+                        replace=False,
                     )
                     added["vectors"] += 1
                 case RecallLogRecord():
