@@ -79,8 +79,10 @@ def home_origin(args: argparse.Namespace) -> str:
     return "MEMTRIO_HOME" if os.environ.get("MEMTRIO_HOME") else ""
 
 
-# Bytes of the command line that are not UTF-8 (decoded with surrogateescape).
+# Bytes of the command line that are not UTF-8 (decoded with surrogateescape):
+# refused in every argument but paths.
 _SURROGATE = re.compile("[\udc80-\udcff]")
+PATH_ARGUMENTS = frozenset({"file", "home", "log", "root", "keep"})
 
 # The command-line flags that set configuration keys, named in error messages.
 FLAGS = {("log", "level"): "--log-level", ("tools", "enabled"): "--tools"}
@@ -184,6 +186,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     for name, value in vars(args).items():
+        if name in PATH_ARGUMENTS:
+            continue  # a path may be any bytes
         for text in value if isinstance(value, list) else [value]:
             if isinstance(text, str) and _SURROGATE.search(text):
                 parser.error(f"argument {name}: {text!r} is not UTF-8 text")

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import argparse
 import sqlite3
-import sys
-from typing import Any
+from typing import Any, BinaryIO
 
 from ...supervisors.app import AppContext
-from ...supervisors.cli import CliError
+from ..store.import_file import ImportRefused
 from ..store.writer import Written
 from . import jsonl
 from .graph import Scoped, Writer
@@ -30,18 +29,18 @@ def export_jsonl(args: argparse.Namespace) -> int:
     async def body(app: AppContext) -> int:
         store = store_tools.store_of(app)
         view = view_of(app)
-        lines = await store.read(lambda conn: jsonl.export_lines(conn, Scoped(conn, view)))
-        data = "\n".join(lines).encode("utf-8")
-        if args.file in (None, "-"):
-            sys.stdout.buffer.write(data)
-            sys.stdout.buffer.flush()
-        else:
-            with store_cli.open_export(args.file, binary=True) as out:  # private (0600)
-                out.write(data)
-            print(
-                f"exported {len(lines)} lines (reference memory.jsonl format) to {args.file}",
-                file=sys.stderr,
-            )
+
+        def write(conn: sqlite3.Connection, out: BinaryIO) -> int:
+            count = 0
+            for line in jsonl.iter_lines(conn, Scoped(conn, view)):
+                out.write((b"\n" if count else b"") + line.encode("utf-8"))
+                count += 1
+            return count
+
+        with store_cli.export_output(args.file) as out:
+            count = await store.read(lambda conn: write(conn, out))
+        if args.file not in (None, "-"):
+            store_cli.say(f"exported {count} lines (reference memory.jsonl format) to {args.file}")
         return 0
 
     if args.file not in (None, "-"):
@@ -49,14 +48,15 @@ def export_jsonl(args: argparse.Namespace) -> int:
     return store_cli._run(args, body)
 
 
-def import_jsonl(args: argparse.Namespace, lines: list[str]) -> int:
+def import_jsonl(args: argparse.Namespace, file: BinaryIO) -> int:
+    """Import an open reference-format file: every line checked first, then one transaction."""
     from ..store import cli as store_cli
     from ..store import tools as store_tools
 
     try:
-        parsed = jsonl.parse(lines)
-    except jsonl.JsonlError as exc:
-        raise CliError(f"{args.file}: {exc}") from None
+        lines = jsonl.check_file(file)
+    except ImportRefused as exc:
+        raise store_cli.refused(args, exc) from None
 
     async def body(app: AppContext) -> int:
         store = store_tools.store_of(app)
@@ -66,12 +66,15 @@ def import_jsonl(args: argparse.Namespace, lines: list[str]) -> int:
             # The Writer applies the ownership rule (store.ownership): rows shared
             # with another repository are linked, never changed.
             w = Writer(conn, view, None)
-            counts = jsonl.import_graph(w, parsed)
+            counts = jsonl.import_graph(w, lines)
             if w.warnings:
                 counts["warnings"] = w.warnings
             return Written(counts, w.changes)
 
-        result: dict[str, Any] = await store.write(op, name="import_jsonl")
+        try:
+            result: dict[str, Any] = await store.write(op, name="import_jsonl")
+        except ImportRefused as exc:  # the file changed since it was checked
+            raise store_cli.refused(args, exc) from None
         result["scope"] = view.current
 
         def human(r: dict[str, Any]) -> str:

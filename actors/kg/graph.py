@@ -30,14 +30,20 @@ from typing import Any
 
 from ...protocol.tools import ToolError
 from ..store import ops
+from ..store.limits import (  # noqa: F401 - the graph tools' checks, shared with import
+    MAX_ITEMS,
+    MAX_NAME_BYTES,
+    MAX_OBSERVATION_BYTES,
+    check_name,
+    check_observation,
+    check_relation_type,
+    check_type,
+)
 from ..store.ops import Vec
 from ..store.ownership import Ownership
 from ..store.writer import Change
 
-# Limits (the reference server's, see docs/knowledge-graph.md).
-MAX_NAME_BYTES = 1024
-MAX_OBSERVATION_BYTES = 65536
-MAX_ITEMS = 1000
+# Limits (the reference server's, see docs/knowledge-graph.md); the sizes are in store.limits.
 MAX_SEARCH_LIMIT = 1000
 MAX_NEIGHBOR_DEPTH = 16
 MAX_PATH_DEPTH = 10
@@ -56,48 +62,6 @@ def chunks(items: Sequence[Any], size: int = SQL_CHUNK) -> Iterator[Sequence[Any
 
 def marks(n: int) -> str:
     return ",".join("?" * n)
-
-
-# -- validation -------------------------------------------------------------------
-
-
-def check_name(name: str, where: str) -> str:
-    if not name.strip():
-        raise ToolError(f"{where}: an entity name must not be empty or only whitespace")
-    size = len(name.encode("utf-8", "surrogatepass"))
-    if size > MAX_NAME_BYTES:
-        raise ToolError(
-            f"{where}: the name is {size:,} bytes; entity names are limited to {MAX_NAME_BYTES:,} bytes (UTF-8)"
-        )
-    return name
-
-
-def check_type(value: str, where: str, what: str = "entityType") -> str:
-    size = len(value.encode("utf-8", "surrogatepass"))
-    if size > MAX_NAME_BYTES:
-        raise ToolError(
-            f"{where}: {what} is {size:,} bytes; it is limited to {MAX_NAME_BYTES:,} bytes (UTF-8)"
-        )
-    return value
-
-
-def check_relation_type(value: str, where: str) -> str:
-    if not value.strip():
-        raise ToolError(
-            f"{where}: relationType must not be empty (use an active-voice verb such as `works_at`)"
-        )
-    return check_type(value, where, "relationType")
-
-
-def check_observation(text: str, where: str) -> str:
-    if not text.strip():
-        raise ToolError(f"{where}: an observation must not be empty or only whitespace")
-    size = len(text.encode("utf-8", "surrogatepass"))
-    if size > MAX_OBSERVATION_BYTES:
-        raise ToolError(
-            f"{where}: the observation is {size:,} bytes; observations are limited to {MAX_OBSERVATION_BYTES:,} bytes (UTF-8)"
-        )
-    return text
 
 
 # -- scope view -------------------------------------------------------------------

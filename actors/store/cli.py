@@ -12,16 +12,16 @@ whole store (every scope), for backups and restores.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import json
 import os
 import sqlite3
 import sys
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 
@@ -34,9 +34,10 @@ from ...supervisors.config import log_path
 from ...supervisors.errors import UserError
 from ...supervisors.git import git_output
 from ...supervisors.supervisor import Escalation
-from . import db, ops, schema, tools, transfer
+from . import db, limits, ops, schema, tools, transfer
 from .feature import FEATURE
-from .writer import Written
+from .import_file import ImportRefused, numbered_lines, open_import, printable
+from .writer import Change, Written
 
 
 @dataclass
@@ -49,10 +50,45 @@ class CliContext:
 
 
 def _args(struct: type[msgspec.Struct], **values: Any) -> Any:
+    given = {k: v for k, v in values.items() if v is not None}
+    _check_text(given, "")
     try:
-        return msgspec.convert({k: v for k, v in values.items() if v is not None}, struct)
+        return msgspec.convert(given, struct)
     except msgspec.ValidationError as exc:
-        raise CliError(f"invalid arguments: {exc}") from None
+        raise CliError(f"invalid arguments: {printable(str(exc))}") from None
+
+
+def _check_text(value: Any, where: str) -> None:
+    """Refuse a string that is not text (bytes of a non-UTF-8 argument arrive as lone surrogates)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise CliError(f"invalid arguments: `{where}` is not valid UTF-8 text") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(item, f"{where}.{key}" if where else key)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_text(item, f"{where}[{i}]")
+
+
+def _read_stdin_text() -> str:
+    """The memory text on stdin: UTF-8, read no further than the longest text a tool accepts."""
+    if sys.stdin is None:
+        raise CliError("cannot read stdin: it is closed")
+    most = 4 * limits.MAX_CONTENT  # bytes of the longest text (4 bytes a character at most)
+    data = sys.stdin.buffer.read(most + 1)
+    if len(data) > most:
+        raise CliError(
+            f"the memory text on stdin is longer than {limits.MAX_CONTENT:,} characters, the limit"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CliError(
+            f"the memory text on stdin is not UTF-8 (byte 0x{data[exc.start]:02x} at byte {exc.start + 1:,})"
+        ) from None
 
 
 def _emit(args: argparse.Namespace, value: Any, human: Callable[[Any], str]) -> None:
@@ -104,6 +140,8 @@ def _run(
     a tool's refusal, a database that cannot be opened or written (damaged,
     read-only, full: `db.StoreUnavailable`), a store that could not start.
     """
+    # Every value given on the command line is text, except paths (any bytes).
+    _check_text({k: v for k, v in vars(args).items() if k not in ("file", "home", "func")}, "")
     features = [f for f in default_features() if f.name != "code"] if full else [FEATURE]
     path = db.db_path(cli_mod.resolve_home(args))
 
@@ -166,7 +204,7 @@ def _scopes(args: argparse.Namespace) -> list[str] | None:
 
 
 def cmd_remember(args: argparse.Namespace) -> int:
-    content = sys.stdin.read() if args.content == "-" else args.content
+    content = _read_stdin_text() if args.content == "-" else args.content
     relations = []
     for text in args.relation or []:
         parts = text.split(":")
@@ -510,36 +548,58 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         return 1
 
 
+@contextmanager
+def export_output(file: str | None) -> Iterator[BinaryIO]:
+    """Where an export goes: stdout (``None`` or ``-``) or ``file``, written as UTF-8 bytes.
+
+    Error handling: a file that cannot be opened or written raises `CliError`
+    ("cannot write ..."); a closed stdout stays a `BrokenPipeError`.
+    """
+    shown = printable(file or "-")
+    try:
+        if file in (None, "-"):
+            yield sys.stdout.buffer
+            sys.stdout.buffer.flush()
+        else:
+            # A new private (0600) file, renamed over FILE once complete.
+            with private.replace_file(Path(file), binary=True) as out:
+                yield out
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise CliError(f"cannot write {shown}: {exc.strerror or exc}") from None
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     if args.format == "jsonl":
         from ..kg.cli import export_jsonl
 
         return export_jsonl(args)
-    to_file = args.file not in (None, "-")
+
+    def write(conn: sqlite3.Connection, out: BinaryIO) -> dict[str, int]:
+        counts = dict.fromkeys(("memory", "entity", "relation", "vector"), 0)
+        for rec in transfer.export_lines(conn):
+            out.write(json.dumps(rec, ensure_ascii=False, sort_keys=True).encode("utf-8") + b"\n")
+            if rec["type"] in counts:
+                counts[rec["type"]] += 1
+        return counts
 
     async def body(app: AppContext) -> int:
         store = tools.store_of(app)
-        records = await store.read(lambda conn: list(transfer.export_lines(conn)))
-        if not to_file:
-            for rec in records:
-                sys.stdout.write(json.dumps(rec, ensure_ascii=False, sort_keys=True) + "\n")
-            return 0
-        # A new private (0600) file, renamed over FILE once complete.
-        with open_export(args.file) as out:
-            for rec in records:
-                out.write(json.dumps(rec, ensure_ascii=False, sort_keys=True) + "\n")
-        counts = {
-            t: sum(1 for r in records if r["type"] == t)
-            for t in ("memory", "entity", "relation", "vector")
-        }
-        print(
-            f"exported {counts['memory']} memories, {counts['entity']} entities, {counts['relation']} relations, "
-            f"{counts['vector']} vectors to {args.file}",
-            file=sys.stderr,
-        )
+        with export_output(args.file) as out:
+            counts = await store.read(lambda conn: write(conn, out))
+        if args.file not in (None, "-"):
+            say(
+                f"exported {counts['memory']} memories, {counts['entity']} entities, {counts['relation']} relations, "
+                f"{counts['vector']} vectors to {args.file}"
+            )
         return 0
 
-    if to_file:
+    if args.file not in (None, "-"):
         check_export_target(args.file)
     return _run(args, body)
 
@@ -547,56 +607,52 @@ def cmd_export(args: argparse.Namespace) -> int:
 def check_export_target(file: str) -> None:
     """Fail at once, in one line, when FILE cannot be written (before the store starts)."""
     path = Path(file)
+    shown, folder = printable(file), printable(str(path.parent))
     if path.is_dir():
-        raise CliError(f"cannot write the export to {file}: it is a directory; name a file")
-    parent = path.parent
-    if not parent.is_dir():
-        raise CliError(f"cannot write the export to {file}: {parent} is not an existing directory")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise CliError(f"cannot write the export to {file}: {parent} is not writable")
+        raise CliError(f"cannot write the export to {shown}: it is a directory; name a file")
+    if not path.parent.is_dir():
+        raise CliError(f"cannot write the export to {shown}: {folder} is not an existing directory")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise CliError(f"cannot write the export to {shown}: {folder} is not writable")
 
 
-@contextlib.contextmanager
-def open_export(file: str, binary: bool = False) -> Iterator[Any]:
-    """The export file, private (``0600``) and complete or untouched; `CliError` if unwritable."""
-    try:
-        with private.replace_file(Path(file), binary=binary) as out:
-            yield out
-    except OSError as exc:
-        raise CliError(f"cannot write the export to {file}: {exc.strerror or exc}") from None
+def refused(args: argparse.Namespace, exc: ImportRefused) -> CliError:
+    """The one line of a refused import."""
+    shown = "stdin" if args.file == "-" else printable(args.file)
+    return CliError(f"import {shown}: {exc}; nothing was imported")
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    try:
-        if args.file == "-":
-            lines = sys.stdin.read().split("\n")  # not splitlines: U+2028 may be inside a line
-        else:
-            lines = Path(args.file).read_text(encoding="utf-8").split("\n")
-    except OSError as exc:
-        raise CliError(f"cannot read {args.file}: {exc.strerror or exc}") from None
+    """Check the whole file (both formats), then write it in one transaction; or refuse it all."""
     from ..kg import jsonl
 
-    if args.format == "jsonl" or (args.format is None and jsonl.is_reference_format(lines)):
-        from ..kg.cli import import_jsonl
-
-        return import_jsonl(args, lines)
     try:
-        records = transfer.parse_lines(lines)
-    except transfer.ImportError_ as exc:
-        raise CliError(f"{args.file}: {exc}") from None
+        with open_import(args.file) as file:
+            if args.format is None:
+                first = next(numbered_lines(file), None)
+                reference = first is not None and jsonl.is_reference_format(*first)
+            else:
+                reference = args.format == "jsonl"
+            if reference:
+                from ..kg.cli import import_jsonl
 
+                return import_jsonl(args, file)
+            return _import_memtrio(args, transfer.check_file(file))
+    except ImportRefused as exc:
+        raise refused(args, exc) from None
+
+
+def _import_memtrio(args: argparse.Namespace, checked: transfer.Checked) -> int:
     async def body(app: AppContext) -> int:
         store = tools.store_of(app)
 
         def op(conn: sqlite3.Connection) -> Written:
-            from .writer import Change
-
-            return Written(transfer.import_records(conn, records), [Change(kind="reset")])
+            return Written(transfer.import_records(conn, checked), [Change(kind="reset")])
 
         try:
             result = await store.write(op, name="import")
-        except transfer.ImportError_ as exc:
-            raise CliError(f"{args.file}: {exc}") from None
+        except ImportRefused as exc:  # the file changed since it was checked
+            raise refused(args, exc) from None
         _emit(
             args, result,
             lambda r: f"imported {r['memories']} memories ({r['skipped_memories']} already present), {r['entities']} entities, "

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...protocol.tools import ToolError
+from . import limits
 from .db import VOCAB_TABLE
 from .ownership import Ownership
 from .scopes import GLOBAL, ScopePolicy
@@ -327,10 +328,9 @@ def upsert_relation(
                 asked = json.dumps(merged, sort_keys=True)
                 warnings.append(own.kept(label, "metadata", shown, asked, foreign))
             else:
-                conn.execute(
-                    "UPDATE relations SET metadata = ? WHERE id = ?",
-                    (json.dumps(merged, sort_keys=True), relation_id),
-                )
+                text = json.dumps(merged, sort_keys=True)
+                limits.check_metadata_text(text, "merged metadata")
+                conn.execute("UPDATE relations SET metadata = ? WHERE id = ?", (text, relation_id))
     else:
         relation_id = conn.execute(
             "INSERT INTO relations (source_id, target_id, relation_type, metadata, created_at) VALUES (?, ?, ?, ?, ?)",

@@ -28,36 +28,11 @@ import trio
 
 from ...protocol.tools import Tool, ToolError
 from ...supervisors import trace
-from . import ops
+from . import limits, ops
+from .limits import Content, Importance, MemoryId, MemoryType, Name, Scopes
 from .ownership import Ownership
 from .scopes import ScopeError
 from .writer import ACTOR, Store, Written
-
-MAX_CONTENT = 1_000_000
-
-Content = Annotated[
-    str, msgspec.Meta(min_length=1, max_length=MAX_CONTENT, description="the memory text")
-]
-MemoryType = Annotated[
-    str,
-    msgspec.Meta(
-        min_length=1,
-        max_length=64,
-        description="free-form type, e.g. observation, decision, convention, pitfall; compared ignoring case",
-    ),
-]
-Importance = Annotated[
-    float, msgspec.Meta(ge=0.0, le=1.0, description="0.0 (default) to 1.0; breaks ranking ties")
-]
-MemoryId = Annotated[int, msgspec.Meta(ge=1, description="the memory's numeric id")]
-Scopes = Annotated[
-    list[str],
-    msgspec.Meta(
-        max_length=64,
-        description="`global` or `repo:/absolute/path`; omitted or [] means the current repository (plus `global` for reads)",
-    ),
-]
-Name = Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
 
 
 class EntityArg(msgspec.Struct, forbid_unknown_fields=True):
@@ -256,9 +231,9 @@ async def remember(ctx: Any, args: RememberArgs) -> dict[str, Any]:
             ops.validate_entity(r.source),
             ops.validate_relation_type(r.relation),
             ops.validate_entity(r.target),
-            r.metadata,
+            limits.check_metadata(r.metadata, f"relations[{i}].metadata"),
         )
-        for r in args.relations or []
+        for i, r in enumerate(args.relations or [])
     ]
     new = ops.NewMemory(content, memory_type, float(args.importance), scopes, entities, relations)
     warnings: list[str] = []
@@ -421,6 +396,7 @@ async def relate(ctx: Any, args: RelateArgs) -> dict[str, Any]:
     source = ops.validate_entity(args.source, args.source_kind)
     target = ops.validate_entity(args.target, args.target_kind)
     relation_type = ops.validate_relation_type(args.relation)
+    limits.check_metadata(args.metadata, "metadata")
     warnings: list[str] = []
     vectors: dict[int, ops.Vec] = {}  # 0: source, 1: target, 2: relation
     if embedder_of(app) is not None:
