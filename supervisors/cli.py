@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import re
 import sys
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
@@ -78,11 +77,6 @@ def home_origin(args: argparse.Namespace) -> str:
         return "--home"
     return "MEMTRIO_HOME" if os.environ.get("MEMTRIO_HOME") else ""
 
-
-# Bytes of the command line that are not UTF-8 (decoded with surrogateescape):
-# refused in every argument but paths.
-_SURROGATE = re.compile("[\udc80-\udcff]")
-PATH_ARGUMENTS = frozenset({"file", "home", "log", "root", "keep"})
 
 # The command-line flags that set configuration keys, named in error messages.
 FLAGS = {("log", "level"): "--log-level", ("tools", "enabled"): "--tools"}
@@ -185,12 +179,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = build_parser()
     args = parser.parse_args(argv)
-    for name, value in vars(args).items():
-        if name in PATH_ARGUMENTS:
-            continue  # a path may be any bytes
-        for text in value if isinstance(value, list) else [value]:
-            if isinstance(text, str) and _SURROGATE.search(text):
-                parser.error(f"argument {name}: {text!r} is not UTF-8 text")
     umask = os.umask(0o077)
     try:
         return _run_command(args)

@@ -611,5 +611,5 @@ def test_defect11_non_utf8_input_is_one_line(tmp_path: Path) -> None:
         env={**os.environ, "MEMTRIO_EMBEDDINGS": "off"},
         timeout=60,
     )
-    assert proc.returncode == 2 and proc.stderr.count(b"\n") == 1
-    assert b"argument content" in proc.stderr and b"is not UTF-8 text" in proc.stderr
+    assert proc.returncode == 1 and proc.stderr.count(b"\n") == 1
+    assert b"`content` is not valid UTF-8 text" in proc.stderr
