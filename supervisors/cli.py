@@ -239,10 +239,14 @@ def report(exc: BaseException) -> int:
         where = f" {exc.filename}" if exc.filename else ""
         print(f"memtrio: cannot use{where}: {exc.strerror}", file=sys.stderr)
         return 1
-    where = f"the trace log {trace.LOG.path}" if trace.LOG.path else "the trace log"
+    where = (
+        f"the traceback is in the trace log {trace.LOG.path}"
+        if trace.LOG.enabled("error")
+        else "MEMTRIO_LOG_STDERR_LEVEL=debug shows the traceback"
+    )
     print(
         f"memtrio: unexpected error: {one_line(f'{type(exc).__name__}: {exc}')} "
-        f"(the traceback is in {where}; please report it)",
+        f"({where}; please report it)",
         file=sys.stderr,
     )
     return 1
