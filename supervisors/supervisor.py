@@ -92,7 +92,7 @@ class Escalation(Exception):
             root = root.cause
         why = one_line(f"{type(root).__name__}: {root}") if root is not None else "exited"
         what = "could not start" if starting else "failed too often"
-        log = f"the trace log {trace.LOG.path}" if trace.LOG.path else "the trace log"
+        log = f"the trace log {trace.LOG.path}" if trace.LOG.enabled("error") else "the trace log"
         super().__init__(
             f"supervisor {supervisor!r} gave up: child {child!r} {what} (last: {why}); "
             f"restart memtrio, and if it happens again see {log}"
