@@ -396,9 +396,10 @@ def serve_stdio(app: AppContext, features: Sequence[Feature]) -> int:
     try:
         code = trio.run(main)
     except* Escalation as group:
-        for exc in _leaves(group):
-            trace.error("app", "gave_up", error=str(exc))
-            print(f"memtrio: {exc}", file=sys.stderr)
+        leaves = _leaves(group)
+        for exc in leaves:
+            trace.record("app", "gave_up", level="error", error=str(exc))
+        print(f"memtrio: {leaves[0]}", file=sys.stderr)  # the one line (docs/architecture.md)
         code = 1
     trace.event("app", "exit", code=code)
     trace.LOG.close()

@@ -43,6 +43,8 @@ def export_jsonl(args: argparse.Namespace) -> int:
             store_cli.say(f"exported {count} lines (reference memory.jsonl format) to {args.file}")
         return 0
 
+    if args.file not in (None, "-"):
+        store_cli.check_export_target(args.file)
     return store_cli._run(args, body)
 
 

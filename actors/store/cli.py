@@ -20,15 +20,18 @@ import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, BinaryIO
 
 import msgspec
 
 from ...protocol.tools import ToolError
 from ...supervisors import cli as cli_mod
+from ...supervisors import private
 from ...supervisors.app import AppContext, default_features
 from ...supervisors.cli import CliError, add_common, run_with_app
 from ...supervisors.config import log_path
+from ...supervisors.errors import UserError
 from ...supervisors.git import git_output
 from ...supervisors.supervisor import Escalation
 from . import db, limits, ops, schema, tools, transfer
@@ -131,10 +134,16 @@ def _memory_block(m: dict[str, Any]) -> str:
 def _run(
     args: argparse.Namespace, body: Callable[[AppContext], Awaitable[Any]], full: bool = False
 ) -> int:
-    """Run ``body`` with the store (``full``: every feature but code, for embeddings and ranking)."""
+    """Run ``body`` with the store (``full``: every feature but code, for embeddings and ranking).
+
+    Error handling: every failure ends as a `CliError` or `UserError` (one line):
+    a tool's refusal, a database that cannot be opened or written (damaged,
+    read-only, full: `db.StoreUnavailable`), a store that could not start.
+    """
     # Every value given on the command line is text, except paths (any bytes).
     _check_text({k: v for k, v in vars(args).items() if k not in ("file", "home", "func")}, "")
     features = [f for f in default_features() if f.name != "code"] if full else [FEATURE]
+    path = db.db_path(cli_mod.resolve_home(args))
 
     async def main(app: AppContext) -> int:
         try:
@@ -143,25 +152,32 @@ def _run(
             # Raised outside the actor tree, so it is not wrapped in a nursery's group.
             failure.append(exc)
             return 1
+        except sqlite3.Error as exc:  # the database refused the command (read-only, full, damaged)
+            failure.append(db.unavailable(exc, path))
+            return 1
+        except Exception as exc:  # noqa: BLE001 - the command failed, not the store's start
+            failure.append(exc)
+            return 1
 
     failure: list[Exception] = []
     try:
-        # The CLI reports its own errors in one line; actor warnings go to the log file.
-        quiet = (
-            {} if os.environ.get("MEMTRIO_LOG_STDERR_LEVEL") else {"log": {"stderr_level": "error"}}
-        )
-        code = run_with_app(args, main, features=features, extra_config=quiet)
+        code = run_with_app(args, main, features=features)
     except (Escalation, BaseExceptionGroup) as exc:
         cause = _root_cause(exc)
         if isinstance(cause, KeyboardInterrupt):
             raise cause from None
+        if isinstance(cause, sqlite3.Error):
+            raise db.unavailable(cause, path) from None
         raise CliError(
-            f"the memory store could not start: {type(cause).__name__}: {cause}"
+            f"the memory store could not start ({type(cause).__name__}: {cause}); "
+            "run memtrio doctor"
         ) from None
     if failure:
         if isinstance(failure[0], BrokenPipeError):
             raise failure[0]
-        raise CliError(str(failure[0])) from None
+        if isinstance(failure[0], ToolError):
+            raise CliError(str(failure[0])) from None
+        raise failure[0]  # a UserError, or unexpected: `memtrio` prints it in one line
     return code
 
 
@@ -365,7 +381,84 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return _run(args, body)
 
 
+def _permissions(home: Path, log: Path, fix: bool) -> dict[str, Any]:
+    """Paths of the home (and of a log kept elsewhere) that group or others can access.
+
+    With ``fix``, their group and other permissions are removed. Symbolic links
+    are listed, never followed or changed.
+    """
+    tops = [home] if os.path.isdir(home) else []
+    inside = log.is_relative_to(home) or log.is_relative_to(os.path.realpath(home))
+    if os.path.lexists(log) and not inside:
+        tops.append(log)
+    paths: list[dict[str, Any]] = []
+    links: list[dict[str, str]] = []
+    for finding in private.audit(tops):
+        if finding.is_link:
+            links.append({"path": str(finding.path), "target": finding.target})
+            continue
+        row: dict[str, Any] = {
+            "path": str(finding.path),
+            "mode": f"{finding.mode:04o}",
+            "expected": f"{finding.expected:04o}",
+        }
+        if fix:
+            try:
+                row["now"] = f"{private.tighten(finding):04o}"
+            except OSError as exc:
+                row["error"] = exc.strerror or str(exc)
+        paths.append(row)
+    if not paths:
+        status = "ok"
+    elif fix and not any("error" in p for p in paths):
+        status = "fixed"
+    else:
+        status = "loose"
+    return {"status": status, "paths": paths, "links": links}
+
+
+def _permission_lines(perms: dict[str, Any]) -> list[str]:
+    paths, links = perms["paths"], perms["links"]
+    if perms["status"] == "ok":
+        lines = ["permissions: ok (directories 0700, files 0600)"]
+    elif perms["status"] == "fixed":
+        lines = [f"permissions: fixed {len(paths)} path(s) that group or others could access"]
+    else:
+        lines = [
+            f"permissions: {len(paths)} path(s) that group or others can access "
+            "(memtrio doctor --fix removes their group and other permissions)"
+        ]
+    for p in paths:
+        if "now" in p:
+            lines.append(f"  {p['path']}: mode {p['mode']} -> {p['now']}")
+        elif "error" in p:
+            lines.append(
+                f"  {p['path']}: mode {p['mode']}, expected {p['expected']} (not changed: {p['error']})"
+            )
+        else:
+            lines.append(f"  {p['path']}: mode {p['mode']}, expected {p['expected']}")
+    for link in links:
+        lines.append(
+            f"  {link['path']}: a symbolic link to {link['target']} (not followed, not changed)"
+        )
+    return lines
+
+
+def _doctor_remedy(exc: BaseException) -> str:
+    """The line doctor prints when the store cannot open: for a damaged one, how to recover."""
+    if isinstance(exc, db.StoreUnavailable) and exc.damaged:
+        return (
+            f"{exc.problem}: move {exc.path} and its -wal and -shm files aside (memtrio then "
+            "starts an empty store) and load your last export with `memtrio import FILE`; "
+            f"`sqlite3 {exc.path} .recover` may salvage what is left"
+        )
+    return str(exc)
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
+    cfg, home = cli_mod.load_config(args)
+    perms = _permissions(home, log_path(cfg, home), args.fix)
+
     async def body(app: AppContext) -> int:
         store = tools.store_of(app)
 
@@ -409,16 +502,20 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             "embeddings": "on" if app.config.embedding.enabled else "off",
             "durability": app.config.store.durability,
             **report,
+            "permissions": perms,
         }
         healthy = (
             result["integrity"] == "ok"
             and result["fts_integrity"] == "ok"
             and result["schema_version"] == schema.LATEST
+            and perms["status"] != "loose"
         )
 
         def human(r: dict[str, Any]) -> str:
-            lines = [f"{k}: {v}" for k, v in r.items() if k != "counts"]
+            skip = ("counts", "permissions")
+            lines = [f"{k}: {v}" for k, v in r.items() if k not in skip]
             lines.append("counts: " + ", ".join(f"{k} {v}" for k, v in r["counts"].items()))
+            lines += _permission_lines(perms)
             lines.append("status: ok" if healthy else "status: PROBLEMS FOUND")
             return "\n".join(lines)
 
@@ -427,20 +524,27 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     try:
         return _run(args, body)
-    except CliError as exc:
-        # The store did not open: still report where everything is and why.
-        home = cli_mod.resolve_home(args)
+    except UserError as exc:
+        # The store did not open: still report where everything is and why, and say
+        # what to do in one line on stderr.
+        message = _doctor_remedy(exc)
         result = {
             "home": str(home),
             "database": str(db.db_path(home)),
             "cwd": os.getcwd(),
-            "error": str(exc),
+            "error": message,
+            "permissions": perms,
         }
         _emit(
             args,
             result,
-            lambda r: "\n".join(f"{k}: {v}" for k, v in r.items()) + "\nstatus: PROBLEMS FOUND",
+            lambda r: "\n".join(
+                [f"{k}: {v}" for k, v in r.items() if k != "permissions"]
+                + _permission_lines(perms)
+                + ["status: PROBLEMS FOUND"]
+            ),
         )
+        print(f"memtrio: {message}", file=sys.stderr)
         return 1
 
 
@@ -457,7 +561,8 @@ def export_output(file: str | None) -> Iterator[BinaryIO]:
             yield sys.stdout.buffer
             sys.stdout.buffer.flush()
         else:
-            with open(file, "wb") as out:
+            # A new private (0600) file, renamed over FILE once complete.
+            with private.replace_file(Path(file), binary=True) as out:
                 yield out
     except BrokenPipeError:
         raise
@@ -494,7 +599,21 @@ def cmd_export(args: argparse.Namespace) -> int:
             )
         return 0
 
+    if args.file not in (None, "-"):
+        check_export_target(args.file)
     return _run(args, body)
+
+
+def check_export_target(file: str) -> None:
+    """Fail at once, in one line, when FILE cannot be written (before the store starts)."""
+    path = Path(file)
+    shown, folder = printable(file), printable(str(path.parent))
+    if path.is_dir():
+        raise CliError(f"cannot write the export to {shown}: it is a directory; name a file")
+    if not path.parent.is_dir():
+        raise CliError(f"cannot write the export to {shown}: {folder} is not an existing directory")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise CliError(f"cannot write the export to {shown}: {folder} is not writable")
 
 
 def refused(args: argparse.Namespace, exc: ImportRefused) -> CliError:
@@ -634,7 +753,17 @@ def register(sub: Any) -> None:
 
     _parser(sub, "scopes", "list stored scopes, the current one marked *", cmd_scopes)
     _parser(sub, "stats", "count memories, scopes, entities and edges", cmd_stats)
-    _parser(sub, "doctor", "check paths, schema version, integrity and counts", cmd_doctor)
+    p = _parser(
+        sub,
+        "doctor",
+        "check paths, permissions, schema version, integrity and counts",
+        cmd_doctor,
+    )
+    p.add_argument(
+        "--fix",
+        action="store_true",
+        help="remove group and other permissions from the home's files and directories",
+    )
 
     p = _parser(sub, "export", "write the whole store as JSON lines", cmd_export, json_flag=False)
     p.add_argument("file", nargs="?", help="output file (default: stdout)")
