@@ -12,6 +12,8 @@ restart of an early child restarts everything after it.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -21,9 +23,10 @@ from pathlib import Path
 import trio
 
 from ..actors.features import ALL_FEATURES
-from . import faults, trace
-from .config import Config, log_path
+from . import faults, private, trace
+from .config import Config, ConfigError, log_path
 from .context import AppContext, Component, Feature, FeatureDisabled, FeatureUnavailable
+from .errors import UserError
 from .supervisor import REST_FOR_ONE, ChildSpec, Escalation, Supervisor, leaves
 
 
@@ -32,15 +35,89 @@ def default_features() -> list[Feature]:
     return list(ALL_FEATURES)
 
 
-def build_context(config: Config, home: Path, cwd: Path | None = None) -> AppContext:
-    home.mkdir(parents=True, exist_ok=True)
+class HomeError(UserError):
+    """The home (data directory) cannot be created or used; the message says what to do."""
+
+
+_CHOOSE = "choose another home with --home or MEMTRIO_HOME"
+
+
+def prepare_home(home: Path, origin: str = "") -> None:
+    """Create the home private (``0700``) if it is missing; check that memtrio can use it.
+
+    ``origin`` says where the path came from (``--home``, ``MEMTRIO_HOME``) for
+    the message. An existing home keeps its permissions (``memtrio doctor``
+    reports loose ones).
+
+    Error handling: raises `HomeError` (one line: what is wrong, what to do)
+    when the home is a file, lies under a file, cannot be created, or is not
+    writable (permissions, a read-only file system).
+    """
+    named = f"the home {home}" + (f" (from {origin})" if origin else "")
+    if os.path.lexists(home) and not home.is_dir():
+        if os.path.islink(home):
+            raise HomeError(
+                f"{named} is a symbolic link to {os.readlink(home)}, which is not a directory; "
+                f"fix the link or {_CHOOSE}"
+            )
+        raise HomeError(f"{named} is a file, not a directory; move it away or {_CHOOSE}")
+    try:
+        private.make_dir(home)
+    except OSError as exc:
+        blocker = _file_above(home)
+        if blocker is not None:
+            raise HomeError(
+                f"cannot create {named}: {blocker} is a file, not a directory; {_CHOOSE}"
+            ) from None
+        raise HomeError(f"cannot create {named}: {_reason(exc, home)}; {_CHOOSE}") from None
+    if not os.access(home, os.R_OK | os.W_OK | os.X_OK):
+        raise HomeError(f"{named} is not writable: {_reason(None, home)}; {_CHOOSE}")
+
+
+def _file_above(path: Path) -> Path | None:
+    """The nearest existing ancestor of ``path`` when it is not a directory."""
+    for parent in path.parents:
+        if os.path.lexists(parent):
+            return None if parent.is_dir() else parent
+    return None
+
+
+def _reason(exc: OSError | None, path: Path) -> str:
+    """Why ``path`` cannot be written, in words (a read-only disk is named as such)."""
+    with contextlib.suppress(OSError):
+        existing = next(p for p in (path, *path.parents) if os.path.exists(p))
+        if os.statvfs(existing).f_flag & os.ST_RDONLY:
+            return "the file system is read-only"
+    if exc is not None and exc.strerror:
+        return exc.strerror[0].lower() + exc.strerror[1:]
+    return "permission denied"
+
+
+def build_context(
+    config: Config, home: Path, cwd: Path | None = None, home_origin: str = ""
+) -> AppContext:
+    """The application context; creates the home (private) or raises `HomeError`."""
+    prepare_home(home, home_origin)
     return AppContext(config=config, home=home, cwd=(cwd or Path.cwd()).resolve())
 
 
 def configure_observability(config: Config, home: Path) -> None:
+    """Open the trace log (a private file), bridge `logging`, arm ``MEMTRIO_FAULTS``.
+
+    Error handling: a bad ``MEMTRIO_FAULTS`` or ``MEMTRIO_FAULTS_SEED`` raises
+    `ConfigError` naming the variable.
+    """
     trace.LOG.configure(log_path(config, home), config.log.level, config.log.stderr_level)
     trace.install_logging_bridge()
-    faults.configure_from_env()
+    seed = os.environ.get("MEMTRIO_FAULTS_SEED", "")
+    try:
+        faults.configure(os.environ.get("MEMTRIO_FAULTS"), int(seed) if seed.strip() else None)
+    except faults.FaultSpecError as exc:
+        raise ConfigError(f"{exc} (environment)") from None
+    except ValueError:
+        raise ConfigError(
+            f"MEMTRIO_FAULTS_SEED={seed!r} (environment) must be a whole number"
+        ) from None
 
 
 def setup_features(app: AppContext, features: Sequence[Feature]) -> list[Component]:
@@ -54,6 +131,7 @@ def setup_features(app: AppContext, features: Sequence[Feature]) -> list[Compone
             continue
         except FeatureUnavailable as exc:
             trace.warning("app", "feature_unavailable", feature=feature.name, reason=str(exc))
+            app.unavailable[feature.name] = str(exc)
             continue
         app.features.append(feature.name)
         ready.append(component)
@@ -69,22 +147,32 @@ async def open_app(
     """Run the supervision tree of ``features`` (+ ``extra_children``) while the block runs.
 
     Error handling: a child that fails while starting, or a root escalation,
-    propagates out of the block.
+    propagates out of the block. Warnings raised while starting (a feature
+    unavailable, say) reach stderr only once the tree runs: a start that fails
+    is reported in one line by the caller, and the warnings are in the log.
     """
-    children: list[ChildSpec] = []
-    for component in setup_features(app, features):
-        children.extend(component.children())
-    children.extend(extra_children)
-    root = Supervisor("root", children, strategy=REST_FOR_ONE, max_restarts=5, period=10.0)
-    app.root = root
-    async with trio.open_nursery() as nursery:
-        await nursery.start(root.run)
-        try:
-            yield app
-        finally:
-            with trio.CancelScope(shield=True):
-                await root.stop()
-            nursery.cancel_scope.cancel()
+    trace.LOG.hold_stderr()
+    started = False
+    try:
+        children: list[ChildSpec] = []
+        for component in setup_features(app, features):
+            children.extend(component.children())
+        children.extend(extra_children)
+        root = Supervisor("root", children, strategy=REST_FOR_ONE, max_restarts=5, period=10.0)
+        app.root = root
+        async with trio.open_nursery() as nursery:
+            await nursery.start(root.run)
+            started = True
+            trace.LOG.release_stderr(show=True)
+            try:
+                yield app
+            finally:
+                with trio.CancelScope(shield=True):
+                    await root.stop()
+                nursery.cancel_scope.cancel()
+    finally:
+        if not started:
+            trace.LOG.release_stderr(show=False)
 
 
 def serve(
@@ -114,9 +202,10 @@ def serve(
     try:
         code = trio.run(main)
     except* Escalation as group:
-        for exc in leaves(group):
-            trace.error("app", "gave_up", error=str(exc))
-            print(f"memtrio: {exc}", file=sys.stderr)
+        failures = leaves(group)
+        for exc in failures:
+            trace.record("app", "gave_up", level="error", error=str(exc))
+        print(f"memtrio: {failures[0]}", file=sys.stderr)  # the one line (docs/architecture.md)
         code = 1
     trace.event("app", "exit", code=code)
     trace.LOG.close()

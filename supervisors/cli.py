@@ -1,10 +1,10 @@
-"""The ``memtrio`` command line.
+"""The ``memtrio`` command line: the CLI entry, part of the composition root.
 
-This is the CLI entry, part of the composition root: it may import ``actors``.
-Subcommands come from this module (``mcp``) and from feature modules listed in
-`COMMAND_MODULES`; each of those exposes ``register(subparsers)`` that adds its
-parsers with ``set_defaults(func=handler)``, where ``handler(args, run) -> int``
-and ``run`` is `run_with_app` (an `AppRunner`, see ``supervisors.context``).
+It may import ``actors``. Subcommands come from this module (``mcp``) and from
+the feature modules in `COMMAND_MODULES`; each of those exposes
+``register(subparsers)`` that adds its parsers with
+``set_defaults(func=handler)``, where ``handler(args, run) -> int`` and ``run``
+is `run_with_app` (an `AppRunner`, see ``supervisors.context``).
 
 Errors exit non-zero with one clear line on stderr.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
 
@@ -24,13 +25,28 @@ from ..actors.chaos import cli as chaos_cli
 from ..actors.code import cli as code_cli
 from ..actors.embedder import cli as embedder_cli
 from ..actors.store import cli as store_cli
+from . import trace
 from .app import build_context, configure_observability, default_features, open_app, serve
-from .commands import CliError, add_common, load_config
+from .commands import Parser, add_common, home_origin, load_config
 from .context import VERSION, AppContext, AppRunner
-from .supervisor import first_leaf
+from .errors import find_user_error, one_line
+from .supervisor import Escalation
 
 # Feature modules that add subcommands; each has register(subparsers).
 COMMAND_MODULES = (store_cli, embedder_cli, code_cli, chaos_cli)
+
+
+def start(
+    args: argparse.Namespace, extra_config: dict[str, dict[str, Any]] | None = None
+) -> AppContext:
+    """Configuration, home (created private, checked usable), trace log: the app to run.
+
+    Error handling: `ConfigError` (exit 2) or `HomeError` (exit 1), one line each.
+    """
+    cfg, home = load_config(args, extra_config)
+    app = build_context(cfg, home, home_origin=home_origin(args))
+    configure_observability(cfg, home)
+    return app
 
 
 def run_with_app(
@@ -44,27 +60,38 @@ def run_with_app(
 
     ``features`` names the features to start (default: all of them). This is the
     `AppRunner` every subcommand is handed.
+
+    The command reports its own errors in one line, so actor warnings go to the
+    log file only (unless ``MEMTRIO_LOG_STDERR_LEVEL`` says otherwise).
+
+    Error handling: a `UserError` raised by ``body`` or behind a supervisor's
+    escalation (a damaged database, say) is raised as itself, out of the
+    exception groups of the tree.
     """
-    cfg, home = load_config(args, extra_config)
-    configure_observability(cfg, home)
-    app = build_context(cfg, home)
-    chosen = [f for f in default_features() if features is None or f.name in features]
+    quiet: dict[str, dict[str, Any]] = (
+        {} if os.environ.get("MEMTRIO_LOG_STDERR_LEVEL") else {"log": {"stderr_level": "error"}}
+    )
+    for section, values in (extra_config or {}).items():
+        quiet.setdefault(section, {}).update(values)
+    app = start(args, quiet)
 
     async def main() -> int:
+        chosen = [f for f in default_features() if features is None or f.name in features]
         async with open_app(app, chosen):
             return await body(app)
 
     try:
         return trio.run(main)
-    except* CliError as group:  # raised inside the app's nursery: unwrap it
-        raise first_leaf(group) from None
+    except (Escalation, BaseExceptionGroup) as exc:
+        known = find_user_error(exc)
+        if known is not None:
+            raise known from None
+        raise
 
 
 def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
     """Serve MCP over stdio (``run`` is unused: the transport is the root's last child)."""
-    cfg, home = load_config(args)
-    configure_observability(cfg, home)
-    app = build_context(cfg, home)
+    app = start(args)
     proto_in, proto_out = stdio.protect_stdout()
     return serve(
         app,
@@ -75,7 +102,7 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="memtrio",
         description="Local memory and code navigation for coding agents, over MCP.",
     )
@@ -96,20 +123,84 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; every failure ends as one line on stderr and an exit code.
+
+    The process umask is ``077`` while the command runs: memtrio creates its
+    files private anyway (`private`), this covers whatever else gets created.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
+    umask = os.umask(0o077)
+    try:
+        return _run_command(args)
+    finally:
+        os.umask(umask)
+
+
+def _run_command(args: argparse.Namespace) -> int:
     try:
         code = args.func(args, run_with_app)
-    except CliError as exc:
-        print(f"memtrio: {exc}", file=sys.stderr)
-        return exc.code
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         # Output piped into a closed reader (e.g. `| head`); not an error of ours.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except (Exception, BaseExceptionGroup) as exc:  # noqa: BLE001 - every failure: one line
+        return report(exc)
     return int(code or 0)
+
+
+def report(exc: BaseException) -> int:
+    """Print ``exc`` as the one line of a failed command; its exit code.
+
+    A `UserError` (behind exception groups and escalations too) is printed as it
+    is. Anything else is a bug or an unforeseen environment: its type and
+    message, with the traceback in the trace log (or on stderr with
+    ``MEMTRIO_LOG_STDERR_LEVEL=debug``).
+    """
+    known = find_user_error(exc)
+    if known is not None:
+        print(f"memtrio: {known}", file=sys.stderr)
+        return known.code
+    if isinstance(exc, BaseExceptionGroup):
+        leaf: BaseException = exc
+        while isinstance(leaf, BaseExceptionGroup):
+            leaf = leaf.exceptions[0]
+        if isinstance(leaf, (KeyboardInterrupt, BrokenPipeError)):
+            return 130 if isinstance(leaf, KeyboardInterrupt) else 0
+        exc = leaf
+    details = "".join(traceback.format_exception(exc))
+    trace.record("cli", "failed", level="error", error=f"{type(exc).__name__}: {exc}", exc=details)
+    if os.environ.get("MEMTRIO_LOG_STDERR_LEVEL") == "debug":
+        print(details, end="", file=sys.stderr)
+    if isinstance(exc, Escalation):
+        print(f"memtrio: {exc}", file=sys.stderr)
+        return 1
+    if isinstance(exc, UnicodeDecodeError) or (
+        isinstance(exc, UnicodeEncodeError) and "surrogates" in exc.reason
+    ):
+        # Bytes that are not UTF-8 (decoded with surrogateescape) in a file, stdin or argv.
+        print(
+            f"memtrio: the input is not UTF-8 text (at character {exc.start}); convert it to UTF-8",
+            file=sys.stderr,
+        )
+        return 1
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"memtrio: cannot use{where}: {exc.strerror}", file=sys.stderr)
+        return 1
+    where = (
+        f"the traceback is in the trace log {trace.LOG.path}"
+        if trace.LOG.enabled("error")
+        else "MEMTRIO_LOG_STDERR_LEVEL=debug shows the traceback"
+    )
+    print(
+        f"memtrio: unexpected error: {one_line(f'{type(exc).__name__}: {exc}')} "
+        f"({where}; please report it)",
+        file=sys.stderr,
+    )
+    return 1
 
 
 if __name__ == "__main__":

@@ -6,26 +6,37 @@ registers ``set_defaults(func=handler)`` where ``handler(args, run) -> int``
 and ``run`` is the `AppRunner` the entry hands it, which starts the
 application tree for the body of the command.
 
-Errors exit non-zero with one clear line on stderr: raise `CliError`.
+Errors exit non-zero with one clear line on stderr: raise `CliError` (or any
+`UserError`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from . import config as config_mod
+from .errors import UserError, one_line
 
 
-class CliError(Exception):
+class CliError(UserError):
     """A user-facing failure: printed as one line, exit code 1 (or ``code``)."""
 
     def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
+        super().__init__(message, code)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line (and exit code 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.partition(" ")[2]
+        where = f"{command}: " if command else ""
+        self.exit(2, f"memtrio: {where}{one_line(message)} (see {self.prog} --help)\n")
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -36,17 +47,26 @@ def add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def resolve_home(args: argparse.Namespace) -> Path:
+    """The home: ``--home``, else ``$MEMTRIO_HOME``, else ``~/.memtrio`` (absolute, links kept)."""
     home = getattr(args, "home", None)
-    return Path(home).expanduser().resolve() if home else config_mod.default_home()
+    return Path(os.path.abspath(Path(home).expanduser())) if home else config_mod.default_home()
+
+
+def home_origin(args: argparse.Namespace) -> str:
+    """Where the home's path came from, for messages."""
+    if getattr(args, "home", None):
+        return "--home"
+    return "MEMTRIO_HOME" if os.environ.get("MEMTRIO_HOME") else ""
+
+
+# The command-line flags that set configuration keys, named in error messages.
+FLAGS = {("log", "level"): "--log-level", ("tools", "enabled"): "--tools"}
 
 
 def load_config(
     args: argparse.Namespace, extra: dict[str, dict[str, Any]] | None = None
 ) -> tuple[config_mod.Config, Path]:
-    """The configuration for ``args`` (config.toml, environment, then flags) and the home.
-
-    Error handling: an invalid configuration raises `CliError` with exit code 2.
-    """
+    """The configuration (file < environment < flags) and the home; `ConfigError` if invalid."""
     home = resolve_home(args)
     overrides: dict[str, dict[str, Any]] = {"log": {"level": getattr(args, "log_level", None)}}
     tools = getattr(args, "tools", None)
@@ -54,11 +74,7 @@ def load_config(
         overrides["tools"] = {"enabled": tools}
     for section, values in (extra or {}).items():
         overrides.setdefault(section, {}).update(values)
-    try:
-        cfg = config_mod.load(home, overrides=overrides)
-    except config_mod.ConfigError as exc:
-        raise CliError(f"configuration error: {exc}", 2) from None
-    return cfg, home
+    return config_mod.load(home, overrides=overrides, flags=FLAGS), home
 
 
 def emit(args: argparse.Namespace, value: Any, human: Callable[[Any], str]) -> None:

@@ -4,21 +4,40 @@ environment variables, overridden by command-line flags.
 Every key of every section can be set from the environment as
 ``MEMTRIO_<SECTION>_<KEY>`` (for example ``MEMTRIO_RETRIEVAL_DAMPING=0.6``);
 a few short aliases exist too (`ALIASES`). Invalid configuration raises
-`ConfigError` naming the key and where it came from.
+`ConfigError` (exit code 2) naming the key, the value and where it came from:
+``MEMTRIO_RETRIEVAL_DAMPING=7 (environment)``, ``damping = 7 in
+/path/config.toml [retrieval] line 2`` or ``the command-line flag --tools
+memory,bogus``. Each key is checked for its type and its range (`_CHECKS`);
+unknown sections and keys, in config.toml or as ``MEMTRIO_<SECTION>_<KEY>``
+variables, are errors too.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
+import re
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
 
+from .errors import UserError
 
-class ConfigError(ValueError):
-    """Invalid configuration; the message names the key and its source."""
+
+class ConfigError(UserError, ValueError):
+    """Invalid configuration; the message names the key, the value and where it came from.
+
+    Exit code 2 (see docs/configuration.md).
+    """
+
+    code = 2
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"configuration error: {message}")
 
 
 class ServerConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -111,10 +130,65 @@ _ONOFF = {
     "no": False,
 }
 
+# Limits of each key, checked after its type: (test, what it must be). A value
+# outside them stops the program with the key, the value and where it came from.
+MAX_INT32 = 2**31 - 1
+_CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
+    ("server", "request_limit"): (
+        lambda v: 1024 <= v <= MAX_INT32,
+        f"must be at least 1024 bytes (and at most {MAX_INT32})",
+    ),
+    ("server", "shutdown_grace"): (lambda v: 0 <= v <= 3600, "must be 0-3600 seconds"),
+    ("server", "call_timeout"): (lambda v: 0 < v <= 86400, "must be > 0 and at most 86400 seconds"),
+    ("log", "path"): (lambda v: "\0" not in v, "must not contain a NUL character"),
+    ("store", "read_connections"): (lambda v: 1 <= v <= 64, "must be 1-64"),
+    ("store", "busy_timeout_ms"): (lambda v: 0 <= v <= MAX_INT32, f"must be 0-{MAX_INT32}"),
+    ("embedding", "model"): (lambda v: "\0" not in v, "must not contain a NUL character"),
+    ("embedding", "batch_size"): (lambda v: 1 <= v <= 4096, "must be 1-4096"),
+    ("embedding", "workers"): (lambda v: 1 <= v <= 64, "must be 1-64"),
+    ("embedding", "intra_op_threads"): (
+        lambda v: 0 <= v <= 1024,
+        "must be 0-1024 (0 = onnxruntime's default)",
+    ),
+    ("embedding", "max_tokens"): (lambda v: 8 <= v <= 1_000_000, "must be >= 8"),
+    ("embedding", "chunk_tokens"): (lambda v: 8 <= v <= 1_000_000, "must be >= 8"),
+    ("embedding", "chunk_overlap"): (lambda v: 0 <= v <= 1_000_000, "must be >= 0"),
+    ("embedding", "max_chunks"): (lambda v: 1 <= v <= 256, "must be 1-256"),
+    ("embedding", "timeout"): (lambda v: 0 < v <= 86400, "must be > 0 and at most 86400 seconds"),
+    ("retrieval", "seed_top_k"): (lambda v: 1 <= v <= 100_000, "must be 1-100000"),
+    ("retrieval", "seed_temperature"): (lambda v: 0 < v <= 1000, "must be > 0"),
+    ("retrieval", "memory_seed_weight"): (lambda v: 0 <= v <= 1, "must be between 0 and 1"),
+    ("retrieval", "entity_anchor_weight"): (lambda v: 0 <= v <= 1000, "must be >= 0"),
+    ("retrieval", "damping"): (lambda v: 0 < v < 1, "must be between 0 and 1 (exclusive)"),
+    ("retrieval", "lexical_share"): (lambda v: 0 <= v <= 1, "must be between 0 and 1"),
+    ("retrieval", "mmr_lambda"): (
+        lambda v: 0 <= v <= 1,
+        "must be between 0 and 1 (1 turns diversification off)",
+    ),
+    ("code", "index_threads"): (
+        lambda v: v == "auto" or 1 <= v <= 256,
+        'must be "auto" or 1-256',
+    ),
+    ("code", "max_files"): (lambda v: 1 <= v <= 100_000_000, "must be >= 1"),
+    ("code", "file_timeout"): (lambda v: 0 < v <= 3600, "must be > 0 and at most 3600 seconds"),
+}
+
+# Where the first bytes of a value may be shown in a message.
+_SHOWN = 80
+
 
 def default_home() -> Path:
+    """``$MEMTRIO_HOME`` (made absolute, links kept), else ``~/.memtrio``."""
     home = os.environ.get("MEMTRIO_HOME")
-    return Path(home).expanduser() if home else Path.home() / ".memtrio"
+    if home:
+        return Path(os.path.abspath(Path(home).expanduser()))
+    try:
+        return Path.home() / ".memtrio"
+    except RuntimeError:  # no HOME and no passwd entry
+        raise ConfigError(
+            "cannot tell where your home directory is (HOME is not set): "
+            "set MEMTRIO_HOME or pass --home"
+        ) from None
 
 
 def _sections() -> dict[str, type[msgspec.Struct]]:
@@ -122,124 +196,260 @@ def _sections() -> dict[str, type[msgspec.Struct]]:
     return {name: type(getattr(defaults, name)) for name in Config.__struct_fields__}
 
 
-def _coerce(section: str, key: str, raw: str, source: str) -> Any:
-    struct = _sections()[section]
-    hint = {f.name: f.type for f in msgspec.structs.fields(struct)}[key]
-    text = raw.strip()
-    value: Any = text
-    origin = getattr(hint, "__origin__", None)
+def _hints(section: str) -> dict[str, Any]:
+    return {f.name: f.type for f in msgspec.structs.fields(_sections()[section])}
+
+
+def _show(value: Any, from_text: bool = True) -> str:
+    """A value as it was given (text as typed, else TOML), short and on one line."""
+    if isinstance(value, str) and from_text:
+        text = value if value.isprintable() and value.strip() == value else repr(value)
+    else:
+        text = _toml(value)
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return str(value)
+
+
+def _wanted(hint: Any, from_text: bool) -> str:
+    """What a key of type ``hint`` takes, in words."""
     if hint is bool:
-        if text.lower() not in _ONOFF:
-            raise ConfigError(
-                f"{source}: {section}.{key} must be on/off or true/false, not {raw!r}"
-            )
-        return _ONOFF[text.lower()]
+        return "on/off or true/false" if from_text else "true or false"
+    if hint is int:
+        return "a whole number"
+    if hint is float:
+        return "a number"
+    if hint is str:
+        return "a string"
+    origin = getattr(hint, "__origin__", None)
     if origin is list:
-        value = [part.strip() for part in text.split(",") if part.strip()]
+        return "a comma-separated list" if from_text else "a list of strings"
+    if origin is Literal:
+        return "one of " + ", ".join(json.dumps(a) for a in hint.__args__)
+    args = getattr(hint, "__args__", ())
+    if args:
+        return " or ".join(_wanted(a, from_text) for a in args)
+    return str(hint)
+
+
+class _Value:
+    """One setting as given: its value and where it came from (for messages)."""
+
+    __slots__ = ("source", "value")
+
+    def __init__(self, value: Any, source: str) -> None:
+        self.value = value
+        self.source = source
+
+
+def _convert(section: str, key: str, given: _Value, from_text: bool) -> Any:
+    """``given`` as the key's type, range-checked; `ConfigError` naming its source if not."""
+    hint = _hints(section)[key]
+    value = given.value
+    shown = _show(value, from_text)
+    bad = f"{given.source}: {section}.{key} must be {_wanted(hint, from_text)}, not {shown}"
+    if from_text:
+        text = value.strip()
+        if hint is bool:
+            if text.lower() not in _ONOFF:
+                raise ConfigError(bad)
+            return _ONOFF[text.lower()]
+        if getattr(hint, "__origin__", None) is list:
+            value = [part.strip() for part in text.split(",") if part.strip()]
+        elif hint is not str:
+            value = text
     try:
-        return msgspec.convert(value, hint, strict=False)
-    except msgspec.ValidationError as exc:
-        raise ConfigError(f"{source}: {section}.{key}: {exc}") from None
+        # Text (environment, flags) may spell numbers; config.toml values have their types.
+        converted = msgspec.convert(value, hint, strict=not from_text)
+    except msgspec.ValidationError:
+        raise ConfigError(bad) from None
+    if isinstance(converted, float) and not math.isfinite(converted):
+        raise ConfigError(f"{given.source}: {section}.{key} must be a finite number, not {shown}")
+    check = _CHECKS.get((section, key))
+    if check is not None and not check[0](converted):
+        raise ConfigError(f"{given.source}: {section}.{key} {check[1]}, not {shown}")
+    return converted
+
+
+def _read_toml(path: Path) -> tuple[dict[str, Any], str] | None:
+    """config.toml parsed, with its text (for line numbers); None if there is none."""
+    try:
+        raw = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except IsADirectoryError:
+        raise ConfigError(f"{path} is a directory, not a file: move it away") from None
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read {path}: {exc.strerror or exc}; make it readable or remove it"
+        ) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ConfigError(
+            f"{path} line {line}, column {column}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); "
+            "save the file as UTF-8"
+        ) from None
+    try:
+        return tomllib.loads(text), text
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+
+
+_HEADER = re.compile(r"^\s*\[\[?\s*([^\[\]]+?)\s*\]\]?\s*(?:#.*)?$")
+
+
+def _line_of(text: str, section: str, key: str | None = None) -> int | None:
+    """The line that sets ``section.key`` (or opens ``[section]``) in the TOML ``text``."""
+    current: str | None = None
+    assign = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=") if key else None
+    dotted = re.compile(
+        rf"^\s*[\"']?{re.escape(section)}[\"']?\s*"
+        + (rf"\.\s*[\"']?{re.escape(key)}[\"']?\s*=" if key else "[.=]")
+    )
+    for number, line in enumerate(text.splitlines(), 1):
+        header = _HEADER.match(line)
+        if header:
+            current = header.group(1).strip().strip("\"'")
+            if key is None and current == section:
+                return number
+            continue
+        if current is None and dotted.match(line):
+            return number
+        if current == section and assign is not None and assign.match(line):
+            return number
+    return None
+
+
+def _at(path: Path, text: str, section: str, key: str | None = None) -> str:
+    line = _line_of(text, section, key)
+    return f"{path} line {line}" if line else str(path)
 
 
 def load(
     home: Path | None = None,
     env: dict[str, str] | None = None,
     overrides: dict[str, dict[str, Any]] | None = None,
+    flags: dict[tuple[str, str], str] | None = None,
 ) -> Config:
-    """Read config.toml, then the environment, then ``overrides`` (from flags)."""
+    """Read config.toml, then the environment, then ``overrides`` (from flags).
+
+    ``flags`` names the command-line flag of an override, for messages
+    (default ``--key``). Error handling: any invalid setting raises
+    `ConfigError` naming the key, the value and where it came from
+    (``MEMTRIO_RETRIEVAL_DAMPING=7 (environment)``, ``damping = 7 in
+    /path/config.toml [retrieval] line 2``, ``the command-line flag --tools``).
+    """
     env = dict(os.environ) if env is None else env
     home = home or default_home()
-    data: dict[str, dict[str, Any]] = {}
+    sections = _sections()
+    given: dict[tuple[str, str], tuple[_Value, bool]] = {}  # -> (value, given as text)
     path = home / "config.toml"
-    if path.exists():
-        try:
-            with open(path, "rb") as fh:
-                data = tomllib.load(fh)
-        except (tomllib.TOMLDecodeError, OSError) as exc:
-            raise ConfigError(f"{path}: {exc}") from None
-        sections = _sections()
+    parsed = _read_toml(path)
+    if parsed is not None:
+        data, text = parsed
         for section, values in data.items():
             if section not in sections:
+                where = _at(path, text, section)
+                if not isinstance(values, dict):
+                    raise ConfigError(
+                        f"{where}: unknown top-level key {section!r}: settings go in a "
+                        f"[section] (known: {', '.join(sections)})"
+                    )
                 raise ConfigError(
-                    f"{path}: unknown section [{section}] (known: {', '.join(sections)})"
+                    f"{where}: unknown section [{section}] (known: {', '.join(sections)})"
                 )
             if not isinstance(values, dict):
-                raise ConfigError(f"{path}: [{section}] must be a table")
+                raise ConfigError(
+                    f"{_at(path, text, section)}: {section} must be a [{section}] table, "
+                    f"not {_show(values, False)}"
+                )
             known = sections[section].__struct_fields__
-            for key in values:
+            for key, value in values.items():
+                line = _line_of(text, section, key)
                 if key not in known:
                     raise ConfigError(
-                        f"{path}: unknown key {section}.{key} (known: {', '.join(known)})"
+                        f"{path}{f' line {line}' if line else ''}: unknown key {section}.{key} "
+                        f"(known in [{section}]: {', '.join(known)})"
                     )
-    merged: dict[str, dict[str, Any]] = {k: dict(v) for k, v in data.items()}
+                source = f"{key} = {_show(value, False)} in {path} [{section}]"
+                given[section, key] = (
+                    _Value(value, source + (f" line {line}" if line else "")),
+                    False,
+                )
 
-    def put(section: str, key: str, value: Any) -> None:
-        merged.setdefault(section, {})[key] = value
-
-    sections = _sections()
-    for section, struct in sections.items():
-        for key in struct.__struct_fields__:
-            var = f"MEMTRIO_{section.upper()}_{key.upper()}"
-            if var in env and env[var] != "":
-                put(section, key, _coerce(section, key, env[var], var))
+    prefixes = {f"MEMTRIO_{section.upper()}_": section for section in sections}
+    for var, raw in sorted(env.items()):
+        if raw == "" or var in ALIASES:
+            continue
+        for prefix, section in prefixes.items():
+            if not var.startswith(prefix):
+                continue
+            key = var[len(prefix) :].lower()
+            if key not in sections[section].__struct_fields__:
+                raise ConfigError(
+                    f"{var}={_show(raw)} (environment): unknown key {section}.{key} "
+                    f"(known in [{section}]: {', '.join(sections[section].__struct_fields__)})"
+                )
+            given[section, key] = (_Value(raw, f"{var}={_show(raw)} (environment)"), True)
     for var, (section, key) in ALIASES.items():
-        if var in env and env[var] != "":
-            put(section, key, _coerce(section, key, env[var], var))
+        raw = env.get(var, "")
+        if raw != "":
+            given[section, key] = (_Value(raw, f"{var}={_show(raw)} (environment)"), True)
     for section, values in (overrides or {}).items():
         for key, value in values.items():
-            if value is not None:
-                if isinstance(value, str):
-                    value = _coerce(section, key, value, f"--{key.replace('_', '-')}")
-                put(section, key, value)
-    try:
-        config = msgspec.convert(merged, Config, strict=False)
-    except msgspec.ValidationError as exc:
-        raise ConfigError(
-            f"invalid configuration: {exc} (from {path} or MEMTRIO_* variables)"
-        ) from None
-    validate(config)
+            if value is None:
+                continue
+            flag = (flags or {}).get((section, key), f"--{key.replace('_', '-')}")
+            shown = ",".join(value) if isinstance(value, list) else value
+            source = f"the command-line flag {flag} {_show(shown)}"
+            if isinstance(value, list):
+                value = ",".join(value)
+            given[section, key] = (_Value(value, source), isinstance(value, str))
+
+    merged: dict[str, dict[str, Any]] = {}
+    for (section, key), (value, from_text) in given.items():
+        merged.setdefault(section, {})[key] = _convert(section, key, value, from_text)
+    config = msgspec.convert(merged, Config)
+    _check_tools(config, given.get(("tools", "enabled")))
     return config
 
 
-def validate(config: Config) -> None:
+def _check_tools(config: Config, given: tuple[_Value, bool] | None) -> None:
     from ..protocol.tools import GROUPS
 
-    checks = [
-        (config.server.request_limit >= 1024, "server.request_limit must be at least 1024 bytes"),
-        (config.server.shutdown_grace >= 0, "server.shutdown_grace must be >= 0"),
-        (config.store.read_connections >= 1, "store.read_connections must be >= 1"),
-        (config.embedding.batch_size >= 1, "embedding.batch_size must be >= 1"),
-        (config.embedding.workers >= 1, "embedding.workers must be >= 1"),
-        (config.embedding.max_tokens >= 8, "embedding.max_tokens must be >= 8"),
-        (1 <= config.embedding.max_chunks <= 256, "embedding.max_chunks must be 1-256"),
-        (config.embedding.chunk_tokens >= 8, "embedding.chunk_tokens must be >= 8"),
-        (config.embedding.chunk_overlap >= 0, "embedding.chunk_overlap must be >= 0"),
-        (config.retrieval.seed_top_k >= 1, "retrieval.seed_top_k must be >= 1"),
-        (config.retrieval.seed_temperature > 0, "retrieval.seed_temperature must be > 0"),
-        (0 < config.retrieval.damping < 1, "retrieval.damping must be between 0 and 1"),
-        (
-            0 <= config.retrieval.lexical_share <= 1,
-            "retrieval.lexical_share must be between 0 and 1",
-        ),
-        (
-            0 <= config.retrieval.mmr_lambda <= 1,
-            "retrieval.mmr_lambda must be between 0 and 1 (1 turns diversification off)",
-        ),
-        (config.code.max_files >= 1, "code.max_files must be >= 1"),
-        (
-            config.code.index_threads == "auto" or config.code.index_threads >= 1,
-            'code.index_threads must be "auto" or >= 1',
-        ),
-    ]
-    for ok, message in checks:
-        if not ok:
-            raise ConfigError(message)
     unknown = [g for g in config.tools.enabled if g not in GROUPS]
     if unknown:
+        source = f"{given[0].source}: " if given is not None else ""
         raise ConfigError(
-            f"tools.enabled: unknown group(s) {', '.join(unknown)} (known: {', '.join(GROUPS[1:])})"
+            f"{source}tools.enabled: unknown group(s) {', '.join(unknown)} "
+            f"(known: {', '.join(GROUPS[1:])})"
         )
+
+
+def validate(config: Config) -> None:
+    """Check a `Config` built in code against the limits `load` applies (no sources to name)."""
+    for (section, key), (test, requirement) in _CHECKS.items():
+        value = getattr(getattr(config, section), key)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{section}.{key} must be a finite number, not {_show(value)}")
+        if not test(value):
+            raise ConfigError(f"{section}.{key} {requirement}, not {_show(value)}")
+    _check_tools(config, None)
 
 
 def log_path(config: Config, home: Path) -> Path:

@@ -119,6 +119,7 @@ class AppContext:
     resources: dict[str, Resource] = field(default_factory=dict)
     instructions: list[str] = field(default_factory=list)
     features: list[str] = field(default_factory=list)
+    unavailable: dict[str, str] = field(default_factory=dict)  # feature -> why it did not start
     root: Supervisor | None = None
     sessions: set[SessionView] = field(default_factory=set)
     version: str = VERSION

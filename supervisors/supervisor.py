@@ -40,6 +40,7 @@ import trio
 
 from ..protocol.messages import ActorCrashed, Reply, Request
 from . import trace
+from .errors import find_user_error, one_line
 
 
 class Restart(enum.Enum):
@@ -67,13 +68,34 @@ DEFAULT_GRACE = 5.0
 
 
 class Escalation(Exception):
-    """A supervisor exceeded its restart intensity and gave up."""
+    """A supervisor exceeded its restart intensity (or a child could not start) and gave up.
 
-    def __init__(self, supervisor: str, child: str, cause: BaseException | None) -> None:
+    Its message is the one line the process prints when the root gives up: the
+    failure's own message when it is a `UserError` (it says what to do), else
+    which child failed, why, and where the details are.
+    """
+
+    def __init__(
+        self,
+        supervisor: str,
+        child: str,
+        cause: BaseException | None,
+        starting: bool = False,
+    ) -> None:
         self.supervisor, self.child, self.cause = supervisor, child, cause
-        why = f"{type(cause).__name__}: {cause}" if cause is not None else "exited"
+        known = find_user_error(cause) if cause is not None else None
+        if known is not None:
+            super().__init__(str(known))
+            return
+        root = cause
+        while isinstance(root, Escalation) and root.cause is not None:
+            root = root.cause
+        why = one_line(f"{type(root).__name__}: {root}") if root is not None else "exited"
+        what = "could not start" if starting else "failed too often"
+        log = f"the trace log {trace.LOG.path}" if trace.LOG.enabled("error") else "the trace log"
         super().__init__(
-            f"supervisor {supervisor!r} gave up: child {child!r} failed too often (last: {why})"
+            f"supervisor {supervisor!r} gave up: child {child!r} {what} (last: {why}); "
+            f"restart memtrio, and if it happens again see {log}"
         )
 
 
@@ -279,7 +301,7 @@ class Supervisor:
                     if not await self._start(index):
                         st = self._states[index]
                         await self._stop_range(0, index)
-                        raise Escalation(self.name, st.spec.id, st.error)
+                        raise Escalation(self.name, st.spec.id, st.error, starting=True)
                 self.state = "running"
                 task_status.started(self)
                 trace.event(
@@ -343,9 +365,11 @@ class Supervisor:
         while self._restart_times and self._restart_times[0] < now - self.period:
             self._restart_times.popleft()
         if len(self._restart_times) > self.max_restarts:
-            trace.error(
+            # In the log only: the parent reports it (a restart, or the one line at exit).
+            trace.record(
                 self.name,
                 "escalation",
+                level="error",
                 child=spec.id,
                 max_restarts=self.max_restarts,
                 period=self.period,
@@ -422,7 +446,10 @@ class Supervisor:
                 st.error = exc
                 st.last_error = f"{type(exc).__name__}: {exc}"
                 if not st.stopping:
-                    trace.event(
+                    # A child that dies before it is ready is reported by what follows
+                    # (a restart, or the escalation's one line): the log only, here.
+                    log = trace.event if st.ready.is_set() else trace.record
+                    log(
                         self.name,
                         "child_crashed",
                         level="warning",

@@ -26,6 +26,7 @@ from typing import Any, TextIO
 import msgspec
 
 from ..protocol.messages import TraceContext, new_id
+from . import private
 
 LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "off": 100}
 
@@ -46,6 +47,7 @@ class TraceLog:
         self.path: Path | None = None
         self.stderr_level = LEVELS["warning"]
         self._failed = False
+        self._held: list[str] | None = None
 
     def configure(
         self, path: Path | None, level: str = "info", stderr_level: str = "warning"
@@ -56,10 +58,15 @@ class TraceLog:
         self.path = path
         if path is not None and self.level < LEVELS["off"]:
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                self._file = open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+                # Private (0700 directory, 0600 file): the log holds queries and memory text.
+                private.make_dir(path.parent)
+                self._file = private.open_file(path, "a", encoding="utf-8", buffering=1)
             except OSError as exc:
-                print(f"memtrio: cannot open log file {path}: {exc}", file=sys.stderr)
+                print(
+                    f"memtrio: cannot open the log file {path} ({exc.strerror or exc}); "
+                    "going on without it (set [log] path or MEMTRIO_LOG_PATH to a writable file)",
+                    file=sys.stderr,
+                )
                 self._file = None
 
     def close(self) -> None:
@@ -72,7 +79,10 @@ class TraceLog:
     def enabled(self, level: str = "info") -> bool:
         return LEVELS[level] >= self.level and self._file is not None
 
-    def emit(self, level: str, actor: str, event: str, fields: dict[str, Any]) -> None:
+    def emit(
+        self, level: str, actor: str, event: str, fields: dict[str, Any], echo: bool = True
+    ) -> None:
+        """Write one event to the log; also to stderr at ``stderr_level`` and above if ``echo``."""
         lvl = LEVELS[level]
         record: dict[str, Any] | None = None
         if lvl >= self.level and self._file is not None:
@@ -103,10 +113,31 @@ class TraceLog:
             except OSError as exc:
                 if not self._failed:
                     self._failed = True
-                    print(f"memtrio: writing the log failed: {exc}", file=sys.stderr)
-        if lvl >= self.stderr_level:
+                    self._stderr(
+                        f"memtrio: writing the log {self.path} failed ({exc.strerror or exc}); "
+                        "later events are lost until it works again"
+                    )
+        if echo and lvl >= self.stderr_level:
             detail = " ".join(f"{k}={v}" for k, v in fields.items() if k not in ("exc",))
-            print(f"memtrio {level}: {actor}: {event} {detail}".rstrip(), file=sys.stderr)
+            self._stderr(f"memtrio {level}: {actor}: {event} {detail}".rstrip())
+
+    def _stderr(self, text: str) -> None:
+        if self._held is not None:
+            self._held.append(text)
+        else:
+            print(text, file=sys.stderr)
+
+    def hold_stderr(self) -> None:
+        """Keep the stderr lines of events back until `release_stderr` (while starting up)."""
+        self._held = []
+
+    def release_stderr(self, show: bool) -> None:
+        """Print the held lines (``show``), or drop them: a failed start says why in one line,
+        and the events are in the log file."""
+        held, self._held = self._held, None
+        if show:
+            for text in held or ():
+                print(text, file=sys.stderr)
 
 
 LOG = TraceLog()
@@ -120,6 +151,12 @@ def format_traceback(exc: BaseException, limit: int = 4000) -> str:
 def event(actor: str, name: str, level: str = "info", **fields: Any) -> None:
     """Record one event of ``actor`` in the trace log."""
     LOG.emit(level, actor, name, fields)
+
+
+def record(actor: str, name: str, level: str = "info", **fields: Any) -> None:
+    """Record an event in the log only, never on stderr: the caller reports it to the user
+    itself (as the one line a fatal error gets)."""
+    LOG.emit(level, actor, name, fields, echo=False)
 
 
 def warning(actor: str, name: str, **fields: Any) -> None:

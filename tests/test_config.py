@@ -58,7 +58,7 @@ def test_short_aliases(home: Path) -> None:
         (
             "",
             {"MEMTRIO_EMBEDDINGS": "maybe"},
-            "MEMTRIO_EMBEDDINGS: embedding.enabled must be on/off",
+            "MEMTRIO_EMBEDDINGS=maybe (environment): embedding.enabled must be on/off",
         ),
         ("", {"MEMTRIO_STORE_READ_CONNECTIONS": "many"}, "MEMTRIO_STORE_READ_CONNECTIONS"),
         ("", {"MEMTRIO_TOOLS": "memory,bogus"}, "unknown group(s) bogus"),
@@ -120,3 +120,228 @@ async def test_fault_selectors_fire_on_the_chosen_hits() -> None:
     finally:
         faults.configure(None)
     assert not faults.ACTIVE
+
+
+# -- defect 12: every error names the key, the value and where it came from ------------
+
+# One out-of-range value per checked key (NUL characters cannot be in the environment).
+OUT_OF_RANGE: dict[tuple[str, str], object] = {
+    ("server", "request_limit"): 100,
+    ("server", "shutdown_grace"): -1.0,
+    ("server", "call_timeout"): 0.0,
+    ("log", "path"): "a\0b",
+    ("store", "read_connections"): 0,
+    ("store", "busy_timeout_ms"): -1,
+    ("embedding", "model"): "m\0",
+    ("embedding", "batch_size"): 0,
+    ("embedding", "workers"): 0,
+    ("embedding", "intra_op_threads"): -1,
+    ("embedding", "max_tokens"): 4,
+    ("embedding", "chunk_tokens"): 4,
+    ("embedding", "chunk_overlap"): -1,
+    ("embedding", "max_chunks"): 300,
+    ("embedding", "timeout"): 0.0,
+    ("retrieval", "seed_top_k"): 0,
+    ("retrieval", "seed_temperature"): 0.0,
+    ("retrieval", "memory_seed_weight"): 1.5,
+    ("retrieval", "entity_anchor_weight"): -1.0,
+    ("retrieval", "damping"): 1.0,
+    ("retrieval", "lexical_share"): 2.0,
+    ("retrieval", "mmr_lambda"): -0.1,
+    ("code", "index_threads"): 0,
+    ("code", "max_files"): 0,
+    ("code", "file_timeout"): 0.0,
+}
+
+
+def all_keys() -> list[tuple[str, str, object]]:
+    """Every (section, key, type) of the configuration."""
+    import msgspec
+
+    out = []
+    for section in config.Config.__struct_fields__:
+        struct = type(getattr(config.Config(), section))
+        out += [(section, f.name, f.type) for f in msgspec.structs.fields(struct)]
+    return out
+
+
+def bad_type(hint: object) -> tuple[str | None, object]:
+    """A value of the wrong type for ``hint``: as environment text (None if any text
+    fits, e.g. a string key), and as a TOML value."""
+    if hint is bool:
+        return "maybe", "yes"
+    if hint is int:
+        return "seven", 1.5
+    if hint is float:
+        return "high", "0.5"
+    if hint is str:
+        return None, 5
+    if getattr(hint, "__origin__", None) is list:
+        return None, "memory"
+    return "bogus", 1.5  # a Literal, or int | "auto"
+
+
+def toml_value(value: object) -> str:
+    import json
+
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return repr(value)
+
+
+def test_defect12_every_checked_key_has_an_out_of_range_case() -> None:
+    assert set(OUT_OF_RANGE) == set(config._CHECKS)
+
+
+@pytest.mark.parametrize(("section", "key", "hint"), all_keys())
+def test_defect12_a_bad_type_names_the_key_and_its_source_in_every_source(
+    home: Path, section: str, key: str, hint: object
+) -> None:
+    env_text, toml = bad_type(hint)
+    write(home, f"# settings\n[{section}]\n{key} = {toml_value(toml)}\n")
+    with pytest.raises(config.ConfigError) as info:
+        config.load(home, env={})
+    message = str(info.value)
+    assert f"{key} = {toml_value(toml)} in {home / 'config.toml'} [{section}] line 3" in message
+    assert f"{section}.{key} must be" in message and "\n" not in message
+    if env_text is not None:
+        write(home, "")
+        var = f"MEMTRIO_{section.upper()}_{key.upper()}"
+        with pytest.raises(config.ConfigError) as info:
+            config.load(home, env={var: env_text})
+        assert f"{var}={env_text} (environment): {section}.{key} must be" in str(info.value)
+        with pytest.raises(config.ConfigError) as info:
+            config.load(home, env={}, overrides={section: {key: env_text}}, flags={})
+        flag = f"--{key.replace('_', '-')}"
+        assert f"the command-line flag {flag} {env_text}: {section}.{key}" in str(info.value)
+
+
+@pytest.mark.parametrize(("section", "key"), sorted(OUT_OF_RANGE))
+def test_defect12_an_out_of_range_value_names_its_source(
+    home: Path, section: str, key: str
+) -> None:
+    value = OUT_OF_RANGE[section, key]
+    write(home, f"[{section}]\n{key} = {toml_value(value)}\n")
+    with pytest.raises(config.ConfigError) as info:
+        config.load(home, env={})
+    assert f"in {home / 'config.toml'} [{section}] line 2: {section}.{key} " in str(info.value)
+    if isinstance(value, str):
+        return  # a NUL character cannot be in an environment variable
+    write(home, "")
+    var = f"MEMTRIO_{section.upper()}_{key.upper()}"
+    with pytest.raises(config.ConfigError) as info:
+        config.load(home, env={var: str(value)})
+    assert str(info.value).startswith(
+        f"configuration error: {var}={value} (environment): {section}.{key} "
+    )
+
+
+@pytest.mark.parametrize(
+    ("toml", "expected"),
+    [
+        (
+            "[retrieval]\nseed_top_k = 5\n\n[retrival]\nx = 1\n",
+            "config.toml line 4: unknown section [retrival]",
+        ),
+        ("[store]\n\ndurabilty = 'sync'\n", "config.toml line 3: unknown key store.durabilty"),
+        (
+            "[code]\nmax_files = 10\nenabled = \n",
+            "invalid TOML: Invalid value (at line 3, column 11)",
+        ),
+        ("retrieval = 0.5\n", "config.toml line 1: retrieval must be a [retrieval] table"),
+        ("damping = 0.5\n", "unknown top-level key 'damping': settings go in a [section]"),
+        ("[retrieval]\ndamping = nan\n", "retrieval.damping must be a finite number, not nan"),
+        ("[tools]\nenabled = ['memory', 'bogus']\n", "tools.enabled: unknown group(s) bogus"),
+    ],
+)
+def test_defect12_config_toml_errors_give_the_file_and_line(
+    home: Path, toml: str, expected: str
+) -> None:
+    write(home, toml)
+    with pytest.raises(config.ConfigError) as info:
+        config.load(home, env={})
+    assert expected in str(info.value)
+    assert str(home / "config.toml") in str(info.value)
+
+
+def test_defect12_a_config_toml_that_is_not_utf8_gives_line_and_column(home: Path) -> None:
+    (home / "config.toml").write_bytes(b"[log]\nlevel = 'caf\xe9'\n")
+    with pytest.raises(config.ConfigError) as info:
+        config.load(home, env={})
+    assert str(info.value) == (
+        f"configuration error: {home / 'config.toml'} line 2, column 13: not UTF-8 text "
+        "(byte 0xe9); save the file as UTF-8"
+    )
+
+
+def test_defect12_a_config_toml_that_is_a_directory_is_an_error(home: Path) -> None:
+    (home / "config.toml").mkdir()
+    with pytest.raises(config.ConfigError, match="is a directory, not a file"):
+        config.load(home, env={})
+
+
+def test_defect12_unknown_environment_keys_of_a_section_are_errors(home: Path) -> None:
+    with pytest.raises(config.ConfigError) as info:
+        config.load(home, env={"MEMTRIO_RETRIEVAL_DAMPNG": "0.5"})
+    assert "MEMTRIO_RETRIEVAL_DAMPNG=0.5 (environment): unknown key retrieval.dampng" in str(
+        info.value
+    )
+    # Variables outside the sections (MEMTRIO_HOME, MEMTRIO_FAULTS, ...) are not settings.
+    config.load(home, env={"MEMTRIO_HOME": "/x", "MEMTRIO_SOMETHING_ELSE": "1"})
+
+
+def test_defect12_aliases_and_flags_name_themselves(home: Path) -> None:
+    with pytest.raises(
+        config.ConfigError,
+        match=r"MEMTRIO_DURABILITY=fast \(environment\): store\.durability must be one of",
+    ):
+        config.load(home, env={"MEMTRIO_DURABILITY": "fast"})
+    with pytest.raises(config.ConfigError) as info:
+        config.load(
+            home,
+            env={},
+            overrides={"tools": {"enabled": ["memory", "nope"]}},
+            flags={("tools", "enabled"): "--tools"},
+        )
+    assert "the command-line flag --tools memory,nope: tools.enabled: unknown group(s) nope" in str(
+        info.value
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("file", "damping = 7 in {home}/config.toml [retrieval] line 2"),
+        ("env", "MEMTRIO_RETRIEVAL_DAMPING=7 (environment)"),
+        ("flag", "the command-line flag --tools memory,bogus"),
+    ],
+)
+def test_defect12_the_cli_prints_one_line_naming_the_source(
+    home: Path, source: str, expected: str
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRIO_")}
+    args = ["mcp", "--home", str(home)]
+    if source == "file":
+        write(home, "[retrieval]\ndamping = 7\n")
+    elif source == "env":
+        env["MEMTRIO_RETRIEVAL_DAMPING"] = "7"
+    else:
+        args += ["--tools", "memory,bogus"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "memtrio.supervisors.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("memtrio: configuration error: ")
+    assert expected.format(home=home) in proc.stderr

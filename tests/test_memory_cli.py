@@ -181,10 +181,12 @@ def test_a_store_that_cannot_open_is_one_clear_line(
     home.mkdir()
     (home / "memtrio.sqlite").write_bytes(b"this is not a database at all" * 100)
     code, out, err = run(capsys, "stats")
+    path = home / "memtrio.sqlite"
     assert (
         code == 1
         and err
-        == "memtrio: the memory store could not start: DatabaseError: file is not a database\n"
+        == f"memtrio: the memory store {path} is damaged (file is not a database): run memtrio doctor\n"
     )
     code, out, err = run(capsys, "doctor")
     assert code == 1 and "file is not a database" in out and "PROBLEMS FOUND" in out
+    assert err.count("\n") == 1 and "aside" in err

@@ -137,3 +137,19 @@ def test_export_and_import_carry_every_window_of_a_long_memory(tmp_path: Path) -
     )
     assert added["memories"] == 1 and added["vectors"] == 0
     assert c.execute("SELECT count(*) FROM vectors").fetchone()[0] == 0
+
+
+def test_import_keeps_the_vectors_of_rows_that_already_exist(tmp_path: Path) -> None:
+    # A row the import reuses (here an entity known to another repository) keeps
+    # its own vector: import never changes an existing row, whoever owns it.
+    a = open_store(tmp_path / "a.sqlite")
+    remember(a, "from a", [REPO], entities=[ops.EntitySpec("Shared")])
+    tx(a, lambda c: ops.put_vector(c, "entity", 1, ops.Vec(b"\x00\x00\x80?", 1, "m", "r")))
+    records = [json.dumps(r) for r in db.run_read(a, lambda c: list(transfer.export_lines(c)))]
+
+    b = open_store(tmp_path / "b.sqlite")
+    remember(b, "b's own", [OTHER], entities=[ops.EntitySpec("shared")])
+    mine = b"\x00\x00\x00@"  # 2.0
+    tx(b, lambda c: ops.put_vector(c, "entity", 1, ops.Vec(mine, 1, "m", "r")))
+    tx(b, lambda c: transfer.import_records(c, transfer.parse_lines(records)))
+    assert b.execute("SELECT vec FROM vectors WHERE kind = 'entity'").fetchall() == [(mine,)]

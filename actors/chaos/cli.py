@@ -40,6 +40,8 @@ def cmd_trace(args: argparse.Namespace, run: AppRunner) -> int:
         )
     except traceview.TraceError as exc:
         raise CliError(str(exc)) from None
+    except OSError as exc:
+        raise CliError(f"cannot read the trace log {path}: {exc.strerror or exc}") from None
     print(text)
     return 0
 

@@ -11,44 +11,15 @@ from __future__ import annotations
 import math
 import os
 import stat
-import subprocess
 import time
 from pathlib import Path
 
 import trio
 
 from ...protocol.tools import ToolError
+from ...supervisors.git import GitError, git
+from .files import CheckoutDir, Symlink, Unsafe
 from .languages import language_for
-
-GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"}
-
-
-class GitError(Exception):
-    """A git command failed; the message is git's own first line."""
-
-
-async def git(args: list[str], cwd: Path | str, check: bool = True) -> bytes:
-    """Run git in ``cwd`` and return its stdout (bytes)."""
-    env = {**os.environ, **GIT_ENV}
-    try:
-        proc = await trio.run_process(
-            ["git", *args],
-            cwd=str(cwd),
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-            stdin=subprocess.DEVNULL,
-            env=env,
-        )
-    except OSError as exc:
-        raise GitError(f"cannot run git: {exc}") from None
-    if check and proc.returncode != 0:
-        message = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise GitError(
-            message[0] if message else f"git {args[0]} failed with status {proc.returncode}"
-        )
-    return proc.stdout
-
 
 # Directory -> (checkout root, monotonic time found): `git rev-parse` costs a few
 # milliseconds per call and a directory's checkout practically never changes.
@@ -91,7 +62,16 @@ async def _checkout_root(root: str | None, default: Path) -> Path:
         raise ToolError(
             f"{where} is not inside a Git checkout; pass root as an absolute directory inside one"
         ) from None
-    return Path(os.path.realpath(top))
+    found = Path(os.path.realpath(top))
+    # A repository's own config can move its work tree anywhere (core.worktree):
+    # the checkout must contain the directory the caller pointed at.
+    start_real = os.path.realpath(start)
+    if start_real != str(found) and not start_real.startswith(str(found).rstrip("/") + "/"):
+        where = f"root {root!r}" if root is not None else f"the server's directory {str(default)!r}"
+        raise ToolError(
+            f"{where} is not inside the work tree {str(found)!r} that its Git configuration names; refused"
+        )
+    return found
 
 
 async def list_files(root: Path) -> list[str]:
@@ -210,21 +190,24 @@ def source_files(files: list[str]) -> list[tuple[str, str]]:
 
 def stat_files(
     root: Path, files: list[tuple[str, str]]
-) -> list[tuple[str, str, int, int] | tuple[str, str, None, str]]:
-    """lstat each file: (path, language, size, mtime_ns) or (path, language, None, reason)."""
-    out: list = []
-    base = str(root)
-    for name, lang in files:
-        try:
-            st = os.lstat(f"{base}/{name}")
-        except OSError:
-            continue  # deleted since the listing (or a removed tracked file)
-        mode = st.st_mode
-        if stat.S_ISREG(mode):
-            out.append((name, lang, st.st_size, st.st_mtime_ns))
-        elif stat.S_ISLNK(mode):
-            out.append((name, lang, None, "symlink"))
-        # directories (submodules) and other types are not files to index
+) -> list[tuple[str, str, os.stat_result | None]]:
+    """lstat each file, following no symlink: (path, language, stat) of the regular files,
+    (path, language, None) of those that are (or go through) a symlink."""
+    out: list[tuple[str, str, os.stat_result | None]] = []
+    with CheckoutDir(str(root)) as tree:
+        for name, lang in files:
+            try:
+                st = tree.lstat(name)
+            except Symlink:
+                out.append((name, lang, None))
+                continue
+            except (Unsafe, OSError):
+                continue  # deleted since the listing (or a removed tracked file)
+            if stat.S_ISREG(st.st_mode):
+                out.append((name, lang, st))
+            elif stat.S_ISLNK(st.st_mode):
+                out.append((name, lang, None))
+            # directories (submodules) and other types are not files to index
     return out
 
 
@@ -278,23 +261,26 @@ def resolve_path(root: Path, path: str) -> str:
     rel = rel.replace(os.sep, "/")
     if rel in (".", "") or rel.startswith("../"):
         raise ToolError(f"path {path!r} does not name a file inside the checkout")
-    # Refuse symlinks anywhere along the path.
-    current = str(root)
-    for part in rel.split("/"):
-        current = f"{current}/{part}"
-        try:
-            st = os.lstat(current)
-        except FileNotFoundError:
-            raise ToolError(f"no such file in the checkout: {rel}") from None
-        except OSError as exc:
-            raise ToolError(f"cannot read {rel}: {exc.strerror}") from None
-        if stat.S_ISLNK(st.st_mode):
-            raise ToolError(
-                f"path {path!r} goes through a symlink ({current[len(str(root)) + 1 :]}); symlinks are refused"
-            )
-    real = os.path.realpath(current)
-    if real != str(root) and not real.startswith(str(root) + os.sep):
-        raise ToolError(f"path {path!r} resolves outside the checkout {str(root)!r}")
-    if not os.path.isfile(current):
+    # Refuse symlinks anywhere along the path, walking from the root without
+    # following any (the file is checked again the same way when it is read).
+    parts = rel.split("/")
+    with CheckoutDir(str(root)) as tree:
+        for i in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:i])
+            try:
+                st = tree.lstat(prefix)
+            except Symlink:
+                st = None
+            except Unsafe as exc:
+                raise ToolError(f"cannot read {rel}: {exc}") from None
+            except FileNotFoundError:
+                raise ToolError(f"no such file in the checkout: {rel}") from None
+            except OSError as exc:
+                raise ToolError(f"cannot read {rel}: {exc.strerror}") from None
+            if st is None or stat.S_ISLNK(st.st_mode):
+                raise ToolError(
+                    f"path {path!r} goes through a symlink ({prefix}); symlinks are refused"
+                )
+    if not stat.S_ISREG(st.st_mode):
         raise ToolError(f"path {path!r} is not a regular file")
     return rel

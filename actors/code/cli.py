@@ -60,7 +60,8 @@ def _require_enabled(args: argparse.Namespace) -> None:
 def _service(app: AppContext) -> Any:
     service = app.find(CODE)
     if service is None or "code" not in app.features:
-        raise CliError("code navigation is not available (see the warning above)")
+        why = app.unavailable.get("code", "it did not start; see the trace log")
+        raise CliError(f"code navigation is not available: {why}")
     return service
 
 

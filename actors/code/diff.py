@@ -22,7 +22,8 @@ from pathlib import Path
 import trio
 
 from ...protocol.tools import ToolError
-from .checkout import GitError, git, show_path
+from ...supervisors.git import GitError, git
+from .checkout import show_path
 from .extract import MAX_BYTES, Outline, Symbol
 from .languages import language_for
 from .pool import ParserPool
@@ -33,11 +34,17 @@ _COMMENT_PREFIXES = ("#", "//", "/*", "*", "--", ";", "@", "%", "<!--", '"""', "
 _TEMPLATE_USAGES = ("component", "slot")
 
 
+MAX_REVISION = 256
+
+
 def _check_revision(rev: str) -> None:
+    """Refuse a caller's revision git could read as an option, or an absurd one."""
     if rev.startswith("-"):
         raise ToolError(f"revision {rev!r} starts with '-'; refused (give a branch, tag or commit)")
-    if "\0" in rev or "\n" in rev:
+    if any(ord(c) < 32 or ord(c) == 127 for c in rev):
         raise ToolError("revision contains a control character; refused")
+    if len(rev) > MAX_REVISION:
+        raise ToolError(f"revision is longer than {MAX_REVISION} characters; refused")
 
 
 async def _resolve(root: Path, rev: str) -> str:
@@ -47,7 +54,14 @@ async def _resolve(root: Path, rev: str) -> str:
         )
     except GitError:
         raise ToolError(f"unknown revision {rev!r} in {root}") from None
-    return out.decode().strip()
+    sha = out.decode("ascii", "replace").strip()
+    if not _is_sha(sha):
+        raise ToolError(f"unknown revision {rev!r} in {root}")
+    return sha
+
+
+def _is_sha(text: str) -> bool:
+    return len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text)
 
 
 class _Change:
@@ -87,30 +101,43 @@ def _parse_raw(out: bytes) -> list[_Change]:
 
 
 async def _blobs(root: Path, shas: list[str]) -> dict[str, bytes | int]:
-    """Blob contents by sha (or the size when larger than the parse limit)."""
+    """Blob contents by sha (or the size when larger than the parse limit).
+
+    Sizes are asked first, so a huge blob is never read into memory.
+    """
     if not shas:
         return {}
-    proc = await trio.run_process(
-        ["git", "cat-file", "--batch"],
-        cwd=str(root),
-        stdin=("\n".join(shas) + "\n").encode(),
-        capture_stdout=True,
-        capture_stderr=True,
-        check=False,
-    )
-    out = proc.stdout
     blobs: dict[str, bytes | int] = {}
+    small: list[str] = []
+    out = await git(["cat-file", "--batch-check"], root, check=False, input=_lines(shas))
+    for line in out.decode("ascii", "replace").splitlines():
+        header = line.split()  # "<sha> blob <size>" or "<sha> missing"
+        if len(header) == 3 and header[1] == "blob" and header[2].isdigit():
+            if int(header[2]) <= MAX_BYTES:
+                small.append(header[0])
+            else:
+                blobs[header[0]] = int(header[2])
+    if not small:
+        return blobs
+    out = await git(["cat-file", "--batch"], root, check=False, input=_lines(small))
     pos = 0
     while pos < len(out):
-        end = out.index(b"\n", pos)
-        header = out[pos:end].decode().split()
+        end = out.find(b"\n", pos)
+        if end < 0:
+            break
+        header = out[pos:end].decode("ascii", "replace").split()
         pos = end + 1
-        if len(header) < 3:  # "<sha> missing"
+        if len(header) < 3 or not header[2].isdigit():  # "<sha> missing"
             continue
         sha, size = header[0], int(header[2])
-        blobs[sha] = out[pos : pos + size] if size <= MAX_BYTES else size
+        if size <= MAX_BYTES and pos + size <= len(out):
+            blobs[sha] = out[pos : pos + size]
         pos += size + 1
     return blobs
+
+
+def _lines(shas: list[str]) -> bytes:
+    return ("\n".join(shas) + "\n").encode()
 
 
 def _normalize(line: str) -> str:
@@ -196,11 +223,28 @@ async def structural_diff(pool: ParserPool, root: Path, base: str, head: str, li
     base_sha = await _resolve(root, base)
     head_sha = await _resolve(root, head)
     try:
-        merge_base = (await git(["merge-base", base_sha, head_sha], root)).decode().strip()
+        merge_base = (
+            (await git(["merge-base", "--end-of-options", base_sha, head_sha], root))
+            .decode("ascii", "replace")
+            .strip()
+        )
     except GitError:
         raise ToolError(f"{base!r} and {head!r} have no merge base") from None
+    if not _is_sha(merge_base):
+        raise ToolError(f"{base!r} and {head!r} have no merge base")
     raw = await git(
-        ["diff", "--raw", "-z", "-M", "--no-abbrev", "--no-ext-diff", merge_base, head_sha, "--"],
+        [
+            "diff",
+            "--raw",
+            "-z",
+            "-M",
+            "--no-abbrev",
+            "--no-ext-diff",
+            "--no-textconv",
+            merge_base,
+            head_sha,
+            "--",
+        ],
         root,
     )
     changes = _parse_raw(raw)
@@ -241,6 +285,12 @@ async def structural_diff(pool: ParserPool, root: Path, base: str, head: str, li
     async def one(index: int, change: _Change, language: str) -> None:
         old_data = blobs.get(change.old_sha) if change.status not in "AC" else None
         new_data = blobs.get(change.new_sha) if change.status != "D" else None
+        if (change.status not in "AC" and old_data is None) or (
+            change.status != "D" and new_data is None
+        ):
+            # e.g. a partial clone: missing objects are never fetched
+            results[index] = [f"skipped (object missing): {show_path(change.path)}"]
+            return
         outlines: list[Outline | None] = []
         for data, path in ((old_data, change.old_path), (new_data, change.path)):
             if data is None:

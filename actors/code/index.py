@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ...supervisors import private
 from .wire import ParseResult
 
 # Bump when the schema or what the extractor produces changes.
@@ -99,6 +100,8 @@ class CodeIndex:
     # -- opening ---------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
+        # Private from the start (0600; SQLite gives -wal and -shm the same mode).
+        private.create_file(self.path)
         conn = sqlite3.connect(
             self.path, check_same_thread=False, isolation_level=None, timeout=30.0
         )
@@ -113,11 +116,13 @@ class CodeIndex:
 
     def _open(self) -> sqlite3.Connection:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private.make_dir(self.path.parent)
         except OSError as exc:
             raise IndexUnavailable(f"cannot create {self.path.parent}: {exc}") from None
         try:
             return self._connect()
+        except OSError as exc:
+            raise IndexUnavailable(f"cannot create the code index {self.path}: {exc}") from None
         except sqlite3.OperationalError as exc:
             # cannot open, locked, read-only: the file may be fine, so it is kept
             raise IndexUnavailable(f"cannot open the code index {self.path}: {exc}") from None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,14 +28,20 @@ from ...protocol.tools import ToolError
 from ...supervisors import trace
 from ...supervisors.context import ServiceKey
 from .checkout import Listing, stat_files
+from .files import CheckoutDir, Symlink, Unsafe
 from .index import CodeIndex
 from .languages import language_for
 from .pool import PIPELINE, ParserPool
-from .wire import ParseJob, ParseResult
+from .wire import CHANGED, ParseJob, ParseResult
 
 BATCH = 256  # parse results written per transaction
 # Reasons that say nothing about the file itself: such files are parsed again next time.
-_TRANSIENT = ("parser workers are down", "no parser worker answered", "parser worker stopped")
+_TRANSIENT = (
+    "parser workers are down",
+    "no parser worker answered",
+    "parser worker stopped",
+    CHANGED,
+)
 
 Progress = Callable[[int, int], None]
 
@@ -126,16 +133,16 @@ class CodeService:
             listing = listing[: self.max_files]
             stats = await trio.to_thread.run_sync(stat_files, root, listing)
             cid, known = await self._file_map(root)
-            todo: list[tuple[str, str, int, int]] = []
+            todo: list[tuple[str, str, os.stat_result]] = []
             links: list[tuple[str, str, int, int, ParseResult]] = []
             current: set[str] = set()
-            for path, language, size, mtime in stats:
+            for path, language, st in stats:
                 current.add(path)
-                if size is None:  # a symlink: recorded as not indexed, never followed
+                if st is None:  # a symlink: recorded as not indexed, never followed
                     if known.get(path) != (-1, -1):
                         links.append((path, language, -1, -1, ParseResult(skipped="symlink")))
-                elif known.get(path) != (size, mtime):
-                    todo.append((path, language, size, mtime))
+                elif known.get(path) != (st.st_size, st.st_mtime_ns):
+                    todo.append((path, language, st))
             deleted = [path for path in known if path not in current]
             if links or deleted:
                 await self._guarded(self.index.apply, cid, links, deleted)
@@ -171,19 +178,18 @@ class CodeService:
         root: Path,
         cid: int,
         known: dict[str, tuple[int, int]],
-        todo: list[tuple[str, str, int, int]],
+        todo: list[tuple[str, str, os.stat_result]],
         progress: Progress | None,
     ) -> None:
         send, receive = trio.open_memory_channel[tuple[str, str, int, int, ParseResult]](math.inf)
         jobs = iter(todo)
         done = 0
-        base = str(root)
 
         async def parse_some(send: trio.MemorySendChannel) -> None:
             async with send:
-                for path, language, size, mtime in jobs:
-                    result = await self.pool.parse(ParseJob(f"{base}/{path}", language))
-                    await send.send((path, language, size, mtime, result))
+                for path, language, st in jobs:
+                    result = await self.pool.parse(_job(root, path, language, st))
+                    await send.send((path, language, st.st_size, st.st_mtime_ns, result))
 
         async def write_all() -> None:
             nonlocal done
@@ -242,14 +248,11 @@ class CodeService:
             raise ToolError(
                 f"{rel}: unsupported file type (supported: see the code tools' documentation)"
             )
-        try:
-            st = os.lstat(f"{root}/{rel}")
-        except OSError as exc:
-            raise ToolError(f"cannot read {rel}: {exc.strerror}") from None
+        st = _checked_stat(root, rel)
         async with self._lock(root):
             cid, known = await self._file_map(root)
             if known.get(rel) != (st.st_size, st.st_mtime_ns):
-                result = await self.pool.parse(ParseJob(f"{root}/{rel}", language))
+                result = await self.pool.parse(_job(root, rel, language, st))
                 size, mtime = (
                     (result.size, result.mtime_ns)
                     if result.size >= 0
@@ -276,6 +279,30 @@ class CodeService:
         await self.refresh(root)
         cid, _ = await self._file_map(root)
         return await self._guarded(self.index.find, cid, query, kind, limit)
+
+
+def _job(root: Path, rel: str, language: str, st: os.stat_result) -> ParseJob:
+    """Parse the checkout file ``rel`` if it is still the file ``st`` describes."""
+    return ParseJob(rel, language, root=str(root), dev=st.st_dev, ino=st.st_ino)
+
+
+def _checked_stat(root: Path, rel: str) -> os.stat_result:
+    """lstat of a caller's file, reached without following symlinks; a regular file.
+
+    Error handling: `ToolError` saying why the file is refused.
+    """
+    try:
+        with CheckoutDir(str(root)) as tree:
+            st = tree.lstat(rel)
+    except Symlink:
+        raise ToolError(f"path {rel!r} goes through a symlink; symlinks are refused") from None
+    except Unsafe as exc:
+        raise ToolError(f"cannot read {rel}: {exc}") from None
+    except OSError as exc:
+        raise ToolError(f"cannot read {rel}: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ToolError(f"path {rel!r} is not a regular file")
+    return st
 
 
 def _is_corruption(exc: sqlite3.DatabaseError) -> bool:

@@ -128,7 +128,7 @@ def format_matches(
         if parent:
             line += f"\tin {parent}"
         try:
-            st = os.stat(f"{root}/{path}")
+            st = os.lstat(f"{root}/{path}")
             if (st.st_size, st.st_mtime_ns) != (size, mtime):
                 line += "\tstale"
         except OSError:

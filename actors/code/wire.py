@@ -13,15 +13,23 @@ from .extract import Outline
 
 MAX_FRAME = 64 * 1024 * 1024
 READY = b"ready"  # the first frame a worker sends, once its imports are done
+# The reason given for a file that changed between the server's check and the
+# worker's read (the server parses it again at the next refresh).
+CHANGED = "changed while being read"
 
 
 class ParseJob(msgspec.Struct, array_like=True, frozen=True):
-    """Outline ``path`` (read from disk), or ``data`` when given (``path`` then
-    only names the file, e.g. a blob of a Git revision)."""
+    """Outline ``data`` when given (``path`` then only names the file, e.g. a
+    blob of a Git revision), else the file ``path`` of the checkout ``root``,
+    read without following symlinks and only if it is still the file
+    (``dev``, ``ino``) the server checked (see `files`)."""
 
     path: str
     language: str
     data: bytes | None = None
+    root: str = ""
+    dev: int = -1
+    ino: int = -1
 
 
 class ParseResult(msgspec.Struct, array_like=True, frozen=True):

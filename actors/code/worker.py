@@ -5,8 +5,10 @@ a private copy of stdout; file descriptor 1 is pointed at stderr first, so a
 stray print (from us or a library) can never corrupt the protocol stream.
 Exits when stdin closes.
 
-Error handling: a file that cannot be read or parsed is answered as skipped
-with the reason; anything that kills the process (a parser crash, the
+A file is read from its checkout without following any symlink, and only
+when it is still the file the server checked (`files.read_file`). Error
+handling: a file that cannot be read or parsed is answered as skipped with
+the reason; anything that kills the process (a parser crash, the
 ``code.parse`` fault point with ``exit``) is noticed by the server, which
 reports that file and starts a new worker.
 """
@@ -14,13 +16,13 @@ reports that file and starts a new worker.
 from __future__ import annotations
 
 import os
-import stat
 import sys
 from typing import BinaryIO
 
 from ...supervisors import faults
-from .extract import Skipped, check_content, outline
-from .wire import READY, ParseJob, ParseResult, frame, job_decoder, result_encoder
+from .extract import MAX_BYTES, Skipped, check_content, outline
+from .files import Unsafe, read_file
+from .wire import CHANGED, READY, ParseJob, ParseResult, frame, job_decoder, result_encoder
 
 
 def handle(job: ParseJob) -> ParseResult:
@@ -31,15 +33,18 @@ def handle(job: ParseJob) -> ParseResult:
     try:
         if job.data is not None:
             data = job.data
+        elif not job.root:
+            return ParseResult(skipped="no checkout given to read the file from")
         else:
-            with open(job.path, "rb") as fh:
-                st = os.fstat(fh.fileno())
-                if not stat.S_ISREG(st.st_mode):
-                    return ParseResult(skipped="not a regular file")
-                size, mtime_ns = st.st_size, st.st_mtime_ns
-                if size > 1024 * 1024:
-                    return ParseResult(skipped="larger than 1 MiB", size=size, mtime_ns=mtime_ns)
-                data = fh.read()
+            expect = (job.dev, job.ino) if job.ino >= 0 else None
+            try:
+                content, st = read_file(job.root, job.path, MAX_BYTES, expect)
+            except Unsafe as exc:
+                return ParseResult(skipped=f"{CHANGED} ({exc})")
+            size, mtime_ns = st.st_size, st.st_mtime_ns
+            if content is None:
+                return ParseResult(skipped="larger than 1 MiB", size=size, mtime_ns=mtime_ns)
+            data = content
         check_content(job.path, data)
         return ParseResult(outline=outline(job.language, data), size=size, mtime_ns=mtime_ns)
     except Skipped as exc:

@@ -12,64 +12,68 @@ from __future__ import annotations
 
 import argparse
 import sqlite3
-import sys
-from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, BinaryIO
 
-from ...supervisors.commands import CliError, emit
-from ...supervisors.context import AppContext
+from ...supervisors.commands import emit
+from ...supervisors.context import AppContext, AppRunner
+from ..store.import_file import ImportRefused
+from ..store.runner import check_export_target, export_output, refused, run_store_command, say
 from ..store.tools import store_of
 from ..store.writer import Written
 from . import jsonl
 from .graph import Scoped, Writer
 from .tools import view_of
 
-Body = Callable[[AppContext], Awaitable[int]]
 
-
-def export_jsonl(args: argparse.Namespace) -> Body:
-    """The body of ``memtrio export --format jsonl`` (the memory CLI runs it)."""
+def export_jsonl(args: argparse.Namespace, run: AppRunner) -> int:
 
     async def body(app: AppContext) -> int:
         store = store_of(app)
         view = view_of(app)
-        lines = await store.read(lambda conn: jsonl.export_lines(conn, Scoped(conn, view)))
-        data = "\n".join(lines).encode("utf-8")
-        if args.file in (None, "-"):
-            sys.stdout.buffer.write(data)
-            sys.stdout.buffer.flush()
-        else:
-            with open(args.file, "wb") as out:
-                out.write(data)
-            print(
-                f"exported {len(lines)} lines (reference memory.jsonl format) to {args.file}",
-                file=sys.stderr,
-            )
+
+        def write(conn: sqlite3.Connection, out: BinaryIO) -> int:
+            count = 0
+            for line in jsonl.iter_lines(conn, Scoped(conn, view)):
+                out.write((b"\n" if count else b"") + line.encode("utf-8"))
+                count += 1
+            return count
+
+        with export_output(args.file) as out:
+            count = await store.read(lambda conn: write(conn, out))
+        if args.file not in (None, "-"):
+            say(f"exported {count} lines (reference memory.jsonl format) to {args.file}")
         return 0
 
-    return body
+    if args.file not in (None, "-"):
+        check_export_target(args.file)
+    return run_store_command(args, run, body)
 
 
-def import_jsonl(args: argparse.Namespace, lines: list[str]) -> Body:
-    """The body of ``memtrio import`` of a reference-format file (the memory CLI runs it).
-
-    Error handling: a file that does not parse raises `CliError` before anything runs.
-    """
+def import_jsonl(args: argparse.Namespace, run: AppRunner, file: BinaryIO) -> int:
+    """Import an open reference-format file: every line checked first, then one transaction."""
 
     try:
-        parsed = jsonl.parse(lines)
-    except jsonl.JsonlError as exc:
-        raise CliError(f"{args.file}: {exc}") from None
+        lines = jsonl.check_file(file)
+    except ImportRefused as exc:
+        raise refused(args, exc) from None
 
     async def body(app: AppContext) -> int:
         store = store_of(app)
         view = view_of(app)
 
         def op(conn: sqlite3.Connection) -> Written:
+            # The Writer applies the ownership rule (store.ownership): rows shared
+            # with another repository are linked, never changed.
             w = Writer(conn, view, None)
-            return Written(jsonl.import_graph(w, parsed), w.changes)
+            counts = jsonl.import_graph(w, lines)
+            if w.warnings:
+                counts["warnings"] = w.warnings
+            return Written(counts, w.changes)
 
-        result: dict[str, Any] = await store.write(op, name="import_jsonl")
+        try:
+            result: dict[str, Any] = await store.write(op, name="import_jsonl")
+        except ImportRefused as exc:  # the file changed since it was checked
+            raise refused(args, exc) from None
         result["scope"] = view.current
 
         def human(r: dict[str, Any]) -> str:
@@ -83,9 +87,9 @@ def import_jsonl(args: argparse.Namespace, lines: list[str]) -> Body:
                     f"\nwarning: {r['createdEndpoints']} relation endpoints were not entities in the file "
                     "and were created with type `entity`"
                 )
-            return text
+            return text + "".join(f"\nwarning: {w}" for w in r.get("warnings", []))
 
         emit(args, result, human)
         return 0
 
-    return body
+    return run_store_command(args, run, body)

@@ -12,9 +12,12 @@ Identity: entity names are matched the memtrio way, by ``canonical_name``
 
 Scopes (the memory tools' rules, see ``store.scopes``): reads see entities,
 relations and observations of the selected scopes (current repository plus
-``global``); writes go to the current scope. A delete removes a row only when
-every scope it belongs to is writable here; otherwise it only unlinks the
-writable scopes, so another repository's view is never changed.
+``global``); writes go to the current scope. Who may change or delete a row
+is ``store.ownership``'s rule, checked through the `Writer`: a row shared with
+a scope this server may not write keeps its attributes (a change is refused
+before anything is written, a link keeps them with a warning), and deleting a
+shared entity or relation only unlinks the writable scopes, so another
+repository's view is never changed.
 """
 
 from __future__ import annotations
@@ -27,13 +30,20 @@ from typing import Any
 
 from ...protocol.tools import ToolError
 from ..store import ops
+from ..store.limits import (  # noqa: F401 - the graph tools' checks, shared with import
+    MAX_ITEMS,
+    MAX_NAME_BYTES,
+    MAX_OBSERVATION_BYTES,
+    check_name,
+    check_observation,
+    check_relation_type,
+    check_type,
+)
 from ..store.ops import Vec
+from ..store.ownership import Ownership
 from ..store.writer import Change
 
-# Limits (the reference server's, see docs/knowledge-graph.md).
-MAX_NAME_BYTES = 1024
-MAX_OBSERVATION_BYTES = 65536
-MAX_ITEMS = 1000
+# Limits (the reference server's, see docs/knowledge-graph.md); the sizes are in store.limits.
 MAX_SEARCH_LIMIT = 1000
 MAX_NEIGHBOR_DEPTH = 16
 MAX_PATH_DEPTH = 10
@@ -52,48 +62,6 @@ def chunks(items: Sequence[Any], size: int = SQL_CHUNK) -> Iterator[Sequence[Any
 
 def marks(n: int) -> str:
     return ",".join("?" * n)
-
-
-# -- validation -------------------------------------------------------------------
-
-
-def check_name(name: str, where: str) -> str:
-    if not name.strip():
-        raise ToolError(f"{where}: an entity name must not be empty or only whitespace")
-    size = len(name.encode("utf-8", "surrogatepass"))
-    if size > MAX_NAME_BYTES:
-        raise ToolError(
-            f"{where}: the name is {size:,} bytes; entity names are limited to {MAX_NAME_BYTES:,} bytes (UTF-8)"
-        )
-    return name
-
-
-def check_type(value: str, where: str, what: str = "entityType") -> str:
-    size = len(value.encode("utf-8", "surrogatepass"))
-    if size > MAX_NAME_BYTES:
-        raise ToolError(
-            f"{where}: {what} is {size:,} bytes; it is limited to {MAX_NAME_BYTES:,} bytes (UTF-8)"
-        )
-    return value
-
-
-def check_relation_type(value: str, where: str) -> str:
-    if not value.strip():
-        raise ToolError(
-            f"{where}: relationType must not be empty (use an active-voice verb such as `works_at`)"
-        )
-    return check_type(value, where, "relationType")
-
-
-def check_observation(text: str, where: str) -> str:
-    if not text.strip():
-        raise ToolError(f"{where}: an observation must not be empty or only whitespace")
-    size = len(text.encode("utf-8", "surrogatepass"))
-    if size > MAX_OBSERVATION_BYTES:
-        raise ToolError(
-            f"{where}: the observation is {size:,} bytes; observations are limited to {MAX_OBSERVATION_BYTES:,} bytes (UTF-8)"
-        )
-    return text
 
 
 # -- scope view -------------------------------------------------------------------
@@ -117,7 +85,6 @@ class Scoped:
         self.read_ids = sorted({ids[s] for s in view.selection if s in ids})
         self.write_ids = sorted({ids[s] for s in view.writable if s in ids})
         self._inner = ",".join(str(i) for i in self.read_ids) or "NULL"
-        self._winner = ",".join(str(i) for i in self.write_ids) or "NULL"
 
     def _vis(self, table: str, col: str, alias: str) -> str:
         return (
@@ -133,14 +100,6 @@ class Scoped:
 
     def memory(self, alias: str = "m") -> str:
         return self._vis("memory_scopes", "memory_id", alias)
-
-    def only_writable(self, table: str, col: str, item: int, conn: sqlite3.Connection) -> bool:
-        """True when every scope of the row is writable here (or it has none)."""
-        row = conn.execute(
-            f"SELECT 1 FROM {table} WHERE {col} = ? AND scope_id NOT IN ({self._winner}) LIMIT 1",
-            (item,),
-        ).fetchone()
-        return row is None
 
 
 @dataclass
@@ -250,7 +209,8 @@ class Vectors:
 
 
 class Writer:
-    """One write call's state: the timestamp, the scope id written, the changes to report."""
+    """One write call's state: the timestamp, the scope id written, the ownership rule,
+    the changes and warnings to report."""
 
     def __init__(self, conn: sqlite3.Connection, view: View, vectors: Vectors | None) -> None:
         self.conn = conn
@@ -260,8 +220,10 @@ class Writer:
         self.scope_id = ops.ensure_scope(conn, view.current)
         if self.scope_id not in self.sc.write_ids:
             self.sc = Scoped(conn, view)  # the current scope was just created
+        self.own = Ownership(conn, view.writable)
         self.vectors = vectors or Vectors()
         self.changes: list[Change] = []
+        self.warnings: list[str] = []
 
     def change(self, kind: str, item: int, vec: Vec | None = None, deleted: bool = False) -> None:
         self.changes.append(ops._change(kind, item, vec, deleted))
@@ -297,24 +259,50 @@ class Writer:
         self.change("entity", eid, vec)
         return Ent(eid, name, kind, canon)
 
-    def link_entity(self, eid: int) -> None:
+    def link_entity(self, eid: int, asked_type: str | None = None, where: str = "") -> None:
+        """Link an existing entity into the current scope; its type stays.
+
+        With ``asked_type`` (the type the caller gave), a different stored type
+        of an entity shared with a scope this server may not write is reported
+        in `warnings`.
+        """
+        if asked_type is not None:
+            self.note_kept_type(eid, asked_type, where)
         self.conn.execute(
             "INSERT OR IGNORE INTO entity_scopes (entity_id, scope_id) VALUES (?, ?)",
             (eid, self.scope_id),
         )
 
-    def drop_observation(self, mid: int, entity_id: int) -> bool:
-        """Remove an observation from an entity: delete the memory when nothing else holds it.
+    def note_kept_type(self, eid: int, asked_type: str, where: str = "") -> None:
+        """Warn when a shared entity keeps a type other than ``asked_type``."""
+        row = self.conn.execute("SELECT name, kind FROM entities WHERE id = ?", (eid,)).fetchone()
+        if row is None or row[1] == asked_type:
+            return
+        foreign = self.own.foreign("entity", eid)
+        if foreign:
+            prefix = f"{where}: " if where else ""
+            self.warnings.append(
+                prefix
+                + self.own.kept(
+                    f"entity {row[0]!r}", "entityType", f"`{row[1]}`", f"`{asked_type}`", foreign
+                )
+            )
 
-        The memory row is deleted when this entity is its only link and all its
-        scopes are writable; otherwise only the link goes. Returns True if deleted.
+    def drop_observation(self, mid: int, entity_id: int) -> bool:
+        """Remove an observation (a memory owned here) from an entity.
+
+        The memory row is deleted when this entity is its only link; otherwise
+        only the link goes. Returns True if deleted. Error handling: a memory
+        shared with a scope this server may not write raises
+        `ownership.SharedRow` (callers skip or refuse those first).
         """
         conn = self.conn
+        self.own.require("memory", mid, f"observation {mid}", "delete it")
         others = conn.execute(
             "SELECT 1 FROM memory_entities WHERE memory_id = ? AND entity_id != ? LIMIT 1",
             (mid, entity_id),
         ).fetchone()
-        if others is None and self.sc.only_writable("memory_scopes", "memory_id", mid, conn):
+        if others is None:
             conn.execute("DELETE FROM memories WHERE id = ?", (mid,))
             self.change("memory", mid, deleted=True)
             return True
@@ -325,20 +313,20 @@ class Writer:
         return False
 
     def drop_relation(self, rid: int) -> None:
+        """Delete a relation owned here; unlink a shared one from the writable scopes only."""
         conn = self.conn
-        if self.sc.only_writable("relation_scopes", "relation_id", rid, conn):
+        if self.own.owned("relation", rid):
             conn.execute("DELETE FROM relations WHERE id = ?", (rid,))
             self.change("relation", rid, deleted=True)
         else:
-            conn.execute(
-                f"DELETE FROM relation_scopes WHERE relation_id = ? AND scope_id IN ({marks(len(self.sc.write_ids))})",
-                (rid, *self.sc.write_ids),
-            )
+            self.own.release("relation", rid)
             self.change("relation", rid)
 
     def touch(self, ids: Iterable[int]) -> None:
+        """Stamp ``updated_at`` of the entities owned here (a shared one's stays as it is)."""
         self.conn.executemany(
-            "UPDATE entities SET updated_at = ? WHERE id = ?", [(self.ts, i) for i in set(ids)]
+            "UPDATE entities SET updated_at = ? WHERE id = ?",
+            [(self.ts, i) for i in set(ids) if self.own.owned("entity", i)],
         )
 
 
@@ -358,16 +346,32 @@ def create_entities(w: Writer, items: Sequence[EntityIn], upsert: bool = False) 
     create_entities returns the newly created entities (as the reference
     server); upsert_entities returns one record per input with ``created`` and
     the observations it added.
+
+    Ownership (``store.ownership``): an existing entity shared with a scope
+    this server may not write keeps its type. create_entities links it and
+    adds a warning when another type was given; upsert_entities refuses the
+    whole call when it would change that type, before anything is written.
     """
     conn, sc = w.conn, w.sc
+    tool = "upsert_entities" if upsert else "create_entities"
     found = resolve(conn, sc, [e.name for e in items], visible_only=False)
+    if upsert:
+        for i, item in enumerate(items):
+            ent = found.get(ops.canonical_name(item.name))
+            if ent is not None and item.entityType is not None and item.entityType != ent.kind:
+                w.own.require(
+                    "entity", ent.id, f"entity {ent.name!r}",
+                    f"change its entityType from `{ent.kind}` to `{item.entityType}`",
+                    f"{tool}: entities[{i}]",
+                )  # fmt: skip
     existing_obs = observations_of(conn, sc, [e.id for e in found.values() if e.visible])
     known: dict[int, set[str]] = {eid: {c for _, c in v} for eid, v in existing_obs.items()}
     out: list[Any] = []
     seen: set[str] = set()
-    for item in items:
+    for i, item in enumerate(items):
         canon = ops.canonical_name(item.name)
         kind = item.entityType if item.entityType is not None else "entity"
+        where = f"{tool}: entities[{i}]"
         ent = found.get(canon)
         created = False
         if canon in seen:
@@ -378,15 +382,19 @@ def create_entities(w: Writer, items: Sequence[EntityIn], upsert: bool = False) 
             found[canon] = ent
             created = True
         elif not ent.visible:
-            w.link_entity(ent.id)  # known in another scope: now part of this one too
+            # Known in another scope only: now part of this one too, its type kept.
+            w.link_entity(ent.id, None if upsert else item.entityType, where)
             ent.visible = True
             w.change("entity", ent.id)
             created = True
         elif not upsert:
+            if item.entityType is not None:
+                w.note_kept_type(ent.id, item.entityType, where)
             continue  # already there: skipped, as the reference server does
         seen.add(canon)
         assert ent is not None
         if upsert and not created and item.entityType is not None and item.entityType != ent.kind:
+            # Owned here: checked for the whole batch above.
             conn.execute(
                 "UPDATE entities SET kind = ?, updated_at = ? WHERE id = ?",
                 (item.entityType, w.ts, ent.id),
@@ -484,14 +492,23 @@ def create_relations(w: Writer, items: Sequence[tuple[str, str, str]]) -> list[d
 
 
 def delete_entities(w: Writer, names: Sequence[str]) -> int:
-    """Delete the visible entities named (unknown names are ignored), with their relations."""
+    """Delete the visible entities named (unknown names are ignored), with their relations.
+
+    An entity owned here (``store.ownership``) is deleted with its
+    observations and relations. A shared one loses only this server's part:
+    its observations and relations owned here are deleted, its shared
+    relations and itself are unlinked from the writable scopes (`release`),
+    and observations of other scopes stay.
+    """
     conn, sc = w.conn, w.sc
     found = resolve(conn, sc, names)
     deleted = 0
     for ent in found.values():
-        obs = observations_of(conn, sc, [ent.id])[ent.id]
-        for mid, _ in obs:
-            w.drop_observation(mid, ent.id)
+        # Owned: then all its observations and relations are owned too.
+        owned = w.own.owned("entity", ent.id)
+        for mid, _ in observations_of(conn, sc, [ent.id])[ent.id]:
+            if owned or w.own.owned("memory", mid):
+                w.drop_observation(mid, ent.id)
         rels = [
             r[0]
             for r in conn.execute(
@@ -499,7 +516,7 @@ def delete_entities(w: Writer, names: Sequence[str]) -> int:
                 (ent.id, ent.id),
             )
         ]
-        if sc.only_writable("entity_scopes", "entity_id", ent.id, conn):
+        if owned:
             for rid in rels:
                 w.change("relation", rid, deleted=True)
             for (mid,) in conn.execute(
@@ -511,32 +528,43 @@ def delete_entities(w: Writer, names: Sequence[str]) -> int:
         else:
             for rid in rels:
                 w.drop_relation(rid)
-            conn.execute(
-                f"DELETE FROM entity_scopes WHERE entity_id = ? AND scope_id IN ({marks(len(sc.write_ids))})",
-                (ent.id, *sc.write_ids),
-            )
+            w.own.release("entity", ent.id)
             w.change("entity", ent.id)
         deleted += 1
     return deleted
 
 
 def delete_observations(w: Writer, items: Sequence[tuple[str, list[str]]]) -> int:
+    """Delete the named observations of visible entities (unknown ones are ignored).
+
+    An observation shared with a scope this server may not write (a memory
+    of another repository that is also ``global``) refuses the whole call
+    before anything is deleted (``store.ownership``).
+    """
     conn, sc = w.conn, w.sc
     found = resolve(conn, sc, [name for name, _ in items])
-    removed = 0
-    touched = []
-    for name, contents in items:
+    chosen: dict[tuple[int, int], None] = {}  # (memory id, entity id), once each
+    for i, (name, contents) in enumerate(items):
         ent = found.get(ops.canonical_name(name))
         if ent is None:
             continue  # as the reference server: unknown entities are ignored
         wanted = set(contents)
         for mid, content in observations_of(conn, sc, [ent.id])[ent.id]:
             if content in wanted:
-                w.drop_observation(mid, ent.id)
-                removed += 1
-                touched.append(ent.id)
-    w.touch(touched)
-    return removed
+                w.own.require(
+                    "memory", mid, f"the observation {_short(content)} of entity {ent.name!r}",
+                    "delete it", f"delete_observations: deletions[{i}]",
+                )  # fmt: skip
+                chosen[(mid, ent.id)] = None
+    for mid, eid in chosen:
+        w.drop_observation(mid, eid)
+    w.touch([eid for _, eid in chosen])
+    return len(chosen)
+
+
+def _short(text: str, width: int = 60) -> str:
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= width else flat[: width - 1] + "…")
 
 
 def delete_relations(w: Writer, items: Sequence[tuple[str, str, str]]) -> int:
@@ -576,19 +604,28 @@ def merge_entities(
         raise ToolError(
             "merge_entities: the target is also listed in `sources`; list only the entities to fold into it"
         )
+    # Ownership (store.ownership), checked before anything changes: the sources are
+    # renamed into the target and deleted, so each must be owned here; a shared
+    # target only gains this server's rows, and keeps its type.
     for s in srcs:
-        if not sc.only_writable("entity_scopes", "entity_id", s.id, conn):
-            raise ToolError(
-                f"merge_entities: entity {s.name!r} also belongs to a scope this server may not modify "
-                f"(it may only write {', '.join(w.view.writable)}); nothing was changed"
-            )
+        w.own.require(
+            "entity", s.id, f"entity {s.name!r}", f"merge entity {s.name!r} into {target!r}",
+            "merge_entities",
+        )  # fmt: skip
     tgt = resolve(conn, sc, [target], visible_only=False).get(tcanon)
+    if tgt is not None and entity_type is not None and entity_type != tgt.kind:
+        w.own.require(
+            "entity", tgt.id, f"entity {tgt.name!r}",
+            f"change its entityType from `{tgt.kind}` to `{entity_type}`", "merge_entities",
+        )  # fmt: skip
     if tgt is None:
         tgt = w.create_entity(target, entity_type if entity_type is not None else srcs[0].kind)
     elif not tgt.visible:
         w.link_entity(tgt.id)  # known in another scope only: now part of this one too
     if entity_type is not None and entity_type != tgt.kind:
-        conn.execute("UPDATE entities SET kind = ? WHERE id = ?", (entity_type, tgt.id))
+        conn.execute(
+            "UPDATE entities SET kind = ?, updated_at = ? WHERE id = ?", (entity_type, w.ts, tgt.id)
+        )
         tgt.kind = entity_type
     have = {c for _, c in observations_of(conn, sc, [tgt.id])[tgt.id]}
     merged_ids = {s.id for s in srcs} | {tgt.id}
@@ -670,7 +707,11 @@ def merge_entities(
 
 
 def compact(w: Writer) -> dict[str, Any]:
-    """Drop repeated observations of an entity (keeping the oldest) and optimize the FTS indexes."""
+    """Drop repeated observations of an entity (keeping the oldest) and optimize the FTS indexes.
+
+    Only copies owned here are dropped: one shared with a scope this server
+    may not write stays (``store.ownership``).
+    """
     conn, sc = w.conn, w.sc
     removed = 0
     dupes = conn.execute(
@@ -679,8 +720,9 @@ def compact(w: Writer) -> dict[str, Any]:
     ).fetchall()
     for eid, ids in dupes:
         for mid in sorted(int(i) for i in ids.split(","))[1:]:
-            w.drop_observation(mid, eid)
-            removed += 1
+            if w.own.owned("memory", mid):  # another repository's copy stays (store.ownership)
+                w.drop_observation(mid, eid)
+                removed += 1
     indexes = ["entities_fts", "entities_trigram", "memories_fts"]
     for index in indexes:
         conn.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")

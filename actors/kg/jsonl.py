@@ -11,26 +11,44 @@ relations, lines joined by ``\\n`` with no newline after the last one::
 missing final newline included), so importing a reference file into an empty
 store and exporting it again gives the same bytes. Entities come out in
 creation order, observations in the order they were added, relations in
-creation order.
+creation order. An entity with more observations than one line may carry on
+import (`MAX_ITEMS`, or `MAX_LINE_BYTES` of JSON) is written as several lines
+of the same entity, which an import joins again.
+
+Import applies the graph tools' limits (`store.limits`): names and types at
+most 1,024 bytes, observations at most 65,536 bytes, at most 1,000
+observations per line. As in the reference format, an observation, an
+entityType or a relationType may be empty; an entity name may not.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Annotated, Any
 
-from ..store import ops
+import msgspec
+
+from ...protocol.tools import ToolError
+from ..store import limits, ops
+from ..store.import_file import (
+    MAX_LINE_BYTES,
+    ImportRefused,
+    decode_line,
+    numbered_lines,
+    printable,
+    require_json,
+)
+from ..store.writer import Change
 from . import graph
-from .graph import EntityIn, Scoped, Writer
+from .graph import Scoped, Writer
 
 FORMAT = "jsonl"
+MAX_ITEMS = limits.MAX_ITEMS
+MAX_WARNINGS = 100  # an import reports this many (ownership) warnings, then counts the rest
 
-
-class JsonlError(ValueError):
-    """A line of a reference-format file that cannot be read; names the line."""
+JsonlError = ImportRefused  # a file refused as a whole; the message names the line
 
 
 def dumps(record: dict[str, Any]) -> str:
@@ -38,133 +56,157 @@ def dumps(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
-def export_lines(conn: sqlite3.Connection, sc: Scoped) -> list[str]:
-    """Every visible entity and relation as reference-format lines (inside one read transaction)."""
-    ents = [
-        graph.Ent(*row)
-        for row in conn.execute(
-            f"SELECT e.id, e.name, e.kind, e.canonical_name FROM entities e WHERE {sc.entity()} ORDER BY e.id"
-        )
-    ]
-    obs = graph.observations_of(conn, sc, [e.id for e in ents])
-    lines = [
-        dumps(
-            {
-                "type": "entity",
-                "name": e.name,
-                "entityType": e.kind,
-                "observations": [c for _, c in obs[e.id]],
-            }
-        )
-        for e in ents
-    ]
+# -- export ----------------------------------------------------------------------------
+
+
+def _entity_lines(name: str, kind: str, observations: list[str]) -> Iterator[str]:
+    """One entity's line, or several when one would be over an import's limits."""
+    head = len(dumps({"type": "entity", "name": name, "entityType": kind, "observations": []}))
+    chunk: list[str] = []
+    size = head
+    for text in observations:
+        cost = len(dumps([text]).encode("utf-8"))  # its JSON string, a comma, bracket slack
+        if chunk and (len(chunk) == MAX_ITEMS or size + cost > MAX_LINE_BYTES):
+            yield dumps({"type": "entity", "name": name, "entityType": kind, "observations": chunk})
+            chunk, size = [], head
+        chunk.append(text)
+        size += cost
+    yield dumps({"type": "entity", "name": name, "entityType": kind, "observations": chunk})
+
+
+def iter_lines(conn: sqlite3.Connection, sc: Scoped) -> Iterator[str]:
+    """Every visible entity and relation as reference-format lines (inside one read transaction).
+
+    Streams: entities are read a chunk at a time, with their observations.
+    """
+    rows = conn.execute(
+        f"SELECT e.id, e.name, e.kind, e.canonical_name FROM entities e WHERE {sc.entity()} ORDER BY e.id"
+    )
+    while part := rows.fetchmany(graph.SQL_CHUNK):
+        ents = [graph.Ent(*row) for row in part]
+        obs = graph.observations_of(conn, sc, [e.id for e in ents])
+        for e in ents:
+            yield from _entity_lines(e.name, e.kind, [c for _, c in obs[e.id]])
     for src, rtype, tgt in conn.execute(
         f"""SELECT s.name, r.relation_type, t.name FROM relations r JOIN entities s ON s.id = r.source_id
             JOIN entities t ON t.id = r.target_id WHERE {sc.relation()} ORDER BY r.id"""
     ):
-        lines.append(dumps({"type": "relation", "from": src, "to": tgt, "relationType": rtype}))
+        yield dumps({"type": "relation", "from": src, "to": tgt, "relationType": rtype})
+
+
+def export_lines(conn: sqlite3.Connection, sc: Scoped) -> list[str]:
+    """`iter_lines` as a list (the ``export_graph`` tool pages it)."""
+    return list(iter_lines(conn, sc))
+
+
+# -- import records ------------------------------------------------------------------------
+
+
+class EntityRecord(msgspec.Struct, tag_field="type", tag="entity", frozen=True):
+    """An entity line. Other fields (a fork's own) are ignored, as the reference server ignores them."""
+
+    name: str
+    entityType: str
+    observations: Annotated[list[str], msgspec.Meta(max_length=MAX_ITEMS)] = []
+
+
+class RelationRecord(msgspec.Struct, tag_field="type", tag="relation", frozen=True):
+    from_: str = msgspec.field(name="from")
+    to: str
+    relationType: str
+
+
+_decoder = msgspec.json.Decoder(EntityRecord | RelationRecord)
+
+
+class _Probe(msgspec.Struct):
+    type: Any = None
+    entityType: msgspec.Raw = msgspec.Raw()  # only whether the field is there, not decoded
+    relationType: msgspec.Raw = msgspec.Raw()
+
+
+_probe = msgspec.json.Decoder(_Probe)
+
+
+def is_reference_format(number: int, first_line: bytes) -> bool:
+    """True when the first non-blank line is a reference entity or relation record.
+
+    Error handling: a line that is no record of either format (not UTF-8,
+    not JSON, nested too deeply) raises `JsonlError`.
+    """
+    try:
+        probe = _probe.decode(first_line)
+    except msgspec.ValidationError:  # JSON, but not an object: a memtrio header is expected
+        return False
+    except (msgspec.DecodeError, RecursionError):
+        require_json(number, first_line)  # raises, saying why
+        raise
+    return probe.type in ("entity", "relation") and (
+        len(probe.entityType) > 0 or len(probe.relationType) > 0
+    )
+
+
+def _decode(number: int, line: bytes) -> EntityRecord | RelationRecord:
+    """One line, decoded and within the graph tools' limits (`store.limits`)."""
+    rec = decode_line(_decoder, number, line)
+    at = f"line {number}"
+    try:
+        if isinstance(rec, EntityRecord):
+            limits.check_name(rec.name, f"{at}: name")
+            limits.check_type(rec.entityType, f"{at}: entityType")
+            for j, text in enumerate(rec.observations):
+                limits.check_observation_size(text, f"{at}: observations[{j}]")
+        else:
+            limits.check_name(rec.from_, f"{at}: from")
+            limits.check_name(rec.to, f"{at}: to")
+            limits.check_type(rec.relationType, f"{at}: relationType", "relationType")
+    except ToolError as exc:
+        raise JsonlError(printable(str(exc), 600)) from None
+    return rec
+
+
+Lines = Callable[[], Iterator[tuple[int, bytes]]]
+
+
+def check(lines: Lines) -> int:
+    """Check every line before anything is written; returns the number of records.
+
+    Error handling: the first bad line raises `JsonlError` naming it.
+    """
+    count = 0
+    for number, line in lines():
+        _decode(number, line)
+        count += 1
+    if count == 0:
+        raise JsonlError("the file is empty (no records)")
+    return count
+
+
+def check_file(file: Any) -> Lines:
+    """`check` an open file; returns what `import_graph` reads again."""
+    lines: Lines = lambda: numbered_lines(file)  # noqa: E731
+    check(lines)
     return lines
 
 
-def is_reference_format(lines: Iterable[str]) -> bool:
-    """True when the first non-blank line is a reference entity or relation record."""
-    for line in lines:
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            return False
-        return (
-            isinstance(record, dict)
-            and record.get("type") in ("entity", "relation")
-            and ("entityType" in record or "relationType" in record)
-        )
-    return False
+def import_graph(w: Writer, lines: Lines) -> dict[str, Any]:
+    """Add the checked lines' graph in the caller's write transaction (into the current scope).
 
-
-@dataclass
-class Parsed:
-    entities: list[EntityIn] = field(default_factory=list)
-    relations: list[tuple[str, str, str]] = field(default_factory=list)
-
-
-def _string(record: dict[str, Any], key: str, number: int) -> str:
-    value = record.get(key)
-    if not isinstance(value, str):
-        raise JsonlError(f"line {number}: `{key}` must be a string")
-    return _encodable(value, key, number)
-
-
-def _encodable(value: str, key: str, number: int) -> str:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise JsonlError(
-            f"line {number}: `{key}` holds an unpaired UTF-16 surrogate (a \\udXXX escape), "
-            "which is not text and cannot be stored; fix that string in the file"
-        ) from None
-    return value
-
-
-def parse(lines: Iterable[str]) -> Parsed:
-    """Read reference-format lines. Error handling: a bad line raises `JsonlError` naming it."""
-    out = Parsed()
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError as exc:
-            raise JsonlError(f"line {number}: not JSON ({exc})") from None
-        if not isinstance(record, dict):
-            raise JsonlError(f"line {number}: expected a JSON object")
-        kind = record.get("type")
-        if kind == "entity":
-            name = _string(record, "name", number)
-            if not name.strip():
-                raise JsonlError(f"line {number}: an entity name must not be empty")
-            observations = record.get("observations", [])
-            if not isinstance(observations, list) or not all(
-                isinstance(o, str) for o in observations
-            ):
-                raise JsonlError(f"line {number}: `observations` must be a list of strings")
-            for text in observations:
-                _encodable(text, "observations", number)
-            out.entities.append(EntityIn(name, _string(record, "entityType", number), observations))
-        elif kind == "relation":
-            out.relations.append(
-                (
-                    _string(record, "from", number),
-                    _string(record, "relationType", number),
-                    _string(record, "to", number),
-                )
-            )
-        else:
-            raise JsonlError(
-                f"line {number}: unknown record type {kind!r} (expected `entity` or `relation`)"
-            )
-    return out
-
-
-def import_graph(w: Writer, parsed: Parsed) -> dict[str, Any]:
-    """Add the parsed graph in the caller's write transaction (into the current scope).
-
-    A new entity gets its observations exactly as listed (repeats included,
-    as the reference server keeps them); an entity that already exists gets
-    the observations it lacks. A relation whose endpoint is not in the file or
-    the store gets that endpoint created with type ``entity`` (the reference
-    server allows such dangling relations; memtrio's relations need both ends).
+    Line by line, so memory stays bounded by one line. A new entity gets its
+    observations exactly as listed (repeats included, as the reference
+    server keeps them, and across several lines of the same entity); an
+    entity that already existed gets the observations it lacks. A relation
+    whose endpoint is not in the file or the store gets that endpoint created
+    with type ``entity`` (the reference server allows such dangling
+    relations; memtrio's relations need both ends). Listeners get one
+    ``reset`` change (in ``w.changes``), not one change per row, and
+    ``w.warnings`` keeps the first `MAX_WARNINGS` warnings.
     """
-    conn, sc = w.conn, w.sc
-    names = [e.name for e in parsed.entities] + [n for s, _, t in parsed.relations for n in (s, t)]
-    found = graph.resolve(conn, sc, names, visible_only=False)
-    known = {
-        eid: {c for _, c in v}
-        for eid, v in graph.observations_of(
-            conn, sc, [e.id for e in found.values() if e.visible]
-        ).items()
-    }
+    conn = w.conn
+    # Entities created by this import have ids above every id there was.
+    seq = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'entities'").fetchone()
+    top = conn.execute("SELECT max(id) FROM entities").fetchone()[0] or 0
+    fresh_above = max(top, seq[0] if seq else 0)
     counts = {
         "entities": 0,
         "existingEntities": 0,
@@ -173,39 +215,56 @@ def import_graph(w: Writer, parsed: Parsed) -> dict[str, Any]:
         "existingRelations": 0,
         "createdEndpoints": 0,
     }
-    fresh: set[int] = set()
-    for item in parsed.entities:
-        canon = ops.canonical_name(item.name)
-        ent = found.get(canon)
-        if ent is None:
-            ent = w.create_entity(item.name, item.entityType or "")
-            found[canon] = ent
-            fresh.add(ent.id)
-            counts["entities"] += 1
-        elif not ent.visible:
-            w.link_entity(ent.id)
-            ent.visible = True
-            w.change("entity", ent.id)
-            counts["existingEntities"] += 1
-        elif ent.id not in fresh:
-            counts["existingEntities"] += 1
-        have = known.setdefault(ent.id, set())
-        for content in item.observations:
-            if content in have and ent.id not in fresh:
-                continue
-            w.add_observation(ent.id, content)
-            have.add(content)
-            counts["observations"] += 1
-    for src, _, tgt in parsed.relations:
-        for name in (src, tgt):
-            canon = ops.canonical_name(name)
-            if canon not in found:
-                found[canon] = w.create_entity(name, "entity")
-                counts["createdEndpoints"] += 1
-            elif not found[canon].visible:
-                w.link_entity(found[canon].id)
-                found[canon].visible = True
-    created = graph.create_relations(w, parsed.relations)
-    counts["relations"] = len(created)
-    counts["existingRelations"] = len(parsed.relations) - len(created)
+    more = 0  # warnings past MAX_WARNINGS
+    for number, line in lines():
+        rec = _decode(number, line)
+        if isinstance(rec, EntityRecord):
+            _import_entity(w, rec, fresh_above, counts)
+        else:
+            _import_relation(w, rec, counts)
+        w.changes.clear()  # one reset at the end instead
+        if len(w.warnings) > MAX_WARNINGS:
+            more += len(w.warnings) - MAX_WARNINGS
+            del w.warnings[MAX_WARNINGS:]
+    if more:
+        w.warnings.append(f"... and {more:,} more warnings like these")
+    w.changes.append(Change(kind="reset"))
     return counts
+
+
+def _import_entity(w: Writer, rec: EntityRecord, fresh_above: int, counts: dict[str, int]) -> None:
+    conn, sc = w.conn, w.sc
+    canon = ops.canonical_name(rec.name)
+    ent = graph.resolve(conn, sc, [rec.name], visible_only=False).get(canon)
+    have: set[str] = set()
+    if ent is None:
+        ent = w.create_entity(rec.name, rec.entityType or "")
+        counts["entities"] += 1
+    elif not ent.visible:
+        w.link_entity(ent.id)
+        counts["existingEntities"] += 1
+    elif ent.id <= fresh_above:
+        counts["existingEntities"] += 1
+        have = {c for _, c in graph.observations_of(conn, sc, [ent.id])[ent.id]}
+    fresh = ent.id > fresh_above
+    for content in rec.observations:
+        if content in have and not fresh:
+            continue
+        w.add_observation(ent.id, content)
+        have.add(content)
+        counts["observations"] += 1
+
+
+def _import_relation(w: Writer, rec: RelationRecord, counts: dict[str, int]) -> None:
+    conn, sc = w.conn, w.sc
+    found = graph.resolve(conn, sc, [rec.from_, rec.to], visible_only=False)
+    for name in (rec.from_, rec.to):
+        canon = ops.canonical_name(name)
+        if canon not in found:
+            found[canon] = w.create_entity(name, "entity")
+            counts["createdEndpoints"] += 1
+        elif not found[canon].visible:
+            w.link_entity(found[canon].id)
+            found[canon].visible = True
+    created = graph.create_relations(w, [(rec.from_, rec.relationType, rec.to)])
+    counts["relations" if created else "existingRelations"] += 1

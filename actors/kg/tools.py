@@ -16,7 +16,10 @@ and ``nextOffset`` (null on the last page); the entity-returning ones take
 ``names``.
 
 Each write tool call is one transaction on the StoreWriter, with the existence
-checks of the whole batch inside it. Observation texts (and new entities) are
+and ownership checks of the whole batch inside it (``store.ownership``: a row
+shared with a repository this server may not write keeps its attributes; a
+change is refused, a link reports the kept value in ``warnings``, a key that is
+present only when there is a warning). Observation texts (and new entities) are
 embedded before the write when an embedder runs, and their vectors stored in
 the same transaction, as ``remember`` does.
 """
@@ -242,15 +245,23 @@ async def read(app: Any, fn: Callable[[sqlite3.Connection, Scoped], Any]) -> Any
 
 async def write(
     app: Any, name: str, fn: Callable[[Writer], Any], vectors: Vectors | None = None
-) -> Any:
+) -> tuple[Any, list[str]]:
+    """Run ``fn`` in one write transaction; (its value, the `Writer`'s warnings)."""
     store = store_tools.store_of(app)
     view = view_of(app)
 
     def op(conn: sqlite3.Connection) -> Written:
         w = Writer(conn, view, vectors)
-        return Written(fn(w), w.changes)
+        return Written((fn(w), w.warnings), w.changes)
 
     return await store.write(op, name=name)
+
+
+def with_warnings(result: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+    """``result`` plus ``warnings`` when there are any (absent otherwise, as in the reference server)."""
+    if warnings:
+        result["warnings"] = warnings
+    return result
 
 
 async def embed_for(
@@ -305,10 +316,10 @@ async def create_entities(ctx: Any, args: CreateEntitiesArgs) -> dict[str, Any]:
         [o for e in items for o in e.observations],
         [(e.name, e.entityType or "entity") for e in items],
     )
-    created = await write(
+    created, warnings = await write(
         ctx.app, "create_entities", lambda w: graph.create_entities(w, items), vectors
     )
-    return {"entities": created}
+    return with_warnings({"entities": created}, warnings)
 
 
 async def upsert_entities(ctx: Any, args: UpsertEntitiesArgs) -> dict[str, Any]:
@@ -319,17 +330,19 @@ async def upsert_entities(ctx: Any, args: UpsertEntitiesArgs) -> dict[str, Any]:
         [o for e in items for o in e.observations],
         [(e.name, e.entityType or "entity") for e in items],
     )
-    result = await write(
+    result, warnings = await write(
         ctx.app, "upsert_entities", lambda w: graph.create_entities(w, items, upsert=True), vectors
     )
-    return {"entities": result}
+    return with_warnings({"entities": result}, warnings)
 
 
 async def create_relations(ctx: Any, args: RelationsArgs) -> dict[str, Any]:
     _check_relations(args.relations)
     items = [(r.from_, r.relationType, r.to) for r in args.relations]
-    created = await write(ctx.app, "create_relations", lambda w: graph.create_relations(w, items))
-    return {"relations": created}
+    created, warnings = await write(
+        ctx.app, "create_relations", lambda w: graph.create_relations(w, items)
+    )
+    return with_warnings({"relations": created}, warnings)
 
 
 async def add_observations(ctx: Any, args: AddObservationsArgs) -> dict[str, Any]:
@@ -339,10 +352,10 @@ async def add_observations(ctx: Any, args: AddObservationsArgs) -> dict[str, Any
             graph.check_observation(c, f"observations[{i}].contents[{j}]")
     items = [(o.entityName, list(o.contents)) for o in args.observations]
     vectors = await embed_for(ctx.app, [c for _, cs in items for c in cs], [])
-    results = await write(
+    results, warnings = await write(
         ctx.app, "add_observations", lambda w: graph.add_observations(w, items), vectors
     )
-    return {"results": results}
+    return with_warnings({"results": results}, warnings)
 
 
 def _done(message: str, count: int, key: str) -> dict[str, Any]:
@@ -351,23 +364,27 @@ def _done(message: str, count: int, key: str) -> dict[str, Any]:
 
 async def delete_entities(ctx: Any, args: DeleteEntitiesArgs) -> dict[str, Any]:
     _check_names(args.entityNames, "entityNames")
-    n = await write(
+    n, warnings = await write(
         ctx.app, "delete_entities", lambda w: graph.delete_entities(w, args.entityNames)
     )
-    return _done("Entities deleted successfully", n, "deleted")
+    return with_warnings(_done("Entities deleted successfully", n, "deleted"), warnings)
 
 
 async def delete_observations(ctx: Any, args: DeleteObservationsArgs) -> dict[str, Any]:
     items = [(d.entityName, list(d.observations)) for d in args.deletions]
-    n = await write(ctx.app, "delete_observations", lambda w: graph.delete_observations(w, items))
-    return _done("Observations deleted successfully", n, "deleted")
+    n, warnings = await write(
+        ctx.app, "delete_observations", lambda w: graph.delete_observations(w, items)
+    )
+    return with_warnings(_done("Observations deleted successfully", n, "deleted"), warnings)
 
 
 async def delete_relations(ctx: Any, args: RelationsArgs) -> dict[str, Any]:
     _check_relations(args.relations)
     items = [(r.from_, r.relationType, r.to) for r in args.relations]
-    n = await write(ctx.app, "delete_relations", lambda w: graph.delete_relations(w, items))
-    return _done("Relations deleted successfully", n, "deleted")
+    n, warnings = await write(
+        ctx.app, "delete_relations", lambda w: graph.delete_relations(w, items)
+    )
+    return with_warnings(_done("Relations deleted successfully", n, "deleted"), warnings)
 
 
 async def merge_entities(ctx: Any, args: MergeEntitiesArgs) -> dict[str, Any]:
@@ -375,15 +392,17 @@ async def merge_entities(ctx: Any, args: MergeEntitiesArgs) -> dict[str, Any]:
     graph.check_name(args.target, "target")
     if args.entityType is not None:
         graph.check_type(args.entityType, "entityType")
-    return await write(
+    result, warnings = await write(
         ctx.app,
         "merge_entities",
         lambda w: graph.merge_entities(w, args.sources, args.target, args.entityType),
     )
+    return with_warnings(result, warnings)
 
 
 async def compact(ctx: Any, args: NoArgs) -> dict[str, Any]:
-    return await write(ctx.app, "compact", graph.compact)
+    result, warnings = await write(ctx.app, "compact", graph.compact)
+    return with_warnings(result, warnings)
 
 
 # -- read tools ------------------------------------------------------------------------
@@ -558,7 +577,8 @@ def _r(name: str, title: str, description: str, args: Any, handler: Any) -> Tool
 TOOLS = [
     _w("create_entities", "Create Entities",
        "Create multiple new entities in the knowledge graph: {name, entityType, observations[]}. Entities that "
-       "already exist are skipped; returns the ones created. At most 1,000 per call, one transaction.",
+       "already exist are skipped; returns the ones created. At most 1,000 per call, one transaction. An entity "
+       "another repository has is linked with its own type kept (see warnings).",
        CreateEntitiesArgs, create_entities),
     _w("create_relations", "Create Relations",
        "Create multiple new relations {from, to, relationType} between existing entities. Relations should be in "
@@ -578,8 +598,9 @@ TOOLS = [
        "Delete multiple relations {from, to, relationType} from the knowledge graph.",
        RelationsArgs, delete_relations, destructive=True, idempotent=True),
     _w("upsert_entities", "Upsert Entities",
-       "Create entities that do not exist and update those that do: a given entityType replaces the stored one, "
-       "observations not yet present are added. Returns {name, entityType, created, addedObservations} per entity.",
+       "Create entities that do not exist and update those that do: a given entityType replaces the stored one "
+       "(refused for an entity another repository also uses), observations not yet present are added. Returns "
+       "{name, entityType, created, addedObservations} per entity.",
        UpsertEntitiesArgs, upsert_entities, idempotent=True),
     _w("merge_entities", "Merge Entities",
        "Fold the `sources` entities into `target` (created if missing): observations move (duplicates dropped), "

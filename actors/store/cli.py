@@ -17,29 +17,59 @@ import json
 import os
 import sqlite3
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 
-from ...protocol.tools import ToolError
-from ...supervisors.commands import CliError, add_common, emit, resolve_home
+from ...supervisors import private
+from ...supervisors.commands import CliError, add_common, emit, load_config
 from ...supervisors.config import log_path
-from ...supervisors.context import AppContext, AppRunner, CallContext
-from ...supervisors.supervisor import Escalation, root_cause
-from ..gitexec import git_output
+from ...supervisors.context import AppContext, AppRunner
+from ...supervisors.errors import UserError
+from ...supervisors.git import git_output
 from ..kg import cli as kg_cli
 from ..kg import jsonl
-from . import db, ops, schema, tools, transfer
-from .writer import Written
+from . import db, limits, ops, schema, tools, transfer
+from .import_file import ImportRefused, numbered_lines, open_import, printable
+from .runner import (
+    check_export_target,
+    check_text,
+    export_output,
+    refused,
+    run_store_command,
+    say,
+    tool_context,
+)
+from .writer import Change, Written
 
 
 def _args(struct: type[msgspec.Struct], **values: Any) -> Any:
+    given = {k: v for k, v in values.items() if v is not None}
+    check_text(given, "")
     try:
-        return msgspec.convert({k: v for k, v in values.items() if v is not None}, struct)
+        return msgspec.convert(given, struct)
     except msgspec.ValidationError as exc:
-        raise CliError(f"invalid arguments: {exc}") from None
+        raise CliError(f"invalid arguments: {printable(str(exc))}") from None
+
+
+def _read_stdin_text() -> str:
+    """The memory text on stdin: UTF-8, read no further than the longest text a tool accepts."""
+    if sys.stdin is None:
+        raise CliError("cannot read stdin: it is closed")
+    most = 4 * limits.MAX_CONTENT  # bytes of the longest text (4 bytes a character at most)
+    data = sys.stdin.buffer.read(most + 1)
+    if len(data) > most:
+        raise CliError(
+            f"the memory text on stdin is longer than {limits.MAX_CONTENT:,} characters, the limit"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CliError(
+            f"the memory text on stdin is not UTF-8 (byte 0x{data[exc.start]:02x} at byte {exc.start + 1:,})"
+        ) from None
 
 
 def _when(ts: float | None) -> str:
@@ -73,54 +103,6 @@ def _memory_block(m: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# The features a command starts: the store alone, or with what embeddings and ranking need.
-STORE_ONLY = frozenset({"store"})
-WITH_RANKING = frozenset({"status", "store", "kg", "embedder", "ranker"})
-
-
-def _run(
-    args: argparse.Namespace,
-    run: AppRunner,
-    body: Callable[[AppContext], Awaitable[Any]],
-    full: bool = False,
-) -> int:
-    """Run ``body`` with the store (``full``: every feature but code, for embeddings and ranking)."""
-    features = WITH_RANKING if full else STORE_ONLY
-
-    async def main(app: AppContext) -> int:
-        try:
-            return int(await body(app) or 0)
-        except (ToolError, CliError, BrokenPipeError) as exc:
-            # Raised outside the actor tree, so it is not wrapped in a nursery's group.
-            failure.append(exc)
-            return 1
-
-    failure: list[Exception] = []
-    try:
-        # The CLI reports its own errors in one line; actor warnings go to the log file.
-        quiet = (
-            {} if os.environ.get("MEMTRIO_LOG_STDERR_LEVEL") else {"log": {"stderr_level": "error"}}
-        )
-        code = run(args, main, features=features, extra_config=quiet)
-    except (Escalation, BaseExceptionGroup) as exc:
-        cause = root_cause(exc)
-        if isinstance(cause, KeyboardInterrupt):
-            raise cause from None
-        raise CliError(
-            f"the memory store could not start: {type(cause).__name__}: {cause}"
-        ) from None
-    if failure:
-        if isinstance(failure[0], BrokenPipeError):
-            raise failure[0]
-        raise CliError(str(failure[0])) from None
-    return code
-
-
-def _ctx(app: AppContext) -> CallContext:
-    """The ``ctx`` a tool handler receives when the CLI calls it (no MCP session)."""
-    return CallContext(app)
-
-
 def _scopes(args: argparse.Namespace) -> list[str] | None:
     return args.scope or None
 
@@ -129,7 +111,7 @@ def _scopes(args: argparse.Namespace) -> list[str] | None:
 
 
 def cmd_remember(args: argparse.Namespace, run: AppRunner) -> int:
-    content = sys.stdin.read() if args.content == "-" else args.content
+    content = _read_stdin_text() if args.content == "-" else args.content
     relations = []
     for text in args.relation or []:
         parts = text.split(":")
@@ -142,7 +124,7 @@ def cmd_remember(args: argparse.Namespace, run: AppRunner) -> int:
     )  # fmt: skip
 
     async def body(app: AppContext) -> int:
-        result = await tools.remember(_ctx(app), targs)
+        result = await tools.remember(tool_context(app), targs)
         emit(
             args,
             result,
@@ -153,7 +135,7 @@ def cmd_remember(args: argparse.Namespace, run: AppRunner) -> int:
         )
         return 0
 
-    return _run(args, run, body, full=True)
+    return run_store_command(args, run, body, full=True)
 
 
 def cmd_list(args: argparse.Namespace, run: AppRunner) -> int:
@@ -175,17 +157,17 @@ def cmd_list(args: argparse.Namespace, run: AppRunner) -> int:
         )
         return 0
 
-    return _run(args, run, body)
+    return run_store_command(args, run, body)
 
 
 def cmd_show(args: argparse.Namespace, run: AppRunner) -> int:
     targs = _args(tools.InspectArgs, id=args.id, scopes=_scopes(args))
 
     async def body(app: AppContext) -> int:
-        emit(args, await tools.inspect(_ctx(app), targs), _memory_block)
+        emit(args, await tools.inspect(tool_context(app), targs), _memory_block)
         return 0
 
-    return _run(args, run, body)
+    return run_store_command(args, run, body)
 
 
 def cmd_search(args: argparse.Namespace, run: AppRunner) -> int:
@@ -195,7 +177,7 @@ def cmd_search(args: argparse.Namespace, run: AppRunner) -> int:
     )  # fmt: skip
 
     async def body(app: AppContext) -> int:
-        result = await tools.recall(_ctx(app), targs)
+        result = await tools.recall(tool_context(app), targs)
 
         def human(r: dict[str, Any]) -> str:
             lines = [_memory_line(m) for m in r["memories"]] or ["no matching memories"]
@@ -204,7 +186,7 @@ def cmd_search(args: argparse.Namespace, run: AppRunner) -> int:
         emit(args, result, human)
         return 0
 
-    return _run(args, run, body, full=not args.lexical)
+    return run_store_command(args, run, body, full=not args.lexical)
 
 
 def cmd_graph(args: argparse.Namespace, run: AppRunner) -> int:
@@ -218,7 +200,7 @@ def cmd_graph(args: argparse.Namespace, run: AppRunner) -> int:
     )
 
     async def body(app: AppContext) -> int:
-        result = await tools.graph(_ctx(app), targs)
+        result = await tools.graph(tool_context(app), targs)
 
         def human(r: dict[str, Any]) -> str:
             lines = [f"{r['entity']['name']} ({r['entity']['kind']}), {r['direction']}:"]
@@ -238,17 +220,17 @@ def cmd_graph(args: argparse.Namespace, run: AppRunner) -> int:
         emit(args, result, human)
         return 0
 
-    return _run(args, run, body)
+    return run_store_command(args, run, body)
 
 
 def cmd_forget(args: argparse.Namespace, run: AppRunner) -> int:
     targs = _args(tools.ForgetArgs, id=args.id, scopes=_scopes(args))
 
     async def body(app: AppContext) -> int:
-        emit(args, await tools.forget(_ctx(app), targs), lambda r: f"forgot #{r['id']}")
+        emit(args, await tools.forget(tool_context(app), targs), lambda r: f"forgot #{r['id']}")
         return 0
 
-    return _run(args, run, body)
+    return run_store_command(args, run, body)
 
 
 def cmd_flush(args: argparse.Namespace, run: AppRunner) -> int:
@@ -278,12 +260,12 @@ def cmd_flush(args: argparse.Namespace, run: AppRunner) -> int:
         )
         return 0
 
-    return _run(args, run, body)
+    return run_store_command(args, run, body)
 
 
 def cmd_scopes(args: argparse.Namespace, run: AppRunner) -> int:
     async def body(app: AppContext) -> int:
-        result = await tools.list_scopes(_ctx(app), tools.ListScopesArgs())
+        result = await tools.list_scopes(tool_context(app), tools.ListScopesArgs())
 
         def human(r: dict[str, Any]) -> str:
             return "\n".join(
@@ -294,19 +276,96 @@ def cmd_scopes(args: argparse.Namespace, run: AppRunner) -> int:
         emit(args, result, human)
         return 0
 
-    return _run(args, run, body)
+    return run_store_command(args, run, body)
 
 
 def cmd_stats(args: argparse.Namespace, run: AppRunner) -> int:
     async def body(app: AppContext) -> int:
-        result = await tools.stats(_ctx(app), tools.StatsArgs())
+        result = await tools.stats(tool_context(app), tools.StatsArgs())
         emit(args, result, lambda r: "\n".join(f"{k}: {v}" for k, v in r.items()))
         return 0
 
-    return _run(args, run, body)
+    return run_store_command(args, run, body)
+
+
+def _permissions(home: Path, log: Path, fix: bool) -> dict[str, Any]:
+    """Paths of the home (and of a log kept elsewhere) that group or others can access.
+
+    With ``fix``, their group and other permissions are removed. Symbolic links
+    are listed, never followed or changed.
+    """
+    tops = [home] if os.path.isdir(home) else []
+    inside = log.is_relative_to(home) or log.is_relative_to(os.path.realpath(home))
+    if os.path.lexists(log) and not inside:
+        tops.append(log)
+    paths: list[dict[str, Any]] = []
+    links: list[dict[str, str]] = []
+    for finding in private.audit(tops):
+        if finding.is_link:
+            links.append({"path": str(finding.path), "target": finding.target})
+            continue
+        row: dict[str, Any] = {
+            "path": str(finding.path),
+            "mode": f"{finding.mode:04o}",
+            "expected": f"{finding.expected:04o}",
+        }
+        if fix:
+            try:
+                row["now"] = f"{private.tighten(finding):04o}"
+            except OSError as exc:
+                row["error"] = exc.strerror or str(exc)
+        paths.append(row)
+    if not paths:
+        status = "ok"
+    elif fix and not any("error" in p for p in paths):
+        status = "fixed"
+    else:
+        status = "loose"
+    return {"status": status, "paths": paths, "links": links}
+
+
+def _permission_lines(perms: dict[str, Any]) -> list[str]:
+    paths, links = perms["paths"], perms["links"]
+    if perms["status"] == "ok":
+        lines = ["permissions: ok (directories 0700, files 0600)"]
+    elif perms["status"] == "fixed":
+        lines = [f"permissions: fixed {len(paths)} path(s) that group or others could access"]
+    else:
+        lines = [
+            f"permissions: {len(paths)} path(s) that group or others can access "
+            "(memtrio doctor --fix removes their group and other permissions)"
+        ]
+    for p in paths:
+        if "now" in p:
+            lines.append(f"  {p['path']}: mode {p['mode']} -> {p['now']}")
+        elif "error" in p:
+            lines.append(
+                f"  {p['path']}: mode {p['mode']}, expected {p['expected']} (not changed: {p['error']})"
+            )
+        else:
+            lines.append(f"  {p['path']}: mode {p['mode']}, expected {p['expected']}")
+    for link in links:
+        lines.append(
+            f"  {link['path']}: a symbolic link to {link['target']} (not followed, not changed)"
+        )
+    return lines
+
+
+def _doctor_remedy(exc: BaseException) -> str:
+    """The line doctor prints when the store cannot open: for a damaged one, how to recover."""
+    if isinstance(exc, db.StoreUnavailable) and exc.damaged:
+        return (
+            f"{exc.problem}: move {exc.path} and its -wal and -shm files aside (memtrio then "
+            "starts an empty store) and load your last export with `memtrio import FILE`; "
+            f"`sqlite3 {exc.path} .recover` may salvage what is left"
+        )
+    return str(exc)
 
 
 def cmd_doctor(args: argparse.Namespace, run: AppRunner) -> int:
+    cfg, home = load_config(args)
+    perms = _permissions(home, log_path(cfg, home), args.fix)
+
     async def body(app: AppContext) -> int:
         store = tools.store_of(app)
 
@@ -350,16 +409,20 @@ def cmd_doctor(args: argparse.Namespace, run: AppRunner) -> int:
             "embeddings": "on" if app.config.embedding.enabled else "off",
             "durability": app.config.store.durability,
             **report,
+            "permissions": perms,
         }
         healthy = (
             result["integrity"] == "ok"
             and result["fts_integrity"] == "ok"
             and result["schema_version"] == schema.LATEST
+            and perms["status"] != "loose"
         )
 
         def human(r: dict[str, Any]) -> str:
-            lines = [f"{k}: {v}" for k, v in r.items() if k != "counts"]
+            skip = ("counts", "permissions")
+            lines = [f"{k}: {v}" for k, v in r.items() if k not in skip]
             lines.append("counts: " + ", ".join(f"{k} {v}" for k, v in r["counts"].items()))
+            lines += _permission_lines(perms)
             lines.append("status: ok" if healthy else "status: PROBLEMS FOUND")
             return "\n".join(lines)
 
@@ -367,80 +430,86 @@ def cmd_doctor(args: argparse.Namespace, run: AppRunner) -> int:
         return 0 if healthy else 1
 
     try:
-        return _run(args, run, body)
-    except CliError as exc:
-        # The store did not open: still report where everything is and why.
-        home = resolve_home(args)
+        return run_store_command(args, run, body)
+    except UserError as exc:
+        # The store did not open: still report where everything is and why, and say
+        # what to do in one line on stderr.
+        message = _doctor_remedy(exc)
         result = {
             "home": str(home),
             "database": str(db.db_path(home)),
             "cwd": os.getcwd(),
-            "error": str(exc),
+            "error": message,
+            "permissions": perms,
         }
         emit(
             args,
             result,
-            lambda r: "\n".join(f"{k}: {v}" for k, v in r.items()) + "\nstatus: PROBLEMS FOUND",
+            lambda r: "\n".join(
+                [f"{k}: {v}" for k, v in r.items() if k != "permissions"]
+                + _permission_lines(perms)
+                + ["status: PROBLEMS FOUND"]
+            ),
         )
+        print(f"memtrio: {message}", file=sys.stderr)
         return 1
 
 
 def cmd_export(args: argparse.Namespace, run: AppRunner) -> int:
     if args.format == "jsonl":
-        return _run(args, run, kg_cli.export_jsonl(args))
+        return kg_cli.export_jsonl(args, run)
+
+    def write(conn: sqlite3.Connection, out: BinaryIO) -> dict[str, int]:
+        counts = dict.fromkeys(("memory", "entity", "relation", "vector"), 0)
+        for rec in transfer.export_lines(conn):
+            out.write(json.dumps(rec, ensure_ascii=False, sort_keys=True).encode("utf-8") + b"\n")
+            if rec["type"] in counts:
+                counts[rec["type"]] += 1
+        return counts
 
     async def body(app: AppContext) -> int:
         store = tools.store_of(app)
-        records = await store.read(lambda conn: list(transfer.export_lines(conn)))
-        out = sys.stdout if args.file in (None, "-") else open(args.file, "w", encoding="utf-8")  # noqa: SIM115
-        try:
-            for rec in records:
-                out.write(json.dumps(rec, ensure_ascii=False, sort_keys=True) + "\n")
-        finally:
-            if out is not sys.stdout:
-                out.close()
-        if out is not sys.stdout:
-            counts = {
-                t: sum(1 for r in records if r["type"] == t)
-                for t in ("memory", "entity", "relation", "vector")
-            }
-            print(
+        with export_output(args.file) as out:
+            counts = await store.read(lambda conn: write(conn, out))
+        if args.file not in (None, "-"):
+            say(
                 f"exported {counts['memory']} memories, {counts['entity']} entities, {counts['relation']} relations, "
-                f"{counts['vector']} vectors to {args.file}",
-                file=sys.stderr,
+                f"{counts['vector']} vectors to {args.file}"
             )
         return 0
 
-    return _run(args, run, body)
+    if args.file not in (None, "-"):
+        check_export_target(args.file)
+    return run_store_command(args, run, body)
 
 
 def cmd_import(args: argparse.Namespace, run: AppRunner) -> int:
+    """Check the whole file (both formats), then write it in one transaction; or refuse it all."""
     try:
-        if args.file == "-":
-            lines = sys.stdin.read().split("\n")  # not splitlines: U+2028 may be inside a line
-        else:
-            lines = Path(args.file).read_text(encoding="utf-8").split("\n")
-    except OSError as exc:
-        raise CliError(f"cannot read {args.file}: {exc.strerror or exc}") from None
-    if args.format == "jsonl" or (args.format is None and jsonl.is_reference_format(lines)):
-        return _run(args, run, kg_cli.import_jsonl(args, lines))
-    try:
-        records = transfer.parse_lines(lines)
-    except transfer.ImportError_ as exc:
-        raise CliError(f"{args.file}: {exc}") from None
+        with open_import(args.file) as file:
+            if args.format is None:
+                first = next(numbered_lines(file), None)
+                reference = first is not None and jsonl.is_reference_format(*first)
+            else:
+                reference = args.format == "jsonl"
+            if reference:
+                return kg_cli.import_jsonl(args, run, file)
+            return _import_memtrio(args, run, transfer.check_file(file))
+    except ImportRefused as exc:
+        raise refused(args, exc) from None
 
+
+def _import_memtrio(args: argparse.Namespace, run: AppRunner, checked: transfer.Checked) -> int:
     async def body(app: AppContext) -> int:
         store = tools.store_of(app)
 
         def op(conn: sqlite3.Connection) -> Written:
-            from .writer import Change
-
-            return Written(transfer.import_records(conn, records), [Change(kind="reset")])
+            return Written(transfer.import_records(conn, checked), [Change(kind="reset")])
 
         try:
             result = await store.write(op, name="import")
-        except transfer.ImportError_ as exc:
-            raise CliError(f"{args.file}: {exc}") from None
+        except ImportRefused as exc:  # the file changed since it was checked
+            raise refused(args, exc) from None
         emit(
             args, result,
             lambda r: f"imported {r['memories']} memories ({r['skipped_memories']} already present), {r['entities']} entities, "
@@ -448,7 +517,7 @@ def cmd_import(args: argparse.Namespace, run: AppRunner) -> int:
         )  # fmt: skip
         return 0
 
-    return _run(args, run, body)
+    return run_store_command(args, run, body)
 
 
 # -- registration ----------------------------------------------------------------
@@ -541,7 +610,17 @@ def register(sub: Any) -> None:
 
     _parser(sub, "scopes", "list stored scopes, the current one marked *", cmd_scopes)
     _parser(sub, "stats", "count memories, scopes, entities and edges", cmd_stats)
-    _parser(sub, "doctor", "check paths, schema version, integrity and counts", cmd_doctor)
+    p = _parser(
+        sub,
+        "doctor",
+        "check paths, permissions, schema version, integrity and counts",
+        cmd_doctor,
+    )
+    p.add_argument(
+        "--fix",
+        action="store_true",
+        help="remove group and other permissions from the home's files and directories",
+    )
 
     p = _parser(sub, "export", "write the whole store as JSON lines", cmd_export, json_flag=False)
     p.add_argument("file", nargs="?", help="output file (default: stdout)")

@@ -11,6 +11,8 @@ thread at a time per connection, so they are opened with
 
 from __future__ import annotations
 
+import errno
+import os
 import random
 import sqlite3
 import time
@@ -20,6 +22,8 @@ from typing import Any, TypeVar
 
 import trio
 
+from ...supervisors import private
+from ...supervisors.errors import UserError
 from . import schema
 
 DB_NAME = "memtrio.sqlite"
@@ -44,11 +48,107 @@ def db_path(home: Path) -> Path:
     return home / DB_NAME
 
 
+class StoreUnavailable(UserError):
+    """The database cannot be opened or used: damaged, read-only, locked, on a full disk.
+
+    ``problem`` says what is wrong, ``remedy`` what to do; the message is both.
+    ``damaged``: the file is not a database or its pages are corrupt.
+    """
+
+    def __init__(self, problem: str, remedy: str, path: Path, damaged: bool = False) -> None:
+        self.problem, self.remedy, self.path, self.damaged = problem, remedy, path, damaged
+        super().__init__(f"{problem}: {remedy}")
+
+
+# Primary SQLite result codes (extended codes carry them in the low byte).
+_CORRUPT = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
+_READONLY = {sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM}
+
+
+def unavailable(exc: BaseException, path: Path) -> StoreUnavailable:
+    """What a failure to open or write the database at ``path`` means, and what to do."""
+    if isinstance(exc, StoreUnavailable):
+        return exc
+    # A failed ROLLBACK after the real failure ("cannot rollback - no transaction is
+    # active" after SQLITE_FULL) hides it: the first SQLite error is the one to explain.
+    while isinstance(exc.__context__, sqlite3.Error):
+        exc = exc.__context__
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return StoreUnavailable(
+            f"the disk of the memory store {path} is full ({exc.strerror})", "free some space", path
+        )
+    detail = str(exc) or type(exc).__name__
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    text = detail.lower()
+    if code in _CORRUPT or "malformed" in text or "not a database" in text:
+        return StoreUnavailable(
+            f"the memory store {path} is damaged ({detail})", "run memtrio doctor", path, True
+        )
+    if os.path.isdir(path):
+        return StoreUnavailable(
+            f"the memory store {path} is a directory, not a database",
+            "move it away, or choose another home with --home or MEMTRIO_HOME",
+            path,
+        )
+    if code in _READONLY or "readonly" in text or "read-only" in text or _read_only_fs(path):
+        return StoreUnavailable(
+            f"the memory store {path} is read-only ({detail})",
+            "make it and its directory writable, or choose another home with --home or MEMTRIO_HOME",
+            path,
+        )
+    if code == sqlite3.SQLITE_FULL or "disk is full" in text:
+        return StoreUnavailable(
+            f"the disk of the memory store {path} is full ({detail})", "free some space", path
+        )
+    if is_busy(exc):
+        return StoreUnavailable(
+            f"the memory store {path} stayed locked by another process ({detail})",
+            "stop the other memtrio process, or raise [store] busy_timeout_ms",
+            path,
+        )
+    if code == sqlite3.SQLITE_CANTOPEN or isinstance(exc, OSError):
+        why = getattr(exc, "strerror", None) or detail
+        return StoreUnavailable(
+            f"cannot open the memory store {path} ({why})",
+            "check that it and its directory are readable and writable, "
+            "or choose another home with --home or MEMTRIO_HOME",
+            path,
+        )
+    return StoreUnavailable(
+        f"cannot open the memory store {path} ({type(exc).__name__}: {detail})",
+        "run memtrio doctor",
+        path,
+    )
+
+
+def _read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path.parent).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def connect(
     path: Path, *, busy_timeout_ms: int = 30000, durability: str = "normal", read_only: bool = False
 ) -> sqlite3.Connection:
-    """Open one connection with the store's pragmas (WAL, foreign keys, busy timeout)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Open one connection with the store's pragmas (WAL, foreign keys, busy timeout).
+
+    A missing database is created private (``0600``; SQLite gives its ``-wal``
+    and ``-shm`` files the same mode). Error handling: a database that cannot be
+    opened raises `StoreUnavailable`, which says why and what to do.
+    """
+    try:
+        private.make_dir(path.parent)
+        if not read_only:
+            private.create_file(path)
+        return _connect(path, busy_timeout_ms, durability, read_only)
+    except (sqlite3.Error, OSError) as exc:
+        raise unavailable(exc, path) from None
+
+
+def _connect(
+    path: Path, busy_timeout_ms: int, durability: str, read_only: bool
+) -> sqlite3.Connection:
     conn = sqlite3.connect(
         str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
     )
@@ -108,6 +208,9 @@ def open_write_connection(
     conn = connect(path, busy_timeout_ms=busy_timeout_ms, durability=durability)
     try:
         _with_busy_retry(lambda: schema.migrate(conn), busy_timeout_ms)
+    except sqlite3.Error as exc:
+        conn.close()
+        raise unavailable(exc, path) from None
     except BaseException:
         conn.close()
         raise

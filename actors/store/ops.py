@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...protocol.tools import ToolError
+from . import limits
 from .db import VOCAB_TABLE
+from .ownership import Ownership
 from .scopes import GLOBAL, ScopePolicy
 from .stem import stem
 from .writer import Change
@@ -233,21 +235,38 @@ def find_entity(conn: sqlite3.Connection, name: str) -> dict[str, Any] | None:
 
 
 def upsert_entity(
-    conn: sqlite3.Connection, spec: EntitySpec, scope_ids_: Sequence[int], ts: float
+    conn: sqlite3.Connection,
+    spec: EntitySpec,
+    scope_ids_: Sequence[int],
+    ts: float,
+    own: Ownership,
+    warnings: list[str],
 ) -> tuple[int, bool]:
-    """Create or reuse the entity; a generic kind is refined by a specific one. Returns (id, created)."""
+    """Create or reuse the entity and link it to ``scope_ids_``. Returns (id, created).
+
+    An existing entity keeps its name. Its generic kind (``entity``) is
+    refined by a specific one when the entity is owned here; an entity shared
+    with a scope this server may not write keeps its kind, and a different
+    kind asked for is reported in ``warnings`` (see `ownership`).
+    """
     canon = canonical_name(spec.name)
     row = conn.execute(
-        "SELECT id, kind FROM entities WHERE canonical_name = ?", (canon,)
+        "SELECT id, name, kind FROM entities WHERE canonical_name = ?", (canon,)
     ).fetchone()
     if row:
-        entity_id, kind = row
+        entity_id, name, kind = row
         created = False
-        if kind == "entity" and spec.kind != "entity":
-            conn.execute(
-                "UPDATE entities SET kind = ?, updated_at = ? WHERE id = ?",
-                (spec.kind, ts, entity_id),
-            )
+        if spec.kind != "entity" and spec.kind != kind:
+            foreign = own.foreign("entity", entity_id)
+            if foreign:
+                warnings.append(
+                    own.kept(f"entity {name!r}", "kind", f"`{kind}`", f"`{spec.kind}`", foreign)
+                )
+            elif kind == "entity":
+                conn.execute(
+                    "UPDATE entities SET kind = ?, updated_at = ? WHERE id = ?",
+                    (spec.kind, ts, entity_id),
+                )
     else:
         entity_id = conn.execute(
             "INSERT INTO entities (name, canonical_name, kind, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
@@ -261,6 +280,15 @@ def upsert_entity(
     return entity_id, created
 
 
+def relation_label(
+    conn: sqlite3.Connection, source_id: int, relation_type: str, target_id: int
+) -> str:
+    names = dict(
+        conn.execute("SELECT id, name FROM entities WHERE id IN (?, ?)", (source_id, target_id))
+    )
+    return f"relation {names.get(source_id)!r} -[{relation_type}]-> {names.get(target_id)!r}"
+
+
 def upsert_relation(
     conn: sqlite3.Connection,
     source_id: int,
@@ -269,8 +297,16 @@ def upsert_relation(
     metadata: dict[str, Any] | None,
     scope_ids_: Sequence[int],
     ts: float,
+    own: Ownership,
+    warnings: list[str] | None,
 ) -> tuple[int, bool]:
-    """Create or reuse the directed relation; given metadata is merged in. Returns (id, created)."""
+    """Create or reuse the directed relation and link it to ``scope_ids_``. Returns (id, created).
+
+    Given metadata is merged into an existing relation's when it is owned
+    here. On a relation shared with a scope this server may not write, a
+    metadata change is refused (`ownership.SharedRow`, before any change of
+    the relation) or, with a ``warnings`` list, kept and reported there.
+    """
     row = conn.execute(
         "SELECT id, metadata FROM relations WHERE source_id = ? AND relation_type = ? AND target_id = ?",
         (source_id, relation_type, target_id),
@@ -278,12 +314,23 @@ def upsert_relation(
     if row:
         relation_id, old = row
         created = False
-        if metadata:
-            merged = {**json.loads(old or "{}"), **metadata}
-            conn.execute(
-                "UPDATE relations SET metadata = ? WHERE id = ?",
-                (json.dumps(merged, sort_keys=True), relation_id),
-            )
+        stored = json.loads(old or "{}")
+        if not isinstance(stored, dict):  # an imported row may hold any JSON
+            stored = {}
+        merged = {**stored, **(metadata or {})}
+        if merged != stored:
+            foreign = own.foreign("relation", relation_id)
+            if foreign:
+                label = relation_label(conn, source_id, relation_type, target_id)
+                if warnings is None:
+                    raise own.refusal(label, "change its metadata", foreign)
+                shown = json.dumps(stored, sort_keys=True)
+                asked = json.dumps(merged, sort_keys=True)
+                warnings.append(own.kept(label, "metadata", shown, asked, foreign))
+            else:
+                text = json.dumps(merged, sort_keys=True)
+                limits.check_metadata_text(text, "merged metadata")
+                conn.execute("UPDATE relations SET metadata = ? WHERE id = ?", (text, relation_id))
     else:
         relation_id = conn.execute(
             "INSERT INTO relations (source_id, target_id, relation_type, metadata, created_at) VALUES (?, ?, ?, ?, ?)",
@@ -341,11 +388,22 @@ class NewMemory:
 
 
 def insert_memory(
-    conn: sqlite3.Connection, new: NewMemory, ts: float | None = None
+    conn: sqlite3.Connection,
+    new: NewMemory,
+    ts: float | None = None,
+    writable: Sequence[str] | None = None,
 ) -> tuple[dict[str, Any], list[Change]]:
-    """Insert a memory with its scopes, entities, relations and vectors. Returns (result, changes)."""
+    """Insert a memory with its scopes, entities, relations and vectors. Returns (result, changes).
+
+    Entities and relations that exist are linked to the memory's scopes;
+    those shared with a scope outside ``writable`` (the server's writable
+    scopes; default: the memory's scopes and ``global``) keep their kind and
+    metadata, and the result's ``warnings`` say so (see `ownership`).
+    """
     ts = now() if ts is None else ts
     sids = [ensure_scope(conn, name) for name in new.scopes]
+    own = Ownership(conn, writable if writable is not None else [*new.scopes, GLOBAL])
+    warnings: list[str] = []
     memory_id = conn.execute(
         "INSERT INTO memories (content, memory_type, importance, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
         (new.content, new.memory_type, new.importance, ts, ts),
@@ -365,7 +423,7 @@ def insert_memory(
         canon = canonical_name(spec.name)
         if canon in seen_entities:
             return seen_entities[canon]
-        entity_id, created = upsert_entity(conn, spec, sids, ts)
+        entity_id, created = upsert_entity(conn, spec, sids, ts, own, warnings)
         seen_entities[canon] = entity_id
         conn.execute(
             "INSERT OR IGNORE INTO memory_entities (memory_id, entity_id) VALUES (?, ?)",
@@ -387,7 +445,9 @@ def insert_memory(
     for rel in new.relations:
         src = entity(rel.source)
         tgt = entity(rel.target)
-        relation_id, created = upsert_relation(conn, src, rel.relation, tgt, rel.metadata, sids, ts)
+        relation_id, created = upsert_relation(
+            conn, src, rel.relation, tgt, rel.metadata, sids, ts, own, warnings
+        )
         conn.execute(
             "INSERT OR IGNORE INTO memory_relations (memory_id, relation_id) VALUES (?, ?)",
             (memory_id, relation_id),
@@ -412,6 +472,7 @@ def insert_memory(
         "scopes": list(new.scopes),
         "entities": entities_out,
         "relations": relations_out,
+        "warnings": warnings,
     }
     return result, changes
 
@@ -486,18 +547,23 @@ def not_found(memory_id: int, selection: Sequence[str]) -> ToolError:
 
 
 def writable_memory(
-    conn: sqlite3.Connection, memory_id: int, policy: ScopePolicy, selection: Sequence[str]
+    conn: sqlite3.Connection,
+    memory_id: int,
+    policy: ScopePolicy,
+    selection: Sequence[str],
+    action: str = "modify",
 ) -> dict[str, Any]:
-    """The memory, if visible in ``selection`` and every one of its scopes is writable here."""
+    """The memory, if visible in ``selection`` and owned here (every one of its scopes writable).
+
+    Error handling: an unselected memory raises `not_found`; a memory shared
+    with a scope this server may not write raises `ownership.SharedRow`.
+    """
     memory = get_memory(conn, memory_id, details=False)
     if memory is None or not visible(memory["scopes"], selection):
         raise not_found(memory_id, selection)
-    foreign = [s for s in memory["scopes"] if s not in policy.writable]
-    if foreign:
-        raise ToolError(
-            f"memory {memory_id} also belongs to scope `{foreign[0]}`, which this server may not modify "
-            f"(it may only write {policy.describe_writable()}); the memory is read-only here"
-        )
+    Ownership(conn, policy.writable).require(
+        "memory", memory_id, f"memory {memory_id}", f"{action} memory {memory_id}"
+    )
     return memory
 
 
@@ -513,7 +579,7 @@ def update_memory(
     vector: Vec | None,
     embeddings_on: bool,
 ) -> tuple[dict[str, Any], list[Change]]:
-    memory = writable_memory(conn, memory_id, policy, selection)
+    memory = writable_memory(conn, memory_id, policy, selection, "update")
     ts = now()
     sets: list[str] = []
     params: list[Any] = []
@@ -550,7 +616,7 @@ def update_memory(
 def delete_memory(
     conn: sqlite3.Connection, memory_id: int, policy: ScopePolicy, selection: Sequence[str]
 ) -> tuple[dict[str, Any], list[Change]]:
-    memory = writable_memory(conn, memory_id, policy, selection)
+    memory = writable_memory(conn, memory_id, policy, selection, "forget")
     conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
     return {"id": memory_id, "forgotten": True, "scopes": memory["scopes"]}, [
         _change("memory", memory_id, None, deleted=True)

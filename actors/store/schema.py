@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from ...supervisors.errors import UserError
+
 SCHEMA_VERSION_1 = """
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
@@ -276,7 +278,7 @@ MIGRATIONS: list[str] = [
 LATEST = len(MIGRATIONS)
 
 
-class SchemaTooNew(RuntimeError):
+class SchemaTooNew(UserError, RuntimeError):
     """The database was written by a newer memtrio."""
 
 

@@ -27,11 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...protocol.tools import ToolError
-from ..gitexec import git_output
+from ...supervisors.git import git_output
 
 GLOBAL = "global"
 REPO_PREFIX = "repo:"
 ALLOWED = "scopes must be `global` or `repo:/absolute/path` (for example `repo:/home/me/project`)"
+MAX_SCOPE_PATH_BYTES = 4096  # PATH_MAX
 
 
 class ScopeError(ToolError):
@@ -70,11 +71,12 @@ def _canonical_repo_path(raw: str) -> str:
     return str(path)
 
 
-def canonical(scope: str) -> str:
-    """Validate and canonicalise one explicit scope string.
+def check_syntax(scope: str) -> str:
+    """One scope string's syntax, without touching the file system: the stripped scope.
 
     Error handling: anything that is not ``global`` or an absolute ``repo:``
-    path raises `ScopeError` with a message saying what is allowed.
+    path (without control characters, at most `MAX_SCOPE_PATH_BYTES` bytes)
+    raises `ScopeError` with a message saying what is allowed.
     """
     if not isinstance(scope, str):
         raise ScopeError(f"invalid scope {scope!r}: {ALLOWED}")
@@ -82,13 +84,31 @@ def canonical(scope: str) -> str:
     if text == GLOBAL:
         return GLOBAL
     if not text.startswith(REPO_PREFIX):
-        raise ScopeError(f"invalid scope {scope!r}: {ALLOWED}")
+        raise ScopeError(f"invalid scope {_shown(scope)}: {ALLOWED}")
     raw = text[len(REPO_PREFIX) :]
+    size = len(raw.encode("utf-8", "surrogatepass"))
+    if size > MAX_SCOPE_PATH_BYTES:
+        raise ScopeError(
+            f"invalid scope {_shown(scope)}: the path is {size:,} bytes; a `repo:` path is "
+            f"limited to {MAX_SCOPE_PATH_BYTES:,} bytes"
+        )
     if not raw or not os.path.isabs(raw) or any(ord(c) < 32 for c in raw):
         raise ScopeError(
-            f"invalid scope {scope!r}: the path after `repo:` must be absolute; {ALLOWED}"
+            f"invalid scope {_shown(scope)}: the path after `repo:` must be absolute; {ALLOWED}"
         )
-    return REPO_PREFIX + _canonical_repo_path(raw)
+    return text
+
+
+def _shown(scope: str) -> str:
+    return repr(scope) if len(scope) <= 200 else repr(scope[:200]) + "..."
+
+
+def canonical(scope: str) -> str:
+    """Validate (`check_syntax`) and canonicalise one explicit scope string."""
+    text = check_syntax(scope)
+    if text == GLOBAL:
+        return GLOBAL
+    return REPO_PREFIX + _canonical_repo_path(text[len(REPO_PREFIX) :])
 
 
 def _dedupe(items: Iterable[str]) -> list[str]:

@@ -31,35 +31,11 @@ from ...supervisors import trace
 from ...supervisors.context import AppContext
 from ..embedder.pool import EMBEDDER, EmbedderPool
 from ..ranker.service import RANKER
-from . import ops
+from . import limits, ops
+from .limits import Content, Importance, MemoryId, MemoryType, Name, Scopes
+from .ownership import Ownership
 from .scopes import ScopeError
 from .writer import ACTOR, STORE, Store, Written
-
-MAX_CONTENT = 1_000_000
-
-Content = Annotated[
-    str, msgspec.Meta(min_length=1, max_length=MAX_CONTENT, description="the memory text")
-]
-MemoryType = Annotated[
-    str,
-    msgspec.Meta(
-        min_length=1,
-        max_length=64,
-        description="free-form type, e.g. observation, decision, convention, pitfall; compared ignoring case",
-    ),
-]
-Importance = Annotated[
-    float, msgspec.Meta(ge=0.0, le=1.0, description="0.0 (default) to 1.0; breaks ranking ties")
-]
-MemoryId = Annotated[int, msgspec.Meta(ge=1, description="the memory's numeric id")]
-Scopes = Annotated[
-    list[str],
-    msgspec.Meta(
-        max_length=64,
-        description="`global` or `repo:/absolute/path`; omitted or [] means the current repository (plus `global` for reads)",
-    ),
-]
-Name = Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
 
 
 class EntityArg(msgspec.Struct, forbid_unknown_fields=True):
@@ -258,9 +234,9 @@ async def remember(ctx: Any, args: RememberArgs) -> dict[str, Any]:
             ops.validate_entity(r.source),
             ops.validate_relation_type(r.relation),
             ops.validate_entity(r.target),
-            r.metadata,
+            limits.check_metadata(r.metadata, f"relations[{i}].metadata"),
         )
-        for r in args.relations or []
+        for i, r in enumerate(args.relations or [])
     ]
     new = ops.NewMemory(content, memory_type, float(args.importance), scopes, entities, relations)
     warnings: list[str] = []
@@ -298,12 +274,12 @@ async def remember(ctx: Any, args: RememberArgs) -> dict[str, Any]:
             warnings = embedded.warnings
 
     def op(conn: sqlite3.Connection) -> Written:
-        result, changes = ops.insert_memory(conn, new)
+        result, changes = ops.insert_memory(conn, new, writable=store.policy.writable)
         return Written(result, changes)
 
     result = await store.write(op, name="remember")
     result["memory_type"] = memory_type
-    result["warnings"] = warnings
+    result["warnings"] = [*warnings, *result["warnings"]]
     return result
 
 
@@ -423,6 +399,7 @@ async def relate(ctx: Any, args: RelateArgs) -> dict[str, Any]:
     source = ops.validate_entity(args.source, args.source_kind)
     target = ops.validate_entity(args.target, args.target_kind)
     relation_type = ops.validate_relation_type(args.relation)
+    limits.check_metadata(args.metadata, "metadata")
     warnings: list[str] = []
     vectors: dict[int, ops.Vec] = {}  # 0: source, 1: target, 2: relation
     if embedder_of(app) is not None:
@@ -450,11 +427,16 @@ async def relate(ctx: Any, args: RelateArgs) -> dict[str, Any]:
     def op(conn: sqlite3.Connection) -> Written:
         ts = ops.now()
         sids = [ops.ensure_scope(conn, s) for s in scopes]
+        own = Ownership(conn, store.policy.writable)
         changes = []
-        src_id, src_new = ops.upsert_entity(conn, source, sids, ts)
-        tgt_id, tgt_new = ops.upsert_entity(conn, target, sids, ts)
+        kept: list[str] = []
+        # The relation's metadata is what relate is asked to set: a change of a
+        # shared relation's is refused (one transaction: nothing stays linked).
+        # The kinds are a side note: a shared entity keeps its kind, with a warning.
+        src_id, src_new = ops.upsert_entity(conn, source, sids, ts, own, kept)
+        tgt_id, tgt_new = ops.upsert_entity(conn, target, sids, ts, own, kept)
         rel_id, rel_new = ops.upsert_relation(
-            conn, src_id, relation_type, tgt_id, args.metadata, sids, ts
+            conn, src_id, relation_type, tgt_id, args.metadata, sids, ts, own, None
         )
         for kind, item, created, vec in (
             ("entity", src_id, src_new, 0),
@@ -476,12 +458,13 @@ async def relate(ctx: Any, args: RelateArgs) -> dict[str, Any]:
                 "metadata": json.loads(row[0]),
                 "created": rel_new,
                 "scopes": scopes,
+                "warnings": kept,
             },
             changes,
         )
 
     result = await store.write(op, name="relate")
-    result["warnings"] = warnings
+    result["warnings"] = [*warnings, *result["warnings"]]
     return result
 
 
@@ -530,7 +513,7 @@ async def update(ctx: Any, args: UpdateArgs) -> dict[str, Any]:
     if content is not None and embedder_of(app) is not None:
         # Refuse before embedding; the write re-checks inside its transaction.
         current = await store.read(
-            lambda conn: ops.writable_memory(conn, args.id, store.policy, selection)
+            lambda conn: ops.writable_memory(conn, args.id, store.policy, selection, "update")
         )
         if current["content"] != content:
             embedded = await embed(app, [ops.memory_document(content)], "memory")
@@ -564,7 +547,10 @@ async def forget(ctx: Any, args: ForgetArgs) -> dict[str, Any]:
 
 # -- registration ----------------------------------------------------------------
 
-_SCOPE_NOTE = " Scopes are `global` or `repo:/absolute/path`; writes may only go to the current repository and `global`."
+_SCOPE_NOTE = (
+    " Scopes are `global` or `repo:/absolute/path`; writes may only go to the current repository and `global`,"
+    " and rows another repository also uses keep their kind, metadata and content (see warnings)."
+)
 
 TOOLS = [
     Tool(

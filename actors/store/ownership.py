@@ -1,0 +1,191 @@
+"""Who may change a row of the store: the ownership rule every write path checks.
+
+A row (a memory, an entity, a relation) belongs to its *owner scopes*:
+
+- a memory: the scopes it is linked to (``memory_scopes``), chosen by its author;
+- a relation: its own scopes plus the scopes of the memories that state it
+  (``memory_relations``);
+- an entity: its own scopes plus the owner scopes of every relation touching
+  it and of every memory linked to it (its observations and mentions).
+
+Dependents count because a change of the row shows through them: retyping,
+renaming, re-pointing or deleting an entity changes what another repository's
+relation or observation of it reads as. A row without any owner scope
+(unscoped, from old imports) is owned by everyone, like ``global``.
+
+A server may write its current scope and ``global`` (``ScopePolicy.writable``).
+A row is *owned here* when every owner scope is writable here; otherwise it is
+*shared* with the others (its *foreign* scopes). Then:
+
+- its attributes (an entity's name and type, a relation's metadata and
+  endpoints, a memory's content, type, importance and links, the rows it is
+  merged into) change only where it is owned: `Ownership.require` raises
+  `SharedRow`, a `ToolError` naming the foreign scope. Callers check before
+  they change anything, and a call is one transaction, so a refusal changes
+  nothing;
+- linking it into a writable scope is allowed and keeps its attributes;
+  `Ownership.kept` words the warning when the caller asked for another value;
+- deleting an entity or relation that is shared unlinks it from the writable
+  scopes only (`Ownership.release`); a shared memory cannot be deleted here
+  (its scopes were chosen by its author, like its content).
+
+Every write path of the store goes through this module: the memory tools
+(``store.ops``), the graph tools (``kg.graph``'s `Writer`) and the CLI
+commands that call them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Literal
+
+from ...protocol.tools import ToolError
+
+Kind = Literal["memory", "entity", "relation"]
+
+# The link table of each kind of row, and its column naming the row.
+LINKS: dict[str, tuple[str, str]] = {
+    "memory": ("memory_scopes", "memory_id"),
+    "entity": ("entity_scopes", "entity_id"),
+    "relation": ("relation_scopes", "relation_id"),
+}
+
+_RELATION_MEMORY_SCOPES = """SELECT ms.scope_id FROM memory_relations mr
+    JOIN memory_scopes ms ON ms.memory_id = mr.memory_id WHERE mr.relation_id = :id"""
+
+# The owner scope ids of one row (``:id``): the parts of a union (see the module doc).
+OWNER_PARTS: dict[str, list[str]] = {
+    "memory": ["SELECT scope_id FROM memory_scopes WHERE memory_id = :id"],
+    "relation": [
+        "SELECT scope_id FROM relation_scopes WHERE relation_id = :id",
+        _RELATION_MEMORY_SCOPES,
+    ],
+    "entity": [
+        "SELECT scope_id FROM entity_scopes WHERE entity_id = :id",
+        """SELECT ms.scope_id FROM memory_entities me JOIN memory_scopes ms ON ms.memory_id = me.memory_id
+           WHERE me.entity_id = :id""",
+        *(
+            f"""SELECT rs.scope_id FROM relations r JOIN relation_scopes rs ON rs.relation_id = r.id
+                WHERE r.{end} = :id"""
+            for end in ("source_id", "target_id")
+        ),
+        *(
+            f"""SELECT ms.scope_id FROM relations r JOIN memory_relations mr ON mr.relation_id = r.id
+                JOIN memory_scopes ms ON ms.memory_id = mr.memory_id WHERE r.{end} = :id"""
+            for end in ("source_id", "target_id")
+        ),
+    ],
+}
+OWNERS_SQL = {kind: " UNION ".join(parts) for kind, parts in OWNER_PARTS.items()}
+
+MAX_NAMED = 3
+
+
+class SharedRow(ToolError):
+    """A change of a row shared with a scope this server may not write (nothing was changed)."""
+
+
+def _quoted(names: Sequence[str]) -> str:
+    shown = ", ".join(f"`{n}`" for n in names[:MAX_NAMED])
+    return shown + (f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else "")
+
+
+class Ownership:
+    """The ownership rule for one write transaction of a server that may write ``writable``.
+
+    Built inside the transaction, after the call has created the scopes it
+    writes (scope ids are resolved once); every method reads the rows as they
+    are now, so a check sees the earlier changes of the same call.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, writable: Sequence[str]) -> None:
+        self.conn = conn
+        self.writable = list(dict.fromkeys(writable))
+        marks = ",".join("?" * len(self.writable)) or "NULL"
+        self.writable_ids = [
+            r[0]
+            for r in self.conn.execute(
+                f"SELECT id FROM scopes WHERE name IN ({marks})", self.writable
+            )
+        ]
+        self._winner = ",".join(str(int(i)) for i in self.writable_ids) or "NULL"
+
+    def describe_writable(self) -> str:
+        return " and ".join(f"`{s}`" for s in self.writable)
+
+    # -- the check ---------------------------------------------------------------
+
+    def foreign(self, kind: Kind, item: int) -> list[str]:
+        """The owner scopes of the row that this server may not write, by name (empty: owned here)."""
+        rows = self.conn.execute(
+            f"""SELECT name FROM scopes WHERE id IN ({OWNERS_SQL[kind]})
+                AND id NOT IN ({self._winner}) ORDER BY name""",
+            {"id": item},
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def owned(self, kind: Kind, item: int) -> bool:
+        """True when every owner scope of the row is writable here (or it has none).
+
+        Each part of the owner union is its own EXISTS, so no union is built
+        and a shared row is found at its first foreign link.
+        """
+        exists = " OR ".join(
+            f"EXISTS (SELECT 1 FROM ({part}) WHERE scope_id NOT IN ({self._winner}))"
+            for part in OWNER_PARTS[kind]
+        )
+        return self.conn.execute(f"SELECT {exists}", {"id": item}).fetchone()[0] == 0
+
+    def require(self, kind: Kind, item: int, label: str, action: str, where: str = "") -> None:
+        """Refuse (`SharedRow`) to ``action`` on the row unless it is owned here.
+
+        ``label`` names the row for a person (``entity 'X'``); ``action`` says
+        what was asked (``change its entityType to `service```).
+        """
+        foreign = self.foreign(kind, item)
+        if foreign:
+            raise self.refusal(label, action, foreign, where)
+
+    def refusal(
+        self, label: str, action: str, foreign: Sequence[str], where: str = ""
+    ) -> SharedRow:
+        prefix = f"{where}: " if where else ""
+        plural = "s" if len(foreign) > 1 else ""
+        return SharedRow(
+            f"{prefix}cannot {action}: {label} is shared with scope{plural} {_quoted(foreign)}, which this "
+            f"server may not modify (it may only write {self.describe_writable()}), so it is read-only "
+            "here: a shared row changes only from a server that may write every scope it belongs to. "
+            "Nothing was changed"
+        )
+
+    def kept(
+        self, label: str, attribute: str, kept: str, asked: str, foreign: Sequence[str]
+    ) -> str:
+        """The warning of a link that kept a shared row's attribute instead of the one asked for."""
+        plural = "s" if len(foreign) > 1 else ""
+        return (
+            f"{label} keeps its {attribute} {kept} (not {asked}): it is shared with scope{plural} "
+            f"{_quoted(foreign)}, which this server may not modify, so its {attribute} is owned by "
+            "that repository too and was kept"
+        )
+
+    # -- deletes ---------------------------------------------------------------------
+
+    def release(self, kind: Literal["entity", "relation"], item: int) -> None:
+        """Remove a shared entity or relation from the writable scopes only.
+
+        The row is first linked to its foreign owner scopes (the scopes of the
+        relations and memories that depend on it), so it never ends up without
+        a scope, which would make it visible everywhere; then its links to the
+        writable scopes go. Another repository's view does not change.
+        """
+        table, col = LINKS[kind]
+        self.conn.execute(
+            f"""INSERT OR IGNORE INTO {table} ({col}, scope_id)
+                SELECT :id, id FROM scopes WHERE id IN ({OWNERS_SQL[kind]}) AND id NOT IN ({self._winner})""",
+            {"id": item},
+        )
+        self.conn.execute(
+            f"DELETE FROM {table} WHERE {col} = ? AND scope_id IN ({self._winner})", (item,)
+        )
