@@ -11,33 +11,24 @@ from memtrio.protocol import jsonrpc
 from raw_server import raw_server
 
 
-async def _call(server, rid: int, tool: str, **arguments) -> None:  # type: ignore[no-untyped-def]
-    await server.request(rid, "tools/call", {"name": tool, "arguments": arguments})
-
-
 async def test_store_crash_keeps_the_stdio_session_initialized(home: Path) -> None:
     # The root supervisor is rest_for_one: a StoreWriter crash restarts the
     # transport too. It used to come back with a fresh, uninitialized session
     # (every later call: "Server not initialized") and the queued input lost.
     async with raw_server(home, env={"MEMTRIO_FAULTS": "store.write=raise@2"}) as server:
         await server.initialize()
-        await _call(server, 1, "remember", content="first")
-        assert "result" in await server.read()
-        await _call(server, 2, "remember", content="second")  # the store crashes on it
-        reply = await server.read()
-        assert reply["id"] == 2 and reply["result"]["isError"]
+        assert "result" in await server.call_tool("remember", {"content": "first"})
+        reply = await server.call_tool("remember", {"content": "second"})  # the store crashes
+        assert reply["result"]["isError"]
         # A call that lands while the transport restarts may be interrupted
         # (-32603); none may be refused as "not initialized".
-        for rid in range(3, 6):
-            await _call(server, rid, "remember", content=f"after the crash {rid}")
-            reply = await server.read()
-            assert reply["id"] == rid
+        for i in range(3, 6):
+            reply = await server.call_tool("remember", {"content": f"after the crash {i}"})
             assert reply.get("error", {}).get("code") != jsonrpc.SERVER_NOT_INITIALIZED, reply
             if "result" in reply:
                 break
         assert not reply["result"]["isError"], reply
-        await server.request(9, "tools/list")
-        assert "tools" in (await server.read())["result"]
+        assert "tools" in (await server.call("tools/list"))["result"]
 
 
 async def test_session_crash_mid_batch_answers_every_pipelined_request(home: Path) -> None:
@@ -92,20 +83,21 @@ async def test_hung_embedder_worker_is_abandoned_and_the_pool_recovers(
         "MEMTRIO_EMBEDDING_WORKERS": str(workers),
         "MEMTRIO_EMBEDDING_TIMEOUT": "2",
         "MEMTRIO_EMBEDDING_INTRA_OP_THREADS": "1",
-        "MEMTRIO_FAULTS": "embedder.embed=hang@2",
+        "MEMTRIO_FAULTS": "embedder.embed=hang@1",  # the first encode (after the model loads) hangs
     }
     async with raw_server(home, env=env) as server:
         await server.initialize()
-        await _call(server, 1, "remember", content="loads the model")
-        assert not (await server.read(timeout=60))["result"]["isError"]
-        await _call(server, 2, "remember", content="hangs")
-        reply = await server.read(timeout=30)
+        reply = await server.call_tool("remember", {"content": "hangs"}, timeout=60)
         assert reply["result"]["isError"]
         assert "[embedding] timeout" in reply["result"]["content"][0]["text"]
-        for rid in (3, 4):
-            with trio.fail_after(10):
-                await _call(server, rid, "remember", content=f"after the hang {rid}")
-                reply = await server.read()
+        # The pool serves again: within a bounded wait, then call after call.
+        with trio.fail_after(60):
+            while (await server.call_tool("remember", {"content": "recovered"}))["result"][
+                "isError"
+            ]:
+                pass
+        for i in (1, 2):
+            reply = await server.call_tool("remember", {"content": f"after the hang {i}"})
             assert not reply["result"]["isError"], reply
 
 
@@ -243,22 +235,18 @@ async def test_recall_answers_when_the_disk_is_full(home: Path) -> None:
     # write failed and recall failed with it instead of answering.
     import resource
 
-    from memtrio.actors.chaos.client import start_server
-
-    async with trio.open_nursery() as nursery:
-        server = await start_server(nursery, home, {"MEMTRIO_LOG_LEVEL": "warning"})
+    async with raw_server(home, env={"MEMTRIO_LOG_LEVEL": "warning"}) as server:
         await server.initialize()
         for i in range(5):
             await server.call_tool("remember", {"content": f"alpha note {i}"})
         assert await server.close() == 0
-        limit = max(p.stat().st_size for p in home.rglob("*") if p.is_file()) + 32 * 1024
+    limit = max(p.stat().st_size for p in home.rglob("*") if p.is_file()) + 32 * 1024
 
-        def preexec() -> None:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    def preexec() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-        server = await start_server(
-            nursery, home, {"MEMTRIO_LOG_LEVEL": "warning"}, preexec=preexec
-        )
+    env = {"MEMTRIO_LOG_LEVEL": "warning"}
+    async with raw_server(home, env=env, preexec=preexec) as server:
         await server.initialize()
         for size in (16384, 1024, 8):  # fill the "disk" until even a small write fails
             for _ in range(200):
