@@ -212,12 +212,14 @@ async def test_parser_crash_over_mcp_is_reported_and_replaced(tmp_path: Path, ho
         assert await ok(client, "find_symbol", query="boom") == ""
         message = await fails(client, "code_outline", path="crash.py")
         assert "not indexed: parser worker crashed (exit status 137) and was replaced" in message
-        for _ in range(100):  # the replacement is running once its process said it is ready
-            status = await ok(client, "server_status")
-            (parsers,) = [actor for actor in status["actors"] if actor["id"] == "code.parsers"]
-            if all(child["state"] == "running" for child in parsers["children"]):
-                break
-            await trio.sleep(0.1)
+        # The replacement is running once its process said it is ready: wait for that.
+        with trio.fail_after(30):
+            while True:
+                status = await ok(client, "server_status")
+                (parsers,) = [a for a in status["actors"] if a["id"] == "code.parsers"]
+                if all(child["state"] == "running" for child in parsers["children"]):
+                    break
+                await trio.sleep(0.05)
         assert parsers["state"] == "running"
         assert sum(child["restarts"] for child in parsers["children"]) == 1
         assert all(child["state"] == "running" for child in parsers["children"])
