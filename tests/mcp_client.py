@@ -1,4 +1,4 @@
-"""End-to-end helpers: the official MCP Python SDK client against `memtrio mcp`.
+"""End-to-end helpers: the official MCP Python SDK client against `memtrio mcp`, and the CLI.
 
 ``open_client`` launches the real server as a stdio child (``python -m
 memtrio.supervisors.cli mcp``) with an isolated ``MEMTRIO_HOME``; the SDK's
@@ -12,6 +12,7 @@ import contextlib
 import functools
 import json
 import os
+import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
@@ -36,6 +37,32 @@ def server_env(home: Path, env: Mapping[str, str] | None = None) -> dict[str, st
 
 def server_command(args: Sequence[str] = ()) -> list[str]:
     return [sys.executable, "-m", "memtrio.supervisors.cli", "mcp", *args]
+
+
+def run_cli(
+    *args: str,
+    home: Path | None = None,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    input: str | None = None,
+    timeout: float = 120.0,
+) -> subprocess.CompletedProcess[str]:
+    """``memtrio ARGS`` as a user runs it (``python -m memtrio.supervisors.cli``), to completion.
+
+    With ``home``: the server's environment (`server_env`: that ``MEMTRIO_HOME``,
+    embeddings off) plus ``env``, run in ``cwd`` or ``home``. Without: this
+    process's environment plus ``env``.
+    """
+    full = server_env(home, env) if home is not None else {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "memtrio.supervisors.cli", *args],
+        cwd=cwd or home,
+        env=full,
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @asynccontextmanager

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from mcp_client import run_cli
 from memtrio.protocol import jsonrpc
 from raw_server import raw_server
 
@@ -266,25 +267,7 @@ async def test_recall_answers_when_the_disk_is_full(home: Path) -> None:
 def test_cli_error_raised_inside_the_app_is_one_line_not_an_exception_group(tmp_path: Path) -> None:
     # A CliError raised by a subcommand body under run_with_app came out wrapped in
     # the app nursery's ExceptionGroup: a traceback instead of one clear line.
-    import subprocess
-    import sys
-
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "memtrio.supervisors.cli",
-            "code",
-            "index",
-            "--home",
-            str(tmp_path),
-            "--root",
-            str(tmp_path / "missing"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_cli("code", "index", "--home", str(tmp_path), "--root", str(tmp_path / "missing"))
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1].startswith("memtrio: root ")
     assert "Traceback" not in proc.stderr
@@ -293,14 +276,6 @@ def test_cli_error_raised_inside_the_app_is_one_line_not_an_exception_group(tmp_
 def test_cli_error_under_python_m_is_caught(tmp_path: Path) -> None:
     # Under `python -m memtrio.supervisors.cli` the module runs as __main__, so
     # its `except CliError` did not match the CliError subcommands import.
-    import subprocess
-    import sys
-
-    proc = subprocess.run(
-        [sys.executable, "-m", "memtrio.supervisors.cli", "chaos", "--scenario", "no-such"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_cli("chaos", "--scenario", "no-such", timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.startswith("memtrio: unknown scenario(s) no-such")

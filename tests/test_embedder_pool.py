@@ -29,12 +29,6 @@ async def running(home: Path, **embedding: Any) -> AsyncIterator[AppContext]:
         yield app
 
 
-@pytest.fixture(autouse=True)
-def no_faults() -> Any:
-    yield
-    faults.configure(None)
-
-
 async def test_embed_returns_normalised_vectors_of_the_default_model(home: Path) -> None:
     async with running(home) as app:
         pool = app.services["embedder"]
