@@ -28,7 +28,8 @@ import trio
 from mcp_client import run_cli
 from raw_server import Pipeline, open_pipeline, raw_server
 
-pytestmark = pytest.mark.slow
+# Over the suite's 300 s per test: a soak runs for minutes by design.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 SERVERS = 3
 TASKS = 4  # client tasks per server, each with its own calls in flight
