@@ -9,10 +9,10 @@ import json
 import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from memtrio.actors.chaos.client import well_formed_reply
 from memtrio.actors.stdio import LineSplitter, ReaderState
 from memtrio.protocol import jsonrpc
 from memtrio.protocol.messages import Inbound, Oversized
+from raw_server import well_formed_reply
 
 json_scalars = st.one_of(
     st.none(),
