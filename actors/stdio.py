@@ -18,7 +18,6 @@ transport supervisor, not in the actors.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import sys
 from collections import deque
@@ -28,6 +27,7 @@ from typing import Any
 
 import trio
 
+from ..protocol.jsonrpc import ID_PREFIX_BYTES, recover_id
 from ..protocol.messages import Closed, Inbound, Oversized
 from ..supervisors import faults, trace
 from ..supervisors.app import AppContext, Feature, open_app
@@ -44,7 +44,6 @@ from ..supervisors.supervisor import (
 from .session import SessionState, run_session
 
 READ_SIZE = 65536
-_ID_RE = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.){0,200}")')
 
 
 @dataclass
@@ -68,25 +67,11 @@ class WriterState:
     lines: int = 0
 
 
-def recover_id(prefix: bytes) -> Any:
-    """Best effort: the request id from the start of an oversized line."""
-    match = _ID_RE.search(prefix[:4096])
-    if not match:
-        return None
-    raw = match.group(1)
-    if raw.startswith(b'"'):
-        try:
-            return raw[1:-1].decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    return int(raw)
-
-
 class LineSplitter:
     """Splits a byte stream into lines of at most ``limit`` bytes.
 
-    A longer line is dropped as it arrives (only its first 4 KiB are kept, to
-    recover the id) and reported as `Oversized`.
+    A longer line is dropped as it arrives (only its first `ID_PREFIX_BYTES` are
+    kept, to recover its top-level id) and reported as `Oversized`.
     """
 
     def __init__(self, state: ReaderState, limit: int) -> None:
@@ -108,7 +93,7 @@ class LineSplitter:
                     st.buffer += rest
                     if len(st.buffer) > self.limit:
                         st.discarding = True
-                        st.prefix = bytes(st.buffer[:4096])
+                        st.prefix = bytes(st.buffer[:ID_PREFIX_BYTES])
                         st.discarded = len(st.buffer)
                         st.buffer = bytearray()
                 break
@@ -134,7 +119,7 @@ class LineSplitter:
                 if lines:
                     out.append(Inbound(lines))
                     lines = []
-                out.append(Oversized(len(line), self.limit, recover_id(line[:4096])))
+                out.append(Oversized(len(line), self.limit, recover_id(line[:ID_PREFIX_BYTES])))
                 continue
             line = line.strip()
             if line:
