@@ -17,6 +17,7 @@ transport supervisor, not in the actors.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import sys
@@ -44,6 +45,13 @@ from ..supervisors.supervisor import (
 from .session import SessionState, run_session
 
 READ_SIZE = 65536
+# Blocks of this size or more are always mmapped, so they go back to the system
+# when freed. glibc's own threshold rises (up to 32 MiB) each time a large mmapped
+# block is freed; blocks below it then come from the heap and stay in the process
+# once freed: after a burst of 1 MB requests (their text, the embedder's tensors)
+# the server stayed hundreds of MB larger.
+MMAP_THRESHOLD = 256 * 1024
+_M_MMAP_THRESHOLD = -3  # glibc <malloc.h>
 
 
 @dataclass
@@ -349,9 +357,22 @@ def _protect_stdout() -> tuple[int, int]:
     return proto_in, proto_out
 
 
+def _return_freed_memory() -> None:
+    """Fix glibc's mmap threshold at `MMAP_THRESHOLD` (a no-op elsewhere, or when the
+    user set ``MALLOC_MMAP_THRESHOLD_``)."""
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return  # not glibc (macOS): its allocator returns large blocks by itself
+    mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+
+
 def serve_stdio(app: AppContext, features: Sequence[Feature]) -> int:
     """Serve MCP on stdin/stdout until EOF or a signal; the process exit code."""
     proto_in, proto_out = _protect_stdout()
+    _return_freed_memory()
 
     async def main() -> int:
         in_stream = trio.lowlevel.FdStream(proto_in)
