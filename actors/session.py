@@ -38,6 +38,10 @@ _PRE_INIT_METHODS = frozenset({"initialize", "ping"})
 # A longer line is decoded in a worker thread, so the event loop keeps serving while
 # it is (a line nested too deep for msgspec is scanned in Python: up to seconds).
 DECODE_IN_THREAD_BYTES = 1024 * 1024
+# At most this many tool calls run at once in a session. Another waits for one
+# to end, and meanwhile the session reads no further input (the client's writes
+# block): a client pipelining large calls cannot make the server hold them all.
+MAX_CALLS_IN_FLIGHT = 64
 
 
 class BatchAnswers:
@@ -162,6 +166,7 @@ class Session:
         self.structured_ok = True
         # False once a batch has begun: a stopped session must not handle it again.
         self._requeue = True
+        self._call_ended = trio.Event()
 
     async def send(self, line: bytes) -> None:
         await self.outbox.send(Outbound(line))
@@ -482,6 +487,9 @@ class Session:
     # -- tool calls --------------------------------------------------------
 
     async def start_call(self, msg: jsonrpc.Message, answer: Answer) -> None:
+        while len(self.state.in_flight) >= MAX_CALLS_IN_FLIGHT:
+            self._call_ended = trio.Event()
+            await self._call_ended.wait()
         if msg.id in self.state.in_flight:
             await answer.error(
                 msg.id,
@@ -532,6 +540,7 @@ class Session:
             # entry stays, so the session answers it with an error on its way out.
             if call.answered and self.state.in_flight.get(rid) is call:
                 del self.state.in_flight[rid]
+                self._call_ended.set()
 
     async def _invoke(
         self, tool: Any, params: mcp.CallParams, rid: Any, span: dict[str, Any]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import trio
-from memtrio.actors.session import BatchAnswers
+from memtrio.actors.session import MAX_CALLS_IN_FLIGHT, BatchAnswers
 from memtrio.protocol import jsonrpc, jsonscan, mcp
 from raw_server import RawServer, raw_server
 
@@ -377,3 +377,21 @@ async def test_defect9_batches_refused_before_initialize_and_in_other_revisions(
         assert isinstance(reply, dict)
         assert (reply["id"], reply["error"]["code"]) == (None, -32600)
     assert "2025-06-18" in refusals[3]["error"]["message"]
+
+
+async def test_tool_calls_running_at_once_are_bounded_and_all_answered(home: Path) -> None:
+    # A client pipelining calls made the server start (and hold) all of them at once.
+    count = MAX_CALLS_IN_FLIGHT + 6
+    call = {"name": "server_status", "arguments": {}}
+    async with raw_server(home, env={"MEMTRIO_FAULTS": "tool.call=delay:0.5"}) as server:
+        await server.initialize()
+        await server.send_bytes(
+            b"".join(
+                _line({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": call})
+                for i in range(count)
+            )
+        )
+        replies = [await server.read() for _ in range(count)]
+    assert sorted(r["id"] for r in replies) == list(range(count))
+    running = [r["result"]["structuredContent"]["calls_in_flight"] for r in replies]
+    assert max(running) <= MAX_CALLS_IN_FLIGHT
