@@ -62,6 +62,7 @@ class ReaderState:
     discarding: bool = False
     discarded: int = 0
     prefix: bytes = b""
+    suffix: bytes = b""
     eof: bool = False
     lines: int = 0
     # Items read but not yet handed to the session: a reader stopped in the
@@ -75,11 +76,19 @@ class WriterState:
     lines: int = 0
 
 
+def _tail(kept: bytes, more: bytes) -> bytes:
+    """The last `ID_PREFIX_BYTES` of ``kept + more``."""
+    if len(more) >= ID_PREFIX_BYTES:
+        return bytes(more[-ID_PREFIX_BYTES:])
+    return (kept + more)[-ID_PREFIX_BYTES:]
+
+
 class LineSplitter:
     """Splits a byte stream into lines of at most ``limit`` bytes.
 
-    A longer line is dropped as it arrives (only its first `ID_PREFIX_BYTES` are
-    kept, to recover its top-level id) and reported as `Oversized`.
+    A longer line is dropped as it arrives (only its first and last
+    `ID_PREFIX_BYTES` are kept, to recover its top-level id) and reported as
+    `Oversized`.
     """
 
     def __init__(self, state: ReaderState, limit: int) -> None:
@@ -97,11 +106,13 @@ class LineSplitter:
                 rest = data[start:]
                 if st.discarding:
                     st.discarded += len(rest)
+                    st.suffix = _tail(st.suffix, rest)
                 else:
                     st.buffer += rest
                     if len(st.buffer) > self.limit:
                         st.discarding = True
                         st.prefix = bytes(st.buffer[:ID_PREFIX_BYTES])
+                        st.suffix = bytes(st.buffer[-ID_PREFIX_BYTES:])
                         st.discarded = len(st.buffer)
                         st.buffer = bytearray()
                 break
@@ -109,13 +120,14 @@ class LineSplitter:
             start = nl + 1
             if st.discarding:
                 st.discarded += len(piece)
+                st.suffix = _tail(st.suffix, piece)
                 if lines:
                     out.append(Inbound(lines))
                     lines = []
-                out.append(Oversized(st.discarded, self.limit, recover_id(st.prefix)))
+                out.append(Oversized(st.discarded, self.limit, recover_id(st.prefix, st.suffix)))
                 st.discarding = False
                 st.discarded = 0
-                st.prefix = b""
+                st.prefix = st.suffix = b""
                 continue
             if st.buffer:
                 st.buffer += piece
@@ -127,7 +139,8 @@ class LineSplitter:
                 if lines:
                     out.append(Inbound(lines))
                     lines = []
-                out.append(Oversized(len(line), self.limit, recover_id(line[:ID_PREFIX_BYTES])))
+                rid = recover_id(line[:ID_PREFIX_BYTES], line[-ID_PREFIX_BYTES:])
+                out.append(Oversized(len(line), self.limit, rid))
                 continue
             line = line.strip()
             if line:
@@ -141,8 +154,9 @@ class LineSplitter:
         st = self.state
         out: list[Any] = []
         if st.discarding:
-            out.append(Oversized(st.discarded, self.limit, recover_id(st.prefix)))
+            out.append(Oversized(st.discarded, self.limit, recover_id(st.prefix, st.suffix)))
             st.discarding = False
+            st.prefix = st.suffix = b""
         elif st.buffer.strip():
             out.append(Inbound([bytes(st.buffer).strip()]))
         st.buffer = bytearray()

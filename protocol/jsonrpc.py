@@ -80,7 +80,8 @@ class Failure(msgspec.Struct, frozen=True):
 # id null) after reading only its first BATCH_LIMIT + 1 elements, so a line of a
 # million tiny elements costs no more memory than one of BATCH_LIMIT.
 BATCH_LIMIT = 100
-# An oversized line's id is looked for, at the top level, in its first bytes only.
+# An oversized line's id is looked for, at the top level, in this many of its
+# first bytes and of its last bytes.
 ID_PREFIX_BYTES = 64 * 1024
 
 _BatchElements = msgspec.defstruct(
@@ -280,14 +281,17 @@ def _member_id(buf: bytes, members: list[tuple[bytes | None, int, int]]) -> Id:
     return rid
 
 
-def recover_id(prefix: bytes) -> Id:
-    """The top-level ``id`` of a line known only by its first bytes (an oversized line).
+def recover_id(prefix: bytes, suffix: bytes = b"") -> Id:
+    """The top-level ``id`` of a line known only by its first and last bytes (an
+    oversized line, never held whole).
 
-    The prefix is scanned as JSON: nested objects, arrays and strings are skipped,
+    Both ends are scanned as JSON: nested objects, arrays and strings are skipped,
     so an ``"id"`` inside ``params`` (a tool argument) is never taken for the
-    request's. None when the line is not a JSON object, when its id is not a string
-    or a number, when the prefix ends before the id does, or when the prefix is not
-    valid JSON as far as it goes.
+    request's. The prefix is read forwards (clients that write ``id`` early); the
+    suffix backwards, for the members the object ends with (clients that write
+    ``id`` after ``params``); as in msgspec, the last ``id`` wins. None when the
+    line is not a JSON object, when its id is not a string or a number, when
+    neither end holds it, or when either end is not JSON as far as it is read.
     """
     prefix = prefix[:ID_PREFIX_BYTES]
     if prefix.lstrip(b" \t\r\n")[:1] != b"{":
@@ -300,6 +304,16 @@ def recover_id(prefix: bytes) -> Id:
         pass
     except jsonscan.Invalid:
         return None
+    suffix = suffix[-ID_PREFIX_BYTES:]
+    if suffix:
+        try:
+            for key, start, end in jsonscan.last_members(suffix):
+                if _key(key) == "id":
+                    return _member_id(suffix, [(key, start, end)])
+        except jsonscan.Truncated:
+            pass
+        except jsonscan.Invalid:
+            return None
     return _member_id(prefix, members)
 
 

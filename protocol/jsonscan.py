@@ -138,3 +138,111 @@ def top_level(buf: bytes, final: bool = True) -> Iterator[tuple[bytes | None, in
             if state != _COLON:
                 raise Invalid(f"unexpected ':' at byte {tok}")
             state = _VALUE
+
+
+_STRING = re.compile(rb'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"')
+_SCALAR = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null")
+_SCALAR_BYTES = frozenset(b"0123456789+-.eEtrufalsn")
+_WS_BYTES = frozenset(b" \t\n\r")
+_PAIRS = {ord("]"): ord("["), ord("}"): ord("{")}
+
+
+def last_members(buf: bytes) -> Iterator[tuple[bytes, int, int]]:
+    """Yield ``(key, start, end)`` for the members of the top-level object that
+    ``buf`` ends (``buf`` is the end of a line, its suffix), last member first.
+
+    JSON can be read backwards: the opening quote of a string is the first quote
+    before its closing one that is preceded by an even run of backslashes. So the
+    members of the object a line ends with are found without its beginning.
+
+    Raises `Truncated` on reaching the start of ``buf`` (that member, or what is
+    before it, is not known), `Invalid` when ``buf`` cannot end a JSON object.
+    """
+    pos = _back_ws(buf, len(buf))
+    if pos == 0:
+        raise Truncated("nothing to read")
+    if buf[pos - 1] != 0x7D:  # "}"
+        raise Invalid("the text does not end an object")
+    pos = _back_ws(buf, pos - 1)
+    if pos and buf[pos - 1] == 0x7B:  # "{}"
+        return
+    while True:
+        end = pos
+        start = _value_start(buf, end)
+        pos = _back_ws(buf, start)
+        if pos == 0:
+            raise Truncated("the start of the text")
+        if buf[pos - 1] != 0x3A:  # ":"
+            raise Invalid(f"expected ':' before byte {start}")
+        pos = _back_ws(buf, pos - 1)
+        if pos == 0:
+            raise Truncated("the start of the text")
+        if buf[pos - 1] != 0x22:
+            raise Invalid(f"expected a key before byte {pos}")
+        key_start = _string_start(buf, pos)
+        yield buf[key_start:pos], start, end
+        pos = _back_ws(buf, key_start)
+        if pos == 0:
+            raise Truncated("the start of the text")
+        if buf[pos - 1] == 0x7B:  # "{": the object's first member
+            return
+        if buf[pos - 1] != 0x2C:  # ","
+            raise Invalid(f"expected ',' before byte {key_start}")
+        pos = _back_ws(buf, pos - 1)
+
+
+def _back_ws(buf: bytes, pos: int) -> int:
+    while pos > 0 and buf[pos - 1] in _WS_BYTES:
+        pos -= 1
+    return pos
+
+
+def _string_start(buf: bytes, end: int) -> int:
+    """Where the string ending (with its closing quote) at ``end`` starts."""
+    i = end - 1
+    while True:
+        j = buf.rfind(b'"', 0, i)
+        if j < 0:
+            raise Truncated("the start of the text is inside a string")
+        k = j
+        while k > 0 and buf[k - 1] == 0x5C:  # backslash
+            k -= 1
+        if k == 0:  # what comes before the text may be one more backslash
+            raise Truncated("the start of the text is inside a string")
+        if (j - k) % 2 == 0:
+            if _STRING.fullmatch(buf, j, end) is None:
+                raise Invalid(f"not a JSON string at byte {j}")
+            return j
+        i = j
+
+
+def _value_start(buf: bytes, end: int) -> int:
+    """Where the value ending at ``end`` starts."""
+    if end == 0:
+        raise Truncated("the start of the text")
+    last = buf[end - 1]
+    if last == 0x22:
+        return _string_start(buf, end)
+    if last in _PAIRS:
+        stack = bytearray([_PAIRS[last]])
+        pos = end - 1
+        while stack:
+            pos = max(buf.rfind(c, 0, pos) for c in (b'"', b"[", b"]", b"{", b"}"))
+            if pos < 0:
+                raise Truncated("the start of the text is inside a value")
+            c = buf[pos]
+            if c == 0x22:
+                pos = _string_start(buf, pos + 1)
+            elif c in _PAIRS:
+                stack.append(_PAIRS[c])
+            elif stack.pop() != c:
+                raise Invalid(f"mismatched bracket at byte {pos}")
+        return pos
+    start = end
+    while start > 0 and buf[start - 1] in _SCALAR_BYTES:
+        start -= 1
+    if start == 0:
+        raise Truncated("the start of the text may be inside a number")
+    if start == end or _SCALAR.fullmatch(buf, start, end) is None:
+        raise Invalid(f"not a JSON value before byte {end}")
+    return start

@@ -42,10 +42,33 @@ def test_defect7_recover_id_reads_only_the_top_level(prefix: bytes, rid: object)
     assert jsonrpc.recover_id(prefix) == rid
 
 
-def test_defect7_recover_id_reads_a_bounded_prefix() -> None:
-    line = b'{"params":{"c":"' + b"x" * jsonrpc.ID_PREFIX_BYTES + b'"},"id":5}'
-    assert jsonrpc.recover_id(line) is None  # the id is beyond the bytes kept
+def test_defect7_recover_id_reads_a_bounded_prefix_and_suffix() -> None:
+    big = b"x" * jsonrpc.ID_PREFIX_BYTES
+    line = b'{"params":{"c":"' + big + b'"},"id":5}'
+    assert jsonrpc.recover_id(line) is None  # the id is beyond the first bytes kept
+    assert jsonrpc.recover_id(line, line) == 5  # but within the last ones
     assert jsonrpc.recover_id(b'{"id":5,' + line[1:]) == 5
+    middle = b'{"params":{"c":"' + big + b'"},"id":5,"pad":"' + big + b'"}'
+    assert jsonrpc.recover_id(middle, middle) is None  # in neither end: unknown
+
+
+@pytest.mark.parametrize(
+    ("suffix", "rid"),
+    [
+        (b'xx"},"id":5}', 5),
+        (b'xx"}, "id" : "a\\"b" }\r\n', 'a"b'),
+        (b'xx", "id": 1}, "id": 2}', 2),  # the last top-level one
+        (b'xx", "id": 1}}', None),  # only nested
+        (b'xx"}, "id": 1, "x": [1, {"id": 3}, "]"]}', 1),
+        (b'x\\"id\\": 4}"}', None),  # inside a string: its start is not known
+        (b'xx"},"id":5', None),  # not the end of an object
+        (b'xx"},"id":5}}', None),  # a stray closer: the walk hits the start inside a value
+        (b'xx"},"id":5] }', None),
+        (b'xx"},"id":05}', None),
+    ],
+)
+def test_defect7_recover_id_reads_the_last_bytes_backwards(suffix: bytes, rid: object) -> None:
+    assert jsonrpc.recover_id(b'{"jsonrpc":"2.0","params":{"c":"', suffix) == rid
 
 
 @pytest.mark.parametrize(
@@ -193,18 +216,23 @@ async def test_defect7_oversized_line_is_answered_with_its_top_level_id_only(hom
         # The top-level id after params, within the bytes kept.
         await server.send({"jsonrpc": "2.0", "method": "tools/call", "params": args, "id": 5})
         after_params = await server.read()
-        # After params of more than the bytes kept: unknown, so null (never 999).
+        # After params of more than the first bytes kept: found in the last bytes.
         big = {"name": "remember", "arguments": {"id": 999, "content": "y" * 100_000}}
         await server.send({"jsonrpc": "2.0", "method": "tools/call", "params": big, "id": 6})
+        at_the_end = await server.read()
+        # In neither end: unknown, so null (never 999).
+        pad = "z" * 100_000
+        await server.send({"jsonrpc": "2.0", "params": big, "id": 8, "method": "x", "pad": pad})
         beyond = await server.read()
         await server.send({"jsonrpc": "2.0", "id": 'a"b', "method": "tools/call", "params": args})
         escaped = await server.read()
         await server.request(7, "ping")
         pong = await server.read()
-    for reply in (no_id, after_params, beyond, escaped):
+    for reply in (no_id, after_params, at_the_end, beyond, escaped):
         assert reply["error"]["code"] == -32600 and "request limit" in reply["error"]["message"]
     assert no_id["id"] is None
     assert after_params["id"] == 5
+    assert at_the_end["id"] == 6
     assert beyond["id"] is None
     assert escaped["id"] == 'a"b'
     assert pong == {"jsonrpc": "2.0", "id": 7, "result": {}}
