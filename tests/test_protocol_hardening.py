@@ -99,6 +99,16 @@ def test_defect7_recover_id_reads_the_last_bytes_backwards(suffix: bytes, rid: o
         # The id itself nested: no id.
         (b'{"id":' + b"[" * 5000 + b"]" * 5000 + b"}", -32600, None),
     ],
+    ids=[
+        "unclosed",
+        "one-bracket-short",
+        "id-after-params",
+        "objects",
+        "bad-literal",
+        "trailing",
+        "bad-utf8",
+        "nested-id",
+    ],
 )
 def test_defect8_deep_json_code_and_top_level_id(line: bytes, code: int, rid: object) -> None:
     msg = jsonrpc.decode_line(line)
@@ -256,8 +266,15 @@ async def test_defect8_deep_valid_json_is_answered_with_its_id(home: Path) -> No
         surrogate = b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"remember","arguments":{"content":"half \\ud83d"}}}\n'
         await server.send_bytes(surrogate)
         unpaired = await server.read()
+        # Over 1 MiB: decoded in a worker thread, same answer.
+        huge = "[" * 600_000 + "]" * 600_000
+        await server.send_bytes(
+            f'{{"jsonrpc":"2.0","id":11,"method":"ping","params":{{"a":{huge}}}}}\n'.encode()
+        )
+        threaded = await server.read()
         await server.request(10, "ping")
         pong = await server.read()
+    assert (threaded["id"], threaded["error"]["code"]) == (11, -32600)
     assert (deep["id"], deep["error"]["code"]) == (7, -32600)
     assert "nested deeper" in deep["error"]["message"]
     assert (truncated["id"], truncated["error"]["code"]) == (None, -32700)
