@@ -4,7 +4,9 @@ The session is the single exception-to-wire boundary. It answers lifecycle
 methods itself (initialize, ping, tools/list, resources/*), validates tool
 arguments against their msgspec struct, and runs each tool call as its own
 task, so a slow call never blocks the read loop; ``notifications/cancelled``
-cancels that task.
+cancels that task. A JSON-RPC batch (accepted when MCP 2025-03-26 is
+negotiated) is answered as one array once all its elements are (`Answer`,
+`BatchAnswers`).
 
 Error handling: a bad line gets its JSON-RPC error and the loop goes on; a
 tool failure is an ``isError`` result; an unexpected exception inside a tool
