@@ -48,18 +48,23 @@ async def test_session_crash_mid_batch_answers_every_pipelined_request(home: Pat
         assert len(errors) == 1 and errors[0]["error"]["code"] == jsonrpc.INTERNAL_ERROR
 
 
-def test_deeply_nested_json_is_a_parse_error_not_a_recursion_error() -> None:
+def test_deeply_nested_json_is_answered_not_a_recursion_error() -> None:
     # msgspec raises RecursionError (not DecodeError) past ~1000 levels; decode_line let it out.
-    for line in (
-        b"[" * 100_000,
-        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":'
-        + b"[" * 5000
-        + b"]" * 5000
-        + b"}}",
-        b'{"a":' * 50_000 + b"1" + b"}" * 50_000,
+    # Truncated deep JSON is a parse error; valid deep JSON is an invalid request (defect 8).
+    for line, code, rid in (
+        (b"[" * 100_000, jsonrpc.PARSE_ERROR, None),
+        (
+            b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":'
+            + b"[" * 5000
+            + b"]" * 5000
+            + b"}}",
+            jsonrpc.INVALID_REQUEST,
+            1,
+        ),
+        (b'{"a":' * 50_000 + b"1" + b"}" * 50_000, jsonrpc.INVALID_REQUEST, None),
     ):
         msg = jsonrpc.decode_line(line)
-        assert isinstance(msg, jsonrpc.Failure) and msg.code == jsonrpc.PARSE_ERROR
+        assert isinstance(msg, jsonrpc.Failure) and (msg.code, msg.id) == (code, rid)
 
 
 async def test_deeply_nested_json_does_not_crash_the_session(home: Path) -> None:
