@@ -18,6 +18,7 @@ kept outside the actor, so the restarted session serves the same client.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 import traceback
@@ -96,14 +97,28 @@ class Answer:
         return self.batch.fill(self.index, line)
 
     async def send(self, line: bytes) -> None:
-        out = self._take(line)
-        if out is not None:
-            await self.outbox.send(Outbound(out))
+        await self._deliver(self._take(line))
 
     async def skip(self) -> None:
-        out = self._take(None)
-        if out is not None:
+        await self._deliver(self._take(None))
+
+    async def _deliver(self, out: bytes | None) -> None:
+        """Send ``out`` (the answer, or a completed batch array) to the outbox.
+
+        Error handling: once taken, an answer is never lost. If the send is
+        interrupted (the session crashing or stopping cancels it), the line is
+        handed over without waiting instead; the outbox outlives the session.
+        """
+        if out is None:
+            return
+        try:
             await self.outbox.send(Outbound(out))
+        except BaseException:
+            with contextlib.suppress(
+                trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError
+            ):
+                self.outbox.send_nowait(Outbound(out))
+            raise
 
     def send_nowait(self, line: bytes | None) -> None:
         """Answer (``None``: skip) without waiting; dropped if the outbox is full or gone."""

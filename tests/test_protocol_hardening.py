@@ -440,3 +440,24 @@ async def test_tool_calls_running_at_once_are_bounded_and_all_answered(home: Pat
     assert sorted(r["id"] for r in replies) == list(range(count))
     running = [r["result"]["structuredContent"]["calls_in_flight"] for r in replies]
     assert max(running) <= MAX_CALLS_IN_FLIGHT
+
+
+async def test_an_answer_interrupted_while_being_sent_still_reaches_the_outbox() -> None:
+    # A session crashing (or stopping) cancels a call just as it sends its answer:
+    # the answer is taken, so nobody else answers that request; it must not be lost.
+    from memtrio.actors.session import Answer
+    from memtrio.protocol.messages import Outbound
+    from memtrio.supervisors.supervisor import Mailbox
+
+    outbox = Mailbox("out")
+    answer = Answer(outbox)
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await answer.send(b'{"jsonrpc":"2.0","id":7,"result":{}}\n')
+    assert scope.cancelled_caught
+    assert outbox.receive_channel.receive_nowait() == Outbound(
+        b'{"jsonrpc":"2.0","id":7,"result":{}}\n'
+    )
+    answer.send_nowait(b"a second answer to the same request\n")  # refused: answered once
+    with pytest.raises(trio.WouldBlock):
+        outbox.receive_channel.receive_nowait()
