@@ -4,7 +4,9 @@ The session is the single exception-to-wire boundary. It answers lifecycle
 methods itself (initialize, ping, tools/list, resources/*), validates tool
 arguments against their msgspec struct, and runs each tool call as its own
 task, so a slow call never blocks the read loop; ``notifications/cancelled``
-cancels that task.
+cancels that task. A JSON-RPC batch (accepted when MCP 2025-03-26 is
+negotiated) is answered as one array once all its elements are (`Answer`,
+`BatchAnswers`).
 
 Error handling: a bad line gets its JSON-RPC error and the loop goes on; a
 tool failure is an ``isError`` result; an unexpected exception inside a tool
@@ -16,6 +18,7 @@ kept outside the actor, so the restarted session serves the same client.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections import deque
@@ -35,6 +38,102 @@ from ..supervisors.supervisor import ChildContext, Mailbox
 
 # Methods a client may send before `initialize` completes.
 _PRE_INIT_METHODS = frozenset({"initialize", "ping"})
+# A longer line is decoded in a worker thread, so the event loop keeps serving while
+# it is (a line nested too deep for msgspec is scanned in Python: up to seconds).
+DECODE_IN_THREAD_BYTES = 1024 * 1024
+# At most this many tool calls run at once in a session. Another waits for one
+# to end, and meanwhile the session reads no further input (the client's writes
+# block): a client pipelining large calls cannot make the server hold them all.
+MAX_CALLS_IN_FLIGHT = 64
+
+
+class BatchAnswers:
+    """The answers of one JSON-RPC batch, sent as one array once all are in.
+
+    Element ``i`` is answered with a line or with nothing (a notification, a stray
+    response, a call the client cancelled); the array keeps the batch's order and
+    leaves out the elements answered with nothing. If none has an answer, nothing
+    is sent (JSON-RPC: never an empty array).
+    """
+
+    def __init__(self, size: int) -> None:
+        self.parts: list[bytes | None] = [None] * size
+        self.left = size
+
+    def fill(self, index: int, line: bytes | None) -> bytes | None:
+        """Record one answer; the array line once the last one is in, else None."""
+        self.parts[index] = line
+        self.left -= 1
+        if self.left:
+            return None
+        parts = [part.rstrip(b"\n") for part in self.parts if part is not None]
+        self.parts = []
+        return b"[" + b",".join(parts) + b"]\n" if parts else None
+
+
+class Answer:
+    """Where the one answer to one request goes: the outbox, or its slot in a batch.
+
+    Used once: `send` a response line or `skip` (no response); later uses are
+    ignored, so a request can never be answered twice. ``held`` marks an answer a
+    running tool call owns.
+    """
+
+    __slots__ = ("outbox", "batch", "index", "used", "held")
+
+    def __init__(self, outbox: Mailbox, batch: BatchAnswers | None = None, index: int = 0) -> None:
+        self.outbox = outbox
+        self.batch = batch
+        self.index = index
+        self.used = False
+        self.held = False
+
+    def _take(self, line: bytes | None) -> bytes | None:
+        if self.used:
+            return None
+        self.used = True
+        if self.batch is None:
+            return line
+        return self.batch.fill(self.index, line)
+
+    async def send(self, line: bytes) -> None:
+        await self._deliver(self._take(line))
+
+    async def skip(self) -> None:
+        await self._deliver(self._take(None))
+
+    async def _deliver(self, out: bytes | None) -> None:
+        """Send ``out`` (the answer, or a completed batch array) to the outbox.
+
+        Error handling: once taken, an answer is never lost. If the send is
+        interrupted (the session crashing or stopping cancels it), the line is
+        handed over without waiting instead; the outbox outlives the session.
+        """
+        if out is None:
+            return
+        try:
+            await self.outbox.send(Outbound(out))
+        except BaseException:
+            with contextlib.suppress(
+                trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError
+            ):
+                self.outbox.send_nowait(Outbound(out))
+            raise
+
+    def send_nowait(self, line: bytes | None) -> None:
+        """Answer (``None``: skip) without waiting; dropped if the outbox is full or gone."""
+        out = self._take(line)
+        if out is not None:
+            try:
+                self.outbox.send_nowait(Outbound(out))
+            except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+                pass
+
+    async def error(self, rid: Any, code: int, message: str, data: Any = None) -> None:
+        await self.send(jsonrpc.error_response(rid, code, message, data))
+
+    async def result(self, rid: Any, result: Any) -> None:
+        await self.send(jsonrpc.result_response(rid, result))
 
 
 @dataclass
@@ -43,6 +142,7 @@ class CallState:
     tool: str
     scope: trio.CancelScope
     started: float
+    answer: Answer
     answered: bool = False
 
 
@@ -73,6 +173,9 @@ class Session:
         self.outbox = outbox
         self.grace = app.config.server.shutdown_grace
         self.call_timeout = app.config.server.call_timeout
+        # False once a batch has begun: a stopped session must not handle it again.
+        self._requeue = True
+        self._call_ended = trio.Event()
 
     async def send(self, line: bytes) -> None:
         await self.outbox.send(Outbound(line))
@@ -145,88 +248,153 @@ class Session:
         for rid, call in list(self.state.in_flight.items()):
             if not call.answered:
                 call.answered = True
-                try:
-                    self.outbox.send_nowait(
-                        Outbound(
-                            jsonrpc.error_response(
-                                rid, jsonrpc.INTERNAL_ERROR, f"Internal error: {why}"
-                            )
-                        )
-                    )
-                except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
-                    pass
+                call.answer.send_nowait(
+                    jsonrpc.error_response(rid, jsonrpc.INTERNAL_ERROR, f"Internal error: {why}")
+                )
         self.state.in_flight.clear()
 
     async def handle_pending(self) -> None:
         pending = self.state.pending
         while pending:
             line = pending.popleft()
+            self._requeue = True
             try:
                 await self.handle_line(line)
             except trio.Cancelled:
                 # Stopped (not crashed) before answering: the next incarnation
                 # handles the line (a crash drops it: it was answered with -32603).
-                pending.appendleft(line)
+                # A batch already begun was answered in full on the way out.
+                if self._requeue:
+                    pending.appendleft(line)
                 raise
 
     async def handle_line(self, line: bytes) -> None:
-        msg = jsonrpc.decode_line(line)
+        if len(line) > DECODE_IN_THREAD_BYTES:
+            msg = await trio.to_thread.run_sync(jsonrpc.decode_line, line)
+        else:
+            msg = jsonrpc.decode_line(line)
+        if isinstance(msg, jsonrpc.Batch):
+            await self.handle_batch(msg)
+        else:
+            await self.handle_message(msg, Answer(self.outbox))
+
+    async def handle_message(
+        self,
+        msg: jsonrpc.Message | jsonrpc.Response | jsonrpc.Failure,
+        answer: Answer,
+        in_batch: bool = False,
+    ) -> None:
+        """Serve one message (a line, or one element of a batch); ``answer`` gets its answer."""
         if isinstance(msg, jsonrpc.Failure):
             self.state.bad_frames += 1
             trace.event(
                 self.state.name, "bad_frame", level="info", code=msg.code, message=msg.message[:200]
             )
-            await self.send_error(msg.id, msg.code, msg.message)
+            await answer.error(msg.id, msg.code, msg.message)
             return
         if isinstance(msg, jsonrpc.Response):
-            return  # we send no requests; a stray response is ignored
+            await answer.skip()  # we send no requests; a stray response is ignored
+            return
         self.state.requests += 1
         try:
             if faults.ACTIVE:
                 await faults.hit("session.dispatch")
-            await self.dispatch(msg)
+            if in_batch and msg.method == "initialize" and msg.has_id:
+                await answer.error(
+                    msg.id,
+                    jsonrpc.INVALID_REQUEST,
+                    "Invalid Request: initialize MUST NOT be part of a JSON-RPC batch; send it alone",
+                )
+                return
+            await self.dispatch(msg, answer)
         except Exception as exc:
             # The session itself is broken: answer this request, then crash so the
             # supervisor restarts a clean incarnation.
             if msg.has_id:
-                await self.send_error(
+                await answer.error(
                     msg.id,
                     jsonrpc.INTERNAL_ERROR,
                     f"Internal error: {type(exc).__name__}: {exc}",
                 )
+            else:
+                await answer.skip()
             raise
 
-    async def dispatch(self, msg: jsonrpc.Message) -> None:
+    async def handle_batch(self, batch: jsonrpc.Batch) -> None:
+        """Serve a JSON-RPC batch (MCP 2025-03-26): one answer array once every element is
+        answered; notifications and stray responses have no place in it.
+
+        Elements are served in order like lines (a tool call runs as its own task, so the
+        array waits for the slowest call). Error handling: each bad element gets its own
+        error in the array. If the session crashes or stops in the middle, the elements not
+        served yet are answered -32603, and running calls are answered when they end or
+        when the session answers them on its way out, so the array still goes out.
+        """
+        state = self.state
+        refusal = mcp.batch_refusal(state.protocol_version if state.initialized else None)
+        if refusal is not None:
+            state.bad_frames += 1
+            trace.event(state.name, "batch_refused", level="info", size=len(batch.elements))
+            await self.send_error(None, jsonrpc.INVALID_REQUEST, refusal)
+            return
+        self._requeue = False
+        messages = [jsonrpc.decode_line(element, in_batch=True) for element in batch.elements]
+        answers = BatchAnswers(len(messages))
+        slots = [Answer(self.outbox, answers, i) for i in range(len(messages))]
+        trace.event(state.name, "batch", size=len(messages))
+        served = 0
+        try:
+            for msg, slot in zip(messages, slots, strict=True):
+                await self.handle_message(msg, slot, in_batch=True)
+                served += 1
+        except BaseException:
+            for msg, slot in zip(messages[served:], slots[served:], strict=True):
+                if slot.used or slot.held:
+                    continue
+                if isinstance(msg, jsonrpc.Message) and msg.has_id:
+                    slot.send_nowait(
+                        jsonrpc.error_response(
+                            msg.id,
+                            jsonrpc.INTERNAL_ERROR,
+                            "Internal error: the session stopped before serving this batch element",
+                        )
+                    )
+                else:
+                    slot.send_nowait(None)
+            raise
+
+    async def dispatch(self, msg: jsonrpc.Message, answer: Answer) -> None:
         method = msg.method
         state = self.state
         if not msg.has_id:
             await self.notification(msg)
+            await answer.skip()
             return
         if not state.initialized and method not in _PRE_INIT_METHODS:
-            await self.send_error(
+            await answer.error(
                 msg.id,
                 jsonrpc.SERVER_NOT_INITIALIZED,
                 f"Server not initialized: send 'initialize' before {method!r}",
             )
             return
         if method == "ping":
-            await self.send(jsonrpc.result_response(msg.id, {}))
+            await answer.result(msg.id, {})
         elif method == "tools/call":
-            await self.start_call(msg)
+            await self.start_call(msg, answer)
         elif method == "initialize":
-            await self.initialize(msg)
+            await self.initialize(msg, answer)
         elif method == "tools/list":
-            await self.list_tools(msg)
+            await self._list_page(msg, answer, "tools", list(self.app.registry))
         elif method == "resources/list":
-            await self.list_resources(msg)
+            await self._list_page(msg, answer, "resources", list(self.app.resources.values()))
         elif method == "resources/read":
-            await self.read_resource(msg)
+            await self.read_resource(msg, answer)
         elif method == "resources/templates/list":
-            await self.send(jsonrpc.result_response(msg.id, {"resourceTemplates": []}))
+            await answer.result(msg.id, {"resourceTemplates": []})
         elif method in ("prompts/list",):
-            await self.send(jsonrpc.result_response(msg.id, {"prompts": []}))
+            await answer.result(msg.id, {"prompts": []})
         else:
-            await self.send_error(msg.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}")
+            await answer.error(msg.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}")
 
     async def notification(self, msg: jsonrpc.Message) -> None:
         if msg.method == "notifications/initialized":
@@ -237,9 +405,10 @@ class Session:
             except msgspec.DecodeError:
                 return
             call = self.state.in_flight.get(params.requestId)
-            if call is not None:
+            if call is not None and not call.answered:
                 call.answered = True  # the spec: no response for a cancelled request
                 call.scope.cancel()
+                await call.answer.skip()
                 trace.event(
                     self.state.name, "cancelled", request_id=params.requestId, reason=params.reason
                 )
@@ -247,11 +416,11 @@ class Session:
 
     # -- lifecycle ---------------------------------------------------------
 
-    async def initialize(self, msg: jsonrpc.Message) -> None:
+    async def initialize(self, msg: jsonrpc.Message, answer: Answer) -> None:
         try:
             params = mcp.initialize_params.decode(msg.params or b"{}")
         except msgspec.DecodeError as exc:
-            await self.send_error(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
+            await answer.error(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
             return
         version = mcp.negotiate(params.protocolVersion)
         state = self.state
@@ -271,7 +440,7 @@ class Session:
         result = mcp.initialize_result(
             version, self.app.version, self.instructions(), bool(self.app.resources)
         )
-        await self.send(jsonrpc.result_response(msg.id, result))
+        await answer.result(msg.id, result)
 
     def instructions(self) -> str:
         parts = [
@@ -280,35 +449,31 @@ class Session:
         ]
         return "\n".join(parts)
 
-    async def list_tools(self, msg: jsonrpc.Message) -> None:
-        await self._list_page(msg, "tools", list(self.app.registry))
-
-    async def list_resources(self, msg: jsonrpc.Message) -> None:
-        await self._list_page(msg, "resources", list(self.app.resources.values()))
-
-    async def _list_page(self, msg: jsonrpc.Message, key: str, items: list[Any]) -> None:
+    async def _list_page(
+        self, msg: jsonrpc.Message, answer: Answer, key: str, items: list[Any]
+    ) -> None:
         """Answer a paginated ``*/list`` request with one page of ``items``."""
         try:
             cursor = mcp.cursor_params.decode(msg.params).cursor if msg.params else None
             page, nxt = mcp.paginate(items, cursor, mcp.TOOLS_PAGE_SIZE)
         except (msgspec.DecodeError, ValueError) as exc:
-            await self.send_error(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
+            await answer.error(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
             return
         result: dict[str, Any] = {key: [item.describe() for item in page]}
         if nxt is not None:
             result["nextCursor"] = nxt
-        await self.send(jsonrpc.result_response(msg.id, result))
+        await answer.result(msg.id, result)
 
-    async def read_resource(self, msg: jsonrpc.Message) -> None:
+    async def read_resource(self, msg: jsonrpc.Message, answer: Answer) -> None:
         try:
             params = mcp.read_resource_params.decode(msg.params or b"{}")
         except msgspec.DecodeError as exc:
-            await self.send_error(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
+            await answer.error(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
             return
         resource = self.app.resources.get(params.uri)
         if resource is None:
             known = ", ".join(self.app.resources) or "none"
-            await self.send_error(
+            await answer.error(
                 msg.id,
                 jsonrpc.SERVER_NOT_INITIALIZED,
                 f"Resource not found: {params.uri} (known: {known})",
@@ -324,16 +489,19 @@ class Session:
                 uri=params.uri,
                 error=f"{type(exc).__name__}: {exc}",
             )
-            await self.send_error(msg.id, jsonrpc.INTERNAL_ERROR, f"Internal error: {exc}")
+            await answer.error(msg.id, jsonrpc.INTERNAL_ERROR, f"Internal error: {exc}")
             return
         result = {"contents": [{"uri": resource.uri, "mimeType": resource.mime_type, "text": text}]}
-        await self.send(jsonrpc.result_response(msg.id, result))
+        await answer.result(msg.id, result)
 
     # -- tool calls --------------------------------------------------------
 
-    async def start_call(self, msg: jsonrpc.Message) -> None:
+    async def start_call(self, msg: jsonrpc.Message, answer: Answer) -> None:
+        while len(self.state.in_flight) >= MAX_CALLS_IN_FLIGHT:
+            self._call_ended = trio.Event()
+            await self._call_ended.wait()
         if msg.id in self.state.in_flight:
-            await self.send_error(
+            await answer.error(
                 msg.id,
                 jsonrpc.INVALID_REQUEST,
                 f"Invalid Request: id {msg.id!r} is already in use by a running call",
@@ -342,17 +510,18 @@ class Session:
         try:
             params = mcp.call_params.decode(msg.params or b"{}")
         except msgspec.DecodeError as exc:
-            await self.send_error(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
+            await answer.error(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
             return
         tool = self.app.registry.get(params.name)
         if tool is None:
-            await self.send_error(
+            await answer.error(
                 msg.id,
                 jsonrpc.INVALID_PARAMS,
                 f"Unknown tool: {params.name!r}; tools/list names the {len(self.app.registry)} available tools",
             )
             return
-        call = CallState("tools/call", tool.name, trio.CancelScope(), time.monotonic())
+        call = CallState("tools/call", tool.name, trio.CancelScope(), time.monotonic(), answer)
+        answer.held = True
         self.state.in_flight[msg.id] = call
         self.calls.start_soon(self.run_call, msg.id, tool, params, call)
 
@@ -373,7 +542,7 @@ class Session:
                         f"{tool.name} did not finish within {timeout:g} s ([server] call_timeout) and was abandoned"
                     )
             if result is not None and not call.answered:
-                await self.send(jsonrpc.result_response(rid, result))
+                await call.answer.result(rid, result)
             call.answered = True
         finally:
             trace.current.reset(token)
@@ -381,6 +550,7 @@ class Session:
             # entry stays, so the session answers it with an error on its way out.
             if call.answered and self.state.in_flight.get(rid) is call:
                 del self.state.in_flight[rid]
+                self._call_ended.set()
 
     async def _invoke(
         self, tool: Any, params: mcp.CallParams, rid: Any, span: dict[str, Any]

@@ -18,7 +18,6 @@ transport supervisor, not in the actors.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections import deque
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from typing import Any
 
 import trio
 
+from ..protocol.jsonrpc import ID_PREFIX_BYTES, recover_id
 from ..protocol.messages import Closed, Inbound, Oversized
 from ..supervisors import faults, trace
 from ..supervisors.context import AppContext
@@ -41,7 +41,6 @@ from ..supervisors.supervisor import (
 from .session import SessionState, run_session
 
 READ_SIZE = 65536
-_ID_RE = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.){0,200}")')
 
 
 @dataclass
@@ -52,6 +51,7 @@ class ReaderState:
     discarding: bool = False
     discarded: int = 0
     prefix: bytes = b""
+    suffix: bytes = b""
     eof: bool = False
     lines: int = 0
     # Items read but not yet handed to the session: a reader stopped in the
@@ -65,25 +65,19 @@ class WriterState:
     lines: int = 0
 
 
-def recover_id(prefix: bytes) -> Any:
-    """Best effort: the request id from the start of an oversized line."""
-    match = _ID_RE.search(prefix[:4096])
-    if not match:
-        return None
-    raw = match.group(1)
-    if raw.startswith(b'"'):
-        try:
-            return raw[1:-1].decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    return int(raw)
+def _tail(kept: bytes, more: bytes) -> bytes:
+    """The last `ID_PREFIX_BYTES` of ``kept + more``."""
+    if len(more) >= ID_PREFIX_BYTES:
+        return bytes(more[-ID_PREFIX_BYTES:])
+    return (kept + more)[-ID_PREFIX_BYTES:]
 
 
 class LineSplitter:
     """Splits a byte stream into lines of at most ``limit`` bytes.
 
-    A longer line is dropped as it arrives (only its first 4 KiB are kept, to
-    recover the id) and reported as `Oversized`.
+    A longer line is dropped as it arrives (only its first and last
+    `ID_PREFIX_BYTES` are kept, to recover its top-level id) and reported as
+    `Oversized`.
     """
 
     def __init__(self, state: ReaderState, limit: int) -> None:
@@ -101,11 +95,13 @@ class LineSplitter:
                 rest = data[start:]
                 if st.discarding:
                     st.discarded += len(rest)
+                    st.suffix = _tail(st.suffix, rest)
                 else:
                     st.buffer += rest
                     if len(st.buffer) > self.limit:
                         st.discarding = True
-                        st.prefix = bytes(st.buffer[:4096])
+                        st.prefix = bytes(st.buffer[:ID_PREFIX_BYTES])
+                        st.suffix = bytes(st.buffer[-ID_PREFIX_BYTES:])
                         st.discarded = len(st.buffer)
                         st.buffer = bytearray()
                 break
@@ -113,13 +109,14 @@ class LineSplitter:
             start = nl + 1
             if st.discarding:
                 st.discarded += len(piece)
+                st.suffix = _tail(st.suffix, piece)
                 if lines:
                     out.append(Inbound(lines))
                     lines = []
-                out.append(Oversized(st.discarded, self.limit, recover_id(st.prefix)))
+                out.append(Oversized(st.discarded, self.limit, recover_id(st.prefix, st.suffix)))
                 st.discarding = False
                 st.discarded = 0
-                st.prefix = b""
+                st.prefix = st.suffix = b""
                 continue
             if st.buffer:
                 st.buffer += piece
@@ -131,7 +128,8 @@ class LineSplitter:
                 if lines:
                     out.append(Inbound(lines))
                     lines = []
-                out.append(Oversized(len(line), self.limit, recover_id(line[:4096])))
+                rid = recover_id(line[:ID_PREFIX_BYTES], line[-ID_PREFIX_BYTES:])
+                out.append(Oversized(len(line), self.limit, rid))
                 continue
             line = line.strip()
             if line:
@@ -145,8 +143,9 @@ class LineSplitter:
         st = self.state
         out: list[Any] = []
         if st.discarding:
-            out.append(Oversized(st.discarded, self.limit, recover_id(st.prefix)))
+            out.append(Oversized(st.discarded, self.limit, recover_id(st.prefix, st.suffix)))
             st.discarding = False
+            st.prefix = st.suffix = b""
         elif st.buffer.strip():
             out.append(Inbound([bytes(st.buffer).strip()]))
         st.buffer = bytearray()

@@ -13,6 +13,9 @@ import msgspec
 SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 LATEST_VERSION = SUPPORTED_VERSIONS[0]
 STRUCTURED_CONTENT_SINCE = "2025-06-18"
+# JSON-RPC batches: 2025-03-26 says servers MUST accept them; 2025-06-18 removed
+# them again, and 2024-11-05 never had them.
+BATCH_VERSIONS = frozenset({"2025-03-26"})
 
 TOOLS_PAGE_SIZE = 100
 
@@ -22,6 +25,23 @@ def negotiate(requested: Any) -> str:
     if isinstance(requested, str) and requested in SUPPORTED_VERSIONS:
         return requested
     return LATEST_VERSION
+
+
+def batch_refusal(version: str | None) -> str | None:
+    """Why a batch is refused in a session that negotiated ``version`` (None: not
+    initialized yet), or None when batches are accepted."""
+    if version is None:
+        return (
+            "Invalid Request: a JSON-RPC batch before initialize; send initialize alone "
+            "(it MUST NOT be part of a batch). Batches are accepted once protocol version "
+            "2025-03-26 is negotiated"
+        )
+    if version in BATCH_VERSIONS:
+        return None
+    return (
+        f"Invalid Request: JSON-RPC batches are not part of MCP {version} (the negotiated "
+        "version; only 2025-03-26 has them); send one JSON-RPC object per line"
+    )
 
 
 class ClientInfo(msgspec.Struct):

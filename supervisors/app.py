@@ -13,6 +13,7 @@ restart of an early child restarts everything after it.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import sys
@@ -175,6 +176,27 @@ async def open_app(
             trace.LOG.release_stderr(show=False)
 
 
+# Blocks of this size or more are always mmapped, so they go back to the system
+# when freed. glibc's own threshold rises (up to 32 MiB) each time a large mmapped
+# block is freed; blocks below it then come from the heap and stay in the process
+# once freed: after a burst of 1 MB requests (their text, the embedder's tensors)
+# the server stayed hundreds of MB larger.
+MMAP_THRESHOLD = 256 * 1024
+_M_MMAP_THRESHOLD = -3  # glibc <malloc.h>
+
+
+def return_freed_memory() -> None:
+    """Fix glibc's mmap threshold at `MMAP_THRESHOLD` (a no-op elsewhere, or when the
+    user set ``MALLOC_MMAP_THRESHOLD_``)."""
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return  # not glibc (macOS): its allocator returns large blocks by itself
+    mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+
+
 def serve(
     app: AppContext,
     features: Sequence[Feature],
@@ -187,6 +209,8 @@ def serve(
     Error handling: a root escalation (the tree gave up) is one line on stderr
     and exit code 1.
     """
+
+    return_freed_memory()
 
     async def main() -> int:
         async with trio.open_nursery() as nursery:

@@ -1,4 +1,4 @@
-"""End-to-end helpers: the official MCP Python SDK client against `memtrio mcp`.
+"""End-to-end helpers: the official MCP Python SDK client against `memtrio mcp`, and the CLI.
 
 ``open_client`` launches the real server as a stdio child (``python -m
 memtrio.supervisors.cli mcp``) with an isolated ``MEMTRIO_HOME``; the SDK's
@@ -8,14 +8,19 @@ the server needs is passed explicitly.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
+import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import trio
 from mcp import Client, StdioServerParameters
 
 SERVER_ENV_PASSTHROUGH = ("PATH", "HOME", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "PYTHONPATH")
@@ -32,6 +37,32 @@ def server_env(home: Path, env: Mapping[str, str] | None = None) -> dict[str, st
 
 def server_command(args: Sequence[str] = ()) -> list[str]:
     return [sys.executable, "-m", "memtrio.supervisors.cli", "mcp", *args]
+
+
+def run_cli(
+    *args: str,
+    home: Path | None = None,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    input: str | None = None,
+    timeout: float = 120.0,
+) -> subprocess.CompletedProcess[str]:
+    """``memtrio ARGS`` as a user runs it (``python -m memtrio.supervisors.cli``), to completion.
+
+    With ``home``: the server's environment (`server_env`: that ``MEMTRIO_HOME``,
+    embeddings off) plus ``env``, run in ``cwd`` or ``home``. Without: this
+    process's environment plus ``env``.
+    """
+    full = server_env(home, env) if home is not None else {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "memtrio.supervisors.cli", *args],
+        cwd=cwd or home,
+        env=full,
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @asynccontextmanager
@@ -87,3 +118,79 @@ async def fails(client: Client, tool: str, **arguments: Any) -> str:
     is_error, payload = await call(client, tool, **arguments)
     assert is_error, f"{tool} unexpectedly succeeded: {payload}"
     return payload if isinstance(payload, str) else json.dumps(payload)
+
+
+class ThreadedClient:
+    """An official client and its server on a trio loop of their own, in a thread.
+
+    pytest-trio runs each test in its own ``trio.run``, so a server shared by
+    several tests (a module-scoped fixture) cannot live inside any of them. It
+    lives here; tests call it synchronously (``ok``, ``fails``, ``run``), each
+    call awaited on the client's loop. ``close`` ends the session with a clean
+    EOF and re-raises whatever failed in the thread.
+    """
+
+    def __init__(self, home: Path, **options: Any) -> None:
+        self._home = home
+        self._options = options
+        self._ready = threading.Event()
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._stop: trio.Event | None = None
+        self._failure: BaseException | None = None
+        self._client: Client | None = None
+        self._thread = threading.Thread(target=self._main, name="mcp-client", daemon=True)
+
+    def _main(self) -> None:
+        try:
+            trio.run(self._serve)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread by close()
+            self._failure = exc
+        finally:
+            self._ready.set()
+
+    async def _serve(self) -> None:
+        async with open_client(self._home, **self._options) as client:
+            self._client = client
+            self._token = trio.lowlevel.current_trio_token()
+            self._stop = trio.Event()
+            self._ready.set()
+            await self._stop.wait()
+
+    def start(self, timeout: float = 60.0) -> ThreadedClient:
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise TimeoutError(f"the server did not start within {timeout:g} s")
+        if self._client is None:
+            raise RuntimeError("the server did not start") from self._failure
+        return self
+
+    def run(self, afn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+        """``await afn(client, *args, **kwargs)`` on the client's loop; its result."""
+        return trio.from_thread.run(
+            functools.partial(afn, self._client, *args, **kwargs), trio_token=self._token
+        )
+
+    def ok(self, tool: str, **arguments: Any) -> Any:
+        return self.run(ok, tool, **arguments)
+
+    def fails(self, tool: str, **arguments: Any) -> str:
+        return self.run(fails, tool, **arguments)
+
+    def close(self, timeout: float = 30.0) -> None:
+        if self._token is not None and self._stop is not None:
+            with contextlib.suppress(trio.RunFinishedError):
+                trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"the client did not stop within {timeout:g} s"
+        if self._failure is not None:
+            raise self._failure
+
+
+@contextlib.contextmanager
+def threaded_client(home: Path, **options: Any) -> Iterator[ThreadedClient]:
+    """A started `ThreadedClient` (see `open_client` for ``options``), closed on exit."""
+    client = ThreadedClient(home, **options).start()
+    try:
+        yield client
+    finally:
+        client.close()

@@ -7,12 +7,9 @@ from pathlib import Path
 
 import pytest
 import trio
+from mcp_client import run_cli
 from memtrio.protocol import jsonrpc
 from raw_server import raw_server
-
-
-async def _call(server, rid: int, tool: str, **arguments) -> None:  # type: ignore[no-untyped-def]
-    await server.request(rid, "tools/call", {"name": tool, "arguments": arguments})
 
 
 async def test_store_crash_keeps_the_stdio_session_initialized(home: Path) -> None:
@@ -21,23 +18,18 @@ async def test_store_crash_keeps_the_stdio_session_initialized(home: Path) -> No
     # (every later call: "Server not initialized") and the queued input lost.
     async with raw_server(home, env={"MEMTRIO_FAULTS": "store.write=raise@2"}) as server:
         await server.initialize()
-        await _call(server, 1, "remember", content="first")
-        assert "result" in await server.read()
-        await _call(server, 2, "remember", content="second")  # the store crashes on it
-        reply = await server.read()
-        assert reply["id"] == 2 and reply["result"]["isError"]
+        assert "result" in await server.call_tool("remember", {"content": "first"})
+        reply = await server.call_tool("remember", {"content": "second"})  # the store crashes
+        assert reply["result"]["isError"]
         # A call that lands while the transport restarts may be interrupted
         # (-32603); none may be refused as "not initialized".
-        for rid in range(3, 6):
-            await _call(server, rid, "remember", content=f"after the crash {rid}")
-            reply = await server.read()
-            assert reply["id"] == rid
+        for i in range(3, 6):
+            reply = await server.call_tool("remember", {"content": f"after the crash {i}"})
             assert reply.get("error", {}).get("code") != jsonrpc.SERVER_NOT_INITIALIZED, reply
             if "result" in reply:
                 break
         assert not reply["result"]["isError"], reply
-        await server.request(9, "tools/list")
-        assert "tools" in (await server.read())["result"]
+        assert "tools" in (await server.call("tools/list"))["result"]
 
 
 async def test_session_crash_mid_batch_answers_every_pipelined_request(home: Path) -> None:
@@ -56,18 +48,23 @@ async def test_session_crash_mid_batch_answers_every_pipelined_request(home: Pat
         assert len(errors) == 1 and errors[0]["error"]["code"] == jsonrpc.INTERNAL_ERROR
 
 
-def test_deeply_nested_json_is_a_parse_error_not_a_recursion_error() -> None:
+def test_deeply_nested_json_is_answered_not_a_recursion_error() -> None:
     # msgspec raises RecursionError (not DecodeError) past ~1000 levels; decode_line let it out.
-    for line in (
-        b"[" * 100_000,
-        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":'
-        + b"[" * 5000
-        + b"]" * 5000
-        + b"}}",
-        b'{"a":' * 50_000 + b"1" + b"}" * 50_000,
+    # Truncated deep JSON is a parse error; valid deep JSON is an invalid request (defect 8).
+    for line, code, rid in (
+        (b"[" * 100_000, jsonrpc.PARSE_ERROR, None),
+        (
+            b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":'
+            + b"[" * 5000
+            + b"]" * 5000
+            + b"}}",
+            jsonrpc.INVALID_REQUEST,
+            1,
+        ),
+        (b'{"a":' * 50_000 + b"1" + b"}" * 50_000, jsonrpc.INVALID_REQUEST, None),
     ):
         msg = jsonrpc.decode_line(line)
-        assert isinstance(msg, jsonrpc.Failure) and msg.code == jsonrpc.PARSE_ERROR
+        assert isinstance(msg, jsonrpc.Failure) and (msg.code, msg.id) == (code, rid)
 
 
 async def test_deeply_nested_json_does_not_crash_the_session(home: Path) -> None:
@@ -92,20 +89,21 @@ async def test_hung_embedder_worker_is_abandoned_and_the_pool_recovers(
         "MEMTRIO_EMBEDDING_WORKERS": str(workers),
         "MEMTRIO_EMBEDDING_TIMEOUT": "2",
         "MEMTRIO_EMBEDDING_INTRA_OP_THREADS": "1",
-        "MEMTRIO_FAULTS": "embedder.embed=hang@2",
+        "MEMTRIO_FAULTS": "embedder.embed=hang@1",  # the first encode (after the model loads) hangs
     }
     async with raw_server(home, env=env) as server:
         await server.initialize()
-        await _call(server, 1, "remember", content="loads the model")
-        assert not (await server.read(timeout=60))["result"]["isError"]
-        await _call(server, 2, "remember", content="hangs")
-        reply = await server.read(timeout=30)
+        reply = await server.call_tool("remember", {"content": "hangs"}, timeout=60)
         assert reply["result"]["isError"]
         assert "[embedding] timeout" in reply["result"]["content"][0]["text"]
-        for rid in (3, 4):
-            with trio.fail_after(10):
-                await _call(server, rid, "remember", content=f"after the hang {rid}")
-                reply = await server.read()
+        # The pool serves again: within a bounded wait, then call after call.
+        with trio.fail_after(60):
+            while (await server.call_tool("remember", {"content": "recovered"}))["result"][
+                "isError"
+            ]:
+                pass
+        for i in (1, 2):
+            reply = await server.call_tool("remember", {"content": f"after the hang {i}"})
             assert not reply["result"]["isError"], reply
 
 
@@ -243,22 +241,18 @@ async def test_recall_answers_when_the_disk_is_full(home: Path) -> None:
     # write failed and recall failed with it instead of answering.
     import resource
 
-    from memtrio.actors.chaos.client import start_server
-
-    async with trio.open_nursery() as nursery:
-        server = await start_server(nursery, home, {"MEMTRIO_LOG_LEVEL": "warning"})
+    async with raw_server(home, env={"MEMTRIO_LOG_LEVEL": "warning"}) as server:
         await server.initialize()
         for i in range(5):
             await server.call_tool("remember", {"content": f"alpha note {i}"})
         assert await server.close() == 0
-        limit = max(p.stat().st_size for p in home.rglob("*") if p.is_file()) + 32 * 1024
+    limit = max(p.stat().st_size for p in home.rglob("*") if p.is_file()) + 32 * 1024
 
-        def preexec() -> None:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    def preexec() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-        server = await start_server(
-            nursery, home, {"MEMTRIO_LOG_LEVEL": "warning"}, preexec=preexec
-        )
+    env = {"MEMTRIO_LOG_LEVEL": "warning"}
+    async with raw_server(home, env=env, preexec=preexec) as server:
         await server.initialize()
         for size in (16384, 1024, 8):  # fill the "disk" until even a small write fails
             for _ in range(200):
@@ -278,25 +272,7 @@ async def test_recall_answers_when_the_disk_is_full(home: Path) -> None:
 def test_cli_error_raised_inside_the_app_is_one_line_not_an_exception_group(tmp_path: Path) -> None:
     # A CliError raised by a subcommand body under run_with_app came out wrapped in
     # the app nursery's ExceptionGroup: a traceback instead of one clear line.
-    import subprocess
-    import sys
-
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "memtrio.supervisors.cli",
-            "code",
-            "index",
-            "--home",
-            str(tmp_path),
-            "--root",
-            str(tmp_path / "missing"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_cli("code", "index", "--home", str(tmp_path), "--root", str(tmp_path / "missing"))
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1].startswith("memtrio: root ")
     assert "Traceback" not in proc.stderr
@@ -305,14 +281,6 @@ def test_cli_error_raised_inside_the_app_is_one_line_not_an_exception_group(tmp_
 def test_cli_error_under_python_m_is_caught(tmp_path: Path) -> None:
     # Under `python -m memtrio.supervisors.cli` the module runs as __main__, so
     # its `except CliError` did not match the CliError subcommands import.
-    import subprocess
-    import sys
-
-    proc = subprocess.run(
-        [sys.executable, "-m", "memtrio.supervisors.cli", "chaos", "--scenario", "no-such"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_cli("chaos", "--scenario", "no-such", timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.startswith("memtrio: unknown scenario(s) no-such")

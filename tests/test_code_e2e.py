@@ -3,15 +3,12 @@ a Git repository built in a temporary directory, and the `memtrio code` CLI."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import trio
 from gitrepo import git, make_repo, write
-from mcp_client import call, fails, ok, open_client
+from mcp_client import call, fails, ok, open_client, run_cli
 
 BILLING = """\
 defmodule Billing do
@@ -160,32 +157,21 @@ async def test_code_tools_over_mcp(repo: Path, home: Path, tmp_path: Path) -> No
         assert is_error
 
 
-def run_cli(args: list[str], cwd: Path, home: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "memtrio.supervisors.cli", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "MEMTRIO_HOME": str(home), "MEMTRIO_EMBEDDINGS": "off", **env},
-    )
-
-
 async def test_code_cli_index_and_diff(repo: Path, home: Path) -> None:
     (repo / "data.py").write_bytes(b"\x00binary")
-    done = run_cli(["code", "index", "--root", str(repo / "lib")], cwd=home, home=home)
+    done = run_cli("code", "index", "--root", str(repo / "lib"), cwd=home, home=home)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"indexed 4 source files of {repo} (4 parsed) in ")
     assert done.stdout.splitlines()[1:] == ["not indexed (1):", "  data.py\tbinary"]
-    again = run_cli(["code", "index", "--json"], cwd=repo, home=home)
+    again = run_cli("code", "index", "--json", cwd=repo, home=home)
     assert (
         '"parsed": 0' in again.stdout
         and '"not_indexed": [{"path": "data.py", "reason": "binary"}]' in again.stdout
     )
-    diff = run_cli(["code", "diff", "main"], cwd=repo, home=home)
+    diff = run_cli("code", "diff", "main", cwd=repo, home=home)
     assert diff.returncode == 0, diff.stderr
     assert "  + 4-4\tfunction bill/1\tdef bill(amount), do: amount" in diff.stdout.splitlines()
-    refused = run_cli(["code", "diff", "--", "-x"], cwd=repo, home=home)
+    refused = run_cli("code", "diff", "--", "-x", cwd=repo, home=home)
     assert refused.returncode != 0 and "starts with '-'" in refused.stderr
 
 
@@ -194,7 +180,7 @@ async def test_code_off_hides_tools_and_command(repo: Path, home: Path) -> None:
         names = {tool.name for tool in (await client.list_tools()).tools}
         assert not names & {"code_outline", "code_imports", "find_symbol", "code_diff"}
         assert "remember" in names
-    done = run_cli(["code", "index"], cwd=repo, home=home, MEMTRIO_CODE="off")
+    done = run_cli("code", "index", cwd=repo, home=home, env={"MEMTRIO_CODE": "off"})
     assert done.returncode != 0
     assert "code navigation is disabled" in done.stderr
     assert not (home / "code-v1.sqlite").exists()
@@ -212,12 +198,14 @@ async def test_parser_crash_over_mcp_is_reported_and_replaced(tmp_path: Path, ho
         assert await ok(client, "find_symbol", query="boom") == ""
         message = await fails(client, "code_outline", path="crash.py")
         assert "not indexed: parser worker crashed (exit status 137) and was replaced" in message
-        for _ in range(100):  # the replacement is running once its process said it is ready
-            status = await ok(client, "server_status")
-            (parsers,) = [actor for actor in status["actors"] if actor["id"] == "code.parsers"]
-            if all(child["state"] == "running" for child in parsers["children"]):
-                break
-            await trio.sleep(0.1)
+        # The replacement is running once its process said it is ready: wait for that.
+        with trio.fail_after(30):
+            while True:
+                status = await ok(client, "server_status")
+                (parsers,) = [a for a in status["actors"] if a["id"] == "code.parsers"]
+                if all(child["state"] == "running" for child in parsers["children"]):
+                    break
+                await trio.sleep(0.05)
         assert parsers["state"] == "running"
         assert sum(child["restarts"] for child in parsers["children"]) == 1
         assert all(child["state"] == "running" for child in parsers["children"])

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import trio
 from mcp import Client, StdioServerParameters
-from mcp_client import ok, open_client, server_env
+from mcp_client import ok, open_client, run_cli, server_env
 
 
 def js_line(record: dict) -> str:
@@ -35,15 +35,7 @@ TRICKY = [
 
 
 def memtrio(home: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = server_env(home)
-    return subprocess.run(
-        [sys.executable, "-m", "memtrio.supervisors.cli", *args, "--home", str(home)],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_cli(*args, "--home", str(home), home=home, cwd=cwd, timeout=60)
 
 
 async def test_import_then_export_is_byte_for_byte_stable(home: Path, tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from memtrio.actors.stdio import LineSplitter, ReaderState, recover_id
 from memtrio.protocol.messages import Inbound, Oversized
-from raw_server import raw_server, trace_events
+from raw_server import raw_server, trace_events, wait_for_event
 
 
 def lines_of(items: list) -> list[bytes]:
@@ -40,10 +40,15 @@ def test_recover_id() -> None:
 
 
 async def test_reader_crash_loses_no_input(home: Path) -> None:
-    # The 3rd read crashes the reader; the partial line it held is kept.
-    async with raw_server(home, env={"MEMTRIO_FAULTS": "stdio.read=raise@3"}) as server:
-        await server.initialize()  # read 1 (and maybe 2)
-        await server.send_bytes(b'{"jsonrpc":"2.0","id":1,"me')
+    # The reader crashes right before its 4th read, holding the first half of a
+    # line; the next incarnation completes it. Every read attempt is logged (a
+    # zero delay), so each piece is sent once the reader has taken the last.
+    spec = "stdio.read=raise@4,stdio.read=delay:0"
+    async with raw_server(home, env={"MEMTRIO_FAULTS": spec}) as server:
+        await server.initialize()  # reads 1 and 2
+        await wait_for_event(home, "fault_injected", point="stdio.read", hit=3)
+        await server.send_bytes(b'{"jsonrpc":"2.0","id":1,"me')  # read 3
+        await wait_for_event(home, "restart", child="stdio.reader")  # the 4th read crashed
         await server.send_bytes(b'thod":"ping"}\n')
         await server.request(2, "ping")
         replies = [await server.read(), await server.read()]

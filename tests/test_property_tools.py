@@ -18,19 +18,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gitrepo import make_repo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp_client import server_command, server_env
-from memtrio.actors.chaos.client import well_formed_reply
+from raw_server import well_formed_reply
 
 
 def _checkout(home: Path) -> Path:
     """A one-file Git checkout to start in, so the code tools are there too."""
-    from memtrio.actors.chaos.harness import make_checkout
-
     repo = home / "repo"
     if not repo.exists():
-        make_checkout(repo, 1)
+        make_repo(
+            repo,
+            {
+                "mod0.py": "import os\n\n\nclass Thing0:\n    def run(self) -> int:\n        return 0\n"
+            },
+        )
     return repo
 
 

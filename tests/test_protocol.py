@@ -16,7 +16,7 @@ from memtrio.protocol.tools import Registry, Tool, struct_schema
         (b"garbage", jsonrpc.PARSE_ERROR, None),
         (b'{"jsonrpc":"2.0","id":1', jsonrpc.PARSE_ERROR, None),
         (b'"\xff"', jsonrpc.PARSE_ERROR, None),
-        (b"[1, 2]", jsonrpc.INVALID_REQUEST, None),
+        (b"[]", jsonrpc.INVALID_REQUEST, None),  # an empty batch
         (b"42", jsonrpc.INVALID_REQUEST, None),
         (b'{"jsonrpc":"1.0","id":7,"method":"ping"}', jsonrpc.INVALID_REQUEST, 7),
         (b'{"jsonrpc":"2.0","id":7}', jsonrpc.INVALID_REQUEST, 7),

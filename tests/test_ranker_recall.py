@@ -122,12 +122,6 @@ async def running(
         conn.close()
 
 
-@pytest.fixture(autouse=True)
-def no_faults() -> Any:
-    yield
-    faults.configure(None)
-
-
 async def fill(store: Store, ranker: Ranker, items: Sequence[str], **kw: Any) -> list[int]:
     ids = []
     changes: list[Change] = []

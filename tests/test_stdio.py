@@ -8,7 +8,7 @@ from pathlib import Path
 
 import trio
 from mcp_client import ok, open_client
-from raw_server import raw_server, trace_events
+from raw_server import raw_server, trace_events, wait_for_event
 
 
 async def test_official_client_initializes_lists_tools_and_calls_server_status(home: Path) -> None:
@@ -101,21 +101,26 @@ def await_ok(reply: dict, rid: int, error: int) -> bool:
 
 
 async def test_slow_call_does_not_block_ping(home: Path) -> None:
-    async with raw_server(home, env={"MEMTRIO_FAULTS": "tool.call=delay:2"}) as server:
+    # The first call never finishes; once the trace log shows it running, a ping
+    # and a second call are answered while it still runs.
+    async with raw_server(home, env={"MEMTRIO_FAULTS": "tool.call=hang@1"}) as server:
         await server.initialize()
         await server.request(1, "tools/call", {"name": "server_status", "arguments": {}})
+        await wait_for_event(home, "fault_injected", point="tool.call", action="hang")
         await server.request(2, "ping")
-        first = await server.read()
-        second = await server.read()
-    assert first == {"jsonrpc": "2.0", "id": 2, "result": {}}
-    assert second["id"] == 1 and second["result"]["isError"] is False
+        pong = await server.read()
+        await server.request(3, "tools/call", {"name": "server_status", "arguments": {}})
+        status = await server.read()
+    assert pong == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    assert status["id"] == 3 and status["result"]["isError"] is False
+    assert status["result"]["structuredContent"]["calls_in_flight"] == 2  # the hung one and itself
 
 
 async def test_cancelled_call_gets_no_reply_and_the_session_goes_on(home: Path) -> None:
     async with raw_server(home, env={"MEMTRIO_FAULTS": "tool.call=hang@1"}) as server:
         await server.initialize()
         await server.request(5, "tools/call", {"name": "server_status", "arguments": {}})
-        await trio.sleep(0.3)
+        await wait_for_event(home, "fault_injected", point="tool.call", action="hang")
         await server.send(
             {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}}
         )
@@ -123,7 +128,7 @@ async def test_cancelled_call_gets_no_reply_and_the_session_goes_on(home: Path) 
         await server.send(
             {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 999}}
         )
-        await trio.sleep(0.3)
+        await wait_for_event(home, "span", name="tools/call", request_id=5)  # call 5 has ended
         await server.request(6, "tools/call", {"name": "server_status", "arguments": {}})
         reply = await server.read()
         await server.close_stdin()
@@ -132,6 +137,8 @@ async def test_cancelled_call_gets_no_reply_and_the_session_goes_on(home: Path) 
     assert reply["id"] == 6
     assert reply["result"]["structuredContent"]["calls_in_flight"] == 1  # only itself
     assert b'"id":5' not in rest
+    cancelled = [e for e in trace_events(home) if e["event"] == "cancelled"]
+    assert [e["request_id"] for e in cancelled] == [5]
 
 
 async def test_requests_before_initialize_get_a_clear_error(home: Path) -> None:
@@ -189,6 +196,7 @@ async def test_eof_lets_in_flight_calls_finish_and_exits_zero(home: Path) -> Non
     async with raw_server(home, env={"MEMTRIO_FAULTS": "tool.call=delay:1"}) as server:
         await server.initialize()
         await server.request(1, "tools/call", {"name": "server_status", "arguments": {}})
+        await wait_for_event(home, "fault_injected", point="tool.call")  # the call is running
         await server.close_stdin()
         rest = await server.rest_of_stdout()
         code = await server.wait()
@@ -202,13 +210,14 @@ async def test_sigterm_finishes_in_flight_calls_and_exits_zero(home: Path) -> No
     async with raw_server(home, env={"MEMTRIO_FAULTS": "tool.call=delay:1"}) as server:
         await server.initialize()
         await server.request(1, "tools/call", {"name": "server_status", "arguments": {}})
-        await trio.sleep(0.3)
+        await wait_for_event(home, "fault_injected", point="tool.call")  # the call is running
         server.process.send_signal(signal.SIGTERM)
         rest = await server.rest_of_stdout()
         code = await server.wait()
     replies = [json.loads(line) for line in rest.splitlines() if line]
     assert [r["id"] for r in replies] == [1]
     assert code == 0
+    assert [e["signal"] for e in trace_events(home) if e["event"] == "signal"] == ["SIGTERM"]
 
 
 async def test_each_call_is_a_span_in_the_trace_log(home: Path) -> None:

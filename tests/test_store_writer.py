@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -122,46 +121,47 @@ async def test_listeners_get_change_records_only_after_a_commit(home: Path) -> N
 
 
 async def test_reads_run_in_threads_without_blocking_the_loop(home: Path) -> None:
+    # Two reads block in their threads until the test releases them: the event
+    # loop must still run (it is what notices both are inside), and two reads
+    # run at once (the pool has several connections).
     async with store_app(home) as app:
         store = app.service(STORE)
         main_thread = threading.get_ident()
-        ticks = 0
+        inside: list[int] = []
+        both_inside = trio.Event()
+        release = threading.Event()
 
-        def slow_read(conn: sqlite3.Connection) -> int:
+        def arrived() -> None:
+            inside.append(1)
+            if len(inside) == 2:
+                both_inside.set()
+
+        def blocked_read(conn: sqlite3.Connection) -> int:
             assert threading.get_ident() != main_thread
-            time.sleep(0.3)
+            trio.from_thread.run_sync(arrived)
+            assert release.wait(30), "the loop never released the reads"
             return conn.execute("SELECT count(*) FROM memories").fetchone()[0]
 
-        async def ticker() -> None:
-            nonlocal ticks
-            while True:
-                await trio.sleep(0.01)
-                ticks += 1
+        results: list[int] = []
+
+        async def read() -> None:
+            results.append(await store.read(blocked_read))
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(ticker)
-            results = await _gather(store.read(slow_read), store.read(slow_read))
-            nursery.cancel_scope.cancel()
+            nursery.start_soon(read)
+            nursery.start_soon(read)
+            try:
+                with trio.fail_after(30):
+                    await both_inside.wait()
+            finally:
+                release.set()
         assert results == [0, 0]
-        assert ticks >= 10
 
         def write_in_read(conn: sqlite3.Connection) -> None:
             conn.execute("INSERT INTO scopes (name) VALUES ('global')")
 
         with pytest.raises(sqlite3.OperationalError):
             await store.read(write_in_read)  # read connections are query-only
-
-
-async def _gather(*aws: Any) -> list[Any]:
-    out: list[Any] = [None] * len(aws)
-
-    async def run(i: int, aw: Any) -> None:
-        out[i] = await aw
-
-    async with trio.open_nursery() as nursery:
-        for i, aw in enumerate(aws):
-            nursery.start_soon(run, i, aw)
-    return out
 
 
 async def test_write_connection_pragmas_and_durability(home: Path) -> None:
@@ -196,16 +196,28 @@ def test_busy_writer_waits_for_the_other_connection(tmp_path: Path) -> None:
     path = tmp_path / "b.sqlite"
     first = open_write_connection(path, busy_timeout_ms=1000, durability="normal")
     second = connect(path, busy_timeout_ms=50)
+    attempts = threading.Semaphore(0)
+    second.set_trace_callback(lambda sql: attempts.release() if sql == "BEGIN IMMEDIATE" else None)
     first.execute("BEGIN IMMEDIATE")
-    timer = threading.Timer(0.3, lambda: first.execute("COMMIT"))
-    timer.start()
-    started = time.monotonic()
-    db.begin_immediate(
-        second, 2000
-    )  # SQLite's own handler gives up after 50 ms; the retry loop waits
-    assert time.monotonic() - started >= 0.25
+    outcome: list[BaseException | None] = []
+
+    def take_the_lock() -> None:
+        try:
+            db.begin_immediate(second, 30_000)
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            outcome.append(exc)
+
+    waiter = threading.Thread(target=take_the_lock)
+    waiter.start()
+    # SQLite's own handler gives up after 50 ms; a second attempt is the retry loop waiting.
+    assert attempts.acquire(timeout=30) and attempts.acquire(timeout=30)
+    assert outcome == []  # still waiting while the lock is held
+    first.execute("COMMIT")
+    waiter.join(30)
+    assert outcome == [None]
+    second.set_trace_callback(None)
     second.execute("COMMIT")
-    timer.join()
     with pytest.raises(sqlite3.OperationalError):
         first.execute("BEGIN IMMEDIATE")
         db.begin_immediate(second, 100)

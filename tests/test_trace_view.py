@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from mcp_client import run_cli
 from memtrio.actors.chaos import traceview
 
 
@@ -121,45 +120,18 @@ def test_memtrio_trace_cli_on_a_real_server_log(home: Path) -> None:
             "params": {"name": "stats", "arguments": {}},
         },
     ]
-    env = {
-        "MEMTRIO_HOME": str(home),
-        "MEMTRIO_EMBEDDINGS": "off",
-        "MEMTRIO_CODE": "off",
-        "PATH": "/usr/bin:/bin",
-    }
-    subprocess.run(
-        [sys.executable, "-m", "memtrio.supervisors.cli", "mcp"],
+    served = run_cli(
+        "mcp",
+        home=home,
+        env={"MEMTRIO_CODE": "off"},
         input="".join(json.dumps(m) + "\n" for m in lines),
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=home,
-        timeout=60,
-        check=True,
-    )
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "memtrio.supervisors.cli",
-            "trace",
-            "--home",
-            str(home),
-            "--last",
-            "2",
-        ],
-        capture_output=True,
-        text=True,
         timeout=60,
     )
+    assert served.returncode == 0, served.stderr
+    out = run_cli("trace", "--home", str(home), "--last", "2", timeout=60)
     assert out.returncode == 0, out.stderr
     assert "stdio.session tools/call [tool=remember]" in out.stdout
     assert "store write [op=remember]" in out.stdout
     assert "store read [op=counts]" in out.stdout
-    missing = subprocess.run(
-        [sys.executable, "-m", "memtrio.supervisors.cli", "trace", "--home", str(home / "empty")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    missing = run_cli("trace", "--home", str(home / "empty"), timeout=60)
     assert missing.returncode == 1 and "run the server first" in missing.stderr

@@ -30,6 +30,10 @@ import numpy as np
 DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-int8"
 DEFAULT_DIM = 384
 HASH_CHUNK = 1 << 20
+# A long text is tokenized only as far as its windows reach: first its first
+# ``tokens needed * CHARS_PER_TOKEN`` characters, 4 times more if that was not
+# enough, and so on (see `OnnxEncoder.token_rows`).
+CHARS_PER_TOKEN = 8
 
 
 class ModelError(RuntimeError):
@@ -219,6 +223,11 @@ class OnnxEncoder:
             )
         outputs = [o.name for o in self._session.get_outputs()]
         self._output = "last_hidden_state" if "last_hidden_state" in outputs else outputs[0]
+        # The CPU arena grows to the largest batch ever run (hundreds of MB for 32
+        # windows of 128 tokens) and keeps it; shrinking it after each run gives that
+        # memory back, so a burst of long texts does not raise the server's size for good.
+        self._run_options = ort.RunOptions()
+        self._run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
 
     def tokenize(self, texts: list[str]) -> tuple[list[list[int]], list[bool]]:
         """Token ids of each text, cut to ``max_tokens`` (with the cut reported)."""
@@ -240,22 +249,20 @@ class OnnxEncoder:
         ``max_chunks`` windows, and then the content beyond the last window is
         not embedded (``max_chunks = 1`` is plain truncation to the first window).
         """
-        with self._tok_lock:
-            encodings = self._tokenizer.encode_batch(texts)
         limit = (
             self.spec.max_tokens if window is None else max(4, min(window, self.spec.max_tokens))
         )
         rows: list[list[int]] = []
         counts: list[int] = []
         truncated: list[bool] = []
-        for enc in encodings:
-            ids = enc.ids
+        # More body tokens than max_chunks windows can cover: the same windows (and
+        # the same truncation) as from the whole text.
+        for ids, special in self.token_rows(texts, max(1, max_chunks) * limit):
             if len(ids) <= limit:
                 rows.append(ids)
                 counts.append(1)
                 truncated.append(False)
                 continue
-            special = enc.special_tokens_mask
             head = 0
             while head < len(ids) and special[head]:
                 head += 1
@@ -271,6 +278,37 @@ class OnnxEncoder:
             truncated.append(starts[-1] + width < len(body))
         return rows, counts, truncated
 
+    def token_rows(self, texts: list[str], need: int) -> list[tuple[list[int], list[int]]]:
+        """(token ids, special-tokens mask) of each text, as far as its first ``need``
+        body tokens (more may come); a text that is shorter comes whole.
+
+        Memory: a text is never tokenized whole when a prefix gives ``need`` tokens
+        (a 1 MB text took ~80 MB in the tokenizer; its windows use a few thousand
+        tokens). A long text is cut to ``need * CHARS_PER_TOKEN`` characters and the
+        tokens of the word the cut splits are dropped, so the tokens kept are those of
+        the whole text; if fewer than ``need`` remain, a 4 times longer cut is tried.
+        """
+        out: list[tuple[list[int], list[int]] | None] = [None] * len(texts)
+        todo = list(range(len(texts)))
+        chars = max(1, need) * CHARS_PER_TOKEN
+        while todo:
+            pieces = [texts[i][:chars] for i in todo]
+            with self._tok_lock:
+                encodings = self._tokenizer.encode_batch(pieces)
+            again: list[int] = []
+            for i, piece, enc in zip(todo, pieces, encodings, strict=True):
+                if len(piece) == len(texts[i]):
+                    out[i] = (enc.ids, enc.special_tokens_mask)
+                    continue
+                ids, special = _without_last_word(enc)
+                if len(ids) - sum(special) > need:
+                    out[i] = (ids, special)
+                else:
+                    again.append(i)
+            todo = again
+            chars *= 4
+        return out  # type: ignore[return-value]
+
     def run(self, ids: list[list[int]]) -> np.ndarray:
         """Vectors (n, dim) float32 for already-tokenized rows (one onnxruntime call)."""
         width = max(len(r) for r in ids)
@@ -282,7 +320,7 @@ class OnnxEncoder:
         feed = {"input_ids": input_ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.zeros_like(input_ids)
-        out = self._session.run([self._output], feed)[0]
+        out = self._session.run([self._output], feed, self._run_options)[0]
         if out.ndim == 2:
             pooled = out.astype(np.float32, copy=False)
         elif self.spec.pooling == "cls":
@@ -315,6 +353,21 @@ class OnnxEncoder:
         """Embed ``texts``, one vector each (a long text is cut to its first window)."""
         ids, truncated = self.tokenize(texts)
         return self.run_rows(ids, batch_size), truncated
+
+
+def _without_last_word(enc: Any) -> tuple[list[int], list[int]]:
+    """The ids and special mask of an encoding of a cut text, less its last word's tokens
+    (the word the cut may have split); trailing special tokens are kept."""
+    ids, special, words = enc.ids, enc.special_tokens_mask, enc.word_ids
+    tail = len(ids)
+    while tail > 0 and special[tail - 1]:
+        tail -= 1
+    cut = tail
+    if tail:
+        last = words[tail - 1]
+        while cut > 0 and not special[cut - 1] and words[cut - 1] == last:
+            cut -= 1
+    return ids[:cut] + ids[tail:], special[:cut] + special[tail:]
 
 
 def window_starts(length: int, width: int, overlap: int, max_chunks: int) -> list[int]:
