@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import math
+import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -171,18 +172,19 @@ class ChildContext:
         self.supervisor = supervisor
         self.shutdown = trio.Event()
         self._in_flight: set[Reply] = set()
-        self._soft_scopes: list[trio.CancelScope] = []
+        # Weak: a scope that has ended (and is dropped) leaves the set by itself.
+        self._soft_scopes: weakref.WeakSet[trio.CancelScope] = weakref.WeakSet()
 
     def cancel_on_shutdown(self, scope: trio.CancelScope) -> trio.CancelScope:
         """Cancel ``scope`` when a graceful stop is requested (the child then tidies up)."""
         if self.shutdown.is_set():
             scope.cancel()
-        self._soft_scopes.append(scope)
+        self._soft_scopes.add(scope)
         return scope
 
     def request_shutdown(self) -> None:
         self.shutdown.set()
-        for scope in self._soft_scopes:
+        for scope in list(self._soft_scopes):
             scope.cancel()
 
     @contextlib.contextmanager
