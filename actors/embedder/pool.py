@@ -213,7 +213,13 @@ class EmbedderPool:
                         _ENCODERS[key] = encoder
             except ModelError as exc:
                 self._load_error = (time.monotonic(), str(exc))
-                trace.error("embedder", "model_load_failed", model=self.model, error=str(exc))
+                trace.error(
+                    "embedder",
+                    "model_load_failed",
+                    model=self.model,
+                    error=str(exc),
+                    exc=trace.format_traceback(exc),
+                )
                 raise
             self._encoder = encoder
             self._load_error = None

@@ -291,7 +291,12 @@ class Ranker:
             self._load_error = None
         except (sqlite3.Error, ValueError) as exc:
             self._load_error = f"{type(exc).__name__}: {exc}"
-            trace.error(ACTOR, "cache_load_failed", error=self._load_error)
+            trace.error(
+                ACTOR,
+                "cache_load_failed",
+                error=self._load_error,
+                exc=trace.format_traceback(exc),
+            )
         self._loaded.set()
 
     def _sync(self, cache: RecallCache, pending: list[Change], notified: bool) -> RecallCache:
@@ -336,7 +341,11 @@ class Ranker:
                 cache = await trio.to_thread.run_sync(self._load_sync, model)
             except (sqlite3.Error, ValueError) as exc:
                 trace.warning(
-                    ACTOR, "semantic_recall_failed", error=f"cache load: {exc}", fallback="lexical"
+                    ACTOR,
+                    "semantic_recall_failed",
+                    error=f"cache load: {exc}",
+                    fallback="lexical",
+                    exc=trace.format_traceback(exc),
                 )
                 raise RankerError(
                     f"the recall index could not be loaded ({exc}); falling back to lexical ranking"
@@ -371,7 +380,12 @@ class Ranker:
             except RankerError as exc:
                 request.reply.fail(exc)
             except Exception as exc:  # noqa: BLE001 - a ranking bug must not cost the caller its recall
-                trace.error(ACTOR, "ranking_failed", error=f"{type(exc).__name__}: {exc}")
+                trace.error(
+                    ACTOR,
+                    "ranking_failed",
+                    error=f"{type(exc).__name__}: {exc}",
+                    exc=trace.format_traceback(exc),
+                )
                 request.reply.fail(
                     RankerError(
                         f"semantic ranking failed ({type(exc).__name__}: {exc}); falling back to lexical ranking"
