@@ -1,5 +1,6 @@
 """Where the session's answers go: `Answer` (the one answer to one request) and
-`BatchAnswers` (the answers of one JSON-RPC batch, sent as one array).
+`BatchAnswers` (the answers of one JSON-RPC batch, sent as one array); and
+`decode_params`, which answers a request whose params do not decode.
 
 Error handling: an answer once taken is never lost nor sent twice (see
 `Answer._deliver`).
@@ -8,13 +9,17 @@ Error handling: an answer once taken is never lost nor sent twice (see
 from __future__ import annotations
 
 import contextlib
+from typing import TypeVar
 
+import msgspec
 import trio
 
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import Id
 from ..protocol.messages import Outbound
 from ..supervisors.supervisor import Mailbox
+
+T = TypeVar("T")
 
 
 class BatchAnswers:
@@ -106,3 +111,15 @@ class Answer:
 
     async def result(self, rid: Id, result: object) -> None:
         await self.send(jsonrpc.result_response(rid, result))
+
+
+async def decode_params(
+    msg: jsonrpc.Message, decoder: msgspec.json.Decoder[T], answer: Answer
+) -> T | None:
+    """``msg``'s params decoded by ``decoder`` (none given: ``{}``); None once a bad
+    one has been answered -32602."""
+    try:
+        return decoder.decode(msg.params or b"{}")
+    except msgspec.DecodeError as exc:
+        await answer.error(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
+        return None

@@ -28,7 +28,7 @@ from ..protocol.messages import Closed, Inbound, Outbound, Oversized, SessionInp
 from ..supervisors import faults, trace
 from ..supervisors.context import AppContext
 from ..supervisors.supervisor import ChildContext, Mailbox
-from .answers import Answer, BatchAnswers
+from .answers import Answer, BatchAnswers, decode_params
 from .session_state import SessionState
 from .tool_calls import ToolCalls, answer_interrupted
 
@@ -251,10 +251,8 @@ class Session:
     # -- lifecycle ---------------------------------------------------------
 
     async def initialize(self, msg: jsonrpc.Message, answer: Answer) -> None:
-        try:
-            params = mcp.initialize_params.decode(msg.params or b"{}")
-        except msgspec.DecodeError as exc:
-            await answer.error(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
+        params = await decode_params(msg, mcp.initialize_params, answer)
+        if params is None:
             return
         version = mcp.negotiate(params.protocolVersion)
         state = self.state
@@ -299,10 +297,8 @@ class Session:
         await answer.result(msg.id, result)
 
     async def read_resource(self, msg: jsonrpc.Message, answer: Answer) -> None:
-        try:
-            params = mcp.read_resource_params.decode(msg.params or b"{}")
-        except msgspec.DecodeError as exc:
-            await answer.error(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
+        params = await decode_params(msg, mcp.read_resource_params, answer)
+        if params is None:
             return
         resource = self.app.resources.get(params.uri)
         if resource is None:
@@ -317,13 +313,7 @@ class Session:
         try:
             text = await resource.read(self.app)
         except Exception as exc:  # noqa: BLE001 - answered, logged
-            trace.error(
-                self.state.name,
-                "resource_failed",
-                uri=params.uri,
-                error=f"{type(exc).__name__}: {exc}",
-                exc=trace.format_traceback(exc),
-            )
+            trace.failure(self.state.name, "resource_failed", exc, uri=params.uri)
             await answer.error(msg.id, jsonrpc.INTERNAL_ERROR, f"Internal error: {exc}")
             return
         result = {"contents": [{"uri": resource.uri, "mimeType": resource.mime_type, "text": text}]}

@@ -26,7 +26,7 @@ from ..protocol.jsonrpc import Id
 from ..protocol.tools import Tool, format_validation_error
 from ..supervisors import faults, trace
 from ..supervisors.context import AppContext, CallContext
-from .answers import Answer
+from .answers import Answer, decode_params
 from .session_state import CallState, SessionState
 
 # At most this many tool calls run at once in a session. Another waits for one
@@ -58,10 +58,8 @@ class ToolCalls:
                 f"Invalid Request: id {msg.id!r} is already in use by a running call",
             )
             return
-        try:
-            params = mcp.call_params.decode(msg.params or b"{}")
-        except msgspec.DecodeError as exc:
-            await answer.error(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
+        params = await decode_params(msg, mcp.call_params, answer)
+        if params is None:
             return
         tool = self.app.registry.get(params.name)
         if tool is None:
@@ -149,13 +147,7 @@ class ToolCalls:
             return mcp.tool_error(str(exc))
         except Exception as exc:  # noqa: BLE001 - a tool failure is a result, not a crash
             span["outcome"] = "error"
-            trace.error(
-                self.state.name,
-                "tool_failed",
-                tool=tool.name,
-                error=f"{type(exc).__name__}: {exc}",
-                exc=trace.format_traceback(exc),
-            )
+            trace.failure(self.state.name, "tool_failed", exc, tool=tool.name)
             return mcp.tool_error(f"{tool.name} failed: {type(exc).__name__}: {exc}")
         return mcp.tool_result(value, structured_ok=self.state.structured_ok)
 

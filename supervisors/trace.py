@@ -159,6 +159,16 @@ def record(actor: str, name: str, level: str = "info", **fields: object) -> None
     LOG.emit(level, actor, name, fields, echo=False)
 
 
+def failure(
+    actor: str, name: str, exc: BaseException, level: str = "error", **fields: object
+) -> None:
+    """Record that something failed with ``exc``: ``fields``, then its one-line ``error``
+    and its traceback (``exc``, in the log only)."""
+    fields["error"] = f"{type(exc).__name__}: {exc}"
+    fields["exc"] = format_traceback(exc)
+    LOG.emit(level, actor, name, fields)
+
+
 def warning(actor: str, name: str, **fields: object) -> None:
     LOG.emit("warning", actor, name, fields)
 

@@ -380,12 +380,7 @@ class Ranker:
             except RankerError as exc:
                 request.reply.fail(exc)
             except Exception as exc:  # noqa: BLE001 - a ranking bug must not cost the caller its recall
-                trace.error(
-                    ACTOR,
-                    "ranking_failed",
-                    error=f"{type(exc).__name__}: {exc}",
-                    exc=trace.format_traceback(exc),
-                )
+                trace.failure(ACTOR, "ranking_failed", exc)
                 request.reply.fail(
                     RankerError(
                         f"semantic ranking failed ({type(exc).__name__}: {exc}); falling back to lexical ranking"
