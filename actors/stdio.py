@@ -54,7 +54,6 @@ class ReaderState:
     prefix: bytes = b""
     suffix: bytes = b""
     eof: bool = False
-    lines: int = 0
     # Items read but not yet handed to the session: a reader stopped in the
     # middle of a send leaves them to the next incarnation.
     outgoing: deque[SessionInput] = field(default_factory=deque)
@@ -62,8 +61,9 @@ class ReaderState:
 
 @dataclass
 class WriterState:
+    """The line in hand of the writer; kept across writer restarts."""
+
     pending: bytes = b""
-    lines: int = 0
 
 
 def _tail(kept: bytes, more: bytes) -> bytes:
@@ -188,10 +188,7 @@ async def run_reader(
                 state.outgoing.extend([*splitter.finish(), Closed()])
                 await _hand_over(state, inbox)
                 break
-            for item in splitter.feed(data):
-                if isinstance(item, Inbound):
-                    state.lines += len(item.lines)
-                state.outgoing.append(item)
+            state.outgoing.extend(splitter.feed(data))
             await _hand_over(state, inbox)
     await ctx.shutdown.wait()
 
@@ -234,7 +231,6 @@ async def run_writer(
                 on_peer_gone()
             return False
         state.pending = b""
-        state.lines += data.count(b"\n")
         return True
 
     alive = True
@@ -336,19 +332,14 @@ def transport_children(
     ]
 
 
-def transport_supervisor(
-    app: AppContext,
-    in_stream: trio.abc.ReceiveStream,
-    out_stream: trio.abc.SendStream,
-    name: str = "stdio",
-    children: list[ChildSpec] | None = None,
-) -> Supervisor:
+def transport_supervisor(children: list[ChildSpec], name: str = "stdio") -> Supervisor:
+    """The supervisor of one transport's actors (``children``: see `transport_children`)."""
     # one_for_one: the three actors share no state with each other except the
     # supervisor-owned mailboxes and states, so one may restart alone. Intensity
     # 5 in 10 s: a transport failing faster than that is broken for good.
     return Supervisor(
         f"{name}-transport",
-        children if children is not None else transport_children(app, in_stream, out_stream, name),
+        children,
         ONE_FOR_ONE,
         max_restarts=5,
         period=10.0,
@@ -378,7 +369,7 @@ def stdio_transport(app: AppContext, proto_in: int, proto_out: int) -> ChildSpec
     out_stream = trio.lowlevel.FdStream(proto_out)
     specs = transport_children(app, in_stream, out_stream)
     return supervisor_child(
-        lambda: transport_supervisor(app, in_stream, out_stream, children=specs),
+        lambda: transport_supervisor(specs),
         "transport",
         why="the stdio client connection",
     )
