@@ -11,10 +11,12 @@ incarnation of the actor reading them.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Generic, TypeVar
 
 import msgspec
 import trio
+
+T = TypeVar("T")
 
 
 def new_id() -> str:
@@ -37,8 +39,8 @@ class ActorCrashed(Exception):
     """The actor serving a request died before replying."""
 
 
-class Reply:
-    """A one-shot reply slot: set once with a value or an error, awaited once.
+class Reply(Generic[T]):
+    """A one-shot reply slot: set once with a value (a ``T``) or an error, awaited once.
 
     Not a msgspec struct on purpose: it holds a trio.Event and is never encoded.
     """
@@ -47,14 +49,14 @@ class Reply:
 
     def __init__(self) -> None:
         self._event = trio.Event()
-        self._value: Any = None
+        self._value: T | None = None
         self._error: BaseException | None = None
 
     @property
     def done(self) -> bool:
         return self._event.is_set()
 
-    def set(self, value: Any) -> None:
+    def set(self, value: T) -> None:
         if not self._event.is_set():
             self._value = value
             self._event.set()
@@ -64,11 +66,11 @@ class Reply:
             self._error = error
             self._event.set()
 
-    async def wait(self) -> Any:
+    async def wait(self) -> T:
         await self._event.wait()
         if self._error is not None:
             raise self._error
-        return self._value
+        return self._value  # type: ignore[return-value]  # set() ran: a T
 
 
 # -- transport <-> session -------------------------------------------------
@@ -85,7 +87,7 @@ class Oversized(msgspec.Struct, frozen=True, tag=True):
 
     size: int
     limit: int
-    id_hint: Any = None
+    id_hint: int | str | None = None
 
 
 class Outbound(msgspec.Struct, frozen=True, tag=True):
@@ -104,8 +106,8 @@ SessionInput = Inbound | Oversized | Closed
 # -- requests to actors -----------------------------------------------------
 
 
-class Request(msgspec.Struct, frozen=True, kw_only=True, dict=False):
-    """The base of every message that expects an answer.
+class Request(msgspec.Struct, Generic[T], frozen=True, kw_only=True, dict=False):
+    """The base of every message that expects an answer (a ``T``).
 
     ``reply`` is the one-shot slot the actor answers in (or fails with the
     error); ``trace`` the caller's trace context, so the actor's spans join the
@@ -114,5 +116,5 @@ class Request(msgspec.Struct, frozen=True, kw_only=True, dict=False):
     dispatches them with ``match``.
     """
 
-    reply: Reply = msgspec.field(default_factory=Reply)
+    reply: Reply[T] = msgspec.field(default_factory=Reply)
     trace: TraceContext | None = None

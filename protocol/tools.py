@@ -3,8 +3,8 @@ struct (whose JSON Schema is the tool's ``inputSchema``), annotations and an
 async handler.
 
 A handler is ``async def handler(ctx, args) -> Result`` where ``ctx`` is the
-application context (see ``supervisors.app.AppContext``) and ``args`` an
-instance of the tool's struct. It returns:
+call's ``CallContext`` (``supervisors.context``: the application and the calling
+session) and ``args`` an instance of the tool's struct. It returns:
 
 - a ``str``: plain text content, no structured content;
 - a ``dict`` or ``msgspec.Struct``: structured content, also rendered as JSON text.

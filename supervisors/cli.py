@@ -30,7 +30,7 @@ from .app import build_context, configure_observability, default_features, open_
 from .commands import Parser, add_common, home_origin, load_config
 from .context import VERSION, AppContext, AppRunner
 from .errors import find_user_error, one_line
-from .supervisor import Escalation
+from .supervisor import Escalation, first_leaf
 
 # Feature modules that add subcommands; each has register(subparsers).
 COMMAND_MODULES = (store_cli, embedder_cli, code_cli, chaos_cli)
@@ -164,9 +164,7 @@ def report(exc: BaseException) -> int:
         print(f"memtrio: {known}", file=sys.stderr)
         return known.code
     if isinstance(exc, BaseExceptionGroup):
-        leaf: BaseException = exc
-        while isinstance(leaf, BaseExceptionGroup):
-            leaf = leaf.exceptions[0]
+        leaf = first_leaf(exc)
         if isinstance(leaf, (KeyboardInterrupt, BrokenPipeError)):
             return 130 if isinstance(leaf, KeyboardInterrupt) else 0
         exc = leaf

@@ -77,7 +77,7 @@ def load_config(
     return config_mod.load(home, overrides=overrides, flags=FLAGS), home
 
 
-def emit(args: argparse.Namespace, value: Any, human: Callable[[Any], str]) -> None:
+def emit(args: argparse.Namespace, value: object, human: Callable[[Any], str]) -> None:
     """Print ``value``: as JSON with ``--json``, else as ``human(value)`` (nothing when empty)."""
     if getattr(args, "json", False):
         print(json.dumps(value, ensure_ascii=False, indent=None if isinstance(value, list) else 2))

@@ -181,7 +181,7 @@ class CallContext:
 
     app: AppContext
     session: SessionView | None = None
-    request_id: Any = None
+    request_id: int | str | None = None
 
 
 class AppRunner(Protocol):

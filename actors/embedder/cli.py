@@ -159,7 +159,7 @@ def cmd_reembed(args: argparse.Namespace, run: AppRunner) -> int:
     return 1 if failures else 0
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "reembed",
         help="recompute every memory, entity and relation vector under the current embedding model",

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import trio
 
-from ...protocol.tools import ToolError
+from ...protocol.errors import Unavailable
 from ...supervisors import faults, trace
 from ...supervisors.config import EmbeddingConfig
 from ...supervisors.context import ServiceKey
@@ -64,8 +64,8 @@ _ENCODERS: dict[tuple[Any, ...], OnnxEncoder] = {}
 _ENCODERS_LOCK = threading.Lock()
 
 
-class EmbeddingError(ToolError):
-    """Embedding failed; the message says why and what to do."""
+class EmbeddingError(Unavailable):
+    """Embedding failed; the message says why and what to do (retrying later may succeed)."""
 
 
 class EmbedderUnavailable(EmbeddingError):
@@ -213,7 +213,13 @@ class EmbedderPool:
                         _ENCODERS[key] = encoder
             except ModelError as exc:
                 self._load_error = (time.monotonic(), str(exc))
-                trace.error("embedder", "model_load_failed", model=self.model, error=str(exc))
+                trace.error(
+                    "embedder",
+                    "model_load_failed",
+                    model=self.model,
+                    error=str(exc),
+                    exc=trace.format_traceback(exc),
+                )
                 raise
             self._encoder = encoder
             self._load_error = None
@@ -305,35 +311,26 @@ class EmbedderPool:
         )
 
     async def _worker(
-        self, ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED
+        self, ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         receive = self.mailbox.receive_channel
         task_status.started()
-        async with trio.open_nursery() as nursery:
-            idle = trio.CancelScope()
-
-            async def watch_shutdown() -> None:
-                await ctx.shutdown.wait()
-                idle.cancel()  # only ever interrupts waiting, never a batch
-
-            nursery.start_soon(watch_shutdown)
-            while not ctx.shutdown.is_set():
-                with idle:
-                    first = await receive.receive()
-                if idle.cancelled_caught:
-                    break  # stopping: what is queued waits for the next incarnation
-                batch = [first]
-                count = len(first.texts)
-                while count < self.config.batch_size:
-                    try:
-                        more = receive.receive_nowait()
-                    except trio.WouldBlock:
-                        break
-                    batch.append(more)
-                    count += len(more.texts)
-                await self._serve(batch, ctx)
-                idle = trio.CancelScope()
-            nursery.cancel_scope.cancel()
+        while not ctx.shutdown.is_set():
+            # A graceful stop only ever interrupts waiting, never a batch.
+            with ctx.cancel_on_shutdown(trio.CancelScope()) as idle:
+                first = await receive.receive()
+            if idle.cancelled_caught:
+                break  # stopping: what is queued waits for the next incarnation
+            batch = [first]
+            count = len(first.texts)
+            while count < self.config.batch_size:
+                try:
+                    more = receive.receive_nowait()
+                except trio.WouldBlock:
+                    break
+                batch.append(more)
+                count += len(more.texts)
+            await self._serve(batch, ctx)
 
     async def _serve(self, batch: list[Embed], ctx: ChildContext) -> None:
         live = [cmd for cmd in batch if not cmd.reply.done]

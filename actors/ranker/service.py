@@ -31,19 +31,21 @@ from __future__ import annotations
 import math
 import sqlite3
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import trio
 
-from ...protocol.tools import ToolError
+from ...protocol.errors import DomainError
 from ...supervisors import faults, trace
 from ...supervisors.context import AppContext, ServiceKey
 from ...supervisors.supervisor import ChildContext, Mailbox
-from ..embedder.pool import EMBEDDER
-from ..store.writer import STORE
+from ..embedder.documents import read_documents, vector_writer
+from ..embedder.pool import EMBEDDER, EmbeddingError, EmbedResult
+from ..store import db
+from ..store.writer import STORE, Change
 from . import rank as rank_mod
 from .graph import KINDS, RecallCache
 from .messages import RankerRequest, Recall
@@ -64,7 +66,7 @@ EXTERNAL_CHECK_INTERVAL = 1.0  # seconds
 class RankerError(RuntimeError):
     """Semantic recall is not possible right now; fall back to lexical ranking.
 
-    Deliberately not a `ToolError`: the caller answers lexically instead of failing.
+    Deliberately not a `DomainError`: the caller answers lexically instead of failing.
     """
 
 
@@ -73,7 +75,9 @@ class Ranked(list):
 
     warnings: list[str]
 
-    def __init__(self, items: Any = (), warnings: list[str] | None = None) -> None:
+    def __init__(
+        self, items: Iterable[tuple[int, float]] = (), warnings: list[str] | None = None
+    ) -> None:
         super().__init__(items)
         self.warnings = warnings or []
 
@@ -96,7 +100,7 @@ class Ranker:
         self.app = app
         self.path = path
         self.mailbox = Mailbox("ranker", size=math.inf)
-        self._pending: list[Any] = []
+        self._pending: list[Change] = []
         self._notified = False  # change records arrived since the last sync
         self._cache: RecallCache | None = None
         self._conn: sqlite3.Connection | None = None
@@ -104,11 +108,11 @@ class Ranker:
         self._checked_at = 0.0  # monotonic time of the last look for other processes' writes
         self._load_error: str | None = None
         self._loaded = trio.Event()
-        self._remove_listener: Any = None
+        self._remove_listener: Callable[[], None] | None = None
 
     # -- the client call -------------------------------------------------------
 
-    def params(self, **overrides: Any) -> rank_mod.Params:
+    def params(self, **overrides: object) -> rank_mod.Params:
         r = self.app.config.retrieval
         base = rank_mod.Params(
             seed_top_k=r.seed_top_k,
@@ -126,7 +130,7 @@ class Ranker:
     async def recall(
         self,
         query: str,
-        scope_ids: Any = None,
+        scope_ids: Sequence[int | str] | None = None,
         memory_type: str | None = None,
         limit: int = 10,
         *,
@@ -143,8 +147,6 @@ class Ranker:
             raise RankerError(
                 "embeddings are off or the embedder is not running; use lexical recall"
             )
-        from ..embedder.pool import EmbeddingError
-
         params = self.params(
             **{
                 k: v
@@ -155,7 +157,7 @@ class Ranker:
         store = self.app.find(STORE)
         lexical: list[tuple[int, float]] | None = None
         failure: EmbeddingError | None = None
-        result: Any = None
+        result: EmbedResult | None = None
 
         async def embed_query() -> None:
             nonlocal result, failure
@@ -170,7 +172,7 @@ class Ranker:
                 nonlocal lexical
                 try:
                     lexical = await store.read(lambda conn: rank_mod.fts_candidates(conn, query))
-                except (ToolError, sqlite3.Error):
+                except (DomainError, sqlite3.Error):
                     lexical = None  # the actor queries its own connection instead
 
             async with trio.open_nursery() as nursery:
@@ -203,12 +205,12 @@ class Ranker:
 
     # -- change notifications ----------------------------------------------------
 
-    def on_changes(self, changes: Any) -> None:
+    def on_changes(self, changes: Iterable[Change]) -> None:
         """The store's listener: called in the trio thread after each commit; cheap."""
         self._pending.extend(changes)
         self._notified = True
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, object]:
         cache = self._cache
         return {
             "loaded": cache is not None,
@@ -219,10 +221,8 @@ class Ranker:
     # -- the actor ---------------------------------------------------------------
 
     async def serve(
-        self, ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED
+        self, ctx: ChildContext, *, task_status: trio.TaskStatus[Ranker] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        from ..store import db
-
         store = self.app.find(STORE)
         self._pending.clear()
         self._loaded = trio.Event()
@@ -291,10 +291,15 @@ class Ranker:
             self._load_error = None
         except (sqlite3.Error, ValueError) as exc:
             self._load_error = f"{type(exc).__name__}: {exc}"
-            trace.error(ACTOR, "cache_load_failed", error=self._load_error)
+            trace.error(
+                ACTOR,
+                "cache_load_failed",
+                error=self._load_error,
+                exc=trace.format_traceback(exc),
+            )
         self._loaded.set()
 
-    def _sync(self, cache: RecallCache, pending: list[Any], notified: bool) -> RecallCache:
+    def _sync(self, cache: RecallCache, pending: list[Change], notified: bool) -> RecallCache:
         """In a thread: apply ``pending`` changes; reload on a reset or on another process's writes."""
         assert self._conn is not None
         conn = self._conn
@@ -336,7 +341,11 @@ class Ranker:
                 cache = await trio.to_thread.run_sync(self._load_sync, model)
             except (sqlite3.Error, ValueError) as exc:
                 trace.warning(
-                    ACTOR, "semantic_recall_failed", error=f"cache load: {exc}", fallback="lexical"
+                    ACTOR,
+                    "semantic_recall_failed",
+                    error=f"cache load: {exc}",
+                    fallback="lexical",
+                    exc=trace.format_traceback(exc),
                 )
                 raise RankerError(
                     f"the recall index could not be loaded ({exc}); falling back to lexical ranking"
@@ -371,7 +380,7 @@ class Ranker:
             except RankerError as exc:
                 request.reply.fail(exc)
             except Exception as exc:  # noqa: BLE001 - a ranking bug must not cost the caller its recall
-                trace.error(ACTOR, "ranking_failed", error=f"{type(exc).__name__}: {exc}")
+                trace.failure(ACTOR, "ranking_failed", exc)
                 request.reply.fail(
                     RankerError(
                         f"semantic ranking failed ({type(exc).__name__}: {exc}); falling back to lexical ranking"
@@ -416,8 +425,6 @@ class Ranker:
         embedder = self.app.find(EMBEDDER)
         if store is None or embedder is None:
             return 0
-        from ..embedder.documents import read_documents, vector_writer
-
         docs = await store.read(lambda conn: read_documents(conn, missing))
         if not docs:
             return 0
@@ -434,7 +441,7 @@ class Ranker:
             result = await embedder.embed(
                 [text for _, _, text in docs], max_chunks=self.app.config.embedding.max_chunks
             )
-        except ToolError as exc:
+        except EmbeddingError as exc:
             trace.warning(ACTOR, "backfill_failed", error=str(exc))
             return 0
         op = vector_writer([(kind, item_id) for kind, item_id, _ in docs], result)
