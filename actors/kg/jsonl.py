@@ -50,8 +50,6 @@ FORMAT = "jsonl"
 MAX_ITEMS = limits.MAX_ITEMS
 MAX_WARNINGS = 100  # an import reports this many (ownership) warnings, then counts the rest
 
-JsonlError = ImportRefused  # a file refused as a whole; the message names the line
-
 
 def dumps(record: object) -> str:
     """``JSON.stringify`` of a record: compact, non-ASCII kept, same escapes."""
@@ -134,7 +132,7 @@ def is_reference_format(number: int, first_line: bytes) -> bool:
     """True when the first non-blank line is a reference entity or relation record.
 
     Error handling: a line that is no record of either format (not UTF-8,
-    not JSON, nested too deeply) raises `JsonlError`.
+    not JSON, nested too deeply) raises `ImportRefused`.
     """
     try:
         probe = _probe.decode(first_line)
@@ -163,7 +161,7 @@ def _decode(number: int, line: bytes) -> EntityRecord | RelationRecord:
             limits.check_name(rec.to, f"{at}: to")
             limits.check_type(rec.relationType, f"{at}: relationType", "relationType")
     except DomainError as exc:
-        raise JsonlError(printable(str(exc), 600)) from None
+        raise ImportRefused(printable(str(exc), 600)) from None
     return rec
 
 
@@ -173,14 +171,14 @@ Lines = Callable[[], Iterator[tuple[int, bytes]]]
 def check(lines: Lines) -> int:
     """Check every line before anything is written; returns the number of records.
 
-    Error handling: the first bad line raises `JsonlError` naming it.
+    Error handling: the first bad line raises `ImportRefused` naming it.
     """
     count = 0
     for number, line in lines():
         _decode(number, line)
         count += 1
     if count == 0:
-        raise JsonlError("the file is empty (no records)")
+        raise ImportRefused("the file is empty (no records)")
     return count
 
 

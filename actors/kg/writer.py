@@ -137,11 +137,11 @@ class Writer:
         )
         ent.kind = kind
 
-    def drop_observation(self, mid: int, entity_id: int) -> bool:
+    def drop_observation(self, mid: int, entity_id: int) -> None:
         """Remove an observation (a memory owned here) from an entity.
 
         The memory row is deleted when this entity is its only link; otherwise
-        only the link goes. Returns True if deleted. Error handling: a memory
+        only the link goes. Error handling: a memory
         shared with a scope this server may not write raises
         `ownership.SharedRow` (callers skip or refuse those first).
         """
@@ -154,12 +154,11 @@ class Writer:
         if others is None:
             conn.execute("DELETE FROM memories WHERE id = ?", (mid,))
             self.change("memory", mid, deleted=True)
-            return True
+            return
         conn.execute(
             "DELETE FROM memory_entities WHERE memory_id = ? AND entity_id = ?", (mid, entity_id)
         )
         self.change("memory", mid)
-        return False
 
     def drop_relation(self, rid: int) -> None:
         """Delete a relation owned here; unlink a shared one from the writable scopes only."""
