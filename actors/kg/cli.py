@@ -21,8 +21,9 @@ from ..store.runner import check_export_target, export_output, refused, run_stor
 from ..store.tools import store_of
 from ..store.writer import Written
 from . import jsonl
-from .graph import Scoped, Writer
-from .tools import view_of
+from .transactions import view_of
+from .view import Scoped
+from .writer import Writer
 
 
 def export_jsonl(args: argparse.Namespace, run: AppRunner) -> int:
