@@ -31,8 +31,9 @@ from ...supervisors.errors import UserError
 from ...supervisors.git import git_output
 from ..kg import cli as kg_cli
 from ..kg import jsonl
-from . import db, limits, ops, schema, tools, transfer
+from . import db, limits, schema, tools, transfer
 from .import_file import ImportRefused, numbered_lines, open_import, printable
+from .memories import counts, list_memories
 from .runner import (
     check_export_target,
     check_text,
@@ -146,7 +147,7 @@ def cmd_list(args: argparse.Namespace, run: AppRunner) -> int:
         store = tools.store_of(app)
         selection = store.policy.select(_scopes(args))
         rows = await store.read(
-            lambda conn: ops.list_memories(conn, selection, args.type, args.limit, args.offset)
+            lambda conn: list_memories(conn, selection, args.type, args.limit, args.offset)
         )
         emit(
             args,
@@ -389,7 +390,7 @@ def cmd_doctor(args: argparse.Namespace, run: AppRunner) -> int:
                 "journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0],
                 "integrity": "ok" if integrity == ["ok"] else "; ".join(integrity[:5]),
                 "fts_integrity": fts,
-                "counts": ops.counts(conn),
+                "counts": counts(conn),
             }
 
         report = await store.write(check, name="doctor")

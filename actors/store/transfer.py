@@ -33,7 +33,8 @@ from typing import Annotated, Any, BinaryIO, Literal
 import msgspec
 
 from ...protocol.tools import ToolError
-from . import limits, ops, schema
+from . import limits
+from .documents import canonical_name
 from .import_file import (
     ImportRefused,
     decode_line,
@@ -43,7 +44,9 @@ from .import_file import (
     require_json,
 )
 from .limits import MAX_CONTENT, MAX_LINKS, Importance, MemoryType, Scopes
+from .scope_rows import ensure_scope
 from .scopes import GLOBAL, REPO_PREFIX, ScopeError, ScopePolicy, check_syntax
+from .vectors import Vec, put_vector
 from .writer import Change
 
 FORMAT = "memtrio-export"
@@ -286,7 +289,7 @@ def _scope(name: str, where: str) -> str:
 
 
 def _canonical(name: str, where: str) -> str:
-    if not name or ops.canonical_name(name) != name:
+    if not name or canonical_name(name) != name:
         raise ToolError(f"{where}: {printable(name, 200)!r} is not a canonical entity name")
     return name
 
@@ -325,7 +328,7 @@ def check_record(rec: Record, number: int) -> None:
             _scope(rec.name, f"{at}: name")
         case EntityRecord():
             limits.check_stored_name(rec.name, f"{at}: name")
-            if rec.canonical_name != ops.canonical_name(rec.name):
+            if rec.canonical_name != canonical_name(rec.name):
                 raise ToolError(
                     f"{at}: canonical_name {printable(rec.canonical_name, 200)!r} is not the canonical form of the name"
                 )
@@ -561,7 +564,7 @@ def import_records(conn: sqlite3.Connection, checked: Checked) -> dict[str, int]
     def link_scopes(table: str, item: int, scopes: list[str]) -> None:
         for name in scopes:
             conn.execute(
-                f"INSERT OR IGNORE INTO {table} VALUES (?, ?)", (item, ops.ensure_scope(conn, name))
+                f"INSERT OR IGNORE INTO {table} VALUES (?, ?)", (item, ensure_scope(conn, name))
             )
 
     def entity(canonical: str) -> int:
@@ -582,7 +585,7 @@ def import_records(conn: sqlite3.Connection, checked: Checked) -> dict[str, int]
             rec = _decode(number, line)
             match rec:
                 case ScopeRecord():
-                    ops.ensure_scope(conn, rec.name)
+                    ensure_scope(conn, rec.name)
                 case EntityRecord():
                     row = conn.execute(
                         "SELECT id FROM entities WHERE canonical_name = ?", (rec.canonical_name,)
@@ -684,11 +687,11 @@ def import_records(conn: sqlite3.Connection, checked: Checked) -> dict[str, int]
                         continue
                     # An existing row keeps its vectors: import never changes a row's
                     # content, and the row may belong to another repository too.
-                    ops.put_vector(
+                    put_vector(
                         conn,
                         rec.kind,
                         item,
-                        ops.Vec(data, rec.dim, rec.model, rec.revision),
+                        Vec(data, rec.dim, rec.model, rec.revision),
                         replace=False,
                     )
                     added["vectors"] += 1
@@ -754,6 +757,3 @@ def flush(
 
 def schema_version(conn: sqlite3.Connection) -> int:
     return conn.execute("PRAGMA user_version").fetchone()[0]
-
-
-LATEST_SCHEMA = schema.LATEST
