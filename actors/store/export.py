@@ -108,6 +108,11 @@ def export_lines(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
             "type": "vector", "kind": kind, "key": key, "model": model, "revision": revision, "dim": dim,
             "vec": base64.b64encode(vec).decode("ascii"),
         }  # fmt: skip
+    yield from _recall_log(conn)
+
+
+def _recall_log(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
+    """The recall log's records, oldest first."""
     for ts, kind, query, scopes, ids, scores in conn.execute(
         "SELECT ts, kind, query, scopes, ids, scores FROM recall_log ORDER BY id"
     ):
