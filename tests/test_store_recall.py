@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from memtrio.actors.store import db, ops
+from memtrio.actors.store import db, lexical, ops
 from memtrio.actors.store.scopes import ScopePolicy
 
 REPO = "repo:/r/.git"
@@ -124,7 +124,7 @@ def test_very_common_words_are_pruned_when_a_selective_word_exists(
     assert plan == ('"zanzibar"', 0)
     assert search(r, "zanzibar common") == [rare]
     # Only common words and more postings than the budget: the newest window is ranked.
-    monkeypatch.setattr(ops, "MAX_POSTINGS", 20)
+    monkeypatch.setattr(lexical, "MAX_POSTINGS", 20)
     match, low = db.run_read(r, lambda c: ops.lexical_plan(c, "common filler"))
     assert match == '"common" OR "filler" OR NEAR("common" "filler", 4)' and low > 0
     newest = search(r, "common filler", limit=50)

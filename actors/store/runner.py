@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ...protocol.tools import ToolError
+from ...protocol.errors import DomainError
 from ...supervisors import private
 from ...supervisors.commands import CliError, resolve_home
 from ...supervisors.context import AppContext, AppRunner, CallContext
@@ -29,7 +29,7 @@ STORE_ONLY = frozenset({"store"})
 WITH_RANKING = frozenset({"status", "store", "kg", "embedder", "ranker"})
 
 
-def check_text(value: Any, where: str) -> None:
+def check_text(value: object, where: str) -> None:
     """Refuse a string that is not text (bytes of a non-UTF-8 argument arrive as lone surrogates)."""
     if isinstance(value, str):
         try:
@@ -64,7 +64,7 @@ def run_store_command(
     async def main(app: AppContext) -> int:
         try:
             return int(await body(app) or 0)
-        except (ToolError, CliError, BrokenPipeError) as exc:
+        except (DomainError, CliError, BrokenPipeError) as exc:
             # Raised outside the actor tree, so it is not wrapped in a nursery's group.
             failure.append(exc)
             return 1
@@ -91,7 +91,7 @@ def run_store_command(
     if failure:
         if isinstance(failure[0], BrokenPipeError):
             raise failure[0]
-        if isinstance(failure[0], ToolError):
+        if isinstance(failure[0], DomainError):
             raise CliError(str(failure[0])) from None
         raise failure[0]  # a UserError, or unexpected: `memtrio` prints it in one line
     return code

@@ -23,12 +23,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Generic, Literal, TypeVar
 
 import msgspec
 import trio
 
-from ...protocol.tools import ToolError
+from ...protocol.errors import Unavailable
 from ...supervisors import faults, trace
 from ...supervisors.context import ServiceKey
 from ...supervisors.supervisor import ChildContext, Mailbox
@@ -37,6 +37,8 @@ from .messages import StoreRequest, Transact
 from .scopes import ScopePolicy
 
 ACTOR = "store"
+
+T = TypeVar("T")
 
 
 class Change(msgspec.Struct, frozen=True):
@@ -61,10 +63,10 @@ class Change(msgspec.Struct, frozen=True):
     revision: str | None = None
 
 
-class Written(msgspec.Struct, frozen=True):
+class Written(msgspec.Struct, Generic[T], frozen=True):
     """What a write op returns when it has changes to report: the caller gets ``value``."""
 
-    value: Any
+    value: T
     changes: list[Change] = msgspec.field(default_factory=list)
 
 
@@ -98,18 +100,22 @@ class Store:
     def default_scope(self) -> str:
         return self.policy.current
 
-    async def write(self, op: Callable[[sqlite3.Connection], Any], name: str = "") -> Any:
+    async def write(
+        self,
+        op: Callable[[sqlite3.Connection], Written[T]] | Callable[[sqlite3.Connection], T],
+        name: str = "",
+    ) -> T:
         return await self.mailbox.call(Transact(op=op, name=name, trace=trace.current.get()))
 
-    async def read(self, op: Callable[[sqlite3.Connection], Any]) -> Any:
+    async def read(self, op: Callable[[sqlite3.Connection], T]) -> T:
         pool = self._pool
         if pool is None:
-            raise ToolError("the memory store is not running (starting or restarting); try again")
+            raise Unavailable("the memory store is not running (starting or restarting); try again")
         try:
             with trace.span(ACTOR, "read", op=getattr(op, "__name__", "op")):
                 return await pool.run(op)
         except db.PoolClosed:
-            raise ToolError("the memory store is restarting; try again") from None
+            raise Unavailable("the memory store is restarting; try again") from None
 
     def add_listener(self, fn: Listener) -> Callable[[], None]:
         self._listeners.append(fn)
@@ -134,8 +140,8 @@ class Store:
 
 
 def _run_op(
-    conn: sqlite3.Connection, op: Callable[[sqlite3.Connection], Any], busy_ms: int, commit: bool
-) -> Any:
+    conn: sqlite3.Connection, op: Callable[[sqlite3.Connection], T], busy_ms: int, commit: bool
+) -> T:
     """In a worker thread: BEGIN IMMEDIATE, op, and (if ``commit``) COMMIT; rollback on error."""
     db.begin_immediate(conn, busy_ms)
     try:
@@ -153,8 +159,8 @@ def _commit(conn: sqlite3.Connection) -> None:
 
 
 async def _transact(
-    conn: sqlite3.Connection, op: Callable[[sqlite3.Connection], Any], busy_ms: int
-) -> Any:
+    conn: sqlite3.Connection, op: Callable[[sqlite3.Connection], T], busy_ms: int
+) -> T:
     if not faults.ACTIVE:
         return await trio.to_thread.run_sync(_run_op, conn, op, busy_ms, True)
     result = await trio.to_thread.run_sync(_run_op, conn, op, busy_ms, False)
@@ -176,7 +182,7 @@ async def serve_store_writer(
     durability: str,
     read_connections: int,
     publish: Callable[[Store], None] | None = None,
-    task_status: Any = trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[Store] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Open the database (migrating it), publish the read pool, serve write commands.
 
