@@ -22,10 +22,16 @@ import os
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from ...supervisors import private
 from .wire import ParseResult
+
+# One file's parse result as stored: (path, language, size, mtime_ns, result).
+FileRow = tuple[str, str, int, int, ParseResult]
+# One symbol of a file's outline: (kind, name, start, end, depth, parent, signature).
+SymbolRow = tuple[str, str, int, int, int, str, str]
+# One `find` match: (path, start, end, kind, name, parent, signature, size, mtime_ns, lname).
+MatchRow = tuple[str, int, int, str, str, str, str, int, int, str]
 
 # Bump when the schema or what the extractor produces changes.
 VERSION = 1
@@ -171,7 +177,7 @@ class CodeIndex:
     def apply(
         self,
         cid: int,
-        results: Iterable[tuple[str, str, int, int, ParseResult]],
+        results: Iterable[FileRow],
         deleted: Iterable[str] = (),
     ) -> None:
         """Store parse results (path, language, size, mtime_ns, result) and drop ``deleted``, in one transaction."""
@@ -255,7 +261,7 @@ class CodeIndex:
             (cid, path),
         ).fetchone()
 
-    def file_symbols(self, fid: int) -> list[tuple[str, str, int, int, int, str, str]]:
+    def file_symbols(self, fid: int) -> list[SymbolRow]:
         """(kind, name, start, end, depth, parent, signature) in outline order."""
         return self.conn.execute(
             "SELECT kind, name, start, end, depth, parent, signature FROM symbols WHERE file = ? ORDER BY seq",
@@ -270,7 +276,7 @@ class CodeIndex:
 
     def find(
         self, cid: int, query: str, kind: str | None, limit: int
-    ) -> tuple[list[tuple[Any, ...]], int]:
+    ) -> tuple[list[MatchRow], int]:
         """Matches of ``query`` and their total: exact names first (an Elixir ``name``
         also matches ``name/arity``), then names ending in ``.query`` (``/query``
         for imports), then prefixes; each group by path and line."""
@@ -291,7 +297,7 @@ class CodeIndex:
         exact_sql = "(s.lname >= ? AND s.lname < ? AND (s.lname = ? OR s.lname GLOB ?))"
         exact_args = [q, q + "0", q, _glob_escape(q) + "/[0-9]*"]
 
-        def group(cond: str, args: list[Any], room: int) -> tuple[list[tuple[Any, ...]], int]:
+        def group(cond: str, args: list[object], room: int) -> tuple[list[MatchRow], int]:
             count = conn.execute(
                 f"SELECT count(*) FROM symbols s WHERE {where} AND {cond}", (*common, *args)
             ).fetchone()[0]

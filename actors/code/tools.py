@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import msgspec
 
-from ...protocol.tools import Tool, ToolError
+from ...protocol.errors import BadArgument
+from ...protocol.tools import Tool
+from ...supervisors.context import CallContext
 from .checkout import checkout_root, resolve_path, show_path
+from .diff import structural_diff
+from .index import MatchRow, SymbolRow
 from .service import CODE
 
 Root = Annotated[
@@ -84,7 +88,7 @@ class DiffArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     root: Root = None
 
 
-def symbol_line(row: tuple[Any, ...]) -> str:
+def symbol_line(row: SymbolRow) -> str:
     kind, name, start, end, depth, _parent, signature = row
     line = f"{start}-{end}\t{'  ' * depth}{kind} {name}"
     return f"{line}\t{signature}" if signature else line
@@ -94,7 +98,7 @@ def format_outline(
     path: str,
     language: str,
     coverage: str,
-    rows: list[tuple[Any, ...]],
+    rows: list[SymbolRow],
     offset: int,
     limit: int,
     depth: int | None,
@@ -109,7 +113,7 @@ def format_outline(
 
 
 def format_imports(
-    path: str, language: str, coverage: str, rows: list[tuple[Any, ...]], offset: int, limit: int
+    path: str, language: str, coverage: str, rows: list[SymbolRow], offset: int, limit: int
 ) -> str:
     imports = [r for r in rows if r[0] == "import"]
     lines = [f"{show_path(path)}\t{language}\t{coverage}"]
@@ -120,7 +124,7 @@ def format_imports(
 
 
 def format_matches(
-    root: Path, rows: list[tuple[Any, ...]], total: int, truncation: tuple[int, int], max_files: int
+    root: Path, rows: list[MatchRow], total: int, truncation: tuple[int, int], max_files: int
 ) -> str:
     lines = []
     for path, start, end, kind, name, parent, signature, size, mtime, _lname in rows:
@@ -146,11 +150,11 @@ def format_matches(
     return "\n".join(lines)
 
 
-async def _root(ctx: Any, root: str | None) -> Path:
+async def _root(ctx: CallContext, root: str | None) -> Path:
     return await checkout_root(root, ctx.app.cwd)
 
 
-async def code_outline(ctx: Any, args: OutlineArgs) -> str:
+async def code_outline(ctx: CallContext, args: OutlineArgs) -> str:
     service = ctx.app.service(CODE)
     root = await _root(ctx, args.root)
     rel = resolve_path(root, args.path)
@@ -158,7 +162,7 @@ async def code_outline(ctx: Any, args: OutlineArgs) -> str:
     return format_outline(rel, language, coverage, rows, args.offset, args.limit, args.depth)
 
 
-async def code_imports(ctx: Any, args: ImportsArgs) -> str:
+async def code_imports(ctx: CallContext, args: ImportsArgs) -> str:
     service = ctx.app.service(CODE)
     root = await _root(ctx, args.root)
     rel = resolve_path(root, args.path)
@@ -166,19 +170,17 @@ async def code_imports(ctx: Any, args: ImportsArgs) -> str:
     return format_imports(rel, language, coverage, rows, args.offset, args.limit)
 
 
-async def find_symbol(ctx: Any, args: FindArgs) -> str:
+async def find_symbol(ctx: CallContext, args: FindArgs) -> str:
     service = ctx.app.service(CODE)
     root = await _root(ctx, args.root)
     query = args.query.strip()
     if not query:
-        raise ToolError("query must name a symbol")
+        raise BadArgument("query must name a symbol")
     rows, total = await service.find(root, query, args.kind, args.limit)
     return format_matches(root, rows, total, service.truncation(root), service.max_files)
 
 
-async def code_diff(ctx: Any, args: DiffArgs) -> str:
-    from .diff import structural_diff
-
+async def code_diff(ctx: CallContext, args: DiffArgs) -> str:
     service = ctx.app.service(CODE)
     root = await _root(ctx, args.root)
     return await structural_diff(service.pool, root, args.base, args.head, args.limit)
