@@ -9,10 +9,9 @@ from walking the tree in Python.
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import msgspec
-from tree_sitter import Parser, Point, Query, QueryCursor, Range
+from tree_sitter import Node, Parser, Query, QueryCursor, Range
 from tree_sitter_language_pack import get_language, get_parser
 
 from .languages import SPECS, Spec
@@ -82,7 +81,7 @@ def check_content(path: str, data: bytes) -> None:
             raise Skipped("minified")
 
 
-def _first_error_row(node: Any) -> int:
+def _first_error_row(node: Node) -> int:
     """Row of the first ERROR or MISSING node under ``node`` (which has_error)."""
     while True:
         if node.is_error or node.is_missing:
@@ -113,16 +112,10 @@ def _collect(
     problems: list[str],
     order_base: int,
 ) -> None:
-    parser = _parser(spec.grammar)
-    if ranges is not None:
-        parser.included_ranges = ranges
-        try:
-            tree = parser.parse(src)
-        finally:
-            parser.included_ranges = []
-    else:
-        tree = parser.parse(src)
-    root = tree.root_node
+    """Add the symbols of ``src`` parsed as ``spec`` (only ``ranges`` of it, when
+    given) to ``recs``, then those of the regions it embeds in other languages;
+    syntax errors are noted in ``problems``."""
+    root = _parse(spec, src, ranges)
     if root.has_error:
         row = _first_error_row(root)
         where = f" in embedded {spec.name}" if ranges is not None else ""
@@ -178,6 +171,18 @@ def _collect(
             _collect(sub, src, _disjoint(rs), recs, problems, order_base + 1000)
 
 
+def _parse(spec: Spec, src: bytes, ranges: list[Range] | None) -> Node:
+    """The syntax tree of ``src`` (of only ``ranges`` of it, when given)."""
+    parser = _parser(spec.grammar)
+    if ranges is None:
+        return parser.parse(src).root_node
+    parser.included_ranges = ranges
+    try:
+        return parser.parse(src).root_node
+    finally:
+        parser.included_ranges = []
+
+
 def _disjoint(ranges: list[Range]) -> list[Range]:
     out: list[Range] = []
     for r in ranges:
@@ -189,7 +194,7 @@ def _disjoint(ranges: list[Range]) -> list[Range]:
     return out
 
 
-def _element_content(node: Any) -> Range | None:
+def _element_content(node: Node) -> Range | None:
     """The range between an element's start tag and its end tag."""
     first = node.child(0)
     last = node.child(node.child_count - 1)
@@ -293,4 +298,4 @@ def outline(language: str, data: bytes) -> Outline:
     return Outline(language, coverage, symbols)
 
 
-__all__ = ["MAX_BYTES", "Outline", "Skipped", "Symbol", "check_content", "outline", "Point"]
+__all__ = ["MAX_BYTES", "Outline", "Skipped", "Symbol", "check_content", "outline"]
