@@ -54,15 +54,22 @@ def _check_revision(rev: str) -> None:
 
 
 async def _resolve(root: Path, rev: str) -> str:
+    return await _git_sha(
+        root,
+        ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
+        f"unknown revision {rev!r} in {root}",
+    )
+
+
+async def _git_sha(root: Path, args: list[str], missing: str) -> str:
+    """The commit sha git prints for ``args``; `NotFound` saying ``missing`` when none."""
     try:
-        out = await git(
-            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"], root
-        )
+        out = await git(args, root)
     except GitError:
-        raise NotFound(f"unknown revision {rev!r} in {root}") from None
+        raise NotFound(missing) from None
     sha = out.decode("ascii", "replace").strip()
     if not _is_sha(sha):
-        raise NotFound(f"unknown revision {rev!r} in {root}")
+        raise NotFound(missing)
     return sha
 
 
@@ -276,14 +283,11 @@ async def structural_diff(pool: ParserPool, root: Path, base: str, head: str, li
 
 
 async def _merge_base(root: Path, base: str, head: str, base_sha: str, head_sha: str) -> str:
-    try:
-        out = await git(["merge-base", "--end-of-options", base_sha, head_sha], root)
-    except GitError:
-        raise NotFound(f"{base!r} and {head!r} have no merge base") from None
-    merge_base = out.decode("ascii", "replace").strip()
-    if not _is_sha(merge_base):
-        raise NotFound(f"{base!r} and {head!r} have no merge base")
-    return merge_base
+    return await _git_sha(
+        root,
+        ["merge-base", "--end-of-options", base_sha, head_sha],
+        f"{base!r} and {head!r} have no merge base",
+    )
 
 
 async def _changed_files(root: Path, merge_base: str, head_sha: str) -> list[_Change]:

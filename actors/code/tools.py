@@ -105,21 +105,26 @@ def format_outline(
 ) -> str:
     if depth is not None:
         rows = [r for r in rows if r[4] <= depth]
-    lines = [f"{show_path(path)}\t{language}\t{coverage}"]
-    lines.extend(symbol_line(r) for r in rows[offset : offset + limit])
-    if offset + limit < len(rows):
-        lines.append(f"next_offset {offset + limit} of {len(rows)}")
-    return "\n".join(lines)
+    page = [symbol_line(r) for r in rows[offset : offset + limit]]
+    return _file_page(path, language, coverage, page, offset + limit, len(rows))
 
 
 def format_imports(
     path: str, language: str, coverage: str, rows: list[SymbolRow], offset: int, limit: int
 ) -> str:
     imports = [r for r in rows if r[0] == "import"]
-    lines = [f"{show_path(path)}\t{language}\t{coverage}"]
-    lines.extend(f"{r[2]}-{r[3]}\t{r[1]}" for r in imports[offset : offset + limit])
-    if offset + limit < len(imports):
-        lines.append(f"next_offset {offset + limit} of {len(imports)}")
+    page = [f"{r[2]}-{r[3]}\t{r[1]}" for r in imports[offset : offset + limit]]
+    return _file_page(path, language, coverage, page, offset + limit, len(imports))
+
+
+def _file_page(
+    path: str, language: str, coverage: str, page: list[str], end: int, total: int
+) -> str:
+    """A file's ``path<TAB>language<TAB>coverage`` line, one page of its entries, and
+    ``next_offset`` when entries remain past ``end``."""
+    lines = [f"{show_path(path)}\t{language}\t{coverage}", *page]
+    if end < total:
+        lines.append(f"next_offset {end} of {total}")
     return "\n".join(lines)
 
 
@@ -154,19 +159,23 @@ async def _root(ctx: CallContext, root: str | None) -> Path:
     return await checkout_root(root, ctx.app.cwd)
 
 
-async def code_outline(ctx: CallContext, args: OutlineArgs) -> str:
+async def _file_outline(
+    ctx: CallContext, root_arg: str | None, path: str
+) -> tuple[str, str, str, list[SymbolRow]]:
+    """(checkout-relative path, language, coverage, symbol rows) of a caller's file."""
     service = ctx.app.service(CODE)
-    root = await _root(ctx, args.root)
-    rel = resolve_path(root, args.path)
-    language, coverage, rows = await service.file_outline(root, rel)
+    root = await _root(ctx, root_arg)
+    rel = resolve_path(root, path)
+    return (rel, *await service.file_outline(root, rel))
+
+
+async def code_outline(ctx: CallContext, args: OutlineArgs) -> str:
+    rel, language, coverage, rows = await _file_outline(ctx, args.root, args.path)
     return format_outline(rel, language, coverage, rows, args.offset, args.limit, args.depth)
 
 
 async def code_imports(ctx: CallContext, args: ImportsArgs) -> str:
-    service = ctx.app.service(CODE)
-    root = await _root(ctx, args.root)
-    rel = resolve_path(root, args.path)
-    language, coverage, rows = await service.file_outline(root, rel)
+    rel, language, coverage, rows = await _file_outline(ctx, args.root, args.path)
     return format_imports(rel, language, coverage, rows, args.offset, args.limit)
 
 
