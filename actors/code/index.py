@@ -191,52 +191,58 @@ class CodeIndex:
                 if row:
                     conn.execute("DELETE FROM symbols WHERE file = ?", (row[0],))
                     conn.execute("DELETE FROM files WHERE id = ?", (row[0],))
-            for path, language, size, mtime_ns, result in results:
-                outline = result.outline
-                coverage = outline.coverage if outline is not None else None
-                skipped = result.skipped if outline is None else None
-                row = conn.execute(
-                    "SELECT id FROM files WHERE checkout = ? AND path = ?", (cid, path)
-                ).fetchone()
-                if row:
-                    fid = row[0]
-                    conn.execute("DELETE FROM symbols WHERE file = ?", (fid,))
-                    conn.execute(
-                        "UPDATE files SET language = ?, size = ?, mtime_ns = ?, coverage = ?, skipped = ? WHERE id = ?",
-                        (language, size, mtime_ns, coverage, skipped, fid),
-                    )
-                else:
-                    fid = conn.execute(
-                        "INSERT INTO files(checkout, path, language, size, mtime_ns, coverage, skipped) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (cid, path, language, size, mtime_ns, coverage, skipped),
-                    ).lastrowid
-                if outline is not None and outline.symbols:
-                    conn.executemany(
-                        "INSERT INTO symbols(file, seq, checkout, kind, name, lname, tail, start, end, depth, parent, signature)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        [
-                            (
-                                fid,
-                                seq,
-                                cid,
-                                s.kind,
-                                s.name,
-                                s.name.lower(),
-                                name_tail(s.name, s.kind),
-                                s.start,
-                                s.end,
-                                s.depth,
-                                s.parent,
-                                s.signature,
-                            )
-                            for seq, s in enumerate(outline.symbols)
-                        ],
-                    )
+            for result in results:
+                self._store_file(cid, result)
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise
+
+    def _store_file(self, cid: int, row: FileRow) -> None:
+        """Replace one file's entry and symbols (inside `apply`'s transaction)."""
+        conn = self.conn
+        path, language, size, mtime_ns, result = row
+        outline = result.outline
+        coverage = outline.coverage if outline is not None else None
+        skipped = result.skipped if outline is None else None
+        found = conn.execute(
+            "SELECT id FROM files WHERE checkout = ? AND path = ?", (cid, path)
+        ).fetchone()
+        if found:
+            fid = found[0]
+            conn.execute("DELETE FROM symbols WHERE file = ?", (fid,))
+            conn.execute(
+                "UPDATE files SET language = ?, size = ?, mtime_ns = ?, coverage = ?, skipped = ? WHERE id = ?",
+                (language, size, mtime_ns, coverage, skipped, fid),
+            )
+        else:
+            fid = conn.execute(
+                "INSERT INTO files(checkout, path, language, size, mtime_ns, coverage, skipped) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (cid, path, language, size, mtime_ns, coverage, skipped),
+            ).lastrowid
+        if outline is not None and outline.symbols:
+            conn.executemany(
+                "INSERT INTO symbols(file, seq, checkout, kind, name, lname, tail, start, end, depth, parent, signature)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        fid,
+                        seq,
+                        cid,
+                        s.kind,
+                        s.name,
+                        s.name.lower(),
+                        name_tail(s.name, s.kind),
+                        s.start,
+                        s.end,
+                        s.depth,
+                        s.parent,
+                        s.signature,
+                    )
+                    for seq, s in enumerate(outline.symbols)
+                ],
+            )
 
     def set_counts(self, cid: int, source_files: int, indexed_files: int, now: float) -> None:
         self.conn.execute(
