@@ -23,7 +23,7 @@ import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 
-from ...supervisors import private
+from ...supervisors import private, trace
 from .wire import ParseResult
 
 # One file's parse result as stored: (path, language, size, mtime_ns, result).
@@ -133,8 +133,6 @@ class CodeIndex:
             # cannot open, locked, read-only: the file may be fine, so it is kept
             raise IndexUnavailable(f"cannot open the code index {self.path}: {exc}") from None
         except sqlite3.DatabaseError as first:
-            from ...supervisors import trace
-
             trace.warning("code", "index_recreated", path=str(self.path), reason=str(first))
             try:
                 self._delete_files()
