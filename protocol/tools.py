@@ -23,16 +23,10 @@ from typing import Any
 
 import msgspec
 
-from .errors import DomainError
-
 Handler = Callable[[Any, Any], Awaitable[Any]]
 
 # Tool groups let `[tools] enabled` / `--tools` choose what a server advertises.
 GROUPS = ("core", "memory", "graph-read", "graph-write", "vectors", "code")
-
-
-# The old name of `DomainError`, kept while domain code moves to the precise subclasses.
-ToolError = DomainError
 
 
 @dataclass(frozen=True)

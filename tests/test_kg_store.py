@@ -15,7 +15,7 @@ from memtrio.actors.kg.view import Scoped, View
 from memtrio.actors.kg.writer import Writer
 from memtrio.actors.store import schema
 from memtrio.actors.store.writer import STORE, Change
-from memtrio.protocol.tools import ToolError
+from memtrio.protocol.errors import DomainError
 from test_memory_embeddings import FakeEmbedder, app_with, chunks, vectors
 from test_store_writer import Ctx
 
@@ -55,7 +55,7 @@ async def test_observations_and_new_entities_are_embedded_in_the_same_write(
         more = msgspec.convert(
             {"observations": [{"entityName": "Tea", "contents": ["iced"]}]}, A.AddObservationsArgs
         )
-        with pytest.raises(ToolError, match="nothing was stored"):
+        with pytest.raises(DomainError, match="nothing was stored"):
             await write_tools.add_observations(ctx, more)
         got = await read_tools.get_entity(ctx, A.NameArgs(name="Tea"))
         assert got["observations"] == ["green", "hot", "steeped " * 8]
@@ -95,7 +95,7 @@ def test_each_repository_sees_and_changes_only_its_part_of_a_shared_entity(
     _write(conn, a, lambda w: writes.create_relations(w, [("X", "uses", "Y")]))
     # Repository b does not see a's graph ...
     assert _read(conn, b, lambda c, s: reads.read_graph(c, s, 0, 10, "names", None))["total"] == 0
-    with pytest.raises(ToolError, match="create_entities first"):
+    with pytest.raises(DomainError, match="create_entities first"):
         _write(conn, b, lambda w: writes.add_observations(w, [("X", ["from b"])]))
     conn.execute("ROLLBACK")
     # ... creating X there links the same entity, with b's own observations.
@@ -103,7 +103,7 @@ def test_each_repository_sees_and_changes_only_its_part_of_a_shared_entity(
     assert made == [{"name": "X", "entityType": "lib", "observations": ["from b"]}]
     seen_b = _read(conn, b, lambda c, s: reads.batch_get(c, s, ["X"], 0, 10, "full"))
     assert seen_b["entities"][0]["observations"] == ["from b"]
-    with pytest.raises(ToolError, match="may not modify"):
+    with pytest.raises(DomainError, match="may not modify"):
         _write(conn, b, lambda w: merge.merge_entities(w, ["X"], "Z", None))
     conn.execute("ROLLBACK")
     # Deleting X in b removes b's part only.

@@ -18,7 +18,7 @@ from memtrio.actors.store import ops
 from memtrio.actors.store import tools as T
 from memtrio.actors.store.feature import FEATURE
 from memtrio.actors.store.writer import STORE, Change
-from memtrio.protocol.tools import ToolError
+from memtrio.protocol.errors import DomainError
 from memtrio.supervisors import config as config_mod
 from memtrio.supervisors.app import build_context, open_app
 from memtrio.supervisors.context import AppContext
@@ -181,9 +181,9 @@ async def test_remember_and_relate_store_vectors_in_the_same_write(home: Path) -
         # An embedder failure refuses the call and stores nothing.
         embedder.fail = True
         counts = len(vectors(home))
-        with pytest.raises(ToolError, match="embedding failed.*nothing was stored"):
+        with pytest.raises(DomainError, match="embedding failed.*nothing was stored"):
             await T.remember(ctx, T.RememberArgs("doomed"))
-        with pytest.raises(ToolError, match="embedding failed"):
+        with pytest.raises(DomainError, match="embedding failed"):
             await T.update(ctx, T.UpdateArgs(1, content="doomed too"))
         assert (await T.inspect(ctx, T.InspectArgs(1)))["content"] == "z" * 60
         assert (await T.stats(ctx, T.StatsArgs()))["memories"] == 2 and len(vectors(home)) == counts

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memtrio.actors.store import db, lexical, ops
 from memtrio.actors.store.scopes import ScopePolicy
+from memtrio.protocol.errors import DomainError
 
 REPO = "repo:/r/.git"
 OTHER = "repo:/other/.git"
@@ -144,7 +145,7 @@ def test_write_selection_refuses_foreign_memories(
     shared = add(w, "shared", ["global", OTHER], 1)
     legacy = add(w, "legacy unscoped", [], 2)
     w.execute("BEGIN")
-    with pytest.raises(ops.ToolError, match="read-only"):
+    with pytest.raises(DomainError, match="read-only"):
         ops.writable_memory(w, shared, policy, policy.select(None))
     assert ops.writable_memory(w, legacy, policy, policy.select(None))["id"] == legacy
     w.execute("ROLLBACK")

@@ -16,7 +16,7 @@ from memtrio.actors.store import tools as T
 from memtrio.actors.store.db import connect, db_path, open_write_connection
 from memtrio.actors.store.feature import FEATURE
 from memtrio.actors.store.writer import STORE, Change, Written
-from memtrio.protocol.tools import ToolError
+from memtrio.protocol.errors import DomainError
 from memtrio.supervisors import config as config_mod
 from memtrio.supervisors import faults
 from memtrio.supervisors.app import build_context, open_app
@@ -56,9 +56,9 @@ async def test_a_failing_op_is_rolled_back_and_the_writer_keeps_serving(home: Pa
                 conn,
                 ops.NewMemory("half written", scopes=["global"], entities=[ops.EntitySpec("e")]),
             )
-            raise ToolError("refused on purpose")
+            raise DomainError("refused on purpose")
 
-        with pytest.raises(ToolError, match="refused on purpose"):
+        with pytest.raises(DomainError, match="refused on purpose"):
             await store.write(half_then_fail)
         assert (
             count(home, "memories") == 0
@@ -106,7 +106,7 @@ async def test_listeners_get_change_records_only_after_a_commit(home: Path) -> N
         kinds = sorted((c.kind, c.id) for c in seen[-1])
         assert ("memory", first["id"]) in kinds and ("relation", 1) in kinds
         assert all(c.vector is None and not c.deleted for c in seen[-1])  # embeddings are off
-        with pytest.raises(ToolError):
+        with pytest.raises(DomainError):
             await T.forget(ctx, T.ForgetArgs(999))
         assert len(seen) == 1
         await T.update(ctx, T.UpdateArgs(first["id"], content="x uses z"))

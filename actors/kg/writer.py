@@ -50,7 +50,7 @@ class Writer:
         self.warnings: list[str] = []
 
     def change(self, kind: str, item: int, vec: Vec | None = None, deleted: bool = False) -> None:
-        self.changes.append(ops._change(kind, item, vec, deleted))
+        self.changes.append(ops.change_of(kind, item, vec, deleted))
 
     def add_observation(self, entity_id: int, content: str) -> int:
         conn = self.conn

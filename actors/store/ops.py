@@ -18,7 +18,6 @@ for writes, the read pool for reads); none of them commits.
 
 from __future__ import annotations
 
-from ...protocol.errors import DomainError as ToolError
 from .access import ranked_rows, record_access
 from .documents import (
     canonical_name,
@@ -64,16 +63,12 @@ from .scope_rows import ensure_scope, memory_scope_names, scope_counts, scope_id
 from .scopes import GLOBAL
 from .vectors import Vec, change_of, drop_vector, item_vectors, put_vector, vecs_of
 
-_change = change_of  # the knowledge graph's name for it
-
 __all__ = [
     "GLOBAL",
     "EntitySpec",
     "NewMemory",
     "RelationSpec",
-    "ToolError",
     "Vec",
-    "_change",
     "canonical_name",
     "change_of",
     "clean_name",
