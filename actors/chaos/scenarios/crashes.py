@@ -289,6 +289,24 @@ async def crash_code_workers(run: Run) -> None:
     out.notes.append(f"{ok_files}/{files - len(victims)} clean files outlined")
 
 
+def _sdk_server_env(run: Run, calls: int) -> dict[str, str]:
+    """Crashes of the reader, session and writer (two each) and of the store (one)."""
+    spec = ",".join(
+        [
+            crash_points(run, "stdio.read", 2, 5, calls),
+            crash_points(run, "session.dispatch", 2, 5, calls),
+            crash_points(run, "stdio.write", 2, 5, calls),
+            crash_points(run, "store.write", 1, 5, calls // 2),
+        ]
+    )
+    return {
+        "MEMTRIO_FAULTS": spec,
+        "MEMTRIO_FAULTS_SEED": str(run.seed),
+        "MEMTRIO_SERVER_SHUTDOWN_GRACE": "1",
+        "MEMTRIO_LOG_STDERR_LEVEL": "off",  # the SDK passes the server's stderr through
+    }
+
+
 async def sdk_client_crashes(run: Run) -> None:
     """The official MCP Python SDK as the client while the reader, session, writer and store crash."""
     out = run.out
@@ -302,23 +320,12 @@ async def sdk_client_crashes(run: Run) -> None:
     home = run.home()
     ledger = Ledger()
     calls = 40 if run.quick else 120
-    spec = ",".join(
-        [
-            crash_points(run, "stdio.read", 2, 5, calls),
-            crash_points(run, "session.dispatch", 2, 5, calls),
-            crash_points(run, "stdio.write", 2, 5, calls),
-            crash_points(run, "store.write", 1, 5, calls // 2),
-        ]
-    )
-    env = {
-        "MEMTRIO_FAULTS": spec,
-        "MEMTRIO_FAULTS_SEED": str(run.seed),
-        "MEMTRIO_SERVER_SHUTDOWN_GRACE": "1",
-        "MEMTRIO_LOG_STDERR_LEVEL": "off",  # the SDK passes the server's stderr through
-    }
     command = server_command()
     params = StdioServerParameters(
-        command=command[0], args=command[1:], env=server_env(home, env), cwd=str(home)
+        command=command[0],
+        args=command[1:],
+        env=server_env(home, _sdk_server_env(run, calls)),
+        cwd=str(home),
     )
     (home / "logs").mkdir(parents=True, exist_ok=True)
     async with Client(params, read_timeout_seconds=30, mode="auto") as client:

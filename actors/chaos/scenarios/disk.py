@@ -202,6 +202,40 @@ def _readonly_wrap(home: Path) -> list[str] | None:
     return ["unshare", "-m", "sh", "-c", script, str(home)] if probe.returncode == 0 else None
 
 
+async def _serve_readonly(run: Run, home: Path, ledger: Ledger, wrap: list[str] | None) -> None:
+    """Start a server on the read-only ``home``: a clear refusal to start, or a session that
+    refuses writes."""
+    out = run.out
+    server = await run.server(
+        home, {"MEMTRIO_LOG_PATH": str(run.base / "ro.log")}, wrap=wrap, initialize=False
+    )
+    try:
+        reply = await server.initialize(timeout=30)
+    except (ServerGone, NoReply):
+        reply = None
+    if reply is None or "result" not in reply:
+        code = await server.wait_exit(30)
+        stderr = server.stderr_text()
+        if code in (0, None):
+            out.violations.append(f"read-only home: no session and exit code {code}")
+        elif "memtrio" not in stderr or "Traceback" in stderr:
+            out.violations.append(f"read-only home: unclear message: {stderr[-300:]!r}")
+        last = stderr.strip().splitlines()[-1][:200] if stderr.strip() else ""
+        out.notes.append(f"refused to start (exit {code}): {last}")
+    else:
+        status = await remember(server, ledger, content_for(run.name, 50, run.rng))
+        out.errors_expected = 1
+        if status != "refused":
+            out.violations.append(
+                f"a write to a read-only home was {status}, expected a clean refusal"
+            )
+        reply = await server.call_tool("stats", {}, timeout=30)
+        if reply_error_text(reply) is not None:
+            out.notes.append(f"stats on a read-only home: {reply_error_text(reply)[:120]}")
+        out.errors_seen = ledger.errors
+        await run.stop(server, expect_code=None)
+
+
 async def readonly_home(run: Run) -> None:
     """A read-only disk under the home: the server says so clearly and exits non-zero,
     or serves reads and refuses writes; nothing acknowledged before is lost."""
@@ -221,34 +255,7 @@ async def readonly_home(run: Run) -> None:
             os.chmod(path, 0o555 if path.is_dir() else 0o444)
     out.faults += 1
     try:
-        server = await run.server(
-            home, {"MEMTRIO_LOG_PATH": str(run.base / "ro.log")}, wrap=wrap, initialize=False
-        )
-        try:
-            reply = await server.initialize(timeout=30)
-        except (ServerGone, NoReply):
-            reply = None
-        if reply is None or "result" not in reply:
-            code = await server.wait_exit(30)
-            stderr = server.stderr_text()
-            if code in (0, None):
-                out.violations.append(f"read-only home: no session and exit code {code}")
-            elif "memtrio" not in stderr or "Traceback" in stderr:
-                out.violations.append(f"read-only home: unclear message: {stderr[-300:]!r}")
-            last = stderr.strip().splitlines()[-1][:200] if stderr.strip() else ""
-            out.notes.append(f"refused to start (exit {code}): {last}")
-        else:
-            status = await remember(server, ledger, content_for(run.name, 50, run.rng))
-            out.errors_expected = 1
-            if status != "refused":
-                out.violations.append(
-                    f"a write to a read-only home was {status}, expected a clean refusal"
-                )
-            reply = await server.call_tool("stats", {}, timeout=30)
-            if reply_error_text(reply) is not None:
-                out.notes.append(f"stats on a read-only home: {reply_error_text(reply)[:120]}")
-            out.errors_seen = ledger.errors
-            await run.stop(server, expect_code=None)
+        await _serve_readonly(run, home, ledger, wrap)
     finally:
         for path in [home, *home.rglob("*")]:
             os.chmod(path, 0o755 if path.is_dir() else 0o644)

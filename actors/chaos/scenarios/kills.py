@@ -14,6 +14,19 @@ from ..harness import Ledger, Run, content_for, remember, reply_error_text
 _LONG_WORDS = "module function parser index memory commit window vector token graph".split()
 
 
+async def _burst(
+    run: Run, server: ServerProcess, ledger: Ledger, round_: int, embeddings: bool
+) -> None:
+    """Writes started 2 ms apart, without waiting for their answers (cut off by the kill)."""
+    async with trio.open_nursery() as nursery:
+        for i in range(60 if embeddings else 200):
+            content = content_for(f"{run.name}-{round_}", i, run.rng)
+            if embeddings and i % 20 == 0:  # long: embedded as several windows
+                content += " " + " ".join(run.rng.choice(_LONG_WORDS) for _ in range(250))
+            nursery.start_soon(remember, server, ledger, content)
+            await trio.sleep(0.002)
+
+
 async def kill9_bursts(run: Run, *, embeddings: bool = False, rounds: int | None = None) -> None:
     """kill -9 of the server in the middle of a burst of writes, then a restart; repeated.
 
@@ -35,22 +48,9 @@ async def kill9_bursts(run: Run, *, embeddings: bool = False, rounds: int | None
             await remember(
                 server, ledger, content_for(run.name, -round_, run.rng)
             )  # loads the model
-        burst = 200 if not embeddings else 60
         delay = run.rng.uniform(0.05, 0.6) if not embeddings else run.rng.uniform(0.5, 3.0)
-
-        async def fire(
-            server: ServerProcess = server, round_: int = round_, burst: int = burst
-        ) -> None:
-            async with trio.open_nursery() as nursery:
-                for i in range(burst):
-                    content = content_for(f"{run.name}-{round_}", i, run.rng)
-                    if embeddings and i % 20 == 0:  # long: embedded as several windows
-                        content += " " + " ".join(run.rng.choice(_LONG_WORDS) for _ in range(250))
-                    nursery.start_soon(remember, server, ledger, content)
-                    await trio.sleep(0.002)
-
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(fire)
+            nursery.start_soon(_burst, run, server, ledger, round_, embeddings)
             await trio.sleep(delay)
             server.kill9()
         out.faults += 1
