@@ -9,10 +9,11 @@ from pathlib import Path
 from ...supervisors.commands import CliError, add_common, load_config
 from ...supervisors.config import log_path
 from ...supervisors.context import AppRunner
+from . import traceview
 
 
 def cmd_chaos(args: argparse.Namespace, run: AppRunner) -> int:
-    from . import runner
+    from . import runner  # the harness and every scenario: not loaded for other commands
 
     seed = args.seed if args.seed is not None else random.randrange(1, 1_000_000)
     try:
@@ -30,8 +31,6 @@ def cmd_chaos(args: argparse.Namespace, run: AppRunner) -> int:
 
 
 def cmd_trace(args: argparse.Namespace, run: AppRunner) -> int:
-    from . import traceview
-
     cfg, home = load_config(args)
     path = Path(args.log) if args.log else log_path(cfg, home)
     try:
