@@ -273,6 +273,9 @@ HOSTILE: dict[str, tuple[bytes, str]] = {
     "only blank lines": (b"\n \n\t\n", "the file is empty"),
     "binary garbage": (bytes(range(255, -1, -1)) * 8, "line 1: not"),
     "truncated": (jline(entity()).encode() + b"\n" + jline(relation()).encode()[:25], "line 2: not JSON"),
+    # A value of the wrong type before the cut: still refused as truncated JSON.
+    "truncated after a wrong type": (b'\n{"type": 0', "line 2: not JSON"),
+    "truncated array": (b"[1, 2", "line 1: not JSON"),
     "unpaired surrogate": (b'{"type":"entity","name":"a\\ud800b","entityType":"t"}', "surrogate"),
     "NaN": (memtrio_file(m_memory(1)).replace('"importance":0.0', '"importance":NaN').encode(), "NaN"),
     "Infinity": (memtrio_file(m_memory(1)).replace('"created_at":1.0', '"created_at":-Infinity', 3).encode(), "line 3"),

@@ -24,8 +24,8 @@ and writes the same as JSON with ``--json FILE``.
 
 Usage::
 
-    /work/venv/bin/python tools/bench_graph.py                    # 1k and 10k, 200 calls
-    /work/venv/bin/python tools/bench_graph.py --sizes 1000 --calls 50 --skip-reference
+    python tools/bench_graph.py                    # 1k and 10k, 200 calls
+    python tools/bench_graph.py --sizes 1000 --calls 50 --skip-reference
 
 Target: at 10,000 entities memtrio is at least 10x faster than the reference
 server on add_observations and search_nodes (p50).

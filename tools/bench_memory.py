@@ -16,8 +16,8 @@ For each size (default 1,000 / 10,000 / 100,000 memories) the script:
 
 Usage::
 
-    /work/venv/bin/python tools/bench_memory.py            # 1k, 10k, 100k
-    /work/venv/bin/python tools/bench_memory.py --sizes 1000 --calls 200
+    python tools/bench_memory.py            # 1k, 10k, 100k
+    python tools/bench_memory.py --sizes 1000 --calls 200
 
 Targets at 100,000 memories: remember p50 <= 3 ms, lexical recall p50 <= 15 ms.
 """

@@ -140,6 +140,7 @@ class _Type(msgspec.Struct):
 
 
 _type_decoder = msgspec.json.Decoder(_Type)
+_any_decoder = msgspec.json.Decoder()
 _NON_NUMBER = re.compile(rb"[:\[,]\s*-?(?:NaN|Infinity)\b")
 _ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u([dD][89a-fA-F][0-9a-fA-F]{2})")
 
@@ -176,14 +177,19 @@ def record_type(line: bytes) -> str | None:
 def require_json(number: int, line: bytes) -> None:
     """Raise `ImportRefused` saying why, unless ``line`` is JSON (of any shape)."""
     _no_bom(number, line)
-    try:
-        _type_decoder.decode(line)
-    except msgspec.ValidationError:
-        return  # JSON, of another shape
-    except msgspec.DecodeError as exc:
-        raise ImportRefused(f"line {number}: {_not_json(line, exc)}") from None
-    except RecursionError:
-        raise ImportRefused(f"line {number}: JSON nested too deeply") from None
+    # A typed decoder stops at the first value of the wrong type, before it has
+    # seen the whole line ('{"type": 0' is refused as a type, not as truncated
+    # JSON): another shape is checked with the untyped decoder, to the end.
+    for decoder in (_type_decoder, _any_decoder):
+        try:
+            decoder.decode(line)
+        except msgspec.ValidationError:
+            continue  # JSON of another shape so far: read it whole
+        except msgspec.DecodeError as exc:
+            raise ImportRefused(f"line {number}: {_not_json(line, exc)}") from None
+        except RecursionError:
+            raise ImportRefused(f"line {number}: JSON nested too deeply") from None
+        return
 
 
 def _no_bom(number: int, line: bytes) -> None:
