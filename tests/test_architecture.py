@@ -15,7 +15,7 @@ docs/architecture.md draws:
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -125,36 +125,34 @@ def test_no_import_cycle() -> None:
 
 
 def test_protocol_is_pure() -> None:
-    bad = {
+    bad = imports_where(lambda m: m.startswith("protocol"), lambda t: not t.startswith("protocol"))
+    assert not bad, f"protocol imports outside itself: {bad}"
+
+
+def imports_where(
+    importer: Callable[[str], bool], imported: Callable[[str], bool]
+) -> list[tuple[str, str]]:
+    """The edges of the graph from a module ``importer`` accepts to one ``imported`` accepts."""
+    return sorted(
         (module, target)
         for module, targets in GRAPH.items()
-        if module.startswith("protocol")
+        if importer(module)
         for target in targets
-        if not target.startswith("protocol")
-    }
-    assert not bad, f"protocol imports outside itself: {sorted(bad)}"
+        if imported(target)
+    )
 
 
 def test_only_the_composition_root_imports_actors() -> None:
-    bad = {
-        (module, target)
-        for module, targets in GRAPH.items()
-        if module.startswith("supervisors") and module not in COMPOSITION_ROOT
-        for target in targets
-        if target.startswith("actors")
-    }
-    assert not bad, f"runtime modules importing actors: {sorted(bad)}"
+    bad = imports_where(
+        lambda m: m.startswith("supervisors") and m not in COMPOSITION_ROOT,
+        lambda t: t.startswith("actors"),
+    )
+    assert not bad, f"runtime modules importing actors: {bad}"
 
 
 def test_actors_never_import_the_composition_root() -> None:
-    bad = {
-        (module, target)
-        for module, targets in GRAPH.items()
-        if module.startswith("actors")
-        for target in targets
-        if target in COMPOSITION_ROOT
-    }
-    assert not bad, f"actors importing the composition root or CLI entry: {sorted(bad)}"
+    bad = imports_where(lambda m: m.startswith("actors"), lambda t: t in COMPOSITION_ROOT)
+    assert not bad, f"actors importing the composition root or CLI entry: {bad}"
 
 
 @pytest.mark.parametrize("path", list(source_files()), ids=lambda p: module_name(p))

@@ -11,6 +11,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from ...protocol.errors import BadArgument
 from . import limits
@@ -93,11 +94,21 @@ def upsert_entity(
             (spec.name, canon, spec.kind, ts, ts),
         ).lastrowid
         created = True
-    conn.executemany(
-        "INSERT OR IGNORE INTO entity_scopes (entity_id, scope_id) VALUES (?, ?)",
-        [(entity_id, sid) for sid in scope_ids_],
-    )
+    link_scopes(conn, "entity", entity_id, scope_ids_)
     return entity_id, created
+
+
+def link_scopes(
+    conn: sqlite3.Connection,
+    kind: Literal["entity", "relation"],
+    row_id: int,
+    scope_ids_: Sequence[int],
+) -> None:
+    """Link an entity or relation row to each of ``scope_ids_`` (already linked ones stay)."""
+    conn.executemany(
+        f"INSERT OR IGNORE INTO {kind}_scopes ({kind}_id, scope_id) VALUES (?, ?)",
+        [(row_id, sid) for sid in scope_ids_],
+    )
 
 
 def relation_label(
@@ -157,10 +168,7 @@ def upsert_relation(
             (source_id, target_id, relation_type, json.dumps(metadata or {}, sort_keys=True), ts),
         ).lastrowid
         created = True
-    conn.executemany(
-        "INSERT OR IGNORE INTO relation_scopes (relation_id, scope_id) VALUES (?, ?)",
-        [(relation_id, sid) for sid in scope_ids_],
-    )
+    link_scopes(conn, "relation", relation_id, scope_ids_)
     return relation_id, created
 
 

@@ -20,7 +20,7 @@ from .entities import EntitySpec, RelationSpec, upsert_entity, upsert_relation
 from .ownership import Ownership
 from .scope_rows import ensure_scope, memory_scope_names, scope_ids
 from .scopes import GLOBAL, ScopePolicy
-from .vectors import Vec, change_of, drop_vector, put_vector
+from .vectors import Vec, change_of, drop_vector, note_vector, put_vector
 from .writer import Change
 
 
@@ -83,11 +83,7 @@ def insert_memory(
             "INSERT OR IGNORE INTO memory_entities (memory_id, entity_id) VALUES (?, ?)",
             (memory_id, entity_id),
         )
-        vec = new.entity_vectors.get(canon)
-        if vec is not None and put_vector(conn, "entity", entity_id, vec, replace=False):
-            changes.append(change_of("entity", entity_id, vec))
-        elif created:
-            changes.append(change_of("entity", entity_id, None))
+        note_vector(conn, "entity", entity_id, new.entity_vectors.get(canon), created, changes)
         entities_out.append(
             {"id": entity_id, "name": spec.name, "kind": spec.kind, "created": created}
         )
@@ -107,11 +103,7 @@ def insert_memory(
             (memory_id, relation_id),
         )
         key = (canonical_name(rel.source.name), rel.relation, canonical_name(rel.target.name))
-        vec = new.relation_vectors.get(key)
-        if vec is not None and put_vector(conn, "relation", relation_id, vec, replace=False):
-            changes.append(change_of("relation", relation_id, vec))
-        elif created:
-            changes.append(change_of("relation", relation_id, None))
+        note_vector(conn, "relation", relation_id, new.relation_vectors.get(key), created, changes)
         relations_out.append(
             {
                 "id": relation_id,

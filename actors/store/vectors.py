@@ -146,3 +146,19 @@ def change_of(kind: ItemKind, item_id: int, vec: Vec | None, deleted: bool = Fal
     if vec is None:
         return Change(kind=kind, id=item_id, deleted=deleted)
     return Change(kind=kind, id=item_id, vector=vec.data, model=vec.model, revision=vec.revision)
+
+
+def note_vector(
+    conn: sqlite3.Connection,
+    kind: ItemKind,
+    item_id: int,
+    vec: Vec | None,
+    created: bool,
+    changes: list[Change],
+) -> None:
+    """Store ``vec`` for a row a write linked (an existing vector of the model is kept) and
+    record the `Change` listeners need: the new vector, or a new row without one."""
+    if vec is not None and put_vector(conn, kind, item_id, vec, replace=False):
+        changes.append(change_of(kind, item_id, vec))
+    elif created:
+        changes.append(change_of(kind, item_id, None))
