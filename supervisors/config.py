@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from ..protocol.tools import GROUPS
 from .errors import UserError
 
 
@@ -430,8 +431,6 @@ def load(
 
 
 def _check_tools(config: Config, given: tuple[_Value, bool] | None) -> None:
-    from ..protocol.tools import GROUPS
-
     unknown = [g for g in config.tools.enabled if g not in GROUPS]
     if unknown:
         source = f"{given[0].source}: " if given is not None else ""

@@ -27,6 +27,8 @@ import time
 
 import trio
 
+from . import trace
+
 ACTIVE = False
 
 
@@ -138,8 +140,6 @@ def _select(point: str) -> _Rule | None:
 
 
 def _record(point: str, rule: _Rule) -> None:
-    from . import trace
-
     trace.event(
         "faults",
         "fault_injected",
