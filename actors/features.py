@@ -1,23 +1,17 @@
-"""The features of a full server, in supervision order (see ``supervisors.app``).
+"""The features of a full server, in supervision order (the composition root,
+``supervisors.app``, runs them).
 
-Each feature module exposes a ``FEATURE`` object with ``name``, ``setup(app)``
-and ``children(app)``. Order matters: the root supervisor is rest_for_one, so a
-feature's actors come after those they use.
+Order matters: the root supervisor is rest_for_one, so a feature's actors come
+after those they use.
 """
 
 from __future__ import annotations
 
-import importlib
+from .code.feature import FEATURE as CODE
+from .embedder.feature import FEATURE as EMBEDDER
+from .kg.feature import FEATURE as GRAPH
+from .ranker.feature import FEATURE as RANKER
+from .status import FEATURE as STATUS
+from .store.feature import FEATURE as STORE
 
-FEATURE_MODULES = [
-    "memtrio.actors.status",
-    "memtrio.actors.store.feature",
-    "memtrio.actors.kg.feature",
-    "memtrio.actors.embedder.feature",
-    "memtrio.actors.ranker.feature",
-    "memtrio.actors.code.feature",
-]
-
-
-def all_features() -> list:
-    return [importlib.import_module(name).FEATURE for name in FEATURE_MODULES]
+ALL_FEATURES = (STATUS, STORE, GRAPH, EMBEDDER, RANKER, CODE)

@@ -7,13 +7,14 @@ from typing import Any
 import msgspec
 
 from ..protocol.tools import Tool
+from ..supervisors.context import AppContext, CallContext, NoActors
 
 
 class StatusArgs(msgspec.Struct, forbid_unknown_fields=True):
     """No arguments."""
 
 
-async def server_status(ctx: Any, args: StatusArgs) -> dict[str, Any]:
+async def server_status(ctx: CallContext, args: StatusArgs) -> dict[str, Any]:
     app = ctx.app
     session = ctx.session
     return {
@@ -30,7 +31,7 @@ async def server_status(ctx: Any, args: StatusArgs) -> dict[str, Any]:
 class _StatusFeature:
     name = "status"
 
-    def setup(self, app: Any) -> None:
+    def setup(self, app: AppContext) -> NoActors:
         app.add_tools(
             [
                 Tool(
@@ -49,9 +50,7 @@ class _StatusFeature:
                 )
             ]
         )
-
-    def children(self, app: Any) -> list:
-        return []
+        return NoActors()
 
 
 FEATURE = _StatusFeature()

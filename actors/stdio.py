@@ -17,41 +17,31 @@ transport supervisor, not in the actors.
 
 from __future__ import annotations
 
-import ctypes
 import os
-import signal
 import sys
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import trio
 
 from ..protocol.jsonrpc import ID_PREFIX_BYTES, recover_id
-from ..protocol.messages import Closed, Inbound, Oversized
+from ..protocol.messages import Closed, Inbound, Outbound, Oversized, SessionInput
 from ..supervisors import faults, trace
-from ..supervisors.app import AppContext, Feature, open_app
+from ..supervisors.context import AppContext
 from ..supervisors.supervisor import (
     ONE_FOR_ONE,
     PERMANENT,
     ChildContext,
     ChildSpec,
-    Escalation,
     Mailbox,
     Supervisor,
     supervisor_child,
 )
-from .session import SessionState, run_session
+from .session import Session, run_session
+from .session_state import SessionState
 
 READ_SIZE = 65536
-# Blocks of this size or more are always mmapped, so they go back to the system
-# when freed. glibc's own threshold rises (up to 32 MiB) each time a large mmapped
-# block is freed; blocks below it then come from the heap and stay in the process
-# once freed: after a burst of 1 MB requests (their text, the embedder's tensors)
-# the server stayed hundreds of MB larger.
-MMAP_THRESHOLD = 256 * 1024
-_M_MMAP_THRESHOLD = -3  # glibc <malloc.h>
 
 
 @dataclass
@@ -64,16 +54,16 @@ class ReaderState:
     prefix: bytes = b""
     suffix: bytes = b""
     eof: bool = False
-    lines: int = 0
     # Items read but not yet handed to the session: a reader stopped in the
     # middle of a send leaves them to the next incarnation.
-    outgoing: deque[Any] = field(default_factory=deque)
+    outgoing: deque[SessionInput] = field(default_factory=deque)
 
 
 @dataclass
 class WriterState:
+    """The line in hand of the writer; kept across writer restarts."""
+
     pending: bytes = b""
-    lines: int = 0
 
 
 def _tail(kept: bytes, more: bytes) -> bytes:
@@ -95,9 +85,9 @@ class LineSplitter:
         self.state = state
         self.limit = limit
 
-    def feed(self, data: bytes) -> list[Any]:
+    def feed(self, data: bytes) -> list[SessionInput]:
         st = self.state
-        out: list[Any] = []
+        out: list[SessionInput] = []
         lines: list[bytes] = []
         start = 0
         while True:
@@ -149,10 +139,10 @@ class LineSplitter:
             out.append(Inbound(lines))
         return out
 
-    def finish(self) -> list[Any]:
+    def finish(self) -> list[SessionInput]:
         """At EOF: a last line without a newline still counts."""
         st = self.state
-        out: list[Any] = []
+        out: list[SessionInput] = []
         if st.discarding:
             out.append(Oversized(st.discarded, self.limit, recover_id(st.prefix, st.suffix)))
             st.discarding = False
@@ -167,11 +157,11 @@ async def run_reader(
     ctx: ChildContext,
     *,
     stream: trio.abc.ReceiveStream,
-    inbox: Mailbox,
+    inbox: Mailbox[SessionInput],
     state: ReaderState,
     limit: int,
     name: str = "stdio.reader",
-    task_status: Any = trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Child start function of a reader actor (any byte stream, one line per message)."""
     splitter = LineSplitter(state, limit)
@@ -198,15 +188,12 @@ async def run_reader(
                 state.outgoing.extend([*splitter.finish(), Closed()])
                 await _hand_over(state, inbox)
                 break
-            for item in splitter.feed(data):
-                if isinstance(item, Inbound):
-                    state.lines += len(item.lines)
-                state.outgoing.append(item)
+            state.outgoing.extend(splitter.feed(data))
             await _hand_over(state, inbox)
     await ctx.shutdown.wait()
 
 
-async def _hand_over(state: ReaderState, inbox: Mailbox) -> None:
+async def _hand_over(state: ReaderState, inbox: Mailbox[SessionInput]) -> None:
     """Send the queued items in order; an item leaves the queue only once sent."""
     while state.outgoing:
         await inbox.send(state.outgoing[0])
@@ -217,11 +204,11 @@ async def run_writer(
     ctx: ChildContext,
     *,
     stream: trio.abc.SendStream,
-    outbox: Mailbox,
+    outbox: Mailbox[Outbound],
     state: WriterState,
-    on_peer_gone: Any = None,
+    on_peer_gone: Callable[[], None] | None = None,
     name: str = "stdio.writer",
-    task_status: Any = trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Child start function of a writer actor: whole lines, in order, batched.
 
@@ -244,7 +231,6 @@ async def run_writer(
                 on_peer_gone()
             return False
         state.pending = b""
-        state.lines += data.count(b"\n")
         return True
 
     alive = True
@@ -280,15 +266,17 @@ def transport_children(
     name: str = "stdio",
 ) -> list[ChildSpec]:
     """Writer, Session and Reader specs (started in that order, stopped in reverse)."""
-    inbox = Mailbox(f"{name}.inbox", 64)
-    outbox = Mailbox(f"{name}.outbox", 4096)
+    inbox: Mailbox[SessionInput] = Mailbox(f"{name}.inbox", 64)
+    outbox: Mailbox[Outbound] = Mailbox(f"{name}.outbox", 4096)
     reader_state = ReaderState()
     writer_state = WriterState()
     session_state = SessionState(name=f"{name}.session")
     limit = app.config.server.request_limit
     grace = app.config.server.shutdown_grace
 
-    async def writer(ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    async def writer(
+        ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         await run_writer(
             ctx,
             stream=out_stream,
@@ -299,12 +287,16 @@ def transport_children(
             task_status=task_status,
         )
 
-    async def session(ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    async def session(
+        ctx: ChildContext, *, task_status: trio.TaskStatus[Session] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         await run_session(
             ctx, app=app, state=session_state, inbox=inbox, outbox=outbox, task_status=task_status
         )
 
-    async def reader(ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    async def reader(
+        ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         await run_reader(
             ctx,
             stream=in_stream,
@@ -340,26 +332,21 @@ def transport_children(
     ]
 
 
-def transport_supervisor(
-    app: AppContext,
-    in_stream: Any,
-    out_stream: Any,
-    name: str = "stdio",
-    children: list[ChildSpec] | None = None,
-) -> Supervisor:
+def transport_supervisor(children: list[ChildSpec], name: str = "stdio") -> Supervisor:
+    """The supervisor of one transport's actors (``children``: see `transport_children`)."""
     # one_for_one: the three actors share no state with each other except the
     # supervisor-owned mailboxes and states, so one may restart alone. Intensity
     # 5 in 10 s: a transport failing faster than that is broken for good.
     return Supervisor(
         f"{name}-transport",
-        children if children is not None else transport_children(app, in_stream, out_stream, name),
+        children,
         ONE_FOR_ONE,
         max_restarts=5,
         period=10.0,
     )
 
 
-def _protect_stdout() -> tuple[int, int]:
+def protect_stdout() -> tuple[int, int]:
     """Duplicate stdin/stdout for the protocol; point fds 0/1 at /dev/null and stderr."""
     proto_in = os.dup(0)
     proto_out = os.dup(1)
@@ -371,69 +358,18 @@ def _protect_stdout() -> tuple[int, int]:
     return proto_in, proto_out
 
 
-def _return_freed_memory() -> None:
-    """Fix glibc's mmap threshold at `MMAP_THRESHOLD` (a no-op elsewhere, or when the
-    user set ``MALLOC_MMAP_THRESHOLD_``)."""
-    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
-        return
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return  # not glibc (macOS): its allocator returns large blocks by itself
-    mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+def stdio_transport(app: AppContext, proto_in: int, proto_out: int) -> ChildSpec:
+    """The root's child serving one MCP session on the file descriptors ``proto_in``/``proto_out``
+    (see `protect_stdout`).
 
-
-def serve_stdio(app: AppContext, features: Sequence[Feature]) -> int:
-    """Serve MCP on stdin/stdout until EOF or a signal; the process exit code."""
-    proto_in, proto_out = _protect_stdout()
-    _return_freed_memory()
-
-    async def main() -> int:
-        in_stream = trio.lowlevel.FdStream(proto_in)
-        out_stream = trio.lowlevel.FdStream(proto_out)
-        # The specs (with their mailboxes and states) are built once, so a restart of
-        # the transport (rest_for_one after a store crash) keeps the session and its input.
-        specs = transport_children(app, in_stream, out_stream)
-        transport = supervisor_child(
-            lambda: transport_supervisor(app, in_stream, out_stream, children=specs),
-            "transport",
-            why="the stdio client connection",
-        )
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_watch_signals, app)
-            async with open_app(app, features, extra_children=[transport]):
-                trace.event(
-                    "app",
-                    "serving",
-                    transport="stdio",
-                    features=app.features,
-                    tools=len(app.registry),
-                )
-                await app.shutdown_requested.wait()
-            nursery.cancel_scope.cancel()
-        return app.exit_code
-
-    try:
-        code = trio.run(main)
-    except* Escalation as group:
-        leaves = _leaves(group)
-        for exc in leaves:
-            trace.record("app", "gave_up", level="error", error=str(exc))
-        print(f"memtrio: {leaves[0]}", file=sys.stderr)  # the one line (docs/architecture.md)
-        code = 1
-    trace.event("app", "exit", code=code)
-    trace.LOG.close()
-    return code
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
-    return [exc]
-
-
-async def _watch_signals(app: AppContext) -> None:
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for signum in signals:
-            trace.event("app", "signal", signal=signal.Signals(signum).name)
-            app.request_shutdown(0)
+    The specs (with their mailboxes and states) are built once, so a restart of the
+    transport (rest_for_one after a store crash) keeps the session and its input.
+    """
+    in_stream = trio.lowlevel.FdStream(proto_in)
+    out_stream = trio.lowlevel.FdStream(proto_out)
+    specs = transport_children(app, in_stream, out_stream)
+    return supervisor_child(
+        lambda: transport_supervisor(specs),
+        "transport",
+        why="the stdio client connection",
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import codecs
 import re
-from typing import Any
+from typing import TypeGuard
 
 import msgspec
 
@@ -26,8 +26,8 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 # Implementation-defined server errors live in -32000..-32099.
 SERVER_NOT_INITIALIZED = -32002
-REQUEST_CANCELLED = -32800
-REQUEST_TOO_LARGE = -32001
+# resources/read of an unknown URI (the code MCP's examples use; the same number as above).
+RESOURCE_NOT_FOUND = -32002
 
 Id = int | str | None
 
@@ -35,9 +35,9 @@ Id = int | str | None
 class Envelope(msgspec.Struct, omit_defaults=True):
     """Any JSON-RPC object: request, notification, or response."""
 
-    jsonrpc: Any = msgspec.UNSET
-    id: Any = msgspec.UNSET
-    method: Any = msgspec.UNSET
+    jsonrpc: object = msgspec.UNSET
+    id: object = msgspec.UNSET
+    method: object = msgspec.UNSET
     params: msgspec.Raw = msgspec.Raw(b"")
     result: msgspec.Raw = msgspec.Raw(b"")
     error: msgspec.Raw = msgspec.Raw(b"")
@@ -76,6 +76,9 @@ class Failure(msgspec.Struct, frozen=True):
     id: Id = None
 
 
+Decoded = Message | Response | Batch | Failure
+"""What `decode_line` makes of a line."""
+
 # At most this many messages in one batch; a longer one is refused whole (-32600,
 # id null) after reading only its first BATCH_LIMIT + 1 elements, so a line of a
 # million tiny elements costs no more memory than one of BATCH_LIMIT.
@@ -109,11 +112,11 @@ _TOO_DEEP = (
 )
 
 
-def _valid_id(value: Any) -> bool:
+def _valid_id(value: object) -> TypeGuard[Id]:
     return value is None or (isinstance(value, (int, str)) and not isinstance(value, bool))
 
 
-def decode_line(line: bytes, *, in_batch: bool = False) -> Message | Response | Batch | Failure:
+def decode_line(line: bytes, *, in_batch: bool = False) -> Decoded:
     """Decode one line (or one batch element) into what the session serves or answers.
 
     Codes (JSON-RPC 2.0, section 5.1): text that is not JSON is -32700 with id null;
@@ -317,22 +320,14 @@ def recover_id(prefix: bytes, suffix: bytes = b"") -> Id:
     return _member_id(prefix, members)
 
 
-def result_response(rid: Id, result: Any) -> bytes:
+def result_response(rid: Id, result: object) -> bytes:
     """Encode a success response as one line (with the trailing newline)."""
     return _encoder.encode({"jsonrpc": JSONRPC, "id": rid, "result": result}) + b"\n"
 
 
-def error_response(rid: Id, code: int, message: str, data: Any = None) -> bytes:
+def error_response(rid: Id, code: int, message: str, data: object = None) -> bytes:
     """Encode an error response as one line (with the trailing newline)."""
-    error: dict[str, Any] = {"code": code, "message": message}
+    error: dict[str, object] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
     return _encoder.encode({"jsonrpc": JSONRPC, "id": rid, "error": error}) + b"\n"
-
-
-def notification(method: str, params: Any) -> bytes:
-    return _encoder.encode({"jsonrpc": JSONRPC, "method": method, "params": params}) + b"\n"
-
-
-def encode(obj: Any) -> bytes:
-    return _encoder.encode(obj)

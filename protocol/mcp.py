@@ -5,7 +5,7 @@ Pure: builds and decodes values, performs no I/O.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeVar
 
 import msgspec
 
@@ -19,8 +19,10 @@ BATCH_VERSIONS = frozenset({"2025-03-26"})
 
 TOOLS_PAGE_SIZE = 100
 
+T = TypeVar("T")
 
-def negotiate(requested: Any) -> str:
+
+def negotiate(requested: object) -> str:
     """The version the server answers for the client's requested one."""
     if isinstance(requested, str) and requested in SUPPORTED_VERSIONS:
         return requested
@@ -50,15 +52,15 @@ class ClientInfo(msgspec.Struct):
 
 
 class InitializeParams(msgspec.Struct):
-    protocolVersion: Any = None
-    capabilities: dict[str, Any] = msgspec.field(default_factory=dict)
+    protocolVersion: object = None
+    capabilities: dict[str, object] = msgspec.field(default_factory=dict)
     clientInfo: ClientInfo = msgspec.field(default_factory=ClientInfo)
 
 
 class CallParams(msgspec.Struct):
     name: str
     arguments: msgspec.Raw = msgspec.Raw(b"")
-    _meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")
+    _meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
 
 
 class CursorParams(msgspec.Struct):
@@ -85,8 +87,8 @@ _encoder = msgspec.json.Encoder()
 
 def initialize_result(
     version: str, server_version: str, instructions: str, has_resources: bool
-) -> dict[str, Any]:
-    capabilities: dict[str, Any] = {"tools": {"listChanged": False}}
+) -> dict[str, object]:
+    capabilities: dict[str, object] = {"tools": {"listChanged": False}}
     if has_resources:
         capabilities["resources"] = {"listChanged": False, "subscribe": False}
     return {
@@ -97,24 +99,26 @@ def initialize_result(
     }
 
 
-def tool_result(value: Any, is_error: bool = False, structured_ok: bool = True) -> dict[str, Any]:
+def tool_result(
+    value: object, is_error: bool = False, structured_ok: bool = True
+) -> dict[str, object]:
     """A ``CallToolResult`` for a handler's return value (see protocol.tools)."""
     if isinstance(value, str):
         return {"content": [{"type": "text", "text": value}], "isError": is_error}
     if isinstance(value, msgspec.Struct):
         value = msgspec.to_builtins(value)
     text = _encoder.encode(value).decode("utf-8")
-    result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": is_error}
+    result: dict[str, object] = {"content": [{"type": "text", "text": text}], "isError": is_error}
     if structured_ok and isinstance(value, dict):
         result["structuredContent"] = value
     return result
 
 
-def tool_error(message: str) -> dict[str, Any]:
+def tool_error(message: str) -> dict[str, object]:
     return {"content": [{"type": "text", "text": message}], "isError": True}
 
 
-def paginate(items: list[Any], cursor: str | None, page_size: int) -> tuple[list[Any], str | None]:
+def paginate(items: list[T], cursor: str | None, page_size: int) -> tuple[list[T], str | None]:
     """Slice by an opaque cursor (the start offset as a decimal string).
 
     Raises ValueError for a cursor this server did not issue.

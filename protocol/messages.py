@@ -1,7 +1,9 @@
 """Inter-actor messages: frozen, tagged msgspec structs, dispatched with ``match``.
 
-A request that expects an answer carries a one-shot `Reply` and the trace
-context of the call that caused it. Channels carrying these are owned by the
+A request that expects an answer is a `Request`: it carries a one-shot `Reply`
+and the trace context of the call that caused it. The messages between a
+transport and its session are here; each actor's own requests are declared in
+its package's ``messages`` module, as subclasses of `Request`. Channels carrying these are owned by the
 supervisor (see ``supervisors.supervisor.Mailbox``) and outlive any one
 incarnation of the actor reading them.
 """
@@ -9,10 +11,12 @@ incarnation of the actor reading them.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Generic, TypeVar
 
 import msgspec
 import trio
+
+T = TypeVar("T")
 
 
 def new_id() -> str:
@@ -35,8 +39,8 @@ class ActorCrashed(Exception):
     """The actor serving a request died before replying."""
 
 
-class Reply:
-    """A one-shot reply slot: set once with a value or an error, awaited once.
+class Reply(Generic[T]):
+    """A one-shot reply slot: set once with a value (a ``T``) or an error, awaited once.
 
     Not a msgspec struct on purpose: it holds a trio.Event and is never encoded.
     """
@@ -45,14 +49,14 @@ class Reply:
 
     def __init__(self) -> None:
         self._event = trio.Event()
-        self._value: Any = None
+        self._value: T | None = None
         self._error: BaseException | None = None
 
     @property
     def done(self) -> bool:
         return self._event.is_set()
 
-    def set(self, value: Any) -> None:
+    def set(self, value: T) -> None:
         if not self._event.is_set():
             self._value = value
             self._event.set()
@@ -62,11 +66,11 @@ class Reply:
             self._error = error
             self._event.set()
 
-    async def wait(self) -> Any:
+    async def wait(self) -> T:
         await self._event.wait()
         if self._error is not None:
             raise self._error
-        return self._value
+        return self._value  # type: ignore[return-value]  # set() ran: a T
 
 
 # -- transport <-> session -------------------------------------------------
@@ -83,7 +87,7 @@ class Oversized(msgspec.Struct, frozen=True, tag=True):
 
     size: int
     limit: int
-    id_hint: Any = None
+    id_hint: int | str | None = None
 
 
 class Outbound(msgspec.Struct, frozen=True, tag=True):
@@ -99,21 +103,18 @@ class Closed(msgspec.Struct, frozen=True, tag=True):
 SessionInput = Inbound | Oversized | Closed
 
 
-# -- session <-> workers ---------------------------------------------------
+# -- requests to actors -----------------------------------------------------
 
 
-class Command(msgspec.Struct, frozen=True, tag=True, dict=False):
-    """Ask an actor to run ``op``; ``reply`` receives the result or the error.
+class Request(msgspec.Struct, Generic[T], frozen=True, kw_only=True, dict=False):
+    """The base of every message that expects an answer (a ``T``).
 
-    ``op`` is a callable run by the actor in its own context (for the store,
-    with its write connection inside one transaction).
+    ``reply`` is the one-shot slot the actor answers in (or fails with the
+    error); ``trace`` the caller's trace context, so the actor's spans join the
+    caller's trace. Each actor declares its requests as tagged subclasses in its
+    own ``messages`` module (they carry that actor's domain types) and
+    dispatches them with ``match``.
     """
 
-    op: Any
-    reply: Any
+    reply: Reply[T] = msgspec.field(default_factory=Reply)
     trace: TraceContext | None = None
-    name: str = ""
-
-
-class Stop(msgspec.Struct, frozen=True, tag=True):
-    """Ask an actor to finish what it holds and exit."""

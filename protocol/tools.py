@@ -3,14 +3,15 @@ struct (whose JSON Schema is the tool's ``inputSchema``), annotations and an
 async handler.
 
 A handler is ``async def handler(ctx, args) -> Result`` where ``ctx`` is the
-application context (see ``supervisors.app.AppContext``) and ``args`` an
-instance of the tool's struct. It returns:
+call's ``CallContext`` (``supervisors.context``: the application and the calling
+session) and ``args`` an instance of the tool's struct. It returns:
 
 - a ``str``: plain text content, no structured content;
 - a ``dict`` or ``msgspec.Struct``: structured content, also rendered as JSON text.
 
-A failure the caller can fix raises `ToolError`; it becomes a ``CallToolResult``
-with ``isError: true`` carrying the message, never a protocol error.
+A failure raises a `DomainError` (``protocol.errors``); the session turns it
+into a ``CallToolResult`` with ``isError: true`` carrying the message, never a
+protocol error.
 """
 
 from __future__ import annotations
@@ -26,10 +27,6 @@ Handler = Callable[[Any, Any], Awaitable[Any]]
 
 # Tool groups let `[tools] enabled` / `--tools` choose what a server advertises.
 GROUPS = ("core", "memory", "graph-read", "graph-write", "vectors", "code")
-
-
-class ToolError(Exception):
-    """A tool failure the caller can act on; reported as an ``isError`` result."""
 
 
 @dataclass(frozen=True)
@@ -88,9 +85,6 @@ def struct_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
     schema.pop("title", None)
     schema.setdefault("type", "object")
     schema.setdefault("properties", {})
-    if "$defs" in schema:
-        # Nested structs keep refs into $defs, which stays valid JSON Schema.
-        pass
     return schema
 
 
@@ -124,10 +118,6 @@ class Registry:
 
     def names(self) -> list[str]:
         return list(self._tools)
-
-    def only(self, groups: Iterable[str]) -> Registry:
-        wanted = set(groups) | {"core"}
-        return Registry(t for t in self._tools.values() if t.group in wanted)
 
 
 def format_validation_error(exc: msgspec.ValidationError) -> str:

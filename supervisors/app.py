@@ -1,128 +1,39 @@
-"""The application: its context, its features and its supervision tree.
+"""The composition root: builds the application from the features and runs its tree.
 
-A *feature* (memory store, embedder, code index, ...) plugs into the server by
-providing, before the tree starts:
-
-- ``setup(app)``: register tools, resources and ``initialize`` instructions on
-  the `AppContext`; raise `FeatureUnavailable` to be skipped with a warning
-  (the server then starts without it);
-- ``children(app)``: the `ChildSpec`s of its actors, placed in the root
-  supervisor in feature order, before the transports.
+Only this module and the CLI entry (``supervisors.cli``) import ``actors``:
+`default_features` lists them, `open_app` sets each up on the `AppContext`
+(see ``supervisors.context``) and runs the `Component`s they return under the
+root supervisor.
 
 The root supervisor is ``rest_for_one``: a feature's actors are started before
 those that depend on them (features listed later, then the transports), and a
 restart of an early child restarts everything after it.
-
-Running actors publish the handles tools use on ``app.services`` (for example
-``app.services["store"]``) from their start function, so a restarted actor
-replaces its handle.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
 
 import trio
 
-from ..protocol.tools import Registry, Tool
+from ..actors.features import ALL_FEATURES
 from . import faults, private, trace
 from .config import Config, ConfigError, log_path
+from .context import AppContext, Component, Feature, FeatureDisabled, FeatureUnavailable
 from .errors import UserError
-from .supervisor import REST_FOR_ONE, ChildSpec, Supervisor
-
-VERSION = "0.1.0"
-
-
-class FeatureUnavailable(Exception):
-    """A feature cannot run here (bad config, missing index); the server goes on without it."""
-
-
-class FeatureDisabled(FeatureUnavailable):
-    """The configuration switched the feature off; noted in the log, not warned about."""
-
-
-@dataclass(frozen=True)
-class Resource:
-    uri: str
-    name: str
-    description: str
-    read: Callable[[AppContext], Awaitable[str]]
-    mime_type: str = "application/json"
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "uri": self.uri,
-            "name": self.name,
-            "description": self.description,
-            "mimeType": self.mime_type,
-        }
-
-
-class Feature(Protocol):
-    name: str
-
-    def setup(self, app: AppContext) -> None: ...
-
-    def children(self, app: AppContext) -> Sequence[ChildSpec]: ...
-
-
-@dataclass
-class AppContext:
-    config: Config
-    home: Path
-    cwd: Path
-    registry: Registry = field(default_factory=Registry)
-    resources: dict[str, Resource] = field(default_factory=dict)
-    instructions: list[str] = field(default_factory=list)
-    services: dict[str, Any] = field(default_factory=dict)
-    features: list[str] = field(default_factory=list)
-    unavailable: dict[str, str] = field(default_factory=dict)  # feature -> why it did not start
-    root: Supervisor | None = None
-    sessions: set[Any] = field(default_factory=set)
-    version: str = VERSION
-    shutdown_requested: trio.Event = field(default_factory=trio.Event)
-    exit_code: int = 0
-
-    def add_tools(self, tools: Sequence[Tool]) -> None:
-        enabled = set(self.config.tools.enabled) | {"core"}
-        for tool in tools:
-            if tool.group in enabled:
-                self.registry.add(tool)
-
-    def add_resource(self, resource: Resource) -> None:
-        self.resources[resource.uri] = resource
-
-    def service(self, name: str) -> Any:
-        """A running actor's handle; a clear error if that feature is off or down."""
-        try:
-            return self.services[name]
-        except KeyError:
-            from ..protocol.tools import ToolError
-
-            raise ToolError(
-                f"the {name} service is not running (disabled in config, or still starting)"
-            ) from None
-
-    def request_shutdown(self, code: int = 0) -> None:
-        if not self.shutdown_requested.is_set():
-            self.exit_code = code
-            self.shutdown_requested.set()
-
-    def calls_in_flight(self) -> int:
-        return sum(len(getattr(s, "in_flight", ())) for s in self.sessions)
+from .supervisor import REST_FOR_ONE, ChildSpec, Escalation, Supervisor, leaves
 
 
 def default_features() -> list[Feature]:
     """The features of a full server, in supervision order."""
-    from ..actors import features
-
-    return features.all_features()
+    return list(ALL_FEATURES)
 
 
 class HomeError(UserError):
@@ -210,11 +121,12 @@ def configure_observability(config: Config, home: Path) -> None:
         ) from None
 
 
-def setup_features(app: AppContext, features: Sequence[Feature]) -> list[Feature]:
-    ready = []
+def setup_features(app: AppContext, features: Sequence[Feature]) -> list[Component]:
+    """Set each feature up on ``app``; the components of those that can run, in order."""
+    ready: list[Component] = []
     for feature in features:
         try:
-            feature.setup(app)
+            component = feature.setup(app)
         except FeatureDisabled as exc:
             trace.event("app", "feature_disabled", feature=feature.name, reason=str(exc))
             continue
@@ -223,7 +135,7 @@ def setup_features(app: AppContext, features: Sequence[Feature]) -> list[Feature
             app.unavailable[feature.name] = str(exc)
             continue
         app.features.append(feature.name)
-        ready.append(feature)
+        ready.append(component)
     return ready
 
 
@@ -243,10 +155,9 @@ async def open_app(
     trace.LOG.hold_stderr()
     started = False
     try:
-        ready = setup_features(app, features)
         children: list[ChildSpec] = []
-        for feature in ready:
-            children.extend(feature.children(app))
+        for component in setup_features(app, features):
+            children.extend(component.children())
         children.extend(extra_children)
         root = Supervisor("root", children, strategy=REST_FOR_ONE, max_restarts=5, period=10.0)
         app.root = root
@@ -263,3 +174,70 @@ async def open_app(
     finally:
         if not started:
             trace.LOG.release_stderr(show=False)
+
+
+# Blocks of this size or more are always mmapped, so they go back to the system
+# when freed. glibc's own threshold rises (up to 32 MiB) each time a large mmapped
+# block is freed; blocks below it then come from the heap and stay in the process
+# once freed: after a burst of 1 MB requests (their text, the embedder's tensors)
+# the server stayed hundreds of MB larger.
+MMAP_THRESHOLD = 256 * 1024
+_M_MMAP_THRESHOLD = -3  # glibc <malloc.h>
+
+
+def return_freed_memory() -> None:
+    """Fix glibc's mmap threshold at `MMAP_THRESHOLD` (a no-op elsewhere, or when the
+    user set ``MALLOC_MMAP_THRESHOLD_``)."""
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return  # not glibc (macOS): its allocator returns large blocks by itself
+    mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+
+
+def serve(
+    app: AppContext,
+    features: Sequence[Feature],
+    transport: Callable[[], ChildSpec],
+    name: str,
+) -> int:
+    """Run the application with ``transport()`` as its last child until the transport or a
+    signal asks it to stop; the process exit code.
+
+    Error handling: a root escalation (the tree gave up) is one line on stderr
+    and exit code 1.
+    """
+
+    return_freed_memory()
+
+    async def main() -> int:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_watch_signals, app)
+            async with open_app(app, features, extra_children=[transport()]):
+                trace.event(
+                    "app", "serving", transport=name, features=app.features, tools=len(app.registry)
+                )
+                await app.shutdown_requested.wait()
+            nursery.cancel_scope.cancel()
+        return app.exit_code
+
+    try:
+        code = trio.run(main)
+    except* Escalation as group:
+        failures = leaves(group)
+        for exc in failures:
+            trace.record("app", "gave_up", level="error", error=str(exc))
+        print(f"memtrio: {failures[0]}", file=sys.stderr)  # the one line (docs/architecture.md)
+        code = 1
+    trace.event("app", "exit", code=code)
+    trace.LOG.close()
+    return code
+
+
+async def _watch_signals(app: AppContext) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            trace.event("app", "signal", signal=signal.Signals(signum).name)
+            app.request_shutdown(0)

@@ -1,8 +1,10 @@
-"""The ``memtrio`` command line.
+"""The ``memtrio`` command line: the CLI entry, part of the composition root.
 
-Subcommands come from this module (``mcp``) and from feature modules listed in
-`COMMAND_MODULES`; each of those exposes ``register(subparsers)`` that adds its
-parsers with ``set_defaults(func=handler)``, where ``handler(args) -> int``.
+It may import ``actors``. Subcommands come from this module (``mcp``) and from
+the feature modules in `COMMAND_MODULES`; each of those exposes
+``register(subparsers)`` that adds its parsers with
+``set_defaults(func=handler)``, where ``handler(args, run) -> int`` and ``run``
+is `run_with_app` (an `AppRunner`, see ``supervisors.context``).
 
 Errors exit non-zero with one clear line on stderr.
 """
@@ -10,90 +12,28 @@ Errors exit non-zero with one clear line on stderr.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 import traceback
-from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
-from typing import Any, NoReturn
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from typing import Any
 
 import trio
 
-from . import config as config_mod
+from ..actors import stdio
+from ..actors.chaos import cli as chaos_cli
+from ..actors.code import cli as code_cli
+from ..actors.embedder import cli as embedder_cli
+from ..actors.store import cli as store_cli
 from . import trace
-from .app import (
-    VERSION,
-    AppContext,
-    build_context,
-    configure_observability,
-    default_features,
-    open_app,
-)
-from .errors import UserError, find_user_error, one_line
-from .supervisor import Escalation
+from .app import build_context, configure_observability, default_features, open_app, serve
+from .commands import Parser, add_common, home_origin, load_config
+from .context import VERSION, AppContext, AppRunner
+from .errors import find_user_error, one_line
+from .supervisor import Escalation, first_leaf
 
 # Feature modules that add subcommands; each has register(subparsers).
-COMMAND_MODULES: list[str] = [
-    "memtrio.actors.store.cli",
-    "memtrio.actors.embedder.cli",
-    "memtrio.actors.code.cli",
-    "memtrio.actors.chaos.cli",
-]
-
-
-class CliError(UserError):
-    """A user-facing failure: printed as one line, exit code 1 (or ``code``)."""
-
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message, code)
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, with a usage error as one line (and exit code 2)."""
-
-    def error(self, message: str) -> NoReturn:
-        command = self.prog.partition(" ")[2]
-        where = f"{command}: " if command else ""
-        self.exit(2, f"memtrio: {where}{one_line(message)} (see {self.prog} --help)\n")
-
-
-def add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--home", help="data directory (default: $MEMTRIO_HOME or ~/.memtrio)")
-    parser.add_argument(
-        "--log-level", choices=["debug", "info", "warning", "error", "off"], help="trace log level"
-    )
-
-
-def resolve_home(args: argparse.Namespace) -> Path:
-    """The home: ``--home``, else ``$MEMTRIO_HOME``, else ``~/.memtrio`` (absolute, links kept)."""
-    home = getattr(args, "home", None)
-    return Path(os.path.abspath(Path(home).expanduser())) if home else config_mod.default_home()
-
-
-def home_origin(args: argparse.Namespace) -> str:
-    """Where the home's path came from, for messages."""
-    if getattr(args, "home", None):
-        return "--home"
-    return "MEMTRIO_HOME" if os.environ.get("MEMTRIO_HOME") else ""
-
-
-# The command-line flags that set configuration keys, named in error messages.
-FLAGS = {("log", "level"): "--log-level", ("tools", "enabled"): "--tools"}
-
-
-def load_config(
-    args: argparse.Namespace, extra: dict[str, dict[str, Any]] | None = None
-) -> tuple[config_mod.Config, Path]:
-    """The configuration (file < environment < flags) and the home; `ConfigError` if invalid."""
-    home = resolve_home(args)
-    overrides: dict[str, dict[str, Any]] = {"log": {"level": getattr(args, "log_level", None)}}
-    tools = getattr(args, "tools", None)
-    if tools:
-        overrides["tools"] = {"enabled": tools}
-    for section, values in (extra or {}).items():
-        overrides.setdefault(section, {}).update(values)
-    return config_mod.load(home, overrides=overrides, flags=FLAGS), home
+COMMAND_MODULES = (store_cli, embedder_cli, code_cli, chaos_cli)
 
 
 def start(
@@ -112,10 +52,14 @@ def start(
 def run_with_app(
     args: argparse.Namespace,
     body: Callable[[AppContext], Awaitable[int]],
-    features: Sequence[Any] | None = None,
+    *,
+    features: Collection[str] | None = None,
     extra_config: dict[str, dict[str, Any]] | None = None,
 ) -> int:
     """Start the application tree (no transport), run ``body(app)``, stop the tree.
+
+    ``features`` names the features to start (default: all of them). This is the
+    `AppRunner` every subcommand is handed.
 
     The command reports its own errors in one line, so actor warnings go to the
     log file only (unless ``MEMTRIO_LOG_STDERR_LEVEL`` says otherwise).
@@ -132,7 +76,8 @@ def run_with_app(
     app = start(args, quiet)
 
     async def main() -> int:
-        async with open_app(app, features if features is not None else default_features()):
+        chosen = [f for f in default_features() if features is None or f.name in features]
+        async with open_app(app, chosen):
             return await body(app)
 
     try:
@@ -144,10 +89,16 @@ def run_with_app(
         raise
 
 
-def cmd_mcp(args: argparse.Namespace) -> int:
-    from ..actors.stdio import serve_stdio
-
-    return serve_stdio(start(args), default_features())
+def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
+    """Serve MCP over stdio (``run`` is unused: the transport is the root's last child)."""
+    app = start(args)
+    proto_in, proto_out = stdio.protect_stdout()
+    return serve(
+        app,
+        default_features(),
+        lambda: stdio.stdio_transport(app, proto_in, proto_out),
+        name="stdio",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -166,8 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated tool groups to advertise (memory, graph-read, graph-write, vectors, code)",
     )
     mcp.set_defaults(func=cmd_mcp)
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for module in COMMAND_MODULES:
+        module.register(sub)
     return parser
 
 
@@ -188,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_command(args: argparse.Namespace) -> int:
     try:
-        code = args.func(args)
+        code = args.func(args, run_with_app)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -213,9 +164,7 @@ def report(exc: BaseException) -> int:
         print(f"memtrio: {known}", file=sys.stderr)
         return known.code
     if isinstance(exc, BaseExceptionGroup):
-        leaf: BaseException = exc
-        while isinstance(leaf, BaseExceptionGroup):
-            leaf = leaf.exceptions[0]
+        leaf = first_leaf(exc)
         if isinstance(leaf, (KeyboardInterrupt, BrokenPipeError)):
             return 130 if isinstance(leaf, KeyboardInterrupt) else 0
         exc = leaf

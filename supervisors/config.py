@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from ..protocol.tools import GROUPS
 from .errors import UserError
 
 
@@ -200,7 +201,7 @@ def _hints(section: str) -> dict[str, Any]:
     return {f.name: f.type for f in msgspec.structs.fields(_sections()[section])}
 
 
-def _show(value: Any, from_text: bool = True) -> str:
+def _show(value: object, from_text: bool = True) -> str:
     """A value as it was given (text as typed, else TOML), short and on one line."""
     if isinstance(value, str) and from_text:
         text = value if value.isprintable() and value.strip() == value else repr(value)
@@ -209,7 +210,7 @@ def _show(value: Any, from_text: bool = True) -> str:
     return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
 
 
-def _toml(value: Any) -> str:
+def _toml(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
@@ -223,7 +224,7 @@ def _toml(value: Any) -> str:
     return str(value)
 
 
-def _wanted(hint: Any, from_text: bool) -> str:
+def _wanted(hint: object, from_text: bool) -> str:
     """What a key of type ``hint`` takes, in words."""
     if hint is bool:
         return "on/off or true/false" if from_text else "true or false"
@@ -237,7 +238,7 @@ def _wanted(hint: Any, from_text: bool) -> str:
     if origin is list:
         return "a comma-separated list" if from_text else "a list of strings"
     if origin is Literal:
-        return "one of " + ", ".join(json.dumps(a) for a in hint.__args__)
+        return "one of " + ", ".join(json.dumps(a) for a in getattr(hint, "__args__", ()))
     args = getattr(hint, "__args__", ())
     if args:
         return " or ".join(_wanted(a, from_text) for a in args)
@@ -249,19 +250,19 @@ class _Value:
 
     __slots__ = ("source", "value")
 
-    def __init__(self, value: Any, source: str) -> None:
+    def __init__(self, value: object, source: str) -> None:
         self.value = value
         self.source = source
 
 
-def _convert(section: str, key: str, given: _Value, from_text: bool) -> Any:
+def _convert(section: str, key: str, given: _Value, from_text: bool) -> object:
     """``given`` as the key's type, range-checked; `ConfigError` naming its source if not."""
     hint = _hints(section)[key]
     value = given.value
     shown = _show(value, from_text)
     bad = f"{given.source}: {section}.{key} must be {_wanted(hint, from_text)}, not {shown}"
     if from_text:
-        text = value.strip()
+        text = str(value).strip()
         if hint is bool:
             if text.lower() not in _ONOFF:
                 raise ConfigError(bad)
@@ -430,8 +431,6 @@ def load(
 
 
 def _check_tools(config: Config, given: tuple[_Value, bool] | None) -> None:
-    from ..protocol.tools import GROUPS
-
     unknown = [g for g in config.tools.enabled if g not in GROUPS]
     if unknown:
         source = f"{given[0].source}: " if given is not None else ""

@@ -27,6 +27,8 @@ import time
 
 import trio
 
+from . import trace
+
 ACTIVE = False
 
 
@@ -138,8 +140,6 @@ def _select(point: str) -> _Rule | None:
 
 
 def _record(point: str, rule: _Rule) -> None:
-    from . import trace
-
     trace.event(
         "faults",
         "fault_injected",
@@ -150,37 +150,41 @@ def _record(point: str, rule: _Rule) -> None:
     )
 
 
-async def hit(point: str) -> None:
-    """An async fault point."""
+def _trip(point: str) -> _Rule | None:
+    """Count a hit of ``point``; raise or exit if its rule says so. The rule when it
+    waits instead (``delay``, ``hang``), which the caller does its own way."""
     rule = _select(point)
     if rule is None:
-        return
+        return None
     _record(point, rule)
     if rule.action == "raise":
         raise InjectedFault(f"injected fault at {point} (hit {rule.hits})")
+    if rule.action == "exit":
+        os._exit(137)
+    return rule
+
+
+async def hit(point: str) -> None:
+    """An async fault point."""
+    rule = _trip(point)
+    if rule is None:
+        return
     if rule.action == "delay":
         await trio.sleep(rule.arg)
     elif rule.action == "hang":
         await trio.sleep_forever()
-    elif rule.action == "exit":
-        os._exit(137)
 
 
 def hit_sync(point: str) -> None:
     """A fault point in synchronous code (worker threads and processes)."""
-    rule = _select(point)
+    rule = _trip(point)
     if rule is None:
         return
-    _record(point, rule)
-    if rule.action == "raise":
-        raise InjectedFault(f"injected fault at {point} (hit {rule.hits})")
     if rule.action == "delay":
         time.sleep(rule.arg)
     elif rule.action == "hang":
         while True:
             time.sleep(3600)
-    elif rule.action == "exit":
-        os._exit(137)
 
 
 def hits(point: str) -> int:

@@ -82,9 +82,11 @@ def _opener(path: str, flags: int) -> int:
     return fd
 
 
-def open_file(path: Path, mode: str = "a", **kwargs: Any) -> IO[Any]:
+def open_file(
+    path: Path, mode: str = "a", encoding: str | None = None, buffering: int = -1
+) -> IO[Any]:
     """`open` for writing or appending; a file it creates is ``0600``."""
-    return open(path, mode, opener=_opener, **kwargs)  # noqa: SIM115 - the caller owns it
+    return open(path, mode, buffering, encoding, opener=_opener)  # noqa: SIM115 - the caller owns it
 
 
 @contextlib.contextmanager

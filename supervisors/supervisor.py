@@ -18,7 +18,7 @@ Vocabulary:
 Children start in order and stop in reverse, each with ``shutdown`` seconds of
 grace (``ctx.shutdown`` is set) before it is cancelled.
 
-Requests: an actor serving a `Command` wraps the work in ``ctx.serving(reply)``;
+Requests: an actor serving a `Request` wraps the work in ``ctx.serving(reply)``;
 if the incarnation dies (crash or cancel) the reply fails with `ActorCrashed`,
 so a caller never hangs. Mailboxes are created outside the children (by the
 application) and handed to every incarnation, so a restart does not close its
@@ -31,14 +31,15 @@ from __future__ import annotations
 import contextlib
 import enum
 import math
+import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import trio
 
-from ..protocol.messages import ActorCrashed, Command, Reply
+from ..protocol.messages import ActorCrashed, Reply, Request
 from . import trace
 from .errors import find_user_error, one_line
 
@@ -99,8 +100,12 @@ class Escalation(Exception):
         )
 
 
-class Mailbox:
-    """A channel pair owned outside any one actor incarnation.
+M = TypeVar("M")
+T = TypeVar("T")
+
+
+class Mailbox(Generic[M]):
+    """A channel pair owned outside any one actor incarnation, carrying ``M`` messages.
 
     Senders call `call` (request/reply) or `send`; the owning actor iterates
     ``receive`` without ever closing it.
@@ -108,20 +113,22 @@ class Mailbox:
 
     def __init__(self, name: str, size: int | float = 1024) -> None:
         self.name = name
-        self.send_channel, self.receive_channel = trio.open_memory_channel[Any](size)
+        self.send_channel, self.receive_channel = trio.open_memory_channel[M](size)
 
-    async def send(self, message: Any) -> None:
+    async def send(self, message: M) -> None:
         await self.send_channel.send(message)
 
-    def send_nowait(self, message: Any) -> None:
+    def send_nowait(self, message: M) -> None:
         self.send_channel.send_nowait(message)
 
-    async def call(self, op: Any, name: str = "", timeout: float = math.inf) -> Any:
-        """Send ``Command(op)`` and wait for its reply (raises what the actor raised)."""
-        reply = Reply()
-        await self.send_channel.send(
-            Command(op=op, reply=reply, trace=trace.current.get(), name=name)
-        )
+    async def call(self, request: Request[T], timeout: float = math.inf) -> T:
+        """Send ``request`` and wait for its reply (raises what the actor raised).
+
+        Error handling: past ``timeout`` the reply fails (the actor skips the
+        request) and `TimeoutError` is raised.
+        """
+        reply = request.reply
+        await self.send_channel.send(request)  # type: ignore[arg-type]  # M holds requests
         if timeout == math.inf:
             return await reply.wait()
         with trio.move_on_after(timeout):
@@ -137,9 +144,8 @@ class Mailbox:
                 message = self.receive_channel.receive_nowait()
             except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
                 return count
-            reply = getattr(message, "reply", None)
-            if isinstance(reply, Reply):
-                reply.fail(error)
+            if isinstance(message, Request):
+                message.reply.fail(error)
                 count += 1
 
     def pending(self) -> int:
@@ -152,7 +158,7 @@ class ChildSpec:
     start: Callable[..., Awaitable[Any]]
     restart: Restart = PERMANENT
     shutdown: float = DEFAULT_GRACE
-    mailboxes: Sequence[Mailbox] = ()
+    mailboxes: Sequence[Mailbox[Any]] = ()
     why: str = ""  # why this restart type (shown in server_status and docs)
 
 
@@ -166,18 +172,19 @@ class ChildContext:
         self.supervisor = supervisor
         self.shutdown = trio.Event()
         self._in_flight: set[Reply] = set()
-        self._soft_scopes: list[trio.CancelScope] = []
+        # Weak: a scope that has ended (and is dropped) leaves the set by itself.
+        self._soft_scopes: weakref.WeakSet[trio.CancelScope] = weakref.WeakSet()
 
     def cancel_on_shutdown(self, scope: trio.CancelScope) -> trio.CancelScope:
         """Cancel ``scope`` when a graceful stop is requested (the child then tidies up)."""
         if self.shutdown.is_set():
             scope.cancel()
-        self._soft_scopes.append(scope)
+        self._soft_scopes.add(scope)
         return scope
 
     def request_shutdown(self) -> None:
         self.shutdown.set()
-        for scope in self._soft_scopes:
+        for scope in list(self._soft_scopes):
             scope.cancel()
 
     @contextlib.contextmanager
@@ -212,7 +219,7 @@ class _Status:
     def __init__(self, state: _ChildState) -> None:
         self._state = state
 
-    def started(self, value: Any = None) -> None:
+    def started(self, value: object = None) -> None:
         self._state.value = value
         self._state.state = "running"
         self._state.ready.set()
@@ -223,7 +230,7 @@ class _ChildState:
         self.spec = spec
         self.restarts = 0
         self.state = "starting"
-        self.value: Any = None
+        self.value: object = None
         self.scope: trio.CancelScope | None = None
         self.ctx: ChildContext | None = None
         self.ready = trio.Event()
@@ -264,18 +271,18 @@ class Supervisor:
 
     # -- introspection -----------------------------------------------------
 
-    def child(self, child_id: str) -> Any:
+    def child(self, child_id: str) -> object:
         """The value the running incarnation passed to ``task_status.started``."""
         for st in self._states:
             if st.spec.id == child_id:
                 return st.value
         raise KeyError(child_id)
 
-    def snapshot(self) -> list[dict[str, Any]]:
+    def snapshot(self) -> list[dict[str, object]]:
         """Each child with its state and restart count (nested supervisors too)."""
         rows = []
         for st in self._states:
-            row: dict[str, Any] = {
+            row: dict[str, object] = {
                 "id": st.spec.id,
                 "state": st.state,
                 "restarts": st.restarts,
@@ -291,7 +298,9 @@ class Supervisor:
 
     # -- running -----------------------------------------------------------
 
-    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self, *, task_status: trio.TaskStatus[Supervisor] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         """Start the children in order, then supervise until stopped or escalated."""
         try:
             async with trio.open_nursery() as nursery:
@@ -312,7 +321,7 @@ class Supervisor:
             # Surface our own escalation as itself, not wrapped by our nursery.
             escalations, rest = group.split(Escalation)
             if escalations is not None and rest is None:
-                raise _first_leaf(escalations) from None
+                raise first_leaf(escalations) from None
             raise
         finally:
             self.state = "stopped"
@@ -434,15 +443,13 @@ class Supervisor:
             st.done.set()
             st.ready.set()
 
-    async def _run_start(self, st: _ChildState, ctx: ChildContext, status: Any) -> None:
+    async def _run_start(self, st: _ChildState, ctx: ChildContext, status: _Status) -> None:
         with trio.CancelScope() as scope:
             st.scope = scope
             try:
                 await st.spec.start(ctx, task_status=status)
             except Exception as exc:  # noqa: BLE001 - the supervisor decides
-                while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-                    exc = exc.exceptions[0]
-                st.error = exc
+                st.error = exc = _single(exc)
                 st.last_error = f"{type(exc).__name__}: {exc}"
                 if not st.stopping:
                     # A child that dies before it is ready is reported by what follows
@@ -454,6 +461,7 @@ class Supervisor:
                         level="warning",
                         child=st.spec.id,
                         error=st.last_error,
+                        exc=trace.format_traceback(exc),
                     )
         ctx.fail_in_flight("stopped" if st.stopping else "crashed")
         st.state = "stopped" if st.stopping else "exited"
@@ -482,10 +490,35 @@ class Supervisor:
             await self._stop_child(st)
 
 
-def _first_leaf(exc: BaseException) -> BaseException:
+def _single(exc: BaseException) -> BaseException:
+    """``exc`` without the groups that wrap it alone (a group of several stays a group)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def leaves(exc: BaseException) -> list[BaseException]:
+    """Every exception inside ``exc``'s (nested) groups, in order; ``[exc]`` for a plain one."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in leaves(sub)]
+    return [exc]
+
+
+def first_leaf(exc: BaseException) -> BaseException:
+    """The first exception inside ``exc``'s (nested) groups; ``exc`` itself for a plain one."""
     while isinstance(exc, BaseExceptionGroup):
         exc = exc.exceptions[0]
     return exc
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The innermost failure behind a supervisor escalation, through exception groups."""
+    while True:
+        exc = first_leaf(exc)
+        if isinstance(exc, Escalation) and exc.cause is not None:
+            exc = exc.cause
+        else:
+            return exc
 
 
 def supervisor_child(
@@ -494,15 +527,33 @@ def supervisor_child(
     restart: Restart = PERMANENT,
     why: str = "",
     shutdown: float = 30.0,
+    mailboxes: Sequence[Mailbox[Any]] = (),
+    on_ready: Callable[[], None] | None = None,
+    on_stop: Callable[[], None] | None = None,
 ) -> ChildSpec:
-    """A child spec that runs a nested supervisor (built anew per incarnation)."""
+    """A child spec that runs a nested supervisor (built anew per incarnation).
 
-    async def start(ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    ``on_ready`` runs once the nested supervisor has started its children (to
+    publish a handle), ``on_stop`` when this incarnation ends, however it ends.
+    """
+
+    async def start(
+        ctx: ChildContext, *, task_status: trio.TaskStatus[Supervisor] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         sup = sup_factory()
         async with trio.open_nursery() as nursery:
             await nursery.start(sup.run)
-            task_status.started(sup)
-            await ctx.shutdown.wait()
-            await sup.stop()
+            try:
+                if on_ready is not None:
+                    on_ready()
+                task_status.started(sup)
+                await ctx.shutdown.wait()
+            finally:
+                if on_stop is not None:
+                    on_stop()
+                with trio.CancelScope(shield=True):
+                    await sup.stop()
 
-    return ChildSpec(child_id, start, restart=restart, shutdown=shutdown, why=why)
+    return ChildSpec(
+        child_id, start, restart=restart, shutdown=shutdown, mailboxes=list(mailboxes), why=why
+    )

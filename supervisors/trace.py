@@ -18,13 +18,14 @@ import os
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import msgspec
 
-from ..protocol.messages import TraceContext, new_id
+from ..protocol.messages import TraceContext
 from . import private
 
 LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "off": 100}
@@ -79,11 +80,11 @@ class TraceLog:
         return LEVELS[level] >= self.level and self._file is not None
 
     def emit(
-        self, level: str, actor: str, event: str, fields: dict[str, Any], echo: bool = True
+        self, level: str, actor: str, event: str, fields: dict[str, object], echo: bool = True
     ) -> None:
         """Write one event to the log; also to stderr at ``stderr_level`` and above if ``echo``."""
         lvl = LEVELS[level]
-        record: dict[str, Any] | None = None
+        record: dict[str, object] | None = None
         if lvl >= self.level and self._file is not None:
             record = {
                 "ts": round(time.time(), 6),
@@ -142,27 +143,44 @@ class TraceLog:
 LOG = TraceLog()
 
 
-def event(actor: str, name: str, level: str = "info", **fields: Any) -> None:
+def format_traceback(exc: BaseException, limit: int = 4000) -> str:
+    """``exc`` with its traceback, as the ``exc`` field of a trace event (the last ``limit`` characters)."""
+    return "".join(traceback.format_exception(exc))[-limit:]
+
+
+def event(actor: str, name: str, level: str = "info", **fields: object) -> None:
     """Record one event of ``actor`` in the trace log."""
     LOG.emit(level, actor, name, fields)
 
 
-def record(actor: str, name: str, level: str = "info", **fields: Any) -> None:
+def record(actor: str, name: str, level: str = "info", **fields: object) -> None:
     """Record an event in the log only, never on stderr: the caller reports it to the user
     itself (as the one line a fatal error gets)."""
     LOG.emit(level, actor, name, fields, echo=False)
 
 
-def warning(actor: str, name: str, **fields: Any) -> None:
+def failure(
+    actor: str, name: str, exc: BaseException, level: str = "error", **fields: object
+) -> None:
+    """Record that something failed with ``exc``: ``fields``, then its one-line ``error``
+    and its traceback (``exc``, in the log only)."""
+    fields["error"] = f"{type(exc).__name__}: {exc}"
+    fields["exc"] = format_traceback(exc)
+    LOG.emit(level, actor, name, fields)
+
+
+def warning(actor: str, name: str, **fields: object) -> None:
     LOG.emit("warning", actor, name, fields)
 
 
-def error(actor: str, name: str, **fields: Any) -> None:
+def error(actor: str, name: str, **fields: object) -> None:
     LOG.emit("error", actor, name, fields)
 
 
 @contextlib.contextmanager
-def span(actor: str, name: str, level: str = "info", **fields: Any) -> Iterator[dict[str, Any]]:
+def span(
+    actor: str, name: str, level: str = "info", **fields: object
+) -> Iterator[dict[str, object]]:
     """A timed span: a child of the current one (or a new trace), logged when it ends.
 
     The yielded dict collects extra fields (``outcome`` defaults to ``ok``, or
@@ -171,7 +189,7 @@ def span(actor: str, name: str, level: str = "info", **fields: Any) -> Iterator[
     parent = current.get()
     ctx = parent.child() if parent is not None else TraceContext.new()
     token = current.set(ctx)
-    extra: dict[str, Any] = {}
+    extra: dict[str, object] = {}
     start = time.perf_counter()
     outcome = "ok"
     try:
@@ -196,16 +214,6 @@ def span(actor: str, name: str, level: str = "info", **fields: Any) -> Iterator[
             LOG.emit(level, actor, "span", record)
 
 
-def start_trace() -> TraceContext:
-    ctx = TraceContext.new()
-    current.set(ctx)
-    return ctx
-
-
-def new_span_id() -> str:
-    return new_id()
-
-
 class _StdlibHandler(logging.Handler):
     """Routes the standard `logging` module into the trace log."""
 
@@ -219,7 +227,7 @@ class _StdlibHandler(logging.Handler):
             if record.levelno < 40
             else "error"
         )
-        fields: dict[str, Any] = {"message": record.getMessage()}
+        fields: dict[str, object] = {"message": record.getMessage()}
         if record.exc_info:
             fields["exc"] = logging.Formatter().formatException(record.exc_info)
         LOG.emit(level, record.name, "log", fields)

@@ -11,7 +11,7 @@ from mcp_client import run_cli
 from memtrio.actors.chaos import runner
 from memtrio.actors.chaos.checks import check_store
 from memtrio.actors.chaos.harness import Outcome
-from memtrio.actors.chaos.malformed import bad_values, tool_cases
+from memtrio.actors.chaos.scenarios.malformed_cases import bad_values, tool_cases
 
 
 def test_memtrio_chaos_quick_passes(tmp_path: Path) -> None:

@@ -284,3 +284,32 @@ def test_cli_error_under_python_m_is_caught(tmp_path: Path) -> None:
     proc = run_cli("chaos", "--scenario", "no-such", timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.startswith("memtrio: unknown scenario(s) no-such")
+
+
+async def test_session_restart_keeps_the_negotiated_revision_without_structured_content(
+    home: Path,
+) -> None:
+    # The choice of structuredContent was kept on the session actor, not in its
+    # restart-surviving state: after a crash, a client that negotiated 2025-03-26
+    # (no structuredContent) received it anyway.
+    async with raw_server(home, env={"MEMTRIO_FAULTS": "session.dispatch=raise@4"}) as server:
+        init = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-03-26",
+                "capabilities": {},
+                "clientInfo": {"name": "old-client", "version": "1"},
+            },
+        }
+        await server.send(init)
+        assert (await server.read())["result"]["protocolVersion"] == "2025-03-26"
+        await server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        before = await server.call_tool("stats")  # hit 3
+        assert "structuredContent" not in before["result"], before
+        crashed = await server.call("ping")  # hit 4: the session crashes and restarts
+        assert crashed["error"]["code"] == jsonrpc.INTERNAL_ERROR
+        after = await server.call_tool("stats")
+        assert not after["result"]["isError"], after
+        assert "structuredContent" not in after["result"], after

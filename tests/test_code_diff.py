@@ -9,7 +9,7 @@ import pytest
 from gitrepo import git, make_repo, write
 from memtrio.actors.code.diff import compare, structural_diff
 from memtrio.actors.code.extract import outline
-from memtrio.protocol.tools import ToolError
+from memtrio.protocol.errors import DomainError
 from test_code_index import running_service
 
 BASE_SERVICE = """\
@@ -128,11 +128,11 @@ async def test_diff_limit_partial_coverage_and_refusals(repo: Path, home: Path) 
         limited = await structural_diff(service.pool, repo, "main", "HEAD", 2)
         assert limited.split("\n")[-1] == "2 of 6 changed files"
         for bad in ("--output=/tmp/x", "-p"):
-            with pytest.raises(ToolError, match="starts with '-'"):
+            with pytest.raises(DomainError, match="starts with '-'"):
                 await structural_diff(service.pool, repo, bad, "HEAD", 10)
-            with pytest.raises(ToolError, match="starts with '-'"):
+            with pytest.raises(DomainError, match="starts with '-'"):
                 await structural_diff(service.pool, repo, "main", bad, 10)
-        with pytest.raises(ToolError, match="unknown revision"):
+        with pytest.raises(DomainError, match="unknown revision"):
             await structural_diff(service.pool, repo, "no-such-branch", "HEAD", 10)
 
 

@@ -15,9 +15,9 @@ from gitrepo import make_repo, write
 from memtrio.actors.code.checkout import checkout_root, resolve_path, show_path
 from memtrio.actors.code.index import CodeIndex, index_path
 from memtrio.actors.code.pool import ParserPool
-from memtrio.actors.code.service import CodeService
+from memtrio.actors.code.service import CODE, CodeService
 from memtrio.actors.code.tools import format_imports, format_matches, format_outline
-from memtrio.protocol.tools import ToolError
+from memtrio.protocol.errors import DomainError
 from memtrio.supervisors.supervisor import Supervisor
 
 FILES: dict[str, str | bytes] = {
@@ -181,11 +181,11 @@ async def test_path_rules(tmp_path: Path) -> None:
         "a": "not a regular file",
     }
     for path, message in refusals.items():
-        with pytest.raises(ToolError, match=message):
+        with pytest.raises(DomainError, match=message):
             resolve_path(root, path)
-    with pytest.raises(ToolError, match="absolute"):
+    with pytest.raises(DomainError, match="absolute"):
         await checkout_root("repo", tmp_path)
-    with pytest.raises(ToolError, match="not inside a Git checkout"):
+    with pytest.raises(DomainError, match="not inside a Git checkout"):
         await checkout_root(str(tmp_path), tmp_path)
     assert await checkout_root(str(root / "a"), tmp_path) == root
 
@@ -241,10 +241,10 @@ async def test_new_files_in_new_directories_are_found(tmp_path: Path, home: Path
         (root / "pkg" / "sub" / "fresh.py").rename(root / "pkg" / "moved.py")
         rows, _ = await service.find(root, "fresh", None, 5)
         assert [r[0] for r in rows] == ["pkg/moved.py", "build/gen.py"]
-        with pytest.raises(ToolError, match="unsupported file type"):
+        with pytest.raises(DomainError, match="unsupported file type"):
             await service.file_outline(root, ".gitignore")
         write(root, {"bin.py": b"\x00\x00"})
-        with pytest.raises(ToolError, match="not indexed: binary"):
+        with pytest.raises(DomainError, match="not indexed: binary"):
             await service.file_outline(root, "bin.py")
 
 
@@ -309,7 +309,7 @@ async def test_damaged_pages_found_later_recreate_the_index(tmp_path: Path, home
             raise sqlite3.DatabaseError("database disk image is malformed")
 
         service.index.find = damaged
-        with pytest.raises(ToolError, match="corrupt and has been recreated"):
+        with pytest.raises(DomainError, match="corrupt and has been recreated"):
             await service.find(root, "charge", None, 20)
         rows, _ = await service.find(root, "charge", None, 20)
         assert [r[4] for r in rows] == ["charge/1", "charge/2"]
@@ -317,7 +317,7 @@ async def test_damaged_pages_found_later_recreate_the_index(tmp_path: Path, home
         service.index.find = lambda *args: (_ for _ in ()).throw(
             sqlite3.OperationalError("disk I/O error")
         )
-        with pytest.raises(ToolError, match="disk I/O error; retry later"):
+        with pytest.raises(DomainError, match="disk I/O error; retry later"):
             await service.find(root, "charge", None, 20)
         service.index.find = real_find
         assert (await service.refresh(root)).parsed == 0
@@ -326,13 +326,14 @@ async def test_damaged_pages_found_later_recreate_the_index(tmp_path: Path, home
 def test_feature_unavailable_when_the_index_cannot_be_opened(home: Path) -> None:
     from memtrio.actors.code.feature import FEATURE
     from memtrio.supervisors import config
-    from memtrio.supervisors.app import FeatureUnavailable, build_context
+    from memtrio.supervisors.app import build_context
+    from memtrio.supervisors.context import FeatureUnavailable
 
     index_path(home).mkdir()  # a directory where the index file should be
     app = build_context(config.load(home, env={}), home)
     with pytest.raises(FeatureUnavailable, match="cannot open the code index"):
         FEATURE.setup(app)
-    assert "code" not in app.services and app.registry.get("find_symbol") is None
+    assert app.find(CODE) is None and app.registry.get("find_symbol") is None
     off = build_context(config.load(home, env={"MEMTRIO_CODE": "off"}), home)
     with pytest.raises(FeatureUnavailable, match="disabled"):
         FEATURE.setup(off)

@@ -19,7 +19,7 @@ from memtrio.actors.code.files import CheckoutDir, Symlink, Unsafe, read_file
 from memtrio.actors.code.index import CodeIndex, index_path
 from memtrio.actors.code.service import CodeService
 from memtrio.actors.code.wire import ParseJob, ParseResult
-from memtrio.protocol.tools import ToolError
+from memtrio.protocol.errors import DomainError
 
 INSIDE = "def inside_fn():\n    pass\n"
 OUTSIDE = "def outside_secret_fn():\n    pass\n\n\nclass OutsideSecretClass:\n    pass\n"
@@ -129,7 +129,7 @@ async def test_defect4_outline_swapped_between_check_and_open(
     service = CodeService(CodeIndex(index_path(home)), InlinePool(before), 100)
     try:
         checked = resolve_path(root, rel)
-        with pytest.raises(ToolError) as refused:
+        with pytest.raises(DomainError) as refused:
             await service.file_outline(root, checked)
         assert swapped == [rel]
         assert "changed while being read" in str(refused.value)
@@ -160,7 +160,7 @@ async def test_defect4_indexer_reads_nothing_through_symlinks(
         for query in SECRETS:
             rows, total = await service.find(root, query, None, 20)
             assert (rows, total) == ([], 0)
-        with pytest.raises(ToolError, match="symlink"):
+        with pytest.raises(DomainError, match="symlink"):
             await service.file_outline(root, "d/y.py")
     finally:
         service.index.close()
@@ -197,7 +197,7 @@ async def test_defect4_racing_symlink_swaps_never_leak(
             try:
                 rel = resolve_path(root, "x.py")
                 _, _, rows = await service.file_outline(root, rel)
-            except ToolError as exc:
+            except DomainError as exc:
                 assert not leaked(exc), exc
                 refusals += 1
                 continue

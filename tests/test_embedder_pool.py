@@ -14,10 +14,16 @@ import pytest
 import trio
 from memtrio.actors.embedder import feature as embedder_feature
 from memtrio.actors.embedder.model import DEFAULT_MODEL_ID, default_files, resolve_spec
-from memtrio.actors.embedder.pool import EmbedderCrashed, EmbedderTimeout, EmbedderUnavailable
+from memtrio.actors.embedder.pool import (
+    EMBEDDER,
+    EmbedderCrashed,
+    EmbedderTimeout,
+    EmbedderUnavailable,
+)
 from memtrio.supervisors import config as config_mod
 from memtrio.supervisors import faults
-from memtrio.supervisors.app import AppContext, build_context, open_app
+from memtrio.supervisors.app import build_context, open_app
+from memtrio.supervisors.context import AppContext
 
 
 @asynccontextmanager
@@ -31,7 +37,7 @@ async def running(home: Path, **embedding: Any) -> AsyncIterator[AppContext]:
 
 async def test_embed_returns_normalised_vectors_of_the_default_model(home: Path) -> None:
     async with running(home) as app:
-        pool = app.services["embedder"]
+        pool = app.service(EMBEDDER)
         assert pool.model == DEFAULT_MODEL_ID and pool.dim == 384 and len(pool.revision) == 16
         assert not pool.loaded  # lazy: nothing loaded until the first call
         result = await pool.embed(
@@ -54,7 +60,7 @@ async def test_embed_returns_normalised_vectors_of_the_default_model(home: Path)
 
 async def test_long_text_is_truncated_and_reported(home: Path) -> None:
     async with running(home) as app:
-        pool = app.services["embedder"]
+        pool = app.service(EMBEDDER)
         result = await pool.embed(["word " * 600, "short"])
         assert result.truncated == [True, False]
         assert result.warnings and "truncated" in result.warnings[0]
@@ -62,7 +68,7 @@ async def test_long_text_is_truncated_and_reported(home: Path) -> None:
 
 async def test_long_text_is_embedded_as_overlapping_windows(home: Path) -> None:
     async with running(home, chunk_tokens=16, chunk_overlap=4, max_chunks=3) as app:
-        pool = app.services["embedder"]
+        pool = app.service(EMBEDDER)
         # 18 words of one word piece each: windows of 14 (16 with [CLS] and [SEP]).
         text = (
             "one two three four five six seven eight nine ten eleven twelve thirteen "
@@ -90,7 +96,7 @@ def test_window_starts_overlap_and_end_with_the_text() -> None:
 
 async def test_concurrent_requests_are_micro_batched(home: Path) -> None:
     async with running(home) as app:
-        pool = app.services["embedder"]
+        pool = app.service(EMBEDDER)
         await pool.load()
         results: dict[int, Any] = {}
 
@@ -109,7 +115,7 @@ async def test_concurrent_requests_are_micro_batched(home: Path) -> None:
 
 async def test_worker_crash_fails_only_its_batch_and_the_worker_restarts(home: Path) -> None:
     async with running(home) as app:
-        pool = app.services["embedder"]
+        pool = app.service(EMBEDDER)
         faults.configure("embedder.embed=raise@1")
         with pytest.raises(EmbedderCrashed, match="crashed.*retry"):
             await pool.embed(["first request hits the fault"])
@@ -121,7 +127,7 @@ async def test_worker_crash_fails_only_its_batch_and_the_worker_restarts(home: P
 
 async def test_a_slow_request_times_out_with_a_clear_error(home: Path) -> None:
     async with running(home, timeout=0.3) as app:
-        pool = app.services["embedder"]
+        pool = app.service(EMBEDDER)
         await pool.load()
         faults.configure("embedder.embed=hang@1")  # this encode never returns
         with pytest.raises(EmbedderTimeout, match=r"\[embedding\] timeout"):
@@ -142,7 +148,7 @@ async def test_a_slow_request_times_out_with_a_clear_error(home: Path) -> None:
 
 async def test_missing_model_directory_fails_every_call_clearly(home: Path, tmp_path: Path) -> None:
     async with running(home, model=tmp_path / "nope") as app:
-        pool = app.services["embedder"]
+        pool = app.service(EMBEDDER)
         with pytest.raises(EmbedderUnavailable, match="does not exist"):
             await pool.embed(["anything"])
         with pytest.raises(EmbedderUnavailable):
@@ -157,7 +163,7 @@ async def test_cuda_backend_without_cuda_fails_instead_of_falling_back(home: Pat
         pytest.skip("this machine has CUDA")
     async with running(home, backend="cuda") as app:
         with pytest.raises(EmbedderUnavailable, match="CUDA"):
-            await app.services["embedder"].embed(["anything"])
+            await app.service(EMBEDDER).embed(["anything"])
 
 
 async def test_a_model_directory_with_config_json(home: Path, tmp_path: Path) -> None:
@@ -170,7 +176,7 @@ async def test_a_model_directory_with_config_json(home: Path, tmp_path: Path) ->
         json.dumps({"name": "mini-cls", "pooling": "cls", "max_tokens": 16, "hidden_size": 384})
     )
     async with running(home, model=directory) as app:
-        pool = app.services["embedder"]
+        pool = app.service(EMBEDDER)
         assert (pool.model, pool.max_tokens) == ("mini-cls", 16)
         assert pool.revision == resolve_spec("", 256).revision  # same file, same revision
         result = await pool.embed(
@@ -195,7 +201,7 @@ async def test_resource_and_instructions_with_embeddings_on_and_off(
     other = tmp_path / "off"
     other.mkdir()
     async with running(other, enabled="off") as app:
-        assert "embedder" not in app.services
+        assert app.find(EMBEDDER) is None
         body = json.loads(await app.resources["memtrio://embedding"].read(app))
         assert (
             body["model"] is None

@@ -442,7 +442,7 @@ def test_defect11_an_unexpected_failure_is_one_line_with_the_traceback_in_the_lo
 ) -> None:
     from memtrio.actors.store import cli as store_cli
 
-    def broken(args: object) -> int:
+    def broken(args: object, run: object) -> int:
         trace.LOG.configure(tmp_path / "log" / "memtrio.log", "info")
         raise RuntimeError("a bug\nover two lines")
 
@@ -526,7 +526,7 @@ def test_defect11_a_full_disk_is_one_line(tmp_path: Path) -> None:
 async def test_defect11_startup_warnings_show_only_when_the_start_succeeds(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from memtrio.supervisors.app import FeatureUnavailable
+    from memtrio.supervisors.context import FeatureUnavailable
     from memtrio.supervisors.supervisor import ChildContext, ChildSpec
 
     class Missing:
@@ -535,19 +535,16 @@ async def test_defect11_startup_warnings_show_only_when_the_start_succeeds(
         def setup(self, app: object) -> None:
             raise FeatureUnavailable("not installed here")
 
-        def children(self, app: object) -> list[ChildSpec]:
-            return []
-
     class Worker:
         name = "worker"
 
         def __init__(self, fail: bool) -> None:
             self.fail = fail
 
-        def setup(self, app: object) -> None:
-            pass
+        def setup(self, app: object) -> Worker:
+            return self
 
-        def children(self, app: object) -> list[ChildSpec]:
+        def children(self) -> list[ChildSpec]:
             async def start(ctx: ChildContext, *, task_status: trio.TaskStatus[None]) -> None:
                 if self.fail:
                     raise RuntimeError("cannot start")

@@ -24,7 +24,7 @@ from mcp_client import fails, ok, open_client
 from memtrio.actors.chaos.hostile import Hostile, make_hostile_checkout
 from memtrio.actors.code.checkout import checkout_root
 from memtrio.actors.store.scopes import canonical, default_scope
-from memtrio.protocol.tools import ToolError
+from memtrio.protocol.errors import DomainError
 from memtrio.supervisors.git import git_output
 
 PACKAGE = Path(__file__).resolve().parent.parent
@@ -158,7 +158,7 @@ async def test_defect1_core_worktree_cannot_move_the_checkout(tmp_path: Path) ->
     repo = make_repo(tmp_path / "repo", {"a.py": "def a():\n    pass\n"})
     git(repo, "config", "core.worktree", str(elsewhere))
     assert git_output(["rev-parse", "--show-toplevel"], repo) == str(elsewhere)  # git's view
-    with pytest.raises(ToolError, match="work tree"):
+    with pytest.raises(DomainError, match="work tree"):
         await checkout_root(str(repo), tmp_path)
     # Its scope is its Git directory, never the redirected work tree.
     assert default_scope(repo) == f"repo:{repo / '.git'}"

@@ -8,11 +8,14 @@ from pathlib import Path
 import msgspec
 import pytest
 from mcp_client import fails, ok, open_client
-from memtrio.actors.kg import graph
-from memtrio.actors.kg import tools as K
+from memtrio.actors.kg import args as A
+from memtrio.actors.kg import merge, read_tools, reads, write_tools, writes
+from memtrio.actors.kg.search import search_nodes
+from memtrio.actors.kg.view import Scoped, View
+from memtrio.actors.kg.writer import Writer
 from memtrio.actors.store import schema
-from memtrio.actors.store.writer import Change
-from memtrio.protocol.tools import ToolError
+from memtrio.actors.store.writer import STORE, Change
+from memtrio.protocol.errors import DomainError
 from test_memory_embeddings import FakeEmbedder, app_with, chunks, vectors
 from test_store_writer import Ctx
 
@@ -24,16 +27,16 @@ async def test_observations_and_new_entities_are_embedded_in_the_same_write(
     async with app_with(home, embedder=embedder) as app:
         ctx = Ctx(app)
         seen: list[Change] = []
-        app.services["store"].add_listener(seen.extend)
+        app.service(STORE).add_listener(seen.extend)
         args = msgspec.convert(
             {
                 "entities": [
                     {"name": "Tea", "entityType": "drink", "observations": ["green", "hot"]}
                 ]
             },
-            K.CreateEntitiesArgs,
+            A.CreateEntitiesArgs,
         )
-        await K.create_entities(ctx, args)
+        await write_tools.create_entities(ctx, args)
         assert embedder.calls == [["green", "hot", "Tea (drink)"]]
         stored = vectors(home)
         assert {k[0] for k in stored} == {"memory", "entity"} and len(stored) == 3
@@ -43,18 +46,18 @@ async def test_observations_and_new_entities_are_embedded_in_the_same_write(
         # A long observation is stored as all its windows (the fake's are 40 characters).
         long_obs = msgspec.convert(
             {"observations": [{"entityName": "Tea", "contents": ["steeped " * 8]}]},
-            K.AddObservationsArgs,
+            A.AddObservationsArgs,
         )
-        await K.add_observations(ctx, long_obs)
+        await write_tools.add_observations(ctx, long_obs)
         assert list(chunks(home).values()) == [1]  # chunk 0 in vectors, chunk 1 here
 
         embedder.fail = True
         more = msgspec.convert(
-            {"observations": [{"entityName": "Tea", "contents": ["iced"]}]}, K.AddObservationsArgs
+            {"observations": [{"entityName": "Tea", "contents": ["iced"]}]}, A.AddObservationsArgs
         )
-        with pytest.raises(ToolError, match="nothing was stored"):
-            await K.add_observations(ctx, more)
-        got = await K.get_entity(ctx, K.NameArgs(name="Tea"))
+        with pytest.raises(DomainError, match="nothing was stored"):
+            await write_tools.add_observations(ctx, more)
+        got = await read_tools.get_entity(ctx, A.NameArgs(name="Tea"))
         assert got["observations"] == ["green", "hot", "steeped " * 8]
 
 
@@ -65,59 +68,59 @@ def _conn(tmp_path: Path) -> sqlite3.Connection:
     return conn
 
 
-def _write(conn: sqlite3.Connection, view: graph.View, fn: object) -> object:
+def _write(conn: sqlite3.Connection, view: View, fn: object) -> object:
     conn.execute("BEGIN IMMEDIATE")
-    w = graph.Writer(conn, view, None)
+    w = Writer(conn, view, None)
     result = fn(w)  # type: ignore[operator]
     conn.execute("COMMIT")
     return result
 
 
-def _read(conn: sqlite3.Connection, view: graph.View, fn: object) -> object:
-    return fn(conn, graph.Scoped(conn, view))  # type: ignore[operator]
+def _read(conn: sqlite3.Connection, view: View, fn: object) -> object:
+    return fn(conn, Scoped(conn, view))  # type: ignore[operator]
 
 
 def test_each_repository_sees_and_changes_only_its_part_of_a_shared_entity(
     tmp_path: Path,
 ) -> None:
     conn = _conn(tmp_path)
-    a = graph.View(["repo:/a", "global"], ["repo:/a", "global"], "repo:/a")
-    b = graph.View(["repo:/b", "global"], ["repo:/b", "global"], "repo:/b")
-    ent = graph.EntityIn
+    a = View(["repo:/a", "global"], ["repo:/a", "global"], "repo:/a")
+    b = View(["repo:/b", "global"], ["repo:/b", "global"], "repo:/b")
+    ent = writes.EntityIn
     _write(
         conn,
         a,
-        lambda w: graph.create_entities(w, [ent("X", "lib", ["from a"]), ent("Y", "lib", [])]),
+        lambda w: writes.create_entities(w, [ent("X", "lib", ["from a"]), ent("Y", "lib", [])]),
     )
-    _write(conn, a, lambda w: graph.create_relations(w, [("X", "uses", "Y")]))
+    _write(conn, a, lambda w: writes.create_relations(w, [("X", "uses", "Y")]))
     # Repository b does not see a's graph ...
-    assert _read(conn, b, lambda c, s: graph.read_graph(c, s, 0, 10, "names", None))["total"] == 0
-    with pytest.raises(ToolError, match="create_entities first"):
-        _write(conn, b, lambda w: graph.add_observations(w, [("X", ["from b"])]))
+    assert _read(conn, b, lambda c, s: reads.read_graph(c, s, 0, 10, "names", None))["total"] == 0
+    with pytest.raises(DomainError, match="create_entities first"):
+        _write(conn, b, lambda w: writes.add_observations(w, [("X", ["from b"])]))
     conn.execute("ROLLBACK")
     # ... creating X there links the same entity, with b's own observations.
-    made = _write(conn, b, lambda w: graph.create_entities(w, [ent("x", "lib", ["from b"])]))
+    made = _write(conn, b, lambda w: writes.create_entities(w, [ent("x", "lib", ["from b"])]))
     assert made == [{"name": "X", "entityType": "lib", "observations": ["from b"]}]
-    seen_b = _read(conn, b, lambda c, s: graph.batch_get(c, s, ["X"], 0, 10, "full"))
+    seen_b = _read(conn, b, lambda c, s: reads.batch_get(c, s, ["X"], 0, 10, "full"))
     assert seen_b["entities"][0]["observations"] == ["from b"]
-    with pytest.raises(ToolError, match="may not modify"):
-        _write(conn, b, lambda w: graph.merge_entities(w, ["X"], "Z", None))
+    with pytest.raises(DomainError, match="may not modify"):
+        _write(conn, b, lambda w: merge.merge_entities(w, ["X"], "Z", None))
     conn.execute("ROLLBACK")
     # Deleting X in b removes b's part only.
-    _write(conn, b, lambda w: graph.delete_entities(w, ["X"]))
-    assert _read(conn, b, lambda c, s: graph.read_graph(c, s, 0, 10, "names", None))["total"] == 0
-    seen_a = _read(conn, a, lambda c, s: graph.open_nodes(c, s, ["X"], 0, 10, "full"))
+    _write(conn, b, lambda w: writes.delete_entities(w, ["X"]))
+    assert _read(conn, b, lambda c, s: reads.read_graph(c, s, 0, 10, "names", None))["total"] == 0
+    seen_a = _read(conn, a, lambda c, s: reads.open_nodes(c, s, ["X"], 0, 10, "full"))
     assert seen_a["entities"][0]["observations"] == ["from a"]
     assert seen_a["relations"] == [{"from": "X", "to": "Y", "relationType": "uses"}]
     # Merging into an entity known only to a links it to b, with b's observations.
-    _write(conn, b, lambda w: graph.create_entities(w, [ent("Q", "lib", ["q from b"])]))
-    merged = _write(conn, b, lambda w: graph.merge_entities(w, ["Q"], "X", None))
+    _write(conn, b, lambda w: writes.create_entities(w, [ent("Q", "lib", ["q from b"])]))
+    merged = _write(conn, b, lambda w: merge.merge_entities(w, ["Q"], "X", None))
     assert merged["target"] == {"name": "X", "entityType": "lib", "observations": ["q from b"]}
-    seen_a = _read(conn, a, lambda c, s: graph.open_nodes(c, s, ["X"], 0, 10, "full"))
+    seen_a = _read(conn, a, lambda c, s: reads.open_nodes(c, s, ["X"], 0, 10, "full"))
     assert seen_a["entities"][0]["observations"] == ["from a"]
-    _write(conn, b, lambda w: graph.delete_entities(w, ["X"]))
+    _write(conn, b, lambda w: writes.delete_entities(w, ["X"]))
     # Deleting it in a, where it is wholly writable, deletes the row and its relation.
-    _write(conn, a, lambda w: graph.delete_entities(w, ["X"]))
+    _write(conn, a, lambda w: writes.delete_entities(w, ["X"]))
     assert conn.execute("SELECT count(*) FROM entities").fetchone()[0] == 1
     assert conn.execute("SELECT count(*) FROM relations").fetchone()[0] == 0
     assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
@@ -148,24 +151,22 @@ def test_a_version_1_store_gets_its_entities_indexed_for_search_nodes(tmp_path: 
         "VALUES ('Old Service', 'old service', 'service', 0, 0)"
     )
     assert schema.migrate(conn) == schema.LATEST
-    view = graph.View(["global"], ["global"], "global")
-    found = _read(conn, view, lambda c, s: graph.search_nodes(c, s, "serv", 0, 10, "names", None))
+    view = View(["global"], ["global"], "global")
+    found = _read(conn, view, lambda c, s: search_nodes(c, s, "serv", 0, 10, "names", None))
     assert found["entities"] == ["Old Service"]
     conn.execute("UPDATE entities SET name = 'Renamed Thing' WHERE id = 1")
-    found = _read(
-        conn, view, lambda c, s: graph.search_nodes(c, s, "renamed", 0, 10, "names", None)
-    )
+    found = _read(conn, view, lambda c, s: search_nodes(c, s, "renamed", 0, 10, "names", None))
     assert found["entities"] == ["Renamed Thing"]
 
 
 def test_search_words_match_inside_names_and_types(tmp_path: Path) -> None:
     conn = _conn(tmp_path)
-    view = graph.View(["global"], ["global"], "global")
-    ent = graph.EntityIn
+    view = View(["global"], ["global"], "global")
+    ent = writes.EntityIn
     _write(
         conn,
         view,
-        lambda w: graph.create_entities(
+        lambda w: writes.create_entities(
             w,
             [
                 ent("DatabaseService", "microservice", ["owns the schema"]),
@@ -175,9 +176,9 @@ def test_search_words_match_inside_names_and_types(tmp_path: Path) -> None:
     )
 
     def search(query: str) -> list[str]:
-        return _read(
-            conn, view, lambda c, s: graph.search_nodes(c, s, query, 0, 10, "names", None)
-        )["entities"]
+        return _read(conn, view, lambda c, s: search_nodes(c, s, query, 0, 10, "names", None))[
+            "entities"
+        ]
 
     assert search("Service") == ["DatabaseService"]
     assert search("config") == ["parseConfig"]

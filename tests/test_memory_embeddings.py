@@ -12,13 +12,16 @@ from typing import Any
 
 import numpy as np
 import pytest
+from memtrio.actors.embedder.pool import EMBEDDER
+from memtrio.actors.ranker.service import RANKER
 from memtrio.actors.store import ops
 from memtrio.actors.store import tools as T
 from memtrio.actors.store.feature import FEATURE
-from memtrio.actors.store.writer import Change
-from memtrio.protocol.tools import ToolError
+from memtrio.actors.store.writer import STORE, Change
+from memtrio.protocol.errors import DomainError
 from memtrio.supervisors import config as config_mod
-from memtrio.supervisors.app import AppContext, build_context, open_app
+from memtrio.supervisors.app import build_context, open_app
+from memtrio.supervisors.context import AppContext
 from test_store_writer import Ctx
 
 
@@ -84,9 +87,9 @@ async def app_with(
     app = build_context(config_mod.load(home, env={}), home, repo)
     async with open_app(app, [FEATURE]):
         if embedder is not None:
-            app.services["embedder"] = embedder
+            app.publish(EMBEDDER, embedder)
         if ranker is not None:
-            app.services["ranker"] = ranker
+            app.publish(RANKER, ranker)
         yield app
 
 
@@ -121,7 +124,7 @@ async def test_remember_and_relate_store_vectors_in_the_same_write(home: Path) -
     embedder = FakeEmbedder()
     changes: list[Change] = []
     async with app_with(home, embedder) as app:
-        app.services["store"].add_listener(changes.extend)
+        app.service(STORE).add_listener(changes.extend)
         ctx = Ctx(app)
         first = await T.remember(
             ctx,
@@ -178,9 +181,9 @@ async def test_remember_and_relate_store_vectors_in_the_same_write(home: Path) -
         # An embedder failure refuses the call and stores nothing.
         embedder.fail = True
         counts = len(vectors(home))
-        with pytest.raises(ToolError, match="embedding failed.*nothing was stored"):
+        with pytest.raises(DomainError, match="embedding failed.*nothing was stored"):
             await T.remember(ctx, T.RememberArgs("doomed"))
-        with pytest.raises(ToolError, match="embedding failed"):
+        with pytest.raises(DomainError, match="embedding failed"):
             await T.update(ctx, T.UpdateArgs(1, content="doomed too"))
         assert (await T.inspect(ctx, T.InspectArgs(1)))["content"] == "z" * 60
         assert (await T.stats(ctx, T.StatsArgs()))["memories"] == 2 and len(vectors(home)) == counts
@@ -214,7 +217,7 @@ async def test_recall_uses_the_ranker_when_asked_and_falls_back_to_lexical(home:
         query, scope_ids, memory_type, limit = ranker.calls[-1]
         assert (query, memory_type, limit) == ("anything", "Decision", 10) and len(scope_ids) == 2
 
-        store = app.services["store"]
+        store = app.service(STORE)
         foreign = await store.write(
             lambda conn: ops.insert_memory(
                 conn, ops.NewMemory("elsewhere", scopes=["repo:/else/.git"])

@@ -99,12 +99,14 @@ def test_input_schema_is_generated_from_the_struct() -> None:
     assert described["annotations"]["readOnlyHint"] is True
 
 
-def test_registry_filters_groups_and_refuses_duplicates() -> None:
+def test_registry_keeps_order_and_refuses_duplicates() -> None:
     a = Tool("a", "d", Args, _noop, group="memory")
     b = Tool("b", "d", Args, _noop, group="code")
     core = Tool("c", "d", Args, _noop, group="core")
     reg = Registry([a, b, core])
-    assert reg.only(["memory"]).names() == ["a", "c"]
+    assert reg.names() == ["a", "b", "c"]
+    with pytest.raises(ValueError, match="unknown group"):
+        reg.add(Tool("d", "d", Args, _noop, group="nope"))
     with pytest.raises(ValueError, match="twice"):
         reg.add(a)
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 import trio
-from memtrio.actors.session import MAX_CALLS_IN_FLIGHT, BatchAnswers
+from memtrio.actors.answers import BatchAnswers
+from memtrio.actors.tool_calls import MAX_CALLS_IN_FLIGHT
 from memtrio.protocol import jsonrpc, jsonscan, mcp
 from raw_server import RawServer, raw_server
 
@@ -445,7 +446,7 @@ async def test_tool_calls_running_at_once_are_bounded_and_all_answered(home: Pat
 async def test_an_answer_interrupted_while_being_sent_still_reaches_the_outbox() -> None:
     # A session crashing (or stopping) cancels a call just as it sends its answer:
     # the answer is taken, so nobody else answers that request; it must not be lost.
-    from memtrio.actors.session import Answer
+    from memtrio.actors.answers import Answer
     from memtrio.protocol.messages import Outbound
     from memtrio.supervisors.supervisor import Mailbox
 

@@ -18,17 +18,19 @@ from typing import Any
 import numpy as np
 import pytest
 from memtrio.actors.embedder import feature as embedder_feature
+from memtrio.actors.embedder.pool import EMBEDDER
 from memtrio.actors.ranker import feature as ranker_feature
 from memtrio.actors.ranker import rank as rank_mod
 from memtrio.actors.ranker.graph import RecallCache
-from memtrio.actors.ranker.service import Ranker, RankerError
+from memtrio.actors.ranker.service import RANKER, Ranker, RankerError
 from memtrio.actors.ranker.vectors import ExactIndex
 from memtrio.actors.store import ops, schema
 from memtrio.actors.store.db import db_path
 from memtrio.actors.store.writer import Change
 from memtrio.supervisors import config as config_mod
 from memtrio.supervisors import faults
-from memtrio.supervisors.app import AppContext, build_context, open_app
+from memtrio.supervisors.app import build_context, open_app
+from memtrio.supervisors.context import AppContext
 from test_recall_e2e import DEEP_QUERY, FILLER, NEEDLE
 
 UNRELATED = [
@@ -55,11 +57,11 @@ class Store:
         return self.conn.execute("SELECT id FROM scopes WHERE name = ?", (name,)).fetchone()[0]
 
     async def vec(self, text: str) -> bytes:
-        result = await self.app.services["embedder"].embed([text])
+        result = await self.app.service(EMBEDDER).embed([text])
         return result.vectors[0].tobytes()
 
     def put_vec(self, kind: str, item_id: int, data: bytes, model: str | None = None) -> Change:
-        pool = self.app.services["embedder"]
+        pool = self.app.service(EMBEDDER)
         self.conn.execute(
             "INSERT OR REPLACE INTO vectors (kind, item_id, model, revision, dim, vec) VALUES (?, ?, ?, ?, ?, ?)",
             (kind, item_id, model or pool.model, pool.revision, 384, data),
@@ -115,7 +117,7 @@ async def running(
     app = build_context(cfg, home)
     try:
         async with open_app(app, [embedder_feature.FEATURE, ranker_feature.FEATURE]):
-            yield Store(conn, app), app.services["ranker"]
+            yield Store(conn, app), app.service(RANKER)
     finally:
         conn.close()
 
@@ -257,7 +259,7 @@ async def test_every_window_of_a_long_memory_is_loaded_and_searched(home: Path) 
         await ranker.recall("anything", None, None, 1)  # the cache is loaded
         text = FILLER + NEEDLE + FILLER[:300]
         mid, _ = await store.memory(text, embed=False)
-        result = await store.app.services["embedder"].embed([text], max_chunks=16)
+        result = await store.app.service(EMBEDDER).embed([text], max_chunks=16)
         [vec] = ops.vecs_of(result)
         assert vec.count >= 2 and result.truncated == [False]
         ops.put_vector(store.conn, "memory", mid, vec)

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from memtrio.actors.store import db, ops
+from memtrio.actors.store import db, lexical, ops
 from memtrio.actors.store.scopes import ScopePolicy
+from memtrio.protocol.errors import DomainError
 
 REPO = "repo:/r/.git"
 OTHER = "repo:/other/.git"
@@ -124,7 +125,7 @@ def test_very_common_words_are_pruned_when_a_selective_word_exists(
     assert plan == ('"zanzibar"', 0)
     assert search(r, "zanzibar common") == [rare]
     # Only common words and more postings than the budget: the newest window is ranked.
-    monkeypatch.setattr(ops, "MAX_POSTINGS", 20)
+    monkeypatch.setattr(lexical, "MAX_POSTINGS", 20)
     match, low = db.run_read(r, lambda c: ops.lexical_plan(c, "common filler"))
     assert match == '"common" OR "filler" OR NEAR("common" "filler", 4)' and low > 0
     newest = search(r, "common filler", limit=50)
@@ -144,7 +145,7 @@ def test_write_selection_refuses_foreign_memories(
     shared = add(w, "shared", ["global", OTHER], 1)
     legacy = add(w, "legacy unscoped", [], 2)
     w.execute("BEGIN")
-    with pytest.raises(ops.ToolError, match="read-only"):
+    with pytest.raises(DomainError, match="read-only"):
         ops.writable_memory(w, shared, policy, policy.select(None))
     assert ops.writable_memory(w, legacy, policy, policy.select(None))["id"] == legacy
     w.execute("ROLLBACK")

@@ -85,10 +85,10 @@ def test_a_malformed_import_changes_nothing(tmp_path: Path) -> None:
         json.dumps({"type": "scope", "id": 1, "name": "global"}),
         json.dumps({"type": "memory", "id": 1}),
     ]
-    with pytest.raises(transfer.ImportError_, match="malformed memory record"):
+    with pytest.raises(transfer.ImportRefused, match="malformed memory record"):
         tx(conn, lambda c: transfer.import_records(c, transfer.parse_lines(lines)))
     assert conn.execute("SELECT count(*) FROM scopes").fetchone()[0] == 0
-    with pytest.raises(transfer.ImportError_, match="line 1: not JSON"):
+    with pytest.raises(transfer.ImportRefused, match="line 1: not JSON"):
         transfer.parse_lines(["{nope"])
 
 

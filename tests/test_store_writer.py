@@ -15,11 +15,12 @@ from memtrio.actors.store import ops, schema
 from memtrio.actors.store import tools as T
 from memtrio.actors.store.db import connect, db_path, open_write_connection
 from memtrio.actors.store.feature import FEATURE
-from memtrio.actors.store.writer import Change, Written
-from memtrio.protocol.tools import ToolError
+from memtrio.actors.store.writer import STORE, Change, Written
+from memtrio.protocol.errors import DomainError
 from memtrio.supervisors import config as config_mod
 from memtrio.supervisors import faults
-from memtrio.supervisors.app import AppContext, build_context, open_app
+from memtrio.supervisors.app import build_context, open_app
+from memtrio.supervisors.context import AppContext
 
 
 class Ctx:
@@ -48,16 +49,16 @@ def count(home: Path, table: str) -> int:
 
 async def test_a_failing_op_is_rolled_back_and_the_writer_keeps_serving(home: Path) -> None:
     async with store_app(home) as app:
-        store = app.services["store"]
+        store = app.service(STORE)
 
         def half_then_fail(conn: sqlite3.Connection) -> None:
             ops.insert_memory(
                 conn,
                 ops.NewMemory("half written", scopes=["global"], entities=[ops.EntitySpec("e")]),
             )
-            raise ToolError("refused on purpose")
+            raise DomainError("refused on purpose")
 
-        with pytest.raises(ToolError, match="refused on purpose"):
+        with pytest.raises(DomainError, match="refused on purpose"):
             await store.write(half_then_fail)
         assert (
             count(home, "memories") == 0
@@ -95,7 +96,7 @@ async def test_fault_at_commit_leaves_nothing_half_written(home: Path) -> None:
 async def test_listeners_get_change_records_only_after_a_commit(home: Path) -> None:
     seen: list[list[Change]] = []
     async with store_app(home) as app:
-        store = app.services["store"]
+        store = app.service(STORE)
         remove = store.add_listener(lambda changes: seen.append(list(changes)))
         store.add_listener(lambda changes: 1 / 0)  # a broken listener must not undo the commit
         ctx = Ctx(app)
@@ -105,7 +106,7 @@ async def test_listeners_get_change_records_only_after_a_commit(home: Path) -> N
         kinds = sorted((c.kind, c.id) for c in seen[-1])
         assert ("memory", first["id"]) in kinds and ("relation", 1) in kinds
         assert all(c.vector is None and not c.deleted for c in seen[-1])  # embeddings are off
-        with pytest.raises(ToolError):
+        with pytest.raises(DomainError):
             await T.forget(ctx, T.ForgetArgs(999))
         assert len(seen) == 1
         await T.update(ctx, T.UpdateArgs(first["id"], content="x uses z"))
@@ -124,7 +125,7 @@ async def test_reads_run_in_threads_without_blocking_the_loop(home: Path) -> Non
     # loop must still run (it is what notices both are inside), and two reads
     # run at once (the pool has several connections).
     async with store_app(home) as app:
-        store = app.services["store"]
+        store = app.service(STORE)
         main_thread = threading.get_ident()
         inside: list[int] = []
         both_inside = trio.Event()
@@ -165,7 +166,7 @@ async def test_reads_run_in_threads_without_blocking_the_loop(home: Path) -> Non
 
 async def test_write_connection_pragmas_and_durability(home: Path) -> None:
     async with store_app(home, env={"MEMTRIO_DURABILITY": "sync"}) as app:
-        store = app.services["store"]
+        store = app.service(STORE)
 
         def pragmas(conn: sqlite3.Connection) -> tuple[Any, ...]:
             return tuple(
@@ -175,7 +176,7 @@ async def test_write_connection_pragmas_and_durability(home: Path) -> None:
 
         assert await store.write(pragmas) == ("wal", 1, 2, 30000)
     async with store_app(home, env={"MEMTRIO_STORE_BUSY_TIMEOUT_MS": "1234"}) as app:
-        assert (await app.services["store"].write(pragmas))[2:] == (1, 1234)
+        assert (await app.service(STORE).write(pragmas))[2:] == (1, 1234)
 
 
 def test_schema_migrates_forward_and_refuses_a_newer_database(tmp_path: Path) -> None:
@@ -228,14 +229,14 @@ async def test_a_broken_connection_crashes_the_writer_which_restarts(home: Path)
     from memtrio.protocol.messages import ActorCrashed
 
     async with store_app(home) as app:
-        store = app.services["store"]
+        store = app.service(STORE)
 
         def break_connection(conn: sqlite3.Connection) -> None:
             conn.close()
 
         with pytest.raises(ActorCrashed):
             await store.write(break_connection)
-        assert app.services["store"] is store  # the same handle, served by a new incarnation
+        assert app.service(STORE) is store  # the same handle, served by a new incarnation
         result = await T.remember(Ctx(app), T.RememberArgs("after the restart"))
         assert result["id"] == 1
         assert app.root is not None and app.root.snapshot()[0]["restarts"] == 1

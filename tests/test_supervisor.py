@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 import trio
-from memtrio.protocol.messages import ActorCrashed
+from memtrio.protocol.messages import ActorCrashed, Request
 from memtrio.supervisors.supervisor import (
     ONE_FOR_ALL,
     ONE_FOR_ONE,
@@ -228,6 +228,12 @@ async def test_escalation_through_two_levels(autojump_clock: Any) -> None:
     assert "stop sibling" in log  # top stopped its other children before escalating
 
 
+class Work(Request, tag=True):
+    """A request of the test worker: double ``value`` (or crash on "crash")."""
+
+    value: int | str
+
+
 async def test_request_in_flight_on_crashing_child_gets_error_reply(autojump_clock: Any) -> None:
     mailbox = Mailbox("work")
     served: list[int] = []
@@ -236,19 +242,19 @@ async def test_request_in_flight_on_crashing_child_gets_error_reply(autojump_clo
         task_status.started()
         async for cmd in mailbox.receive_channel:
             with ctx.serving(cmd.reply):
-                if cmd.op == "crash":
+                if cmd.value == "crash":
                     await trio.sleep(1)
                     raise Boom("worker died mid-request")
-                served.append(cmd.op)
-                cmd.reply.set(cmd.op * 2)
+                served.append(cmd.value)
+                cmd.reply.set(cmd.value * 2)
 
     sup = Supervisor("s", [ChildSpec("worker", worker, mailboxes=[mailbox])], ONE_FOR_ONE)
     async with trio.open_nursery() as nursery:
         await nursery.start(sup.run)
         with pytest.raises(ActorCrashed, match="worker crashed"):
-            await mailbox.call("crash", timeout=30)
+            await mailbox.call(Work(value="crash"), timeout=30)
         # The mailbox survived the restart: the next request is served.
-        assert await mailbox.call(21, timeout=30) == 42
+        assert await mailbox.call(Work(value=21), timeout=30) == 42
         assert sup.snapshot()[0]["restarts"] == 1
         await sup.stop()
 
@@ -265,7 +271,7 @@ async def test_queued_requests_fail_when_the_child_stops_for_good(autojump_clock
     async with trio.open_nursery() as nursery:
         await nursery.start(sup.run)
         with pytest.raises(ActorCrashed):
-            await mailbox.call("never served", timeout=30)
+            await mailbox.call(Work(value="never served"), timeout=30)
         await sup.stop()
 
 

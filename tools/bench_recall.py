@@ -46,7 +46,8 @@ from typing import Any
 import numpy as np
 import trio
 from mcp import Client, StdioServerParameters
-from memtrio.actors.embedder.feature import FEATURE as EMBEDDER
+from memtrio.actors.embedder.feature import FEATURE as EMBEDDER_FEATURE
+from memtrio.actors.embedder.pool import EMBEDDER
 from memtrio.actors.store import schema
 from memtrio.actors.store.db import db_path
 from memtrio.supervisors import config as config_mod
@@ -132,8 +133,8 @@ async def embed_all(home: Path, texts: list[str]) -> tuple[np.ndarray, str, str,
     """Embed ``texts`` with the embedder pool; also measure batched and single throughput."""
     cfg = config_mod.load(home, env={"MEMTRIO_EMBEDDINGS": "on"})
     app = build_context(cfg, home)
-    async with open_app(app, [EMBEDDER]):
-        pool = app.services["embedder"]
+    async with open_app(app, [EMBEDDER_FEATURE]):
+        pool = app.service(EMBEDDER)
         await pool.load()
         started = time.perf_counter()
         chunks = [await pool.embed(texts[i : i + 512]) for i in range(0, len(texts), 512)]

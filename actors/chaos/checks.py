@@ -50,74 +50,90 @@ def check_store(
         return out
     conn = sqlite3.connect(str(db), isolation_level=None, timeout=30)
     try:
-        integrity = [row[0] for row in conn.execute("PRAGMA integrity_check")]
-        if integrity != ["ok"]:
-            out.violations.append(f"PRAGMA integrity_check: {'; '.join(integrity)[:300]}")
-        try:
-            # rank 1: compare the index with the content table (external content)
-            conn.execute(
-                "INSERT INTO memories_fts (memories_fts, rank) VALUES ('integrity-check', 1)"
-            )
-        except sqlite3.DatabaseError as exc:
-            out.violations.append(f"FTS integrity-check failed: {exc}")
-        rows = dict(conn.execute("SELECT id, content FROM memories"))
-        out.rows = len(rows)
-        for mid, content in acked.items():
-            if mid not in rows:
-                out.lost += 1
-                if out.lost <= 5:
-                    out.violations.append(f"acknowledged memory {mid} is missing")
-            elif rows[mid] != content:
-                out.lost += 1
-                if out.lost <= 5:
-                    out.violations.append(f"acknowledged memory {mid} has different content")
-        present = set(rows.values())
-        for content in refused:
-            if content in present:
-                out.phantom += 1
-                if out.phantom <= 5:
-                    out.violations.append(f"a refused write is present: {content[:60]!r}")
-        orphans = conn.execute(
-            "SELECT count(*) FROM vectors v WHERE "
-            "(v.kind = 'memory' AND NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = v.item_id)) OR "
-            "(v.kind = 'entity' AND NOT EXISTS (SELECT 1 FROM entities e WHERE e.id = v.item_id)) OR "
-            "(v.kind = 'relation' AND NOT EXISTS (SELECT 1 FROM relations r WHERE r.id = v.item_id))"
-        ).fetchone()[0]
-        if orphans:
-            out.violations.append(f"{orphans} vectors without their row")
-        bad_blobs = conn.execute(
-            "SELECT count(*) FROM vectors WHERE length(vec) != 4 * dim"
-        ).fetchone()[0]
-        if bad_blobs:
-            out.violations.append(f"{bad_blobs} vectors whose blob is not dim float32 values")
-        has_chunks = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'vector_chunks'"
-        ).fetchone()
-        if has_chunks:  # schema 4+: extra windows of long items, owned by their vectors row
-            stray = conn.execute(
-                "SELECT count(*) FROM vector_chunks c WHERE NOT EXISTS (SELECT 1 FROM vectors v "
-                "WHERE v.kind = c.kind AND v.item_id = c.item_id AND v.model = c.model "
-                "AND v.revision = c.revision) OR length(c.vec) != 4 * c.dim"
-            ).fetchone()[0]
-            if stray:
-                out.violations.append(
-                    f"{stray} vector chunks without their vectors row (or with a bad blob)"
-                )
-        out.vectors = conn.execute("SELECT count(*) FROM vectors WHERE kind = 'memory'").fetchone()[
-            0
-        ]
-        if embeddings:
-            missing = conn.execute(
-                "SELECT count(*) FROM memories m WHERE NOT EXISTS "
-                "(SELECT 1 FROM vectors v WHERE v.kind = 'memory' AND v.item_id = m.id)"
-            ).fetchone()[0]
-            if missing:
-                out.violations.append(
-                    f"{missing} memories without a vector while embeddings are on"
-                )
+        _check_integrity(conn, out)
+        _check_rows(conn, acked, refused, out)
+        _check_vectors(conn, out, embeddings=embeddings)
     except sqlite3.DatabaseError as exc:
         out.violations.append(f"the database cannot be read: {exc}")
         out.lost = len(acked)
     finally:
         conn.close()
     return out
+
+
+def _check_integrity(conn: sqlite3.Connection, out: StoreCheck) -> None:
+    """SQLite's own integrity check, and the FTS index against its content table."""
+    integrity = [row[0] for row in conn.execute("PRAGMA integrity_check")]
+    if integrity != ["ok"]:
+        out.violations.append(f"PRAGMA integrity_check: {'; '.join(integrity)[:300]}")
+    try:
+        # rank 1: compare the index with the content table (external content)
+        conn.execute("INSERT INTO memories_fts (memories_fts, rank) VALUES ('integrity-check', 1)")
+    except sqlite3.DatabaseError as exc:
+        out.violations.append(f"FTS integrity-check failed: {exc}")
+
+
+def _check_rows(
+    conn: sqlite3.Connection, acked: Mapping[int, str], refused: Iterable[str], out: StoreCheck
+) -> None:
+    """Every acknowledged write present with its content; no refused write present."""
+    rows = dict(conn.execute("SELECT id, content FROM memories"))
+    out.rows = len(rows)
+    for mid, content in acked.items():
+        if mid not in rows:
+            out.lost += 1
+            if out.lost <= 5:
+                out.violations.append(f"acknowledged memory {mid} is missing")
+        elif rows[mid] != content:
+            out.lost += 1
+            if out.lost <= 5:
+                out.violations.append(f"acknowledged memory {mid} has different content")
+    present = set(rows.values())
+    for content in refused:
+        if content in present:
+            out.phantom += 1
+            if out.phantom <= 5:
+                out.violations.append(f"a refused write is present: {content[:60]!r}")
+
+
+def _count(conn: sqlite3.Connection, sql: str) -> int:
+    return int(conn.execute(sql).fetchone()[0])
+
+
+def _check_vectors(conn: sqlite3.Connection, out: StoreCheck, *, embeddings: bool) -> None:
+    """Vectors agree with the rows (and, with embeddings on, every memory has one)."""
+    orphans = _count(
+        conn,
+        "SELECT count(*) FROM vectors v WHERE "
+        "(v.kind = 'memory' AND NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = v.item_id)) OR "
+        "(v.kind = 'entity' AND NOT EXISTS (SELECT 1 FROM entities e WHERE e.id = v.item_id)) OR "
+        "(v.kind = 'relation' AND NOT EXISTS (SELECT 1 FROM relations r WHERE r.id = v.item_id))",
+    )
+    if orphans:
+        out.violations.append(f"{orphans} vectors without their row")
+    bad_blobs = _count(conn, "SELECT count(*) FROM vectors WHERE length(vec) != 4 * dim")
+    if bad_blobs:
+        out.violations.append(f"{bad_blobs} vectors whose blob is not dim float32 values")
+    has_chunks = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'vector_chunks'"
+    ).fetchone()
+    if has_chunks:  # schema 4+: extra windows of long items, owned by their vectors row
+        stray = _count(
+            conn,
+            "SELECT count(*) FROM vector_chunks c WHERE NOT EXISTS (SELECT 1 FROM vectors v "
+            "WHERE v.kind = c.kind AND v.item_id = c.item_id AND v.model = c.model "
+            "AND v.revision = c.revision) OR length(c.vec) != 4 * c.dim",
+        )
+        if stray:
+            out.violations.append(
+                f"{stray} vector chunks without their vectors row (or with a bad blob)"
+            )
+    out.vectors = _count(conn, "SELECT count(*) FROM vectors WHERE kind = 'memory'")
+    if embeddings:
+        missing = _count(
+            conn,
+            "SELECT count(*) FROM memories m WHERE NOT EXISTS "
+            "(SELECT 1 FROM vectors v WHERE v.kind = 'memory' AND v.item_id = m.id)",
+        )
+        if missing:
+            out.violations.append(f"{missing} memories without a vector while embeddings are on")

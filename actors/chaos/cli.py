@@ -6,10 +6,14 @@ import argparse
 import random
 from pathlib import Path
 
+from ...supervisors.commands import CliError, add_common, load_config
+from ...supervisors.config import log_path
+from ...supervisors.context import AppRunner
+from . import traceview
 
-def cmd_chaos(args: argparse.Namespace) -> int:
-    from ...supervisors.cli import CliError
-    from . import runner
+
+def cmd_chaos(args: argparse.Namespace, run: AppRunner) -> int:
+    from . import runner  # the harness and every scenario: not loaded for other commands
 
     seed = args.seed if args.seed is not None else random.randrange(1, 1_000_000)
     try:
@@ -26,11 +30,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     return code
 
 
-def cmd_trace(args: argparse.Namespace) -> int:
-    from ...supervisors.cli import CliError, load_config
-    from ...supervisors.config import log_path
-    from . import traceview
-
+def cmd_trace(args: argparse.Namespace, run: AppRunner) -> int:
     cfg, home = load_config(args)
     path = Path(args.log) if args.log else log_path(cfg, home)
     try:
@@ -46,8 +46,6 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ...supervisors.cli import add_common
-
     chaos = sub.add_parser(
         "chaos",
         help="run the fault-injection suite against real server processes and check invariants",

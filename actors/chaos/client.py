@@ -20,7 +20,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,10 @@ from typing import Any
 import trio
 
 PROTOCOL_VERSION = "2025-11-25"
+# The id of a request this client sends (JSON-RPC also allows null in a reply).
+RequestId = int | str
+# A JSON-RPC reply object as decoded: its members are whatever the server wrote.
+Reply = dict[str, Any]
 # Variables passed through to the server; everything else is set explicitly.
 ENV_PASSTHROUGH = (
     "PATH",
@@ -68,7 +72,7 @@ def server_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, 
     return env
 
 
-def well_formed_reply(obj: Any) -> str | None:
+def well_formed_reply(obj: object) -> str | None:
     """Why ``obj`` is not a well-formed JSON-RPC 2.0 response (None when it is)."""
     if not isinstance(obj, dict):
         return f"not a JSON object: {str(obj)[:80]}"
@@ -100,14 +104,14 @@ class Stats:
     replies: int = 0  # responses read
     errors: int = 0  # JSON-RPC error responses
     tool_errors: int = 0  # tools/call results with isError
-    orphans: list[Any] = field(default_factory=list)  # responses nobody waits for (by id)
+    orphans: list[RequestId | None] = field(default_factory=list)  # responses nobody waits for
 
 
 class ServerProcess:
     """One running ``memtrio mcp`` child and its line reader.
 
-    Use ``async with open_server(...) as server``; ``request`` pipelines freely
-    (each call waits for its own reply by id).
+    Started by `start_server`; ``request`` pipelines freely (each call waits
+    for its own reply by id).
     """
 
     def __init__(self, process: trio.Process, home: Path, stderr_path: Path) -> None:
@@ -116,8 +120,8 @@ class ServerProcess:
         self.stderr_path = stderr_path
         self.stats = Stats()
         self.violations: list[str] = []
-        self._waiting: dict[Any, trio.MemorySendChannel[dict[str, Any]]] = {}
-        self._unmatched: list[dict[str, Any]] = []  # replies with id null or unknown
+        self._waiting: dict[RequestId, trio.MemorySendChannel[Reply]] = {}
+        self._unmatched: list[Reply] = []  # replies with id null or unknown
         self._gone = trio.Event()
         self._next_id = 1_000_000
         self._send_lock = trio.Lock()
@@ -137,22 +141,26 @@ class ServerProcess:
                 raise ServerGone(f"cannot write to the server: {exc}") from None
         self.stats.sent += data.count(b"\n") or 1
 
-    async def send(self, obj: Any) -> None:
+    async def send(self, obj: object) -> None:
         await self.send_bytes(json.dumps(obj).encode() + b"\n")
 
-    def expect(self, rid: Any) -> trio.MemoryReceiveChannel[dict[str, Any]]:
+    def expect(self, rid: RequestId) -> trio.MemoryReceiveChannel[Reply]:
         """Register interest in the reply to ``rid`` before sending it."""
-        send, receive = trio.open_memory_channel[dict[str, Any]](8)
+        send, receive = trio.open_memory_channel[Reply](8)
         self._waiting[rid] = send
         return receive
 
+    def forget(self, rid: RequestId) -> None:
+        """Stop waiting for the reply to ``rid`` (a later one counts as unmatched)."""
+        self._waiting.pop(rid, None)
+
     async def wait_reply(
-        self, rid: Any, receive: trio.MemoryReceiveChannel[dict[str, Any]], timeout: float
-    ) -> dict[str, Any]:
+        self, rid: RequestId, receive: trio.MemoryReceiveChannel[Reply], timeout: float
+    ) -> Reply:
         try:
             with trio.move_on_after(timeout):
                 async with trio.open_nursery() as nursery:
-                    result: list[dict[str, Any]] = []
+                    result: list[Reply] = []
 
                     async def get() -> None:
                         result.append(await receive.receive())
@@ -170,31 +178,36 @@ class ServerProcess:
                 raise ServerGone(f"the server exited before answering request {rid!r}")
             raise NoReply(f"no reply to request {rid!r} within {timeout:g} s")
         finally:
-            self._waiting.pop(rid, None)
+            self.forget(rid)
 
     async def request(
-        self, method: str, params: Any = None, *, rid: Any = None, timeout: float = 30.0
-    ) -> dict[str, Any]:
+        self,
+        method: str,
+        params: object = None,
+        *,
+        rid: RequestId | None = None,
+        timeout: float = 30.0,
+    ) -> Reply:
         """Send one request and return its response object."""
         rid = self.new_id() if rid is None else rid
-        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+        msg: dict[str, object] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             msg["params"] = params
         receive = self.expect(rid)
         try:
             await self.send(msg)
         except ServerGone:
-            self._waiting.pop(rid, None)
+            self.forget(rid)
             raise
         return await self.wait_reply(rid, receive, timeout)
 
-    async def notify(self, method: str, params: Any = None) -> None:
-        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    async def notify(self, method: str, params: object = None) -> None:
+        msg: dict[str, object] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             msg["params"] = params
         await self.send(msg)
 
-    async def initialize(self, timeout: float = 60.0) -> dict[str, Any]:
+    async def initialize(self, timeout: float = 60.0) -> Reply:
         reply = await self.request(
             "initialize",
             {
@@ -207,9 +220,7 @@ class ServerProcess:
         await self.notify("notifications/initialized")
         return reply
 
-    async def call_tool(
-        self, name: str, arguments: Any, *, timeout: float = 60.0
-    ) -> dict[str, Any]:
+    async def call_tool(self, name: str, arguments: object, *, timeout: float = 60.0) -> Reply:
         """The raw response of ``tools/call`` (a JSON-RPC error or a CallToolResult)."""
         reply = await self.request(
             "tools/call", {"name": name, "arguments": arguments}, timeout=timeout
@@ -226,7 +237,7 @@ class ServerProcess:
         reply = await self.request("tools/list")
         return list(reply["result"]["tools"])
 
-    def take_unmatched(self) -> list[dict[str, Any]]:
+    def take_unmatched(self) -> list[Reply]:
         out, self._unmatched = self._unmatched, []
         return out
 
@@ -320,43 +331,12 @@ class ServerProcess:
             return ""
 
 
-class open_server:  # noqa: N801 - used as ``async with open_server(...)``
-    """Start ``memtrio mcp`` with ``env`` in ``home``; kill it on exit if still running."""
-
-    def __init__(
-        self,
-        nursery: trio.Nursery,
-        home: Path,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-        preexec: Any = None,
-    ) -> None:
-        self.nursery = nursery
-        self.home = home
-        self.env = env
-        self.cwd = cwd
-        self.preexec = preexec
-        self.server: ServerProcess | None = None
-
-    async def __aenter__(self) -> ServerProcess:
-        self.server = await start_server(self.nursery, self.home, self.env, self.cwd, self.preexec)
-        return self.server
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self.server is not None
-        with trio.CancelScope(shield=True):
-            if self.server.process.returncode is None:
-                self.server.kill9()
-                with trio.move_on_after(10):
-                    await self.server.process.wait()
-
-
 async def start_server(
     nursery: trio.Nursery,
     home: Path,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
-    preexec: Any = None,
+    preexec: Callable[[], None] | None = None,
     wrap: list[str] | None = None,
 ) -> ServerProcess:
     """Spawn the server (its command prefixed by ``wrap``) and its reader task in ``nursery``."""

@@ -1,9 +1,9 @@
 """The chaos harness: scenario outcomes, the write ledger, load and log counting.
 
-A scenario is ``async def scenario(run: Run) -> Outcome``. It starts real
+A scenario is ``async def scenario(run: Run) -> None``. It starts real
 ``memtrio mcp`` processes (``run.server(...)``), drives them, injects faults
-and records what it saw in its `Outcome`; any broken invariant is a line in
-``outcome.violations`` and fails the run.
+and records what it saw in ``run.out``, its `Outcome`; any broken invariant is
+a line in ``outcome.violations`` and fails the run.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import time
+import traceback
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,14 +115,23 @@ DEFINITIVE = (
 )
 
 
+def _content_text(result: Mapping[str, Any]) -> str:
+    return " ".join(c.get("text", "") for c in result.get("content", []) if isinstance(c, dict))
+
+
 def reply_error_text(reply: Mapping[str, Any]) -> str | None:
     """The error text of a reply (JSON-RPC error or isError result), None on success."""
     if "error" in reply:
         return str(reply["error"].get("message", ""))
     result = reply.get("result") or {}
     if result.get("isError"):
-        return " ".join(c.get("text", "") for c in result.get("content", []) if isinstance(c, dict))
+        return _content_text(result)
     return None
+
+
+def reply_text(reply: Mapping[str, Any]) -> str:
+    """The text content of a tool call's result ("" for a JSON-RPC error)."""
+    return _content_text(reply.get("result") or {})
 
 
 async def remember(
@@ -187,37 +197,35 @@ async def drive_load(
     counter = iter(range(calls))
     plan = [rng.random() for _ in range(calls)]
 
-    async def worker() -> None:
-        for n in counter:
-            if server.gone:
-                return
+    async def call(n: int) -> bool:
+        """Make call ``n``; False when the server is gone."""
+        if plan[n] >= reads:
+            status = await remember(server, ledger, content_for(tag, n, rng), timeout=timeout)
+            if status == "noreply":
+                out.violations.append(f"a remember call got no reply within {timeout:g} s")
+            return True
+        try:
             if plan[n] < reads * 0.7:
                 query = " ".join(rng.sample(_WORDS, 2))
-                try:
-                    reply = await server.call_tool(
-                        "recall", {"query": query, "limit": 5}, timeout=timeout
-                    )
-                    if reply_error_text(reply) is not None:
-                        ledger.errors += 1
-                except ServerGone:
-                    return
-                except NoReply as exc:
-                    ledger.no_reply += 1
-                    out.violations.append(str(exc))
-            elif plan[n] < reads:
-                try:
-                    reply = await server.request("ping", timeout=timeout)
-                    if "error" in reply:
-                        ledger.errors += 1
-                except ServerGone:
-                    return
-                except NoReply as exc:
-                    ledger.no_reply += 1
-                    out.violations.append(str(exc))
+                reply = await server.call_tool(
+                    "recall", {"query": query, "limit": 5}, timeout=timeout
+                )
             else:
-                status = await remember(server, ledger, content_for(tag, n, rng), timeout=timeout)
-                if status == "noreply":
-                    out.violations.append(f"a remember call got no reply within {timeout:g} s")
+                reply = await server.request("ping", timeout=timeout)
+        except ServerGone:
+            return False
+        except NoReply as exc:
+            ledger.no_reply += 1
+            out.violations.append(str(exc))
+            return True
+        if reply_error_text(reply) is not None:
+            ledger.errors += 1
+        return True
+
+    async def worker() -> None:
+        for n in counter:
+            if server.gone or not await call(n):
+                return
 
     async with trio.open_nursery() as nursery:
         for _ in range(concurrency):
@@ -326,7 +334,7 @@ class Run:
         env: Mapping[str, str] | None = None,
         *,
         cwd: Path | None = None,
-        preexec: Any = None,
+        preexec: Callable[[], None] | None = None,
         initialize: bool = True,
         wrap: list[str] | None = None,
     ) -> ServerProcess:
@@ -338,6 +346,15 @@ class Run:
             if "result" not in reply:
                 self.out.violations.append(f"initialize failed: {reply}")
         return server
+
+    async def prefill(
+        self, home: Path, ledger: Ledger, count: int, env: Mapping[str, str] | None = None
+    ) -> None:
+        """Start a server on ``home``, make ``count`` writes (in ``ledger``), stop it."""
+        server = await self.server(home, env)
+        for i in range(count):
+            await remember(server, ledger, content_for(self.name, i, self.rng))
+        await self.stop(server)
 
     async def stop(self, server: ServerProcess, expect_code: int | None = 0) -> int:
         """Close stdin, wait for the exit; a different exit code is a violation."""
@@ -394,8 +411,6 @@ async def run_scenario(
         except (ServerGone, NoReply) as exc:
             run.out.violations.append(f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # noqa: BLE001 - a harness failure is reported, not raised
-            import traceback
-
             run.out.violations.append(f"harness error: {type(exc).__name__}: {exc}")
             run.out.notes.append("".join(traceback.format_exception(exc))[-2000:])
         finally:

@@ -45,6 +45,31 @@ HOOKS = (
 # Commands git runs that take a pager.<cmd> or alias.<cmd> setting.
 COMMANDS = ("rev-parse", "ls-files", "merge-base", "diff", "cat-file", "version", "status", "log")
 
+# Configuration keys whose value is a command git may run (each set to a marker-making one).
+COMMAND_KEYS = (
+    "core.fsmonitor",
+    "core.pager",
+    "core.editor",
+    "core.askPass",
+    "core.sshCommand",
+    "core.gitProxy",
+    "core.alternateRefsCommand",
+    "sequence.editor",
+    "diff.external",
+    "diff.evil.textconv",
+    "diff.evil.command",
+    "filter.evil.clean",
+    "filter.evil.smudge",
+    "filter.evil.process",
+    "merge.evil.driver",
+    "gpg.program",
+    "gpg.ssh.program",
+    "gpg.x509.program",
+    "remote.origin.uploadpack",
+    "remote.origin.receivepack",
+    "uploadpack.packObjectsHook",
+)
+
 _IDENTITY = [
     "-c",
     "user.name=hostile",
@@ -89,7 +114,16 @@ def make_hostile_checkout(base: Path) -> Hostile:
     (outside / "dir" / "inner.py").write_text(
         "class OutsideSecretClass:\n    pass\n\n\ndef outside_inner_fn():\n    pass\n"
     )
+    _commit_branches(root, outside)
+    _break_checkout(root, outside)
+    hooks = _install_hooks(root, markers)
+    with open(root / ".git" / "config", "a") as fh:
+        fh.write("\n".join(_config_lines(hooks, markers)) + "\n")
+    return Hostile(root.resolve(), markers, outside)
 
+
+def _commit_branches(root: Path, outside: Path) -> None:
+    """Branch ``main`` (with symlinks out of the checkout), then ``feature`` changing it."""
     _git(root, "init", "-q", "-b", "main")
     files = {
         "app.py": "import os\n\n\ndef inside_app():\n    return 1\n",
@@ -112,6 +146,10 @@ def make_hostile_checkout(base: Path) -> Hostile:
     (root / "new.py").write_text(files["old.py"] + "\n\ndef renamed_and_changed():\n    return 3\n")
     _git(root, "add", "-A")
     _git(root, "commit", "-qm", "feature")
+
+
+def _break_checkout(root: Path, outside: Path) -> None:
+    """Drop an object a partial clone would fetch; swap a tracked directory for a symlink out."""
     # The feature version of lazy.py goes missing: a partial clone would fetch it.
     lazy = run(["rev-parse", "feature:lazy.py"], root).stdout.decode().strip()
     (root / ".git" / "objects" / lazy[:2] / lazy[2:]).unlink()
@@ -122,39 +160,24 @@ def make_hostile_checkout(base: Path) -> Hostile:
     (root / "sub").rmdir()
     (root / "sub").symlink_to(outside / "dir")
 
+
+def _install_hooks(root: Path, markers: Path) -> Path:
+    """A hooks directory where every hook makes its marker; returns it."""
     hooks = root / ".git" / "evil-hooks"
     hooks.mkdir()
     for hook in HOOKS:
         script = hooks / hook
         script.write_text(f"#!/bin/sh\ntouch {shlex.quote(str(markers / ('hook-' + hook)))}\n")
         script.chmod(0o755)
+    return hooks
+
+
+def _config_lines(hooks: Path, markers: Path) -> list[str]:
+    """The lines appended to ``.git/config``: every command-running key set to make a marker."""
 
     def cmd(name: str) -> str:
         return f"touch {shlex.quote(str(markers / name))}; :"
 
-    keys = [
-        "core.fsmonitor",
-        "core.pager",
-        "core.editor",
-        "core.askPass",
-        "core.sshCommand",
-        "core.gitProxy",
-        "core.alternateRefsCommand",
-        "sequence.editor",
-        "diff.external",
-        "diff.evil.textconv",
-        "diff.evil.command",
-        "filter.evil.clean",
-        "filter.evil.smudge",
-        "filter.evil.process",
-        "merge.evil.driver",
-        "gpg.program",
-        "gpg.ssh.program",
-        "gpg.x509.program",
-        "remote.origin.uploadpack",
-        "remote.origin.receivepack",
-        "uploadpack.packObjectsHook",
-    ]
     lines = ["[core]", "\trepositoryformatversion = 1", f"\thooksPath = {hooks}"]
     lines += ["[extensions]", "\tpartialClone = origin"]
     lines += ['[remote "origin"]', "\tpromisor = true"]
@@ -163,7 +186,7 @@ def make_hostile_checkout(base: Path) -> Hostile:
     lines += ['[filter "evil"]', "\trequired = true"]
     lines += ["[log]", "\tshowSignature = true", "[credential]"]
     lines.append(f"\thelper = !{cmd('credential.helper')}")
-    for key in keys:
+    for key in COMMAND_KEYS:
         section, _, name = key.rpartition(".")
         head, _, sub = section.partition(".")
         lines.append(f'[{head} "{sub}"]' if sub else f"[{head}]")
@@ -171,6 +194,4 @@ def make_hostile_checkout(base: Path) -> Hostile:
     for command in COMMANDS:
         lines += ["[pager]", f'\t{command} = "{cmd("pager." + command)}"']
         lines += ["[alias]", f'\t{command} = "!{cmd("alias." + command)}"']
-    with open(root / ".git" / "config", "a") as fh:
-        fh.write("\n".join(lines) + "\n")
-    return Hostile(root.resolve(), markers, outside)
+    return lines

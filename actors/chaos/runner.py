@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import tempfile
@@ -12,11 +13,12 @@ from typing import TextIO
 
 import trio
 
-from .harness import Outcome, run_scenario
+from .harness import Outcome, Scenario, run_scenario
 from .scenarios import BUDGET_FULL, BUDGET_QUICK, FULL, QUICK
 
 
-def select(names: Sequence[str] | None, quick: bool) -> dict[str, object]:
+def select(names: Sequence[str] | None, quick: bool) -> dict[str, Scenario]:
+    """The scenarios to run: ``names`` in that order, else the quick set or the full matrix."""
     matrix = QUICK if quick else FULL
     if not names:
         return dict(matrix)
@@ -38,7 +40,7 @@ async def run_all(
     budget = BUDGET_QUICK if quick else BUDGET_FULL
     outcomes = []
     for name, fn in chosen.items():
-        outcome = await run_scenario(name, fn, seed, base, quick, budget)  # type: ignore[arg-type]
+        outcome = await run_scenario(name, fn, seed, base, quick, budget)
         outcomes.append(outcome)
         if progress is not None:
             progress(outcome)
@@ -122,8 +124,6 @@ def main(
             shutil.rmtree(base, ignore_errors=True)
     table = summary_table(outcomes, seed, quick, time.monotonic() - started)
     if as_json:
-        import json
-
         payload = {
             "seed": seed,
             "quick": quick,

@@ -8,6 +8,7 @@ contain ``..``, go through a symlink, or resolve outside the checkout.
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import stat
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import trio
 
-from ...protocol.tools import ToolError
+from ...protocol.errors import BadArgument, DomainError, Forbidden, NotFound, Unavailable
 from ...supervisors.git import GitError, git
 from .files import CheckoutDir, Symlink, Unsafe
 from .languages import language_for
@@ -45,10 +46,10 @@ async def checkout_root(root: str | None, default: Path) -> Path:
 async def _checkout_root(root: str | None, default: Path) -> Path:
     if root is not None:
         if not os.path.isabs(root):
-            raise ToolError(f"root must be an absolute directory path, not {root!r}")
+            raise BadArgument(f"root must be an absolute directory path, not {root!r}")
         start = Path(root)
         if not start.is_dir():
-            raise ToolError(f"root {root!r} is not a directory")
+            raise BadArgument(f"root {root!r} is not a directory")
     else:
         start = default
     try:
@@ -59,7 +60,7 @@ async def _checkout_root(root: str | None, default: Path) -> Path:
         )
     except GitError:
         where = f"root {root!r}" if root is not None else f"the server's directory {str(default)!r}"
-        raise ToolError(
+        raise BadArgument(
             f"{where} is not inside a Git checkout; pass root as an absolute directory inside one"
         ) from None
     found = Path(os.path.realpath(top))
@@ -68,7 +69,7 @@ async def _checkout_root(root: str | None, default: Path) -> Path:
     start_real = os.path.realpath(start)
     if start_real != str(found) and not start_real.startswith(str(found).rstrip("/") + "/"):
         where = f"root {root!r}" if root is not None else f"the server's directory {str(default)!r}"
-        raise ToolError(
+        raise Forbidden(
             f"{where} is not inside the work tree {str(found)!r} that its Git configuration names; refused"
         )
     return found
@@ -240,27 +241,29 @@ def show_path(path: str) -> str:
 def resolve_path(root: Path, path: str) -> str:
     """The checkout-relative form of a caller's ``path``, after the safety rules.
 
-    Error handling: raises `ToolError` saying which rule refused the path.
+    Error handling: raises a `DomainError` saying which rule refused the path
+    (`Forbidden` for a path leaving the checkout or through a symlink, `NotFound`
+    for a missing file, `BadArgument` for a path that names no regular file).
     """
     if not path or "\0" in path:
-        raise ToolError(
+        raise BadArgument(
             "path must be a file path relative to the checkout root (or absolute inside it)"
         )
     parts = path.replace("\\", "/").split("/")
     if ".." in parts:
-        raise ToolError(
+        raise Forbidden(
             f"path {path!r} contains '..'; give a path inside the checkout without '..'"
         )
     if os.path.isabs(path):
         rel = os.path.relpath(os.path.normpath(path), root)
         if rel == ".." or rel.startswith("../") or os.path.isabs(rel):
             # maybe root was reached through a symlink: compare real paths
-            raise ToolError(f"path {path!r} is outside the checkout {str(root)!r}")
+            raise Forbidden(f"path {path!r} is outside the checkout {str(root)!r}")
     else:
         rel = os.path.normpath(path)
     rel = rel.replace(os.sep, "/")
     if rel in (".", "") or rel.startswith("../"):
-        raise ToolError(f"path {path!r} does not name a file inside the checkout")
+        raise BadArgument(f"path {path!r} does not name a file inside the checkout")
     # Refuse symlinks anywhere along the path, walking from the root without
     # following any (the file is checked again the same way when it is read).
     parts = rel.split("/")
@@ -272,15 +275,45 @@ def resolve_path(root: Path, path: str) -> str:
             except Symlink:
                 st = None
             except Unsafe as exc:
-                raise ToolError(f"cannot read {rel}: {exc}") from None
+                raise Forbidden(f"cannot read {rel}: {exc}") from None
             except FileNotFoundError:
-                raise ToolError(f"no such file in the checkout: {rel}") from None
+                raise NotFound(f"no such file in the checkout: {rel}") from None
             except OSError as exc:
-                raise ToolError(f"cannot read {rel}: {exc.strerror}") from None
+                raise unreadable(rel, exc) from None
             if st is None or stat.S_ISLNK(st.st_mode):
-                raise ToolError(
+                raise Forbidden(
                     f"path {path!r} goes through a symlink ({prefix}); symlinks are refused"
                 )
     if not stat.S_ISREG(st.st_mode):
-        raise ToolError(f"path {path!r} is not a regular file")
+        raise BadArgument(f"path {path!r} is not a regular file")
     return rel
+
+
+def checked_stat(root: Path, rel: str) -> os.stat_result:
+    """lstat of a caller's file ``rel`` (already through `resolve_path`), reached
+    without following symlinks; a regular file.
+
+    Error handling: a `DomainError` saying why the file is refused.
+    """
+    try:
+        with CheckoutDir(str(root)) as tree:
+            st = tree.lstat(rel)
+    except Symlink:
+        raise Forbidden(f"path {rel!r} goes through a symlink; symlinks are refused") from None
+    except Unsafe as exc:
+        raise Forbidden(f"cannot read {rel}: {exc}") from None
+    except OSError as exc:
+        raise unreadable(rel, exc) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise BadArgument(f"path {rel!r} is not a regular file")
+    return st
+
+
+def unreadable(rel: str, exc: OSError) -> DomainError:
+    """A caller's file that the operating system refuses to read, as whose fault it is."""
+    message = f"cannot read {rel}: {exc.strerror}"
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return NotFound(message)
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return Forbidden(message)
+    return Unavailable(message)

@@ -14,13 +14,15 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TextIO
 
-from ...protocol.tools import ToolError
-from ...supervisors.app import AppContext
-from ...supervisors.cli import CliError, add_common, load_config, run_with_app
+from ...protocol.errors import DomainError
+from ...supervisors.commands import CliError, add_common, load_config
+from ...supervisors.context import AppContext, AppRunner
 from .checkout import checkout_root, show_path
-from .feature import DISABLED, FEATURE
+from .diff import structural_diff
+from .feature import DISABLED
+from .service import CODE, CodeService
 
 BAR_WIDTH = 30
 
@@ -28,7 +30,7 @@ BAR_WIDTH = 30
 class _ProgressBar:
     """A one-line progress bar on a terminal's stderr, redrawn at most 10 times a second."""
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: TextIO) -> None:
         self.stream = stream
         self.last = 0.0
         self.drawn = False
@@ -56,8 +58,8 @@ def _require_enabled(args: argparse.Namespace) -> None:
         raise CliError(DISABLED)
 
 
-def _service(app: AppContext) -> Any:
-    service = app.services.get("code")
+def _service(app: AppContext) -> CodeService:
+    service = app.find(CODE)
     if service is None or "code" not in app.features:
         why = app.unavailable.get("code", "it did not start; see the trace log")
         raise CliError(f"code navigation is not available: {why}")
@@ -68,11 +70,11 @@ async def _root(args: argparse.Namespace, app: AppContext) -> Path:
     root = os.path.abspath(args.root) if args.root else None
     try:
         return await checkout_root(root, app.cwd)
-    except ToolError as exc:
+    except DomainError as exc:
         raise CliError(str(exc)) from None
 
 
-def cmd_index(args: argparse.Namespace) -> int:
+def cmd_index(args: argparse.Namespace, run: AppRunner) -> int:
     _require_enabled(args)
 
     async def body(app: AppContext) -> int:
@@ -113,27 +115,26 @@ def cmd_index(args: argparse.Namespace) -> int:
                 print(f"  {show_path(path)}\t{reason}")
         return 0
 
-    return run_with_app(args, body, features=[FEATURE])
+    return run(args, body, features={"code"})
 
 
-def cmd_diff(args: argparse.Namespace) -> int:
+def cmd_diff(args: argparse.Namespace, run: AppRunner) -> int:
     _require_enabled(args)
-    from .diff import structural_diff
 
     async def body(app: AppContext) -> int:
         service = _service(app)
         root = await _root(args, app)
         try:
             text = await structural_diff(service.pool, root, args.base, args.head, args.limit)
-        except ToolError as exc:
+        except DomainError as exc:
             raise CliError(str(exc)) from None
         print(text)
         return 0
 
-    return run_with_app(args, body, features=[FEATURE])
+    return run(args, body, features={"code"})
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     code = subparsers.add_parser("code", help="code index and structural diff (tree-sitter)")
     sub = code.add_subparsers(dest="code_command", metavar="SUBCOMMAND")
     sub.required = True

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import trio
 
-from ...protocol.tools import ToolError
+from ...protocol.errors import BadArgument, LimitExceeded, NotFound
 from ...supervisors.git import GitError, git
 from .checkout import show_path
 from .extract import MAX_BYTES, Outline, Symbol
@@ -32,7 +33,10 @@ from .wire import ParseJob
 _REGULAR = ("100644", "100755")
 _COMMENT_PREFIXES = ("#", "//", "/*", "*", "--", ";", "@", "%", "<!--", '"""', "'''")
 _TEMPLATE_USAGES = ("component", "slot")
+_STATUS_WORDS = {"A": "added", "C": "added", "D": "deleted", "M": "modified"}
 
+# A symbol's identity in one file: (kind, name, ancestors' names, occurrence among those).
+Identity = tuple[str, str, tuple[str, ...], int]
 
 MAX_REVISION = 256
 
@@ -40,23 +44,32 @@ MAX_REVISION = 256
 def _check_revision(rev: str) -> None:
     """Refuse a caller's revision git could read as an option, or an absurd one."""
     if rev.startswith("-"):
-        raise ToolError(f"revision {rev!r} starts with '-'; refused (give a branch, tag or commit)")
+        raise BadArgument(
+            f"revision {rev!r} starts with '-'; refused (give a branch, tag or commit)"
+        )
     if any(ord(c) < 32 or ord(c) == 127 for c in rev):
-        raise ToolError("revision contains a control character; refused")
+        raise BadArgument("revision contains a control character; refused")
     if len(rev) > MAX_REVISION:
-        raise ToolError(f"revision is longer than {MAX_REVISION} characters; refused")
+        raise LimitExceeded(f"revision is longer than {MAX_REVISION} characters; refused")
 
 
 async def _resolve(root: Path, rev: str) -> str:
+    return await _git_sha(
+        root,
+        ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
+        f"unknown revision {rev!r} in {root}",
+    )
+
+
+async def _git_sha(root: Path, args: list[str], missing: str) -> str:
+    """The commit sha git prints for ``args``; `NotFound` saying ``missing`` when none."""
     try:
-        out = await git(
-            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"], root
-        )
+        out = await git(args, root)
     except GitError:
-        raise ToolError(f"unknown revision {rev!r} in {root}") from None
+        raise NotFound(missing) from None
     sha = out.decode("ascii", "replace").strip()
     if not _is_sha(sha):
-        raise ToolError(f"unknown revision {rev!r} in {root}")
+        raise NotFound(missing)
     return sha
 
 
@@ -64,21 +77,31 @@ def _is_sha(text: str) -> bool:
     return len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text)
 
 
+@dataclass(frozen=True, slots=True)
 class _Change:
-    __slots__ = ("status", "old_mode", "new_mode", "old_sha", "new_sha", "old_path", "path")
+    """One file of ``git diff --raw``: its status letter, modes, blob shas and paths."""
 
-    def __init__(
-        self,
-        status: str,
-        old_mode: str,
-        new_mode: str,
-        old_sha: str,
-        new_sha: str,
-        old_path: str,
-        path: str,
-    ) -> None:
-        self.status, self.old_mode, self.new_mode = status, old_mode, new_mode
-        self.old_sha, self.new_sha, self.old_path, self.path = old_sha, new_sha, old_path, path
+    status: str
+    old_mode: str
+    new_mode: str
+    old_sha: str
+    new_sha: str
+    old_path: str
+    path: str
+
+    @property
+    def has_old(self) -> bool:
+        """The file existed at the merge base (it was not added or copied)."""
+        return self.status not in "AC"
+
+    @property
+    def has_new(self) -> bool:
+        """The file exists at head (it was not deleted)."""
+        return self.status != "D"
+
+
+# One changed file planned for comparison: the change and the language to parse it as.
+Plan = tuple[_Change, str]
 
 
 def _parse_raw(out: bytes) -> list[_Change]:
@@ -149,45 +172,60 @@ def _normalize(line: str) -> str:
     return indent + " ".join(body.split())
 
 
-def _identities(outline: Outline, text: str) -> dict[tuple, tuple[Symbol, str]]:
+def _identities(outline: Outline, text: str) -> dict[Identity, tuple[Symbol, str]]:
     """Symbol identity -> (symbol, digest of its signature and own text)."""
     symbols = [s for s in outline.symbols if not (s.kind in _TEMPLATE_USAGES and s.depth > 0)]
     lines = text.split("\n")
-    # first line of each symbol including the comment and attribute lines directly above it
+    heads = _heads(symbols, lines)
+    out: dict[Identity, tuple[Symbol, str]] = {}
+    counts: Counter[tuple[str, str, tuple[str, ...]]] = Counter()
+    chain: list[str] = []
+    for index, sym in enumerate(symbols):
+        del chain[sym.depth :]
+        base = (sym.kind, sym.name, tuple(chain))
+        occurrence = counts[base]
+        counts[base] += 1
+        own = _own_lines(symbols, heads, index)
+        out[(*base, occurrence)] = (sym, _digest(sym.signature, own, lines))
+        chain.append(sym.name)
+    return out
+
+
+def _heads(symbols: list[Symbol], lines: list[str]) -> list[int]:
+    """The first line of each symbol, including the comment and attribute lines directly above it."""
     heads = []
     for sym in symbols:
         above = sym.start - 1
         while above >= 1 and lines[above - 1].strip().startswith(_COMMENT_PREFIXES):
             above -= 1
         heads.append(above + 1)
-    out: dict[tuple, tuple[Symbol, str]] = {}
-    counts: Counter[tuple] = Counter()
-    chain: list[str] = []
-    for index, sym in enumerate(symbols):
-        del chain[sym.depth :]
-        ancestors = tuple(chain)
-        base = (sym.kind, sym.name, ancestors)
-        occurrence = counts[base]
-        counts[base] += 1
-        # own lines: the symbol's lines and comments minus its direct children's
-        # (which hold their own children)
-        own = set(range(heads[index], sym.end + 1))
-        for offset, child in enumerate(symbols[index + 1 :], start=index + 1):
-            if child.depth <= sym.depth:
-                break
-            if child.depth == sym.depth + 1:
-                own.difference_update(range(max(heads[offset], sym.start + 1), child.end + 1))
-        own.add(sym.start)
-        digest = hashlib.blake2b(digest_size=16)
-        digest.update(" ".join(sym.signature.split()).encode())
-        for number in sorted(own):
-            if 1 <= number <= len(lines):
-                norm = _normalize(lines[number - 1])
-                if norm:
-                    digest.update(norm.encode("utf-8", "surrogateescape") + b"\n")
-        out[(*base, occurrence)] = (sym, digest.hexdigest())
-        chain.append(sym.name)
-    return out
+    return heads
+
+
+def _own_lines(symbols: list[Symbol], heads: list[int], index: int) -> set[int]:
+    """The lines of ``symbols[index]`` and its comments minus its direct children's
+    (which hold their own children)."""
+    sym = symbols[index]
+    own = set(range(heads[index], sym.end + 1))
+    for offset, child in enumerate(symbols[index + 1 :], start=index + 1):
+        if child.depth <= sym.depth:
+            break
+        if child.depth == sym.depth + 1:
+            own.difference_update(range(max(heads[offset], sym.start + 1), child.end + 1))
+    own.add(sym.start)
+    return own
+
+
+def _digest(signature: str, own: set[int], lines: list[str]) -> str:
+    """Digest of a signature and of the normalized text of the line numbers ``own``."""
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(" ".join(signature.split()).encode())
+    for number in sorted(own):
+        if 1 <= number <= len(lines):
+            norm = _normalize(lines[number - 1])
+            if norm:
+                digest.update(norm.encode("utf-8", "surrogateescape") + b"\n")
+    return digest.hexdigest()
 
 
 def _sym_line(sign: str, sym: Symbol, with_signature: bool) -> str:
@@ -218,20 +256,41 @@ def compare(old: Outline | None, old_text: str, new: Outline | None, new_text: s
 
 
 async def structural_diff(pool: ParserPool, root: Path, base: str, head: str, limit: int) -> str:
+    """The ``code_diff`` text: the symbols changed between the merge base of ``base``
+    and ``head``, and ``head``, for the first ``limit`` changed files.
+
+    Error handling: `BadArgument` or `LimitExceeded` for a refused revision,
+    `NotFound` for an unknown one or when the two have no merge base.
+    """
     _check_revision(base)
     _check_revision(head)
     base_sha = await _resolve(root, base)
     head_sha = await _resolve(root, head)
-    try:
-        merge_base = (
-            (await git(["merge-base", "--end-of-options", base_sha, head_sha], root))
-            .decode("ascii", "replace")
-            .strip()
-        )
-    except GitError:
-        raise ToolError(f"{base!r} and {head!r} have no merge base") from None
-    if not _is_sha(merge_base):
-        raise ToolError(f"{base!r} and {head!r} have no merge base")
+    merge_base = await _merge_base(root, base, head, base_sha, head_sha)
+    changes = await _changed_files(root, merge_base, head_sha)
+    shown = changes[:limit]
+    plans, skipped = _plan(shown)
+    blobs = await _blobs(root, _wanted(plans))
+    results = await _compare_files(pool, plans, blobs)
+    lines = [f"merge base {merge_base[:12]} head {head_sha[:12]}"]
+    for index in range(len(plans)):
+        for line in results.get(index, ()):
+            (skipped if line.startswith("skipped (") else lines).append(line)
+    lines.extend(skipped)
+    if len(changes) > len(shown):
+        lines.append(f"{len(shown)} of {len(changes)} changed files")
+    return "\n".join(lines)
+
+
+async def _merge_base(root: Path, base: str, head: str, base_sha: str, head_sha: str) -> str:
+    return await _git_sha(
+        root,
+        ["merge-base", "--end-of-options", base_sha, head_sha],
+        f"{base!r} and {head!r} have no merge base",
+    )
+
+
+async def _changed_files(root: Path, merge_base: str, head_sha: str) -> list[_Change]:
     raw = await git(
         [
             "diff",
@@ -247,98 +306,110 @@ async def structural_diff(pool: ParserPool, root: Path, base: str, head: str, li
         ],
         root,
     )
-    changes = _parse_raw(raw)
-    total = len(changes)
-    changes = changes[:limit]
-    lines = [f"merge base {merge_base[:12]} head {head_sha[:12]}"]
-    skipped: list[str] = []
+    return _parse_raw(raw)
 
-    wanted: list[str] = []
-    plans: list[tuple[_Change, str] | None] = []
+
+def _plan(changes: list[_Change]) -> tuple[list[Plan | None], list[str]]:
+    """Per change, what to compare (None when skipped), and the skipped files' lines."""
+    plans: list[Plan | None] = []
+    skipped: list[str] = []
     for change in changes:
-        reason = None
         language = language_for(change.path)
-        if _not_utf8(change.path) or _not_utf8(change.old_path):
-            reason = "path not UTF-8"
-        elif language is None:
-            reason = "unsupported file type"
-        elif change.status == "T":
-            reason = "type changed"
-        elif change.status != "D" and change.new_mode not in _REGULAR:
-            reason = "symlink" if change.new_mode == "120000" else "not a regular file"
-        elif change.status not in "AC" and change.old_mode not in _REGULAR:
-            reason = "type changed"
-        if reason is not None:
+        reason = _skip_reason(change, language)
+        if reason is not None or language is None:
             skipped.append(f"skipped ({reason}): {show_path(change.path)}")
             plans.append(None)
-            continue
-        assert language is not None
-        plans.append((change, language))
-        if change.status not in "AC":
-            wanted.append(change.old_sha)
-        if change.status != "D":
-            wanted.append(change.new_sha)
-    blobs = await _blobs(root, sorted(set(wanted)))
+        else:
+            plans.append((change, language))
+    return plans, skipped
 
+
+def _skip_reason(change: _Change, language: str | None) -> str | None:
+    """Why a changed file is not compared, or None."""
+    if _not_utf8(change.path) or _not_utf8(change.old_path):
+        return "path not UTF-8"
+    if language is None:
+        return "unsupported file type"
+    if change.status == "T":
+        return "type changed"
+    if change.has_new and change.new_mode not in _REGULAR:
+        return "symlink" if change.new_mode == "120000" else "not a regular file"
+    if change.has_old and change.old_mode not in _REGULAR:
+        return "type changed"
+    return None
+
+
+def _wanted(plans: list[Plan | None]) -> list[str]:
+    """The blobs the planned comparisons read, sorted."""
+    wanted: set[str] = set()
+    for plan in plans:
+        if plan is not None:
+            change = plan[0]
+            if change.has_old:
+                wanted.add(change.old_sha)
+            if change.has_new:
+                wanted.add(change.new_sha)
+    return sorted(wanted)
+
+
+async def _compare_files(
+    pool: ParserPool, plans: list[Plan | None], blobs: dict[str, bytes | int]
+) -> dict[int, list[str]]:
+    """The lines of each planned file, by its index in ``plans``; a few files at a
+    time per parser worker."""
     results: dict[int, list[str]] = {}
-
-    async def one(index: int, change: _Change, language: str) -> None:
-        old_data = blobs.get(change.old_sha) if change.status not in "AC" else None
-        new_data = blobs.get(change.new_sha) if change.status != "D" else None
-        if (change.status not in "AC" and old_data is None) or (
-            change.status != "D" and new_data is None
-        ):
-            # e.g. a partial clone: missing objects are never fetched
-            results[index] = [f"skipped (object missing): {show_path(change.path)}"]
-            return
-        outlines: list[Outline | None] = []
-        for data, path in ((old_data, change.old_path), (new_data, change.path)):
-            if data is None:
-                outlines.append(None)
-                continue
-            if isinstance(data, int):
-                results[index] = [f"skipped (larger than 1 MiB): {show_path(change.path)}"]
-                return
-            result = await pool.parse(ParseJob(path, language, data))
-            if result.outline is None:
-                results[index] = [f"skipped ({result.skipped}): {show_path(change.path)}"]
-                return
-            outlines.append(result.outline)
-        old, new = outlines
-        status = {"A": "added", "C": "added", "D": "deleted", "M": "modified"}.get(
-            change.status, "modified"
-        )
-        if change.status == "R":
-            status = f"renamed from {show_path(change.old_path)}"
-        shown = new if new is not None else old
-        head_line = f"{show_path(change.path)}\t{status}"
-        if shown is not None and shown.coverage != "complete":
-            head_line += f"\t{shown.coverage}"
-        old_text = (
-            old_data.decode("utf-8", "surrogateescape") if isinstance(old_data, bytes) else ""
-        )
-        new_text = (
-            new_data.decode("utf-8", "surrogateescape") if isinstance(new_data, bytes) else ""
-        )
-        results[index] = [head_line, *compare(old, old_text, new, new_text)]
-
     limiter = trio.CapacityLimiter(max(1, 2 * pool.workers))
 
-    async def limited(index: int, change: _Change, language: str) -> None:
+    async def one(index: int, change: _Change, language: str) -> None:
         async with limiter:
-            await one(index, change, language)
+            results[index] = await _file_diff(pool, change, language, blobs)
 
     async with trio.open_nursery() as nursery:
         for index, plan in enumerate(plans):
             if plan is not None:
-                nursery.start_soon(limited, index, *plan)
-    for index in range(len(plans)):
-        for line in results.get(index, ()):
-            (skipped if line.startswith("skipped (") else lines).append(line)
-    lines.extend(skipped)
-    if total > len(changes):
-        lines.append(f"{len(changes)} of {total} changed files")
-    return "\n".join(lines)
+                nursery.start_soon(one, index, *plan)
+    return results
+
+
+async def _file_diff(
+    pool: ParserPool, change: _Change, language: str, blobs: dict[str, bytes | int]
+) -> list[str]:
+    """The lines of one changed file: its head line and its symbol lines, or one
+    ``skipped (...)`` line."""
+    old_data = blobs.get(change.old_sha) if change.has_old else None
+    new_data = blobs.get(change.new_sha) if change.has_new else None
+    if (change.has_old and old_data is None) or (change.has_new and new_data is None):
+        # e.g. a partial clone: missing objects are never fetched
+        return [f"skipped (object missing): {show_path(change.path)}"]
+    outlines: list[Outline | None] = []
+    for data, path in ((old_data, change.old_path), (new_data, change.path)):
+        if data is None:
+            outlines.append(None)
+            continue
+        if isinstance(data, int):
+            return [f"skipped (larger than 1 MiB): {show_path(change.path)}"]
+        result = await pool.parse(ParseJob(path, language, data))
+        if result.outline is None:
+            return [f"skipped ({result.skipped}): {show_path(change.path)}"]
+        outlines.append(result.outline)
+    old, new = outlines
+    head_line = _file_line(change, new if new is not None else old)
+    return [head_line, *compare(old, _text(old_data), new, _text(new_data))]
+
+
+def _file_line(change: _Change, shown: Outline | None) -> str:
+    """``path<TAB>status[<TAB>coverage]`` of one changed file."""
+    status = _STATUS_WORDS.get(change.status, "modified")
+    if change.status == "R":
+        status = f"renamed from {show_path(change.old_path)}"
+    line = f"{show_path(change.path)}\t{status}"
+    if shown is not None and shown.coverage != "complete":
+        line += f"\t{shown.coverage}"
+    return line
+
+
+def _text(data: bytes | int | None) -> str:
+    return data.decode("utf-8", "surrogateescape") if isinstance(data, bytes) else ""
 
 
 def _not_utf8(path: str) -> bool:

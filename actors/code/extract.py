@@ -9,13 +9,12 @@ from walking the tree in Python.
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import msgspec
-from tree_sitter import Parser, Point, Query, QueryCursor, Range
+from tree_sitter import Node, Parser, Query, QueryCursor, Range
 from tree_sitter_language_pack import get_language, get_parser
 
-from .languages import SPECS, Spec
+from .languages import SPECS, Captures, Spec
 
 MAX_BYTES = 1024 * 1024
 MAX_NAME = 160
@@ -82,7 +81,7 @@ def check_content(path: str, data: bytes) -> None:
             raise Skipped("minified")
 
 
-def _first_error_row(node: Any) -> int:
+def _first_error_row(node: Node) -> int:
     """Row of the first ERROR or MISSING node under ``node`` (which has_error)."""
     while True:
         if node.is_error or node.is_missing:
@@ -113,59 +112,26 @@ def _collect(
     problems: list[str],
     order_base: int,
 ) -> None:
-    parser = _parser(spec.grammar)
-    if ranges is not None:
-        parser.included_ranges = ranges
-        try:
-            tree = parser.parse(src)
-        finally:
-            parser.included_ranges = []
-    else:
-        tree = parser.parse(src)
-    root = tree.root_node
+    """Add the symbols of ``src`` parsed as ``spec`` (only ``ranges`` of it, when
+    given) to ``recs``, then those of the regions it embeds in other languages;
+    syntax errors are noted in ``problems``."""
+    root = _parse(spec, src, ranges)
     if root.has_error:
         row = _first_error_row(root)
         where = f" in embedded {spec.name}" if ranges is not None else ""
         problems.append(f"syntax error{where} at line {row + 1}")
     embeds: dict[str, list[Range]] = {}
-    kind_fn, name_fn = spec.kind_fn, spec.name_fn
+    kind_fn = spec.kind_fn
     for pattern, caps in QueryCursor(_query(spec.name)).matches(root):
-        kind = None
-        node = None
-        for key, nodes in caps.items():
-            if key == "name" or key[0] == "_":
-                continue
-            if key.startswith("embed."):
-                embeds.setdefault(key[6:], []).append(nodes[0].range)
-                break
-            if key.startswith("region."):
-                region = _element_content(nodes[0])
-                if region is not None:
-                    embeds.setdefault(key[7:], []).append(region)
-                break
-            kind, node = key, nodes[0]
-            break
-        if node is None or kind is None:
+        found = _definition(caps, embeds)
+        if found is None:
             continue
+        kind, node = found
         if kind_fn is not None:
             kind = kind_fn(kind, caps, src)
             if kind is None:
                 continue
-        name_nodes = caps.get("name")
-        raw = (
-            src[name_nodes[0].start_byte : name_nodes[0].end_byte].decode("utf-8", "replace")
-            if name_nodes
-            else ""
-        )
-        name = raw
-        if name_fn is not None:
-            name = name_fn(kind, raw, caps, src)
-        elif not name and kind == "import":
-            name = src[node.start_byte : node.end_byte].decode("utf-8", "replace")
-        if "\n" in name or "\t" in name or "  " in name:
-            name = " ".join(name.split())
-        if len(name) > MAX_NAME:
-            name = name[:MAX_NAME]
+        raw, name = _names(spec, kind, caps, node, src)
         sp, ep = node.start_point, node.end_point
         er = ep[0] if ep[1] > 0 or ep[0] == sp[0] else ep[0] - 1
         recs.append(
@@ -176,6 +142,56 @@ def _collect(
         if sub is not None and rs:
             rs.sort(key=lambda r: r.start_byte)
             _collect(sub, src, _disjoint(rs), recs, problems, order_base + 1000)
+
+
+def _definition(caps: Captures, embeds: dict[str, list[Range]]) -> tuple[str, Node] | None:
+    """The kind and node of the definition a match captured; None for a match that
+    marks an embedded region (added to ``embeds``) or captured nothing to outline."""
+    for key, nodes in caps.items():
+        if key == "name" or key[0] == "_":
+            continue
+        if key.startswith("embed."):
+            embeds.setdefault(key[6:], []).append(nodes[0].range)
+            return None
+        if key.startswith("region."):
+            region = _element_content(nodes[0])
+            if region is not None:
+                embeds.setdefault(key[7:], []).append(region)
+            return None
+        return key, nodes[0]
+    return None
+
+
+def _names(spec: Spec, kind: str, caps: Captures, node: Node, src: bytes) -> tuple[str, str]:
+    """(the name as written, the name shown) of a definition."""
+    name_nodes = caps.get("name")
+    raw = (
+        src[name_nodes[0].start_byte : name_nodes[0].end_byte].decode("utf-8", "replace")
+        if name_nodes
+        else ""
+    )
+    name = raw
+    if spec.name_fn is not None:
+        name = spec.name_fn(kind, raw, caps, src)
+    elif not name and kind == "import":
+        name = src[node.start_byte : node.end_byte].decode("utf-8", "replace")
+    if "\n" in name or "\t" in name or "  " in name:
+        name = " ".join(name.split())
+    if len(name) > MAX_NAME:
+        name = name[:MAX_NAME]
+    return raw, name
+
+
+def _parse(spec: Spec, src: bytes, ranges: list[Range] | None) -> Node:
+    """The syntax tree of ``src`` (of only ``ranges`` of it, when given)."""
+    parser = _parser(spec.grammar)
+    if ranges is None:
+        return parser.parse(src).root_node
+    parser.included_ranges = ranges
+    try:
+        return parser.parse(src).root_node
+    finally:
+        parser.included_ranges = []
 
 
 def _disjoint(ranges: list[Range]) -> list[Range]:
@@ -189,7 +205,7 @@ def _disjoint(ranges: list[Range]) -> list[Range]:
     return out
 
 
-def _element_content(node: Any) -> Range | None:
+def _element_content(node: Node) -> Range | None:
     """The range between an element's start tag and its end tag."""
     first = node.child(0)
     last = node.child(node.child_count - 1)
@@ -293,4 +309,4 @@ def outline(language: str, data: bytes) -> Outline:
     return Outline(language, coverage, symbols)
 
 
-__all__ = ["MAX_BYTES", "Outline", "Skipped", "Symbol", "check_content", "outline", "Point"]
+__all__ = ["MAX_BYTES", "Outline", "Skipped", "Symbol", "check_content", "outline"]

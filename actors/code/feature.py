@@ -8,13 +8,11 @@ tools only, after a warning) when ``[code] enabled = false`` /
 
 from __future__ import annotations
 
-from typing import Any
-
-from ...supervisors.app import AppContext, FeatureUnavailable
+from ...supervisors.context import AppContext, FeatureUnavailable
 from ...supervisors.supervisor import ChildSpec
 from .index import CodeIndex, IndexUnavailable, index_path
 from .pool import ParserPool, default_workers
-from .service import CodeService
+from .service import CODE, CodeService
 from .tools import INSTRUCTIONS, TOOLS
 
 DISABLED = "code navigation is disabled ([code] enabled = false or MEMTRIO_CODE=off)"
@@ -40,17 +38,24 @@ def open_service(app: AppContext) -> CodeService:
 class _CodeFeature:
     name = "code"
 
-    def setup(self, app: AppContext) -> None:
+    def setup(self, app: AppContext) -> CodeComponent:
         if "code" not in app.config.tools.enabled:
             raise FeatureUnavailable("the code tool group is not enabled ([tools] enabled)")
         service = open_service(app)
-        app.services["code"] = service
+        app.publish(CODE, service)
         app.add_tools(TOOLS)
         app.instructions.append(INSTRUCTIONS)
+        return CodeComponent(service)
 
-    def children(self, app: AppContext) -> list[ChildSpec]:
-        service: Any = app.services.get("code")
-        return service.pool.children() if service is not None else []
+
+class CodeComponent:
+    """Owns the code service (index and parser pool); its actors are the pool's workers."""
+
+    def __init__(self, service: CodeService) -> None:
+        self.service = service
+
+    def children(self) -> list[ChildSpec]:
+        return self.service.pool.children()
 
 
 FEATURE = _CodeFeature()

@@ -22,10 +22,16 @@ import os
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
-from ...supervisors import private
+from ...supervisors import private, trace
 from .wire import ParseResult
+
+# One file's parse result as stored: (path, language, size, mtime_ns, result).
+FileRow = tuple[str, str, int, int, ParseResult]
+# One symbol of a file's outline: (kind, name, start, end, depth, parent, signature).
+SymbolRow = tuple[str, str, int, int, int, str, str]
+# One `find` match: (path, start, end, kind, name, parent, signature, size, mtime_ns, lname).
+MatchRow = tuple[str, int, int, str, str, str, str, int, int, str]
 
 # Bump when the schema or what the extractor produces changes.
 VERSION = 1
@@ -127,8 +133,6 @@ class CodeIndex:
             # cannot open, locked, read-only: the file may be fine, so it is kept
             raise IndexUnavailable(f"cannot open the code index {self.path}: {exc}") from None
         except sqlite3.DatabaseError as first:
-            from ...supervisors import trace
-
             trace.warning("code", "index_recreated", path=str(self.path), reason=str(first))
             try:
                 self._delete_files()
@@ -171,7 +175,7 @@ class CodeIndex:
     def apply(
         self,
         cid: int,
-        results: Iterable[tuple[str, str, int, int, ParseResult]],
+        results: Iterable[FileRow],
         deleted: Iterable[str] = (),
     ) -> None:
         """Store parse results (path, language, size, mtime_ns, result) and drop ``deleted``, in one transaction."""
@@ -185,52 +189,58 @@ class CodeIndex:
                 if row:
                     conn.execute("DELETE FROM symbols WHERE file = ?", (row[0],))
                     conn.execute("DELETE FROM files WHERE id = ?", (row[0],))
-            for path, language, size, mtime_ns, result in results:
-                outline = result.outline
-                coverage = outline.coverage if outline is not None else None
-                skipped = result.skipped if outline is None else None
-                row = conn.execute(
-                    "SELECT id FROM files WHERE checkout = ? AND path = ?", (cid, path)
-                ).fetchone()
-                if row:
-                    fid = row[0]
-                    conn.execute("DELETE FROM symbols WHERE file = ?", (fid,))
-                    conn.execute(
-                        "UPDATE files SET language = ?, size = ?, mtime_ns = ?, coverage = ?, skipped = ? WHERE id = ?",
-                        (language, size, mtime_ns, coverage, skipped, fid),
-                    )
-                else:
-                    fid = conn.execute(
-                        "INSERT INTO files(checkout, path, language, size, mtime_ns, coverage, skipped) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (cid, path, language, size, mtime_ns, coverage, skipped),
-                    ).lastrowid
-                if outline is not None and outline.symbols:
-                    conn.executemany(
-                        "INSERT INTO symbols(file, seq, checkout, kind, name, lname, tail, start, end, depth, parent, signature)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        [
-                            (
-                                fid,
-                                seq,
-                                cid,
-                                s.kind,
-                                s.name,
-                                s.name.lower(),
-                                name_tail(s.name, s.kind),
-                                s.start,
-                                s.end,
-                                s.depth,
-                                s.parent,
-                                s.signature,
-                            )
-                            for seq, s in enumerate(outline.symbols)
-                        ],
-                    )
+            for result in results:
+                self._store_file(cid, result)
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise
+
+    def _store_file(self, cid: int, row: FileRow) -> None:
+        """Replace one file's entry and symbols (inside `apply`'s transaction)."""
+        conn = self.conn
+        path, language, size, mtime_ns, result = row
+        outline = result.outline
+        coverage = outline.coverage if outline is not None else None
+        skipped = result.skipped if outline is None else None
+        found = conn.execute(
+            "SELECT id FROM files WHERE checkout = ? AND path = ?", (cid, path)
+        ).fetchone()
+        if found:
+            fid = found[0]
+            conn.execute("DELETE FROM symbols WHERE file = ?", (fid,))
+            conn.execute(
+                "UPDATE files SET language = ?, size = ?, mtime_ns = ?, coverage = ?, skipped = ? WHERE id = ?",
+                (language, size, mtime_ns, coverage, skipped, fid),
+            )
+        else:
+            fid = conn.execute(
+                "INSERT INTO files(checkout, path, language, size, mtime_ns, coverage, skipped) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (cid, path, language, size, mtime_ns, coverage, skipped),
+            ).lastrowid
+        if outline is not None and outline.symbols:
+            conn.executemany(
+                "INSERT INTO symbols(file, seq, checkout, kind, name, lname, tail, start, end, depth, parent, signature)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        fid,
+                        seq,
+                        cid,
+                        s.kind,
+                        s.name,
+                        s.name.lower(),
+                        name_tail(s.name, s.kind),
+                        s.start,
+                        s.end,
+                        s.depth,
+                        s.parent,
+                        s.signature,
+                    )
+                    for seq, s in enumerate(outline.symbols)
+                ],
+            )
 
     def set_counts(self, cid: int, source_files: int, indexed_files: int, now: float) -> None:
         self.conn.execute(
@@ -255,7 +265,7 @@ class CodeIndex:
             (cid, path),
         ).fetchone()
 
-    def file_symbols(self, fid: int) -> list[tuple[str, str, int, int, int, str, str]]:
+    def file_symbols(self, fid: int) -> list[SymbolRow]:
         """(kind, name, start, end, depth, parent, signature) in outline order."""
         return self.conn.execute(
             "SELECT kind, name, start, end, depth, parent, signature FROM symbols WHERE file = ? ORDER BY seq",
@@ -270,7 +280,7 @@ class CodeIndex:
 
     def find(
         self, cid: int, query: str, kind: str | None, limit: int
-    ) -> tuple[list[tuple[Any, ...]], int]:
+    ) -> tuple[list[MatchRow], int]:
         """Matches of ``query`` and their total: exact names first (an Elixir ``name``
         also matches ``name/arity``), then names ending in ``.query`` (``/query``
         for imports), then prefixes; each group by path and line."""
@@ -291,7 +301,7 @@ class CodeIndex:
         exact_sql = "(s.lname >= ? AND s.lname < ? AND (s.lname = ? OR s.lname GLOB ?))"
         exact_args = [q, q + "0", q, _glob_escape(q) + "/[0-9]*"]
 
-        def group(cond: str, args: list[Any], room: int) -> tuple[list[tuple[Any, ...]], int]:
+        def group(cond: str, args: list[object], room: int) -> tuple[list[MatchRow], int]:
             count = conn.execute(
                 f"SELECT count(*) FROM symbols s WHERE {where} AND {cond}", (*common, *args)
             ).fetchone()[0]

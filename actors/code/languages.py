@@ -7,7 +7,8 @@ patterns capture a definition node under its *kind* (``@function``,
 few per-language rules (which parents turn a function into a method, how a
 name is completed). Captures starting with ``_`` are predicate helpers;
 ``@embed.<lang>`` marks a region parsed again with another grammar (the
-``<script>`` of HTML, the ``~H`` sigils of Elixir).
+``<script>`` of HTML, the ``~H`` sigils of Elixir), and ``@region.<lang>`` an
+element whose content (between its start and end tags) is parsed as ``<lang>``.
 
 Queries do the matching in C; the Python work per symbol is a handful of
 attribute reads (see ``extract``).
@@ -16,13 +17,18 @@ attribute reads (see ``extract``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:  # the grammars are loaded by `extract`, in the parser workers
+    from tree_sitter import Node
+
+# A query match: capture name -> the nodes it captured.
+Captures = dict[str, list["Node"]]
 # kind, captures, source -> kind (or None to drop the match)
-KindFn = Callable[[str, dict[str, Any], bytes], str | None]
+KindFn = Callable[[str, Captures, bytes], str | None]
 # kind, raw name, captures, source -> name
-NameFn = Callable[[str, str, dict[str, Any], bytes], str]
+NameFn = Callable[[str, str, Captures, bytes], str]
 
 
 @dataclass(frozen=True)
@@ -34,12 +40,9 @@ class Spec:
     qualified_kinds: frozenset[str] = frozenset()  # nested names joined with "." (Elixir modules)
     kind_fn: KindFn | None = None
     name_fn: NameFn | None = None
-    # embedded regions: capture "embed.<lang>" -> spec name; "region.<lang>" captures an
-    # element whose content (between its start and end tags) is parsed as <lang>
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _text(node: Any, src: bytes) -> str:
+def _text(node: Node, src: bytes) -> str:
     return src[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
 
@@ -56,7 +59,7 @@ PYTHON = """
 """
 
 
-def _python_name(kind: str, name: str, caps: dict[str, Any], src: bytes) -> str:
+def _python_name(kind: str, name: str, caps: Captures, src: bytes) -> str:
     if kind == "import" and not name:
         return "__future__"
     return name
@@ -82,7 +85,7 @@ RUST = """
 """
 
 
-def _rust_name(kind: str, name: str, caps: dict[str, Any], src: bytes) -> str:
+def _rust_name(kind: str, name: str, caps: Captures, src: bytes) -> str:
     if kind == "impl":
         node = caps["impl"][0]
         trait = node.child_by_field_name("trait")
@@ -104,7 +107,7 @@ GO = """
 """
 
 
-def _go_kind(kind: str, caps: dict[str, Any], src: bytes) -> str | None:
+def _go_kind(kind: str, caps: Captures, src: bytes) -> str | None:
     if kind == "type" and "_type" in caps:
         t = caps["_type"][0].type
         if t == "struct_type":
@@ -125,7 +128,7 @@ ZIG = """
 """
 
 
-def _zig_kind(kind: str, caps: dict[str, Any], src: bytes) -> str | None:
+def _zig_kind(kind: str, caps: Captures, src: bytes) -> str | None:
     if kind == "constant":
         node = caps["constant"][0]
         text = _text(node, src)
@@ -138,7 +141,7 @@ def _zig_kind(kind: str, caps: dict[str, Any], src: bytes) -> str | None:
     return kind
 
 
-def _zig_name(kind: str, name: str, caps: dict[str, Any], src: bytes) -> str:
+def _zig_name(kind: str, name: str, caps: Captures, src: bytes) -> str:
     if kind == "test" and not name:
         return "test"
     return name
@@ -216,7 +219,7 @@ TYPESCRIPT = (
 )
 
 
-def _js_name(kind: str, name: str, caps: dict[str, Any], src: bytes) -> str:
+def _js_name(kind: str, name: str, caps: Captures, src: bytes) -> str:
     if kind == "object" and not name:
         return "default"
     return name
@@ -270,14 +273,14 @@ _ELIXIR_KINDS = {
 }
 
 
-def _elixir_kind(kind: str, caps: dict[str, Any], src: bytes) -> str | None:
+def _elixir_kind(kind: str, caps: Captures, src: bytes) -> str | None:
     kw = caps.get("_kw")
     if kw and kind != "import":
         return _ELIXIR_KINDS.get(_text(kw[0], src), kind)
     return kind
 
 
-def _elixir_name(kind: str, name: str, caps: dict[str, Any], src: bytes) -> str:
+def _elixir_name(kind: str, name: str, caps: Captures, src: bytes) -> str:
     if kind in ("function", "macro", "guard"):
         node = caps["name"][0]
         parent = node.parent
@@ -303,7 +306,7 @@ HEEX = """
 """
 
 
-def _heex_name(kind: str, name: str, caps: dict[str, Any], src: bytes) -> str:
+def _heex_name(kind: str, name: str, caps: Captures, src: bytes) -> str:
     if kind == "slot":
         return ":" + name
     return name
@@ -317,14 +320,14 @@ EEX = """
 _EEX_CLOSERS = {"end", "else", "end)", "end }", "}", "after", "catch", "rescue"}
 
 
-def _eex_kind(kind: str, caps: dict[str, Any], src: bytes) -> str | None:
+def _eex_kind(kind: str, caps: Captures, src: bytes) -> str | None:
     code = _text(caps["name"][0], src).strip()
     if not code or code in _EEX_CLOSERS or code.startswith("end "):
         return None
     return kind
 
 
-def _eex_name(kind: str, name: str, caps: dict[str, Any], src: bytes) -> str:
+def _eex_name(kind: str, name: str, caps: Captures, src: bytes) -> str:
     text = " ".join(name.split())
     return text[:80]
 
@@ -347,7 +350,7 @@ RUBY = """
 """
 
 
-def _ruby_name(kind: str, name: str, caps: dict[str, Any], src: bytes) -> str:
+def _ruby_name(kind: str, name: str, caps: Captures, src: bytes) -> str:
     if kind == "function" and "function" in caps:
         node = caps["function"][0]
         if node.type == "singleton_method":
@@ -383,7 +386,7 @@ BASH = """
 """
 
 
-def _bash_kind(kind: str, caps: dict[str, Any], src: bytes) -> str | None:
+def _bash_kind(kind: str, caps: Captures, src: bytes) -> str | None:
     if kind == "import":
         # only the first argument is the sourced file
         cmd = caps["import"][0]
@@ -415,7 +418,7 @@ SCSS = (
 )
 
 
-def _css_name(kind: str, name: str, caps: dict[str, Any], src: bytes) -> str:
+def _css_name(kind: str, name: str, caps: Captures, src: bytes) -> str:
     if kind in ("media", "supports") and not name:
         node = caps[kind][0]
         head = _text(node, src).split("{", 1)[0]
@@ -435,7 +438,7 @@ RACKET = """
 """
 
 
-def _racket_kind(kind: str, caps: dict[str, Any], src: bytes) -> str | None:
+def _racket_kind(kind: str, caps: Captures, src: bytes) -> str | None:
     if kind == "import":
         return kind
     kw = _text(caps["_kw"][0], src)
@@ -504,7 +507,7 @@ KOTLIN = """
 """
 
 
-def _kotlin_kind(kind: str, caps: dict[str, Any], src: bytes) -> str | None:
+def _kotlin_kind(kind: str, caps: Captures, src: bytes) -> str | None:
     if kind == "class":
         node = caps["class"][0]
         for child in node.children:
@@ -518,7 +521,7 @@ def _kotlin_kind(kind: str, caps: dict[str, Any], src: bytes) -> str | None:
     return kind
 
 
-def _kotlin_name(kind: str, name: str, caps: dict[str, Any], src: bytes) -> str:
+def _kotlin_name(kind: str, name: str, caps: Captures, src: bytes) -> str:
     if kind == "object" and not name:
         return "Companion"
     return name
@@ -549,7 +552,7 @@ SWIFT = """
 """
 
 
-def _swift_kind(kind: str, caps: dict[str, Any], src: bytes) -> str | None:
+def _swift_kind(kind: str, caps: Captures, src: bytes) -> str | None:
     if kind == "class":
         node = caps["class"][0]
         for child in node.children:
@@ -558,7 +561,7 @@ def _swift_kind(kind: str, caps: dict[str, Any], src: bytes) -> str | None:
     return kind
 
 
-def _swift_name(kind: str, name: str, caps: dict[str, Any], src: bytes) -> str:
+def _swift_name(kind: str, name: str, caps: Captures, src: bytes) -> str:
     return name or ("init" if kind == "constructor" else name)
 
 
@@ -600,11 +603,7 @@ _METHODS_OOP = frozenset(
 )
 
 
-def _import_cleanup(kind: str, name: str, caps: dict[str, Any], src: bytes) -> str:
-    return name
-
-
-def _scala_name(kind: str, name: str, caps: dict[str, Any], src: bytes) -> str:
+def _scala_name(kind: str, name: str, caps: Captures, src: bytes) -> str:
     if kind == "import" and not name:
         text = " ".join(_text(caps["import"][0], src).split())
         return text[len("import ") :] if text.startswith("import ") else text
@@ -612,7 +611,7 @@ def _scala_name(kind: str, name: str, caps: dict[str, Any], src: bytes) -> str:
 
 
 def _strip_keyword(keyword: str) -> NameFn:
-    def name_fn(kind: str, name: str, caps: dict[str, Any], src: bytes) -> str:
+    def name_fn(kind: str, name: str, caps: Captures, src: bytes) -> str:
         if kind == "import" and not name:
             text = " ".join(_text(caps["import"][0], src).split()).rstrip(";")
             return text[len(keyword) :].strip() if text.startswith(keyword) else text
@@ -771,6 +770,3 @@ def language_for(path: str) -> str | None:
     if dot <= 0 and not base.startswith("."):
         return None
     return EXTENSIONS.get(base[dot:].lower()) if dot >= 0 else None
-
-
-SUPPORTED = sorted({spec.name for spec in SPECS.values()})

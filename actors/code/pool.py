@@ -23,13 +23,14 @@ a fresh process; the other files keep flowing through the other workers.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import signal
 import subprocess
 import sys
 from collections import deque
-from typing import Any
+from dataclasses import dataclass
 
 import trio
 
@@ -43,7 +44,10 @@ from ...supervisors.supervisor import (
     ChildSpec,
     Mailbox,
     Supervisor,
+    first_leaf,
+    supervisor_child,
 )
+from .messages import Parse, ParserRequest
 from .wire import MAX_FRAME, READY, ParseJob, ParseResult, frame, job_encoder, result_decoder
 
 WORKER_MODULE = "memtrio.actors.code.worker"
@@ -129,6 +133,7 @@ class ParserPool:
         self.file_timeout = file_timeout
         self.mailbox = Mailbox("code.parse", size=math.inf)
         self.down: str | None = None  # why the pool gave up, once it has
+        self._running = False  # the nested supervisor of this incarnation has started
 
     async def parse(self, job: ParseJob) -> ParseResult:
         """The outline of one file; never raises for a bad file or a lost worker."""
@@ -137,81 +142,90 @@ class ParserPool:
         # A job may wait behind one slow file per worker, then a worker restart.
         timeout = 2 * self.file_timeout + 30.0
         try:
-            return await self.mailbox.call(job, name="code.parse", timeout=timeout)
+            return await self.mailbox.call(
+                Parse(job=job, trace=trace.current.get()), timeout=timeout
+            )
         except ActorCrashed as exc:
             return ParseResult(skipped=f"parser worker stopped ({exc})")
         except TimeoutError:
             return ParseResult(skipped=f"no parser worker answered within {timeout:g} s")
 
     def children(self) -> list[ChildSpec]:
-        # Why these restart types and this intensity:
-        # - each worker is PERMANENT: a lost worker (crash, hang) is always replaced,
-        #   the pool must keep M processes to stay useful;
-        # - one_for_one: workers share nothing but the mailbox, so one failure
-        #   never needs the others restarted;
-        # - intensity RESTARTS_PER_WORKER * M restarts in RESTART_PERIOD s: a checkout
-        #   with a few files that crash the parser costs one restart each (~50 ms),
-        #   far below that, while a worker that cannot start at all (broken
-        #   interpreter, unreadable package) fails in milliseconds and trips it within
-        #   a second instead of looping forever;
-        # - the pool supervisor itself is TEMPORARY in the root: the code tools are
-        #   optional, so when it gives up it stays down (the tools then say so)
-        #   instead of escalating into a rest_for_one restart of the transports.
-        def make() -> Supervisor:
-            specs = [
-                ChildSpec(
-                    f"parser-{i}",
-                    self._run_worker,
-                    restart=PERMANENT,
-                    shutdown=2.0,
-                    why="a lost parser process is always replaced",
-                )
-                for i in range(self.workers)
-            ]
-            return Supervisor(
-                "code.parsers",
-                specs,
-                strategy=ONE_FOR_ONE,
-                max_restarts=RESTARTS_PER_WORKER * self.workers,
-                period=RESTART_PERIOD,
-            )
+        """The nested parser supervisor, run as one child of the root.
 
-        async def start(ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-            sup = make()
+        Why these restart types and this intensity:
+        - each worker is PERMANENT: a lost worker (crash, hang) is always replaced,
+          the pool must keep M processes to stay useful;
+        - one_for_one: workers share nothing but the mailbox, so one failure
+          never needs the others restarted;
+        - intensity RESTARTS_PER_WORKER * M restarts in RESTART_PERIOD s: a checkout
+          with a few files that crash the parser costs one restart each (~50 ms),
+          far below that, while a worker that cannot start at all (broken
+          interpreter, unreadable package) fails in milliseconds and trips it within
+          a second instead of looping forever;
+        - the pool supervisor itself is TEMPORARY in the root: the code tools are
+          optional, so when it gives up it stays down (the tools then say so)
+          instead of escalating into a rest_for_one restart of the transports.
+        """
+        nested = supervisor_child(
+            self._supervisor,
+            "code.parsers",
+            restart=TEMPORARY,
+            shutdown=5.0,
+            why="optional feature: when its workers keep failing it stays down instead of restarting the transports",
+            on_ready=self._mark_running,
+        )
+
+        async def start(
+            ctx: ChildContext,
+            *,
+            task_status: trio.TaskStatus[Supervisor | None] = trio.TASK_STATUS_IGNORED,
+        ) -> None:
+            """Run the nested supervisor; when its workers cannot even start, stay up
+            without them (the server runs on, the code tools say why they cannot parse)."""
             self.down = None
-            started = False
+            self._running = False
             try:
-                async with trio.open_nursery() as nursery:
-                    await nursery.start(sup.run)
-                    task_status.started(sup)
-                    started = True
-                    await ctx.shutdown.wait()
-                    await sup.stop()
+                await nested.start(ctx, task_status=task_status)
             except Exception as exc:
-                while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
-                    exc = exc.exceptions[0]
-                self.down = f"{type(exc).__name__}: {exc}"
-                self.mailbox.fail_pending(ActorCrashed(f"parser workers are down: {self.down}"))
-                if started:
+                self._mark_down(first_leaf(exc))
+                if self._running:
                     raise
-                # The workers cannot even start: the server runs on without the
-                # code tools' parsing (they say why) rather than failing to start.
                 trace.error("code", "parsers_unavailable", reason=self.down)
                 task_status.started(None)
                 await ctx.shutdown.wait()
 
-        return [
+        return [dataclasses.replace(nested, start=start)]
+
+    def _supervisor(self) -> Supervisor:
+        specs = [
             ChildSpec(
-                "code.parsers",
-                start,
-                restart=TEMPORARY,
-                shutdown=5.0,
-                why="optional feature: when its workers keep failing it stays down instead of restarting the transports",
+                f"parser-{i}",
+                self._run_worker,
+                restart=PERMANENT,
+                shutdown=2.0,
+                why="a lost parser process is always replaced",
             )
+            for i in range(self.workers)
         ]
+        return Supervisor(
+            "code.parsers",
+            specs,
+            strategy=ONE_FOR_ONE,
+            max_restarts=RESTARTS_PER_WORKER * self.workers,
+            period=RESTART_PERIOD,
+        )
+
+    def _mark_running(self) -> None:
+        self._running = True
+
+    def _mark_down(self, cause: BaseException) -> None:
+        """Record why the workers are gone and fail the requests waiting for them."""
+        self.down = f"{type(cause).__name__}: {cause}"
+        self.mailbox.fail_pending(ActorCrashed(f"parser workers are down: {self.down}"))
 
     async def _run_worker(
-        self, ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED
+        self, ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         proc = await trio.lowlevel.open_process(
             [sys.executable, "-m", WORKER_MODULE],
@@ -221,26 +235,12 @@ class ParserPool:
         try:
             assert proc.stdout is not None
             reader = _FrameReader(proc.stdout)
-            # A worker that cannot even start fails here, before any file is given to it.
-            try:
-                with trio.fail_after(STARTUP_TIMEOUT):
-                    hello = await reader.receive()
-            except (EOFError, trio.TooSlowError):
-                code = await _stop_process(proc, kill=True)
-                raise WorkerLost(f"{ctx.id} did not start ({_describe_exit(code)})") from None
-            if hello != READY:
-                raise WorkerLost(f"{ctx.id} sent {hello[:40]!r} instead of its ready frame")
+            await _wait_ready(ctx, proc, reader)
             trace.event(
                 "code", "parser_started", worker=ctx.id, worker_pid=proc.pid, restarts=ctx.restarts
             )
             task_status.started()
-            async with trio.open_nursery() as nursery:
-
-                async def stop_on_shutdown() -> None:
-                    await ctx.shutdown.wait()
-                    nursery.cancel_scope.cancel()
-
-                nursery.start_soon(stop_on_shutdown)
+            with ctx.cancel_on_shutdown(trio.CancelScope()):
                 await self._serve(ctx, proc, reader)
         finally:
             await _stop_process(proc)
@@ -257,56 +257,89 @@ class ParserPool:
         the same way, so no caller is left waiting.
         """
         assert proc.stdin is not None
-        receive = self.mailbox.receive_channel
-        # [command, when the process started on it (sent to an idle process, or its
-        # predecessor answered)]
-        pending: deque[list[Any]] = deque()
+        pending: deque[_InPipe] = deque()
         try:
             while True:
-                while len(pending) < PIPELINE:
-                    if pending:
-                        try:
-                            cmd = receive.receive_nowait()
-                        except trio.WouldBlock:
-                            break
-                    else:
-                        cmd = await receive.receive()
-                    if cmd.reply.done:
-                        continue  # the caller gave up on it
-                    pending.append([cmd, trio.current_time()])
-                    await proc.stdin.send_all(frame(job_encoder.encode(cmd.op)))
-                cmd, started = pending[0]
-                with trio.move_on_at(started + self.file_timeout) as waited:
-                    body = await reader.receive()
-                if waited.cancelled_caught:
-                    await _stop_process(proc, kill=True)
-                    pending.popleft()
-                    why = f"parser worker timed out after {self.file_timeout:g} s and was replaced"
-                    cmd.reply.set(ParseResult(skipped=why))
-                    trace.warning(
-                        "code",
-                        "parser_hung",
-                        worker=ctx.id,
-                        path=cmd.op.path,
-                        timeout=self.file_timeout,
-                    )
-                    raise WorkerLost(f"{ctx.id} hung on {cmd.op.path}")
-                pending.popleft()
-                cmd.reply.set(result_decoder.decode(body))
-                if pending:
-                    pending[0][1] = trio.current_time()
+                await self._fill_pipe(proc.stdin, pending)
+                await self._answer_oldest(ctx, proc, reader, pending)
         except (EOFError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             code = await _stop_process(proc, kill=True)
             if not pending:
                 raise WorkerLost(f"{ctx.id} exited while idle: {_describe_exit(code)}") from exc
-            cmd = pending.popleft()[0]
+            request = pending.popleft().request
             why = f"parser worker crashed ({_describe_exit(code)}) and was replaced"
-            cmd.reply.set(ParseResult(skipped=why))
-            trace.warning(
-                "code", "parser_crashed", worker=ctx.id, path=cmd.op.path, exit=_describe_exit(code)
-            )
-            raise WorkerLost(f"{ctx.id} crashed on {cmd.op.path}: {_describe_exit(code)}") from exc
+            _give_up(ctx, request, why, "parser_crashed", exit=_describe_exit(code))
+            raise WorkerLost(
+                f"{ctx.id} crashed on {request.job.path}: {_describe_exit(code)}"
+            ) from exc
         finally:
-            for cmd, _ in pending:
-                if not cmd.reply.done:
-                    self.mailbox.send_nowait(cmd)
+            for item in pending:
+                if not item.request.reply.done:
+                    self.mailbox.send_nowait(item.request)
+
+    async def _fill_pipe(self, stdin: trio.abc.SendStream, pending: deque[_InPipe]) -> None:
+        """Write requests from the mailbox into the pipe until `PIPELINE` are in it;
+        wait for one only when the process has nothing to do."""
+        receive = self.mailbox.receive_channel
+        while len(pending) < PIPELINE:
+            request: ParserRequest
+            if pending:
+                try:
+                    request = receive.receive_nowait()
+                except trio.WouldBlock:
+                    return
+            else:
+                request = await receive.receive()
+            if request.reply.done:
+                continue  # the caller gave up on it
+            match request:
+                case Parse(job=job):
+                    pending.append(_InPipe(request, trio.current_time()))
+                    await stdin.send_all(frame(job_encoder.encode(job)))
+
+    async def _answer_oldest(
+        self, ctx: ChildContext, proc: trio.Process, reader: _FrameReader, pending: deque[_InPipe]
+    ) -> None:
+        """Answer the oldest request with the process's result, or kill a process that
+        spent more than ``file_timeout`` on it (`WorkerLost`)."""
+        oldest = pending[0]
+        with trio.move_on_at(oldest.started + self.file_timeout) as waited:
+            body = await reader.receive()
+        if waited.cancelled_caught:
+            await _stop_process(proc, kill=True)
+            pending.popleft()
+            why = f"parser worker timed out after {self.file_timeout:g} s and was replaced"
+            _give_up(ctx, oldest.request, why, "parser_hung", timeout=self.file_timeout)
+            raise WorkerLost(f"{ctx.id} hung on {oldest.request.job.path}")
+        pending.popleft()
+        oldest.request.reply.set(result_decoder.decode(body))
+        if pending:
+            pending[0].started = trio.current_time()  # the process starts on it now
+
+
+@dataclass
+class _InPipe:
+    """A request written to a worker process, and when the process started on it
+    (when it was written to an idle process, or when its predecessor was answered)."""
+
+    request: Parse
+    started: float
+
+
+async def _wait_ready(ctx: ChildContext, proc: trio.Process, reader: _FrameReader) -> None:
+    """Wait for a new process's ready frame: a worker that cannot even start fails
+    here (`WorkerLost`), before any file is given to it."""
+    try:
+        with trio.fail_after(STARTUP_TIMEOUT):
+            hello = await reader.receive()
+    except (EOFError, trio.TooSlowError):
+        code = await _stop_process(proc, kill=True)
+        raise WorkerLost(f"{ctx.id} did not start ({_describe_exit(code)})") from None
+    if hello != READY:
+        raise WorkerLost(f"{ctx.id} sent {hello[:40]!r} instead of its ready frame")
+
+
+def _give_up(ctx: ChildContext, request: Parse, why: str, event: str, **details: object) -> None:
+    """Answer the request a lost process was working on with the reason, and log it."""
+    request.reply.set(ParseResult(skipped=why))
+    trace.warning("code", event, worker=ctx.id, path=request.job.path, **details)

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import msgspec
 
-from ...protocol.tools import Tool, ToolError
+from ...protocol.errors import BadArgument
+from ...protocol.tools import Tool
+from ...supervisors.context import CallContext
 from .checkout import checkout_root, resolve_path, show_path
+from .diff import structural_diff
+from .index import MatchRow, SymbolRow
+from .service import CODE
 
 Root = Annotated[
     str | None,
@@ -83,7 +88,7 @@ class DiffArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     root: Root = None
 
 
-def symbol_line(row: tuple[Any, ...]) -> str:
+def symbol_line(row: SymbolRow) -> str:
     kind, name, start, end, depth, _parent, signature = row
     line = f"{start}-{end}\t{'  ' * depth}{kind} {name}"
     return f"{line}\t{signature}" if signature else line
@@ -93,33 +98,38 @@ def format_outline(
     path: str,
     language: str,
     coverage: str,
-    rows: list[tuple[Any, ...]],
+    rows: list[SymbolRow],
     offset: int,
     limit: int,
     depth: int | None,
 ) -> str:
     if depth is not None:
         rows = [r for r in rows if r[4] <= depth]
-    lines = [f"{show_path(path)}\t{language}\t{coverage}"]
-    lines.extend(symbol_line(r) for r in rows[offset : offset + limit])
-    if offset + limit < len(rows):
-        lines.append(f"next_offset {offset + limit} of {len(rows)}")
-    return "\n".join(lines)
+    page = [symbol_line(r) for r in rows[offset : offset + limit]]
+    return _file_page(path, language, coverage, page, offset + limit, len(rows))
 
 
 def format_imports(
-    path: str, language: str, coverage: str, rows: list[tuple[Any, ...]], offset: int, limit: int
+    path: str, language: str, coverage: str, rows: list[SymbolRow], offset: int, limit: int
 ) -> str:
     imports = [r for r in rows if r[0] == "import"]
-    lines = [f"{show_path(path)}\t{language}\t{coverage}"]
-    lines.extend(f"{r[2]}-{r[3]}\t{r[1]}" for r in imports[offset : offset + limit])
-    if offset + limit < len(imports):
-        lines.append(f"next_offset {offset + limit} of {len(imports)}")
+    page = [f"{r[2]}-{r[3]}\t{r[1]}" for r in imports[offset : offset + limit]]
+    return _file_page(path, language, coverage, page, offset + limit, len(imports))
+
+
+def _file_page(
+    path: str, language: str, coverage: str, page: list[str], end: int, total: int
+) -> str:
+    """A file's ``path<TAB>language<TAB>coverage`` line, one page of its entries, and
+    ``next_offset`` when entries remain past ``end``."""
+    lines = [f"{show_path(path)}\t{language}\t{coverage}", *page]
+    if end < total:
+        lines.append(f"next_offset {end} of {total}")
     return "\n".join(lines)
 
 
 def format_matches(
-    root: Path, rows: list[tuple[Any, ...]], total: int, truncation: tuple[int, int], max_files: int
+    root: Path, rows: list[MatchRow], total: int, truncation: tuple[int, int], max_files: int
 ) -> str:
     lines = []
     for path, start, end, kind, name, parent, signature, size, mtime, _lname in rows:
@@ -145,40 +155,42 @@ def format_matches(
     return "\n".join(lines)
 
 
-async def _root(ctx: Any, root: str | None) -> Path:
+async def _root(ctx: CallContext, root: str | None) -> Path:
     return await checkout_root(root, ctx.app.cwd)
 
 
-async def code_outline(ctx: Any, args: OutlineArgs) -> str:
-    service = ctx.app.service("code")
-    root = await _root(ctx, args.root)
-    rel = resolve_path(root, args.path)
-    language, coverage, rows = await service.file_outline(root, rel)
+async def _file_outline(
+    ctx: CallContext, root_arg: str | None, path: str
+) -> tuple[str, str, str, list[SymbolRow]]:
+    """(checkout-relative path, language, coverage, symbol rows) of a caller's file."""
+    service = ctx.app.service(CODE)
+    root = await _root(ctx, root_arg)
+    rel = resolve_path(root, path)
+    return (rel, *await service.file_outline(root, rel))
+
+
+async def code_outline(ctx: CallContext, args: OutlineArgs) -> str:
+    rel, language, coverage, rows = await _file_outline(ctx, args.root, args.path)
     return format_outline(rel, language, coverage, rows, args.offset, args.limit, args.depth)
 
 
-async def code_imports(ctx: Any, args: ImportsArgs) -> str:
-    service = ctx.app.service("code")
-    root = await _root(ctx, args.root)
-    rel = resolve_path(root, args.path)
-    language, coverage, rows = await service.file_outline(root, rel)
+async def code_imports(ctx: CallContext, args: ImportsArgs) -> str:
+    rel, language, coverage, rows = await _file_outline(ctx, args.root, args.path)
     return format_imports(rel, language, coverage, rows, args.offset, args.limit)
 
 
-async def find_symbol(ctx: Any, args: FindArgs) -> str:
-    service = ctx.app.service("code")
+async def find_symbol(ctx: CallContext, args: FindArgs) -> str:
+    service = ctx.app.service(CODE)
     root = await _root(ctx, args.root)
     query = args.query.strip()
     if not query:
-        raise ToolError("query must name a symbol")
+        raise BadArgument("query must name a symbol")
     rows, total = await service.find(root, query, args.kind, args.limit)
     return format_matches(root, rows, total, service.truncation(root), service.max_files)
 
 
-async def code_diff(ctx: Any, args: DiffArgs) -> str:
-    from .diff import structural_diff
-
-    service = ctx.app.service("code")
+async def code_diff(ctx: CallContext, args: DiffArgs) -> str:
+    service = ctx.app.service(CODE)
     root = await _root(ctx, args.root)
     return await structural_diff(service.pool, root, args.base, args.head, args.limit)
 

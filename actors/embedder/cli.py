@@ -21,10 +21,11 @@ import sys
 import time
 from typing import Any
 
-from ...supervisors.app import AppContext
-from ...supervisors.cli import CliError, add_common, load_config, run_with_app
+from ...supervisors.commands import CliError, add_common, load_config
+from ...supervisors.context import AppContext, AppRunner
+from ..store.writer import STORE
 from .documents import count_stale, read_documents, stale_items, vector_writer
-from .pool import EmbedderUnavailable, EmbeddingError
+from .pool import EMBEDDER, EmbedderUnavailable, EmbeddingError
 
 KINDS = ("memory", "entity", "relation")
 PLURAL = {"memory": "memories", "entity": "entities", "relation": "relations"}
@@ -61,7 +62,7 @@ class Progress:
 
 async def reembed(app: AppContext, batch: int, show_progress: bool) -> dict[str, Any]:
     """Embed every row lacking a vector of the current model. Returns counts and failures."""
-    embedder = app.services.get("embedder")
+    embedder = app.find(EMBEDDER)
     if embedder is None:
         raise CliError(
             "embeddings are disabled ([embedding] enabled = false or MEMTRIO_EMBEDDINGS=off); enable them to reembed",
@@ -71,7 +72,7 @@ async def reembed(app: AppContext, batch: int, show_progress: bool) -> dict[str,
         await embedder.load()
     except EmbedderUnavailable as exc:
         raise CliError(f"{exc}; nothing was changed", 2) from None
-    store = app.service("store")
+    store = app.service(STORE)
     model, revision = embedder.model, embedder.revision
     stale = await store.read(lambda conn: count_stale(conn, model, revision))
     progress = Progress(sum(stale.values()), show_progress)
@@ -122,15 +123,13 @@ async def reembed(app: AppContext, batch: int, show_progress: bool) -> dict[str,
     }
 
 
-def cmd_reembed(args: argparse.Namespace) -> int:
+def cmd_reembed(args: argparse.Namespace, run: AppRunner) -> int:
     cfg, _home = load_config(args)
     if not cfg.embedding.enabled:
         raise CliError(
             "embeddings are disabled ([embedding] enabled = false or MEMTRIO_EMBEDDINGS=off); enable them to reembed",
             2,
         )
-    from ..store.feature import FEATURE as STORE
-    from .feature import FEATURE as EMBEDDER
 
     outcome: dict[str, Any] = {}
 
@@ -142,7 +141,7 @@ def cmd_reembed(args: argparse.Namespace) -> int:
             outcome["error"] = exc
         return 0
 
-    run_with_app(args, body, features=[STORE, EMBEDDER])
+    run(args, body, features={"store", "embedder"})
     if "error" in outcome:
         raise outcome["error"]
     failures = outcome["failed"]
@@ -160,7 +159,7 @@ def cmd_reembed(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "reembed",
         help="recompute every memory, entity and relation vector under the current embedding model",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from ..store.ops import (
     entity_document,
@@ -19,6 +18,7 @@ from ..store.ops import (
     vecs_of,
 )
 from ..store.writer import Change, Written
+from .pool import EmbedResult
 
 SQL_BATCH = 500
 
@@ -81,7 +81,7 @@ def count_stale(conn: sqlite3.Connection, model: str, revision: str) -> dict[str
 
 
 def vector_writer(
-    keys: Sequence[tuple[str, int]], result: Any
+    keys: Sequence[tuple[str, int]], result: EmbedResult
 ) -> Callable[[sqlite3.Connection], Written]:
     """A store write op saving text ``i``'s vectors (every window) for ``keys[i]``.
 

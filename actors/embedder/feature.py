@@ -10,12 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-import trio
 
-from ...supervisors.app import AppContext, Resource
-from ...supervisors.supervisor import PERMANENT, ChildContext, ChildSpec
+from ...supervisors.context import AppContext, Component, NoActors, Resource
+from ...supervisors.supervisor import ChildSpec, supervisor_child
 from .model import ModelError, resolve_spec
-from .pool import EmbedderPool
+from .pool import EMBEDDER, EmbedderPool
 
 POOL_SHUTDOWN = 10.0  # seconds the pool supervisor gets to stop its workers
 
@@ -33,7 +32,7 @@ def make_pool(app: AppContext) -> EmbedderPool:
 
 
 async def _read_resource(app: AppContext) -> str:
-    pool: EmbedderPool | None = app.services.get("embedder")
+    pool = app.find(EMBEDDER)
     if not app.config.embedding.enabled or pool is None:
         body: dict[str, Any] = {
             "enabled": False,
@@ -52,10 +51,7 @@ async def _read_resource(app: AppContext) -> str:
 class _EmbedderFeature:
     name = "embedder"
 
-    def __init__(self) -> None:
-        self._pools: dict[int, EmbedderPool | None] = {}  # per AppContext (tests run several)
-
-    def setup(self, app: AppContext) -> None:
+    def setup(self, app: AppContext) -> Component:
         app.add_resource(
             Resource(
                 uri="memtrio://embedding",
@@ -68,10 +64,8 @@ class _EmbedderFeature:
             app.instructions.append(
                 "Embeddings are off ([embedding] enabled = false or MEMTRIO_EMBEDDINGS=off): recall ranks memories lexically (SQLite FTS5) only."
             )
-            self._pools[id(app)] = None
-            return
+            return NoActors()
         pool = make_pool(app)
-        self._pools[id(app)] = pool
         if pool.spec is None:
             app.instructions.append(
                 f"The embedding model cannot be used ({pool.spec_error}); remember fails until it is fixed, and recall falls back to lexical ranking."
@@ -84,33 +78,26 @@ class _EmbedderFeature:
                 "(embeddings + Personalized PageRank over linked entities), not just shared words; "
                 "pass use_embeddings=false for lexical ranking."
             )
+        return EmbedderComponent(app, pool)
 
-    def children(self, app: AppContext) -> list[ChildSpec]:
-        pool = self._pools.pop(id(app), None)
-        if pool is None:
-            return []
 
-        async def start(ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-            sup = pool.supervisor()
-            async with trio.open_nursery() as nursery:
-                await nursery.start(sup.run)
-                app.services["embedder"] = pool
-                task_status.started(sup)
-                try:
-                    await ctx.shutdown.wait()
-                finally:
-                    if app.services.get("embedder") is pool:
-                        del app.services["embedder"]
-                    with trio.CancelScope(shield=True):
-                        await sup.stop()
+class EmbedderComponent:
+    """Owns the embedder pool; its actor is the pool's supervisor, which publishes the pool."""
 
+    def __init__(self, app: AppContext, pool: EmbedderPool) -> None:
+        self.app = app
+        self.pool = pool
+
+    def children(self) -> list[ChildSpec]:
+        app, pool = self.app, self.pool
         return [
-            ChildSpec(
+            supervisor_child(
+                pool.supervisor,
                 "embedder",
-                start,
-                restart=PERMANENT,
                 shutdown=POOL_SHUTDOWN,
                 mailboxes=[pool.mailbox],
+                on_ready=lambda: app.publish(EMBEDDER, pool),
+                on_stop=lambda: app.withdraw(EMBEDDER, pool),
                 why="the pool supervisor restarts crashed workers; it only fails if they crash too often",
             )
         ]

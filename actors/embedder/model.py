@@ -23,7 +23,7 @@ import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -355,7 +355,15 @@ class OnnxEncoder:
         return self.run_rows(ids, batch_size), truncated
 
 
-def _without_last_word(enc: Any) -> tuple[list[int], list[int]]:
+class _Encoding(Protocol):
+    """What is read of a ``tokenizers.Encoding``."""
+
+    ids: list[int]
+    special_tokens_mask: list[int]
+    word_ids: list[int | None]
+
+
+def _without_last_word(enc: _Encoding) -> tuple[list[int], list[int]]:
     """The ids and special mask of an encoding of a cut text, less its last word's tokens
     (the word the cut may have split); trailing special tokens are kept."""
     ids, special, words = enc.ids, enc.special_tokens_mask, enc.word_ids

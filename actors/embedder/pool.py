@@ -1,6 +1,6 @@
 """The embedder pool: N supervised worker actors sharing one lazily loaded model.
 
-Callers use the published handle, ``app.services["embedder"]``::
+Callers use the published handle, `EMBEDDER` (``app.find(EMBEDDER)``)::
 
     result = await embedder.embed(["some text", ...])
     result.vectors    # float32 (n, dim), L2-normalised
@@ -38,10 +38,10 @@ from typing import Any
 import numpy as np
 import trio
 
-from ...protocol.messages import Command, Reply
-from ...protocol.tools import ToolError
+from ...protocol.errors import Unavailable
 from ...supervisors import faults, trace
 from ...supervisors.config import EmbeddingConfig
+from ...supervisors.context import ServiceKey
 from ...supervisors.supervisor import (
     ONE_FOR_ONE,
     PERMANENT,
@@ -50,6 +50,7 @@ from ...supervisors.supervisor import (
     Mailbox,
     Supervisor,
 )
+from .messages import Embed
 from .model import DEFAULT_DIM, ModelError, ModelSpec, OnnxEncoder
 
 RELOAD_AFTER_FAILURE = 30.0  # seconds before a failed model load is tried again
@@ -63,8 +64,8 @@ _ENCODERS: dict[tuple[Any, ...], OnnxEncoder] = {}
 _ENCODERS_LOCK = threading.Lock()
 
 
-class EmbeddingError(ToolError):
-    """Embedding failed; the message says why and what to do."""
+class EmbeddingError(Unavailable):
+    """Embedding failed; the message says why and what to do (retrying later may succeed)."""
 
 
 class EmbedderUnavailable(EmbeddingError):
@@ -120,17 +121,6 @@ class EmbedResult:
             else f"{self.max_chunks} embedding windows"
         )
         return [f"text {i} was truncated to {limit}" for i, cut in enumerate(self.truncated) if cut]
-
-
-@dataclass(frozen=True)
-class _Job:
-    """One embedding request: its texts and how many windows each may take."""
-
-    texts: list[str]
-    max_chunks: int = 1
-
-    def __len__(self) -> int:
-        return len(self.texts)
 
 
 class EmbedderPool:
@@ -223,7 +213,13 @@ class EmbedderPool:
                         _ENCODERS[key] = encoder
             except ModelError as exc:
                 self._load_error = (time.monotonic(), str(exc))
-                trace.error("embedder", "model_load_failed", model=self.model, error=str(exc))
+                trace.error(
+                    "embedder",
+                    "model_load_failed",
+                    model=self.model,
+                    error=str(exc),
+                    exc=trace.format_traceback(exc),
+                )
                 raise
             self._encoder = encoder
             self._load_error = None
@@ -274,15 +270,11 @@ class EmbedderPool:
             )
         if self.spec is None:
             raise EmbedderUnavailable(f"the embedding model cannot load: {self.spec_error}")
-        reply = Reply()
-        self.mailbox.send_nowait(
-            Command(
-                op=_Job(list(texts), max(1, int(max_chunks))),
-                reply=reply,
-                trace=trace.current.get(),
-                name="embed",
-            )
+        request = Embed(
+            texts=list(texts), max_chunks=max(1, int(max_chunks)), trace=trace.current.get()
         )
+        reply = request.reply
+        self.mailbox.send_nowait(request)
         timeout = self.config.timeout
         try:
             with trio.move_on_after(timeout):
@@ -319,41 +311,32 @@ class EmbedderPool:
         )
 
     async def _worker(
-        self, ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED
+        self, ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         receive = self.mailbox.receive_channel
         task_status.started()
-        async with trio.open_nursery() as nursery:
-            idle = trio.CancelScope()
+        while not ctx.shutdown.is_set():
+            # A graceful stop only ever interrupts waiting, never a batch.
+            with ctx.cancel_on_shutdown(trio.CancelScope()) as idle:
+                first = await receive.receive()
+            if idle.cancelled_caught:
+                break  # stopping: what is queued waits for the next incarnation
+            batch = [first]
+            count = len(first.texts)
+            while count < self.config.batch_size:
+                try:
+                    more = receive.receive_nowait()
+                except trio.WouldBlock:
+                    break
+                batch.append(more)
+                count += len(more.texts)
+            await self._serve(batch, ctx)
 
-            async def watch_shutdown() -> None:
-                await ctx.shutdown.wait()
-                idle.cancel()  # only ever interrupts waiting, never a batch
-
-            nursery.start_soon(watch_shutdown)
-            while not ctx.shutdown.is_set():
-                with idle:
-                    first = await receive.receive()
-                if idle.cancelled_caught:
-                    break  # stopping: what is queued waits for the next incarnation
-                batch = [first]
-                count = len(first.op)
-                while count < self.config.batch_size:
-                    try:
-                        more = receive.receive_nowait()
-                    except trio.WouldBlock:
-                        break
-                    batch.append(more)
-                    count += len(more.op)
-                await self._serve(batch, ctx)
-                idle = trio.CancelScope()
-            nursery.cancel_scope.cancel()
-
-    async def _serve(self, batch: list[Command], ctx: ChildContext) -> None:
+    async def _serve(self, batch: list[Embed], ctx: ChildContext) -> None:
         live = [cmd for cmd in batch if not cmd.reply.done]
         if not live:
             return
-        texts = [t for cmd in live for t in cmd.op.texts]
+        texts = [t for cmd in live for t in cmd.texts]
         trace.current.set(live[0].trace)  # the batch's span belongs to its first request
         try:
             with trace.span(
@@ -363,7 +346,7 @@ class EmbedderPool:
                 # encode is abandoned and the worker restarts, so the pool recovers.
                 with trio.fail_after(self.config.timeout):
                     results = await trio.to_thread.run_sync(
-                        self._encode, [cmd.op for cmd in live], abandon_on_cancel=True
+                        self._encode, live, abandon_on_cancel=True
                     )
         except ModelError as exc:
             error = EmbedderUnavailable(f"the embedding model cannot load: {exc}")
@@ -397,7 +380,7 @@ class EmbedderPool:
         for cmd, result in zip(live, results, strict=True):
             cmd.reply.set(result)
 
-    def _encode(self, jobs: list[_Job]) -> list[EmbedResult]:
+    def _encode(self, jobs: list[Embed]) -> list[EmbedResult]:
         """In a thread: every job's windows in one sorted, batched run of the model."""
         encoder = self.encoder()
         if faults.ACTIVE:
@@ -427,3 +410,6 @@ class EmbedderPool:
                 )
             )
         return out
+
+
+EMBEDDER: ServiceKey[EmbedderPool] = ServiceKey("embedder")

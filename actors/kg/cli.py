@@ -14,20 +14,22 @@ import argparse
 import sqlite3
 from typing import Any, BinaryIO
 
-from ...supervisors.app import AppContext
+from ...supervisors.commands import emit
+from ...supervisors.context import AppContext, AppRunner
 from ..store.import_file import ImportRefused
+from ..store.runner import check_export_target, export_output, refused, run_store_command, say
+from ..store.tools import store_of
 from ..store.writer import Written
 from . import jsonl
-from .graph import Scoped, Writer
-from .tools import view_of
+from .transactions import view_of
+from .view import Scoped
+from .writer import Writer
 
 
-def export_jsonl(args: argparse.Namespace) -> int:
-    from ..store import cli as store_cli
-    from ..store import tools as store_tools
+def export_jsonl(args: argparse.Namespace, run: AppRunner) -> int:
 
     async def body(app: AppContext) -> int:
-        store = store_tools.store_of(app)
+        store = store_of(app)
         view = view_of(app)
 
         def write(conn: sqlite3.Connection, out: BinaryIO) -> int:
@@ -37,29 +39,27 @@ def export_jsonl(args: argparse.Namespace) -> int:
                 count += 1
             return count
 
-        with store_cli.export_output(args.file) as out:
+        with export_output(args.file) as out:
             count = await store.read(lambda conn: write(conn, out))
         if args.file not in (None, "-"):
-            store_cli.say(f"exported {count} lines (reference memory.jsonl format) to {args.file}")
+            say(f"exported {count} lines (reference memory.jsonl format) to {args.file}")
         return 0
 
     if args.file not in (None, "-"):
-        store_cli.check_export_target(args.file)
-    return store_cli._run(args, body)
+        check_export_target(args.file)
+    return run_store_command(args, run, body)
 
 
-def import_jsonl(args: argparse.Namespace, file: BinaryIO) -> int:
+def import_jsonl(args: argparse.Namespace, run: AppRunner, file: BinaryIO) -> int:
     """Import an open reference-format file: every line checked first, then one transaction."""
-    from ..store import cli as store_cli
-    from ..store import tools as store_tools
 
     try:
         lines = jsonl.check_file(file)
     except ImportRefused as exc:
-        raise store_cli.refused(args, exc) from None
+        raise refused(args, exc) from None
 
     async def body(app: AppContext) -> int:
-        store = store_tools.store_of(app)
+        store = store_of(app)
         view = view_of(app)
 
         def op(conn: sqlite3.Connection) -> Written:
@@ -74,7 +74,7 @@ def import_jsonl(args: argparse.Namespace, file: BinaryIO) -> int:
         try:
             result: dict[str, Any] = await store.write(op, name="import_jsonl")
         except ImportRefused as exc:  # the file changed since it was checked
-            raise store_cli.refused(args, exc) from None
+            raise refused(args, exc) from None
         result["scope"] = view.current
 
         def human(r: dict[str, Any]) -> str:
@@ -90,7 +90,7 @@ def import_jsonl(args: argparse.Namespace, file: BinaryIO) -> int:
                 )
             return text + "".join(f"\nwarning: {w}" for w in r.get("warnings", []))
 
-        store_cli._emit(args, result, human)
+        emit(args, result, human)
         return 0
 
-    return store_cli._run(args, body)
+    return run_store_command(args, run, body)

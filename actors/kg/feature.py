@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from ...supervisors.supervisor import ChildSpec
+from ...supervisors.context import AppContext, NoActors
 from .tools import TOOLS
 
 INSTRUCTIONS = (
@@ -18,13 +16,11 @@ INSTRUCTIONS = (
 class _GraphFeature:
     name = "kg"
 
-    def setup(self, app: Any) -> None:
+    def setup(self, app: AppContext) -> NoActors:
         app.add_tools(TOOLS)
         if any(app.registry.get(t.name) is not None for t in TOOLS):
             app.instructions.append(INSTRUCTIONS)
-
-    def children(self, app: Any) -> list[ChildSpec]:
-        return []
+        return NoActors()
 
 
 FEATURE = _GraphFeature()

@@ -26,11 +26,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Iterator
-from typing import Annotated, Any
+from typing import Annotated, BinaryIO
 
 import msgspec
 
-from ...protocol.tools import ToolError
+from ...protocol.errors import DomainError
 from ..store import limits, ops
 from ..store.import_file import (
     MAX_LINE_BYTES,
@@ -41,17 +41,17 @@ from ..store.import_file import (
     require_json,
 )
 from ..store.writer import Change
-from . import graph
-from .graph import Scoped, Writer
+from .lookup import SQL_CHUNK, Ent, observation_texts, observations_of, resolve
+from .view import Scoped
+from .writer import Writer
+from .writes import create_relations
 
 FORMAT = "jsonl"
 MAX_ITEMS = limits.MAX_ITEMS
 MAX_WARNINGS = 100  # an import reports this many (ownership) warnings, then counts the rest
 
-JsonlError = ImportRefused  # a file refused as a whole; the message names the line
 
-
-def dumps(record: dict[str, Any]) -> str:
+def dumps(record: object) -> str:
     """``JSON.stringify`` of a record: compact, non-ASCII kept, same escapes."""
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
@@ -82,9 +82,9 @@ def iter_lines(conn: sqlite3.Connection, sc: Scoped) -> Iterator[str]:
     rows = conn.execute(
         f"SELECT e.id, e.name, e.kind, e.canonical_name FROM entities e WHERE {sc.entity()} ORDER BY e.id"
     )
-    while part := rows.fetchmany(graph.SQL_CHUNK):
-        ents = [graph.Ent(*row) for row in part]
-        obs = graph.observations_of(conn, sc, [e.id for e in ents])
+    while part := rows.fetchmany(SQL_CHUNK):
+        ents = [Ent(*row) for row in part]
+        obs = observations_of(conn, sc, [e.id for e in ents])
         for e in ents:
             yield from _entity_lines(e.name, e.kind, [c for _, c in obs[e.id]])
     for src, rtype, tgt in conn.execute(
@@ -120,7 +120,7 @@ _decoder = msgspec.json.Decoder(EntityRecord | RelationRecord)
 
 
 class _Probe(msgspec.Struct):
-    type: Any = None
+    type: object = None
     entityType: msgspec.Raw = msgspec.Raw()  # only whether the field is there, not decoded
     relationType: msgspec.Raw = msgspec.Raw()
 
@@ -132,7 +132,7 @@ def is_reference_format(number: int, first_line: bytes) -> bool:
     """True when the first non-blank line is a reference entity or relation record.
 
     Error handling: a line that is no record of either format (not UTF-8,
-    not JSON, nested too deeply) raises `JsonlError`.
+    not JSON, nested too deeply) raises `ImportRefused`.
     """
     try:
         probe = _probe.decode(first_line)
@@ -160,8 +160,8 @@ def _decode(number: int, line: bytes) -> EntityRecord | RelationRecord:
             limits.check_name(rec.from_, f"{at}: from")
             limits.check_name(rec.to, f"{at}: to")
             limits.check_type(rec.relationType, f"{at}: relationType", "relationType")
-    except ToolError as exc:
-        raise JsonlError(printable(str(exc), 600)) from None
+    except DomainError as exc:
+        raise ImportRefused(printable(str(exc), 600)) from None
     return rec
 
 
@@ -171,25 +171,25 @@ Lines = Callable[[], Iterator[tuple[int, bytes]]]
 def check(lines: Lines) -> int:
     """Check every line before anything is written; returns the number of records.
 
-    Error handling: the first bad line raises `JsonlError` naming it.
+    Error handling: the first bad line raises `ImportRefused` naming it.
     """
     count = 0
     for number, line in lines():
         _decode(number, line)
         count += 1
     if count == 0:
-        raise JsonlError("the file is empty (no records)")
+        raise ImportRefused("the file is empty (no records)")
     return count
 
 
-def check_file(file: Any) -> Lines:
+def check_file(file: BinaryIO) -> Lines:
     """`check` an open file; returns what `import_graph` reads again."""
     lines: Lines = lambda: numbered_lines(file)  # noqa: E731
     check(lines)
     return lines
 
 
-def import_graph(w: Writer, lines: Lines) -> dict[str, Any]:
+def import_graph(w: Writer, lines: Lines) -> dict[str, int]:
     """Add the checked lines' graph in the caller's write transaction (into the current scope).
 
     Line by line, so memory stays bounded by one line. A new entity gets its
@@ -235,7 +235,7 @@ def import_graph(w: Writer, lines: Lines) -> dict[str, Any]:
 def _import_entity(w: Writer, rec: EntityRecord, fresh_above: int, counts: dict[str, int]) -> None:
     conn, sc = w.conn, w.sc
     canon = ops.canonical_name(rec.name)
-    ent = graph.resolve(conn, sc, [rec.name], visible_only=False).get(canon)
+    ent = resolve(conn, sc, [rec.name], visible_only=False).get(canon)
     have: set[str] = set()
     if ent is None:
         ent = w.create_entity(rec.name, rec.entityType or "")
@@ -245,19 +245,14 @@ def _import_entity(w: Writer, rec: EntityRecord, fresh_above: int, counts: dict[
         counts["existingEntities"] += 1
     elif ent.id <= fresh_above:
         counts["existingEntities"] += 1
-        have = {c for _, c in graph.observations_of(conn, sc, [ent.id])[ent.id]}
-    fresh = ent.id > fresh_above
-    for content in rec.observations:
-        if content in have and not fresh:
-            continue
-        w.add_observation(ent.id, content)
-        have.add(content)
-        counts["observations"] += 1
+        have = observation_texts(conn, sc, [ent.id])[ent.id]
+    added = w.add_new_observations(ent.id, rec.observations, have, repeats=ent.id > fresh_above)
+    counts["observations"] += len(added)
 
 
 def _import_relation(w: Writer, rec: RelationRecord, counts: dict[str, int]) -> None:
     conn, sc = w.conn, w.sc
-    found = graph.resolve(conn, sc, [rec.from_, rec.to], visible_only=False)
+    found = resolve(conn, sc, [rec.from_, rec.to], visible_only=False)
     for name in (rec.from_, rec.to):
         canon = ops.canonical_name(name)
         if canon not in found:
@@ -266,5 +261,5 @@ def _import_relation(w: Writer, rec: RelationRecord, counts: dict[str, int]) -> 
         elif not found[canon].visible:
             w.link_entity(found[canon].id)
             found[canon].visible = True
-    created = graph.create_relations(w, [(rec.from_, rec.relationType, rec.to)])
+    created = create_relations(w, [(rec.from_, rec.relationType, rec.to)])
     counts["relations" if created else "existingRelations"] += 1

@@ -5,10 +5,11 @@ With embeddings off no ranker runs; the memory store then ranks lexically.
 
 from __future__ import annotations
 
-from typing import Any
+import trio
 
-from ...supervisors.app import AppContext
-from ...supervisors.supervisor import PERMANENT, ChildSpec
+from ...supervisors.context import AppContext, Component, NoActors
+from ...supervisors.supervisor import PERMANENT, ChildContext, ChildSpec
+from ..store.db import db_path
 from .service import Ranker
 
 RANKER_SHUTDOWN = 5.0
@@ -17,17 +18,24 @@ RANKER_SHUTDOWN = 5.0
 class _RankerFeature:
     name = "ranker"
 
-    def setup(self, app: AppContext) -> None:
-        return None
-
-    def children(self, app: AppContext) -> list[ChildSpec]:
+    def setup(self, app: AppContext) -> Component:
         if not app.config.embedding.enabled:
-            return []
-        from ..store.db import db_path
+            return NoActors()
+        return RankerComponent(Ranker(app, db_path(app.home)))
 
-        ranker = Ranker(app, db_path(app.home))
 
-        async def start(ctx: Any, *, task_status: Any) -> None:
+class RankerComponent:
+    """Owns the Ranker (its cache and mailbox); its one actor serves recall."""
+
+    def __init__(self, ranker: Ranker) -> None:
+        self.ranker = ranker
+
+    def children(self) -> list[ChildSpec]:
+        ranker = self.ranker
+
+        async def start(
+            ctx: ChildContext, *, task_status: trio.TaskStatus[Ranker] = trio.TASK_STATUS_IGNORED
+        ) -> None:
             await ranker.serve(ctx, task_status=task_status)
 
         return [

@@ -37,29 +37,22 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import igraph  # noqa: E402 - after the OpenMP settings above
 import numpy as np  # noqa: E402
 
-from ..store import ops  # noqa: E402
+from ..store import lexical  # noqa: E402
 from .graph import KIND_CODE, RecallCache, node, node_id, node_kind
 
 MAX_HOPS = 2  # seed -> entity -> memory (or memory -> entity -> memory)
 MAX_NEIGHBOURHOOD = 1_500  # nodes; PPR plus building the subgraph takes ~5 ms
 FTS_CANDIDATES = 200  # BM25 rows fetched before the scope / type filter
-COMMON_FRACTION = 0.2  # terms in more than this share of memories are dropped from the FTS5 query
-MAX_POSTINGS = 5_000  # postings FTS5 may score per query, about 7 ms (see _fts_plan)
+MAX_POSTINGS = 5_000  # postings FTS5 may score per query, about 7 ms (see FTS_BUDGET)
 PRUNE_FROM = 5_000  # memories; below that every FTS5 query is cheap and nothing is dropped
 RELATION_SHARE = 0.5  # of the entity/relation seed mass, given to relation seeds
 MMR_CANDIDATES = 30  # best memories re-ordered by maximal marginal relevance (at least ``limit``)
 MMR_MAX_POOL = 100  # ... but at most this many; a larger ``limit`` gets the rest in score order
-
-# Words too common to be worth an FTS5 term (they also make MATCH slow on big stores).
-STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before being below
-    between both but by can could did do does doing down during each few for from further had has have
-    having he her here hers herself him himself his how i if in into is it its itself just me more most my
-    myself no nor not now of off on once only or other our ours ourselves out over own same she should so
-    some such than that the their theirs them themselves then there these they this those through to too
-    under until up very was we were what when where which while who whom why will with would you your yours
-    yourself yourselves i'm i've i'd it's don't what's""".split()
-)
+# The FTS5 seeds' query plan (`lexical.plan`): every function word dropped; on a big
+# store the common words too, and only the newest memories holding about
+# MAX_POSTINGS postings ranked when the words hold more: the lexical seeds then
+# favour recent memories, while the vector seeds still cover the whole store.
+FTS_BUDGET = lexical.PlanBudget(lexical.FUNCTION_WORDS, MAX_POSTINGS, prune_from=PRUNE_FROM)
 
 
 @dataclass(frozen=True)
@@ -75,49 +68,17 @@ class Params:
     mmr_lambda: float = 0.9  # maximal marginal relevance trade-off; 1.0 = no diversification
 
 
-def _fts_plan(conn: sqlite3.Connection, terms: list[str]) -> tuple[list[str], int]:
-    """(terms to match, lowest rowid to rank) keeping the FTS5 query cheap on big stores.
-
-    Terms found in more than `COMMON_FRACTION` of the memories are dropped if a
-    rarer one remains (they barely move BM25 but make FTS5 score most of the
-    store). If the remaining terms still hold more than `MAX_POSTINGS`
-    postings, only the newest memories holding about that many are ranked:
-    the lexical seeds then favour recent memories, while the vector seeds still
-    cover the whole store. Uses the connection's ``fts5vocab`` table (the
-    store's read connections have one); without it, nothing is pruned.
-    """
-    try:
-        total = conn.execute("SELECT max(rowid) FROM memories").fetchone()[0] or 0
-    except sqlite3.OperationalError:
-        return terms, 0
-    if total < PRUNE_FROM:
-        return terms, 0
-    freqs = ops.doc_freqs(conn, terms)
-    if freqs is None:
-        return terms, 0
-    common = COMMON_FRACTION * total
-    selective = [t for t in terms if freqs[t] <= common]
-    if any(freqs[t] > 0 for t in selective):
-        terms = selective
-    postings = sum(freqs[t] for t in terms)
-    low = total - int(total * MAX_POSTINGS / postings) if postings > MAX_POSTINGS else 0
-    return terms, low
-
-
 def fts_candidates(conn: sqlite3.Connection, query: str) -> list[tuple[int, float]]:
     """The best `FTS_CANDIDATES` memories by BM25, unfiltered: (rowid, score, larger is better).
 
     The query's words match by stem, and neighbouring words again when they
-    are close together in the memory (`ops.match_expression`). Independent
+    are close together in the memory (`lexical.match_expression`). Independent
     of the query vector, so the ranker runs it while the query is embedded.
     """
-    # The query's non-stopword words in order, and one of them per stem (the index stems).
-    words = ops.query_words(query, STOPWORDS)
-    terms = ops.terms_of(words)
-    if not terms:
+    planned = lexical.plan(conn, query, FTS_BUDGET)
+    if planned is None:
         return []
-    terms, low = _fts_plan(conn, terms)
-    expr = ops.match_expression(terms, words)
+    expr, low = planned
     try:
         rows = conn.execute(
             "SELECT rowid, -bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? AND rowid >= ? ORDER BY rank LIMIT ?",

@@ -1,4 +1,4 @@
-"""The Ranker actor and its client handle, ``app.services["ranker"]``::
+"""The Ranker actor and its client handle, `RANKER`::
 
     ranked = await ranker.recall(query, scope_ids, memory_type, limit)
     ranked            # [(memory id, score), ...] best first
@@ -31,20 +31,24 @@ from __future__ import annotations
 import math
 import sqlite3
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import trio
 
-from ...protocol.messages import Command, Reply
-from ...protocol.tools import ToolError
+from ...protocol.errors import DomainError
 from ...supervisors import faults, trace
-from ...supervisors.app import AppContext
+from ...supervisors.context import AppContext, ServiceKey
 from ...supervisors.supervisor import ChildContext, Mailbox
+from ..embedder.documents import read_documents, vector_writer
+from ..embedder.pool import EMBEDDER, EmbeddingError, EmbedResult
+from ..store import db
+from ..store.writer import STORE, Change
 from . import rank as rank_mod
 from .graph import KINDS, RecallCache
+from .messages import RankerRequest, Recall
 
 ACTOR = "ranker"
 BACKFILL_LIMIT = (
@@ -62,7 +66,7 @@ EXTERNAL_CHECK_INTERVAL = 1.0  # seconds
 class RankerError(RuntimeError):
     """Semantic recall is not possible right now; fall back to lexical ranking.
 
-    Deliberately not a `ToolError`: the caller answers lexically instead of failing.
+    Deliberately not a `DomainError`: the caller answers lexically instead of failing.
     """
 
 
@@ -71,20 +75,11 @@ class Ranked(list):
 
     warnings: list[str]
 
-    def __init__(self, items: Any = (), warnings: list[str] | None = None) -> None:
+    def __init__(
+        self, items: Iterable[tuple[int, float]] = (), warnings: list[str] | None = None
+    ) -> None:
         super().__init__(items)
         self.warnings = warnings or []
-
-
-@dataclass(frozen=True)
-class _Request:
-    query: str
-    qvec: np.ndarray
-    scopes: tuple[Any, ...] | None
-    memory_type: str | None
-    limit: int
-    params: rank_mod.Params
-    lexical: list[tuple[int, float]] | None = None  # FTS5 candidates fetched beforehand
 
 
 def _fingerprint(conn: sqlite3.Connection) -> tuple:
@@ -99,13 +94,13 @@ def _fingerprint(conn: sqlite3.Connection) -> tuple:
 
 
 class Ranker:
-    """The client handle (published as ``app.services["ranker"]``) and the actor's state."""
+    """The client handle (published as `RANKER`) and the actor's state."""
 
     def __init__(self, app: AppContext, path: Path) -> None:
         self.app = app
         self.path = path
         self.mailbox = Mailbox("ranker", size=math.inf)
-        self._pending: list[Any] = []
+        self._pending: list[Change] = []
         self._notified = False  # change records arrived since the last sync
         self._cache: RecallCache | None = None
         self._conn: sqlite3.Connection | None = None
@@ -113,11 +108,11 @@ class Ranker:
         self._checked_at = 0.0  # monotonic time of the last look for other processes' writes
         self._load_error: str | None = None
         self._loaded = trio.Event()
-        self._remove_listener: Any = None
+        self._remove_listener: Callable[[], None] | None = None
 
     # -- the client call -------------------------------------------------------
 
-    def params(self, **overrides: Any) -> rank_mod.Params:
+    def params(self, **overrides: object) -> rank_mod.Params:
         r = self.app.config.retrieval
         base = rank_mod.Params(
             seed_top_k=r.seed_top_k,
@@ -135,7 +130,7 @@ class Ranker:
     async def recall(
         self,
         query: str,
-        scope_ids: Any = None,
+        scope_ids: Sequence[int | str] | None = None,
         memory_type: str | None = None,
         limit: int = 10,
         *,
@@ -147,13 +142,11 @@ class Ranker:
         Error handling: raises `RankerError` (after a stderr warning) when
         semantic ranking is impossible; the caller falls back to lexical.
         """
-        embedder = self.app.services.get("embedder")
+        embedder = self.app.find(EMBEDDER)
         if embedder is None:
             raise RankerError(
                 "embeddings are off or the embedder is not running; use lexical recall"
             )
-        from ..embedder.pool import EmbeddingError
-
         params = self.params(
             **{
                 k: v
@@ -161,10 +154,10 @@ class Ranker:
                 if v is not None
             }
         )
-        store = self.app.services.get("store")
+        store = self.app.find(STORE)
         lexical: list[tuple[int, float]] | None = None
         failure: EmbeddingError | None = None
-        result: Any = None
+        result: EmbedResult | None = None
 
         async def embed_query() -> None:
             nonlocal result, failure
@@ -179,7 +172,7 @@ class Ranker:
                 nonlocal lexical
                 try:
                     lexical = await store.read(lambda conn: rank_mod.fts_candidates(conn, query))
-                except (ToolError, sqlite3.Error):
+                except (DomainError, sqlite3.Error):
                     lexical = None  # the actor queries its own connection instead
 
             async with trio.open_nursery() as nursery:
@@ -197,7 +190,8 @@ class Ranker:
             warnings.append(
                 f"the query was truncated to {embedder.max_tokens} tokens for embedding"
             )
-        request = _Request(
+        request = Recall(
+            trace=trace.current.get(),
             query=query,
             qvec=result.vectors[0],
             scopes=tuple(scope_ids) if scope_ids is not None else None,
@@ -206,21 +200,17 @@ class Ranker:
             params=params,
             lexical=lexical,
         )
-        reply = Reply()
-        await self.mailbox.send(
-            Command(op=request, reply=reply, trace=trace.current.get(), name="recall")
-        )
-        ranked = await reply.wait()
+        ranked = await self.mailbox.call(request)
         return Ranked(ranked, warnings)
 
     # -- change notifications ----------------------------------------------------
 
-    def on_changes(self, changes: Any) -> None:
+    def on_changes(self, changes: Iterable[Change]) -> None:
         """The store's listener: called in the trio thread after each commit; cheap."""
         self._pending.extend(changes)
         self._notified = True
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, object]:
         cache = self._cache
         return {
             "loaded": cache is not None,
@@ -231,11 +221,9 @@ class Ranker:
     # -- the actor ---------------------------------------------------------------
 
     async def serve(
-        self, ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED
+        self, ctx: ChildContext, *, task_status: trio.TaskStatus[Ranker] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        from ..store import db
-
-        store = self.app.services.get("store")
+        store = self.app.find(STORE)
         self._pending.clear()
         self._loaded = trio.Event()
         self._cache = None
@@ -247,40 +235,19 @@ class Ranker:
                     self.path, busy_timeout_ms=self.app.config.store.busy_timeout_ms, read_only=True
                 )
             )
-            self.app.services["ranker"] = self
+            self.app.publish(RANKER, self)
             task_status.started(self)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._initial_load)
 
-                async def stop_on_shutdown() -> None:
-                    await ctx.shutdown.wait()
-                    nursery.cancel_scope.cancel()
-
-                nursery.start_soon(stop_on_shutdown)
-                async for cmd in self.mailbox.receive_channel:
-                    with ctx.serving(cmd.reply):
-                        if faults.ACTIVE:
-                            await faults.hit("ranker.rank")  # a crash of the ranker actor itself
-                        token = trace.current.set(cmd.trace) if cmd.trace is not None else None
-                        try:
-                            cmd.reply.set(await self._serve_recall(cmd.op))
-                        except RankerError as exc:
-                            cmd.reply.fail(exc)
-                        except Exception as exc:  # noqa: BLE001 - a ranking bug must not cost the caller its recall
-                            trace.error(
-                                ACTOR, "ranking_failed", error=f"{type(exc).__name__}: {exc}"
-                            )
-                            cmd.reply.fail(
-                                RankerError(
-                                    f"semantic ranking failed ({type(exc).__name__}: {exc}); falling back to lexical ranking"
-                                )
-                            )
-                        finally:
-                            if token is not None:
-                                trace.current.reset(token)
+                ctx.cancel_on_shutdown(nursery.cancel_scope)
+                request: RankerRequest
+                async for request in self.mailbox.receive_channel:
+                    match request:
+                        case Recall():
+                            await self._answer_recall(ctx, request)
         finally:
-            if self.app.services.get("ranker") is self:
-                del self.app.services["ranker"]
+            self.app.withdraw(RANKER, self)
             if self._remove_listener is not None:
                 self._remove_listener()
                 self._remove_listener = None
@@ -289,7 +256,7 @@ class Ranker:
                 conn.close()
 
     def _model(self) -> tuple[str, str, int] | None:
-        embedder = self.app.services.get("embedder")
+        embedder = self.app.find(EMBEDDER)
         if embedder is None or not embedder.revision:
             return None
         return embedder.model, embedder.revision, embedder.dim
@@ -324,10 +291,15 @@ class Ranker:
             self._load_error = None
         except (sqlite3.Error, ValueError) as exc:
             self._load_error = f"{type(exc).__name__}: {exc}"
-            trace.error(ACTOR, "cache_load_failed", error=self._load_error)
+            trace.error(
+                ACTOR,
+                "cache_load_failed",
+                error=self._load_error,
+                exc=trace.format_traceback(exc),
+            )
         self._loaded.set()
 
-    def _sync(self, cache: RecallCache, pending: list[Any], notified: bool) -> RecallCache:
+    def _sync(self, cache: RecallCache, pending: list[Change], notified: bool) -> RecallCache:
         """In a thread: apply ``pending`` changes; reload on a reset or on another process's writes."""
         assert self._conn is not None
         conn = self._conn
@@ -369,7 +341,11 @@ class Ranker:
                 cache = await trio.to_thread.run_sync(self._load_sync, model)
             except (sqlite3.Error, ValueError) as exc:
                 trace.warning(
-                    ACTOR, "semantic_recall_failed", error=f"cache load: {exc}", fallback="lexical"
+                    ACTOR,
+                    "semantic_recall_failed",
+                    error=f"cache load: {exc}",
+                    fallback="lexical",
+                    exc=trace.format_traceback(exc),
                 )
                 raise RankerError(
                     f"the recall index could not be loaded ({exc}); falling back to lexical ranking"
@@ -382,7 +358,7 @@ class Ranker:
         self._cache = cache
         return cache
 
-    def _masks(self, cache: RecallCache, request: _Request) -> dict[str, np.ndarray]:
+    def _masks(self, cache: RecallCache, request: Recall) -> dict[str, np.ndarray]:
         scopes = cache.selected_scopes(request.scopes)
         type_code = None
         if request.memory_type is not None:
@@ -393,7 +369,28 @@ class Ranker:
             "relation": cache.items["relation"].allowed(scopes),
         }
 
-    async def _serve_recall(self, request: _Request) -> list[tuple[int, float]]:
+    async def _answer_recall(self, ctx: ChildContext, request: Recall) -> None:
+        """Answer one `Recall`: the ranking, or a `RankerError` (the caller then ranks lexically)."""
+        with ctx.serving(request.reply):
+            if faults.ACTIVE:
+                await faults.hit("ranker.rank")  # a crash of the ranker actor itself
+            token = trace.current.set(request.trace) if request.trace is not None else None
+            try:
+                request.reply.set(await self._serve_recall(request))
+            except RankerError as exc:
+                request.reply.fail(exc)
+            except Exception as exc:  # noqa: BLE001 - a ranking bug must not cost the caller its recall
+                trace.failure(ACTOR, "ranking_failed", exc)
+                request.reply.fail(
+                    RankerError(
+                        f"semantic ranking failed ({type(exc).__name__}: {exc}); falling back to lexical ranking"
+                    )
+                )
+            finally:
+                if token is not None:
+                    trace.current.reset(token)
+
+    async def _serve_recall(self, request: Recall) -> list[tuple[int, float]]:
         cache = await self._current_cache()
         with trace.span(ACTOR, "recall", limit=request.limit) as extra:
             masks = await trio.to_thread.run_sync(self._masks, cache, request)
@@ -424,12 +421,10 @@ class Ranker:
 
     async def _backfill(self, missing: dict[str, list[int]]) -> int:
         """Embed and store vectors for ``missing`` items (through the store). Returns how many."""
-        store = self.app.services.get("store")
-        embedder = self.app.services.get("embedder")
+        store = self.app.find(STORE)
+        embedder = self.app.find(EMBEDDER)
         if store is None or embedder is None:
             return 0
-        from ..embedder.documents import read_documents, vector_writer
-
         docs = await store.read(lambda conn: read_documents(conn, missing))
         if not docs:
             return 0
@@ -446,10 +441,13 @@ class Ranker:
             result = await embedder.embed(
                 [text for _, _, text in docs], max_chunks=self.app.config.embedding.max_chunks
             )
-        except ToolError as exc:
+        except EmbeddingError as exc:
             trace.warning(ACTOR, "backfill_failed", error=str(exc))
             return 0
         op = vector_writer([(kind, item_id) for kind, item_id, _ in docs], result)
         await store.write(op, name="backfill_vectors")
         trace.event(ACTOR, "backfilled", count=len(docs), model=result.model)
         return len(docs)
+
+
+RANKER: ServiceKey[Ranker] = ServiceKey("ranker")

@@ -1,10 +1,10 @@
 """In-memory vector indexes: one float32 matrix per kind (memory, entity, relation).
 
-`VectorIndex` is the interface the ranker uses; `ExactIndex` implements it
-with a numpy matrix and an exact cosine (dot product of L2-normalised vectors)
-search. An approximate index can implement the same four methods for stores
-beyond ~100,000 vectors (usearch, for instance, holds several vectors per key
-with ``multi=True``).
+`ExactIndex` holds them in a numpy matrix and searches by exact cosine (dot
+product of L2-normalised vectors). An approximate index for stores beyond
+~100,000 vectors would offer the same methods (``__len__``, ``upsert``,
+``remove``, ``search``); usearch, for instance, holds several vectors per key
+with ``multi=True``.
 
 An item may have several vectors: the windows (chunks) of a text longer than
 the embedding model's token limit. The index holds one row per vector with a
@@ -18,37 +18,11 @@ item id), so a filtered item never takes a slot of the top k.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Protocol
 
 import numpy as np
 
 INITIAL_CAPACITY = 1024
 GROWTH_SLACK = 1024  # spare rows after a load; beyond that the matrix grows by half
-
-
-class VectorIndex(Protocol):
-    dim: int
-
-    def __len__(self) -> int:
-        """Items (not rows) in the index."""
-        ...
-
-    def upsert(self, item_id: int, vectors: np.ndarray) -> None:
-        """Set the item's vectors: shape (dim,) for one, (n, dim) for several (replaces what it had)."""
-        ...
-
-    def remove(self, item_id: int) -> None: ...
-
-    def search(
-        self, query: np.ndarray, k: int, allowed: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` best items (int64 ids, distinct) and their scores (float32), best first.
-
-        An item's score is the best cosine of its vectors. ``allowed``: a
-        boolean array indexed by item id; ids beyond its end, or False in it,
-        are skipped.
-        """
-        ...
 
 
 class ExactIndex:
@@ -67,6 +41,7 @@ class ExactIndex:
         self.version = 0  # bumped whenever the set of ids changes
 
     def __len__(self) -> int:
+        """Items (not rows) in the index."""
         return len(self._rows)
 
     def __contains__(self, item_id: int) -> bool:
@@ -98,6 +73,7 @@ class ExactIndex:
         self._mat, self._ids = mat, ids
 
     def upsert(self, item_id: int, vectors: np.ndarray) -> None:
+        """Set the item's vectors: shape (dim,) for one, (n, dim) for several (replaces what it had)."""
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim == 1:
             vectors = vectors[None, :]
@@ -165,6 +141,12 @@ class ExactIndex:
     def search(
         self, query: np.ndarray, k: int, allowed: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best items (int64 ids, distinct) and their scores (float32), best first.
+
+        An item's score is the best cosine of its vectors. ``allowed``: a
+        boolean array indexed by item id; ids beyond its end, or False in it,
+        are skipped.
+        """
         empty = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         if self._n == 0 or k <= 0:
             return empty

@@ -14,63 +14,43 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import sqlite3
 import sys
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, BinaryIO
+from collections.abc import Callable
+from typing import Any, BinaryIO, TypeVar
 
 import msgspec
 
-from ...protocol.tools import ToolError
-from ...supervisors import cli as cli_mod
-from ...supervisors import private
-from ...supervisors.app import AppContext, default_features
-from ...supervisors.cli import CliError, add_common, run_with_app
-from ...supervisors.config import log_path
-from ...supervisors.errors import UserError
-from ...supervisors.git import git_output
-from ...supervisors.supervisor import Escalation
-from . import db, limits, ops, schema, tools, transfer
-from .feature import FEATURE
+from ...supervisors.commands import CliError, add_common, emit
+from ...supervisors.context import AppContext, AppRunner
+from ..kg import cli as kg_cli
+from ..kg import jsonl
+from . import limits, tools, transfer
+from .doctor import cmd_doctor
 from .import_file import ImportRefused, numbered_lines, open_import, printable
+from .memories import list_memories
+from .runner import (
+    check_export_target,
+    check_text,
+    export_output,
+    refused,
+    run_store_command,
+    say,
+    tool_context,
+)
 from .writer import Change, Written
 
-
-@dataclass
-class CliContext:
-    """The ``ctx`` a tool handler receives when the CLI calls it (no MCP session)."""
-
-    app: AppContext
-    session: Any = None
-    request_id: Any = None
+ArgsT = TypeVar("ArgsT", bound=msgspec.Struct)
+SubParsers = argparse._SubParsersAction  # what ``add_subparsers`` returns
 
 
-def _args(struct: type[msgspec.Struct], **values: Any) -> Any:
+def _args(struct: type[ArgsT], **values: object) -> ArgsT:
     given = {k: v for k, v in values.items() if v is not None}
-    _check_text(given, "")
+    check_text(given, "")
     try:
         return msgspec.convert(given, struct)
     except msgspec.ValidationError as exc:
         raise CliError(f"invalid arguments: {printable(str(exc))}") from None
-
-
-def _check_text(value: Any, where: str) -> None:
-    """Refuse a string that is not text (bytes of a non-UTF-8 argument arrive as lone surrogates)."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise CliError(f"invalid arguments: `{where}` is not valid UTF-8 text") from None
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _check_text(item, f"{where}.{key}" if where else key)
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            _check_text(item, f"{where}[{i}]")
 
 
 def _read_stdin_text() -> str:
@@ -89,15 +69,6 @@ def _read_stdin_text() -> str:
         raise CliError(
             f"the memory text on stdin is not UTF-8 (byte 0x{data[exc.start]:02x} at byte {exc.start + 1:,})"
         ) from None
-
-
-def _emit(args: argparse.Namespace, value: Any, human: Callable[[Any], str]) -> None:
-    if getattr(args, "json", False):
-        print(json.dumps(value, ensure_ascii=False, indent=None if isinstance(value, list) else 2))
-    else:
-        text = human(value)
-        if text:
-            print(text)
 
 
 def _when(ts: float | None) -> str:
@@ -131,71 +102,6 @@ def _memory_block(m: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _run(
-    args: argparse.Namespace, body: Callable[[AppContext], Awaitable[Any]], full: bool = False
-) -> int:
-    """Run ``body`` with the store (``full``: every feature but code, for embeddings and ranking).
-
-    Error handling: every failure ends as a `CliError` or `UserError` (one line):
-    a tool's refusal, a database that cannot be opened or written (damaged,
-    read-only, full: `db.StoreUnavailable`), a store that could not start.
-    """
-    # Every value given on the command line is text, except paths (any bytes).
-    _check_text({k: v for k, v in vars(args).items() if k not in ("file", "home", "func")}, "")
-    features = [f for f in default_features() if f.name != "code"] if full else [FEATURE]
-    path = db.db_path(cli_mod.resolve_home(args))
-
-    async def main(app: AppContext) -> int:
-        try:
-            return int(await body(app) or 0)
-        except (ToolError, CliError, BrokenPipeError) as exc:
-            # Raised outside the actor tree, so it is not wrapped in a nursery's group.
-            failure.append(exc)
-            return 1
-        except sqlite3.Error as exc:  # the database refused the command (read-only, full, damaged)
-            failure.append(db.unavailable(exc, path))
-            return 1
-        except Exception as exc:  # noqa: BLE001 - the command failed, not the store's start
-            failure.append(exc)
-            return 1
-
-    failure: list[Exception] = []
-    try:
-        code = run_with_app(args, main, features=features)
-    except (Escalation, BaseExceptionGroup) as exc:
-        cause = _root_cause(exc)
-        if isinstance(cause, KeyboardInterrupt):
-            raise cause from None
-        if isinstance(cause, sqlite3.Error):
-            raise db.unavailable(cause, path) from None
-        raise CliError(
-            f"the memory store could not start ({type(cause).__name__}: {cause}); "
-            "run memtrio doctor"
-        ) from None
-    if failure:
-        if isinstance(failure[0], BrokenPipeError):
-            raise failure[0]
-        if isinstance(failure[0], ToolError):
-            raise CliError(str(failure[0])) from None
-        raise failure[0]  # a UserError, or unexpected: `memtrio` prints it in one line
-    return code
-
-
-def _root_cause(exc: BaseException) -> BaseException:
-    """The innermost failure behind a supervisor escalation (through exception groups)."""
-    while True:
-        if isinstance(exc, BaseExceptionGroup):
-            exc = exc.exceptions[0]
-        elif isinstance(exc, Escalation) and exc.cause is not None:
-            exc = exc.cause
-        else:
-            return exc
-
-
-def _ctx(app: AppContext) -> CliContext:
-    return CliContext(app)
-
-
 def _scopes(args: argparse.Namespace) -> list[str] | None:
     return args.scope or None
 
@@ -203,7 +109,7 @@ def _scopes(args: argparse.Namespace) -> list[str] | None:
 # -- commands ------------------------------------------------------------------
 
 
-def cmd_remember(args: argparse.Namespace) -> int:
+def cmd_remember(args: argparse.Namespace, run: AppRunner) -> int:
     content = _read_stdin_text() if args.content == "-" else args.content
     relations = []
     for text in args.relation or []:
@@ -217,8 +123,8 @@ def cmd_remember(args: argparse.Namespace) -> int:
     )  # fmt: skip
 
     async def body(app: AppContext) -> int:
-        result = await tools.remember(_ctx(app), targs)
-        _emit(
+        result = await tools.remember(tool_context(app), targs)
+        emit(
             args,
             result,
             lambda r: (
@@ -228,10 +134,10 @@ def cmd_remember(args: argparse.Namespace) -> int:
         )
         return 0
 
-    return _run(args, body, full=True)
+    return run_store_command(args, run, body, full=True)
 
 
-def cmd_list(args: argparse.Namespace) -> int:
+def cmd_list(args: argparse.Namespace, run: AppRunner) -> int:
     if args.limit < 1 or args.offset < 0:
         raise CliError("--limit must be >= 1 and --offset >= 0")
 
@@ -239,9 +145,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         store = tools.store_of(app)
         selection = store.policy.select(_scopes(args))
         rows = await store.read(
-            lambda conn: ops.list_memories(conn, selection, args.type, args.limit, args.offset)
+            lambda conn: list_memories(conn, selection, args.type, args.limit, args.offset)
         )
-        _emit(
+        emit(
             args,
             rows,
             lambda rs: (
@@ -250,39 +156,39 @@ def cmd_list(args: argparse.Namespace) -> int:
         )
         return 0
 
-    return _run(args, body)
+    return run_store_command(args, run, body)
 
 
-def cmd_show(args: argparse.Namespace) -> int:
+def cmd_show(args: argparse.Namespace, run: AppRunner) -> int:
     targs = _args(tools.InspectArgs, id=args.id, scopes=_scopes(args))
 
     async def body(app: AppContext) -> int:
-        _emit(args, await tools.inspect(_ctx(app), targs), _memory_block)
+        emit(args, await tools.inspect(tool_context(app), targs), _memory_block)
         return 0
 
-    return _run(args, body)
+    return run_store_command(args, run, body)
 
 
-def cmd_search(args: argparse.Namespace) -> int:
+def cmd_search(args: argparse.Namespace, run: AppRunner) -> int:
     targs = _args(
         tools.RecallArgs, query=args.query, scopes=_scopes(args), limit=args.limit,
         use_embeddings=not args.lexical, memory_type=args.type,
     )  # fmt: skip
 
     async def body(app: AppContext) -> int:
-        result = await tools.recall(_ctx(app), targs)
+        result = await tools.recall(tool_context(app), targs)
 
         def human(r: dict[str, Any]) -> str:
             lines = [_memory_line(m) for m in r["memories"]] or ["no matching memories"]
             return "\n".join(lines + [f"warning: {w}" for w in r["warnings"]])
 
-        _emit(args, result, human)
+        emit(args, result, human)
         return 0
 
-    return _run(args, body, full=not args.lexical)
+    return run_store_command(args, run, body, full=not args.lexical)
 
 
-def cmd_graph(args: argparse.Namespace) -> int:
+def cmd_graph(args: argparse.Namespace, run: AppRunner) -> int:
     targs = _args(
         tools.GraphArgs,
         entity=args.entity,
@@ -293,7 +199,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
     )
 
     async def body(app: AppContext) -> int:
-        result = await tools.graph(_ctx(app), targs)
+        result = await tools.graph(tool_context(app), targs)
 
         def human(r: dict[str, Any]) -> str:
             lines = [f"{r['entity']['name']} ({r['entity']['kind']}), {r['direction']}:"]
@@ -310,23 +216,23 @@ def cmd_graph(args: argparse.Namespace) -> int:
                 lines.append(f"  (more paths: raise --limit above {len(r['paths'])})")
             return "\n".join(lines)
 
-        _emit(args, result, human)
+        emit(args, result, human)
         return 0
 
-    return _run(args, body)
+    return run_store_command(args, run, body)
 
 
-def cmd_forget(args: argparse.Namespace) -> int:
+def cmd_forget(args: argparse.Namespace, run: AppRunner) -> int:
     targs = _args(tools.ForgetArgs, id=args.id, scopes=_scopes(args))
 
     async def body(app: AppContext) -> int:
-        _emit(args, await tools.forget(_ctx(app), targs), lambda r: f"forgot #{r['id']}")
+        emit(args, await tools.forget(tool_context(app), targs), lambda r: f"forgot #{r['id']}")
         return 0
 
-    return _run(args, body)
+    return run_store_command(args, run, body)
 
 
-def cmd_flush(args: argparse.Namespace) -> int:
+def cmd_flush(args: argparse.Namespace, run: AppRunner) -> int:
     if not args.yes:
         what = (
             "every memory, entity and relation in every scope"
@@ -344,7 +250,7 @@ def cmd_flush(args: argparse.Namespace) -> int:
 
         result = await store.write(op, name="flush")
         result["scopes"] = "all" if args.all else store.policy.writable
-        _emit(
+        emit(
             args,
             result,
             lambda r: (
@@ -353,12 +259,12 @@ def cmd_flush(args: argparse.Namespace) -> int:
         )
         return 0
 
-    return _run(args, body)
+    return run_store_command(args, run, body)
 
 
-def cmd_scopes(args: argparse.Namespace) -> int:
+def cmd_scopes(args: argparse.Namespace, run: AppRunner) -> int:
     async def body(app: AppContext) -> int:
-        result = await tools.list_scopes(_ctx(app), tools.ListScopesArgs())
+        result = await tools.list_scopes(tool_context(app), tools.ListScopesArgs())
 
         def human(r: dict[str, Any]) -> str:
             return "\n".join(
@@ -366,219 +272,24 @@ def cmd_scopes(args: argparse.Namespace) -> int:
                 for s in r["scopes"]
             )
 
-        _emit(args, result, human)
+        emit(args, result, human)
         return 0
 
-    return _run(args, body)
+    return run_store_command(args, run, body)
 
 
-def cmd_stats(args: argparse.Namespace) -> int:
+def cmd_stats(args: argparse.Namespace, run: AppRunner) -> int:
     async def body(app: AppContext) -> int:
-        result = await tools.stats(_ctx(app), tools.StatsArgs())
-        _emit(args, result, lambda r: "\n".join(f"{k}: {v}" for k, v in r.items()))
+        result = await tools.stats(tool_context(app), tools.StatsArgs())
+        emit(args, result, lambda r: "\n".join(f"{k}: {v}" for k, v in r.items()))
         return 0
 
-    return _run(args, body)
+    return run_store_command(args, run, body)
 
 
-def _permissions(home: Path, log: Path, fix: bool) -> dict[str, Any]:
-    """Paths of the home (and of a log kept elsewhere) that group or others can access.
-
-    With ``fix``, their group and other permissions are removed. Symbolic links
-    are listed, never followed or changed.
-    """
-    tops = [home] if os.path.isdir(home) else []
-    inside = log.is_relative_to(home) or log.is_relative_to(os.path.realpath(home))
-    if os.path.lexists(log) and not inside:
-        tops.append(log)
-    paths: list[dict[str, Any]] = []
-    links: list[dict[str, str]] = []
-    for finding in private.audit(tops):
-        if finding.is_link:
-            links.append({"path": str(finding.path), "target": finding.target})
-            continue
-        row: dict[str, Any] = {
-            "path": str(finding.path),
-            "mode": f"{finding.mode:04o}",
-            "expected": f"{finding.expected:04o}",
-        }
-        if fix:
-            try:
-                row["now"] = f"{private.tighten(finding):04o}"
-            except OSError as exc:
-                row["error"] = exc.strerror or str(exc)
-        paths.append(row)
-    if not paths:
-        status = "ok"
-    elif fix and not any("error" in p for p in paths):
-        status = "fixed"
-    else:
-        status = "loose"
-    return {"status": status, "paths": paths, "links": links}
-
-
-def _permission_lines(perms: dict[str, Any]) -> list[str]:
-    paths, links = perms["paths"], perms["links"]
-    if perms["status"] == "ok":
-        lines = ["permissions: ok (directories 0700, files 0600)"]
-    elif perms["status"] == "fixed":
-        lines = [f"permissions: fixed {len(paths)} path(s) that group or others could access"]
-    else:
-        lines = [
-            f"permissions: {len(paths)} path(s) that group or others can access "
-            "(memtrio doctor --fix removes their group and other permissions)"
-        ]
-    for p in paths:
-        if "now" in p:
-            lines.append(f"  {p['path']}: mode {p['mode']} -> {p['now']}")
-        elif "error" in p:
-            lines.append(
-                f"  {p['path']}: mode {p['mode']}, expected {p['expected']} (not changed: {p['error']})"
-            )
-        else:
-            lines.append(f"  {p['path']}: mode {p['mode']}, expected {p['expected']}")
-    for link in links:
-        lines.append(
-            f"  {link['path']}: a symbolic link to {link['target']} (not followed, not changed)"
-        )
-    return lines
-
-
-def _doctor_remedy(exc: BaseException) -> str:
-    """The line doctor prints when the store cannot open: for a damaged one, how to recover."""
-    if isinstance(exc, db.StoreUnavailable) and exc.damaged:
-        return (
-            f"{exc.problem}: move {exc.path} and its -wal and -shm files aside (memtrio then "
-            "starts an empty store) and load your last export with `memtrio import FILE`; "
-            f"`sqlite3 {exc.path} .recover` may salvage what is left"
-        )
-    return str(exc)
-
-
-def cmd_doctor(args: argparse.Namespace) -> int:
-    cfg, home = cli_mod.load_config(args)
-    perms = _permissions(home, log_path(cfg, home), args.fix)
-
-    async def body(app: AppContext) -> int:
-        store = tools.store_of(app)
-
-        def check(conn: sqlite3.Connection) -> dict[str, Any]:
-            integrity = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall()]
-            problems = []
-            fts_tables = [
-                r[0]
-                for r in conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%'"
-                )
-            ]
-            for table in fts_tables:  # each external-content index agrees with its table
-                try:
-                    conn.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")
-                except sqlite3.DatabaseError as exc:
-                    problems.append(f"{table}: {exc}")
-            fts = "ok" if not problems else "failed: " + "; ".join(problems)
-            return {
-                "schema_version": transfer.schema_version(conn),
-                "journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0],
-                "integrity": "ok" if integrity == ["ok"] else "; ".join(integrity[:5]),
-                "fts_integrity": fts,
-                "counts": ops.counts(conn),
-            }
-
-        report = await store.write(check, name="doctor")
-        size = sum(
-            p.stat().st_size for p in store.path.parent.glob(store.path.name + "*") if p.is_file()
-        )
-        result = {
-            "home": str(app.home),
-            "database": str(store.path),
-            "database_bytes": size,
-            "log": str(log_path(app.config, app.home)),
-            "cwd": str(app.cwd),
-            "current_scope": store.default_scope,
-            "git": git_output(["--version"], app.cwd) or "not found",
-            "sqlite": sqlite3.sqlite_version,
-            "latest_schema_version": schema.LATEST,
-            "embeddings": "on" if app.config.embedding.enabled else "off",
-            "durability": app.config.store.durability,
-            **report,
-            "permissions": perms,
-        }
-        healthy = (
-            result["integrity"] == "ok"
-            and result["fts_integrity"] == "ok"
-            and result["schema_version"] == schema.LATEST
-            and perms["status"] != "loose"
-        )
-
-        def human(r: dict[str, Any]) -> str:
-            skip = ("counts", "permissions")
-            lines = [f"{k}: {v}" for k, v in r.items() if k not in skip]
-            lines.append("counts: " + ", ".join(f"{k} {v}" for k, v in r["counts"].items()))
-            lines += _permission_lines(perms)
-            lines.append("status: ok" if healthy else "status: PROBLEMS FOUND")
-            return "\n".join(lines)
-
-        _emit(args, result, human)
-        return 0 if healthy else 1
-
-    try:
-        return _run(args, body)
-    except UserError as exc:
-        # The store did not open: still report where everything is and why, and say
-        # what to do in one line on stderr.
-        message = _doctor_remedy(exc)
-        result = {
-            "home": str(home),
-            "database": str(db.db_path(home)),
-            "cwd": os.getcwd(),
-            "error": message,
-            "permissions": perms,
-        }
-        _emit(
-            args,
-            result,
-            lambda r: "\n".join(
-                [f"{k}: {v}" for k, v in r.items() if k != "permissions"]
-                + _permission_lines(perms)
-                + ["status: PROBLEMS FOUND"]
-            ),
-        )
-        print(f"memtrio: {message}", file=sys.stderr)
-        return 1
-
-
-@contextmanager
-def export_output(file: str | None) -> Iterator[BinaryIO]:
-    """Where an export goes: stdout (``None`` or ``-``) or ``file``, written as UTF-8 bytes.
-
-    Error handling: a file that cannot be opened or written raises `CliError`
-    ("cannot write ..."); a closed stdout stays a `BrokenPipeError`.
-    """
-    shown = printable(file or "-")
-    try:
-        if file in (None, "-"):
-            yield sys.stdout.buffer
-            sys.stdout.buffer.flush()
-        else:
-            # A new private (0600) file, renamed over FILE once complete.
-            with private.replace_file(Path(file), binary=True) as out:
-                yield out
-    except BrokenPipeError:
-        raise
-    except OSError as exc:
-        raise CliError(f"cannot write {shown}: {exc.strerror or exc}") from None
-
-
-def say(text: str) -> None:
-    print(text, file=sys.stderr)
-
-
-def cmd_export(args: argparse.Namespace) -> int:
+def cmd_export(args: argparse.Namespace, run: AppRunner) -> int:
     if args.format == "jsonl":
-        from ..kg.cli import export_jsonl
-
-        return export_jsonl(args)
+        return kg_cli.export_jsonl(args, run)
 
     def write(conn: sqlite3.Connection, out: BinaryIO) -> dict[str, int]:
         counts = dict.fromkeys(("memory", "entity", "relation", "vector"), 0)
@@ -601,31 +312,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     if args.file not in (None, "-"):
         check_export_target(args.file)
-    return _run(args, body)
+    return run_store_command(args, run, body)
 
 
-def check_export_target(file: str) -> None:
-    """Fail at once, in one line, when FILE cannot be written (before the store starts)."""
-    path = Path(file)
-    shown, folder = printable(file), printable(str(path.parent))
-    if path.is_dir():
-        raise CliError(f"cannot write the export to {shown}: it is a directory; name a file")
-    if not path.parent.is_dir():
-        raise CliError(f"cannot write the export to {shown}: {folder} is not an existing directory")
-    if not os.access(path.parent, os.W_OK | os.X_OK):
-        raise CliError(f"cannot write the export to {shown}: {folder} is not writable")
-
-
-def refused(args: argparse.Namespace, exc: ImportRefused) -> CliError:
-    """The one line of a refused import."""
-    shown = "stdin" if args.file == "-" else printable(args.file)
-    return CliError(f"import {shown}: {exc}; nothing was imported")
-
-
-def cmd_import(args: argparse.Namespace) -> int:
+def cmd_import(args: argparse.Namespace, run: AppRunner) -> int:
     """Check the whole file (both formats), then write it in one transaction; or refuse it all."""
-    from ..kg import jsonl
-
     try:
         with open_import(args.file) as file:
             if args.format is None:
@@ -634,15 +325,13 @@ def cmd_import(args: argparse.Namespace) -> int:
             else:
                 reference = args.format == "jsonl"
             if reference:
-                from ..kg.cli import import_jsonl
-
-                return import_jsonl(args, file)
-            return _import_memtrio(args, transfer.check_file(file))
+                return kg_cli.import_jsonl(args, run, file)
+            return _import_memtrio(args, run, transfer.check_file(file))
     except ImportRefused as exc:
         raise refused(args, exc) from None
 
 
-def _import_memtrio(args: argparse.Namespace, checked: transfer.Checked) -> int:
+def _import_memtrio(args: argparse.Namespace, run: AppRunner, checked: transfer.Checked) -> int:
     async def body(app: AppContext) -> int:
         store = tools.store_of(app)
 
@@ -653,24 +342,24 @@ def _import_memtrio(args: argparse.Namespace, checked: transfer.Checked) -> int:
             result = await store.write(op, name="import")
         except ImportRefused as exc:  # the file changed since it was checked
             raise refused(args, exc) from None
-        _emit(
+        emit(
             args, result,
             lambda r: f"imported {r['memories']} memories ({r['skipped_memories']} already present), {r['entities']} entities, "
             f"{r['relations']} relations, {r['vectors']} vectors",
         )  # fmt: skip
         return 0
 
-    return _run(args, body)
+    return run_store_command(args, run, body)
 
 
 # -- registration ----------------------------------------------------------------
 
 
 def _parser(
-    sub: Any,
+    sub: SubParsers[argparse.ArgumentParser],
     name: str,
     help_text: str,
-    func: Callable[[argparse.Namespace], int],
+    func: Callable[[argparse.Namespace, AppRunner], int],
     json_flag: bool = True,
 ) -> argparse.ArgumentParser:
     parser = sub.add_parser(name, help=help_text, description=help_text)
@@ -685,7 +374,7 @@ def _scope_flag(parser: argparse.ArgumentParser, help_text: str) -> None:
     parser.add_argument("--scope", action="append", metavar="SCOPE", help=help_text)
 
 
-def register(sub: Any) -> None:
+def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
     read_scope = "`global` or `repo:/abs/path` to read (repeatable; default: current repository), plus `global`"
     p = _parser(
         sub,

@@ -18,7 +18,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import trio
 
@@ -29,11 +29,14 @@ from . import schema
 DB_NAME = "memtrio.sqlite"
 
 # Per-connection (temp) view of the FTS5 vocabulary: document frequency per term,
-# used to keep lexical queries cheap on big stores (see ops.lexical_plan).
+# used to keep lexical queries cheap on big stores (see `lexical.plan`).
 VOCAB_TABLE = "temp.memories_fts_vocab"
 CREATE_VOCAB = (
     f"CREATE VIRTUAL TABLE IF NOT EXISTS {VOCAB_TABLE} USING fts5vocab(main, 'memories_fts', 'row')"
 )
+
+# Ids bound in one ``IN (...)`` list (well under SQLite's variable limit).
+SQL_CHUNK = 500
 
 T = TypeVar("T")
 
@@ -279,9 +282,3 @@ def _close_quietly(conn: sqlite3.Connection) -> None:
         conn.close()
     except sqlite3.Error:
         pass
-
-
-def fetch_dicts(conn: sqlite3.Connection, sql: str, params: Any = ()) -> list[dict[str, Any]]:
-    cur = conn.execute(sql, params)
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import trio
 
+from ...supervisors.context import AppContext
 from ...supervisors.supervisor import PERMANENT, ChildContext, ChildSpec, Mailbox
 from . import db
 from .scopes import GLOBAL, ScopePolicy
 from .tools import TOOLS
-from .writer import Store, serve_store_writer
+from .writer import STORE, Store, serve_store_writer
 
 
 def instructions(policy: ScopePolicy) -> str:
@@ -32,30 +31,35 @@ def instructions(policy: ScopePolicy) -> str:
 class _StoreFeature:
     name = "store"
 
-    def __init__(self) -> None:
-        self._stores: dict[int, Store] = {}
-
-    def setup(self, app: Any) -> None:
+    def setup(self, app: AppContext) -> StoreComponent:
         policy = ScopePolicy.for_directory(app.cwd)
-        self._stores[id(app)] = Store(db.db_path(app.home), policy, Mailbox("store"))
+        store = Store(db.db_path(app.home), policy, Mailbox("store"))
         app.add_tools(TOOLS)
         app.instructions.append(instructions(policy))
+        return StoreComponent(app, store)
 
-    def children(self, app: Any) -> list[ChildSpec]:
-        store = self._stores.pop(id(app))
+
+class StoreComponent:
+    """Owns the store handle (its mailbox and read pool); its actor is the StoreWriter."""
+
+    def __init__(self, app: AppContext, store: Store) -> None:
+        self.app = app
+        self.store = store
+
+    def children(self) -> list[ChildSpec]:
+        app, store = self.app, self.store
         cfg = app.config.store
 
-        def publish(handle: Store) -> None:
-            app.services["store"] = handle
-
-        async def start(ctx: ChildContext, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        async def start(
+            ctx: ChildContext, *, task_status: trio.TaskStatus[Store] = trio.TASK_STATUS_IGNORED
+        ) -> None:
             await serve_store_writer(
                 ctx,
                 store,
                 busy_timeout_ms=cfg.busy_timeout_ms,
                 durability=cfg.durability,
                 read_connections=cfg.read_connections,
-                publish=publish,
+                publish=lambda handle: app.publish(STORE, handle),
                 task_status=task_status,
             )
 

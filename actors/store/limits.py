@@ -7,7 +7,7 @@ the ``check_*`` functions below. ``memtrio import`` decodes every record with
 structs built from these same types and calls these same checks, so a file
 can hold nothing that a tool call could not have written.
 
-Error handling: every check raises `ToolError` naming ``where`` (a tool
+Error handling: every check raises a `DomainError` (`BadArgument`, `LimitExceeded`) naming ``where`` (a tool
 argument path, or an import file's line and field) and the limit.
 """
 
@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from ...protocol.tools import ToolError
+from ...protocol.errors import BadArgument, LimitExceeded
 
 # -- the memory tools (remember, update, relate, recall; characters) ------------
 
@@ -69,10 +69,10 @@ def utf8_size(text: str) -> int:
 
 def check_name(name: str, where: str) -> str:
     if not name.strip():
-        raise ToolError(f"{where}: an entity name must not be empty or only whitespace")
+        raise BadArgument(f"{where}: an entity name must not be empty or only whitespace")
     size = utf8_size(name)
     if size > MAX_NAME_BYTES:
-        raise ToolError(
+        raise LimitExceeded(
             f"{where}: the name is {size:,} bytes; entity names are limited to {MAX_NAME_BYTES:,} bytes (UTF-8)"
         )
     return name
@@ -81,7 +81,7 @@ def check_name(name: str, where: str) -> str:
 def check_type(value: str, where: str, what: str = "entityType") -> str:
     size = utf8_size(value)
     if size > MAX_NAME_BYTES:
-        raise ToolError(
+        raise LimitExceeded(
             f"{where}: {what} is {size:,} bytes; it is limited to {MAX_NAME_BYTES:,} bytes (UTF-8)"
         )
     return value
@@ -89,7 +89,7 @@ def check_type(value: str, where: str, what: str = "entityType") -> str:
 
 def check_relation_type(value: str, where: str) -> str:
     if not value.strip():
-        raise ToolError(
+        raise BadArgument(
             f"{where}: relationType must not be empty (use an active-voice verb such as `works_at`)"
         )
     return check_type(value, where, "relationType")
@@ -98,7 +98,7 @@ def check_relation_type(value: str, where: str) -> str:
 def check_observation_size(text: str, where: str) -> str:
     size = utf8_size(text)
     if size > MAX_OBSERVATION_BYTES:
-        raise ToolError(
+        raise LimitExceeded(
             f"{where}: the observation is {size:,} bytes; observations are limited to {MAX_OBSERVATION_BYTES:,} bytes (UTF-8)"
         )
     return text
@@ -106,16 +106,16 @@ def check_observation_size(text: str, where: str) -> str:
 
 def check_observation(text: str, where: str) -> str:
     if not text.strip():
-        raise ToolError(f"{where}: an observation must not be empty or only whitespace")
+        raise BadArgument(f"{where}: an observation must not be empty or only whitespace")
     return check_observation_size(text, where)
 
 
 def check_stored_name(name: str, where: str) -> str:
     """An entity name either tool family accepts: the memory tools' characters or the graph's bytes."""
     if not name.strip():
-        raise ToolError(f"{where}: an entity name must not be empty or only whitespace")
+        raise BadArgument(f"{where}: an entity name must not be empty or only whitespace")
     if len(name) > MAX_ENTITY_NAME and utf8_size(name) > MAX_NAME_BYTES:
-        raise ToolError(
+        raise LimitExceeded(
             f"{where}: the name is {utf8_size(name):,} bytes ({len(name):,} characters); entity names are "
             f"limited to {MAX_NAME_BYTES:,} bytes (UTF-8) or {MAX_ENTITY_NAME:,} characters"
         )
@@ -125,7 +125,7 @@ def check_stored_name(name: str, where: str) -> str:
 def check_metadata_text(text: str, where: str) -> str:
     size = utf8_size(text)
     if size > MAX_METADATA_BYTES:
-        raise ToolError(
+        raise LimitExceeded(
             f"{where}: the metadata is {size:,} bytes as JSON; relation metadata is limited to {MAX_METADATA_BYTES:,} bytes"
         )
     return text
@@ -137,6 +137,6 @@ def check_metadata(value: dict[str, Any] | None, where: str) -> dict[str, Any] |
         try:
             text = json.dumps(value, sort_keys=True)
         except (ValueError, RecursionError):
-            raise ToolError(f"{where}: the metadata is nested too deeply") from None
+            raise BadArgument(f"{where}: the metadata is nested too deeply") from None
         check_metadata_text(text, where)
     return value

@@ -20,7 +20,7 @@ A row is *owned here* when every owner scope is writable here; otherwise it is
 - its attributes (an entity's name and type, a relation's metadata and
   endpoints, a memory's content, type, importance and links, the rows it is
   merged into) change only where it is owned: `Ownership.require` raises
-  `SharedRow`, a `ToolError` naming the foreign scope. Callers check before
+  `SharedRow`, a `Forbidden` error naming the foreign scope. Callers check before
   they change anything, and a call is one transaction, so a refusal changes
   nothing;
 - linking it into a writable scope is allowed and keeps its attributes;
@@ -30,7 +30,7 @@ A row is *owned here* when every owner scope is writable here; otherwise it is
   (its scopes were chosen by its author, like its content).
 
 Every write path of the store goes through this module: the memory tools
-(``store.ops``), the graph tools (``kg.graph``'s `Writer`) and the CLI
+(``store.ops``), the graph tools (``kg.writer``'s `Writer`) and the CLI
 commands that call them.
 """
 
@@ -40,7 +40,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Literal
 
-from ...protocol.tools import ToolError
+from ...protocol.errors import Forbidden
 
 Kind = Literal["memory", "entity", "relation"]
 
@@ -82,7 +82,7 @@ OWNERS_SQL = {kind: " UNION ".join(parts) for kind, parts in OWNER_PARTS.items()
 MAX_NAMED = 3
 
 
-class SharedRow(ToolError):
+class SharedRow(Forbidden):
     """A change of a row shared with a scope this server may not write (nothing was changed)."""
 
 

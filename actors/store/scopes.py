@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...protocol.tools import ToolError
+from ...protocol.errors import BadArgument, DomainError, Forbidden
 from ...supervisors.git import git_output
 
 GLOBAL = "global"
@@ -35,8 +35,16 @@ ALLOWED = "scopes must be `global` or `repo:/absolute/path` (for example `repo:/
 MAX_SCOPE_PATH_BYTES = 4096  # PATH_MAX
 
 
-class ScopeError(ToolError):
-    """A scope string that is malformed, or a scope that may not be written here."""
+class ScopeError(DomainError):
+    """A scope refused: malformed (`BadScope`) or one this server may not write (`ReadOnlyScope`)."""
+
+
+class BadScope(ScopeError, BadArgument):
+    """A scope string that is not `global` or `repo:/absolute/path`."""
+
+
+class ReadOnlyScope(ScopeError, Forbidden):
+    """A scope this server may not write (another repository's)."""
 
 
 def git_common_dir(directory: Path) -> Path | None:
@@ -79,21 +87,21 @@ def check_syntax(scope: str) -> str:
     raises `ScopeError` with a message saying what is allowed.
     """
     if not isinstance(scope, str):
-        raise ScopeError(f"invalid scope {scope!r}: {ALLOWED}")
+        raise BadScope(f"invalid scope {scope!r}: {ALLOWED}")
     text = scope.strip()
     if text == GLOBAL:
         return GLOBAL
     if not text.startswith(REPO_PREFIX):
-        raise ScopeError(f"invalid scope {_shown(scope)}: {ALLOWED}")
+        raise BadScope(f"invalid scope {_shown(scope)}: {ALLOWED}")
     raw = text[len(REPO_PREFIX) :]
     size = len(raw.encode("utf-8", "surrogatepass"))
     if size > MAX_SCOPE_PATH_BYTES:
-        raise ScopeError(
+        raise BadScope(
             f"invalid scope {_shown(scope)}: the path is {size:,} bytes; a `repo:` path is "
             f"limited to {MAX_SCOPE_PATH_BYTES:,} bytes"
         )
     if not raw or not os.path.isabs(raw) or any(ord(c) < 32 for c in raw):
-        raise ScopeError(
+        raise BadScope(
             f"invalid scope {_shown(scope)}: the path after `repo:` must be absolute; {ALLOWED}"
         )
     return text
@@ -144,7 +152,7 @@ class ScopePolicy:
     def check_writable(self, scopes: Iterable[str], what: str = "write to") -> None:
         for scope in scopes:
             if scope not in self.writable:
-                raise ScopeError(
+                raise ReadOnlyScope(
                     f"cannot {what} scope `{scope}`: this server may only write {self.describe_writable()} "
                     f"(restart memtrio in that repository to write its memories)"
                 )

@@ -1,387 +1,53 @@
-"""Export and import of the whole store as JSON lines, and flush.
+"""Import of a whole-store export (checked, then written in one transaction), and flush.
 
-Export writes one JSON object per line: a header, then scopes, entities,
-relations, memories, vectors and the recall log. Entities are keyed by
-canonical name, relations by (source, type, target), so an import into a store
-that already holds some of them reuses them; ids are kept when they are free.
-Exporting, importing into an empty store and exporting again gives the same
-lines (apart from the header's ``exported_at``).
-
-Importing the same file twice is harmless: a memory with the same id, content
-and creation time is skipped.
+Export (`export.export_lines`) writes a header, then scopes, entities,
+relations, memories, vectors and the recall log; ids are kept on import when
+they are free. Exporting, importing into an empty store and exporting again
+gives the same lines (apart from the header's ``exported_at``). Importing the
+same file twice is harmless: a memory with the same id, content and creation
+time is skipped.
 
 Import reads the file twice, streaming, with bounded memory (see
-`import_file`). `check` decodes every line with the typed record structs
-below, built from the tools' own limit types (`limits`), applies the tools'
-checks, and checks what the records refer to (in a scratch SQLite database,
-not in memory); any failure refuses the whole file, naming the line.
+`import_file`). `check` decodes every line with the typed record structs of
+`records` (built from the tools' own limit types), applies the tools' checks,
+and checks what the records refer to (in a scratch SQLite database, not in
+memory); any failure refuses the whole file, naming the line.
 `import_records` then writes the records in the caller's one transaction.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
-import os
 import sqlite3
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Annotated, Any, BinaryIO, Literal
+from typing import BinaryIO
 
-import msgspec
-
-from ...protocol.tools import ToolError
-from . import limits, ops, schema
-from .import_file import (
-    ImportRefused,
-    decode_line,
-    numbered_lines,
-    printable,
-    record_type,
-    require_json,
+from ...protocol.errors import DomainError
+from .export import export_lines
+from .import_file import ImportRefused, numbered_lines, printable, record_type, require_json
+from .records import (
+    FORMAT,
+    NAMES,
+    ORDER,
+    VERSION,
+    EntityRecord,
+    HeaderRecord,
+    MemoryRecord,
+    RecallLogRecord,
+    Record,
+    RelationRecord,
+    ScopeRecord,
+    VectorRecord,
+    decode_record,
+    vector_bytes,
 )
-from .limits import MAX_CONTENT, MAX_LINKS, Importance, MemoryType, Scopes
-from .scopes import GLOBAL, REPO_PREFIX, ScopeError, ScopePolicy, check_syntax
+from .scope_rows import ensure_scope
+from .scopes import ScopePolicy
+from .vectors import Vec, put_vector
 from .writer import Change
 
-FORMAT = "memtrio-export"
-VERSION = 1
-
-
-ImportError_ = ImportRefused  # a file refused as a whole; the message names the line
-
-
-# -- export ------------------------------------------------------------------------
-
-
-def export_lines(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
-    """Every record of the store, in a stable order (run inside one read transaction).
-
-    Streams: rows are read as they are written out, never all at once.
-    """
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    yield {
-        "type": "header",
-        "format": FORMAT,
-        "version": VERSION,
-        "schema_version": version,
-        "exported_at": time.time(),
-    }
-    for sid, name in conn.execute("SELECT id, name FROM scopes ORDER BY id"):
-        yield {"type": "scope", "id": sid, "name": name}
-
-    def scopes_of(table: str, column: str, item: int) -> list[str]:
-        rows = conn.execute(
-            f"SELECT s.name FROM {table} x JOIN scopes s ON s.id = x.scope_id WHERE x.{column} = ?",
-            (item,),
-        )
-        return sorted(r[0] for r in rows)
-
-    def triple(rid: int) -> list[str] | None:
-        row = conn.execute(
-            """SELECT s.canonical_name, r.relation_type, t.canonical_name FROM relations r
-               JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id WHERE r.id = ?""",
-            (rid,),
-        ).fetchone()
-        return list(row) if row else None
-
-    for eid, name, cname, kind, created, updated in conn.execute(
-        "SELECT id, name, canonical_name, kind, created_at, updated_at FROM entities ORDER BY id"
-    ):
-        yield {
-            "type": "entity", "id": eid, "name": name, "canonical_name": cname, "kind": kind,
-            "created_at": created, "updated_at": updated, "scopes": scopes_of("entity_scopes", "entity_id", eid),
-        }  # fmt: skip
-    for rid, src, rtype, tgt, meta, created in conn.execute(
-        """SELECT r.id, s.canonical_name, r.relation_type, t.canonical_name, r.metadata, r.created_at
-           FROM relations r JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id
-           ORDER BY r.id"""
-    ):
-        yield {
-            "type": "relation", "id": rid, "source": src, "relation_type": rtype, "target": tgt,
-            "metadata": meta, "created_at": created, "scopes": scopes_of("relation_scopes", "relation_id", rid),
-        }  # fmt: skip
-    for row in conn.execute(
-        "SELECT id, content, memory_type, importance, created_at, updated_at, last_accessed_at, access_count FROM memories ORDER BY id"
-    ):
-        mid = row[0]
-        entities = conn.execute(
-            "SELECT e.canonical_name FROM memory_entities me JOIN entities e ON e.id = me.entity_id WHERE me.memory_id = ?",
-            (mid,),
-        )
-        relations = conn.execute(
-            "SELECT relation_id FROM memory_relations WHERE memory_id = ?", (mid,)
-        ).fetchall()
-        yield {
-            "type": "memory", "id": mid, "content": row[1], "memory_type": row[2], "importance": row[3],
-            "created_at": row[4], "updated_at": row[5], "last_accessed_at": row[6], "access_count": row[7],
-            "scopes": scopes_of("memory_scopes", "memory_id", mid),
-            "entities": sorted(r[0] for r in entities),
-            "relations": sorted(t for (rid,) in relations if (t := triple(rid)) is not None),
-        }  # fmt: skip
-    for kind, item, model, revision, dim, vec in conn.execute(
-        "SELECT kind, item_id, model, revision, dim, vec FROM vectors ORDER BY kind, item_id"
-    ):
-        key: Any = (
-            item
-            if kind == "memory"
-            else (
-                conn.execute("SELECT canonical_name FROM entities WHERE id = ?", (item,)).fetchone()
-                or [None]
-            )[0]
-            if kind == "entity"
-            else triple(item)
-        )
-        if key is None:
-            continue  # a vector of a row that no longer exists
-        # A long text's windows: chunk 0 is in `vectors`, the others (same model) follow it.
-        chunks = conn.execute(
-            """SELECT vec FROM vector_chunks WHERE kind = ? AND item_id = ? AND model = ? AND revision = ?
-               ORDER BY chunk""",
-            (kind, item, model, revision),
-        )
-        vec = vec + b"".join(r[0] for r in chunks)
-        yield {
-            "type": "vector", "kind": kind, "key": key, "model": model, "revision": revision, "dim": dim,
-            "vec": base64.b64encode(vec).decode("ascii"),
-        }  # fmt: skip
-    for ts, kind, query, scopes, ids, scores in conn.execute(
-        "SELECT ts, kind, query, scopes, ids, scores FROM recall_log ORDER BY id"
-    ):
-        yield {
-            "type": "recall_log",
-            "ts": ts,
-            "kind": kind,
-            "query": query,
-            "scopes": scopes,
-            "ids": ids,
-            "scores": scores,
-        }
-
-
-# -- import records: the tools' limits as types ----------------------------------------
-
-MAX_ROW_ID = 2**63 - 1  # SQLite's INTEGER
-MAX_TIMESTAMP = 253_402_300_799.0  # 9999-12-31 23:59:59 UTC, the last time `datetime` shows
-MAX_SCHEMA_VERSION = 1_000
-MAX_ROW_SCOPES = limits.MAX_ITEMS  # scopes of one entity or relation (one per repository using it)
-MAX_MODEL_NAME = 1024  # characters of an embedding model id or revision
-MAX_DIM = 8192
-MAX_WINDOWS = 256  # `[embedding] max_chunks` at most
-MAX_LOG_TEXT = 1_000_000  # characters of a recall-log entry's JSON texts
-
-RowId = Annotated[int, msgspec.Meta(ge=1, le=MAX_ROW_ID)]
-Timestamp = Annotated[float, msgspec.Meta(ge=0.0, le=MAX_TIMESTAMP)]
-RowScopes = Annotated[list[str], msgspec.Meta(max_length=MAX_ROW_SCOPES)]
-ModelName = Annotated[str, msgspec.Meta(max_length=MAX_MODEL_NAME)]
-LogText = Annotated[str, msgspec.Meta(max_length=MAX_LOG_TEXT)]
-
-
-class Record(msgspec.Struct, tag_field="type", forbid_unknown_fields=True, frozen=True):
-    pass
-
-
-class HeaderRecord(Record, tag="header", forbid_unknown_fields=False):
-    """Unknown fields pass, so a newer format is refused by its version, not a field."""
-
-    format: str | None = None
-    version: int | None = None
-    schema_version: Annotated[int, msgspec.Meta(ge=0, le=MAX_SCHEMA_VERSION)] = 0
-    exported_at: float | None = None
-
-
-class ScopeRecord(Record, tag="scope"):
-    id: RowId
-    name: str
-
-
-class EntityRecord(Record, tag="entity"):
-    id: RowId
-    name: str
-    canonical_name: str
-    kind: str
-    created_at: Timestamp
-    updated_at: Timestamp
-    scopes: RowScopes = []
-
-
-class RelationRecord(Record, tag="relation"):
-    id: RowId
-    source: str
-    relation_type: str
-    target: str
-    metadata: str
-    created_at: Timestamp
-    scopes: RowScopes = []
-
-
-class MemoryRecord(Record, tag="memory"):
-    id: RowId
-    content: Annotated[str, msgspec.Meta(max_length=MAX_CONTENT)]
-    memory_type: MemoryType
-    importance: Importance
-    created_at: Timestamp
-    updated_at: Timestamp
-    last_accessed_at: Timestamp | None = None
-    access_count: Annotated[int, msgspec.Meta(ge=0, le=MAX_ROW_ID)] = 0
-    scopes: Scopes = []
-    entities: Annotated[list[str], msgspec.Meta(max_length=MAX_LINKS)] = []
-    relations: Annotated[list[tuple[str, str, str]], msgspec.Meta(max_length=MAX_LINKS)] = []
-
-
-class VectorRecord(Record, tag="vector"):
-    kind: Literal["memory", "entity", "relation"]
-    # Not `RowId | ...`: msgspec 0.23 segfaults (in the GC) on a union of a constrained int and a tuple.
-    key: int | str | tuple[str, str, str]
-    model: ModelName
-    revision: ModelName
-    dim: Annotated[int, msgspec.Meta(ge=1, le=MAX_DIM)]
-    vec: Annotated[str, msgspec.Meta(max_length=4 * ((4 * MAX_DIM * MAX_WINDOWS + 2) // 3))]
-
-
-class RecallLogRecord(Record, tag="recall_log"):
-    ts: Timestamp
-    kind: Annotated[str, msgspec.Meta(max_length=64)]
-    query: Annotated[str, msgspec.Meta(max_length=limits.MAX_QUERY)]
-    scopes: LogText
-    ids: LogText
-    scores: LogText
-
-
-AnyRecord = (
-    HeaderRecord
-    | ScopeRecord
-    | EntityRecord
-    | RelationRecord
-    | MemoryRecord
-    | VectorRecord
-    | RecallLogRecord
-)
-_decoder = msgspec.json.Decoder(AnyRecord)
-_metadata_decoder = msgspec.json.Decoder(dict[str, Any])
-_ORDER = {
-    HeaderRecord: 0,
-    ScopeRecord: 1,
-    EntityRecord: 2,
-    RelationRecord: 3,
-    MemoryRecord: 4,
-    VectorRecord: 5,
-    RecallLogRecord: 6,
-}
-_NAMES = ["header", "scope", "entity", "relation", "memory", "vector", "recall_log"]
-
-
-def _scope(name: str, where: str) -> str:
-    """A stored scope: the canonical syntax exactly (`scopes.check_syntax`, no file-system access)."""
-    try:
-        text = check_syntax(name)
-    except ScopeError as exc:
-        raise ToolError(f"{where}: {exc}") from None
-    path = text[len(REPO_PREFIX) :]
-    if text != name or (text != GLOBAL and os.path.normpath(path) != path):
-        raise ToolError(f"{where}: scope {printable(name, 200)!r} is not in canonical form")
-    return text
-
-
-def _canonical(name: str, where: str) -> str:
-    if not name or ops.canonical_name(name) != name:
-        raise ToolError(f"{where}: {printable(name, 200)!r} is not a canonical entity name")
-    return name
-
-
-def _vector_bytes(rec: VectorRecord, where: str) -> bytes | None:
-    """The float32 bytes of a vector record; None when they are not whole vectors of ``dim``.
-
-    Such a vector is left out (``memtrio reembed`` or recall computes it again).
-    """
-    try:
-        data = base64.b64decode(rec.vec, validate=True)
-    except (binascii.Error, ValueError):
-        raise ToolError(f"{where}: `vec` is not base64") from None
-    size = 4 * rec.dim
-    if not data or len(data) % size:
-        return None
-    if len(data) // size > MAX_WINDOWS:
-        raise ToolError(
-            f"{where}: `vec` holds {len(data) // size:,} windows; the limit is {MAX_WINDOWS}"
-        )
-    import numpy as np
-
-    if not np.isfinite(np.frombuffer(data, dtype="<f4")).all():
-        raise ToolError(f"{where}: `vec` holds a NaN or infinite value")
-    return data
-
-
-def check_record(rec: Record, number: int) -> None:
-    """The tools' checks on one decoded record (types and ranges were checked by decoding).
-
-    Error handling: raises `ToolError` (a `ScopeError` for a scope) naming the field.
-    """
-    at = f"line {number}"
-    match rec:
-        case ScopeRecord():
-            _scope(rec.name, f"{at}: name")
-        case EntityRecord():
-            limits.check_stored_name(rec.name, f"{at}: name")
-            if rec.canonical_name != ops.canonical_name(rec.name):
-                raise ToolError(
-                    f"{at}: canonical_name {printable(rec.canonical_name, 200)!r} is not the canonical form of the name"
-                )
-            limits.check_type(rec.kind, f"{at}: kind", "kind")
-            for scope in rec.scopes:
-                _scope(scope, f"{at}: scopes")
-        case RelationRecord():
-            _canonical(rec.source, f"{at}: source")
-            _canonical(rec.target, f"{at}: target")
-            limits.check_type(rec.relation_type, f"{at}: relation_type", "relation_type")
-            limits.check_metadata_text(rec.metadata, f"{at}: metadata")
-            try:
-                _metadata_decoder.decode(rec.metadata)
-            except (msgspec.DecodeError, RecursionError):
-                raise ToolError(f"{at}: metadata is not the JSON text of an object") from None
-            for scope in rec.scopes:
-                _scope(scope, f"{at}: scopes")
-        case MemoryRecord():
-            if not rec.memory_type.strip():
-                raise ToolError(f"{at}: memory_type must not be empty")
-            for scope in rec.scopes:
-                _scope(scope, f"{at}: scopes")
-            for name in rec.entities:
-                _canonical(name, f"{at}: entities")
-            for source, rtype, target in rec.relations:
-                _canonical(source, f"{at}: relations")
-                _canonical(target, f"{at}: relations")
-                limits.check_type(rtype, f"{at}: relations", "relation type")
-        case VectorRecord():
-            expected = {"memory": int, "entity": str, "relation": tuple}[rec.kind]
-            if not isinstance(rec.key, expected) or (
-                expected is int and not 1 <= rec.key <= MAX_ROW_ID
-            ):
-                raise ToolError(
-                    f"{at}: the key of a {rec.kind} vector must be a {_KEY_SHAPE[rec.kind]}"
-                )
-            _vector_bytes(rec, at)
-
-
-_KEY_SHAPE = {
-    "memory": "memory id",
-    "entity": "canonical entity name",
-    "relation": "[source, relation_type, target] triple",
-}
-
-
-def _decode(number: int, line: bytes) -> Record:
-    rec = decode_line(_decoder, number, line)
-    try:
-        check_record(rec, number)
-    except ToolError as exc:
-        raise ImportError_(printable(str(exc), 600)) from None
-    return rec
-
-
-# -- checking the whole file ------------------------------------------------------------
+Key = int | str  # a row id, or a name or key of the file, in `_Seen`
 
 
 @dataclass
@@ -401,7 +67,7 @@ class _Seen:
         self.db.execute("CREATE TABLE seen (kind TEXT, key, PRIMARY KEY (kind, key)) WITHOUT ROWID")
         self.db.execute("BEGIN")
 
-    def add(self, kind: str, key: Any) -> bool:
+    def add(self, kind: str, key: Key) -> bool:
         """Record ``key``; False when it was already there."""
         try:
             self.db.execute("INSERT INTO seen VALUES (?, ?)", (kind, key))
@@ -409,7 +75,7 @@ class _Seen:
             return False
         return True
 
-    def has(self, kind: str, key: Any) -> bool:
+    def has(self, kind: str, key: Key) -> bool:
         return (
             self.db.execute("SELECT 1 FROM seen WHERE kind = ? AND key = ?", (kind, key)).fetchone()
             is not None
@@ -431,7 +97,7 @@ def check(lines: Callable[[], Iterator[tuple[int, bytes]]]) -> Checked:
     recall log, as `export_lines` writes them), that ids and keys are not
     repeated, and that every entity, relation and memory a record refers to
     is defined above it. Error handling: the first failure raises
-    `ImportError_` naming its line.
+    `ImportRefused` naming its line.
     """
     seen = _Seen()
     max_ids = {"entities": 0, "relations": 0, "memories": 0}
@@ -441,30 +107,30 @@ def check(lines: Callable[[], Iterator[tuple[int, bytes]]]) -> Checked:
         for number, line in lines():
             if rank < 0 and record_type(line) != "header":
                 require_json(number, line)
-                raise ImportError_("not a memtrio export: the first line must be its header")
-            rec = _decode(number, line)
+                raise ImportRefused("not a memtrio export: the first line must be its header")
+            rec = decode_record(number, line)
             at = f"line {number}"
-            order = _ORDER[type(rec)]
+            order = ORDER[type(rec)]
             if order < rank or (order == 0 and rank == 0):
-                raise ImportError_(
-                    f"{at}: a {_NAMES[order]} record after {_NAMES[rank]} records; an export lists the header, "
+                raise ImportRefused(
+                    f"{at}: a {NAMES[order]} record after {NAMES[rank]} records; an export lists the header, "
                     "scopes, entities, relations, memories, vectors and the recall log in that order"
                 )
             rank = order
             match rec:
                 case HeaderRecord():
                     if rec.format != FORMAT:
-                        raise ImportError_(
+                        raise ImportRefused(
                             "not a memtrio export: the first line must be its header"
                         )
                     if rec.version != VERSION:
-                        raise ImportError_(
+                        raise ImportRefused(
                             f"export format version {printable(str(rec.version), 40)} is not supported (this memtrio reads {VERSION})"
                         )
                     schema_version = rec.schema_version
                 case ScopeRecord():
                     if not seen.add("scope", rec.name):
-                        raise ImportError_(
+                        raise ImportRefused(
                             f"{at}: scope {printable(rec.name, 200)!r} is listed twice"
                         )
                 case EntityRecord():
@@ -489,22 +155,22 @@ def check(lines: Callable[[], Iterator[tuple[int, bytes]]]) -> Checked:
                     _defined(seen, rec.kind, target, at)
                     _once(seen, f"{rec.kind} vector", target, at)
         if rank < 0:
-            raise ImportError_("the file is empty (no records)")
+            raise ImportRefused("the file is empty (no records)")
     finally:
         seen.close()
     return Checked(lines, schema_version, max_ids)
 
 
-def _once(seen: _Seen, kind: str, key: Any, at: str) -> None:
+def _once(seen: _Seen, kind: str, key: Key, at: str) -> None:
     if not seen.add(kind, key):
         shown = key if isinstance(key, int) else repr(printable(str(key), 200))
-        raise ImportError_(f"{at}: {kind} {shown} appears twice in the file")
+        raise ImportRefused(f"{at}: {kind} {shown} appears twice in the file")
 
 
-def _defined(seen: _Seen, kind: str, key: Any, at: str) -> None:
+def _defined(seen: _Seen, kind: str, key: Key, at: str) -> None:
     if not seen.has(kind, key):
         shown = key if isinstance(key, int) else repr(printable(str(key), 200))
-        raise ImportError_(f"{at}: refers to {kind} {shown}, which the file does not define above")
+        raise ImportRefused(f"{at}: refers to {kind} {shown}, which the file does not define above")
 
 
 def check_file(file: BinaryIO) -> Checked:
@@ -528,6 +194,186 @@ def _next_id(conn: sqlite3.Connection, table: str, in_file: int) -> int:
     return max(top, seq[0] if seq else 0, in_file) + 1
 
 
+class _Importer:
+    """Writes the records of a checked export into the store, one at a time (see `import_records`)."""
+
+    def __init__(self, conn: sqlite3.Connection, checked: Checked) -> None:
+        self.conn = conn
+        self.added = dict.fromkeys(
+            ("memories", "entities", "relations", "vectors", "recall_log", "skipped_memories"), 0
+        )
+        self.next_id = {t: _next_id(conn, t, checked.max_ids.get(t, 0)) for t in _TABLES}
+        self.unchunked = checked.schema_version < 4  # before vector_chunks
+        # The file's memory ids -> the store's (and the content's length), off the heap.
+        self.memory_map = sqlite3.connect("", isolation_level=None)
+        self.memory_map.execute(
+            "CREATE TABLE m (old INTEGER PRIMARY KEY, new INTEGER, length INTEGER)"
+        )
+        self.memory_map.execute("BEGIN")
+
+    def close(self) -> None:
+        self.memory_map.close()
+
+    def write(self, number: int, rec: Record) -> None:
+        match rec:
+            case ScopeRecord():
+                ensure_scope(self.conn, rec.name)
+            case EntityRecord():
+                self.entity_record(rec)
+            case RelationRecord():
+                self.relation_record(rec)
+            case MemoryRecord():
+                self.memory_record(rec)
+            case VectorRecord():
+                self.vector_record(rec, number)
+            case RecallLogRecord():
+                self.recall_log_record(rec)
+
+    # -- the store's rows -------------------------------------------------------
+
+    def row_id(self, table: str, item: int) -> int:
+        """``item`` when it is free in ``table``, else the next id above the store's and the file's."""
+        if self.conn.execute(f"SELECT 1 FROM {table} WHERE id = ?", (item,)).fetchone() is None:
+            return item
+        self.next_id[table] += 1
+        return self.next_id[table] - 1
+
+    def link_scopes(self, table: str, item: int, scopes: list[str]) -> None:
+        for name in scopes:
+            self.conn.execute(
+                f"INSERT OR IGNORE INTO {table} VALUES (?, ?)",
+                (item, ensure_scope(self.conn, name)),
+            )
+
+    def entity(self, canonical: str) -> int:
+        return self.conn.execute(
+            "SELECT id FROM entities WHERE canonical_name = ?", (canonical,)
+        ).fetchone()[0]
+
+    def relation(self, source: str, rtype: str, target: str) -> int | None:
+        row = self.conn.execute(
+            """SELECT r.id FROM relations r JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id
+               WHERE s.canonical_name = ? AND r.relation_type = ? AND t.canonical_name = ?""",
+            (source, rtype, target),
+        ).fetchone()
+        return row[0] if row else None
+
+    # -- one record each --------------------------------------------------------
+
+    def entity_record(self, rec: EntityRecord) -> None:
+        row = self.conn.execute(
+            "SELECT id FROM entities WHERE canonical_name = ?", (rec.canonical_name,)
+        ).fetchone()
+        if row:
+            eid = row[0]
+        else:
+            eid = self.conn.execute(
+                "INSERT INTO entities (id, name, canonical_name, kind, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    self.row_id("entities", rec.id),
+                    rec.name,
+                    rec.canonical_name,
+                    rec.kind,
+                    rec.created_at,
+                    rec.updated_at,
+                ),
+            ).lastrowid
+            self.added["entities"] += 1
+        self.link_scopes("entity_scopes", eid, rec.scopes)
+
+    def relation_record(self, rec: RelationRecord) -> None:
+        rid = self.relation(rec.source, rec.relation_type, rec.target)
+        if rid is None:
+            rid = self.conn.execute(
+                "INSERT INTO relations (id, source_id, target_id, relation_type, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    self.row_id("relations", rec.id),
+                    self.entity(rec.source),
+                    self.entity(rec.target),
+                    rec.relation_type,
+                    rec.metadata,
+                    rec.created_at,
+                ),
+            ).lastrowid
+            self.added["relations"] += 1
+        self.link_scopes("relation_scopes", rid, rec.scopes)
+
+    def memory_record(self, rec: MemoryRecord) -> None:
+        same = self.conn.execute(
+            "SELECT 1 FROM memories WHERE id = ? AND content = ? AND created_at = ?",
+            (rec.id, rec.content, rec.created_at),
+        ).fetchone()
+        if same:
+            self.memory_map.execute(
+                "INSERT INTO m VALUES (?, ?, ?)", (rec.id, rec.id, len(rec.content))
+            )
+            self.added["skipped_memories"] += 1
+            return
+        mid = self.conn.execute(
+            """INSERT INTO memories (id, content, memory_type, importance, created_at, updated_at, last_accessed_at, access_count)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+            (
+                self.row_id("memories", rec.id),
+                rec.content,
+                rec.memory_type,
+                rec.importance,
+                rec.created_at,
+                rec.updated_at,
+                rec.last_accessed_at,
+                rec.access_count,
+            ),
+        ).lastrowid
+        self.memory_map.execute("INSERT INTO m VALUES (?, ?, ?)", (rec.id, mid, len(rec.content)))
+        self.added["memories"] += 1
+        self.link_scopes("memory_scopes", mid, rec.scopes)
+        for name in rec.entities:
+            self.conn.execute(
+                "INSERT OR IGNORE INTO memory_entities VALUES (?, ?)", (mid, self.entity(name))
+            )
+        for triple in rec.relations:
+            self.conn.execute(
+                "INSERT OR IGNORE INTO memory_relations VALUES (?, ?)",
+                (mid, self.relation(*triple)),
+            )
+
+    def vector_record(self, rec: VectorRecord, number: int) -> None:
+        length = 0
+        if rec.kind == "memory":
+            row = self.memory_map.execute(
+                "SELECT new, length FROM m WHERE old = ?", (rec.key,)
+            ).fetchone()
+            item, length = row
+        elif rec.kind == "entity":
+            item = self.entity(rec.key)
+        else:
+            item = self.relation(*rec.key)
+        data = vector_bytes(rec, f"line {number}")
+        if data is None:
+            return  # not whole float32 vectors: recomputed by reembed
+        if rec.kind == "memory" and self.unchunked and len(data) == 4 * rec.dim and length > 254:
+            # An export from before chunked embeddings: this vector covers only the
+            # first window of a long memory; reembed (or recall) recomputes it whole.
+            return
+        # An existing row keeps its vectors: import never changes a row's
+        # content, and the row may belong to another repository too.
+        put_vector(
+            self.conn, rec.kind, item, Vec(data, rec.dim, rec.model, rec.revision), replace=False
+        )
+        self.added["vectors"] += 1
+
+    def recall_log_record(self, rec: RecallLogRecord) -> None:
+        exists = self.conn.execute(
+            "SELECT 1 FROM recall_log WHERE ts = ? AND kind = ? AND query = ?",
+            (rec.ts, rec.kind, rec.query),
+        ).fetchone()
+        if not exists:
+            self.conn.execute(
+                "INSERT INTO recall_log (ts, kind, query, scopes, ids, scores) VALUES (?, ?, ?, ?, ?, ?)",
+                (rec.ts, rec.kind, rec.query, rec.scopes, rec.ids, rec.scores),
+            )
+            self.added["recall_log"] += 1
+
+
 def import_records(conn: sqlite3.Connection, checked: Checked) -> dict[str, int]:
     """Write a checked export (inside the caller's write transaction). Returns counts.
 
@@ -537,177 +383,15 @@ def import_records(conn: sqlite3.Connection, checked: Checked) -> dict[str, int]
     reused by canonical name, relations by (source, type, target), and a
     memory with the same id, content and creation time is skipped.
     """
-    added = {
-        "memories": 0,
-        "entities": 0,
-        "relations": 0,
-        "vectors": 0,
-        "recall_log": 0,
-        "skipped_memories": 0,
-    }
-    next_id = {t: _next_id(conn, t, checked.max_ids.get(t, 0)) for t in _TABLES}
-    unchunked = checked.schema_version < 4  # before vector_chunks
-    # The file's memory ids -> the store's (and the content's length), off the heap.
-    memory_map = sqlite3.connect("", isolation_level=None)
-    memory_map.execute("CREATE TABLE m (old INTEGER PRIMARY KEY, new INTEGER, length INTEGER)")
-    memory_map.execute("BEGIN")
-
-    def row_id(table: str, item: int) -> int:
-        if conn.execute(f"SELECT 1 FROM {table} WHERE id = ?", (item,)).fetchone() is None:
-            return item
-        next_id[table] += 1
-        return next_id[table] - 1
-
-    def link_scopes(table: str, item: int, scopes: list[str]) -> None:
-        for name in scopes:
-            conn.execute(
-                f"INSERT OR IGNORE INTO {table} VALUES (?, ?)", (item, ops.ensure_scope(conn, name))
-            )
-
-    def entity(canonical: str) -> int:
-        return conn.execute(
-            "SELECT id FROM entities WHERE canonical_name = ?", (canonical,)
-        ).fetchone()[0]
-
-    def relation(source: str, rtype: str, target: str) -> int | None:
-        row = conn.execute(
-            """SELECT r.id FROM relations r JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id
-               WHERE s.canonical_name = ? AND r.relation_type = ? AND t.canonical_name = ?""",
-            (source, rtype, target),
-        ).fetchone()
-        return row[0] if row else None
-
+    importer = _Importer(conn, checked)
     try:
         for number, line in checked.lines():
-            rec = _decode(number, line)
-            match rec:
-                case ScopeRecord():
-                    ops.ensure_scope(conn, rec.name)
-                case EntityRecord():
-                    row = conn.execute(
-                        "SELECT id FROM entities WHERE canonical_name = ?", (rec.canonical_name,)
-                    ).fetchone()
-                    if row:
-                        eid = row[0]
-                    else:
-                        eid = conn.execute(
-                            "INSERT INTO entities (id, name, canonical_name, kind, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
-                            (
-                                row_id("entities", rec.id),
-                                rec.name,
-                                rec.canonical_name,
-                                rec.kind,
-                                rec.created_at,
-                                rec.updated_at,
-                            ),
-                        ).lastrowid
-                        added["entities"] += 1
-                    link_scopes("entity_scopes", eid, rec.scopes)
-                case RelationRecord():
-                    rid = relation(rec.source, rec.relation_type, rec.target)
-                    if rid is None:
-                        rid = conn.execute(
-                            "INSERT INTO relations (id, source_id, target_id, relation_type, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                            (
-                                row_id("relations", rec.id),
-                                entity(rec.source),
-                                entity(rec.target),
-                                rec.relation_type,
-                                rec.metadata,
-                                rec.created_at,
-                            ),
-                        ).lastrowid
-                        added["relations"] += 1
-                    link_scopes("relation_scopes", rid, rec.scopes)
-                case MemoryRecord():
-                    same = conn.execute(
-                        "SELECT 1 FROM memories WHERE id = ? AND content = ? AND created_at = ?",
-                        (rec.id, rec.content, rec.created_at),
-                    ).fetchone()
-                    if same:
-                        memory_map.execute(
-                            "INSERT INTO m VALUES (?, ?, ?)", (rec.id, rec.id, len(rec.content))
-                        )
-                        added["skipped_memories"] += 1
-                        continue
-                    mid = conn.execute(
-                        """INSERT INTO memories (id, content, memory_type, importance, created_at, updated_at, last_accessed_at, access_count)
-                           VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
-                        (
-                            row_id("memories", rec.id),
-                            rec.content,
-                            rec.memory_type,
-                            rec.importance,
-                            rec.created_at,
-                            rec.updated_at,
-                            rec.last_accessed_at,
-                            rec.access_count,
-                        ),
-                    ).lastrowid
-                    memory_map.execute(
-                        "INSERT INTO m VALUES (?, ?, ?)", (rec.id, mid, len(rec.content))
-                    )
-                    added["memories"] += 1
-                    link_scopes("memory_scopes", mid, rec.scopes)
-                    for name in rec.entities:
-                        conn.execute(
-                            "INSERT OR IGNORE INTO memory_entities VALUES (?, ?)",
-                            (mid, entity(name)),
-                        )
-                    for triple in rec.relations:
-                        conn.execute(
-                            "INSERT OR IGNORE INTO memory_relations VALUES (?, ?)",
-                            (mid, relation(*triple)),
-                        )
-                case VectorRecord():
-                    length = 0
-                    if rec.kind == "memory":
-                        row = memory_map.execute(
-                            "SELECT new, length FROM m WHERE old = ?", (rec.key,)
-                        ).fetchone()
-                        item, length = row
-                    elif rec.kind == "entity":
-                        item = entity(rec.key)
-                    else:
-                        item = relation(*rec.key)
-                    data = _vector_bytes(rec, f"line {number}")
-                    if data is None:
-                        continue  # not whole float32 vectors: recomputed by reembed
-                    if (
-                        rec.kind == "memory"
-                        and unchunked
-                        and len(data) == 4 * rec.dim
-                        and length > 254
-                    ):
-                        # An export from before chunked embeddings: this vector covers only the
-                        # first window of a long memory; reembed (or recall) recomputes it whole.
-                        continue
-                    # An existing row keeps its vectors: import never changes a row's
-                    # content, and the row may belong to another repository too.
-                    ops.put_vector(
-                        conn,
-                        rec.kind,
-                        item,
-                        ops.Vec(data, rec.dim, rec.model, rec.revision),
-                        replace=False,
-                    )
-                    added["vectors"] += 1
-                case RecallLogRecord():
-                    exists = conn.execute(
-                        "SELECT 1 FROM recall_log WHERE ts = ? AND kind = ? AND query = ?",
-                        (rec.ts, rec.kind, rec.query),
-                    ).fetchone()
-                    if not exists:
-                        conn.execute(
-                            "INSERT INTO recall_log (ts, kind, query, scopes, ids, scores) VALUES (?, ?, ?, ?, ?, ?)",
-                            (rec.ts, rec.kind, rec.query, rec.scopes, rec.ids, rec.scores),
-                        )
-                        added["recall_log"] += 1
-    except ToolError as exc:  # the file changed since it was checked
-        raise ImportError_(printable(str(exc), 600)) from None
+            importer.write(number, decode_record(number, line))
+    except DomainError as exc:  # the file changed since it was checked
+        raise ImportRefused(printable(str(exc), 600)) from None
     finally:
-        memory_map.close()
-    return added
+        importer.close()
+    return importer.added
 
 
 _TABLES = ("entities", "relations", "memories")
@@ -756,4 +440,4 @@ def schema_version(conn: sqlite3.Connection) -> int:
     return conn.execute("PRAGMA user_version").fetchone()[0]
 
 
-LATEST_SCHEMA = schema.LATEST
+__all__ = ["FORMAT", "VERSION", "Checked", "ImportRefused", "check_file", "export_lines", "flush"]

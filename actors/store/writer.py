@@ -1,7 +1,7 @@
 """The StoreWriter actor and the `Store` handle other actors and tools use.
 
 The StoreWriter owns the one write connection of this process. It serves
-`Command`s from a supervisor-owned `Mailbox`; each command's ``op`` is a
+`Transact` requests (see ``messages``) from a supervisor-owned `Mailbox`; each one's ``op`` is a
 synchronous function ``op(conn) -> result`` run in a worker thread inside one
 ``BEGIN IMMEDIATE ... COMMIT`` transaction. If the op raises, or the fault
 point ``store.commit`` (right before COMMIT) raises, the transaction is rolled
@@ -23,18 +23,22 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Generic, Literal, TypeVar
 
 import msgspec
 import trio
 
-from ...protocol.messages import Command
+from ...protocol.errors import Unavailable
 from ...supervisors import faults, trace
+from ...supervisors.context import ServiceKey
 from ...supervisors.supervisor import ChildContext, Mailbox
 from . import db
+from .messages import StoreRequest, Transact
 from .scopes import ScopePolicy
 
 ACTOR = "store"
+
+T = TypeVar("T")
 
 
 class Change(msgspec.Struct, frozen=True):
@@ -59,10 +63,10 @@ class Change(msgspec.Struct, frozen=True):
     revision: str | None = None
 
 
-class Written(msgspec.Struct, frozen=True):
+class Written(msgspec.Struct, Generic[T], frozen=True):
     """What a write op returns when it has changes to report: the caller gets ``value``."""
 
-    value: Any
+    value: T
     changes: list[Change] = msgspec.field(default_factory=list)
 
 
@@ -70,7 +74,7 @@ Listener = Callable[[Sequence[Change]], None]
 
 
 class Store:
-    """The client handle of the store (``app.services["store"]``).
+    """The client handle of the store (published under `STORE`).
 
     - ``await store.write(op, name=...)``: run ``op(conn)`` in one write
       transaction on the StoreWriter; returns its value (see `Written`).
@@ -96,22 +100,22 @@ class Store:
     def default_scope(self) -> str:
         return self.policy.current
 
-    async def write(self, op: Callable[[sqlite3.Connection], Any], name: str = "") -> Any:
-        return await self.mailbox.call(op, name=name)
+    async def write(
+        self,
+        op: Callable[[sqlite3.Connection], Written[T]] | Callable[[sqlite3.Connection], T],
+        name: str = "",
+    ) -> T:
+        return await self.mailbox.call(Transact(op=op, name=name, trace=trace.current.get()))
 
-    async def read(self, op: Callable[[sqlite3.Connection], Any]) -> Any:
+    async def read(self, op: Callable[[sqlite3.Connection], T]) -> T:
         pool = self._pool
         if pool is None:
-            from ...protocol.tools import ToolError
-
-            raise ToolError("the memory store is not running (starting or restarting); try again")
+            raise Unavailable("the memory store is not running (starting or restarting); try again")
         try:
             with trace.span(ACTOR, "read", op=getattr(op, "__name__", "op")):
                 return await pool.run(op)
         except db.PoolClosed:
-            from ...protocol.tools import ToolError
-
-            raise ToolError("the memory store is restarting; try again") from None
+            raise Unavailable("the memory store is restarting; try again") from None
 
     def add_listener(self, fn: Listener) -> Callable[[], None]:
         self._listeners.append(fn)
@@ -136,8 +140,8 @@ class Store:
 
 
 def _run_op(
-    conn: sqlite3.Connection, op: Callable[[sqlite3.Connection], Any], busy_ms: int, commit: bool
-) -> Any:
+    conn: sqlite3.Connection, op: Callable[[sqlite3.Connection], T], busy_ms: int, commit: bool
+) -> T:
     """In a worker thread: BEGIN IMMEDIATE, op, and (if ``commit``) COMMIT; rollback on error."""
     db.begin_immediate(conn, busy_ms)
     try:
@@ -155,8 +159,8 @@ def _commit(conn: sqlite3.Connection) -> None:
 
 
 async def _transact(
-    conn: sqlite3.Connection, op: Callable[[sqlite3.Connection], Any], busy_ms: int
-) -> Any:
+    conn: sqlite3.Connection, op: Callable[[sqlite3.Connection], T], busy_ms: int
+) -> T:
     if not faults.ACTIVE:
         return await trio.to_thread.run_sync(_run_op, conn, op, busy_ms, True)
     result = await trio.to_thread.run_sync(_run_op, conn, op, busy_ms, False)
@@ -178,7 +182,7 @@ async def serve_store_writer(
     durability: str,
     read_connections: int,
     publish: Callable[[Store], None] | None = None,
-    task_status: Any = trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[Store] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Open the database (migrating it), publish the read pool, serve write commands.
 
@@ -207,15 +211,12 @@ async def serve_store_writer(
             restarts=ctx.restarts,
         )
         task_status.started(store)
-        async with trio.open_nursery() as nursery:
-
-            async def stop_on_shutdown() -> None:
-                await ctx.shutdown.wait()
-                nursery.cancel_scope.cancel()
-
-            nursery.start_soon(stop_on_shutdown)
-            async for cmd in store.mailbox.receive_channel:
-                await _serve_one(ctx, store, conn, cmd, busy_timeout_ms)
+        with ctx.cancel_on_shutdown(trio.CancelScope()):
+            request: StoreRequest
+            async for request in store.mailbox.receive_channel:
+                match request:
+                    case Transact():
+                        await _transact_one(ctx, store, conn, request, busy_timeout_ms)
     finally:
         if store._pool is pool:
             store._pool = None
@@ -225,8 +226,8 @@ async def serve_store_writer(
             await trio.to_thread.run_sync(conn.close)
 
 
-async def _serve_one(
-    ctx: ChildContext, store: Store, conn: sqlite3.Connection, cmd: Command, busy_ms: int
+async def _transact_one(
+    ctx: ChildContext, store: Store, conn: sqlite3.Connection, cmd: Transact, busy_ms: int
 ) -> None:
     if cmd.reply.done:
         return  # the caller gave up (timed out) while this waited in the mailbox
@@ -254,3 +255,6 @@ async def _serve_one(
             cmd.reply.set(result.value)
         else:
             cmd.reply.set(result)
+
+
+STORE: ServiceKey[Store] = ServiceKey("store")

@@ -1,0 +1,90 @@
+"""The graph tools' answer records: entities, relations and pages.
+
+Records follow the reference memory server (camelCase; entities
+``{name, entityType, observations}``, relations ``{from, to, relationType}``).
+An entity is shown in one of three modes: ``full`` (observations),
+``summary`` (observation counts) or ``names`` (the name alone). A page
+answers ``total`` and ``nextOffset`` (None on the last page).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from .lookup import Ent, chunks, marks, observations_of
+from .view import Scoped
+
+JsonObject = dict[str, object]
+Observations = dict[int, list[tuple[int, str]]]  # by entity id: (memory id, content), oldest first
+
+
+def page(total: int, offset: int, count: int) -> int | None:
+    return offset + count if offset + count < total else None
+
+
+def entity_out(ent: Ent, mode: str, obs: Observations | None = None) -> JsonObject | str:
+    if mode == "names":
+        return ent.name
+    items = (obs or {}).get(ent.id, [])
+    if mode == "summary":
+        return {"name": ent.name, "entityType": ent.kind, "observationCount": len(items)}
+    return {"name": ent.name, "entityType": ent.kind, "observations": [c for _, c in items]}
+
+
+def entities_out(
+    conn: sqlite3.Connection, sc: Scoped, ents: Sequence[Ent], mode: str
+) -> list[JsonObject | str]:
+    obs = observations_of(conn, sc, [e.id for e in ents]) if mode != "names" else {}
+    return [entity_out(e, mode, obs) for e in ents]
+
+
+def full_entity(conn: sqlite3.Connection, sc: Scoped, ent: Ent) -> JsonObject | str:
+    """One entity with its observations."""
+    return entities_out(conn, sc, [ent], "full")[0]
+
+
+def relation_out(src: str, rtype: str, tgt: str) -> dict[str, str]:
+    return {"from": src, "to": tgt, "relationType": rtype}
+
+
+def relations_touching(
+    conn: sqlite3.Connection, sc: Scoped, ids: Sequence[int], sources_only: bool = False
+) -> list[dict[str, str]]:
+    """Visible relations with an endpoint (or, with ``sources_only``, the source) among ``ids``, by id."""
+    rows: dict[int, tuple[str, str, str]] = {}
+    conds = ["r.source_id"] if sources_only else ["r.source_id", "r.target_id"]
+    for part in chunks(list(ids)):
+        for cond in conds:
+            for rid, s, t, g in conn.execute(
+                f"""SELECT r.id, s.name, r.relation_type, t.name FROM relations r
+                    JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id
+                    WHERE {cond} IN ({marks(len(part))}) AND {sc.relation()}""",
+                list(part),
+            ):
+                rows[rid] = (s, t, g)
+    return [relation_out(*rows[rid]) for rid in sorted(rows)]
+
+
+def entities_page(
+    conn: sqlite3.Connection,
+    sc: Scoped,
+    chosen: Sequence[Ent],
+    mode: str,
+    total: int,
+    offset: int,
+    missing: list[str] | None = None,
+    sources_only: bool = False,
+) -> JsonObject:
+    """A page of entities with the relations touching them (none in ``names`` mode).
+
+    ``missing`` (the names asked for that are not entities) is listed when given.
+    """
+    result: JsonObject = {"entities": entities_out(conn, sc, chosen, mode)}
+    if mode != "names":
+        result["relations"] = relations_touching(conn, sc, [e.id for e in chosen], sources_only)
+    if missing is not None:
+        result["missing"] = missing
+    result["total"] = total
+    result["nextOffset"] = page(total, offset, len(chosen))
+    return result

@@ -1,0 +1,85 @@
+"""How a graph tool call reaches the store: one read or one write transaction.
+
+A write tool's transaction runs on the StoreWriter, with the existence and
+ownership checks of the whole batch inside it; its observation texts (and new
+entities) are embedded before, when an embedder runs, and their vectors stored
+in the same transaction, as ``remember`` does.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Concatenate, ParamSpec, TypeVar
+
+from ...supervisors.context import AppContext
+from ..store import ops
+from ..store import tools as store_tools
+from ..store.writer import Written
+from .records import JsonObject
+from .view import Scoped, View
+from .writer import Vectors, Writer
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+def view_of(app: AppContext) -> View:
+    """The scopes a call in the current directory reads and writes (the store's scope policy)."""
+    policy = store_tools.store_of(app).policy
+    return View(policy.select(None), policy.writable, policy.current)
+
+
+async def read(
+    app: AppContext,
+    fn: Callable[Concatenate[sqlite3.Connection, Scoped, P], T],
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    """``fn(conn, scoped, *args, **kwargs)`` in one read transaction, with the call's visibility filters."""
+    store = store_tools.store_of(app)
+    view = view_of(app)
+    result: T = await store.read(lambda conn: fn(conn, Scoped(conn, view), *args, **kwargs))
+    return result
+
+
+async def write(
+    app: AppContext, name: str, fn: Callable[[Writer], T], vectors: Vectors | None = None
+) -> tuple[T, list[str]]:
+    """Run ``fn`` in one write transaction; (its value, the `Writer`'s warnings)."""
+    store = store_tools.store_of(app)
+    view = view_of(app)
+
+    def op(conn: sqlite3.Connection) -> Written:
+        w = Writer(conn, view, vectors)
+        return Written((fn(w), w.warnings), w.changes)
+
+    result: tuple[T, list[str]] = await store.write(op, name=name)
+    return result
+
+
+def with_warnings(result: JsonObject, warnings: list[str]) -> JsonObject:
+    """``result`` plus ``warnings`` when there are any (absent otherwise, as in the reference server)."""
+    if warnings:
+        result["warnings"] = warnings
+    return result
+
+
+async def embed_for(
+    app: AppContext, observations: Sequence[str], entities: Sequence[tuple[str, str]]
+) -> Vectors | None:
+    """Vectors of observation texts and entity documents, or None when embeddings are off."""
+    if store_tools.embedder_of(app) is None:
+        return None
+    obs = list(dict.fromkeys(observations))
+    ents: dict[str, str] = {}
+    for name, kind in entities:
+        ents.setdefault(ops.canonical_name(name), ops.entity_document(name, kind or "entity"))
+    embedded = await store_tools.embed(app, [*obs, *ents.values()], "observation")
+    if embedded is None:
+        return None
+    vecs = embedded.vectors
+    return Vectors(
+        dict(zip(obs, vecs[: len(obs)], strict=True)),
+        dict(zip(ents, vecs[len(obs) :], strict=True)),
+    )

@@ -1,0 +1,121 @@
+"""The graph's write tool handlers (group ``graph-write``): each call is one write transaction.
+
+Arguments are checked (`args`) before anything is embedded or written. A row
+shared with a repository this server may not write keeps its attributes
+(``store.ownership``): a change is refused, a link reports the kept value in
+``warnings``, a key that is present only when there is a warning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ...supervisors.context import CallContext
+from . import writes
+from .args import (
+    AddObservationsArgs,
+    CreateEntitiesArgs,
+    DeleteEntitiesArgs,
+    DeleteObservationsArgs,
+    EntityArg,
+    MergeEntitiesArgs,
+    NoArgs,
+    RelationsArgs,
+    UpsertEntitiesArgs,
+    UpsertEntityArg,
+    check_entities,
+    check_merge,
+    check_names,
+    check_observations,
+    check_relations,
+)
+from .merge import merge_entities as merge
+from .records import JsonObject
+from .transactions import embed_for, with_warnings, write
+from .writes import EntityIn
+
+
+async def _put_entities(
+    ctx: CallContext, entities: Sequence[EntityArg | UpsertEntityArg], upsert: bool
+) -> JsonObject:
+    check_entities(entities)
+    items = [EntityIn(e.name, e.entityType, list(e.observations)) for e in entities]
+    vectors = await embed_for(
+        ctx.app,
+        [o for e in items for o in e.observations],
+        [(e.name, e.entityType or "entity") for e in items],
+    )
+    name = "upsert_entities" if upsert else "create_entities"
+    result, warnings = await write(
+        ctx.app, name, lambda w: writes.create_entities(w, items, upsert=upsert), vectors
+    )
+    return with_warnings({"entities": result}, warnings)
+
+
+async def create_entities(ctx: CallContext, args: CreateEntitiesArgs) -> JsonObject:
+    return await _put_entities(ctx, args.entities, upsert=False)
+
+
+async def upsert_entities(ctx: CallContext, args: UpsertEntitiesArgs) -> JsonObject:
+    return await _put_entities(ctx, args.entities, upsert=True)
+
+
+async def create_relations(ctx: CallContext, args: RelationsArgs) -> JsonObject:
+    check_relations(args.relations)
+    items = [(r.from_, r.relationType, r.to) for r in args.relations]
+    created, warnings = await write(
+        ctx.app, "create_relations", lambda w: writes.create_relations(w, items)
+    )
+    return with_warnings({"relations": created}, warnings)
+
+
+async def add_observations(ctx: CallContext, args: AddObservationsArgs) -> JsonObject:
+    check_observations(args.observations)
+    items = [(o.entityName, list(o.contents)) for o in args.observations]
+    vectors = await embed_for(ctx.app, [c for _, cs in items for c in cs], [])
+    results, warnings = await write(
+        ctx.app, "add_observations", lambda w: writes.add_observations(w, items), vectors
+    )
+    return with_warnings({"results": results}, warnings)
+
+
+def _done(message: str, count: int, warnings: list[str]) -> JsonObject:
+    return with_warnings({"success": True, "message": message, "deleted": count}, warnings)
+
+
+async def delete_entities(ctx: CallContext, args: DeleteEntitiesArgs) -> JsonObject:
+    check_names(args.entityNames, "entityNames")
+    n, warnings = await write(
+        ctx.app, "delete_entities", lambda w: writes.delete_entities(w, args.entityNames)
+    )
+    return _done("Entities deleted successfully", n, warnings)
+
+
+async def delete_observations(ctx: CallContext, args: DeleteObservationsArgs) -> JsonObject:
+    items = [(d.entityName, list(d.observations)) for d in args.deletions]
+    n, warnings = await write(
+        ctx.app, "delete_observations", lambda w: writes.delete_observations(w, items)
+    )
+    return _done("Observations deleted successfully", n, warnings)
+
+
+async def delete_relations(ctx: CallContext, args: RelationsArgs) -> JsonObject:
+    check_relations(args.relations)
+    items = [(r.from_, r.relationType, r.to) for r in args.relations]
+    n, warnings = await write(
+        ctx.app, "delete_relations", lambda w: writes.delete_relations(w, items)
+    )
+    return _done("Relations deleted successfully", n, warnings)
+
+
+async def merge_entities(ctx: CallContext, args: MergeEntitiesArgs) -> JsonObject:
+    check_merge(args)
+    result, warnings = await write(
+        ctx.app, "merge_entities", lambda w: merge(w, args.sources, args.target, args.entityType)
+    )
+    return with_warnings(result, warnings)
+
+
+async def compact(ctx: CallContext, args: NoArgs) -> JsonObject:
+    result, warnings = await write(ctx.app, "compact", writes.compact)
+    return with_warnings(result, warnings)

@@ -1,0 +1,281 @@
+"""The graph's write operations: functions of a `Writer`, inside the caller's transaction.
+
+Each checks the whole batch (existence, ownership) before it writes, so a
+refused call changes nothing; ``merge_entities`` is in `merge`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..store import ops
+from .lookup import OBS_TYPE_SQL, Ent, observation_texts, observations_of, require, resolve
+from .records import JsonObject, relation_out
+from .writer import Writer
+
+
+@dataclass
+class EntityIn:
+    name: str
+    entityType: str | None
+    observations: list[str]
+
+
+def create_entities(w: Writer, items: Sequence[EntityIn], upsert: bool = False) -> list[JsonObject]:
+    """Create the entities not visible yet (one batch lookup); with ``upsert`` update the others.
+
+    create_entities returns the newly created entities (as the reference
+    server); upsert_entities returns one record per input with ``created`` and
+    the observations it added.
+
+    Ownership (``store.ownership``): an existing entity shared with a scope
+    this server may not write keeps its type. create_entities links it and
+    adds a warning when another type was given; upsert_entities refuses the
+    whole call when it would change that type, before anything is written.
+    """
+    tool = "upsert_entities" if upsert else "create_entities"
+    found = resolve(w.conn, w.sc, [e.name for e in items], visible_only=False)
+    if upsert:
+        _refuse_shared_type_changes(w, items, found, tool)
+    known = observation_texts(w.conn, w.sc, [e.id for e in found.values() if e.visible])
+    out: list[JsonObject] = []
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        placed = _place_entity(w, item, found, seen, upsert, f"{tool}: entities[{i}]")
+        if placed is None:
+            continue
+        ent, created = placed
+        if upsert and not created and item.entityType is not None and item.entityType != ent.kind:
+            w.set_type(ent, item.entityType)  # owned here: checked for the whole batch above
+            w.change("entity", ent.id)
+        have = known.setdefault(ent.id, set())
+        added = w.add_new_observations(
+            ent.id, item.observations, have, repeats=created and not upsert
+        )
+        if upsert:
+            out.append(
+                {
+                    "name": ent.name,
+                    "entityType": ent.kind,
+                    "created": created,
+                    "addedObservations": added,
+                }
+            )
+        else:
+            out.append({"name": ent.name, "entityType": ent.kind, "observations": added})
+    return out
+
+
+def _refuse_shared_type_changes(
+    w: Writer, items: Sequence[EntityIn], found: dict[str, Ent], tool: str
+) -> None:
+    """Error handling: `ownership.SharedRow` when an upsert would retype a shared entity."""
+    for i, item in enumerate(items):
+        ent = found.get(ops.canonical_name(item.name))
+        if ent is not None and item.entityType is not None and item.entityType != ent.kind:
+            w.own.require(
+                "entity", ent.id, f"entity {ent.name!r}",
+                f"change its entityType from `{ent.kind}` to `{item.entityType}`",
+                f"{tool}: entities[{i}]",
+            )  # fmt: skip
+
+
+def _place_entity(
+    w: Writer, item: EntityIn, found: dict[str, Ent], seen: set[str], upsert: bool, where: str
+) -> tuple[Ent, bool] | None:
+    """The entity ``item`` writes to and whether this call created it (or linked it here);
+    None when create_entities skips it (already there, or named twice)."""
+    canon = ops.canonical_name(item.name)
+    ent = found.get(canon)
+    created = False
+    if canon in seen:
+        if not upsert:
+            return None  # the same name twice in one call: the first wins
+    elif ent is None:
+        kind = item.entityType if item.entityType is not None else "entity"
+        ent = found[canon] = w.create_entity(item.name, kind)
+        created = True
+    elif not ent.visible:
+        # Known in another scope only: now part of this one too, its type kept.
+        w.link_entity(ent.id, None if upsert else item.entityType, where)
+        ent.visible = True
+        w.change("entity", ent.id)
+        created = True
+    elif not upsert:
+        if item.entityType is not None:
+            w.note_kept_type(ent.id, item.entityType, where)
+        return None  # already there: skipped, as the reference server does
+    seen.add(canon)
+    assert ent is not None
+    return ent, created
+
+
+def add_observations(w: Writer, items: Sequence[tuple[str, list[str]]]) -> list[JsonObject]:
+    conn, sc = w.conn, w.sc
+    found = resolve(conn, sc, [name for name, _ in items])
+    require(found, [name for name, _ in items], "add_observations")
+    ents = {found[ops.canonical_name(name)].id for name, _ in items}
+    known = observation_texts(conn, sc, list(ents))
+    results: list[JsonObject] = []
+    for name, contents in items:
+        ent = found[ops.canonical_name(name)]
+        added = w.add_new_observations(ent.id, contents, known[ent.id])
+        results.append({"entityName": ent.name, "addedObservations": added})
+    w.touch(ents)
+    return results
+
+
+def create_relations(w: Writer, items: Sequence[tuple[str, str, str]]) -> list[dict[str, str]]:
+    conn, sc = w.conn, w.sc
+    found = resolve(conn, sc, [n for s, _, t in items for n in (s, t)])
+    require(found, [n for s, _, t in items for n in (s, t)], "create_relations")
+    out = []
+    seen: set[tuple[int, str, int]] = set()
+    for src, rtype, tgt in items:
+        s, t = found[ops.canonical_name(src)], found[ops.canonical_name(tgt)]
+        key = (s.id, rtype, t.id)
+        if key in seen:
+            continue
+        seen.add(key)
+        row = conn.execute(
+            f"SELECT r.id, {sc.relation()} FROM relations r WHERE r.source_id = ? AND r.relation_type = ? AND r.target_id = ?",
+            key,
+        ).fetchone()
+        if row is not None and row[1]:
+            continue  # already there
+        if row is None:
+            rid = conn.execute(
+                "INSERT INTO relations (source_id, target_id, relation_type, metadata, created_at) VALUES (?, ?, ?, '{}', ?)",
+                (s.id, t.id, rtype, w.ts),
+            ).lastrowid
+        else:
+            rid = row[0]
+        conn.execute(
+            "INSERT OR IGNORE INTO relation_scopes (relation_id, scope_id) VALUES (?, ?)",
+            (rid, w.scope_id),
+        )
+        w.change("relation", rid)
+        out.append(relation_out(s.name, rtype, t.name))
+    return out
+
+
+def delete_entities(w: Writer, names: Sequence[str]) -> int:
+    """Delete the visible entities named (unknown names are ignored), with their relations.
+
+    An entity owned here (``store.ownership``) is deleted with its
+    observations and relations. A shared one loses only this server's part:
+    its observations and relations owned here are deleted, its shared
+    relations and itself are unlinked from the writable scopes (`release`),
+    and observations of other scopes stay.
+    """
+    conn, sc = w.conn, w.sc
+    found = resolve(conn, sc, names)
+    for ent in found.values():
+        # Owned: then all its observations and relations are owned too.
+        owned = w.own.owned("entity", ent.id)
+        for mid, _ in observations_of(conn, sc, [ent.id])[ent.id]:
+            if owned or w.own.owned("memory", mid):
+                w.drop_observation(mid, ent.id)
+        rels = [
+            r[0]
+            for r in conn.execute(
+                f"SELECT r.id FROM relations r WHERE (r.source_id = ? OR r.target_id = ?) AND {sc.relation()}",
+                (ent.id, ent.id),
+            )
+        ]
+        if owned:
+            _delete_owned_entity(w, ent.id, rels)
+        else:
+            for rid in rels:
+                w.drop_relation(rid)
+            w.own.release("entity", ent.id)
+            w.change("entity", ent.id)
+    return len(found)
+
+
+def _delete_owned_entity(w: Writer, eid: int, relations: list[int]) -> None:
+    """Delete an entity owned here; its relations go with it, its memories lose their link."""
+    conn = w.conn
+    for rid in relations:
+        w.change("relation", rid, deleted=True)
+    for (mid,) in conn.execute(
+        "SELECT memory_id FROM memory_entities WHERE entity_id = ?", (eid,)
+    ).fetchall():
+        w.change("memory", mid)  # loses its link
+    conn.execute("DELETE FROM entities WHERE id = ?", (eid,))  # cascades relations
+    w.change("entity", eid, deleted=True)
+
+
+def delete_observations(w: Writer, items: Sequence[tuple[str, list[str]]]) -> int:
+    """Delete the named observations of visible entities (unknown ones are ignored).
+
+    An observation shared with a scope this server may not write (a memory
+    of another repository that is also ``global``) refuses the whole call
+    before anything is deleted (``store.ownership``).
+    """
+    conn, sc = w.conn, w.sc
+    found = resolve(conn, sc, [name for name, _ in items])
+    chosen: dict[tuple[int, int], None] = {}  # (memory id, entity id), once each
+    for i, (name, contents) in enumerate(items):
+        ent = found.get(ops.canonical_name(name))
+        if ent is None:
+            continue  # as the reference server: unknown entities are ignored
+        wanted = set(contents)
+        for mid, content in observations_of(conn, sc, [ent.id])[ent.id]:
+            if content in wanted:
+                w.own.require(
+                    "memory", mid, f"the observation {_short(content)} of entity {ent.name!r}",
+                    "delete it", f"delete_observations: deletions[{i}]",
+                )  # fmt: skip
+                chosen[(mid, ent.id)] = None
+    for mid, eid in chosen:
+        w.drop_observation(mid, eid)
+    w.touch([eid for _, eid in chosen])
+    return len(chosen)
+
+
+def _short(text: str, width: int = 60) -> str:
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= width else flat[: width - 1] + "…")
+
+
+def delete_relations(w: Writer, items: Sequence[tuple[str, str, str]]) -> int:
+    conn, sc = w.conn, w.sc
+    found = resolve(conn, sc, [n for s, _, t in items for n in (s, t)])
+    removed = 0
+    for src, rtype, tgt in items:
+        s, t = found.get(ops.canonical_name(src)), found.get(ops.canonical_name(tgt))
+        if s is None or t is None:
+            continue
+        row = conn.execute(
+            f"SELECT r.id FROM relations r WHERE r.source_id = ? AND r.relation_type = ? AND r.target_id = ? AND {sc.relation()}",
+            (s.id, rtype, t.id),
+        ).fetchone()
+        if row is not None:
+            w.drop_relation(row[0])
+            removed += 1
+    return removed
+
+
+def compact(w: Writer) -> JsonObject:
+    """Drop repeated observations of an entity (keeping the oldest) and optimize the FTS indexes.
+
+    Only copies owned here are dropped: one shared with a scope this server
+    may not write stays (``store.ownership``).
+    """
+    conn, sc = w.conn, w.sc
+    removed = 0
+    dupes = conn.execute(
+        f"""SELECT me.entity_id, group_concat(m.id) FROM memory_entities me JOIN memories m ON m.id = me.memory_id
+            WHERE {OBS_TYPE_SQL} AND {sc.memory()} GROUP BY me.entity_id, m.content HAVING count(*) > 1"""
+    ).fetchall()
+    for eid, ids in dupes:
+        for mid in sorted(int(i) for i in ids.split(","))[1:]:
+            if w.own.owned("memory", mid):  # another repository's copy stays (store.ownership)
+                w.drop_observation(mid, eid)
+                removed += 1
+    indexes = ["entities_fts", "entities_trigram", "memories_fts"]
+    for index in indexes:
+        conn.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")
+    return {"duplicateObservationsRemoved": removed, "indexesOptimized": indexes}

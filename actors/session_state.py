@@ -1,0 +1,43 @@
+"""What a session keeps about its client and its running calls.
+
+`SessionState` is owned by the transport's supervisor, not by the Session actor:
+it survives a restart of the session, so the restarted session serves the same
+client (negotiated version, client info, calls still running, lines not yet
+handled). `CallState` is one running ``tools/call``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import trio
+
+from ..protocol.jsonrpc import Id
+from .answers import Answer
+
+
+@dataclass
+class CallState:
+    """One running tool call: its cancel scope and where its answer goes."""
+
+    scope: trio.CancelScope
+    answer: Answer
+    answered: bool = False
+
+
+@dataclass(eq=False)
+class SessionState:
+    """What survives a restart of the Session actor (owned by its supervisor)."""
+
+    name: str = "session"
+    initialized: bool = False
+    protocol_version: str | None = None
+    client_name: str = "unknown"
+    client_version: str = ""
+    # Whether results may carry structuredContent (the negotiated revision has it).
+    structured_ok: bool = True
+    in_flight: dict[Id, CallState] = field(default_factory=dict)
+    # Lines received but not handled yet: a crash in the middle of a batch leaves
+    # the rest here for the next incarnation (none is dropped unanswered).
+    pending: deque[bytes] = field(default_factory=deque)

@@ -1,0 +1,194 @@
+"""``memtrio doctor``: where everything is, the store's health, and the home's permissions.
+
+Exit code 0 when the database is intact, at the latest schema, and no path of
+the home is open to group or others; 1 otherwise (or when the store cannot
+open: then the report says why and what to do).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+from ...supervisors import private
+from ...supervisors.commands import emit, load_config
+from ...supervisors.config import log_path
+from ...supervisors.context import AppContext, AppRunner
+from ...supervisors.errors import UserError
+from ...supervisors.git import git_output
+from . import db, schema, transfer
+from .memories import counts
+from .runner import run_store_command
+from .services import store_of
+
+
+def _permissions(home: Path, log: Path, fix: bool) -> dict[str, Any]:
+    """Paths of the home (and of a log kept elsewhere) that group or others can access.
+
+    With ``fix``, their group and other permissions are removed. Symbolic links
+    are listed, never followed or changed.
+    """
+    tops = [home] if os.path.isdir(home) else []
+    inside = log.is_relative_to(home) or log.is_relative_to(os.path.realpath(home))
+    if os.path.lexists(log) and not inside:
+        tops.append(log)
+    paths: list[dict[str, Any]] = []
+    links: list[dict[str, str]] = []
+    for finding in private.audit(tops):
+        if finding.is_link:
+            links.append({"path": str(finding.path), "target": finding.target})
+            continue
+        row: dict[str, Any] = {
+            "path": str(finding.path),
+            "mode": f"{finding.mode:04o}",
+            "expected": f"{finding.expected:04o}",
+        }
+        if fix:
+            try:
+                row["now"] = f"{private.tighten(finding):04o}"
+            except OSError as exc:
+                row["error"] = exc.strerror or str(exc)
+        paths.append(row)
+    if not paths:
+        status = "ok"
+    elif fix and not any("error" in p for p in paths):
+        status = "fixed"
+    else:
+        status = "loose"
+    return {"status": status, "paths": paths, "links": links}
+
+
+def _permission_lines(perms: dict[str, Any]) -> list[str]:
+    paths, links = perms["paths"], perms["links"]
+    if perms["status"] == "ok":
+        lines = ["permissions: ok (directories 0700, files 0600)"]
+    elif perms["status"] == "fixed":
+        lines = [f"permissions: fixed {len(paths)} path(s) that group or others could access"]
+    else:
+        lines = [
+            f"permissions: {len(paths)} path(s) that group or others can access "
+            "(memtrio doctor --fix removes their group and other permissions)"
+        ]
+    for p in paths:
+        if "now" in p:
+            lines.append(f"  {p['path']}: mode {p['mode']} -> {p['now']}")
+        elif "error" in p:
+            lines.append(
+                f"  {p['path']}: mode {p['mode']}, expected {p['expected']} (not changed: {p['error']})"
+            )
+        else:
+            lines.append(f"  {p['path']}: mode {p['mode']}, expected {p['expected']}")
+    for link in links:
+        lines.append(
+            f"  {link['path']}: a symbolic link to {link['target']} (not followed, not changed)"
+        )
+    return lines
+
+
+def _doctor_remedy(exc: BaseException) -> str:
+    """The line doctor prints when the store cannot open: for a damaged one, how to recover."""
+    if isinstance(exc, db.StoreUnavailable) and exc.damaged:
+        return (
+            f"{exc.problem}: move {exc.path} and its -wal and -shm files aside (memtrio then "
+            "starts an empty store) and load your last export with `memtrio import FILE`; "
+            f"`sqlite3 {exc.path} .recover` may salvage what is left"
+        )
+    return str(exc)
+
+
+def _check_database(conn: sqlite3.Connection) -> dict[str, Any]:
+    """Schema version, journal mode, SQLite's and every FTS5 index's integrity, counts."""
+    integrity = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall()]
+    problems = []
+    fts_tables = [
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%'"
+        )
+    ]
+    for table in fts_tables:  # each external-content index agrees with its table
+        try:
+            conn.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")
+        except sqlite3.DatabaseError as exc:
+            problems.append(f"{table}: {exc}")
+    fts = "ok" if not problems else "failed: " + "; ".join(problems)
+    return {
+        "schema_version": transfer.schema_version(conn),
+        "journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0],
+        "integrity": "ok" if integrity == ["ok"] else "; ".join(integrity[:5]),
+        "fts_integrity": fts,
+        "counts": counts(conn),
+    }
+
+
+def cmd_doctor(args: argparse.Namespace, run: AppRunner) -> int:
+    cfg, home = load_config(args)
+    perms = _permissions(home, log_path(cfg, home), args.fix)
+
+    async def body(app: AppContext) -> int:
+        store = store_of(app)
+        report = await store.write(_check_database, name="doctor")
+        size = sum(
+            p.stat().st_size for p in store.path.parent.glob(store.path.name + "*") if p.is_file()
+        )
+        result = {
+            "home": str(app.home),
+            "database": str(store.path),
+            "database_bytes": size,
+            "log": str(log_path(app.config, app.home)),
+            "cwd": str(app.cwd),
+            "current_scope": store.default_scope,
+            "git": git_output(["--version"], app.cwd) or "not found",
+            "sqlite": sqlite3.sqlite_version,
+            "latest_schema_version": schema.LATEST,
+            "embeddings": "on" if app.config.embedding.enabled else "off",
+            "durability": app.config.store.durability,
+            **report,
+            "permissions": perms,
+        }
+        healthy = (
+            result["integrity"] == "ok"
+            and result["fts_integrity"] == "ok"
+            and result["schema_version"] == schema.LATEST
+            and perms["status"] != "loose"
+        )
+
+        def human(r: dict[str, Any]) -> str:
+            skip = ("counts", "permissions")
+            lines = [f"{k}: {v}" for k, v in r.items() if k not in skip]
+            lines.append("counts: " + ", ".join(f"{k} {v}" for k, v in r["counts"].items()))
+            lines += _permission_lines(perms)
+            lines.append("status: ok" if healthy else "status: PROBLEMS FOUND")
+            return "\n".join(lines)
+
+        emit(args, result, human)
+        return 0 if healthy else 1
+
+    try:
+        return run_store_command(args, run, body)
+    except UserError as exc:
+        # The store did not open: still report where everything is and why, and say
+        # what to do in one line on stderr.
+        message = _doctor_remedy(exc)
+        result = {
+            "home": str(home),
+            "database": str(db.db_path(home)),
+            "cwd": os.getcwd(),
+            "error": message,
+            "permissions": perms,
+        }
+        emit(
+            args,
+            result,
+            lambda r: "\n".join(
+                [f"{k}: {v}" for k, v in r.items() if k != "permissions"]
+                + _permission_lines(perms)
+                + ["status: PROBLEMS FOUND"]
+            ),
+        )
+        print(f"memtrio: {message}", file=sys.stderr)
+        return 1

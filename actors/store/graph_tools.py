@@ -1,0 +1,112 @@
+"""The graph tools' handlers: relate (a directed relation between two entities) and graph (paths around one)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from ...supervisors.context import CallContext
+from . import limits
+from .documents import canonical_name, entity_document, relation_document
+from .entities import (
+    RelationSpec,
+    find_entity,
+    missing_vectors,
+    upsert_entity,
+    upsert_relation,
+    validate_entity,
+    validate_relation_type,
+)
+from .memories import now
+from .ownership import Ownership
+from .paths import graph_paths
+from .scope_rows import ensure_scope
+from .services import embed, embedder_of, scoped, store_of
+from .tool_args import GraphArgs, RelateArgs
+from .vectors import Vec, change_of, put_vector
+from .writer import Written
+
+
+async def relate(ctx: CallContext, args: RelateArgs) -> dict[str, Any]:
+    app = ctx.app
+    store = store_of(app)
+    scopes = await scoped(store.policy.write_scopes, args.scopes)
+    source = validate_entity(args.source, args.source_kind)
+    target = validate_entity(args.target, args.target_kind)
+    relation_type = validate_relation_type(args.relation)
+    limits.check_metadata(args.metadata, "metadata")
+    warnings: list[str] = []
+    vectors: dict[int, Vec] = {}  # 0: source, 1: target, 2: relation
+    if embedder_of(app) is not None:
+        spec = RelationSpec(source, relation_type, target)
+        ent_missing, rel_missing = await store.read(
+            lambda conn: missing_vectors(conn, [source, target], [spec])
+        )
+        docs = {
+            0: entity_document(source.name, source.kind)
+            if canonical_name(source.name) in ent_missing
+            else None,
+            1: entity_document(target.name, target.kind)
+            if canonical_name(target.name) in ent_missing
+            else None,
+            2: relation_document(source.name, relation_type, target.name) if rel_missing else None,
+        }
+        wanted = {k: d for k, d in docs.items() if d is not None}
+        embedded = await embed(app, list(wanted.values()), "relation")
+        if embedded is not None:
+            vectors = dict(zip(wanted, embedded.vectors, strict=True))
+            warnings = embedded.warnings
+
+    def op(conn: sqlite3.Connection) -> Written:
+        ts = now()
+        sids = [ensure_scope(conn, s) for s in scopes]
+        own = Ownership(conn, store.policy.writable)
+        changes = []
+        kept: list[str] = []
+        # The relation's metadata is what relate is asked to set: a change of a
+        # shared relation's is refused (one transaction: nothing stays linked).
+        # The kinds are a side note: a shared entity keeps its kind, with a warning.
+        src_id, src_new = upsert_entity(conn, source, sids, ts, own, kept)
+        tgt_id, tgt_new = upsert_entity(conn, target, sids, ts, own, kept)
+        rel_id, rel_new = upsert_relation(
+            conn, src_id, relation_type, tgt_id, args.metadata, sids, ts, own, None
+        )
+        for kind, item, created, vec in (
+            ("entity", src_id, src_new, 0),
+            ("entity", tgt_id, tgt_new, 1),
+            ("relation", rel_id, rel_new, 2),
+        ):
+            if vec in vectors and put_vector(conn, kind, item, vectors[vec], replace=False):
+                changes.append(change_of(kind, item, vectors[vec]))
+            elif created:
+                changes.append(change_of(kind, item, None))
+        row = conn.execute("SELECT metadata FROM relations WHERE id = ?", (rel_id,)).fetchone()
+        entity = lambda i, spec: {"id": i, **(find_entity(conn, spec.name) or {})}  # noqa: E731
+        return Written(
+            {
+                "id": rel_id,
+                "source": entity(src_id, source),
+                "relation": relation_type,
+                "target": entity(tgt_id, target),
+                "metadata": json.loads(row[0]),
+                "created": rel_new,
+                "scopes": scopes,
+                "warnings": kept,
+            },
+            changes,
+        )
+
+    result = await store.write(op, name="relate")
+    result["warnings"] = [*warnings, *result["warnings"]]
+    return result
+
+
+async def graph(ctx: CallContext, args: GraphArgs) -> dict[str, Any]:
+    store = store_of(ctx.app)
+    selection = await scoped(store.policy.select, args.scopes)
+    return await store.read(
+        lambda conn: graph_paths(
+            conn, args.entity, args.direction, args.max_depth, args.limit, selection
+        )
+    )

@@ -1,0 +1,261 @@
+"""The memory tools' handlers: remember, recall, stats, list_scopes, inspect, update, forget.
+
+Every refusal raises a `DomainError` (an ``isError`` result saying why)
+before anything changes: scopes are validated first, embeddings are computed
+before the write (see `services.embed`), and the write re-checks what it
+depends on inside its transaction.
+
+Ranking: `recall` asks the ``ranker`` service (semantic + graph) when
+``use_embeddings`` is true and it runs; it falls back to SQLite FTS5 BM25
+(importance, then recency, break ties) when the ranker is absent, answers
+None, or fails.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from ...protocol.errors import BadArgument, DomainError
+from ...supervisors import trace
+from ...supervisors.context import AppContext, CallContext
+from ..ranker.service import RANKER
+from . import limits
+from .access import ranked_rows, record_access
+from .documents import canonical_name, entity_document, memory_document, relation_document
+from .entities import RelationSpec, missing_vectors, validate_entity, validate_relation_type
+from .lexical import lexical_search
+from .memories import (
+    NewMemory,
+    counts,
+    delete_memory,
+    get_memory,
+    insert_memory,
+    not_found,
+    update_memory,
+    visible,
+    writable_memory,
+)
+from .scope_rows import scope_counts, scope_ids
+from .scopes import GLOBAL
+from .services import check_finite, clean_text, clean_type, embed, embedder_of, scoped, store_of
+from .tool_args import (
+    ForgetArgs,
+    InspectArgs,
+    ListScopesArgs,
+    RecallArgs,
+    RememberArgs,
+    StatsArgs,
+    UpdateArgs,
+)
+from .vectors import Vec
+from .writer import ACTOR, Written
+
+
+async def remember(ctx: CallContext, args: RememberArgs) -> dict[str, Any]:
+    app = ctx.app
+    store = store_of(app)
+    content = clean_text(args.content, "content")
+    memory_type = clean_type(args.memory_type)
+    check_finite(args.importance)
+    scopes = await scoped(store.policy.write_scopes, args.scopes)
+    entities = [
+        validate_entity(e) if isinstance(e, str) else validate_entity(e.name, e.kind)
+        for e in args.entities or []
+    ]
+    relations = [
+        RelationSpec(
+            validate_entity(r.source),
+            validate_relation_type(r.relation),
+            validate_entity(r.target),
+            limits.check_metadata(r.metadata, f"relations[{i}].metadata"),
+        )
+        for i, r in enumerate(args.relations or [])
+    ]
+    new = NewMemory(content, memory_type, float(args.importance), scopes, entities, relations)
+    warnings: list[str] = []
+    if embedder_of(app) is not None:
+        endpoint_specs = [*entities, *(s for r in relations for s in (r.source, r.target))]
+        ent_missing, rel_missing = await store.read(
+            lambda conn: missing_vectors(conn, endpoint_specs, relations)
+        )
+        ent_docs: dict[str, str] = {}
+        for spec in endpoint_specs:
+            canon = canonical_name(spec.name)
+            if canon in ent_missing:
+                ent_docs.setdefault(canon, entity_document(spec.name, spec.kind))
+        rel_docs: dict[tuple[str, str, str], str] = {}
+        for rel in relations:
+            key = (
+                canonical_name(rel.source.name),
+                rel.relation,
+                canonical_name(rel.target.name),
+            )
+            if key in rel_missing:
+                rel_docs.setdefault(
+                    key, relation_document(rel.source.name, rel.relation, rel.target.name)
+                )
+        texts = [memory_document(content), *ent_docs.values(), *rel_docs.values()]
+        embedded = await embed(app, texts, "memory")
+        if embedded is not None:
+            new.vector = embedded.vectors[0]
+            new.entity_vectors = dict(
+                zip(ent_docs, embedded.vectors[1 : 1 + len(ent_docs)], strict=True)
+            )
+            new.relation_vectors = dict(
+                zip(rel_docs, embedded.vectors[1 + len(ent_docs) :], strict=True)
+            )
+            warnings = embedded.warnings
+
+    def op(conn: sqlite3.Connection) -> Written:
+        result, changes = insert_memory(conn, new, writable=store.policy.writable)
+        return Written(result, changes)
+
+    result = await store.write(op, name="remember")
+    result["memory_type"] = memory_type
+    result["warnings"] = [*warnings, *result["warnings"]]
+    return result
+
+
+async def rank(
+    app: AppContext,
+    query: str,
+    selection: list[str],
+    memory_type: str | None,
+    limit: int,
+    use_embeddings: bool,
+) -> tuple[list[tuple[int, float]], str, list[str]]:
+    """Ranked (memory id, score) within ``selection``: semantic ranker when asked and running, else lexical."""
+    store = store_of(app)
+    warnings: list[str] = []
+    ranker = app.find(RANKER) if use_embeddings and app.config.embedding.enabled else None
+    if ranker is not None:
+        ids = await store.read(lambda conn: scope_ids(conn, selection))
+        try:
+            ranked = await ranker.recall(query, sorted(ids.values()), memory_type, limit)
+        except DomainError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - recall still answers, lexically
+            trace.warning(ACTOR, "semantic_recall_failed", error=f"{type(exc).__name__}: {exc}")
+            warnings.append(
+                f"semantic ranking failed ({type(exc).__name__}: {exc}); lexical ranking was used"
+            )
+            ranked = None
+        if ranked is not None:
+            warnings.extend(getattr(ranked, "warnings", []))
+            return [(int(i), float(s)) for i, s in ranked][:limit], "semantic", warnings
+    ranked = await store.read(
+        lambda conn: lexical_search(conn, query, selection, memory_type, limit)
+    )
+    return ranked, "lexical", warnings
+
+
+async def recall(ctx: CallContext, args: RecallArgs) -> dict[str, Any]:
+    app = ctx.app
+    store = store_of(app)
+    selection = await scoped(store.policy.select, args.scopes)
+    memory_type = clean_type(args.memory_type) if args.memory_type is not None else None
+    ranked, ranking, warnings = await rank(
+        app, args.query, selection, memory_type, args.limit, args.use_embeddings
+    )
+    try:
+        rows = await store.write(
+            lambda conn: record_access(conn, "recall", args.query, selection, ranked),
+            name="recall",
+        )
+    except sqlite3.OperationalError as exc:
+        # A full or read-only disk: answer from a read connection, uncounted.
+        trace.warning(ACTOR, "recall_access_not_recorded", error=str(exc))
+        rows = await store.read(lambda conn: ranked_rows(conn, selection, ranked))
+        warnings.append(f"the access could not be recorded ({exc}); results are unaffected")
+    return {"memories": rows, "scopes": selection, "ranking": ranking, "warnings": warnings}
+
+
+async def stats(ctx: CallContext, args: StatsArgs) -> dict[str, Any]:
+    store = store_of(ctx.app)
+    result = await store.read(counts)
+    result["current_scope"] = store.default_scope
+    return result
+
+
+async def list_scopes(ctx: CallContext, args: ListScopesArgs) -> dict[str, Any]:
+    store = store_of(ctx.app)
+    stored = await store.read(scope_counts)
+    policy = store.policy
+    names = sorted(set(stored) | {policy.current, GLOBAL})
+    return {
+        "current_scope": policy.current,
+        "scopes": [
+            {
+                "name": n,
+                "is_current": n == policy.current,
+                "writable": n in policy.writable,
+                "memories": stored.get(n, 0),
+            }
+            for n in names
+        ],
+    }
+
+
+async def inspect(ctx: CallContext, args: InspectArgs) -> dict[str, Any]:
+    store = store_of(ctx.app)
+    selection = await scoped(store.policy.select, args.scopes)
+
+    def op(conn: sqlite3.Connection) -> dict[str, Any]:
+        memory = get_memory(conn, args.id)
+        if memory is None or not visible(memory["scopes"], selection):
+            raise not_found(args.id, selection)
+        record_access(conn, "inspect", f"#{args.id}", selection, [(args.id, 1.0)])
+        updated = get_memory(conn, args.id)
+        assert updated is not None
+        return updated
+
+    return await store.write(op, name="inspect")
+
+
+async def update(ctx: CallContext, args: UpdateArgs) -> dict[str, Any]:
+    app = ctx.app
+    store = store_of(app)
+    if args.content is None and args.memory_type is None and args.importance is None:
+        raise BadArgument(
+            "nothing to update: give at least one of `content`, `memory_type`, `importance`"
+        )
+    content = clean_text(args.content, "content") if args.content is not None else None
+    memory_type = clean_type(args.memory_type) if args.memory_type is not None else None
+    check_finite(args.importance)
+    selection = await scoped(store.policy.write_selection, args.scopes)
+    vector: Vec | None = None
+    warnings: list[str] = []
+    if content is not None and embedder_of(app) is not None:
+        # Refuse before embedding; the write re-checks inside its transaction.
+        current = await store.read(
+            lambda conn: writable_memory(conn, args.id, store.policy, selection, "update")
+        )
+        if current["content"] != content:
+            embedded = await embed(app, [memory_document(content)], "memory")
+            if embedded is not None:
+                vector, warnings = embedded.vectors[0], embedded.warnings
+    embeddings_on = vector is not None
+
+    def op(conn: sqlite3.Connection) -> Written:
+        result, changes = update_memory(
+            conn, args.id, store.policy, selection,
+            content=content, memory_type=memory_type, importance=args.importance,
+            vector=vector, embeddings_on=embeddings_on,
+        )  # fmt: skip
+        return Written(result, changes)
+
+    result = await store.write(op, name="update")
+    result["warnings"] = warnings
+    return result
+
+
+async def forget(ctx: CallContext, args: ForgetArgs) -> dict[str, Any]:
+    store = store_of(ctx.app)
+    selection = await scoped(store.policy.write_selection, args.scopes)
+
+    def op(conn: sqlite3.Connection) -> Written:
+        result, changes = delete_memory(conn, args.id, store.policy, selection)
+        return Written(result, changes)
+
+    return await store.write(op, name="forget")

@@ -1,0 +1,102 @@
+"""The memory tools' arguments: one msgspec struct per tool (their ``inputSchema`` is generated from these)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from .limits import Content, Importance, MemoryId, MemoryType, Name, Scopes
+
+
+class EntityArg(msgspec.Struct, forbid_unknown_fields=True):
+    name: Name
+    kind: Annotated[str, msgspec.Meta(max_length=64)] = "entity"
+
+
+class RelationArg(msgspec.Struct, forbid_unknown_fields=True):
+    source: Name
+    relation: Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+    target: Name
+    metadata: dict[str, Any] | None = None
+
+
+class RememberArgs(msgspec.Struct, forbid_unknown_fields=True):
+    content: Content
+    memory_type: MemoryType = "observation"
+    importance: Importance = 0.0
+    scopes: Scopes | None = None
+    entities: (
+        Annotated[
+            list[str | EntityArg],
+            msgspec.Meta(
+                max_length=100, description="entities this memory mentions: names, or {name, kind}"
+            ),
+        ]
+        | None
+    ) = None
+    relations: (
+        Annotated[
+            list[RelationArg],
+            msgspec.Meta(
+                max_length=100,
+                description="directed relations this memory states: {source, relation, target}",
+            ),
+        ]
+        | None
+    ) = None
+
+
+class RecallArgs(msgspec.Struct, forbid_unknown_fields=True):
+    query: Annotated[str, msgspec.Meta(max_length=10_000)]
+    scopes: Scopes | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=100)] = 10
+    use_embeddings: bool = True
+    memory_type: MemoryType | None = None
+
+
+class StatsArgs(msgspec.Struct, forbid_unknown_fields=True):
+    """No arguments."""
+
+
+class ListScopesArgs(msgspec.Struct, forbid_unknown_fields=True):
+    """No arguments."""
+
+
+class RelateArgs(msgspec.Struct, forbid_unknown_fields=True):
+    source: Name
+    relation: Annotated[
+        str,
+        msgspec.Meta(min_length=1, max_length=128, description="relation type, e.g. depends_on"),
+    ]
+    target: Name
+    source_kind: Annotated[str, msgspec.Meta(max_length=64)] = "entity"
+    target_kind: Annotated[str, msgspec.Meta(max_length=64)] = "entity"
+    metadata: dict[str, Any] | None = None
+    scopes: Scopes | None = None
+
+
+class GraphArgs(msgspec.Struct, forbid_unknown_fields=True):
+    entity: Name
+    direction: Literal["both", "incoming", "outgoing"] = "both"
+    max_depth: Annotated[int, msgspec.Meta(ge=1, le=3)] = 2
+    limit: Annotated[int, msgspec.Meta(ge=1, le=100)] = 50
+    scopes: Scopes | None = None
+
+
+class InspectArgs(msgspec.Struct, forbid_unknown_fields=True):
+    id: MemoryId
+    scopes: Scopes | None = None
+
+
+class UpdateArgs(msgspec.Struct, forbid_unknown_fields=True):
+    id: MemoryId
+    content: Content | None = None
+    memory_type: MemoryType | None = None
+    importance: Importance | None = None
+    scopes: Scopes | None = None
+
+
+class ForgetArgs(msgspec.Struct, forbid_unknown_fields=True):
+    id: MemoryId
+    scopes: Scopes | None = None

@@ -1,0 +1,163 @@
+"""The tool calls of one session: each runs as its own task, so a slow call never
+blocks the session's read loop.
+
+`ToolCalls.start` checks a ``tools/call`` request and starts its task; the task
+decodes the arguments with the tool's msgspec struct, runs the handler under
+``[server] call_timeout`` and answers. ``notifications/cancelled`` cancels a
+call (`ToolCalls.cancel`); stopping the session lets running calls finish
+within the grace period (`ToolCalls.drain`).
+
+Error handling: a `DomainError` from a handler is an ``isError`` result with
+its message; any other exception is an ``isError`` result too, logged with its
+traceback. A call still running when its session incarnation dies is answered
+-32603 on the way out (`answer_interrupted`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import msgspec
+import trio
+
+from ..protocol import jsonrpc, mcp
+from ..protocol.errors import DomainError
+from ..protocol.jsonrpc import Id
+from ..protocol.tools import Tool, format_validation_error
+from ..supervisors import faults, trace
+from ..supervisors.context import AppContext, CallContext
+from .answers import Answer, decode_params
+from .session_state import CallState, SessionState
+
+# At most this many tool calls run at once in a session. Another waits for one
+# to end, and meanwhile the session reads no further input (the client's writes
+# block): a client pipelining large calls cannot make the server hold them all.
+MAX_CALLS_IN_FLIGHT = 64
+
+
+class ToolCalls:
+    """Starts, cancels and drains the tool calls of one session incarnation (in ``nursery``)."""
+
+    def __init__(self, app: AppContext, state: SessionState, nursery: trio.Nursery) -> None:
+        self.app = app
+        self.state = state
+        self.nursery = nursery
+        self.grace = app.config.server.shutdown_grace
+        self.call_timeout = app.config.server.call_timeout
+        self._call_ended = trio.Event()
+
+    async def start(self, msg: jsonrpc.Message, answer: Answer) -> None:
+        """Check a ``tools/call`` request and start its task; a bad one is answered here."""
+        while len(self.state.in_flight) >= MAX_CALLS_IN_FLIGHT:
+            self._call_ended = trio.Event()
+            await self._call_ended.wait()
+        if msg.id in self.state.in_flight:
+            await answer.error(
+                msg.id,
+                jsonrpc.INVALID_REQUEST,
+                f"Invalid Request: id {msg.id!r} is already in use by a running call",
+            )
+            return
+        params = await decode_params(msg, mcp.call_params, answer)
+        if params is None:
+            return
+        tool = self.app.registry.get(params.name)
+        if tool is None:
+            await answer.error(
+                msg.id,
+                jsonrpc.INVALID_PARAMS,
+                f"Unknown tool: {params.name!r}; tools/list names the {len(self.app.registry)} available tools",
+            )
+            return
+        call = CallState(trio.CancelScope(), answer)
+        answer.held = True
+        self.state.in_flight[msg.id] = call
+        self.nursery.start_soon(self._run, msg.id, tool, params, call)
+
+    async def cancel(self, request_id: Id, reason: str | None) -> None:
+        """``notifications/cancelled``: stop the call; the spec wants no response for it."""
+        call = self.state.in_flight.get(request_id)
+        if call is not None and not call.answered:
+            call.answered = True
+            call.scope.cancel()
+            await call.answer.skip()
+            trace.event(self.state.name, "cancelled", request_id=request_id, reason=reason)
+
+    async def drain(self) -> None:
+        """Let running calls finish, within the grace period (shielded: the session is stopping)."""
+        if not self.state.in_flight:
+            return
+        with trio.move_on_after(self.grace) as scope:
+            scope.shield = True
+            while self.state.in_flight:
+                await trio.sleep(0.01)
+        if self.state.in_flight:
+            trace.warning(
+                self.state.name,
+                "calls_abandoned",
+                count=len(self.state.in_flight),
+                grace=self.grace,
+            )
+
+    async def _run(self, rid: Id, tool: Tool, params: mcp.CallParams, call: CallState) -> None:
+        token = trace.current.set(None)
+        try:
+            result: dict[str, object] | None = None
+            with (
+                trace.span(self.state.name, "tools/call", tool=tool.name, request_id=rid) as span,
+                call.scope,
+            ):
+                timeout = self.call_timeout if self.call_timeout > 0 else math.inf
+                with trio.move_on_after(timeout) as deadline:
+                    result = await self._invoke(tool, params, rid, span)
+                if deadline.cancelled_caught:
+                    span["outcome"] = "timeout"
+                    result = mcp.tool_error(
+                        f"{tool.name} did not finish within {timeout:g} s ([server] call_timeout) and was abandoned"
+                    )
+            if result is not None and not call.answered:
+                await call.answer.result(rid, result)
+            call.answered = True
+        finally:
+            trace.current.reset(token)
+            # Interrupted from outside (session crash or stop) before answering: the
+            # entry stays, so the session answers it with an error on its way out.
+            if call.answered and self.state.in_flight.get(rid) is call:
+                del self.state.in_flight[rid]
+                self._call_ended.set()
+
+    async def _invoke(
+        self, tool: Tool, params: mcp.CallParams, rid: Id, span: dict[str, object]
+    ) -> dict[str, object]:
+        try:
+            raw = bytes(params.arguments)
+            args = tool.decoder.decode(raw if raw and raw != b"null" else b"{}")
+        except msgspec.ValidationError as exc:
+            span["outcome"] = "invalid_arguments"
+            return mcp.tool_error(f"{tool.name}: {format_validation_error(exc)}")
+        except msgspec.DecodeError as exc:
+            span["outcome"] = "invalid_arguments"
+            return mcp.tool_error(f"{tool.name}: invalid arguments: {exc}")
+        try:
+            if faults.ACTIVE:
+                await faults.hit("tool.call")
+            value = await tool.handler(CallContext(self.app, self.state, rid), args)
+        except DomainError as exc:
+            span["outcome"] = exc.kind
+            return mcp.tool_error(str(exc))
+        except Exception as exc:  # noqa: BLE001 - a tool failure is a result, not a crash
+            span["outcome"] = "error"
+            trace.failure(self.state.name, "tool_failed", exc, tool=tool.name)
+            return mcp.tool_error(f"{tool.name} failed: {type(exc).__name__}: {exc}")
+        return mcp.tool_result(value, structured_ok=self.state.structured_ok)
+
+
+def answer_interrupted(state: SessionState, why: str) -> None:
+    """Answer every call of ``state`` still unanswered with -32603 ``why``, without waiting."""
+    for rid, call in list(state.in_flight.items()):
+        if not call.answered:
+            call.answered = True
+            call.answer.send_nowait(
+                jsonrpc.error_response(rid, jsonrpc.INTERNAL_ERROR, f"Internal error: {why}")
+            )
+    state.in_flight.clear()

@@ -1,0 +1,87 @@
+"""What every ``memtrio`` subcommand shares: its common flags, its configuration and its errors.
+
+This is runtime, like ``supervisors.context``: the feature modules that add
+subcommands import it, never the CLI entry (``supervisors.cli``). A subcommand
+registers ``set_defaults(func=handler)`` where ``handler(args, run) -> int``
+and ``run`` is the `AppRunner` the entry hands it, which starts the
+application tree for the body of the command.
+
+Errors exit non-zero with one clear line on stderr: raise `CliError` (or any
+`UserError`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+from . import config as config_mod
+from .errors import UserError, one_line
+
+
+class CliError(UserError):
+    """A user-facing failure: printed as one line, exit code 1 (or ``code``)."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message, code)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line (and exit code 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.partition(" ")[2]
+        where = f"{command}: " if command else ""
+        self.exit(2, f"memtrio: {where}{one_line(message)} (see {self.prog} --help)\n")
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--home", help="data directory (default: $MEMTRIO_HOME or ~/.memtrio)")
+    parser.add_argument(
+        "--log-level", choices=["debug", "info", "warning", "error", "off"], help="trace log level"
+    )
+
+
+def resolve_home(args: argparse.Namespace) -> Path:
+    """The home: ``--home``, else ``$MEMTRIO_HOME``, else ``~/.memtrio`` (absolute, links kept)."""
+    home = getattr(args, "home", None)
+    return Path(os.path.abspath(Path(home).expanduser())) if home else config_mod.default_home()
+
+
+def home_origin(args: argparse.Namespace) -> str:
+    """Where the home's path came from, for messages."""
+    if getattr(args, "home", None):
+        return "--home"
+    return "MEMTRIO_HOME" if os.environ.get("MEMTRIO_HOME") else ""
+
+
+# The command-line flags that set configuration keys, named in error messages.
+FLAGS = {("log", "level"): "--log-level", ("tools", "enabled"): "--tools"}
+
+
+def load_config(
+    args: argparse.Namespace, extra: dict[str, dict[str, Any]] | None = None
+) -> tuple[config_mod.Config, Path]:
+    """The configuration (file < environment < flags) and the home; `ConfigError` if invalid."""
+    home = resolve_home(args)
+    overrides: dict[str, dict[str, Any]] = {"log": {"level": getattr(args, "log_level", None)}}
+    tools = getattr(args, "tools", None)
+    if tools:
+        overrides["tools"] = {"enabled": tools}
+    for section, values in (extra or {}).items():
+        overrides.setdefault(section, {}).update(values)
+    return config_mod.load(home, overrides=overrides, flags=FLAGS), home
+
+
+def emit(args: argparse.Namespace, value: object, human: Callable[[Any], str]) -> None:
+    """Print ``value``: as JSON with ``--json``, else as ``human(value)`` (nothing when empty)."""
+    if getattr(args, "json", False):
+        print(json.dumps(value, ensure_ascii=False, indent=None if isinstance(value, list) else 2))
+    else:
+        text = human(value)
+        if text:
+            print(text)

@@ -1,0 +1,202 @@
+"""The shape of the code: which way imports point, and how big a module or function may grow.
+
+The import graph is built from the source of ``actors/``, ``protocol/`` and
+``supervisors/``, module-level and function-level imports alike (an import
+inside a function is still a dependency). The rules are the ones
+docs/architecture.md draws:
+
+- no import cycle between modules;
+- ``protocol`` is pure: it imports neither ``actors`` nor ``supervisors``;
+- only the composition root (``supervisors.app``) and the CLI entry
+  (``supervisors.cli``) import ``actors``; no ``actors`` module imports them;
+- modules stay under 600 lines and functions under 100 (data tables aside).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("actors", "protocol", "supervisors")
+COMPOSITION_ROOT = {"supervisors.app", "supervisors.cli"}
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 100
+# Modules that are mostly data (per-language query tables): exempt from the line limits.
+DATA_TABLES = {"actors.code.languages"}
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def source_files() -> Iterator[Path]:
+    for package in PACKAGES:
+        yield from sorted((ROOT / package).rglob("*.py"))
+
+
+def resolve(module: str, is_package: bool, node: ast.ImportFrom) -> list[str]:
+    """The project modules an ``from X import a, b`` names (X relative to ``module``)."""
+    if node.level:
+        base = module.split(".")
+        if not is_package:
+            base = base[:-1]
+        base = base[: len(base) - (node.level - 1)]
+        target = ".".join(base + ([node.module] if node.module else []))
+    else:
+        target = node.module or ""
+        if target.startswith("memtrio."):
+            target = target[len("memtrio.") :]
+        elif target.split(".")[0] not in PACKAGES:
+            return []
+    # `from . import x` imports the submodule x when it is one.
+    return [f"{target}.{alias.name}" for alias in node.names] + [target]
+
+
+def build_graph() -> dict[str, set[str]]:
+    files = {module_name(p): p for p in source_files()}
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, path in files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(tree):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                targets = resolve(name, is_package, node)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    target = alias.name.removeprefix("memtrio.")
+                    if target.split(".")[0] in PACKAGES:
+                        targets.append(target)
+            for target in targets:
+                # The most specific project module the import names.
+                while target and target not in files:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+GRAPH = build_graph()
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt) :] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_the_graph_sees_function_level_imports() -> None:
+    # supervisors.app imports the feature list; actors.store.tools imports the ranker's key.
+    assert "actors.features" in GRAPH["supervisors.app"]
+    assert len(GRAPH) > 40 and sum(map(len, GRAPH.values())) > 150
+
+
+def test_no_import_cycle() -> None:
+    cycle = find_cycle(GRAPH)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_protocol_is_pure() -> None:
+    bad = imports_where(lambda m: m.startswith("protocol"), lambda t: not t.startswith("protocol"))
+    assert not bad, f"protocol imports outside itself: {bad}"
+
+
+def imports_where(
+    importer: Callable[[str], bool], imported: Callable[[str], bool]
+) -> list[tuple[str, str]]:
+    """The edges of the graph from a module ``importer`` accepts to one ``imported`` accepts."""
+    return sorted(
+        (module, target)
+        for module, targets in GRAPH.items()
+        if importer(module)
+        for target in targets
+        if imported(target)
+    )
+
+
+def test_only_the_composition_root_imports_actors() -> None:
+    bad = imports_where(
+        lambda m: m.startswith("supervisors") and m not in COMPOSITION_ROOT,
+        lambda t: t.startswith("actors"),
+    )
+    assert not bad, f"runtime modules importing actors: {bad}"
+
+
+def test_actors_never_import_the_composition_root() -> None:
+    bad = imports_where(lambda m: m.startswith("actors"), lambda t: t in COMPOSITION_ROOT)
+    assert not bad, f"actors importing the composition root or CLI entry: {bad}"
+
+
+@pytest.mark.parametrize("path", list(source_files()), ids=lambda p: module_name(p))
+def test_module_and_function_size(path: Path) -> None:
+    name = module_name(path)
+    if name in DATA_TABLES:
+        return
+    text = path.read_text(encoding="utf-8")
+    lines = text.count("\n")
+    assert lines <= MAX_MODULE_LINES, f"{name} has {lines} lines (limit {MAX_MODULE_LINES})"
+    long = [
+        f"{node.name} ({node.end_lineno - node.lineno + 1} lines, line {node.lineno})"
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+    ]
+    assert not long, f"{name}: functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+# `Any` only where a value is truly dynamic (a JSON payload, a pass-through argument).
+MAX_BARE_ANY = 30
+
+
+def bare_any_annotations(path: Path) -> list[str]:
+    """Annotations that are exactly ``Any`` (``x: Any``, ``-> Any``) in one file."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        annotations: list[ast.expr] = []
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            a = node.args
+            params = [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+            annotations = [p.annotation for p in params if p is not None and p.annotation]
+            if node.returns is not None:
+                annotations.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            annotations = [node.annotation]
+        found += [
+            f"{module_name(path)}:{ann.lineno}"
+            for ann in annotations
+            if isinstance(ann, ast.Name) and ann.id == "Any"
+        ]
+    return found
+
+
+def test_any_is_rare() -> None:
+    found = [place for path in source_files() for place in bare_any_annotations(path)]
+    assert len(found) <= MAX_BARE_ANY, f"{len(found)} bare Any annotations: {found}"
