@@ -331,3 +331,29 @@ def error_response(rid: Id, code: int, message: str, data: object = None) -> byt
     if data is not None:
         error["data"] = data
     return _encoder.encode({"jsonrpc": JSONRPC, "id": rid, "error": error}) + b"\n"
+
+
+def well_formed_reply(obj: object) -> str | None:
+    """Why ``obj`` is not a well-formed JSON-RPC 2.0 response (None when it is)."""
+    if not isinstance(obj, dict):
+        return f"not a JSON object: {str(obj)[:80]}"
+    if obj.get("jsonrpc") != "2.0":
+        return 'missing "jsonrpc": "2.0"'
+    if "method" in obj:
+        return None if isinstance(obj["method"], str) else "notification with a non-string method"
+    if "id" not in obj:
+        return 'response without "id"'
+    rid = obj["id"]
+    if rid is not None and (isinstance(rid, bool) or not isinstance(rid, (int, str))):
+        return f"response id of type {type(rid).__name__}"
+    if ("result" in obj) == ("error" in obj):
+        return 'response must have exactly one of "result" and "error"'
+    if "error" in obj:
+        err = obj["error"]
+        if (
+            not isinstance(err, dict)
+            or not isinstance(err.get("code"), int)
+            or not isinstance(err.get("message"), str)
+        ):
+            return f"malformed error object: {str(err)[:80]}"
+    return None

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,3 +25,18 @@ def no_faults() -> Iterator[None]:
     """Fault points a test switched on in this process are off again after it."""
     yield
     faults.configure(None)
+
+
+@pytest.fixture
+def cli_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A git checkout as the current directory, for in-process CLI runs: the home is
+    ``tmp_path/home``, embeddings, code and fault injection off."""
+    path = (tmp_path / "proj").resolve()
+    path.mkdir()
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    monkeypatch.chdir(path)
+    monkeypatch.setenv("MEMTRIO_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MEMTRIO_EMBEDDINGS", "off")
+    monkeypatch.setenv("MEMTRIO_CODE", "off")
+    monkeypatch.delenv("MEMTRIO_FAULTS", raising=False)
+    return path

@@ -21,48 +21,29 @@ from typing import Any
 
 import trio
 from mcp_client import server_command, server_env
+from memtrio.protocol.jsonrpc import well_formed_reply
 
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"},
-    },
-}
+
+def initialize_request(version: str = "2025-11-25", client: str = "raw") -> dict[str, Any]:
+    """The ``initialize`` request (id 0) of a client that asks for ``version``."""
+    return {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": version,
+            "capabilities": {},
+            "clientInfo": {"name": client, "version": "1"},
+        },
+    }
+
+
+INIT = initialize_request()
 
 # Requests numbered by `RawServer.call` and `Pipeline`: far from the small ids tests pick.
 AUTO_IDS_FROM = 1_000_000
 # How often a wait for a trace event looks at the log again.
 POLL_INTERVAL = 0.01
-
-
-def well_formed_reply(obj: Any) -> str | None:
-    """Why ``obj`` is not a well-formed JSON-RPC 2.0 response (None when it is)."""
-    if not isinstance(obj, dict):
-        return f"not a JSON object: {str(obj)[:80]}"
-    if obj.get("jsonrpc") != "2.0":
-        return 'missing "jsonrpc": "2.0"'
-    if "method" in obj:
-        return None if isinstance(obj["method"], str) else "notification with a non-string method"
-    if "id" not in obj:
-        return 'response without "id"'
-    rid = obj["id"]
-    if rid is not None and (isinstance(rid, bool) or not isinstance(rid, (int, str))):
-        return f"response id of type {type(rid).__name__}"
-    if ("result" in obj) == ("error" in obj):
-        return 'response must have exactly one of "result" and "error"'
-    if "error" in obj:
-        err = obj["error"]
-        if (
-            not isinstance(err, dict)
-            or not isinstance(err.get("code"), int)
-            or not isinstance(err.get("message"), str)
-        ):
-            return f"malformed error object: {str(err)[:80]}"
-    return None
 
 
 class RawServer:

@@ -9,7 +9,7 @@ import pytest
 import trio
 from mcp_client import run_cli
 from memtrio.protocol import jsonrpc
-from raw_server import raw_server
+from raw_server import initialize_request, raw_server
 
 
 async def test_store_crash_keeps_the_stdio_session_initialized(home: Path) -> None:
@@ -293,17 +293,7 @@ async def test_session_restart_keeps_the_negotiated_revision_without_structured_
     # restart-surviving state: after a crash, a client that negotiated 2025-03-26
     # (no structuredContent) received it anyway.
     async with raw_server(home, env={"MEMTRIO_FAULTS": "session.dispatch=raise@4"}) as server:
-        init = {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-03-26",
-                "capabilities": {},
-                "clientInfo": {"name": "old-client", "version": "1"},
-            },
-        }
-        await server.send(init)
+        await server.send(initialize_request("2025-03-26", "old-client"))
         assert (await server.read())["result"]["protocolVersion"] == "2025-03-26"
         await server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         before = await server.call_tool("stats")  # hit 3

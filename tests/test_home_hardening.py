@@ -22,6 +22,7 @@ from memtrio.supervisors import config as config_mod
 from memtrio.supervisors import private, trace
 from memtrio.supervisors.app import build_context, configure_observability, open_app
 from memtrio.supervisors.cli import main
+from raw_server import initialize_request
 
 CLI = [sys.executable, "-m", "memtrio.supervisors.cli"]
 
@@ -95,16 +96,7 @@ def test_defect5_a_fresh_mcp_server_under_umask_022_creates_everything_private(
     tmp_path: Path,
 ) -> None:
     home = tmp_path / "home"
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
+    init = initialize_request()
     call = {
         "jsonrpc": "2.0",
         "id": 1,

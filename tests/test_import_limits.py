@@ -28,18 +28,10 @@ GLOBAL = "global"
 
 
 @pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A git checkout as the current directory, an empty store (created) in ``tmp_path/home``."""
-    path = (tmp_path / "proj").resolve()
-    path.mkdir()
-    subprocess.run(["git", "init", "-q", str(path)], check=True)
-    monkeypatch.chdir(path)
-    monkeypatch.setenv("MEMTRIO_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("MEMTRIO_EMBEDDINGS", "off")
-    monkeypatch.setenv("MEMTRIO_CODE", "off")
-    monkeypatch.delenv("MEMTRIO_FAULTS", raising=False)
+def repo(cli_checkout: Path) -> Path:
+    """A git checkout as the current directory, a store in ``tmp_path/home`` holding one memory."""
     assert main(["remember", "a memory that was there before", "--entity", "before"]) == 0
-    return path
+    return cli_checkout
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,16 +12,8 @@ from memtrio.supervisors.cli import main
 
 
 @pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = (tmp_path / "proj").resolve()
-    path.mkdir()
-    subprocess.run(["git", "init", "-q", str(path)], check=True)
-    monkeypatch.chdir(path)
-    monkeypatch.setenv("MEMTRIO_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("MEMTRIO_EMBEDDINGS", "off")
-    monkeypatch.setenv("MEMTRIO_CODE", "off")
-    monkeypatch.delenv("MEMTRIO_FAULTS", raising=False)
-    return path
+def repo(cli_checkout: Path) -> Path:
+    return cli_checkout
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

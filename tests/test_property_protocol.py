@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memtrio.actors.stdio import LineSplitter, ReaderState
 from memtrio.protocol import jsonrpc, jsonscan
+from memtrio.protocol.jsonrpc import well_formed_reply
 from memtrio.protocol.messages import Inbound, Oversized
-from raw_server import well_formed_reply
 
 json_scalars = st.one_of(
     st.none(),

@@ -22,7 +22,7 @@ from gitrepo import make_repo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp_client import server_command, server_env
-from raw_server import well_formed_reply
+from memtrio.protocol.jsonrpc import well_formed_reply
 
 
 def _checkout(home: Path) -> Path:

@@ -12,7 +12,7 @@ import trio
 from memtrio.actors.answers import BatchAnswers
 from memtrio.actors.tool_calls import MAX_CALLS_IN_FLIGHT
 from memtrio.protocol import jsonrpc, jsonscan, mcp
-from raw_server import RawServer, raw_server
+from raw_server import RawServer, initialize_request, raw_server
 
 # -- units -------------------------------------------------------------------
 
@@ -395,16 +395,7 @@ async def test_defect9_batches_refused_before_initialize_and_in_other_revisions(
     home: Path,
 ) -> None:
     ping = [{"jsonrpc": "2.0", "id": 1, "method": "ping"}]
-    init = {
-        "jsonrpc": "2.0",
-        "id": 2,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-03-26",
-            "capabilities": {},
-            "clientInfo": {"name": "t"},
-        },
-    }
+    init = {**initialize_request("2025-03-26"), "id": 2}
     refusals: list[dict[str, Any]] = []
     async with raw_server(home) as server:
         await server.send(ping)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from mcp_client import run_cli
 from memtrio.actors.chaos import traceview
+from raw_server import initialize_request
 
 
 def _span(
@@ -97,16 +98,7 @@ def test_missing_log_says_what_to_do(tmp_path: Path) -> None:
 def test_memtrio_trace_cli_on_a_real_server_log(home: Path) -> None:
     # A real server: two calls, then the trace of the last one shows the store hop.
     lines = [
-        {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        },
+        initialize_request(),
         {
             "jsonrpc": "2.0",
             "id": 1,
