@@ -237,7 +237,8 @@ async def exported_graph(home: Path) -> tuple[dict[str, set[str]], set[tuple[str
             for line in filter(None, page["jsonl"].split("\n")):
                 record = json.loads(line)
                 if record["type"] == "entity":
-                    observations[record["name"]] = set(record["observations"])
+                    # An entity with more than 1,000 observations spans several lines.
+                    observations.setdefault(record["name"], set()).update(record["observations"])
                 else:
                     relations.add((record["from"], record["relationType"], record["to"]))
             offset = page["nextOffset"]
