@@ -273,6 +273,7 @@ class Session:
             version, self.app.version, self.instructions(), bool(self.app.resources)
         )
         await answer.result(msg.id, result)
+        self.app.client_ready()  # after the answer is queued, so warming never delays it
 
     def instructions(self) -> str:
         parts = [

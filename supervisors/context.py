@@ -125,7 +125,12 @@ class AppContext:
     version: str = VERSION
     shutdown_requested: trio.Event = field(default_factory=trio.Event)
     exit_code: int = 0
+    # Called once, when the first client has been answered `initialize`: features warm
+    # what their first call would otherwise wait for (the embedding model) without
+    # delaying the server's start or that answer. Each must return at once.
+    warm_ups: list[Callable[[], None]] = field(default_factory=list)
     _services: dict[str, object] = field(default_factory=dict)
+    _warmed: bool = False
 
     def add_tools(self, tools: Sequence[Tool]) -> None:
         enabled = set(self.config.tools.enabled) | {"core"}
@@ -169,6 +174,13 @@ class AppContext:
         if not self.shutdown_requested.is_set():
             self.exit_code = code
             self.shutdown_requested.set()
+
+    def client_ready(self) -> None:
+        """A client is initialized: run the `warm_ups` (the first time only)."""
+        if not self._warmed:
+            self._warmed = True
+            for warm in self.warm_ups:
+                warm()
 
     def calls_in_flight(self) -> int:
         return sum(len(s.in_flight) for s in self.sessions)

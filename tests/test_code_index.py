@@ -280,9 +280,10 @@ async def test_workers_that_cannot_start_leave_the_server_up(
 
     root = make_repo(tmp_path / "repo", {"a.py": "def a():\n    pass\n"})
     monkeypatch.setattr(pool_module, "WORKER_MODULE", "memtrio.actors.code.no_such_worker")
-    async with running_service(home, workers=1) as (service, parsers):
-        assert parsers is None and service.pool.down is not None
+    async with running_service(home, workers=1) as (service, _):
+        assert service.pool.down is None  # no worker process is started before the first parse
         report = await service.refresh(root, want_skipped=True)
+        assert service.pool.down is not None
         ((path, reason),) = report.skipped
         assert path == "a.py" and reason.startswith("parser workers are down (Escalation:")
         # not recorded as the file's fault: the next refresh tries it again
@@ -337,3 +338,27 @@ def test_feature_unavailable_when_the_index_cannot_be_opened(home: Path) -> None
     off = build_context(config.load(home, env={"MEMTRIO_CODE": "off"}), home)
     with pytest.raises(FeatureUnavailable, match="disabled"):
         FEATURE.setup(off)
+
+
+def _parser_processes() -> int:
+    """Running parser worker processes started by this test process."""
+    count = 0
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, NotADirectoryError):
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == os.getpid() and b"memtrio.actors.code.worker" in cmdline:
+            count += 1
+    return count
+
+
+async def test_parser_processes_start_on_the_first_parse(tmp_path: Path, home: Path) -> None:
+    root = make_repo(tmp_path / "repo", {"a.py": "def a():\n    pass\n"})
+    async with running_service(home, workers=2) as (service, _):
+        await trio.sleep(0.2)
+        assert _parser_processes() == 0
+        assert (await service.refresh(root)).parsed == 1
+        assert _parser_processes() == 2

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 from mcp_client import call, ok, open_client
 
 ON = {"MEMTRIO_EMBEDDINGS": "on"}
@@ -195,3 +196,15 @@ async def test_memories_written_without_embeddings_are_embedded_at_recall(tmp_pa
         assert conn.execute("SELECT count(*) FROM vectors WHERE kind = 'memory'").fetchone()[0] == 5
     finally:
         conn.close()
+
+
+async def test_the_model_loads_in_the_background_after_initialize(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    async with open_client(home, env=ON) as client:
+        with trio.fail_after(30):
+            while True:
+                resource = await client.read_resource("memtrio://embedding")
+                if json.loads(resource.contents[0].text)["loaded"]:
+                    break
+                await trio.sleep(0.05)

@@ -5,7 +5,8 @@ so the parse of many files uses every core and a parser that crashes or hangs
 takes down one worker process, never the server. Each worker actor owns one
 process and serves `ParseJob`s from a mailbox shared by all workers; it talks
 to its process over that process's private stdin/stdout pipes (its stderr is
-the server's stderr).
+the server's stderr). The processes start on the first `ParserPool.parse`, not
+at boot: a session that never calls a code tool never pays for them.
 
 Supervision (see `ParserPool.children`)::
 
@@ -133,12 +134,17 @@ class ParserPool:
         self.file_timeout = file_timeout
         self.mailbox = Mailbox("code.parse", size=math.inf)
         self.down: str | None = None  # why the pool gave up, once it has
-        self._running = False  # the nested supervisor of this incarnation has started
+        self._started = False  # the nested supervisor of this incarnation has started
+        self._running = False  # a worker process of this incarnation has said it is ready
+        # Set by the first `parse`: worker processes start then, not at boot, so a
+        # server whose client never navigates code never pays for them.
+        self._wanted = trio.Event()
 
     async def parse(self, job: ParseJob) -> ParseResult:
         """The outline of one file; never raises for a bad file or a lost worker."""
         if self.down is not None:
             return ParseResult(skipped=f"parser workers are down ({self.down})")
+        self._wanted.set()
         # A job may wait behind one slow file per worker, then a worker restart.
         timeout = 2 * self.file_timeout + 30.0
         try:
@@ -146,6 +152,8 @@ class ParserPool:
                 Parse(job=job, trace=trace.current.get()), timeout=timeout
             )
         except ActorCrashed as exc:
+            if self.down is not None:  # the workers could not start: say so as above
+                return ParseResult(skipped=f"parser workers are down ({self.down})")
             return ParseResult(skipped=f"parser worker stopped ({exc})")
         except TimeoutError:
             return ParseResult(skipped=f"no parser worker answered within {timeout:g} s")
@@ -173,7 +181,7 @@ class ParserPool:
             restart=TEMPORARY,
             shutdown=5.0,
             why="optional feature: when its workers keep failing it stays down instead of restarting the transports",
-            on_ready=self._mark_running,
+            on_ready=self._mark_started,
         )
 
         async def start(
@@ -184,7 +192,7 @@ class ParserPool:
             """Run the nested supervisor; when its workers cannot even start, stay up
             without them (the server runs on, the code tools say why they cannot parse)."""
             self.down = None
-            self._running = False
+            self._running = self._started = False
             try:
                 await nested.start(ctx, task_status=task_status)
             except Exception as exc:
@@ -192,7 +200,8 @@ class ParserPool:
                 if self._running:
                     raise
                 trace.error("code", "parsers_unavailable", reason=self.down)
-                task_status.started(None)
+                if not self._started:
+                    task_status.started(None)
                 await ctx.shutdown.wait()
 
         return [dataclasses.replace(nested, start=start)]
@@ -216,8 +225,8 @@ class ParserPool:
             period=RESTART_PERIOD,
         )
 
-    def _mark_running(self) -> None:
-        self._running = True
+    def _mark_started(self) -> None:
+        self._started = True
 
     def _mark_down(self, cause: BaseException) -> None:
         """Record why the workers are gone and fail the requests waiting for them."""
@@ -227,6 +236,15 @@ class ParserPool:
     async def _run_worker(
         self, ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
+        """One parser worker: its process starts on the pool's first `parse` (the actor
+        reports itself started before that, so the tree starts without processes)."""
+        if not self._wanted.is_set():
+            task_status.started()
+            task_status = trio.TASK_STATUS_IGNORED
+            with ctx.cancel_on_shutdown(trio.CancelScope()):
+                await self._wanted.wait()
+            if ctx.shutdown.is_set():
+                return
         proc = await trio.lowlevel.open_process(
             [sys.executable, "-m", WORKER_MODULE],
             stdin=subprocess.PIPE,
@@ -236,6 +254,7 @@ class ParserPool:
             assert proc.stdout is not None
             reader = _FrameReader(proc.stdout)
             await _wait_ready(ctx, proc, reader)
+            self._running = True
             trace.event(
                 "code", "parser_started", worker=ctx.id, worker_pid=proc.pid, restarts=ctx.restarts
             )

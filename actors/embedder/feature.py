@@ -73,11 +73,12 @@ class _EmbedderFeature:
         else:
             app.instructions.append(
                 f"Embeddings: local model {pool.model} (revision {pool.revision}, {pool.dim} dimensions, "
-                f"long memories embedded as windows of {pool.chunk_tokens} tokens, loaded on first use). "
+                f"long memories embedded as windows of {pool.chunk_tokens} tokens, loaded in the background once a client is initialized). "
                 "recall ranks memories by meaning "
                 "(embeddings + Personalized PageRank over linked entities), not just shared words; "
                 "pass use_embeddings=false for lexical ranking."
             )
+            app.warm_ups.append(pool.warm)
         return EmbedderComponent(app, pool)
 
 

@@ -15,4 +15,9 @@ class Embed(Request, tag=True):
     max_chunks: int = 1
 
 
-EmbedderRequest = Embed
+class Warm(Request, tag=True):
+    """Load the model now, so the first `Embed` does not wait for it; answered with None
+    (a model that cannot load is logged and reported by the next `Embed`)."""
+
+
+EmbedderRequest = Embed | Warm

@@ -17,7 +17,8 @@ model in a thread (onnxruntime releases the GIL, so N workers run in
 parallel).
 
 Error handling:
-- the model loads on first use; if it cannot (missing files, bad backend),
+- the model loads on first use, or earlier in the background (`warm`, once a
+  client is initialized); if it cannot (missing files, bad backend),
   every request fails with `EmbedderUnavailable` and the workers keep running
   (the load is retried after `RELOAD_AFTER_FAILURE` seconds);
 - an exception while embedding a batch (fault point ``embedder.embed``) fails
@@ -29,6 +30,7 @@ Error handling:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
@@ -50,7 +52,7 @@ from ...supervisors.supervisor import (
     Mailbox,
     Supervisor,
 )
-from .messages import Embed
+from .messages import Embed, EmbedderRequest, Warm
 from .model import DEFAULT_DIM, ModelError, ModelSpec, OnnxEncoder
 
 RELOAD_AFTER_FAILURE = 30.0  # seconds before a failed model load is tried again
@@ -243,6 +245,11 @@ class EmbedderPool:
         except ModelError as exc:
             raise EmbedderUnavailable(f"the embedding model cannot load: {exc}") from None
 
+    def warm(self) -> None:
+        """Have a worker load the model in the background (returns at once)."""
+        if self.spec is not None and self._encoder is None:
+            self.mailbox.send_nowait(Warm())
+
     # -- the client call ---------------------------------------------------
 
     async def embed(self, texts: list[str], max_chunks: int = 1) -> EmbedResult:
@@ -321,16 +328,28 @@ class EmbedderPool:
                 first = await receive.receive()
             if idle.cancelled_caught:
                 break  # stopping: what is queued waits for the next incarnation
+            if isinstance(first, Warm):
+                await self._warm(first)
+                continue
             batch = [first]
             count = len(first.texts)
             while count < self.config.batch_size:
                 try:
-                    more = receive.receive_nowait()
+                    more: EmbedderRequest = receive.receive_nowait()
                 except trio.WouldBlock:
                     break
+                if isinstance(more, Warm):  # this batch loads the model anyway
+                    more.reply.set(None)
+                    continue
                 batch.append(more)
                 count += len(more.texts)
             await self._serve(batch, ctx)
+
+    async def _warm(self, request: Warm) -> None:
+        """Load the model in a thread (a failure is logged by `encoder` and remembered)."""
+        with contextlib.suppress(ModelError):
+            await trio.to_thread.run_sync(self.encoder, abandon_on_cancel=True)
+        request.reply.set(None)
 
     async def _serve(self, batch: list[Embed], ctx: ChildContext) -> None:
         live = [cmd for cmd in batch if not cmd.reply.done]
