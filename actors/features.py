@@ -3,15 +3,55 @@
 
 Order matters: the root supervisor is rest_for_one, so a feature's actors come
 after those they use.
+
+The embedder (numpy, onnxruntime), the ranker (numpy, igraph) and the code
+index (tree-sitter) are `Deferred`: their modules are imported when they are
+set up, so a command that runs only the store (``memtrio list``) never loads
+those libraries.
 """
 
 from __future__ import annotations
 
-from .code.feature import FEATURE as CODE
-from .embedder.feature import FEATURE as EMBEDDER
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..supervisors.context import AppContext, Component, Feature
 from .kg.feature import FEATURE as GRAPH
-from .ranker.feature import FEATURE as RANKER
 from .status import FEATURE as STATUS
 from .store.feature import FEATURE as STORE
 
-ALL_FEATURES = (STATUS, STORE, GRAPH, EMBEDDER, RANKER, CODE)
+
+@dataclass(frozen=True)
+class Deferred:
+    """A feature known by its name until it is set up, then imported by ``load``."""
+
+    name: str
+    load: Callable[[], Feature]
+
+    def setup(self, app: AppContext) -> Component:
+        return self.load().setup(app)
+
+
+def _embedder() -> Feature:
+    from .embedder.feature import FEATURE  # numpy and the model: only when embeddings run
+
+    return FEATURE
+
+
+def _ranker() -> Feature:
+    from .ranker.feature import FEATURE  # numpy and igraph: only when ranking runs
+
+    return FEATURE
+
+
+def _code() -> Feature:
+    from .code.feature import FEATURE  # the code index: only when code tools run
+
+    return FEATURE
+
+
+EMBEDDER = Deferred("embedder", _embedder)
+RANKER = Deferred("ranker", _ranker)
+CODE = Deferred("code", _code)
+
+ALL_FEATURES: tuple[Feature, ...] = (STATUS, STORE, GRAPH, EMBEDDER, RANKER, CODE)

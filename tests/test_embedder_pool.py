@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 import trio
 from memtrio.actors.embedder import feature as embedder_feature
-from memtrio.actors.embedder.model import DEFAULT_MODEL_ID, default_files, resolve_spec
-from memtrio.actors.embedder.pool import (
+from memtrio.actors.embedder.handle import (
     EMBEDDER,
     EmbedderCrashed,
     EmbedderTimeout,
     EmbedderUnavailable,
 )
+from memtrio.actors.embedder.model import DEFAULT_MODEL_ID, default_files, resolve_spec
 from memtrio.supervisors import config as config_mod
 from memtrio.supervisors import faults
 from memtrio.supervisors.app import build_context, open_app

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from memtrio.actors.embedder.pool import EMBEDDER
-from memtrio.actors.ranker.service import RANKER
+from memtrio.actors.embedder.handle import EMBEDDER
+from memtrio.actors.ranker.handle import RANKER
 from memtrio.actors.store import ops
 from memtrio.actors.store import tools as T
 from memtrio.actors.store.feature import FEATURE

@@ -18,11 +18,12 @@ from typing import Any
 import numpy as np
 import pytest
 from memtrio.actors.embedder import feature as embedder_feature
-from memtrio.actors.embedder.pool import EMBEDDER
+from memtrio.actors.embedder.handle import EMBEDDER
 from memtrio.actors.ranker import feature as ranker_feature
 from memtrio.actors.ranker import rank as rank_mod
 from memtrio.actors.ranker.graph import RecallCache
-from memtrio.actors.ranker.service import RANKER, Ranker, RankerError
+from memtrio.actors.ranker.handle import RANKER
+from memtrio.actors.ranker.service import Ranker, RankerError
 from memtrio.actors.ranker.vectors import ExactIndex
 from memtrio.actors.store import ops, schema
 from memtrio.actors.store.db import db_path

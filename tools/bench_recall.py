@@ -47,7 +47,7 @@ import numpy as np
 import trio
 from mcp import Client, StdioServerParameters
 from memtrio.actors.embedder.feature import FEATURE as EMBEDDER_FEATURE
-from memtrio.actors.embedder.pool import EMBEDDER
+from memtrio.actors.embedder.handle import EMBEDDER
 from memtrio.actors.store import schema
 from memtrio.actors.store.db import db_path
 from memtrio.supervisors import config as config_mod

@@ -20,7 +20,8 @@ first code tool. Then the wall time of the CLI commands that need no model
 ``remember`` (which embeds). The reference server
 ``@modelcontextprotocol/server-memory`` (``npx -y``, from the local npm cache)
 is timed from spawn to its ``initialize`` reply in the same run; without npx
-that is skipped with a message. Every figure is the median of ``--runs``.
+that is skipped with a message. Every figure is the median of ``--runs``; ``--cli`` times the CLI
+commands only.
 """
 
 from __future__ import annotations
@@ -240,6 +241,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--cli", action="store_true", help="only the CLI commands (no server, no reference)"
+    )
     args = parser.parse_args()
     npx = shutil.which("npx")
     with tempfile.TemporaryDirectory(prefix="memtrio-startup-") as tmp:
@@ -247,11 +251,12 @@ def main() -> int:
         repo = make_repo(root)
         server_runs, cli_runs, reference_runs = [], [], []
         for _ in range(args.runs):
-            server_runs.append(run_server_once(root, repo))
+            if not args.cli:
+                server_runs.append(run_server_once(root, repo))
             cli_runs.append(run_cli_once(root, repo))
-            if npx:
+            if npx and not args.cli:
                 reference_runs.append(run_reference_once(root, repo, npx))
-    figures = {**medians(server_runs), **medians(cli_runs)}
+    figures = {**(medians(server_runs) if server_runs else {}), **medians(cli_runs)}
     reference = statistics.median(reference_runs) if reference_runs else None
     if args.json:
         print(

@@ -25,9 +25,9 @@ import trio
 from ...protocol.errors import BadArgument, LimitExceeded, NotFound
 from ...supervisors.git import GitError, git
 from .checkout import show_path
-from .extract import MAX_BYTES, Outline, Symbol
 from .languages import language_for
 from .pool import ParserPool
+from .symbols import MAX_BYTES, Outline, Symbol
 from .wire import ParseJob
 
 _REGULAR = ("100644", "100755")

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import functools
 
-import msgspec
 from tree_sitter import Node, Parser, Query, QueryCursor, Range
 from tree_sitter_language_pack import get_language, get_parser
 
 from .languages import SPECS, Captures, Spec
+from .symbols import MAX_BYTES, Outline, Symbol
 
-MAX_BYTES = 1024 * 1024
 MAX_NAME = 160
 MAX_SIGNATURE = 200
 
@@ -29,22 +28,6 @@ _NO_SIGNATURE = frozenset(
 # Words a first line may end with that add nothing the kind and name do not say.
 # (An open "(" stays: `def f(` followed by parameter lines shows that it takes some.)
 _TRAILERS = ("{", "}", ":", ";", "()", "do", "=>", "where", "begin", "then", "->", "=")
-
-
-class Symbol(msgspec.Struct, array_like=True, frozen=True):
-    kind: str
-    name: str
-    start: int  # 1-based first line
-    end: int  # 1-based last line
-    depth: int
-    parent: str  # the enclosing symbol's name, "" at top level
-    signature: str  # first source line when it says more than kind and name, else ""
-
-
-class Outline(msgspec.Struct, array_like=True, frozen=True):
-    language: str
-    coverage: str  # "complete" or "partial: <reason>"
-    symbols: list[Symbol]
 
 
 class Skipped(Exception):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
-from .extract import Outline
+from .symbols import Outline
 
 MAX_FRAME = 64 * 1024 * 1024
 READY = b"ready"  # the first frame a worker sends, once its imports are done

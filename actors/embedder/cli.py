@@ -25,7 +25,7 @@ from ...supervisors.commands import CliError, add_common, load_config
 from ...supervisors.context import AppContext, AppRunner
 from ..store.writer import STORE
 from .documents import count_stale, read_documents, stale_items, vector_writer
-from .pool import EMBEDDER, EmbedderUnavailable, EmbeddingError
+from .handle import EMBEDDER, EmbedderUnavailable, EmbeddingError
 
 KINDS = ("memory", "entity", "relation")
 PLURAL = {"memory": "memories", "entity": "entities", "relation": "relations"}

@@ -18,7 +18,7 @@ from ..store.ops import (
     vecs_of,
 )
 from ..store.writer import Change, Written
-from .pool import EmbedResult
+from .handle import EmbedResult
 
 SQL_BATCH = 500
 

@@ -13,8 +13,9 @@ import msgspec
 
 from ...supervisors.context import AppContext, Component, NoActors, Resource
 from ...supervisors.supervisor import ChildSpec, supervisor_child
+from .handle import EMBEDDER
 from .model import ModelError, resolve_spec
-from .pool import EMBEDDER, EmbedderPool
+from .pool import EmbedderPool
 
 POOL_SHUTDOWN = 10.0  # seconds the pool supervisor gets to stop its workers
 

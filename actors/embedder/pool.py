@@ -1,6 +1,6 @@
 """The embedder pool: N supervised worker actors sharing one lazily loaded model.
 
-Callers use the published handle, `EMBEDDER` (``app.find(EMBEDDER)``)::
+Callers use the published handle, `handle.EMBEDDER` (``app.find(EMBEDDER)``)::
 
     result = await embedder.embed(["some text", ...])
     result.vectors    # float32 (n, dim), L2-normalised
@@ -34,16 +34,13 @@ import contextlib
 import math
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import trio
 
-from ...protocol.errors import Unavailable
 from ...supervisors import faults, trace
 from ...supervisors.config import EmbeddingConfig
-from ...supervisors.context import ServiceKey
 from ...supervisors.supervisor import (
     ONE_FOR_ONE,
     PERMANENT,
@@ -51,6 +48,12 @@ from ...supervisors.supervisor import (
     ChildSpec,
     Mailbox,
     Supervisor,
+)
+from .handle import (
+    EmbedderCrashed,
+    EmbedderTimeout,
+    EmbedderUnavailable,
+    EmbedResult,
 )
 from .messages import Embed, EmbedderRequest, Warm
 from .model import DEFAULT_DIM, ModelError, ModelSpec, OnnxEncoder
@@ -64,65 +67,6 @@ WORKER_GRACE = 2.0  # seconds a stopping worker gets to finish its batch
 # and settings (a server has one pool; tests and tools start several apps).
 _ENCODERS: dict[tuple[Any, ...], OnnxEncoder] = {}
 _ENCODERS_LOCK = threading.Lock()
-
-
-class EmbeddingError(Unavailable):
-    """Embedding failed; the message says why and what to do (retrying later may succeed)."""
-
-
-class EmbedderUnavailable(EmbeddingError):
-    """The model cannot be loaded (or embeddings are misconfigured)."""
-
-
-class EmbedderCrashed(EmbeddingError):
-    """The worker embedding this batch crashed; it was restarted, a retry may succeed."""
-
-
-class EmbedderTimeout(EmbeddingError):
-    """No answer within ``[embedding] timeout``."""
-
-
-@dataclass(frozen=True)
-class EmbedResult:
-    """Vectors of a request's texts.
-
-    ``vectors`` holds the windows of every text in order: one row per text
-    when the request allowed one window (``max_chunks = 1``), else
-    ``counts[i]`` consecutive rows for text ``i`` (see `rows`).
-    ``truncated[i]``: text ``i`` had content that no window covers.
-    """
-
-    vectors: np.ndarray  # float32 (rows, dim), L2-normalised
-    truncated: list[bool]
-    model: str
-    revision: str
-    counts: list[int] | None = None  # windows per text; None = one each
-    max_chunks: int = 1
-
-    def offsets(self) -> list[int]:
-        """Row offset of each text's first window, plus the total at the end."""
-        counts = self.counts or [1] * len(self.truncated)
-        out = [0]
-        for c in counts:
-            out.append(out[-1] + c)
-        return out
-
-    def rows(self, i: int) -> np.ndarray:
-        """The windows of text ``i``: float32 (count, dim)."""
-        if self.counts is None:
-            return self.vectors[i : i + 1]
-        start = sum(self.counts[:i])
-        return self.vectors[start : start + self.counts[i]]
-
-    @property
-    def warnings(self) -> list[str]:
-        """One line per truncated text (for a tool's ``warnings`` field)."""
-        limit = (
-            "the embedding model's token limit"
-            if self.max_chunks <= 1
-            else f"{self.max_chunks} embedding windows"
-        )
-        return [f"text {i} was truncated to {limit}" for i, cut in enumerate(self.truncated) if cut]
 
 
 class EmbedderPool:
@@ -429,6 +373,3 @@ class EmbedderPool:
                 )
             )
         return out
-
-
-EMBEDDER: ServiceKey[EmbedderPool] = ServiceKey("embedder")

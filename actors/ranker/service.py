@@ -1,4 +1,4 @@
-"""The Ranker actor and its client handle, `RANKER`::
+"""The Ranker actor and its client handle, published as `handle.RANKER`::
 
     ranked = await ranker.recall(query, scope_ids, memory_type, limit)
     ranked            # [(memory id, score), ...] best first
@@ -40,14 +40,15 @@ import trio
 
 from ...protocol.errors import DomainError
 from ...supervisors import faults, trace
-from ...supervisors.context import AppContext, ServiceKey
+from ...supervisors.context import AppContext
 from ...supervisors.supervisor import ChildContext, Mailbox
 from ..embedder.documents import read_documents, vector_writer
-from ..embedder.pool import EMBEDDER, EmbeddingError, EmbedResult
+from ..embedder.handle import EMBEDDER, EmbeddingError, EmbedResult
 from ..store import db
 from ..store.writer import STORE, Change
 from . import rank as rank_mod
 from .graph import KINDS, RecallCache
+from .handle import RANKER
 from .messages import RankerRequest, Recall
 
 ACTOR = "ranker"
@@ -448,6 +449,3 @@ class Ranker:
         await store.write(op, name="backfill_vectors")
         trace.event(ACTOR, "backfilled", count=len(docs), model=result.model)
         return len(docs)
-
-
-RANKER: ServiceKey[Ranker] = ServiceKey("ranker")

@@ -19,7 +19,7 @@ from typing import Any
 from ...protocol.errors import BadArgument, DomainError
 from ...supervisors import trace
 from ...supervisors.context import AppContext, CallContext
-from ..ranker.service import RANKER
+from ..ranker.handle import RANKER
 from . import limits
 from .access import ranked_rows, record_access
 from .documents import canonical_name, entity_document, memory_document, relation_document

@@ -168,7 +168,7 @@ def vector_bytes(rec: VectorRecord, where: str) -> bytes | None:
         raise BadArgument(
             f"{where}: `vec` holds {len(data) // size:,} windows; the limit is {MAX_WINDOWS}"
         )
-    import numpy as np
+    import numpy as np  # ~40 ms: only when an import file carries vectors
 
     if not np.isfinite(np.frombuffer(data, dtype="<f4")).all():
         raise BadArgument(f"{where}: `vec` holds a NaN or infinite value")

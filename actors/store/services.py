@@ -17,7 +17,7 @@ import trio
 from ...protocol.errors import BadArgument, DomainError, Unavailable
 from ...supervisors import trace
 from ...supervisors.context import AppContext
-from ..embedder.pool import EMBEDDER, EmbedderPool
+from ..embedder.handle import EMBEDDER, Embedder
 from .vectors import Vec, vecs_of
 from .writer import ACTOR, STORE, Store
 
@@ -35,7 +35,7 @@ def store_of(app: AppContext) -> Store:
     return app.service(STORE)
 
 
-def embedder_of(app: AppContext) -> EmbedderPool | None:
+def embedder_of(app: AppContext) -> Embedder | None:
     if not app.config.embedding.enabled:
         return None
     return app.find(EMBEDDER)
