@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from memtrio.protocol import content, jsonrpc, mcp
+from memtrio.supervisors import config
 from raw_server import RawServer, initialize_request, raw_server
 
 CURRENT = mcp.LATEST_VERSION
@@ -124,3 +125,12 @@ def test_the_summary_is_short_whatever_the_result() -> None:
     assert "`m0` word word" in text
     assert "92 more" in text
     assert len(text) <= content.SUMMARY_CHARS
+
+
+def test_a_bad_content_setting_is_a_configuration_error_naming_its_source(tmp_path: Path) -> None:
+    with pytest.raises(config.ConfigError, match=r"MEMTRIO_CONTENT=html \(environment\)"):
+        config.load(tmp_path, env={"MEMTRIO_CONTENT": "html"})
+    (tmp_path / "config.toml").write_text('[server]\ncontent = "rich"\n')
+    with pytest.raises(config.ConfigError, match=r'content = "rich" in .* line 2'):
+        config.load(tmp_path, env={})
+    assert config.load(tmp_path, env={"MEMTRIO_CONTENT": "json"}).server.content == "json"
