@@ -12,7 +12,7 @@ tool failure is an ``isError`` result; an unexpected exception inside a tool
 becomes an ``isError`` result too (logged with its traceback). If the session
 actor itself crashes, every call it was running is answered with -32603 before
 the supervisor restarts it; the `SessionState` (negotiated version, client,
-``actors.session_state``) is kept outside the actor, so the restarted session
+content shape, ``actors.session_state``) is kept outside the actor, so the restarted session
 serves the same client.
 """
 
@@ -23,7 +23,7 @@ from typing import Protocol
 import msgspec
 import trio
 
-from ..protocol import jsonrpc, mcp
+from ..protocol import content, jsonrpc, mcp
 from ..protocol.messages import Closed, Inbound, Outbound, Oversized, SessionInput
 from ..supervisors import faults, trace
 from ..supervisors.context import AppContext
@@ -260,7 +260,8 @@ class Session:
         state.protocol_version = version
         state.client_name = params.clientInfo.name
         state.client_version = params.clientInfo.version
-        self.state.structured_ok = version >= mcp.STRUCTURED_CONTENT_SINCE
+        state.structured_ok = version >= mcp.STRUCTURED_CONTENT_SINCE
+        state.content_mode = content.content_mode(state.client_name, self.app.config.server.content)
         trace.event(
             state.name,
             "initialize",
@@ -268,6 +269,7 @@ class Session:
             negotiated=version,
             client=state.client_name,
             client_version=state.client_version,
+            content=state.content_mode,
         )
         result = mcp.initialize_result(
             version, self.app.version, self.instructions(), bool(self.app.resources)

@@ -2,7 +2,7 @@
 
 `SessionState` is owned by the transport's supervisor, not by the Session actor:
 it survives a restart of the session, so the restarted session serves the same
-client (negotiated version, client info, calls still running, lines not yet
+client (negotiated version, client info, content shape, calls still running, lines not yet
 handled). `CallState` is one running ``tools/call``.
 """
 
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import trio
 
+from ..protocol.content import ContentMode
 from ..protocol.jsonrpc import Id
 from .answers import Answer
 
@@ -37,6 +38,8 @@ class SessionState:
     client_version: str = ""
     # Whether results may carry structuredContent (the negotiated revision has it).
     structured_ok: bool = True
+    # The tool-result content shape chosen at initialize (``protocol.content``).
+    content_mode: ContentMode = "json"
     in_flight: dict[Id, CallState] = field(default_factory=dict)
     # Lines received but not handled yet: a crash in the middle of a batch leaves
     # the rest here for the next incarnation (none is dropped unanswered).

@@ -149,7 +149,12 @@ class ToolCalls:
             span["outcome"] = "error"
             trace.failure(self.state.name, "tool_failed", exc, tool=tool.name)
             return mcp.tool_error(f"{tool.name} failed: {type(exc).__name__}: {exc}")
-        return mcp.tool_result(value, structured_ok=self.state.structured_ok)
+        return mcp.tool_result(
+            value,
+            structured_ok=self.state.structured_ok,
+            tool=tool.name,
+            mode=self.state.content_mode,
+        )
 
 
 def answer_interrupted(state: SessionState, why: str) -> None:

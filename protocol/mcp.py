@@ -9,6 +9,8 @@ from typing import TypeVar
 
 import msgspec
 
+from . import content
+
 # Newest first. An unknown requested version is answered with the newest.
 SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 LATEST_VERSION = SUPPORTED_VERSIONS[0]
@@ -100,15 +102,28 @@ def initialize_result(
 
 
 def tool_result(
-    value: object, is_error: bool = False, structured_ok: bool = True
+    value: object,
+    is_error: bool = False,
+    structured_ok: bool = True,
+    *,
+    tool: str = "",
+    mode: content.ContentMode = "json",
 ) -> dict[str, object]:
-    """A ``CallToolResult`` for a handler's return value (see protocol.tools)."""
+    """A ``CallToolResult`` for a handler's return value (see protocol.tools).
+
+    ``mode`` is the session's content shape (``protocol.content``): ``markdown``
+    adds a summary item before the JSON one; an error keeps one plain item.
+    """
     if isinstance(value, str):
         return {"content": [{"type": "text", "text": value}], "isError": is_error}
     if isinstance(value, msgspec.Struct):
         value = msgspec.to_builtins(value)
     text = _encoder.encode(value).decode("utf-8")
-    result: dict[str, object] = {"content": [{"type": "text", "text": text}], "isError": is_error}
+    shape = "json" if is_error else mode
+    result: dict[str, object] = {
+        "content": content.items(tool, value, text, shape),
+        "isError": is_error,
+    }
     if structured_ok and isinstance(value, dict):
         result["structuredContent"] = value
     return result

@@ -45,6 +45,8 @@ class ServerConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     request_limit: int = 16 * 1024 * 1024  # bytes per JSON-RPC line
     shutdown_grace: float = 5.0  # seconds in-flight calls get to finish at exit
     call_timeout: float = 300.0  # seconds before a tool call is abandoned with an error
+    # Tool-result content shape: auto (by clientInfo.name, protocol.content), markdown, json.
+    content: Literal["auto", "markdown", "json"] = "auto"
 
 
 class LogConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -118,6 +120,7 @@ ALIASES: dict[str, tuple[str, str]] = {
     "MEMTRIO_TOOLS": ("tools", "enabled"),
     "MEMTRIO_LOG_LEVEL": ("log", "level"),
     "MEMTRIO_REQUEST_LIMIT": ("server", "request_limit"),
+    "MEMTRIO_CONTENT": ("server", "content"),
 }
 
 _ONOFF = {
