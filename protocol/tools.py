@@ -72,7 +72,15 @@ class Tool:
 
 
 def struct_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
-    """Inline JSON Schema of a struct (no ``$ref`` to the root), as MCP wants."""
+    """Inline JSON Schema of a struct (no ``$ref`` to the root), as MCP wants.
+
+    Every property gets a plain top-level ``type``, since simple clients (the
+    MCP Inspector CLI) convert a typed-in value by it: an optional ``X | None``
+    field, which msgspec declares ``anyOf: [X, null]``, is declared as ``X``
+    (its constraints kept), and a string ``enum`` gets ``type: string``. An
+    optional property without a ``default`` means "not given" when omitted; the
+    struct still accepts an explicit ``null`` for it, as the same "not given".
+    """
     schema = msgspec.json.schema(struct)
     defs = schema.pop("$defs", {})
     ref = schema.get("$ref")
@@ -85,7 +93,28 @@ def struct_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
     schema.pop("title", None)
     schema.setdefault("type", "object")
     schema.setdefault("properties", {})
+    for obj in (schema, *schema.get("$defs", {}).values()):
+        props = obj.get("properties", {})
+        for name, prop in props.items():
+            props[name] = plain_property(prop)
     return schema
+
+
+def plain_property(prop: dict[str, Any]) -> dict[str, Any]:
+    """``prop`` with ``anyOf: [X, null]`` flattened to ``X`` and string enums typed."""
+    branches = prop.get("anyOf")
+    if branches:
+        non_null = [b for b in branches if b.get("type") != "null"]
+        if len(non_null) == 1 and len(non_null) < len(branches):
+            outer = {k: v for k, v in prop.items() if k not in ("anyOf", "default")}
+            flat = {**outer, **non_null[0]}
+            if prop.get("default") is not None:
+                flat["default"] = prop["default"]
+            prop = flat
+    values = prop.get("enum", [prop["const"]] if "const" in prop else None)
+    if values and "type" not in prop and all(isinstance(v, str) for v in values):
+        prop = {"type": "string", **prop}
+    return prop
 
 
 class Registry:

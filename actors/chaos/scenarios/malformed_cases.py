@@ -322,8 +322,11 @@ def tool_cases(tool: dict[str, Any]) -> list[ToolCase]:
     base = {name: valid_value(props[name], defs) for name in required}
     cases: list[ToolCase] = []
     for name, prop in props.items():
+        # An optional property without a default takes null as "not given" (`struct_schema`).
+        null_ok = name not in required and "default" not in prop
         for label, value in bad_values(prop, defs):
-            cases.append((f"{name}: {label}", {**base, name: value}, name))
+            if not (null_ok and value is None):
+                cases.append((f"{name}: {label}", {**base, name: value}, name))
     for name in required:
         cases.append((f"missing {name}", {k: v for k, v in base.items() if k != name}, name))
     cases.append(("unknown field", {**base, "no_such_field_xyz": 1}, "no_such_field_xyz"))
