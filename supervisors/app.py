@@ -129,6 +129,7 @@ def setup_features(app: AppContext, features: Sequence[Feature]) -> list[Compone
             component = feature.setup(app)
         except FeatureDisabled as exc:
             trace.event("app", "feature_disabled", feature=feature.name, reason=str(exc))
+            app.unavailable[feature.name] = str(exc)
             continue
         except FeatureUnavailable as exc:
             trace.warning("app", "feature_unavailable", feature=feature.name, reason=str(exc))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -28,6 +29,44 @@ class CliError(UserError):
 
     def __init__(self, message: str, code: int = 1) -> None:
         super().__init__(message, code)
+
+
+# Tool wording -> command-line wording, for tool errors a command passes on: the
+# tools' argument names become the flags that set them (`scopes` -> `--scope`),
+# the tools' names the commands that do the same (list_scopes -> memtrio scopes).
+TOOL_FLAGS = {
+    "scopes": "--scope",
+    "memory_type": "--type",
+    "importance": "--importance",
+    "entities": "--entity",
+    "relations": "--relation",
+    "max_depth": "--depth",
+    "direction": "--direction",
+    "limit": "--limit",
+    "use_embeddings": "--lexical",
+    "root": "--root",
+}
+TOOL_PHRASES = (
+    ("pass its scope in `scopes`; see list_scopes", "pass `--scope SCOPE`; see `memtrio scopes`"),
+    ("`list_scopes`", "`memtrio scopes`"),
+    ("list_scopes", "`memtrio scopes`"),
+    ("the server's directory", "the current directory"),
+    ("pass root as an absolute directory inside one", "run it inside one or pass `--root DIR`"),
+    ("restart memtrio in that repository", "run memtrio in that repository"),
+)
+_TOOL_ARG = re.compile(r"`(?:\$\.)?(\w+)((?:\[\d+\])?)`")
+_ROOT_VALUE = re.compile(r"(?<![\w-])root (?=')")
+
+
+def cli_words(message: str) -> str:
+    """A tool's error ``message`` in the words of the command line (its flags and commands).
+
+    The MCP tools keep their wording; a CLI command passes their errors through this.
+    """
+    for tool, cli in TOOL_PHRASES:
+        message = message.replace(tool, cli)
+    message = _ROOT_VALUE.sub("--root ", message)
+    return _TOOL_ARG.sub(lambda m: f"`{TOOL_FLAGS[m[1]]}`" if m[1] in TOOL_FLAGS else m[0], message)
 
 
 class Parser(argparse.ArgumentParser):

@@ -274,7 +274,7 @@ def test_cli_error_raised_inside_the_app_is_one_line_not_an_exception_group(tmp_
     # the app nursery's ExceptionGroup: a traceback instead of one clear line.
     proc = run_cli("code", "index", "--home", str(tmp_path), "--root", str(tmp_path / "missing"))
     assert proc.returncode == 1
-    assert proc.stderr.strip().splitlines()[-1].startswith("memtrio: root ")
+    assert proc.stderr.strip().splitlines()[-1].startswith("memtrio: --root ")
     assert "Traceback" not in proc.stderr
 
 

@@ -24,10 +24,18 @@ def cmd_chaos(args: argparse.Namespace, run: AppRunner) -> int:
         args.scenario,
         seed=seed,
         quick=args.quick,
-        keep=Path(args.keep) if args.keep else None,
+        keep=_kept_base(args),
         as_json=args.json,
     )
     return code
+
+
+def _kept_base(args: argparse.Namespace) -> Path | None:
+    """Where the servers' homes go (``--home`` or ``--keep``, kept), else None (a temporary one)."""
+    if args.home and args.keep and Path(args.home) != Path(args.keep):
+        raise CliError("chaos: --home and --keep name the same directory; give one of them", 2)
+    chosen = args.home or args.keep
+    return Path(chosen).expanduser() if chosen else None
 
 
 def cmd_trace(args: argparse.Namespace, run: AppRunner) -> int:
@@ -63,7 +71,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--seed", type=int, help="make the run repeatable (default: random, printed)"
     )
     chaos.add_argument("--scenario", action="append", help="run only this scenario (repeatable)")
-    chaos.add_argument("--keep", metavar="DIR", help="keep the servers' homes and logs in DIR")
+    chaos.add_argument(
+        "--home",
+        metavar="DIR",
+        help="create the servers' homes and logs in DIR and keep them (default: a temporary "
+        "directory, removed afterwards; your own home is never used)",
+    )
+    chaos.add_argument("--keep", metavar="DIR", help="the same as --home DIR")
     chaos.add_argument("--json", action="store_true", help="machine-readable results")
     chaos.set_defaults(func=cmd_chaos)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ...protocol.errors import DomainError
-from ...supervisors.commands import CliError, add_common, load_config
+from ...supervisors.commands import CliError, add_common, cli_words, load_config
 from ...supervisors.context import AppContext, AppRunner
 from .checkout import checkout_root, show_path
 from .diff import structural_diff
@@ -71,7 +71,7 @@ async def _root(args: argparse.Namespace, app: AppContext) -> Path:
     try:
         return await checkout_root(root, app.cwd)
     except DomainError as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(cli_words(str(exc))) from None
 
 
 def cmd_index(args: argparse.Namespace, run: AppRunner) -> int:
@@ -127,7 +127,7 @@ def cmd_diff(args: argparse.Namespace, run: AppRunner) -> int:
         try:
             text = await structural_diff(service.pool, root, args.base, args.head, args.limit)
         except DomainError as exc:
-            raise CliError(str(exc)) from None
+            raise CliError(cli_words(str(exc))) from None
         print(text)
         return 0
 

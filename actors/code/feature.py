@@ -1,14 +1,15 @@
 """The code feature: the code index, the parser pool and the four code tools.
 
-``setup`` raises `FeatureUnavailable` (the server then starts with the memory
-tools only, after a warning) when ``[code] enabled = false`` /
-``MEMTRIO_CODE=off``, when the ``code`` tool group is not enabled, when
-``[code]`` is invalid, or when the index file cannot be opened or recreated.
+``setup`` raises `FeatureDisabled` (the server then starts with the memory
+tools only, quietly: the user chose it) when ``[code] enabled = false`` /
+``MEMTRIO_CODE=off`` or when the ``code`` tool group is not enabled, and
+`FeatureUnavailable` (the same, after a warning) when ``[code]`` is invalid or
+the index file cannot be opened or recreated.
 """
 
 from __future__ import annotations
 
-from ...supervisors.context import AppContext, FeatureUnavailable
+from ...supervisors.context import AppContext, FeatureDisabled, FeatureUnavailable
 from ...supervisors.supervisor import ChildSpec
 from .index import CodeIndex, IndexUnavailable, index_path
 from .pool import ParserPool, default_workers
@@ -22,7 +23,7 @@ def open_service(app: AppContext) -> CodeService:
     """Check ``[code]``, open the index and build the service (no actors started yet)."""
     cfg = app.config.code
     if not cfg.enabled:
-        raise FeatureUnavailable(DISABLED)
+        raise FeatureDisabled(DISABLED)
     if not cfg.file_timeout > 0:
         raise FeatureUnavailable(
             f"invalid [code] file_timeout {cfg.file_timeout!r}: must be > 0 seconds"
@@ -40,7 +41,7 @@ class _CodeFeature:
 
     def setup(self, app: AppContext) -> CodeComponent:
         if "code" not in app.config.tools.enabled:
-            raise FeatureUnavailable("the code tool group is not enabled ([tools] enabled)")
+            raise FeatureDisabled("the code tool group is not enabled ([tools] enabled)")
         service = open_service(app)
         app.publish(CODE, service)
         app.add_tools(TOOLS)

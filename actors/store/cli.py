@@ -21,7 +21,7 @@ from typing import Any, BinaryIO, TypeVar
 
 import msgspec
 
-from ...supervisors.commands import CliError, add_common, emit
+from ...supervisors.commands import CliError, add_common, cli_words, emit
 from ...supervisors.context import AppContext, AppRunner
 from ..kg import cli as kg_cli
 from ..kg import jsonl
@@ -50,11 +50,15 @@ def _args(struct: type[ArgsT], **values: object) -> ArgsT:
     try:
         return msgspec.convert(given, struct)
     except msgspec.ValidationError as exc:
-        raise CliError(f"invalid arguments: {printable(str(exc))}") from None
+        raise CliError(f"invalid arguments: {cli_words(printable(str(exc)))}") from None
 
 
 def _read_stdin_text() -> str:
-    """The memory text on stdin: UTF-8, read no further than the longest text a tool accepts."""
+    """The memory text on stdin: UTF-8, read no further than the longest text a tool accepts.
+
+    The trailing line breaks are dropped, as ``$(...)`` drops them in a shell:
+    ``echo text | memtrio remember -`` stores ``text``.
+    """
     if sys.stdin is None:
         raise CliError("cannot read stdin: it is closed")
     most = 4 * limits.MAX_CONTENT  # bytes of the longest text (4 bytes a character at most)
@@ -64,7 +68,7 @@ def _read_stdin_text() -> str:
             f"the memory text on stdin is longer than {limits.MAX_CONTENT:,} characters, the limit"
         )
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8").rstrip("\r\n")
     except UnicodeDecodeError as exc:
         raise CliError(
             f"the memory text on stdin is not UTF-8 (byte 0x{data[exc.start]:02x} at byte {exc.start + 1:,})"
@@ -104,6 +108,21 @@ def _memory_block(m: dict[str, Any]) -> str:
 
 def _scopes(args: argparse.Namespace) -> list[str] | None:
     return args.scope or None
+
+
+def _grouped(memories: list[dict[str, Any]], selection: list[str]) -> list[str]:
+    """Found memories as one labelled group per scope searched (repository first, then
+    ``global``), each in score order; a memory in several scopes is listed under the first."""
+    groups: dict[str, list[str]] = {scope: [] for scope in selection}
+    for m in memories:
+        label = next((s for s in selection if s in m["scopes"]), "(unscoped)")
+        groups.setdefault(label, []).append(_memory_line(m))
+    return [
+        line
+        for label, found in groups.items()
+        if found
+        for line in (f"{label} ({len(found)}):", *found)
+    ]
 
 
 # -- commands ------------------------------------------------------------------
@@ -179,7 +198,7 @@ def cmd_search(args: argparse.Namespace, run: AppRunner) -> int:
         result = await tools.recall(tool_context(app), targs)
 
         def human(r: dict[str, Any]) -> str:
-            lines = [_memory_line(m) for m in r["memories"]] or ["no matching memories"]
+            lines = _grouped(r["memories"], r["scopes"]) or ["no matching memories"]
             return "\n".join(lines + [f"warning: {w}" for w in r["warnings"]])
 
         emit(args, result, human)
@@ -288,6 +307,12 @@ def cmd_stats(args: argparse.Namespace, run: AppRunner) -> int:
 
 
 def cmd_export(args: argparse.Namespace, run: AppRunner) -> int:
+    if args.output is not None:
+        if args.file is not None and args.file != args.output:
+            raise CliError(
+                f"export: give the output file once (FILE or -o/--output), not {args.file!r} and {args.output!r}"
+            )
+        args.file = args.output
     if args.format == "jsonl":
         return kg_cli.export_jsonl(args, run)
 
@@ -344,8 +369,8 @@ def _import_memtrio(args: argparse.Namespace, run: AppRunner, checked: transfer.
             raise refused(args, exc) from None
         emit(
             args, result,
-            lambda r: f"imported {r['memories']} memories ({r['skipped_memories']} already present), {r['entities']} entities, "
-            f"{r['relations']} relations, {r['vectors']} vectors",
+            lambda r: f"added {r['memories']} memories, {r['entities']} entities, {r['relations']} relations, "
+            f"{r['vectors']} vectors ({r['skipped_memories']} memories were already present)",
         )  # fmt: skip
         return 0
 
@@ -455,7 +480,8 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
     )
 
     p = _parser(sub, "export", "write the whole store as JSON lines", cmd_export, json_flag=False)
-    p.add_argument("file", nargs="?", help="output file (default: stdout)")
+    p.add_argument("file", nargs="?", metavar="FILE", help="output file (default: stdout)")
+    p.add_argument("-o", "--output", metavar="FILE", help="output file, like FILE ('-': stdout)")
     p.add_argument(
         "--format",
         choices=["memtrio", "jsonl"],

@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 
 from ...protocol.errors import DomainError
 from ...supervisors import private
-from ...supervisors.commands import CliError, resolve_home
+from ...supervisors.commands import CliError, cli_words, resolve_home
 from ...supervisors.context import AppContext, AppRunner, CallContext
 from ...supervisors.supervisor import Escalation, root_cause
 from . import db
@@ -53,11 +53,13 @@ def run_store_command(
     """Run ``body`` with the store (``full``: every feature but code, for embeddings and ranking).
 
     Error handling: every failure ends as a `CliError` or `UserError` (one line):
-    a tool's refusal, a database that cannot be opened or written (damaged,
+    a tool's refusal (in the command line's words: `cli_words`), a database that cannot be opened or written (damaged,
     read-only, full: `db.StoreUnavailable`), a store that could not start.
     """
     # Every value given on the command line is text, except paths (any bytes).
-    check_text({k: v for k, v in vars(args).items() if k not in ("file", "home", "func")}, "")
+    check_text(
+        {k: v for k, v in vars(args).items() if k not in ("file", "output", "home", "func")}, ""
+    )
     features = WITH_RANKING if full else STORE_ONLY
     path = db.db_path(resolve_home(args))
 
@@ -92,7 +94,7 @@ def run_store_command(
         if isinstance(failure[0], BrokenPipeError):
             raise failure[0]
         if isinstance(failure[0], DomainError):
-            raise CliError(str(failure[0])) from None
+            raise CliError(cli_words(str(failure[0]))) from None
         raise failure[0]  # a UserError, or unexpected: `memtrio` prints it in one line
     return code
 

@@ -356,10 +356,10 @@ class _Importer:
             return
         # An existing row keeps its vectors: import never changes a row's
         # content, and the row may belong to another repository too.
-        put_vector(
+        if put_vector(
             self.conn, rec.kind, item, Vec(data, rec.dim, rec.model, rec.revision), replace=False
-        )
-        self.added["vectors"] += 1
+        ):
+            self.added["vectors"] += 1
 
     def recall_log_record(self, rec: RecallLogRecord) -> None:
         exists = self.conn.execute(
@@ -375,7 +375,8 @@ class _Importer:
 
 
 def import_records(conn: sqlite3.Connection, checked: Checked) -> dict[str, int]:
-    """Write a checked export (inside the caller's write transaction). Returns counts.
+    """Write a checked export (inside the caller's write transaction). Returns counts of the
+    rows it added (``skipped_memories``: memories already present).
 
     A row keeps its id when the id is free in the store; otherwise it gets
     one above every id of the store and of the file, so it never takes the
