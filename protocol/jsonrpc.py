@@ -10,6 +10,7 @@ caller answers.
 from __future__ import annotations
 
 import codecs
+import json
 import re
 from typing import TypeGuard
 
@@ -357,3 +358,16 @@ def well_formed_reply(obj: object) -> str | None:
         ):
             return f"malformed error object: {str(err)[:80]}"
     return None
+
+
+def read_reply_line(line: bytes) -> tuple[dict[str, object] | None, str | None]:
+    """A line a server wrote, as a well-formed JSON-RPC message: ``(message, None)``,
+    or ``(None, why)`` saying what is wrong with it (for a client checking a server)."""
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None, f"stdout line that is not JSON: {line[:80]!r}"
+    why = well_formed_reply(obj)
+    if why is not None:
+        return None, f"malformed reply ({why}): {line[:120]!r}"
+    return obj, None

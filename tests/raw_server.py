@@ -21,7 +21,7 @@ from typing import Any
 
 import trio
 from mcp_client import server_command, server_env
-from memtrio.protocol.jsonrpc import well_formed_reply
+from memtrio.protocol.jsonrpc import read_reply_line
 
 
 def initialize_request(version: str = "2025-11-25", client: str = "raw") -> dict[str, Any]:
@@ -244,14 +244,9 @@ class Pipeline:
                 line = await self.server.read_line(timeout=float("inf"))
             except EOFError:
                 return
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                self.violations.append(f"stdout line that is not JSON: {line[:80]!r}")
-                continue
-            why = well_formed_reply(obj)
-            if why is not None:
-                self.violations.append(f"malformed reply ({why}): {line[:120]!r}")
+            obj, why = read_reply_line(line)
+            if obj is None:
+                self.violations.append(str(why))
                 continue
             if "method" in obj:
                 continue  # a server notification

@@ -27,7 +27,7 @@ from typing import Any
 
 import trio
 
-from ...protocol.jsonrpc import well_formed_reply
+from ...protocol.jsonrpc import read_reply_line
 
 PROTOCOL_VERSION = "2025-11-25"
 # The id of a request this client sends (JSON-RPC also allows null in a reply).
@@ -244,14 +244,9 @@ class ServerProcess:
             self._gone.set()
 
     def _route(self, line: bytes) -> None:
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            self.violations.append(f"stdout line that is not JSON: {line[:80]!r}")
-            return
-        why = well_formed_reply(obj)
-        if why is not None:
-            self.violations.append(f"malformed reply ({why}): {line[:120]!r}")
+        obj, why = read_reply_line(line)
+        if obj is None:
+            self.violations.append(str(why))
             return
         if "method" in obj:
             return  # a server notification (logging, progress)
