@@ -149,6 +149,21 @@ class Registry:
         return list(self._tools)
 
 
+def json_type(value: object) -> str:
+    """The JSON Schema type name of a decoded JSON value (``integer`` for whole numbers)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
 def format_validation_error(exc: msgspec.ValidationError) -> str:
     """msgspec says ``Expected `int`, got `str` - at `$.limit` ``; keep the path."""
     text = str(exc)

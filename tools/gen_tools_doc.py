@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from memtrio.protocol.tools import json_type as value_type
+
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "tools.md"
 GROUPS = ("memory", "graph-read", "graph-write", "vectors", "code")
@@ -357,20 +359,11 @@ def shorten(value: Any) -> Any:
 
 
 def json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
+    """The JSON type of ``value``, an array with the types of its items."""
     if isinstance(value, list):
         inner = sorted({json_type(v) for v in value})
         return "array of " + " or ".join(inner) if inner else "array"
-    return "object"
+    return value_type(value)
 
 
 def cell(text: Any) -> str:

@@ -13,6 +13,8 @@ import json
 import random
 from typing import Any
 
+from ....protocol.tools import json_type
+
 # (label, line without its newline, expected answer: "error", "result", "none" or "any")
 RawCase = tuple[str, bytes, str]
 # (label, arguments, the field the error must name: None for none in particular)
@@ -237,7 +239,7 @@ def allowed_types(schema: dict[str, Any], defs: dict[str, Any]) -> set[str] | No
         return out
     if "enum" in schema or "const" in schema:
         values = schema.get("enum", [schema.get("const")])
-        return {_json_type(v) for v in values}
+        return {json_type(v) for v in values}
     t = schema.get("type")
     if t is None:
         return None
@@ -245,20 +247,6 @@ def allowed_types(schema: dict[str, Any], defs: dict[str, Any]) -> set[str] | No
     if "number" in types:
         types.add("integer")
     return types
-
-
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
 
 
 def valid_value(schema: dict[str, Any], defs: dict[str, Any]) -> object:
