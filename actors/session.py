@@ -83,7 +83,10 @@ class Session:
                 await self.calls.drain()
                 nursery.cancel_scope.cancel()
             if not ctx.shutdown.is_set():
-                self.app.request_shutdown(0)
+                if self.state.on_close is not None:
+                    self.state.on_close()
+                else:
+                    self.app.request_shutdown(0)
                 await ctx.shutdown.wait()
         finally:
             answer_interrupted(self.state, "the session stopped before the call finished")

@@ -9,7 +9,9 @@ handled). `CallState` is one running ``tools/call``.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import trio
 
@@ -40,6 +42,14 @@ class SessionState:
     structured_ok: bool = True
     # The tool-result content shape chosen at initialize (``protocol.content``).
     content_mode: ContentMode = "json"
+    # The session's repository checkout: the server's directory over stdio (embedded),
+    # else the client's MCP roots or the initialize parameter (docs/transports.md);
+    # None: the session writes only `global`. ``root_source`` says where it came from.
+    root: Path | None = None
+    root_source: str = "none"
+    # Called when the client is gone (EOF, peer closed); None: the application stops
+    # (a stdio server lives as long as its one client).
+    on_close: Callable[[], None] | None = None
     in_flight: dict[Id, CallState] = field(default_factory=dict)
     # Lines received but not handled yet: a crash in the middle of a batch leaves
     # the rest here for the next incarnation (none is dropped unanswered).

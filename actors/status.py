@@ -25,6 +25,8 @@ async def server_status(ctx: CallContext, args: StatusArgs) -> dict[str, Any]:
         "features": list(app.features),
         "calls_in_flight": app.calls_in_flight(),
         "actors": app.root.snapshot() if app.root is not None else [],
+        "sessions": len(app.sessions),
+        **{name: section() for name, section in app.status_sections.items()},
     }
 
 

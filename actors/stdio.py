@@ -264,13 +264,24 @@ def transport_children(
     in_stream: trio.abc.ReceiveStream,
     out_stream: trio.abc.SendStream,
     name: str = "stdio",
+    *,
+    session_state: SessionState | None = None,
+    on_peer_gone: Callable[[], None] | None = None,
 ) -> list[ChildSpec]:
-    """Writer, Session and Reader specs (started in that order, stopped in reverse)."""
+    """Writer, Session and Reader specs (started in that order, stopped in reverse) of one
+    line-framed connection.
+
+    ``session_state`` defaults to a session whose repository is the server's
+    directory and whose end stops the application (stdio); ``on_peer_gone``
+    (default: stop the application) is called when the writer finds the peer gone.
+    """
     inbox: Mailbox[SessionInput] = Mailbox(f"{name}.inbox", 64)
     outbox: Mailbox[Outbound] = Mailbox(f"{name}.outbox", 4096)
     reader_state = ReaderState()
     writer_state = WriterState()
-    session_state = SessionState(name=f"{name}.session")
+    if session_state is None:
+        session_state = SessionState(name=f"{name}.session", root=app.cwd, root_source="cwd")
+    peer_gone = on_peer_gone if on_peer_gone is not None else (lambda: app.request_shutdown(0))
     limit = app.config.server.request_limit
     grace = app.config.server.shutdown_grace
 
@@ -282,7 +293,7 @@ def transport_children(
             stream=out_stream,
             outbox=outbox,
             state=writer_state,
-            on_peer_gone=lambda: app.request_shutdown(0),
+            on_peer_gone=peer_gone,
             name=f"{name}.writer",
             task_status=task_status,
         )

@@ -96,6 +96,20 @@ class CodeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     file_timeout: float = 10.0  # seconds one file may take in a worker before it is abandoned
 
 
+class ServeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """``memtrio serve``: one long-lived server for many agents (docs/transports.md)."""
+
+    transport: Literal["http", "tcp", "ws"] = "http"
+    bind: str = "127.0.0.1:7700"  # HOST:PORT; loopback unless a token is set
+    max_connections: int = 128  # live connections (TCP, WebSocket) / HTTP sessions at once
+    idle_timeout: float = 1800.0  # seconds an HTTP session may stay idle before it expires
+    allowed_origins: list[str] = msgspec.field(default_factory=list)  # besides loopback ones
+    auth_token_file: str = ""  # a file holding the bearer token (trimmed; empty is refused)
+    tls_cert: str = ""  # PEM certificate chain (HTTP, WebSocket); both or neither
+    tls_key: str = ""  # PEM private key
+    attach: bool = True  # `memtrio mcp` relays to a running `memtrio serve` of the same home
+
+
 class ToolsConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     enabled: list[str] = msgspec.field(
         default_factory=lambda: ["memory", "graph-read", "graph-write", "vectors", "code"]
@@ -109,6 +123,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     embedding: EmbeddingConfig = msgspec.field(default_factory=EmbeddingConfig)
     retrieval: RetrievalConfig = msgspec.field(default_factory=RetrievalConfig)
     code: CodeConfig = msgspec.field(default_factory=CodeConfig)
+    serve: ServeConfig = msgspec.field(default_factory=ServeConfig)
     tools: ToolsConfig = msgspec.field(default_factory=ToolsConfig)
 
 
@@ -173,6 +188,21 @@ _CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
         lambda v: v == "auto" or 1 <= v <= 256,
         'must be "auto" or 1-256',
     ),
+    ("serve", "bind"): (
+        lambda v: (
+            bool(re.fullmatch(r"(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.\-]*):\d{1,5}", v))
+            and int(v.rsplit(":", 1)[1]) <= 65535
+        ),
+        "must be HOST:PORT (for example 127.0.0.1:7700 or [::1]:7700; port 0-65535)",
+    ),
+    ("serve", "max_connections"): (lambda v: 1 <= v <= 100_000, "must be 1-100000"),
+    ("serve", "idle_timeout"): (
+        lambda v: 0 < v <= 7 * 86400,
+        "must be > 0 and at most 604800 seconds",
+    ),
+    ("serve", "auth_token_file"): (lambda v: "\0" not in v, "must not contain a NUL character"),
+    ("serve", "tls_cert"): (lambda v: "\0" not in v, "must not contain a NUL character"),
+    ("serve", "tls_key"): (lambda v: "\0" not in v, "must not contain a NUL character"),
     ("code", "max_files"): (lambda v: 1 <= v <= 100_000_000, "must be >= 1"),
     ("code", "file_timeout"): (lambda v: 0 < v <= 3600, "must be > 0 and at most 3600 seconds"),
 }

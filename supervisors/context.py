@@ -129,6 +129,9 @@ class AppContext:
     # what their first call would otherwise wait for (the embedding model) without
     # delaying the server's start or that answer. Each must return at once.
     warm_ups: list[Callable[[], None]] = field(default_factory=list)
+    # Extra sections of ``server_status`` (``transports``: the network listeners and
+    # their connections), each a callable returning a JSON-able value.
+    status_sections: dict[str, Callable[[], object]] = field(default_factory=dict)
     _services: dict[str, object] = field(default_factory=dict)
     _warmed: bool = False
 

@@ -1,0 +1,204 @@
+"""What ``memtrio serve`` listens on: the transport, the address, auth and TLS.
+
+`resolve_listen` merges the ``[serve]`` configuration with the command line and
+the environment (``MEMTRIO_TRANSPORT``, ``MEMTRIO_PORT``, ``MEMTRIO_AUTH_TOKEN``)
+and refuses, with one line saying what to do, what would be unsafe or cannot
+work: an unknown transport, a non-loopback bind without a token, a certificate
+without its key (or the reverse), an empty token file.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ...supervisors.config import Config, ConfigError
+
+# Transport names accepted by --transport and MEMTRIO_TRANSPORT -> the transport served.
+TRANSPORTS: dict[str, str] = {
+    "stdio": "stdio",
+    "streamable-http": "http",
+    "http": "http",
+    "sse": "http",
+    "tcp": "tcp",
+    "ws": "ws",
+}
+SSE_HINT = (
+    "memtrio: MEMTRIO_TRANSPORT=sse is deprecated: it serves Streamable HTTP "
+    "(SSE replies included) on /mcp; use MEMTRIO_TRANSPORT=streamable-http"
+)
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "ip6-localhost"})
+
+
+def transport_name(value: str, source: str) -> str:
+    """The transport ``value`` selects (``http`` for its aliases).
+
+    Error handling: an unknown value raises `ConfigError` (exit 2) listing the
+    valid ones; it never falls back to stdio.
+    """
+    chosen = TRANSPORTS.get(value.strip().lower())
+    if chosen is None:
+        raise ConfigError(f"{source}: unknown transport {value!r} (valid: {', '.join(TRANSPORTS)})")
+    return chosen
+
+
+def parse_bind(value: str, source: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT`` too) -> (host, port)."""
+    host, sep, port = value.strip().rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(
+            f"{source}: {value!r} must be HOST:PORT (for example 127.0.0.1:7700; port 0-65535)"
+        )
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host or "127.0.0.1", int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is only reachable from this machine."""
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def read_token_file(path: Path, source: str) -> str:
+    """The token in ``path``, trimmed.
+
+    Error handling: a missing, unreadable or empty (after trimming) file raises
+    `ConfigError` naming it.
+    """
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{source}: cannot read the token file {path}: {exc}") from None
+    if not token:
+        raise ConfigError(
+            f"{source}: the token file {path} is empty; write the token in it "
+            "(or drop the option to serve without auth on loopback)"
+        )
+    return token
+
+
+@dataclass(frozen=True)
+class Listen:
+    """Resolved settings of one ``memtrio serve`` listener."""
+
+    transport: str  # http | tcp | ws
+    host: str = "127.0.0.1"
+    port: int = 7700
+    token: str | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    max_connections: int = 128
+    idle_timeout: float = 1800.0
+    body_limit: int = 16 * 1024 * 1024
+    allowed_origins: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert is not None
+
+    @property
+    def loopback(self) -> bool:
+        return is_loopback(self.host)
+
+    def url(self, port: int | None = None) -> str:
+        """Where a client connects (``port``: the one actually bound, when 0 was asked)."""
+        scheme = {"http": "http", "ws": "ws", "tcp": "tcp"}[self.transport]
+        if self.tls and scheme in ("http", "ws"):
+            scheme += "s"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        path = "/mcp" if self.transport == "http" else ""
+        return f"{scheme}://{host}:{self.port if port is None else port}{path}"
+
+
+def resolve_listen(
+    config: Config,
+    *,
+    transport: str | None = None,
+    bind: str | None = None,
+    token: str | None = None,
+    token_file: str | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    insecure_no_auth: bool = False,
+    environ: Mapping[str, str] | None = None,
+) -> Listen:
+    """The listener settings: flags over the environment over ``[serve]``.
+
+    ``transport`` is an already-validated name (see `transport_name`); without
+    it ``MEMTRIO_TRANSPORT`` then ``[serve] transport`` decide. ``MEMTRIO_PORT``
+    replaces the port of the bind address.
+
+    Error handling: raises `ConfigError` (exit 2, one line) for an unknown
+    transport, a bad address, a bad or empty token file, a certificate without
+    its key or the reverse, a missing certificate file, and a non-loopback bind
+    without a token unless ``insecure_no_auth``.
+    """
+    env = os.environ if environ is None else environ
+    serve = config.serve
+    if transport is None:
+        raw = env.get("MEMTRIO_TRANSPORT", "")
+        transport = transport_name(raw, f"MEMTRIO_TRANSPORT={raw}") if raw else serve.transport
+    if transport == "stdio":
+        raise ConfigError("memtrio serve needs a network transport: http, tcp or ws")
+    if bind is not None:
+        host, port = parse_bind(bind, f"the command-line flag --bind {bind}")
+    else:
+        host, port = parse_bind(serve.bind, f"[serve] bind = {serve.bind!r}")
+        raw_port = env.get("MEMTRIO_PORT", "")
+        if raw_port:
+            if not raw_port.isdigit() or int(raw_port) > 65535:
+                raise ConfigError(f"MEMTRIO_PORT={raw_port} (environment): must be a port, 0-65535")
+            port = int(raw_port)
+    if token is not None:
+        secret: str | None = token.strip()
+        if not secret:
+            raise ConfigError("the command-line flag --auth-token: the token is empty")
+    elif token_file:
+        secret = read_token_file(Path(token_file).expanduser(), f"--auth-token-file {token_file}")
+    elif env.get("MEMTRIO_AUTH_TOKEN", "").strip():
+        secret = env["MEMTRIO_AUTH_TOKEN"].strip()
+    elif serve.auth_token_file:
+        secret = read_token_file(
+            Path(serve.auth_token_file).expanduser(), "[serve] auth_token_file"
+        )
+    else:
+        secret = None
+    cert = tls_cert if tls_cert is not None else (serve.tls_cert or None)
+    key = tls_key if tls_key is not None else (serve.tls_key or None)
+    if bool(cert) != bool(key):
+        given, missing = ("--tls-cert", "--tls-key") if cert else ("--tls-key", "--tls-cert")
+        raise ConfigError(
+            f"{given} was given without {missing}: TLS needs both the certificate chain and its key"
+        )
+    if cert and transport == "tcp":
+        raise ConfigError("TLS is served on http and ws, not tcp: drop --tls-cert/--tls-key")
+    for label, path in (("--tls-cert", cert), ("--tls-key", key)):
+        if path and not Path(path).expanduser().is_file():
+            raise ConfigError(f"{label} {path}: no such file")
+    listen = Listen(
+        transport=transport,
+        host=host,
+        port=port,
+        token=secret,
+        tls_cert=Path(cert).expanduser() if cert else None,
+        tls_key=Path(key).expanduser() if key else None,
+        max_connections=serve.max_connections,
+        idle_timeout=serve.idle_timeout,
+        body_limit=config.server.request_limit,
+        allowed_origins=tuple(serve.allowed_origins),
+    )
+    if not listen.loopback and listen.token is None and not insecure_no_auth:
+        raise ConfigError(
+            f"refusing to serve on {host}, which is reachable from other machines, without a "
+            "token: set --auth-token-file (or MEMTRIO_AUTH_TOKEN), bind 127.0.0.1, "
+            "or pass --insecure-no-auth"
+        )
+    return listen
