@@ -15,8 +15,8 @@ tool failure is an ``isError`` result; an unexpected exception inside a tool
 becomes an ``isError`` result too (logged with its traceback). If the session
 actor itself crashes, every call it was running is answered with -32603 before
 the supervisor restarts it; the `SessionState` (negotiated version, client,
-content shape, repository, ``actors.session_state``) is kept outside the actor, so the restarted session
-serves the same client.
+content shape, repository, ``actors.session_state``) is kept outside the
+actor, so the restarted session serves the same client.
 """
 
 from __future__ import annotations
