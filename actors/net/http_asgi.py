@@ -506,8 +506,7 @@ class HttpServer:
             session.close_stream(stream)
 
     async def get(self, request: Request, receive: Receive, send: Send) -> None:
-        _, sse_ok = _media(request.header("accept"))
-        if not sse_ok or request.header("accept") is None:
+        if "text/event-stream" not in (request.header("accept") or "").lower():
             raise Refusal(
                 406, "Not Acceptable: a GET opens an SSE stream; accept text/event-stream"
             )
