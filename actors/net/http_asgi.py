@@ -17,10 +17,6 @@ Checks, in order: ``Origin`` (403), bearer token (401), path (404), method
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass
-from typing import Any
-from urllib.parse import urlsplit
 
 import trio
 
@@ -32,158 +28,29 @@ from ..session import DECODE_IN_THREAD_BYTES
 from .auth import CHALLENGE, BearerAuth
 from .connections import Connections
 from .http_session import HttpSession, Stream, new_session_id
+from .http_wire import (
+    ALLOW,
+    CORS_HEADERS,
+    PATH,
+    REQUEST_CANCELLED,
+    SESSION_NOT_FOUND,
+    Disconnected,
+    Receive,
+    Refusal,
+    Request,
+    Scope,
+    Send,
+    cancelled_ids,
+    lifespan,
+    media,
+    origin_allowed,
+    read_body,
+    respond,
+    sse_event,
+    wants_sse,
+    watch_disconnect,
+)
 from .listen import Listen
-
-Scope = MutableMapping[str, Any]
-Event = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Event]]
-Send = Callable[[Event], Awaitable[None]]
-
-PATH = "/mcp"
-LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
-# Session not found (what the official SDKs answer with their 404).
-SESSION_NOT_FOUND = -32001
-SERVER_ERROR = -32000
-ALLOW = "GET, POST, DELETE, OPTIONS"
-CORS_HEADERS = "content-type, authorization, mcp-session-id, mcp-protocol-version, last-event-id"
-
-
-class Refusal(Exception):
-    """An HTTP error answer: status, JSON-RPC code and message (and extra headers)."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        code: int = SERVER_ERROR,
-        rid: jsonrpc.Id = None,
-        headers: tuple[tuple[str, str], ...] = (),
-    ) -> None:
-        super().__init__(message)
-        self.status, self.message, self.code, self.rid, self.headers = (
-            status,
-            message,
-            code,
-            rid,
-            headers,
-        )
-
-
-class Disconnected(Exception):
-    """The client went away while its request was read."""
-
-
-@dataclass(frozen=True)
-class Request:
-    method: str
-    path: str
-    headers: dict[str, str]
-    peer: str
-
-    @classmethod
-    def of(cls, scope: Scope) -> Request:
-        headers: dict[str, str] = {}
-        for raw_name, raw_value in scope.get("headers", ()):
-            name = raw_name.decode("latin-1").lower()
-            value = raw_value.decode("latin-1")
-            headers[name] = f"{headers[name]}, {value}" if name in headers else value
-        client = scope.get("client") or ("?", 0)
-        return cls(scope["method"].upper(), scope["path"], headers, f"{client[0]}:{client[1]}")
-
-    def header(self, name: str) -> str | None:
-        return self.headers.get(name)
-
-
-def _media(accept: str | None) -> tuple[bool, bool]:
-    """(accepts JSON, accepts SSE) from an ``Accept`` header (absent: both)."""
-    if accept is None:
-        return True, True
-    types = {part.split(";")[0].strip().lower() for part in accept.split(",")}
-    anything = "*/*" in types
-    json_ok = anything or "application/json" in types or "application/*" in types
-    sse_ok = anything or "text/event-stream" in types or "text/*" in types
-    return json_ok, sse_ok
-
-
-def wants_sse(accept: str | None, methods: list[str]) -> bool:
-    """The reply shape of a POST carrying requests ``methods``.
-
-    The rule: a client that accepts only one of the two gets that one; one that
-    accepts both gets an SSE stream when a request is a ``tools/call`` (it may run
-    long, and a stream survives a dropped connection: the client resumes it with
-    ``Last-Event-ID``) and plain JSON otherwise (initialize, lists, ping: instant).
-    """
-    json_ok, sse_ok = _media(accept)
-    if not json_ok:
-        return True
-    if not sse_ok:
-        return False
-    return "tools/call" in methods
-
-
-def origin_allowed(origin: str, allowed: tuple[str, ...]) -> bool:
-    """Whether a browser ``Origin`` may use the server (DNS-rebinding protection)."""
-    if origin in allowed:
-        return True
-    try:
-        parts = urlsplit(origin)
-        host = parts.hostname
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and host is not None and host in LOOPBACK_HOSTS
-
-
-async def respond(
-    send: Send,
-    status: int,
-    body: bytes = b"",
-    headers: list[tuple[str, str]] | None = None,
-    content_type: str | None = "application/json",
-) -> None:
-    """Send a whole response."""
-    raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers or ()]
-    if body and content_type:
-        raw.append((b"content-type", content_type.encode()))
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
-def sse_event(event_id: str, data: bytes) -> bytes:
-    """One SSE event (``data`` is one JSON text; empty: a priming event)."""
-    if not data:
-        return f"id: {event_id}\ndata: \n\n".encode()
-    return f"id: {event_id}\nevent: message\ndata: ".encode() + data + b"\n\n"
-
-
-async def read_body(receive: Receive, limit: int, declared: str | None) -> bytes:
-    """The request body, refused (413) past ``limit`` bytes without reading further."""
-    too_big = Refusal(
-        413,
-        f"Request body exceeds the limit of {limit} bytes ([server] request_limit); "
-        "it was not read",
-        jsonrpc.INVALID_REQUEST,
-    )
-    if declared is not None and declared.strip().isdigit() and int(declared) > limit:
-        raise too_big
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise Disconnected
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise too_big
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-async def _watch_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
-    scope.cancel()
 
 
 class HttpServer:
@@ -208,7 +75,7 @@ class HttpServer:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
+            await lifespan(receive, send)
             return
         if scope["type"] != "http":
             return
@@ -351,7 +218,7 @@ class HttpServer:
     # -- POST -------------------------------------------------------------------
 
     async def post(self, request: Request, receive: Receive, send: Send) -> None:
-        json_ok, sse_ok = _media(request.header("accept"))
+        json_ok, sse_ok = media(request.header("accept"))
         if not (json_ok or sse_ok):
             raise Refusal(406, "Not Acceptable: accept application/json and text/event-stream")
         body = await read_body(receive, self.listen.body_limit, request.header("content-length"))
@@ -387,6 +254,8 @@ class HttpServer:
         session.touch()
         if not ids:
             await session.inbox.send(Inbound([body]))
+            for rid in cancelled_ids(msg):
+                session.cancel(rid)
             await respond(send, 202, headers=self.cors(request))
             return
         headers = self.cors(request)
@@ -447,15 +316,13 @@ class HttpServer:
             lines.extend(data for _, data in events if data)
             after = events[-1][0]
         session.close_stream(stream)
-        if not lines:  # the session ended before answering
-            missing = [
-                jsonrpc.error_response(
-                    rid,
-                    jsonrpc.INTERNAL_ERROR,
-                    "Internal error: the session ended before answering",
-                ).rstrip()
-                for rid in ids
-            ]
+        if not lines:  # cancelled by the client, or the session ended before answering
+            code, why = (
+                (jsonrpc.INTERNAL_ERROR, "Internal error: the session ended before answering")
+                if session.ended
+                else (REQUEST_CANCELLED, "Request cancelled by the client")
+            )
+            missing = [jsonrpc.error_response(rid, code, why).rstrip() for rid in ids]
             lines = [b"[" + b",".join(missing) + b"]"] if batch else missing
         await respond(send, 200, lines[0], headers)
 
@@ -487,7 +354,7 @@ class HttpServer:
         finished = False
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_watch_disconnect, receive, nursery.cancel_scope)
+                nursery.start_soon(watch_disconnect, receive, nursery.cancel_scope)
                 if prime and not any(seq > after for seq, _ in stream.events):
                     session.prime(stream)
                 while (events := await session.next_events(stream, after, reader)) is not None:
@@ -553,13 +420,3 @@ class HttpServer:
         with trio.move_on_after(grace + 3.0 if math.isfinite(grace) else 10.0):
             while self.sessions:
                 await trio.sleep(0.01)
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return

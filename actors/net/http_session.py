@@ -46,6 +46,8 @@ from .connections import Connection
 EVENT_LOG_LIMIT = 1000
 # The standalone (GET) stream is stream 0 of its session.
 STANDALONE = 0
+# Ids of cancelled requests remembered (their late answers are dropped).
+CANCELLED_LIMIT = 1000
 
 
 class _Head(msgspec.Struct):
@@ -98,6 +100,7 @@ class HttpSession:
         self.streams: dict[int, Stream] = {STANDALONE: Stream(STANDALONE)}
         self.by_request: dict[jsonrpc.Id, Stream] = {}
         self.kept: deque[tuple[Stream, int]] = deque()
+        self.cancelled: dict[jsonrpc.Id, None] = {}
         self.last_active = trio.current_time()
         # Requests being answered and streams being read: a busy session never expires.
         self.busy = 0
@@ -125,6 +128,20 @@ class HttpSession:
         for rid in stream.waiting:
             self.by_request[rid] = stream
         return stream
+
+    def cancel(self, rid: jsonrpc.Id) -> None:
+        """The client cancelled request ``rid`` (``notifications/cancelled``): its stream
+        stops waiting for it, and an answer that comes anyway is dropped."""
+        stream = self.by_request.pop(rid, None)
+        if stream is None:
+            return
+        self.cancelled[rid] = None
+        while len(self.cancelled) > CANCELLED_LIMIT:
+            del self.cancelled[next(iter(self.cancelled))]
+        stream.waiting.discard(rid)
+        if not stream.waiting:
+            stream.done = True
+            stream.notify()
 
     def prime(self, stream: Stream) -> int:
         """Add an empty event (the SSE priming event: its id lets a client resume)."""
@@ -160,6 +177,9 @@ class HttpSession:
                     found.waiting.discard(element.id)
                     stream = stream or found
         elif head.method is None and head.id is not None:
+            if head.id in self.cancelled:
+                del self.cancelled[head.id]
+                return  # the client cancelled it: it wants no answer
             stream = self.by_request.pop(head.id, None)
             if stream is not None:
                 stream.waiting.discard(head.id)
