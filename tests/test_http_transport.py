@@ -176,3 +176,21 @@ async def test_other_paths_and_methods(tmp_path: Path) -> None:
         sid = await initialize(http, served.url)
         no_accept = await http.get(served.url, headers={"mcp-session-id": sid})
         assert no_accept.status_code == 406
+
+
+async def test_logging_set_level_is_accepted(tmp_path: Path) -> None:
+    async with serving(tmp_path) as served, httpx2.AsyncClient() as http:
+        init = await http.post(served.url, json=INIT, headers={"accept": BOTH})
+        assert "logging" in init.json()["result"]["capabilities"]
+        headers = {"accept": BOTH, "mcp-session-id": init.headers["mcp-session-id"]}
+        for level, ok in (("warning", True), ("loud", False)):
+            body = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "logging/setLevel",
+                "params": {"level": level},
+            }
+            reply = (await http.post(served.url, json=body, headers=headers)).json()
+            assert ("result" in reply) is ok
+            if not ok:
+                assert reply["error"]["code"] == -32602

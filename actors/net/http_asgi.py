@@ -264,9 +264,12 @@ class HttpServer:
         stream = session.open_stream(ids)
         session.busy += 1
         try:
+            sse = wants_sse(request.header("accept"), methods)
+            if sse:
+                session.prime(stream)  # first, before any answer can be
             await session.inbox.send(Inbound([body]))
-            if wants_sse(request.header("accept"), methods):
-                await self.stream(send, receive, session, stream, 0, headers, prime=True)
+            if sse:
+                await self.stream(send, receive, session, stream, 0, headers, prime=False)
             else:
                 await self.answer_json(
                     send, session, stream, ids, isinstance(msg, jsonrpc.Batch), headers

@@ -19,6 +19,8 @@ Receive = Callable[[], Awaitable[Event]]
 Send = Callable[[Event], Awaitable[None]]
 
 PATH = "/mcp"
+# The reconnection delay (ms) a priming event tells the client (SSE ``retry``).
+RETRY_MS = 1000
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 # Session not found (what the official SDKs answer with their 404).
 SESSION_NOT_FOUND = -32001
@@ -132,7 +134,7 @@ async def respond(
 def sse_event(event_id: str, data: bytes) -> bytes:
     """One SSE event (``data`` is one JSON text; empty: a priming event)."""
     if not data:
-        return f"id: {event_id}\ndata: \n\n".encode()
+        return f"id: {event_id}\nretry: {RETRY_MS}\ndata: \n\n".encode()
     return f"id: {event_id}\nevent: message\ndata: ".encode() + data + b"\n\n"
 
 
