@@ -243,8 +243,24 @@ class Session:
             await answer.result(msg.id, {"resourceTemplates": []})
         elif method in ("prompts/list",):
             await answer.result(msg.id, {"prompts": []})
+        elif method == "logging/setLevel":
+            await self.set_log_level(msg, answer)
         else:
             await answer.error(msg.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    async def set_log_level(self, msg: jsonrpc.Message, answer: Answer) -> None:
+        """``logging/setLevel``: a known level is accepted (memtrio sends no log messages)."""
+        params = await decode_params(msg, mcp.set_level_params, answer)
+        if params is None:
+            return
+        if params.level not in mcp.LOG_LEVELS:
+            await answer.error(
+                msg.id,
+                jsonrpc.INVALID_PARAMS,
+                f"Invalid params: level {params.level!r} is not one of {', '.join(mcp.LOG_LEVELS)}",
+            )
+            return
+        await answer.result(msg.id, {})
 
     async def notification(self, msg: jsonrpc.Message) -> None:
         if msg.method in ("notifications/initialized", "notifications/roots/list_changed"):

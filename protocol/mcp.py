@@ -20,6 +20,8 @@ STRUCTURED_CONTENT_SINCE = "2025-06-18"
 BATCH_VERSIONS = frozenset({"2025-03-26"})
 
 TOOLS_PAGE_SIZE = 100
+# The levels of ``logging/setLevel`` (RFC 5424 severities).
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 T = TypeVar("T")
 
@@ -93,6 +95,10 @@ class ReadResourceParams(msgspec.Struct):
     uri: str
 
 
+class SetLevelParams(msgspec.Struct):
+    level: str
+
+
 class CancelledParams(msgspec.Struct):
     requestId: int | str
     reason: str | None = None
@@ -105,6 +111,7 @@ read_resource_params = msgspec.json.Decoder(ReadResourceParams)
 list_roots_result = msgspec.json.Decoder(ListRootsResult)
 error_object = msgspec.json.Decoder(ErrorObject)
 cancelled_params = msgspec.json.Decoder(CancelledParams)
+set_level_params = msgspec.json.Decoder(SetLevelParams)
 
 _encoder = msgspec.json.Encoder()
 
@@ -112,7 +119,8 @@ _encoder = msgspec.json.Encoder()
 def initialize_result(
     version: str, server_version: str, instructions: str, has_resources: bool
 ) -> dict[str, object]:
-    capabilities: dict[str, object] = {"tools": {"listChanged": False}}
+    # logging: ``logging/setLevel`` is accepted (memtrio sends no log notifications).
+    capabilities: dict[str, object] = {"tools": {"listChanged": False}, "logging": {}}
     if has_resources:
         capabilities["resources"] = {"listChanged": False, "subscribe": False}
     return {
