@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import msgspec
@@ -21,6 +22,7 @@ async def server_status(ctx: CallContext, args: StatusArgs) -> dict[str, Any]:
         "name": "memtrio",
         "version": app.version,
         "protocol_version": session.protocol_version if session is not None else None,
+        "pid": os.getpid(),
         "data_dir": str(app.home),
         "features": list(app.features),
         "calls_in_flight": app.calls_in_flight(),

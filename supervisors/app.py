@@ -27,7 +27,7 @@ from ..actors.features import ALL_FEATURES
 from . import faults, private, trace
 from .config import Config, ConfigError, log_path
 from .context import AppContext, Component, Feature, FeatureDisabled, FeatureUnavailable
-from .errors import UserError
+from .errors import UserError, find_user_error
 from .supervisor import REST_FOR_ONE, ChildSpec, Escalation, Supervisor, leaves
 
 
@@ -230,8 +230,10 @@ def serve(
         failures = leaves(group)
         for exc in failures:
             trace.record("app", "gave_up", level="error", error=str(exc))
-        print(f"memtrio: {failures[0]}", file=sys.stderr)  # the one line (docs/architecture.md)
-        code = 1
+        known = find_user_error(group)
+        # The one line (docs/architecture.md): the user's remedy when there is one.
+        print(f"memtrio: {known or failures[0]}", file=sys.stderr)
+        code = known.code if known is not None else 1
     trace.event("app", "exit", code=code)
     trace.LOG.close()
     return code

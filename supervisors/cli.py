@@ -24,6 +24,8 @@ from ..actors import stdio
 from ..actors.chaos import cli as chaos_cli
 from ..actors.code import cli as code_cli
 from ..actors.embedder import cli as embedder_cli
+from ..actors.net import serving
+from ..actors.net.connections import Connections
 from ..actors.store import cli as store_cli
 from . import trace
 from .app import build_context, configure_observability, default_features, open_app, serve
@@ -90,7 +92,14 @@ def run_with_app(
 
 
 def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
-    """Serve MCP over stdio (``run`` is unused: the transport is the root's last child)."""
+    """Serve MCP over stdio (``run`` is unused: the transport is the root's last child).
+
+    ``MEMTRIO_TRANSPORT`` selects another transport (http, tcp, ws): the command
+    then serves like ``memtrio serve``; an unknown value exits 2.
+    """
+    chosen = serving.env_transport()
+    if chosen is not None and chosen != "stdio":
+        return serve_network(args, chosen)
     app = start(args)
     proto_in, proto_out = stdio.protect_stdout()
     return serve(
@@ -98,6 +107,33 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
         default_features(),
         lambda: stdio.stdio_transport(app, proto_in, proto_out),
         name="stdio",
+    )
+
+
+def cmd_serve(args: argparse.Namespace, run: AppRunner) -> int:
+    """One long-lived server for many agents, on http, tcp or ws (docs/transports.md).
+
+    Prints ``memtrio serve: listening on <url> (pid N)`` on stderr once bound,
+    serves until SIGINT/SIGTERM, then lets running calls finish (``[server]
+    shutdown_grace``) and exits 0.
+
+    Error handling: unsafe or unusable listener settings exit 2 with one line
+    (``serving.listen_from_args``); an address that cannot be bound exits 1.
+    """
+    return serve_network(args, args.transport or serving.env_transport())
+
+
+def serve_network(args: argparse.Namespace, transport: str | None) -> int:
+    """Run the application with the listener of ``transport`` (None: ``[serve] transport``)."""
+    app = start(args)
+    listen = serving.listen_from_args(app.config, args, transport)
+    connections = Connections(listen.max_connections)
+    announce = serving.announcer(listen)
+    return serve(
+        app,
+        default_features(),
+        lambda: serving.network_listener(app, listen, connections, announce),
+        name=listen.transport,
     )
 
 
@@ -117,6 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated tool groups to advertise (memory, graph-read, graph-write, vectors, code)",
     )
     mcp.set_defaults(func=cmd_mcp)
+    serve_parser = sub.add_parser(
+        "serve", help="one long-lived server for many agents (http, tcp or ws)"
+    )
+    add_common(serve_parser)
+    serving.add_serve_options(serve_parser)
+    serve_parser.set_defaults(func=cmd_serve)
     for module in COMMAND_MODULES:
         module.register(sub)
     return parser
