@@ -16,6 +16,7 @@ import os
 import sys
 import traceback
 from collections.abc import Awaitable, Callable, Collection, Sequence
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -24,6 +25,7 @@ from ..actors import stdio
 from ..actors.chaos import cli as chaos_cli
 from ..actors.code import cli as code_cli
 from ..actors.embedder import cli as embedder_cli
+from ..actors.net import attach
 from ..actors.store import cli as store_cli
 from . import trace
 from .app import build_context, configure_observability, default_features, open_app, serve
@@ -90,9 +92,34 @@ def run_with_app(
 
 
 def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
-    """Serve MCP over stdio (``run`` is unused: the transport is the root's last child)."""
+    """Serve MCP over stdio (``run`` is unused: the transport is the root's last child).
+
+    When a ``memtrio serve`` of the same home answers, relay to it instead (the
+    attach model, ``actors.net.attach``): no feature is loaded here.
+    """
+    if attach_wanted(args):
+        cfg, home = load_config(args)
+        if cfg.serve.attach:
+            proto_in, proto_out = stdio.protect_stdout()
+            code = attach.attach(
+                home, Path.cwd().resolve(), proto_in, proto_out, cfg.server.request_limit
+            )
+            if code is not None:
+                return code
+            return _serve_stdio(args, proto_in, proto_out)
+    return _serve_stdio(args, *stdio.protect_stdout())
+
+
+def attach_wanted(args: argparse.Namespace) -> bool:
+    """Whether ``memtrio mcp`` looks for a running ``memtrio serve`` to attach to: not with
+    ``--no-attach``, a tool selection of its own (``--tools``), or a network
+    ``MEMTRIO_TRANSPORT``. (``[serve] attach = false`` is checked by the caller.)"""
+    return not (args.no_attach or args.tools or attach.network_transport_chosen(os.environ))
+
+
+def _serve_stdio(args: argparse.Namespace, proto_in: int, proto_out: int) -> int:
+    """The embedded server: every feature in this process, one session on stdio."""
     app = start(args)
-    proto_in, proto_out = stdio.protect_stdout()
     return serve(
         app,
         default_features(),
@@ -115,6 +142,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--tools",
         type=lambda s: [p.strip() for p in s.split(",") if p.strip()],
         help="comma-separated tool groups to advertise (memory, graph-read, graph-write, vectors, code)",
+    )
+    mcp.add_argument(
+        "--no-attach",
+        action="store_true",
+        help="serve embedded even when a memtrio serve of the same home is running",
     )
     mcp.set_defaults(func=cmd_mcp)
     for module in COMMAND_MODULES:
