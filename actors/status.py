@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import msgspec
@@ -20,6 +21,7 @@ async def server_status(ctx: CallContext, args: StatusArgs) -> dict[str, Any]:
     return {
         "name": "memtrio",
         "version": app.version,
+        "pid": os.getpid(),
         "protocol_version": session.protocol_version if session is not None else None,
         "data_dir": str(app.home),
         "features": list(app.features),

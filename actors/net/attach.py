@@ -115,14 +115,24 @@ async def probe(
                     if _is_pong(line):
                         answered, stream = stream, None
                         return answered, buffer
-    except ConnectionRefusedError:
-        raise
-    except (OSError, trio.BrokenResourceError):
+    except (OSError, trio.BrokenResourceError) as exc:
+        if _refused(exc):
+            raise ConnectionRefusedError(f"nothing listens on {host}:{port}") from None
         return None
     finally:
         if stream is not None:
             await trio.aclose_forcefully(stream)
     return None
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether ``exc`` (or, for `trio.open_tcp_stream`, every attempt behind it) was refused."""
+    if isinstance(exc, ConnectionRefusedError):
+        return True
+    cause = exc.__cause__
+    if isinstance(cause, BaseExceptionGroup):
+        return all(_refused(e) for e in cause.exceptions)
+    return cause is not None and _refused(cause)
 
 
 def _is_pong(line: bytes) -> bool:
