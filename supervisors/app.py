@@ -27,7 +27,7 @@ from ..actors.features import ALL_FEATURES
 from . import faults, private, trace
 from .config import Config, ConfigError, log_path
 from .context import AppContext, Component, Feature, FeatureDisabled, FeatureUnavailable
-from .errors import UserError
+from .errors import UserError, find_user_error
 from .supervisor import REST_FOR_ONE, ChildSpec, Escalation, Supervisor, leaves
 
 
@@ -203,8 +203,10 @@ def serve(
     features: Sequence[Feature],
     transport: Callable[[], ChildSpec],
     name: str,
+    after: Callable[[], Sequence[ChildSpec]] = tuple,
 ) -> int:
-    """Run the application with ``transport()`` as its last child until the transport or a
+    """Run the application with ``transport()`` (then ``after()``, e.g. the attach
+    endpoint of ``memtrio serve``) as its last children until the transport or a
     signal asks it to stop; the process exit code.
 
     Error handling: a root escalation (the tree gave up) is one line on stderr
@@ -216,7 +218,7 @@ def serve(
     async def main() -> int:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_watch_signals, app)
-            async with open_app(app, features, extra_children=[transport()]):
+            async with open_app(app, features, extra_children=[transport(), *after()]):
                 trace.event(
                     "app", "serving", transport=name, features=app.features, tools=len(app.registry)
                 )
@@ -230,8 +232,10 @@ def serve(
         failures = leaves(group)
         for exc in failures:
             trace.record("app", "gave_up", level="error", error=str(exc))
-        print(f"memtrio: {failures[0]}", file=sys.stderr)  # the one line (docs/architecture.md)
-        code = 1
+        known = find_user_error(group)
+        # The one line (docs/architecture.md): the user's remedy when there is one.
+        print(f"memtrio: {known or failures[0]}", file=sys.stderr)
+        code = known.code if known is not None else 1
     trace.event("app", "exit", code=code)
     trace.LOG.close()
     return code

@@ -25,7 +25,8 @@ from ..actors import stdio
 from ..actors.chaos import cli as chaos_cli
 from ..actors.code import cli as code_cli
 from ..actors.embedder import cli as embedder_cli
-from ..actors.net import attach
+from ..actors.net import attach, owner, serving
+from ..actors.net.connections import Connections
 from ..actors.store import cli as store_cli
 from . import trace
 from .app import build_context, configure_observability, default_features, open_app, serve
@@ -94,10 +95,16 @@ def run_with_app(
 def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
     """Serve MCP over stdio (``run`` is unused: the transport is the root's last child).
 
+    ``MEMTRIO_TRANSPORT`` selects another transport (http, tcp, ws): the command
+    then serves like ``memtrio serve``; an unknown value exits 2.
+
     When a ``memtrio serve`` of the same home answers, relay to it instead (the
     attach model, ``actors.net.attach``): no feature is loaded here.
     """
-    if attach_wanted(args):
+    chosen = serving.env_transport()
+    if chosen is not None and chosen != "stdio":
+        return serve_network(args, chosen)
+    if not (args.no_attach or args.tools):
         cfg, home = load_config(args)
         if cfg.serve.attach:
             proto_in, proto_out = stdio.protect_stdout()
@@ -110,21 +117,51 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
     return _serve_stdio(args, *stdio.protect_stdout())
 
 
-def attach_wanted(args: argparse.Namespace) -> bool:
-    """Whether ``memtrio mcp`` looks for a running ``memtrio serve`` to attach to: not with
-    ``--no-attach``, a tool selection of its own (``--tools``), or a network
-    ``MEMTRIO_TRANSPORT``. (``[serve] attach = false`` is checked by the caller.)"""
-    return not (args.no_attach or args.tools or attach.network_transport_chosen(os.environ))
-
-
 def _serve_stdio(args: argparse.Namespace, proto_in: int, proto_out: int) -> int:
-    """The embedded server: every feature in this process, one session on stdio."""
+    """The embedded server: every feature in this process, one session on stdio
+    (attach skipped: ``--no-attach``, ``[serve] attach = false``, ``--tools`` of its
+    own, or no ``memtrio serve`` answered)."""
     app = start(args)
     return serve(
         app,
         default_features(),
         lambda: stdio.stdio_transport(app, proto_in, proto_out),
         name="stdio",
+    )
+
+
+def cmd_serve(args: argparse.Namespace, run: AppRunner) -> int:
+    """One long-lived server for many agents, on http, tcp or ws (docs/transports.md).
+
+    Prints ``memtrio serve: listening on <url> (pid N)`` on stderr once bound,
+    serves until SIGINT/SIGTERM, then lets running calls finish (``[server]
+    shutdown_grace``) and exits 0.
+
+    Error handling: unsafe or unusable listener settings exit 2 with one line
+    (``serving.listen_from_args``); an address that cannot be bound exits 1.
+    """
+    return serve_network(args, args.transport or serving.env_transport())
+
+
+def serve_network(args: argparse.Namespace, transport: str | None) -> int:
+    """Run the application with the listener of ``transport`` (None: ``[serve] transport``),
+    and after it the attach endpoint of ``memtrio mcp`` children (``actors.net.owner``)."""
+    app = start(args)
+    listen = serving.listen_from_args(app.config, args, transport)
+    connections = Connections(listen.max_connections)
+    announce = serving.announcer(listen)
+    public: list[str] = []
+
+    def listening(host: str, port: int) -> None:
+        public.append(listen.url(port))
+        announce(host, port)
+
+    return serve(
+        app,
+        default_features(),
+        lambda: serving.network_listener(app, listen, connections, listening),
+        name=listen.transport,
+        after=lambda: owner.attach_children(app, connections, lambda: public[-1] if public else ""),
     )
 
 
@@ -149,6 +186,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve embedded even when a memtrio serve of the same home is running",
     )
     mcp.set_defaults(func=cmd_mcp)
+    serve_parser = sub.add_parser(
+        "serve", help="one long-lived server for many agents (http, tcp or ws)"
+    )
+    add_common(serve_parser)
+    serving.add_serve_options(serve_parser)
+    serve_parser.set_defaults(func=cmd_serve)
     for module in COMMAND_MODULES:
         module.register(sub)
     return parser

@@ -31,7 +31,6 @@ is what one nursery does; a supervisor would only add restarts that cannot help.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +39,7 @@ import msgspec
 import trio
 
 from . import runtime as runtime_file
-from .listen import TRANSPORTS, is_loopback
+from .listen import is_loopback
 
 # How long the server may take to accept a connection, check the token and answer a ping.
 PROBE_TIMEOUT = 0.3
@@ -286,12 +285,6 @@ async def relay(owner: Owner, proto_in: int, proto_out: int, root: Path, limit: 
         return 0
     print(GONE.format(pid=owner.pid), file=sys.stderr, flush=True)
     return 1
-
-
-def network_transport_chosen(environ: Mapping[str, str]) -> bool:
-    """Whether ``MEMTRIO_TRANSPORT`` asks for something other than stdio (then no attach)."""
-    raw = environ.get("MEMTRIO_TRANSPORT", "").strip().lower()
-    return bool(raw) and TRANSPORTS.get(raw) != "stdio"
 
 
 def attach(home: Path, root: Path, proto_in: int, proto_out: int, limit: int) -> int | None:

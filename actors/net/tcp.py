@@ -23,6 +23,7 @@ import trio
 from ...protocol import jsonrpc
 from ...supervisors import trace
 from ...supervisors.context import AppContext
+from ...supervisors.errors import UserError
 from ...supervisors.supervisor import ChildContext, ChildSpec
 from ..session_state import SessionState
 from ..stdio import transport_children
@@ -55,6 +56,25 @@ class PrefixedStream(trio.abc.ReceiveStream):
 
     async def aclose(self) -> None:
         await self._stream.aclose()
+
+
+class ListenError(UserError):
+    """The listener cannot bind its address (in use, not an address of this machine)."""
+
+
+async def open_listeners(listen: Listen) -> list[trio.SocketListener]:
+    """The bound TCP listeners of ``listen``.
+
+    Error handling: raises `ListenError` (one line, exit 1) when the address cannot be bound.
+    """
+    try:
+        return await trio.open_tcp_listeners(listen.port, host=listen.host)
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        raise ListenError(
+            f"cannot listen on {listen.host}:{listen.port}: {why[0].lower()}{why[1:]}; "
+            "is another memtrio serve running there? choose another --bind (port 0: any free port)"
+        ) from None
 
 
 def limit_message(limit: int) -> str:
@@ -207,7 +227,7 @@ def tcp_listener(
         ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         server = TcpServer(app, listen, connections)
-        listeners = await trio.open_tcp_listeners(listen.port, host=listen.host)
+        listeners = await open_listeners(listen)
         bound = listeners[0].socket.getsockname()
         host, port = str(bound[0]), int(bound[1])
         record: dict[str, object] = {"transport": "tcp", "url": listen.url(port)}
