@@ -28,6 +28,7 @@ from ..protocol.messages import Closed, Inbound, Outbound, Oversized, SessionInp
 from ..supervisors import faults, trace
 from ..supervisors.context import AppContext
 from ..supervisors.supervisor import ChildContext, Mailbox
+from . import session_roots
 from .answers import Answer, BatchAnswers, decode_params
 from .session_state import SessionState
 from .tool_calls import ToolCalls, answer_interrupted
@@ -151,7 +152,9 @@ class Session:
             await answer.error(msg.id, msg.code, msg.message)
             return
         if isinstance(msg, jsonrpc.Response):
-            await answer.skip()  # we send no requests; a stray response is ignored
+            # The answer to a request of ours (roots/list); a stray response is ignored.
+            await session_roots.take_response(self.state, msg)
+            await answer.skip()
             return
         try:
             if faults.ACTIVE:
@@ -241,7 +244,10 @@ class Session:
             await answer.error(msg.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}")
 
     async def notification(self, msg: jsonrpc.Message) -> None:
-        if msg.method == "notifications/initialized":
+        if msg.method in ("notifications/initialized", "notifications/roots/list_changed"):
+            # The session's repository comes from the client's roots: ask (again).
+            if self.state.initialized and session_roots.wants_roots(self.state):
+                await session_roots.request_roots(self.state, self.outbox)
             return
         if msg.method == "notifications/cancelled" and msg.params is not None:
             try:
@@ -257,8 +263,23 @@ class Session:
         params = await decode_params(msg, mcp.initialize_params, answer)
         if params is None:
             return
+        meta = params.meta or {}
+        try:
+            root = (
+                await trio.to_thread.run_sync(session_roots.root_param, meta)
+                if session_roots.ROOT_META in meta
+                else None
+            )
+        except ValueError as exc:
+            await answer.error(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
+            return
         version = mcp.negotiate(params.protocolVersion)
         state = self.state
+        state.roots_capable = "roots" in params.capabilities
+        if root is not None:
+            state.root, state.root_source = root, "initialize"
+        elif session_roots.wants_roots(state):
+            state.root_source = "roots"  # asked once the client sends notifications/initialized
         state.initialized = True
         state.protocol_version = version
         state.client_name = params.clientInfo.name
@@ -273,16 +294,19 @@ class Session:
             client=state.client_name,
             client_version=state.client_version,
             content=state.content_mode,
+            root=str(state.root) if state.root is not None else None,
+            root_source=state.root_source,
         )
         result = mcp.initialize_result(
-            version, self.app.version, self.instructions(), bool(self.app.resources)
+            version, self.app.version, await self.instructions(), bool(self.app.resources)
         )
         await answer.result(msg.id, result)
         self.app.client_ready()  # after the answer is queued, so warming never delays it
 
-    def instructions(self) -> str:
+    async def instructions(self) -> str:
         parts = [
             "memtrio keeps a persistent local memory for coding agents and navigates code.",
+            *[await part(self.state) for part in self.app.session_instructions],
             *self.app.instructions,
         ]
         return "\n".join(parts)

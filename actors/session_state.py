@@ -29,6 +29,12 @@ class CallState:
     answered: bool = False
 
 
+def _settled() -> trio.Event:
+    event = trio.Event()
+    event.set()
+    return event
+
+
 @dataclass(eq=False)
 class SessionState:
     """What survives a restart of the Session actor (owned by its supervisor)."""
@@ -47,6 +53,15 @@ class SessionState:
     # None: the session writes only `global`. ``root_source`` says where it came from.
     root: Path | None = None
     root_source: str = "none"
+    # The client declared the ``roots`` capability at initialize.
+    roots_capable: bool = False
+    # Requests we sent the client and await an answer to: id -> method (``roots/list``).
+    server_requests: dict[str, str] = field(default_factory=dict)
+    requests_sent: int = 0
+    # Set while no ``roots/list`` answer is awaited; a tool call waits for it until
+    # ``roots_deadline`` (trio time), see ``actors.session_roots``.
+    roots_settled: trio.Event = field(default_factory=_settled)
+    roots_deadline: float = 0.0
     # Called when the client is gone (EOF, peer closed); None: the application stops
     # (a stdio server lives as long as its one client).
     on_close: Callable[[], None] | None = None

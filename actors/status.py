@@ -28,6 +28,14 @@ async def server_status(ctx: CallContext, args: StatusArgs) -> dict[str, Any]:
         "calls_in_flight": app.calls_in_flight(),
         "actors": app.root.snapshot() if app.root is not None else [],
         "sessions": len(app.sessions),
+        # The calling session's repository and where it came from (docs/transports.md).
+        "session": {
+            "name": session.name,
+            "root": str(session.root) if session.root is not None else None,
+            "root_source": session.root_source,
+        }
+        if session is not None
+        else None,
         **{name: section() for name, section in app.status_sections.items()},
     }
 
@@ -42,8 +50,9 @@ class _StatusFeature:
                     name="server_status",
                     description=(
                         "Report this memtrio server: version, negotiated MCP protocol version, data "
-                        "directory, enabled features, calls in flight, and every supervised actor "
-                        "with its state and restart count."
+                        "directory, enabled features, calls in flight, every supervised actor "
+                        "with its state and restart count, and the calling session's repository "
+                        "(root) and where it came from (root_source)."
                     ),
                     args=StatusArgs,
                     handler=server_status,

@@ -10,7 +10,9 @@ within the grace period (`ToolCalls.drain`).
 Error handling: a `DomainError` from a handler is an ``isError`` result with
 its message; any other exception is an ``isError`` result too, logged with its
 traceback. A call still running when its session incarnation dies is answered
--32603 on the way out (`answer_interrupted`).
+-32603 on the way out (`answer_interrupted`). A call that arrives while the
+session's repository is being asked of the client (``roots/list``) waits for the
+answer, bounded (``actors.session_roots``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ..protocol.tools import Tool, format_validation_error
 from ..supervisors import faults, trace
 from ..supervisors.context import AppContext, CallContext
 from .answers import Answer, decode_params
+from .session_roots import wait_for_root
 from .session_state import CallState, SessionState
 
 # At most this many tool calls run at once in a session. Another waits for one
@@ -138,6 +141,8 @@ class ToolCalls:
         except msgspec.DecodeError as exc:
             span["outcome"] = "invalid_arguments"
             return mcp.tool_error(f"{tool.name}: invalid arguments: {exc}")
+        # The call uses its session's repository: wait while the client is asked for it.
+        await wait_for_root(self.state)
         try:
             if faults.ACTIVE:
                 await faults.hit("tool.call")

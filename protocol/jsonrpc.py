@@ -54,9 +54,15 @@ class Message(msgspec.Struct, frozen=True):
 
 
 class Response(msgspec.Struct, frozen=True):
-    """A response from the peer (we send no requests yet, so it is ignored)."""
+    """A response from the peer to a request we sent (``roots/list``); stray ones are ignored.
+
+    ``result`` / ``error``: the raw member, None when absent (or when the line was
+    too deep to decode, see `_scan`).
+    """
 
     id: Id
+    result: msgspec.Raw | None = None
+    error: msgspec.Raw | None = None
 
 
 class Batch(msgspec.Struct, frozen=True):
@@ -152,7 +158,9 @@ def _check_envelope(env: Envelope) -> Message | Response | Failure:
         return Failure(INVALID_REQUEST, 'Invalid Request: "id" must be a string, a number or null')
     if env.method is msgspec.UNSET:
         if len(env.result) or len(env.error):
-            return Response(rid)
+            return Response(
+                rid, env.result if len(env.result) else None, env.error if len(env.error) else None
+            )
         return Failure(INVALID_REQUEST, 'Invalid Request: "method" is missing', recoverable)
     if not isinstance(env.method, str):
         return Failure(INVALID_REQUEST, 'Invalid Request: "method" must be a string', recoverable)
@@ -324,6 +332,14 @@ def recover_id(prefix: bytes, suffix: bytes = b"") -> Id:
 def result_response(rid: Id, result: object) -> bytes:
     """Encode a success response as one line (with the trailing newline)."""
     return _encoder.encode({"jsonrpc": JSONRPC, "id": rid, "result": result}) + b"\n"
+
+
+def request_line(rid: Id, method: str, params: object = None) -> bytes:
+    """Encode a request of ours to the peer (``roots/list``) as one line."""
+    message: dict[str, object] = {"jsonrpc": JSONRPC, "id": rid, "method": method}
+    if params is not None:
+        message["params"] = params
+    return _encoder.encode(message) + b"\n"
 
 
 def error_response(rid: Id, code: int, message: str, data: object = None) -> bytes:

@@ -57,6 +57,26 @@ class InitializeParams(msgspec.Struct):
     protocolVersion: object = None
     capabilities: dict[str, object] = msgspec.field(default_factory=dict)
     clientInfo: ClientInfo = msgspec.field(default_factory=ClientInfo)
+    # memtrio reads ``_meta["memtrio/root"]``: the session's repository (docs/transports.md).
+    meta: dict[str, object] | None = msgspec.field(default=None, name="_meta")
+
+
+class Root(msgspec.Struct):
+    """One entry of a client's ``roots/list`` answer."""
+
+    uri: str
+    name: str | None = None
+
+
+class ListRootsResult(msgspec.Struct):
+    roots: list[Root]
+
+
+class ErrorObject(msgspec.Struct):
+    """The ``error`` member of a JSON-RPC error response from the client."""
+
+    code: int
+    message: str = ""
 
 
 class CallParams(msgspec.Struct):
@@ -82,6 +102,8 @@ initialize_params = msgspec.json.Decoder(InitializeParams)
 call_params = msgspec.json.Decoder(CallParams)
 cursor_params = msgspec.json.Decoder(CursorParams)
 read_resource_params = msgspec.json.Decoder(ReadResourceParams)
+list_roots_result = msgspec.json.Decoder(ListRootsResult)
+error_object = msgspec.json.Decoder(ErrorObject)
 cancelled_params = msgspec.json.Decoder(CancelledParams)
 
 _encoder = msgspec.json.Encoder()

@@ -85,9 +85,18 @@ class Feature(Protocol):
 
 
 class SessionView(Protocol):
-    """What the application sees of a running MCP session."""
+    """What the application sees of a running MCP session.
 
+    ``root`` is the session's repository (None: it has none and writes only
+    ``global``); ``root_source`` says where it came from: ``cwd`` (the server's
+    directory, stdio), ``initialize`` (``_meta["memtrio/root"]``), ``roots`` (the
+    client's MCP roots: None until they name a Git checkout), ``none``.
+    """
+
+    name: str
     protocol_version: str | None
+    root: Path | None
+    root_source: str
 
     @property
     def in_flight(self) -> Mapping[Any, object]: ...
@@ -118,6 +127,11 @@ class AppContext:
     registry: Registry = field(default_factory=Registry)
     resources: dict[str, Resource] = field(default_factory=dict)
     instructions: list[str] = field(default_factory=list)
+    # Parts of the ``initialize`` instructions that depend on the session (its memory
+    # scope), placed after the generic line and before `instructions`.
+    session_instructions: list[Callable[[SessionView], Awaitable[str]]] = field(
+        default_factory=list
+    )
     features: list[str] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)  # feature -> why it did not start
     root: Supervisor | None = None

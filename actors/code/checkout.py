@@ -28,8 +28,11 @@ _ROOTS: dict[str, tuple[Path, float]] = {}
 ROOT_CACHE_SECONDS = 30.0
 
 
-async def checkout_root(root: str | None, default: Path) -> Path:
-    """The checkout root for a tool's ``root`` argument (absolute) or ``default``."""
+async def checkout_root(
+    root: str | None, default: Path, default_name: str = "the server's directory"
+) -> Path:
+    """The checkout root for a tool's ``root`` argument (absolute) or ``default`` (named
+    ``default_name`` in a refusal)."""
     key = root if root is not None else str(default)
     cached = _ROOTS.get(key)
     if (
@@ -38,12 +41,12 @@ async def checkout_root(root: str | None, default: Path) -> Path:
         and os.path.isdir(cached[0])
     ):
         return cached[0]
-    found = await _checkout_root(root, default)
+    found = await _checkout_root(root, default, default_name)
     _ROOTS[key] = (found, time.monotonic())
     return found
 
 
-async def _checkout_root(root: str | None, default: Path) -> Path:
+async def _checkout_root(root: str | None, default: Path, default_name: str) -> Path:
     if root is not None:
         if not os.path.isabs(root):
             raise BadArgument(f"root must be an absolute directory path, not {root!r}")
@@ -59,7 +62,7 @@ async def _checkout_root(root: str | None, default: Path) -> Path:
             .strip()
         )
     except GitError:
-        where = f"root {root!r}" if root is not None else f"the server's directory {str(default)!r}"
+        where = f"root {root!r}" if root is not None else f"{default_name} {str(default)!r}"
         raise BadArgument(
             f"{where} is not inside a Git checkout; pass root as an absolute directory inside one"
         ) from None
@@ -68,7 +71,7 @@ async def _checkout_root(root: str | None, default: Path) -> Path:
     # the checkout must contain the directory the caller pointed at.
     start_real = os.path.realpath(start)
     if start_real != str(found) and not start_real.startswith(str(found).rstrip("/") + "/"):
-        where = f"root {root!r}" if root is not None else f"the server's directory {str(default)!r}"
+        where = f"root {root!r}" if root is not None else f"{default_name} {str(default)!r}"
         raise Forbidden(
             f"{where} is not inside the work tree {str(found)!r} that its Git configuration names; refused"
         )

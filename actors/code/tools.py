@@ -24,7 +24,10 @@ from .service import CODE
 Root = Annotated[
     str | None,
     msgspec.Meta(
-        description="An absolute directory inside the Git checkout to use; default: the server's startup directory."
+        description=(
+            "An absolute directory inside the Git checkout to use; default: the session's "
+            "repository (over stdio, the server's startup directory)."
+        )
     ),
 ]
 Offset = Annotated[
@@ -156,7 +159,18 @@ def format_matches(
 
 
 async def _root(ctx: CallContext, root: str | None) -> Path:
-    return await checkout_root(root, ctx.app.cwd)
+    """The checkout a call works in: its ``root`` argument, else its session's repository."""
+    session = ctx.session
+    if session is None:
+        return await checkout_root(root, ctx.app.cwd)
+    if root is None and session.root is None:
+        raise BadArgument(
+            "this session has no repository: pass `root` (an absolute directory inside a Git "
+            'checkout), or open the session in a repository (MCP roots, or `_meta["memtrio/root"]` '
+            "at initialize)"
+        )
+    name = "the server's directory" if session.root_source == "cwd" else "the session's repository"
+    return await checkout_root(root, session.root or ctx.app.cwd, name)
 
 
 async def _file_outline(

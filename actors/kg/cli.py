@@ -30,7 +30,7 @@ def export_jsonl(args: argparse.Namespace, run: AppRunner) -> int:
 
     async def body(app: AppContext) -> int:
         store = store_of(app)
-        view = view_of(app)
+        view = view_of(store.policy)
 
         def write(conn: sqlite3.Connection, out: BinaryIO) -> int:
             count = 0
@@ -60,7 +60,7 @@ def import_jsonl(args: argparse.Namespace, run: AppRunner, file: BinaryIO) -> in
 
     async def body(app: AppContext) -> int:
         store = store_of(app)
-        view = view_of(app)
+        view = view_of(store.policy)
 
         def op(conn: sqlite3.Connection) -> Written:
             # The Writer applies the ownership rule (store.ownership): rows shared

@@ -32,75 +32,71 @@ from .transactions import read
 
 
 async def read_graph(ctx: CallContext, args: ReadGraphArgs) -> JsonObject:
-    return await read(
-        ctx.app, reads.read_graph, args.offset, args.limit, args.mode, args.entityType
-    )
+    return await read(ctx, reads.read_graph, args.offset, args.limit, args.mode, args.entityType)
 
 
 async def search_nodes(ctx: CallContext, args: SearchNodesArgs) -> JsonObject:
-    return await read(
-        ctx.app, search, args.query, args.offset, args.limit, args.mode, args.entityType
-    )
+    return await read(ctx, search, args.query, args.offset, args.limit, args.mode, args.entityType)
 
 
 async def open_nodes(ctx: CallContext, args: OpenNodesArgs) -> JsonObject:
-    return await read(ctx.app, reads.open_nodes, args.names, args.offset, args.limit, args.mode)
+    return await read(ctx, reads.open_nodes, args.names, args.offset, args.limit, args.mode)
 
 
 async def batch_get_entities(ctx: CallContext, args: BatchGetArgs) -> JsonObject:
-    return await read(ctx.app, reads.batch_get, args.names, args.offset, args.limit, args.mode)
+    return await read(ctx, reads.batch_get, args.names, args.offset, args.limit, args.mode)
 
 
 async def get_entity(ctx: CallContext, args: NameArgs) -> JsonObject | str:
-    return await read(ctx.app, reads.get_entity, args.name)
+    return await read(ctx, reads.get_entity, args.name)
 
 
 async def entity_exists(ctx: CallContext, args: ExistsArgs) -> JsonObject:
-    return await read(ctx.app, reads.entity_exists, args.names)
+    return await read(ctx, reads.entity_exists, args.names)
 
 
 async def graph_stats(ctx: CallContext, args: NoArgs) -> JsonObject:
-    return await read(ctx.app, reads.graph_stats)
+    return await read(ctx, reads.graph_stats)
 
 
 async def search_relations(ctx: CallContext, args: SearchRelationsArgs) -> JsonObject:
-    return await read(ctx.app, reads.search_relations, args)
+    return await read(ctx, reads.search_relations, args)
 
 
 async def describe_entity(ctx: CallContext, args: DescribeArgs) -> JsonObject:
-    return await read(ctx.app, reads.describe_entity, args)
+    return await read(ctx, reads.describe_entity, args)
 
 
 async def degree(ctx: CallContext, args: NameArgs) -> JsonObject:
-    return await read(ctx.app, reads.degree, args.name)
+    return await read(ctx, reads.degree, args.name)
 
 
 async def find_path(ctx: CallContext, args: PathArgs) -> JsonObject:
-    return await read(ctx.app, traversal.find_path, args)
+    return await read(ctx, traversal.find_path, args)
 
 
 async def find_all_paths(ctx: CallContext, args: AllPathsArgs) -> JsonObject:
-    return await read(ctx.app, traversal.find_all_paths, args)
+    return await read(ctx, traversal.find_all_paths, args)
 
 
 async def extract_subgraph(ctx: CallContext, args: SubgraphArgs) -> JsonObject:
-    return await read(ctx.app, traversal.extract_subgraph, args)
+    return await read(ctx, traversal.extract_subgraph, args)
 
 
 async def get_neighbors(ctx: CallContext, args: NeighborsArgs) -> JsonObject:
-    return await read(ctx.app, traversal.get_neighbors, args)
+    return await read(ctx, traversal.get_neighbors, args)
 
 
 async def list_entity_types(ctx: CallContext, args: TypesArgs) -> JsonObject:
-    return await read(ctx.app, reads.list_types, "entity", args.offset, args.limit)
+    return await read(ctx, reads.list_types, "entity", args.offset, args.limit)
 
 
 async def list_relation_types(ctx: CallContext, args: TypesArgs) -> JsonObject:
-    return await read(ctx.app, reads.list_types, "relation", args.offset, args.limit)
+    return await read(ctx, reads.list_types, "relation", args.offset, args.limit)
 
 
 async def export_graph(ctx: CallContext, args: ExportArgs) -> JsonObject:
-    lines = await read(ctx.app, jsonl.export_lines)
+    lines = await read(ctx, jsonl.export_lines)
     chosen = lines[args.offset : args.offset + args.limit]
     return {
         "format": jsonl.FORMAT,

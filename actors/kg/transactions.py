@@ -12,9 +12,10 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Concatenate, ParamSpec, TypeVar
 
-from ...supervisors.context import AppContext
+from ...supervisors.context import AppContext, CallContext
 from ..store import ops
 from ..store import tools as store_tools
+from ..store.scopes import ScopePolicy
 from ..store.writer import Written
 from .records import JsonObject
 from .view import Scoped, View
@@ -24,31 +25,33 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 
-def view_of(app: AppContext) -> View:
-    """The scopes a call in the current directory reads and writes (the store's scope policy)."""
-    policy = store_tools.store_of(app).policy
+def view_of(policy: ScopePolicy) -> View:
+    """The scopes a call under ``policy`` reads and writes (a session's repository, or
+    the CLI's directory: ``store.policy``)."""
     return View(policy.select(None), policy.writable, policy.current)
 
 
 async def read(
-    app: AppContext,
+    ctx: CallContext,
     fn: Callable[Concatenate[sqlite3.Connection, Scoped, P], T],
     *args: P.args,
     **kwargs: P.kwargs,
 ) -> T:
-    """``fn(conn, scoped, *args, **kwargs)`` in one read transaction, with the call's visibility filters."""
-    store = store_tools.store_of(app)
-    view = view_of(app)
+    """``fn(conn, scoped, *args, **kwargs)`` in one read transaction, with the calling
+    session's visibility filters."""
+    store = store_tools.store_of(ctx.app)
+    view = view_of(await store_tools.policy_of(ctx))
     result: T = await store.read(lambda conn: fn(conn, Scoped(conn, view), *args, **kwargs))
     return result
 
 
 async def write(
-    app: AppContext, name: str, fn: Callable[[Writer], T], vectors: Vectors | None = None
+    ctx: CallContext, name: str, fn: Callable[[Writer], T], vectors: Vectors | None = None
 ) -> tuple[T, list[str]]:
-    """Run ``fn`` in one write transaction; (its value, the `Writer`'s warnings)."""
-    store = store_tools.store_of(app)
-    view = view_of(app)
+    """Run ``fn`` in one write transaction under the calling session's scopes; (its
+    value, the `Writer`'s warnings)."""
+    store = store_tools.store_of(ctx.app)
+    view = view_of(await store_tools.policy_of(ctx))
 
     def op(conn: sqlite3.Connection) -> Written:
         w = Writer(conn, view, vectors)

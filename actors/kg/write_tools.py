@@ -47,7 +47,7 @@ async def _put_entities(
     )
     name = "upsert_entities" if upsert else "create_entities"
     result, warnings = await write(
-        ctx.app, name, lambda w: writes.create_entities(w, items, upsert=upsert), vectors
+        ctx, name, lambda w: writes.create_entities(w, items, upsert=upsert), vectors
     )
     return with_warnings({"entities": result}, warnings)
 
@@ -64,7 +64,7 @@ async def create_relations(ctx: CallContext, args: RelationsArgs) -> JsonObject:
     check_relations(args.relations)
     items = [(r.from_, r.relationType, r.to) for r in args.relations]
     created, warnings = await write(
-        ctx.app, "create_relations", lambda w: writes.create_relations(w, items)
+        ctx, "create_relations", lambda w: writes.create_relations(w, items)
     )
     return with_warnings({"relations": created}, warnings)
 
@@ -74,7 +74,7 @@ async def add_observations(ctx: CallContext, args: AddObservationsArgs) -> JsonO
     items = [(o.entityName, list(o.contents)) for o in args.observations]
     vectors = await embed_for(ctx.app, [c for _, cs in items for c in cs], [])
     results, warnings = await write(
-        ctx.app, "add_observations", lambda w: writes.add_observations(w, items), vectors
+        ctx, "add_observations", lambda w: writes.add_observations(w, items), vectors
     )
     return with_warnings({"results": results}, warnings)
 
@@ -86,7 +86,7 @@ def _done(message: str, count: int, warnings: list[str]) -> JsonObject:
 async def delete_entities(ctx: CallContext, args: DeleteEntitiesArgs) -> JsonObject:
     check_names(args.entityNames, "entityNames")
     n, warnings = await write(
-        ctx.app, "delete_entities", lambda w: writes.delete_entities(w, args.entityNames)
+        ctx, "delete_entities", lambda w: writes.delete_entities(w, args.entityNames)
     )
     return _done("Entities deleted successfully", n, warnings)
 
@@ -94,7 +94,7 @@ async def delete_entities(ctx: CallContext, args: DeleteEntitiesArgs) -> JsonObj
 async def delete_observations(ctx: CallContext, args: DeleteObservationsArgs) -> JsonObject:
     items = [(d.entityName, list(d.observations)) for d in args.deletions]
     n, warnings = await write(
-        ctx.app, "delete_observations", lambda w: writes.delete_observations(w, items)
+        ctx, "delete_observations", lambda w: writes.delete_observations(w, items)
     )
     return _done("Observations deleted successfully", n, warnings)
 
@@ -102,20 +102,18 @@ async def delete_observations(ctx: CallContext, args: DeleteObservationsArgs) ->
 async def delete_relations(ctx: CallContext, args: RelationsArgs) -> JsonObject:
     check_relations(args.relations)
     items = [(r.from_, r.relationType, r.to) for r in args.relations]
-    n, warnings = await write(
-        ctx.app, "delete_relations", lambda w: writes.delete_relations(w, items)
-    )
+    n, warnings = await write(ctx, "delete_relations", lambda w: writes.delete_relations(w, items))
     return _done("Relations deleted successfully", n, warnings)
 
 
 async def merge_entities(ctx: CallContext, args: MergeEntitiesArgs) -> JsonObject:
     check_merge(args)
     result, warnings = await write(
-        ctx.app, "merge_entities", lambda w: merge(w, args.sources, args.target, args.entityType)
+        ctx, "merge_entities", lambda w: merge(w, args.sources, args.target, args.entityType)
     )
     return with_warnings(result, warnings)
 
 
 async def compact(ctx: CallContext, args: NoArgs) -> JsonObject:
-    result, warnings = await write(ctx.app, "compact", writes.compact)
+    result, warnings = await write(ctx, "compact", writes.compact)
     return with_warnings(result, warnings)

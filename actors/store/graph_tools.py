@@ -22,7 +22,7 @@ from .memories import now
 from .ownership import Ownership
 from .paths import graph_paths
 from .scope_rows import ensure_scope
-from .services import embed, embedder_of, scoped, store_of
+from .services import embed, embedder_of, policy_of, scoped, store_of
 from .tool_args import GraphArgs, RelateArgs
 from .vectors import Vec, change_of, put_vector
 from .writer import Written
@@ -31,7 +31,8 @@ from .writer import Written
 async def relate(ctx: CallContext, args: RelateArgs) -> dict[str, Any]:
     app = ctx.app
     store = store_of(app)
-    scopes = await scoped(store.policy.write_scopes, args.scopes)
+    policy = await policy_of(ctx)
+    scopes = await scoped(policy.write_scopes, args.scopes)
     source = validate_entity(args.source, args.source_kind)
     target = validate_entity(args.target, args.target_kind)
     relation_type = validate_relation_type(args.relation)
@@ -61,7 +62,7 @@ async def relate(ctx: CallContext, args: RelateArgs) -> dict[str, Any]:
     def op(conn: sqlite3.Connection) -> Written:
         ts = now()
         sids = [ensure_scope(conn, s) for s in scopes]
-        own = Ownership(conn, store.policy.writable)
+        own = Ownership(conn, policy.writable)
         changes = []
         kept: list[str] = []
         # The relation's metadata is what relate is asked to set: a change of a
@@ -104,7 +105,7 @@ async def relate(ctx: CallContext, args: RelateArgs) -> dict[str, Any]:
 
 async def graph(ctx: CallContext, args: GraphArgs) -> dict[str, Any]:
     store = store_of(ctx.app)
-    selection = await scoped(store.policy.select, args.scopes)
+    selection = await scoped((await policy_of(ctx)).select, args.scopes)
     return await store.read(
         lambda conn: graph_paths(
             conn, args.entity, args.direction, args.max_depth, args.limit, selection

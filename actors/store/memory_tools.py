@@ -38,7 +38,16 @@ from .memories import (
 )
 from .scope_rows import scope_counts, scope_ids
 from .scopes import GLOBAL
-from .services import check_finite, clean_text, clean_type, embed, embedder_of, scoped, store_of
+from .services import (
+    check_finite,
+    clean_text,
+    clean_type,
+    embed,
+    embedder_of,
+    policy_of,
+    scoped,
+    store_of,
+)
 from .tool_args import (
     ForgetArgs,
     InspectArgs,
@@ -58,7 +67,8 @@ async def remember(ctx: CallContext, args: RememberArgs) -> dict[str, Any]:
     content = clean_text(args.content, "content")
     memory_type = clean_type(args.memory_type)
     check_finite(args.importance)
-    scopes = await scoped(store.policy.write_scopes, args.scopes)
+    policy = await policy_of(ctx)
+    scopes = await scoped(policy.write_scopes, args.scopes)
     entities = [
         validate_entity(e) if isinstance(e, str) else validate_entity(e.name, e.kind)
         for e in args.entities or []
@@ -108,7 +118,7 @@ async def remember(ctx: CallContext, args: RememberArgs) -> dict[str, Any]:
             warnings = embedded.warnings
 
     def op(conn: sqlite3.Connection) -> Written:
-        result, changes = insert_memory(conn, new, writable=store.policy.writable)
+        result, changes = insert_memory(conn, new, writable=policy.writable)
         return Written(result, changes)
 
     result = await store.write(op, name="remember")
@@ -153,7 +163,7 @@ async def rank(
 async def recall(ctx: CallContext, args: RecallArgs) -> dict[str, Any]:
     app = ctx.app
     store = store_of(app)
-    selection = await scoped(store.policy.select, args.scopes)
+    selection = await scoped((await policy_of(ctx)).select, args.scopes)
     memory_type = clean_type(args.memory_type) if args.memory_type is not None else None
     ranked, ranking, warnings = await rank(
         app, args.query, selection, memory_type, args.limit, args.use_embeddings
@@ -174,14 +184,14 @@ async def recall(ctx: CallContext, args: RecallArgs) -> dict[str, Any]:
 async def stats(ctx: CallContext, args: StatsArgs) -> dict[str, Any]:
     store = store_of(ctx.app)
     result = await store.read(counts)
-    result["current_scope"] = store.default_scope
+    result["current_scope"] = (await policy_of(ctx)).current
     return result
 
 
 async def list_scopes(ctx: CallContext, args: ListScopesArgs) -> dict[str, Any]:
     store = store_of(ctx.app)
     stored = await store.read(scope_counts)
-    policy = store.policy
+    policy = await policy_of(ctx)
     names = sorted(set(stored) | {policy.current, GLOBAL})
     return {
         "current_scope": policy.current,
@@ -199,7 +209,7 @@ async def list_scopes(ctx: CallContext, args: ListScopesArgs) -> dict[str, Any]:
 
 async def inspect(ctx: CallContext, args: InspectArgs) -> dict[str, Any]:
     store = store_of(ctx.app)
-    selection = await scoped(store.policy.select, args.scopes)
+    selection = await scoped((await policy_of(ctx)).select, args.scopes)
 
     def op(conn: sqlite3.Connection) -> dict[str, Any]:
         memory = get_memory(conn, args.id)
@@ -223,13 +233,14 @@ async def update(ctx: CallContext, args: UpdateArgs) -> dict[str, Any]:
     content = clean_text(args.content, "content") if args.content is not None else None
     memory_type = clean_type(args.memory_type) if args.memory_type is not None else None
     check_finite(args.importance)
-    selection = await scoped(store.policy.write_selection, args.scopes)
+    policy = await policy_of(ctx)
+    selection = await scoped(policy.write_selection, args.scopes)
     vector: Vec | None = None
     warnings: list[str] = []
     if content is not None and embedder_of(app) is not None:
         # Refuse before embedding; the write re-checks inside its transaction.
         current = await store.read(
-            lambda conn: writable_memory(conn, args.id, store.policy, selection, "update")
+            lambda conn: writable_memory(conn, args.id, policy, selection, "update")
         )
         if current["content"] != content:
             embedded = await embed(app, [memory_document(content)], "memory")
@@ -239,7 +250,7 @@ async def update(ctx: CallContext, args: UpdateArgs) -> dict[str, Any]:
 
     def op(conn: sqlite3.Connection) -> Written:
         result, changes = update_memory(
-            conn, args.id, store.policy, selection,
+            conn, args.id, policy, selection,
             content=content, memory_type=memory_type, importance=args.importance,
             vector=vector, embeddings_on=embeddings_on,
         )  # fmt: skip
@@ -252,10 +263,11 @@ async def update(ctx: CallContext, args: UpdateArgs) -> dict[str, Any]:
 
 async def forget(ctx: CallContext, args: ForgetArgs) -> dict[str, Any]:
     store = store_of(ctx.app)
-    selection = await scoped(store.policy.write_selection, args.scopes)
+    policy = await policy_of(ctx)
+    selection = await scoped(policy.write_selection, args.scopes)
 
     def op(conn: sqlite3.Connection) -> Written:
-        result, changes = delete_memory(conn, args.id, store.policy, selection)
+        result, changes = delete_memory(conn, args.id, policy, selection)
         return Written(result, changes)
 
     return await store.write(op, name="forget")

@@ -16,15 +16,23 @@ Policy (`ScopePolicy`):
 - reads: no scopes (or ``[]``) select the current scope plus ``global``; an
   explicit list selects those scopes plus ``global``;
 - writes go only to the current scope and ``global``.
+
+A shared server has one policy per session: the session's repository (its
+``root``: docs/transports.md) resolved the same way, once per root
+(`ScopePolicies`); a session without a repository has the current scope
+``global``. The CLI uses the policy of its own directory.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import trio
 
 from ...protocol.errors import BadArgument, DomainError, Forbidden
 from ...supervisors.git import git_output
@@ -33,6 +41,15 @@ GLOBAL = "global"
 REPO_PREFIX = "repo:"
 ALLOWED = "scopes must be `global` or `repo:/absolute/path` (for example `repo:/home/me/project`)"
 MAX_SCOPE_PATH_BYTES = 4096  # PATH_MAX
+# How a refused write says to reach another repository: a server started in a
+# directory (stdio, the CLI) versus a session of a shared server.
+RESTART_HINT = "restart memtrio in that repository to write its memories"
+SESSION_HINT = (
+    'open the session in that repository (as its MCP root, or `_meta["memtrio/root"]` '
+    "at initialize) to write its memories"
+)
+# Resolved roots kept by `ScopePolicies` (each holds one scope string).
+MAX_CACHED_ROOTS = 1024
 
 
 class ScopeError(DomainError):
@@ -128,9 +145,15 @@ def _dedupe(items: Iterable[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class ScopePolicy:
-    """The read selection and write permissions of one server (fixed at startup)."""
+    """The read selection and write permissions of one server or session.
+
+    ``who`` and ``hint`` word a refused write: "this server" / restart there
+    (stdio, CLI), or "this session" / open the session there (shared server).
+    """
 
     current: str
+    who: str = "this server"
+    hint: str = RESTART_HINT
 
     @classmethod
     def for_directory(cls, cwd: Path) -> ScopePolicy:
@@ -153,8 +176,8 @@ class ScopePolicy:
         for scope in scopes:
             if scope not in self.writable:
                 raise ReadOnlyScope(
-                    f"cannot {what} scope `{scope}`: this server may only write {self.describe_writable()} "
-                    f"(restart memtrio in that repository to write its memories)"
+                    f"cannot {what} scope `{scope}`: {self.who} may only write "
+                    f"{self.describe_writable()} ({self.hint})"
                 )
 
     def write_scopes(self, scopes: Sequence[str] | None) -> list[str]:
@@ -170,3 +193,36 @@ class ScopePolicy:
         if scopes:
             self.check_writable(_dedupe(canonical(s) for s in scopes), what="modify memories in")
         return self.select(scopes)
+
+
+class ScopePolicies:
+    """The policy of each session's repository, its scope resolved once per root.
+
+    ``known`` seeds the cache (the server's own directory, already resolved).
+    Resolving runs git, so it happens in a worker thread, never on the event loop.
+    """
+
+    def __init__(self, known: dict[Path, str] | None = None) -> None:
+        self._scopes: OrderedDict[Path, str] = OrderedDict(known or {})
+
+    async def scope_of(self, root: Path | None) -> str:
+        """The current scope of a session whose repository is ``root`` (None: ``global``)."""
+        if root is None:
+            return GLOBAL
+        scope = self._scopes.get(root)
+        if scope is None:
+            scope = await trio.to_thread.run_sync(default_scope, root)
+            self._scopes[root] = scope
+            while len(self._scopes) > MAX_CACHED_ROOTS:
+                self._scopes.popitem(last=False)
+        else:
+            self._scopes.move_to_end(root)
+        return scope
+
+    async def of(self, root: Path | None, source: str) -> ScopePolicy:
+        """The policy of a session with ``root`` (``source``: where it came from; "cwd" is
+        the server's own directory, whose refusals say to restart memtrio there)."""
+        scope = await self.scope_of(root)
+        if source == "cwd":
+            return ScopePolicy(scope)
+        return ScopePolicy(scope, who="this session", hint=SESSION_HINT)

@@ -16,8 +16,9 @@ import trio
 
 from ...protocol.errors import BadArgument, DomainError, Unavailable
 from ...supervisors import trace
-from ...supervisors.context import AppContext
+from ...supervisors.context import AppContext, CallContext
 from ..embedder.handle import EMBEDDER, Embedder
+from .scopes import ScopePolicy
 from .vectors import Vec, vecs_of
 from .writer import ACTOR, STORE, Store
 
@@ -33,6 +34,15 @@ async def scoped(
 
 def store_of(app: AppContext) -> Store:
     return app.service(STORE)
+
+
+async def policy_of(ctx: CallContext) -> ScopePolicy:
+    """The scope rules of the calling session's repository (the CLI: its own directory's)."""
+    store = store_of(ctx.app)
+    session = ctx.session
+    if session is None:
+        return store.policy
+    return await store.policies.of(session.root, session.root_source)
 
 
 def embedder_of(app: AppContext) -> Embedder | None:

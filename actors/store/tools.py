@@ -10,7 +10,7 @@ from __future__ import annotations
 from ...protocol.tools import Tool
 from .graph_tools import graph, relate
 from .memory_tools import forget, inspect, list_scopes, recall, remember, stats, update
-from .services import embed, embedder_of, store_of
+from .services import embed, embedder_of, policy_of, store_of
 from .tool_args import (
     EntityArg,
     ForgetArgs,
@@ -151,6 +151,7 @@ __all__ = [
     "graph",
     "inspect",
     "list_scopes",
+    "policy_of",
     "recall",
     "relate",
     "remember",

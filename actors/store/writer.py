@@ -34,7 +34,7 @@ from ...supervisors.context import ServiceKey
 from ...supervisors.supervisor import ChildContext, Mailbox
 from . import db
 from .messages import StoreRequest, Transact
-from .scopes import ScopePolicy
+from .scopes import ScopePolicies, ScopePolicy
 
 ACTOR = "store"
 
@@ -81,7 +81,9 @@ class Store:
     - ``await store.read(op)``: run ``op(conn)`` in one read transaction on a
       pool connection, in a thread.
     - ``store.default_scope`` / ``store.policy``: the current scope and the
-      read/write scope rules.
+      read/write scope rules of the server's own directory (the CLI's);
+      ``store.policies``: those of each session's repository (a tool call uses
+      its session's: ``services.policy_of``).
     - ``store.add_listener(fn)``: ``fn(changes)`` is called in the trio thread
       after each commit that reported changes; returns a function that removes it.
 
@@ -89,9 +91,16 @@ class Store:
     owned by the feature); the read pool is replaced on each restart.
     """
 
-    def __init__(self, path: Path, policy: ScopePolicy, mailbox: Mailbox) -> None:
+    def __init__(
+        self,
+        path: Path,
+        policy: ScopePolicy,
+        mailbox: Mailbox,
+        policies: ScopePolicies | None = None,
+    ) -> None:
         self.path = path
         self.policy = policy
+        self.policies = policies if policies is not None else ScopePolicies()
         self.mailbox = mailbox
         self._listeners: list[Listener] = []
         self._pool: db.ReadPool | None = None
