@@ -169,7 +169,6 @@ async def test_two_children_in_two_repositories_attach_to_one_server(
         assert await b.close() == 0
 
 
-@pytest.mark.xfail(reason="needs per-session roots (wt-roots)")
 async def test_attached_children_keep_their_own_repository(home: Path, tmp_path: Path) -> None:
     alpha, beta = repos(tmp_path)
     async with (
@@ -179,6 +178,10 @@ async def test_attached_children_keep_their_own_repository(home: Path, tmp_path:
     ):
         await a.initialize()
         await b.initialize()
+        # The relay named each child's directory at initialize.
+        for kid, repo in ((a, alpha), (b, beta)):
+            session = (await status(kid))["session"]
+            assert session["root"] == str(repo) and session["root_source"] == "initialize"
         saved = await a.call_tool("remember", {"content": "the zebra deploy key rotates weekly"})
         assert saved["result"]["isError"] is False, saved
         query = {"query": "zebra deploy key", "use_embeddings": False}
