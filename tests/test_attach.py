@@ -36,7 +36,8 @@ SERVE = ("serve", "--transport", "tcp", "--bind", "127.0.0.1:0")
 LIGHT = {"MEMTRIO_EMBEDDINGS": "off", "MEMTRIO_CODE": "off"}
 ATTACHING = "memtrio: attaching to memtrio serve pid {pid}"
 # An attached child loads no feature: about 32 MB (an interpreter, trio and the CLI's
-# imports), where an embedded server is 52 MB with embeddings off and 180 MB with them.
+# imports), where an embedded server is 53 MB with embeddings off and 185 MB with them
+# (tools/bench_attach.py).
 CHILD_RSS_LIMIT = 40 * 1024 * 1024
 POLL = 0.02
 
