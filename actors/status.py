@@ -23,6 +23,7 @@ async def server_status(ctx: CallContext, args: StatusArgs) -> dict[str, Any]:
         "version": app.version,
         "pid": os.getpid(),
         "protocol_version": session.protocol_version if session is not None else None,
+        "pid": os.getpid(),
         "data_dir": str(app.home),
         "features": list(app.features),
         "calls_in_flight": app.calls_in_flight(),
