@@ -21,7 +21,6 @@ async def server_status(ctx: CallContext, args: StatusArgs) -> dict[str, Any]:
     return {
         "name": "memtrio",
         "version": app.version,
-        "pid": os.getpid(),
         "protocol_version": session.protocol_version if session is not None else None,
         "pid": os.getpid(),
         "data_dir": str(app.home),
