@@ -152,6 +152,7 @@ class WsServer:
         self.auth = BearerAuth(listen.token)
         self.stopping = False
         self.serving: dict[str, Connection] = {}
+        self.drained = trio.Event()  # set once stopping and no session is left
 
     async def handle(self, request: WebSocketRequest) -> None:
         """Check the handshake, then serve the session until it ends; never raises."""
@@ -169,6 +170,8 @@ class WsServer:
             await self.connections.run(conn, session_children(self.app, conn, stream, stream))
         finally:
             self.serving.pop(conn.id, None)
+            if self.stopping and not self.serving:
+                self.drained.set()
             with trio.move_on_after(2.0) as scope:
                 scope.shield = True
                 await ws.aclose()
@@ -210,9 +213,12 @@ class WsServer:
         return False
 
     def stop(self) -> None:
+        """End every session gracefully (`drained` is set once all have ended)."""
         self.stopping = True
         for conn in list(self.serving.values()):
             conn.closed.set()
+        if not self.serving:
+            self.drained.set()
 
 
 def ws_listener(
@@ -270,6 +276,10 @@ def ws_listener(
                     await ctx.shutdown.wait()
                     acceptor.cancel_scope.cancel()
                 server.stop()
+                await server.drained.wait()
+                # What is left: handshakes in progress, closing handshakes of ended
+                # sessions; a peer that does not answer them must not delay the stop.
+                handlers.cancel_scope.cancel()
         finally:
             connections.listeners.remove(record)
             server.stop()
