@@ -6,14 +6,17 @@ call to `ToolCalls` (``actors.tool_calls``), which runs it as its own task, so
 a slow call never blocks the read loop; ``notifications/cancelled`` cancels
 that task. A JSON-RPC batch (accepted when MCP 2025-03-26 is negotiated) is
 answered as one array once all its elements are (``actors.answers``).
+The session's repository (``initialize`` ``_meta["memtrio/root"]``, or the
+client's roots asked with ``roots/list``; answers to our requests come back
+through the inbox) is ``actors.session_roots``.
 
 Error handling: a bad line gets its JSON-RPC error and the loop goes on; a
 tool failure is an ``isError`` result; an unexpected exception inside a tool
 becomes an ``isError`` result too (logged with its traceback). If the session
 actor itself crashes, every call it was running is answered with -32603 before
 the supervisor restarts it; the `SessionState` (negotiated version, client,
-content shape, ``actors.session_state``) is kept outside the actor, so the restarted session
-serves the same client.
+content shape, repository, ``actors.session_state``) is kept outside the
+actor, so the restarted session serves the same client.
 """
 
 from __future__ import annotations
