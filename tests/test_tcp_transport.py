@@ -7,6 +7,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 from raw_server import wait_for_event
 from serve_helpers import LineClient, initialize_line, serve_process, structured, tcp_client
@@ -241,3 +242,21 @@ async def test_tcp_token_first_line(home: Path) -> None:
 
 def _line(obj: dict[str, Any]) -> bytes:
     return json.dumps(obj).encode() + b"\n"
+
+
+async def test_sigterm_does_not_wait_for_a_connection_that_never_sends_its_token(
+    home: Path,
+) -> None:
+    # The token line may take up to 10 s to arrive; a stopping server must not wait for it.
+    async with (
+        serve_process(home, [*TCP, "--auth-token", "tok"]) as served,
+        tcp_client(served.port) as silent,
+    ):
+        async with tcp_client(served.port, token="tok") as ready:
+            await ready.initialize()  # the server has accepted connections by now
+        await wait_for_event(home, "connection_closed")
+        served.process.send_signal(signal.SIGTERM)
+        with trio.fail_after(5):
+            assert await served.process.wait() == 0
+        with pytest.raises(EOFError):
+            await silent.read_raw(timeout=5)  # closed without a line

@@ -151,6 +151,7 @@ class TcpServer:
 
     async def handle(self, stream: trio.SocketStream) -> None:
         """Serve one accepted connection until its session ends; never raises."""
+        rest: bytes | None = None
         with trio.CancelScope() as scope:
             self.admitting.add(scope)
             try:
