@@ -203,8 +203,10 @@ def serve(
     features: Sequence[Feature],
     transport: Callable[[], ChildSpec],
     name: str,
+    after: Callable[[], Sequence[ChildSpec]] = tuple,
 ) -> int:
-    """Run the application with ``transport()`` as its last child until the transport or a
+    """Run the application with ``transport()`` (then ``after()``, e.g. the attach
+    endpoint of ``memtrio serve``) as its last children until the transport or a
     signal asks it to stop; the process exit code.
 
     Error handling: a root escalation (the tree gave up) is one line on stderr
@@ -216,7 +218,7 @@ def serve(
     async def main() -> int:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_watch_signals, app)
-            async with open_app(app, features, extra_children=[transport()]):
+            async with open_app(app, features, extra_children=[transport(), *after()]):
                 trace.event(
                     "app", "serving", transport=name, features=app.features, tools=len(app.registry)
                 )

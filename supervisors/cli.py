@@ -16,6 +16,7 @@ import os
 import sys
 import traceback
 from collections.abc import Awaitable, Callable, Collection, Sequence
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -24,7 +25,7 @@ from ..actors import stdio
 from ..actors.chaos import cli as chaos_cli
 from ..actors.code import cli as code_cli
 from ..actors.embedder import cli as embedder_cli
-from ..actors.net import serving
+from ..actors.net import attach, owner, serving
 from ..actors.net.connections import Connections
 from ..actors.store import cli as store_cli
 from . import trace
@@ -96,12 +97,31 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
 
     ``MEMTRIO_TRANSPORT`` selects another transport (http, tcp, ws): the command
     then serves like ``memtrio serve``; an unknown value exits 2.
+
+    When a ``memtrio serve`` of the same home answers, relay to it instead (the
+    attach model, ``actors.net.attach``): no feature is loaded here.
     """
     chosen = serving.env_transport()
     if chosen is not None and chosen != "stdio":
         return serve_network(args, chosen)
+    if not (args.no_attach or args.tools):
+        cfg, home = load_config(args)
+        if cfg.serve.attach:
+            proto_in, proto_out = stdio.protect_stdout()
+            code = attach.attach(
+                home, Path.cwd().resolve(), proto_in, proto_out, cfg.server.request_limit
+            )
+            if code is not None:
+                return code
+            return _serve_stdio(args, proto_in, proto_out)
+    return _serve_stdio(args, *stdio.protect_stdout())
+
+
+def _serve_stdio(args: argparse.Namespace, proto_in: int, proto_out: int) -> int:
+    """The embedded server: every feature in this process, one session on stdio
+    (attach skipped: ``--no-attach``, ``[serve] attach = false``, ``--tools`` of its
+    own, or no ``memtrio serve`` answered)."""
     app = start(args)
-    proto_in, proto_out = stdio.protect_stdout()
     return serve(
         app,
         default_features(),
@@ -124,16 +144,24 @@ def cmd_serve(args: argparse.Namespace, run: AppRunner) -> int:
 
 
 def serve_network(args: argparse.Namespace, transport: str | None) -> int:
-    """Run the application with the listener of ``transport`` (None: ``[serve] transport``)."""
+    """Run the application with the listener of ``transport`` (None: ``[serve] transport``),
+    and after it the attach endpoint of ``memtrio mcp`` children (``actors.net.owner``)."""
     app = start(args)
     listen = serving.listen_from_args(app.config, args, transport)
     connections = Connections(listen.max_connections)
     announce = serving.announcer(listen)
+    public: list[str] = []
+
+    def listening(host: str, port: int) -> None:
+        public.append(listen.url(port))
+        announce(host, port)
+
     return serve(
         app,
         default_features(),
-        lambda: serving.network_listener(app, listen, connections, announce),
+        lambda: serving.network_listener(app, listen, connections, listening),
         name=listen.transport,
+        after=lambda: owner.attach_children(app, connections, lambda: public[-1] if public else ""),
     )
 
 
@@ -151,6 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--tools",
         type=lambda s: [p.strip() for p in s.split(",") if p.strip()],
         help="comma-separated tool groups to advertise (memory, graph-read, graph-write, vectors, code)",
+    )
+    mcp.add_argument(
+        "--no-attach",
+        action="store_true",
+        help="serve embedded even when a memtrio serve of the same home is running",
     )
     mcp.set_defaults(func=cmd_mcp)
     serve_parser = sub.add_parser(

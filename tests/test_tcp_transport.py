@@ -48,7 +48,9 @@ async def test_tcp_session_lists_tools_remembers_and_another_session_recalls(hom
     assert [m["content"] for m in found["memories"]] == ["the deploy key lives in vault"]
     assert status["pid"] == served.process.pid
     transports = status["transports"]
-    assert transports["listeners"] == [{"transport": "tcp", "url": served.url}]
+    # The public listener, and the attach endpoint of memtrio mcp children (docs/transports.md).
+    assert transports["listeners"][0] == {"transport": "tcp", "url": served.url}
+    assert [r["transport"] for r in transports["listeners"]] == ["tcp", "attach"]
     assert transports["connections"] == 2 and transports["accepted"] == 2
     assert {c["transport"] for c in transports["live"]} == {"tcp"}
     assert len([line for line in served.stderr if "listening on" in line]) == 1

@@ -54,7 +54,9 @@ async def test_ws_session_negotiates_mcp_lists_tools_remembers_and_recalls(home:
             )
             status = await status_of(second)
     assert [m["content"] for m in found["memories"]] == ["ws sessions share one store"]
-    assert status["transports"]["listeners"] == [{"transport": "ws", "url": served.url}]
+    # The public listener, then the attach endpoint of memtrio mcp children (docs/transports.md).
+    assert status["transports"]["listeners"][0] == {"transport": "ws", "url": served.url}
+    assert [r["transport"] for r in status["transports"]["listeners"]] == ["ws", "attach"]
     assert status["transports"]["connections"] == 2
 
 

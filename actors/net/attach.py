@@ -1,0 +1,305 @@
+"""The attach relay: a ``memtrio mcp`` child that relays its stdio to a running ``memtrio serve``.
+
+An agent client launches ``memtrio mcp`` once per session. When a ``memtrio serve``
+of the same home runs, the child loads no model and opens no store: it finds the
+server's runtime file (``actors.net.runtime``), checks that the server answers
+(`find_owner`: its pid is alive, and its attach endpoint takes the token and
+answers a ``ping`` within `PROBE_TIMEOUT`), then relays (`relay`): the lines of
+stdin to the connection, the connection's bytes to stdout. The server runs one
+Session per connection, so each child is one session of the shared server.
+
+On the way, the relay adds the child's working directory to the client's
+``initialize`` request, as ``params._meta["memtrio/root"]``: the session's
+repository is the one the agent was started in, as it would be embedded
+(`InitializeRoot`). Every other line, a malformed one included, passes unchanged,
+and the server answers it (``-32700`` for bad JSON).
+
+Ending: EOF on stdin is passed on as EOF on the connection (a half-close); the
+server answers what it was sent, then closes, and the relay exits 0 once those
+answers are written out. The server gone (the connection closed or broken while
+the client is still there, or the server's process dead) is exit 1 with one line
+on stderr saying so: the client then starts a new ``memtrio mcp``. A client that
+closed stdout is gone too: exit 0.
+
+Why plain trio tasks and not a supervision tree: the relay is two pumps over one
+connection, and neither can be restarted without losing the session (the
+server's Session state is bound to the connection, and a pump stopped in the
+middle of a line cannot resume it). Any failure of either ends the session, which
+is what one nursery does; a supervisor would only add restarts that cannot help.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import trio
+
+from . import runtime as runtime_file
+from .listen import is_loopback
+
+# How long the server may take to accept a connection, check the token and answer a ping.
+PROBE_TIMEOUT = 0.3
+PROBE_ID = "memtrio-attach-probe"
+READ_SIZE = 65536
+ROOT_META = "memtrio/root"
+
+
+@dataclass
+class Owner:
+    """A running ``memtrio serve`` that answered: its pid and the open connection to it."""
+
+    pid: int
+    stream: trio.SocketStream
+    leftover: bytes = b""  # bytes received after the probe's answer
+
+
+async def find_owner(home: Path) -> Owner | None:
+    """The ``memtrio serve`` of ``home`` that answers, connected; None if there is none.
+
+    A runtime file whose process is dead, whose endpoint refuses the connection, or
+    that is not a runtime file is stale: it is removed (if it did not change
+    meanwhile). One whose process lives but does not answer within `PROBE_TIMEOUT`
+    is ignored and kept (a busy server, or a pid reused by another program: the
+    next server replaces it).
+    """
+    found, raw = runtime_file.read(home)
+    if found is None:
+        if raw:
+            runtime_file.remove_if_unchanged(home, raw)
+        return None
+    if not is_loopback(found.host):
+        return None
+    if not runtime_file.pid_alive(found.pid):
+        runtime_file.remove_if_unchanged(home, raw)
+        return None
+    try:
+        answer = await probe(found.host, found.port, found.token)
+    except ConnectionRefusedError:
+        runtime_file.remove_if_unchanged(home, raw)
+        return None
+    if answer is None:
+        return None
+    stream, leftover = answer
+    return Owner(found.pid, stream, leftover)
+
+
+async def probe(
+    host: str, port: int, token: str, timeout: float = PROBE_TIMEOUT
+) -> tuple[trio.SocketStream, bytes] | None:
+    """Connect, send the token and a ``ping``; the connection and what followed the pong.
+
+    None when the endpoint does not answer in time, or answers something else.
+
+    Error handling: `ConnectionRefusedError` (nothing listens there) propagates;
+    other failures are None.
+    """
+    stream: trio.SocketStream | None = None
+    try:
+        with trio.move_on_after(timeout):
+            stream = await trio.open_tcp_stream(host, port)
+            ping = msgspec.json.encode({"jsonrpc": "2.0", "id": PROBE_ID, "method": "ping"})
+            await stream.send_all(token.encode() + b"\n" + ping + b"\n")
+            buffer = b""
+            while True:
+                data = await stream.receive_some(READ_SIZE)
+                if not data:
+                    break
+                buffer += data
+                while b"\n" in buffer:
+                    line, _, buffer = buffer.partition(b"\n")
+                    if _is_pong(line):
+                        answered, stream = stream, None
+                        return answered, buffer
+    except (OSError, trio.BrokenResourceError) as exc:
+        if _refused(exc):
+            raise ConnectionRefusedError(f"nothing listens on {host}:{port}") from None
+        return None
+    finally:
+        if stream is not None:
+            await trio.aclose_forcefully(stream)
+    return None
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether ``exc`` (or, for `trio.open_tcp_stream`, every attempt behind it) was refused."""
+    if isinstance(exc, ConnectionRefusedError):
+        return True
+    cause = exc.__cause__
+    if isinstance(cause, BaseExceptionGroup):
+        return all(_refused(e) for e in cause.exceptions)
+    return cause is not None and _refused(cause)
+
+
+def _is_pong(line: bytes) -> bool:
+    try:
+        msg = msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        return False
+    return isinstance(msg, dict) and msg.get("id") == PROBE_ID and "result" in msg
+
+
+class InitializeRoot:
+    """Adds ``params._meta["memtrio/root"]`` to the client's ``initialize`` request, passing
+    every other byte through unchanged.
+
+    Lines are looked at until the ``initialize`` request has gone by; after that,
+    and for a line longer than ``limit`` (passed on as it arrives, never held), the
+    bytes flow through untouched. A root the client set itself is kept.
+    """
+
+    def __init__(self, root: Path, limit: int) -> None:
+        self.root = str(root)
+        self.limit = limit
+        self.done = False
+        self.buffer = bytearray()
+        self.passing = False  # in the middle of a line longer than the limit
+
+    def feed(self, data: bytes) -> bytes:
+        if self.done:
+            return data
+        out = bytearray()
+        start = 0
+        while not self.done:
+            nl = data.find(b"\n", start)
+            if nl < 0:
+                break
+            piece = data[start : nl + 1]
+            start = nl + 1
+            if self.passing:
+                out += piece
+                self.passing = False
+                continue
+            self.buffer += piece
+            out += self.rewrite(bytes(self.buffer))
+            self.buffer = bytearray()
+        rest = data[start:]
+        if self.done:
+            out += rest
+        elif self.passing:
+            out += rest
+        else:
+            self.buffer += rest
+            if len(self.buffer) > self.limit:
+                out += self.buffer
+                self.buffer = bytearray()
+                self.passing = True
+        return bytes(out)
+
+    def finish(self) -> bytes:
+        """At EOF: a last line without its newline, as it came."""
+        rest, self.buffer = bytes(self.buffer), bytearray()
+        return self.rewrite(rest) if rest.strip() else rest
+
+    def rewrite(self, line: bytes) -> bytes:
+        """``line`` with the root added if it is the ``initialize`` request; else ``line``."""
+        if b'"initialize"' not in line:
+            return line
+        try:
+            msg: Any = msgspec.json.decode(line)
+        except msgspec.DecodeError:
+            return line  # the server answers -32700
+        if not isinstance(msg, dict) or msg.get("method") != "initialize":
+            return line
+        self.done = True
+        params = msg.setdefault("params", {})
+        meta = params.setdefault("_meta", {}) if isinstance(params, dict) else None
+        if not isinstance(meta, dict):
+            return line  # invalid params: the server says so
+        meta.setdefault(ROOT_META, self.root)
+        ending = line[len(line.rstrip()) :]
+        return msgspec.json.encode(msg) + ending
+
+
+GONE = (
+    "memtrio: the memtrio serve this session was attached to (pid {pid}) has gone away; "
+    "restart the session (the client then starts memtrio mcp again)"
+)
+
+
+async def relay(owner: Owner, proto_in: int, proto_out: int, root: Path, limit: int) -> int:
+    """Relay stdio (``proto_in``/``proto_out``) to ``owner`` until either side ends; the exit code.
+
+    0 when the client closed stdin and every answer was written out, or closed
+    stdout; 1 (with the `GONE` line on stderr) when the server went away first.
+    """
+    stdin = trio.lowlevel.FdStream(proto_in)
+    stdout = trio.lowlevel.FdStream(proto_out)
+    rewriter = InitializeRoot(root, limit)
+    stdin_done = False
+    client_gone = False
+    stream = owner.stream
+
+    async def upstream() -> None:
+        nonlocal stdin_done
+        while True:
+            try:
+                data = await stdin.receive_some(READ_SIZE)
+            except (trio.BrokenResourceError, OSError):
+                data = b""
+            if not data:
+                tail = rewriter.finish()
+                stdin_done = True
+                try:
+                    if tail:
+                        await stream.send_all(tail)
+                    await stream.send_eof()
+                except (trio.BrokenResourceError, OSError):
+                    pass  # the downstream pump sees the server gone
+                return
+            chunk = rewriter.feed(data)
+            if chunk:
+                try:
+                    await stream.send_all(chunk)
+                except (trio.BrokenResourceError, OSError):
+                    return  # the downstream pump sees the server gone
+
+    async def downstream(cancel: trio.CancelScope) -> None:
+        nonlocal client_gone
+        pending = owner.leftover
+        while True:
+            if pending:
+                try:
+                    await stdout.send_all(pending)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    client_gone = True
+                    break
+            try:
+                pending = await stream.receive_some(READ_SIZE)
+            except (trio.BrokenResourceError, OSError):
+                pending = b""
+            if not pending:
+                break
+        cancel.cancel()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(upstream)
+        nursery.start_soon(downstream, nursery.cancel_scope)
+    await trio.aclose_forcefully(stream)
+    if client_gone:
+        return 0
+    if stdin_done and runtime_file.pid_alive(owner.pid):
+        return 0
+    print(GONE.format(pid=owner.pid), file=sys.stderr, flush=True)
+    return 1
+
+
+def attach(home: Path, root: Path, proto_in: int, proto_out: int, limit: int) -> int | None:
+    """Serve this session through the ``memtrio serve`` of ``home`` if one answers: the exit
+    code; None when there is none (then serve embedded).
+
+    ``root`` is the session's repository (the working directory); ``proto_in`` and
+    ``proto_out`` are the protocol's file descriptors (``actors.stdio.protect_stdout``).
+    """
+
+    async def main() -> int | None:
+        owner = await find_owner(home)
+        if owner is None:
+            return None
+        print(f"memtrio: attaching to memtrio serve pid {owner.pid}", file=sys.stderr, flush=True)
+        return await relay(owner, proto_in, proto_out, root, limit)
+
+    return trio.run(main)

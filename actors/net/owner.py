@@ -1,0 +1,106 @@
+"""The owner side of the attach model: the attach endpoint of ``memtrio serve``.
+
+Besides its public listener, ``memtrio serve`` listens on ``127.0.0.1`` (a port
+the system picks) with the TCP transport (``actors.net.tcp``), guarded by a fresh
+random token, and publishes where in its runtime file (``actors.net.runtime``).
+A ``memtrio mcp`` child of the same home finds it there and relays its stdio to
+it (``actors.net.attach``): each child is one session of this server.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+import trio
+
+from ...supervisors import trace
+from ...supervisors.context import AppContext
+from ...supervisors.supervisor import ChildContext, ChildSpec
+from .connections import Connections
+from .listen import Listen
+from .runtime import Runtime, publish, withdraw
+from .tcp import tcp_listener
+
+# The attach endpoint's connections are agent sessions on this machine: they stay
+# open as long as the agent's session, idle or not (a week: the longest idle_timeout).
+ATTACH_IDLE_TIMEOUT = 7 * 86400.0
+
+
+def attach_listen(connections: Connections) -> Listen:
+    """The attach endpoint's settings: loopback, a port the system picks, a fresh token."""
+    return Listen(
+        transport="tcp",
+        host="127.0.0.1",
+        port=0,
+        token=secrets.token_urlsafe(32),
+        max_connections=connections.limit,
+        idle_timeout=ATTACH_IDLE_TIMEOUT,
+    )
+
+
+def attach_children(
+    app: AppContext,
+    connections: Connections,
+    public_url: Callable[[], str] = lambda: "",
+) -> list[ChildSpec]:
+    """The attach endpoint of ``memtrio serve``: its TCP listener, which publishes the
+    runtime file once it listens and withdraws it when it stops.
+
+    ``public_url()`` is asked when the endpoint starts listening (so start these
+    children after the public listener). Sessions of the endpoint are counted in
+    ``connections`` with the others (transport ``attach``).
+
+    Error handling: a runtime file that cannot be written is a warning (the server
+    serves on; ``memtrio mcp`` children then serve embedded); it is never fatal.
+    """
+    listen = attach_listen(connections)
+    started = time.time()
+    published: list[Runtime] = []
+
+    def on_listening(host: str, port: int) -> None:
+        url = listen.url(port)
+        for record in connections.listeners:  # server_status: this one is the attach endpoint
+            if record.get("url") == url:
+                record["transport"] = "attach"
+        runtime = Runtime(
+            pid=os.getpid(),
+            host=host,
+            port=port,
+            token=listen.token or "",
+            url=public_url(),
+            started=started,
+            version=app.version,
+        )
+        try:
+            path = publish(app.home, runtime)
+        except OSError as exc:
+            trace.warning("attach", "runtime_file_failed", error=f"{type(exc).__name__}: {exc}")
+            return
+        published.append(runtime)
+        trace.event("attach", "published", path=str(path), port=port)
+
+    spec = tcp_listener(app, listen, connections, name="attach", on_listening=on_listening)
+    listener = spec.start
+
+    async def run(
+        ctx: ChildContext, *, task_status: trio.TaskStatus[object] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        try:
+            await listener(ctx, task_status=task_status)
+        finally:
+            while published:
+                runtime = published.pop()
+                if withdraw(app.home, runtime):
+                    trace.event("attach", "withdrawn", port=runtime.port)
+
+    return [
+        replace(
+            spec,
+            start=run,
+            why="the attach endpoint of memtrio mcp children; its runtime file lives as long",
+        )
+    ]

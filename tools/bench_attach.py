@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""What an attached `memtrio mcp` child costs, against an embedded one.
+
+Usage: python tools/bench_attach.py [--runs 5] [--json]
+
+Starts one ``memtrio serve --transport tcp --bind 127.0.0.1:0`` in a fresh
+temporary home (embeddings on, the default), then spawns ``memtrio mcp``
+children in a small git repository and speaks raw JSON-RPC to them over stdio.
+For each kind of child, attached (the default while the server runs) and
+embedded (``--no-attach``, with embeddings on and off), it measures from the
+spawn: the ``initialize`` reply, the first ``recall`` answered (sent right
+after), and the child's resident memory then (from /proc). Every figure is the
+median of ``--runs``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "bench-attach", "version": "1"},
+    },
+}
+RECALL = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "tools/call",
+    "params": {"name": "recall", "arguments": {"query": "start-up"}},
+}
+CLI = [sys.executable, "-m", "memtrio.supervisors.cli"]
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def rss_mb(pid: int) -> float:
+    resident = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+    return resident * PAGE / 2**20
+
+
+def line(obj: object) -> bytes:
+    return json.dumps(obj).encode() + b"\n"
+
+
+def one_child(home: Path, repo: Path, args: list[str], env: dict[str, str]) -> dict[str, object]:
+    """Spawn one child, time initialize and the first recall, read its RSS, end it."""
+    started = time.perf_counter()
+    child = subprocess.Popen(
+        [*CLI, "mcp", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=repo,
+        env={**os.environ, "MEMTRIO_HOME": str(home), **env},
+    )
+    assert child.stdin is not None and child.stdout is not None and child.stderr is not None
+    child.stdin.write(line(INIT))
+    child.stdin.flush()
+    child.stdout.readline()
+    initialized = time.perf_counter() - started
+    child.stdin.write(line(RECALL))
+    child.stdin.flush()
+    child.stdout.readline()
+    recalled = time.perf_counter() - started
+    rss = rss_mb(child.pid)
+    child.stdin.close()
+    child.wait(timeout=60)
+    attached = b"attaching to memtrio serve" in child.stderr.read()
+    return {
+        "initialize_s": initialized,
+        "first_recall_s": recalled,
+        "rss_mb": rss,
+        "attached": attached,
+    }
+
+
+def median(rows: list[dict[str, object]], key: str) -> float:
+    return round(statistics.median(float(row[key]) for row in rows), 3)  # type: ignore[arg-type]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--json", action="store_true")
+    opts = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        home, repo = Path(tmp) / "home", Path(tmp) / "repo"
+        repo.mkdir()
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        serve = subprocess.Popen(
+            [*CLI, "serve", "--transport", "tcp", "--bind", "127.0.0.1:0", "--home", str(home)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        assert serve.stderr is not None
+        serve.stderr.readline()  # "memtrio serve: listening on ..."
+        deadline = time.monotonic() + 60
+        while not (home / "run" / "serve.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        kinds = {
+            "attached": ([], {}),
+            "embedded, embeddings off": (["--no-attach"], {"MEMTRIO_EMBEDDINGS": "off"}),
+            "embedded, embeddings on": (["--no-attach"], {}),
+        }
+        results: dict[str, dict[str, object]] = {}
+        try:
+            for kind, (args, env) in kinds.items():
+                rows = [one_child(home, repo, args, env) for _ in range(opts.runs)]
+                assert all(row["attached"] == (kind == "attached") for row in rows), kind
+                results[kind] = {
+                    key: median(rows, key) for key in ("initialize_s", "first_recall_s", "rss_mb")
+                }
+            results["server"] = {"rss_mb": round(rss_mb(serve.pid), 1)}
+        finally:
+            serve.terminate()
+            serve.wait(timeout=60)
+    if opts.json:
+        print(json.dumps({"runs": opts.runs, "results": results}, indent=2))
+    else:
+        print(f"median of {opts.runs} runs, from spawn")
+        for kind, row in results.items():
+            print(f"{kind:26} " + "  ".join(f"{k} {v}" for k, v in row.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
