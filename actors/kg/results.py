@@ -15,21 +15,31 @@ schema fails the call instead of reaching a client.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
 S = TypeVar("S", bound=msgspec.Struct)
 
-Warnings = list[str] | UnsetType
+Warnings = Annotated[
+    list[str] | UnsetType,
+    msgspec.Meta(description="what was kept (another repository's row); only when there is one"),
+]
+NextOffset = Annotated[
+    int | None, msgspec.Meta(description="the offset of the next page; null on the last page")
+]
+Total = Annotated[int, msgspec.Meta(description="how many there are in all pages")]
+Missing = Annotated[
+    list[str], msgspec.Meta(description="the names asked for that are not entities")
+]
 
 
 class Entity(msgspec.Struct, kw_only=True):
     name: str
     entityType: str
-    observations: list[str] | UnsetType = UNSET
-    observationCount: int | UnsetType = UNSET
+    observations: Annotated[list[str] | UnsetType, msgspec.Meta(description="mode full")] = UNSET
+    observationCount: Annotated[int | UnsetType, msgspec.Meta(description="mode summary")] = UNSET
 
 
 EntityItem = Entity | str  # str: mode ``names``
@@ -48,24 +58,28 @@ class NodesPage(msgspec.Struct, kw_only=True):
     """read_graph, search_nodes: a page of entities with the relations touching them."""
 
     entities: list[EntityItem]
-    relations: list[Relation] | UnsetType = UNSET
-    total: int
-    nextOffset: int | None
+    relations: Annotated[
+        list[Relation] | UnsetType, msgspec.Meta(description="not in mode names")
+    ] = UNSET
+    total: Total
+    nextOffset: NextOffset
 
 
 class NamedNodesPage(msgspec.Struct, kw_only=True):
     """open_nodes, batch_get_entities, extract_subgraph: ``missing`` lists unknown names."""
 
     entities: list[EntityItem]
-    relations: list[Relation] | UnsetType = UNSET
-    missing: list[str]
-    total: int
-    nextOffset: int | None
+    relations: Annotated[
+        list[Relation] | UnsetType, msgspec.Meta(description="not in mode names")
+    ] = UNSET
+    missing: Missing
+    total: Total
+    nextOffset: NextOffset
 
 
 class ExistsResult(msgspec.Struct):
     exists: dict[str, bool]
-    missing: list[str]
+    missing: Missing
 
 
 class GraphStats(msgspec.Struct):
@@ -79,8 +93,8 @@ class GraphStats(msgspec.Struct):
 
 class RelationsPage(msgspec.Struct):
     relations: list[Relation]
-    total: int
-    nextOffset: int | None
+    total: Total
+    nextOffset: NextOffset
 
 
 class Degree(msgspec.Struct):
@@ -111,8 +125,8 @@ class Description(msgspec.Struct):
     degree: Degree
     outgoing: list[Outgoing]
     incoming: list[Incoming]
-    total: int
-    nextOffset: int | None
+    total: Total
+    nextOffset: NextOffset
 
 
 class Path(msgspec.Struct):
@@ -144,8 +158,8 @@ class Neighbor(msgspec.Struct, kw_only=True):
 class Neighbors(msgspec.Struct):
     entity: str
     neighbors: list[Neighbor | str]
-    total: int
-    nextOffset: int | None
+    total: Total
+    nextOffset: NextOffset
 
 
 class EntityTypeCount(msgspec.Struct):
@@ -160,22 +174,22 @@ class RelationTypeCount(msgspec.Struct):
 
 class EntityTypes(msgspec.Struct):
     types: list[EntityTypeCount]
-    total: int
-    nextOffset: int | None
+    total: Total
+    nextOffset: NextOffset
 
 
 class RelationTypes(msgspec.Struct):
     types: list[RelationTypeCount]
-    total: int
-    nextOffset: int | None
+    total: Total
+    nextOffset: NextOffset
 
 
 class ExportPage(msgspec.Struct):
     format: str
     jsonl: str
     lines: int
-    total: int
-    nextOffset: int | None
+    total: Total
+    nextOffset: NextOffset
 
 
 # -- writes --------------------------------------------------------------------

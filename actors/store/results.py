@@ -28,6 +28,12 @@ Score = Annotated[
     float, msgspec.Meta(description="relevance, higher is better (4 significant digits)")
 ]
 SCORE_DIGITS = 4
+Created = Annotated[bool, msgspec.Meta(description="true when this call created it")]
+Warnings = Annotated[
+    list[str],
+    msgspec.Meta(description="what was kept or truncated; present only when there is one"),
+]
+Scopes = Annotated[list[str], msgspec.Meta(description="`global` or `repo:/absolute/path`")]
 S = TypeVar("S", bound=msgspec.Struct)
 
 
@@ -48,7 +54,7 @@ class EntityRef(msgspec.Struct):
 
 
 class LinkedEntity(EntityRef):
-    created: bool
+    created: Created
 
 
 class RelationRef(msgspec.Struct):
@@ -59,7 +65,7 @@ class RelationRef(msgspec.Struct):
 
 
 class LinkedRelation(RelationRef):
-    created: bool
+    created: Created
 
 
 class Memory(msgspec.Struct, kw_only=True):
@@ -69,9 +75,11 @@ class Memory(msgspec.Struct, kw_only=True):
     importance: float
     created_at: Time
     updated_at: Time
-    last_accessed_at: Time | None
-    access_count: int
-    scopes: list[str]
+    last_accessed_at: Annotated[
+        Time | None, msgspec.Meta(description="ISO 8601 time in UTC; null: never read")
+    ]
+    access_count: Annotated[int, msgspec.Meta(description="times recall or inspect returned it")]
+    scopes: Scopes
 
 
 class ScoredMemory(Memory, kw_only=True):
@@ -84,24 +92,27 @@ class InspectResult(Memory, kw_only=True):
 
 
 class UpdateResult(Memory, kw_only=True, omit_defaults=True):
-    changed: list[str]
-    warnings: list[str] = msgspec.field(default_factory=list)
+    changed: Annotated[list[str], msgspec.Meta(description="the fields this call changed")]
+    warnings: Warnings = msgspec.field(default_factory=list)
 
 
 class RememberResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     id: int
     memory_type: str
-    scopes: list[str]
+    scopes: Scopes
     entities: list[LinkedEntity]
     relations: list[LinkedRelation]
-    warnings: list[str] = msgspec.field(default_factory=list)
+    warnings: Warnings = msgspec.field(default_factory=list)
 
 
 class RecallResult(msgspec.Struct, kw_only=True, omit_defaults=True):
-    memories: list[ScoredMemory]
-    scopes: list[str]
-    ranking: Literal["lexical", "semantic"]
-    warnings: list[str] = msgspec.field(default_factory=list)
+    memories: Annotated[list[ScoredMemory], msgspec.Meta(description="best first")]
+    scopes: Annotated[list[str], msgspec.Meta(description="the scopes searched")]
+    ranking: Annotated[
+        Literal["lexical", "semantic"],
+        msgspec.Meta(description="semantic: embeddings and graph; lexical: SQLite FTS5 BM25"),
+    ]
+    warnings: Warnings = msgspec.field(default_factory=list)
 
 
 class StatsResult(msgspec.Struct):
@@ -116,8 +127,8 @@ class StatsResult(msgspec.Struct):
 
 class ScopeInfo(msgspec.Struct):
     name: str
-    is_current: bool
-    writable: bool
+    is_current: Annotated[bool, msgspec.Meta(description="the calling session's repository")]
+    writable: Annotated[bool, msgspec.Meta(description="this server may write to it")]
     memories: int
 
 
@@ -132,9 +143,9 @@ class RelateResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     relation: str
     target: EntityRef
     metadata: dict[str, Any]
-    created: bool
-    scopes: list[str]
-    warnings: list[str] = msgspec.field(default_factory=list)
+    created: Created
+    scopes: Scopes
+    warnings: Warnings = msgspec.field(default_factory=list)
 
 
 class Edge(msgspec.Struct):
@@ -152,14 +163,14 @@ class GraphPath(msgspec.Struct):
 class GraphResult(msgspec.Struct):
     entity: EntityRef
     direction: Literal["both", "incoming", "outgoing"]
-    paths: list[GraphPath]
-    truncated: bool
+    paths: Annotated[list[GraphPath], msgspec.Meta(description="breadth first")]
+    truncated: Annotated[bool, msgspec.Meta(description="more paths exist than `limit`")]
 
 
 class ForgetResult(msgspec.Struct):
     id: int
     forgotten: bool
-    scopes: list[str]
+    scopes: Scopes
 
 
 Row = Mapping[str, object]
