@@ -42,6 +42,7 @@ from .results import (
     ForgetResult,
     InspectResult,
     ListScopesResult,
+    Ranking,
     RecallResult,
     RememberResult,
     ScopeInfo,
@@ -148,7 +149,7 @@ async def rank(
     memory_type: str | None,
     limit: int,
     use_embeddings: bool,
-) -> tuple[list[tuple[int, float]], str, list[str]]:
+) -> tuple[list[tuple[int, float]], Ranking, list[str]]:
     """Ranked (memory id, score) within ``selection``: semantic ranker when asked and running, else lexical."""
     store = store_of(app)
     warnings: list[str] = []
@@ -195,7 +196,7 @@ async def recall(ctx: CallContext, args: RecallArgs) -> RecallResult:
     return RecallResult(
         memories=[memory_result(row, ScoredMemory) for row in rows],
         scopes=selection,
-        ranking="semantic" if ranking == "semantic" else "lexical",
+        ranking=ranking,
         warnings=warnings,
     )
 

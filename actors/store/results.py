@@ -33,6 +33,7 @@ Warnings = Annotated[
     list[str],
     msgspec.Meta(description="what was kept or truncated; present only when there is one"),
 ]
+Ranking = Literal["lexical", "semantic"]
 Scopes = Annotated[list[str], msgspec.Meta(description="`global` or `repo:/absolute/path`")]
 S = TypeVar("S", bound=msgspec.Struct)
 
@@ -109,7 +110,7 @@ class RecallResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     memories: Annotated[list[ScoredMemory], msgspec.Meta(description="best first")]
     scopes: Annotated[list[str], msgspec.Meta(description="the scopes searched")]
     ranking: Annotated[
-        Literal["lexical", "semantic"],
+        Ranking,
         msgspec.Meta(description="semantic: embeddings and graph; lexical: SQLite FTS5 BM25"),
     ]
     warnings: Warnings = msgspec.field(default_factory=list)
@@ -184,8 +185,9 @@ def memory_fields(row: Row) -> dict[str, object]:
         value = out.get(key)
         if isinstance(value, int | float):
             out[key] = time_of(value)
-    if "score" in out:
-        out["score"] = score_of(float(out["score"]))  # type: ignore[arg-type]
+    score = out.get("score")
+    if isinstance(score, int | float):
+        out["score"] = score_of(score)
     return out
 
 
