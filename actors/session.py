@@ -21,8 +21,6 @@ actor, so the restarted session serves the same client.
 
 from __future__ import annotations
 
-from typing import Protocol
-
 import msgspec
 import trio
 
@@ -41,12 +39,6 @@ _PRE_INIT_METHODS = frozenset({"initialize", "ping"})
 # A longer line is decoded in a worker thread, so the event loop keeps serving while
 # it is (a line nested too deep for msgspec is scanned in Python: up to seconds).
 DECODE_IN_THREAD_BYTES = 1024 * 1024
-
-
-class Listed(Protocol):
-    """An entry of a ``*/list`` answer (a tool, a resource)."""
-
-    def describe(self) -> dict[str, object]: ...
 
 
 class Session:
@@ -234,9 +226,13 @@ class Session:
         elif method == "initialize":
             await self.initialize(msg, answer)
         elif method == "tools/list":
-            await self._list_page(msg, answer, "tools", list(self.app.registry))
+            # outputSchema only where the revision has structured content (2025-06-18+).
+            structured = self.state.structured_ok
+            tools = [tool.describe(structured) for tool in self.app.registry]
+            await self._list_page(msg, answer, "tools", tools)
         elif method == "resources/list":
-            await self._list_page(msg, answer, "resources", list(self.app.resources.values()))
+            resources = [r.describe() for r in self.app.resources.values()]
+            await self._list_page(msg, answer, "resources", resources)
         elif method == "resources/read":
             await self.read_resource(msg, answer)
         elif method == "resources/templates/list":
@@ -331,16 +327,16 @@ class Session:
         return "\n".join(parts)
 
     async def _list_page(
-        self, msg: jsonrpc.Message, answer: Answer, key: str, items: list[Listed]
+        self, msg: jsonrpc.Message, answer: Answer, key: str, entries: list[dict[str, object]]
     ) -> None:
-        """Answer a paginated ``*/list`` request with one page of ``items``."""
+        """Answer a paginated ``*/list`` request with one page of ``entries``."""
         try:
             cursor = mcp.cursor_params.decode(msg.params).cursor if msg.params else None
-            page, nxt = mcp.paginate(items, cursor, mcp.TOOLS_PAGE_SIZE)
+            page, nxt = mcp.paginate(entries, cursor, mcp.TOOLS_PAGE_SIZE)
         except (msgspec.DecodeError, ValueError) as exc:
             await answer.error(msg.id, jsonrpc.INVALID_PARAMS, f"Invalid params: {exc}")
             return
-        result: dict[str, object] = {key: [item.describe() for item in page]}
+        result: dict[str, object] = {key: page}
         if nxt is not None:
             result["nextCursor"] = nxt
         await answer.result(msg.id, result)

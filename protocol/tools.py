@@ -6,8 +6,11 @@ A handler is ``async def handler(ctx, args) -> Result`` where ``ctx`` is the
 call's ``CallContext`` (``supervisors.context``: the application and the calling
 session) and ``args`` an instance of the tool's struct. It returns:
 
-- a ``str``: plain text content, no structured content;
-- a ``dict`` or ``msgspec.Struct``: structured content, also rendered as JSON text.
+- a ``str``: plain text content, no structured content (the code tools: compact
+  outlines a model reads as text);
+- an instance of the tool's ``result`` struct: structured content, also rendered
+  as JSON text. The struct's JSON Schema is the tool's ``outputSchema``
+  (`result_schema`), so what a client validates is what the handler builds.
 
 A failure raises a `DomainError` (``protocol.errors``); the session turns it
 into a ``CallToolResult`` with ``isError: true`` carrying the message, never a
@@ -40,6 +43,8 @@ class Tool:
     destructive: bool = False
     idempotent: bool = False
     title: str | None = None
+    # The struct every successful call returns (None: the tool answers plain text).
+    result: type[msgspec.Struct] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @functools.cached_property
@@ -50,8 +55,16 @@ class Tool:
     def input_schema(self) -> dict[str, Any]:
         return struct_schema(self.args)
 
-    def describe(self) -> dict[str, Any]:
-        """The ``tools/list`` entry for this tool."""
+    @functools.cached_property
+    def output_schema(self) -> dict[str, Any] | None:
+        return result_schema(self.result) if self.result is not None else None
+
+    def describe(self, structured: bool = True) -> dict[str, Any]:
+        """The ``tools/list`` entry for this tool.
+
+        ``structured``: the session's protocol revision has structured content
+        (2025-06-18 and later), so the entry carries the ``outputSchema``.
+        """
         annotations: dict[str, Any] = {
             "readOnlyHint": self.read_only,
             "destructiveHint": self.destructive,
@@ -68,6 +81,8 @@ class Tool:
         }
         if self.title:
             entry["title"] = self.title
+        if structured and self.output_schema is not None:
+            entry["outputSchema"] = self.output_schema
         return entry
 
 
@@ -97,6 +112,24 @@ def struct_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
         props = obj.get("properties", {})
         for name, prop in props.items():
             props[name] = plain_property(prop)
+    return schema
+
+
+def result_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
+    """The ``outputSchema`` of a result struct: a JSON Schema whose root is the
+    struct itself (``"type": "object"``, as MCP requires), nested structs in
+    ``$defs`` referenced as ``#/$defs/Name``.
+
+    Unlike `struct_schema`, nullable fields stay ``anyOf: [X, null]``: a result
+    may carry a null (``nextOffset`` on the last page) and must still validate.
+    """
+    (root,), defs = msgspec.json.schema_components([struct], ref_template="#/$defs/{name}")
+    name = root["$ref"].rsplit("/", 1)[-1]
+    schema = dict(defs.pop(name))
+    if defs:
+        schema["$defs"] = defs
+    if schema.get("type") != "object":
+        raise TypeError(f"{struct.__name__}: a result must be a JSON object, not {schema}")
     return schema
 
 

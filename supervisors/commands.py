@@ -20,6 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+import msgspec
+
 from . import config as config_mod
 from .errors import UserError, one_line
 
@@ -117,7 +119,13 @@ def load_config(
 
 
 def emit(args: argparse.Namespace, value: object, human: Callable[[Any], str]) -> None:
-    """Print ``value``: as JSON with ``--json``, else as ``human(value)`` (nothing when empty)."""
+    """Print ``value``: as JSON with ``--json``, else as ``human(value)`` (nothing when empty).
+
+    A tool's result struct is printed as its tools see it (`msgspec.to_builtins`:
+    ISO 8601 times, absent optional fields left out); ``human`` gets the same.
+    """
+    if isinstance(value, msgspec.Struct):
+        value = msgspec.to_builtins(value)
     if getattr(args, "json", False):
         print(json.dumps(value, ensure_ascii=False, indent=None if isinstance(value, list) else 2))
     else:

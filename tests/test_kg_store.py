@@ -58,7 +58,7 @@ async def test_observations_and_new_entities_are_embedded_in_the_same_write(
         with pytest.raises(DomainError, match="nothing was stored"):
             await write_tools.add_observations(ctx, more)
         got = await read_tools.get_entity(ctx, A.NameArgs(name="Tea"))
-        assert got["observations"] == ["green", "hot", "steeped " * 8]
+        assert got.observations == ["green", "hot", "steeped " * 8]
 
 
 def _conn(tmp_path: Path) -> sqlite3.Connection:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 from memtrio.actors.embedder.handle import EMBEDDER
@@ -120,22 +121,29 @@ def vectors(home: Path) -> dict[tuple[str, int], tuple[str, str, int, bytes]]:
         conn.close()
 
 
+def builtins(result: msgspec.Struct) -> Any:
+    """A handler's result as a client sees it (JSON types)."""
+    return msgspec.to_builtins(result)
+
+
 async def test_remember_and_relate_store_vectors_in_the_same_write(home: Path) -> None:
     embedder = FakeEmbedder()
     changes: list[Change] = []
     async with app_with(home, embedder) as app:
         app.service(STORE).add_listener(changes.extend)
         ctx = Ctx(app)
-        first = await T.remember(
-            ctx,
-            T.RememberArgs(
-                "a short note",
-                entities=["trio"],
-                relations=[T.RelationArg("trio", "uses", "sqlite")],
-            ),
+        first = builtins(
+            await T.remember(
+                ctx,
+                T.RememberArgs(
+                    "a short note",
+                    entities=["trio"],
+                    relations=[T.RelationArg("trio", "uses", "sqlite")],
+                ),
+            )
         )
         assert embedder.calls[-1] == ["a short note", "trio", "sqlite", "trio uses sqlite"]
-        assert first["warnings"] == []
+        assert "warnings" not in first
         stored = vectors(home)
         assert set(stored) == {("memory", 1), ("entity", 1), ("entity", 2), ("relation", 1)}
         assert stored[("memory", 1)][:3] == ("fake-model", "r1", 3)
@@ -148,59 +156,61 @@ async def test_remember_and_relate_store_vectors_in_the_same_write(home: Path) -
         # Known entities with vectors are not embedded again; a text longer than one
         # window is stored as all its windows (chunk 0 in vectors, the rest in
         # vector_chunks); only text beyond the last window reports truncation.
-        second = await T.remember(ctx, T.RememberArgs("x" * 50, entities=["Trio"]))
+        second = builtins(await T.remember(ctx, T.RememberArgs("x" * 50, entities=["Trio"])))
         assert embedder.calls[-1] == ["x" * 50]
-        assert second["warnings"] == []
+        assert "warnings" not in second
         assert chunks(home) == {("memory", second["id"]): 1}
         change = next(c for c in reversed(changes) if c.kind == "memory")
         assert len(change.vector) == 2 * 3 * 4  # both windows go to the ranker
-        third = await T.remember(ctx, T.RememberArgs("y" * 90))
+        third = builtins(await T.remember(ctx, T.RememberArgs("y" * 90)))
         assert len(third["warnings"]) == 1 and "truncated" in third["warnings"][0]
-        await T.forget(ctx, T.ForgetArgs(third["id"]))
+        builtins(await T.forget(ctx, T.ForgetArgs(third["id"])))
         assert ("memory", third["id"]) not in chunks(home)  # the chunks go with the memory
-        rel = await T.relate(ctx, T.RelateArgs("sqlite", "stores", "memories"))
+        rel = builtins(await T.relate(ctx, T.RelateArgs("sqlite", "stores", "memories")))
         assert embedder.calls[-1] == ["memories", "sqlite stores memories"]  # sqlite has its vector
         calls = len(embedder.calls)
-        await T.relate(ctx, T.RelateArgs("SQLite", "stores", "memories"))
+        builtins(await T.relate(ctx, T.RelateArgs("SQLite", "stores", "memories")))
         assert len(embedder.calls) == calls  # nothing new to embed
-        assert ("relation", rel["id"]) in vectors(home) and rel["warnings"] == []
+        assert ("relation", rel["id"]) in vectors(home) and "warnings" not in rel
 
         # update: same content keeps the vector without embedding; new content re-embeds.
         before = len(embedder.calls)
-        await T.update(ctx, T.UpdateArgs(1, importance=0.5, content="a short note"))
+        builtins(await T.update(ctx, T.UpdateArgs(1, importance=0.5, content="a short note")))
         assert len(embedder.calls) == before
-        await T.update(ctx, T.UpdateArgs(1, content="a longer note now"))
+        builtins(await T.update(ctx, T.UpdateArgs(1, content="a longer note now")))
         assert embedder.calls[-1] == ["a longer note now"]
         assert vectors(home)[("memory", 1)][3] != stored[("memory", 1)][3]
         # update replaces every window: a short text has none beyond chunk 0, a long one gains them.
-        await T.update(ctx, T.UpdateArgs(second["id"], content="now short"))
+        builtins(await T.update(ctx, T.UpdateArgs(second["id"], content="now short")))
         assert ("memory", second["id"]) not in chunks(home)
-        await T.update(ctx, T.UpdateArgs(1, content="z" * 60))
+        builtins(await T.update(ctx, T.UpdateArgs(1, content="z" * 60)))
         assert chunks(home) == {("memory", 1): 1}
 
         # An embedder failure refuses the call and stores nothing.
         embedder.fail = True
         counts = len(vectors(home))
         with pytest.raises(DomainError, match="embedding failed.*nothing was stored"):
-            await T.remember(ctx, T.RememberArgs("doomed"))
+            builtins(await T.remember(ctx, T.RememberArgs("doomed")))
         with pytest.raises(DomainError, match="embedding failed"):
-            await T.update(ctx, T.UpdateArgs(1, content="doomed too"))
-        assert (await T.inspect(ctx, T.InspectArgs(1)))["content"] == "z" * 60
-        assert (await T.stats(ctx, T.StatsArgs()))["memories"] == 2 and len(vectors(home)) == counts
+            builtins(await T.update(ctx, T.UpdateArgs(1, content="doomed too")))
+        assert (builtins(await T.inspect(ctx, T.InspectArgs(1))))["content"] == "z" * 60
+        assert (builtins(await T.stats(ctx, T.StatsArgs())))["memories"] == 2 and len(
+            vectors(home)
+        ) == counts
 
 
 async def test_without_an_embedder_no_vectors_and_update_drops_the_stale_one(home: Path) -> None:
     async with app_with(home) as app:
         ctx = Ctx(app)
-        await T.remember(ctx, T.RememberArgs("plain", entities=["e"]))
+        builtins(await T.remember(ctx, T.RememberArgs("plain", entities=["e"])))
         assert vectors(home) == {}
         conn = sqlite3.connect(home / "memtrio.sqlite")
         conn.execute("INSERT INTO vectors VALUES ('memory', 1, 'm', 'r', 1, x'00000000')")
         conn.commit()
         conn.close()
-        await T.update(ctx, T.UpdateArgs(1, memory_type="decision"))
+        builtins(await T.update(ctx, T.UpdateArgs(1, memory_type="decision")))
         assert ("memory", 1) in vectors(home)  # content unchanged: vector kept
-        await T.update(ctx, T.UpdateArgs(1, content="plain, revised"))
+        builtins(await T.update(ctx, T.UpdateArgs(1, content="plain, revised")))
         assert vectors(home) == {}
 
 
@@ -208,10 +218,12 @@ async def test_recall_uses_the_ranker_when_asked_and_falls_back_to_lexical(home:
     ranker = FakeRanker()
     async with app_with(home, ranker=ranker) as app:
         ctx = Ctx(app)
-        a = (await T.remember(ctx, T.RememberArgs("alpha about sqlite")))["id"]
-        b = (await T.remember(ctx, T.RememberArgs("beta about trio", scopes=["global"])))["id"]
+        a = (builtins(await T.remember(ctx, T.RememberArgs("alpha about sqlite"))))["id"]
+        b = (builtins(await T.remember(ctx, T.RememberArgs("beta about trio", scopes=["global"]))))[
+            "id"
+        ]
         ranker.answer = [(b, 0.9), (a, 0.5)]
-        result = await T.recall(ctx, T.RecallArgs("anything", memory_type="Decision"))
+        result = builtins(await T.recall(ctx, T.RecallArgs("anything", memory_type="Decision")))
         assert result["ranking"] == "semantic"
         assert [m["id"] for m in result["memories"]] == [a, b]  # repository matches first
         query, scope_ids, memory_type, limit = ranker.calls[-1]
@@ -224,18 +236,18 @@ async def test_recall_uses_the_ranker_when_asked_and_falls_back_to_lexical(home:
             )[0]["id"]
         )
         ranker.answer = [(foreign, 1.0), (a, 0.5), (a, 0.4)]
-        result = await T.recall(ctx, T.RecallArgs("anything"))
+        result = builtins(await T.recall(ctx, T.RecallArgs("anything")))
         assert [m["id"] for m in result["memories"]] == [
             a
         ]  # unselected and duplicate ids are dropped
 
         ranker.answer = None  # the ranker cannot answer (e.g. no model): lexical
-        result = await T.recall(ctx, T.RecallArgs("sqlite"))
+        result = builtins(await T.recall(ctx, T.RecallArgs("sqlite")))
         assert result["ranking"] == "lexical" and [m["id"] for m in result["memories"]] == [a]
         ranker.answer = RuntimeError("boom")
-        result = await T.recall(ctx, T.RecallArgs("trio"))
+        result = builtins(await T.recall(ctx, T.RecallArgs("trio")))
         assert result["ranking"] == "lexical" and [m["id"] for m in result["memories"]] == [b]
         assert "semantic ranking failed" in result["warnings"][0]
         calls = len(ranker.calls)
-        result = await T.recall(ctx, T.RecallArgs("trio", use_embeddings=False))
+        result = builtins(await T.recall(ctx, T.RecallArgs("trio", use_embeddings=False)))
         assert result["ranking"] == "lexical" and len(ranker.calls) == calls

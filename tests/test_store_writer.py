@@ -66,7 +66,7 @@ async def test_a_failing_op_is_rolled_back_and_the_writer_keeps_serving(home: Pa
             and count(home, "scopes") == 0
         )
         result = await T.remember(Ctx(app), T.RememberArgs("after the failure"))
-        assert result["id"] >= 1
+        assert result.id >= 1
         assert app.root is not None and app.root.snapshot()[0]["restarts"] == 0
     assert count(home, "memories") == 1
 
@@ -90,7 +90,7 @@ async def test_fault_at_commit_leaves_nothing_half_written(home: Path) -> None:
         finally:
             faults.configure(None)
         found = await T.recall(Ctx(app), T.RecallArgs("survivor doomed"))
-        assert [m["id"] for m in found["memories"]] == [ok["id"]]
+        assert [m.id for m in found.memories] == [ok.id]
 
 
 async def test_listeners_get_change_records_only_after_a_commit(home: Path) -> None:
@@ -104,15 +104,15 @@ async def test_listeners_get_change_records_only_after_a_commit(home: Path) -> N
             ctx, T.RememberArgs("x uses y", relations=[T.RelationArg("x", "uses", "y")])
         )
         kinds = sorted((c.kind, c.id) for c in seen[-1])
-        assert ("memory", first["id"]) in kinds and ("relation", 1) in kinds
+        assert ("memory", first.id) in kinds and ("relation", 1) in kinds
         assert all(c.vector is None and not c.deleted for c in seen[-1])  # embeddings are off
         with pytest.raises(DomainError):
             await T.forget(ctx, T.ForgetArgs(999))
         assert len(seen) == 1
-        await T.update(ctx, T.UpdateArgs(first["id"], content="x uses z"))
-        assert seen[-1] == [Change(kind="memory", id=first["id"])]
-        await T.forget(ctx, T.ForgetArgs(first["id"]))
-        assert seen[-1] == [Change(kind="memory", id=first["id"], deleted=True)]
+        await T.update(ctx, T.UpdateArgs(first.id, content="x uses z"))
+        assert seen[-1] == [Change(kind="memory", id=first.id)]
+        await T.forget(ctx, T.ForgetArgs(first.id))
+        assert seen[-1] == [Change(kind="memory", id=first.id, deleted=True)]
         assert await store.write(lambda conn: Written("value", [Change(kind="reset")])) == "value"
         assert seen[-1] == [Change(kind="reset")]
         remove()
@@ -238,7 +238,7 @@ async def test_a_broken_connection_crashes_the_writer_which_restarts(home: Path)
             await store.write(break_connection)
         assert app.service(STORE) is store  # the same handle, served by a new incarnation
         result = await T.remember(Ctx(app), T.RememberArgs("after the restart"))
-        assert result["id"] == 1
+        assert result.id == 1
         assert app.root is not None and app.root.snapshot()[0]["restarts"] == 1
         assert (
             await store.read(

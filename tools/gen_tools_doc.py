@@ -375,6 +375,10 @@ def schema_type(prop: dict[str, Any]) -> str:
         return f"`{prop['$ref'].rsplit('/', 1)[-1]}`"
     if "anyOf" in prop:
         return " or ".join(schema_type(p) for p in prop["anyOf"])
+    if prop.get("format") == "date-time":
+        return "string (ISO 8601 time)"
+    if "enum" in prop and "type" not in prop:
+        return "string"
     kind = prop.get("type", "any")
     if kind == "array" and "items" in prop:
         return f"array of {schema_type(prop['items'])}"
@@ -422,6 +426,45 @@ def properties_table(schema: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def result_table(schema: dict[str, Any]) -> list[str]:
+    """The fields of an ``outputSchema`` object: name, type, when present, meaning."""
+    required = set(schema.get("required", []))
+    lines = ["| Field | Type | Present | Description |", "|---|---|---|---|"]
+    for name, prop in schema.get("properties", {}).items():
+        notes = [prop.get("description", "")]
+        if "enum" in prop:
+            notes.append("one of " + ", ".join(f"`{v}`" for v in prop["enum"]))
+        present = "always" if name in required else "when it applies"
+        lines.append(
+            f"| `{name}` | {cell(schema_type(prop))} | {present} "
+            f"| {cell('; '.join(n for n in notes if n))} |"
+        )
+    return [*lines, ""]
+
+
+def result_section(tool: dict[str, Any], answer: Any) -> list[str]:
+    """What a call answers: the ``outputSchema`` fields, or that the answer is plain text."""
+    schema = tool.get("outputSchema")
+    if schema is None:
+        if not isinstance(answer, str):
+            raise SystemExit(
+                f"gen_tools_doc: {tool['name']} answers JSON but declares no outputSchema"
+            )
+        return [
+            "Plain text (one text content item, no `structuredContent`, no `outputSchema`).",
+            "",
+        ]
+    lines = [
+        f"`outputSchema` (generated from the result struct `{schema.get('title', '?')}`; "
+        "listed to sessions on protocol 2025-06-18 and later, which get `structuredContent`):",
+        "",
+        *result_table(schema),
+    ]
+    for def_name, definition in schema.get("$defs", {}).items():
+        lines += [f"`{def_name}`:", "", *result_table(definition)]
+    return lines
+
+
 def render_tool(tool: dict[str, Any], group: str, example: tuple[dict[str, Any], Any]) -> list[str]:
     notes = tool.get("annotations", {})
     hints = [
@@ -445,21 +488,7 @@ def render_tool(tool: dict[str, Any], group: str, example: tuple[dict[str, Any],
     for def_name, definition in schema.get("$defs", {}).items():
         lines += [f"`{def_name}`:", "", *properties_table(definition)]
     args, answer = example
-    lines += [
-        "#### Result",
-        "",
-        "outputSchema: not declared yet. Fields of the example answer:",
-        "",
-    ]
-    if isinstance(answer, dict):
-        lines += ["| Field | Type |", "|---|---|"]
-        lines += [f"| `{key}` | {json_type(value)} |" for key, value in answer.items()]
-    elif isinstance(answer, str):
-        lines.append(
-            "None: the answer is plain text (one text content item, no structuredContent)."
-        )
-    else:
-        lines.append(f"The answer is a JSON {json_type(answer)}.")
+    lines += ["#### Result", "", *result_section(tool, answer)[:-1]]
     lines += [
         "",
         "#### Example",
@@ -482,7 +511,7 @@ HEADER = """# Tools
      Regenerate: python tools/gen_tools_doc.py (tests/test_tools_doc.py fails when stale). -->
 
 Every tool `memtrio mcp` lists, in `tools/list` order, with its arguments (from
-its `inputSchema`), the fields of its answer and one real call. The examples
+its `inputSchema`), the fields of its answer (from its `outputSchema`) and one real call. The examples
 come from one run of a server with embeddings off, in a fresh home and a
 checkout with one Python file (`<repo>`), called in the order of this page:
 a memory is remembered, entities and relations created, then read, then

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ...supervisors.context import CallContext
 from . import jsonl, reads, traversal
+from . import results as X
 from .args import (
     AllPathsArgs,
     BatchGetArgs,
@@ -26,82 +27,98 @@ from .args import (
     SubgraphArgs,
     TypesArgs,
 )
-from .records import JsonObject, page
+from .records import page
 from .search import search_nodes as search
 from .transactions import read
 
 
-async def read_graph(ctx: CallContext, args: ReadGraphArgs) -> JsonObject:
-    return await read(ctx, reads.read_graph, args.offset, args.limit, args.mode, args.entityType)
+async def read_graph(ctx: CallContext, args: ReadGraphArgs) -> X.NodesPage:
+    return X.to_result(
+        await read(ctx, reads.read_graph, args.offset, args.limit, args.mode, args.entityType),
+        X.NodesPage,
+    )
 
 
-async def search_nodes(ctx: CallContext, args: SearchNodesArgs) -> JsonObject:
-    return await read(ctx, search, args.query, args.offset, args.limit, args.mode, args.entityType)
+async def search_nodes(ctx: CallContext, args: SearchNodesArgs) -> X.NodesPage:
+    return X.to_result(
+        await read(ctx, search, args.query, args.offset, args.limit, args.mode, args.entityType),
+        X.NodesPage,
+    )
 
 
-async def open_nodes(ctx: CallContext, args: OpenNodesArgs) -> JsonObject:
-    return await read(ctx, reads.open_nodes, args.names, args.offset, args.limit, args.mode)
+async def open_nodes(ctx: CallContext, args: OpenNodesArgs) -> X.NamedNodesPage:
+    return X.to_result(
+        await read(ctx, reads.open_nodes, args.names, args.offset, args.limit, args.mode),
+        X.NamedNodesPage,
+    )
 
 
-async def batch_get_entities(ctx: CallContext, args: BatchGetArgs) -> JsonObject:
-    return await read(ctx, reads.batch_get, args.names, args.offset, args.limit, args.mode)
+async def batch_get_entities(ctx: CallContext, args: BatchGetArgs) -> X.NamedNodesPage:
+    return X.to_result(
+        await read(ctx, reads.batch_get, args.names, args.offset, args.limit, args.mode),
+        X.NamedNodesPage,
+    )
 
 
-async def get_entity(ctx: CallContext, args: NameArgs) -> JsonObject | str:
-    return await read(ctx, reads.get_entity, args.name)
+async def get_entity(ctx: CallContext, args: NameArgs) -> X.Entity:
+    return X.to_result(await read(ctx, reads.get_entity, args.name), X.Entity)
 
 
-async def entity_exists(ctx: CallContext, args: ExistsArgs) -> JsonObject:
-    return await read(ctx, reads.entity_exists, args.names)
+async def entity_exists(ctx: CallContext, args: ExistsArgs) -> X.ExistsResult:
+    return X.to_result(await read(ctx, reads.entity_exists, args.names), X.ExistsResult)
 
 
-async def graph_stats(ctx: CallContext, args: NoArgs) -> JsonObject:
-    return await read(ctx, reads.graph_stats)
+async def graph_stats(ctx: CallContext, args: NoArgs) -> X.GraphStats:
+    return X.to_result(await read(ctx, reads.graph_stats), X.GraphStats)
 
 
-async def search_relations(ctx: CallContext, args: SearchRelationsArgs) -> JsonObject:
-    return await read(ctx, reads.search_relations, args)
+async def search_relations(ctx: CallContext, args: SearchRelationsArgs) -> X.RelationsPage:
+    return X.to_result(await read(ctx, reads.search_relations, args), X.RelationsPage)
 
 
-async def describe_entity(ctx: CallContext, args: DescribeArgs) -> JsonObject:
-    return await read(ctx, reads.describe_entity, args)
+async def describe_entity(ctx: CallContext, args: DescribeArgs) -> X.Description:
+    return X.to_result(await read(ctx, reads.describe_entity, args), X.Description)
 
 
-async def degree(ctx: CallContext, args: NameArgs) -> JsonObject:
-    return await read(ctx, reads.degree, args.name)
+async def degree(ctx: CallContext, args: NameArgs) -> X.NamedDegree:
+    return X.to_result(await read(ctx, reads.degree, args.name), X.NamedDegree)
 
 
-async def find_path(ctx: CallContext, args: PathArgs) -> JsonObject:
-    return await read(ctx, traversal.find_path, args)
+async def find_path(ctx: CallContext, args: PathArgs) -> X.PathResult:
+    return X.to_result(await read(ctx, traversal.find_path, args), X.PathResult)
 
 
-async def find_all_paths(ctx: CallContext, args: AllPathsArgs) -> JsonObject:
-    return await read(ctx, traversal.find_all_paths, args)
+async def find_all_paths(ctx: CallContext, args: AllPathsArgs) -> X.AllPaths:
+    return X.to_result(await read(ctx, traversal.find_all_paths, args), X.AllPaths)
 
 
-async def extract_subgraph(ctx: CallContext, args: SubgraphArgs) -> JsonObject:
-    return await read(ctx, traversal.extract_subgraph, args)
+async def extract_subgraph(ctx: CallContext, args: SubgraphArgs) -> X.NamedNodesPage:
+    return X.to_result(await read(ctx, traversal.extract_subgraph, args), X.NamedNodesPage)
 
 
-async def get_neighbors(ctx: CallContext, args: NeighborsArgs) -> JsonObject:
-    return await read(ctx, traversal.get_neighbors, args)
+async def get_neighbors(ctx: CallContext, args: NeighborsArgs) -> X.Neighbors:
+    return X.to_result(await read(ctx, traversal.get_neighbors, args), X.Neighbors)
 
 
-async def list_entity_types(ctx: CallContext, args: TypesArgs) -> JsonObject:
-    return await read(ctx, reads.list_types, "entity", args.offset, args.limit)
+async def list_entity_types(ctx: CallContext, args: TypesArgs) -> X.EntityTypes:
+    return X.to_result(
+        await read(ctx, reads.list_types, "entity", args.offset, args.limit), X.EntityTypes
+    )
 
 
-async def list_relation_types(ctx: CallContext, args: TypesArgs) -> JsonObject:
-    return await read(ctx, reads.list_types, "relation", args.offset, args.limit)
+async def list_relation_types(ctx: CallContext, args: TypesArgs) -> X.RelationTypes:
+    return X.to_result(
+        await read(ctx, reads.list_types, "relation", args.offset, args.limit), X.RelationTypes
+    )
 
 
-async def export_graph(ctx: CallContext, args: ExportArgs) -> JsonObject:
+async def export_graph(ctx: CallContext, args: ExportArgs) -> X.ExportPage:
     lines = await read(ctx, jsonl.export_lines)
     chosen = lines[args.offset : args.offset + args.limit]
-    return {
-        "format": jsonl.FORMAT,
-        "jsonl": "\n".join(chosen),
-        "lines": len(chosen),
-        "total": len(lines),
-        "nextOffset": page(len(lines), args.offset, len(chosen)),
-    }
+    return X.ExportPage(
+        format=jsonl.FORMAT,
+        jsonl="\n".join(chosen),
+        lines=len(chosen),
+        total=len(lines),
+        nextOffset=page(len(lines), args.offset, len(chosen)),
+    )

@@ -26,6 +26,7 @@ import msgspec
 from ...protocol.tools import Handler, Tool
 from . import args as A
 from . import read_tools as R
+from . import results as X
 from . import write_tools as W
 
 READ = "graph-read"
@@ -39,11 +40,12 @@ def graph_tool(
     description: str,
     args: type[msgspec.Struct],
     handler: Handler,
+    result: type[msgspec.Struct],
     **annotations: bool,
 ) -> Tool:
     return Tool(
         name=name, title=title, description=description, args=args, handler=handler,
-        group=group, **annotations,
+        result=result, group=group, **annotations,
     )  # fmt: skip
 
 
@@ -59,87 +61,87 @@ TOOLS = [
        "Create multiple new entities in the knowledge graph: {name, entityType, observations[]}. Entities that "
        "already exist are skipped; returns the ones created. At most 1,000 per call, one transaction. An entity "
        "another repository has is linked with its own type kept (see warnings).",
-       A.CreateEntitiesArgs, W.create_entities),
+       A.CreateEntitiesArgs, W.create_entities, X.CreatedEntities),
     _w("create_relations", "Create Relations",
        "Create multiple new relations {from, to, relationType} between existing entities. Relations should be in "
        "active voice. Existing relations are skipped; returns the ones created.",
-       A.RelationsArgs, W.create_relations),
+       A.RelationsArgs, W.create_relations, X.CreatedRelations),
     _w("add_observations", "Add Observations",
        "Add new observations to existing entities: [{entityName, contents[]}]. Observations already present are "
        "skipped; returns the added ones per entity. Observations are memories that recall also finds.",
-       A.AddObservationsArgs, W.add_observations),
+       A.AddObservationsArgs, W.add_observations, X.ObservationsAdded),
     _w("delete_entities", "Delete Entities",
        "Delete multiple entities and their associated relations and observations. Unknown names are ignored.",
-       A.DeleteEntitiesArgs, W.delete_entities, destructive=True, idempotent=True),
+       A.DeleteEntitiesArgs, W.delete_entities, X.Deleted, destructive=True, idempotent=True),
     _w("delete_observations", "Delete Observations",
        "Delete specific observations from entities: [{entityName, observations[]}].",
-       A.DeleteObservationsArgs, W.delete_observations, destructive=True, idempotent=True),
+       A.DeleteObservationsArgs, W.delete_observations, X.Deleted, destructive=True, idempotent=True),
     _w("delete_relations", "Delete Relations",
        "Delete multiple relations {from, to, relationType} from the knowledge graph.",
-       A.RelationsArgs, W.delete_relations, destructive=True, idempotent=True),
+       A.RelationsArgs, W.delete_relations, X.Deleted, destructive=True, idempotent=True),
     _w("upsert_entities", "Upsert Entities",
        "Create entities that do not exist and update those that do: a given entityType replaces the stored one "
        "(refused for an entity another repository also uses), observations not yet present are added. Returns "
        "{name, entityType, created, addedObservations} per entity.",
-       A.UpsertEntitiesArgs, W.upsert_entities, idempotent=True),
+       A.UpsertEntitiesArgs, W.upsert_entities, X.UpsertedEntities, idempotent=True),
     _w("merge_entities", "Merge Entities",
        "Fold the `sources` entities into `target` (created if missing): observations move (duplicates dropped), "
        "relations are re-pointed (duplicates folded, self-loops between merged entities dropped), sources deleted.",
-       A.MergeEntitiesArgs, W.merge_entities, destructive=True),
+       A.MergeEntitiesArgs, W.merge_entities, X.Merged, destructive=True),
     _w("compact", "Compact Graph",
        "Remove repeated observations of the same entity (keeping the oldest) and optimize the full-text indexes.",
-       A.NoArgs, W.compact, destructive=True, idempotent=True),
+       A.NoArgs, W.compact, X.Compacted, destructive=True, idempotent=True),
     _r("read_graph", "Read Graph",
        "Read the knowledge graph a page of entities at a time, with the relations leaving them; optional "
        "entityType filter." + _PAGE + _MODE,
-       A.ReadGraphArgs, R.read_graph),
+       A.ReadGraphArgs, R.read_graph, X.NodesPage),
     _r("search_nodes", "Search Nodes",
        "Search entities whose name, type or observations contain every word of the query (words match as "
        "prefixes, full-text index); returns them best first with relations touching them." + _PAGE + _MODE,
-       A.SearchNodesArgs, R.search_nodes),
+       A.SearchNodesArgs, R.search_nodes, X.NodesPage),
     _r("open_nodes", "Open Nodes",
        "Open specific entities by name, with the relations touching them; `missing` lists unknown names."
        + _PAGE + _MODE,
-       A.OpenNodesArgs, R.open_nodes),
+       A.OpenNodesArgs, R.open_nodes, X.NamedNodesPage),
     _r("batch_get_entities", "Batch Get Entities",
        "Fetch up to 1,000 entities by name (no relations); `missing` lists unknown names." + _PAGE + _MODE,
-       A.BatchGetArgs, R.batch_get_entities),
+       A.BatchGetArgs, R.batch_get_entities, X.NamedNodesPage),
     _r("get_entity", "Get Entity", "Fetch one entity by name: {name, entityType, observations}.",
-       A.NameArgs, R.get_entity),
+       A.NameArgs, R.get_entity, X.Entity),
     _r("entity_exists", "Entities Exist", "Check which of up to 1,000 names are entities: {exists: {name: bool}, missing}.",
-       A.ExistsArgs, R.entity_exists),
+       A.ExistsArgs, R.entity_exists, X.ExistsResult),
     _r("graph_stats", "Graph Statistics",
        "Counts of entities, relations, observations, entity types and relation types in the visible graph.",
-       A.NoArgs, R.graph_stats),
+       A.NoArgs, R.graph_stats, X.GraphStats),
     _r("search_relations", "Search Relations",
        "Relations filtered by any of from, to and relationType (all optional)." + _PAGE,
-       A.SearchRelationsArgs, R.search_relations),
+       A.SearchRelationsArgs, R.search_relations, X.RelationsPage),
     _r("describe_entity", "Describe Entity",
        "One entity with its observations, degree and incident relations (outgoing first)." + _PAGE,
-       A.DescribeArgs, R.describe_entity),
-    _r("degree", "Degree", "In-, out- and total degree (relation counts) of one entity.", A.NameArgs, R.degree),
+       A.DescribeArgs, R.describe_entity, X.Description),
+    _r("degree", "Degree", "In-, out- and total degree (relation counts) of one entity.", A.NameArgs, R.degree, X.NamedDegree),
     _r("find_path", "Find Path",
        "A shortest path between two entities (fewest relations), following relations in both directions unless "
        "directed is true; maxDepth 1-16 (default 6).",
-       A.PathArgs, R.find_path),
+       A.PathArgs, R.find_path, X.PathResult),
     _r("find_all_paths", "Find All Paths",
        "Simple paths (no entity twice, so cycles end) between two entities, shortest first; maxDepth 1-10 "
        "(default 4), limit 1-100 (default 20); truncated says whether more may exist.",
-       A.AllPathsArgs, R.find_all_paths),
+       A.AllPathsArgs, R.find_all_paths, X.AllPaths),
     _r("extract_subgraph", "Extract Subgraph",
        "The entities within `depth` hops (0-16, default 1) of the given ones, nearest first, with the relations "
        "among them." + _PAGE + _MODE,
-       A.SubgraphArgs, R.extract_subgraph),
+       A.SubgraphArgs, R.extract_subgraph, X.NamedNodesPage),
     _r("get_neighbors", "Get Neighbors",
        "Entities within depth 1-16 (default 1) of one entity, with their distance; direction both|outgoing|incoming, "
        "optional relationType." + _PAGE + " mode: full | summary (default, name and type) | names.",
-       A.NeighborsArgs, R.get_neighbors),
+       A.NeighborsArgs, R.get_neighbors, X.Neighbors),
     _r("list_entity_types", "List Entity Types", "Entity types with their counts, most used first." + _PAGE,
-       A.TypesArgs, R.list_entity_types),
+       A.TypesArgs, R.list_entity_types, X.EntityTypes),
     _r("list_relation_types", "List Relation Types", "Relation types with their counts, most used first." + _PAGE,
-       A.TypesArgs, R.list_relation_types),
+       A.TypesArgs, R.list_relation_types, X.RelationTypes),
     _r("export_graph", "Export Graph",
        "The visible graph in the reference memory server's memory.jsonl format (one JSON object per line, "
        "entities then relations), a page of lines at a time (offset/limit over lines; join pages with a newline).",
-       A.ExportArgs, R.export_graph),
+       A.ExportArgs, R.export_graph, X.ExportPage),
 ]  # fmt: skip

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from msgspec import UNSET
+
 from ...supervisors.context import CallContext
+from . import results as X
 from . import writes
 from .args import (
     AddObservationsArgs,
@@ -38,6 +41,7 @@ from .writes import EntityIn
 async def _put_entities(
     ctx: CallContext, entities: Sequence[EntityArg | UpsertEntityArg], upsert: bool
 ) -> JsonObject:
+    """The write of create_entities and upsert_entities: their record, before its struct."""
     check_entities(entities)
     items = [EntityIn(e.name, e.entityType, list(e.observations)) for e in entities]
     vectors = await embed_for(
@@ -52,38 +56,38 @@ async def _put_entities(
     return with_warnings({"entities": result}, warnings)
 
 
-async def create_entities(ctx: CallContext, args: CreateEntitiesArgs) -> JsonObject:
-    return await _put_entities(ctx, args.entities, upsert=False)
+async def create_entities(ctx: CallContext, args: CreateEntitiesArgs) -> X.CreatedEntities:
+    return X.to_result(await _put_entities(ctx, args.entities, upsert=False), X.CreatedEntities)
 
 
-async def upsert_entities(ctx: CallContext, args: UpsertEntitiesArgs) -> JsonObject:
-    return await _put_entities(ctx, args.entities, upsert=True)
+async def upsert_entities(ctx: CallContext, args: UpsertEntitiesArgs) -> X.UpsertedEntities:
+    return X.to_result(await _put_entities(ctx, args.entities, upsert=True), X.UpsertedEntities)
 
 
-async def create_relations(ctx: CallContext, args: RelationsArgs) -> JsonObject:
+async def create_relations(ctx: CallContext, args: RelationsArgs) -> X.CreatedRelations:
     check_relations(args.relations)
     items = [(r.from_, r.relationType, r.to) for r in args.relations]
     created, warnings = await write(
         ctx, "create_relations", lambda w: writes.create_relations(w, items)
     )
-    return with_warnings({"relations": created}, warnings)
+    return X.to_result(with_warnings({"relations": created}, warnings), X.CreatedRelations)
 
 
-async def add_observations(ctx: CallContext, args: AddObservationsArgs) -> JsonObject:
+async def add_observations(ctx: CallContext, args: AddObservationsArgs) -> X.ObservationsAdded:
     check_observations(args.observations)
     items = [(o.entityName, list(o.contents)) for o in args.observations]
     vectors = await embed_for(ctx.app, [c for _, cs in items for c in cs], [])
     results, warnings = await write(
         ctx, "add_observations", lambda w: writes.add_observations(w, items), vectors
     )
-    return with_warnings({"results": results}, warnings)
+    return X.to_result(with_warnings({"results": results}, warnings), X.ObservationsAdded)
 
 
-def _done(message: str, count: int, warnings: list[str]) -> JsonObject:
-    return with_warnings({"success": True, "message": message, "deleted": count}, warnings)
+def _done(message: str, count: int, warnings: list[str]) -> X.Deleted:
+    return X.Deleted(success=True, message=message, deleted=count, warnings=warnings or UNSET)
 
 
-async def delete_entities(ctx: CallContext, args: DeleteEntitiesArgs) -> JsonObject:
+async def delete_entities(ctx: CallContext, args: DeleteEntitiesArgs) -> X.Deleted:
     check_names(args.entityNames, "entityNames")
     n, warnings = await write(
         ctx, "delete_entities", lambda w: writes.delete_entities(w, args.entityNames)
@@ -91,7 +95,7 @@ async def delete_entities(ctx: CallContext, args: DeleteEntitiesArgs) -> JsonObj
     return _done("Entities deleted successfully", n, warnings)
 
 
-async def delete_observations(ctx: CallContext, args: DeleteObservationsArgs) -> JsonObject:
+async def delete_observations(ctx: CallContext, args: DeleteObservationsArgs) -> X.Deleted:
     items = [(d.entityName, list(d.observations)) for d in args.deletions]
     n, warnings = await write(
         ctx, "delete_observations", lambda w: writes.delete_observations(w, items)
@@ -99,21 +103,21 @@ async def delete_observations(ctx: CallContext, args: DeleteObservationsArgs) ->
     return _done("Observations deleted successfully", n, warnings)
 
 
-async def delete_relations(ctx: CallContext, args: RelationsArgs) -> JsonObject:
+async def delete_relations(ctx: CallContext, args: RelationsArgs) -> X.Deleted:
     check_relations(args.relations)
     items = [(r.from_, r.relationType, r.to) for r in args.relations]
     n, warnings = await write(ctx, "delete_relations", lambda w: writes.delete_relations(w, items))
     return _done("Relations deleted successfully", n, warnings)
 
 
-async def merge_entities(ctx: CallContext, args: MergeEntitiesArgs) -> JsonObject:
+async def merge_entities(ctx: CallContext, args: MergeEntitiesArgs) -> X.Merged:
     check_merge(args)
     result, warnings = await write(
         ctx, "merge_entities", lambda w: merge(w, args.sources, args.target, args.entityType)
     )
-    return with_warnings(result, warnings)
+    return X.to_result(with_warnings(result, warnings), X.Merged)
 
 
-async def compact(ctx: CallContext, args: NoArgs) -> JsonObject:
+async def compact(ctx: CallContext, args: NoArgs) -> X.Compacted:
     result, warnings = await write(ctx, "compact", writes.compact)
-    return with_warnings(result, warnings)
+    return X.to_result(with_warnings(result, warnings), X.Compacted)

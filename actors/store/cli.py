@@ -29,6 +29,7 @@ from . import limits, tools, transfer
 from .doctor import cmd_doctor
 from .import_file import ImportRefused, numbered_lines, open_import, printable
 from .memories import list_memories
+from .results import Memory, memory_result
 from .runner import (
     check_export_target,
     check_text,
@@ -75,10 +76,11 @@ def _read_stdin_text() -> str:
         ) from None
 
 
-def _when(ts: float | None) -> str:
-    if ts is None:
+def _when(iso: str | None) -> str:
+    """A result's ISO 8601 UTC time in the local time zone, to the minute."""
+    if iso is None:
         return "never"
-    return dt.datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M")
+    return dt.datetime.fromisoformat(iso).astimezone().strftime("%Y-%m-%d %H:%M")
 
 
 def _one_line(text: str, width: int = 100) -> str:
@@ -148,7 +150,7 @@ def cmd_remember(args: argparse.Namespace, run: AppRunner) -> int:
             result,
             lambda r: (
                 f"remembered #{r['id']} in {', '.join(r['scopes'])}"
-                + "".join(f"\nwarning: {w}" for w in r["warnings"])
+                + "".join(f"\nwarning: {w}" for w in r.get("warnings", []))
             ),
         )
         return 0
@@ -166,9 +168,10 @@ def cmd_list(args: argparse.Namespace, run: AppRunner) -> int:
         rows = await store.read(
             lambda conn: list_memories(conn, selection, args.type, args.limit, args.offset)
         )
+        memories = msgspec.to_builtins([memory_result(row, Memory) for row in rows])
         emit(
             args,
-            rows,
+            memories,
             lambda rs: (
                 "\n".join(_memory_line(m) for m in rs) or f"no memories in {', '.join(selection)}"
             ),
@@ -199,7 +202,7 @@ def cmd_search(args: argparse.Namespace, run: AppRunner) -> int:
 
         def human(r: dict[str, Any]) -> str:
             lines = _grouped(r["memories"], r["scopes"]) or ["no matching memories"]
-            return "\n".join(lines + [f"warning: {w}" for w in r["warnings"]])
+            return "\n".join(lines + [f"warning: {w}" for w in r.get("warnings", [])])
 
         emit(args, result, human)
         return 0

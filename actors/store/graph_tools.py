@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any
+
+import msgspec
 
 from ...supervisors.context import CallContext
 from . import limits
@@ -21,6 +22,7 @@ from .entities import (
 from .memories import now
 from .ownership import Ownership
 from .paths import graph_paths
+from .results import GraphResult, RelateResult
 from .scope_rows import ensure_scope
 from .services import embed, embedder_of, policy_of, scoped, store_of
 from .tool_args import GraphArgs, RelateArgs
@@ -28,7 +30,7 @@ from .vectors import Vec, change_of, put_vector
 from .writer import Written
 
 
-async def relate(ctx: CallContext, args: RelateArgs) -> dict[str, Any]:
+async def relate(ctx: CallContext, args: RelateArgs) -> RelateResult:
     app = ctx.app
     store = store_of(app)
     policy = await policy_of(ctx)
@@ -100,14 +102,15 @@ async def relate(ctx: CallContext, args: RelateArgs) -> dict[str, Any]:
 
     result = await store.write(op, name="relate")
     result["warnings"] = [*warnings, *result["warnings"]]
-    return result
+    return msgspec.convert(result, RelateResult)
 
 
-async def graph(ctx: CallContext, args: GraphArgs) -> dict[str, Any]:
+async def graph(ctx: CallContext, args: GraphArgs) -> GraphResult:
     store = store_of(ctx.app)
     selection = await scoped((await policy_of(ctx)).select, args.scopes)
-    return await store.read(
+    paths = await store.read(
         lambda conn: graph_paths(
             conn, args.entity, args.direction, args.max_depth, args.limit, selection
         )
     )
+    return msgspec.convert(paths, GraphResult)

@@ -16,6 +16,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+import msgspec
+
 from ...protocol.errors import BadArgument, DomainError
 from ...supervisors import trace
 from ...supervisors.context import AppContext, CallContext
@@ -35,6 +37,19 @@ from .memories import (
     update_memory,
     visible,
     writable_memory,
+)
+from .results import (
+    ForgetResult,
+    InspectResult,
+    ListScopesResult,
+    Ranking,
+    RecallResult,
+    RememberResult,
+    ScopeInfo,
+    ScoredMemory,
+    StatsResult,
+    UpdateResult,
+    memory_result,
 )
 from .scope_rows import scope_counts, scope_ids
 from .scopes import GLOBAL
@@ -61,7 +76,7 @@ from .vectors import Vec
 from .writer import ACTOR, Written
 
 
-async def remember(ctx: CallContext, args: RememberArgs) -> dict[str, Any]:
+async def remember(ctx: CallContext, args: RememberArgs) -> RememberResult:
     app = ctx.app
     store = store_of(app)
     content = clean_text(args.content, "content")
@@ -124,7 +139,7 @@ async def remember(ctx: CallContext, args: RememberArgs) -> dict[str, Any]:
     result = await store.write(op, name="remember")
     result["memory_type"] = memory_type
     result["warnings"] = [*warnings, *result["warnings"]]
-    return result
+    return msgspec.convert(result, RememberResult)
 
 
 async def rank(
@@ -134,7 +149,7 @@ async def rank(
     memory_type: str | None,
     limit: int,
     use_embeddings: bool,
-) -> tuple[list[tuple[int, float]], str, list[str]]:
+) -> tuple[list[tuple[int, float]], Ranking, list[str]]:
     """Ranked (memory id, score) within ``selection``: semantic ranker when asked and running, else lexical."""
     store = store_of(app)
     warnings: list[str] = []
@@ -160,7 +175,7 @@ async def rank(
     return ranked, "lexical", warnings
 
 
-async def recall(ctx: CallContext, args: RecallArgs) -> dict[str, Any]:
+async def recall(ctx: CallContext, args: RecallArgs) -> RecallResult:
     app = ctx.app
     store = store_of(app)
     selection = await scoped((await policy_of(ctx)).select, args.scopes)
@@ -178,36 +193,40 @@ async def recall(ctx: CallContext, args: RecallArgs) -> dict[str, Any]:
         trace.warning(ACTOR, "recall_access_not_recorded", error=str(exc))
         rows = await store.read(lambda conn: ranked_rows(conn, selection, ranked))
         warnings.append(f"the access could not be recorded ({exc}); results are unaffected")
-    return {"memories": rows, "scopes": selection, "ranking": ranking, "warnings": warnings}
+    return RecallResult(
+        memories=[memory_result(row, ScoredMemory) for row in rows],
+        scopes=selection,
+        ranking=ranking,
+        warnings=warnings,
+    )
 
 
-async def stats(ctx: CallContext, args: StatsArgs) -> dict[str, Any]:
+async def stats(ctx: CallContext, args: StatsArgs) -> StatsResult:
     store = store_of(ctx.app)
     result = await store.read(counts)
-    result["current_scope"] = (await policy_of(ctx)).current
-    return result
+    return StatsResult(**result, current_scope=(await policy_of(ctx)).current)
 
 
-async def list_scopes(ctx: CallContext, args: ListScopesArgs) -> dict[str, Any]:
+async def list_scopes(ctx: CallContext, args: ListScopesArgs) -> ListScopesResult:
     store = store_of(ctx.app)
     stored = await store.read(scope_counts)
     policy = await policy_of(ctx)
     names = sorted(set(stored) | {policy.current, GLOBAL})
-    return {
-        "current_scope": policy.current,
-        "scopes": [
-            {
-                "name": n,
-                "is_current": n == policy.current,
-                "writable": n in policy.writable,
-                "memories": stored.get(n, 0),
-            }
+    return ListScopesResult(
+        current_scope=policy.current,
+        scopes=[
+            ScopeInfo(
+                name=n,
+                is_current=n == policy.current,
+                writable=n in policy.writable,
+                memories=stored.get(n, 0),
+            )
             for n in names
         ],
-    }
+    )
 
 
-async def inspect(ctx: CallContext, args: InspectArgs) -> dict[str, Any]:
+async def inspect(ctx: CallContext, args: InspectArgs) -> InspectResult:
     store = store_of(ctx.app)
     selection = await scoped((await policy_of(ctx)).select, args.scopes)
 
@@ -220,10 +239,10 @@ async def inspect(ctx: CallContext, args: InspectArgs) -> dict[str, Any]:
         assert updated is not None
         return updated
 
-    return await store.write(op, name="inspect")
+    return memory_result(await store.write(op, name="inspect"), InspectResult)
 
 
-async def update(ctx: CallContext, args: UpdateArgs) -> dict[str, Any]:
+async def update(ctx: CallContext, args: UpdateArgs) -> UpdateResult:
     app = ctx.app
     store = store_of(app)
     if args.content is None and args.memory_type is None and args.importance is None:
@@ -257,11 +276,10 @@ async def update(ctx: CallContext, args: UpdateArgs) -> dict[str, Any]:
         return Written(result, changes)
 
     result = await store.write(op, name="update")
-    result["warnings"] = warnings
-    return result
+    return memory_result(result, UpdateResult, warnings=warnings)
 
 
-async def forget(ctx: CallContext, args: ForgetArgs) -> dict[str, Any]:
+async def forget(ctx: CallContext, args: ForgetArgs) -> ForgetResult:
     store = store_of(ctx.app)
     policy = await policy_of(ctx)
     selection = await scoped(policy.write_selection, args.scopes)
@@ -270,4 +288,4 @@ async def forget(ctx: CallContext, args: ForgetArgs) -> dict[str, Any]:
         result, changes = delete_memory(conn, args.id, policy, selection)
         return Written(result, changes)
 
-    return await store.write(op, name="forget")
+    return msgspec.convert(await store.write(op, name="forget"), ForgetResult)

@@ -8,6 +8,7 @@ share (the store handle, the embedder, argument checks) in `services`.
 from __future__ import annotations
 
 from ...protocol.tools import Tool
+from . import results as R
 from .graph_tools import graph, relate
 from .memory_tools import forget, inspect, list_scopes, recall, remember, stats, update
 from .services import embed, embedder_of, policy_of, store_of
@@ -42,6 +43,7 @@ TOOLS = [
         ),
         args=RememberArgs,
         handler=remember,
+        result=R.RememberResult,
     ),
     Tool(
         name="recall",
@@ -53,6 +55,7 @@ TOOLS = [
         ),
         args=RecallArgs,
         handler=recall,
+        result=R.RecallResult,
     ),
     Tool(
         name="stats",
@@ -60,6 +63,7 @@ TOOLS = [
         description="Counts of memories, scopes, entities and edges (relations) in the store.",
         args=StatsArgs,
         handler=stats,
+        result=R.StatsResult,
         read_only=True,
         idempotent=True,
     ),
@@ -72,6 +76,7 @@ TOOLS = [
         ),
         args=ListScopesArgs,
         handler=list_scopes,
+        result=R.ListScopesResult,
         read_only=True,
         idempotent=True,
     ),
@@ -85,6 +90,7 @@ TOOLS = [
         ),
         args=RelateArgs,
         handler=relate,
+        result=R.RelateResult,
         idempotent=True,
     ),
     Tool(
@@ -96,6 +102,7 @@ TOOLS = [
         ),
         args=GraphArgs,
         handler=graph,
+        result=R.GraphResult,
         read_only=True,
         idempotent=True,
     ),
@@ -108,6 +115,7 @@ TOOLS = [
         ),
         args=InspectArgs,
         handler=inspect,
+        result=R.InspectResult,
     ),
     Tool(
         name="update",
@@ -118,6 +126,7 @@ TOOLS = [
         ),
         args=UpdateArgs,
         handler=update,
+        result=R.UpdateResult,
         idempotent=True,
     ),
     Tool(
@@ -127,6 +136,7 @@ TOOLS = [
         + _SCOPE_NOTE,
         args=ForgetArgs,
         handler=forget,
+        result=R.ForgetResult,
         destructive=True,
         idempotent=True,
     ),

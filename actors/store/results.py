@@ -1,0 +1,196 @@
+"""The memory tools' results: one msgspec struct per tool, whose JSON Schema is its ``outputSchema``.
+
+Field names are the same across the tools for the same thing: a memory is
+``id``, ``content``, ``memory_type``, ``importance``, ``scopes``,
+``created_at``, ``updated_at``, ``last_accessed_at``, ``access_count``; an
+entity ``{id, name, kind}``; a relation ``{id, source, relation, target}``;
+``created`` (a boolean) says a call made the row. Times are ISO 8601 in UTC
+(``2026-11-30T21:06:24.415286Z``), scores have four significant digits, and
+``warnings`` is present only when there is one (``omit_defaults``).
+
+The store keeps epoch seconds (and so do export files); `time_of` converts at
+this edge, for the tools and the CLI's ``--json`` alike.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, TypeVar
+
+import msgspec
+
+Time = Annotated[
+    dt.datetime,
+    msgspec.Meta(description="ISO 8601 time in UTC", extra_json_schema={"format": "date-time"}),
+]
+Score = Annotated[
+    float, msgspec.Meta(description="relevance, higher is better (4 significant digits)")
+]
+SCORE_DIGITS = 4
+Created = Annotated[bool, msgspec.Meta(description="true when this call created it")]
+Warnings = Annotated[
+    list[str],
+    msgspec.Meta(description="what was kept or truncated; present only when there is one"),
+]
+Ranking = Literal["lexical", "semantic"]
+Scopes = Annotated[list[str], msgspec.Meta(description="`global` or `repo:/absolute/path`")]
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+def time_of(ts: float) -> dt.datetime:
+    """Epoch seconds as an aware UTC datetime (encoded ``...Z``)."""
+    return dt.datetime.fromtimestamp(ts, dt.UTC)
+
+
+def score_of(value: float) -> float:
+    """``value`` to `SCORE_DIGITS` significant digits: what a reader can compare, not noise."""
+    return float(f"{value:.{SCORE_DIGITS}g}")
+
+
+class EntityRef(msgspec.Struct):
+    id: int
+    name: str
+    kind: str
+
+
+class LinkedEntity(EntityRef):
+    created: Created
+
+
+class RelationRef(msgspec.Struct):
+    id: int
+    source: str
+    relation: str
+    target: str
+
+
+class LinkedRelation(RelationRef):
+    created: Created
+
+
+class Memory(msgspec.Struct, kw_only=True):
+    id: int
+    content: str
+    memory_type: str
+    importance: float
+    created_at: Time
+    updated_at: Time
+    last_accessed_at: Annotated[
+        Time | None, msgspec.Meta(description="ISO 8601 time in UTC; null: never read")
+    ]
+    access_count: Annotated[int, msgspec.Meta(description="times recall or inspect returned it")]
+    scopes: Scopes
+
+
+class ScoredMemory(Memory, kw_only=True):
+    score: Score
+
+
+class InspectResult(Memory, kw_only=True):
+    entities: list[EntityRef]
+    relations: list[RelationRef]
+
+
+class UpdateResult(Memory, kw_only=True, omit_defaults=True):
+    changed: Annotated[list[str], msgspec.Meta(description="the fields this call changed")]
+    warnings: Warnings = msgspec.field(default_factory=list)
+
+
+class RememberResult(msgspec.Struct, kw_only=True, omit_defaults=True):
+    id: int
+    memory_type: str
+    scopes: Scopes
+    entities: list[LinkedEntity]
+    relations: list[LinkedRelation]
+    warnings: Warnings = msgspec.field(default_factory=list)
+
+
+class RecallResult(msgspec.Struct, kw_only=True, omit_defaults=True):
+    memories: Annotated[list[ScoredMemory], msgspec.Meta(description="best first")]
+    scopes: Annotated[list[str], msgspec.Meta(description="the scopes searched")]
+    ranking: Annotated[
+        Ranking,
+        msgspec.Meta(description="semantic: embeddings and graph; lexical: SQLite FTS5 BM25"),
+    ]
+    warnings: Warnings = msgspec.field(default_factory=list)
+
+
+class StatsResult(msgspec.Struct):
+    memories: int
+    scopes: int
+    entities: int
+    edges: int
+    vectors: int
+    recall_log: int
+    current_scope: str
+
+
+class ScopeInfo(msgspec.Struct):
+    name: str
+    is_current: Annotated[bool, msgspec.Meta(description="the calling session's repository")]
+    writable: Annotated[bool, msgspec.Meta(description="this server may write to it")]
+    memories: int
+
+
+class ListScopesResult(msgspec.Struct):
+    current_scope: str
+    scopes: list[ScopeInfo]
+
+
+class RelateResult(msgspec.Struct, kw_only=True, omit_defaults=True):
+    id: int
+    source: EntityRef
+    relation: str
+    target: EntityRef
+    metadata: dict[str, Any]
+    created: Created
+    scopes: Scopes
+    warnings: Warnings = msgspec.field(default_factory=list)
+
+
+class Edge(msgspec.Struct):
+    source: str
+    relation: str
+    target: str
+
+
+class GraphPath(msgspec.Struct):
+    depth: int
+    end: str
+    edges: list[Edge]
+
+
+class GraphResult(msgspec.Struct):
+    entity: EntityRef
+    direction: Literal["both", "incoming", "outgoing"]
+    paths: Annotated[list[GraphPath], msgspec.Meta(description="breadth first")]
+    truncated: Annotated[bool, msgspec.Meta(description="more paths exist than `limit`")]
+
+
+class ForgetResult(msgspec.Struct):
+    id: int
+    forgotten: bool
+    scopes: Scopes
+
+
+Row = Mapping[str, object]
+_TIMES = ("created_at", "updated_at", "last_accessed_at")
+
+
+def memory_fields(row: Row) -> dict[str, object]:
+    """A stored memory row (epoch times) as result fields (UTC datetimes)."""
+    out = dict(row)
+    for key in _TIMES:
+        value = out.get(key)
+        if isinstance(value, int | float):
+            out[key] = time_of(value)
+    score = out.get("score")
+    if isinstance(score, int | float):
+        out["score"] = score_of(score)
+    return out
+
+
+def memory_result(row: Row, struct: type[S], **extra: object) -> S:
+    """``row`` (plus ``extra`` fields) as ``struct``; a shape mismatch raises `msgspec.ValidationError`."""
+    return msgspec.convert({**memory_fields(row), **extra}, struct)
