@@ -270,7 +270,7 @@ async def child_session(
             proc.kill()
 
 
-async def children_attached(env: dict[str, str], home: Path) -> None:
+def children_attached(env: dict[str, str], home: Path) -> None:
     """Wait until a probe child reports that it attached (the serve is up)."""
     probe = subprocess.run(
         [*memtrio_cmd(), "mcp"],

@@ -41,8 +41,12 @@ import trio
 from . import runtime as runtime_file
 from .listen import is_loopback
 
-# How long the server may take to accept a connection, check the token and answer a ping.
+# How long the server may take to accept the probe's connection.
 PROBE_TIMEOUT = 0.3
+# How long a server that accepted the connection may take to check the token and answer
+# the ping: it is alive and listening, only busy (fifty children starting at once on two
+# cores); giving up on it would start a second, embedded server with its own model.
+BUSY_PROBE_TIMEOUT = 5.0
 PROBE_ID = "memtrio-attach-probe"
 READ_SIZE = 65536
 ROOT_META = "memtrio/root"
@@ -62,8 +66,8 @@ async def find_owner(home: Path) -> Owner | None:
 
     A runtime file whose process is dead, whose endpoint refuses the connection, or
     that is not a runtime file is stale: it is removed (if it did not change
-    meanwhile). One whose process lives but does not answer within `PROBE_TIMEOUT`
-    is ignored and kept (a busy server, or a pid reused by another program: the
+    meanwhile). One whose process lives but does not accept within `PROBE_TIMEOUT`
+    (or accepts but does not answer within `BUSY_PROBE_TIMEOUT`) is ignored and kept (a busy server, or a pid reused by another program: the
     next server replaces it).
     """
     found, raw = runtime_file.read(home)
@@ -88,11 +92,16 @@ async def find_owner(home: Path) -> Owner | None:
 
 
 async def probe(
-    host: str, port: int, token: str, timeout: float = PROBE_TIMEOUT
+    host: str,
+    port: int,
+    token: str,
+    timeout: float = PROBE_TIMEOUT,
+    busy_timeout: float = BUSY_PROBE_TIMEOUT,
 ) -> tuple[trio.SocketStream, bytes] | None:
-    """Connect, send the token and a ``ping``; the connection and what followed the pong.
+    """Connect (within ``timeout``), send the token and a ``ping``; the connection and
+    what followed the pong (within ``busy_timeout`` of the connection).
 
-    None when the endpoint does not answer in time, or answers something else.
+    None when the endpoint does not accept or answer in time, or answers something else.
 
     Error handling: `ConnectionRefusedError` (nothing listens there) propagates;
     other failures are None.
@@ -101,6 +110,9 @@ async def probe(
     try:
         with trio.move_on_after(timeout):
             stream = await trio.open_tcp_stream(host, port)
+        if stream is None:
+            return None
+        with trio.move_on_after(busy_timeout):
             ping = msgspec.json.encode({"jsonrpc": "2.0", "id": PROBE_ID, "method": "ping"})
             await stream.send_all(token.encode() + b"\n" + ping + b"\n")
             buffer = b""
