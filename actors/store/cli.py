@@ -399,6 +399,9 @@ def _scope_flag(parser: argparse.ArgumentParser, help_text: str) -> None:
     parser.add_argument("--scope", action="append", metavar="SCOPE", help=help_text)
 
 
+DIRECTIONS = ("both", "incoming", "outgoing")  # of `memtrio graph`: the relations it follows
+
+
 def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
     read_scope = "`global` or `repo:/abs/path` to read (repeatable; default: current repository), plus `global`"
     p = _parser(
@@ -444,10 +447,7 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
     p = _parser(sub, "graph", "show relation paths around an entity", cmd_graph)
     p.add_argument("entity", help="the entity's name (case and spacing ignored)")
     p.add_argument(
-        "--direction",
-        choices=["both", "incoming", "outgoing"],
-        default="both",
-        help="which relations to follow (default both)",
+        "--direction", choices=DIRECTIONS, default="both", help="relations to follow (default both)"
     )
     p.add_argument("--depth", type=int, default=2, help="1 to 3 (default 2)")
     p.add_argument("--limit", type=int, default=50, help="1 to 100 paths (default 50)")
