@@ -19,6 +19,7 @@ recorded in ``violations``.
 
 from __future__ import annotations
 
+import codecs
 import json
 import socket
 import struct
@@ -35,8 +36,10 @@ HEADER_LIMIT = 65536
 READ_SIZE = 65536
 
 
-def _reset_on_close(stream: trio.SocketStream) -> None:
+def _reset_on_close(stream: trio.abc.Stream) -> None:
     """Make closing ``stream`` send a TCP reset (SO_LINGER 0) instead of a FIN."""
+    if not isinstance(stream, trio.SocketStream):
+        return
     try:
         stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     except OSError:
@@ -105,7 +108,7 @@ class HttpResponse:
 
     status: int
     headers: dict[str, str]
-    stream: trio.SocketStream
+    stream: trio.abc.Stream
     buffer: bytearray  # body bytes already received (still chunk-encoded)
     _decoded: bytearray = field(default_factory=bytearray)
     _chunk_left: int = 0  # bytes of the current chunk still to come (chunked bodies)
@@ -178,11 +181,12 @@ class HttpResponse:
 
     async def events(self) -> AsyncIterator[SseEvent]:
         """The SSE events of the body, one by one as they arrive."""
+        decoder = codecs.getincrementaldecoder("utf-8")()
         pending = ""
         event_id: str | None = None
         data: list[str] = []
         async for chunk in self.chunks():
-            pending += chunk.decode()
+            pending += decoder.decode(chunk)
             while "\n" in pending:
                 line, pending = pending.split("\n", 1)
                 line = line.rstrip("\r")
@@ -352,7 +356,7 @@ class HttpSession:
             raise NoReply(
                 f"{self.label}: no reply to request {rid!r} within {timeout:g} s"
             ) from None
-        except OSError as exc:
+        except (OSError, trio.BrokenResourceError) as exc:
             raise ServerGone(f"{self.label}: {type(exc).__name__}: {exc}") from None
 
     async def call_tool(self, name: str, arguments: object, *, timeout: float = 60.0) -> Reply:
