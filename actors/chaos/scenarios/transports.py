@@ -346,9 +346,13 @@ async def kill_owner_under_load(run: Run, owner: ServeProcess, ledger: Ledger, t
         await trio.sleep(run.rng.uniform(0.3, 0.8))
         owner.kill9()
         run.out.faults += 1
-    await owner.process.wait()
+        await owner.process.wait()
+        with trio.move_on_after(GONE_WITHIN):
+            for child in children:
+                await child.process.wait()
+        nursery.cancel_scope.cancel()  # the writes of a child that hangs
     for child in children:
-        code = await child.wait_exit(GONE_WITHIN)
+        code = child.process.returncode
         if code is None:
             run.out.violations.append(f"a child still runs {GONE_WITHIN:g} s after the kill")
             child.kill9()
