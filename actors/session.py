@@ -154,6 +154,8 @@ class Session:
         try:
             if faults.ACTIVE:
                 await faults.hit("session.dispatch")
+                # One connection's session only: session.dispatch:tcp-3, :http-2, :stdio.
+                await faults.hit("session.dispatch:" + self.state.name.removesuffix(".session"))
             if in_batch and msg.method == "initialize" and msg.has_id:
                 await answer.error(
                     msg.id,

@@ -58,8 +58,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "chaos",
         help="run the fault-injection suite against real server processes and check invariants",
         description=(
-            "Start real `memtrio mcp` servers, drive them with a line-level MCP client, inject faults "
-            "(MEMTRIO_FAULTS, kill -9, locks, a full or read-only disk, malformed traffic) and check that "
+            "Start real `memtrio mcp` and `memtrio serve` servers, drive them with MCP clients of its "
+            "own (stdio, TCP, HTTP), inject faults (MEMTRIO_FAULTS, kill -9, locks, a full or read-only "
+            "disk, malformed traffic, dropped connections) and check that "
             "every request is answered and no acknowledged write is lost. One line per scenario, then a "
             "summary table; exit 1 if any invariant broke."
         ),

@@ -1,4 +1,5 @@
-"""A line-level MCP client of a real ``memtrio mcp`` child process.
+"""A line-level MCP client of a real ``memtrio mcp`` child process (and of any line-framed
+stream: `LineClient`, which the TCP client of ``netclient`` shares).
 
 The chaos harness needs what a polite client never does: pipelined requests,
 raw bytes, duplicate ids, a ``kill -9`` in the middle of a burst. So it speaks
@@ -23,7 +24,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
@@ -74,6 +75,24 @@ def server_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, 
     return env
 
 
+class Caller(Protocol):
+    """What the load drivers need of a client: a ``memtrio mcp`` child, a TCP or an HTTP session."""
+
+    @property
+    def gone(self) -> bool: ...
+
+    async def request(
+        self,
+        method: str,
+        params: object = None,
+        *,
+        rid: RequestId | None = None,
+        timeout: float = 30.0,
+    ) -> Reply: ...
+
+    async def call_tool(self, name: str, arguments: object, *, timeout: float = 60.0) -> Reply: ...
+
+
 @dataclass
 class Stats:
     sent: int = 0  # lines written to the server
@@ -83,17 +102,17 @@ class Stats:
     orphans: list[RequestId | None] = field(default_factory=list)  # responses nobody waits for
 
 
-class ServerProcess:
-    """One running ``memtrio mcp`` child and its line reader.
+class LineClient:
+    """JSON-RPC 2.0 over one line-framed byte stream, pipelined: each request waits for its
+    own reply by id.
 
-    Started by `start_server`; ``request`` pipelines freely (each call waits
-    for its own reply by id).
+    Subclasses say how bytes go out (`_write`) and run `_read_lines` on what comes
+    in. Every line received is checked (one well-formed JSON-RPC object) and every
+    response must answer a request sent and not answered yet: anything else is a
+    violation, recorded, never raised.
     """
 
-    def __init__(self, process: trio.Process, home: Path, stderr_path: Path) -> None:
-        self.process = process
-        self.home = home
-        self.stderr_path = stderr_path
+    def __init__(self) -> None:
         self.stats = Stats()
         self.violations: list[str] = []
         self._waiting: dict[RequestId, trio.MemorySendChannel[Reply]] = {}
@@ -102,6 +121,10 @@ class ServerProcess:
         self._next_id = 1_000_000
         self._send_lock = trio.Lock()
 
+    async def _write(self, data: bytes) -> None:
+        """Send ``data`` to the peer (raises a trio or OS error when it cannot)."""
+        raise NotImplementedError
+
     # -- sending -----------------------------------------------------------
 
     def new_id(self) -> int:
@@ -109,10 +132,9 @@ class ServerProcess:
         return self._next_id
 
     async def send_bytes(self, data: bytes) -> None:
-        assert self.process.stdin is not None
         async with self._send_lock:
             try:
-                await self.process.stdin.send_all(data)
+                await self._write(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 raise ServerGone(f"cannot write to the server: {exc}") from None
         self.stats.sent += data.count(b"\n") or 1
@@ -219,20 +241,19 @@ class ServerProcess:
 
     # -- reading -----------------------------------------------------------
 
-    async def read_loop(self) -> None:
-        """Read stdout until EOF, routing each response to its waiter."""
-        assert self.process.stdout is not None
+    async def _read_lines(self, stream: trio.abc.ReceiveStream) -> None:
+        """Read ``stream`` until EOF, routing each response to its waiter."""
         buffer = bytearray()
         try:
             while True:
                 try:
-                    chunk = await self.process.stdout.receive_some(65536)
+                    chunk = await stream.receive_some(65536)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                     chunk = b""
                 if not chunk:
                     if buffer.strip():
                         self.violations.append(
-                            f"stdout ended inside a line: {bytes(buffer[:80])!r}"
+                            f"the stream ended inside a line: {bytes(buffer[:80])!r}"
                         )
                     return
                 buffer += chunk
@@ -264,11 +285,34 @@ class ServerProcess:
         except (trio.WouldBlock, trio.BrokenResourceError):
             pass
 
-    # -- lifecycle ---------------------------------------------------------
-
     @property
     def gone(self) -> bool:
         return self._gone.is_set()
+
+
+class ServerProcess(LineClient):
+    """One running ``memtrio mcp`` child and its line reader.
+
+    Started by `start_server`; ``request`` pipelines freely (each call waits
+    for its own reply by id).
+    """
+
+    def __init__(self, process: trio.Process, home: Path, stderr_path: Path) -> None:
+        super().__init__()
+        self.process = process
+        self.home = home
+        self.stderr_path = stderr_path
+
+    async def _write(self, data: bytes) -> None:
+        assert self.process.stdin is not None
+        await self.process.stdin.send_all(data)
+
+    async def read_loop(self) -> None:
+        """Read stdout until EOF (stdout belongs to the protocol: every line is checked)."""
+        assert self.process.stdout is not None
+        await self._read_lines(self.process.stdout)
+
+    # -- lifecycle ---------------------------------------------------------
 
     def kill9(self) -> None:
         if self.process.returncode is None:
@@ -309,10 +353,12 @@ async def start_server(
     cwd: Path | None = None,
     preexec: Callable[[], None] | None = None,
     wrap: list[str] | None = None,
+    stderr_name: str = "server-stderr.txt",
 ) -> ServerProcess:
-    """Spawn the server (its command prefixed by ``wrap``) and its reader task in ``nursery``."""
+    """Spawn the server (its command prefixed by ``wrap``) and its reader task in ``nursery``;
+    its stderr goes to ``home/stderr_name``."""
     home.mkdir(parents=True, exist_ok=True)
-    stderr_path = home / "server-stderr.txt"
+    stderr_path = home / stderr_name
     with open(stderr_path, "ab") as errlog:
         process = await trio.lowlevel.open_process(
             [*(wrap or []), *server_command()],

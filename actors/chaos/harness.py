@@ -24,7 +24,9 @@ from typing import Any
 import trio
 
 from .checks import check_store
-from .client import NoReply, ServerGone, ServerProcess, start_server
+from .client import Caller, NoReply, ServerGone, ServerProcess, start_server
+from .netclient import HttpSession, TcpSession, open_tcp_session
+from .serve import ServeFailed, ServeProcess, start_serve
 
 DB_NAME = "memtrio.sqlite"
 
@@ -135,7 +137,7 @@ def reply_text(reply: Mapping[str, Any]) -> str:
 
 
 async def remember(
-    server: ServerProcess,
+    server: Caller,
     ledger: Ledger,
     content: str,
     *,
@@ -178,7 +180,7 @@ def content_for(tag: str, n: int, rng: random.Random) -> str:
 
 
 async def drive_load(
-    server: ServerProcess,
+    server: Caller,
     ledger: Ledger,
     *,
     tag: str,
@@ -241,7 +243,7 @@ class LogCounts:
 
 
 def log_counts(home: Path) -> LogCounts:
-    """Faults injected and restarts, from ``home``'s trace log."""
+    """Faults injected (delays excepted) and restarts, from ``home``'s trace log."""
     out = LogCounts()
     path = home / "logs" / "memtrio.log"
     if not path.exists():
@@ -259,6 +261,8 @@ def log_counts(home: Path) -> LogCounts:
             except ValueError:
                 continue
             event = rec.get("event")
+            if event == "fault_injected" and rec.get("action") == "delay":
+                continue  # a delay point slows a call down (timing), it breaks nothing
             if event == "fault_injected":
                 out.faults += 1
                 point = str(rec.get("point"))
@@ -321,6 +325,8 @@ class Run:
         self.quick = quick
         self.nursery = nursery
         self.servers: list[ServerProcess] = []
+        self.owners: list[ServeProcess] = []  # memtrio serve processes
+        self.clients: list[TcpSession | HttpSession] = []  # their network sessions
         self.out = Outcome(name)
 
     def home(self, label: str = "home") -> Path:
@@ -337,15 +343,57 @@ class Run:
         preexec: Callable[[], None] | None = None,
         initialize: bool = True,
         wrap: list[str] | None = None,
+        label: str | None = None,
     ) -> ServerProcess:
+        """Start ``memtrio mcp`` on ``home`` (stderr in ``home/LABEL-stderr.txt``, else shared)."""
         full = {"MEMTRIO_FAULTS_SEED": str(self.seed), **(env or {})}
-        server = await start_server(self.nursery, home, full, cwd, preexec, wrap)
+        stderr_name = f"{label}-stderr.txt" if label else "server-stderr.txt"
+        server = await start_server(self.nursery, home, full, cwd, preexec, wrap, stderr_name)
         self.servers.append(server)
         if initialize:
             reply = await server.initialize()
             if "result" not in reply:
                 self.out.violations.append(f"initialize failed: {reply}")
         return server
+
+    async def serve(
+        self, home: Path, transport: str, env: Mapping[str, str] | None = None
+    ) -> ServeProcess:
+        """Start ``memtrio serve --transport TRANSPORT`` on ``home`` and wait until it listens."""
+        full = {"MEMTRIO_FAULTS_SEED": str(self.seed), **(env or {})}
+        owner = await start_serve(home, transport, full)
+        self.owners.append(owner)
+        await owner.wait_ready()
+        return owner
+
+    async def tcp_session(self, owner: ServeProcess, label: str) -> TcpSession:
+        """An initialized TCP session on ``owner``'s attach endpoint (the TCP transport)."""
+        assert owner.attach is not None
+        attach = owner.attach
+        session = await open_tcp_session(
+            self.nursery, attach.host, attach.port, attach.token, label
+        )
+        self.clients.append(session)
+        reply = await session.initialize()
+        if "result" not in reply:
+            self.out.violations.append(f"{label}: initialize failed: {reply}")
+        return session
+
+    async def http_session(
+        self,
+        owner: ServeProcess,
+        label: str,
+        *,
+        drop: Callable[[], bool] | None = None,
+        redrop: Callable[[], bool] | None = None,
+    ) -> HttpSession:
+        """An initialized Streamable HTTP session on ``owner`` (serving ``--transport http``)."""
+        session = HttpSession(owner.url, label, drop=drop, redrop=redrop)
+        self.clients.append(session)
+        reply = await session.initialize()
+        if "result" not in reply:
+            self.out.violations.append(f"{label}: initialize failed: {reply}")
+        return session
 
     async def prefill(
         self, home: Path, ledger: Ledger, count: int, env: Mapping[str, str] | None = None
@@ -377,11 +425,15 @@ class Run:
 
     def collect(self) -> None:
         """Fold the servers' counters and logs into the outcome."""
-        homes = {s.home for s in self.servers}
+        homes = {s.home for s in self.servers} | {o.home for o in self.owners}
         for server in self.servers:
             self.out.requests += server.stats.sent
             self.out.violations.extend(server.violations)
-            for last in unexpected_tracebacks(server.stderr_text()):
+        for client in self.clients:
+            self.out.requests += client.stats.sent
+            self.out.violations.extend(client.violations)
+        for process in [*self.servers, *self.owners]:
+            for last in unexpected_tracebacks(process.stderr_text()):
                 self.out.violations.append(
                     f"a Python traceback reached the server's stderr: {last[:160]}"
                 )
@@ -408,18 +460,19 @@ async def run_scenario(
             run.out.violations.append(
                 f"the scenario did not finish within its budget of {budget:g} s"
             )
-        except (ServerGone, NoReply) as exc:
+        except (ServerGone, NoReply, ServeFailed) as exc:
             run.out.violations.append(f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # noqa: BLE001 - a harness failure is reported, not raised
             run.out.violations.append(f"harness error: {type(exc).__name__}: {exc}")
             run.out.notes.append("".join(traceback.format_exception(exc))[-2000:])
         finally:
-            for server in run.servers:
-                if server.process.returncode is None:
-                    server.kill9()
+            processes = [*run.servers, *run.owners]
+            for process in processes:
+                if process.process.returncode is None:
+                    process.kill9()
             with trio.CancelScope(shield=True), trio.move_on_after(10):
-                for server in run.servers:
-                    await server.process.wait()
+                for process in processes:
+                    await process.process.wait()
             nursery.cancel_scope.cancel()
     run.collect()
     run.out.check_errors()

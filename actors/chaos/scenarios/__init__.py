@@ -6,7 +6,17 @@
 - `disk`: a held write lock, a full disk, a read-only home;
 - `malformed`: malformed JSON-RPC lines and wrong tool arguments;
 - `security`: hostile ``memtrio import`` files and a hostile Git checkout;
-- `storms`: restart storms, until the supervisors give up.
+- `storms`: restart storms, until the supervisors give up;
+- `transports`: a real ``memtrio serve`` (HTTP, TCP, attached ``memtrio mcp`` children)
+  whose clients misbehave or whose process dies: ``net-drop-resume`` (HTTP POST
+  streams cut after the priming event and resumed with ``Last-Event-ID``: each reply
+  exactly once), ``net-clients-vanish`` (TCP and HTTP clients dropping their
+  connections mid-call, round after round, while other sessions write: the live
+  connections come back to the survivors), ``net-handler-crash`` (one TCP and one
+  HTTP connection's Session crash, ``session.dispatch:<connection id>``, while 10+
+  other sessions write unharmed), ``net-owner-killed`` (``kill -9`` of the serve
+  under attached children: each exits 1 with the gone-away line, the stale runtime
+  file is handled, a restarted serve takes new children).
 
 ``QUICK`` is what ``memtrio chaos --quick`` runs (CI, under 3 minutes on two
 cores); ``FULL`` is the development matrix (``tools/chaos.py``). Scenarios run
@@ -33,6 +43,7 @@ from .kills import exit_at_commit, kill9_bursts, kill9_embeddings
 from .malformed import run_malformed
 from .security import hostile_checkout, import_limits
 from .storms import storm_embedder, storm_session, storm_store
+from .transports import net_clients_vanish, net_drop_resume, net_handler_crash, net_owner_killed
 
 QUICK: dict[str, Scenario] = {
     "crash-reader": crash_reader,
@@ -53,6 +64,10 @@ QUICK: dict[str, Scenario] = {
     "storm-session": storm_session,
     "storm-store": storm_store,
     "hostile-checkout": hostile_checkout,
+    "net-drop-resume": net_drop_resume,
+    "net-clients-vanish": net_clients_vanish,
+    "net-handler-crash": net_handler_crash,
+    "net-owner-killed": net_owner_killed,
 }
 
 FULL: dict[str, Scenario] = {
