@@ -3,6 +3,7 @@
 
 - `crashes`: actors crash at injected fault points under load (and with the official SDK client);
 - `kills`: the process dies (kill -9, an exit right before COMMIT) in the middle of writes;
+- `vectors`: kill -9 in the middle of vector_batch_upsert bursts (the vector table and index);
 - `disk`: a held write lock, a full disk, a read-only home;
 - `malformed`: malformed JSON-RPC lines and wrong tool arguments;
 - `security`: hostile ``memtrio import`` files and a hostile Git checkout;
@@ -33,6 +34,7 @@ from .kills import exit_at_commit, kill9_bursts, kill9_embeddings
 from .malformed import run_malformed
 from .security import hostile_checkout, import_limits
 from .storms import storm_embedder, storm_session, storm_store
+from .vectors import kill9_vectors
 
 QUICK: dict[str, Scenario] = {
     "crash-reader": crash_reader,
@@ -44,6 +46,7 @@ QUICK: dict[str, Scenario] = {
     "crash-code-workers": crash_code_workers,
     "kill9-bursts": kill9_bursts,
     "exit-at-commit": exit_at_commit,
+    "kill9-vectors": kill9_vectors,
     "malformed": run_malformed,
     "sqlite-busy": sqlite_busy,
     "disk-full": disk_full,
