@@ -70,9 +70,7 @@ class EntityArgs(msgspec.Struct, forbid_unknown_fields=True):
 class SearchArgs(msgspec.Struct, forbid_unknown_fields=True):
     embedding: Embedding | None = None
     topK: TopK = 10
-    entityType: Annotated[str | None, msgspec.Meta(description="only entities of this type")] = (
-        None
-    )
+    entityType: Annotated[str | None, msgspec.Meta(description="only entities of this type")] = None
     text: Text | None = None
 
 
@@ -96,10 +94,13 @@ class RecommendArgs(msgspec.Struct, forbid_unknown_fields=True):
 class MmrArgs(msgspec.Struct, forbid_unknown_fields=True):
     embedding: Embedding | None = None
     topK: TopK = 10
-    fetchK: Annotated[
-        int | None,
-        msgspec.Meta(ge=1, le=1000, description="candidate pool (default max(4 x topK, 20))"),
-    ] = None
+    fetchK: (
+        Annotated[
+            int,
+            msgspec.Meta(ge=1, le=1000, description="candidate pool (default max(4 x topK, 20))"),
+        ]
+        | None
+    ) = None
     lambda_: Annotated[
         float,
         msgspec.Meta(ge=0.0, le=1.0, description="1: relevance only; 0: novelty only"),
@@ -112,12 +113,12 @@ class HybridArgs(msgspec.Struct, forbid_unknown_fields=True):
         str, msgspec.Meta(min_length=1, description="words searched in names, types, observations")
     ]
     queryEmbedding: Embedding | None = None
-    textWeight: Annotated[float, msgspec.Meta(ge=0.0, description="RRF weight of the text rank")] = (
-        0.5
-    )
-    vecWeight: Annotated[float, msgspec.Meta(ge=0.0, description="RRF weight of the vector rank")] = (
-        0.5
-    )
+    textWeight: Annotated[
+        float, msgspec.Meta(ge=0.0, description="RRF weight of the text rank")
+    ] = 0.5
+    vecWeight: Annotated[
+        float, msgspec.Meta(ge=0.0, description="RRF weight of the vector rank")
+    ] = 0.5
     topK: TopK = 10
     centralityBoost: Annotated[
         float,

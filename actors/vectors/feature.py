@@ -50,7 +50,9 @@ class VectorsComponent:
     def children(self) -> list[ChildSpec]:
         service = self.service
 
-        async def start(ctx: ChildContext, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED) -> None:
+        async def start(
+            ctx: ChildContext, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED
+        ) -> None:
             await service.serve(ctx, task_status=task_status)
 
         return [

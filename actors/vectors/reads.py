@@ -22,9 +22,8 @@ from ..kg.view import Scoped, View
 from ..store import ops
 from ..store.services import embed, embedder_of
 from . import args as A
-from . import ranking
+from . import ranking, table
 from . import results as X
-from . import table
 from .service import VectorService, visible
 from .writes import check_vector, service_view
 
@@ -65,7 +64,9 @@ async def query_of(
         )
     embedded = await embed(ctx.app, [text or ""], "query")
     if embedded is None:
-        raise BadArgument(f"`text` could not be embedded (embeddings are off); pass `{field}` instead")
+        raise BadArgument(
+            f"`text` could not be embedded (embeddings are off); pass `{field}` instead"
+        )
     vec = embedded.vectors[0]
     windows = np.frombuffer(vec.data, dtype="<f4").reshape(vec.count, vec.dim)
     return ranking.unit(windows.mean(axis=0, keepdims=True))[0]

@@ -25,6 +25,7 @@ see never takes a slot of the top k.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -64,18 +65,27 @@ class VectorService:
         self.app = app
         self.dims = cfg.dims
         self.metric = cfg.metric
-        self.backend = cfg.backend
-        self.index: VectorIndex = self.new_index()
+        self.index: VectorIndex = self.new_index(0)
         self.other_dims = 0
         self.lock = trio.Lock()
         self._dirty: set[int] = set()
         self._reset = False
         self._graphs: dict[tuple[str, ...], GraphDegrees] = {}
 
-    def new_index(self) -> VectorIndex:
+    @property
+    def backend(self) -> str:
+        """The backend of the index now (``[vectors] backend``, with ``auto`` resolved)."""
+        return self.index.kind
+
+    def new_index(self, count: int) -> VectorIndex:
+        """An empty index of the configured backend; ``auto`` is ``exact`` below
+        ``auto_threshold`` vectors (``count``: those about to be loaded), ``hnsw`` from there on."""
         cfg = self.app.config.vectors
+        kind = cfg.backend
+        if kind == "auto":
+            kind = "hnsw" if count >= cfg.auto_threshold else "exact"
         return make_index(
-            cfg.backend,
+            kind,
             cfg.dims,
             cfg.metric,
             quantization=cfg.quantization,
@@ -129,10 +139,11 @@ class VectorService:
         self._reset = False
         self._dirty.clear()
         self._graphs.clear()
-        index = self.new_index()
         dims = self.dims
+        count, self.other_dims = await store.read(lambda conn: table.counts(conn, dims))
+        index = self.new_index(count)
 
-        def load(conn) -> int:  # noqa: ANN001 - sqlite3.Connection, in a read thread
+        def load(conn: sqlite3.Connection) -> None:
             ids: list[int] = []
             blobs: list[bytes] = []
             for eid, blob in table.scan(conn, dims):
@@ -143,9 +154,8 @@ class VectorService:
                     ids, blobs = [], []
             if ids:
                 _add(index, ids, blobs, dims)
-            return table.counts(conn, dims)[1]
 
-        self.other_dims = await store.read(load)
+        await store.read(load)
         await trio.to_thread.run_sync(index.reindex)
         self.index = index
         seconds = time.perf_counter() - start
@@ -212,9 +222,7 @@ class VectorService:
                     fetch *= WIDEN
                     continue
                 allowed = await self._allowed(view, entity_type, skip)
-                ids, scores = await trio.to_thread.run_sync(
-                    lambda: index.search(query, k, allowed=allowed)
-                )
+                ids, scores = await trio.to_thread.run_sync(index.search, query, k, allowed)
                 found = await self._visible(view, ids, entity_type)
                 return [
                     (found[i], float(s))
@@ -232,7 +240,7 @@ class VectorService:
         tsql, tparams = type_filter(entity_type)
         dims = self.dims
 
-        def op(conn) -> set[int]:  # noqa: ANN001 - sqlite3.Connection
+        def op(conn: sqlite3.Connection) -> set[int]:
             sc = Scoped(conn, view)
             return {
                 r[0]
@@ -257,7 +265,7 @@ class VectorService:
         if cached is not None:
             return cached
 
-        def op(conn) -> GraphDegrees:  # noqa: ANN001 - sqlite3.Connection
+        def op(conn: sqlite3.Connection) -> GraphDegrees:
             sc = Scoped(conn, view)
             degrees: Counter[int] = Counter()
             edges = 0
@@ -274,7 +282,9 @@ class VectorService:
         return built
 
 
-def visible(conn, view: View, ids: Sequence[int], entity_type: str | None) -> dict[int, Ent]:  # noqa: ANN001
+def visible(
+    conn: sqlite3.Connection, view: View, ids: Sequence[int], entity_type: str | None
+) -> dict[int, Ent]:
     """The entities of ``ids`` the view sees (of ``entity_type`` when given), by id."""
     sc = Scoped(conn, view)
     tsql, tparams = type_filter(entity_type)

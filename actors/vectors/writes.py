@@ -110,7 +110,9 @@ async def batch_upsert(ctx: CallContext, args: A.BatchUpsertArgs) -> X.BatchUpse
     written, refused = await service.store.write(op, name="vector_batch_upsert")
     await service.refresh(written)
     errors = sorted([*errors, *refused], key=lambda e: e.index)
-    return X.BatchUpserted(upserted=len(args.items) - len(errors), failed=len(errors), errors=errors)
+    return X.BatchUpserted(
+        upserted=len(args.items) - len(errors), failed=len(errors), errors=errors
+    )
 
 
 async def delete_embedding(ctx: CallContext, args: A.EntityArgs) -> X.Deleted:

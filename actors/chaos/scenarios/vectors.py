@@ -49,7 +49,9 @@ def _vector(run: Run) -> list[float]:
     return values
 
 
-async def _batch(server: ServerProcess, ledger: VectorLedger, batch: dict[str, list[float]]) -> None:
+async def _batch(
+    server: ServerProcess, ledger: VectorLedger, batch: dict[str, list[float]]
+) -> None:
     items = [{"entityName": name, "embedding": vec} for name, vec in batch.items()]
     try:
         reply = await server.call_tool("vector_batch_upsert", {"items": items}, timeout=60)
@@ -63,6 +65,16 @@ async def _batch(server: ServerProcess, ledger: VectorLedger, batch: dict[str, l
     else:
         ledger.errors += 1
         ledger.unknown.append(batch)
+
+
+async def _burst(
+    server: ServerProcess, ledger: VectorLedger, batches: list[dict[str, list[float]]]
+) -> None:
+    """Batches started 3 ms apart, without waiting for their answers (cut off by the kill)."""
+    async with trio.open_nursery() as nursery:
+        for batch in batches:
+            nursery.start_soon(_batch, server, ledger, batch)
+            await trio.sleep(0.003)
 
 
 async def _create_entities(run: Run, home: Path, count: int) -> None:
@@ -88,18 +100,12 @@ async def kill9_vectors(run: Run) -> None:
     next_entity = 0
     for round_ in range(rounds):
         server = await run.server(home, ENV)
+        batches = []
+        for _ in range(calls):
+            batches.append({_entity(next_entity + i): _vector(run) for i in range(ITEMS)})
+            next_entity += ITEMS
         async with trio.open_nursery() as nursery:
-
-            async def burst() -> None:
-                nonlocal next_entity
-                async with trio.open_nursery() as inner:
-                    for _ in range(calls):
-                        batch = {_entity(next_entity + i): _vector(run) for i in range(ITEMS)}
-                        next_entity += ITEMS
-                        inner.start_soon(_batch, server, ledger, batch)
-                        await trio.sleep(0.003)
-
-            nursery.start_soon(burst)
+            nursery.start_soon(_burst, server, ledger, batches)
             await trio.sleep(run.rng.uniform(0.03, 0.25))
             server.kill9()
         out.faults += 1
@@ -108,7 +114,9 @@ async def kill9_vectors(run: Run) -> None:
     out.errors_seen = ledger.errors
     out.notes.append(f"{len(ledger.acked)} vectors acked, {len(ledger.unknown)} batches cut off")
     if not ledger.acked:
-        out.violations.append("no batch was acknowledged before the kills: the scenario proved nothing")
+        out.violations.append(
+            "no batch was acknowledged before the kills: the scenario proved nothing"
+        )
     await _check_server(run, home, ledger, _check_table(run, home, ledger))
 
 
@@ -137,7 +145,9 @@ def _check_table(run: Run, home: Path, ledger: VectorLedger) -> int:
         elif rows[name] != struct.pack(f"<{DIMS}f", *vec):
             run.out.violations.append(f"embedding of {name} differs from the one acknowledged")
     for batch in ledger.unknown:
-        present = [name for name, vec in batch.items() if rows.get(name) == struct.pack(f"<{DIMS}f", *vec)]
+        present = [
+            name for name, vec in batch.items() if rows.get(name) == struct.pack(f"<{DIMS}f", *vec)
+        ]
         if present and len(present) != len(batch):
             run.out.violations.append(
                 f"a batch cut off by a kill is half-written: {len(present)} of {len(batch)} items stored"
@@ -150,14 +160,18 @@ async def _check_server(run: Run, home: Path, ledger: VectorLedger, rows: int) -
     server = await run.server(home, ENV)
     stats = await _structured(run, server, "vector_store_stats", {})
     if stats is not None and stats.get("indexSize") != rows:
-        run.out.violations.append(f"the index holds {stats.get('indexSize')} vectors, the table {rows}")
+        run.out.violations.append(
+            f"the index holds {stats.get('indexSize')} vectors, the table {rows}"
+        )
     for name in list(ledger.acked)[:PROBES]:
         found = await _structured(
             run, server, "vector_search_entities", {"embedding": ledger.acked[name], "topK": 1}
         )
         best = (found or {}).get("results") or [{}]
         if best[0].get("entityName") != name:
-            run.out.violations.append(f"searching {name}'s own vector found {best[0].get('entityName')}")
+            run.out.violations.append(
+                f"searching {name}'s own vector found {best[0].get('entityName')}"
+            )
             break
     await run.stop(server)
     run.out.restarts += 1
