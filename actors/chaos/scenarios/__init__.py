@@ -46,7 +46,6 @@ QUICK: dict[str, Scenario] = {
     "crash-code-workers": crash_code_workers,
     "kill9-bursts": kill9_bursts,
     "exit-at-commit": exit_at_commit,
-    "kill9-vectors": kill9_vectors,
     "malformed": run_malformed,
     "sqlite-busy": sqlite_busy,
     "disk-full": disk_full,
@@ -64,6 +63,7 @@ FULL: dict[str, Scenario] = {
     "crash-everything": crash_everything,
     "storm-embedder": storm_embedder,
     "kill9-embeddings": kill9_embeddings,
+    "kill9-vectors": kill9_vectors,  # ~16 s even in --quick (server starts): FULL only
     "sdk-client-crashes": sdk_client_crashes,
 }
 

@@ -94,7 +94,7 @@ async def kill9_vectors(run: Run) -> None:
     """kill -9 of the server in the middle of a burst of batch upserts, then a restart; repeated."""
     out = run.out
     home = run.home()
-    rounds, calls = (3, 20) if run.quick else (10, 40)
+    rounds, calls = (3, 40) if run.quick else (8, 40)
     await _create_entities(run, home, rounds * calls * ITEMS)
     ledger = VectorLedger()
     next_entity = 0
@@ -106,7 +106,7 @@ async def kill9_vectors(run: Run) -> None:
             next_entity += ITEMS
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_burst, server, ledger, batches)
-            await trio.sleep(run.rng.uniform(0.03, 0.25))
+            await trio.sleep(run.rng.uniform(0.02, 0.15))
             server.kill9()
         out.faults += 1
         out.restarts += 1 if round_ else 0
