@@ -24,7 +24,7 @@ from memtrio.actors.ranker import rank as rank_mod
 from memtrio.actors.ranker.graph import RecallCache
 from memtrio.actors.ranker.handle import RANKER
 from memtrio.actors.ranker.service import Ranker, RankerError
-from memtrio.actors.ranker.vectors import ExactIndex
+from memtrio.actors.ranker.vectors import IndexChoice, ItemIndex
 from memtrio.actors.store import ops, schema
 from memtrio.actors.store.db import db_path
 from memtrio.actors.store.writer import Change
@@ -329,8 +329,9 @@ async def test_model_failure_at_recall_time_raises_for_the_lexical_fallback(
         assert len(await ranker.recall("anything", None, None, 3)) == 2
 
 
-def test_exact_index_search_filters_and_removes() -> None:
-    index = ExactIndex(4, capacity=2)
+@pytest.mark.parametrize("backend", ["exact", "hnsw", "ivf"])
+def test_item_index_search_filters_and_removes(backend: str) -> None:
+    index = ItemIndex(4, IndexChoice(backend=backend))  # type: ignore[arg-type]
     rng = np.random.default_rng(0)
     vecs = rng.normal(size=(10, 4)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
@@ -349,9 +350,11 @@ def test_exact_index_search_filters_and_removes() -> None:
     assert ids[0] == 9  # the row moved by the removal is still found by its id
 
 
-def test_exact_index_items_with_several_vectors_score_by_their_best() -> None:
+@pytest.mark.parametrize("backend", ["exact", "hnsw", "ivf"])
+def test_item_index_items_with_several_vectors_score_by_their_best(backend: str) -> None:
     """A long text's windows: one row each, the item scores by its best row, appears once."""
-    index = ExactIndex(3, capacity=2)
+    choice = IndexChoice(backend=backend)  # type: ignore[arg-type]
+    index = ItemIndex(3, choice)
     e = np.eye(3, dtype=np.float32)
     index.upsert(1, np.stack([e[0], e[1]]))  # two windows
     index.upsert(2, e[2])
@@ -368,7 +371,7 @@ def test_exact_index_items_with_several_vectors_score_by_their_best() -> None:
     assert index.rows == 2 and index.search(e[0], 2)[1].tolist() == pytest.approx([0.0, 0.0])
     index.upsert(2, np.stack([e[0], e[1], e[2]]))  # more windows
     assert index.rows == 4 and index.search(e[0], 1)[0].tolist() == [2]
-    loaded = ExactIndex(3)
+    loaded = ItemIndex(3, choice)
     loaded.load_rows([(7, e[0].tobytes()), (7, e[1].tobytes()), (8, e[2].tobytes())], 3)
     assert (len(loaded), loaded.rows) == (2, 3)
     assert loaded.search(e[1], 2)[0].tolist() == [7, 8]

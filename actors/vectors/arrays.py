@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Set
-from typing import Literal, TypeAlias, get_args
+from typing import Literal, Protocol, TypeAlias, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -19,7 +19,24 @@ Ids: TypeAlias = npt.NDArray[np.int64]
 Vectors: TypeAlias = npt.NDArray[np.float32]
 Scores: TypeAlias = npt.NDArray[np.float32]
 Mask: TypeAlias = npt.NDArray[np.bool_]
-Allowed: TypeAlias = Set[int] | Mask | None
+
+
+class IdFilter(Protocol):
+    """An ``allowed`` given as a function of ids (for ids that encode something, such as
+    the ranker's window keys): which ids pass, how many may pass, and which (when few)."""
+
+    def __call__(self, ids: Ids) -> Mask: ...
+
+    def count(self) -> int:
+        """At most how many ids pass (it picks the search strategy)."""
+        ...
+
+    def keys(self) -> Ids:
+        """Every id that passes (called only when `count` is small)."""
+        ...
+
+
+Allowed: TypeAlias = Set[int] | Mask | IdFilter | None
 StatValue: TypeAlias = int | float | str | bool
 
 MAX_DIMS = 4096  # the largest embedding the vector tools accept (the reference's limit)
@@ -65,6 +82,8 @@ def allowed_mask(ids: Ids, allowed: Allowed) -> Mask | None:
     """Which of ``ids`` are ``allowed`` (None: all)."""
     if allowed is None:
         return None
+    if callable(allowed):
+        return allowed(ids)
     if isinstance(allowed, np.ndarray):
         ok = np.zeros(len(ids), dtype=bool)
         inside = (ids >= 0) & (ids < len(allowed))
@@ -79,12 +98,16 @@ def allowed_count(allowed: Allowed) -> int | None:
     """How many ids ``allowed`` admits at most (None: no limit)."""
     if allowed is None:
         return None
+    if callable(allowed):
+        return allowed.count()
     if isinstance(allowed, np.ndarray):
         return int(np.count_nonzero(allowed))
     return len(allowed)
 
 
-def allowed_ids(allowed: Set[int] | Mask) -> Ids:
+def allowed_ids(allowed: Set[int] | Mask | IdFilter) -> Ids:
+    if callable(allowed):
+        return allowed.keys()
     if isinstance(allowed, np.ndarray):
         return np.flatnonzero(allowed).astype(np.int64)
     return np.fromiter(allowed, dtype=np.int64, count=len(allowed))

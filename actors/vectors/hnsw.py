@@ -62,7 +62,7 @@ class HnswVectors:
         quantization: Quantization = "f32",
         connectivity: int = 16,
         expansion_add: int = 200,
-        expansion_search: int = 50,
+        expansion_search: int = 64,
     ) -> None:
         check_dims(dims)
         self.dims = dims

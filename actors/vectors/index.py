@@ -28,7 +28,7 @@ vector separately (see ``actors.ranker.vectors``).
 
 ``allowed`` restricts a search to some ids, inside the search (a filtered id
 never takes a slot of the top k): a set of ids, or a boolean numpy array
-indexed by id (ids beyond its end are not allowed).
+indexed by id (ids beyond its end are not allowed), or an `arrays.IdFilter`.
 
 Consistency with the database: the SQLite table is the truth. An index is
 memory only: it is built from the table at start, and kept
@@ -55,6 +55,7 @@ from .arrays import (
     METRICS,
     QUANTIZATIONS,
     Allowed,
+    IdFilter,
     Ids,
     Kind,
     Mask,
@@ -77,6 +78,7 @@ __all__ = [
     "METRICS",
     "QUANTIZATIONS",
     "Allowed",
+    "IdFilter",
     "Ids",
     "Kind",
     "Mask",
@@ -149,7 +151,7 @@ def make_index(
     quantization: Quantization = "f32",
     connectivity: int = 16,
     expansion_add: int = 200,
-    expansion_search: int = 50,
+    expansion_search: int = 64,
     nlist: int = 256,
     nprobe: int = 8,
 ) -> VectorIndex:
