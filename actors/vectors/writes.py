@@ -16,6 +16,8 @@ import math
 import sqlite3
 from collections.abc import Sequence
 
+import numpy as np
+
 from ...protocol.errors import BadArgument, NotFound
 from ...supervisors.context import CallContext
 from ..kg.lookup import Ent, resolve
@@ -44,8 +46,6 @@ def check_vector(values: Sequence[float], dims: int, field: str = "embedding") -
     for i, v in enumerate(values):
         if not math.isfinite(v):
             raise BadArgument(f"`{field}`[{i}] is {v}: every value must be a finite number")
-    import numpy as np  # the tools' module is loaded only with --vectors; numpy with it
-
     return np.asarray(values, dtype="<f4").tobytes()
 
 
