@@ -9,7 +9,8 @@ same one twice.
 
 The backend (``exact``, ``hnsw`` or ``ivf``, see ``actors.vectors.index``) is
 chosen by `IndexChoice` when the index is (re)loaded: ``auto`` takes exact
-search below ``auto_threshold`` vectors and hnsw from there on. Recall always
+search below ``auto_threshold`` vectors and hnsw from there on; an index that
+grows past the threshold moves its vectors to hnsw then (once). Recall always
 compares by cosine (the model's vectors are unit length).
 
 Filtering happens inside the search (``allowed``: a boolean array indexed by
@@ -153,6 +154,19 @@ class ItemIndex:
         self._rows += len(vectors) - old
         if old != len(vectors):
             self.version += 1
+            self._maybe_switch()
+
+    def _maybe_switch(self) -> None:
+        """``auto``: move to the backend the size now calls for (exact -> hnsw, once)."""
+        if self.choice.backend != "auto" or self.choice.kind(self._rows) == self.backend.kind:
+            return
+        fresh = self.choice.make(self.dim, self._rows)
+        keys = self.backend.ids()
+        for start in range(0, len(keys), LOAD_BATCH):
+            part = keys[start : start + LOAD_BATCH]
+            found = [self.backend.get(int(key)) for key in part]
+            fresh.add(part, np.stack([v for v in found if v is not None]))
+        self.backend = fresh
 
     def remove(self, item_id: int) -> None:
         windows = self._windows.pop(item_id, None)
