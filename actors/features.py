@@ -4,8 +4,8 @@
 Order matters: the root supervisor is rest_for_one, so a feature's actors come
 after those they use.
 
-The embedder (numpy, onnxruntime), the ranker (numpy, igraph) and the code
-index (tree-sitter) are `Deferred`: their modules are imported when they are
+The embedder (numpy, onnxruntime), the ranker (numpy, igraph), the vector
+tools (numpy, usearch) and the code index (tree-sitter) are `Deferred`: their modules are imported when they are
 set up, so a command that runs only the store (``memtrio list``) never loads
 those libraries.
 """
@@ -44,6 +44,12 @@ def _ranker() -> Feature:
     return FEATURE
 
 
+def _vectors() -> Feature:
+    from .vectors.feature import FEATURE  # the vector tools: numpy only when --vectors is on
+
+    return FEATURE
+
+
 def _code() -> Feature:
     from .code.feature import FEATURE  # the code index: only when code tools run
 
@@ -52,6 +58,7 @@ def _code() -> Feature:
 
 EMBEDDER = Deferred("embedder", _embedder)
 RANKER = Deferred("ranker", _ranker)
+VECTORS = Deferred("vectors", _vectors)
 CODE = Deferred("code", _code)
 
-ALL_FEATURES: tuple[Feature, ...] = (STATUS, STORE, GRAPH, EMBEDDER, RANKER, CODE)
+ALL_FEATURES: tuple[Feature, ...] = (STATUS, STORE, GRAPH, EMBEDDER, RANKER, VECTORS, CODE)

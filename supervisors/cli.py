@@ -30,7 +30,14 @@ from ..actors.net.connections import Connections
 from ..actors.store import cli as store_cli
 from . import trace
 from .app import build_context, configure_observability, default_features, open_app, serve
-from .commands import Parser, add_common, home_origin, load_config
+from .commands import (
+    Parser,
+    add_common,
+    add_vector_options,
+    home_origin,
+    load_config,
+    vector_overrides,
+)
 from .context import VERSION, AppContext, AppRunner
 from .errors import find_user_error, one_line
 from .supervisor import Escalation, first_leaf
@@ -104,7 +111,8 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
     chosen = serving.env_transport()
     if chosen is not None and chosen != "stdio":
         return serve_network(args, chosen)
-    if not (args.no_attach or args.tools):
+    # Flags that configure this server's own features: attaching would ignore them.
+    if not (args.no_attach or args.tools or vector_overrides(args)):
         cfg, home = load_config(args)
         if cfg.serve.attach:
             proto_in, proto_out = stdio.protect_stdout()
@@ -185,12 +193,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="serve embedded even when a memtrio serve of the same home is running",
     )
+    add_vector_options(mcp)
     mcp.set_defaults(func=cmd_mcp)
     serve_parser = sub.add_parser(
         "serve", help="one long-lived server for many agents (http, tcp or ws)"
     )
     add_common(serve_parser)
     serving.add_serve_options(serve_parser)
+    add_vector_options(serve_parser)
     serve_parser.set_defaults(func=cmd_serve)
     for module in COMMAND_MODULES:
         module.register(sub)

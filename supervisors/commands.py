@@ -100,8 +100,55 @@ def home_origin(args: argparse.Namespace) -> str:
     return "MEMTRIO_HOME" if os.environ.get("MEMTRIO_HOME") else ""
 
 
+# The ``[vectors]`` flags of ``memtrio mcp`` and ``memtrio serve``: flag -> (key, metavar, help).
+VECTOR_FLAGS: dict[str, tuple[str, str, str]] = {
+    "--embedding-dims": ("dims", "N", "dimensions of bring-your-own vectors, 1-4096 (default 384)"),
+    "--vec-backend": (
+        "backend",
+        "B",
+        "vector index: auto, exact, hnsw or ivf (default auto: exact, hnsw from 100,000 vectors)",
+    ),
+    "--vec-metric": ("metric", "M", "the vector tools' metric: cos, ip or l2sq (default cos)"),
+    "--vec-quantization": (
+        "quantization",
+        "Q",
+        "hnsw stored scalars: f32, f16, bf16 or i8 (default f32)",
+    ),
+    "--vec-connectivity": ("connectivity", "M", "hnsw graph degree (default 16)"),
+    "--vec-expansion-add": ("expansion_add", "N", "hnsw efConstruction (default 200)"),
+    "--vec-expansion-search": ("expansion_search", "N", "hnsw efSearch (default 64)"),
+    "--ivf-nlist": ("ivf_nlist", "N", "ivf cells (default 256)"),
+    "--ivf-nprobe": ("ivf_nprobe", "N", "ivf cells probed per query (default 8)"),
+}
+
 # The command-line flags that set configuration keys, named in error messages.
-FLAGS = {("log", "level"): "--log-level", ("tools", "enabled"): "--tools"}
+FLAGS = {
+    ("log", "level"): "--log-level",
+    ("tools", "enabled"): "--tools",
+    ("vectors", "enabled"): "--vectors",
+    **{("vectors", key): flag for flag, (key, _, _) in VECTOR_FLAGS.items()},
+}
+
+
+def add_vector_options(parser: argparse.ArgumentParser) -> None:
+    """The ``[vectors]`` flags (docs/configuration.md) of the serving commands."""
+    parser.add_argument(
+        "--vectors",
+        action="store_const",
+        const="on",
+        help="advertise and serve the vector tools ([vectors] enabled)",
+    )
+    for flag, (key, metavar, text) in VECTOR_FLAGS.items():
+        names = [flag, "--vec-index"] if flag == "--vec-backend" else [flag]
+        parser.add_argument(*names, dest=f"vectors_{key}", metavar=metavar, help=text)
+
+
+def vector_overrides(args: argparse.Namespace) -> dict[str, str]:
+    """The ``[vectors]`` keys given as flags (as text; `config.load` converts and checks)."""
+    given = {"enabled": getattr(args, "vectors", None)}
+    for key, _, _ in VECTOR_FLAGS.values():
+        given[key] = getattr(args, f"vectors_{key}", None)
+    return {key: value for key, value in given.items() if value is not None}
 
 
 def load_config(
@@ -113,6 +160,9 @@ def load_config(
     tools = getattr(args, "tools", None)
     if tools:
         overrides["tools"] = {"enabled": tools}
+    vectors = vector_overrides(args)
+    if vectors:
+        overrides["vectors"] = vectors
     for section, values in (extra or {}).items():
         overrides.setdefault(section, {}).update(values)
     return config_mod.load(home, overrides=overrides, flags=FLAGS), home

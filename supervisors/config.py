@@ -110,6 +110,24 @@ class ServeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     attach: bool = True  # `memtrio mcp` relays to a running `memtrio serve` of the same home
 
 
+class VectorsConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The vector layer (docs/recall.md, "Vector indexes"): the vector tools and the index
+    backend that serves them and recall's semantic seeds."""
+
+    enabled: bool = False  # advertise and serve the 12 vector tools (--vectors)
+    dims: int = 384  # dimensions of bring-your-own vectors (--embedding-dims), at most 4096
+    # Index backend: auto = exact below auto_threshold vectors, hnsw from there on.
+    backend: Literal["auto", "exact", "hnsw", "ivf"] = "auto"
+    auto_threshold: int = 100_000
+    metric: Literal["cos", "ip", "l2sq"] = "cos"  # the vector tools' metric (recall: cosine)
+    quantization: Literal["f32", "f16", "bf16", "i8"] = "f32"  # hnsw's stored scalars
+    connectivity: int = 16  # hnsw graph degree M
+    expansion_add: int = 200  # hnsw efConstruction
+    expansion_search: int = 64  # hnsw efSearch
+    ivf_nlist: int = 256  # ivf cells (k-means centroids)
+    ivf_nprobe: int = 8  # ivf cells searched per query
+
+
 class ToolsConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     enabled: list[str] = msgspec.field(
         default_factory=lambda: ["memory", "graph-read", "graph-write", "vectors", "code"]
@@ -124,6 +142,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     retrieval: RetrievalConfig = msgspec.field(default_factory=RetrievalConfig)
     code: CodeConfig = msgspec.field(default_factory=CodeConfig)
     serve: ServeConfig = msgspec.field(default_factory=ServeConfig)
+    vectors: VectorsConfig = msgspec.field(default_factory=VectorsConfig)
     tools: ToolsConfig = msgspec.field(default_factory=ToolsConfig)
 
 
@@ -136,6 +155,7 @@ ALIASES: dict[str, tuple[str, str]] = {
     "MEMTRIO_LOG_LEVEL": ("log", "level"),
     "MEMTRIO_REQUEST_LIMIT": ("server", "request_limit"),
     "MEMTRIO_CONTENT": ("server", "content"),
+    "MEMTRIO_VECTORS": ("vectors", "enabled"),
 }
 
 _ONOFF = {
@@ -203,6 +223,13 @@ _CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("serve", "auth_token_file"): (lambda v: "\0" not in v, "must not contain a NUL character"),
     ("serve", "tls_cert"): (lambda v: "\0" not in v, "must not contain a NUL character"),
     ("serve", "tls_key"): (lambda v: "\0" not in v, "must not contain a NUL character"),
+    ("vectors", "dims"): (lambda v: 1 <= v <= 4096, "must be 1-4096"),
+    ("vectors", "auto_threshold"): (lambda v: 0 <= v <= MAX_INT32, f"must be 0-{MAX_INT32}"),
+    ("vectors", "connectivity"): (lambda v: 2 <= v <= 256, "must be 2-256"),
+    ("vectors", "expansion_add"): (lambda v: 1 <= v <= 10_000, "must be 1-10000"),
+    ("vectors", "expansion_search"): (lambda v: 1 <= v <= 10_000, "must be 1-10000"),
+    ("vectors", "ivf_nlist"): (lambda v: 1 <= v <= 65_536, "must be 1-65536"),
+    ("vectors", "ivf_nprobe"): (lambda v: 1 <= v <= 65_536, "must be 1-65536"),
     ("code", "max_files"): (lambda v: 1 <= v <= 100_000_000, "must be >= 1"),
     ("code", "file_timeout"): (lambda v: 0 < v <= 3600, "must be > 0 and at most 3600 seconds"),
 }

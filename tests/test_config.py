@@ -150,6 +150,13 @@ OUT_OF_RANGE: dict[tuple[str, str], object] = {
     ("retrieval", "mmr_lambda"): -0.1,
     ("code", "index_threads"): 0,
     ("code", "max_files"): 0,
+    ("vectors", "dims"): 4097,
+    ("vectors", "auto_threshold"): -1,
+    ("vectors", "connectivity"): 1,
+    ("vectors", "expansion_add"): 0,
+    ("vectors", "expansion_search"): 10_001,
+    ("vectors", "ivf_nlist"): 0,
+    ("vectors", "ivf_nprobe"): 0,
     ("code", "file_timeout"): 0.0,
     ("serve", "bind"): "127.0.0.1:99999",
     ("serve", "max_connections"): 0,
@@ -351,3 +358,25 @@ def test_defect12_the_cli_prints_one_line_naming_the_source(
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("memtrio: configuration error: ")
     assert expected.format(home=home) in proc.stderr
+
+
+def test_vector_flags_set_the_vectors_section_and_are_range_checked(home: Path) -> None:
+    from memtrio.supervisors.cli import build_parser
+    from memtrio.supervisors.commands import load_config
+
+    parser = build_parser()
+    args = parser.parse_args(
+        ["mcp", "--home", str(home), "--vectors", "--embedding-dims", "768"]
+        + ["--vec-index", "hnsw", "--vec-quantization", "i8", "--ivf-nprobe", "4"]
+    )
+    cfg, _ = load_config(args)
+    assert (cfg.vectors.enabled, cfg.vectors.dims, cfg.vectors.backend) == (True, 768, "hnsw")
+    assert (cfg.vectors.quantization, cfg.vectors.ivf_nprobe) == ("i8", 4)
+    assert (
+        load_config(parser.parse_args(["serve", "--home", str(home)]))[0].vectors.enabled is False
+    )
+    bad = parser.parse_args(["serve", "--home", str(home), "--embedding-dims", "5000"])
+    with pytest.raises(
+        config.ConfigError, match="--embedding-dims 5000: vectors.dims must be 1-4096"
+    ):
+        load_config(bad)

@@ -24,7 +24,7 @@ from memtrio.actors.ranker import rank as rank_mod
 from memtrio.actors.ranker.graph import RecallCache
 from memtrio.actors.ranker.handle import RANKER
 from memtrio.actors.ranker.service import Ranker, RankerError
-from memtrio.actors.ranker.vectors import ExactIndex
+from memtrio.actors.ranker.vectors import IndexChoice, ItemIndex
 from memtrio.actors.store import ops, schema
 from memtrio.actors.store.db import db_path
 from memtrio.actors.store.writer import Change
@@ -177,8 +177,19 @@ async def test_two_hop_memory_through_an_entity_ranks_above_unrelated(home: Path
         )
 
 
-async def test_scope_and_type_filters_apply_before_ranking(home: Path) -> None:
-    async with running(home) as (store, ranker):
+# Recall through every index backend ([vectors] backend); "auto" past its threshold is hnsw.
+BACKENDS = {
+    "exact": ({"MEMTRIO_VECTORS_BACKEND": "exact"}, "exact"),
+    "hnsw": ({"MEMTRIO_VECTORS_BACKEND": "hnsw"}, "hnsw"),
+    "ivf": ({"MEMTRIO_VECTORS_BACKEND": "ivf"}, "ivf"),
+    "auto-large": ({"MEMTRIO_VECTORS_AUTO_THRESHOLD": "1"}, "hnsw"),
+}
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+async def test_scope_and_type_filters_apply_before_ranking(home: Path, backend: str) -> None:
+    env, kind = BACKENDS[backend]
+    async with running(home, env) as (store, ranker):
         await fill(store, ranker, UNRELATED[:4])
         hub, ch0 = await store.entity("deploy pipeline", scopes=["global", "repo:/b"])
         # The best match lives in repo:/b; it must neither appear nor pass rank to its neighbours.
@@ -219,10 +230,13 @@ async def test_scope_and_type_filters_apply_before_ranking(home: Path) -> None:
         assert dict(await ranker.recall(query, ["repo:/a", "global"], None, 10)) == pytest.approx(
             dict(in_a)
         )
+        assert ranker.stats()["vector_index"]["memory"] == kind
 
 
-async def test_updates_and_deletes_are_followed(home: Path) -> None:
-    async with running(home) as (store, ranker):
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+async def test_updates_and_deletes_are_followed(home: Path, backend: str) -> None:
+    env, kind = BACKENDS[backend]
+    async with running(home, env) as (store, ranker):
         await fill(store, ranker, UNRELATED)
         [mid] = await fill(store, ranker, ["Postgres connection pool size is 20 per worker."])
         query = "database connection limits"
@@ -240,6 +254,7 @@ async def test_updates_and_deletes_are_followed(home: Path) -> None:
             m for m, _ in await ranker.recall("what food is served at lunch", None, None, 10)
         ]
         assert ranker.stats()["vectors"]["memory"] == len(UNRELATED)
+        assert ranker.stats()["vector_index"]["memory"] == kind
 
 
 async def test_writes_by_another_process_are_noticed(home: Path) -> None:
@@ -329,8 +344,9 @@ async def test_model_failure_at_recall_time_raises_for_the_lexical_fallback(
         assert len(await ranker.recall("anything", None, None, 3)) == 2
 
 
-def test_exact_index_search_filters_and_removes() -> None:
-    index = ExactIndex(4, capacity=2)
+@pytest.mark.parametrize("backend", ["exact", "hnsw", "ivf"])
+def test_item_index_search_filters_and_removes(backend: str) -> None:
+    index = ItemIndex(4, IndexChoice(backend=backend))  # type: ignore[arg-type]
     rng = np.random.default_rng(0)
     vecs = rng.normal(size=(10, 4)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
@@ -349,9 +365,11 @@ def test_exact_index_search_filters_and_removes() -> None:
     assert ids[0] == 9  # the row moved by the removal is still found by its id
 
 
-def test_exact_index_items_with_several_vectors_score_by_their_best() -> None:
+@pytest.mark.parametrize("backend", ["exact", "hnsw", "ivf"])
+def test_item_index_items_with_several_vectors_score_by_their_best(backend: str) -> None:
     """A long text's windows: one row each, the item scores by its best row, appears once."""
-    index = ExactIndex(3, capacity=2)
+    choice = IndexChoice(backend=backend)  # type: ignore[arg-type]
+    index = ItemIndex(3, choice)
     e = np.eye(3, dtype=np.float32)
     index.upsert(1, np.stack([e[0], e[1]]))  # two windows
     index.upsert(2, e[2])
@@ -368,10 +386,27 @@ def test_exact_index_items_with_several_vectors_score_by_their_best() -> None:
     assert index.rows == 2 and index.search(e[0], 2)[1].tolist() == pytest.approx([0.0, 0.0])
     index.upsert(2, np.stack([e[0], e[1], e[2]]))  # more windows
     assert index.rows == 4 and index.search(e[0], 1)[0].tolist() == [2]
-    loaded = ExactIndex(3)
+    loaded = ItemIndex(3, choice)
     loaded.load_rows([(7, e[0].tobytes()), (7, e[1].tobytes()), (8, e[2].tobytes())], 3)
     assert (len(loaded), loaded.rows) == (2, 3)
     assert loaded.search(e[1], 2)[0].tolist() == [7, 8]
+
+
+def test_item_index_auto_picks_hnsw_for_a_large_load_and_keeps_every_window() -> None:
+    e = np.eye(3, dtype=np.float32)
+    rows = [(7, e[0].tobytes()), (7, e[1].tobytes()), (8, e[2].tobytes())]
+    small = ItemIndex(3, IndexChoice(auto_threshold=10))
+    large = ItemIndex(3, IndexChoice(auto_threshold=3))
+    for index in (small, large):
+        assert index.load_rows(rows, 3) == 3
+        assert index.search(e[1], 2)[0].tolist() == [7, 8]
+        assert sorted(index.vectors(7).tolist()) == sorted(e[:2].tolist())
+    assert (small.backend.kind, large.backend.kind) == ("exact", "hnsw")
+    small.upsert(9, np.stack([e[0], e[2]]) * 0.5)  # grows past a threshold of 4: moves
+    small.choice = IndexChoice(auto_threshold=4)
+    small.upsert(10, e[2])
+    assert small.backend.kind == "hnsw" and small.rows == 6 and len(small) == 4
+    assert small.search(e[2], 4)[0].tolist()[:2] in ([8, 10], [10, 8])
 
 
 def test_cache_named_entities_match_whole_words() -> None:

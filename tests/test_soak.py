@@ -307,6 +307,7 @@ def test_soak_full_chaos_matrix(seed: int, tmp_path: Path) -> None:
         "crash-ranker",
         "crash-everything",
         "kill9-embeddings",
+        "kill9-vectors",
         "storm-embedder",
         "sdk-client-crashes",
     } <= ran

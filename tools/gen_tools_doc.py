@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Generate docs/tools.md from the live tool registry of `memtrio mcp`.
 
-Starts the real server (embeddings off, a temporary home, a temporary git
+Starts the real server (embeddings off, vectors on at 4 dimensions, a temporary home, a temporary git
 checkout with one small Python file), lists its tools, calls every tool once
 with the example arguments of `STEPS` in order (a deterministic setup: a
 memory, a few entities and relations, then every read, then the deletes), and
@@ -56,6 +56,15 @@ GIT_DATE = "2024-01-01T00:00:00+00:00"
 
 SERVICE = "import os\nfrom app import models\n\n\ndef load_config(path):\n    return path\n"
 SCOPES = ["global"]
+
+# The vector tools run with `--vectors` at 4 dimensions (`VECTORS_ENV`), exact search.
+VECTORS_ENV = {
+    "MEMTRIO_VECTORS": "on",
+    "MEMTRIO_VECTORS_DIMS": "4",
+    "MEMTRIO_VECTORS_BACKEND": "exact",
+}
+VEC_ADA = [1.0, 0.0, 0.0, 0.0]
+VEC_QUERY = [1.0, 0.2, 0.0, 0.0]
 
 # (tool, example arguments), in call order: reads before the deletes. `{id}` is
 # the memory `remember` created, `{repo}` the checkout the server runs in.
@@ -130,6 +139,31 @@ STEPS: list[tuple[str, dict[str, Any]]] = [
             ]
         },
     ),
+    ("vector_upsert_embedding", {"entityName": "Ada", "embedding": VEC_ADA, "model": "example"}),
+    (
+        "vector_batch_upsert",
+        {
+            "items": [
+                {"entityName": "Babbage", "embedding": [0.9, 0.1, 0.0, 0.0]},
+                {"entityName": "Engine", "embedding": [0.0, 1.0, 0.0, 0.0]},
+                {"entityName": "Old", "embedding": [0.0, 0.0, 1.0, 0.0]},
+                {"entityName": "Nobody", "embedding": [0.5, 0.5, 0.5, 0.5]},
+            ]
+        },
+    ),
+    ("vector_get_embedding", {"entityName": "Ada"}),
+    ("vector_search_entities", {"embedding": VEC_QUERY, "topK": 3, "entityType": "person"}),
+    ("vector_search_by_entity", {"entityName": "Ada", "topK": 3}),
+    ("vector_recommend", {"positive": ["Ada"], "negative": ["Engine"], "topK": 3}),
+    ("vector_mmr_search", {"embedding": VEC_QUERY, "topK": 2, "lambda": 0.5}),
+    (
+        "hybrid_search",
+        {"queryText": "programmer", "queryEmbedding": VEC_QUERY, "topK": 3, "centralityBoost": 0.5},
+    ),
+    ("vector_refresh_graph_cache", {}),
+    ("vector_reindex", {}),
+    ("vector_store_stats", {}),
+    ("vector_delete_embedding", {"entityName": "Old"}),
     ("read_graph", {"limit": 10, "mode": "summary"}),
     ("search_nodes", {"query": "Ada", "limit": 10}),
     ("open_nodes", {"names": ["Ada"]}),
@@ -172,6 +206,7 @@ class RawClient:
     def __init__(self, home: Path, cwd: Path, args: tuple[str, ...] = ()) -> None:
         env = {k: os.environ[k] for k in PASSTHROUGH if k in os.environ}
         env.update(MEMTRIO_HOME=str(home), MEMTRIO_EMBEDDINGS="off", PYTHONUNBUFFERED="1")
+        env.update(VECTORS_ENV)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "memtrio.supervisors.cli", "mcp", *args],
             stdin=subprocess.PIPE,
@@ -335,11 +370,14 @@ class Stabilizer:
             return self.text(value)
         if isinstance(value, float) and EPOCH_MIN < value < EPOCH_MAX:
             return "<time>"
+        if isinstance(value, float) and key in VARYING_FLOATS:
+            return f"<{key}>"
         if isinstance(value, int) and not isinstance(value, bool) and key in VARYING_INTS:
             return f"<{key}>"
         return value
 
 
+VARYING_FLOATS = {"seconds"}  # elapsed times (vector_reindex)
 # Integer fields that differ between runs (process ids, elapsed milliseconds, sizes on disk).
 VARYING_INTS = {"pid", "uptime_ms", "elapsed_ms", "bytes", "db_bytes", "size_bytes", "rss_bytes"}
 

@@ -52,7 +52,7 @@ def _scores(conn: sqlite3.Connection, sc: Scoped, terms: list[str]) -> Counter[i
     """The score of each entity every term matches (summed over the terms)."""
     scores: Counter[int] | None = None
     for term in terms:
-        hits = _term_hits(conn, sc, term)
+        hits = term_hits(conn, sc, term)
         if scores is None:
             scores = hits
         else:
@@ -62,7 +62,7 @@ def _scores(conn: sqlite3.Connection, sc: Scoped, terms: list[str]) -> Counter[i
     return scores or Counter()
 
 
-def _term_hits(conn: sqlite3.Connection, sc: Scoped, term: str) -> Counter[int]:
+def term_hits(conn: sqlite3.Connection, sc: Scoped, term: str) -> Counter[int]:
     """The entities one term matches: `NAME_WEIGHT` for the name or type, plus one per observation."""
     match = f'"{term}"*'
     hits: Counter[int] = Counter()

@@ -2,7 +2,7 @@
 
 `RecallCache` holds, for the active embedding model only:
 
-- one `ExactIndex` per kind (memory, entity, relation), with one row per
+- one `ItemIndex` per kind (memory, entity, relation), with one vector per
   stored window of an item's text (a long memory has several);
 - per-item attributes in arrays indexed by id (present, scope, memory type),
   so a scope / ``memory_type`` filter becomes a boolean mask in one numpy step;
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..store.ops import item_vectors
-from .vectors import ExactIndex
+from .vectors import IndexChoice, ItemIndex
 
 KINDS = ("memory", "entity", "relation")
 KIND_CODE = {"memory": 0, "entity": 1, "relation": 2}
@@ -131,11 +131,13 @@ def query_words(text: str) -> list[str]:
 class RecallCache:
     """Vectors, attributes and graph of one store, for one embedding model."""
 
-    def __init__(self, model: str, revision: str, dim: int) -> None:
+    def __init__(
+        self, model: str, revision: str, dim: int, choice: IndexChoice | None = None
+    ) -> None:
         self.model = model
         self.revision = revision
         self.dim = dim
-        self.index = {kind: ExactIndex(dim) for kind in KINDS}
+        self.index = {kind: ItemIndex(dim, choice) for kind in KINDS}
         self.items = {kind: ItemTable() for kind in KINDS}
         self.adj: dict[int, set[int]] = {}
         self.scope_ids: dict[str, int] = {}
@@ -156,6 +158,7 @@ class RecallCache:
             "revision": self.revision,
             "vectors": {kind: len(self.index[kind]) for kind in KINDS},
             "vector_rows": {kind: self.index[kind].rows for kind in KINDS},
+            "vector_index": {kind: self.index[kind].backend.kind for kind in KINDS},
             "items": {kind: self.items[kind].count for kind in KINDS},
             "edges": sum(len(v) for v in self.adj.values()) // 2,
         }

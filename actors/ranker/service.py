@@ -50,6 +50,7 @@ from . import rank as rank_mod
 from .graph import KINDS, RecallCache
 from .handle import RANKER
 from .messages import RankerRequest, Recall
+from .vectors import IndexChoice
 
 ACTOR = "ranker"
 BACKFILL_LIMIT = (
@@ -262,9 +263,23 @@ class Ranker:
             return None
         return embedder.model, embedder.revision, embedder.dim
 
+    def index_choice(self) -> IndexChoice:
+        """The ``[vectors]`` backend settings the cache's indexes are built with."""
+        v = self.app.config.vectors
+        return IndexChoice(
+            backend=v.backend,
+            auto_threshold=v.auto_threshold,
+            quantization=v.quantization,
+            connectivity=v.connectivity,
+            expansion_add=v.expansion_add,
+            expansion_search=v.expansion_search,
+            ivf_nlist=v.ivf_nlist,
+            ivf_nprobe=v.ivf_nprobe,
+        )
+
     def _load_sync(self, model: tuple[str, str, int]) -> RecallCache:
         assert self._conn is not None
-        cache = RecallCache(*model)
+        cache = RecallCache(*model, self.index_choice())
         started = time.perf_counter()
         self._conn.execute("BEGIN")
         try:

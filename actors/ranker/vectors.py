@@ -1,183 +1,240 @@
-"""In-memory vector indexes: one float32 matrix per kind (memory, entity, relation).
-
-`ExactIndex` holds them in a numpy matrix and searches by exact cosine (dot
-product of L2-normalised vectors). An approximate index for stores beyond
-~100,000 vectors would offer the same methods (``__len__``, ``upsert``,
-``remove``, ``search``); usearch, for instance, holds several vectors per key
-with ``multi=True``.
+"""The ranker's vector indexes: items of one or more windows over a `VectorIndex` backend.
 
 An item may have several vectors: the windows (chunks) of a text longer than
-the embedding model's token limit. The index holds one row per vector with a
-row -> item map; an item's similarity to a query is the best of its rows
-(max over chunks), and a search returns items, never the same one twice.
+the embedding model's token limit. The backend holds one vector per *key*:
+window 0 of item ``i`` under key ``i``, window ``c >= 1`` under
+``EXTRA_BASE + i * WINDOWS + c``. An item's similarity to a query is the
+best of its windows (max over chunks), and a search returns items, never the
+same one twice.
+
+The backend (``exact``, ``hnsw`` or ``ivf``, see ``actors.vectors.index``) is
+chosen by `IndexChoice` when the index is (re)loaded: ``auto`` takes exact
+search below ``auto_threshold`` vectors and hnsw from there on; an index that
+grows past the threshold moves its vectors to hnsw then (once). Recall always
+compares by cosine (the model's vectors are unit length).
 
 Filtering happens inside the search (``allowed``: a boolean array indexed by
-item id), so a filtered item never takes a slot of the top k.
+item id, turned into a key filter), so a filtered item never takes a slot of
+the top k.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
-INITIAL_CAPACITY = 1024
-GROWTH_SLACK = 1024  # spare rows after a load; beyond that the matrix grows by half
+from ..vectors.index import Ids, Mask, Scores, StatValue, VectorIndex, Vectors, make_index
+
+WINDOWS = 256  # keys per item for its windows ([embedding] max_chunks is at most 256)
+EXTRA_BASE = 1 << 56  # keys of windows 1, 2, ... start here
+LOAD_BATCH = 65_536  # vectors handed to the backend at once while loading
 
 
-class ExactIndex:
-    """A growable (capacity, dim) float32 matrix, one row per vector.
+@dataclass(frozen=True)
+class IndexChoice:
+    """Which backend the ranker's indexes use and with what options (``[vectors]``)."""
 
-    Row order is arbitrary (removal swaps in the last row); ``_rows`` maps an
-    item to its rows, ``_ids`` a row to its item.
-    """
+    backend: Literal["auto", "exact", "hnsw", "ivf"] = "auto"
+    auto_threshold: int = 100_000
+    quantization: Literal["f32", "f16", "bf16", "i8"] = "f32"
+    connectivity: int = 16
+    expansion_add: int = 200
+    expansion_search: int = 64
+    ivf_nlist: int = 256
+    ivf_nprobe: int = 8
 
-    def __init__(self, dim: int, capacity: int = INITIAL_CAPACITY) -> None:
+    def kind(self, vectors: int) -> Literal["exact", "hnsw", "ivf"]:
+        if self.backend != "auto":
+            return self.backend
+        return "hnsw" if vectors >= self.auto_threshold else "exact"
+
+    def make(self, dim: int, vectors: int) -> VectorIndex:
+        return make_index(
+            self.kind(vectors),
+            dim,
+            "cos",
+            quantization=self.quantization,
+            connectivity=self.connectivity,
+            expansion_add=self.expansion_add,
+            expansion_search=self.expansion_search,
+            nlist=self.ivf_nlist,
+            nprobe=self.ivf_nprobe,
+        )
+
+
+def item_of(keys: Ids) -> Ids:
+    """The item of each key."""
+    extra = keys >= EXTRA_BASE
+    if not extra.any():
+        return keys
+    return np.where(extra, (keys - EXTRA_BASE) // WINDOWS, keys)
+
+
+def keys_of(item_id: int, windows: int) -> Ids:
+    extra = EXTRA_BASE + item_id * WINDOWS + np.arange(1, windows, dtype=np.int64)
+    return np.concatenate([np.array([item_id], dtype=np.int64), extra])
+
+
+class _ItemFilter:
+    """The keys whose item is True in a mask indexed by item id (an `IdFilter`)."""
+
+    def __init__(self, mask: Mask, windows: dict[int, int]) -> None:
+        self.mask = mask
+        self.windows = windows
+        self._count = int(np.count_nonzero(mask))
+
+    def __call__(self, ids: Ids) -> Mask:
+        items = item_of(ids)
+        ok = np.zeros(len(ids), dtype=bool)
+        inside = (items >= 0) & (items < len(self.mask))
+        ok[inside] = self.mask[items[inside]]
+        return ok
+
+    def count(self) -> int:
+        return self._count
+
+    def keys(self) -> Ids:
+        items = np.flatnonzero(self.mask).tolist()
+        parts = [keys_of(i, self.windows[i]) for i in items if i in self.windows]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+class ItemIndex:
+    """Items of one kind (memory, entity, relation), each with its windows' vectors."""
+
+    def __init__(self, dim: int, choice: IndexChoice | None = None) -> None:
         self.dim = dim
-        self._mat = np.zeros((max(capacity, 1), dim), dtype=np.float32)
-        self._ids = np.zeros(max(capacity, 1), dtype=np.int64)
-        self._rows: dict[int, list[int]] = {}
-        self._n = 0  # rows in use
-        self.version = 0  # bumped whenever the set of ids changes
+        self.choice = choice or IndexChoice()
+        self.backend = self.choice.make(dim, 0)
+        self._windows: dict[int, int] = {}  # item -> number of windows
+        self._rows = 0
+        self.version = 0  # bumped whenever the set of items changes
 
     def __len__(self) -> int:
-        """Items (not rows) in the index."""
-        return len(self._rows)
+        """Items (not windows) in the index."""
+        return len(self._windows)
 
     def __contains__(self, item_id: int) -> bool:
-        return item_id in self._rows
+        return item_id in self._windows
 
     @property
     def rows(self) -> int:
-        """Vectors (rows) in the index; more than `len` when items have several."""
-        return self._n
+        """Vectors (windows) in the index; more than `len` when items have several."""
+        return self._rows
 
-    def ids(self) -> np.ndarray:
-        """The item id of every row (an item with several vectors appears several times)."""
-        return self._ids[: self._n]
+    def ids(self) -> Ids:
+        """Every item id in the index."""
+        return np.fromiter(self._windows, dtype=np.int64, count=len(self._windows))
 
-    def vectors(self, item_id: int) -> np.ndarray | None:
-        """The item's vectors, (n, dim), or None."""
-        rows = self._rows.get(item_id)
-        return None if rows is None else self._mat[rows]
-
-    def _grow(self, need: int) -> None:
-        cap = self._mat.shape[0]
-        if need <= cap:
-            return
-        new_cap = max(need, cap + cap // 2)
-        mat = np.zeros((new_cap, self.dim), dtype=np.float32)
-        mat[: self._n] = self._mat[: self._n]
-        ids = np.zeros(new_cap, dtype=np.int64)
-        ids[: self._n] = self._ids[: self._n]
-        self._mat, self._ids = mat, ids
+    def vectors(self, item_id: int) -> Vectors | None:
+        """The item's vectors, (n, dim), as the backend holds them, or None."""
+        windows = self._windows.get(item_id)
+        if windows is None:
+            return None
+        found = [self.backend.get(int(key)) for key in keys_of(item_id, windows)]
+        return np.stack([v for v in found if v is not None]).astype(np.float32)
 
     def upsert(self, item_id: int, vectors: np.ndarray) -> None:
-        """Set the item's vectors: shape (dim,) for one, (n, dim) for several (replaces what it had)."""
+        """Set the item's vectors: (dim,) for one, (n, dim) for several (replaces what it had)."""
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim == 1:
             vectors = vectors[None, :]
-        if vectors.ndim != 2 or vectors.shape[1] != self.dim or len(vectors) == 0:
+        if vectors.ndim != 2 or vectors.shape[1] != self.dim or not 0 < len(vectors) <= WINDOWS:
             raise ValueError(
                 f"vectors of item {item_id} have shape {vectors.shape}, expected (n, {self.dim})"
             )
-        rows = self._rows.get(item_id)
-        if rows is not None and len(rows) == len(vectors):
-            self._mat[rows] = vectors  # same number of windows: in place
+        old = self._windows.get(item_id, 0)
+        if old > len(vectors):
+            self.backend.remove(keys_of(item_id, old)[len(vectors) :])
+        self.backend.add(keys_of(item_id, len(vectors)), vectors)
+        self._windows[item_id] = len(vectors)
+        self._rows += len(vectors) - old
+        if old != len(vectors):
+            self.version += 1
+            self._maybe_switch()
+
+    def _maybe_switch(self) -> None:
+        """``auto``: move to the backend the size now calls for (exact -> hnsw, once)."""
+        if self.choice.backend != "auto" or self.choice.kind(self._rows) == self.backend.kind:
             return
-        if rows is not None:
-            self.remove(item_id)
-        n = len(vectors)
-        self._grow(self._n + n)
-        start = self._n
-        self._mat[start : start + n] = vectors
-        self._ids[start : start + n] = item_id
-        self._rows[item_id] = list(range(start, start + n))
-        self._n += n
+        fresh = self.choice.make(self.dim, self._rows)
+        keys = self.backend.ids()
+        for start in range(0, len(keys), LOAD_BATCH):
+            part = keys[start : start + LOAD_BATCH]
+            found = [self.backend.get(int(key)) for key in part]
+            fresh.add(part, np.stack([v for v in found if v is not None]))
+        self.backend = fresh
+
+    def remove(self, item_id: int) -> None:
+        windows = self._windows.pop(item_id, None)
+        if windows is None:
+            return
+        self.backend.remove(keys_of(item_id, windows))
+        self._rows -= windows
         self.version += 1
 
     def load_rows(self, rows: Iterable[tuple[int, bytes]], count: int) -> int:
-        """Replace the contents with up to ``count`` (item id, float32 bytes) rows, copied
-        straight into the matrix (no intermediate copies: at 100,000 vectors those doubled
-        the peak memory of a start). An item may come in several rows (its chunks). Rows of
-        another length are skipped. Returns the rows loaded."""
-        capacity = max(count + GROWTH_SLACK, INITIAL_CAPACITY)
-        self._mat = np.zeros((capacity, self.dim), dtype=np.float32)
-        self._ids = np.zeros(capacity, dtype=np.int64)
-        self._rows = {}
+        """Replace the contents with up to ``count`` (item id, float32 bytes) rows, an item's
+        windows in any order; the backend is chosen for ``count`` vectors (`IndexChoice`).
+        Rows of another length are skipped. Returns the rows loaded."""
+        self.backend = self.choice.make(self.dim, count)
+        reserve = getattr(self.backend, "reserve", None)
+        if reserve is not None:
+            reserve(count + 1024)
+        self._windows = {}
         nbytes = self.dim * 4
-        n = 0
+        keys = np.zeros(LOAD_BATCH, dtype=np.int64)
+        batch = np.zeros((LOAD_BATCH, self.dim), dtype=np.float32)
+        n = filled = 0
         for item_id, blob in rows:
-            if len(blob) != nbytes or n >= capacity:
+            if len(blob) != nbytes or n >= count:
                 continue
-            self._mat[n] = np.frombuffer(blob, dtype=np.float32)
-            self._ids[n] = item_id
-            self._rows.setdefault(int(item_id), []).append(n)
+            window = self._windows.get(item_id, 0)
+            if window >= WINDOWS:
+                continue
+            self._windows[item_id] = window + 1
+            keys[filled] = item_id if window == 0 else EXTRA_BASE + item_id * WINDOWS + window
+            batch[filled] = np.frombuffer(blob, dtype=np.float32)
+            filled += 1
             n += 1
-        self._n = n
+            if filled == LOAD_BATCH:
+                self.backend.add(keys, batch)
+                filled = 0
+        if filled:
+            self.backend.add(keys[:filled], batch[:filled])
+        self._rows = n
         self.version += 1
         return n
 
-    def remove(self, item_id: int) -> None:
-        rows = self._rows.pop(item_id, None)
-        if rows is None:
-            return
-        self.version += 1
-        # Highest first: the last row is then never one of this item's own.
-        for row in sorted(rows, reverse=True):
-            last = self._n - 1
-            if row != last:
-                self._mat[row] = self._mat[last]
-                moved = int(self._ids[last])
-                self._ids[row] = moved
-                peers = self._rows[moved]
-                peers[peers.index(last)] = row
-            self._n = last
+    def search(self, query: np.ndarray, k: int, allowed: Mask | None = None) -> tuple[Ids, Scores]:
+        """The ``k`` best items (int64 ids, distinct) and their cosines (float32), best first.
 
-    def scores(self, query: np.ndarray) -> np.ndarray:
-        """Cosine of ``query`` with every row (row order = `ids`)."""
-        return self._mat[: self._n] @ query.astype(np.float32, copy=False)
-
-    def search(
-        self, query: np.ndarray, k: int, allowed: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` best items (int64 ids, distinct) and their scores (float32), best first.
-
-        An item's score is the best cosine of its vectors. ``allowed``: a
+        An item's score is the best cosine of its windows. ``allowed``: a
         boolean array indexed by item id; ids beyond its end, or False in it,
         are skipped.
         """
         empty = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        if self._n == 0 or k <= 0:
+        if not self._windows or k <= 0:
             return empty
-        scores = self.scores(query)
-        ids = self._ids[: self._n]
-        valid = self._n
-        if allowed is not None:
-            ok = np.zeros(self._n, dtype=bool)
-            inside = ids < len(allowed)
-            ok[inside] = allowed[ids[inside]]
-            scores = np.where(ok, scores, -np.inf)
-            valid = int(ok.sum())
-            if valid == 0:
-                return empty
-        k = min(k, len(self._rows))
-        multi = self._n > len(self._rows)  # some item has several rows
-        # The best rows, widened until they hold k distinct items (or every valid row).
-        take = min(valid, 2 * k if multi else k)
+        k = min(k, len(self._windows))
+        multi = self._rows > len(self._windows)  # some item has several windows
+        keyed = None if allowed is None else _ItemFilter(allowed, self._windows)
+        if keyed is not None and keyed.count() == 0:
+            return empty
+        take = 2 * k if multi else k
         while True:
-            if take < self._n:
-                top = np.argpartition(-scores, take - 1)[:take]
-            else:
-                top = np.arange(self._n)
-            top = top[np.argsort(-scores[top], kind="stable")]
-            top = top[np.isfinite(scores[top])]
+            keys, scores = self.backend.search(query, min(take, self._rows), keyed)
+            items = item_of(keys)
             if not multi:
-                break
-            _, first = np.unique(ids[top], return_index=True)
-            if len(first) >= k or take >= valid:
-                top = top[np.sort(first)]
-                break
-            take = min(valid, take * 2)
-        top = top[:k]
-        return ids[top].copy(), scores[top].astype(np.float32)
+                return items.copy(), scores.astype(np.float32)
+            _, first = np.unique(items, return_index=True)
+            if len(first) >= k or take >= self._rows:
+                first = np.sort(first)[:k]
+                return items[first].copy(), scores[first].astype(np.float32)
+            take *= 2
+
+    def stats(self) -> dict[str, StatValue]:
+        return self.backend.stats()

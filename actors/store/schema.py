@@ -27,6 +27,10 @@ the knowledge-graph tools):
   its chunks (triggers), so the chunks always belong to the current row: a
   writer stores the row first, then its chunks, in the same transaction. An
   item has a current vector set iff its ``vectors`` row is of the current model.
+- entity_embeddings: the bring-your-own embedding of an entity (the vector
+  tools, ``--vectors``): float32 little-endian ``vec`` of ``dim`` values, with
+  the client's ``model`` label. Deleting the entity deletes it (a trigger).
+  Unlike ``vectors`` (the local model's), nothing here is computed by memtrio.
 - recall_log: every recall and inspect, with query, scopes, ranked ids and scores.
 """
 
@@ -268,12 +272,29 @@ CREATE VIRTUAL TABLE memories_fts USING fts5 (
 INSERT INTO memories_fts (memories_fts) VALUES ('rebuild');
 """
 
+# Version 6 (vector tools): clients' own entity embeddings, one per entity, kept
+# apart from ``vectors`` (the local model's, which recall reads): their dimension
+# is the store's ``[vectors] dims`` and no model of memtrio made them.
+SCHEMA_VERSION_6 = """
+CREATE TABLE entity_embeddings (
+    entity_id  INTEGER PRIMARY KEY,
+    model      TEXT NOT NULL DEFAULT '',
+    dim        INTEGER NOT NULL,
+    vec        BLOB NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TRIGGER entities_embedding_delete AFTER DELETE ON entities BEGIN
+    DELETE FROM entity_embeddings WHERE entity_id = old.id;
+END;
+"""
+
 MIGRATIONS: list[str] = [
     SCHEMA_VERSION_1,
     SCHEMA_VERSION_2,
     SCHEMA_VERSION_3,
     SCHEMA_VERSION_4,
     SCHEMA_VERSION_5,
+    SCHEMA_VERSION_6,
 ]
 LATEST = len(MIGRATIONS)
 

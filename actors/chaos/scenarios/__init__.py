@@ -3,6 +3,7 @@
 
 - `crashes`: actors crash at injected fault points under load (and with the official SDK client);
 - `kills`: the process dies (kill -9, an exit right before COMMIT) in the middle of writes;
+- `vectors`: kill -9 in the middle of vector_batch_upsert bursts (the vector table and index);
 - `disk`: a held write lock, a full disk, a read-only home;
 - `malformed`: malformed JSON-RPC lines and wrong tool arguments;
 - `security`: hostile ``memtrio import`` files and a hostile Git checkout;
@@ -44,6 +45,7 @@ from .malformed import run_malformed
 from .security import hostile_checkout, import_limits
 from .storms import storm_embedder, storm_session, storm_store
 from .transports import net_clients_vanish, net_drop_resume, net_handler_crash, net_owner_killed
+from .vectors import kill9_vectors
 
 QUICK: dict[str, Scenario] = {
     "crash-reader": crash_reader,
@@ -76,6 +78,7 @@ FULL: dict[str, Scenario] = {
     "crash-everything": crash_everything,
     "storm-embedder": storm_embedder,
     "kill9-embeddings": kill9_embeddings,
+    "kill9-vectors": kill9_vectors,  # ~16 s even in --quick (server starts): FULL only
     "sdk-client-crashes": sdk_client_crashes,
 }
 

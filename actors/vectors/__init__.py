@@ -1,0 +1,1 @@
+"""Vector indexes: one interface (`index.VectorIndex`), three backends (exact, hnsw, ivf)."""

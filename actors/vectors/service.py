@@ -1,0 +1,307 @@
+"""The vector store: the in-memory index over ``entity_embeddings`` and the actor that owns it.
+
+Published as `VECTORS` once the index is built. The table is the truth
+(``table``): the actor builds the index from it when it starts (so after a
+crash, or a restart of the StoreWriter, which restarts this actor too: the
+root supervisor is rest_for_one), and keeps it current:
+
+- a vector tool's write commits first, then calls `refresh` with the ids it
+  wrote, which re-reads their rows and applies them;
+- an entity deleted by another tool (``delete_entities``, ``merge_entities``)
+  reaches the index through the store's change notifications: its id is
+  marked dirty, and the next call (`synced`) refreshes it from the table; a
+  ``reset`` (flush, import) rebuilds the whole index.
+
+Every read of the table and change of the index happens under one lock,
+so a refresh that read the table later is applied later, and the index
+never goes back to an older row. Searches hold the lock too (the backends
+are not thread-safe); the index work runs in a thread.
+
+Visibility: the index holds every scope's vectors; a search widens its
+candidate pool until it has ``k`` the session may see (or knows the rest
+through an ``allowed`` set computed in SQL), so an entity the session cannot
+see never takes a slot of the top k.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import trio
+
+from ...supervisors import trace
+from ...supervisors.context import AppContext, ServiceKey
+from ...supervisors.supervisor import ChildContext
+from ..kg.lookup import Ent, chunks, marks
+from ..kg.reads import type_filter
+from ..kg.view import Scoped, View
+from ..store.writer import STORE, Change, Store
+from . import table
+from .index import VectorIndex, make_index
+
+ACTOR = "vectors"
+WIDEN = 4  # each retry of a filtered search asks the index for this many times more
+
+
+@dataclass
+class GraphDegrees:
+    """The adjacency cache of one scope selection: each entity's visible relation count."""
+
+    degrees: Counter[int]
+    edges: int
+
+
+class VectorService:
+    """The client handle (published as `VECTORS`) and the state of the ``vectors`` actor."""
+
+    def __init__(self, app: AppContext) -> None:
+        cfg = app.config.vectors
+        self.app = app
+        self.dims = cfg.dims
+        self.metric = cfg.metric
+        self.index: VectorIndex = self.new_index(0)
+        self.other_dims = 0
+        self.lock = trio.Lock()
+        self._dirty: set[int] = set()
+        self._reset = False
+        self._graphs: dict[tuple[str, ...], GraphDegrees] = {}
+
+    @property
+    def backend(self) -> str:
+        """The backend of the index now (``[vectors] backend``, with ``auto`` resolved)."""
+        return self.index.kind
+
+    def new_index(self, count: int) -> VectorIndex:
+        """An empty index of the configured backend; ``auto`` is ``exact`` below
+        ``auto_threshold`` vectors (``count``: those about to be loaded), ``hnsw`` from there on."""
+        cfg = self.app.config.vectors
+        kind = cfg.backend
+        if kind == "auto":
+            kind = "hnsw" if count >= cfg.auto_threshold else "exact"
+        return make_index(
+            kind,
+            cfg.dims,
+            cfg.metric,
+            quantization=cfg.quantization,
+            connectivity=cfg.connectivity,
+            expansion_add=cfg.expansion_add,
+            expansion_search=cfg.expansion_search,
+            nlist=cfg.ivf_nlist,
+            nprobe=cfg.ivf_nprobe,
+        )
+
+    @property
+    def store(self) -> Store:
+        return self.app.service(STORE)
+
+    # -- the actor -----------------------------------------------------------------
+
+    async def serve(
+        self,
+        ctx: ChildContext,
+        *,
+        task_status: trio.TaskStatus[VectorService] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Build the index from the table, publish the handle, keep it until cancelled.
+
+        Cancellation: the handle is withdrawn and the listener removed; a
+        restart builds a new index from the table.
+        """
+        store = self.store
+        remove = store.add_listener(self.on_changes)
+        try:
+            async with self.lock:
+                await self._rebuild(store)
+            self.app.publish(VECTORS, self)
+            task_status.started(self)
+            await trio.sleep_forever()
+        finally:
+            remove()
+            self.app.withdraw(VECTORS, self)
+
+    def on_changes(self, changes: Iterable[Change]) -> None:
+        """Store listener (trio thread, right after a commit): note what the index must re-read."""
+        for change in changes:
+            if change.kind == "reset":
+                self._reset = True
+            elif change.kind == "entity" and change.deleted:
+                self._dirty.add(change.id)
+
+    async def _rebuild(self, store: Store) -> float:
+        """Replace the index by one built from the whole table (caller holds the lock); seconds taken."""
+        start = time.perf_counter()
+        self._reset = False
+        self._dirty.clear()
+        self._graphs.clear()
+        dims = self.dims
+        count, self.other_dims = await store.read(lambda conn: table.counts(conn, dims))
+        index = self.new_index(count)
+
+        def load(conn: sqlite3.Connection) -> None:
+            ids: list[int] = []
+            blobs: list[bytes] = []
+            for eid, blob in table.scan(conn, dims):
+                ids.append(eid)
+                blobs.append(blob)
+                if len(ids) >= table.LOAD_BATCH:
+                    _add(index, ids, blobs, dims)
+                    ids, blobs = [], []
+            if ids:
+                _add(index, ids, blobs, dims)
+
+        await store.read(load)
+        await trio.to_thread.run_sync(index.reindex)
+        self.index = index
+        seconds = time.perf_counter() - start
+        trace.event(ACTOR, "index_built", size=len(index), backend=self.backend, seconds=seconds)
+        return seconds
+
+    async def rebuild(self) -> float:
+        """`vector_reindex`: a fresh index from the table (ivf retrains); seconds taken."""
+        async with self.lock:
+            return await self._rebuild(self.store)
+
+    async def refresh(self, ids: Sequence[int]) -> None:
+        """Bring these ids of the index to what the table holds now."""
+        async with self.lock:
+            await self._refresh(self.store, ids)
+
+    async def _refresh(self, store: Store, ids: Iterable[int]) -> None:
+        wanted = sorted(set(ids))
+        if not wanted:
+            return
+        rows = await store.read(lambda conn: table.rows_of(conn, wanted))
+        keep = [r for r in rows.values() if r.dim == self.dims]
+        gone = [i for i in wanted if i not in rows or rows[i].dim != self.dims]
+        if gone:
+            self.index.remove(np.asarray(gone, dtype=np.int64))
+        if keep:
+            _add(self.index, [r.entity_id for r in keep], [r.vec for r in keep], self.dims)
+
+    @asynccontextmanager
+    async def synced(self) -> AsyncIterator[VectorIndex]:
+        """The index, current with the table's committed deletes, held for one call."""
+        async with self.lock:
+            store = self.store
+            if self._reset:
+                await self._rebuild(store)
+            elif self._dirty:
+                dirty, self._dirty = self._dirty, set()
+                await self._refresh(store, dirty)
+            yield self.index
+
+    # -- searching -------------------------------------------------------------------
+
+    async def search(
+        self,
+        view: View,
+        query: np.ndarray,
+        k: int,
+        entity_type: str | None = None,
+        exclude: Iterable[int] = (),
+    ) -> list[tuple[Ent, float]]:
+        """The ``k`` best entities the view sees (of ``entity_type``, not in ``exclude``)."""
+        skip = set(exclude)
+        async with self.synced() as index:
+            size = len(index)
+            fetch = min(size, k + len(skip) + max(k, 16))
+            while True:
+                ids, scores = await trio.to_thread.run_sync(index.search, query, fetch)
+                found = await self._visible(view, ids, entity_type)
+                hits = [(found[i], float(s)) for i, s in zip(ids.tolist(), scores.tolist(), strict=True)
+                        if i in found and i not in skip]  # fmt: skip
+                if len(hits) >= k or fetch >= size:
+                    return hits[:k]
+                if fetch * WIDEN < size:
+                    fetch *= WIDEN
+                    continue
+                allowed = await self._allowed(view, entity_type, skip)
+                ids, scores = await trio.to_thread.run_sync(index.search, query, k, allowed)
+                found = await self._visible(view, ids, entity_type)
+                return [
+                    (found[i], float(s))
+                    for i, s in zip(ids.tolist(), scores.tolist(), strict=True)
+                    if i in found
+                ][:k]
+
+    async def _visible(
+        self, view: View, ids: np.ndarray, entity_type: str | None
+    ) -> dict[int, Ent]:
+        wanted = [int(i) for i in ids.tolist()]
+        return await self.store.read(lambda conn: visible(conn, view, wanted, entity_type))
+
+    async def _allowed(self, view: View, entity_type: str | None, skip: set[int]) -> set[int]:
+        tsql, tparams = type_filter(entity_type)
+        dims = self.dims
+
+        def op(conn: sqlite3.Connection) -> set[int]:
+            sc = Scoped(conn, view)
+            return {
+                r[0]
+                for r in conn.execute(
+                    f"""SELECT e.id FROM entity_embeddings v JOIN entities e ON e.id = v.entity_id
+                        WHERE v.dim = ? AND {sc.entity()} {tsql}""",
+                    [dims, *tparams],
+                )
+                if r[0] not in skip
+            }
+
+        return await self.store.read(op)
+
+    # -- the graph cache ---------------------------------------------------------------
+
+    async def graph(self, view: View, refresh: bool = False) -> GraphDegrees:
+        """The adjacency cache of the view's scope selection (built now if absent or ``refresh``)."""
+        key = tuple(view.selection)
+        if refresh:
+            self._graphs.clear()
+        cached = self._graphs.get(key)
+        if cached is not None:
+            return cached
+
+        def op(conn: sqlite3.Connection) -> GraphDegrees:
+            sc = Scoped(conn, view)
+            degrees: Counter[int] = Counter()
+            edges = 0
+            for src, tgt in conn.execute(
+                f"SELECT r.source_id, r.target_id FROM relations r WHERE {sc.relation()}"
+            ):
+                degrees[src] += 1
+                degrees[tgt] += 1
+                edges += 1
+            return GraphDegrees(degrees, edges)
+
+        built = await self.store.read(op)
+        self._graphs[key] = built
+        return built
+
+
+def visible(
+    conn: sqlite3.Connection, view: View, ids: Sequence[int], entity_type: str | None
+) -> dict[int, Ent]:
+    """The entities of ``ids`` the view sees (of ``entity_type`` when given), by id."""
+    sc = Scoped(conn, view)
+    tsql, tparams = type_filter(entity_type)
+    out: dict[int, Ent] = {}
+    for part in chunks(list(ids)):
+        for row in conn.execute(
+            f"SELECT e.id, e.name, e.kind, e.canonical_name FROM entities e "
+            f"WHERE e.id IN ({marks(len(part))}) AND {sc.entity()} {tsql}",
+            [*part, *tparams],
+        ):
+            out[row[0]] = Ent(*row)
+    return out
+
+
+def _add(index: VectorIndex, ids: list[int], blobs: list[bytes], dims: int) -> None:
+    vectors = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(ids), dims)
+    index.add(np.asarray(ids, dtype=np.int64), vectors)
+
+
+VECTORS: ServiceKey[VectorService] = ServiceKey("vectors")

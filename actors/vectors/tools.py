@@ -1,0 +1,93 @@
+"""The twelve vector tools (group ``vectors``), served only with ``--vectors`` / ``[vectors] enabled``.
+
+Names and arguments are mcp-memory's (``docs/vectors.md``): bring-your-own
+entity embeddings of the store's dimension, searched by vector or (memtrio)
+by a ``text`` the local model embeds. Handlers: `writes` (upsert, batch,
+delete) and `reads` (everything else).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import msgspec
+
+from ...protocol.tools import Handler, Tool
+from . import args as A
+from . import reads as R
+from . import results as X
+from . import writes as W
+
+GROUP = "vectors"
+
+
+def vector_tool(
+    name: str,
+    title: str,
+    description: str,
+    args: type[msgspec.Struct],
+    handler: Handler,
+    result: type[msgspec.Struct],
+    **annotations: bool,
+) -> Tool:
+    return Tool(
+        name=name, title=title, description=description, args=args, handler=handler,
+        result=result, group=GROUP, **annotations,
+    )  # fmt: skip
+
+
+_w = vector_tool
+_r = functools.partial(vector_tool, read_only=True, idempotent=True)
+
+_TEXT = (
+    " memtrio: instead of the vector, `text` is embedded by the local model (only when the store's "
+    "dimension is the model's, 384)."
+)
+_SCOPE = " Only entities the session sees are searched."
+
+TOOLS = [
+    _w("vector_upsert_embedding", "Upsert Embedding",
+       "Attach an embedding (bring your own: as many numbers as --embedding-dims) to an existing entity, "
+       "replacing any it had; optional model label.",
+       A.UpsertArgs, W.upsert_embedding, X.Upserted, idempotent=True),
+    _w("vector_batch_upsert", "Batch Upsert Embeddings",
+       "Upsert up to 1,024 embeddings [{entityName, embedding, model?}] in one transaction; an item that "
+       "cannot be stored (unknown entity, wrong dimension) is reported in errors, the others are stored.",
+       A.BatchUpsertArgs, W.batch_upsert, X.BatchUpserted, idempotent=True),
+    _r("vector_get_embedding", "Get Embedding", "The stored embedding of an entity, with its model label.",
+       A.EntityArgs, R.get_embedding, X.Embedding),
+    _r("vector_search_entities", "Vector Search",
+       "The entities nearest an embedding (cosine by default), best first; topK 1-100 (default 10), "
+       "optional entityType filter." + _SCOPE + _TEXT,
+       A.SearchArgs, R.search_entities, X.SearchResults),
+    _r("vector_search_by_entity", "More Like This",
+       "The entities nearest an entity's own embedding; excludeSelf (default true) leaves it out.",
+       A.ByEntityArgs, R.search_by_entity, X.SearchResults),
+    _r("vector_recommend", "Recommend",
+       "Entities like the `positive` examples and unlike the `negative` ones: the query is the mean of the "
+       "positive embeddings minus the mean of the negative ones; the examples are not returned.",
+       A.RecommendArgs, R.recommend, X.SearchResults),
+    _r("vector_mmr_search", "MMR Search",
+       "Diverse nearest entities by Maximal Marginal Relevance: the fetchK nearest (default max(4 x topK, 20)), "
+       "then topK picked one by one maximising lambda x relevance - (1 - lambda) x similarity to those picked "
+       "(cosine; lambda 1 = relevance only, default 0.5)." + _TEXT,
+       A.MmrArgs, R.mmr_search, X.SearchResults),
+    _r("hybrid_search", "Hybrid Search",
+       "Vector search and full-text search (names, types, observations; any word) fused by Reciprocal Rank "
+       "Fusion: score = vecWeight / (60 + vector rank) + textWeight / (60 + text rank). centralityBoost > 0 "
+       "multiplies each score by 1 + boost x degree / highest degree (graph cache)."
+       + _TEXT.replace("the vector", "queryEmbedding"),
+       A.HybridArgs, R.hybrid_search, X.HybridResults),
+    _w("vector_delete_embedding", "Delete Embedding",
+       "Remove an entity's embedding; the entity, its observations and relations stay.",
+       A.EntityArgs, W.delete_embedding, X.Deleted, destructive=True, idempotent=True),
+    _w("vector_reindex", "Reindex Vectors",
+       "Rebuild the vector index from the stored embeddings (retrains IVF; after a large batch ingestion).",
+       A.NoArgs, R.reindex, X.Reindexed, idempotent=True),
+    _w("vector_refresh_graph_cache", "Refresh Graph Cache",
+       "Rebuild the adjacency cache hybrid_search's centrality boost reads (after changing relations).",
+       A.NoArgs, R.refresh_graph_cache, X.GraphCache, idempotent=True),
+    _r("vector_store_stats", "Vector Store Statistics",
+       "Embedding count, dimension, metric, index backend and size, graph cache node and edge counts.",
+       A.NoArgs, R.store_stats, X.VectorStats),
+]  # fmt: skip

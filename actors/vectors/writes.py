@@ -1,0 +1,128 @@
+"""The vector tools that change embeddings: upsert one, upsert a batch, delete one.
+
+Each is one write transaction on the StoreWriter (the rows land in
+``entity_embeddings`` or not at all); after the commit the index re-reads
+the ids written (`VectorService.refresh`), so the answer a client gets
+means both the table and the index hold the vector.
+
+An embedding belongs to its entity: the entity must be visible to the
+session, and shared with no scope the server may not write (``store.ownership``:
+another repository's entity keeps its attributes, its vector included).
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections.abc import Sequence
+
+import numpy as np
+
+from ...protocol.errors import BadArgument, NotFound
+from ...supervisors.context import CallContext
+from ..kg.lookup import Ent, resolve
+from ..kg.transactions import view_of
+from ..kg.view import Scoped, View
+from ..store import ops
+from ..store.ownership import Ownership, SharedRow
+from ..store.services import policy_of
+from . import args as A
+from . import results as X
+from . import table
+from .service import VECTORS, VectorService
+
+
+def check_vector(values: Sequence[float], dims: int, field: str = "embedding") -> bytes:
+    """``values`` as float32 little-endian bytes, checked against the store's dimension.
+
+    Error handling: `BadArgument` naming the expected and given dimensions,
+    or the first value that is not a finite number.
+    """
+    if len(values) != dims:
+        raise BadArgument(
+            f"`{field}` has {len(values)} dimensions, but this store's embeddings have {dims} "
+            "([vectors] dims, --embedding-dims)"
+        )
+    for i, v in enumerate(values):
+        if not math.isfinite(v):
+            raise BadArgument(f"`{field}`[{i}] is {v}: every value must be a finite number")
+    return np.asarray(values, dtype="<f4").tobytes()
+
+
+async def service_view(ctx: CallContext) -> tuple[VectorService, View]:
+    """The vector service and the calling session's scopes."""
+    service = ctx.app.service(VECTORS)
+    return service, view_of(await policy_of(ctx))
+
+
+def writable_entity(conn: sqlite3.Connection, view: View, name: str, action: str) -> Ent:
+    """The entity ``name`` if the view sees it and may change it.
+
+    Error handling: `NotFound` for an unknown (or invisible) entity,
+    `SharedRow` for one shared with a scope this server may not write.
+    """
+    ent = resolve(conn, Scoped(conn, view), [name]).get(ops.canonical_name(name))
+    if ent is None:
+        raise NotFound(f"entity {name!r} not found; create it first (create_entities)")
+    Ownership(conn, view.writable).require("entity", ent.id, f"entity {ent.name!r}", action)
+    return ent
+
+
+async def upsert_embedding(ctx: CallContext, args: A.UpsertArgs) -> X.Upserted:
+    service, view = await service_view(ctx)
+    blob = check_vector(args.embedding, service.dims)
+    model = args.model or ""
+
+    def op(conn: sqlite3.Connection) -> tuple[Ent, bool]:
+        ent = writable_entity(conn, view, args.entityName, "set its embedding")
+        return ent, table.put(conn, ent.id, blob, service.dims, model)
+
+    ent, created = await service.store.write(op, name="vector_upsert_embedding")
+    await service.refresh([ent.id])
+    return X.Upserted(entityName=ent.name, dims=service.dims, model=model, created=created)
+
+
+async def batch_upsert(ctx: CallContext, args: A.BatchUpsertArgs) -> X.BatchUpserted:
+    """Store every valid item in one transaction; each refused item gets its error, the rest stay."""
+    service, view = await service_view(ctx)
+    errors: list[X.BatchError] = []
+    blobs: dict[int, bytes] = {}
+    for i, item in enumerate(args.items):
+        try:
+            blobs[i] = check_vector(item.embedding, service.dims, f"items[{i}].embedding")
+        except BadArgument as exc:
+            errors.append(X.BatchError(index=i, entityName=item.entityName, error=str(exc)))
+
+    def op(conn: sqlite3.Connection) -> tuple[list[int], list[X.BatchError]]:
+        written: list[int] = []
+        refused: list[X.BatchError] = []
+        for i, blob in blobs.items():
+            item = args.items[i]
+            try:
+                ent = writable_entity(conn, view, item.entityName, "set its embedding")
+            except (NotFound, SharedRow) as exc:
+                refused.append(X.BatchError(index=i, entityName=item.entityName, error=str(exc)))
+                continue
+            table.put(conn, ent.id, blob, service.dims, item.model or "")
+            written.append(ent.id)
+        return written, refused
+
+    written, refused = await service.store.write(op, name="vector_batch_upsert")
+    await service.refresh(written)
+    errors = sorted([*errors, *refused], key=lambda e: e.index)
+    return X.BatchUpserted(
+        upserted=len(args.items) - len(errors), failed=len(errors), errors=errors
+    )
+
+
+async def delete_embedding(ctx: CallContext, args: A.EntityArgs) -> X.Deleted:
+    """Remove an entity's embedding; the entity, its observations and relations stay."""
+    service, view = await service_view(ctx)
+
+    def op(conn: sqlite3.Connection) -> tuple[Ent, bool]:
+        ent = writable_entity(conn, view, args.entityName, "delete its embedding")
+        return ent, table.delete(conn, ent.id)
+
+    ent, deleted = await service.store.write(op, name="vector_delete_embedding")
+    await service.refresh([ent.id])
+    return X.Deleted(entityName=ent.name, deleted=deleted)
