@@ -8,6 +8,7 @@ answers are never cached.
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import parse_qsl
 
 import msgspec
@@ -26,7 +27,7 @@ from ..net.http_wire import (
     read_body,
 )
 from .api import Api, ApiError
-from .guard import SECURITY_HEADERS, Denied, Guard, static_file
+from .guard import SECURITY_HEADERS, STATIC, Denied, Guard, static_file
 
 # Largest body of an API write (an edited memory's content and a few fields).
 BODY_LIMIT = 2 * 1024 * 1024
@@ -36,9 +37,10 @@ ACTOR = "ui"
 class UiApp:
     """ASGI application of the dashboard over one running application."""
 
-    def __init__(self, app: AppContext, guard: Guard) -> None:
+    def __init__(self, app: AppContext, guard: Guard, static: Path = STATIC) -> None:
         self.guard = guard
         self.api = Api(app)
+        self.static = static
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -81,7 +83,7 @@ class UiApp:
     async def serve_static(self, request: Request, send: Send) -> None:
         if request.method not in ("GET", "HEAD"):
             raise Denied(405, f"{request.method} is not allowed here")
-        path, kind = static_file(request.path)
+        path, kind = static_file(request.path, self.static)
         body = await trio.to_thread.run_sync(path.read_bytes)
         headers = [("content-type", kind), ("cache-control", "no-cache"), *SECURITY_HEADERS]
         await _respond(send, 200, b"" if request.method == "HEAD" else body, headers)
