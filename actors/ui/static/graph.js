@@ -31,7 +31,7 @@ export async function draw(entity, highlight = []) {
       relations: $("g-relations").value.split(",").map((s) => s.trim()).filter(Boolean).join(","),
     });
     current = result;
-    render(result, new Set(highlight));
+    render(result, new Set(highlight.map((n) => n.toLowerCase())));
   } catch (error) { report("g-info", error); }
 }
 
@@ -61,13 +61,13 @@ function render(result, onPath) {
   const svg = $("g-svg");
   const drawn = edges.map((e) => {
     const [x1, y1] = pos.get(e.source), [x2, y2] = pos.get(e.target);
-    const hot = onPath.has(e.source) && onPath.has(e.target);
+    const hot = onPath.has(e.source.toLowerCase()) && onPath.has(e.target.toLowerCase());
     return h("g", { class: `edge${hot ? " onpath" : ""}`, "data-relation": e.relation },
       h("line", { x1, y1, x2, y2, "marker-end": "url(#arrow)" }),
       h("text", { x: (x1 + x2) / 2, y: (y1 + y2) / 2 - 4 }, e.relation));
   });
   const nodes = [...pos].map(([name, [x, y]]) =>
-    h("g", { class: `node${name === result.entity.name ? " center" : ""}${onPath.has(name) ? " onpath" : ""}`, "data-name": name,
+    h("g", { class: `node${name === result.entity.name ? " center" : ""}${onPath.has(name.toLowerCase()) ? " onpath" : ""}`, "data-name": name,
       onclick: () => observe(name), ondblclick: () => { $("g-entity").value = name; draw(name); } },
       h("circle", { cx: x, cy: y, r: 16 }), h("text", { x, y: y + 30 }, name), h("title", {}, name)));
   svg.replaceChildren(...drawn, ...nodes);
@@ -94,9 +94,10 @@ async function path() {
   try {
     const found = await api("path", { from: $("g-from").value, to: $("g-to").value });
     if (!found.found) { $("g-info").replaceChildren(h("p", {}, "no path between them")); return; }
-    $("g-entity").value = found.from;
+    const start = found.entities[0];
+    $("g-entity").value = start;
     $("g-depth").value = String(Math.min(3, Math.max(1, found.length)));
-    await draw(found.from, found.entities);
+    await draw(start, found.entities);
     $("g-info").replaceChildren(h("h3", {}, `Path of length ${found.length}`),
       h("ol", {}, found.relations.map((r) => h("li", {}, `${r.from} —${r.relationType}→ ${r.to}`))));
   } catch (error) { report("g-info", error); }

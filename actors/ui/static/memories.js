@@ -97,8 +97,8 @@ async function save() {
   if (Number($("d-importance").value) !== m.importance) edit.importance = Number($("d-importance").value);
   try {
     const result = await api("update", {}, edit);
-    say("d-status", result.changed.length ? `saved: ${result.changed.join(", ")}` : "nothing changed");
     await load(); await open(m.id);
+    say("d-status", result.changed.length ? `saved: ${result.changed.join(", ")}` : "nothing changed");
   } catch (error) { report("d-status", error); }
 }
 
@@ -109,8 +109,8 @@ async function forget() {
     await api("forget", {}, { id });
     state.open = null;
     $("m-detail").hidden = true;
-    say("m-status", `memory ${id} forgotten`);
     await load();
+    say("m-status", `memory ${id} forgotten`);
   } catch (error) { report("m-status", error); }
 }
 
