@@ -59,6 +59,13 @@ export function report(where, error) {
   el.classList.add("error");
 }
 
+// Replace ``where``'s content with ``children`` (clearing an earlier error).
+export function fill(where, ...children) {
+  const el = $(where);
+  el.classList.remove("error");
+  el.replaceChildren(...children);
+}
+
 export function say(where, text) {
   const el = $(where);
   el.textContent = text;

@@ -1,5 +1,5 @@
 // Graph: the entities and relations around one entity as an SVG drawing; a path between two.
-import { $, api, h, report } from "./api.js";
+import { $, api, fill, h, report } from "./api.js";
 
 const W = 900, H = 620, RING = 140;
 let current = null;
@@ -79,7 +79,7 @@ async function observe(name) {
   try {
     const d = await api("entity", { name });
     const obs = d.entity.observations || [];
-    $("g-info").replaceChildren(
+    fill("g-info", 
       h("h3", {}, d.entity.name, " ", h("span", { class: "muted" }, d.entity.entityType)),
       h("p", { class: "muted" }, `${d.degree.in} in, ${d.degree.out} out`),
       h("h4", {}, "Observations"),
@@ -93,12 +93,12 @@ async function observe(name) {
 async function path() {
   try {
     const found = await api("path", { from: $("g-from").value, to: $("g-to").value });
-    if (!found.found) { $("g-info").replaceChildren(h("p", {}, "no path between them")); return; }
+    if (!found.found) { fill("g-info", h("p", {}, "no path between them")); return; }
     const start = found.entities[0];
     $("g-entity").value = start;
     $("g-depth").value = String(Math.min(3, Math.max(1, found.length)));
     await draw(start, found.entities);
-    $("g-info").replaceChildren(h("h3", {}, `Path of length ${found.length}`),
+    fill("g-info", h("h3", {}, `Path of length ${found.length}`),
       h("ol", {}, found.relations.map((r) => h("li", {}, `${r.from} —${r.relationType}→ ${r.to}`))));
   } catch (error) { report("g-info", error); }
 }

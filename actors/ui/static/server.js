@@ -30,7 +30,7 @@ function timeline(t) {
     h("text", { x: width * 0.62 + s.depth * 8, y: i * rowH + 12 }, `${s.actor} ${s.name}${s.tool ? " " + s.tool : ""} ${s.duration_ms} ms ${s.outcome}`)));
   return h("div", { class: "trace", "data-trace": t.trace_id },
     h("div", {}, h("strong", {}, t.tool || "request"), h("span", { class: "muted" }, ` ${when(t.at)} · ${t.duration_ms} ms · ${t.outcome}`)),
-    h("svg", { viewBox: `0 0 ${width} ${t.spans.length * rowH + 4}`, height: t.spans.length * rowH + 4 }, bars));
+    h("svg", { viewBox: `0 0 ${width} ${t.spans.length * rowH + 4}`, preserveAspectRatio: "xMinYMin meet", height: t.spans.length * rowH + 4 }, bars));
 }
 
 export async function refresh() {
