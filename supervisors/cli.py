@@ -28,6 +28,7 @@ from ..actors.embedder import cli as embedder_cli
 from ..actors.net import attach, owner, serving
 from ..actors.net.connections import Connections
 from ..actors.store import cli as store_cli
+from ..actors.ui import cli as ui_cli
 from . import trace
 from .app import build_context, configure_observability, default_features, open_app, serve
 from .commands import (
@@ -43,7 +44,7 @@ from .errors import find_user_error, one_line
 from .supervisor import Escalation, first_leaf
 
 # Feature modules that add subcommands; each has register(subparsers).
-COMMAND_MODULES = (store_cli, embedder_cli, code_cli, chaos_cli)
+COMMAND_MODULES = (store_cli, embedder_cli, code_cli, chaos_cli, ui_cli)
 
 
 def start(
@@ -159,15 +160,19 @@ def serve_network(args: argparse.Namespace, transport: str | None) -> int:
     connections = Connections(listen.max_connections)
     announce = serving.announcer(listen)
     public: list[str] = []
+    ui = ui_cli.dashboard(app, listen) if ui_cli.ui_requested(args) else None
 
     def listening(host: str, port: int) -> None:
         public.append(listen.url(port))
         announce(host, port)
+        if ui is not None:
+            url = ui_cli.dashboard_url(listen, port, ui)
+            print(f"memtrio serve: dashboard at {url}", file=sys.stderr, flush=True)
 
     return serve(
         app,
         default_features(),
-        lambda: serving.network_listener(app, listen, connections, listening),
+        lambda: serving.network_listener(app, listen, connections, listening, ui),
         name=listen.transport,
         after=lambda: owner.attach_children(app, connections, lambda: public[-1] if public else ""),
     )

@@ -34,6 +34,7 @@ PAGES = {
     "code": ("docs/code.md",),
     "chaos": ("docs/reliability.md",),
     "trace": ("docs/operations.md",),
+    "ui": ("docs/ui.md",),
 }
 # Options every command takes, documented once.
 COMMON = {"--home": "docs/configuration.md", "--log-level": "docs/configuration.md"}

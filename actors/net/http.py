@@ -24,7 +24,7 @@ from ...supervisors import trace
 from ...supervisors.context import AppContext
 from ...supervisors.supervisor import PERMANENT, ChildContext, ChildSpec
 from .connections import Connections
-from .http_asgi import HttpServer
+from .http_asgi import Asgi, HttpServer
 from .listen import Listen
 
 # Seconds hypercorn waits for open connections once the sessions have ended.
@@ -58,6 +58,7 @@ async def serve_http(
     app: AppContext,
     listen: Listen,
     connections: Connections,
+    extra: Asgi | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``listen`` until a graceful stop; record the bound URL in ``connections``.
@@ -70,7 +71,7 @@ async def serve_http(
     entry: dict[str, object] = {"transport": "http"}
     try:
         async with trio.open_nursery() as nursery:
-            server = HttpServer(app, listen, connections, nursery)
+            server = HttpServer(app, listen, connections, nursery, extra)
             serve = partial(
                 hypercorn_serve,
                 server,
@@ -105,9 +106,11 @@ async def _wait_for(nursery: trio.Nursery, remaining: int) -> None:
             await trio.sleep(0.01)
 
 
-def http_listener(app: AppContext, listen: Listen, connections: Connections) -> ChildSpec:
-    """The root's child serving Streamable HTTP on ``listen``; registers ``server_status``'s
-    ``transports`` section."""
+def http_listener(
+    app: AppContext, listen: Listen, connections: Connections, extra: Asgi | None = None
+) -> ChildSpec:
+    """The root's child serving Streamable HTTP on ``listen`` (and ``extra``, the dashboard,
+    on every other path); registers ``server_status``'s ``transports`` section."""
     app.status_sections["transports"] = connections.snapshot
     grace = app.config.server.shutdown_grace
 
@@ -115,7 +118,12 @@ def http_listener(app: AppContext, listen: Listen, connections: Connections) -> 
         ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         await serve_http(
-            ctx, app=app, listen=listen, connections=connections, task_status=task_status
+            ctx,
+            app=app,
+            listen=listen,
+            connections=connections,
+            extra=extra,
+            task_status=task_status,
         )
 
     return ChildSpec(

@@ -17,6 +17,7 @@ Checks, in order: ``Origin`` (403), bearer token (401), path (404), method
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -52,6 +53,8 @@ from .http_wire import (
 )
 from .listen import Listen
 
+Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
+
 
 class HttpServer:
     """The ASGI application: the sessions of one listener and how each request is served."""
@@ -62,8 +65,11 @@ class HttpServer:
         listen: Listen,
         connections: Connections,
         nursery: trio.Nursery,
+        extra: Asgi | None = None,
     ) -> None:
         self.app = app
+        # Served every path but /mcp (the dashboard of ``memtrio serve --ui``), None: 404.
+        self.extra = extra
         self.listen = listen
         self.connections = connections
         self.nursery = nursery
@@ -80,6 +86,9 @@ class HttpServer:
         if scope["type"] != "http":
             return
         request = Request.of(scope)
+        if self.extra is not None and request.path.rstrip("/") != PATH:
+            await self.extra(scope, receive, send)
+            return
         try:
             await self.route(request, receive, send)
         except Refusal as refusal:

@@ -11,7 +11,8 @@ import argparse
 import inspect
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from typing import Any
 
 from ...supervisors.config import Config, ConfigError
 from ...supervisors.context import AppContext
@@ -21,6 +22,7 @@ from .connections import Connections
 from .listen import SSE_HINT, Listen, resolve_listen, transport_name
 
 Announce = Callable[[str, int], None]
+Asgi = Callable[[MutableMapping[str, Any], Any, Any], Awaitable[None]]
 
 
 def add_serve_options(parser: argparse.ArgumentParser) -> None:
@@ -42,6 +44,12 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--tls-cert", metavar="C", help="PEM certificate chain (http, ws)")
     parser.add_argument("--tls-key", metavar="K", help="PEM private key of --tls-cert")
+    parser.add_argument(
+        "--ui",
+        action="store_true",
+        help="also serve the web dashboard on the http port (or MEMTRIO_UI=1); "
+        "its URL, with a per-launch token, is printed on stderr",
+    )
     parser.add_argument(
         "--insecure-no-auth",
         action="store_true",
@@ -102,13 +110,22 @@ class TransportUnavailable(UserError):
 
 
 def network_listener(
-    app: AppContext, listen: Listen, connections: Connections, on_listening: Announce
+    app: AppContext,
+    listen: Listen,
+    connections: Connections,
+    on_listening: Announce,
+    extra: Asgi | None = None,
 ) -> ChildSpec:
     """The root's child serving ``listen.transport`` (http, tcp or ws).
 
     Error handling: raises `TransportUnavailable` (one line, exit 1) when the
     module of the transport cannot be imported.
     """
+    if extra is not None and listen.transport != "http":
+        raise ConfigError(
+            f"--ui serves the dashboard on the http transport, not {listen.transport}: "
+            "use --transport http, or run memtrio ui beside it"
+        )
     if listen.transport == "tcp":
         from .tcp import tcp_listener
 
@@ -127,8 +144,10 @@ def network_listener(
             "use --transport tcp or --transport ws"
         ) from None
     if "on_listening" in inspect.signature(http_listener).parameters:
-        return http_listener(app, listen, connections, on_listening=on_listening)  # type: ignore[call-arg]
-    return announced(http_listener(app, listen, connections), listen, connections, on_listening)
+        return http_listener(app, listen, connections, on_listening=on_listening, extra=extra)  # type: ignore[call-arg]
+    return announced(
+        http_listener(app, listen, connections, extra), listen, connections, on_listening
+    )
 
 
 def announced(

@@ -1,0 +1,102 @@
+"""``memtrio ui``: the dashboard of a home on a loopback port (headless: it prints its URL),
+and what ``memtrio serve --ui`` adds to the server's HTTP listener."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from functools import partial
+from urllib.parse import quote
+
+import trio
+from hypercorn.trio import serve as hypercorn_serve
+
+from ...supervisors.commands import add_common
+from ...supervisors.context import AppContext, AppRunner
+from ..net.http import _port, hypercorn_config
+from ..net.listen import Listen, resolve_listen
+from .asgi import UiApp
+from .guard import Guard, new_token
+
+DEFAULT_BIND = "127.0.0.1:0"
+
+
+def ui_requested(args: argparse.Namespace) -> bool:
+    """``memtrio serve --ui`` or ``MEMTRIO_UI=1`` (headless by default)."""
+    env = os.environ.get("MEMTRIO_UI", "").strip().lower()
+    return bool(getattr(args, "ui", False)) or env in ("1", "true", "yes", "on")
+
+
+def dashboard(app: AppContext, listen: Listen) -> UiApp:
+    """The dashboard over ``app``: the configured token, else a new per-launch one."""
+    guard = Guard(
+        token=listen.token or new_token(),
+        configured=listen.token is not None,
+        allowed_origins=listen.allowed_origins,
+    )
+    return UiApp(app, guard)
+
+
+def dashboard_url(listen: Listen, port: int, ui: UiApp) -> str:
+    """Where to open the dashboard: the listener's address with the token in the query."""
+    scheme = "https" if listen.tls else "http"
+    host = f"[{listen.host}]" if ":" in listen.host else listen.host
+    return f"{scheme}://{host}:{port}/?token={quote(ui.guard.token, safe='')}"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "ui", help="a local web dashboard of the memories, graph, code index and server"
+    )
+    add_common(parser)
+    parser.add_argument(
+        "--bind",
+        metavar="HOST:PORT",
+        default=DEFAULT_BIND,
+        help="address to listen on (default 127.0.0.1:0: a free loopback port); "
+        "another host needs --auth-token-file or MEMTRIO_AUTH_TOKEN",
+    )
+    parser.add_argument(
+        "--auth-token-file", metavar="F", help="file holding the dashboard token (default: random)"
+    )
+    parser.set_defaults(func=cmd_ui)
+
+
+def cmd_ui(args: argparse.Namespace, run: AppRunner) -> int:
+    """Run the application and serve the dashboard until SIGINT/SIGTERM.
+
+    Prints ``memtrio ui: http://127.0.0.1:PORT/?token=...`` on stderr once it listens;
+    the dashboard's repository is the current directory.
+
+    Error handling: a non-loopback ``--bind`` without a token exits 2 (one line).
+    """
+
+    async def body(app: AppContext) -> int:
+        listen = resolve_listen(
+            app.config,
+            transport="http",
+            bind=args.bind,
+            token_file=args.auth_token_file,
+        )
+        ui = dashboard(app, listen)
+        stopping = trio.Event()
+        async with trio.open_nursery() as nursery:
+            serve = partial(
+                hypercorn_serve,
+                ui,
+                hypercorn_config(listen),
+                shutdown_trigger=stopping.wait,
+                mode="asgi",
+            )
+            binds: list[str] = await nursery.start(serve)
+            url = dashboard_url(listen, _port(binds[0]), ui)
+            print(f"memtrio ui: {url}", file=sys.stderr, flush=True)
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for _ in signals:
+                    break
+            stopping.set()
+        return 0
+
+    return run(args, body)

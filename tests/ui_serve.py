@@ -1,0 +1,127 @@
+"""``memtrio serve --ui`` in a repository, for the dashboard's browser tests and
+``tools/ui_screenshots.py``: its dashboard URL and an MCP client on the same port."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import trio
+from mcp_client import server_env
+
+DASHBOARD = re.compile(r"memtrio serve: dashboard at (\S+)")
+LISTENING = re.compile(r"memtrio serve: listening on (\S+) ")
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "ui-test", "version": "1"},
+    },
+}
+
+
+@dataclass
+class Mcp:
+    """A Streamable HTTP MCP session (JSON answers) of the same server."""
+
+    client: httpx2.AsyncClient
+    url: str
+    sid: str = ""
+    ids: int = 0
+
+    async def open(self) -> Mcp:
+        reply = await self.client.post(self.url, json=INIT, headers={"accept": "application/json"})
+        reply.raise_for_status()
+        self.sid = reply.headers["mcp-session-id"]
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        await self.client.post(self.url, json=note, headers=self.headers)
+        return self
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"accept": "application/json", "mcp-session-id": self.sid}
+
+    async def call(self, name: str, **arguments: Any) -> tuple[bool, Any]:
+        """(isError, the structured result or the text) of one tool call."""
+        self.ids += 1
+        message = {
+            "jsonrpc": "2.0",
+            "id": self.ids,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments},
+        }
+        reply = await self.client.post(self.url, json=message, headers=self.headers, timeout=60)
+        result = reply.json()["result"]
+        if "structuredContent" in result:
+            return bool(result.get("isError")), result["structuredContent"]
+        text = result["content"][0]["text"]
+        try:
+            return bool(result.get("isError")), json.loads(text)
+        except ValueError:
+            return bool(result.get("isError")), text
+
+    async def ok(self, name: str, **arguments: Any) -> Any:
+        failed, value = await self.call(name, **arguments)
+        assert not failed, value
+        return value
+
+
+@dataclass
+class Served:
+    dashboard: str
+    mcp: Mcp
+    stderr: list[str] = field(default_factory=list)
+
+
+async def _drain(stream: trio.abc.ReceiveStream, into: list[str]) -> None:
+    buffer = b""
+    while chunk := await stream.receive_some(65536):
+        buffer += chunk
+        while b"\n" in buffer:
+            line, _, buffer = buffer.partition(b"\n")
+            into.append(line.decode(errors="replace"))
+
+
+@asynccontextmanager
+async def serve_ui(
+    home: Path, repo: Path, env: Mapping[str, str] | None = None
+) -> AsyncIterator[Served]:
+    """``memtrio serve --ui`` (http, a free loopback port) run in ``repo`` until the block ends."""
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "memtrio.supervisors.cli", "serve", "--ui",
+         "--transport", "http", "--bind", "127.0.0.1:0", "--home", str(home)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env=server_env(home, env), cwd=str(repo),
+    )  # fmt: skip
+    lines: list[str] = []
+    try:
+        async with trio.open_nursery() as nursery:
+            assert process.stderr is not None
+            nursery.start_soon(_drain, process.stderr, lines)
+            with trio.fail_after(60):
+                while not (found := next(filter(None, map(DASHBOARD.search, lines)), None)):
+                    assert process.returncode is None, "\n".join(lines)
+                    await trio.sleep(0.02)
+            mcp_url = next(filter(None, map(LISTENING.search, lines)))[1]
+            async with httpx2.AsyncClient() as client:
+                mcp = await Mcp(client, mcp_url).open()
+                yield Served(found[1], mcp, lines)
+            process.terminate()
+            with trio.fail_after(30):
+                await process.wait()
+            nursery.cancel_scope.cancel()
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
