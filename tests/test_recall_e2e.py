@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 import trio
-from mcp_client import call, ok, open_client
+from mcp_client import call, every_transport, ok, open_client
+
+pytestmark = every_transport
 
 ON = {"MEMTRIO_EMBEDDINGS": "on"}
 
