@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -31,6 +32,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     assert names and set(names) <= set(TRANSPORTS), f"unknown transports {names}"
     if set(names) != set(TRANSPORTS):
         assert marker.kwargs.get("reason"), f"{metafunc.definition.nodeid}: say why not all"
+    chosen = os.environ.get("MEMTRIO_TEST_TRANSPORTS")
+    if chosen:  # e.g. MEMTRIO_TEST_TRANSPORTS=stdio for a quicker run
+        names = tuple(n for n in names if n in chosen.split(","))
     metafunc.parametrize("transport", names, indirect=True, scope="module")
 
 

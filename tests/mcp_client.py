@@ -36,14 +36,13 @@ import httpx2
 import mcp_types as types
 import pytest
 import trio
-from launch import SERVER_ENV_PASSTHROUGH, server_command, server_env
+from launch import server_command as server_command  # re-exported: tests import it here
+from launch import server_env as server_env
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from sdk_transports import Tap, tcp_transport, ws_transport
 from serve_helpers import serve_process
-
-__all__ = ["SERVER_ENV_PASSTHROUGH", "server_command", "server_env"]
 
 TRANSPORTS = ("stdio", "http", "tcp", "ws")
 every_transport = pytest.mark.transports(*TRANSPORTS)
