@@ -23,7 +23,8 @@ from typing import Any
 import anyio
 import mcp_types as types
 import trio
-from mcp.client._transport import Transport, TransportStreams
+from anyio.streams.memory import MemoryObjectSendStream
+from mcp.client._transport import ReadStream, Transport, TransportStreams, WriteStream
 from mcp.shared.message import SessionMessage
 from trio_websocket import ConnectionClosed, open_websocket_url
 
@@ -165,7 +166,7 @@ class Tap:
 
     def __init__(self, inner: Transport) -> None:
         self._inner = inner
-        self._write: Any = None
+        self._write: WriteStream[SessionMessage] | None = None
         self._strays_in, self._strays = anyio.create_memory_object_stream[dict[str, Any]](16)
 
     @asynccontextmanager
@@ -180,7 +181,11 @@ class Tap:
                 finally:
                     nursery.cancel_scope.cancel()
 
-    async def _forward(self, read: Any, to_sdk: Any) -> None:
+    async def _forward(
+        self,
+        read: ReadStream[SessionMessage | Exception],
+        to_sdk: MemoryObjectSendStream[SessionMessage | Exception],
+    ) -> None:
         async with to_sdk:
             async for item in read:
                 if isinstance(item, SessionMessage) and is_stray(item.message):
