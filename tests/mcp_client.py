@@ -1,9 +1,19 @@
-"""End-to-end helpers: the official MCP Python SDK client against `memtrio mcp`, and the CLI.
+"""End-to-end helpers: the official MCP Python SDK client against memtrio, and the CLI.
 
-``open_client`` launches the real server as a stdio child (``python -m
-memtrio.supervisors.cli mcp``) with an isolated ``MEMTRIO_HOME``; the SDK's
-stdio client passes only a whitelist of environment variables, so everything
-the server needs is passed explicitly.
+``open_client`` gives a test an initialized official `Client` on a fresh
+server with an isolated ``MEMTRIO_HOME``, over the transport the test runs
+with (one of `TRANSPORTS`; conftest.py parametrizes the end-to-end modules
+over them, see `every_transport`):
+
+- ``stdio``: ``memtrio mcp`` as the SDK's stdio child, started in ``cwd``;
+- ``http``: a ``memtrio serve --transport http`` process and the SDK's
+  Streamable HTTP client, declaring ``cwd`` as its MCP root;
+- ``tcp``, ``ws``: a ``memtrio serve`` process of that transport and the
+  transports of `sdk_transports`, naming ``cwd`` in ``initialize``.
+
+The SDK's stdio client passes only a whitelist of environment variables, so
+everything the server needs is passed explicitly (`launch.server_env`); a
+``memtrio serve`` gets the same environment.
 """
 
 from __future__ import annotations
@@ -17,26 +27,49 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import httpx2
+import mcp_types as types
+import pytest
 import trio
+from launch import server_command as server_command  # re-exported: tests import it here
+from launch import server_env as server_env
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from sdk_transports import Tap, tcp_transport, ws_transport
+from serve_helpers import serve_process
 
-SERVER_ENV_PASSTHROUGH = ("PATH", "HOME", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "PYTHONPATH")
-
-
-def server_env(home: Path, env: Mapping[str, str] | None = None) -> dict[str, str]:
-    out = {k: os.environ[k] for k in SERVER_ENV_PASSTHROUGH if k in os.environ}
-    out["MEMTRIO_HOME"] = str(home)
-    out.setdefault("MEMTRIO_EMBEDDINGS", "off")
-    out["PYTHONUNBUFFERED"] = "1"
-    out.update(env or {})
-    return out
+TRANSPORTS = ("stdio", "http", "tcp", "ws")
+every_transport = pytest.mark.transports(*TRANSPORTS)
+"""A module's ``pytestmark``: each of its tests runs once per transport (conftest.py)."""
 
 
-def server_command(args: Sequence[str] = ()) -> list[str]:
-    return [sys.executable, "-m", "memtrio.supervisors.cli", "mcp", *args]
+def only_on(*transports: str, reason: str) -> pytest.MarkDecorator:
+    """A test of an `every_transport` module that runs on ``transports`` only, and why."""
+    return pytest.mark.transports(*transports, reason=reason)
+
+
+def stdio_only(reason: str) -> pytest.MarkDecorator:
+    return only_on("stdio", reason=reason)
+
+
+_selected = ["stdio"]
+
+
+@contextlib.contextmanager
+def selected_transport(name: str) -> Iterator[str]:
+    """``open_client`` calls that name no transport use ``name`` until the block ends."""
+    assert name in TRANSPORTS, name
+    _selected.append(name)
+    try:
+        yield name
+    finally:
+        _selected.pop()
 
 
 def run_cli(
@@ -65,27 +98,117 @@ def run_cli(
     )
 
 
+@dataclass
+class Session:
+    """An initialized client, and a way around it on the same connection."""
+
+    client: Client
+    transport: str
+    send_raw: Callable[[str], Awaitable[dict[str, Any]]]
+    """Write text as one message (a stdio or TCP line, an HTTP POST body, a WebSocket
+    frame) on the session's connection; the server's JSON-RPC answer to it."""
+
+
 @asynccontextmanager
-async def open_client(
+async def open_session(
     home: Path,
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     args: Sequence[str] = (),
     timeout: float = 60.0,
-) -> AsyncIterator[Client]:
-    """An initialized official MCP client talking to a fresh `memtrio mcp` child.
+    transport: str | None = None,
+) -> AsyncIterator[Session]:
+    """An initialized official MCP client on a fresh server (see the module docstring) over
+    ``transport`` (default: the test's), the server stopped when the block ends.
 
-    Embeddings are off unless ``env`` sets ``MEMTRIO_EMBEDDINGS``.
+    The session's repository is ``cwd`` (default ``home``). Embeddings are off
+    unless ``env`` sets ``MEMTRIO_EMBEDDINGS``. ``args`` are ``memtrio mcp``
+    options: stdio only.
     """
-    command = server_command(args)
-    params = StdioServerParameters(
-        command=command[0],
-        args=command[1:],
-        env=server_env(home, env),
-        cwd=str(cwd) if cwd else str(home),
-    )
-    async with Client(params, read_timeout_seconds=timeout, mode="auto") as client:
-        yield client
+    transport = transport or _selected[-1]
+    root = (cwd or home).resolve()
+    if transport == "stdio":
+        command = server_command(args)
+        params = StdioServerParameters(
+            command=command[0], args=command[1:], env=server_env(home, env), cwd=str(root)
+        )
+        async with open_tapped(Tap(stdio_client(params)), transport, timeout) as session:
+            yield session
+        return
+    assert not args, f"{list(args)} are memtrio mcp options: a test passing them is stdio-only"
+    serve_args = ["--transport", transport, "--bind", "127.0.0.1:0"]
+    async with serve_process(home, serve_args, env=env) as served:
+        if transport == "http":
+            async with open_http_session(served.url, root, timeout) as session:
+                yield session
+            return
+        parts = urlsplit(served.url)
+        assert parts.hostname is not None and parts.port is not None, served.url
+        opened = (
+            tcp_transport(parts.hostname, parts.port, str(root))
+            if transport == "tcp"
+            else ws_transport(served.url, str(root))
+        )
+        async with open_tapped(Tap(opened), transport, timeout) as session:
+            yield session
+
+
+@asynccontextmanager
+async def open_tapped(tap: Tap, transport: str, timeout: float) -> AsyncIterator[Session]:
+    async with Client(tap.open(), read_timeout_seconds=timeout, mode="auto") as client:
+        yield Session(client, transport, tap.send_raw)
+
+
+def roots_callback(root: Path) -> Callable[[Any], Awaitable[types.ListRootsResult]]:
+    async def list_roots(context: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri=root.as_uri())])  # type: ignore[arg-type]
+
+    return list_roots
+
+
+@asynccontextmanager
+async def open_http_session(url: str, root: Path, timeout: float) -> AsyncIterator[Session]:
+    """The SDK's Streamable HTTP client on ``url``, declaring ``root`` as its one MCP root;
+    ``send_raw`` POSTs to the session the SDK opened."""
+    session_ids: list[str] = []
+
+    async def record_session_id(response: httpx2.Response) -> None:
+        if sid := response.headers.get("mcp-session-id"):
+            session_ids.append(sid)
+
+    async with httpx2.AsyncClient(
+        timeout=httpx2.Timeout(30.0, read=300.0),
+        event_hooks={"response": [record_session_id]},
+    ) as http:
+
+        async def send_raw(text: str) -> dict[str, Any]:
+            assert session_ids, "no Mcp-Session-Id seen"
+            headers = {
+                "Content-Type": "application/json",
+                "Accept": "application/json, text/event-stream",
+                "Mcp-Session-Id": session_ids[-1],
+                "MCP-Protocol-Version": client.protocol_version,
+            }
+            response = await http.post(url, content=text.encode(), headers=headers)
+            assert response.headers["content-type"].startswith("application/json"), response
+            reply = response.json()
+            assert isinstance(reply, dict), reply
+            return reply
+
+        async with Client(
+            streamable_http_client(url, http_client=http),
+            read_timeout_seconds=timeout,
+            mode="auto",
+            list_roots_callback=roots_callback(root),
+        ) as client:
+            yield Session(client, "http", send_raw)
+
+
+@asynccontextmanager
+async def open_client(home: Path, **options: Any) -> AsyncIterator[Client]:
+    """The client of `open_session` (same options)."""
+    async with open_session(home, **options) as session:
+        yield session.client
 
 
 def result_payload(result: Any) -> Any:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from mcp_client import server_command, server_env
+from launch import server_command, server_env
 from memtrio.protocol.jsonrpc import read_reply_line
 
 

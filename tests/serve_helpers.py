@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from mcp_client import server_env
+from launch import server_env
 from raw_server import INIT
 from trio_websocket import WebSocketConnection, open_websocket_url
 

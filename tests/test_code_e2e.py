@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 import trio
 from gitrepo import git, make_repo, write
-from mcp_client import call, fails, ok, open_client, run_cli
+from mcp_client import call, every_transport, fails, ok, open_client, run_cli, stdio_only
+
+pytestmark = every_transport
 
 BILLING = """\
 defmodule Billing do
@@ -157,6 +159,7 @@ async def test_code_tools_over_mcp(repo: Path, home: Path, tmp_path: Path) -> No
         assert is_error
 
 
+@stdio_only("the CLI alone: no MCP session")
 async def test_code_cli_index_and_diff(repo: Path, home: Path) -> None:
     (repo / "data.py").write_bytes(b"\x00binary")
     done = run_cli("code", "index", "--root", str(repo / "lib"), cwd=home, home=home)

@@ -5,8 +5,8 @@ The graph used throughout (a cycle A -> B -> C -> A plus D hanging off it, E alo
     A -knows-> B -knows-> C -knows-> A
     A -funds-> D     C -manages-> D     E
 
-Two servers serve the module (a server per test would cost more than all the
-calls): ``graph`` holds that graph, built once, for the read-only tools and the
+Two servers serve the module, on each transport (a server per test would cost
+more than all the calls): ``graph`` holds that graph, built once, for the read-only tools and the
 writes that must change nothing; ``edits`` is a second server on which the
 tools that change the graph are called in order, each result (and the reads
 right after it) recorded for the test of that tool.
@@ -22,7 +22,16 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from mcp_client import ThreadedClient, call, open_client, threaded_client
+from mcp_client import (
+    ThreadedClient,
+    call,
+    every_transport,
+    open_client,
+    stdio_only,
+    threaded_client,
+)
+
+pytestmark = every_transport
 
 KG_READ = {
     "read_graph", "search_nodes", "open_nodes", "batch_get_entities", "get_entity", "entity_exists",
@@ -60,10 +69,10 @@ def names(result: dict) -> list[str]:
 
 @pytest.fixture(scope="module")
 def shared(
-    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path_factory: pytest.TempPathFactory, transport: str
 ) -> Iterator[tuple[ThreadedClient, dict[str, Any]]]:
     """The server holding the graph, and what the calls that built it returned."""
-    with threaded_client(tmp_path_factory.mktemp("kg-graph")) as g:
+    with threaded_client(tmp_path_factory.mktemp("kg-graph"), transport=transport) as g:
         built = {"create_entities": g.ok("create_entities", entities=ENTITIES)}
         built["create_relations refused"] = g.fails(
             "create_relations", relations=[rel("A", "knows", "B"), rel("A", "knows", "Nobody")]
@@ -85,14 +94,14 @@ def built(shared: tuple[ThreadedClient, dict[str, Any]]) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def edits(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def edits(tmp_path_factory: pytest.TempPathFactory, transport: str) -> dict[str, Any]:
     """The tools that change the graph, called in order on a server of their own.
 
     upsert, merge, the deletes, compact, export: each result, and what reads
     showed right after it, recorded under the tool's name.
     """
     seen: dict[str, Any] = {}
-    with threaded_client(tmp_path_factory.mktemp("kg-edits")) as g:
+    with threaded_client(tmp_path_factory.mktemp("kg-edits"), transport=transport) as g:
         g.ok("create_entities", entities=ENTITIES)
         g.ok("create_relations", relations=RELATIONS)
         g.ok("add_observations", observations=B_OBSERVATIONS)
@@ -440,6 +449,9 @@ def test_export_graph_pages_the_reference_format_by_lines(edits: dict[str, Any])
     assert seen["first"]["jsonl"] + "\n" + seen["rest"]["jsonl"] == exported["jsonl"]
 
 
+@stdio_only(
+    "--tools is a memtrio mcp option; an attached or served session gets the server's tools"
+)
 async def test_tool_groups_choose_what_is_advertised(home: Path) -> None:
     async with open_client(home, args=("--tools", "memory")) as client:
         listed = {t.name for t in (await client.list_tools()).tools}

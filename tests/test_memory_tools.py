@@ -1,4 +1,4 @@
-"""The nine memory tools end to end: the official MCP client against `memtrio mcp` over stdio."""
+"""The nine memory tools end to end: the official MCP client against memtrio over each transport."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 import trio
 from gitrepo import git
-from mcp_client import call, fails, ok, open_client
+from mcp_client import call, every_transport, fails, ok, open_client
+
+pytestmark = every_transport
 
 MEMORY_TOOLS = {
     "remember",
@@ -53,10 +55,15 @@ def snapshot(home: Path) -> dict[str, list[Any]]:
         conn.close()
 
 
-async def test_every_memory_tool_end_to_end(home: Path, repos: dict[str, Path]) -> None:
+async def test_every_memory_tool_end_to_end(
+    home: Path, repos: dict[str, Path], transport: str
+) -> None:
     scope = f"repo:{repos['main'] / '.git'}"
     async with open_client(home, cwd=repos["main"]) as client:
-        assert f"`{scope}`" in (client.instructions or "")
+        if transport == "http":  # the repository comes from the client's roots, after initialize
+            assert "comes from your client's MCP roots" in (client.instructions or "")
+        else:
+            assert f"`{scope}`" in (client.instructions or "")
         listed = {t.name: t for t in (await client.list_tools()).tools}
         assert MEMORY_TOOLS <= set(listed)
         assert listed["recall"].input_schema["properties"]["limit"]["maximum"] == 100

@@ -1,4 +1,4 @@
-"""Semantic recall end to end: the official MCP client against `memtrio mcp` with embeddings on.
+"""Semantic recall end to end: the official MCP client against memtrio with embeddings on.
 
 One server per test module keeps the model load to one (about a second).
 """
@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 import trio
-from mcp_client import call, ok, open_client
+from mcp_client import call, every_transport, ok, only_on, open_client
+
+pytestmark = every_transport
+# Each server of these loads the embedding model (seconds on two cores); what they test does
+# not depend on the transport, so the network transports are represented by Streamable HTTP.
+LOADS_THE_MODEL = only_on(
+    "stdio", "http", reason="loads the model per server; the model path is transport-independent"
+)
 
 ON = {"MEMTRIO_EMBEDDINGS": "on"}
 
@@ -29,6 +36,7 @@ def ids_of(payload: dict[str, Any]) -> list[int]:
     return [m["id"] for m in payload["memories"]]
 
 
+@LOADS_THE_MODEL
 async def test_semantic_recall_through_mcp(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
@@ -111,6 +119,7 @@ def chunk_rows(home: Path, memory_id: int) -> list[bytes]:
         conn.close()
 
 
+@LOADS_THE_MODEL
 async def test_a_sentence_deep_in_a_long_memory_is_found_by_meaning(tmp_path: Path) -> None:
     """Vector search alone (no FTS5 seeds, no graph): the sentence sits beyond the first
     256 tokens (the model's limit), so only the memory's later windows can match the paraphrase."""
@@ -170,6 +179,7 @@ async def test_embeddings_off_never_publishes_a_model(tmp_path: Path, flag: str)
         assert json.loads(resource.contents[0].text)["model"] is None
 
 
+@LOADS_THE_MODEL
 async def test_memories_written_without_embeddings_are_embedded_at_recall(tmp_path: Path) -> None:
     import sqlite3
 
@@ -198,6 +208,7 @@ async def test_memories_written_without_embeddings_are_embedded_at_recall(tmp_pa
         conn.close()
 
 
+@LOADS_THE_MODEL
 async def test_the_model_loads_in_the_background_after_initialize(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
