@@ -6,7 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from mcp_client import ok, open_client
+from memtrio.actors.ranker.graph import RecallCache
+from memtrio.actors.ranker.signals import neighbour_context, thread_neighbours
 
 ON = {"MEMTRIO_EMBEDDINGS": "on"}
 
@@ -115,3 +118,25 @@ async def test_explain_names_the_seeds_and_the_graph_path(tmp_path: Path) -> Non
             explain=True,
         )
         assert lexical["memories"][0]["explain"][0].startswith("lexical: #1, BM25 ")
+
+
+def test_a_thread_stops_at_another_scope_and_at_an_hour_of_silence() -> None:
+    cache = RecallCache("m", "r", 4)
+    table = cache.items["memory"]
+    # ids 1-4 written a minute apart in scope 7; 5 in scope 8; 6 two hours after 4.
+    for memory_id, scope, minute in ((1, 7, 0), (2, 7, 1), (3, 7, 2), (4, 7, 3), (5, 8, 4)):
+        table.set(memory_id, [scope], created=minute * 60.0)
+    table.set(6, [7], created=3 * 60.0 + 7200)
+    allowed = np.flatnonzero(table.allowed(None))
+    assert thread_neighbours(cache, 2, allowed, 2) == [(1, 1), (3, 1), (4, 2)]
+    assert thread_neighbours(cache, 4, allowed, 2) == [(3, 1), (2, 2)]
+    assert thread_neighbours(cache, 6, allowed, 2) == []
+    # Within a selection: with scope 8 left out, 6 follows 4 but an hour of silence parts them.
+    only_7 = np.flatnonzero(table.allowed(np.array([7], dtype=np.int32)))
+    assert thread_neighbours(cache, 4, only_7, 1) == [(3, 1)]
+    ids, scores, lender = neighbour_context(
+        cache, np.array([2]), np.array([1.0]), table.allowed(None), 0.3, 2
+    )
+    got = dict(zip(ids.tolist(), scores.tolist(), strict=True))
+    assert got == {2: 1.0, 1: 0.3, 3: 0.3, 4: 0.15}
+    assert lender == {1: 2, 3: 2, 4: 2}
