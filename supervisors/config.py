@@ -88,7 +88,7 @@ class RetrievalConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     lexical_share: float = 0.65  # of the memory seed mass given to FTS5 matches (rest: cosine)
     mmr_lambda: float = 0.9  # maximal marginal relevance: 1 = off, lower = more diverse results
     dense_seeds: bool = True  # the query vector's nearest memories seed the ranking
-    neighbour_weight: float = 0.3  # score a memory lends its thread neighbours (0 = off)
+    neighbour_weight: float = 0.05  # score a memory lends its thread neighbours (0 = off)
     neighbour_window: int = 2  # thread neighbours on each side that receive it
 
 

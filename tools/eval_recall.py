@@ -80,6 +80,8 @@ MODES: dict[str, dict[str, str]] = {
     "no-graph": {"MEMTRIO_RETRIEVAL_GRAPH": OFF},
     "no-neighbours": {"MEMTRIO_RETRIEVAL_NEIGHBOUR_WEIGHT": "0"},
     "no-mmr": {"MEMTRIO_RETRIEVAL_MMR_LAMBDA": "1"},
+    # the neighbour weight fitted on LoCoMo alone (tools/fit_recall.py without --longmemeval)
+    "neighbours-0.3": {"MEMTRIO_RETRIEVAL_NEIGHBOUR_WEIGHT": "0.3"},
 }
 # Published anchors, for the tables.
 DRAGON = {"turn@5": 0.567, "turn@10": 0.662}  # LoCoMo paper, all 10 conversations, dated units

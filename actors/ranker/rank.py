@@ -68,7 +68,7 @@ class Params:
     lexical_share: float = 0.65  # of the memory seed mass given to FTS5 matches (rest: cosine)
     mmr_lambda: float = 0.9  # maximal marginal relevance trade-off; 1.0 = no diversification
     use_dense: bool = True  # the query vector's nearest memories as seeds
-    neighbour_weight: float = 0.3  # share of a memory's score lent to its thread neighbours
+    neighbour_weight: float = 0.05  # share of a memory's score lent to its thread neighbours
     neighbour_window: int = 2  # thread neighbours on each side that receive it
 
 
