@@ -79,7 +79,7 @@ class EmbeddingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 class RetrievalConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     seed_top_k: int = 20
-    seed_temperature: float = 0.05
+    seed_temperature: float = 0.1
     memory_seed_weight: float = 0.5
     entity_anchor_weight: float = 0.2
     damping: float = 0.5

@@ -59,7 +59,7 @@ FTS_BUDGET = lexical.PlanBudget(lexical.FUNCTION_WORDS, MAX_POSTINGS, prune_from
 @dataclass(frozen=True)
 class Params:
     seed_top_k: int = 20
-    seed_temperature: float = 0.05
+    seed_temperature: float = 0.1
     memory_seed_weight: float = 0.5
     entity_anchor_weight: float = 0.2
     damping: float = 0.5
