@@ -14,7 +14,10 @@ The HippoRAG 2 recipe, without an LLM:
 3. **PPR.** Personalized PageRank (igraph, ``damping``) on the seeds'
    neighbourhood (`MAX_HOPS` hops, at most `MAX_NEIGHBOURHOOD` nodes) of the
    cached graph; a memory's score is its PageRank mass.
-4. **Diversification.** Maximal marginal relevance (``mmr_lambda``) over the
+4. **Thread neighbours.** Each of the best memories lends ``neighbour_weight``
+   of its score to the memories written just before and after it in its
+   thread (`signals.neighbour_context`).
+5. **Diversification.** Maximal marginal relevance (``mmr_lambda``) over the
    best `MMR_CANDIDATES` memories, with the memories' own vectors, so that
    near-duplicates do not crowd the first places (see `diversify`).
 
