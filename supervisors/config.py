@@ -79,7 +79,7 @@ class EmbeddingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 class RetrievalConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     seed_top_k: int = 20
-    seed_temperature: float = 0.05
+    seed_temperature: float = 0.1
     memory_seed_weight: float = 0.5
     entity_anchor_weight: float = 0.2
     damping: float = 0.5
@@ -87,6 +87,9 @@ class RetrievalConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     lexical_seeds: bool = True  # FTS5 matches seed the semantic ranking too
     lexical_share: float = 0.65  # of the memory seed mass given to FTS5 matches (rest: cosine)
     mmr_lambda: float = 0.9  # maximal marginal relevance: 1 = off, lower = more diverse results
+    dense_seeds: bool = True  # the query vector's nearest memories seed the ranking
+    neighbour_weight: float = 0.05  # score a memory lends its thread neighbours (0 = off)
+    neighbour_window: int = 2  # thread neighbours on each side that receive it
 
 
 class CodeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -200,6 +203,8 @@ _CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("retrieval", "entity_anchor_weight"): (lambda v: 0 <= v <= 1000, "must be >= 0"),
     ("retrieval", "damping"): (lambda v: 0 < v < 1, "must be between 0 and 1 (exclusive)"),
     ("retrieval", "lexical_share"): (lambda v: 0 <= v <= 1, "must be between 0 and 1"),
+    ("retrieval", "neighbour_weight"): (lambda v: 0 <= v <= 10, "must be between 0 and 10"),
+    ("retrieval", "neighbour_window"): (lambda v: 0 <= v <= 10, "must be 0-10"),
     ("retrieval", "mmr_lambda"): (
         lambda v: 0 <= v <= 1,
         "must be between 0 and 1 (1 turns diversification off)",

@@ -148,6 +148,8 @@ OUT_OF_RANGE: dict[tuple[str, str], object] = {
     ("retrieval", "damping"): 1.0,
     ("retrieval", "lexical_share"): 2.0,
     ("retrieval", "mmr_lambda"): -0.1,
+    ("retrieval", "neighbour_weight"): -0.5,
+    ("retrieval", "neighbour_window"): 11,
     ("code", "index_threads"): 0,
     ("code", "max_files"): 0,
     ("vectors", "dims"): 4097,

@@ -71,6 +71,8 @@ STEPS: list[tuple[str, dict[str, str]]] = [
             "limit": "5",
             "use_embeddings": "false",
             "memory_type": "decision",
+            "max_tokens": "500",
+            "explain": "true",
         },
     ),
     ("stats", {}),

@@ -70,7 +70,13 @@ class FakeRanker:
         self.calls: list[tuple[Any, ...]] = []
 
     async def recall(
-        self, query: str, scope_ids: list[int], memory_type: str | None, limit: int
+        self,
+        query: str,
+        scope_ids: list[int],
+        memory_type: str | None,
+        limit: int,
+        *,
+        explain: bool = False,
     ) -> Any:
         self.calls.append((query, scope_ids, memory_type, limit))
         if isinstance(self.answer, Exception):

@@ -305,7 +305,8 @@ async def test_literal_entity_names_anchor_the_walk(home: Path) -> None:
 
 
 async def test_vectors_of_another_model_are_never_compared(home: Path) -> None:
-    async with running(home) as (store, ranker):
+    # Thread neighbours off: they may bring a memory in without comparing any vector.
+    async with running(home, env={"MEMTRIO_RETRIEVAL_NEIGHBOUR_WEIGHT": "0"}) as (store, ranker):
         await fill(store, ranker, UNRELATED)
         mid, _ = await store.memory(
             "Secrets are stored in Vault, never in environment files.", embed=False
@@ -466,7 +467,8 @@ def _mmr_cache() -> tuple[RecallCache, dict[str, np.ndarray], np.ndarray]:
 
 def test_diversification_keeps_a_duplicate_from_crowding_the_top() -> None:
     cache, masks, query = _mmr_cache()
-    seeds_only = rank_mod.Params(use_graph=False, use_lexical=False)
+    # The memories here are one thread (adjacent ids): neighbours off, MMR alone.
+    seeds_only = rank_mod.Params(use_graph=False, use_lexical=False, neighbour_weight=0.0)
 
     def order(**kw: float) -> list[int]:
         params = replace(seeds_only, **kw)

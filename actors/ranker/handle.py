@@ -24,8 +24,10 @@ class RankerHandle(Protocol):
         *,
         use_graph: bool | None = None,
         use_lexical: bool | None = None,
+        explain: bool = False,
     ) -> list[tuple[int, float]]:
-        """Memory ids and scores, best first (``warnings`` attribute: list of str)."""
+        """Memory ids and scores, best first (``warnings`` attribute: list of str; ``reasons``:
+        memory id -> why it was ranked, filled when ``explain``)."""
         ...
 
     def stats(self) -> dict[str, object]: ...

@@ -24,6 +24,7 @@ class Recall(Request, tag=True):
     limit: int
     params: Params
     lexical: list[tuple[int, float]] | None = None
+    explain: bool = False  # answer (ranking, reasons) with reasons per memory id
 
 
 RankerRequest = Recall

@@ -14,7 +14,10 @@ The HippoRAG 2 recipe, without an LLM:
 3. **PPR.** Personalized PageRank (igraph, ``damping``) on the seeds'
    neighbourhood (`MAX_HOPS` hops, at most `MAX_NEIGHBOURHOOD` nodes) of the
    cached graph; a memory's score is its PageRank mass.
-4. **Diversification.** Maximal marginal relevance (``mmr_lambda``) over the
+4. **Thread neighbours.** Each of the best memories lends ``neighbour_weight``
+   of its score to the memories written just before and after it in its
+   thread (`signals.neighbour_context`).
+5. **Diversification.** Maximal marginal relevance (``mmr_lambda``) over the
    best `MMR_CANDIDATES` memories, with the memories' own vectors, so that
    near-duplicates do not crowd the first places (see `diversify`).
 
@@ -39,6 +42,7 @@ import numpy as np  # noqa: E402
 
 from ..store import lexical  # noqa: E402
 from .graph import KIND_CODE, RecallCache, node, node_id, node_kind
+from .signals import explain, neighbour_context
 
 MAX_HOPS = 2  # seed -> entity -> memory (or memory -> entity -> memory)
 MAX_NEIGHBOURHOOD = 1_500  # nodes; PPR plus building the subgraph takes ~5 ms
@@ -58,7 +62,7 @@ FTS_BUDGET = lexical.PlanBudget(lexical.FUNCTION_WORDS, MAX_POSTINGS, prune_from
 @dataclass(frozen=True)
 class Params:
     seed_top_k: int = 20
-    seed_temperature: float = 0.05
+    seed_temperature: float = 0.1
     memory_seed_weight: float = 0.5
     entity_anchor_weight: float = 0.2
     damping: float = 0.5
@@ -66,6 +70,9 @@ class Params:
     use_lexical: bool = True  # FTS5 matches as extra seeds
     lexical_share: float = 0.65  # of the memory seed mass given to FTS5 matches (rest: cosine)
     mmr_lambda: float = 0.9  # maximal marginal relevance trade-off; 1.0 = no diversification
+    use_dense: bool = True  # the query vector's nearest memories as seeds
+    neighbour_weight: float = 0.05  # share of a memory's score lent to its thread neighbours
+    neighbour_window: int = 2  # thread neighbours on each side that receive it
 
 
 def fts_candidates(conn: sqlite3.Connection, query: str) -> list[tuple[int, float]]:
@@ -118,22 +125,30 @@ def seeds(
     masks: dict[str, np.ndarray],
     p: Params,
     lexical: list[tuple[int, float]] | None = None,
+    notes: dict[int, list[str]] | None = None,
 ) -> dict[int, float]:
     """The reset distribution of PPR: node -> weight (not normalised).
 
     ``lexical``: `fts_candidates` already fetched (else they are fetched on ``conn``).
+    ``notes``: if given, receives why each node is a seed (for ``explain``).
     """
     out: dict[int, float] = {}
 
-    def add(n: int, w: float) -> None:
+    def add(n: int, w: float, note: str = "") -> None:
         if w > 0:
             out[n] = out.get(n, 0.0) + w
+            if notes is not None and note:
+                notes.setdefault(n, []).append(note)
 
     k = p.seed_top_k
-    ids, cos = cache.index["memory"].search(qvec, k, masks["memory"])
-    dense_mass = p.memory_seed_weight * (1 - p.lexical_share if p.use_lexical else 1.0)
-    for item_id, w in zip(ids.tolist(), softmax(cos, p.seed_temperature).tolist(), strict=True):
-        add(node("memory", item_id), dense_mass * w)
+    dense_share = 1.0 if not p.use_lexical else 1 - p.lexical_share
+    lexical_share = 1.0 if not p.use_dense else p.lexical_share
+    if p.use_dense:
+        ids, cos = cache.index["memory"].search(qvec, k, masks["memory"])
+        dense_mass = p.memory_seed_weight * dense_share
+        weights = softmax(cos, p.seed_temperature).tolist()
+        for r, (item_id, c, w) in enumerate(zip(ids.tolist(), cos.tolist(), weights, strict=True)):
+            add(node("memory", item_id), dense_mass * w, f"dense: #{r + 1}, cosine {c:.3f}")
     if p.use_lexical:
         if lexical is None:
             lexical = fts_candidates(conn, query)
@@ -142,8 +157,12 @@ def seeds(
             # Reciprocal-rank weights: BM25 magnitudes are not comparable across queries.
             ranks = np.array([1.0 / (r + 1) for r in range(len(lex))])
             ranks /= ranks.sum()
-            for (item_id, _), w in zip(lex, ranks.tolist(), strict=True):
-                add(node("memory", item_id), p.memory_seed_weight * p.lexical_share * w)
+            for r, ((item_id, bm25), w) in enumerate(zip(lex, ranks.tolist(), strict=True)):
+                add(
+                    node("memory", item_id),
+                    p.memory_seed_weight * lexical_share * w,
+                    f"lexical: #{r + 1}, BM25 {bm25:.2f}",
+                )
     if p.use_graph:
         rest = 1.0 - p.memory_seed_weight
         ent_ids, ent_cos = cache.index["entity"].search(qvec, k, masks["entity"])
@@ -159,7 +178,7 @@ def seeds(
         ):
             add(node("relation", item_id), rel_mass * w)
         for entity_id in cache.named_entities(query, masks["entity"]):
-            add(node("entity", entity_id), p.entity_anchor_weight)
+            add(node("entity", entity_id), p.entity_anchor_weight, "named in the query")
     return out
 
 
@@ -236,9 +255,25 @@ def rank(
     lexical: list[tuple[int, float]] | None = None,
 ) -> list[tuple[int, float]]:
     """The best ``limit`` memories for ``query`` as (memory id, score), best first."""
-    reset = seeds(cache, conn, query, qvec, masks, p, lexical)
+    return rank_explained(cache, conn, query, qvec, masks, limit, p, lexical)[0]
+
+
+def rank_explained(
+    cache: RecallCache,
+    conn: sqlite3.Connection,
+    query: str,
+    qvec: np.ndarray,
+    masks: dict[str, np.ndarray],
+    limit: int,
+    p: Params,
+    lexical: list[tuple[int, float]] | None = None,
+    with_reasons: bool = False,
+) -> tuple[list[tuple[int, float]], dict[int, list[str]]]:
+    """`rank`, and with ``with_reasons`` why each memory is there (memory id -> reasons)."""
+    notes: dict[int, list[str]] | None = {} if with_reasons else None
+    reset = seeds(cache, conn, query, qvec, masks, p, lexical, notes)
     if not reset:
-        return []
+        return [], {}
     if p.use_graph:
         nodes, scores = personalized_pagerank(cache, reset, masks, p.damping)
     else:
@@ -247,6 +282,9 @@ def rank(
         scores = scores / scores.sum()
     keep = (nodes % 3 == KIND_CODE["memory"]) & (scores > 0)
     nodes, scores = nodes[keep] // 3, scores[keep]
+    nodes, scores, lender = neighbour_context(
+        cache, nodes, scores, masks["memory"], p.neighbour_weight, p.neighbour_window
+    )
     diversified = p.mmr_lambda < 1.0
     take = max(limit, MMR_CANDIDATES) if diversified else limit
     if len(nodes) > take:
@@ -256,7 +294,10 @@ def rank(
     ranked = [(int(nodes[i]), float(scores[i])) for i in order]
     if diversified:
         ranked = diversify(cache, ranked, limit, p.mmr_lambda)
-    return ranked[:limit]
+    ranked = ranked[:limit]
+    if notes is None:
+        return ranked, {}
+    return ranked, explain(cache, ranked, notes, reset, lender, p.use_graph)
 
 
 class _Windows:

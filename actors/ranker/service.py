@@ -73,15 +73,21 @@ class RankerError(RuntimeError):
 
 
 class Ranked(list):
-    """A list of (memory id, score), best first, with ``warnings`` (list of str)."""
+    """A list of (memory id, score), best first, with ``warnings`` (list of str) and
+    ``reasons`` (memory id -> why it was ranked; filled on request)."""
 
     warnings: list[str]
+    reasons: dict[int, list[str]]
 
     def __init__(
-        self, items: Iterable[tuple[int, float]] = (), warnings: list[str] | None = None
+        self,
+        items: Iterable[tuple[int, float]] = (),
+        warnings: list[str] | None = None,
+        reasons: dict[int, list[str]] | None = None,
     ) -> None:
         super().__init__(items)
         self.warnings = warnings or []
+        self.reasons = reasons or {}
 
 
 def _fingerprint(conn: sqlite3.Connection) -> tuple:
@@ -126,6 +132,9 @@ class Ranker:
             use_lexical=r.lexical_seeds,
             lexical_share=r.lexical_share,
             mmr_lambda=r.mmr_lambda,
+            use_dense=r.dense_seeds,
+            neighbour_weight=r.neighbour_weight,
+            neighbour_window=r.neighbour_window,
         )
         return replace(base, **overrides) if overrides else base
 
@@ -138,6 +147,7 @@ class Ranker:
         *,
         use_graph: bool | None = None,
         use_lexical: bool | None = None,
+        explain: bool = False,
     ) -> Ranked:
         """Rank memories for ``query`` among ``scope_ids`` (scope ids or names; None = all).
 
@@ -201,9 +211,10 @@ class Ranker:
             limit=limit,
             params=params,
             lexical=lexical,
+            explain=explain,
         )
-        ranked = await self.mailbox.call(request)
-        return Ranked(ranked, warnings)
+        ranked, reasons = await self.mailbox.call(request)
+        return Ranked(ranked, warnings, reasons)
 
     # -- change notifications ----------------------------------------------------
 
@@ -406,7 +417,9 @@ class Ranker:
                 if token is not None:
                     trace.current.reset(token)
 
-    async def _serve_recall(self, request: Recall) -> list[tuple[int, float]]:
+    async def _serve_recall(
+        self, request: Recall
+    ) -> tuple[list[tuple[int, float]], dict[int, list[str]]]:
         cache = await self._current_cache()
         with trace.span(ACTOR, "recall", limit=request.limit) as extra:
             masks = await trio.to_thread.run_sync(self._masks, cache, request)
@@ -419,8 +432,8 @@ class Ranker:
                 masks = await trio.to_thread.run_sync(self._masks, cache, request)
             assert self._conn is not None
             conn = self._conn
-            ranked = await trio.to_thread.run_sync(
-                rank_mod.rank,
+            ranked, reasons = await trio.to_thread.run_sync(
+                rank_mod.rank_explained,
                 cache,
                 conn,
                 request.query,
@@ -429,9 +442,10 @@ class Ranker:
                 request.limit,
                 request.params,
                 request.lexical,
+                request.explain,
             )
             extra["results"] = len(ranked)
-        return ranked
+        return ranked, reasons
 
     # -- lazy re-embedding -----------------------------------------------------------
 

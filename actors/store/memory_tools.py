@@ -75,6 +75,9 @@ from .tool_args import (
 from .vectors import Vec
 from .writer import ACTOR, Written
 
+TOKEN_CHARS = 4  # characters per token, the usual estimate for English text and code
+BUDGET_POOL = 100  # memories ranked, at most, to fill a max_tokens budget
+
 
 async def remember(ctx: CallContext, args: RememberArgs) -> RememberResult:
     app = ctx.app
@@ -149,15 +152,21 @@ async def rank(
     memory_type: str | None,
     limit: int,
     use_embeddings: bool,
+    reasons: dict[int, list[str]] | None = None,
 ) -> tuple[list[tuple[int, float]], Ranking, list[str]]:
-    """Ranked (memory id, score) within ``selection``: semantic ranker when asked and running, else lexical."""
+    """Ranked (memory id, score) within ``selection``: semantic ranker when asked and running, else lexical.
+
+    ``reasons``: if given, receives why each memory was ranked (memory id -> reasons).
+    """
     store = store_of(app)
     warnings: list[str] = []
     ranker = app.find(RANKER) if use_embeddings and app.config.embedding.enabled else None
     if ranker is not None:
         ids = await store.read(lambda conn: scope_ids(conn, selection))
         try:
-            ranked = await ranker.recall(query, sorted(ids.values()), memory_type, limit)
+            ranked = await ranker.recall(
+                query, sorted(ids.values()), memory_type, limit, explain=reasons is not None
+            )
         except DomainError:
             raise
         except Exception as exc:  # noqa: BLE001 - recall still answers, lexically
@@ -168,11 +177,39 @@ async def rank(
             ranked = None
         if ranked is not None:
             warnings.extend(getattr(ranked, "warnings", []))
+            if reasons is not None:
+                reasons.update(getattr(ranked, "reasons", {}))
             return [(int(i), float(s)) for i, s in ranked][:limit], "semantic", warnings
     ranked = await store.read(
         lambda conn: lexical_search(conn, query, selection, memory_type, limit)
     )
+    if reasons is not None:
+        for r, (memory_id, bm25) in enumerate(ranked):
+            reasons[memory_id] = [f"lexical: #{r + 1}, BM25 {bm25:.2f}"]
     return ranked, "lexical", warnings
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens of ``text`` for an LLM, estimated: a quarter of its characters, rounded up."""
+    return max(1, -(-len(text) // TOKEN_CHARS))
+
+
+def within_budget(
+    rows: list[dict[str, Any]], max_tokens: int, limit: int
+) -> tuple[list[tuple[int, float]], int]:
+    """The best ``rows`` (in order) whose contents fit in ``max_tokens`` together, at most
+    ``limit``: a memory too long for what is left is skipped for the next ones. Returns
+    their (id, score) and the tokens they take."""
+    chosen: list[tuple[int, float]] = []
+    used = 0
+    for row in rows:
+        cost = estimate_tokens(row["content"])
+        if used + cost <= max_tokens:
+            chosen.append((row["id"], row["score"]))
+            used += cost
+            if len(chosen) >= limit:
+                break
+    return chosen, used
 
 
 async def recall(ctx: CallContext, args: RecallArgs) -> RecallResult:
@@ -180,9 +217,17 @@ async def recall(ctx: CallContext, args: RecallArgs) -> RecallResult:
     store = store_of(app)
     selection = await scoped((await policy_of(ctx)).select, args.scopes)
     memory_type = clean_type(args.memory_type) if args.memory_type is not None else None
+    reasons: dict[int, list[str]] | None = {} if args.explain else None
+    # With a token budget, a wider pool: memories too long for it make room for the next.
+    pool = args.limit if args.max_tokens is None else min(BUDGET_POOL, args.limit * 3)
     ranked, ranking, warnings = await rank(
-        app, args.query, selection, memory_type, args.limit, args.use_embeddings
+        app, args.query, selection, memory_type, pool, args.use_embeddings, reasons
     )
+    tokens: int | None = None
+    if args.max_tokens is not None:
+        budget = args.max_tokens
+        candidates = await store.read(lambda conn: ranked_rows(conn, selection, ranked))
+        ranked, tokens = within_budget(candidates, budget, args.limit)
     try:
         rows = await store.write(
             lambda conn: record_access(conn, "recall", args.query, selection, ranked),
@@ -194,9 +239,13 @@ async def recall(ctx: CallContext, args: RecallArgs) -> RecallResult:
         rows = await store.read(lambda conn: ranked_rows(conn, selection, ranked))
         warnings.append(f"the access could not be recorded ({exc}); results are unaffected")
     return RecallResult(
-        memories=[memory_result(row, ScoredMemory) for row in rows],
+        memories=[
+            memory_result(row, ScoredMemory, explain=(reasons or {}).get(row["id"], []))
+            for row in rows
+        ],
         scopes=selection,
         ranking=ranking,
+        tokens=tokens,
         warnings=warnings,
     )
 

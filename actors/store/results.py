@@ -83,8 +83,15 @@ class Memory(msgspec.Struct, kw_only=True):
     scopes: Scopes
 
 
-class ScoredMemory(Memory, kw_only=True):
+class ScoredMemory(Memory, kw_only=True, omit_defaults=True):
     score: Score
+    explain: Annotated[
+        list[str],
+        msgspec.Meta(
+            description="with explain=true: the seeds (dense, lexical), graph links and thread "
+            "neighbour that brought this memory"
+        ),
+    ] = msgspec.field(default_factory=list)
 
 
 class InspectResult(Memory, kw_only=True):
@@ -113,6 +120,10 @@ class RecallResult(msgspec.Struct, kw_only=True, omit_defaults=True):
         Ranking,
         msgspec.Meta(description="semantic: embeddings and graph; lexical: SQLite FTS5 BM25"),
     ]
+    tokens: Annotated[
+        int | None,
+        msgspec.Meta(description="with max_tokens: the estimated tokens of the memories returned"),
+    ] = None
     warnings: Warnings = msgspec.field(default_factory=list)
 
 

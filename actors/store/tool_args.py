@@ -53,6 +53,22 @@ class RecallArgs(msgspec.Struct, forbid_unknown_fields=True):
     limit: Annotated[int, msgspec.Meta(ge=1, le=100)] = 10
     use_embeddings: bool = True
     memory_type: MemoryType | None = None
+    max_tokens: (
+        Annotated[
+            int,
+            msgspec.Meta(
+                ge=1,
+                le=1_000_000,
+                description="token budget: the best memories whose content fits in it "
+                "(tokens estimated as characters / 4), at most `limit`",
+            ),
+        ]
+        | None
+    ) = None
+    explain: Annotated[
+        bool,
+        msgspec.Meta(description="give each memory `explain`: the seeds and paths that brought it"),
+    ] = False
 
 
 class StatsArgs(msgspec.Struct, forbid_unknown_fields=True):

@@ -51,7 +51,8 @@ TOOLS = [
         description=(
             "Find memories relevant to a query, best first, within the current repository plus `global` "
             "(or the given scopes plus `global`). Optional memory_type filter (ignores case), limit 1-100 "
-            "(default 10), use_embeddings (false forces lexical FTS5 ranking). Returned memories count as accessed."
+            "(default 10), use_embeddings (false forces lexical FTS5 ranking), max_tokens (the best memories that fit "
+            "a token budget), explain (why each memory was returned). Returned memories count as accessed."
         ),
         args=RecallArgs,
         handler=recall,

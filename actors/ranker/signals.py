@@ -1,0 +1,123 @@
+"""Ranking signals beyond the seeds and PageRank: thread neighbours, and explanations.
+
+**Thread neighbours.** Memories written one after the other into the same
+scope, each within `NEIGHBOUR_GAP` seconds of the previous one, form a
+*thread* (a conversation told turn by turn, a session's notes). The context
+a question needs is often in the turn next to the one that matches it ("what
+did she answer when ...": the answer is the reply). `neighbour_context` gives
+each memory ``weight`` times the score of each of its thread neighbours up
+to ``window`` places away (halved for each place further), before the best
+are taken, so a neighbour of a strong match can enter the results and a
+session where several turns match rises above a single stray match.
+
+**Explanations.** `explain` turns what the ranker recorded (which seed kinds
+put mass on a memory, which seeded graph nodes it is linked to, which
+neighbour lent it score) into short readable reasons, for ``recall(...,
+explain=true)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .graph import KIND_CODE, RecallCache, node, node_id, node_kind
+
+NEIGHBOUR_GAP = 3600.0  # seconds between two memories of one thread, at most
+NEIGHBOUR_SOURCES = 50  # the best memories whose score spreads to their neighbours
+
+
+def thread_neighbours(
+    cache: RecallCache, memory_id: int, allowed_ids: np.ndarray, window: int
+) -> list[tuple[int, int]]:
+    """(neighbour id, distance) of ``memory_id`` in its thread, up to ``window`` each side.
+
+    ``allowed_ids``: the sorted ids of the allowed memories (the thread is
+    followed within the selection only).
+    """
+    items = cache.items["memory"]
+    pos = int(np.searchsorted(allowed_ids, memory_id))
+    if pos >= len(allowed_ids) or allowed_ids[pos] != memory_id:
+        return []
+    out: list[tuple[int, int]] = []
+    for step in (-1, 1):
+        prev = memory_id
+        for distance in range(1, window + 1):
+            p = pos + step * distance
+            if p < 0 or p >= len(allowed_ids):
+                break
+            other = int(allowed_ids[p])
+            if items.scope[other] != items.scope[prev] or (
+                abs(items.created[other] - items.created[prev]) > NEIGHBOUR_GAP
+            ):
+                break
+            out.append((other, distance))
+            prev = other
+    return out
+
+
+def neighbour_context(
+    cache: RecallCache,
+    ids: np.ndarray,
+    scores: np.ndarray,
+    allowed: np.ndarray,
+    weight: float,
+    window: int,
+) -> tuple[np.ndarray, np.ndarray, dict[int, int]]:
+    """Scores smoothed over thread neighbours: (ids, scores, lender) where ``lender`` maps a
+    memory to the neighbour that gave it the most score.
+
+    Only the best `NEIGHBOUR_SOURCES` memories lend; any allowed neighbour may receive.
+    """
+    if weight <= 0 or window <= 0 or len(ids) == 0:
+        return ids, scores, {}
+    allowed_ids = np.flatnonzero(allowed)
+    total = dict(zip(ids.tolist(), scores.tolist(), strict=True))
+    best_gift: dict[int, tuple[float, int]] = {}
+    top = np.argsort(-scores, kind="stable")[:NEIGHBOUR_SOURCES]
+    for i in top.tolist():
+        source, s = int(ids[i]), float(scores[i])
+        for other, distance in thread_neighbours(cache, source, allowed_ids, window):
+            gift = weight * s / (2 ** (distance - 1))
+            total[other] = total.get(other, 0.0) + gift
+            if gift > best_gift.get(other, (0.0, 0))[0]:
+                best_gift[other] = (gift, source)
+    out_ids = np.fromiter(total.keys(), dtype=np.int64, count=len(total))
+    out_scores = np.fromiter(total.values(), dtype=np.float64, count=len(total))
+    return out_ids, out_scores, {m: src for m, (_, src) in best_gift.items()}
+
+
+def explain(
+    cache: RecallCache,
+    ranked: list[tuple[int, float]],
+    seed_notes: dict[int, list[str]],
+    reset: dict[int, float],
+    lender: dict[int, int],
+    use_graph: bool,
+) -> dict[int, list[str]]:
+    """Reasons for each ranked memory: its seeds, the seeded graph nodes it is linked to
+    (the paths PageRank brought mass along), the neighbour that lent it score."""
+    out: dict[int, list[str]] = {}
+    for memory_id, _ in ranked:
+        n = node("memory", memory_id)
+        reasons = list(seed_notes.get(n, []))
+        if use_graph:
+            for other in sorted(cache.adj.get(n, ()), key=lambda m: -reset.get(m, 0.0)):
+                if other not in reset:
+                    break
+                reasons.append(f"graph: linked to seeded {describe(cache, other)}")
+                if len(reasons) >= 6:
+                    break
+        source = lender.get(memory_id)
+        if source is not None:
+            reasons.append(f"neighbour: written next to memory {source} in the same thread")
+        out[memory_id] = reasons or ["graph: reached by PageRank from the seeds"]
+    return out
+
+
+def describe(cache: RecallCache, n: int) -> str:
+    kind = node_kind(n)
+    if kind == KIND_CODE["entity"]:
+        return f"entity {cache.entity_name.get(node_id(n), node_id(n))!r}"
+    if kind == KIND_CODE["relation"]:
+        return f"relation {node_id(n)}"
+    return f"memory {node_id(n)}"

@@ -1,0 +1,142 @@
+"""Recall's extra signals and options end to end (official MCP client, embeddings on):
+thread neighbours, ``max_tokens`` and ``explain``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from mcp_client import ok, open_client
+from memtrio.actors.ranker.graph import RecallCache
+from memtrio.actors.ranker.signals import neighbour_context, thread_neighbours
+
+ON = {"MEMTRIO_EMBEDDINGS": "on"}
+
+# A conversation told turn by turn: the answer to "what did the vet say about Rex's
+# leg" is the reply, which shares no word with the question.
+CONVERSATION = [
+    "Carol: The vet clinic on Elm Street opens at eight on Saturdays.",
+    "Dave: Rex chewed through his second leash this month.",
+    "Carol: I repainted the fence in the backyard last weekend.",
+    "Dave: My sister is visiting from Lisbon in June.",
+    "Carol: What did the vet say about Rex's leg after the X-ray?",
+    "Dave: Just a sprain, thankfully. Two weeks of rest and short walks only.",
+    "Carol: We should try the new ramen place downtown.",
+    "Dave: The train strike delayed my commute by an hour today.",
+]
+QUESTION = "What did the vet say about Rex's leg?"
+
+
+def ids_of(payload: dict[str, Any]) -> list[int]:
+    return [m["id"] for m in payload["memories"]]
+
+
+async def remember_all(client: Any, texts: list[str]) -> list[int]:
+    return [(await ok(client, "remember", content=text))["id"] for text in texts]
+
+
+async def test_the_reply_after_the_matching_turn_is_found_through_its_thread(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    found: dict[str, list[int]] = {}
+    for weight in ("0", "0.35"):
+        env = {**ON, "MEMTRIO_RETRIEVAL_NEIGHBOUR_WEIGHT": weight}
+        async with open_client(home, env=env) as client:
+            if weight == "0":
+                ids = await remember_all(client, CONVERSATION)
+            found[weight] = ids_of(await ok(client, "recall", query=QUESTION, limit=3))
+            if weight != "0":
+                explained = await ok(client, "recall", query=QUESTION, limit=3, explain=True)
+    asked, answer = ids[4], ids[5]
+    assert found["0"][0] == asked and answer not in found["0"]
+    assert found["0.35"][0] == asked and answer in found["0.35"]
+    reasons = {m["id"]: m["explain"] for m in explained["memories"]}
+    assert any(r.startswith("neighbour:") and str(asked) in r for r in reasons[answer])
+
+
+async def test_max_tokens_returns_the_best_memories_that_fit(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    long_text = "Deploys to production need a green staging run. " + "Details follow. " * 60
+    async with open_client(home, env=ON) as client:
+        long_id, short_id, other_id = await remember_all(
+            client,
+            [
+                long_text,
+                "Deploys to production happen on Tuesdays after the staging run.",
+                "Production deploys are announced in the #ops channel.",
+            ],
+        )
+        full = await ok(client, "recall", query="production deploys staging", limit=3)
+        assert set(ids_of(full)) == {long_id, short_id, other_id} and "tokens" not in full
+        budget = await ok(
+            client, "recall", query="production deploys staging", limit=3, max_tokens=40
+        )
+        # The long memory (about 250 tokens) does not fit; the two short ones do.
+        assert set(ids_of(budget)) == {short_id, other_id}
+        assert 0 < budget["tokens"] <= 40
+        assert budget["tokens"] == sum(-(-len(m["content"]) // 4) for m in budget["memories"])
+        one = await ok(client, "recall", query="production deploys staging", max_tokens=17)
+        assert len(one["memories"]) == 1 and one["tokens"] <= 17
+        nothing = await ok(client, "recall", query="production deploys staging", max_tokens=1)
+        assert nothing["memories"] == [] and nothing["tokens"] == 0
+
+
+async def test_explain_names_the_seeds_and_the_graph_path(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    async with open_client(home, env=ON) as client:
+        webhook = await ok(
+            client,
+            "remember",
+            content="Stripe payment webhooks are handled by the billing-service.",
+            entities=["billing-service"],
+        )
+        owner = await ok(
+            client,
+            "remember",
+            content="Priya owns it and reviews all its pull requests.",
+            entities=["billing-service"],
+        )
+        plain = await ok(client, "recall", query="Stripe webhooks billing-service", limit=5)
+        assert all("explain" not in m for m in plain["memories"])
+        out = await ok(
+            client, "recall", query="Stripe webhooks billing-service", limit=5, explain=True
+        )
+        reasons = {m["id"]: m["explain"] for m in out["memories"]}
+        assert any(r.startswith("lexical: #1") for r in reasons[webhook["id"]])
+        assert any(r.startswith("dense: #") for r in reasons[webhook["id"]])
+        assert "graph: linked to seeded entity 'billing-service'" in reasons[owner["id"]]
+        lexical = await ok(
+            client,
+            "recall",
+            query="Stripe webhooks",
+            use_embeddings=False,
+            explain=True,
+        )
+        assert lexical["memories"][0]["explain"][0].startswith("lexical: #1, BM25 ")
+
+
+def test_a_thread_stops_at_another_scope_and_at_an_hour_of_silence() -> None:
+    cache = RecallCache("m", "r", 4)
+    table = cache.items["memory"]
+    # ids 1-4 written a minute apart in scope 7; 5 in scope 8; 6 two hours after 4.
+    for memory_id, scope, minute in ((1, 7, 0), (2, 7, 1), (3, 7, 2), (4, 7, 3), (5, 8, 4)):
+        table.set(memory_id, [scope], created=minute * 60.0)
+    table.set(6, [7], created=3 * 60.0 + 7200)
+    allowed = np.flatnonzero(table.allowed(None))
+    assert thread_neighbours(cache, 2, allowed, 2) == [(1, 1), (3, 1), (4, 2)]
+    assert thread_neighbours(cache, 4, allowed, 2) == [(3, 1), (2, 2)]
+    assert thread_neighbours(cache, 6, allowed, 2) == []
+    # Within a selection: with scope 8 left out, 6 follows 4 but an hour of silence parts them.
+    only_7 = np.flatnonzero(table.allowed(np.array([7], dtype=np.int32)))
+    assert thread_neighbours(cache, 4, only_7, 1) == [(3, 1)]
+    ids, scores, lender = neighbour_context(
+        cache, np.array([2]), np.array([1.0]), table.allowed(None), 0.3, 2
+    )
+    got = dict(zip(ids.tolist(), scores.tolist(), strict=True))
+    assert got == {2: 1.0, 1: 0.3, 3: 0.3, 4: 0.15}
+    assert lender == {1: 2, 3: 2, 4: 2}
