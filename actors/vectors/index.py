@@ -56,6 +56,7 @@ import numpy.typing as npt
 from .arrays import (
     KINDS,
     MAX_DIMS,
+    MAX_TOP_K,
     METRICS,
     QUANTIZATIONS,
     Allowed,
@@ -79,6 +80,7 @@ from .ivf import IvfVectors
 __all__ = [
     "KINDS",
     "MAX_DIMS",
+    "MAX_TOP_K",
     "METRICS",
     "QUANTIZATIONS",
     "Allowed",
