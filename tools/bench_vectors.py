@@ -10,7 +10,7 @@ Part 1, in process (``actors.vectors``), for each size (default 100,000 and
   queries are fresh draws from the same distribution, not indexed vectors;
 - backends: ``exact``; ``hnsw`` with each quantization (f32, f16, bf16, i8)
   and the default ``[vectors]`` options (M 16, efConstruction 200, efSearch
-  64); ``ivf`` (nlist 1024, nprobe 16 at 1,000,000: ``--ivf-nlist``);
+  128), then the same graph searched with efSearch 64 and 256; ``ivf`` (nlist 1024, nprobe 16 at 1,000,000: ``--ivf-nlist``);
 - figures: build time, memory (the process's RSS growth over the build),
   query latency p50/p99 (one query at a time, as recall asks), recall@10
   against exact search.
@@ -127,7 +127,7 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
     if spec["backend"] == "hnsw":
         # efSearch can change on a built graph: the recall/latency it buys.
         graph = index._index  # noqa: SLF001 - the benchmark peeks at usearch's knob
-        for ef in (128, 256):
+        for ef in (64, 256):
             graph.expansion_search = ef
             row[f"ef{ef}"] = measure(index, queries, gt)
     return row

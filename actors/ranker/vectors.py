@@ -65,7 +65,7 @@ class IndexChoice:
     quantization: Literal["f32", "f16", "bf16", "i8"] = "f32"
     connectivity: int = 16
     expansion_add: int = 200
-    expansion_search: int = 64
+    expansion_search: int = 128
     ivf_nlist: int = 256
     ivf_nprobe: int = 8
 

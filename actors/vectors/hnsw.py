@@ -72,7 +72,7 @@ class HnswVectors:
         quantization: Quantization = "f32",
         connectivity: int = 16,
         expansion_add: int = 200,
-        expansion_search: int = 64,
+        expansion_search: int = 128,
     ) -> None:
         check_dims(dims)
         self.dims = dims

@@ -162,7 +162,7 @@ def make_index(
     quantization: Quantization = "f32",
     connectivity: int = 16,
     expansion_add: int = 200,
-    expansion_search: int = 64,
+    expansion_search: int = 128,
     nlist: int = 256,
     nprobe: int = 8,
 ) -> VectorIndex:
