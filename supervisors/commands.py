@@ -116,7 +116,7 @@ VECTOR_FLAGS: dict[str, tuple[str, str, str]] = {
     ),
     "--vec-connectivity": ("connectivity", "M", "hnsw graph degree (default 16)"),
     "--vec-expansion-add": ("expansion_add", "N", "hnsw efConstruction (default 200)"),
-    "--vec-expansion-search": ("expansion_search", "N", "hnsw efSearch (default 64)"),
+    "--vec-expansion-search": ("expansion_search", "N", "hnsw efSearch (default 128)"),
     "--ivf-nlist": ("ivf_nlist", "N", "ivf cells (default 256)"),
     "--ivf-nprobe": ("ivf_nprobe", "N", "ivf cells probed per query (default 8)"),
 }

@@ -126,7 +126,7 @@ class VectorsConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     quantization: Literal["f32", "f16", "bf16", "i8"] = "f32"  # hnsw's stored scalars
     connectivity: int = 16  # hnsw graph degree M
     expansion_add: int = 200  # hnsw efConstruction
-    expansion_search: int = 64  # hnsw efSearch
+    expansion_search: int = 128  # hnsw efSearch (recall@10 0.99 at 1,000,000; 64: 0.94)
     ivf_nlist: int = 256  # ivf cells (k-means centroids)
     ivf_nprobe: int = 8  # ivf cells searched per query
 

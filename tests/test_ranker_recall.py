@@ -21,6 +21,7 @@ from memtrio.actors.embedder import feature as embedder_feature
 from memtrio.actors.embedder.handle import EMBEDDER
 from memtrio.actors.ranker import feature as ranker_feature
 from memtrio.actors.ranker import rank as rank_mod
+from memtrio.actors.ranker import vectors as ranker_vectors
 from memtrio.actors.ranker.graph import RecallCache
 from memtrio.actors.ranker.handle import RANKER
 from memtrio.actors.ranker.service import Ranker, RankerError
@@ -408,6 +409,46 @@ def test_item_index_auto_picks_hnsw_for_a_large_load_and_keeps_every_window() ->
     small.upsert(10, e[2])
     assert small.backend.kind == "hnsw" and small.rows == 6 and len(small) == 4
     assert small.search(e[2], 4)[0].tolist()[:2] in ([8, 10], [10, 8])
+
+
+def test_a_saved_hnsw_graph_is_loaded_and_reconciled_with_the_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ranker_vectors, "SAVE_MIN_ROWS", 1)
+    rng = np.random.default_rng(3)
+    vecs = rng.normal(size=(60, 8)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    rows = [(i, vecs[i].tobytes()) for i in range(1, 50)] + [(7, vecs[55].tobytes())]
+    choice = IndexChoice(backend="hnsw")
+    saved = choice.saved_path(tmp_path / "vector-index", "memory", "m", "r", 8)
+    first = ItemIndex(8, choice)
+    assert first.load_rows(rows, len(rows), saved) == 50
+    assert saved.is_file() and saved.stat().st_mode & 0o077 == 0  # private
+    # The table moved on while no server ran (or the server crashed after the save):
+    # item 3 deleted, item 4 rewritten, item 7 lost its second window, item 59 is new.
+    table = [(i, vecs[i].tobytes()) for i in range(1, 50) if i != 3] + [(59, vecs[59].tobytes())]
+    table[2] = (4, vecs[58].tobytes())
+    reconciled: list[dict[str, int]] = []
+    real = ranker_vectors.reconcile_batches
+    monkeypatch.setattr(
+        ranker_vectors,
+        "reconcile_batches",
+        lambda index, batches: reconciled.append(real(index, batches)) or reconciled[-1],
+    )
+    again = ItemIndex(8, choice)
+    assert again.load_rows(table, len(table), saved) == 49
+    assert reconciled == [{"removed": 2, "added": 1, "updated": 1}]
+    assert (len(again), again.rows) == (49, 49) and 3 not in again
+    assert again.search(vecs[58], 1)[0].tolist() == [4]
+    assert again.search(vecs[59], 1)[0].tolist() == [59]
+    assert again.search(vecs[55], 1)[0].tolist() != [7]
+    saved.write_bytes(b"not a graph")  # unreadable: built from the table instead
+    rebuilt = ItemIndex(8, choice)
+    assert rebuilt.load_rows(table, len(table), saved) == 49 and len(reconciled) == 1
+    assert rebuilt.search(vecs[58], 1)[0].tolist() == [4]
+    other = choice.saved_path(tmp_path / "vector-index", "memory", "m2", "r", 8)
+    ItemIndex(8, choice).load_rows(table, len(table), other)  # another model: replaces it
+    assert sorted(p.name for p in saved.parent.iterdir()) == [other.name]
 
 
 def test_cache_named_entities_match_whole_words() -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -136,9 +137,17 @@ class RecallCache:
     """Vectors, attributes and graph of one store, for one embedding model."""
 
     def __init__(
-        self, model: str, revision: str, dim: int, choice: IndexChoice | None = None
+        self,
+        model: str,
+        revision: str,
+        dim: int,
+        choice: IndexChoice | None = None,
+        index_dir: Path | None = None,
     ) -> None:
+        """``index_dir``: where hnsw graphs are kept between starts (None: never saved)."""
         self.model = model
+        self.choice = choice or IndexChoice()
+        self.index_dir = index_dir
         self.revision = revision
         self.dim = dim
         self.index = {kind: ItemIndex(dim, choice) for kind in KINDS}
@@ -251,7 +260,12 @@ class RecallCache:
             params = (kind, self.model, self.revision, self.dim)
             count = conn.execute(f"SELECT count(*) FROM ({_VECTORS_SQL})", params * 2).fetchone()[0]
             rows = conn.execute(_VECTORS_SQL, params * 2)
-            self.index[kind].load_rows(rows, count)
+            saved = None
+            if self.index_dir is not None:
+                saved = self.choice.saved_path(
+                    self.index_dir, kind, self.model, self.revision, self.dim
+                )
+            self.index[kind].load_rows(rows, count, saved)
 
     def _name_entity(self, item_id: int, canonical: str) -> None:
         old = self.entity_name.pop(item_id, None)

@@ -65,6 +65,9 @@ RELOAD_THRESHOLD = 20_000  # pending changes beyond which a full reload is cheap
 EXTERNAL_CHECK_INTERVAL = 1.0  # seconds
 
 
+INDEX_DIR = "vector-index"  # in the home: saved hnsw graphs (actors.ranker.vectors)
+
+
 class RankerError(RuntimeError):
     """Semantic recall is not possible right now; fall back to lexical ranking.
 
@@ -290,7 +293,7 @@ class Ranker:
 
     def _load_sync(self, model: tuple[str, str, int]) -> RecallCache:
         assert self._conn is not None
-        cache = RecallCache(*model, self.index_choice())
+        cache = RecallCache(*model, self.index_choice(), self.path.parent / INDEX_DIR)
         started = time.perf_counter()
         self._conn.execute("BEGIN")
         try:

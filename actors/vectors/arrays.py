@@ -39,6 +39,7 @@ class IdFilter(Protocol):
 Allowed: TypeAlias = Set[int] | Mask | IdFilter | None
 StatValue: TypeAlias = int | float | str | bool
 
+MAX_TOP_K = 100  # results a vector tool may ask for (the reference's limit; indexes allow more)
 MAX_DIMS = 4096  # the largest embedding the vector tools accept (the reference's limit)
 
 

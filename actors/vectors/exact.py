@@ -14,6 +14,7 @@ import numpy.typing as npt
 from .arrays import (
     Allowed,
     Ids,
+    Mask,
     Metric,
     Scores,
     StatValue,
@@ -114,6 +115,12 @@ class ExactVectors:
     def get(self, item_id: int) -> Vectors | None:
         row = self._row.get(int(item_id))
         return None if row is None else self._mat[row].copy()
+
+    def get_many(self, ids: npt.ArrayLike) -> tuple[Mask, Vectors]:
+        id_arr = np.atleast_1d(np.asarray(ids, dtype=np.int64))
+        rows = np.fromiter((self._row.get(int(i), -1) for i in id_arr), np.int64, len(id_arr))
+        found = rows >= 0
+        return found, self._mat[rows[found]]
 
     def matrix(self) -> tuple[Ids, Vectors]:
         """(ids, vectors) held, as views: valid until the next change."""

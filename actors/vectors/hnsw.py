@@ -17,17 +17,27 @@ fetching a few thousand vectors beats walking most of the graph.
 
 Removal marks graph nodes deleted (usearch keeps them as waypoints);
 `reindex` rebuilds the graph from the vectors it holds.
+
+`save` and `load` keep a built graph across restarts (building one of
+1,000,000 vectors takes minutes); a loaded graph is only a head start: its
+owner reconciles it with the table (`index.reconcile_batches`).
 """
 
 from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 from usearch.index import Index
 
+from ...supervisors import private
 from .arrays import (
     Allowed,
     Ids,
+    Mask,
     Metric,
     Quantization,
     Scores,
@@ -62,7 +72,7 @@ class HnswVectors:
         quantization: Quantization = "f32",
         connectivity: int = 16,
         expansion_add: int = 200,
-        expansion_search: int = 64,
+        expansion_search: int = 128,
     ) -> None:
         check_dims(dims)
         self.dims = dims
@@ -157,6 +167,45 @@ class HnswVectors:
         if int(item_id) not in self:
             return None
         return self._vectors(np.array([int(item_id)], dtype=np.int64))[0]
+
+    def get_many(self, ids: npt.ArrayLike) -> tuple[Mask, Vectors]:
+        id_arr = np.atleast_1d(np.asarray(ids, dtype=np.int64))
+        if len(id_arr) == 0 or len(self._index) == 0:
+            return np.zeros(len(id_arr), dtype=bool), np.zeros((0, self.dims), dtype=np.float32)
+        found = np.asarray(self._index.contains(id_arr), dtype=bool).reshape(-1)
+        if not found.any():
+            return found, np.zeros((0, self.dims), dtype=np.float32)
+        return found, self._vectors(id_arr[found])
+
+    def save(self, path: Path) -> None:
+        """Write the graph to ``path`` (private, atomically: a temporary file renamed over it)."""
+        temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        private.create_file(temp)
+        try:
+            self._index.save(str(temp))
+            os.replace(temp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+
+    def load(self, path: Path) -> bool:
+        """Replace the graph with the one saved at ``path``; False (graph unchanged) if there
+        is none or it does not fit this index (dims, quantization, metric) or cannot be read."""
+        if not path.is_file():
+            return False
+        fresh = self._new_index()
+        try:
+            fresh.load(str(path))
+        except (RuntimeError, ValueError, OSError):
+            return False
+        if fresh.ndim != self.dims or fresh.dtype.name.lower() != self.quantization:
+            return False
+        if fresh.metric_kind != self._index.metric_kind:
+            return False
+        self._index = fresh
+        self._deleted = 0
+        return True
 
     def ids(self) -> Ids:
         return np.asarray(self._index.keys, dtype=np.int64).copy()

@@ -36,7 +36,10 @@ current by the writes that follow; after a crash nothing of it survives to
 disagree with the table. `reconcile` brings an index that already holds
 vectors (a long-lived one, after another process wrote the table) back to a
 given (ids, vectors) truth: it removes ids the table no longer has and
-upserts the missing and changed ones.
+upserts the missing and changed ones; `reconcile_batches` does the same with
+the truth read in batches. The ranker saves a built hnsw graph and, at the
+next start, loads it and reconciles it with the table instead of building
+it again (``actors.ranker.vectors``).
 
 Thread-safety: none. Each owner serialises its calls (the ranker actor, the
 vector tools' actor).
@@ -44,6 +47,7 @@ vector tools' actor).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Protocol
 
 import numpy as np
@@ -52,6 +56,7 @@ import numpy.typing as npt
 from .arrays import (
     KINDS,
     MAX_DIMS,
+    MAX_TOP_K,
     METRICS,
     QUANTIZATIONS,
     Allowed,
@@ -75,6 +80,7 @@ from .ivf import IvfVectors
 __all__ = [
     "KINDS",
     "MAX_DIMS",
+    "MAX_TOP_K",
     "METRICS",
     "QUANTIZATIONS",
     "Allowed",
@@ -90,6 +96,7 @@ __all__ = [
     "Vectors",
     "make_index",
     "reconcile",
+    "reconcile_batches",
 ]
 
 
@@ -125,6 +132,10 @@ class VectorIndex(Protocol):
         ``cos``, dequantized for a quantized hnsw), or None."""
         ...
 
+    def get_many(self, ids: npt.ArrayLike) -> tuple[Mask, Vectors]:
+        """Which of ``ids`` are held, and the stored vectors of those (in order), as `get`."""
+        ...
+
     def ids(self) -> Ids:
         """Every indexed id, in no particular order."""
         ...
@@ -151,7 +162,7 @@ def make_index(
     quantization: Quantization = "f32",
     connectivity: int = 16,
     expansion_add: int = 200,
-    expansion_search: int = 64,
+    expansion_search: int = 128,
     nlist: int = 256,
     nprobe: int = 8,
 ) -> VectorIndex:
@@ -189,26 +200,34 @@ def reconcile(index: VectorIndex, ids: npt.ArrayLike, vectors: npt.ArrayLike) ->
     cosine < 0.999, or a relative difference > 1% otherwise), are upserted.
     Returns the counts ``removed``, ``added``, ``updated``.
     """
-    truth_ids, truth = as_batch(ids, vectors, index.dims)
-    held = index.ids()
-    stale = np.setdiff1d(held, truth_ids, assume_unique=True)
+    return reconcile_batches(index, [as_batch(ids, vectors, index.dims)])
+
+
+def reconcile_batches(index: VectorIndex, batches: Iterable[tuple[Ids, Vectors]]) -> dict[str, int]:
+    """`reconcile` with the truth streamed in (ids, vectors) batches (a table read in parts)."""
+    added = updated = 0
+    seen: list[Ids] = []
+    for truth_ids, truth in batches:
+        found, stored = index.get_many(truth_ids)
+        changed = np.zeros(len(truth_ids), dtype=bool)
+        if found.any():
+            changed[found] = _differs(stored, truth[found], index.metric)
+        todo = ~found | changed
+        if todo.any():
+            index.add(truth_ids[todo], truth[todo])
+        added += int((~found).sum())
+        updated += int(changed.sum())
+        seen.append(truth_ids)
+    every = np.concatenate(seen) if seen else np.zeros(0, dtype=np.int64)
+    stale = np.setdiff1d(index.ids(), every)
     if len(stale):
         index.remove(stale)
-    have = np.isin(truth_ids, held)
-    changed: list[int] = []
-    for row in np.flatnonzero(have):
-        stored = index.get(int(truth_ids[row]))
-        if stored is None or _differs(stored, truth[row], index.metric):
-            changed.append(int(row))
-    todo = np.concatenate([np.flatnonzero(~have), np.asarray(changed, dtype=np.int64)])
-    if len(todo):
-        index.add(truth_ids[todo], truth[todo])
-    return {"removed": len(stale), "added": int((~have).sum()), "updated": len(changed)}
+    return {"removed": len(stale), "added": added, "updated": updated}
 
 
-def _differs(stored: Vectors, wanted: Vectors, metric: Metric) -> bool:
+def _differs(stored: Vectors, wanted: Vectors, metric: Metric) -> Mask:
+    """Row by row: is the stored vector not the wanted one (beyond quantization noise)?"""
     if metric == "cos":
-        a, b = normalized(stored), normalized(wanted)
-        return float(a @ b) < 0.999
-    scale = max(float(np.linalg.norm(wanted)), 1e-12)
-    return float(np.linalg.norm(stored - wanted)) / scale > 0.01
+        return np.einsum("ij,ij->i", normalized(stored), normalized(wanted)) < 0.999
+    scale = np.maximum(np.linalg.norm(wanted, axis=1), 1e-12)
+    return np.linalg.norm(stored - wanted, axis=1) / scale > 0.01

@@ -27,6 +27,7 @@ import numpy.typing as npt
 from .arrays import (
     Allowed,
     Ids,
+    Mask,
     Metric,
     Scores,
     StatValue,
@@ -133,6 +134,13 @@ class IvfVectors:
     def get(self, item_id: int) -> Vectors | None:
         cell = self._cell_of.get(int(item_id))
         return None if cell is None else self._cells[cell].get(item_id)
+
+    def get_many(self, ids: npt.ArrayLike) -> tuple[Mask, Vectors]:
+        id_arr = np.atleast_1d(np.asarray(ids, dtype=np.int64))
+        found = [v for v in (self.get(int(i)) for i in id_arr)]
+        mask = np.array([v is not None for v in found], dtype=bool)
+        kept = [v for v in found if v is not None]
+        return mask, np.stack(kept) if kept else np.zeros((0, self.dims), dtype=np.float32)
 
     def ids(self) -> Ids:
         return np.fromiter(self._cell_of, dtype=np.int64, count=len(self._cell_of))
