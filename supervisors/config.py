@@ -119,8 +119,9 @@ class VectorsConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
     enabled: bool = False  # advertise and serve the 12 vector tools (--vectors)
     dims: int = 384  # dimensions of bring-your-own vectors (--embedding-dims), at most 4096
-    # Index backend: auto = exact below auto_threshold vectors, hnsw from there on.
-    backend: Literal["auto", "exact", "hnsw", "ivf"] = "auto"
+    # Index backend: exact (default); auto = exact below auto_threshold vectors, hnsw from
+    # there on (the recall that crosses it, or the first after a start, waits for the build).
+    backend: Literal["auto", "exact", "hnsw", "ivf"] = "exact"
     auto_threshold: int = 100_000
     metric: Literal["cos", "ip", "l2sq"] = "cos"  # the vector tools' metric (recall: cosine)
     quantization: Literal["f32", "f16", "bf16", "i8"] = "f32"  # hnsw's stored scalars

@@ -183,7 +183,10 @@ BACKENDS = {
     "exact": ({"MEMTRIO_VECTORS_BACKEND": "exact"}, "exact"),
     "hnsw": ({"MEMTRIO_VECTORS_BACKEND": "hnsw"}, "hnsw"),
     "ivf": ({"MEMTRIO_VECTORS_BACKEND": "ivf"}, "ivf"),
-    "auto-large": ({"MEMTRIO_VECTORS_AUTO_THRESHOLD": "1"}, "hnsw"),
+    "auto-large": (
+        {"MEMTRIO_VECTORS_BACKEND": "auto", "MEMTRIO_VECTORS_AUTO_THRESHOLD": "1"},
+        "hnsw",
+    ),
 }
 
 
