@@ -38,10 +38,13 @@ async def read(
     **kwargs: P.kwargs,
 ) -> T:
     """``fn(conn, scoped, *args, **kwargs)`` in one read transaction, with the calling
-    session's visibility filters."""
+    session's visibility filters; tried on the event loop first (most graph reads are
+    a few indexed lookups: `db.ReadPool`)."""
     store = store_tools.store_of(ctx.app)
     view = view_of(await store_tools.policy_of(ctx))
-    result: T = await store.read(lambda conn: fn(conn, Scoped(conn, view), *args, **kwargs))
+    result: T = await store.read(
+        lambda conn: fn(conn, Scoped(conn, view), *args, **kwargs), inline=True
+    )
     return result
 
 
