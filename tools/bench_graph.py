@@ -16,7 +16,8 @@ For each size (default 1,000 and 10,000 entities) and each server, in one run:
    calls of 1,000 (entity i -> entity i+1, so each entity has one outgoing
    relation);
 3. after 10 warm-up calls of each tool, time ``--calls`` ``tools/call`` round
-   trips of each (one JSON-RPC line written, its reply line read; no SDK), a
+   trips of each (from writing the JSON-RPC line to reading its reply line;
+   the client's JSON encoding and parsing are outside the timing; no SDK), a
    block per tool: ``search_nodes`` of the unique token of a random
    observation (one match in both servers), ``search_nodes`` of ``hubword``
    (about 1% of the entities), ``open_nodes`` (5 random names) and
@@ -90,17 +91,31 @@ class Server:
         self.proc.stdin.flush()
 
     def request(self, method: str, params: Any, timeout_hint: str = "") -> dict[str, Any]:
+        return self.timed_request(method, params, timeout_hint)[0]
+
+    def timed_request(
+        self, method: str, params: Any, timeout_hint: str = ""
+    ) -> tuple[dict[str, Any], float]:
+        """The reply, and milliseconds from writing the request line to reading the reply
+        line (the client's own JSON encoding and parsing are not in it)."""
         self.next_id += 1
         rid = self.next_id
-        self._send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        assert self.proc.stdout is not None
+        line = (
+            json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode()
+            + b"\n"
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        t0 = time.perf_counter()
+        self.proc.stdin.write(line)
+        self.proc.stdin.flush()
         while True:
-            line = self.proc.stdout.readline()
-            if not line:
+            reply = self.proc.stdout.readline()
+            elapsed = (time.perf_counter() - t0) * 1000
+            if not reply:
                 raise RuntimeError(f"server closed stdout during {method} {timeout_hint}")
-            msg = json.loads(line)
+            msg = json.loads(reply)
             if msg.get("id") == rid:
-                return msg
+                return msg, elapsed
 
     def initialize(self) -> None:
         reply = self.request(
@@ -116,11 +131,14 @@ class Server:
         self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
     def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-        reply = self.request("tools/call", {"name": tool, "arguments": args}, tool)
+        return self.timed_call(tool, args)[0]
+
+    def timed_call(self, tool: str, args: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        reply, ms = self.timed_request("tools/call", {"name": tool, "arguments": args}, tool)
         result = reply.get("result")
         if result is None or result.get("isError"):
             raise RuntimeError(f"{tool} failed: {json.dumps(reply)[:300]}")
-        return result
+        return result, ms
 
     def close(self) -> None:
         try:
@@ -232,11 +250,11 @@ def load(server: Server, work: Workload) -> dict[str, float]:
     per_entity: list[float] = []
     cpu0 = cpu_seconds(server.proc.pid)
     started = time.perf_counter()
+    created = 0.0
     for batch in work.entity_batches():
-        t0 = time.perf_counter()
-        server.call("create_entities", {"entities": batch})
-        per_entity.append((time.perf_counter() - t0) * 1000 / len(batch))
-    created = time.perf_counter() - started
+        ms = server.timed_call("create_entities", {"entities": batch})[1]
+        per_entity.append(ms / len(batch))
+        created += ms / 1000
     cpu = cpu_seconds(server.proc.pid) - cpu0
     for batch in work.relation_batches():
         server.call("create_relations", {"relations": batch})
@@ -285,12 +303,9 @@ def run_one(kind: str, size: int, calls: int, seed: int) -> dict[str, Any]:
 
 def time_call(server: Server, tool: str, args: dict[str, Any]) -> float:
     """Milliseconds of one round trip (``ping`` is the protocol's, not a tool)."""
-    t0 = time.perf_counter()
     if tool == "ping":
-        server.request("ping", {})
-    else:
-        server.call(tool, args)
-    return (time.perf_counter() - t0) * 1000
+        return server.timed_request("ping", {})[1]
+    return server.timed_call(tool, args)[1]
 
 
 def table(rows: list[dict[str, Any]]) -> str:

@@ -45,7 +45,7 @@ T = TypeVar("T")
 # jittered, until busy_timeout has passed.
 BUSY_BACKOFF_START = 0.002
 # A read the event loop runs itself (`ReadPool.run` with ``inline``) is stopped
-# once it has taken this long, checked every `INLINE_CHECK_STEPS` SQLite VM steps,
+# once it has taken this much CPU time, checked every `INLINE_CHECK_STEPS` SQLite VM steps,
 # and run again in a worker thread: a small indexed read skips the thread hop
 # (about 0.04 ms of CPU and a thread wake-up), a large one blocks the loop no
 # longer than this (measured: docs/benchmarks.md, "Knowledge graph").
@@ -289,8 +289,9 @@ class ReadPool:
     def _run_inline(self, op: Callable[[sqlite3.Connection], T]) -> tuple[bool, T | None]:
         """(True, ``op``'s value), or (False, None) when it was over budget or the database busy."""
         conn = self._inline
-        deadline = time.perf_counter() + INLINE_BUDGET
-        conn.set_progress_handler(lambda: time.perf_counter() > deadline, INLINE_CHECK_STEPS)
+        # CPU time of this thread: being preempted on a busy machine is not the read's cost.
+        deadline = time.thread_time() + INLINE_BUDGET
+        conn.set_progress_handler(lambda: time.thread_time() > deadline, INLINE_CHECK_STEPS)
         try:
             return True, run_read(conn, op)
         except sqlite3.OperationalError:  # interrupted, or busy: the thread's run will tell
