@@ -44,6 +44,8 @@ def _next_id(conn: sqlite3.Connection, table: str) -> int:
 
 
 _rows = msgspec.json.Encoder()
+# SQLite has its JSON functions built in from 3.38 (before, only when compiled with them).
+JSON_ROWS = sqlite3.sqlite_version_info >= (3, 38, 0)
 
 
 class RowBatch:
@@ -79,7 +81,11 @@ class RowBatch:
     def flush(self, ts: float, scope_id: int) -> None:
         """Write the rows (entities, their scope links, memories, theirs, the entity links, vectors)."""
         conn, ents, mems = self.conn, self.entities, self.memories
-        if any("\x00" in t for row in ents for t in row[1:]) or any("\x00" in m[1] for m in mems):
+        if (
+            not JSON_ROWS
+            or any("\x00" in t for row in ents for t in row[1:])
+            or any("\x00" in m[1] for m in mems)
+        ):
             self._flush_rows(ts, scope_id)  # JSON text in SQLite ends at a NUL: bind each row
         else:
             if ents:
