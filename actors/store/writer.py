@@ -15,7 +15,8 @@ database are not reported (a listener that needs them compares
 ``PRAGMA data_version``).
 
 Reads (`Store.read`) run on a small pool of read connections in threads and
-never block the trio loop.
+never block the trio loop, except those asked ``inline`` (a few indexed lookups),
+which the loop runs itself within a budget (`db.ReadPool`).
 """
 
 from __future__ import annotations
