@@ -17,6 +17,8 @@ transport supervisor, not in the actors.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import sys
 from collections import deque
@@ -357,10 +359,22 @@ def transport_supervisor(children: list[ChildSpec], name: str = "stdio") -> Supe
     )
 
 
+# A result larger than the pipe (64 KiB by default on Linux) goes out in pieces,
+# each waiting for the client to read the last: a larger pipe takes a page of
+# results in one write (Linux only; 1 MiB is the unprivileged limit).
+PIPE_SIZE = 1 << 20
+
+
 def protect_stdout() -> tuple[int, int]:
-    """Duplicate stdin/stdout for the protocol; point fds 0/1 at /dev/null and stderr."""
+    """Duplicate stdin/stdout for the protocol; point fds 0/1 at /dev/null and stderr.
+
+    A pipe to the client is enlarged to `PIPE_SIZE` where the system allows it.
+    """
     proto_in = os.dup(0)
     proto_out = os.dup(1)
+    if sys.platform == "linux":
+        with contextlib.suppress(OSError):  # not a pipe, or over the system's limit
+            fcntl.fcntl(proto_out, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)

@@ -146,11 +146,21 @@ def tool_result(
     """
     if isinstance(value, str):
         return {"content": [{"type": "text", "text": value}], "isError": is_error}
+    shape = "json" if is_error else mode
+    if isinstance(value, msgspec.Struct) and shape == "json":
+        # Encoded once: the text item holds the JSON, structuredContent the same bytes.
+        payload = _encoder.encode(value)
+        result: dict[str, object] = {
+            "content": [{"type": "text", "text": payload.decode("utf-8")}],
+            "isError": is_error,
+        }
+        if structured_ok and payload[:1] == b"{":
+            result["structuredContent"] = msgspec.Raw(payload)
+        return result
     if isinstance(value, msgspec.Struct):
         value = msgspec.to_builtins(value)
     text = _encoder.encode(value).decode("utf-8")
-    shape = "json" if is_error else mode
-    result: dict[str, object] = {
+    result = {
         "content": content.items(tool, value, text, shape),
         "isError": is_error,
     }

@@ -187,3 +187,50 @@ def test_search_words_match_inside_names_and_types(tmp_path: Path) -> None:
     assert search("chema") == []  # inside observations: word prefixes only
     conn.execute("UPDATE entities SET name = 'LoadConfig' WHERE name = 'parseConfig'")
     assert search("parse") == [] and search("adconf") == ["LoadConfig"]
+
+
+@pytest.mark.parametrize("nul", [False, True], ids=["one-statement", "nul-text-row-by-row"])
+def test_create_entities_writes_its_rows_in_one_batch_as_row_by_row_would(
+    tmp_path: Path, nul: bool
+) -> None:
+    """The batch gives the ids AUTOINCREMENT would (after a deleted row too), links each
+    observation to its entity and scope, and indexes it for search; text holding a NUL
+    (which SQLite's JSON would cut) is written row by row, whole."""
+    conn = _conn(tmp_path)
+    view = View(["global"], ["global"], "global")
+    ent = writes.EntityIn
+    _write(conn, view, lambda w: writes.create_entities(w, [ent("Gone", "t", ["old words"])]))
+    _write(conn, view, lambda w: writes.delete_entities(w, ["Gone"]))
+    odd = "nul\x00inside" if nul else "plain text"
+    _write(
+        conn,
+        view,
+        lambda w: writes.create_entities(
+            w,
+            [
+                ent("Alpha", "service", ["teapot brewing", odd]),
+                ent("Beta", None, ["teapot cooling", "teapot cooling"]),
+                ent("alpha", "other", ["ignored: named twice"]),
+            ],
+        ),
+    )
+    rows = conn.execute(
+        "SELECT m.id, m.content, e.id, e.name, e.kind FROM memories m "
+        "JOIN memory_entities me ON me.memory_id = m.id JOIN entities e ON e.id = me.entity_id "
+        "JOIN memory_scopes ms ON ms.memory_id = m.id JOIN entity_scopes es ON es.entity_id = e.id "
+        "ORDER BY m.id"
+    ).fetchall()
+    assert rows == [
+        (2, "teapot brewing", 2, "Alpha", "service"),
+        (3, odd, 2, "Alpha", "service"),
+        (4, "teapot cooling", 3, "Beta", "entity"),
+        (5, "teapot cooling", 3, "Beta", "entity"),
+    ]
+    found = _read(conn, view, lambda c, s: search_nodes(c, s, "teapot", 0, 10, "names", None))
+    assert found["entities"] == ["Beta", "Alpha"]  # type: ignore[index]
+    assert _read(conn, view, lambda c, s: search_nodes(c, s, "inside", 0, 10, "names", None))[  # type: ignore[index]
+        "entities"
+    ] == (["Alpha"] if nul else [])
+    created = _write(conn, view, lambda w: writes.create_entities(w, [ent("Gamma", "t", ["x"])]))
+    assert created == [{"name": "Gamma", "entityType": "t", "observations": ["x"]}]
+    assert conn.execute("SELECT max(id) FROM entities").fetchone()[0] == 4

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 import msgspec
@@ -118,6 +119,23 @@ def test_tool_results() -> None:
     assert structured["structuredContent"] == {"id": 1}
     assert structured["content"][0]["text"] == '{"id":1}'
     assert "structuredContent" not in mcp.tool_result({"id": 1}, structured_ok=False)
+
+
+def test_a_struct_result_is_encoded_once_into_the_same_text_and_structured_content() -> None:
+    class Page(msgspec.Struct, kw_only=True):
+        names: list[str]
+        nextOffset: int | None = None
+        warnings: list[str] | msgspec.UnsetType = msgspec.UNSET
+
+    reply = json.loads(jsonrpc.result_response(7, mcp.tool_result(Page(names=["a", "é\n"]))))
+    result = reply["result"]
+    assert result["structuredContent"] == {"names": ["a", "é\n"], "nextOffset": None}
+    assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
+    plain = mcp.tool_result(Page(names=["a"]), structured_ok=False)
+    assert "structuredContent" not in plain
+    shown = mcp.tool_result(Page(names=["a"]), tool="t", mode="markdown")
+    assert shown["structuredContent"] == {"names": ["a"], "nextOffset": None}
+    assert len(shown["content"]) == 2  # the summary, then the JSON
 
 
 def test_pagination_cursor() -> None:

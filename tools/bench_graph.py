@@ -1,40 +1,48 @@
 #!/usr/bin/env python
 """The same knowledge-graph workload against memtrio and the reference memory server.
 
-For each size (default 1,000 and 10,000 entities) and each server:
+For each size (default 1,000 and 10,000 entities) and each server, in one run:
 
 1. start it as a stdio child in a fresh directory: ``memtrio mcp`` with
    ``MEMTRIO_EMBEDDINGS=off`` and a fresh ``MEMTRIO_HOME``, and the reference
    server ``npx -y @modelcontextprotocol/server-memory`` with
    ``MEMORY_FILE_PATH`` in a fresh directory (skipped with a message when
    Node/npx is missing or the package cannot be fetched);
-2. load the graph through its tools: ``create_entities`` in calls of 1,000
+2. load the graph through its tools: ``create_entities`` in calls of 100
    entities with 5 observations each (8-12 words from a 5,000-word synthetic
-   vocabulary plus a unique token ``kNNNNNN``), then ``create_relations`` in
+   vocabulary plus a unique token ``kNNNNNN``; the first observation of every
+   97th entity also holds the word ``hubword``, so about 1% of the entities
+   match it: 103 at 10,000), timed per entity; then ``create_relations`` in
    calls of 1,000 (entity i -> entity i+1, so each entity has one outgoing
    relation);
 3. after 10 warm-up calls of each tool, time ``--calls`` ``tools/call`` round
-   trips (one JSON-RPC line written, its reply line read; no SDK) of
-   ``search_nodes`` (the unique token of a random observation: one match in
-   both servers), ``open_nodes`` (5 random names) and ``add_observations``
-   (one new observation on a random entity), in rotation.
+   trips of each (from writing the JSON-RPC line to reading its reply line;
+   the client's JSON encoding and parsing are outside the timing; no SDK), a
+   block per tool: ``search_nodes`` of the unique token of a random
+   observation (one match in both servers), ``search_nodes`` of ``hubword``
+   (about 1% of the entities), ``open_nodes`` (5 random names) and
+   ``add_observations`` (one new observation on a random entity); and
+   ``ping``, the floor of one request over stdio.
 
-Prints p50/p99 per tool and server, the speed-up (reference p50 / memtrio p50),
-and writes the same as JSON with ``--json FILE``.
+Prints p50/p99 per figure and server with the ratio reference / memtrio, and
+memtrio's CPU per call (user + system time of the server process, from /proc:
+less noisy than wall time on a shared machine); ``--json FILE`` writes the rows.
 
 Usage::
 
     python tools/bench_graph.py                    # 1k and 10k, 200 calls
     python tools/bench_graph.py --sizes 1000 --calls 50 --skip-reference
 
-Target: at 10,000 entities memtrio is at least 10x faster than the reference
-server on add_observations and search_nodes (p50).
+Targets at 10,000 entities (issue #16): create_entities <= 1/10 of the
+reference's time per entity; p50 add_observations <= 0.4 ms, search_nodes
+<= 0.5 ms (one hit) / <= 1.5 ms (about 100 hits), open_nodes <= 0.3 ms.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import shutil
@@ -47,7 +55,17 @@ from pathlib import Path
 from typing import Any
 
 REFERENCE_PACKAGE = "@modelcontextprotocol/server-memory"
-TOOLS = ("search_nodes", "open_nodes", "add_observations")
+FIGURES = ("ping", "search_nodes", "search_nodes_hub", "open_nodes", "add_observations")
+FIGURE_LABELS = {
+    "ping": "ping (the stdio floor)",
+    "search_nodes": "search_nodes, 1 hit",
+    "search_nodes_hub": "search_nodes, {hits} hits",
+    "open_nodes": "open_nodes, 5 names",
+    "add_observations": "add_observations, 1",
+}
+HUB_WORD = "hubword"
+HUB_EVERY, HUB_AT = 97, 50
+CREATE_BATCH = 100
 SYLLABLES = "ka lo mi ne ru ta si vo pe da gu fe zi bo cha tri ment ion ser ver".split()
 BATCH = 1000
 WARMUP = 10
@@ -73,17 +91,31 @@ class Server:
         self.proc.stdin.flush()
 
     def request(self, method: str, params: Any, timeout_hint: str = "") -> dict[str, Any]:
+        return self.timed_request(method, params, timeout_hint)[0]
+
+    def timed_request(
+        self, method: str, params: Any, timeout_hint: str = ""
+    ) -> tuple[dict[str, Any], float]:
+        """The reply, and milliseconds from writing the request line to reading the reply
+        line (the client's own JSON encoding and parsing are not in it)."""
         self.next_id += 1
         rid = self.next_id
-        self._send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        assert self.proc.stdout is not None
+        line = (
+            json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode()
+            + b"\n"
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        t0 = time.perf_counter()
+        self.proc.stdin.write(line)
+        self.proc.stdin.flush()
         while True:
-            line = self.proc.stdout.readline()
-            if not line:
+            reply = self.proc.stdout.readline()
+            elapsed = (time.perf_counter() - t0) * 1000
+            if not reply:
                 raise RuntimeError(f"server closed stdout during {method} {timeout_hint}")
-            msg = json.loads(line)
+            msg = json.loads(reply)
             if msg.get("id") == rid:
-                return msg
+                return msg, elapsed
 
     def initialize(self) -> None:
         reply = self.request(
@@ -99,11 +131,14 @@ class Server:
         self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
     def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-        reply = self.request("tools/call", {"name": tool, "arguments": args}, tool)
+        return self.timed_call(tool, args)[0]
+
+    def timed_call(self, tool: str, args: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        reply, ms = self.timed_request("tools/call", {"name": tool, "arguments": args}, tool)
         result = reply.get("result")
         if result is None or result.get("isError"):
             raise RuntimeError(f"{tool} failed: {json.dumps(reply)[:300]}")
-        return result
+        return result, ms
 
     def close(self) -> None:
         try:
@@ -147,9 +182,13 @@ class Workload:
     def token(self, i: int, j: int) -> str:
         return f"k{i * 5 + j:07d}"
 
+    def hub_hits(self) -> int:
+        return sum(1 for i in range(self.size) if i % HUB_EVERY == HUB_AT)
+
     def observation(self, i: int, j: int) -> str:
         filler = " ".join(self.rng.choice(self.words) for _ in range(self.rng.randint(8, 12)))
-        return f"{filler} {self.token(i, j)}"
+        hub = f" {HUB_WORD}" if j == 0 and i % HUB_EVERY == HUB_AT else ""
+        return f"{filler}{hub} {self.token(i, j)}"
 
     def entity_batches(self) -> list[list[dict[str, Any]]]:
         return [
@@ -159,9 +198,9 @@ class Workload:
                     "entityType": self.rng.choice(("person", "project", "service", "library")),
                     "observations": [self.observation(i, j) for j in range(5)],
                 }
-                for i in range(start, min(start + BATCH, self.size))
+                for i in range(start, min(start + CREATE_BATCH, self.size))
             ]
-            for start in range(0, self.size, BATCH)
+            for start in range(0, self.size, CREATE_BATCH)
         ]
 
     def relation_batches(self) -> list[list[dict[str, str]]]:
@@ -177,16 +216,19 @@ class Workload:
             for start in range(0, self.size, BATCH)
         ]
 
-    def args(self, tool: str) -> dict[str, Any]:
-        if tool == "search_nodes":
+    def args(self, figure: str) -> tuple[str, dict[str, Any]]:
+        """The tool and arguments of one call of ``figure``."""
+        if figure == "search_nodes":
             i, j = self.rng.randrange(self.size), self.rng.randrange(5)
-            return {"query": self.token(i, j)}
-        if tool == "open_nodes":
-            return {"names": [self.name(self.rng.randrange(self.size)) for _ in range(5)]}
+            return figure, {"query": self.token(i, j)}
+        if figure == "search_nodes_hub":
+            return "search_nodes", {"query": HUB_WORD}
+        if figure == "open_nodes":
+            return figure, {"names": [self.name(self.rng.randrange(self.size)) for _ in range(5)]}
         self.added += 1
         i = self.rng.randrange(self.size)
         text = " ".join(self.rng.choice(self.words) for _ in range(10)) + f" added{self.added}"
-        return {"observations": [{"entityName": self.name(i), "contents": [text]}]}
+        return figure, {"observations": [{"entityName": self.name(i), "contents": [text]}]}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -194,72 +236,113 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` (all its threads), from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load(server: Server, work: Workload) -> dict[str, float]:
+    """Create the graph; the create_entities figures (per entity, whole load and last 10%)."""
+    per_entity: list[float] = []
+    cpu0 = cpu_seconds(server.proc.pid)
+    started = time.perf_counter()
+    created = 0.0
+    for batch in work.entity_batches():
+        ms = server.timed_call("create_entities", {"entities": batch})[1]
+        per_entity.append(ms / len(batch))
+        created += ms / 1000
+    cpu = cpu_seconds(server.proc.pid) - cpu0
+    for batch in work.relation_batches():
+        server.call("create_relations", {"relations": batch})
+    tail = per_entity[-max(1, len(per_entity) // 10) :]
+    return {
+        "load_s": round(time.perf_counter() - started, 2),
+        "create_entity_ms": round(created * 1000 / work.size, 4),
+        "create_entity_last10_ms": round(statistics.mean(tail), 4),
+        "create_entity_cpu_ms": round(cpu * 1000 / work.size, 4),
+    }
+
+
 def run_one(kind: str, size: int, calls: int, seed: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"bench-graph-{kind}-") as tmp:
         workdir = Path(tmp)
         server = memtrio_server(workdir) if kind == "memtrio" else reference_server(workdir)
+        row: dict[str, Any] = {"server": kind, "entities": size, "calls": calls}
         try:
             server.initialize()
             work = Workload(size, seed)
-            started = time.perf_counter()
-            for batch in work.entity_batches():
-                server.call("create_entities", {"entities": batch})
-            for batch in work.relation_batches():
-                server.call("create_relations", {"relations": batch})
-            load = time.perf_counter() - started
+            row.update(load(server, work))
             check = server.call("search_nodes", {"query": work.token(size // 2, 3)})
             found = check.get("structuredContent") or json.loads(check["content"][0]["text"])
             assert [e["name"] for e in found["entities"]] == [work.name(size // 2)], found
-            for tool in TOOLS:
+            hub = server.call("search_nodes", {"query": HUB_WORD})
+            hub_found = hub.get("structuredContent") or json.loads(hub["content"][0]["text"])
+            row["hub_hits"] = hub_found.get("total", len(hub_found["entities"]))
+            row["hub_returned"] = len(hub_found["entities"])
+            assert row["hub_hits"] == work.hub_hits(), (row["hub_hits"], work.hub_hits())
+            for figure in FIGURES:
                 for _ in range(WARMUP):
-                    server.call(tool, work.args(tool))
-            times: dict[str, list[float]] = {t: [] for t in TOOLS}
-            for n in range(calls * len(TOOLS)):
-                tool = TOOLS[n % len(TOOLS)]
-                args = work.args(tool)
-                t0 = time.perf_counter()
-                server.call(tool, args)
-                times[tool].append((time.perf_counter() - t0) * 1000)
+                    time_call(server, *work.args(figure))
+                times = []
+                cpu0 = cpu_seconds(server.proc.pid)
+                for _ in range(calls):
+                    times.append(time_call(server, *work.args(figure)))
+                cpu = cpu_seconds(server.proc.pid) - cpu0
+                row[f"{figure}_p50"] = round(percentile(times, 0.5), 3)
+                row[f"{figure}_p99"] = round(percentile(times, 0.99), 3)
+                if kind == "memtrio":
+                    row[f"{figure}_cpu"] = round(cpu * 1000 / calls, 3)
         finally:
             server.close()
-    return {
-        "server": kind,
-        "entities": size,
-        "load_s": round(load, 2),
-        **{
-            f"{t}_{q}": round(percentile(v, p), 2)
-            for t, v in times.items()
-            for q, p in (("p50", 0.5), ("p99", 0.99))
-        },
-        "calls": calls,
-        "median_check": {t: round(statistics.median(v), 2) for t, v in times.items()},
-    }
+    return row
+
+
+def time_call(server: Server, tool: str, args: dict[str, Any]) -> float:
+    """Milliseconds of one round trip (``ping`` is the protocol's, not a tool)."""
+    if tool == "ping":
+        return server.timed_request("ping", {})[1]
+    return server.timed_call(tool, args)[1]
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = "| entities | server | load (create) | " + " | ".join(
-        f"{t} p50 | {t} p99" for t in TOOLS
-    )
+    """One line per figure and size: memtrio, reference, ratio (reference / memtrio)."""
     lines = [
-        head + " |",
-        "| ---: | --- | ---: | " + " | ".join("---: | ---:" for _ in TOOLS) + " |",
+        "| entities | figure | memtrio | memtrio CPU/call | reference | reference / memtrio |",
+        "| ---: | --- | ---: | ---: | ---: | ---: |",
     ]
-    for r in rows:
-        cells = [f"{r['entities']:,}", r["server"], f"{r['load_s']} s"]
-        cells += [f"{r[f'{t}_{q}']} ms" for t in TOOLS for q in ("p50", "p99")]
-        lines.append("| " + " | ".join(cells) + " |")
     by_size: dict[int, dict[str, dict[str, Any]]] = {}
     for r in rows:
         by_size.setdefault(r["entities"], {})[r["server"]] = r
-    lines.append("")
     for size, pair in by_size.items():
-        if "memtrio" in pair and "reference" in pair:
-            ratios = ", ".join(
-                f"{t} {pair['reference'][f'{t}_p50'] / max(pair['memtrio'][f'{t}_p50'], 1e-9):.0f}x"
-                for t in TOOLS
+        mine, ref = pair.get("memtrio", {}), pair.get("reference", {})
+        cells = [
+            (
+                "create_entities per entity (100x5 per call)",
+                "create_entity_ms",
+                "create_entity_cpu_ms",
             )
-            lines.append(f"speed-up at {size:,} entities (reference p50 / memtrio p50): {ratios}")
+        ]
+        cells.append(
+            ("create_entities per entity, last 10% of calls", "create_entity_last10_ms", "")
+        )
+        for figure in FIGURES:
+            label = FIGURE_LABELS[figure].format(hits=mine.get("hub_hits", "?"))
+            cells.append((label + " p50", f"{figure}_p50", f"{figure}_cpu"))
+            cells.append((label + " p99", f"{figure}_p99", ""))
+        for label, key, cpu_key in cells:
+            m, rf = mine.get(key), ref.get(key)
+            ratio = f"{rf / m:.1f}x" if m and rf else "-"
+            cpu = f"{mine[cpu_key]} ms" if cpu_key and cpu_key in mine else ""
+            lines.append(f"| {size:,} | {label} | {_ms(m)} | {cpu} | {_ms(rf)} | {ratio} |")
     return "\n".join(lines)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value} ms"
 
 
 def main() -> int:

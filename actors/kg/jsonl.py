@@ -41,7 +41,7 @@ from ..store.import_file import (
     require_json,
 )
 from ..store.writer import Change
-from .lookup import SQL_CHUNK, Ent, observation_texts, observations_of, resolve
+from .lookup import SQL_CHUNK, Ent, observation_contents, observation_texts, resolve
 from .view import Scoped
 from .writer import Writer
 from .writes import create_relations
@@ -84,9 +84,9 @@ def iter_lines(conn: sqlite3.Connection, sc: Scoped) -> Iterator[str]:
     )
     while part := rows.fetchmany(SQL_CHUNK):
         ents = [Ent(*row) for row in part]
-        obs = observations_of(conn, sc, [e.id for e in ents])
+        obs = observation_contents(conn, sc, [e.id for e in ents])
         for e in ents:
-            yield from _entity_lines(e.name, e.kind, [c for _, c in obs[e.id]])
+            yield from _entity_lines(e.name, e.kind, obs[e.id])
     for src, rtype, tgt in conn.execute(
         f"""SELECT s.name, r.relation_type, t.name FROM relations r JOIN entities s ON s.id = r.source_id
             JOIN entities t ON t.id = r.target_id WHERE {sc.relation()} ORDER BY r.id"""

@@ -118,10 +118,26 @@ def observations_of(
         for eid, mid, content in conn.execute(
             f"""SELECT me.entity_id, m.id, m.content FROM memory_entities me JOIN memories m ON m.id = me.memory_id
                 WHERE me.entity_id IN ({marks(len(part))}) AND {OBS_TYPE_SQL} AND {sc.memory()}
-                ORDER BY me.entity_id, m.id""",
+                ORDER BY me.entity_id, me.memory_id""",
             list(part),
         ):
             out[eid].append((mid, content))
+    return out
+
+
+def observation_contents(
+    conn: sqlite3.Connection, sc: Scoped, ids: Sequence[int]
+) -> dict[int, list[str]]:
+    """Visible observation texts of each entity, oldest first (`observations_of` without the ids)."""
+    out: dict[int, list[str]] = {i: [] for i in ids}
+    for part in chunks(list(ids)):
+        for eid, content in conn.execute(
+            f"""SELECT me.entity_id, m.content FROM memory_entities me JOIN memories m ON m.id = me.memory_id
+                WHERE me.entity_id IN ({marks(len(part))}) AND {OBS_TYPE_SQL} AND {sc.memory()}
+                ORDER BY me.entity_id, me.memory_id""",
+            part,
+        ):
+            out[eid].append(content)
     return out
 
 

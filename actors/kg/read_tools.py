@@ -29,7 +29,7 @@ from .args import (
 )
 from .records import page
 from .search import search_nodes as search
-from .transactions import read
+from .transactions import read, read_small
 
 
 async def read_graph(ctx: CallContext, args: ReadGraphArgs) -> X.NodesPage:
@@ -41,31 +41,33 @@ async def read_graph(ctx: CallContext, args: ReadGraphArgs) -> X.NodesPage:
 
 async def search_nodes(ctx: CallContext, args: SearchNodesArgs) -> X.NodesPage:
     return X.to_result(
-        await read(ctx, search, args.query, args.offset, args.limit, args.mode, args.entityType),
+        await read_small(
+            ctx, search, args.query, args.offset, args.limit, args.mode, args.entityType
+        ),
         X.NodesPage,
     )
 
 
 async def open_nodes(ctx: CallContext, args: OpenNodesArgs) -> X.NamedNodesPage:
     return X.to_result(
-        await read(ctx, reads.open_nodes, args.names, args.offset, args.limit, args.mode),
+        await read_small(ctx, reads.open_nodes, args.names, args.offset, args.limit, args.mode),
         X.NamedNodesPage,
     )
 
 
 async def batch_get_entities(ctx: CallContext, args: BatchGetArgs) -> X.NamedNodesPage:
     return X.to_result(
-        await read(ctx, reads.batch_get, args.names, args.offset, args.limit, args.mode),
+        await read_small(ctx, reads.batch_get, args.names, args.offset, args.limit, args.mode),
         X.NamedNodesPage,
     )
 
 
 async def get_entity(ctx: CallContext, args: NameArgs) -> X.Entity:
-    return X.to_result(await read(ctx, reads.get_entity, args.name), X.Entity)
+    return X.to_result(await read_small(ctx, reads.get_entity, args.name), X.Entity)
 
 
 async def entity_exists(ctx: CallContext, args: ExistsArgs) -> X.ExistsResult:
-    return X.to_result(await read(ctx, reads.entity_exists, args.names), X.ExistsResult)
+    return X.to_result(await read_small(ctx, reads.entity_exists, args.names), X.ExistsResult)
 
 
 async def graph_stats(ctx: CallContext, args: NoArgs) -> X.GraphStats:
@@ -81,7 +83,7 @@ async def describe_entity(ctx: CallContext, args: DescribeArgs) -> X.Description
 
 
 async def degree(ctx: CallContext, args: NameArgs) -> X.NamedDegree:
-    return X.to_result(await read(ctx, reads.degree, args.name), X.NamedDegree)
+    return X.to_result(await read_small(ctx, reads.degree, args.name), X.NamedDegree)
 
 
 async def find_path(ctx: CallContext, args: PathArgs) -> X.PathResult:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from .lookup import Ent, chunks, marks, observations_of
+from .lookup import Ent, chunks, marks, observation_contents
 from .view import Scoped
 
 JsonObject = dict[str, object]
-Observations = dict[int, list[tuple[int, str]]]  # by entity id: (memory id, content), oldest first
+Observations = dict[int, list[str]]  # by entity id: the observation texts, oldest first
 
 
 def page(total: int, offset: int, count: int) -> int | None:
@@ -29,13 +29,13 @@ def entity_out(ent: Ent, mode: str, obs: Observations | None = None) -> JsonObje
     items = (obs or {}).get(ent.id, [])
     if mode == "summary":
         return {"name": ent.name, "entityType": ent.kind, "observationCount": len(items)}
-    return {"name": ent.name, "entityType": ent.kind, "observations": [c for _, c in items]}
+    return {"name": ent.name, "entityType": ent.kind, "observations": items}
 
 
 def entities_out(
     conn: sqlite3.Connection, sc: Scoped, ents: Sequence[Ent], mode: str
 ) -> list[JsonObject | str]:
-    obs = observations_of(conn, sc, [e.id for e in ents]) if mode != "names" else {}
+    obs = observation_contents(conn, sc, [e.id for e in ents]) if mode != "names" else {}
     return [entity_out(e, mode, obs) for e in ents]
 
 

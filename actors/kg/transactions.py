@@ -39,9 +39,24 @@ async def read(
 ) -> T:
     """``fn(conn, scoped, *args, **kwargs)`` in one read transaction, with the calling
     session's visibility filters."""
+    return await _read(ctx, lambda conn, sc: fn(conn, sc, *args, **kwargs), inline=False)
+
+
+async def read_small(
+    ctx: CallContext,
+    fn: Callable[Concatenate[sqlite3.Connection, Scoped, P], T],
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    """`read` for a read of a few indexed lookups (entities by name, a search's page):
+    tried on the event loop first, within a budget (`db.ReadPool`)."""
+    return await _read(ctx, lambda conn, sc: fn(conn, sc, *args, **kwargs), inline=True)
+
+
+async def _read(ctx: CallContext, fn: Callable[[sqlite3.Connection, Scoped], T], inline: bool) -> T:
     store = store_tools.store_of(ctx.app)
     view = view_of(await store_tools.policy_of(ctx))
-    result: T = await store.read(lambda conn: fn(conn, Scoped(conn, view), *args, **kwargs))
+    result: T = await store.read(lambda conn: fn(conn, Scoped(conn, view)), inline=inline)
     return result
 
 

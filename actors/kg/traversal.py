@@ -10,7 +10,16 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 
 from .args import AllPathsArgs, NeighborsArgs, PathArgs, SubgraphArgs
-from .lookup import chunks, entity_rows, get_one, in_order, marks, missing, observations_of, resolve
+from .lookup import (
+    chunks,
+    entity_rows,
+    get_one,
+    in_order,
+    marks,
+    missing,
+    observation_contents,
+    resolve,
+)
 from .records import JsonObject, entities_out, entity_out, page, relation_out
 from .view import Scoped
 
@@ -235,7 +244,7 @@ def get_neighbors(conn: sqlite3.Connection, sc: Scoped, args: NeighborsArgs) -> 
     if mode == "names":
         neighbors = [rows[i].name for i in chosen_ids]
     else:
-        obs = observations_of(conn, sc, chosen_ids) if mode == "full" else {}
+        obs = observation_contents(conn, sc, chosen_ids) if mode == "full" else {}
         neighbors = []
         for i in chosen_ids:
             item = entity_out(rows[i], "full" if mode == "full" else "summary", obs)

@@ -41,6 +41,7 @@ def create_entities(w: Writer, items: Sequence[EntityIn], upsert: bool = False) 
     known = observation_texts(w.conn, w.sc, [e.id for e in found.values() if e.visible])
     out: list[JsonObject] = []
     seen: set[str] = set()
+    w.start_batch()
     for i, item in enumerate(items):
         placed = _place_entity(w, item, found, seen, upsert, f"{tool}: entities[{i}]")
         if placed is None:
@@ -64,6 +65,7 @@ def create_entities(w: Writer, items: Sequence[EntityIn], upsert: bool = False) 
             )
         else:
             out.append({"name": ent.name, "entityType": ent.kind, "observations": added})
+    w.flush()
     return out
 
 

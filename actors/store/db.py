@@ -44,6 +44,13 @@ T = TypeVar("T")
 # exponential backoff from BUSY_BACKOFF_START up to BUSY_BACKOFF_MAX seconds,
 # jittered, until busy_timeout has passed.
 BUSY_BACKOFF_START = 0.002
+# A read the event loop runs itself (`ReadPool.run` with ``inline``) is stopped
+# once it has taken this much CPU time, checked every `INLINE_CHECK_STEPS` SQLite VM steps,
+# and run again in a worker thread: a small indexed read skips the thread hop
+# (about 0.04 ms of CPU and a thread wake-up), a large one blocks the loop no
+# longer than this (measured: docs/benchmarks.md, "Knowledge graph").
+INLINE_BUDGET = 0.005
+INLINE_CHECK_STEPS = 1000
 BUSY_BACKOFF_MAX = 0.1
 
 
@@ -234,25 +241,39 @@ class PoolClosed(RuntimeError):
 
 
 class ReadPool:
-    """A few read-only connections; each read runs in a worker thread.
+    """A few read-only connections; each read runs in a worker thread, or on the
+    event loop itself when it asks to and fits the budget.
 
     Cancellation: a read already running in its thread finishes (the caller
     waits for it), so a connection is never returned mid-statement. Closing
     the pool closes the idle connections at once and the busy ones when their
     read ends; reads still waiting for a connection fail with `PoolClosed`.
+
+    ``inline`` reads use one more connection, only ever from the trio thread
+    and never across an await, with no busy timeout: a read that takes longer
+    than `INLINE_BUDGET`, or finds the database busy, is interrupted, rolled
+    back and run again from the start in a thread (reads change nothing, so
+    running one again is safe).
     """
 
     def __init__(self, path: Path, size: int, busy_timeout_ms: int) -> None:
         self._conns = [
             connect(path, busy_timeout_ms=busy_timeout_ms, read_only=True) for _ in range(size)
         ]
+        self._inline = connect(path, busy_timeout_ms=0, read_only=True)
         self._free_send, self._free_recv = trio.open_memory_channel[sqlite3.Connection](size)
         for conn in self._conns:
             self._free_send.send_nowait(conn)
         self.limiter = trio.CapacityLimiter(size)
         self.closed = False
 
-    async def run(self, op: Callable[[sqlite3.Connection], T]) -> T:
+    async def run(self, op: Callable[[sqlite3.Connection], T], inline: bool = False) -> T:
+        """``op(conn)`` in one read transaction: in a thread, or first on the loop with ``inline``."""
+        if inline and not self.closed:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            done, value = self._run_inline(op)
+            if done:
+                return value  # type: ignore[return-value]
         try:
             conn = await self._free_recv.receive()
         except (trio.EndOfChannel, trio.ClosedResourceError):
@@ -265,9 +286,23 @@ class ReadPool:
             else:
                 self._free_send.send_nowait(conn)
 
+    def _run_inline(self, op: Callable[[sqlite3.Connection], T]) -> tuple[bool, T | None]:
+        """(True, ``op``'s value), or (False, None) when it was over budget or the database busy."""
+        conn = self._inline
+        # CPU time of this thread: being preempted on a busy machine is not the read's cost.
+        deadline = time.thread_time() + INLINE_BUDGET
+        conn.set_progress_handler(lambda: time.thread_time() > deadline, INLINE_CHECK_STEPS)
+        try:
+            return True, run_read(conn, op)
+        except sqlite3.OperationalError:  # interrupted, or busy: the thread's run will tell
+            return False, None
+        finally:
+            conn.set_progress_handler(None, 0)
+
     def close(self) -> None:
         """Close idle connections now, busy ones when they come back (call from the trio thread)."""
         self.closed = True
+        _close_quietly(self._inline)
         while True:
             try:
                 _close_quietly(self._free_recv.receive_nowait())

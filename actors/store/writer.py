@@ -15,7 +15,8 @@ database are not reported (a listener that needs them compares
 ``PRAGMA data_version``).
 
 Reads (`Store.read`) run on a small pool of read connections in threads and
-never block the trio loop.
+never block the trio loop, except those asked ``inline`` (a few indexed lookups),
+which the loop runs itself within a budget (`db.ReadPool`).
 """
 
 from __future__ import annotations
@@ -116,13 +117,15 @@ class Store:
     ) -> T:
         return await self.mailbox.call(Transact(op=op, name=name, trace=trace.current.get()))
 
-    async def read(self, op: Callable[[sqlite3.Connection], T]) -> T:
+    async def read(self, op: Callable[[sqlite3.Connection], T], inline: bool = False) -> T:
+        """``op(conn)`` in one read transaction; ``inline``: a small indexed read, tried on
+        the event loop first (`db.ReadPool`)."""
         pool = self._pool
         if pool is None:
             raise Unavailable("the memory store is not running (starting or restarting); try again")
         try:
             with trace.span(ACTOR, "read", op=getattr(op, "__name__", "op")):
-                return await pool.run(op)
+                return await pool.run(op, inline)
         except db.PoolClosed:
             raise Unavailable("the memory store is restarting; try again") from None
 
