@@ -164,6 +164,30 @@ async def test_worker_hang_is_killed_after_file_timeout(
         assert sum(child["restarts"] for child in parsers.snapshot()) == 1
 
 
+@pytest.mark.parametrize(
+    ("fault", "why"),
+    [
+        ("exit", "parser worker crashed (exit status 137) and was replaced"),
+        ("hang", "parser worker timed out after 1 s and was replaced"),
+    ],
+)
+async def test_worker_lost_in_the_middle_of_a_batch_loses_only_that_file(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, fault: str, why: str
+) -> None:
+    # 40 files on one worker go in batches of 10: m15.py is the sixth of the second
+    # batch, so files before and after it in the same frame must still be indexed.
+    files = {f"m{i:02d}.py": f"def f{i}():\n    pass\n" for i in range(40)}
+    root = make_repo(tmp_path / "repo", files)
+    monkeypatch.setenv("MEMTRIO_FAULTS", f"code.parse:m15.py={fault}")
+    async with running_service(home, workers=1, file_timeout=1.0) as (service, parsers):
+        with trio.fail_after(30):
+            report = await service.refresh(root, want_skipped=True)
+        assert report.skipped == [("m15.py", why)]
+        rows, _ = await service.find(root, "f", None, 100)
+        assert sorted(r[0] for r in rows) == sorted(set(files) - {"m15.py"})
+        assert sum(child["restarts"] for child in parsers.snapshot()) == 1
+
+
 async def test_path_rules(tmp_path: Path) -> None:
     root = make_repo(tmp_path / "repo", {"a/b.py": "x = 1\n"})
     outside = tmp_path / "outside.py"
