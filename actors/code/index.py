@@ -18,6 +18,7 @@ All methods are synchronous; `CodeService` runs them in one worker thread.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sqlite3
 from collections.abc import Iterable
@@ -90,9 +91,15 @@ def index_path(home: Path) -> Path:
 
 def name_tail(name: str, kind: str) -> str:
     """The last segment of a lower-cased name: what `.query` / `/query` suffixes match."""
-    text = name.lower().strip(_QUOTES)
-    seps = "./:\\" if kind == "import" else ".:\\"
-    cut = max(text.rfind(sep) for sep in seps)
+    return _tail(name.lower(), kind)
+
+
+def _tail(lname: str, kind: str) -> str:
+    """`name_tail` of an already lower-cased name."""
+    text = lname.strip(_QUOTES)
+    cut = max(text.rfind("."), text.rfind(":"), text.rfind("\\"))
+    if kind == "import":
+        cut = max(cut, text.rfind("/"))
     return text[cut + 1 :] if cut >= 0 else text
 
 
@@ -189,16 +196,24 @@ class CodeIndex:
                 if row:
                     conn.execute("DELETE FROM symbols WHERE file = ?", (row[0],))
                     conn.execute("DELETE FROM files WHERE id = ?", (row[0],))
+            symbols: dict[int, list[tuple[object, ...]]] = {}
             for result in results:
-                self._store_file(cid, result)
+                fid, rows = self._store_file(cid, result)
+                symbols[fid] = rows  # a file given twice keeps its last result
+            conn.executemany(
+                "INSERT INTO symbols(file, seq, checkout, kind, name, lname, tail, start, end, depth, parent, signature)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                itertools.chain.from_iterable(symbols.values()),
+            )
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise
 
-    def _store_file(self, cid: int, row: FileRow) -> None:
-        """Replace one file's entry and symbols (inside `apply`'s transaction)."""
+    def _store_file(self, cid: int, row: FileRow) -> tuple[int, list[tuple[object, ...]]]:
+        """Replace one file's entry and delete its symbols (inside `apply`'s
+        transaction); its id and the symbol rows to insert."""
         conn = self.conn
         path, language, size, mtime_ns, result = row
         outline = result.outline
@@ -219,28 +234,25 @@ class CodeIndex:
                 "INSERT INTO files(checkout, path, language, size, mtime_ns, coverage, skipped) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (cid, path, language, size, mtime_ns, coverage, skipped),
             ).lastrowid
-        if outline is not None and outline.symbols:
-            conn.executemany(
-                "INSERT INTO symbols(file, seq, checkout, kind, name, lname, tail, start, end, depth, parent, signature)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        fid,
-                        seq,
-                        cid,
-                        s.kind,
-                        s.name,
-                        s.name.lower(),
-                        name_tail(s.name, s.kind),
-                        s.start,
-                        s.end,
-                        s.depth,
-                        s.parent,
-                        s.signature,
-                    )
-                    for seq, s in enumerate(outline.symbols)
-                ],
+        if outline is None:
+            return fid, []
+        return fid, [
+            (
+                fid,
+                seq,
+                cid,
+                s.kind,
+                s.name,
+                (lname := s.name.lower()),
+                _tail(lname, s.kind),
+                s.start,
+                s.end,
+                s.depth,
+                s.parent,
+                s.signature,
             )
+            for seq, s in enumerate(outline.symbols)
+        ]
 
     def set_counts(self, cid: int, source_files: int, indexed_files: int, now: float) -> None:
         self.conn.execute(
