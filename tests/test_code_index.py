@@ -174,8 +174,8 @@ async def test_worker_hang_is_killed_after_file_timeout(
 async def test_worker_lost_in_the_middle_of_a_batch_loses_only_that_file(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, fault: str, why: str
 ) -> None:
-    # 40 files on one worker go in batches of 10: m15.py is the sixth of the second
-    # batch, so files before and after it in the same frame must still be indexed.
+    # 40 files on one worker go in batches of 10, 7, 5, ...: m15.py is the sixth of
+    # the second batch, so files before and after it in that frame must be indexed.
     files = {f"m{i:02d}.py": f"def f{i}():\n    pass\n" for i in range(40)}
     root = make_repo(tmp_path / "repo", files)
     monkeypatch.setenv("MEMTRIO_FAULTS", f"code.parse:m15.py={fault}")

@@ -35,8 +35,7 @@ from .wire import CHANGED, ParseJob, ParseResult
 
 BATCH = 256  # parse results written per transaction
 # Files sent to one worker at a time: several per frame saves the server and the
-# workers a round trip per file; at most this many, fewer for a small refresh so
-# that every worker still gets a share.
+# workers a round trip per file (see `_batches`).
 MAX_PARSE_BATCH = 16
 # Reasons that say nothing about the file itself: such files are parsed again next time.
 _TRANSIENT = (
@@ -214,8 +213,7 @@ class CodeService:
         as itself, not inside an exception group.
         """
         send, receive = trio.open_memory_channel[list[FileRow]](math.inf)
-        size = _batch_size(len(todo), self.pool.workers)
-        batches = iter([todo[i : i + size] for i in range(0, len(todo), size)])
+        batches = iter(_batches(todo, self.pool.workers))
 
         async def parse_some(send: trio.MemorySendChannel[list[FileRow]]) -> None:
             async with send:
@@ -319,10 +317,18 @@ def _compare(stats: list[tuple[str, str, os.stat_result | None]], known: FileMap
     return _Changes(todo, links, deleted, len(current))
 
 
-def _batch_size(files: int, workers: int) -> int:
-    """Files per parse batch: up to `MAX_PARSE_BATCH`, and at least four batches per
-    worker when there are fewer files, so the work still spreads evenly."""
-    return max(1, min(MAX_PARSE_BATCH, files // (4 * workers)))
+def _batches(todo: list[ToParse], workers: int) -> list[list[ToParse]]:
+    """``todo`` cut into parse batches of up to `MAX_PARSE_BATCH` files, each at most
+    a quarter of a worker's share of what remains: a small refresh still spreads
+    over every worker, and the last batches are small, so the workers finish
+    together instead of one parsing a full batch while the others wait."""
+    out = []
+    at = 0
+    while at < len(todo):
+        size = max(1, min(MAX_PARSE_BATCH, (len(todo) - at) // (4 * workers)))
+        out.append(todo[at : at + size])
+        at += size
+    return out
 
 
 def _stored_row(path: str, language: str, size: int, mtime: int, result: ParseResult) -> FileRow:
