@@ -15,7 +15,7 @@ from gitrepo import make_repo, write
 from memtrio.actors.code.checkout import checkout_root, resolve_path, show_path
 from memtrio.actors.code.index import CodeIndex, index_path
 from memtrio.actors.code.pool import ParserPool
-from memtrio.actors.code.service import CODE, CodeService
+from memtrio.actors.code.service import CODE, MAX_PARSE_BATCH, CodeService, _batches
 from memtrio.actors.code.tools import format_imports, format_matches, format_outline
 from memtrio.protocol.errors import DomainError
 from memtrio.supervisors.supervisor import Supervisor
@@ -386,3 +386,12 @@ async def test_parser_processes_start_on_the_first_parse(tmp_path: Path, home: P
         assert _parser_processes() == 0
         assert (await service.refresh(root)).parsed == 1
         assert _parser_processes() == 2
+
+
+def test_parse_batches_cover_every_file_in_order_and_spread_a_small_refresh() -> None:
+    todo = [(f"m{i}.py", "python", os.stat(".")) for i in range(2500)]
+    batches = _batches(todo, 2)
+    assert [job for batch in batches for job in batch] == todo
+    assert max(map(len, batches)) == MAX_PARSE_BATCH
+    assert [len(b) for b in batches[-3:]] == [1, 1, 1]  # the workers finish together
+    assert [len(b) for b in _batches(todo[:9], 2)] == [1] * 9  # both workers get a share
