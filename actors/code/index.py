@@ -18,13 +18,13 @@ All methods are synchronous; `CodeService` runs them in one worker thread.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 
 from ...supervisors import private, trace
+from .symbols import Symbol
 from .wire import ParseResult
 
 # One file's parse result as stored: (path, language, size, mtime_ns, result).
@@ -196,14 +196,32 @@ class CodeIndex:
                 if row:
                     conn.execute("DELETE FROM symbols WHERE file = ?", (row[0],))
                     conn.execute("DELETE FROM files WHERE id = ?", (row[0],))
-            symbols: dict[int, list[tuple[object, ...]]] = {}
+            outlines: dict[int, list[Symbol]] = {}
             for result in results:
-                fid, rows = self._store_file(cid, result)
-                symbols[fid] = rows  # a file given twice keeps its last result
+                fid, symbols = self._store_file(cid, result)
+                outlines[fid] = symbols  # a file given twice keeps its last result
+            # One statement for the symbols of every file, their rows made one at a time.
             conn.executemany(
                 "INSERT INTO symbols(file, seq, checkout, kind, name, lname, tail, start, end, depth, parent, signature)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                itertools.chain.from_iterable(symbols.values()),
+                (
+                    (
+                        fid,
+                        seq,
+                        cid,
+                        s.kind,
+                        s.name,
+                        (lname := s.name.lower()),
+                        _tail(lname, s.kind),
+                        s.start,
+                        s.end,
+                        s.depth,
+                        s.parent,
+                        s.signature,
+                    )
+                    for fid, symbols in outlines.items()
+                    for seq, s in enumerate(symbols)
+                ),
             )
             conn.execute("COMMIT")
         except BaseException:
@@ -211,9 +229,9 @@ class CodeIndex:
                 conn.execute("ROLLBACK")
             raise
 
-    def _store_file(self, cid: int, row: FileRow) -> tuple[int, list[tuple[object, ...]]]:
+    def _store_file(self, cid: int, row: FileRow) -> tuple[int, list[Symbol]]:
         """Replace one file's entry and delete its symbols (inside `apply`'s
-        transaction); its id and the symbol rows to insert."""
+        transaction); its id and the symbols to insert."""
         conn = self.conn
         path, language, size, mtime_ns, result = row
         outline = result.outline
@@ -234,25 +252,7 @@ class CodeIndex:
                 "INSERT INTO files(checkout, path, language, size, mtime_ns, coverage, skipped) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (cid, path, language, size, mtime_ns, coverage, skipped),
             ).lastrowid
-        if outline is None:
-            return fid, []
-        return fid, [
-            (
-                fid,
-                seq,
-                cid,
-                s.kind,
-                s.name,
-                (lname := s.name.lower()),
-                _tail(lname, s.kind),
-                s.start,
-                s.end,
-                s.depth,
-                s.parent,
-                s.signature,
-            )
-            for seq, s in enumerate(outline.symbols)
-        ]
+        return fid, outline.symbols if outline is not None else []
 
     def set_counts(self, cid: int, source_files: int, indexed_files: int, now: float) -> None:
         self.conn.execute(
