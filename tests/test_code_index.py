@@ -15,7 +15,7 @@ from gitrepo import make_repo, write
 from memtrio.actors.code.checkout import checkout_root, resolve_path, show_path
 from memtrio.actors.code.index import CodeIndex, index_path
 from memtrio.actors.code.pool import ParserPool
-from memtrio.actors.code.service import CODE, CodeService
+from memtrio.actors.code.service import CODE, MAX_PARSE_BATCH, CodeService, _batches
 from memtrio.actors.code.tools import format_imports, format_matches, format_outline
 from memtrio.protocol.errors import DomainError
 from memtrio.supervisors.supervisor import Supervisor
@@ -161,6 +161,30 @@ async def test_worker_hang_is_killed_after_file_timeout(
         assert report.indexed == 5
         rows, _ = await service.find(root, "f3", None, 5)
         assert [r[0] for r in rows] == ["m3.py"]
+        assert sum(child["restarts"] for child in parsers.snapshot()) == 1
+
+
+@pytest.mark.parametrize(
+    ("fault", "why"),
+    [
+        ("exit", "parser worker crashed (exit status 137) and was replaced"),
+        ("hang", "parser worker timed out after 1 s and was replaced"),
+    ],
+)
+async def test_worker_lost_in_the_middle_of_a_batch_loses_only_that_file(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, fault: str, why: str
+) -> None:
+    # 40 files on one worker go in batches of 10, 7, 5, ...: m15.py is the sixth of
+    # the second batch, so files before and after it in that frame must be indexed.
+    files = {f"m{i:02d}.py": f"def f{i}():\n    pass\n" for i in range(40)}
+    root = make_repo(tmp_path / "repo", files)
+    monkeypatch.setenv("MEMTRIO_FAULTS", f"code.parse:m15.py={fault}")
+    async with running_service(home, workers=1, file_timeout=1.0) as (service, parsers):
+        with trio.fail_after(30):
+            report = await service.refresh(root, want_skipped=True)
+        assert report.skipped == [("m15.py", why)]
+        rows, _ = await service.find(root, "f", None, 100)
+        assert sorted(r[0] for r in rows) == sorted(set(files) - {"m15.py"})
         assert sum(child["restarts"] for child in parsers.snapshot()) == 1
 
 
@@ -362,3 +386,12 @@ async def test_parser_processes_start_on_the_first_parse(tmp_path: Path, home: P
         assert _parser_processes() == 0
         assert (await service.refresh(root)).parsed == 1
         assert _parser_processes() == 2
+
+
+def test_parse_batches_cover_every_file_in_order_and_spread_a_small_refresh() -> None:
+    todo = [(f"m{i}.py", "python", os.stat(".")) for i in range(2500)]
+    batches = _batches(todo, 2)
+    assert [job for batch in batches for job in batch] == todo
+    assert max(map(len, batches)) == MAX_PARSE_BATCH
+    assert [len(b) for b in batches[-3:]] == [1, 1, 1]  # the workers finish together
+    assert [len(b) for b in _batches(todo[:9], 2)] == [1] * 9  # both workers get a share

@@ -39,6 +39,9 @@ class InlinePool:
             self.before(job)
         return await trio.to_thread.run_sync(worker.handle, job)
 
+    async def parse_batch(self, jobs: list[ParseJob]) -> list[ParseResult]:
+        return [await self.parse(job) for job in jobs]
+
 
 @pytest.fixture
 def layout(tmp_path: Path) -> tuple[Path, Path]:

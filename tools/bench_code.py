@@ -12,7 +12,9 @@ files are copied), then measures, with the server's own parser pool and index:
 - peak RSS of the server process and of the largest parser worker.
 
 Run: ``python tools/bench_code.py [--files 2500] [--workers auto] [--json]``.
-Targets (2 CPU cores): cold >= 400 files/s, warm refresh of 2,000 files <= 1 s,
+Targets (2 CPU cores): cold >= 1,000 files/s (issue #16; the CPU it takes, server
+and workers, is reported too, since on a shared machine the wall time depends on
+what else runs), warm refresh of 2,000 files <= 1 s,
 find_symbol p50 <= 20 ms.
 """
 
@@ -119,6 +121,8 @@ async def cold_index(repo: Path, home: Path, workers: int) -> dict:
         "symbols": symbols,
         "seconds": report.seconds,
         "cpu": self_cpu + workers_cpu,
+        "cpu_server": self_cpu,
+        "cpu_workers": workers_cpu,
     }
 
 
@@ -145,6 +149,12 @@ async def bench(args: argparse.Namespace, repo: Path, home: Path) -> dict:
         cold_symbols_per_s=round(cold["symbols"] / cold["seconds"], 1),
         cold_files_per_s_runs=[round(c["parsed"] / c["seconds"], 1) for c in colds],
         cold_cpu_seconds=round(cold["cpu"], 2),
+        # the server process (event loop, stat pass, result decoding, SQLite writes)
+        # and its children (the parser workers, and `git ls-files`)
+        cold_cpu_server_seconds=round(cold["cpu_server"], 2),
+        cold_cpu_workers_seconds=round(cold["cpu_workers"], 2),
+        cold_cpu_ms_per_file=round(1000 * cold["cpu"] / cold["parsed"], 3),
+        cold_cpu_ms_per_file_runs=[round(1000 * c["cpu"] / c["parsed"], 3) for c in colds],
         # what the same CPU work takes on `workers` otherwise idle cores
         cold_files_per_cpu_bound_s=round(cold["parsed"] / (cold["cpu"] / workers), 1),
     )

@@ -221,13 +221,12 @@ def _signature(line: str, raw: str, kind: str) -> str:
     at = _find_word(text, raw) if raw else -1
     rest = text[at + len(raw) :] if at >= 0 else text
     rest = rest.strip()
-    changed = True
-    while rest and changed:
-        changed = False
-        for trailer in (*_TRAILERS, kind):
+    trailers = (*_TRAILERS, kind)
+    # Strip trailers until none is left at the end (most lines end in none, or in one).
+    while rest and rest.endswith(trailers):
+        for trailer in trailers:
             if rest.endswith(trailer):
                 rest = rest[: -len(trailer)].rstrip()
-                changed = True
     if not rest:
         return ""
     text = text.replace("\t", " ")

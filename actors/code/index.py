@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ...supervisors import private, trace
+from .symbols import Symbol
 from .wire import ParseResult
 
 # One file's parse result as stored: (path, language, size, mtime_ns, result).
@@ -90,9 +91,15 @@ def index_path(home: Path) -> Path:
 
 def name_tail(name: str, kind: str) -> str:
     """The last segment of a lower-cased name: what `.query` / `/query` suffixes match."""
-    text = name.lower().strip(_QUOTES)
-    seps = "./:\\" if kind == "import" else ".:\\"
-    cut = max(text.rfind(sep) for sep in seps)
+    return _tail(name.lower(), kind)
+
+
+def _tail(lname: str, kind: str) -> str:
+    """`name_tail` of an already lower-cased name."""
+    text = lname.strip(_QUOTES)
+    cut = max(text.rfind("."), text.rfind(":"), text.rfind("\\"))
+    if kind == "import":
+        cut = max(cut, text.rfind("/"))
     return text[cut + 1 :] if cut >= 0 else text
 
 
@@ -189,16 +196,42 @@ class CodeIndex:
                 if row:
                     conn.execute("DELETE FROM symbols WHERE file = ?", (row[0],))
                     conn.execute("DELETE FROM files WHERE id = ?", (row[0],))
+            outlines: dict[int, list[Symbol]] = {}
             for result in results:
-                self._store_file(cid, result)
+                fid, symbols = self._store_file(cid, result)
+                outlines[fid] = symbols  # a file given twice keeps its last result
+            # One statement for the symbols of every file, their rows made one at a time.
+            conn.executemany(
+                "INSERT INTO symbols(file, seq, checkout, kind, name, lname, tail, start, end, depth, parent, signature)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    (
+                        fid,
+                        seq,
+                        cid,
+                        s.kind,
+                        s.name,
+                        (lname := s.name.lower()),
+                        _tail(lname, s.kind),
+                        s.start,
+                        s.end,
+                        s.depth,
+                        s.parent,
+                        s.signature,
+                    )
+                    for fid, symbols in outlines.items()
+                    for seq, s in enumerate(symbols)
+                ),
+            )
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise
 
-    def _store_file(self, cid: int, row: FileRow) -> None:
-        """Replace one file's entry and symbols (inside `apply`'s transaction)."""
+    def _store_file(self, cid: int, row: FileRow) -> tuple[int, list[Symbol]]:
+        """Replace one file's entry and delete its symbols (inside `apply`'s
+        transaction); its id and the symbols to insert."""
         conn = self.conn
         path, language, size, mtime_ns, result = row
         outline = result.outline
@@ -219,28 +252,7 @@ class CodeIndex:
                 "INSERT INTO files(checkout, path, language, size, mtime_ns, coverage, skipped) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (cid, path, language, size, mtime_ns, coverage, skipped),
             ).lastrowid
-        if outline is not None and outline.symbols:
-            conn.executemany(
-                "INSERT INTO symbols(file, seq, checkout, kind, name, lname, tail, start, end, depth, parent, signature)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        fid,
-                        seq,
-                        cid,
-                        s.kind,
-                        s.name,
-                        s.name.lower(),
-                        name_tail(s.name, s.kind),
-                        s.start,
-                        s.end,
-                        s.depth,
-                        s.parent,
-                        s.signature,
-                    )
-                    for seq, s in enumerate(outline.symbols)
-                ],
-            )
+        return fid, outline.symbols if outline is not None else []
 
     def set_counts(self, cid: int, source_files: int, indexed_files: int, now: float) -> None:
         self.conn.execute(

@@ -3,9 +3,10 @@
 Parsing runs in separate processes (``python -m memtrio.actors.code.worker``)
 so the parse of many files uses every core and a parser that crashes or hangs
 takes down one worker process, never the server. Each worker actor owns one
-process and serves `ParseJob`s from a mailbox shared by all workers; it talks
-to its process over that process's private stdin/stdout pipes (its stderr is
-the server's stderr). The processes start on the first `ParserPool.parse`, not
+process and serves batches of `ParseJob`s from a mailbox shared by all
+workers; it talks to its process over that process's private stdin/stdout
+pipes (its stderr is the server's stderr): one frame per batch, one answer
+frame per file (see `wire`). The processes start on the first `ParserPool.parse`, not
 at boot: a session that never calls a code tool never pays for them.
 
 Supervision (see `ParserPool.children`)::
@@ -16,9 +17,10 @@ Supervision (see `ParserPool.children`)::
     └── parser-{M-1}
 
 A worker whose process dies or does not answer within ``[code] file_timeout``
-kills it, answers the job with the reason (the file is reported as not
-indexed), and then exits with `WorkerLost`, so the supervisor replaces it with
-a fresh process; the other files keep flowing through the other workers.
+kills it, answers that file with the reason (the file is reported as not
+indexed), puts the rest of its batch back in the mailbox, and then exits with
+`WorkerLost`, so the supervisor replaces it with a fresh process; the other
+files keep flowing through the other workers.
 """
 
 from __future__ import annotations
@@ -57,8 +59,8 @@ EXIT_GRACE = 1.0
 # Restart intensity of the parser supervisor, per worker: see `ParserPool.children`.
 RESTARTS_PER_WORKER = 20
 RESTART_PERIOD = 30.0
-# Jobs written ahead into a worker's pipe: while it parses one file the next is
-# already there, so a busy server process never leaves a worker idle.
+# Batches written ahead into a worker's pipe: while it parses one batch the next
+# is already there, so a busy server process never leaves a worker idle.
 PIPELINE = 2
 # Seconds a new worker process gets to import its grammars and say it is ready.
 STARTUP_TIMEOUT = 30.0
@@ -126,8 +128,8 @@ async def _stop_process(proc: trio.Process, kill: bool = False) -> int | None:
 
 
 class ParserPool:
-    """Client of the parser workers: `parse` one file (or blob) at a time, from
-    many tasks at once; `children` are the actors to supervise."""
+    """Client of the parser workers: `parse` one file (or blob) or `parse_batch`
+    several, from many tasks at once; `children` are the actors to supervise."""
 
     def __init__(self, workers: int, file_timeout: float) -> None:
         self.workers = workers
@@ -142,21 +144,29 @@ class ParserPool:
 
     async def parse(self, job: ParseJob) -> ParseResult:
         """The outline of one file; never raises for a bad file or a lost worker."""
+        return (await self.parse_batch([job]))[0]
+
+    async def parse_batch(self, jobs: list[ParseJob]) -> list[ParseResult]:
+        """The outlines of several files, in order, parsed one after the other by one
+        worker process (one frame and one wake-up for them all); never raises for a
+        bad file or a lost worker."""
         if self.down is not None:
-            return ParseResult(skipped=f"parser workers are down ({self.down})")
+            return [ParseResult(skipped=f"parser workers are down ({self.down})")] * len(jobs)
         self._wanted.set()
-        # A job may wait behind one slow file per worker, then a worker restart.
-        timeout = 2 * self.file_timeout + 30.0
+        # A batch may wait behind one slow file per worker, then a worker restart.
+        timeout = (len(jobs) + 1) * self.file_timeout + 30.0
+        request = Parse(jobs=jobs, trace=trace.current.get())
         try:
-            return await self.mailbox.call(
-                Parse(job=job, trace=trace.current.get()), timeout=timeout
-            )
+            return await self.mailbox.call(request, timeout=timeout)
         except ActorCrashed as exc:
             if self.down is not None:  # the workers could not start: say so as above
-                return ParseResult(skipped=f"parser workers are down ({self.down})")
-            return ParseResult(skipped=f"parser worker stopped ({exc})")
+                why = f"parser workers are down ({self.down})"
+            else:
+                why = f"parser worker stopped ({exc})"
         except TimeoutError:
-            return ParseResult(skipped=f"no parser worker answered within {timeout:g} s")
+            why = f"no parser worker answered within {timeout:g} s"
+        done = request.results[: len(jobs)]
+        return done + [ParseResult(skipped=why)] * (len(jobs) - len(done))
 
     def children(self) -> list[ChildSpec]:
         """The nested parser supervisor, run as one child of the root.
@@ -265,15 +275,16 @@ class ParserPool:
             await _stop_process(proc)
 
     async def _serve(self, ctx: ChildContext, proc: trio.Process, reader: _FrameReader) -> None:
-        """Feed jobs to the process and answer them in order, keeping up to `PIPELINE`
-        jobs in its pipe so it never waits for this process between two files.
+        """Feed batches to the process and answer them in order, keeping up to
+        `PIPELINE` batches in its pipe so it never waits for this process between
+        two files.
 
         Error handling: when the process dies or exceeds ``file_timeout`` on a file,
-        the job it was working on (the oldest unanswered one) is answered with the
-        reason, the jobs queued behind it go back to the mailbox for another worker,
-        and `WorkerLost` ends this incarnation (the supervisor starts a new one).
-        Jobs still unanswered when the actor stops (shutdown, a bug) are put back
-        the same way, so no caller is left waiting.
+        the file it was working on (the first unanswered one) is answered with the
+        reason, the rest of its batch and the batches queued behind it go back to
+        the mailbox for another worker, and `WorkerLost` ends this incarnation (the
+        supervisor starts a new one). Batches still unanswered when the actor stops
+        (shutdown, a bug) are put back the same way, so no caller is left waiting.
         """
         assert proc.stdin is not None
         pending: deque[_InPipe] = deque()
@@ -285,20 +296,20 @@ class ParserPool:
             code = await _stop_process(proc, kill=True)
             if not pending:
                 raise WorkerLost(f"{ctx.id} exited while idle: {_describe_exit(code)}") from exc
-            request = pending.popleft().request
             why = f"parser worker crashed ({_describe_exit(code)}) and was replaced"
-            _give_up(ctx, request, why, "parser_crashed", exit=_describe_exit(code))
-            raise WorkerLost(
-                f"{ctx.id} crashed on {request.job.path}: {_describe_exit(code)}"
-            ) from exc
+            path = _give_up(
+                ctx, pending[0].request, why, "parser_crashed", exit=_describe_exit(code)
+            )
+            raise WorkerLost(f"{ctx.id} crashed on {path}: {_describe_exit(code)}") from exc
         finally:
             for item in pending:
                 if not item.request.reply.done:
                     self.mailbox.send_nowait(item.request)
 
     async def _fill_pipe(self, stdin: trio.abc.SendStream, pending: deque[_InPipe]) -> None:
-        """Write requests from the mailbox into the pipe until `PIPELINE` are in it;
-        wait for one only when the process has nothing to do."""
+        """Write batches from the mailbox into the pipe until `PIPELINE` are in it;
+        wait for one only when the process has nothing to do. A batch another
+        worker was lost on is written from its first unanswered file."""
         receive = self.mailbox.receive_channel
         while len(pending) < PIPELINE:
             request: ParserRequest
@@ -312,34 +323,39 @@ class ParserPool:
             if request.reply.done:
                 continue  # the caller gave up on it
             match request:
-                case Parse(job=job):
+                case Parse(jobs=jobs, results=results):
                     pending.append(_InPipe(request, trio.current_time()))
-                    await stdin.send_all(frame(job_encoder.encode(job)))
+                    await stdin.send_all(frame(job_encoder.encode(jobs[len(results) :])))
 
     async def _answer_oldest(
         self, ctx: ChildContext, proc: trio.Process, reader: _FrameReader, pending: deque[_InPipe]
     ) -> None:
-        """Answer the oldest request with the process's result, or kill a process that
-        spent more than ``file_timeout`` on it (`WorkerLost`)."""
+        """Answer the oldest batch with the process's results, or kill a process that
+        spent more than ``file_timeout`` on one of its files (`WorkerLost`)."""
         oldest = pending[0]
+        request = oldest.request
+        results = request.results
         with trio.move_on_at(oldest.started + self.file_timeout) as waited:
-            body = await reader.receive()
+            while len(results) < len(request.jobs):
+                results.append(result_decoder.decode(await reader.receive()))
+                oldest.started = trio.current_time()  # the process starts on the next file now
+                waited.deadline = oldest.started + self.file_timeout
         if waited.cancelled_caught:
             await _stop_process(proc, kill=True)
-            pending.popleft()
             why = f"parser worker timed out after {self.file_timeout:g} s and was replaced"
-            _give_up(ctx, oldest.request, why, "parser_hung", timeout=self.file_timeout)
-            raise WorkerLost(f"{ctx.id} hung on {oldest.request.job.path}")
+            path = _give_up(ctx, request, why, "parser_hung", timeout=self.file_timeout)
+            raise WorkerLost(f"{ctx.id} hung on {path}")
         pending.popleft()
-        oldest.request.reply.set(result_decoder.decode(body))
+        request.reply.set(results)
         if pending:
-            pending[0].started = trio.current_time()  # the process starts on it now
+            pending[0].started = oldest.started
 
 
 @dataclass
 class _InPipe:
-    """A request written to a worker process, and when the process started on it
-    (when it was written to an idle process, or when its predecessor was answered)."""
+    """A batch written to a worker process, and when the process started on its
+    first unanswered file (when it was written to an idle process, or when the
+    file before was answered)."""
 
     request: Parse
     started: float
@@ -358,7 +374,14 @@ async def _wait_ready(ctx: ChildContext, proc: trio.Process, reader: _FrameReade
         raise WorkerLost(f"{ctx.id} sent {hello[:40]!r} instead of its ready frame")
 
 
-def _give_up(ctx: ChildContext, request: Parse, why: str, event: str, **details: object) -> None:
-    """Answer the request a lost process was working on with the reason, and log it."""
-    request.reply.set(ParseResult(skipped=why))
-    trace.warning("code", event, worker=ctx.id, path=request.job.path, **details)
+def _give_up(ctx: ChildContext, request: Parse, why: str, event: str, **details: object) -> str:
+    """Answer the file a lost process was working on (the first unanswered one of
+    ``request``) with the reason, log it, and return its path. The batch is
+    answered when that was its last file; otherwise `_serve` puts it back in the
+    mailbox, still unanswered, for another worker to resume."""
+    path = request.jobs[len(request.results)].path
+    request.results.append(ParseResult(skipped=why))
+    if len(request.results) == len(request.jobs):
+        request.reply.set(request.results)
+    trace.warning("code", event, worker=ctx.id, path=path, **details)
+    return path

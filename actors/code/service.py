@@ -34,6 +34,9 @@ from .pool import PIPELINE, ParserPool
 from .wire import CHANGED, ParseJob, ParseResult
 
 BATCH = 256  # parse results written per transaction
+# Files sent to one worker at a time: several per frame saves the server and the
+# workers a round trip per file (see `_batches`).
+MAX_PARSE_BATCH = 16
 # Reasons that say nothing about the file itself: such files are parsed again next time.
 _TRANSIENT = (
     "parser workers are down",
@@ -209,14 +212,21 @@ class CodeService:
         Error handling: a `DomainError` of the writer (the index failed) is raised
         as itself, not inside an exception group.
         """
-        send, receive = trio.open_memory_channel[FileRow](math.inf)
-        jobs = iter(todo)
+        send, receive = trio.open_memory_channel[list[FileRow]](math.inf)
+        batches = iter(_batches(todo, self.pool.workers))
 
-        async def parse_some(send: trio.MemorySendChannel[FileRow]) -> None:
+        async def parse_some(send: trio.MemorySendChannel[list[FileRow]]) -> None:
             async with send:
-                for path, language, st in jobs:
-                    result = await self.pool.parse(_job(root, path, language, st))
-                    await send.send((path, language, st.st_size, st.st_mtime_ns, result))
+                for batch in batches:
+                    results = await self.pool.parse_batch(
+                        [_job(root, path, language, st) for path, language, st in batch]
+                    )
+                    await send.send(
+                        [
+                            (path, language, st.st_size, st.st_mtime_ns, result)
+                            for (path, language, st), result in zip(batch, results, strict=True)
+                        ]
+                    )
 
         try:
             async with trio.open_nursery() as nursery:
@@ -235,17 +245,18 @@ class CodeService:
         self,
         cid: int,
         known: FileMap,
-        receive: trio.MemoryReceiveChannel[FileRow],
+        receive: trio.MemoryReceiveChannel[list[FileRow]],
         total: int,
         progress: Progress | None,
     ) -> None:
         batch: list[FileRow] = []
         done = 0
-        async for path, language, size, mtime, result in receive:
-            batch.append(_stored_row(path, language, size, mtime, result))
-            done += 1
-            if progress is not None:
-                progress(done, total)
+        async for rows in receive:
+            for row in rows:
+                batch.append(_stored_row(*row))
+                done += 1
+                if progress is not None:
+                    progress(done, total)
             if len(batch) >= BATCH:
                 await self._store(cid, known, batch)
                 batch = []
@@ -304,6 +315,20 @@ def _compare(stats: list[tuple[str, str, os.stat_result | None]], known: FileMap
             todo.append((path, language, st))
     deleted = [path for path in known if path not in current]
     return _Changes(todo, links, deleted, len(current))
+
+
+def _batches(todo: list[ToParse], workers: int) -> list[list[ToParse]]:
+    """``todo`` cut into parse batches of up to `MAX_PARSE_BATCH` files, each at most
+    a quarter of a worker's share of what remains: a small refresh still spreads
+    over every worker, and the last batches are small, so the workers finish
+    together instead of one parsing a full batch while the others wait."""
+    out = []
+    at = 0
+    while at < len(todo):
+        size = max(1, min(MAX_PARSE_BATCH, (len(todo) - at) // (4 * workers)))
+        out.append(todo[at : at + size])
+        at += size
+    return out
 
 
 def _stored_row(path: str, language: str, size: int, mtime: int, result: ParseResult) -> FileRow:

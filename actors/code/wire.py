@@ -1,8 +1,11 @@
 """The pipe protocol between the server and a parser worker process.
 
 Each message is a 4-byte big-endian length followed by a msgpack body. The
-server sends a `ParseJob`, the worker answers with one `ParseResult`, in order.
-Bodies are built and read with one module-level encoder/decoder per type.
+server sends a batch of `ParseJob`s in one frame (one write, one wake-up of the
+worker for several files); the worker answers each job with its own
+`ParseResult` frame, in order, as soon as it is done, so the server knows
+which file a worker was on when it crashed or hung. Bodies are built and read
+with one module-level encoder/decoder per type.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ class ParseResult(msgspec.Struct, array_like=True, frozen=True):
 
 
 job_encoder = msgspec.msgpack.Encoder()
-job_decoder = msgspec.msgpack.Decoder(ParseJob)
+job_decoder = msgspec.msgpack.Decoder(list[ParseJob])
 result_encoder = msgspec.msgpack.Encoder()
 result_decoder = msgspec.msgpack.Decoder(ParseResult)
 

@@ -1,9 +1,9 @@
 """The parser worker process: ``python -m memtrio.actors.code.worker``.
 
-Reads `ParseJob` frames on stdin, answers each with one `ParseResult` frame on
-a private copy of stdout; file descriptor 1 is pointed at stderr first, so a
-stray print (from us or a library) can never corrupt the protocol stream.
-Exits when stdin closes.
+Reads frames of `ParseJob` batches on stdin and answers each job with one
+`ParseResult` frame, as soon as it is done, on a private copy of stdout; file
+descriptor 1 is pointed at stderr first, so a stray print (from us or a
+library) can never corrupt the protocol stream. Exits when stdin closes.
 
 A file is read from its checkout without following any symlink, and only
 when it is still the file the server checked (`files.read_file`). Error
@@ -76,9 +76,9 @@ def serve(inp: BinaryIO, out: BinaryIO) -> None:
         body = _read_exactly(inp, int.from_bytes(header, "big"))
         if body is None:
             return
-        result = handle(job_decoder.decode(body))
-        out.write(frame(result_encoder.encode(result)))
-        out.flush()
+        for job in job_decoder.decode(body):
+            out.write(frame(result_encoder.encode(handle(job))))
+            out.flush()
 
 
 def main() -> None:
