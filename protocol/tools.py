@@ -86,6 +86,24 @@ class Tool:
         return entry
 
 
+def grouped_tool(
+    group: str,
+    name: str,
+    title: str,
+    description: str,
+    args: type[msgspec.Struct],
+    handler: Handler,
+    result: type[msgspec.Struct],
+    **annotations: bool,
+) -> Tool:
+    """A `Tool` of ``group`` built from positional fields: what the long tool tables of the
+    graph and vector features use (``functools.partial(grouped_tool, GROUP, ...)``)."""
+    return Tool(
+        name=name, title=title, description=description, args=args, handler=handler,
+        result=result, group=group, **annotations,
+    )  # fmt: skip
+
+
 def struct_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
     """Inline JSON Schema of a struct (no ``$ref`` to the root), as MCP wants.
 

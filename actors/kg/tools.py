@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import functools
 
-import msgspec
-
-from ...protocol.tools import Handler, Tool
+from ...protocol.tools import grouped_tool
 from . import args as A
 from . import read_tools as R
 from . import results as X
@@ -33,24 +31,8 @@ READ = "graph-read"
 WRITE = "graph-write"
 
 
-def graph_tool(
-    group: str,
-    name: str,
-    title: str,
-    description: str,
-    args: type[msgspec.Struct],
-    handler: Handler,
-    result: type[msgspec.Struct],
-    **annotations: bool,
-) -> Tool:
-    return Tool(
-        name=name, title=title, description=description, args=args, handler=handler,
-        result=result, group=group, **annotations,
-    )  # fmt: skip
-
-
-_w = functools.partial(graph_tool, WRITE)
-_r = functools.partial(graph_tool, READ, read_only=True, idempotent=True)
+_w = functools.partial(grouped_tool, WRITE)
+_r = functools.partial(grouped_tool, READ, read_only=True, idempotent=True)
 
 _PAGE = " Paginated: offset/limit, answers total and nextOffset (null on the last page)."
 _MODE = " mode: full (observations) | summary (observation counts) | names (names only)."

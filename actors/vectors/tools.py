@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import functools
 
-import msgspec
-
-from ...protocol.tools import Handler, Tool
+from ...protocol.tools import grouped_tool
 from . import args as A
 from . import reads as R
 from . import results as X
@@ -21,23 +19,8 @@ from . import writes as W
 GROUP = "vectors"
 
 
-def vector_tool(
-    name: str,
-    title: str,
-    description: str,
-    args: type[msgspec.Struct],
-    handler: Handler,
-    result: type[msgspec.Struct],
-    **annotations: bool,
-) -> Tool:
-    return Tool(
-        name=name, title=title, description=description, args=args, handler=handler,
-        result=result, group=GROUP, **annotations,
-    )  # fmt: skip
-
-
-_w = vector_tool
-_r = functools.partial(vector_tool, read_only=True, idempotent=True)
+_w = functools.partial(grouped_tool, GROUP)
+_r = functools.partial(grouped_tool, GROUP, read_only=True, idempotent=True)
 
 _TEXT = (
     " memtrio: instead of the vector, `text` is embedded by the local model (only when the store's "
