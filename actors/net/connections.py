@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import trio
@@ -121,6 +122,24 @@ class Connections:
             )
         finally:
             self.close(conn)
+
+    @contextmanager
+    def listening(
+        self,
+        status_sections: MutableMapping[str, Callable[[], object]],
+        label: str,
+        url: str,
+    ) -> Iterator[dict[str, object]]:
+        """Show a bound listener (``label``: its transport as ``server_status`` names it, e.g.
+        ``tcp``, ``ws``, ``attach``) in ``server_status`` while the block runs."""
+        record: dict[str, object] = {"transport": label, "url": url}
+        self.listeners.append(record)
+        status_sections["transports"] = self.snapshot
+        trace.event(label, "listening", url=url)
+        try:
+            yield record
+        finally:
+            self.listeners.remove(record)
 
     def snapshot(self) -> dict[str, object]:
         """What ``server_status`` shows under ``transports``."""

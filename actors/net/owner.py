@@ -62,10 +62,6 @@ def attach_children(
     published: list[Runtime] = []
 
     def on_listening(host: str, port: int) -> None:
-        url = listen.url(port)
-        for record in connections.listeners:  # server_status: this one is the attach endpoint
-            if record.get("url") == url:
-                record["transport"] = "attach"
         runtime = Runtime(
             pid=os.getpid(),
             host=host,

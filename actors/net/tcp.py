@@ -21,7 +21,6 @@ from functools import partial
 import trio
 
 from ...protocol import jsonrpc
-from ...supervisors import trace
 from ...supervisors.context import AppContext
 from ...supervisors.errors import UserError
 from ...supervisors.supervisor import ChildContext, ChildSpec
@@ -231,29 +230,25 @@ def tcp_listener(
         listeners = await open_listeners(listen)
         bound = listeners[0].socket.getsockname()
         host, port = str(bound[0]), int(bound[1])
-        record: dict[str, object] = {"transport": "tcp", "url": listen.url(port)}
-        connections.listeners.append(record)
-        app.status_sections["transports"] = connections.snapshot
-        trace.event(name, "listening", url=record["url"])
-        try:
-            async with trio.open_nursery() as handlers:
-                async with trio.open_nursery() as acceptor:
-                    acceptor.start_soon(
-                        partial(trio.serve_listeners, handler_nursery=handlers),
-                        server.handle,
-                        listeners,
-                    )
-                    if on_listening is not None:
-                        on_listening(host, port)
-                    task_status.started()
-                    await ctx.shutdown.wait()
-                    acceptor.cancel_scope.cancel()
+        with connections.listening(app.status_sections, name, listen.url(port)):
+            try:
+                async with trio.open_nursery() as handlers:
+                    async with trio.open_nursery() as acceptor:
+                        acceptor.start_soon(
+                            partial(trio.serve_listeners, handler_nursery=handlers),
+                            server.handle,
+                            listeners,
+                        )
+                        if on_listening is not None:
+                            on_listening(host, port)
+                        task_status.started()
+                        await ctx.shutdown.wait()
+                        acceptor.cancel_scope.cancel()
+                    server.stop()
+            finally:
                 server.stop()
-        finally:
-            connections.listeners.remove(record)
-            server.stop()
-            for listener in listeners:
-                await trio.aclose_forcefully(listener)
+                for listener in listeners:
+                    await trio.aclose_forcefully(listener)
 
     return ChildSpec(
         name,

@@ -253,38 +253,34 @@ def ws_listener(
         listeners: list[trio.SocketListener] | list[trio.SSLListener[trio.SocketStream]] = tcp
         if ssl_context is not None:
             listeners = [trio.SSLListener(t, ssl_context, https_compatible=True) for t in tcp]
-        record: dict[str, object] = {"transport": "ws", "url": listen.url(port)}
-        connections.listeners.append(record)
-        app.status_sections["transports"] = connections.snapshot
-        trace.event(name, "listening", url=record["url"])
-        try:
-            async with trio.open_nursery() as handlers:
-                ws_server = WebSocketServer(
-                    server.handle,
-                    listeners,
-                    handler_nursery=handlers,
-                    max_message_size=FRAME_HOLD_FACTOR * limit,
-                    receive_buffer_size=RECEIVE_BUFFER,
-                    connect_timeout=HANDSHAKE_TIMEOUT,
-                    disconnect_timeout=HANDSHAKE_TIMEOUT,
-                )
-                async with trio.open_nursery() as acceptor:
-                    await acceptor.start(ws_server.run)
-                    if on_listening is not None:
-                        on_listening(host, port)
-                    task_status.started()
-                    await ctx.shutdown.wait()
-                    acceptor.cancel_scope.cancel()
+        with connections.listening(app.status_sections, name, listen.url(port)):
+            try:
+                async with trio.open_nursery() as handlers:
+                    ws_server = WebSocketServer(
+                        server.handle,
+                        listeners,
+                        handler_nursery=handlers,
+                        max_message_size=FRAME_HOLD_FACTOR * limit,
+                        receive_buffer_size=RECEIVE_BUFFER,
+                        connect_timeout=HANDSHAKE_TIMEOUT,
+                        disconnect_timeout=HANDSHAKE_TIMEOUT,
+                    )
+                    async with trio.open_nursery() as acceptor:
+                        await acceptor.start(ws_server.run)
+                        if on_listening is not None:
+                            on_listening(host, port)
+                        task_status.started()
+                        await ctx.shutdown.wait()
+                        acceptor.cancel_scope.cancel()
+                    server.stop()
+                    await server.drained.wait()
+                    # What is left: handshakes in progress, closing handshakes of ended
+                    # sessions; a peer that does not answer them must not delay the stop.
+                    handlers.cancel_scope.cancel()
+            finally:
                 server.stop()
-                await server.drained.wait()
-                # What is left: handshakes in progress, closing handshakes of ended
-                # sessions; a peer that does not answer them must not delay the stop.
-                handlers.cancel_scope.cancel()
-        finally:
-            connections.listeners.remove(record)
-            server.stop()
-            for listener in listeners:
-                await trio.aclose_forcefully(listener)
+                for listener in listeners:
+                    await trio.aclose_forcefully(listener)
 
     return ChildSpec(
         name,
