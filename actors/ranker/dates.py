@@ -57,6 +57,7 @@ _AGO = re.compile(
 _LAST = re.compile(r"\blast\s+(week|weekend|month|year|" + "|".join(WEEKDAYS) + r")\b", re.I)
 _SIMPLE = {"yesterday": -1, "today": 0, "tonight": 0, "this morning": 0, "tomorrow": 1}
 _SIMPLE_RE = re.compile(r"\b(yesterday|today|tonight|this morning|tomorrow)\b", re.I)
+_ANY_YEAR = re.compile(r"\d{4}")  # no date is found in a text without one
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
 
 
@@ -131,6 +132,8 @@ def memory_dates(text: str) -> frozenset[Day]:
     """The dates ``text`` is about: written out, and relative ones resolved against its
     first full date (none without one)."""
     text = text[:MAX_TEXT_CHARS]
+    if not _ANY_YEAR.search(text):
+        return frozenset()
     explicit = _explicit(text)
     out = {d for _, d in explicit}
     full = next((d for _, d in explicit if d[2]), None)

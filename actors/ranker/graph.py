@@ -270,7 +270,10 @@ class RecallCache:
         ):
             self._link(node("memory", memory_id), node("relation", relation_id))
         if self.reads_text:
-            for memory_id, content in conn.execute("SELECT id, content FROM memories"):
+            # Dates alone need a 4-digit year in the text (`dates.memory_dates`): SQLite
+            # skips the rest without handing them over.
+            where = "" if self.terms is not None else " WHERE content GLOB '*[0-9][0-9][0-9][0-9]*'"
+            for memory_id, content in conn.execute(f"SELECT id, content FROM memories{where}"):
                 self._read_text(memory_id, content)
         for kind in KINDS:
             # Chunk 0 of every item, then the other windows of long texts (only under a
