@@ -90,6 +90,11 @@ class RetrievalConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     dense_seeds: bool = True  # the query vector's nearest memories seed the ranking
     neighbour_weight: float = 0.05  # score a memory lends its thread neighbours (0 = off)
     neighbour_window: int = 2  # thread neighbours on each side that receive it
+    terms: bool = False  # link memories to the names, identifiers, paths, quoted terms they mention
+    term_anchor_weight: float = 0.2  # seed mass of each such term named in the query
+    term_max_share: float = 0.05  # a term in more of the selected memories is not walked
+    dates: bool = True  # normalize the dates memories and questions speak of
+    date_weight: float = 1.0  # score boost of a memory whose dates meet the question's
 
 
 class CodeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -206,6 +211,9 @@ _CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("retrieval", "lexical_share"): (lambda v: 0 <= v <= 1, "must be between 0 and 1"),
     ("retrieval", "neighbour_weight"): (lambda v: 0 <= v <= 10, "must be between 0 and 10"),
     ("retrieval", "neighbour_window"): (lambda v: 0 <= v <= 10, "must be 0-10"),
+    ("retrieval", "term_anchor_weight"): (lambda v: 0 <= v <= 1000, "must be >= 0"),
+    ("retrieval", "term_max_share"): (lambda v: 0 <= v <= 1, "must be between 0 and 1"),
+    ("retrieval", "date_weight"): (lambda v: 0 <= v <= 1000, "must be >= 0"),
     ("retrieval", "mmr_lambda"): (
         lambda v: 0 <= v <= 1,
         "must be between 0 and 1 (1 turns diversification off)",

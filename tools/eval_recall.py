@@ -82,6 +82,15 @@ MODES: dict[str, dict[str, str]] = {
     "no-mmr": {"MEMTRIO_RETRIEVAL_MMR_LAMBDA": "1"},
     # the neighbour weight fitted on LoCoMo alone (tools/fit_recall.py without --longmemeval)
     "neighbours-0.3": {"MEMTRIO_RETRIEVAL_NEIGHBOUR_WEIGHT": "0.3"},
+    # entities found without an LLM (actors/ranker/terms.py), with and without query anchors
+    "terms": {"MEMTRIO_RETRIEVAL_TERMS": "true"},
+    "terms-no-anchors": {
+        "MEMTRIO_RETRIEVAL_TERMS": "true",
+        "MEMTRIO_RETRIEVAL_TERM_ANCHOR_WEIGHT": "0",
+    },
+    # normalized dates (actors/ranker/dates.py) on and off, whatever the default
+    "dates": {"MEMTRIO_RETRIEVAL_DATES": "true"},
+    "no-dates": {"MEMTRIO_RETRIEVAL_DATES": "false"},
 }
 # Published anchors, for the tables.
 DRAGON = {"turn@5": 0.567, "turn@10": 0.662}  # LoCoMo paper, all 10 conversations, dated units

@@ -15,7 +15,11 @@ from the database the rows a store change names (the store's change records
 say *what* changed; the database says what it is now, so applying a change
 twice is harmless).
 
-Nodes are ints: ``id * 3 + KIND_CODE[kind]``.
+With ``terms`` on, each memory is also linked to the terms of its text
+(names, identifiers, paths, quoted terms: `terms.extract`), term nodes that
+exist in the cache only.
+
+Nodes are ints: ``id * NODE_KINDS + KIND_CODE[kind]``.
 
 Thread-safety: none; the ranker serialises every use behind one lock.
 """
@@ -31,10 +35,14 @@ from typing import Any
 import numpy as np
 
 from ..store.ops import item_vectors
+from .dates import Day, memory_dates
+from .terms import TermGraph, extract
 from .vectors import IndexChoice, ItemIndex
 
 KINDS = ("memory", "entity", "relation")
-KIND_CODE = {"memory": 0, "entity": 1, "relation": 2}
+# Node kinds: the three stored kinds, and the terms found in memories' text (`terms`).
+KIND_CODE = {"memory": 0, "entity": 1, "relation": 2, "term": 3}
+NODE_KINDS = len(KIND_CODE)
 NO_SCOPE = -1  # an unscoped (legacy) item: visible in every selection
 MULTI_SCOPE = -2  # more than one scope: see ItemTable.multi
 SQL_BATCH = 500  # ids per IN (...) query
@@ -51,15 +59,15 @@ _VECTORS_SQL = """
 
 
 def node(kind: str, item_id: int) -> int:
-    return item_id * 3 + KIND_CODE[kind]
+    return item_id * NODE_KINDS + KIND_CODE[kind]
 
 
 def node_kind(n: int) -> int:
-    return n % 3
+    return n % NODE_KINDS
 
 
 def node_id(n: int) -> int:
-    return n // 3
+    return n // NODE_KINDS
 
 
 class ItemTable:
@@ -143,8 +151,12 @@ class RecallCache:
         dim: int,
         choice: IndexChoice | None = None,
         index_dir: Path | None = None,
+        terms: bool = False,
+        dates: bool = False,
     ) -> None:
-        """``index_dir``: where hnsw graphs are kept between starts (None: never saved)."""
+        """``index_dir``: where hnsw graphs are kept between starts (None: never saved);
+        ``terms``: link memories to the terms of their text; ``dates``: keep the dates
+        each memory's text is about."""
         self.model = model
         self.choice = choice or IndexChoice()
         self.index_dir = index_dir
@@ -158,6 +170,8 @@ class RecallCache:
         self.entity_by_name: dict[str, int] = {}  # canonical name -> id
         self.entity_name: dict[int, str] = {}
         self.max_name_words = 1
+        self.terms: TermGraph | None = TermGraph() if terms else None
+        self.dates: dict[int, frozenset[Day]] | None = {} if dates else None
         self.data_version: int | None = None
         self._has_vector: dict[
             str, tuple[int, np.ndarray]
@@ -174,6 +188,7 @@ class RecallCache:
             "vector_index": {kind: self.index[kind].backend.kind for kind in KINDS},
             "items": {kind: self.items[kind].count for kind in KINDS},
             "edges": sum(len(v) for v in self.adj.values()) // 2,
+            "terms": len(self.terms.keys) if self.terms is not None else None,
         }
 
     # -- codes ---------------------------------------------------------------
@@ -254,6 +269,12 @@ class RecallCache:
             "SELECT memory_id, relation_id FROM memory_relations"
         ):
             self._link(node("memory", memory_id), node("relation", relation_id))
+        if self.reads_text:
+            # Dates alone need a 4-digit year in the text (`dates.memory_dates`): SQLite
+            # skips the rest without handing them over.
+            where = "" if self.terms is not None else " WHERE content GLOB '*[0-9][0-9][0-9][0-9]*'"
+            for memory_id, content in conn.execute(f"SELECT id, content FROM memories{where}"):
+                self._read_text(memory_id, content)
         for kind in KINDS:
             # Chunk 0 of every item, then the other windows of long texts (only under a
             # chunk 0 of the same model: a set is whole or absent).
@@ -266,6 +287,23 @@ class RecallCache:
                     self.index_dir, kind, self.model, self.revision, self.dim
                 )
             self.index[kind].load_rows(rows, count, saved)
+
+    @property
+    def reads_text(self) -> bool:
+        return self.terms is not None or self.dates is not None
+
+    def _read_text(self, memory_id: int, content: str) -> None:
+        """Terms and dates of a memory's text (those that are on)."""
+        if self.terms is not None:
+            n = node("memory", memory_id)
+            for key in extract(content):
+                self._link(n, node("term", self.terms.id_of(key)))
+        if self.dates is not None:
+            found = memory_dates(content)
+            if found:
+                self.dates[memory_id] = found
+            else:
+                self.dates.pop(memory_id, None)
 
     def _name_entity(self, item_id: int, canonical: str) -> None:
         old = self.entity_name.pop(item_id, None)
@@ -297,6 +335,8 @@ class RecallCache:
         linked: dict[str, set[int]] = {"entity": set(), "relation": set()}
         for memory_id in todo["memory"]:
             for n in self.adj.get(node("memory", memory_id), ()):
+                if node_kind(n) >= len(KINDS):
+                    continue  # a term: lives in the cache only
                 kind = KINDS[node_kind(n)]
                 if kind in linked and node_id(n) not in todo[kind]:
                     linked[kind].add(node_id(n))
@@ -351,10 +391,12 @@ class RecallCache:
             scopes.setdefault(item_id, []).append(scope_id)
         alive: dict[int, tuple] = {}
         if kind == "memory":
-            for item_id, memory_type, created in conn.execute(
-                f"SELECT id, memory_type, created_at FROM memories WHERE id IN ({marks})", ids
+            text = "content" if self.reads_text else "NULL"
+            for item_id, memory_type, created, content in conn.execute(
+                f"SELECT id, memory_type, created_at, {text} FROM memories WHERE id IN ({marks})",
+                ids,
             ):
-                alive[item_id] = (memory_type, created)
+                alive[item_id] = (memory_type, created, content)
         elif kind == "entity":
             for item_id, canonical in conn.execute(
                 f"SELECT id, canonical_name FROM entities WHERE id IN ({marks})", ids
@@ -371,6 +413,8 @@ class RecallCache:
             self._unlink_all(n)
             if item_id not in alive:
                 table_items.remove(item_id)
+                if kind == "memory" and self.dates is not None:
+                    self.dates.pop(item_id, None)
                 self.index[kind].remove(item_id)
                 if kind == "entity":
                     name = self.entity_name.pop(item_id, None)
@@ -380,6 +424,8 @@ class RecallCache:
             row = alive[item_id]
             if kind == "memory":
                 table_items.set(item_id, scopes.get(item_id, ()), self.type_code(row[0]), row[1])
+                if self.reads_text:
+                    self._read_text(item_id, row[2])
             else:
                 table_items.set(item_id, scopes.get(item_id, ()))
             if kind == "entity":

@@ -41,8 +41,9 @@ import igraph  # noqa: E402 - after the OpenMP settings above
 import numpy as np  # noqa: E402
 
 from ..store import lexical  # noqa: E402
-from .graph import KIND_CODE, RecallCache, node, node_id, node_kind
-from .signals import explain, neighbour_context
+from .dates import query_dates
+from .graph import KIND_CODE, NODE_KINDS, RecallCache, node, node_id, node_kind, query_words
+from .signals import date_boost, date_first, explain, neighbour_context
 
 MAX_HOPS = 2  # seed -> entity -> memory (or memory -> entity -> memory)
 MAX_NEIGHBOURHOOD = 1_500  # nodes; PPR plus building the subgraph takes ~5 ms
@@ -51,6 +52,7 @@ MAX_POSTINGS = 5_000  # postings FTS5 may score per query, about 7 ms (see FTS_B
 PRUNE_FROM = 5_000  # memories; below that every FTS5 query is cheap and nothing is dropped
 RELATION_SHARE = 0.5  # of the entity/relation seed mass, given to relation seeds
 MMR_CANDIDATES = 30  # best memories re-ordered by maximal marginal relevance (at least ``limit``)
+MIN_TERM_CAP = 20  # memories a term may link to and be walked, whatever the store's size
 MMR_MAX_POOL = 100  # ... but at most this many; a larger ``limit`` gets the rest in score order
 # The FTS5 seeds' query plan (`lexical.plan`): every function word dropped; on a big
 # store the common words too, and only the newest memories holding about
@@ -73,6 +75,9 @@ class Params:
     use_dense: bool = True  # the query vector's nearest memories as seeds
     neighbour_weight: float = 0.05  # share of a memory's score lent to its thread neighbours
     neighbour_window: int = 2  # thread neighbours on each side that receive it
+    term_anchor_weight: float = 0.2  # seed mass of each term (`terms`) named in the query
+    term_max_share: float = 0.05  # a term in more of the selected memories is not walked
+    date_weight: float = 1.0  # boost of memories whose dates meet the query's (`dates`)
 
 
 def fts_candidates(conn: sqlite3.Connection, query: str) -> list[tuple[int, float]]:
@@ -152,7 +157,8 @@ def seeds(
     if p.use_lexical:
         if lexical is None:
             lexical = fts_candidates(conn, query)
-        lex = lexical_seeds(lexical, masks["memory"], k)
+        wanted = query_dates(query) if cache.dates is not None and p.date_weight > 0 else []
+        lex = lexical_seeds(date_first(cache, lexical, wanted), masks["memory"], k)
         if lex:
             # Reciprocal-rank weights: BM25 magnitudes are not comparable across queries.
             ranks = np.array([1.0 / (r + 1) for r in range(len(lex))])
@@ -179,16 +185,32 @@ def seeds(
             add(node("relation", item_id), rel_mass * w)
         for entity_id in cache.named_entities(query, masks["entity"]):
             add(node("entity", entity_id), p.entity_anchor_weight, "named in the query")
+        if cache.terms is not None and p.term_anchor_weight > 0:
+            cap = term_cap(masks, p)
+            for term_id in cache.terms.named_in(query_words(query)):
+                n = node("term", term_id)
+                if 1 < len(cache.adj.get(n, ())) <= cap:
+                    add(n, p.term_anchor_weight)
     return out
 
 
-def neighbourhood(cache: RecallCache, start: list[int], masks: dict[str, np.ndarray]) -> list[int]:
+def term_cap(masks: dict[str, np.ndarray], p: Params) -> int:
+    """The most memories a term may link to and still be walked (more: a hub, like a
+    speaker's name on every turn, that would spread mass everywhere)."""
+    return max(MIN_TERM_CAP, int(p.term_max_share * int(masks["memory"].sum())))
+
+
+def neighbourhood(
+    cache: RecallCache, start: list[int], masks: dict[str, np.ndarray], term_limit: int = 0
+) -> list[int]:
     """Allowed nodes within `MAX_HOPS` of ``start`` (breadth first, seeds first, capped).
 
     A node reached only through a hub gets the hub's mass divided by its
-    degree, so stopping at `MAX_NEIGHBOURHOOD` nodes loses little.
+    degree, so stopping at `MAX_NEIGHBOURHOOD` nodes loses little. A term is
+    walked when it links 2 to ``term_limit`` memories (see `term_cap`).
     """
     kinds = {KIND_CODE[k]: masks[k] for k in masks}
+    term = KIND_CODE["term"]
     seen = dict.fromkeys(start)
     frontier = list(start)
     for _ in range(MAX_HOPS):
@@ -197,10 +219,15 @@ def neighbourhood(cache: RecallCache, start: list[int], masks: dict[str, np.ndar
             for m in cache.adj.get(n, ()):
                 if m in seen:
                     continue
-                mask = kinds[node_kind(m)]
-                i = node_id(m)
-                if i >= len(mask) or not mask[i]:
-                    continue
+                kind = node_kind(m)
+                if kind == term:
+                    if not 1 < len(cache.adj.get(m, ())) <= term_limit:
+                        continue
+                else:
+                    mask = kinds[kind]
+                    i = node_id(m)
+                    if i >= len(mask) or not mask[i]:
+                        continue
                 seen[m] = None
                 nxt.append(m)
                 if len(seen) >= MAX_NEIGHBOURHOOD:
@@ -212,21 +239,26 @@ def neighbourhood(cache: RecallCache, start: list[int], masks: dict[str, np.ndar
 
 
 def personalized_pagerank(
-    cache: RecallCache, reset: dict[int, float], masks: dict[str, np.ndarray], damping: float
+    cache: RecallCache,
+    reset: dict[int, float],
+    masks: dict[str, np.ndarray],
+    damping: float,
+    term_limit: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """PPR over the seeds' neighbourhood: (node ids, their rank), as arrays."""
-    nodes = neighbourhood(cache, list(reset), masks)
+    nodes = neighbourhood(cache, list(reset), masks, term_limit)
     position = {n: i for i, n in enumerate(nodes)}
     edges: list[tuple[int, int]] = []
-    # Every edge has a memory or relation end (there are no entity-entity edges), and
-    # those ends have few peers, while an entity may have thousands: walk from them.
-    entity = KIND_CODE["entity"]
+    # Every edge has a memory or relation end (there are no entity-entity or term
+    # edges between hubs), and those ends have few peers, while an entity or a term
+    # may have thousands: walk from them.
+    hubs = (KIND_CODE["entity"], KIND_CODE["term"])
     for n, i in position.items():
-        if node_kind(n) == entity:
+        if node_kind(n) in hubs:
             continue
         for m in cache.adj.get(n, ()):
             j = position.get(m)
-            if j is not None and (node_kind(m) == entity or i < j):
+            if j is not None and (node_kind(m) in hubs or i < j):
                 edges.append((i, j))
     weights = np.zeros(len(nodes))
     for n, w in reset.items():
@@ -275,13 +307,15 @@ def rank_explained(
     if not reset:
         return [], {}
     if p.use_graph:
-        nodes, scores = personalized_pagerank(cache, reset, masks, p.damping)
+        nodes, scores = personalized_pagerank(cache, reset, masks, p.damping, term_cap(masks, p))
     else:
         nodes = np.fromiter(reset.keys(), dtype=np.int64, count=len(reset))
         scores = np.fromiter(reset.values(), dtype=np.float64, count=len(reset))
         scores = scores / scores.sum()
-    keep = (nodes % 3 == KIND_CODE["memory"]) & (scores > 0)
-    nodes, scores = nodes[keep] // 3, scores[keep]
+    keep = (nodes % NODE_KINDS == KIND_CODE["memory"]) & (scores > 0)
+    nodes, scores = nodes[keep] // NODE_KINDS, scores[keep]
+    wanted = query_dates(query) if cache.dates is not None and p.date_weight > 0 else []
+    scores, dated = date_boost(cache, nodes, scores, wanted, p.date_weight)
     nodes, scores, lender = neighbour_context(
         cache, nodes, scores, masks["memory"], p.neighbour_weight, p.neighbour_window
     )
@@ -297,7 +331,7 @@ def rank_explained(
     ranked = ranked[:limit]
     if notes is None:
         return ranked, {}
-    return ranked, explain(cache, ranked, notes, reset, lender, p.use_graph)
+    return ranked, explain(cache, ranked, notes, reset, lender, p.use_graph, dated)
 
 
 class _Windows:

@@ -138,6 +138,9 @@ class Ranker:
             use_dense=r.dense_seeds,
             neighbour_weight=r.neighbour_weight,
             neighbour_window=r.neighbour_window,
+            term_anchor_weight=r.term_anchor_weight,
+            term_max_share=r.term_max_share,
+            date_weight=r.date_weight,
         )
         return replace(base, **overrides) if overrides else base
 
@@ -293,7 +296,13 @@ class Ranker:
 
     def _load_sync(self, model: tuple[str, str, int]) -> RecallCache:
         assert self._conn is not None
-        cache = RecallCache(*model, self.index_choice(), self.path.parent / INDEX_DIR)
+        cache = RecallCache(
+            *model,
+            self.index_choice(),
+            self.path.parent / INDEX_DIR,
+            terms=self.app.config.retrieval.terms,
+            dates=self.app.config.retrieval.dates,
+        )
         started = time.perf_counter()
         self._conn.execute("BEGIN")
         try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .dates import Day, matches
 from .graph import KIND_CODE, RecallCache, node, node_id, node_kind
 
 NEIGHBOUR_GAP = 3600.0  # seconds between two memories of one thread, at most
@@ -86,6 +87,37 @@ def neighbour_context(
     return out_ids, out_scores, {m: src for m, (_, src) in best_gift.items()}
 
 
+def date_matched(cache: RecallCache, memory_id: int, wanted: list[Day]) -> bool:
+    """Whether the memory's dates (`dates.memory_dates`) meet one of the question's."""
+    found = cache.dates.get(memory_id) if cache.dates is not None else None
+    return bool(found) and any(matches(c, found) for c in wanted)
+
+
+def date_first(
+    cache: RecallCache, candidates: list[tuple[int, float]], wanted: list[Day]
+) -> list[tuple[int, float]]:
+    """The FTS5 candidates with those whose dates meet the question's first (else as they were)."""
+    if not wanted or cache.dates is None:
+        return candidates
+    hit = [c for c in candidates if date_matched(cache, c[0], wanted)]
+    if not hit:
+        return candidates
+    return hit + [c for c in candidates if not date_matched(cache, c[0], wanted)]
+
+
+def date_boost(
+    cache: RecallCache, ids: np.ndarray, scores: np.ndarray, wanted: list[Day], weight: float
+) -> tuple[np.ndarray, set[int]]:
+    """Scores times ``1 + weight`` for the memories whose dates meet the question's:
+    (scores, the boosted ids)."""
+    if not wanted or weight <= 0 or cache.dates is None or len(ids) == 0:
+        return scores, set()
+    hit = np.fromiter(
+        (date_matched(cache, int(i), wanted) for i in ids.tolist()), dtype=bool, count=len(ids)
+    )
+    return np.where(hit, scores * (1 + weight), scores), set(ids[hit].tolist())
+
+
 def explain(
     cache: RecallCache,
     ranked: list[tuple[int, float]],
@@ -93,6 +125,7 @@ def explain(
     reset: dict[int, float],
     lender: dict[int, int],
     use_graph: bool,
+    dated: set[int] | None = None,
 ) -> dict[int, list[str]]:
     """Reasons for each ranked memory: its seeds, the seeded graph nodes it is linked to
     (the paths PageRank brought mass along), the neighbour that lent it score."""
@@ -110,6 +143,8 @@ def explain(
         source = lender.get(memory_id)
         if source is not None:
             reasons.append(f"neighbour: written next to memory {source} in the same thread")
+        if dated and memory_id in dated:
+            reasons.append("date: about the date the query names")
         out[memory_id] = reasons or ["graph: reached by PageRank from the seeds"]
     return out
 
@@ -120,4 +155,6 @@ def describe(cache: RecallCache, n: int) -> str:
         return f"entity {cache.entity_name.get(node_id(n), node_id(n))!r}"
     if kind == KIND_CODE["relation"]:
         return f"relation {node_id(n)}"
+    if kind == KIND_CODE["term"] and cache.terms is not None:
+        return f"term {cache.terms.keys[node_id(n)]!r}"
     return f"memory {node_id(n)}"
