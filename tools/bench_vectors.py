@@ -42,6 +42,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -220,21 +221,43 @@ class Server:
         self.proc.wait(timeout=120)
 
 
-def end_to_end(size: int, calls: int, backend: str) -> dict[str, Any]:
+def cached_store(size: int, cache: Path | None) -> tuple[Path, float]:
+    """A home holding a store of ``size`` synthetic memories, and the seconds its build took.
+
+    With ``cache`` (a directory outside the repository) the store is built there
+    once and reused by later runs (a marker file records a finished build; an
+    unfinished one is built again); without, in a fresh temporary directory.
+    """
     import trio
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import bench_recall  # the synthetic store generator
 
+    workdir = (
+        cache if cache is not None else Path(tempfile.mkdtemp(prefix="memtrio-bench-vectors-"))
+    )
+    home = workdir / "home"
+    marker = workdir / f"built-{size}.json"
+    if marker.is_file():
+        return home, float(json.loads(marker.read_text())["build_s"])
+    if home.exists():
+        shutil.rmtree(home)
+    home.mkdir(parents=True)
     rng = random.Random(7)
-    workdir = Path(tempfile.mkdtemp(prefix="memtrio-bench-vectors-"))
     base = bench_recall.template_texts(rng, 2000)
     vecs, model, revision, _ = trio.run(bench_recall.embed_all, workdir / "embed", base)
-    home = workdir / "home"
-    home.mkdir()
     started = time.perf_counter()
     bench_recall.build_store(home, size, base, vecs, model, revision, seed=size)
     build_s = time.perf_counter() - started
+    marker.write_text(json.dumps({"build_s": round(build_s, 1)}))
+    return home, build_s
+
+
+def end_to_end(size: int, calls: int, backend: str, cache: Path | None = None) -> dict[str, Any]:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_recall  # the queries
+
+    home, build_s = cached_store(size, cache)
     env = {k: os.environ[k] for k in ("PATH", "HOME", "PYTHONPATH") if k in os.environ}
     env.update(
         MEMTRIO_HOME=str(home),
@@ -302,6 +325,11 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="20,000 vectors, fewer configurations")
     parser.add_argument("--e2e", type=int, default=0, help="memories of the end-to-end store")
     parser.add_argument("--e2e-backend", default="auto", help="[vectors] backend of the server")
+    parser.add_argument(
+        "--e2e-cache",
+        type=Path,
+        help="build the end-to-end store once in this directory (outside the repository) and reuse it",
+    )
     parser.add_argument("--calls", type=int, default=200, help="recalls timed end to end")
     parser.add_argument("--skip-index", action="store_true", help="only the end-to-end part")
     parser.add_argument("--json", help="write every row to this file too")
@@ -332,7 +360,9 @@ def main() -> int:
         print(json.dumps(row), flush=True)
     e2e = args.e2e or (20_000 if args.quick else 0)
     if e2e:
-        row = end_to_end(e2e, args.calls if not args.quick else 50, args.e2e_backend)
+        row = end_to_end(
+            e2e, args.calls if not args.quick else 50, args.e2e_backend, args.e2e_cache
+        )
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.json:

@@ -248,7 +248,12 @@ class Ranker:
         try:
             self._conn = await trio.to_thread.run_sync(
                 lambda: db.connect(
-                    self.path, busy_timeout_ms=self.app.config.store.busy_timeout_ms, read_only=True
+                    self.path,
+                    busy_timeout_ms=self.app.config.store.busy_timeout_ms,
+                    read_only=True,
+                    tuning=db.Tuning(
+                        self.app.config.store.cache_size_mb, self.app.config.store.mmap_size_mb
+                    ),
                 )
             )
             self.app.publish(RANKER, self)
