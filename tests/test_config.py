@@ -396,3 +396,22 @@ def test_vector_flags_set_the_vectors_section_and_are_range_checked(home: Path) 
         config.ConfigError, match="--embedding-dims 5000: vectors.dims must be 1-4096"
     ):
         load_config(bad)
+
+
+def test_store_flags_set_the_store_section_and_are_range_checked(home: Path) -> None:
+    from memtrio.supervisors.cli import build_parser
+    from memtrio.supervisors.commands import load_config
+
+    parser = build_parser()
+    args = parser.parse_args(
+        ["serve", "--home", str(home), "--cache-size-mb", "64", "--mmap-size", "256"]
+        + ["--busy-timeout-ms", "5000", "--wal-flush-ms", "1000"]
+    )
+    store = load_config(args)[0].store
+    assert (store.cache_size_mb, store.mmap_size_mb) == (64, 256)
+    assert (store.busy_timeout_ms, store.wal_flush_ms) == (5000, 1000)
+    bad = parser.parse_args(["mcp", "--home", str(home), "--wal-flush-ms", "1"])
+    with pytest.raises(
+        config.ConfigError, match="--wal-flush-ms 1: store.wal_flush_ms must be 10-3600000"
+    ):
+        load_config(bad)
