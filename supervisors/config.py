@@ -128,7 +128,8 @@ class VectorsConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     enabled: bool = False  # advertise and serve the 12 vector tools (--vectors)
     dims: int = 384  # dimensions of bring-your-own vectors (--embedding-dims), at most 4096
     # Index backend: exact (default); auto = exact below auto_threshold vectors, hnsw from
-    # there on (the recall that crosses it, or the first after a start, waits for the build).
+    # there on (a graph to build at load is built in the background, exact meanwhile; the
+    # recall that crosses the threshold while running waits for the build).
     backend: Literal["auto", "exact", "hnsw", "ivf"] = "exact"
     auto_threshold: int = 100_000
     metric: Literal["cos", "ip", "l2sq"] = "cos"  # the vector tools' metric (recall: cosine)

@@ -143,9 +143,13 @@ class RecallCache:
         dim: int,
         choice: IndexChoice | None = None,
         index_dir: Path | None = None,
+        defer_builds: bool = False,
     ) -> None:
-        """``index_dir``: where hnsw graphs are kept between starts (None: never saved)."""
+        """``index_dir``: where hnsw graphs are kept between starts (None: never saved);
+        ``defer_builds``: an hnsw graph to build is left to the owner, exact meanwhile
+        (`ItemIndex.load_rows`)."""
         self.model = model
+        self.defer_builds = defer_builds
         self.choice = choice or IndexChoice()
         self.index_dir = index_dir
         self.revision = revision
@@ -257,15 +261,21 @@ class RecallCache:
         for kind in KINDS:
             # Chunk 0 of every item, then the other windows of long texts (only under a
             # chunk 0 of the same model: a set is whole or absent).
-            params = (kind, self.model, self.revision, self.dim)
-            count = conn.execute(f"SELECT count(*) FROM ({_VECTORS_SQL})", params * 2).fetchone()[0]
-            rows = conn.execute(_VECTORS_SQL, params * 2)
+            rows, count = self.vector_rows(conn, kind)
             saved = None
             if self.index_dir is not None:
                 saved = self.choice.saved_path(
                     self.index_dir, kind, self.model, self.revision, self.dim
                 )
-            self.index[kind].load_rows(rows, count, saved)
+            self.index[kind].load_rows(rows, count, saved, defer=self.defer_builds)
+
+    def vector_rows(
+        self, conn: sqlite3.Connection, kind: str
+    ) -> tuple[Iterable[tuple[int, bytes]], int]:
+        """The (item id, float32 bytes) rows of ``kind`` of the cache's model, and their count."""
+        params = (kind, self.model, self.revision, self.dim)
+        count = conn.execute(f"SELECT count(*) FROM ({_VECTORS_SQL})", params * 2).fetchone()[0]
+        return conn.execute(_VECTORS_SQL, params * 2), count
 
     def _name_entity(self, item_id: int, canonical: str) -> None:
         old = self.entity_name.pop(item_id, None)
