@@ -115,7 +115,15 @@ class ItemTable:
         """Boolean mask by id: present, in one of ``scope_ids`` (None = any), of ``type_code``."""
         mask = self.present.copy()
         if scope_ids is not None:
-            in_scope = np.isin(self.scope, scope_ids) | (self.scope == NO_SCOPE)
+            # A lookup table by scope id (shifted past MULTI_SCOPE and NO_SCOPE): one
+            # gather, several times faster than np.isin over a million items.
+            wanted = np.asarray(scope_ids, dtype=np.int64)
+            wanted = wanted[wanted >= 0]
+            top = max(int(self.scope.max(initial=0)), int(wanted.max(initial=0)))
+            table = np.zeros(top + 3, dtype=bool)
+            table[wanted + 2] = True
+            table[NO_SCOPE + 2] = True
+            in_scope = table[self.scope + 2]
             if self.multi:
                 wanted = set(scope_ids.tolist())
                 for item_id, scopes in self.multi.items():
