@@ -289,11 +289,35 @@ def end_to_end(size: int, calls: int, backend: str, cache: Path | None = None) -
         "memories": size,
         "backend": backend,
         "store_build_s": round(build_s, 1),
-        "first_recall_s (model load + index build)": round(first_s, 1),
+        "first_recall_s (model + cache load, index built or loaded)": round(first_s, 1),
         "first_recall_after_restart_s (graph loaded + reconciled)": round(restart_s, 1),
         "recall_p50_ms": round(statistics.median(times), 1),
         "recall_p99_ms": round(times[int(0.99 * (len(times) - 1))], 1),
         "server_peak_rss_mb": round(rss),
+        "load_avg_1min": round(os.getloadavg()[0], 2),
+    }
+
+
+def fts_seed_times(home: Path) -> dict[str, Any]:
+    """In process: the ranker's FTS5 seed query (`rank.fts_candidates`) on the store of
+    ``home``, over the benchmark's queries twice (the second pass is reported)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_recall
+    from memtrio.actors.ranker import rank as rank_mod
+    from memtrio.actors.store import db
+
+    conn = db.connect(db.db_path(home), read_only=True)
+    times = []
+    for query in bench_recall.QUERIES * 2:
+        t0 = time.perf_counter()
+        db.run_read(conn, lambda c, q=query: rank_mod.fts_candidates(c, q))
+        times.append((time.perf_counter() - t0) * 1000)
+    conn.close()
+    times = sorted(times[len(bench_recall.QUERIES) :])
+    return {
+        "fts_seed_p50_ms": round(statistics.median(times), 1),
+        "fts_seed_max_ms": round(times[-1], 1),
+        "queries": len(times),
         "load_avg_1min": round(os.getloadavg()[0], 2),
     }
 
@@ -337,6 +361,11 @@ def main() -> int:
         type=Path,
         help="build the end-to-end store once in this directory (outside the repository) and reuse it",
     )
+    parser.add_argument(
+        "--fts-only",
+        action="store_true",
+        help="with --e2e-cache: time only the ranker's FTS5 seed query, in process",
+    )
     parser.add_argument("--calls", type=int, default=200, help="recalls timed end to end")
     parser.add_argument("--skip-index", action="store_true", help="only the end-to-end part")
     parser.add_argument("--json", help="write every row to this file too")
@@ -366,6 +395,10 @@ def main() -> int:
         rows.append(row)
         print(json.dumps(row), flush=True)
     e2e = args.e2e or (20_000 if args.quick else 0)
+    if e2e and args.fts_only:
+        home, _ = cached_store(e2e, args.e2e_cache)
+        print(json.dumps(fts_seed_times(home)), flush=True)
+        return 0
     if e2e:
         row = end_to_end(
             e2e, args.calls if not args.quick else 50, args.e2e_backend, args.e2e_cache
