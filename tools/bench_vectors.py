@@ -40,7 +40,7 @@ Usage::
     python tools/bench_vectors.py --quick
     python tools/bench_vectors.py --sizes 100000,1000000 --e2e 1000000 --json out.json
     python tools/bench_vectors.py --skip-index --e2e 1000000 --e2e-backend hnsw \
-        --e2e-cache /tmp/memtrio-e2e-1m
+        --e2e-cache ~/memtrio-e2e-1m
 """
 
 from __future__ import annotations
