@@ -241,7 +241,9 @@ def cached_store(size: int, cache: Path | None) -> tuple[Path, float]:
     import bench_recall  # the synthetic store generator
 
     workdir = (
-        cache if cache is not None else Path(tempfile.mkdtemp(prefix="memtrio-bench-vectors-"))
+        cache.expanduser()
+        if cache is not None
+        else Path(tempfile.mkdtemp(prefix="memtrio-bench-vectors-"))
     )
     home = workdir / "home"
     marker = workdir / f"built-{size}.json"
