@@ -300,6 +300,55 @@ def end_to_end(size: int, calls: int, backend: str, cache: Path | None = None) -
     }
 
 
+def server_env(home: Path, backend: str) -> dict[str, str]:
+    env = {k: os.environ[k] for k in ("PATH", "HOME", "PYTHONPATH") if k in os.environ}
+    env.update(
+        MEMTRIO_HOME=str(home),
+        MEMTRIO_EMBEDDINGS="on",
+        MEMTRIO_CODE="off",
+        MEMTRIO_LOG_LEVEL="warning",
+        MEMTRIO_VECTORS_BACKEND=backend,
+    )
+    env["MEMTRIO_SERVER_CALL_TIMEOUT"] = "86400"
+    return env
+
+
+def while_building(size: int, calls: int, cache: Path | None) -> dict[str, Any]:
+    """A start with no saved graph: the first ``recall`` (served exact while the hnsw
+    graph is built in the background), ``calls`` recalls during the build, then the
+    time the server takes to exit on EOF. The saved graphs are put back afterwards."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_recall
+
+    home, _ = cached_store(size, cache)
+    saved = home / "vector-index"
+    aside = home.parent / "vector-index-aside"
+    if saved.exists():
+        saved.rename(aside)
+    try:
+        server = start_server(home, server_env(home, "hnsw"))
+        first_s = recall(server, "warm up") / 1000
+        times = sorted(
+            recall(server, bench_recall.QUERIES[i % len(bench_recall.QUERIES)])
+            for i in range(calls)
+        )
+        t0 = time.perf_counter()
+        server.close()
+        exit_s = time.perf_counter() - t0
+    finally:
+        shutil.rmtree(saved, ignore_errors=True)
+        if aside.exists():
+            aside.rename(saved)
+    return {
+        "memories": size,
+        "first_recall_s (exact index loaded, graph building)": round(first_s, 1),
+        "recall_during_build_p50_ms": round(statistics.median(times), 1),
+        "recall_during_build_max_ms": round(times[-1], 1),
+        "exit_on_eof_s": round(exit_s, 1),
+        "load_avg_1min": round(os.getloadavg()[0], 2),
+    }
+
+
 def fts_seed_times(home: Path) -> dict[str, Any]:
     """In process: the ranker's FTS5 seed query (`rank.fts_candidates`) on the store of
     ``home``, over the benchmark's queries twice (the second pass is reported)."""
@@ -368,6 +417,11 @@ def main() -> int:
         action="store_true",
         help="with --e2e-cache: time only the ranker's FTS5 seed query, in process",
     )
+    parser.add_argument(
+        "--while-building",
+        action="store_true",
+        help="with --e2e-cache: recall on a start without a saved graph (built in the background)",
+    )
     parser.add_argument("--calls", type=int, default=200, help="recalls timed end to end")
     parser.add_argument("--skip-index", action="store_true", help="only the end-to-end part")
     parser.add_argument("--json", help="write every row to this file too")
@@ -397,6 +451,9 @@ def main() -> int:
         rows.append(row)
         print(json.dumps(row), flush=True)
     e2e = args.e2e or (20_000 if args.quick else 0)
+    if e2e and args.while_building:
+        print(json.dumps(while_building(e2e, min(args.calls, 20), args.e2e_cache)), flush=True)
+        return 0
     if e2e and args.fts_only:
         home, _ = cached_store(e2e, args.e2e_cache)
         print(json.dumps(fts_seed_times(home)), flush=True)
