@@ -252,3 +252,19 @@ def test_deferred_hnsw_build_serves_exact_then_takes_over_with_the_changes_made_
     assert index.search(vecs[12] * -1, 1)[0].tolist() == [1000]
     assert keys_of(3, 2)[1] not in index.backend  # the dropped window is gone from the graph
     assert len(index.backend) == n + 1 - 1  # 400 items, one removed, one added, one window fewer
+
+
+def test_a_cancelled_deferred_build_stops_and_never_takes_over(monkeypatch) -> None:
+    from memtrio.actors.ranker import vectors as ranker_vectors
+    from memtrio.actors.ranker.vectors import IndexChoice, ItemIndex
+
+    monkeypatch.setattr(ranker_vectors, "DEFER_MIN_ROWS", 100)
+    vecs = clustered(300, 16)
+    table = [(i, vecs[i].tobytes()) for i in range(300)]
+    index = ItemIndex(16, IndexChoice(backend="hnsw"))
+    index.load_rows(iter(table), len(table), None, defer=True)
+    build = index.build
+    assert build is not None
+    build.cancel()  # the cache was replaced, or the ranker stopped
+    build.run(iter(table), len(table))
+    assert build.graph is None and not index.adopt_build() and index.backend.kind == "exact"

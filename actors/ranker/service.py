@@ -50,7 +50,7 @@ from . import rank as rank_mod
 from .graph import KINDS, RecallCache
 from .handle import RANKER
 from .messages import RankerRequest, Recall
-from .vectors import IndexChoice
+from .vectors import DeferredBuild, IndexChoice
 
 ACTOR = "ranker"
 BACKFILL_LIMIT = (
@@ -116,6 +116,7 @@ class Ranker:
         self._cache: RecallCache | None = None
         self._conn: sqlite3.Connection | None = None
         self._nursery: trio.Nursery | None = None  # the running incarnation's (background builds)
+        self._builds: list[DeferredBuild] = []  # hnsw graphs being built for the current cache
         self._fingerprint: tuple | None = None
         self._checked_at = 0.0  # monotonic time of the last look for other processes' writes
         self._load_error: str | None = None
@@ -271,6 +272,7 @@ class Ranker:
                             await self._answer_recall(ctx, request)
         finally:
             self._nursery = None
+            self._cancel_builds()
             self.app.withdraw(RANKER, self)
             if self._remove_listener is not None:
                 self._remove_listener()
@@ -405,10 +407,18 @@ class Ranker:
         return synced
 
     def _start_builds(self, cache: RecallCache) -> None:
-        """Build in the background the hnsw graphs ``cache`` left to us (exact meanwhile)."""
+        """Build in the background the hnsw graphs ``cache`` left to us (exact meanwhile);
+        the builds of the caches it replaces stop."""
+        self._cancel_builds(keep=cache)
         for kind, index in cache.index.items():
             if index.build is not None and self._nursery is not None:
                 self._nursery.start_soon(self._build_in_background, cache, kind)
+
+    def _cancel_builds(self, keep: RecallCache | None = None) -> None:
+        for build in list(self._builds):
+            if keep is None or all(index.build is not build for index in keep.index.values()):
+                build.cancel()
+                self._builds.remove(build)
 
     async def _build_in_background(self, cache: RecallCache, kind: str) -> None:
         """One kind's graph, from a snapshot of the table read on a connection of its own.
@@ -419,6 +429,7 @@ class Ranker:
         build = cache.index[kind].build
         if build is None:
             return
+        self._builds.append(build)
         store = self.app.config.store
 
         def run() -> None:
@@ -439,6 +450,9 @@ class Ranker:
             await trio.to_thread.run_sync(run, abandon_on_cancel=True)
         except (sqlite3.Error, OSError, ValueError, RuntimeError) as exc:
             trace.warning(ACTOR, "vector_index_build_failed", kind=kind, error=str(exc))
+        finally:
+            if build in self._builds and build.graph is not None:
+                self._builds.remove(build)  # built: nothing left to stop
 
     def _masks(self, cache: RecallCache, request: Recall) -> dict[str, np.ndarray]:
         scopes = cache.selected_scopes(request.scopes)

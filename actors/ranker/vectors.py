@@ -161,7 +161,8 @@ def _batch(keys: list[int], vectors: list[bytes], dim: int) -> tuple[Ids, Vector
 class DeferredBuild:
     """An hnsw graph built in the background for an `ItemIndex` that serves exact meanwhile.
 
-    The building thread only writes ``graph`` (once, at the end) and the saved file;
+    The building thread only writes ``graph`` (once, at the end) and the saved file,
+    and stops early once ``cancelled``;
     the index appends to ``journal`` every change made after it started (upserts with
     their vectors, removals with None), which `ItemIndex.adopt_build` replays.
     """
@@ -172,6 +173,10 @@ class DeferredBuild:
     saved: Path | None
     journal: list[tuple[Ids, Vectors | None]] = field(default_factory=list)
     graph: VectorIndex | None = None
+    cancelled: bool = False  # set by the owner: the thread stops at its next batch
+
+    def cancel(self) -> None:
+        self.cancelled = True
 
     def run(self, rows: Iterable[tuple[int, bytes]], count: int) -> None:
         """In a worker thread: build the graph from ``rows`` (a snapshot of the table taken
@@ -182,6 +187,8 @@ class DeferredBuild:
             reserve(count + 1024)
         started = time.perf_counter()
         for keys, batch in key_batches(rows, self.dim, count):
+            if self.cancelled:
+                return  # the index was replaced or its owner stopped
             graph.add(keys, batch)
         trace.event(
             ACTOR,
