@@ -51,6 +51,8 @@ class ServerStatus(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     sessions: int
     session: SessionInfo | None
     transports: dict[str, Any] | UnsetType = UNSET
+    # The store's maintenance actor: runs, WAL flushes, the last run's report.
+    maintenance: dict[str, Any] | UnsetType = UNSET
 
 
 async def server_status(ctx: CallContext, args: StatusArgs) -> ServerStatus:

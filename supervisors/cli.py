@@ -34,9 +34,11 @@ from .app import build_context, configure_observability, default_features, open_
 from .commands import (
     Parser,
     add_common,
+    add_store_options,
     add_vector_options,
     home_origin,
     load_config,
+    store_overrides,
     vector_overrides,
 )
 from .context import VERSION, AppContext, AppRunner
@@ -113,7 +115,7 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
     if chosen is not None and chosen != "stdio":
         return serve_network(args, chosen)
     # Flags that configure this server's own features: attaching would ignore them.
-    if not (args.no_attach or args.tools or vector_overrides(args)):
+    if not (args.no_attach or args.tools or vector_overrides(args) or store_overrides(args)):
         cfg, home = load_config(args)
         if cfg.serve.attach:
             proto_in, proto_out = stdio.protect_stdout()
@@ -199,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve embedded even when a memtrio serve of the same home is running",
     )
     add_vector_options(mcp)
+    add_store_options(mcp)
     mcp.set_defaults(func=cmd_mcp)
     serve_parser = sub.add_parser(
         "serve", help="one long-lived server for many agents (http, tcp or ws)"
@@ -206,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_common(serve_parser)
     serving.add_serve_options(serve_parser)
     add_vector_options(serve_parser)
+    add_store_options(serve_parser)
     serve_parser.set_defaults(func=cmd_serve)
     for module in COMMAND_MODULES:
         module.register(sub)

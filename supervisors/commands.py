@@ -121,12 +121,29 @@ VECTOR_FLAGS: dict[str, tuple[str, str, str]] = {
     "--ivf-nprobe": ("ivf_nprobe", "N", "ivf cells probed per query (default 8)"),
 }
 
+# The ``[store]`` flags of ``memtrio mcp`` and ``memtrio serve`` (the reference's names).
+STORE_FLAGS: dict[str, tuple[str, str, str]] = {
+    "--cache-size-mb": ("cache_size_mb", "MB", "SQLite page cache per connection (default 2)"),
+    "--mmap-size": ("mmap_size_mb", "MB", "memory-mapped I/O per connection, 0 = off (default 0)"),
+    "--busy-timeout-ms": (
+        "busy_timeout_ms",
+        "MS",
+        "how long a write waits for another process's lock (default 30000)",
+    ),
+    "--wal-flush-ms": (
+        "wal_flush_ms",
+        "MS",
+        "durability async: WAL checkpoint period, the power-loss window (default 250)",
+    ),
+}
+
 # The command-line flags that set configuration keys, named in error messages.
 FLAGS = {
     ("log", "level"): "--log-level",
     ("tools", "enabled"): "--tools",
     ("vectors", "enabled"): "--vectors",
     **{("vectors", key): flag for flag, (key, _, _) in VECTOR_FLAGS.items()},
+    **{("store", key): flag for flag, (key, _, _) in STORE_FLAGS.items()},
 }
 
 
@@ -141,6 +158,18 @@ def add_vector_options(parser: argparse.ArgumentParser) -> None:
     for flag, (key, metavar, text) in VECTOR_FLAGS.items():
         names = [flag, "--vec-index"] if flag == "--vec-backend" else [flag]
         parser.add_argument(*names, dest=f"vectors_{key}", metavar=metavar, help=text)
+
+
+def add_store_options(parser: argparse.ArgumentParser) -> None:
+    """The ``[store]`` flags (docs/configuration.md) of the serving commands."""
+    for flag, (key, metavar, text) in STORE_FLAGS.items():
+        parser.add_argument(flag, dest=f"store_{key}", metavar=metavar, help=text)
+
+
+def store_overrides(args: argparse.Namespace) -> dict[str, str]:
+    """The ``[store]`` keys given as flags (as text; `config.load` converts and checks)."""
+    given = {key: getattr(args, f"store_{key}", None) for key, _, _ in STORE_FLAGS.values()}
+    return {key: value for key, value in given.items() if value is not None}
 
 
 def vector_overrides(args: argparse.Namespace) -> dict[str, str]:
@@ -163,6 +192,9 @@ def load_config(
     vectors = vector_overrides(args)
     if vectors:
         overrides["vectors"] = vectors
+    store = store_overrides(args)
+    if store:
+        overrides["store"] = store
     for section, values in (extra or {}).items():
         overrides.setdefault(section, {}).update(values)
     return config_mod.load(home, overrides=overrides, flags=FLAGS), home

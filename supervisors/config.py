@@ -56,9 +56,17 @@ class LogConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 class StoreConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    durability: Literal["normal", "sync"] = "normal"
+    """SQLite options of the memory store (docs/memory.md, "Storage and concurrency")."""
+
+    # async: synchronous=NORMAL and a PASSIVE checkpoint every wal_flush_ms; sync:
+    # synchronous=FULL (an fsync per commit); "normal" is async's earlier name.
+    durability: Literal["async", "sync", "normal"] = "async"
     read_connections: int = 4
     busy_timeout_ms: int = 30000
+    cache_size_mb: int = 2  # SQLite page cache per connection (--cache-size-mb)
+    mmap_size_mb: int = 0  # memory-mapped I/O per connection, 0 = off (--mmap-size)
+    wal_flush_ms: int = 250  # durability async: the WAL checkpoint period (--wal-flush-ms)
+    maintenance_interval: float = 300.0  # seconds between checkpoint + vacuum + FTS merge runs
 
 
 class EmbeddingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -125,7 +133,8 @@ class VectorsConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     enabled: bool = False  # advertise and serve the 12 vector tools (--vectors)
     dims: int = 384  # dimensions of bring-your-own vectors (--embedding-dims), at most 4096
     # Index backend: exact (default); auto = exact below auto_threshold vectors, hnsw from
-    # there on (the recall that crosses it, or the first after a start, waits for the build).
+    # there on (a graph to build at load is built in the background, exact meanwhile; the
+    # recall that crosses the threshold while running waits for the build).
     backend: Literal["auto", "exact", "hnsw", "ivf"] = "exact"
     auto_threshold: int = 100_000
     metric: Literal["cos", "ip", "l2sq"] = "cos"  # the vector tools' metric (recall: cosine)
@@ -155,8 +164,10 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     tools: ToolsConfig = msgspec.field(default_factory=ToolsConfig)
 
 
-# Short environment names: variable -> (section, key, value mapper).
+# Short environment names: variable -> (section, key); applied in this order.
 ALIASES: dict[str, tuple[str, str]] = {
+    # The reference's (mcp-memory) name first: MEMTRIO_DURABILITY, applied after it, wins.
+    "MCP_MEMORY_DURABILITY": ("store", "durability"),
     "MEMTRIO_DURABILITY": ("store", "durability"),
     "MEMTRIO_EMBEDDINGS": ("embedding", "enabled"),
     "MEMTRIO_CODE": ("code", "enabled"),
@@ -191,6 +202,13 @@ _CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("log", "path"): (lambda v: "\0" not in v, "must not contain a NUL character"),
     ("store", "read_connections"): (lambda v: 1 <= v <= 64, "must be 1-64"),
     ("store", "busy_timeout_ms"): (lambda v: 0 <= v <= MAX_INT32, f"must be 0-{MAX_INT32}"),
+    ("store", "cache_size_mb"): (lambda v: 1 <= v <= 65_536, "must be 1-65536 (MB)"),
+    ("store", "mmap_size_mb"): (lambda v: 0 <= v <= 1_048_576, "must be 0-1048576 (MB; 0 = off)"),
+    ("store", "wal_flush_ms"): (lambda v: 10 <= v <= 3_600_000, "must be 10-3600000 (ms)"),
+    ("store", "maintenance_interval"): (
+        lambda v: 1 <= v <= 7 * 86400,
+        "must be 1-604800 seconds",
+    ),
     ("embedding", "model"): (lambda v: "\0" not in v, "must not contain a NUL character"),
     ("embedding", "batch_size"): (lambda v: 1 <= v <= 4096, "must be 1-4096"),
     ("embedding", "workers"): (lambda v: 1 <= v <= 64, "must be 1-64"),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from memtrio.supervisors.cli import build_parser, main
+from memtrio.supervisors.commands import STORE_FLAGS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,7 +38,12 @@ PAGES = {
     "ui": ("docs/ui.md",),
 }
 # Options every command takes, documented once.
-COMMON = {"--home": "docs/configuration.md", "--log-level": "docs/configuration.md"}
+COMMON = {
+    "--home": "docs/configuration.md",
+    "--log-level": "docs/configuration.md",
+    # The [store] flags of mcp and serve, documented with their keys.
+    **{flag: "docs/configuration.md" for flag in STORE_FLAGS},
+}
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction | None:

@@ -17,7 +17,7 @@ def test_defaults_without_a_file(home: Path) -> None:
     assert cfg.server.request_limit == 16 * 1024 * 1024
     assert cfg.retrieval.seed_top_k == 20 and cfg.retrieval.damping == 0.5
     assert cfg.code.index_threads == "auto" and cfg.code.max_files == 20000
-    assert cfg.store.durability == "normal"
+    assert cfg.store.durability == "async" and cfg.store.wal_flush_ms == 250
 
 
 def test_environment_overrides_file_and_flags_override_environment(home: Path) -> None:
@@ -45,6 +45,16 @@ def test_short_aliases(home: Path) -> None:
     assert cfg.embedding.enabled is False and cfg.code.enabled is False
     assert cfg.store.durability == "sync"
     assert cfg.tools.enabled == ["memory", "code"]
+
+
+def test_durability_from_the_reference_variable_and_memtrio_s_wins(home: Path) -> None:
+    assert config.load(home, env={}).store.durability == "async"
+    cfg = config.load(home, env={"MCP_MEMORY_DURABILITY": "sync"})
+    assert cfg.store.durability == "sync"
+    both = {"MCP_MEMORY_DURABILITY": "sync", "MEMTRIO_DURABILITY": "async"}
+    assert config.load(home, env=both).store.durability == "async"
+    with pytest.raises(config.ConfigError, match=r"MCP_MEMORY_DURABILITY=fast \(environment\)"):
+        config.load(home, env={"MCP_MEMORY_DURABILITY": "fast"})
 
 
 @pytest.mark.parametrize(
@@ -132,6 +142,10 @@ OUT_OF_RANGE: dict[tuple[str, str], object] = {
     ("log", "path"): "a\0b",
     ("store", "read_connections"): 0,
     ("store", "busy_timeout_ms"): -1,
+    ("store", "cache_size_mb"): 0,
+    ("store", "mmap_size_mb"): -1,
+    ("store", "wal_flush_ms"): 5,
+    ("store", "maintenance_interval"): 0.5,
     ("embedding", "model"): "m\0",
     ("embedding", "batch_size"): 0,
     ("embedding", "workers"): 0,
@@ -383,5 +397,24 @@ def test_vector_flags_set_the_vectors_section_and_are_range_checked(home: Path) 
     bad = parser.parse_args(["serve", "--home", str(home), "--embedding-dims", "5000"])
     with pytest.raises(
         config.ConfigError, match="--embedding-dims 5000: vectors.dims must be 1-4096"
+    ):
+        load_config(bad)
+
+
+def test_store_flags_set_the_store_section_and_are_range_checked(home: Path) -> None:
+    from memtrio.supervisors.cli import build_parser
+    from memtrio.supervisors.commands import load_config
+
+    parser = build_parser()
+    args = parser.parse_args(
+        ["serve", "--home", str(home), "--cache-size-mb", "64", "--mmap-size", "256"]
+        + ["--busy-timeout-ms", "5000", "--wal-flush-ms", "1000"]
+    )
+    store = load_config(args)[0].store
+    assert (store.cache_size_mb, store.mmap_size_mb) == (64, 256)
+    assert (store.busy_timeout_ms, store.wal_flush_ms) == (5000, 1000)
+    bad = parser.parse_args(["mcp", "--home", str(home), "--wal-flush-ms", "1"])
+    with pytest.raises(
+        config.ConfigError, match="--wal-flush-ms 1: store.wal_flush_ms must be 10-3600000"
     ):
         load_config(bad)

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import trio
 from memtrio.actors.embedder import feature as embedder_feature
 from memtrio.actors.embedder.handle import EMBEDDER
 from memtrio.actors.ranker import feature as ranker_feature
@@ -586,3 +587,34 @@ def test_lexical_seeds_match_stems_and_prefer_phrases() -> None:
     assert found.index(ids["kitchen"]) > 1  # matched by "model" only, never by "kits"
     charity = rank_mod.fts_candidates(conn, "charity events")
     assert [rowid for rowid, _ in charity] == [ids["charity"]]
+
+
+async def test_a_large_hnsw_graph_is_built_in_the_background_and_then_serves(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = {"MEMTRIO_VECTORS_BACKEND": "hnsw"}
+    async with running(home, env) as (store, ranker):
+        ids = await fill(store, ranker, UNRELATED)
+    monkeypatch.setattr(ranker_vectors, "DEFER_MIN_ROWS", 1)  # "large" from one vector
+    adopted: list[str] = []
+    adopt = ItemIndex.adopt_build
+
+    def spy(index: ItemIndex) -> bool:
+        took = adopt(index)
+        if took:
+            adopted.append(index.backend.kind)
+        return took
+
+    monkeypatch.setattr(ItemIndex, "adopt_build", spy)
+    async with running(home, env) as (store, ranker):
+        query = "which Ubuntu images do the CI runners use"
+        # Served from the start (exact while the graph is built), the same answer after.
+        assert (await ranker.recall(query, None, None, 3))[0][0] == ids[1]
+        with trio.fail_after(60):
+            while ranker.stats()["vector_index"]["memory"] != "hnsw":
+                await trio.sleep(0.01)
+                assert (await ranker.recall(query, None, None, 3))[0][0] == ids[1]
+        new, changes = await store.memory("The CI runners moved to Ubuntu 24.04 images.")
+        ranker.on_changes(changes)
+        assert new in [m for m, _ in await ranker.recall(query, None, None, 3)]
+    assert adopted and set(adopted) == {"hnsw"}  # built in the background, not at load

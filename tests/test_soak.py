@@ -305,6 +305,7 @@ def test_soak_full_chaos_matrix(seed: int, tmp_path: Path) -> None:
     # The scenarios only the full matrix has (the default suite runs --quick).
     assert {
         "crash-ranker",
+        "crash-maintenance",
         "crash-everything",
         "kill9-embeddings",
         "kill9-vectors",

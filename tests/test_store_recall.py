@@ -137,6 +137,30 @@ def test_very_common_words_are_pruned_when_a_selective_word_exists(
     )
 
 
+def test_ranker_seeds_of_a_big_store_are_scored_in_the_newest_window_by_idf(
+    conns: tuple[sqlite3.Connection, sqlite3.Connection], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memtrio.actors.ranker import rank as rank_mod
+
+    w, r = conns
+    for i in range(60):
+        add(w, f"filler text number {i}", [REPO], i)
+    both = add(w, "filler text side by side", [REPO], 100)
+    apart = add(w, "text and then much later some filler", [REPO], 101)
+    one = add(w, "only the text here", [REPO], 102)
+    # 120+ postings against a budget of 20: only the newest memories are ranked.
+    budget = lexical.PlanBudget(lexical.FUNCTION_WORDS, 20, prune_from=0)
+    monkeypatch.setattr(rank_mod, "FTS_BUDGET", budget)
+    _, _, low = db.run_read(r, lambda c: lexical.plan_terms(c, "filler text", budget))
+    assert 0 < low <= both
+    ranked = db.run_read(r, lambda c: rank_mod.fts_candidates(c, "filler text"))
+    ids = [i for i, _ in ranked]
+    assert ids[0] == both and ids[-1] == one and all(i >= low for i in ids)
+    scores = dict(ranked)
+    # Both words, side by side (the NEAR pair too) > both words apart > one word.
+    assert scores[both] > scores[apart] > scores[one] > 0
+
+
 def test_write_selection_refuses_foreign_memories(
     conns: tuple[sqlite3.Connection, sqlite3.Connection],
 ) -> None:

@@ -213,3 +213,58 @@ def test_reconcile_brings_an_index_back_to_the_table(kind: str) -> None:
     assert sorted(index.ids().tolist()) == truth_ids.tolist()
     assert index.search(truth[5], 1)[0].tolist() == [5]
     assert reconcile(index, truth_ids, truth) == {"removed": 0, "added": 0, "updated": 0}
+
+
+def test_deferred_hnsw_build_serves_exact_then_takes_over_with_the_changes_made_meanwhile(
+    tmp_path, monkeypatch
+) -> None:
+    from memtrio.actors.ranker import vectors as ranker_vectors
+    from memtrio.actors.ranker.vectors import IndexChoice, ItemIndex, keys_of
+
+    monkeypatch.setattr(ranker_vectors, "SAVE_MIN_ROWS", 100)
+    monkeypatch.setattr(ranker_vectors, "DEFER_MIN_ROWS", 100)
+
+    dims, n = 16, 400
+    vecs = clustered(n, dims)
+    table = [(i, vecs[i].tobytes()) for i in range(n)]
+    table.append((3, clustered(1, dims, seed=9)[0].tobytes()))  # item 3 has a second window
+    index = ItemIndex(dims, IndexChoice(backend="hnsw"))
+    saved = tmp_path / "graph.usearch"
+    assert index.load_rows(iter(table), len(table), saved, defer=True) == n + 1
+    build = index.build
+    assert build is not None and index.backend.kind == "exact"  # served at once, exactly
+    assert index.search(vecs[42], 1)[0].tolist() == [42]
+
+    # Changes while the graph is being built: a new vector, a removal, a new item,
+    # and item 3 down to one window.
+    moved = clustered(1, dims, seed=5)[0]
+    index.upsert(10, moved)
+    index.remove(11)
+    index.upsert(1000, vecs[12] * -1)
+    index.upsert(3, vecs[3])
+    assert not index.adopt_build()  # not built yet: still exact
+    build.run(iter(table), len(table))  # the builder's snapshot: the table before the changes
+    assert saved.is_file()  # saved for the next start
+    assert index.backend.kind == "exact" and index.adopt_build()
+    assert index.backend.kind == "hnsw" and index.build is None
+    assert index.search(moved, 1)[0].tolist() == [10]
+    assert 11 not in index.search(vecs[11], 5)[0].tolist()
+    assert index.search(vecs[12] * -1, 1)[0].tolist() == [1000]
+    assert keys_of(3, 2)[1] not in index.backend  # the dropped window is gone from the graph
+    assert len(index.backend) == n + 1 - 1  # 400 items, one removed, one added, one window fewer
+
+
+def test_a_cancelled_deferred_build_stops_and_never_takes_over(monkeypatch) -> None:
+    from memtrio.actors.ranker import vectors as ranker_vectors
+    from memtrio.actors.ranker.vectors import IndexChoice, ItemIndex
+
+    monkeypatch.setattr(ranker_vectors, "DEFER_MIN_ROWS", 100)
+    vecs = clustered(300, 16)
+    table = [(i, vecs[i].tobytes()) for i in range(300)]
+    index = ItemIndex(16, IndexChoice(backend="hnsw"))
+    index.load_rows(iter(table), len(table), None, defer=True)
+    build = index.build
+    assert build is not None
+    build.cancel()  # the cache was replaced, or the ranker stopped
+    build.run(iter(table), len(table))
+    assert build.graph is None and not index.adopt_build() and index.backend.kind == "exact"

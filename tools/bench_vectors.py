@@ -26,6 +26,11 @@ real model plus noise, entities and relations linked), then a real
 then a second server on the same home: its first ``recall`` (the saved hnsw
 graph loaded and reconciled with the table instead of built).
 
+``--e2e-cache DIR`` builds the end-to-end store once in ``DIR`` (outside the
+repository: 5 GB at 1,000,000 memories, ~2 minutes) and reuses it, with the
+hnsw graph the first server saved beside it (``DIR/home/vector-index/``), so
+a later run times recall without building either.
+
 The 1,000,000 runs are heavy (minutes of CPU, ~10 GB of RAM in total): run
 them once, not on a loaded machine. ``--quick`` is the development mode
 (20,000 vectors, fewer configurations, a 20,000-memory end-to-end store).
@@ -34,6 +39,8 @@ Usage::
 
     python tools/bench_vectors.py --quick
     python tools/bench_vectors.py --sizes 100000,1000000 --e2e 1000000 --json out.json
+    python tools/bench_vectors.py --skip-index --e2e 1000000 --e2e-backend hnsw \
+        --e2e-cache ~/memtrio-e2e-1m
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -220,21 +228,45 @@ class Server:
         self.proc.wait(timeout=120)
 
 
-def end_to_end(size: int, calls: int, backend: str) -> dict[str, Any]:
+def cached_store(size: int, cache: Path | None) -> tuple[Path, float]:
+    """A home holding a store of ``size`` synthetic memories, and the seconds its build took.
+
+    With ``cache`` (a directory outside the repository) the store is built there
+    once and reused by later runs (a marker file records a finished build; an
+    unfinished one is built again); without, in a fresh temporary directory.
+    """
     import trio
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import bench_recall  # the synthetic store generator
 
+    workdir = (
+        cache.expanduser()
+        if cache is not None
+        else Path(tempfile.mkdtemp(prefix="memtrio-bench-vectors-"))
+    )
+    home = workdir / "home"
+    marker = workdir / f"built-{size}.json"
+    if marker.is_file():
+        return home, float(json.loads(marker.read_text())["build_s"])
+    if home.exists():
+        shutil.rmtree(home)
+    home.mkdir(parents=True)
     rng = random.Random(7)
-    workdir = Path(tempfile.mkdtemp(prefix="memtrio-bench-vectors-"))
     base = bench_recall.template_texts(rng, 2000)
     vecs, model, revision, _ = trio.run(bench_recall.embed_all, workdir / "embed", base)
-    home = workdir / "home"
-    home.mkdir()
     started = time.perf_counter()
     bench_recall.build_store(home, size, base, vecs, model, revision, seed=size)
     build_s = time.perf_counter() - started
+    marker.write_text(json.dumps({"build_s": round(build_s, 1)}))
+    return home, build_s
+
+
+def end_to_end(size: int, calls: int, backend: str, cache: Path | None = None) -> dict[str, Any]:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_recall  # the queries
+
+    home, build_s = cached_store(size, cache)
     env = {k: os.environ[k] for k in ("PATH", "HOME", "PYTHONPATH") if k in os.environ}
     env.update(
         MEMTRIO_HOME=str(home),
@@ -259,11 +291,84 @@ def end_to_end(size: int, calls: int, backend: str) -> dict[str, Any]:
         "memories": size,
         "backend": backend,
         "store_build_s": round(build_s, 1),
-        "first_recall_s (model load + index build)": round(first_s, 1),
+        "first_recall_s (model + cache load, index built or loaded)": round(first_s, 1),
         "first_recall_after_restart_s (graph loaded + reconciled)": round(restart_s, 1),
         "recall_p50_ms": round(statistics.median(times), 1),
         "recall_p99_ms": round(times[int(0.99 * (len(times) - 1))], 1),
         "server_peak_rss_mb": round(rss),
+        "load_avg_1min": round(os.getloadavg()[0], 2),
+    }
+
+
+def server_env(home: Path, backend: str) -> dict[str, str]:
+    env = {k: os.environ[k] for k in ("PATH", "HOME", "PYTHONPATH") if k in os.environ}
+    env.update(
+        MEMTRIO_HOME=str(home),
+        MEMTRIO_EMBEDDINGS="on",
+        MEMTRIO_CODE="off",
+        MEMTRIO_LOG_LEVEL="warning",
+        MEMTRIO_VECTORS_BACKEND=backend,
+    )
+    env["MEMTRIO_SERVER_CALL_TIMEOUT"] = "86400"
+    return env
+
+
+def while_building(size: int, calls: int, cache: Path | None) -> dict[str, Any]:
+    """A start with no saved graph: the first ``recall`` (served exact while the hnsw
+    graph is built in the background), ``calls`` recalls during the build, then the
+    time the server takes to exit on EOF. The saved graphs are put back afterwards."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_recall
+
+    home, _ = cached_store(size, cache)
+    saved = home / "vector-index"
+    aside = home.parent / "vector-index-aside"
+    if saved.exists():
+        saved.rename(aside)
+    try:
+        server = start_server(home, server_env(home, "hnsw"))
+        first_s = recall(server, "warm up") / 1000
+        times = sorted(
+            recall(server, bench_recall.QUERIES[i % len(bench_recall.QUERIES)])
+            for i in range(calls)
+        )
+        t0 = time.perf_counter()
+        server.close()
+        exit_s = time.perf_counter() - t0
+    finally:
+        shutil.rmtree(saved, ignore_errors=True)
+        if aside.exists():
+            aside.rename(saved)
+    return {
+        "memories": size,
+        "first_recall_s (exact index loaded, graph building)": round(first_s, 1),
+        "recall_during_build_p50_ms": round(statistics.median(times), 1),
+        "recall_during_build_max_ms": round(times[-1], 1),
+        "exit_on_eof_s": round(exit_s, 1),
+        "load_avg_1min": round(os.getloadavg()[0], 2),
+    }
+
+
+def fts_seed_times(home: Path) -> dict[str, Any]:
+    """In process: the ranker's FTS5 seed query (`rank.fts_candidates`) on the store of
+    ``home``, over the benchmark's queries twice (the second pass is reported)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_recall
+    from memtrio.actors.ranker import rank as rank_mod
+    from memtrio.actors.store import db
+
+    conn = db.connect(db.db_path(home), read_only=True)
+    times = []
+    for query in bench_recall.QUERIES * 2:
+        t0 = time.perf_counter()
+        db.run_read(conn, lambda c, q=query: rank_mod.fts_candidates(c, q))
+        times.append((time.perf_counter() - t0) * 1000)
+    conn.close()
+    times = sorted(times[len(bench_recall.QUERIES) :])
+    return {
+        "fts_seed_p50_ms": round(statistics.median(times), 1),
+        "fts_seed_max_ms": round(times[-1], 1),
+        "queries": len(times),
         "load_avg_1min": round(os.getloadavg()[0], 2),
     }
 
@@ -302,6 +407,21 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="20,000 vectors, fewer configurations")
     parser.add_argument("--e2e", type=int, default=0, help="memories of the end-to-end store")
     parser.add_argument("--e2e-backend", default="auto", help="[vectors] backend of the server")
+    parser.add_argument(
+        "--e2e-cache",
+        type=Path,
+        help="build the end-to-end store once in this directory (outside the repository) and reuse it",
+    )
+    parser.add_argument(
+        "--fts-only",
+        action="store_true",
+        help="with --e2e-cache: time only the ranker's FTS5 seed query, in process",
+    )
+    parser.add_argument(
+        "--while-building",
+        action="store_true",
+        help="with --e2e-cache: recall on a start without a saved graph (built in the background)",
+    )
     parser.add_argument("--calls", type=int, default=200, help="recalls timed end to end")
     parser.add_argument("--skip-index", action="store_true", help="only the end-to-end part")
     parser.add_argument("--json", help="write every row to this file too")
@@ -331,8 +451,17 @@ def main() -> int:
         rows.append(row)
         print(json.dumps(row), flush=True)
     e2e = args.e2e or (20_000 if args.quick else 0)
+    if e2e and args.while_building:
+        print(json.dumps(while_building(e2e, min(args.calls, 20), args.e2e_cache)), flush=True)
+        return 0
+    if e2e and args.fts_only:
+        home, _ = cached_store(e2e, args.e2e_cache)
+        print(json.dumps(fts_seed_times(home)), flush=True)
+        return 0
     if e2e:
-        row = end_to_end(e2e, args.calls if not args.quick else 50, args.e2e_backend)
+        row = end_to_end(
+            e2e, args.calls if not args.quick else 50, args.e2e_backend, args.e2e_cache
+        )
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.json:

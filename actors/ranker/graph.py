@@ -123,7 +123,15 @@ class ItemTable:
         """Boolean mask by id: present, in one of ``scope_ids`` (None = any), of ``type_code``."""
         mask = self.present.copy()
         if scope_ids is not None:
-            in_scope = np.isin(self.scope, scope_ids) | (self.scope == NO_SCOPE)
+            # A lookup table by scope id (shifted past MULTI_SCOPE and NO_SCOPE): one
+            # gather, several times faster than np.isin over a million items.
+            wanted = np.asarray(scope_ids, dtype=np.int64)
+            wanted = wanted[wanted >= 0]
+            top = max(int(self.scope.max(initial=0)), int(wanted.max(initial=0)))
+            table = np.zeros(top + 3, dtype=bool)
+            table[wanted + 2] = True
+            table[NO_SCOPE + 2] = True
+            in_scope = table[self.scope + 2]
             if self.multi:
                 wanted = set(scope_ids.tolist())
                 for item_id, scopes in self.multi.items():
@@ -153,11 +161,14 @@ class RecallCache:
         index_dir: Path | None = None,
         terms: bool = False,
         dates: bool = False,
+        defer_builds: bool = False,
     ) -> None:
         """``index_dir``: where hnsw graphs are kept between starts (None: never saved);
         ``terms``: link memories to the terms of their text; ``dates``: keep the dates
-        each memory's text is about."""
+        each memory's text is about; ``defer_builds``: an hnsw graph to build is left to
+        the owner, exact meanwhile (`ItemIndex.load_rows`)."""
         self.model = model
+        self.defer_builds = defer_builds
         self.choice = choice or IndexChoice()
         self.index_dir = index_dir
         self.revision = revision
@@ -278,15 +289,21 @@ class RecallCache:
         for kind in KINDS:
             # Chunk 0 of every item, then the other windows of long texts (only under a
             # chunk 0 of the same model: a set is whole or absent).
-            params = (kind, self.model, self.revision, self.dim)
-            count = conn.execute(f"SELECT count(*) FROM ({_VECTORS_SQL})", params * 2).fetchone()[0]
-            rows = conn.execute(_VECTORS_SQL, params * 2)
+            rows, count = self.vector_rows(conn, kind)
             saved = None
             if self.index_dir is not None:
                 saved = self.choice.saved_path(
                     self.index_dir, kind, self.model, self.revision, self.dim
                 )
-            self.index[kind].load_rows(rows, count, saved)
+            self.index[kind].load_rows(rows, count, saved, defer=self.defer_builds)
+
+    def vector_rows(
+        self, conn: sqlite3.Connection, kind: str
+    ) -> tuple[Iterable[tuple[int, bytes]], int]:
+        """The (item id, float32 bytes) rows of ``kind`` of the cache's model, and their count."""
+        params = (kind, self.model, self.revision, self.dim)
+        count = conn.execute(f"SELECT count(*) FROM ({_VECTORS_SQL})", params * 2).fetchone()[0]
+        return conn.execute(_VECTORS_SQL, params * 2), count
 
     @property
     def reads_text(self) -> bool:

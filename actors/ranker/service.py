@@ -50,7 +50,7 @@ from . import rank as rank_mod
 from .graph import KINDS, RecallCache
 from .handle import RANKER
 from .messages import RankerRequest, Recall
-from .vectors import IndexChoice
+from .vectors import DeferredBuild, IndexChoice
 
 ACTOR = "ranker"
 BACKFILL_LIMIT = (
@@ -115,6 +115,8 @@ class Ranker:
         self._notified = False  # change records arrived since the last sync
         self._cache: RecallCache | None = None
         self._conn: sqlite3.Connection | None = None
+        self._nursery: trio.Nursery | None = None  # the running incarnation's (background builds)
+        self._builds: list[DeferredBuild] = []  # hnsw graphs being built for the current cache
         self._fingerprint: tuple | None = None
         self._checked_at = 0.0  # monotonic time of the last look for other processes' writes
         self._load_error: str | None = None
@@ -251,12 +253,18 @@ class Ranker:
         try:
             self._conn = await trio.to_thread.run_sync(
                 lambda: db.connect(
-                    self.path, busy_timeout_ms=self.app.config.store.busy_timeout_ms, read_only=True
+                    self.path,
+                    busy_timeout_ms=self.app.config.store.busy_timeout_ms,
+                    read_only=True,
+                    tuning=db.Tuning(
+                        self.app.config.store.cache_size_mb, self.app.config.store.mmap_size_mb
+                    ),
                 )
             )
             self.app.publish(RANKER, self)
             task_status.started(self)
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 nursery.start_soon(self._initial_load)
 
                 ctx.cancel_on_shutdown(nursery.cancel_scope)
@@ -266,6 +274,8 @@ class Ranker:
                         case Recall():
                             await self._answer_recall(ctx, request)
         finally:
+            self._nursery = None
+            self._cancel_builds()
             self.app.withdraw(RANKER, self)
             if self._remove_listener is not None:
                 self._remove_listener()
@@ -302,6 +312,7 @@ class Ranker:
             self.path.parent / INDEX_DIR,
             terms=self.app.config.retrieval.terms,
             dates=self.app.config.retrieval.dates,
+            defer_builds=True,
         )
         started = time.perf_counter()
         self._conn.execute("BEGIN")
@@ -327,6 +338,7 @@ class Ranker:
         try:
             self._pending.clear()
             self._cache = await trio.to_thread.run_sync(self._load_sync, model)
+            self._start_builds(self._cache)
             self._load_error = None
         except (sqlite3.Error, ValueError) as exc:
             self._load_error = f"{type(exc).__name__}: {exc}"
@@ -342,6 +354,8 @@ class Ranker:
         """In a thread: apply ``pending`` changes; reload on a reset or on another process's writes."""
         assert self._conn is not None
         conn = self._conn
+        for index in cache.index.values():
+            index.adopt_build()  # a graph built in the background takes over
         conn.execute("BEGIN")
         try:
             version = conn.execute("PRAGMA data_version").fetchone()[0]
@@ -390,12 +404,63 @@ class Ranker:
                     f"the recall index could not be loaded ({exc}); falling back to lexical ranking"
                 ) from exc
             self._cache = cache
+            self._start_builds(cache)
             return cache
         pending, self._pending = self._pending, []
         notified, self._notified = self._notified, False
-        cache = await trio.to_thread.run_sync(self._sync, cache, pending, notified)
-        self._cache = cache
-        return cache
+        synced = await trio.to_thread.run_sync(self._sync, cache, pending, notified)
+        if synced is not cache:
+            self._start_builds(synced)
+        self._cache = synced
+        return synced
+
+    def _start_builds(self, cache: RecallCache) -> None:
+        """Build in the background the hnsw graphs ``cache`` left to us (exact meanwhile);
+        the builds of the caches it replaces stop."""
+        self._cancel_builds(keep=cache)
+        for kind, index in cache.index.items():
+            if index.build is not None and self._nursery is not None:
+                self._nursery.start_soon(self._build_in_background, cache, kind)
+
+    def _cancel_builds(self, keep: RecallCache | None = None) -> None:
+        for build in list(self._builds):
+            if keep is None or all(index.build is not build for index in keep.index.values()):
+                build.cancel()
+                self._builds.remove(build)
+
+    async def _build_in_background(self, cache: RecallCache, kind: str) -> None:
+        """One kind's graph, from a snapshot of the table read on a connection of its own.
+
+        Error handling: a failure is a warning (recall stays exact). Cancellation: the
+        thread is abandoned (it stops at the end of its build) when the ranker stops.
+        """
+        build = cache.index[kind].build
+        if build is None:
+            return
+        self._builds.append(build)
+        store = self.app.config.store
+
+        def run() -> None:
+            conn = db.connect(
+                self.path,
+                busy_timeout_ms=store.busy_timeout_ms,
+                read_only=True,
+                tuning=db.Tuning(store.cache_size_mb, store.mmap_size_mb),
+            )
+            try:
+                conn.execute("BEGIN")
+                rows, count = cache.vector_rows(conn, kind)
+                build.run(rows, count)
+            finally:
+                conn.close()
+
+        try:
+            await trio.to_thread.run_sync(run, abandon_on_cancel=True)
+        except (sqlite3.Error, OSError, ValueError, RuntimeError) as exc:
+            trace.warning(ACTOR, "vector_index_build_failed", kind=kind, error=str(exc))
+        finally:
+            if build in self._builds and build.graph is not None:
+                self._builds.remove(build)  # built: nothing left to stop
 
     def _masks(self, cache: RecallCache, request: Recall) -> dict[str, np.ndarray]:
         scopes = cache.selected_scopes(request.scopes)

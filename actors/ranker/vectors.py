@@ -29,8 +29,9 @@ the top k.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -53,6 +54,7 @@ WINDOWS = 256  # keys per item for its windows ([embedding] max_chunks is at mos
 EXTRA_BASE = 1 << 56  # keys of windows 1, 2, ... start here
 LOAD_BATCH = 65_536  # vectors handed to the backend at once while loading
 SAVE_MIN_ROWS = 10_000  # smaller hnsw graphs are rebuilt at start rather than saved
+DEFER_MIN_ROWS = 10_000  # smaller hnsw graphs are built at load (well under a second idle)
 ACTOR = "ranker"
 
 
@@ -123,6 +125,86 @@ def keys_of(item_id: int, windows: int) -> Ids:
     return np.concatenate([np.array([item_id], dtype=np.int64), extra])
 
 
+def key_batches(
+    rows: Iterable[tuple[int, bytes]], dim: int, count: int
+) -> Iterator[tuple[Ids, Vectors]]:
+    """Up to ``count`` (item id, float32 bytes) rows as (keys, vectors) batches (an item's
+    windows numbered in the order they come); rows of another length are skipped."""
+    windows: dict[int, int] = {}
+    nbytes = dim * 4
+    keys: list[int] = []
+    vectors: list[bytes] = []
+    taken = 0
+    for item_id, blob in rows:
+        if len(blob) != nbytes or taken >= count:
+            continue
+        window = windows.get(item_id, 0)
+        if window >= WINDOWS:
+            continue
+        windows[item_id] = window + 1
+        keys.append(item_id if window == 0 else EXTRA_BASE + item_id * WINDOWS + window)
+        vectors.append(blob)
+        taken += 1
+        if len(keys) == LOAD_BATCH:
+            yield _batch(keys, vectors, dim)
+            keys, vectors = [], []
+    if keys:
+        yield _batch(keys, vectors, dim)
+
+
+def _batch(keys: list[int], vectors: list[bytes], dim: int) -> tuple[Ids, Vectors]:
+    matrix = np.frombuffer(b"".join(vectors), dtype=np.float32).reshape(len(keys), dim)
+    return np.array(keys, dtype=np.int64), matrix
+
+
+@dataclass
+class DeferredBuild:
+    """An hnsw graph built in the background for an `ItemIndex` that serves exact meanwhile.
+
+    The building thread only writes ``graph`` (once, at the end) and the saved file,
+    and stops early once ``cancelled``;
+    the index appends to ``journal`` every change made after it started (upserts with
+    their vectors, removals with None), which `ItemIndex.adopt_build` replays.
+    """
+
+    choice: IndexChoice
+    dim: int
+    count: int
+    saved: Path | None
+    journal: list[tuple[Ids, Vectors | None]] = field(default_factory=list)
+    graph: VectorIndex | None = None
+    cancelled: bool = False  # set by the owner: the thread stops at its next batch
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def run(self, rows: Iterable[tuple[int, bytes]], count: int) -> None:
+        """In a worker thread: build the graph from ``rows`` (a snapshot of the table taken
+        after the journal started), save it, and hand it over in ``graph``."""
+        graph = self.choice.make(self.dim, self.count)
+        reserve = getattr(graph, "reserve", None)
+        if reserve is not None:
+            reserve(count + 1024)
+        started = time.perf_counter()
+        for keys, batch in key_batches(rows, self.dim, count):
+            if self.cancelled:
+                return  # the index was replaced or its owner stopped
+            graph.add(keys, batch)
+        trace.event(
+            ACTOR,
+            "vector_index_built",
+            rows=len(graph),
+            seconds=round(time.perf_counter() - started, 1),
+        )
+        if (
+            isinstance(graph, HnswVectors)
+            and self.saved is not None
+            and len(graph) >= SAVE_MIN_ROWS
+        ):
+            _save(graph, self.saved)
+        self.graph = graph
+
+
 class _ItemFilter:
     """The keys whose item is True in a mask indexed by item id (an `IdFilter`)."""
 
@@ -157,6 +239,7 @@ class ItemIndex:
         self._windows: dict[int, int] = {}  # item -> number of windows
         self._rows = 0
         self.version = 0  # bumped whenever the set of items changes
+        self.build: DeferredBuild | None = None  # an hnsw graph being built in the background
 
     def __len__(self) -> int:
         """Items (not windows) in the index."""
@@ -194,7 +277,9 @@ class ItemIndex:
         old = self._windows.get(item_id, 0)
         if old > len(vectors):
             self.backend.remove(keys_of(item_id, old)[len(vectors) :])
+            self._journal(keys_of(item_id, old)[len(vectors) :], None)
         self.backend.add(keys_of(item_id, len(vectors)), vectors)
+        self._journal(keys_of(item_id, len(vectors)), vectors)
         self._windows[item_id] = len(vectors)
         self._rows += len(vectors) - old
         if old != len(vectors):
@@ -205,6 +290,8 @@ class ItemIndex:
         """``auto``: move to the backend the size now calls for (exact -> hnsw, once)."""
         if self.choice.backend != "auto" or self.choice.kind(self._rows) == self.backend.kind:
             return
+        if self.build is not None:
+            return  # an hnsw graph is on its way
         fresh = self.choice.make(self.dim, self._rows)
         keys = self.backend.ids()
         for start in range(0, len(keys), LOAD_BATCH):
@@ -218,11 +305,41 @@ class ItemIndex:
         if windows is None:
             return
         self.backend.remove(keys_of(item_id, windows))
+        self._journal(keys_of(item_id, windows), None)
         self._rows -= windows
         self.version += 1
 
+    def _journal(self, keys: Ids, vectors: Vectors | None) -> None:
+        """Keep a change for the graph being built (replayed on it before it takes over)."""
+        if self.build is not None:
+            self.build.journal.append((keys, None if vectors is None else vectors.copy()))
+
+    def adopt_build(self) -> bool:
+        """If the background graph is built, replay the changes made since and serve from it.
+
+        Call from the index's owner (serialised with its other calls), never from the
+        building thread. True when the graph took over.
+        """
+        build = self.build
+        if build is None or build.graph is None:
+            return False
+        graph = build.graph
+        for keys, vectors in build.journal:
+            if vectors is None:
+                graph.remove(keys)
+            else:
+                graph.add(keys, vectors)
+        self.backend = graph
+        self.build = None
+        trace.event(ACTOR, "vector_index_ready", backend=graph.kind, rows=self._rows)
+        return True
+
     def load_rows(
-        self, rows: Iterable[tuple[int, bytes]], count: int, saved: Path | None = None
+        self,
+        rows: Iterable[tuple[int, bytes]],
+        count: int,
+        saved: Path | None = None,
+        defer: bool = False,
     ) -> int:
         """Replace the contents with up to ``count`` (item id, float32 bytes) rows, an item's
         windows in any order; the backend is chosen for ``count`` vectors (`IndexChoice`).
@@ -232,11 +349,20 @@ class ItemIndex:
         loaded and reconciled with ``rows`` (the table is the truth: ids it lacks are
         removed, missing or changed vectors upserted) instead of built from scratch;
         a graph built here is saved there (see the module doc).
+
+        ``defer``: when an hnsw graph of at least `DEFER_MIN_ROWS` rows would have to be
+        built, load the rows into an
+        exact index instead (seconds, not minutes) and leave a `DeferredBuild` in
+        ``self.build``: the owner builds the graph in the background
+        (`DeferredBuild.run`, from its own snapshot of the table) and calls
+        `adopt_build`, which replays the changes made meanwhile; searches are exact
+        until then.
         """
         self.backend = self.choice.make(self.dim, count)
         self._windows = {}
         self._rows = 0
         self.version += 1
+        self.build = None
         graph = self.backend if isinstance(self.backend, HnswVectors) else None
         if graph is not None and saved is not None and graph.load(saved):
             counts = reconcile_batches(graph, self._batches(rows, count))
@@ -244,6 +370,10 @@ class ItemIndex:
             if any(counts.values()):
                 _save(graph, saved)  # the next start then has less to put right
             return self._rows
+        if graph is not None and defer and count >= DEFER_MIN_ROWS:
+            self.backend = make_index("exact", self.dim, "cos")
+            self.build = DeferredBuild(self.choice, self.dim, count, saved)
+            graph = None
         reserve = getattr(self.backend, "reserve", None)
         if reserve is not None:
             reserve(count + 1024)

@@ -17,6 +17,7 @@ import random
 import sqlite3
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -56,6 +57,22 @@ BUSY_BACKOFF_MAX = 0.1
 
 def db_path(home: Path) -> Path:
     return home / DB_NAME
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Per-connection memory options (``[store] cache_size_mb``, ``mmap_size_mb``).
+
+    memtrio opens several connections (the writer, the read pool, the ranker's,
+    the maintenance actor's), each with its own page cache and mapping, so these
+    are per connection (docs/memory.md, "Storage and concurrency").
+    """
+
+    cache_size_mb: int = 2
+    mmap_size_mb: int = 0
+
+
+DEFAULT_TUNING = Tuning()
 
 
 class StoreUnavailable(UserError):
@@ -139,32 +156,46 @@ def _read_only_fs(path: Path) -> bool:
 
 
 def connect(
-    path: Path, *, busy_timeout_ms: int = 30000, durability: str = "normal", read_only: bool = False
+    path: Path,
+    *,
+    busy_timeout_ms: int = 30000,
+    durability: str = "async",
+    read_only: bool = False,
+    tuning: Tuning = DEFAULT_TUNING,
 ) -> sqlite3.Connection:
-    """Open one connection with the store's pragmas (WAL, foreign keys, busy timeout).
+    """Open one connection with the store's pragmas (WAL, foreign keys, busy timeout,
+    synchronous by ``durability``, page cache and mmap by ``tuning``, temp tables in memory).
 
     A missing database is created private (``0600``; SQLite gives its ``-wal``
-    and ``-shm`` files the same mode). Error handling: a database that cannot be
-    opened raises `StoreUnavailable`, which says why and what to do.
+    and ``-shm`` files the same mode), with ``auto_vacuum=INCREMENTAL`` (an
+    existing database keeps its mode: switching needs a ``VACUUM``, see
+    docs/memory.md). Error handling: a database that cannot be opened raises
+    `StoreUnavailable`, which says why and what to do.
     """
     try:
         private.make_dir(path.parent)
         if not read_only:
             private.create_file(path)
-        return _connect(path, busy_timeout_ms, durability, read_only)
+        return _connect(path, busy_timeout_ms, durability, read_only, tuning)
     except (sqlite3.Error, OSError) as exc:
         raise unavailable(exc, path) from None
 
 
 def _connect(
-    path: Path, busy_timeout_ms: int, durability: str, read_only: bool
+    path: Path, busy_timeout_ms: int, durability: str, read_only: bool, tuning: Tuning
 ) -> sqlite3.Connection:
     conn = sqlite3.connect(
         str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
     )
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        conn.execute(f"PRAGMA cache_size = {-1024 * int(tuning.cache_size_mb)}")
+        conn.execute(f"PRAGMA mmap_size = {1024 * 1024 * int(tuning.mmap_size_mb)}")
+        conn.execute("PRAGMA temp_store = MEMORY")
         if not read_only:
+            if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
+                # Only a database without tables can take it (the first migration follows).
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
             mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
             if mode.lower() != "wal":
                 _with_busy_retry(lambda: conn.execute("PRAGMA journal_mode = WAL"), busy_timeout_ms)
@@ -212,10 +243,10 @@ def rollback_quietly(conn: sqlite3.Connection) -> None:
 
 
 def open_write_connection(
-    path: Path, *, busy_timeout_ms: int, durability: str
+    path: Path, *, busy_timeout_ms: int, durability: str, tuning: Tuning = DEFAULT_TUNING
 ) -> sqlite3.Connection:
     """The writer's connection, with the schema migrated to the latest version."""
-    conn = connect(path, busy_timeout_ms=busy_timeout_ms, durability=durability)
+    conn = connect(path, busy_timeout_ms=busy_timeout_ms, durability=durability, tuning=tuning)
     try:
         _with_busy_retry(lambda: schema.migrate(conn), busy_timeout_ms)
     except sqlite3.Error as exc:
@@ -256,11 +287,14 @@ class ReadPool:
     running one again is safe).
     """
 
-    def __init__(self, path: Path, size: int, busy_timeout_ms: int) -> None:
+    def __init__(
+        self, path: Path, size: int, busy_timeout_ms: int, tuning: Tuning = DEFAULT_TUNING
+    ) -> None:
         self._conns = [
-            connect(path, busy_timeout_ms=busy_timeout_ms, read_only=True) for _ in range(size)
+            connect(path, busy_timeout_ms=busy_timeout_ms, read_only=True, tuning=tuning)
+            for _ in range(size)
         ]
-        self._inline = connect(path, busy_timeout_ms=0, read_only=True)
+        self._inline = connect(path, busy_timeout_ms=0, read_only=True, tuning=tuning)
         self._free_send, self._free_recv = trio.open_memory_channel[sqlite3.Connection](size)
         for conn in self._conns:
             self._free_send.send_nowait(conn)

@@ -119,6 +119,11 @@ def _check_database(conn: sqlite3.Connection) -> dict[str, Any]:
     return {
         "schema_version": transfer.schema_version(conn),
         "journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0],
+        # none: a store made before memtrio set incremental (docs/memory.md: how to switch)
+        "auto_vacuum": {0: "none", 1: "full", 2: "incremental"}.get(
+            conn.execute("PRAGMA auto_vacuum").fetchone()[0], "unknown"
+        ),
+        "free_pages": conn.execute("PRAGMA freelist_count").fetchone()[0],
         "integrity": "ok" if integrity == ["ok"] else "; ".join(integrity[:5]),
         "fts_integrity": fts,
         "counts": counts(conn),

@@ -5,8 +5,18 @@ from __future__ import annotations
 import trio
 
 from ...supervisors.context import AppContext, SessionView
-from ...supervisors.supervisor import PERMANENT, ChildContext, ChildSpec, Mailbox
+from ...supervisors.supervisor import (
+    ONE_FOR_ONE,
+    PERMANENT,
+    TEMPORARY,
+    ChildContext,
+    ChildSpec,
+    Mailbox,
+    Supervisor,
+    supervisor_child,
+)
 from . import db
+from .maintenance import MAINTENANCE, Maintenance, serve_maintenance
 from .scopes import GLOBAL, ScopePolicies, ScopePolicy
 from .tools import TOOLS
 from .writer import STORE, Store, serve_store_writer
@@ -60,21 +70,31 @@ class _StoreFeature:
         policy = ScopePolicy.for_directory(app.cwd)
         policies = ScopePolicies({app.cwd: policy.current})
         store = Store(db.db_path(app.home), policy, Mailbox("store"), policies)
+        maintenance = Maintenance(Mailbox("store.maintenance"))
         app.add_tools(TOOLS)
+        app.status_sections["maintenance"] = maintenance.status
 
         async def scope_instructions(session: SessionView) -> str:
             return instructions(await policies.scope_of(session.root), session)
 
         app.session_instructions.append(scope_instructions)
-        return StoreComponent(app, store)
+        return StoreComponent(app, store, maintenance)
+
+
+# The maintenance actor's own supervisor: a crash restarts it alone (never the store or
+# the sessions); more than this many in the period and it stays down (see children()).
+MAINTENANCE_RESTARTS = 5
+MAINTENANCE_PERIOD = 60.0
 
 
 class StoreComponent:
-    """Owns the store handle (its mailbox and read pool); its actor is the StoreWriter."""
+    """Owns the store handle (its mailbox and read pool) and the maintenance handle; its
+    actors are the StoreWriter and, under a supervisor of its own, the maintenance actor."""
 
-    def __init__(self, app: AppContext, store: Store) -> None:
+    def __init__(self, app: AppContext, store: Store, maintenance: Maintenance) -> None:
         self.app = app
         self.store = store
+        self.maintenance = maintenance
 
     def children(self) -> list[ChildSpec]:
         app, store = self.app, self.store
@@ -89,6 +109,7 @@ class StoreComponent:
                 busy_timeout_ms=cfg.busy_timeout_ms,
                 durability=cfg.durability,
                 read_connections=cfg.read_connections,
+                tuning=db.Tuning(cfg.cache_size_mb, cfg.mmap_size_mb),
                 publish=lambda handle: app.publish(STORE, handle),
                 task_status=task_status,
             )
@@ -101,8 +122,56 @@ class StoreComponent:
                 shutdown=10.0,
                 mailboxes=[store.mailbox],
                 why="owns the only write connection; every memory tool needs it, so it always comes back",
-            )
+            ),
+            supervisor_child(
+                self._maintenance_supervisor,
+                "store.maintenance",
+                restart=TEMPORARY,
+                mailboxes=[self.maintenance.mailbox],
+                on_ready=lambda: app.publish(MAINTENANCE, self.maintenance),
+                why=(
+                    "upkeep (WAL flush, vacuum, FTS merge) restarted by its own one_for_one "
+                    "supervisor; if it fails faster than that it stays down rather than "
+                    "restarting the sessions after it (SQLite still checkpoints every 1000 pages)"
+                ),
+            ),
         ]
+
+    def _maintenance_supervisor(self) -> Supervisor:
+        app, store, handle = self.app, self.store, self.maintenance
+        cfg = app.config.store
+
+        async def start(
+            ctx: ChildContext,
+            *,
+            task_status: trio.TaskStatus[Maintenance] = trio.TASK_STATUS_IGNORED,
+        ) -> None:
+            await serve_maintenance(
+                ctx,
+                handle,
+                store,
+                interval=cfg.maintenance_interval,
+                wal_flush_ms=cfg.wal_flush_ms,
+                durability=cfg.durability,
+                busy_timeout_ms=cfg.busy_timeout_ms,
+                tuning=db.Tuning(cfg.cache_size_mb, cfg.mmap_size_mb),
+                task_status=task_status,
+            )
+
+        child = ChildSpec(
+            "maintenance",
+            start,
+            restart=PERMANENT,
+            shutdown=5.0,
+            why="periodic and on request; a crash loses one run, the next incarnation goes on",
+        )
+        return Supervisor(
+            "store.maintenance",
+            [child],
+            strategy=ONE_FOR_ONE,
+            max_restarts=MAINTENANCE_RESTARTS,
+            period=MAINTENANCE_PERIOD,
+        )
 
 
 FEATURE = _StoreFeature()

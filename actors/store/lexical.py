@@ -122,6 +122,11 @@ def match_expression(terms: Sequence[str], words: Sequence[str]) -> str:
     ``*``, ``-``, ``:``, parentheses, ``AND``/``OR``/``NOT``/``NEAR``) plain
     text.
     """
+    return " OR ".join(phrases(terms, words))
+
+
+def phrases(terms: Sequence[str], words: Sequence[str]) -> list[str]:
+    """The phrases `match_expression` OR-s together: the quoted terms, then the pairs."""
     kept = {stem(t) for t in terms}
     parts = [f'"{t}"' for t in terms]
     pairs: list[tuple[str, str]] = []
@@ -130,21 +135,43 @@ def match_expression(terms: Sequence[str], words: Sequence[str]) -> str:
         if sa != sb and sa in kept and sb in kept and (sa, sb) not in pairs:
             pairs.append((sa, sb))
             parts.append(f'NEAR("{a}" "{b}", {PROXIMITY})')
-    return " OR ".join(parts)
+    return parts
 
 
 def doc_freqs(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int] | None:
-    """Memories containing each term (by its stem; 0 if none), or None if this connection has no vocab table."""
+    """Memories containing each term (by its stem; 0 if none), or None if this connection has no vocab table.
+
+    A count costs a scan of the term's whole doclist (``fts5vocab`` has no
+    index): milliseconds for a word in 100,000 memories. Counts are kept per
+    database and newest memory id (`_FREQS`), so they are read again once a
+    memory is added (edits and deletions may leave them a little off until then:
+    they only steer pruning).
+    """
     try:
+        conn.execute(f"SELECT doc FROM {VOCAB_TABLE} LIMIT 0")  # this connection has one
+        where = conn.execute("PRAGMA database_list").fetchone()[2]
+        newest = conn.execute("SELECT max(rowid) FROM memories").fetchone()[0] or 0
         out = {}
         for term in terms:
-            row = conn.execute(
-                f"SELECT doc FROM {VOCAB_TABLE} WHERE term = ?", (stem(term),)
-            ).fetchone()
-            out[term] = row[0] if row else 0
+            key = (where, newest, stem(term))
+            count = _FREQS.get(key) if where else None  # "": an in-memory database
+            if count is None:
+                row = conn.execute(
+                    f"SELECT doc FROM {VOCAB_TABLE} WHERE term = ?", (stem(term),)
+                ).fetchone()
+                count = row[0] if row else 0
+                if len(_FREQS) >= FREQS_KEPT:
+                    _FREQS.clear()
+                _FREQS[key] = count
+            out[term] = count
         return out
     except sqlite3.OperationalError:
         return None
+
+
+# Document frequencies read from the vocabulary: (database file, newest memory id, stem) -> count.
+FREQS_KEPT = 4096
+_FREQS: dict[tuple[str, int, str], int] = {}
 
 
 def plan(conn: sqlite3.Connection, query: str, budget: PlanBudget) -> tuple[str, int] | None:
@@ -157,12 +184,23 @@ def plan(conn: sqlite3.Connection, query: str, budget: PlanBudget) -> tuple[str,
     Uses the connection's ``fts5vocab`` table (the store's read connections
     have one); without it, nothing is pruned.
     """
+    planned = plan_terms(conn, query, budget)
+    if planned is None:
+        return None
+    terms, words, low = planned
+    return match_expression(terms, words), low
+
+
+def plan_terms(
+    conn: sqlite3.Connection, query: str, budget: PlanBudget
+) -> tuple[list[str], list[str], int] | None:
+    """`plan` before the expression: (terms kept, the query's words, lowest rowid to rank)."""
     words = query_words(query, budget.stop_words)
     terms = terms_of(words)
     if not terms:
         return None
     terms, low = _prune(conn, terms, budget)
-    return match_expression(terms, words), low
+    return terms, words, low
 
 
 def _prune(conn: sqlite3.Connection, terms: list[str], budget: PlanBudget) -> tuple[list[str], int]:

@@ -21,3 +21,11 @@ class Transact(Request, tag=True):
 
 
 StoreRequest = Transact
+
+
+class RunMaintenance(Request, tag=True):
+    """Run the store's maintenance now (checkpoint, incremental vacuum, FTS5 merge),
+    whatever its interval; the answer is the run's `maintenance.MaintenanceReport`."""
+
+
+MaintenanceRequest = RunMaintenance

@@ -193,6 +193,7 @@ async def serve_store_writer(
     busy_timeout_ms: int,
     durability: str,
     read_connections: int,
+    tuning: db.Tuning = db.DEFAULT_TUNING,
     publish: Callable[[Store], None] | None = None,
     task_status: trio.TaskStatus[Store] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -204,13 +205,13 @@ async def serve_store_writer(
     """
     conn = await trio.to_thread.run_sync(
         lambda: db.open_write_connection(
-            store.path, busy_timeout_ms=busy_timeout_ms, durability=durability
+            store.path, busy_timeout_ms=busy_timeout_ms, durability=durability, tuning=tuning
         )
     )
     pool: db.ReadPool | None = None
     try:
         pool = await trio.to_thread.run_sync(
-            lambda: db.ReadPool(store.path, read_connections, busy_timeout_ms)
+            lambda: db.ReadPool(store.path, read_connections, busy_timeout_ms, tuning)
         )
         store._pool = pool
         if publish is not None:

@@ -32,6 +32,7 @@ from .crashes import (
     crash_code_workers,
     crash_embedder,
     crash_everything,
+    crash_maintenance,
     crash_ranker,
     crash_reader,
     crash_session,
@@ -75,6 +76,7 @@ QUICK: dict[str, Scenario] = {
 FULL: dict[str, Scenario] = {
     **QUICK,
     "crash-ranker": crash_ranker,
+    "crash-maintenance": crash_maintenance,
     "crash-everything": crash_everything,
     "storm-embedder": storm_embedder,
     "kill9-embeddings": kill9_embeddings,

@@ -7,6 +7,8 @@ request must still be answered and no acknowledged write lost.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import trio
 
 from ..client import server_command, server_env
@@ -116,6 +118,60 @@ async def crash_store(run: Run) -> None:
         restarts_per_crash=2,  # root rest_for_one: the store, then the transport after it
         rounds=1 if run.quick else 2,
     )
+
+
+async def crash_maintenance(run: Run) -> None:
+    """The store's maintenance actor crashes at its first runs (one a second here) while
+    clients write: it restarts alone (its own supervisor: no other restart), no call fails,
+    nothing acknowledged is lost, and its later runs succeed."""
+    out = run.out
+    home = run.home()
+    ledger = Ledger()
+    crashes = 2 if run.quick else 4
+    # Rule k sees the hits the earlier rules let through: raise@1 k times = runs 1..k.
+    spec = ",".join(["store.maintenance=raise@1"] * crashes)
+    env = {"MEMTRIO_FAULTS": spec, "MEMTRIO_STORE_MAINTENANCE_INTERVAL": "1"}
+    server = await run.server(home, env)
+    await drive_load(
+        server,
+        ledger,
+        tag=run.name,
+        calls=60 if run.quick else 200,
+        concurrency=4,
+        rng=run.rng,
+        out=out,
+    )
+    with trio.move_on_after(3 * crashes + 20):  # runs are a second apart (plus restarts)
+        while log_counts(home).faults < crashes or _maintenance_runs(home) < 1:
+            await trio.sleep(0.2)
+    reply = await server.request("ping", timeout=30)
+    if "result" not in reply:
+        out.violations.append(f"ping after the crashes failed: {reply}")
+    await run.stop(server)
+    out.errors_seen = ledger.errors
+    out.errors_expected = 0
+    counts = log_counts(home)
+    if counts.faults != crashes or counts.restarts != crashes:
+        out.violations.append(
+            f"{counts.faults} maintenance crashes (expected {crashes}) but {counts.restarts} "
+            "restarts (expected one each: the maintenance actor alone)"
+        )
+    if _maintenance_runs(home) < 1:
+        out.violations.append("no maintenance run succeeded after the crashes")
+    run.verify(home, ledger)
+
+
+def _maintenance_runs(home: Path) -> int:
+    """Maintenance runs that ended well, from ``home``'s trace log."""
+    path = home / "logs" / "memtrio.log"
+    if not path.exists():
+        return 0
+    runs = 0
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if '"name":"maintenance"' in line and '"outcome":"ok"' in line:
+                runs += 1
+    return runs
 
 
 async def crash_everything(run: Run) -> None:
