@@ -37,6 +37,11 @@ CREATE_VOCAB = (
 
 # Ids bound in one ``IN (...)`` list (well under SQLite's variable limit).
 SQL_CHUNK = 500
+# Each connection's page cache, at most (filled only as pages are read). SQLite's
+# default, 2 MB, is smaller than one graph read's pages at 10,000 entities: a
+# search's observation query and its relation query evicted each other's pages,
+# and the 103-hit search_nodes took 1.5 ms CPU instead of 0.8 (docs/benchmarks.md).
+PAGE_CACHE_KIB = 8192
 
 T = TypeVar("T")
 
@@ -164,6 +169,7 @@ def _connect(
     )
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        conn.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
         if not read_only:
             mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
             if mode.lower() != "wal":
