@@ -14,6 +14,10 @@ Needs ``pip install tokenizers`` and the ``tokenizer.json`` of all-MiniLM-L6-v2
     python3 tools/wordpiece_vs_tokenizers.py fixture --reference PATH
         Writes tests/data/wordpiece_ids.json: expected ids for a sample of that
         corpus, and a digest of the ids of every code point, for tests/test_wordpiece.py.
+
+    python3 tools/wordpiece_vs_tokenizers.py speed --reference PATH
+        CPU time to tokenize one text (short, 256 tokens, non-ASCII) with each, and
+        of the embedder's whole encode of it (tokenize + model) with each tokenizer.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import ast
 import hashlib
 import json
 import random
+import statistics
 import sys
 import sysconfig
 import time
@@ -207,9 +212,59 @@ def fixture(reference: Tokenizer, eval_dir: Path) -> int:
     return 0
 
 
+SPEED_TEXTS = {
+    "short": "remember that the deploy script needs the staging token",
+    "prose": (
+        "The store is one SQLite database in WAL mode: memories, their full-text index, "
+        "entities and relations of the knowledge graph, the vectors of the embedder, and "
+        "the recall log. One writer actor owns the only write connection; reads go to a "
+        "small pool of read-only connections. Each tool call is one transaction, so a "
+        "crash leaves either all of a call's rows or none of them. "
+    )
+    * 3,
+    "non-ASCII": "Ångström naïve café 日本語のテキスト Σίσυφος " * 6,
+}
+
+
+def cpu_us(fn: object, repeat: int = 5, number: int = 200) -> float:
+    """Median over ``repeat`` runs of the CPU microseconds of one call of ``fn``."""
+    runs = []
+    for _ in range(repeat):
+        started = time.process_time()
+        for _ in range(number):
+            fn()  # type: ignore[operator]
+        runs.append((time.process_time() - started) / number * 1e6)
+    return statistics.median(runs)
+
+
+def speed(reference: Tokenizer) -> int:
+    ours = wordpiece.load_tokenizer(model.DEFAULT_VOCAB)
+    encoder = model.OnnxEncoder(model.resolve_spec("", 256), "cpu", intra_op_threads=1)
+    print(
+        "| text | tokens | tokenizers | memtrio wordpiece | encode with tokenizers | encode with wordpiece |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for name, text in SPEED_TEXTS.items():
+        tokens = len(reference.encode(text).ids)
+        ref_us = cpu_us(lambda t=text: reference.encode_batch([t]))
+        ours_us = cpu_us(lambda t=text: ours.encode_batch([t]))
+        encoder._tokenizer = reference  # type: ignore[assignment]
+        enc_ref = cpu_us(lambda t=text: encoder.encode([t]), number=20)
+        encoder._tokenizer = ours
+        enc_ours = cpu_us(lambda t=text: encoder.encode([t]), number=20)
+        print(
+            f"| {name} | {tokens} | {ref_us:.0f} us | {ours_us:.0f} us "
+            f"| {enc_ref / 1000:.2f} ms | {enc_ours / 1000:.2f} ms |"
+        )
+    started = time.perf_counter()
+    wordpiece.load_tokenizer(model.DEFAULT_VOCAB)
+    print(f"loading the vocabulary: {(time.perf_counter() - started) * 1000:.1f} ms")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=("check", "fixture"))
+    parser.add_argument("command", choices=("check", "fixture", "speed"))
     parser.add_argument(
         "--reference", type=Path, required=True, help="all-MiniLM-L6-v2's tokenizer.json"
     )
@@ -218,6 +273,8 @@ def main() -> int:
     reference = load_reference(args.reference)
     if args.command == "check":
         return check(reference, args.eval)
+    if args.command == "speed":
+        return speed(reference)
     return fixture(reference, args.eval)
 
 
