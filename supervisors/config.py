@@ -63,9 +63,7 @@ class StoreConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 class EmbeddingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     enabled: bool = True
-    model: str = (
-        ""  # a directory with model.onnx + tokenizer.json or vocab.txt; "" = bundled all-MiniLM-L6-v2 int8
-    )
+    model: str = ""  # a directory with model.onnx + tokenizer.json or vocab.txt; "" = bundled all-MiniLM-L6-v2 int8
     backend: Literal["auto", "cpu", "cuda"] = "auto"
     batch_size: int = 32
     workers: int = 1
