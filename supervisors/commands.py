@@ -123,7 +123,7 @@ VECTOR_FLAGS: dict[str, tuple[str, str, str]] = {
 
 # The ``[store]`` flags of ``memtrio mcp`` and ``memtrio serve`` (the reference's names).
 STORE_FLAGS: dict[str, tuple[str, str, str]] = {
-    "--cache-size-mb": ("cache_size_mb", "MB", "SQLite page cache per connection (default 2)"),
+    "--cache-size-mb": ("cache_size_mb", "MB", "SQLite page cache per connection (default 8)"),
     "--mmap-size": ("mmap_size_mb", "MB", "memory-mapped I/O per connection, 0 = off (default 0)"),
     "--busy-timeout-ms": (
         "busy_timeout_ms",

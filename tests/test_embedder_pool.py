@@ -167,11 +167,11 @@ async def test_cuda_backend_without_cuda_fails_instead_of_falling_back(home: Pat
 
 
 async def test_a_model_directory_with_config_json(home: Path, tmp_path: Path) -> None:
-    model, tokenizer = default_files()
+    model, vocabulary = default_files()
     directory = tmp_path / "my-model"
     directory.mkdir()
     os.symlink(model, directory / "model.onnx")
-    os.symlink(tokenizer, directory / "tokenizer.json")
+    os.symlink(vocabulary, directory / "vocab.txt")  # a BERT vocabulary in place of tokenizer.json
     (directory / "config.json").write_text(
         json.dumps({"name": "mini-cls", "pooling": "cls", "max_tokens": 16, "hidden_size": 384})
     )

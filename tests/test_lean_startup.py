@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = ("numpy", "igraph", "onnxruntime", "tokenizers", "tree_sitter")
+HEAVY = ("numpy", "igraph", "onnxruntime", "tree_sitter")
 PROBE = """
 import json, sys
 from memtrio.supervisors.cli import main

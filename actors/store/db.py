@@ -38,7 +38,6 @@ CREATE_VOCAB = (
 
 # Ids bound in one ``IN (...)`` list (well under SQLite's variable limit).
 SQL_CHUNK = 500
-
 T = TypeVar("T")
 
 # Retry of SQLITE_BUSY on BEGIN IMMEDIATE (beyond SQLite's own busy handler):
@@ -68,7 +67,7 @@ class Tuning:
     are per connection (docs/memory.md, "Storage and concurrency").
     """
 
-    cache_size_mb: int = 2
+    cache_size_mb: int = 8
     mmap_size_mb: int = 0
 
 
