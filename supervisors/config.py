@@ -63,7 +63,9 @@ class StoreConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     durability: Literal["async", "sync", "normal"] = "async"
     read_connections: int = 4
     busy_timeout_ms: int = 30000
-    cache_size_mb: int = 8  # SQLite page cache per connection, filled as pages are read (--cache-size-mb)
+    cache_size_mb: int = (
+        8  # SQLite page cache per connection, filled as pages are read (--cache-size-mb)
+    )
     mmap_size_mb: int = 0  # memory-mapped I/O per connection, 0 = off (--mmap-size)
     wal_flush_ms: int = 250  # durability async: the WAL checkpoint period (--wal-flush-ms)
     maintenance_interval: float = 300.0  # seconds between checkpoint + vacuum + FTS merge runs
