@@ -56,6 +56,7 @@ class LogConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 class StoreConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    url: str = "sqlite"  # sqlite (the file in the home) or postgresql://user@host/db
     durability: Literal["normal", "sync"] = "normal"
     read_connections: int = 4
     busy_timeout_ms: int = 30000
@@ -153,6 +154,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 # Short environment names: variable -> (section, key, value mapper).
 ALIASES: dict[str, tuple[str, str]] = {
     "MEMTRIO_DURABILITY": ("store", "durability"),
+    "MEMTRIO_STORE": ("store", "url"),
     "MEMTRIO_EMBEDDINGS": ("embedding", "enabled"),
     "MEMTRIO_CODE": ("code", "enabled"),
     "MEMTRIO_TOOLS": ("tools", "enabled"),
@@ -184,6 +186,10 @@ _CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("server", "shutdown_grace"): (lambda v: 0 <= v <= 3600, "must be 0-3600 seconds"),
     ("server", "call_timeout"): (lambda v: 0 < v <= 86400, "must be > 0 and at most 86400 seconds"),
     ("log", "path"): (lambda v: "\0" not in v, "must not contain a NUL character"),
+    ("store", "url"): (
+        lambda v: v == "sqlite" or v.startswith(("postgresql://", "postgres://")),
+        'must be "sqlite" or a postgresql:// URL',
+    ),
     ("store", "read_connections"): (lambda v: 1 <= v <= 64, "must be 1-64"),
     ("store", "busy_timeout_ms"): (lambda v: 0 <= v <= MAX_INT32, f"must be 0-{MAX_INT32}"),
     ("embedding", "model"): (lambda v: "\0" not in v, "must not contain a NUL character"),

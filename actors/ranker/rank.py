@@ -41,6 +41,8 @@ import igraph  # noqa: E402 - after the OpenMP settings above
 import numpy as np  # noqa: E402
 
 from ..store import lexical  # noqa: E402
+from ..store.dialect import is_postgres  # noqa: E402
+from ..store.pg import fts  # noqa: E402
 from .graph import KIND_CODE, RecallCache, node, node_id, node_kind
 from .signals import explain, neighbour_context
 
@@ -86,6 +88,9 @@ def fts_candidates(conn: sqlite3.Connection, query: str) -> list[tuple[int, floa
     if planned is None:
         return []
     expr, low = planned
+    if is_postgres(conn):
+        rows = conn.execute(fts.MEMORY_MATCHES, (expr, low, FTS_CANDIDATES)).fetchall()
+        return [(int(r), -float(sc)) for r, sc in rows]
     try:
         rows = conn.execute(
             "SELECT rowid, -bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? AND rowid >= ? ORDER BY rank LIMIT ?",

@@ -257,19 +257,41 @@ class ReadPool:
     """
 
     def __init__(self, path: Path, size: int, busy_timeout_ms: int) -> None:
-        self._conns = [
+        conns = [
             connect(path, busy_timeout_ms=busy_timeout_ms, read_only=True) for _ in range(size)
         ]
-        self._inline = connect(path, busy_timeout_ms=0, read_only=True)
-        self._free_send, self._free_recv = trio.open_memory_channel[sqlite3.Connection](size)
+        self._setup(conns, connect(path, busy_timeout_ms=0, read_only=True), None)
+
+    @classmethod
+    def over(
+        cls,
+        conns: list[sqlite3.Connection],
+        reopen: Callable[[], sqlite3.Connection],
+    ) -> ReadPool:
+        """A pool of other connections (the PostgreSQL store's): no inline reads, and a
+        connection found closed (its server went away) is replaced by ``reopen()``."""
+        pool = cls.__new__(cls)
+        pool._setup(conns, None, reopen)
+        return pool
+
+    def _setup(
+        self,
+        conns: list[sqlite3.Connection],
+        inline: sqlite3.Connection | None,
+        reopen: Callable[[], sqlite3.Connection] | None,
+    ) -> None:
+        self._conns = conns
+        self._inline = inline
+        self._reopen = reopen
+        self._free_send, self._free_recv = trio.open_memory_channel[sqlite3.Connection](len(conns))
         for conn in self._conns:
             self._free_send.send_nowait(conn)
-        self.limiter = trio.CapacityLimiter(size)
+        self.limiter = trio.CapacityLimiter(len(conns))
         self.closed = False
 
     async def run(self, op: Callable[[sqlite3.Connection], T], inline: bool = False) -> T:
         """``op(conn)`` in one read transaction: in a thread, or first on the loop with ``inline``."""
-        if inline and not self.closed:
+        if inline and not self.closed and self._inline is not None:
             await trio.lowlevel.checkpoint_if_cancelled()
             done, value = self._run_inline(op)
             if done:
@@ -279,6 +301,8 @@ class ReadPool:
         except (trio.EndOfChannel, trio.ClosedResourceError):
             raise PoolClosed("the store's read pool is closed (stopping or restarting)") from None
         try:
+            if self._reopen is not None and getattr(conn, "closed", False):
+                conn = await trio.to_thread.run_sync(self._reopen, limiter=self.limiter)
             return await trio.to_thread.run_sync(run_read, conn, op, limiter=self.limiter)
         finally:
             if self.closed:
@@ -289,6 +313,7 @@ class ReadPool:
     def _run_inline(self, op: Callable[[sqlite3.Connection], T]) -> tuple[bool, T | None]:
         """(True, ``op``'s value), or (False, None) when it was over budget or the database busy."""
         conn = self._inline
+        assert conn is not None
         # CPU time of this thread: being preempted on a busy machine is not the read's cost.
         deadline = time.thread_time() + INLINE_BUDGET
         conn.set_progress_handler(lambda: time.thread_time() > deadline, INLINE_CHECK_STEPS)
@@ -302,7 +327,8 @@ class ReadPool:
     def close(self) -> None:
         """Close idle connections now, busy ones when they come back (call from the trio thread)."""
         self.closed = True
-        _close_quietly(self._inline)
+        if self._inline is not None:
+            _close_quietly(self._inline)
         while True:
             try:
                 _close_quietly(self._free_recv.receive_nowait())

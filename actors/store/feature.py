@@ -59,7 +59,14 @@ class _StoreFeature:
     def setup(self, app: AppContext) -> StoreComponent:
         policy = ScopePolicy.for_directory(app.cwd)
         policies = ScopePolicies({app.cwd: policy.current})
-        store = Store(db.db_path(app.home), policy, Mailbox("store"), policies)
+        url = app.config.store.url
+        store = Store(
+            db.db_path(app.home),
+            policy,
+            Mailbox("store"),
+            policies,
+            url=None if url == "sqlite" else url,
+        )
         app.add_tools(TOOLS)
 
         async def scope_instructions(session: SessionView) -> str:

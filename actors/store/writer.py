@@ -98,8 +98,10 @@ class Store:
         policy: ScopePolicy,
         mailbox: Mailbox,
         policies: ScopePolicies | None = None,
+        url: str | None = None,
     ) -> None:
         self.path = path
+        self.url = url  # a postgresql:// URL, or None for the SQLite file at ``path``
         self.policy = policy
         self.policies = policies if policies is not None else ScopePolicies()
         self.mailbox = mailbox
@@ -186,6 +188,24 @@ async def _transact(
     return result
 
 
+def _open_writer(store: Store, *, busy_timeout_ms: int, durability: str) -> sqlite3.Connection:
+    if store.url is not None:
+        from .pg import pool  # psycopg is needed only with a PostgreSQL store
+
+        return pool.open_write_connection(store.url)  # type: ignore[return-value]
+    return db.open_write_connection(
+        store.path, busy_timeout_ms=busy_timeout_ms, durability=durability
+    )
+
+
+def _open_read_pool(store: Store, size: int, busy_timeout_ms: int) -> db.ReadPool:
+    if store.url is not None:
+        from .pg import pool
+
+        return pool.open_read_pool(store.url, size)
+    return db.ReadPool(store.path, size, busy_timeout_ms)
+
+
 async def serve_store_writer(
     ctx: ChildContext,
     store: Store,
@@ -203,14 +223,12 @@ async def serve_store_writer(
     actor, which fails the in-flight reply and lets the supervisor restart it.
     """
     conn = await trio.to_thread.run_sync(
-        lambda: db.open_write_connection(
-            store.path, busy_timeout_ms=busy_timeout_ms, durability=durability
-        )
+        lambda: _open_writer(store, busy_timeout_ms=busy_timeout_ms, durability=durability)
     )
     pool: db.ReadPool | None = None
     try:
         pool = await trio.to_thread.run_sync(
-            lambda: db.ReadPool(store.path, read_connections, busy_timeout_ms)
+            lambda: _open_read_pool(store, read_connections, busy_timeout_ms)
         )
         store._pool = pool
         if publish is not None:
@@ -218,7 +236,7 @@ async def serve_store_writer(
         trace.event(
             ACTOR,
             "store_opened",
-            path=str(store.path),
+            path=str(store.path) if store.url is None else _shown(store.url),
             scope=store.default_scope,
             restarts=ctx.restarts,
         )
@@ -267,6 +285,12 @@ async def _transact_one(
             cmd.reply.set(result.value)
         else:
             cmd.reply.set(result)
+
+
+def _shown(url: str) -> str:
+    from .pg.pool import redact
+
+    return redact(url)
 
 
 STORE: ServiceKey[Store] = ServiceKey("store")

@@ -1,0 +1,142 @@
+"""A PostgreSQL connection with the small part of sqlite3's interface the store's SQL modules use.
+
+The store's operations are synchronous functions ``op(conn)`` run in a worker
+thread (`writer.Store`), written against ``sqlite3.Connection``: ``execute``
+and ``executemany`` returning a cursor (``fetchone``, ``fetchall``, iteration,
+``rowcount``, ``lastrowid``), ``in_transaction``, explicit ``BEGIN`` /
+``COMMIT`` / ``ROLLBACK``. `PgConnection` gives the same over one psycopg 3
+connection in autocommit mode (so transactions are explicit, as in `db`), and
+rewrites each statement once (`sql.translate`).
+
+Transactions:
+
+- ``BEGIN IMMEDIATE`` (a write) is ``BEGIN`` plus the store's transaction-level
+  advisory lock, `WRITE_LOCK`: writers of every process take turns, exactly as
+  SQLite's one write lock makes them, so an op that reads then writes (the next
+  id of a batch, a uniqueness check) sees no other writer in between.
+- ``BEGIN`` (a read) is a ``REPEATABLE READ READ ONLY`` transaction: one
+  consistent snapshot, as a SQLite read transaction is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import psycopg
+from psycopg import pq
+from psycopg.types.numeric import FloatLoader, IntLoader
+
+from .sql import translate
+
+# pg_advisory_xact_lock keys: the write lock and the migration lock.
+WRITE_LOCK = 0x6D656D74  # "memt"
+MIGRATE_LOCK = 0x6D696772  # "migr"
+
+Params = Sequence[Any] | None
+
+# The SQLite schema version whose records a PostgreSQL store holds (export headers say it).
+SQLITE_EQUIVALENT = 6
+PRAGMAS = {
+    "USER_VERSION": f"SELECT {SQLITE_EQUIVALENT}",
+    "DATA_VERSION": "SELECT pg_snapshot_xmax(pg_current_snapshot())::text",
+}
+
+
+class _NumericLoader(psycopg.adapt.Loader):
+    """``numeric`` (what sum() of integers returns) as int when whole, else float, like SQLite."""
+
+    def load(self, data: Any) -> int | float:
+        text = bytes(data).decode()
+        return int(text) if text.lstrip("-").isdigit() else float(text)
+
+
+class Cursor:
+    """The rows of one statement, with sqlite3's ``lastrowid`` and ``rowcount``."""
+
+    def __init__(self, cur: psycopg.Cursor[tuple[Any, ...]], returning: bool) -> None:
+        self._cur = cur
+        self.lastrowid: int | None = None
+        self.rowcount = cur.rowcount
+        if returning:
+            rows = cur.fetchall() if cur.description else []
+            self.lastrowid = rows[-1][0] if rows else None
+
+    @property
+    def description(self) -> Any:
+        return self._cur.description
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        return self._cur.fetchone() if self._cur.description else None
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return self._cur.fetchall() if self._cur.description else []
+
+    def fetchmany(self, size: int) -> list[tuple[Any, ...]]:
+        return self._cur.fetchmany(size) if self._cur.description else []
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self.fetchall())
+
+
+class PgConnection:
+    """One psycopg connection behind the store's sqlite3-shaped interface (see module doc)."""
+
+    dialect = "postgresql"
+
+    def __init__(self, raw: psycopg.Connection[tuple[Any, ...]], read_only: bool = False) -> None:
+        self.raw = raw
+        self.read_only = read_only
+
+    @classmethod
+    def open(cls, url: str, read_only: bool = False, connect_timeout: int = 10) -> PgConnection:
+        raw = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout)
+        raw.adapters.register_loader("numeric", _NumericLoader)
+        raw.adapters.register_loader("float4", FloatLoader)
+        raw.adapters.register_loader("int2", IntLoader)
+        return cls(raw, read_only)
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.raw.info.transaction_status != pq.TransactionStatus.IDLE
+
+    @property
+    def closed(self) -> bool:
+        return self.raw.closed
+
+    def execute(self, sql: str, params: Params = None) -> Cursor:
+        word = sql.strip().upper()
+        if word == "BEGIN IMMEDIATE":
+            self.raw.execute("BEGIN")
+            self.raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            return Cursor(self.raw.cursor(), False)
+        if word == "BEGIN":
+            mode = "READ ONLY" if self.read_only else "READ WRITE"
+            self.raw.execute(f"BEGIN ISOLATION LEVEL REPEATABLE READ {mode}")
+            return Cursor(self.raw.cursor(), False)
+        if word.startswith("PRAGMA"):
+            return self._pragma(word)
+        text, returning = translate(sql)
+        cur = self.raw.cursor()
+        cur.execute(text.encode(), tuple(params or ()))  # type: ignore[arg-type]
+        return Cursor(cur, returning)
+
+    def _pragma(self, word: str) -> Cursor:
+        """The PRAGMAs shared code reads: ``user_version`` (the SQLite schema version whose
+        records the store holds) and ``data_version`` (a value that moves when anyone commits)."""
+        name = word.removeprefix("PRAGMA").strip()
+        if name not in PRAGMAS:
+            raise psycopg.NotSupportedError(f"PRAGMA {name} has no PostgreSQL equivalent")
+        cur = self.raw.cursor()
+        cur.execute(PRAGMAS[name].encode())
+        return Cursor(cur, False)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Cursor:
+        text, _ = translate(sql)
+        text = text.removesuffix(" RETURNING id")
+        cur = self.raw.cursor()
+        cur.executemany(text.encode(), [tuple(r) for r in rows])  # type: ignore[arg-type]
+        return Cursor(cur, False)
+
+    def close(self) -> None:
+        self.raw.close()
