@@ -247,8 +247,10 @@ class Ranker:
             self._remove_listener = store.add_listener(self.on_changes)
         try:
             self._conn = await trio.to_thread.run_sync(
-                lambda: db.connect(
-                    self.path, busy_timeout_ms=self.app.config.store.busy_timeout_ms, read_only=True
+                lambda: db.connect_reader(
+                    self.path,
+                    self.app.config.store.url,
+                    self.app.config.store.busy_timeout_ms,
                 )
             )
             self.app.publish(RANKER, self)

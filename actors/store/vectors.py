@@ -80,7 +80,9 @@ def put_vector(
     first = vec.chunk(0)
     if replace:
         conn.execute(
-            "INSERT OR REPLACE INTO vectors (kind, item_id, model, revision, dim, vec) VALUES (?, ?, ?, ?, ?, ?)",
+            """INSERT INTO vectors (kind, item_id, model, revision, dim, vec) VALUES (?, ?, ?, ?, ?, ?)
+               ON CONFLICT (kind, item_id) DO UPDATE SET model = excluded.model, revision = excluded.revision,
+                   dim = excluded.dim, vec = excluded.vec""",
             (kind, item_id, vec.model, vec.revision, vec.dim, first),
         )
     else:

@@ -16,10 +16,16 @@ Transactions:
   id of a batch, a uniqueness check) sees no other writer in between.
 - ``BEGIN`` (a read) is a ``REPEATABLE READ READ ONLY`` transaction: one
   consistent snapshot, as a SQLite read transaction is.
+
+Errors are raised as the ``sqlite3`` exceptions the store's code already
+handles (`PgIntegrityError` is an ``sqlite3.IntegrityError``...), the original
+psycopg error chained; a lost server is `StoreConnectionLost`, whose message
+says nothing was written.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -33,7 +39,7 @@ from .sql import translate
 WRITE_LOCK = 0x6D656D74  # "memt"
 MIGRATE_LOCK = 0x6D696772  # "migr"
 
-Params = Sequence[Any] | None
+Params = Sequence[Any] | dict[str, Any] | None
 
 # The SQLite schema version whose records a PostgreSQL store holds (export headers say it).
 SQLITE_EQUIVALENT = 6
@@ -49,6 +55,38 @@ class _NumericLoader(psycopg.adapt.Loader):
     def load(self, data: Any) -> int | float:
         text = bytes(data).decode()
         return int(text) if text.lstrip("-").isdigit() else float(text)
+
+
+class PgError(sqlite3.DatabaseError):
+    """A PostgreSQL error, as the sqlite3 error the store's code already handles."""
+
+
+class PgIntegrityError(sqlite3.IntegrityError):
+    """A constraint of the PostgreSQL store refused a row."""
+
+
+class PgOperationalError(sqlite3.OperationalError):
+    """The PostgreSQL store could not run the statement (lost connection, lock timeout...)."""
+
+
+class StoreConnectionLost(PgOperationalError):
+    """The connection to the PostgreSQL server is gone: nothing of the transaction was
+    committed; the next use of the store reconnects."""
+
+
+def _as_sqlite_error(exc: psycopg.Error) -> sqlite3.DatabaseError:
+    detail = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, psycopg.errors.IntegrityError):
+        return PgIntegrityError(detail)
+    if isinstance(exc, psycopg.OperationalError) and (
+        exc.sqlstate is None or exc.sqlstate.startswith(("08", "57P"))
+    ):
+        return StoreConnectionLost(
+            f"the PostgreSQL store is unreachable ({detail}); nothing was written, try again"
+        )
+    if isinstance(exc, psycopg.OperationalError):
+        return PgOperationalError(detail)
+    return PgError(f"{type(exc).__name__}: {detail}")
 
 
 class Cursor:
@@ -105,6 +143,13 @@ class PgConnection:
         return self.raw.closed
 
     def execute(self, sql: str, params: Params = None) -> Cursor:
+        """Run one statement (see the module doc); errors are sqlite3's (`PgError` and kin)."""
+        try:
+            return self._execute(sql, params)
+        except psycopg.Error as exc:
+            raise _as_sqlite_error(exc) from exc
+
+    def _execute(self, sql: str, params: Params) -> Cursor:
         word = sql.strip().upper()
         if word == "BEGIN IMMEDIATE":
             self.raw.execute("BEGIN")
@@ -118,7 +163,8 @@ class PgConnection:
             return self._pragma(word)
         text, returning = translate(sql)
         cur = self.raw.cursor()
-        cur.execute(text.encode(), tuple(params or ()))  # type: ignore[arg-type]
+        args = params if isinstance(params, dict) else tuple(params or ())
+        cur.execute(text.encode(), args)  # type: ignore[arg-type]
         return Cursor(cur, returning)
 
     def _pragma(self, word: str) -> Cursor:
@@ -135,7 +181,10 @@ class PgConnection:
         text, _ = translate(sql)
         text = text.removesuffix(" RETURNING id")
         cur = self.raw.cursor()
-        cur.executemany(text.encode(), [tuple(r) for r in rows])  # type: ignore[arg-type]
+        try:
+            cur.executemany(text.encode(), [tuple(r) for r in rows])  # type: ignore[arg-type]
+        except psycopg.Error as exc:
+            raise _as_sqlite_error(exc) from exc
         return Cursor(cur, False)
 
     def close(self) -> None:

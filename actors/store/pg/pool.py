@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import psycopg
+
 from ..db import ReadPool, StoreUnavailable
 from .conn import PgConnection
 from .schema import migrate
@@ -67,6 +68,14 @@ def open_write_connection(url: str) -> PgConnection:
     return conn
 
 
+def open_reader(url: str) -> PgConnection:
+    """One read-only connection (`StoreUnavailable` when the server cannot be reached)."""
+    try:
+        return PgConnection.open(url, read_only=True)
+    except psycopg.Error as exc:
+        raise unavailable(exc, url) from None
+
+
 def open_read_pool(url: str, size: int) -> ReadPool:
     """``size`` read connections to ``url`` (`db.ReadPool.over`: reads in worker threads,
     a connection lost with its server replaced on its next use)."""
@@ -79,10 +88,4 @@ def open_read_pool(url: str, size: int) -> ReadPool:
             conn.close()
         raise unavailable(exc, url) from None
 
-    def reopen() -> PgConnection:
-        try:
-            return PgConnection.open(url, read_only=True)
-        except psycopg.Error as exc:
-            raise unavailable(exc, url) from None
-
-    return ReadPool.over(conns, reopen)  # type: ignore[arg-type]
+    return ReadPool.over(conns, lambda: open_reader(url))  # type: ignore[arg-type]

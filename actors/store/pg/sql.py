@@ -8,7 +8,8 @@ and once per statement text (cached):
 - ``INSERT OR IGNORE INTO t ...`` becomes ``INSERT INTO t ... ON CONFLICT DO NOTHING``;
 - ``a = b COLLATE NOCASE`` becomes ``lower(a) = lower(b)`` and ``GROUP BY a
   COLLATE NOCASE`` becomes ``GROUP BY lower(a)`` (no ICU collation is needed);
-- ``INDEXED BY name`` (a SQLite planner hint) is dropped, ``rowid`` is ``id``;
+- ``INDEXED BY name`` (a SQLite planner hint) is dropped, ``rowid`` is ``id``,
+  ``sqlite_sequence`` (the ids' high-water marks) is ``id_marks``;
 - an ``INSERT`` into a table with an id gets ``RETURNING id``, so the
   connection can give the cursor's ``lastrowid`` as sqlite3 does.
 
@@ -31,24 +32,22 @@ _NOCASE_EQ = re.compile(r"([\w.]+|\?|'[^']*')\s*=\s*([\w.]+|\?|'[^']*')\s+COLLAT
 _NOCASE_GROUP = re.compile(r"GROUP\s+BY\s+([\w.]+)\s+COLLATE\s+NOCASE", re.IGNORECASE)
 _INDEXED_BY = re.compile(r"\s+INDEXED\s+BY\s+\w+", re.IGNORECASE)
 _ROWID = re.compile(r"\browid\b", re.IGNORECASE)
+_SEQUENCE = re.compile(r"\bsqlite_sequence\b")
 _RETURNING = re.compile(r"\bRETURNING\b", re.IGNORECASE)
 
 
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
 def _placeholders(sql: str) -> str:
-    """``?`` outside string literals to ``%s``; every ``%`` to ``%%``."""
+    """``?`` and ``:name`` outside string literals to ``%s`` and ``%(name)s``; ``%`` to ``%%``."""
     out: list[str] = []
-    quoted = False
-    for ch in sql:
-        if ch == "'":
-            quoted = not quoted
-            out.append(ch)
-        elif ch == "%":
-            out.append("%%")
-        elif ch == "?" and not quoted:
-            out.append("%s")
-        else:
-            out.append(ch)
-    return "".join(out)
+    for i, part in enumerate(sql.split("'")):
+        part = part.replace("%", "%%")
+        if i % 2 == 0:  # outside a literal ('' inside one splits into an empty outside part)
+            part = _NAMED.sub(r"%(\1)s", part.replace("?", "%s"))
+        out.append(part)
+    return "'".join(out)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -62,6 +61,7 @@ def translate(sql: str) -> tuple[str, bool]:
     text = _NOCASE_GROUP.sub(r"GROUP BY lower(\1)", text)
     text = _INDEXED_BY.sub("", text)
     text = _ROWID.sub("id", text)
+    text = _SEQUENCE.sub("id_marks", text)
     returning = False
     insert = _INSERT_INTO.match(text)
     if ignore:
