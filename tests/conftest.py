@@ -66,10 +66,17 @@ def transport(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def store(request: pytest.FixtureRequest) -> str:
+def store(request: pytest.FixtureRequest) -> Iterator[str]:
     """The store backend of this test's servers: ``sqlite`` unless the module is marked
-    `stores.both_stores` (then also ``postgresql``)."""
-    return getattr(request, "param", "sqlite")
+    `stores.both_stores` (then also ``postgresql``). On PostgreSQL, the module's own
+    fixtures (a server shared by its tests) get a database of the module's."""
+    name = getattr(request, "param", "sqlite")
+    if name != "postgresql":
+        yield name
+        return
+    server: stores.PgServer = request.getfixturevalue("pg_server")
+    with stores.selected_store(server.database()):
+        yield name
 
 
 @pytest.fixture(scope="session")
