@@ -37,7 +37,11 @@ PAGES = {
     "ui": ("docs/ui.md",),
 }
 # Options every command takes, documented once.
-COMMON = {"--home": "docs/configuration.md", "--log-level": "docs/configuration.md"}
+COMMON = {
+    "--home": "docs/configuration.md",
+    "--log-level": "docs/configuration.md",
+    "--store": "docs/configuration.md",
+}
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction | None:
