@@ -113,3 +113,29 @@ def test_migrate_copies_sqlite_to_postgresql_and_back_checked(
     assert sorted(m["id"] for m in listed) == [2, 3]
     again = cli(home, "migrate", "--to", url)
     assert again.returncode == 1 and "the target store is not empty" in again.stderr
+
+
+def test_a_change_reaches_other_processes_only_when_it_commits(url: str) -> None:
+    from memtrio.actors.store.messages import Change
+    from memtrio.actors.store.pg import notify
+    from memtrio.actors.store.pg.conn import PgConnection
+
+    listener = notify._listen(url)
+    writer = PgConnection.open(url)
+    try:
+        changed = [Change(kind="memory", id=5), Change(kind="entity", id=2, deleted=True)]
+        writer.execute("BEGIN IMMEDIATE")
+        notify.announce(writer, "here", changed)
+        writer.execute("ROLLBACK")
+        assert notify._wait(listener) == []  # a rolled-back write announces nothing
+        writer.execute("BEGIN IMMEDIATE")
+        notify.announce(writer, "here", changed)
+        writer.execute("COMMIT")
+        (payload,) = notify._wait(listener)
+        assert notify.parse(payload, "elsewhere") == changed
+        assert notify.parse(payload, "here") == []  # a process ignores its own writes
+        many = [Change(kind="memory", id=i) for i in range(2000)]
+        assert notify.parse(notify.payload("here", many), "elsewhere") == [Change(kind="reset")]
+    finally:
+        writer.close()
+        listener.close()

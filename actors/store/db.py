@@ -270,29 +270,18 @@ class ReadPool:
         conns = [
             connect(path, busy_timeout_ms=busy_timeout_ms, read_only=True) for _ in range(size)
         ]
-        self._setup(conns, connect(path, busy_timeout_ms=0, read_only=True), None)
+        self._setup(conns, connect(path, busy_timeout_ms=0, read_only=True))
 
     @classmethod
-    def over(
-        cls,
-        conns: list[sqlite3.Connection],
-        reopen: Callable[[], sqlite3.Connection],
-    ) -> ReadPool:
-        """A pool of other connections (the PostgreSQL store's): no inline reads, and a
-        connection found closed (its server went away) is replaced by ``reopen()``."""
+    def over(cls, conns: list[sqlite3.Connection]) -> ReadPool:
+        """A pool of other connections (the PostgreSQL store's), without inline reads."""
         pool = cls.__new__(cls)
-        pool._setup(conns, None, reopen)
+        pool._setup(conns, None)
         return pool
 
-    def _setup(
-        self,
-        conns: list[sqlite3.Connection],
-        inline: sqlite3.Connection | None,
-        reopen: Callable[[], sqlite3.Connection] | None,
-    ) -> None:
+    def _setup(self, conns: list[sqlite3.Connection], inline: sqlite3.Connection | None) -> None:
         self._conns = conns
         self._inline = inline
-        self._reopen = reopen
         self._free_send, self._free_recv = trio.open_memory_channel[sqlite3.Connection](len(conns))
         for conn in self._conns:
             self._free_send.send_nowait(conn)
@@ -311,8 +300,6 @@ class ReadPool:
         except (trio.EndOfChannel, trio.ClosedResourceError):
             raise PoolClosed("the store's read pool is closed (stopping or restarting)") from None
         try:
-            if self._reopen is not None and getattr(conn, "closed", False):
-                conn = await trio.to_thread.run_sync(self._reopen, limiter=self.limiter)
             return await trio.to_thread.run_sync(run_read, conn, op, limiter=self.limiter)
         finally:
             if self.closed:

@@ -100,7 +100,7 @@ class StoreComponent:
                 task_status=task_status,
             )
 
-        return [
+        specs = [
             ChildSpec(
                 "store",
                 start,
@@ -110,6 +110,26 @@ class StoreComponent:
                 why="owns the only write connection; every memory tool needs it, so it always comes back",
             )
         ]
+        url = store.url
+        if url is not None:
+            from .pg.notify import serve_change_listener  # psycopg: PostgreSQL stores only
+
+            async def listen(
+                ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+            ) -> None:
+                await serve_change_listener(ctx, store, url, task_status=task_status)
+
+            specs.append(
+                ChildSpec(
+                    "store.listener",
+                    listen,
+                    restart=PERMANENT,
+                    shutdown=2.0,
+                    why="keeps this process's caches current with other processes' writes; "
+                    "it reconnects itself, so a restart means a bug: bring it back",
+                )
+            )
+        return specs
 
 
 FEATURE = _StoreFeature()

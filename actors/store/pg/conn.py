@@ -26,6 +26,7 @@ says nothing was written.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -34,6 +35,12 @@ from psycopg import pq
 from psycopg.types.numeric import FloatLoader, IntLoader
 
 from .sql import translate
+
+# Reconnection after the server went away: the first attempt at once, then
+# exponential backoff between attempts (seconds); calls in between fail at once.
+RECONNECT_START = 0.1
+RECONNECT_MAX = 5.0
+CONNECT_TIMEOUT = 5  # seconds (libpq's connect_timeout)
 
 # pg_advisory_xact_lock keys: the write lock and the migration lock.
 WRITE_LOCK = 0x6D656D74  # "memt"
@@ -55,6 +62,14 @@ class _NumericLoader(psycopg.adapt.Loader):
     def load(self, data: Any) -> int | float:
         text = bytes(data).decode()
         return int(text) if text.lstrip("-").isdigit() else float(text)
+
+
+def _connect(url: str) -> psycopg.Connection[tuple[Any, ...]]:
+    raw = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+    raw.adapters.register_loader("numeric", _NumericLoader)
+    raw.adapters.register_loader("float4", FloatLoader)
+    raw.adapters.register_loader("int2", IntLoader)
+    return raw
 
 
 class PgError(sqlite3.DatabaseError):
@@ -82,7 +97,8 @@ def _as_sqlite_error(exc: psycopg.Error) -> sqlite3.DatabaseError:
         exc.sqlstate is None or exc.sqlstate.startswith(("08", "57P"))
     ):
         return StoreConnectionLost(
-            f"the PostgreSQL store is unreachable ({detail}); nothing was written, try again"
+            f"the PostgreSQL store is unreachable ({detail}); this call was not acknowledged "
+            "(memtrio reconnects with backoff): try again"
         )
     if isinstance(exc, psycopg.OperationalError):
         return PgOperationalError(detail)
@@ -122,21 +138,57 @@ class PgConnection:
 
     dialect = "postgresql"
 
-    def __init__(self, raw: psycopg.Connection[tuple[Any, ...]], read_only: bool = False) -> None:
+    def __init__(
+        self, raw: psycopg.Connection[tuple[Any, ...]], url: str, read_only: bool = False
+    ) -> None:
         self.raw = raw
+        self.url = url
         self.read_only = read_only
+        self._delay = RECONNECT_START
+        self._retry_at = 0.0
 
     @classmethod
-    def open(cls, url: str, read_only: bool = False, connect_timeout: int = 10) -> PgConnection:
-        raw = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout)
-        raw.adapters.register_loader("numeric", _NumericLoader)
-        raw.adapters.register_loader("float4", FloatLoader)
-        raw.adapters.register_loader("int2", IntLoader)
-        return cls(raw, read_only)
+    def open(cls, url: str, read_only: bool = False) -> PgConnection:
+        return cls(_connect(url), url, read_only)
 
     @property
     def in_transaction(self) -> bool:
+        if self.raw.closed:  # a lost connection holds no transaction any more
+            return False
         return self.raw.info.transaction_status != pq.TransactionStatus.IDLE
+
+    def revive(self) -> None:
+        """Reopen a lost connection, at most once per backoff delay (`RECONNECT_START`
+        doubling to `RECONNECT_MAX`); until then `StoreConnectionLost`, at once."""
+        if not self.raw.closed:
+            return
+        now = time.monotonic()
+        if now < self._retry_at:
+            raise StoreConnectionLost(
+                "the PostgreSQL store is unreachable; reconnecting (next attempt in "
+                f"{self._retry_at - now:.1f} s); nothing was written, try again"
+            )
+        try:
+            self.raw = _connect(self.url)
+        except psycopg.Error as exc:
+            self._retry_at = now + self._delay
+            self._delay = min(self._delay * 2, RECONNECT_MAX)
+            raise _as_sqlite_error(exc) from exc
+        self._delay, self._retry_at = RECONNECT_START, 0.0
+
+    def _begin(self, statement: str, lock: bool) -> Cursor:
+        """BEGIN (and the write lock); a connection found lost first is reopened, once."""
+        self.revive()
+        try:
+            self.raw.execute(statement)
+        except psycopg.OperationalError:
+            if not self.raw.closed:
+                raise
+            self.revive()  # the server restarted since our last statement: BEGIN did nothing
+            self.raw.execute(statement)
+        if lock:
+            self.raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+        return Cursor(self.raw.cursor(), False)
 
     @property
     def closed(self) -> bool:
@@ -152,13 +204,10 @@ class PgConnection:
     def _execute(self, sql: str, params: Params) -> Cursor:
         word = sql.strip().upper()
         if word == "BEGIN IMMEDIATE":
-            self.raw.execute("BEGIN")
-            self.raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-            return Cursor(self.raw.cursor(), False)
+            return self._begin("BEGIN", lock=True)
         if word == "BEGIN":
             mode = "READ ONLY" if self.read_only else "READ WRITE"
-            self.raw.execute(f"BEGIN ISOLATION LEVEL REPEATABLE READ {mode}")
-            return Cursor(self.raw.cursor(), False)
+            return self._begin(f"BEGIN ISOLATION LEVEL REPEATABLE READ {mode}", lock=False)
         if word.startswith("PRAGMA"):
             return self._pragma(word)
         text, returning = translate(sql)

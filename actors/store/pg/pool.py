@@ -77,8 +77,8 @@ def open_reader(url: str) -> PgConnection:
 
 
 def open_read_pool(url: str, size: int) -> ReadPool:
-    """``size`` read connections to ``url`` (`db.ReadPool.over`: reads in worker threads,
-    a connection lost with its server replaced on its next use)."""
+    """``size`` read connections to ``url`` (`db.ReadPool.over`: reads in worker threads;
+    a connection lost with its server reconnects on its next use, `PgConnection.revive`)."""
     conns: list[PgConnection] = []
     try:
         for _ in range(size):
@@ -88,4 +88,4 @@ def open_read_pool(url: str, size: int) -> ReadPool:
             conn.close()
         raise unavailable(exc, url) from None
 
-    return ReadPool.over(conns, lambda: open_reader(url))  # type: ignore[arg-type]
+    return ReadPool.over(conns)  # type: ignore[arg-type]
