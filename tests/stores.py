@@ -67,6 +67,17 @@ class PgServer:
             conn.execute(f"CREATE DATABASE {name}")
         return self.uri.replace("/postgres?", f"/{name}?", 1)
 
+    def stop(self) -> None:
+        """Stop the server, keeping its data (`start` brings it back on the same socket)."""
+        self.server.cleanup()
+
+    def start(self) -> None:
+        import pgserver
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.server = pgserver.get_server(self.base, cleanup_mode="stop")
+
     def close(self) -> None:
         self.server.cleanup()
         shutil.rmtree(self.base, ignore_errors=True)
