@@ -32,6 +32,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize ``transport`` (and so `open_client`) by the closest ``transports`` mark."""
     marker = metafunc.definition.get_closest_marker("transports")
     if marker is None or "transport" not in metafunc.fixturenames:
+        stores_only = metafunc.definition.get_closest_marker("stores")
+        if stores_only is not None:  # a module on one transport, over both stores
+            chosen_stores = os.environ.get("MEMTRIO_TEST_STORES")
+            names = tuple(
+                s for s in stores_only.args if not chosen_stores or s in chosen_stores.split(",")
+            )
+            metafunc.parametrize("store", names, indirect=True, scope="module")
         return
     names = marker.args
     assert names and set(names) <= set(TRANSPORTS), f"unknown transports {names}"

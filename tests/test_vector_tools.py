@@ -17,12 +17,12 @@ gamma 0.8046, delta 0.2873, epsilon 0.
 from __future__ import annotations
 
 import math
-import sqlite3
 import struct
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import stores
 from gitrepo import make_repo
 from mcp.shared.exceptions import MCPError
 from mcp_client import ThreadedClient, call, open_client, threaded_client
@@ -41,6 +41,9 @@ CORPUS = {
     "delta": ([0.0, 1.0, 0.0], "place", []),
     "epsilon": ([0.0, 0.0, 1.0], "thing", []),
 }
+
+
+pytestmark = stores.both_stores
 
 
 def cos(a: list[float], b: list[float]) -> float:
@@ -297,13 +300,10 @@ def test_another_repository_sees_none_of_these_vectors(
 
 def model_vectors(home: Path) -> dict[str, list[float]]:
     """The local model's entity vectors the store computed (``vectors``, kind entity), by name."""
-    conn = sqlite3.connect(f"file:{home / 'memtrio.sqlite'}?mode=ro", uri=True)
-    try:
-        rows = conn.execute(
-            "SELECT e.name, v.vec FROM vectors v JOIN entities e ON e.id = v.item_id WHERE v.kind = 'entity'"
-        ).fetchall()
-    finally:
-        conn.close()
+    rows = stores.rows(
+        home,
+        "SELECT e.name, v.vec FROM vectors v JOIN entities e ON e.id = v.item_id WHERE v.kind = 'entity'",
+    )
     return {name: list(struct.unpack(f"<{len(blob) // 4}f", blob)) for name, blob in rows}
 
 
