@@ -280,8 +280,16 @@ def compact(w: Writer) -> JsonObject:
             if w.own.owned("memory", mid):  # another repository's copy stays (store.ownership)
                 w.drop_observation(mid, eid)
                 removed += 1
-    if postgres:  # GIN indexes: merge their pending lists into the main trees
-        indexes = ["entities_fts", "entities_name_trgm", "entities_kind_trgm", "memories_fts"]
+    if postgres:  # GIN indexes: merge their pending lists into the main trees (the
+        # owner's right; an agents' role leaves it to autovacuum: docs/operations.md)
+        indexes = [
+            r[0]
+            for r in conn.execute(
+                """SELECT c.relname FROM pg_class c WHERE c.relkind = 'i'
+                   AND c.relname IN ('entities_fts', 'entities_name_trgm', 'entities_kind_trgm', 'memories_fts')
+                   AND pg_has_role(c.relowner, 'USAGE') ORDER BY c.relname"""
+            )
+        ]
         for index in indexes:
             conn.execute("SELECT gin_clean_pending_list(?::regclass)", (index,))
         return {"duplicateObservationsRemoved": removed, "indexesOptimized": indexes}

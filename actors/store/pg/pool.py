@@ -35,7 +35,8 @@ def unavailable(exc: BaseException, url: str) -> StoreUnavailable:
     if isinstance(exc, psycopg.errors.InsufficientPrivilege):
         return StoreUnavailable(
             f"the PostgreSQL store {where} refused ({detail})",
-            "grant the role the privileges docs/operations.md lists (Team set-up)",
+            "run one memtrio command as the schema's owner first (it creates or upgrades the "
+            "tables), and grant this role what docs/operations.md lists (Team set-up)",
             Path(where),
         )
     if isinstance(exc, psycopg.errors.UndefinedFile | psycopg.errors.FeatureNotSupported):
