@@ -44,7 +44,7 @@ from ...supervisors.context import AppContext
 from ...supervisors.supervisor import ChildContext, Mailbox
 from ..embedder.documents import read_documents, vector_writer
 from ..embedder.handle import EMBEDDER, EmbeddingError, EmbedResult
-from ..store import db
+from ..store import backends
 from ..store.writer import STORE, Change
 from . import rank as rank_mod
 from .graph import KINDS, RecallCache
@@ -247,7 +247,7 @@ class Ranker:
             self._remove_listener = store.add_listener(self.on_changes)
         try:
             self._conn = await trio.to_thread.run_sync(
-                lambda: db.connect_reader(
+                lambda: backends.open_reader(
                     self.path,
                     self.app.config.store.url,
                     self.app.config.store.busy_timeout_ms,

@@ -181,16 +181,6 @@ def _connect(
     return conn
 
 
-def connect_reader(path: Path, url: str, busy_timeout_ms: int) -> sqlite3.Connection:
-    """One read-only connection to the configured store: the SQLite file at ``path``, or,
-    when ``url`` (``[store] url``) is a ``postgresql://`` URL, that database."""
-    if url == "sqlite":
-        return connect(path, busy_timeout_ms=busy_timeout_ms, read_only=True)
-    from .pg import pool  # psycopg is needed only with a PostgreSQL store
-
-    return pool.open_reader(url)  # type: ignore[return-value]
-
-
 def is_busy(exc: BaseException) -> bool:
     if not isinstance(exc, sqlite3.OperationalError):
         return False

@@ -29,7 +29,7 @@ from typing import Any
 
 from ...supervisors.commands import CliError, add_common, emit, load_config
 from ...supervisors.context import AppRunner
-from . import db, transfer
+from . import backends, db, transfer
 from .memories import counts
 
 Digest = dict[str, dict[str, Any]]
@@ -37,13 +37,9 @@ Digest = dict[str, dict[str, Any]]
 
 def _open(location: str, home: Path, busy_timeout_ms: int) -> sqlite3.Connection:
     """A write connection (schema migrated) to ``sqlite`` (the home's file) or a URL."""
-    if location == "sqlite":
-        return db.open_write_connection(
-            db.db_path(home), busy_timeout_ms=busy_timeout_ms, durability="sync"
-        )
-    from .pg import pool
-
-    return pool.open_write_connection(location)  # type: ignore[return-value]
+    return backends.open_writer(
+        db.db_path(home), location, busy_timeout_ms=busy_timeout_ms, durability="sync"
+    )
 
 
 def _records(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
@@ -131,11 +127,11 @@ def cmd_migrate(args: argparse.Namespace, run: AppRunner) -> int:
 
 
 def _shown(location: str) -> str:
-    if location == "sqlite":
-        return "the home's SQLite store"
-    from .pg.pool import redact
-
-    return redact(location)
+    return (
+        "the home's SQLite store"
+        if location == backends.SQLITE
+        else backends.shown(Path(), location)
+    )
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

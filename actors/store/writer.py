@@ -35,7 +35,7 @@ from ...protocol.errors import Unavailable
 from ...supervisors import faults, trace
 from ...supervisors.context import ServiceKey
 from ...supervisors.supervisor import ChildContext, Mailbox
-from . import db
+from . import backends, db
 from .messages import Change, StoreRequest, Transact
 from .scopes import ScopePolicies, ScopePolicy
 
@@ -185,24 +185,6 @@ async def _transact(
     return result
 
 
-def _open_writer(store: Store, *, busy_timeout_ms: int, durability: str) -> sqlite3.Connection:
-    if store.url is not None:
-        from .pg import pool  # psycopg is needed only with a PostgreSQL store
-
-        return pool.open_write_connection(store.url)  # type: ignore[return-value]
-    return db.open_write_connection(
-        store.path, busy_timeout_ms=busy_timeout_ms, durability=durability
-    )
-
-
-def _open_read_pool(store: Store, size: int, busy_timeout_ms: int) -> db.ReadPool:
-    if store.url is not None:
-        from .pg import pool
-
-        return pool.open_read_pool(store.url, size)
-    return db.ReadPool(store.path, size, busy_timeout_ms)
-
-
 async def serve_store_writer(
     ctx: ChildContext,
     store: Store,
@@ -220,12 +202,16 @@ async def serve_store_writer(
     actor, which fails the in-flight reply and lets the supervisor restart it.
     """
     conn = await trio.to_thread.run_sync(
-        lambda: _open_writer(store, busy_timeout_ms=busy_timeout_ms, durability=durability)
+        lambda: backends.open_writer(
+            store.path, store.url, busy_timeout_ms=busy_timeout_ms, durability=durability
+        )
     )
     pool: db.ReadPool | None = None
     try:
         pool = await trio.to_thread.run_sync(
-            lambda: _open_read_pool(store, read_connections, busy_timeout_ms)
+            lambda: backends.open_read_pool(
+                store.path, store.url, read_connections, busy_timeout_ms
+            )
         )
         store._pool = pool
         if publish is not None:
@@ -233,7 +219,7 @@ async def serve_store_writer(
         trace.event(
             ACTOR,
             "store_opened",
-            path=str(store.path) if store.url is None else _shown(store.url),
+            path=backends.shown(store.path, store.url),
             scope=store.default_scope,
             restarts=ctx.restarts,
         )
@@ -283,12 +269,6 @@ async def _transact_one(
             cmd.reply.set(result.value)
         else:
             cmd.reply.set(result)
-
-
-def _shown(url: str) -> str:
-    from .pg.pool import redact
-
-    return redact(url)
 
 
 STORE: ServiceKey[Store] = ServiceKey("store")
