@@ -176,7 +176,9 @@ async def test_embeddings_off_never_publishes_a_model(tmp_path: Path, flag: str)
 
 
 @LOADS_THE_MODEL
-async def test_memories_written_without_embeddings_are_embedded_at_recall(tmp_path: Path) -> None:
+async def test_memories_written_without_embeddings_are_embedded_at_recall(
+    tmp_path: Path, store: str
+) -> None:
     home = tmp_path / "home"
     home.mkdir()
     async with open_client(home, env={"MEMTRIO_EMBEDDINGS": "off"}) as client:
@@ -196,6 +198,9 @@ async def test_memories_written_without_embeddings_are_embedded_at_recall(tmp_pa
         assert deep["id"] in ids_of(found)
     assert len(chunk_rows(home, deep["id"])) >= 2
     assert rows(home, "SELECT count(*) FROM vectors WHERE kind = 'memory'")[0][0] == 5
+    if store == "postgresql":  # the semantic seeds' pgvector copies, every window
+        assert rows(home, "SELECT count(*) FROM vectors WHERE embedding IS NULL") == [(0,)]
+        assert rows(home, "SELECT count(*) FROM vector_chunks WHERE embedding IS NULL") == [(0,)]
 
 
 @LOADS_THE_MODEL

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from . import db
+from .dialect import is_postgres
 from .writer import Change
 
 ItemKind = Literal["memory", "entity", "relation"]
@@ -103,7 +105,23 @@ def put_vector(
                 for i in range(1, vec.count)
             ],
         )
+    if is_postgres(conn):
+        _put_embeddings(conn, kind, item_id, vec)
     return True
+
+
+def _put_embeddings(conn: sqlite3.Connection, kind: str, item_id: int, vec: Vec) -> None:
+    """PostgreSQL: the pgvector copies of the windows just stored (``embedding``, HNSW)."""
+    floats = [list(struct.unpack(f"<{vec.dim}f", vec.chunk(i))) for i in range(vec.count)]
+    conn.execute(
+        "UPDATE vectors SET embedding = ?::real[]::vector WHERE kind = ? AND item_id = ?",
+        (floats[0], kind, item_id),
+    )
+    if vec.count > 1:
+        conn.executemany(
+            "UPDATE vector_chunks SET embedding = ?::real[]::vector WHERE kind = ? AND item_id = ? AND chunk = ?",
+            [(floats[i], kind, item_id, i) for i in range(1, vec.count)],
+        )
 
 
 def drop_vector(conn: sqlite3.Connection, kind: str, item_id: int) -> None:

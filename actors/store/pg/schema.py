@@ -8,8 +8,9 @@ tables and triggers PostgreSQL does with its own means:
   ``fts`` (the ``english`` configuration: stemmed, as the SQLite index is with
   ``porter``) and a GIN index; entity names and types: ``fts`` (``simple``,
   unstemmed words) and trigram (``pg_trgm``) GIN indexes for substring search;
-- the semantic seeds: ``vectors.embedding``, a ``pgvector`` copy of each local
-  model's vector, with an HNSW index (cosine) over the 384-dimension ones;
+- the semantic seeds: ``embedding``, a ``pgvector`` copy of each local model's
+  vector (``vectors``: first windows, ``vector_chunks``: the others), with an
+  HNSW index (cosine) over the 384-dimension ones (`fts.DENSE_MEMORIES`);
 - ids as SQLite's AUTOINCREMENT gives them: one more than the table's high-water
   mark in ``id_marks`` (SQLite's ``sqlite_sequence``, which the shared SQL
   names and `sql.translate` renames), set by a row trigger in the writing
@@ -192,8 +193,12 @@ CREATE TABLE vector_chunks (
     revision TEXT NOT NULL,
     dim      INTEGER NOT NULL,
     vec      BYTEA NOT NULL,
+    embedding vector,
     PRIMARY KEY (kind, item_id, chunk)
 );
+CREATE INDEX vector_chunks_hnsw ON vector_chunks
+    USING hnsw ((embedding::vector({HNSW_DIM})) vector_cosine_ops)
+    WHERE dim = {HNSW_DIM} AND embedding IS NOT NULL;
 
 CREATE FUNCTION vectors_chunks_reset() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
