@@ -9,10 +9,24 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from types import ModuleType
 
 from . import db
 
 SQLITE = "sqlite"
+
+
+def _pg() -> ModuleType:
+    """``pg.pool``, or `db.StoreUnavailable` saying how to install the driver."""
+    try:
+        from .pg import pool
+    except ImportError as exc:
+        raise db.StoreUnavailable(
+            f"a PostgreSQL store needs the psycopg driver ({exc})",
+            "install it with pip install 'memtrio[postgres]' (or psycopg[binary])",
+            Path("postgresql"),
+        ) from None
+    return pool
 
 
 def open_writer(
@@ -20,26 +34,20 @@ def open_writer(
 ) -> sqlite3.Connection:
     """The StoreWriter's connection, schema migrated (`db.StoreUnavailable` if it cannot be)."""
     if url is not None and url != SQLITE:
-        from .pg import pool
-
-        return pool.open_write_connection(url)  # type: ignore[return-value]
+        return _pg().open_write_connection(url)  # type: ignore[return-value]
     return db.open_write_connection(path, busy_timeout_ms=busy_timeout_ms, durability=durability)
 
 
 def open_read_pool(path: Path, url: str | None, size: int, busy_timeout_ms: int) -> db.ReadPool:
     if url is not None and url != SQLITE:
-        from .pg import pool
-
-        return pool.open_read_pool(url, size)
+        return _pg().open_read_pool(url, size)
     return db.ReadPool(path, size, busy_timeout_ms)
 
 
 def open_reader(path: Path, url: str | None, busy_timeout_ms: int) -> sqlite3.Connection:
     """One read-only connection (the ranker's own)."""
     if url is not None and url != SQLITE:
-        from .pg import pool
-
-        return pool.open_reader(url)  # type: ignore[return-value]
+        return _pg().open_reader(url)  # type: ignore[return-value]
     return db.connect(path, busy_timeout_ms=busy_timeout_ms, read_only=True)
 
 

@@ -111,8 +111,11 @@ class StoreComponent:
             )
         ]
         url = store.url
-        if url is not None:
+        try:
             from .pg.notify import serve_change_listener  # psycopg: PostgreSQL stores only
+        except ImportError:  # the store itself says how to install the driver (backends)
+            url = None
+        if url is not None:
 
             async def listen(
                 ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
