@@ -111,11 +111,11 @@ class StoreComponent:
             )
         ]
         url = store.url
-        try:
-            from .pg.notify import serve_change_listener  # psycopg: PostgreSQL stores only
-        except ImportError:  # the store itself says how to install the driver (backends)
-            url = None
         if url is not None:
+            try:
+                from .pg.notify import serve_change_listener  # psycopg: PostgreSQL stores only
+            except ImportError:  # the store says how to install the driver (backends)
+                return specs
 
             async def listen(
                 ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
