@@ -54,21 +54,25 @@ from mcp import Client
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def start_postgres(workdir: Path) -> tuple[Any, str]:
+def start_postgres(workdir: Path, create: bool = True) -> tuple[Any, str]:
     import pgserver
     import psycopg
 
     base = workdir / "pg"
-    base.mkdir()
+    base.mkdir(exist_ok=not create)
     base.chmod(0o755)  # as root, pgserver runs the server as its own user
     workdir.chmod(0o755)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         server = pgserver.get_server(base, cleanup_mode="stop")
     uri = server.get_uri()
-    with psycopg.connect(uri, autocommit=True) as conn:
-        conn.execute("CREATE DATABASE memtrio_bench")
-    return server, uri.replace("/postgres?", "/memtrio_bench?", 1)
+    if create:
+        with psycopg.connect(uri, autocommit=True) as conn:
+            conn.execute("CREATE DATABASE memtrio_bench")
+    url = uri.replace("/postgres?", "/memtrio_bench?", 1)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ANALYZE")  # as autovacuum would after the copy: statistics for the planner
+    return server, url
 
 
 def migrate(home: Path, url: str) -> float:
@@ -133,21 +137,28 @@ async def measure(home: Path, store: str, calls: int, seed: int) -> dict[str, An
 
 
 async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
-    workdir = Path(tempfile.mkdtemp(prefix="memtrio-store-bench-"))
-    rng = random.Random(7)
-    base = template_texts(rng, args.templates)
-    vecs, model, revision, _ = await embed_all(workdir / "embed", base)
+    reuse = args.reuse is not None
+    workdir = Path(args.reuse) if reuse else Path(tempfile.mkdtemp(prefix="memtrio-store-bench-"))
     home = workdir / "home"
-    home.mkdir(mode=0o700)
-    started = time.perf_counter()
-    build_store(home, args.size, base, vecs, model, revision, seed=args.size, long_share=0.1)
-    print(f"built {args.size} memories in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    if not reuse:
+        rng = random.Random(7)
+        base = template_texts(rng, args.templates)
+        vecs, model, revision, _ = await embed_all(workdir / "embed", base)
+        home.mkdir(mode=0o700)
+        started = time.perf_counter()
+        build_store(home, args.size, base, vecs, model, revision, seed=args.size, long_share=0.1)
+        print(
+            f"built {args.size} memories in {time.perf_counter() - started:.1f} s", file=sys.stderr
+        )
     server = None
     url = args.pg_url
     if url is None:
-        server, url = start_postgres(workdir)
+        server, url = start_postgres(workdir, create=not reuse)
     try:
-        copy_s = migrate(home, url)
+        if reuse:  # the copy of the earlier run, and its time
+            copy_s = json.loads(Path(args.out).read_text())["runs"][-1]["migrate_from_sqlite_s"]
+        else:
+            copy_s = migrate(home, url)
         print(f"migrate --to PostgreSQL: {copy_s:.1f} s", file=sys.stderr)
         rows = []
         for name, store in (("sqlite", "sqlite"), ("postgresql", url)):
@@ -175,6 +186,11 @@ def main() -> int:
     parser.add_argument("--templates", type=int, default=2000, help="distinct embedded sentences")
     parser.add_argument("--pg-url", help="an empty PostgreSQL database (default: a private one)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "bench-runs" / "store.json"))
+    parser.add_argument(
+        "--reuse",
+        metavar="DIR",
+        help="measure again the stores an earlier run left in DIR (skips building and copying)",
+    )
     args = parser.parse_args()
     rows = trio.run(main_async, args)
     meta = {"machine": {"cpus": os.cpu_count(), "load_avg_1min": round(os.getloadavg()[0], 2)}}

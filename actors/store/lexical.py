@@ -136,7 +136,14 @@ def match_expression(terms: Sequence[str], words: Sequence[str]) -> str:
 
 
 def doc_freqs(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int] | None:
-    """Memories containing each term (by its stem; 0 if none), or None if this connection has no vocab table."""
+    """Memories containing each term (by its stem; 0 if none), or None if this connection has no vocab table.
+
+    PostgreSQL has no free vocabulary table: the planner's estimate of the rows
+    the term matches (from ANALYZE's statistics of the ``tsvector`` column) stands
+    in for the count, which is all the pruning needs (`fts.estimated_matches`).
+    """
+    if is_postgres(conn):
+        return {term: fts.estimated_matches(conn, term) for term in terms}
     try:
         out = {}
         for term in terms:
@@ -163,9 +170,9 @@ def plan(conn: sqlite3.Connection, query: str, budget: PlanBudget) -> tuple[str,
     terms = terms_of(words)
     if not terms:
         return None
-    if is_postgres(conn):  # no vocabulary table: the GIN index is asked for every term
-        return fts.match_query(terms, words), 0
     terms, low = _prune(conn, terms, budget)
+    if is_postgres(conn):
+        return fts.match_query(terms, words), low
     return match_expression(terms, words), low
 
 
