@@ -59,9 +59,10 @@ def start_postgres(workdir: Path, create: bool = True) -> tuple[Any, str]:
     import psycopg
 
     base = workdir / "pg"
-    base.mkdir(exist_ok=not create)
-    base.chmod(0o755)  # as root, pgserver runs the server as its own user
-    workdir.chmod(0o755)
+    if create:
+        base.mkdir()
+        base.chmod(0o755)  # as root, pgserver runs the server as its own user
+        workdir.chmod(0o755)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         server = pgserver.get_server(base, cleanup_mode="stop")
