@@ -35,6 +35,7 @@ PAGES = {
     "chaos": ("docs/reliability.md",),
     "trace": ("docs/operations.md",),
     "ui": ("docs/ui.md",),
+    "migrate": ("docs/operations.md",),
 }
 # Options every command takes, documented once.
 COMMON = {
