@@ -75,14 +75,14 @@ def transport(request: pytest.FixtureRequest) -> Iterator[str]:
 @pytest.fixture(scope="module", autouse=True)
 def store(request: pytest.FixtureRequest) -> Iterator[str]:
     """The store backend of this test's servers: ``sqlite`` unless the module is marked
-    `stores.both_stores` (then also ``postgresql``). On PostgreSQL, the module's own
-    fixtures (a server shared by its tests) get a database of the module's."""
+    `stores.both_stores` (then also ``postgresql``: each home's store is a database of
+    the session's PostgreSQL server, `stores.store_url`)."""
     name = getattr(request, "param", "sqlite")
     if name != "postgresql":
         yield name
         return
     server: stores.PgServer = request.getfixturevalue("pg_server")
-    with stores.selected_store(server.database()):
+    with stores.serving(server):
         yield name
 
 
@@ -92,17 +92,6 @@ def pg_server() -> Iterator[stores.PgServer]:
     server = stores.PgServer()
     yield server
     server.close()
-
-
-@pytest.fixture(autouse=True)
-def store_url(store: str, request: pytest.FixtureRequest) -> Iterator[str | None]:
-    """A fresh PostgreSQL database for a ``postgresql`` test (its URL), else None."""
-    if store != "postgresql":
-        yield None
-        return
-    server: stores.PgServer = request.getfixturevalue("pg_server")
-    with stores.selected_store(server.database()) as url:
-        yield url
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ def server_env(home: Path, env: Mapping[str, str] | None = None) -> dict[str, st
     out["MEMTRIO_HOME"] = str(home)
     out.setdefault("MEMTRIO_EMBEDDINGS", "off")
     out["PYTHONUNBUFFERED"] = "1"
-    out.update(store_env())  # the running test's PostgreSQL database, if it has one
+    out.update(store_env(home))  # the home's PostgreSQL database, in a PostgreSQL run
     out.update(env or {})
     return out
 

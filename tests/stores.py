@@ -5,8 +5,8 @@ over every transport on SQLite and once more over stdio on PostgreSQL (the
 transports do not depend on the store, so repeating them would only cost
 time). The PostgreSQL server is a private ``pgserver`` (PostgreSQL 18 with
 ``vector`` and ``pg_trgm``) started once per test session in a temporary
-directory; each test gets a database of its own (``CREATE DATABASE``), so tests
-stay independent. ``MEMTRIO_TEST_STORES=sqlite`` skips the PostgreSQL runs.
+directory; each home gets a database of its own (``CREATE DATABASE``), as each
+SQLite home has its own file, so tests and servers stay independent. ``MEMTRIO_TEST_STORES=sqlite`` skips the PostgreSQL runs.
 """
 
 from __future__ import annotations
@@ -27,18 +27,27 @@ STORES = ("sqlite", "postgresql")
 both_stores = pytest.mark.stores(*STORES)
 """A module's mark: its tests run on SQLite (every transport) and on PostgreSQL (stdio)."""
 
-_current: list[str | None] = [None]  # the PostgreSQL URL of the running test, or None
+_selected: list[str] = []  # a PostgreSQL URL a test names itself (`selected_store`)
+_serving: list[PgServer] = []  # the server of the running module's PostgreSQL runs
 _numbers = itertools.count(1)
 
 
-def store_url() -> str | None:
-    """The running test's PostgreSQL URL (None: SQLite)."""
-    return _current[-1]
+def store_url(home: Path | None = None) -> str | None:
+    """The PostgreSQL URL of ``home``'s store in the running test (None: SQLite).
+
+    As a SQLite store is a file in its home, each home gets a database of its
+    own (created at first use): servers of different homes never share a store.
+    """
+    if _selected:
+        return _selected[-1]
+    if not _serving or home is None:
+        return None
+    return _serving[-1].database_for(Path(home))
 
 
-def store_env() -> dict[str, str]:
-    """The environment that points a server at the running test's store."""
-    url = store_url()
+def store_env(home: Path) -> dict[str, str]:
+    """The environment that points a server of ``home`` at its store."""
+    url = store_url(home)
     return {"MEMTRIO_STORE": url} if url else {}
 
 
@@ -56,6 +65,14 @@ class PgServer:
             warnings.simplefilter("ignore")
             self.server = pgserver.get_server(self.base, cleanup_mode="stop")
         self.uri = self.server.get_uri()
+        self.homes: dict[str, str] = {}
+
+    def database_for(self, home: Path) -> str:
+        """The database of ``home`` (made at its first use)."""
+        key = str(home.resolve())
+        if key not in self.homes:
+            self.homes[key] = self.database()
+        return self.homes[key]
 
     def database(self) -> str:
         """A new empty database; its URL."""
@@ -84,18 +101,29 @@ class PgServer:
 
 
 @contextlib.contextmanager
-def selected_store(url: str | None) -> Iterator[str | None]:
-    _current.append(url)
+def selected_store(url: str) -> Iterator[str]:
+    """`rows` and the servers of the block use ``url``, whatever their home."""
+    _selected.append(url)
     try:
         yield url
     finally:
-        _current.pop()
+        _selected.pop()
+
+
+@contextlib.contextmanager
+def serving(server: PgServer) -> Iterator[PgServer]:
+    """Each home of the block has its store on ``server`` (`store_url`)."""
+    _serving.append(server)
+    try:
+        yield server
+    finally:
+        _serving.pop()
 
 
 @contextlib.contextmanager
 def connect(home: Path) -> Iterator[Any]:
-    """A DB-API connection to the running test's store (SQLite: ``home``'s file)."""
-    url = store_url()
+    """A DB-API connection to ``home``'s store in the running test (SQLite: its file)."""
+    url = store_url(home)
     if url is None:
         conn = sqlite3.connect(home / "memtrio.sqlite")
         try:
@@ -120,7 +148,7 @@ def rows(home: Path, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ..
 
 def tables(home: Path) -> list[str]:
     """The store's tables (not the SQLite full-text index's shadow tables)."""
-    if store_url() is None:
+    if store_url(home) is None:
         sql = (
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'memories_fts%'"
         )
