@@ -61,8 +61,9 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("vectors-home")
+def home(tmp_path_factory: pytest.TempPathFactory, store: str) -> Path:
+    """The corpus server's home, one per store backend (so `vec` is built once for each)."""
+    return tmp_path_factory.mktemp(f"vectors-home-{store}")
 
 
 @pytest.fixture(scope="module")
