@@ -100,6 +100,7 @@ async def test_two_serve_processes_and_eight_clients_share_one_store(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 async def test_two_serve_processes_write_ten_thousand_memories_and_two_thousand_entities(
     tmp_path: Path, pg_server: stores.PgServer
 ) -> None:
