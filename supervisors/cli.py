@@ -115,7 +115,13 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
     if chosen is not None and chosen != "stdio":
         return serve_network(args, chosen)
     # Flags that configure this server's own features: attaching would ignore them.
-    if not (args.no_attach or args.tools or vector_overrides(args) or store_overrides(args)):
+    if not (
+        args.no_attach
+        or args.tools
+        or args.store
+        or vector_overrides(args)
+        or store_overrides(args)
+    ):
         cfg, home = load_config(args)
         if cfg.serve.attach:
             proto_in, proto_out = stdio.protect_stdout()

@@ -83,6 +83,11 @@ class Parser(argparse.ArgumentParser):
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--home", help="data directory (default: $MEMTRIO_HOME or ~/.memtrio)")
     parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="the memory store: sqlite (the file in the home, default) or postgresql://user@host/db",
+    )
+    parser.add_argument(
         "--log-level", choices=["debug", "info", "warning", "error", "off"], help="trace log level"
     )
 
@@ -141,6 +146,7 @@ STORE_FLAGS: dict[str, tuple[str, str, str]] = {
 FLAGS = {
     ("log", "level"): "--log-level",
     ("tools", "enabled"): "--tools",
+    ("store", "url"): "--store",
     ("vectors", "enabled"): "--vectors",
     **{("vectors", key): flag for flag, (key, _, _) in VECTOR_FLAGS.items()},
     **{("store", key): flag for flag, (key, _, _) in STORE_FLAGS.items()},
@@ -189,6 +195,8 @@ def load_config(
     tools = getattr(args, "tools", None)
     if tools:
         overrides["tools"] = {"enabled": tools}
+    if getattr(args, "store", None):
+        overrides["store"] = {"url": args.store}
     vectors = vector_overrides(args)
     if vectors:
         overrides["vectors"] = vectors

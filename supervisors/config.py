@@ -56,8 +56,10 @@ class LogConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 class StoreConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """SQLite options of the memory store (docs/memory.md, "Storage and concurrency")."""
+    """Options of the memory store (docs/memory.md, "Storage and concurrency"); all but
+    ``url`` are SQLite's."""
 
+    url: str = "sqlite"  # sqlite (the file in the home) or postgresql://user@host/db
     # async: synchronous=NORMAL and a PASSIVE checkpoint every wal_flush_ms; sync:
     # synchronous=FULL (an fsync per commit); "normal" is async's earlier name.
     durability: Literal["async", "sync", "normal"] = "async"
@@ -169,6 +171,7 @@ ALIASES: dict[str, tuple[str, str]] = {
     # The reference's (mcp-memory) name first: MEMTRIO_DURABILITY, applied after it, wins.
     "MCP_MEMORY_DURABILITY": ("store", "durability"),
     "MEMTRIO_DURABILITY": ("store", "durability"),
+    "MEMTRIO_STORE": ("store", "url"),
     "MEMTRIO_EMBEDDINGS": ("embedding", "enabled"),
     "MEMTRIO_CODE": ("code", "enabled"),
     "MEMTRIO_TOOLS": ("tools", "enabled"),
@@ -200,6 +203,10 @@ _CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("server", "shutdown_grace"): (lambda v: 0 <= v <= 3600, "must be 0-3600 seconds"),
     ("server", "call_timeout"): (lambda v: 0 < v <= 86400, "must be > 0 and at most 86400 seconds"),
     ("log", "path"): (lambda v: "\0" not in v, "must not contain a NUL character"),
+    ("store", "url"): (
+        lambda v: v == "sqlite" or v.startswith(("postgresql://", "postgres://")),
+        'must be "sqlite" or a postgresql:// URL',
+    ),
     ("store", "read_connections"): (lambda v: 1 <= v <= 64, "must be 1-64"),
     ("store", "busy_timeout_ms"): (lambda v: 0 <= v <= MAX_INT32, f"must be 0-{MAX_INT32}"),
     ("store", "cache_size_mb"): (lambda v: 1 <= v <= 65_536, "must be 1-65536 (MB)"),

@@ -10,7 +10,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from mcp_client import TRANSPORTS, selected_transport  # noqa: E402 - after the path is set up
+import stores  # noqa: E402 - after the path is set up
+from mcp_client import TRANSPORTS, selected_transport  # noqa: E402
 from memtrio.supervisors import faults  # noqa: E402
 
 
@@ -21,12 +22,23 @@ def pytest_configure(config: pytest.Config) -> None:
         "once each (a module's pytestmark = mcp_client.every_transport; a test that runs on "
         "fewer says why)",
     )
+    config.addinivalue_line(
+        "markers",
+        "stores(*names): the store backends a module's tests run on (tests/stores.py)",
+    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize ``transport`` (and so `open_client`) by the closest ``transports`` mark."""
     marker = metafunc.definition.get_closest_marker("transports")
     if marker is None or "transport" not in metafunc.fixturenames:
+        stores_only = metafunc.definition.get_closest_marker("stores")
+        if stores_only is not None:  # a module on one transport, over both stores
+            chosen_stores = os.environ.get("MEMTRIO_TEST_STORES")
+            names = tuple(
+                s for s in stores_only.args if not chosen_stores or s in chosen_stores.split(",")
+            )
+            metafunc.parametrize("store", names, indirect=True, scope="module")
         return
     names = marker.args
     assert names and set(names) <= set(TRANSPORTS), f"unknown transports {names}"
@@ -35,7 +47,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     chosen = os.environ.get("MEMTRIO_TEST_TRANSPORTS")
     if chosen:  # e.g. MEMTRIO_TEST_TRANSPORTS=stdio for a quicker run
         names = tuple(n for n in names if n in chosen.split(","))
-    metafunc.parametrize("transport", names, indirect=True, scope="module")
+    stores_mark = metafunc.definition.get_closest_marker("stores")
+    stores = stores_mark.args if stores_mark is not None else ("sqlite",)
+    chosen_stores = os.environ.get("MEMTRIO_TEST_STORES")
+    if chosen_stores:  # e.g. MEMTRIO_TEST_STORES=sqlite
+        stores = tuple(s for s in stores if s in chosen_stores.split(","))
+    # The transports do not depend on the store: PostgreSQL runs over stdio only.
+    pairs = [(n, "sqlite") for n in names if "sqlite" in stores]
+    if "postgresql" in stores and "stdio" in names:
+        pairs.append(("stdio", "postgresql"))
+    metafunc.parametrize(
+        ("transport", "store"),
+        pairs,
+        indirect=True,
+        scope="module",
+        ids=[t if s == "sqlite" else f"{t}-{s}" for t, s in pairs],
+    )
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -43,6 +70,28 @@ def transport(request: pytest.FixtureRequest) -> Iterator[str]:
     """The transport `open_client` uses in this test: ``stdio`` unless the module is marked."""
     with selected_transport(getattr(request, "param", "stdio")) as name:
         yield name
+
+
+@pytest.fixture(scope="module", autouse=True)
+def store(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The store backend of this test's servers: ``sqlite`` unless the module is marked
+    `stores.both_stores` (then also ``postgresql``: each home's store is a database of
+    the session's PostgreSQL server, `stores.store_url`)."""
+    name = getattr(request, "param", "sqlite")
+    if name != "postgresql":
+        yield name
+        return
+    server: stores.PgServer = request.getfixturevalue("pg_server")
+    with stores.serving(server):
+        yield name
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[stores.PgServer]:
+    """One private PostgreSQL server (pgserver) for the whole session."""
+    server = stores.PgServer()
+    yield server
+    server.close()
 
 
 @pytest.fixture

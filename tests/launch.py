@@ -7,6 +7,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from stores import store_env
+
 SERVER_ENV_PASSTHROUGH = ("PATH", "HOME", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "PYTHONPATH")
 
 
@@ -17,6 +19,7 @@ def server_env(home: Path, env: Mapping[str, str] | None = None) -> dict[str, st
     out["MEMTRIO_HOME"] = str(home)
     out.setdefault("MEMTRIO_EMBEDDINGS", "off")
     out["PYTHONUNBUFFERED"] = "1"
+    out.update(store_env(home))  # the home's PostgreSQL database, in a PostgreSQL run
     out.update(env or {})
     return out
 

@@ -36,6 +36,7 @@ PAGES = {
     "chaos": ("docs/reliability.md",),
     "trace": ("docs/operations.md",),
     "ui": ("docs/ui.md",),
+    "migrate": ("docs/operations.md",),
 }
 # Options every command takes, documented once.
 COMMON = {
@@ -43,6 +44,7 @@ COMMON = {
     "--log-level": "docs/configuration.md",
     # The [store] flags of mcp and serve, documented with their keys.
     **{flag: "docs/configuration.md" for flag in STORE_FLAGS},
+    "--store": "docs/configuration.md",
 }
 
 

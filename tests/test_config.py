@@ -18,6 +18,23 @@ def test_defaults_without_a_file(home: Path) -> None:
     assert cfg.retrieval.seed_top_k == 20 and cfg.retrieval.damping == 0.5
     assert cfg.code.index_threads == "auto" and cfg.code.max_files == 20000
     assert cfg.store.durability == "async" and cfg.store.wal_flush_ms == 250
+    assert cfg.store.url == "sqlite"
+
+
+def test_the_store_url_comes_from_the_file_the_environment_or_the_flag(home: Path) -> None:
+    write(home, '[store]\nurl = "postgresql://team@db.example/memtrio"\n')
+    assert config.load(home, env={}).store.url == "postgresql://team@db.example/memtrio"
+    cfg = config.load(home, env={"MEMTRIO_STORE": "sqlite"})
+    assert cfg.store.url == "sqlite"
+    with pytest.raises(config.ConfigError) as info:
+        config.load(
+            home,
+            env={},
+            overrides={"store": {"url": "mysql://x"}},
+            flags={("store", "url"): "--store"},
+        )
+    assert "the command-line flag --store mysql://x" in str(info.value)
+    assert 'must be "sqlite" or a postgresql:// URL' in str(info.value)
 
 
 def test_environment_overrides_file_and_flags_override_environment(home: Path) -> None:
@@ -140,6 +157,7 @@ OUT_OF_RANGE: dict[tuple[str, str], object] = {
     ("server", "shutdown_grace"): -1.0,
     ("server", "call_timeout"): 0.0,
     ("log", "path"): "a\0b",
+    ("store", "url"): "mysql://db/x",
     ("store", "read_connections"): 0,
     ("store", "busy_timeout_ms"): -1,
     ("store", "cache_size_mb"): 0,

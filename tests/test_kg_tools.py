@@ -30,8 +30,9 @@ from mcp_client import (
     stdio_only,
     threaded_client,
 )
+from stores import both_stores
 
-pytestmark = every_transport
+pytestmark = [every_transport, both_stores]
 
 KG_READ = {
     "read_graph", "search_nodes", "open_nodes", "batch_get_entities", "get_entity", "entity_exists",

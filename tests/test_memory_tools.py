@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +9,9 @@ import pytest
 import trio
 from gitrepo import git
 from mcp_client import call, every_transport, fails, ok, open_client
+from stores import both_stores, rows, snapshot
 
-pytestmark = every_transport
+pytestmark = [every_transport, both_stores]
 
 MEMORY_TOOLS = {
     "remember",
@@ -38,21 +38,6 @@ def repos(tmp_path: Path) -> dict[str, Path]:
     git(main, "worktree", "add", "-q", "-b", "wt", str(base / "wt"))
     git(base, "clone", "-q", str(main), str(base / "clone"))
     return {"main": main, "wt": base / "wt", "clone": base / "clone"}
-
-
-def snapshot(home: Path) -> dict[str, list[Any]]:
-    """Every row of every table: a refusal must leave this unchanged."""
-    conn = sqlite3.connect(home / "memtrio.sqlite")
-    try:
-        tables = [
-            r[0]
-            for r in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'memories_fts%'"
-            )
-        ]
-        return {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr) for t in tables}
-    finally:
-        conn.close()
 
 
 async def test_every_memory_tool_end_to_end(
@@ -192,9 +177,7 @@ async def test_every_memory_tool_end_to_end(
         assert "not found" in await fails(client, "inspect", id=third["id"])
         assert (await ok(client, "stats"))["memories"] == 2
 
-    conn = sqlite3.connect(home / "memtrio.sqlite")
-    log = conn.execute("SELECT kind, query, ids FROM recall_log ORDER BY id").fetchall()
-    conn.close()
+    log = rows(home, "SELECT kind, query, ids FROM recall_log ORDER BY id")
     assert ("recall", "kubernetes", "[]") in log  # calls that return nothing are logged too
     assert sum(1 for k, *_ in log if k == "inspect") == 2  # the refused inspect is not an access
     assert ("recall", "trio concurrency", f"[1, {third['id']}]") in log
@@ -320,10 +303,8 @@ async def test_two_servers_writing_at_once_lose_nothing(home: Path, tmp_path: Pa
     async with trio.open_nursery() as nursery:
         nursery.start_soon(server, "alpha")
         nursery.start_soon(server, "beta")
-    conn = sqlite3.connect(home / "memtrio.sqlite")
-    contents = {r[0] for r in conn.execute("SELECT content FROM memories")}
-    links = conn.execute("SELECT count(*) FROM memory_entities").fetchone()[0]
-    conn.close()
+    contents = {r[0] for r in rows(home, "SELECT content FROM memories")}
+    links = rows(home, "SELECT count(*) FROM memory_entities")[0][0]
     expected = {
         f"{n} task {t} note {i}"
         for n in ("alpha", "beta")
@@ -375,16 +356,13 @@ async def test_with_the_real_embedder_vectors_are_stored_with_the_rows(
         assert "warnings" not in rel
         found = await ok(client, "recall", query="which database engine do we use")
         assert found["memories"][0]["id"] == first["id"]
-    conn = sqlite3.connect(home / "memtrio.sqlite")
-    kinds = conn.execute(
-        "SELECT kind, count(*), min(dim) FROM vectors GROUP BY kind ORDER BY kind"
-    ).fetchall()
+    kinds = rows(home, "SELECT kind, count(*), min(dim) FROM vectors GROUP BY kind ORDER BY kind")
     chunks = dict(
-        conn.execute(
-            "SELECT item_id, count(*) FROM vector_chunks WHERE kind = 'memory' GROUP BY item_id"
-        ).fetchall()
+        rows(
+            home,
+            "SELECT item_id, count(*) FROM vector_chunks WHERE kind = 'memory' GROUP BY item_id",
+        )
     )
-    conn.close()
     assert kinds == [("entity", 3, 384), ("memory", 3, 384), ("relation", 2, 384)]
     # "tokens" is two word pieces: 1,200 of them take 12 windows of 128 tokens (stride 96)
     # beyond chunk 0; 4,000 take more than the 32 windows, which are all stored.

@@ -24,12 +24,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import stores
 import trio
 from gitrepo import make_repo
 from mcp import Client
 from mcp_client import fails, ok, open_client, server_env
 from memtrio.actors.store import ops, schema
 from memtrio.actors.store.ownership import Ownership, SharedRow
+
+pytestmark = stores.both_stores  # the unit test at the end runs on SQLite either way
 
 Triple = tuple[str, str, str]
 
@@ -61,20 +64,17 @@ class Pair:
 
     def metadata(self, triples: Sequence[Triple]) -> dict[str, Any]:
         """Relation metadata (no read tool returns it), read from the store without writing."""
-        conn = sqlite3.connect(f"file:{self.home / 'memtrio.sqlite'}?mode=ro", uri=True)
-        try:
-            out = {}
-            for src, rel, tgt in triples:
-                row = conn.execute(
-                    """SELECT r.metadata FROM relations r JOIN entities s ON s.id = r.source_id
-                       JOIN entities t ON t.id = r.target_id
-                       WHERE s.canonical_name = ? AND r.relation_type = ? AND t.canonical_name = ?""",
-                    (src.casefold(), rel, tgt.casefold()),
-                ).fetchone()
-                out[f"{src} {rel} {tgt}"] = json.loads(row[0]) if row else None
-            return out
-        finally:
-            conn.close()
+        out = {}
+        for src, rel, tgt in triples:
+            found = stores.rows(
+                self.home,
+                """SELECT r.metadata FROM relations r JOIN entities s ON s.id = r.source_id
+                   JOIN entities t ON t.id = r.target_id
+                   WHERE s.canonical_name = ? AND r.relation_type = ? AND t.canonical_name = ?""",
+                (src.casefold(), rel, tgt.casefold()),
+            )
+            out[f"{src} {rel} {tgt}"] = json.loads(found[0][0]) if found else None
+        return out
 
     @asynccontextmanager
     async def a_unchanged(

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 import trio
 from mcp_client import call, every_transport, ok, only_on, open_client
+from stores import both_stores, rows
 
-pytestmark = every_transport
+pytestmark = [every_transport, both_stores]
 # Each server of these loads the embedding model (seconds on two cores); what they test does
 # not depend on the transport, so the network transports are represented by Streamable HTTP.
 LOADS_THE_MODEL = only_on(
@@ -104,19 +105,14 @@ DEEP_QUERY = "where do the db snapshots get saved every evening"  # no word of N
 
 
 def chunk_rows(home: Path, memory_id: int) -> list[bytes]:
-    import sqlite3
-
-    conn = sqlite3.connect(str(home / "memtrio.sqlite"))
-    try:
-        return [
-            r[0]
-            for r in conn.execute(
-                "SELECT vec FROM vector_chunks WHERE kind = 'memory' AND item_id = ? ORDER BY chunk",
-                (memory_id,),
-            )
-        ]
-    finally:
-        conn.close()
+    return [
+        r[0]
+        for r in rows(
+            home,
+            "SELECT vec FROM vector_chunks WHERE kind = 'memory' AND item_id = ? ORDER BY chunk",
+            (memory_id,),
+        )
+    ]
 
 
 @LOADS_THE_MODEL
@@ -180,9 +176,9 @@ async def test_embeddings_off_never_publishes_a_model(tmp_path: Path, flag: str)
 
 
 @LOADS_THE_MODEL
-async def test_memories_written_without_embeddings_are_embedded_at_recall(tmp_path: Path) -> None:
-    import sqlite3
-
+async def test_memories_written_without_embeddings_are_embedded_at_recall(
+    tmp_path: Path, store: str
+) -> None:
     home = tmp_path / "home"
     home.mkdir()
     async with open_client(home, env={"MEMTRIO_EMBEDDINGS": "off"}) as client:
@@ -201,11 +197,10 @@ async def test_memories_written_without_embeddings_are_embedded_at_recall(tmp_pa
         found = await ok(client, "recall", query=DEEP_QUERY, limit=2)
         assert deep["id"] in ids_of(found)
     assert len(chunk_rows(home, deep["id"])) >= 2
-    conn = sqlite3.connect(str(home / "memtrio.sqlite"))
-    try:
-        assert conn.execute("SELECT count(*) FROM vectors WHERE kind = 'memory'").fetchone()[0] == 5
-    finally:
-        conn.close()
+    assert rows(home, "SELECT count(*) FROM vectors WHERE kind = 'memory'")[0][0] == 5
+    if store == "postgresql":  # the semantic seeds' pgvector copies, every window
+        assert rows(home, "SELECT count(*) FROM vectors WHERE embedding IS NULL") == [(0,)]
+        assert rows(home, "SELECT count(*) FROM vector_chunks WHERE embedding IS NULL") == [(0,)]
 
 
 @LOADS_THE_MODEL

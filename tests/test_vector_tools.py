@@ -17,12 +17,12 @@ gamma 0.8046, delta 0.2873, epsilon 0.
 from __future__ import annotations
 
 import math
-import sqlite3
 import struct
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import stores
 from gitrepo import make_repo
 from mcp.shared.exceptions import MCPError
 from mcp_client import ThreadedClient, call, open_client, threaded_client
@@ -43,6 +43,9 @@ CORPUS = {
 }
 
 
+pytestmark = stores.both_stores
+
+
 def cos(a: list[float], b: list[float]) -> float:
     dot = sum(x * y for x, y in zip(a, b, strict=True))
     return dot / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
@@ -58,8 +61,9 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("vectors-home")
+def home(tmp_path_factory: pytest.TempPathFactory, store: str) -> Path:
+    """The corpus server's home, one per store backend (so `vec` is built once for each)."""
+    return tmp_path_factory.mktemp(f"vectors-home-{store}")
 
 
 @pytest.fixture(scope="module")
@@ -297,13 +301,10 @@ def test_another_repository_sees_none_of_these_vectors(
 
 def model_vectors(home: Path) -> dict[str, list[float]]:
     """The local model's entity vectors the store computed (``vectors``, kind entity), by name."""
-    conn = sqlite3.connect(f"file:{home / 'memtrio.sqlite'}?mode=ro", uri=True)
-    try:
-        rows = conn.execute(
-            "SELECT e.name, v.vec FROM vectors v JOIN entities e ON e.id = v.item_id WHERE v.kind = 'entity'"
-        ).fetchall()
-    finally:
-        conn.close()
+    rows = stores.rows(
+        home,
+        "SELECT e.name, v.vec FROM vectors v JOIN entities e ON e.id = v.item_id WHERE v.kind = 'entity'",
+    )
     return {name: list(struct.unpack(f"<{len(blob) // 4}f", blob)) for name, blob in rows}
 
 

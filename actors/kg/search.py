@@ -7,6 +7,8 @@ from collections import Counter
 
 from ...protocol.errors import BadArgument
 from ..store import ops
+from ..store.dialect import is_postgres
+from ..store.pg import fts
 from .lookup import OBS_TYPE_SQL, Ent, chunks, marks
 from .reads import type_filter
 from .records import JsonObject, entities_page
@@ -64,6 +66,8 @@ def _scores(conn: sqlite3.Connection, sc: Scoped, terms: list[str]) -> Counter[i
 
 def term_hits(conn: sqlite3.Connection, sc: Scoped, term: str) -> Counter[int]:
     """The entities one term matches: `NAME_WEIGHT` for the name or type, plus one per observation."""
+    if is_postgres(conn):
+        return _term_hits_pg(conn, sc, term)
     match = f'"{term}"*'
     hits: Counter[int] = Counter()
     in_name = {
@@ -85,6 +89,24 @@ def term_hits(conn: sqlite3.Connection, sc: Scoped, term: str) -> Counter[int]:
             JOIN memory_entities me ON me.memory_id = m.id
             WHERE memories_fts MATCH ? AND {OBS_TYPE_SQL} AND {sc.memory()} GROUP BY me.entity_id""",
         (match,),
+    ):
+        hits[eid] += n
+    return hits
+
+
+def _term_hits_pg(conn: sqlite3.Connection, sc: Scoped, term: str) -> Counter[int]:
+    """`term_hits` on PostgreSQL: prefix tsqueries and the trigram indexes (`store.pg.fts`)."""
+    prefix = fts.prefix_query(term)
+    in_name = {r[0] for r in conn.execute(fts.ENTITY_WORDS, (prefix,))}
+    if len(term) >= 3:
+        pattern = fts.like_pattern(term)
+        in_name.update(r[0] for r in conn.execute(fts.ENTITY_SUBSTRING, (pattern, pattern)))
+    hits: Counter[int] = Counter(dict.fromkeys(in_name, NAME_WEIGHT))
+    for eid, n in conn.execute(
+        f"""SELECT me.entity_id, count(*) FROM {fts.MEMORY_PREFIX} JOIN memories m ON m.id = f.id
+            JOIN memory_entities me ON me.memory_id = m.id
+            WHERE {OBS_TYPE_SQL} AND {sc.memory()} GROUP BY me.entity_id""",
+        (prefix,),
     ):
         hits[eid] += n
     return hits

@@ -39,7 +39,7 @@ class Scoped:
 
     def _vis(self, table: str, col: str, alias: str) -> str:
         if self.sees_all:
-            return "1"
+            return "(1 = 1)"
         return (
             f"(EXISTS (SELECT 1 FROM {table} x WHERE x.{col} = {alias}.id AND x.scope_id IN ({self._inner}))"
             f" OR NOT EXISTS (SELECT 1 FROM {table} x WHERE x.{col} = {alias}.id))"

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from ..store import ops
+from ..store.dialect import is_postgres
 from ..store.ops import Vec
 from ..store.ownership import Ownership
 from ..store.writer import Change
@@ -36,6 +37,10 @@ class Vectors:
 
 def _next_id(conn: sqlite3.Connection, table: str) -> int:
     """The id AUTOINCREMENT gives the next row of ``table`` (the caller holds the write lock)."""
+    if is_postgres(conn):  # its high-water mark is never below max(id) (store.pg.schema)
+        return (
+            int(conn.execute(f"SELECT seq FROM id_marks WHERE name = '{table}'").fetchone()[0]) + 1
+        )
     row = conn.execute(
         f"SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = '{table}'), 0),"
         f" coalesce((SELECT max(id) FROM {table}), 0))"
@@ -83,6 +88,7 @@ class RowBatch:
         conn, ents, mems = self.conn, self.entities, self.memories
         if (
             not JSON_ROWS
+            or is_postgres(conn)  # psycopg pipelines executemany: one round trip
             or any("\x00" in t for row in ents for t in row[1:])
             or any("\x00" in m[1] for m in mems)
         ):

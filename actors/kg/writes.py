@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..store import ops
+from ..store.dialect import is_postgres
 from .lookup import OBS_TYPE_SQL, Ent, observation_texts, observations_of, require, resolve
 from .records import JsonObject, relation_out
 from .writer import Writer
@@ -268,8 +269,10 @@ def compact(w: Writer) -> JsonObject:
     """
     conn, sc = w.conn, w.sc
     removed = 0
+    postgres = is_postgres(conn)
+    ids_sql = "string_agg(m.id::text, ',')" if postgres else "group_concat(m.id)"
     dupes = conn.execute(
-        f"""SELECT me.entity_id, group_concat(m.id) FROM memory_entities me JOIN memories m ON m.id = me.memory_id
+        f"""SELECT me.entity_id, {ids_sql} FROM memory_entities me JOIN memories m ON m.id = me.memory_id
             WHERE {OBS_TYPE_SQL} AND {sc.memory()} GROUP BY me.entity_id, m.content HAVING count(*) > 1"""
     ).fetchall()
     for eid, ids in dupes:
@@ -277,6 +280,19 @@ def compact(w: Writer) -> JsonObject:
             if w.own.owned("memory", mid):  # another repository's copy stays (store.ownership)
                 w.drop_observation(mid, eid)
                 removed += 1
+    if postgres:  # GIN indexes: merge their pending lists into the main trees (the
+        # owner's right; an agents' role leaves it to autovacuum: docs/operations.md)
+        indexes = [
+            r[0]
+            for r in conn.execute(
+                """SELECT c.relname FROM pg_class c WHERE c.relkind = 'i'
+                   AND c.relname IN ('entities_fts', 'entities_name_trgm', 'entities_kind_trgm', 'memories_fts')
+                   AND pg_has_role(c.relowner, 'USAGE') ORDER BY c.relname"""
+            )
+        ]
+        for index in indexes:
+            conn.execute("SELECT gin_clean_pending_list(?::regclass)", (index,))
+        return {"duplicateObservationsRemoved": removed, "indexesOptimized": indexes}
     indexes = ["entities_fts", "entities_trigram", "memories_fts"]
     for index in indexes:
         conn.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")

@@ -42,9 +42,19 @@ import igraph  # noqa: E402 - after the OpenMP settings above
 import numpy as np  # noqa: E402
 
 from ..store import lexical  # noqa: E402
-from .dates import query_dates
-from .graph import KIND_CODE, NODE_KINDS, RecallCache, node, node_id, node_kind, query_words
-from .signals import date_boost, date_first, explain, neighbour_context
+from ..store.dialect import is_postgres  # noqa: E402
+from ..store.pg import fts  # noqa: E402
+from .dates import query_dates  # noqa: E402
+from .graph import (  # noqa: E402
+    KIND_CODE,
+    NODE_KINDS,
+    RecallCache,
+    node,
+    node_id,
+    node_kind,
+    query_words,
+)
+from .signals import date_boost, date_first, explain, neighbour_context  # noqa: E402
 
 MAX_HOPS = 2  # seed -> entity -> memory (or memory -> entity -> memory)
 MAX_NEIGHBOURHOOD = 1_500  # nodes; PPR plus building the subgraph takes ~5 ms
@@ -94,6 +104,11 @@ def fts_candidates(conn: sqlite3.Connection, query: str) -> list[tuple[int, floa
     if planned is None:
         return []
     terms, words, low = planned
+    if is_postgres(conn):
+        rows = conn.execute(
+            fts.MEMORY_MATCHES, (fts.match_query(terms, words), low, FTS_CANDIDATES)
+        ).fetchall()
+        return [(int(r), -float(sc)) for r, sc in rows]
     try:
         if low > 0:
             return window_scores(conn, lexical.phrases(terms, words), low)
@@ -137,6 +152,32 @@ def window_scores(
             scores[rowid] = scores.get(rowid, 0.0) + idf
     best = sorted(scores.items(), key=lambda kv: (-kv[1], -kv[0]))[:FTS_CANDIDATES]
     return [(int(r), float(s)) for r, s in best]
+
+
+# pgvector candidates fetched per wanted seed (the scope filter applies after the index).
+PG_DENSE_FACTOR = 4
+
+
+def pg_dense_memories(
+    cache: RecallCache, conn: sqlite3.Connection, qvec: np.ndarray, k: int, allowed: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """PostgreSQL: the ``k`` allowed memories nearest ``qvec`` by pgvector's HNSW indexes
+    (every window, best cosine), or None when the in-process index must answer (another
+    dimension, or the scope filter left fewer than ``k`` of the candidates)."""
+    if not is_postgres(conn) or qvec.shape[-1] != 384:
+        return None
+    n = PG_DENSE_FACTOR * k
+    q = np.asarray(qvec, dtype=np.float32).reshape(-1).tolist()
+    conn.execute("SELECT set_config('hnsw.ef_search', ?, false)", (str(max(n, 40)),))
+    rows = conn.execute(
+        fts.DENSE_MEMORIES,
+        (q, cache.model, cache.revision, q, n, q, cache.model, cache.revision, q, n),
+    ).fetchall()
+    kept = [(i, c) for i, c in rows if i < len(allowed) and allowed[i]][:k]
+    if len(kept) < k and len(rows) >= n:
+        return None
+    ids = np.array([i for i, _ in kept], dtype=np.int64)
+    return ids, np.array([c for _, c in kept], dtype=np.float32)
 
 
 def lexical_seeds(
@@ -187,7 +228,10 @@ def seeds(
     dense_share = 1.0 if not p.use_lexical else 1 - p.lexical_share
     lexical_share = 1.0 if not p.use_dense else p.lexical_share
     if p.use_dense:
-        ids, cos = cache.index["memory"].search(qvec, k, masks["memory"])
+        near = pg_dense_memories(cache, conn, qvec, k, masks["memory"])
+        ids, cos = (
+            near if near is not None else cache.index["memory"].search(qvec, k, masks["memory"])
+        )
         dense_mass = p.memory_seed_weight * dense_share
         weights = softmax(cos, p.seed_temperature).tolist()
         for r, (item_id, c, w) in enumerate(zip(ids.tolist(), cos.tolist(), weights, strict=True)):

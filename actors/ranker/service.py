@@ -44,7 +44,7 @@ from ...supervisors.context import AppContext
 from ...supervisors.supervisor import ChildContext, Mailbox
 from ..embedder.documents import read_documents, vector_writer
 from ..embedder.handle import EMBEDDER, EmbeddingError, EmbedResult
-from ..store import db
+from ..store import backends, db
 from ..store.writer import STORE, Change
 from . import rank as rank_mod
 from .graph import KINDS, RecallCache
@@ -252,11 +252,11 @@ class Ranker:
             self._remove_listener = store.add_listener(self.on_changes)
         try:
             self._conn = await trio.to_thread.run_sync(
-                lambda: db.connect(
+                lambda: backends.open_reader(
                     self.path,
-                    busy_timeout_ms=self.app.config.store.busy_timeout_ms,
-                    read_only=True,
-                    tuning=db.Tuning(
+                    self.app.config.store.url,
+                    self.app.config.store.busy_timeout_ms,
+                    db.Tuning(
                         self.app.config.store.cache_size_mb, self.app.config.store.mmap_size_mb
                     ),
                 )
@@ -441,11 +441,11 @@ class Ranker:
         store = self.app.config.store
 
         def run() -> None:
-            conn = db.connect(
+            conn = backends.open_reader(
                 self.path,
-                busy_timeout_ms=store.busy_timeout_ms,
-                read_only=True,
-                tuning=db.Tuning(store.cache_size_mb, store.mmap_size_mb),
+                store.url,
+                store.busy_timeout_ms,
+                db.Tuning(store.cache_size_mb, store.mmap_size_mb),
             )
             try:
                 conn.execute("BEGIN")

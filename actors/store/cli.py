@@ -25,7 +25,7 @@ from ...supervisors.commands import CliError, add_common, cli_words, emit
 from ...supervisors.context import AppContext, AppRunner
 from ..kg import cli as kg_cli
 from ..kg import jsonl
-from . import limits, tools, transfer
+from . import limits, migrate, tools, transfer
 from .doctor import cmd_doctor
 from .import_file import ImportRefused, numbered_lines, open_import, printable
 from .memories import list_memories
@@ -503,3 +503,4 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
         choices=["memtrio", "jsonl"],
         help="default: detected (a memtrio export starts with its header; else the reference memory.jsonl)",
     )
+    migrate.register(sub)

@@ -289,20 +289,31 @@ class ReadPool:
     def __init__(
         self, path: Path, size: int, busy_timeout_ms: int, tuning: Tuning = DEFAULT_TUNING
     ) -> None:
-        self._conns = [
+        conns = [
             connect(path, busy_timeout_ms=busy_timeout_ms, read_only=True, tuning=tuning)
             for _ in range(size)
         ]
-        self._inline = connect(path, busy_timeout_ms=0, read_only=True, tuning=tuning)
-        self._free_send, self._free_recv = trio.open_memory_channel[sqlite3.Connection](size)
+        self._setup(conns, connect(path, busy_timeout_ms=0, read_only=True, tuning=tuning))
+
+    @classmethod
+    def over(cls, conns: list[sqlite3.Connection]) -> ReadPool:
+        """A pool of other connections (the PostgreSQL store's), without inline reads."""
+        pool = cls.__new__(cls)
+        pool._setup(conns, None)
+        return pool
+
+    def _setup(self, conns: list[sqlite3.Connection], inline: sqlite3.Connection | None) -> None:
+        self._conns = conns
+        self._inline = inline
+        self._free_send, self._free_recv = trio.open_memory_channel[sqlite3.Connection](len(conns))
         for conn in self._conns:
             self._free_send.send_nowait(conn)
-        self.limiter = trio.CapacityLimiter(size)
+        self.limiter = trio.CapacityLimiter(len(conns))
         self.closed = False
 
     async def run(self, op: Callable[[sqlite3.Connection], T], inline: bool = False) -> T:
         """``op(conn)`` in one read transaction: in a thread, or first on the loop with ``inline``."""
-        if inline and not self.closed:
+        if inline and not self.closed and self._inline is not None:
             await trio.lowlevel.checkpoint_if_cancelled()
             done, value = self._run_inline(op)
             if done:
@@ -322,6 +333,7 @@ class ReadPool:
     def _run_inline(self, op: Callable[[sqlite3.Connection], T]) -> tuple[bool, T | None]:
         """(True, ``op``'s value), or (False, None) when it was over budget or the database busy."""
         conn = self._inline
+        assert conn is not None
         # CPU time of this thread: being preempted on a busy machine is not the read's cost.
         deadline = time.thread_time() + INLINE_BUDGET
         conn.set_progress_handler(lambda: time.thread_time() > deadline, INLINE_CHECK_STEPS)
@@ -335,7 +347,8 @@ class ReadPool:
     def close(self) -> None:
         """Close idle connections now, busy ones when they come back (call from the trio thread)."""
         self.closed = True
-        _close_quietly(self._inline)
+        if self._inline is not None:
+            _close_quietly(self._inline)
         while True:
             try:
                 _close_quietly(self._free_recv.receive_nowait())

@@ -24,6 +24,7 @@ from . import db, schema, transfer
 from .memories import counts
 from .runner import run_store_command
 from .services import store_of
+from .writer import Store
 
 
 def _permissions(home: Path, log: Path, fix: bool) -> dict[str, Any]:
@@ -130,35 +131,57 @@ def _check_database(conn: sqlite3.Connection) -> dict[str, Any]:
     }
 
 
+def _redact(url: str) -> str:
+    from .pg.pool import redact
+
+    return redact(url)
+
+
+async def _database_report(store: Store) -> dict[str, Any]:
+    """Where the database is, its size, schema version, integrity and counts."""
+    if store.url is not None:
+        from .pg import pool
+        from .pg import schema as pg_schema
+
+        def check(conn: sqlite3.Connection) -> dict[str, Any]:
+            return {**pg_schema.check(conn), "counts": counts(conn)}  # type: ignore[arg-type]
+
+        report = await store.write(check, name="doctor")
+        return {"database": pool.redact(store.url), **report}
+    report = await store.write(_check_database, name="doctor")
+    size = sum(
+        p.stat().st_size for p in store.path.parent.glob(store.path.name + "*") if p.is_file()
+    )
+    return {
+        "database": str(store.path),
+        "database_bytes": size,
+        "sqlite": sqlite3.sqlite_version,
+        "latest_schema_version": schema.LATEST,
+        **report,
+    }
+
+
 def cmd_doctor(args: argparse.Namespace, run: AppRunner) -> int:
     cfg, home = load_config(args)
     perms = _permissions(home, log_path(cfg, home), args.fix)
 
     async def body(app: AppContext) -> int:
         store = store_of(app)
-        report = await store.write(_check_database, name="doctor")
-        size = sum(
-            p.stat().st_size for p in store.path.parent.glob(store.path.name + "*") if p.is_file()
-        )
         result = {
             "home": str(app.home),
-            "database": str(store.path),
-            "database_bytes": size,
+            **(await _database_report(store)),
             "log": str(log_path(app.config, app.home)),
             "cwd": str(app.cwd),
             "current_scope": store.default_scope,
             "git": git_output(["--version"], app.cwd) or "not found",
-            "sqlite": sqlite3.sqlite_version,
-            "latest_schema_version": schema.LATEST,
             "embeddings": "on" if app.config.embedding.enabled else "off",
             "durability": app.config.store.durability,
-            **report,
             "permissions": perms,
         }
         healthy = (
             result["integrity"] == "ok"
             and result["fts_integrity"] == "ok"
-            and result["schema_version"] == schema.LATEST
+            and result["schema_version"] == result["latest_schema_version"]
             and perms["status"] != "loose"
         )
 
@@ -181,7 +204,9 @@ def cmd_doctor(args: argparse.Namespace, run: AppRunner) -> int:
         message = _doctor_remedy(exc)
         result = {
             "home": str(home),
-            "database": str(db.db_path(home)),
+            "database": str(db.db_path(home))
+            if cfg.store.url == "sqlite"
+            else _redact(cfg.store.url),
             "cwd": os.getcwd(),
             "error": message,
             "permissions": perms,

@@ -69,10 +69,18 @@ class _StoreFeature:
     def setup(self, app: AppContext) -> StoreComponent:
         policy = ScopePolicy.for_directory(app.cwd)
         policies = ScopePolicies({app.cwd: policy.current})
-        store = Store(db.db_path(app.home), policy, Mailbox("store"), policies)
+        url = app.config.store.url
+        store = Store(
+            db.db_path(app.home),
+            policy,
+            Mailbox("store"),
+            policies,
+            url=None if url == "sqlite" else url,
+        )
         maintenance = Maintenance(Mailbox("store.maintenance"))
         app.add_tools(TOOLS)
-        app.status_sections["maintenance"] = maintenance.status
+        if store.url is None:  # PostgreSQL's own autovacuum keeps a PostgreSQL store
+            app.status_sections["maintenance"] = maintenance.status
 
         async def scope_instructions(session: SessionView) -> str:
             return instructions(await policies.scope_of(session.root), session)
@@ -114,7 +122,7 @@ class StoreComponent:
                 task_status=task_status,
             )
 
-        return [
+        specs: list[ChildSpec] = [
             ChildSpec(
                 "store",
                 start,
@@ -123,19 +131,45 @@ class StoreComponent:
                 mailboxes=[store.mailbox],
                 why="owns the only write connection; every memory tool needs it, so it always comes back",
             ),
-            supervisor_child(
-                self._maintenance_supervisor,
-                "store.maintenance",
-                restart=TEMPORARY,
-                mailboxes=[self.maintenance.mailbox],
-                on_ready=lambda: app.publish(MAINTENANCE, self.maintenance),
-                why=(
-                    "upkeep (WAL flush, vacuum, FTS merge) restarted by its own one_for_one "
-                    "supervisor; if it fails faster than that it stays down rather than "
-                    "restarting the sessions after it (SQLite still checkpoints every 1000 pages)"
-                ),
-            ),
         ]
+        url = store.url
+        if url is None:  # upkeep of the SQLite file (PostgreSQL runs its own autovacuum)
+            specs.append(
+                supervisor_child(
+                    self._maintenance_supervisor,
+                    "store.maintenance",
+                    restart=TEMPORARY,
+                    mailboxes=[self.maintenance.mailbox],
+                    on_ready=lambda: app.publish(MAINTENANCE, self.maintenance),
+                    why=(
+                        "upkeep (WAL flush, vacuum, FTS merge) restarted by its own one_for_one "
+                        "supervisor; if it fails faster than that it stays down rather than "
+                        "restarting the sessions after it (SQLite still checkpoints every 1000 pages)"
+                    ),
+                )
+            )
+        if url is not None:
+            try:
+                from .pg.notify import serve_change_listener  # psycopg: PostgreSQL stores only
+            except ImportError:  # the store says how to install the driver (backends)
+                return specs
+
+            async def listen(
+                ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+            ) -> None:
+                await serve_change_listener(ctx, store, url, task_status=task_status)
+
+            specs.append(
+                ChildSpec(
+                    "store.listener",
+                    listen,
+                    restart=PERMANENT,
+                    shutdown=2.0,
+                    why="keeps this process's caches current with other processes' writes; "
+                    "it reconnects itself, so a restart means a bug: bring it back",
+                )
+            )
+        return specs
 
     def _maintenance_supervisor(self) -> Supervisor:
         app, store, handle = self.app, self.store, self.maintenance

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 
 from . import db
 from .db import VOCAB_TABLE
+from .dialect import is_postgres
 from .memories import visibility_sql
+from .pg import fts
 from .scope_rows import scope_ids
 from .scopes import GLOBAL
 from .stem import stem
@@ -146,7 +148,13 @@ def doc_freqs(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int] 
     database and newest memory id (`_FREQS`), so they are read again once a
     memory is added (edits and deletions may leave them a little off until then:
     they only steer pruning).
+
+    PostgreSQL has no free vocabulary table: the planner's estimate of the rows
+    the term matches (from ANALYZE's statistics of the ``tsvector`` column) stands
+    in for the count, which is all the pruning needs (`fts.estimated_matches`).
     """
+    if is_postgres(conn):
+        return {term: fts.estimated_matches(conn, term) for term in terms}
     try:
         conn.execute(f"SELECT doc FROM {VOCAB_TABLE} LIMIT 0")  # this connection has one
         where = conn.execute("PRAGMA database_list").fetchone()[2]
@@ -188,6 +196,8 @@ def plan(conn: sqlite3.Connection, query: str, budget: PlanBudget) -> tuple[str,
     if planned is None:
         return None
     terms, words, low = planned
+    if is_postgres(conn):
+        return fts.match_query(terms, words), low
     return match_expression(terms, words), low
 
 
@@ -232,7 +242,7 @@ def lexical_plan(conn: sqlite3.Connection, query: str) -> tuple[str, int] | None
 
 def _tier_sql(repo_ids: Sequence[int], column: str = "m.id") -> str:
     if not repo_ids:
-        return "0"
+        return "(1 = 0)"
     inner = ",".join(str(int(i)) for i in repo_ids)
     return f"EXISTS (SELECT 1 FROM memory_scopes ms WHERE ms.memory_id = {column} AND ms.scope_id IN ({inner}))"
 
@@ -263,8 +273,11 @@ def lexical_search(
     ids = scope_ids(conn, selection)
     repo_ids = [sid for name, sid in ids.items() if name != GLOBAL]
     window = max(limit * CANDIDATE_FACTOR, MIN_CANDIDATES)
+    postgres = is_postgres(conn)
     candidates = conn.execute(
-        "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? AND rowid >= ? ORDER BY 2 LIMIT ?",
+        fts.MEMORY_MATCHES
+        if postgres
+        else "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? AND rowid >= ? ORDER BY 2 LIMIT ?",
         (match, low, window),
     ).fetchall()
     rows = _filter_candidates(conn, candidates, ids, repo_ids, memory_type)
@@ -277,10 +290,14 @@ def lexical_search(
             if memory_type
             else ""
         )
+        matches = (
+            fts.MEMORY_MATCHES_ALL
+            if postgres
+            else """(SELECT rowid AS id, bm25(memories_fts) AS score FROM memories_fts
+                     WHERE memories_fts MATCH ? AND rowid >= ?) f"""
+        )
         candidates = conn.execute(
-            f"""SELECT f.id, f.score FROM
-                    (SELECT rowid AS id, bm25(memories_fts) AS score FROM memories_fts
-                     WHERE memories_fts MATCH ? AND rowid >= ?) f
+            f"""SELECT f.id, f.score FROM {matches}
                 WHERE {visibility_sql(list(ids.values()), "f.id")} {type_sql}
                 ORDER BY {_tier_sql(repo_ids, "f.id")} DESC, f.score ASC, f.id DESC LIMIT ?""",
             [match, low, *([memory_type] if memory_type else []), window],

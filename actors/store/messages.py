@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from typing import Literal
+
+import msgspec
 
 from ...protocol.messages import Request
 
@@ -21,6 +24,28 @@ class Transact(Request, tag=True):
 
 
 StoreRequest = Transact
+
+
+class Change(msgspec.Struct, frozen=True):
+    """One committed change, for listeners.
+
+    - ``kind``: ``memory``, ``entity`` or ``relation``; or ``reset`` (many rows
+      changed at once, e.g. flush or import: reload everything from the store).
+    - ``id``: the row id (0 for ``reset``).
+    - ``deleted``: the row is gone (its vector too).
+    - ``vector``: the float32 bytes stored in ``vectors`` (and
+      ``vector_chunks``) in the same transaction, with ``model`` and
+      ``revision``: one vector per window of the row's text, back to back
+      (one for a short text); None when no vector is stored for the row now
+      (embeddings off, or the stale one was dropped).
+    """
+
+    kind: Literal["memory", "entity", "relation", "reset"]
+    id: int = 0
+    deleted: bool = False
+    vector: bytes | None = None
+    model: str | None = None
+    revision: str | None = None
 
 
 class RunMaintenance(Request, tag=True):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from . import db
+from .dialect import is_postgres
 from .writer import Change
 
 ItemKind = Literal["memory", "entity", "relation"]
@@ -80,7 +82,9 @@ def put_vector(
     first = vec.chunk(0)
     if replace:
         conn.execute(
-            "INSERT OR REPLACE INTO vectors (kind, item_id, model, revision, dim, vec) VALUES (?, ?, ?, ?, ?, ?)",
+            """INSERT INTO vectors (kind, item_id, model, revision, dim, vec) VALUES (?, ?, ?, ?, ?, ?)
+               ON CONFLICT (kind, item_id) DO UPDATE SET model = excluded.model, revision = excluded.revision,
+                   dim = excluded.dim, vec = excluded.vec""",
             (kind, item_id, vec.model, vec.revision, vec.dim, first),
         )
     else:
@@ -101,7 +105,23 @@ def put_vector(
                 for i in range(1, vec.count)
             ],
         )
+    if is_postgres(conn):
+        _put_embeddings(conn, kind, item_id, vec)
     return True
+
+
+def _put_embeddings(conn: sqlite3.Connection, kind: str, item_id: int, vec: Vec) -> None:
+    """PostgreSQL: the pgvector copies of the windows just stored (``embedding``, HNSW)."""
+    floats = [list(struct.unpack(f"<{vec.dim}f", vec.chunk(i))) for i in range(vec.count)]
+    conn.execute(
+        "UPDATE vectors SET embedding = ?::real[]::vector WHERE kind = ? AND item_id = ?",
+        (floats[0], kind, item_id),
+    )
+    if vec.count > 1:
+        conn.executemany(
+            "UPDATE vector_chunks SET embedding = ?::real[]::vector WHERE kind = ? AND item_id = ? AND chunk = ?",
+            [(floats[i], kind, item_id, i) for i in range(1, vec.count)],
+        )
 
 
 def drop_vector(conn: sqlite3.Connection, kind: str, item_id: int) -> None:

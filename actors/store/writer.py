@@ -21,10 +21,12 @@ which the loop runs itself within a budget (`db.ReadPool`).
 
 from __future__ import annotations
 
+import os
+import secrets
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Generic, Literal, TypeVar
+from typing import Generic, TypeVar
 
 import msgspec
 import trio
@@ -33,35 +35,13 @@ from ...protocol.errors import Unavailable
 from ...supervisors import faults, trace
 from ...supervisors.context import ServiceKey
 from ...supervisors.supervisor import ChildContext, Mailbox
-from . import db
-from .messages import StoreRequest, Transact
+from . import backends, db
+from .messages import Change, StoreRequest, Transact
 from .scopes import ScopePolicies, ScopePolicy
 
 ACTOR = "store"
 
 T = TypeVar("T")
-
-
-class Change(msgspec.Struct, frozen=True):
-    """One committed change, for listeners.
-
-    - ``kind``: ``memory``, ``entity`` or ``relation``; or ``reset`` (many rows
-      changed at once, e.g. flush or import: reload everything from the store).
-    - ``id``: the row id (0 for ``reset``).
-    - ``deleted``: the row is gone (its vector too).
-    - ``vector``: the float32 bytes stored in ``vectors`` (and
-      ``vector_chunks``) in the same transaction, with ``model`` and
-      ``revision``: one vector per window of the row's text, back to back
-      (one for a short text); None when no vector is stored for the row now
-      (embeddings off, or the stale one was dropped).
-    """
-
-    kind: Literal["memory", "entity", "relation", "reset"]
-    id: int = 0
-    deleted: bool = False
-    vector: bytes | None = None
-    model: str | None = None
-    revision: str | None = None
 
 
 class Written(msgspec.Struct, Generic[T], frozen=True):
@@ -98,8 +78,12 @@ class Store:
         policy: ScopePolicy,
         mailbox: Mailbox,
         policies: ScopePolicies | None = None,
+        url: str | None = None,
     ) -> None:
         self.path = path
+        self.url = url  # a postgresql:// URL, or None for the SQLite file at ``path``
+        # Names this handle's writes in change notifications (PostgreSQL: `pg.notify`).
+        self.origin = f"{os.getpid()}-{secrets.token_hex(6)}"
         self.policy = policy
         self.policies = policies if policies is not None else ScopePolicies()
         self.mailbox = mailbox
@@ -166,6 +150,21 @@ def _run_op(
     return result
 
 
+def _announcing(
+    op: Callable[[sqlite3.Connection], T], origin: str
+) -> Callable[[sqlite3.Connection], T]:
+    """``op``, then (PostgreSQL) a notification of its changes, sent if it commits (`pg.notify`)."""
+    from .pg.notify import announce
+
+    def run(conn: sqlite3.Connection) -> T:
+        result = op(conn)
+        if isinstance(result, Written) and result.changes:
+            announce(conn, origin, result.changes)
+        return result
+
+    return run
+
+
 def _commit(conn: sqlite3.Connection) -> None:
     conn.execute("COMMIT")
 
@@ -204,14 +203,20 @@ async def serve_store_writer(
     actor, which fails the in-flight reply and lets the supervisor restart it.
     """
     conn = await trio.to_thread.run_sync(
-        lambda: db.open_write_connection(
-            store.path, busy_timeout_ms=busy_timeout_ms, durability=durability, tuning=tuning
+        lambda: backends.open_writer(
+            store.path,
+            store.url,
+            busy_timeout_ms=busy_timeout_ms,
+            durability=durability,
+            tuning=tuning,
         )
     )
     pool: db.ReadPool | None = None
     try:
         pool = await trio.to_thread.run_sync(
-            lambda: db.ReadPool(store.path, read_connections, busy_timeout_ms, tuning)
+            lambda: backends.open_read_pool(
+                store.path, store.url, read_connections, busy_timeout_ms, tuning
+            )
         )
         store._pool = pool
         if publish is not None:
@@ -219,7 +224,7 @@ async def serve_store_writer(
         trace.event(
             ACTOR,
             "store_opened",
-            path=str(store.path),
+            path=backends.shown(store.path, store.url),
             scope=store.default_scope,
             restarts=ctx.restarts,
         )
@@ -252,7 +257,8 @@ async def _transact_one(
             with trace.span(ACTOR, "write", op=cmd.name) as extra:
                 try:
                     # A running op is never abandoned: its thread finishes first.
-                    result = await _transact(conn, cmd.op, busy_ms)
+                    op = cmd.op if store.url is None else _announcing(cmd.op, store.origin)
+                    result = await _transact(conn, op, busy_ms)
                 except Exception as exc:  # noqa: BLE001 - the op's failure is the caller's
                     if conn.in_transaction:
                         raise  # the connection is in an unknown state: crash and reopen

@@ -133,8 +133,8 @@ def access_history(conn: sqlite3.Connection, memory_id: int) -> list[dict[str, A
 
 def memory_types(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     rows = conn.execute(
-        "SELECT memory_type, count(*) FROM memories GROUP BY memory_type COLLATE NOCASE "
-        "ORDER BY count(*) DESC"
+        "SELECT min(memory_type), count(*) FROM memories GROUP BY memory_type COLLATE NOCASE "
+        "ORDER BY count(*) DESC, 1"
     )
     return [{"name": name, "memories": count} for name, count in rows]
 

@@ -1,0 +1,166 @@
+"""The store backends the end-to-end suites run over, and a way to look inside either.
+
+A module marked ``pytestmark = [every_transport, both_stores]`` runs each test
+over every transport on SQLite and once more over stdio on PostgreSQL (the
+transports do not depend on the store, so repeating them would only cost
+time). The PostgreSQL server is a private ``pgserver`` (PostgreSQL 18 with
+``vector`` and ``pg_trgm``) started once per test session in a temporary
+directory; each home gets a database of its own (``CREATE DATABASE``), as each
+SQLite home has its own file, so tests and servers stay independent. ``MEMTRIO_TEST_STORES=sqlite`` skips the PostgreSQL runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import shutil
+import sqlite3
+import tempfile
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+STORES = ("sqlite", "postgresql")
+both_stores = pytest.mark.stores(*STORES)
+"""A module's mark: its tests run on SQLite (every transport) and on PostgreSQL (stdio)."""
+
+_selected: list[str] = []  # a PostgreSQL URL a test names itself (`selected_store`)
+_serving: list[PgServer] = []  # the server of the running module's PostgreSQL runs
+_numbers = itertools.count(1)
+
+
+def store_url(home: Path | None = None) -> str | None:
+    """The PostgreSQL URL of ``home``'s store in the running test (None: SQLite).
+
+    As a SQLite store is a file in its home, each home gets a database of its
+    own (created at first use): servers of different homes never share a store.
+    """
+    if _selected:
+        return _selected[-1]
+    if not _serving or home is None:
+        return None
+    return _serving[-1].database_for(Path(home))
+
+
+def store_env(home: Path) -> dict[str, str]:
+    """The environment that points a server of ``home`` at its store."""
+    url = store_url(home)
+    return {"MEMTRIO_STORE": url} if url else {}
+
+
+class PgServer:
+    """One private PostgreSQL server for the session; `database` makes a fresh database."""
+
+    def __init__(self) -> None:
+        import pgserver
+
+        # Not under pytest's private temporary directory: as root, pgserver runs the
+        # server as its own user, which must reach the data directory.
+        self.base = Path(tempfile.mkdtemp(prefix="memtrio-pg-"))
+        self.base.chmod(0o755)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.server = pgserver.get_server(self.base, cleanup_mode="stop")
+        self.uri = self.server.get_uri()
+        self.homes: dict[str, str] = {}
+
+    def database_for(self, home: Path) -> str:
+        """The database of ``home`` (made at its first use)."""
+        key = str(home.resolve())
+        if key not in self.homes:
+            self.homes[key] = self.database()
+        return self.homes[key]
+
+    def database(self) -> str:
+        """A new empty database; its URL."""
+        import psycopg
+
+        name = f"memtrio_test_{next(_numbers)}"
+        with psycopg.connect(self.uri, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name}")
+            conn.execute(f"CREATE DATABASE {name}")
+        return self.uri.replace("/postgres?", f"/{name}?", 1)
+
+    def stop(self) -> None:
+        """Stop the server, keeping its data (`start` brings it back on the same socket)."""
+        self.server.cleanup()
+
+    def start(self) -> None:
+        import pgserver
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.server = pgserver.get_server(self.base, cleanup_mode="stop")
+
+    def close(self) -> None:
+        self.server.cleanup()
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def selected_store(url: str) -> Iterator[str]:
+    """`rows` and the servers of the block use ``url``, whatever their home."""
+    _selected.append(url)
+    try:
+        yield url
+    finally:
+        _selected.pop()
+
+
+@contextlib.contextmanager
+def serving(server: PgServer) -> Iterator[PgServer]:
+    """Each home of the block has its store on ``server`` (`store_url`)."""
+    _serving.append(server)
+    try:
+        yield server
+    finally:
+        _serving.pop()
+
+
+@contextlib.contextmanager
+def connect(home: Path) -> Iterator[Any]:
+    """A DB-API connection to ``home``'s store in the running test (SQLite: its file)."""
+    url = store_url(home)
+    if url is None:
+        conn = sqlite3.connect(home / "memtrio.sqlite")
+        try:
+            yield conn
+        finally:
+            conn.close()
+        return
+    from memtrio.actors.store.pg.conn import PgConnection
+
+    pg = PgConnection.open(url)
+    try:
+        yield pg
+    finally:
+        pg.close()
+
+
+def rows(home: Path, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """``sql`` (SQLite spelling, as the store's shared SQL) on the running test's store."""
+    with connect(home) as conn:
+        return [tuple(r) for r in conn.execute(sql, params).fetchall()]
+
+
+def tables(home: Path) -> list[str]:
+    """The store's tables (not the SQLite full-text index's shadow tables)."""
+    if store_url(home) is None:
+        sql = (
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'memories_fts%'"
+        )
+    else:
+        sql = "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+    return [r[0] for r in rows(home, sql)]
+
+
+def snapshot(home: Path) -> dict[str, list[Any]]:
+    """Every row of every table: a refusal must leave this unchanged."""
+    with connect(home) as conn:
+        return {
+            t: sorted((tuple(r) for r in conn.execute(f"SELECT * FROM {t}").fetchall()), key=repr)
+            for t in tables(home)
+        }

@@ -1,0 +1,141 @@
+"""The PostgreSQL store from the command line: --store, clear errors, migrations, migrate.
+
+Each test gets a fresh database of the session's private PostgreSQL server
+(`stores.PgServer`); the commands run as a user runs them (`run_cli`).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import stores
+from launch import server_env
+from mcp_client import run_cli
+
+
+@pytest.fixture
+def url(pg_server: stores.PgServer) -> str:
+    return pg_server.database()
+
+
+def cli(home: Path, *args: str, url: str | None = None) -> subprocess.CompletedProcess[str]:
+    extra = ("--store", url) if url else ()
+    return run_cli(*args, *extra, home=home)
+
+
+def test_every_memory_command_takes_store(home: Path, url: str) -> None:
+    assert (
+        cli(
+            home, "remember", "Deploys run from the release branch", "--entity", "CI", url=url
+        ).returncode
+        == 0
+    )
+    assert cli(home, "remember", "Camping gear lives in the shed", url=url).returncode == 0
+    found = json.loads(cli(home, "search", "deploying", "--lexical", "--json", url=url).stdout)
+    assert [m["content"] for m in found["memories"]] == ["Deploys run from the release branch"]
+    stats = json.loads(cli(home, "stats", "--json", url=url).stdout)
+    assert stats["memories"] == 2 and stats["entities"] == 1
+    doctor = json.loads(cli(home, "doctor", "--json", url=url).stdout)
+    assert doctor["schema_version"] == doctor["latest_schema_version"] == 1
+    assert "vector" in doctor["extensions"] and "pg_trgm" in doctor["extensions"]
+    assert doctor["integrity"] == "ok"
+    # Nothing went to the home's SQLite file.
+    assert not (home / "memtrio.sqlite").exists()
+
+
+def test_query_syntax_in_user_text_is_plain_words(home: Path, url: str) -> None:
+    cli(home, "remember", "The cache's TTL is 5 minutes (not 10) & it is per-user", url=url)
+    for query in ["cache's", "TTL & | !minutes", "(not <-> 10):*", "per-user\\", "'''"]:
+        done = cli(home, "search", query, "--lexical", "--json", url=url)
+        assert done.returncode == 0, (query, done.stderr)
+    found = json.loads(
+        cli(home, "search", "minutes) | !(cache", "--lexical", "--json", url=url).stdout
+    )
+    assert len(found["memories"]) == 1
+
+
+def test_an_unreachable_store_is_one_clear_line_without_the_password(
+    home: Path, tmp_path: Path
+) -> None:
+    url = f"postgresql://team:s3cret@/memtrio?host={tmp_path / 'nowhere'}"
+    done = cli(home, "stats", url=url)
+    assert done.returncode == 1 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot reach the PostgreSQL store" in lines[0]
+    assert "s3cret" not in done.stderr and "team:***@" in lines[0]
+
+
+def test_four_processes_starting_at_once_migrate_once(home: Path, url: str) -> None:
+    command = [sys.executable, "-m", "memtrio.supervisors.cli", "stats", "--json", "--store", url]
+    procs = [
+        subprocess.Popen(
+            command,
+            env=server_env(home),
+            cwd=home,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    outcomes = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [err for _, err in outcomes]
+    assert all(json.loads(out)["memories"] == 0 for out, _ in outcomes)
+    with stores.selected_store(url):
+        assert stores.rows(home, "SELECT value FROM meta WHERE key = 'schema_version'") == [("1",)]
+        assert len(stores.rows(home, "SELECT name FROM id_marks")) == 5
+
+
+def test_migrate_copies_sqlite_to_postgresql_and_back_checked(
+    home: Path, url: str, tmp_path: Path
+) -> None:
+    for text in ["first 'quoted' fact", "second fact with 100% and ?", "third"]:
+        assert cli(home, "remember", text, "--entity", "Store").returncode == 0
+    assert cli(home, "forget", "1").returncode == 0  # a gap in the ids survives the trip
+    cli(home, "search", "fact", "--lexical")  # a recall_log row
+    there = cli(home, "migrate", "--to", url, "--json")
+    assert there.returncode == 0, there.stderr
+    report = json.loads(there.stdout)
+    assert report["differ"] == [] and report["records"]["memory"]["count"] == 2
+    assert report["records"]["recall_log"]["count"] == 1
+    back_home = tmp_path / "back"
+    back_home.mkdir(mode=0o700)
+    back = json.loads(cli(back_home, "migrate", "--from", url, "--json").stdout)
+    assert back["records"] == report["records"] and back["differ"] == []
+    shown = json.loads(cli(back_home, "show", "3", "--json").stdout)
+    assert shown["content"] == "third" and [e["name"] for e in shown["entities"]] == ["Store"]
+    # The PostgreSQL copy serves the same store.
+    listed = json.loads(cli(home, "list", "--json", url=url).stdout)
+    assert sorted(m["id"] for m in listed) == [2, 3]
+    again = cli(home, "migrate", "--to", url)
+    assert again.returncode == 1 and "the target store is not empty" in again.stderr
+
+
+def test_a_change_reaches_other_processes_only_when_it_commits(url: str) -> None:
+    from memtrio.actors.store.messages import Change
+    from memtrio.actors.store.pg import notify
+    from memtrio.actors.store.pg.conn import PgConnection
+
+    listener = notify._listen(url)
+    writer = PgConnection.open(url)
+    try:
+        changed = [Change(kind="memory", id=5), Change(kind="entity", id=2, deleted=True)]
+        writer.execute("BEGIN IMMEDIATE")
+        notify.announce(writer, "here", changed)
+        writer.execute("ROLLBACK")
+        assert notify._wait(listener) == []  # a rolled-back write announces nothing
+        writer.execute("BEGIN IMMEDIATE")
+        notify.announce(writer, "here", changed)
+        writer.execute("COMMIT")
+        (payload,) = notify._wait(listener)
+        assert notify.parse(payload, "elsewhere") == changed
+        assert notify.parse(payload, "here") == []  # a process ignores its own writes
+        many = [Change(kind="memory", id=i) for i in range(2000)]
+        assert notify.parse(notify.payload("here", many), "elsewhere") == [Change(kind="reset")]
+    finally:
+        writer.close()
+        listener.close()
