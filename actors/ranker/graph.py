@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from ..store.dialect import is_postgres
 from ..store.ops import item_vectors
 from .dates import Day, memory_dates
 from .terms import TermGraph, extract
@@ -283,7 +284,10 @@ class RecallCache:
         if self.reads_text:
             # Dates alone need a 4-digit year in the text (`dates.memory_dates`): SQLite
             # skips the rest without handing them over.
-            where = "" if self.terms is not None else " WHERE content GLOB '*[0-9][0-9][0-9][0-9]*'"
+            where = ""
+            if self.terms is None:
+                digits = "~ '[0-9]{4}'" if is_postgres(conn) else "GLOB '*[0-9][0-9][0-9][0-9]*'"
+                where = f" WHERE content {digits}"
             for memory_id, content in conn.execute(f"SELECT id, content FROM memories{where}"):
                 self._read_text(memory_id, content)
         for kind in KINDS:
