@@ -112,6 +112,7 @@ def build(conn: sqlite3.Connection) -> Graph:
     g.memory("m-far", entities=["far"])  # seed -> billing -> m-two-hop -> hub -> ...
     g.memory("m-bridge", entities=["far", "hub"])
     g.memory("m-b", scope="b", entities=["billing", "hub"])
+    g.memory("m-review on 4 May 2023", entities=["stripe"])
     for i in range(8):
         g.memory(f"noise-{i}", entities=["hub"] if i % 2 else [])
     return g
@@ -140,7 +141,7 @@ def backends_pair(tmp_path: Path, pg_server: stores.PgServer) -> Iterator[dict[s
 
 def loaded(reader: sqlite3.Connection) -> RecallCache:
     """A cache as the ranker loads it (`Ranker._load_sync`)."""
-    cache = RecallCache(MODEL, REVISION, DIM, stored_edges=not is_postgres(reader))
+    cache = RecallCache(MODEL, REVISION, DIM, dates=True, stored_edges=not is_postgres(reader))
     reader.execute("BEGIN")
     try:
         cache.load(reader)
@@ -193,6 +194,9 @@ def test_the_postgresql_cache_holds_no_graph_yet_walks_two_hops(
     writer, reader, graph = backends_pair["postgresql"]
     cache = loaded(reader)
     assert cache.stats()["edges"] == 0 and cache.adj == {}
+    # Regression: the dates of memories were read with SQLite's GLOB, and the cache of a
+    # PostgreSQL store never loaded (every recall fell back to lexical).
+    assert cache.dates is not None and list(cache.dates) == [graph.ids["m-review on 4 May 2023"]]
     one = replace(PARAMS, seed_top_k=1)  # one memory seed: m-seed
     walked = dict(ranked(cache, reader, graph.query, ["a"], one))
     flat = dict(ranked(cache, reader, graph.query, ["a"], replace(one, use_graph=False)))

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from ..store.dialect import is_postgres
 from ..store.ops import item_vectors
 from .dates import Day, memory_dates
 from .terms import TermGraph, extract
@@ -46,6 +47,7 @@ NODE_KINDS = len(KIND_CODE)
 NO_SCOPE = -1  # an unscoped (legacy) item: visible in every selection
 MULTI_SCOPE = -2  # more than one scope: see ItemTable.multi
 SQL_BATCH = 500  # ids per IN (...) query
+_YEAR_GLOB = "content GLOB '*[0-9][0-9][0-9][0-9]*'"  # a 4-digit number (PostgreSQL: a regex)
 # Every stored vector of one kind and model: chunk 0 (``vectors``), then the other
 # windows of long texts (``vector_chunks``), counted only under a chunk 0 of the same
 # model. Parameters: (kind, model, revision, dim) twice.
@@ -289,7 +291,8 @@ class RecallCache:
         if self.reads_text:
             # Dates alone need a 4-digit year in the text (`dates.memory_dates`): SQLite
             # skips the rest without handing them over.
-            where = "" if self.terms is not None else " WHERE content GLOB '*[0-9][0-9][0-9][0-9]*'"
+            year = "content ~ '[0-9]{4}'" if is_postgres(conn) else _YEAR_GLOB
+            where = "" if self.terms is not None else f" WHERE {year}"
             for memory_id, content in conn.execute(f"SELECT id, content FROM memories{where}"):
                 self._read_text(memory_id, content)
         for kind in KINDS:
