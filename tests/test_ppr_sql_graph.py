@@ -58,11 +58,13 @@ class Graph:
         v = _unit(self.rng, self.query if near_query else None)
         put_vector(self.conn, kind, item_id, Vec(v.tobytes(), DIM, MODEL, REVISION))
 
-    def memory(self, name: str, scope: str = "a", near: bool = False, **links: list[str]) -> int:
+    def memory(
+        self, name: str, scope: str = "a", near: bool = False, text: str = "", **links: list[str]
+    ) -> int:
         now = time.time()
         mid = self.conn.execute(
             "INSERT INTO memories (content, memory_type, created_at, updated_at) VALUES (?, 'observation', ?, ?)",
-            (f"memory {name}", now, now),
+            (f"memory {name} {text}", now, now),
         ).lastrowid
         self.conn.execute("INSERT INTO memory_scopes VALUES (?, ?)", (mid, self.scope(scope)))
         for e in links.get("entities", []):
@@ -109,7 +111,8 @@ def build(conn: sqlite3.Connection) -> Graph:
     g.memory("m-two-hop", entities=["billing", "hub"])
     g.memory("m-stripe", entities=["stripe"])
     g.memory("m-relation", relations=["billing-uses-stripe"])
-    g.memory("m-far", entities=["far"])  # seed -> billing -> m-two-hop -> hub -> ...
+    g.memory("m-far", entities=["far"], text="renews refresh_token")  # a term, with m-term
+    g.memory("m-term", text="sets refresh_token")  # seed -> billing -> m-two-hop -> hub -> ...
     g.memory("m-bridge", entities=["far", "hub"])
     g.memory("m-b", scope="b", entities=["billing", "hub"])
     g.memory("m-review on 4 May 2023", entities=["stripe"])
@@ -139,9 +142,11 @@ def backends_pair(tmp_path: Path, pg_server: stores.PgServer) -> Iterator[dict[s
             conn.close()
 
 
-def loaded(reader: sqlite3.Connection) -> RecallCache:
+def loaded(reader: sqlite3.Connection, terms: bool = False) -> RecallCache:
     """A cache as the ranker loads it (`Ranker._load_sync`)."""
-    cache = RecallCache(MODEL, REVISION, DIM, dates=True, stored_edges=not is_postgres(reader))
+    cache = RecallCache(
+        MODEL, REVISION, DIM, terms=terms, dates=True, stored_edges=not is_postgres(reader)
+    )
     reader.execute("BEGIN")
     try:
         cache.load(reader)
@@ -156,12 +161,13 @@ def ranked(
     qvec: np.ndarray,
     scopes: list[str] | None = None,
     p: rank_mod.Params = PARAMS,
+    query: str = "billing",
 ) -> list[tuple[int, float]]:
     masks = {
         kind: cache.items[kind].allowed(cache.selected_scopes(scopes))
         for kind in ("memory", "entity", "relation")
     }
-    return rank_mod.rank(cache, conn, "billing", qvec, masks, 50, p, lexical=[])
+    return rank_mod.rank(cache, conn, query, qvec, masks, 50, p, lexical=[])
 
 
 def names(graph: Graph, ranking: list[tuple[int, float]]) -> list[str]:
@@ -169,14 +175,17 @@ def names(graph: Graph, ranking: list[tuple[int, float]]) -> list[str]:
     return [by_id[i] for i, _ in ranking]
 
 
-@pytest.mark.parametrize("scopes", [None, ["a"], ["b"]])
+@pytest.mark.parametrize(
+    ("scopes", "terms"), [(None, False), (["a"], False), (["b"], False), (["a"], True)]
+)
 def test_postgresql_ranks_a_multi_hop_graph_as_sqlite(
-    backends_pair: dict[str, Any], scopes: list[str] | None
+    backends_pair: dict[str, Any], scopes: list[str] | None, terms: bool
 ) -> None:
     results = {}
+    query = "who reads refresh_token" if terms else "billing"
     for name, (_, reader, graph) in backends_pair.items():
-        cache = loaded(reader)
-        results[name] = ranked(cache, reader, graph.query, scopes)
+        cache = loaded(reader, terms)
+        results[name] = ranked(cache, reader, graph.query, scopes, query=query)
     lite, pg = results["sqlite"], results["postgresql"]
     graph = backends_pair["sqlite"][2]
     assert names(graph, pg) == names(graph, lite)
@@ -186,6 +195,11 @@ def test_postgresql_ranks_a_multi_hop_graph_as_sqlite(
         # The graph carried rank two hops out, through an entity and through a relation.
         assert {"m-two-hop", "m-stripe", "m-relation"} <= set(order)
         assert order.index("m-two-hop") < order.index("noise-0")
+    if terms:  # the term named in the query seeds its two memories, linked only through it
+        term_cache = loaded(backends_pair["postgresql"][1], terms)
+        assert term_cache.stats()["edges"] == 2  # memory-term links, from the text
+        assert names(graph, lite)[:2] == names(graph, pg)[:2]
+        assert {"m-far", "m-term"} <= set(names(graph, lite)[:4])
 
 
 def test_the_postgresql_cache_holds_no_graph_yet_walks_two_hops(
