@@ -47,6 +47,7 @@ NODE_KINDS = len(KIND_CODE)
 NO_SCOPE = -1  # an unscoped (legacy) item: visible in every selection
 MULTI_SCOPE = -2  # more than one scope: see ItemTable.multi
 SQL_BATCH = 500  # ids per IN (...) query
+_YEAR_GLOB = "content GLOB '*[0-9][0-9][0-9][0-9]*'"  # a 4-digit number (PostgreSQL: a regex)
 # Every stored vector of one kind and model: chunk 0 (``vectors``), then the other
 # windows of long texts (``vector_chunks``), counted only under a chunk 0 of the same
 # model. Parameters: (kind, model, revision, dim) twice.
@@ -163,12 +164,16 @@ class RecallCache:
         terms: bool = False,
         dates: bool = False,
         defer_builds: bool = False,
+        stored_edges: bool = True,
     ) -> None:
         """``index_dir``: where hnsw graphs are kept between starts (None: never saved);
         ``terms``: link memories to the terms of their text; ``dates``: keep the dates
         each memory's text is about; ``defer_builds``: an hnsw graph to build is left to
-        the owner, exact meanwhile (`ItemIndex.load_rows`)."""
+        the owner, exact meanwhile (`ItemIndex.load_rows`); ``stored_edges`` off: the
+        stored graph is not kept (PostgreSQL: `sql_graph` reads it around the seeds),
+        ``adj`` holds the term links only."""
         self.model = model
+        self.stored_edges = stored_edges
         self.defer_builds = defer_builds
         self.choice = choice or IndexChoice()
         self.index_dir = index_dir
@@ -271,23 +276,23 @@ class RecallCache:
             "SELECT id, source_id, target_id FROM relations"
         ):
             rel.set(item_id, grouped["relation"].get(item_id, ()))
-            self._link(node("relation", item_id), node("entity", source))
-            self._link(node("relation", item_id), node("entity", target))
-        for memory_id, entity_id in conn.execute(
-            "SELECT memory_id, entity_id FROM memory_entities"
-        ):
-            self._link(node("memory", memory_id), node("entity", entity_id))
-        for memory_id, relation_id in conn.execute(
-            "SELECT memory_id, relation_id FROM memory_relations"
-        ):
-            self._link(node("memory", memory_id), node("relation", relation_id))
+            if self.stored_edges:
+                self._link(node("relation", item_id), node("entity", source))
+                self._link(node("relation", item_id), node("entity", target))
+        if self.stored_edges:
+            for memory_id, entity_id in conn.execute(
+                "SELECT memory_id, entity_id FROM memory_entities"
+            ):
+                self._link(node("memory", memory_id), node("entity", entity_id))
+            for memory_id, relation_id in conn.execute(
+                "SELECT memory_id, relation_id FROM memory_relations"
+            ):
+                self._link(node("memory", memory_id), node("relation", relation_id))
         if self.reads_text:
             # Dates alone need a 4-digit year in the text (`dates.memory_dates`): SQLite
             # skips the rest without handing them over.
-            where = ""
-            if self.terms is None:
-                digits = "~ '[0-9]{4}'" if is_postgres(conn) else "GLOB '*[0-9][0-9][0-9][0-9]*'"
-                where = f" WHERE content {digits}"
+            year = "content ~ '[0-9]{4}'" if is_postgres(conn) else _YEAR_GLOB
+            where = "" if self.terms is not None else f" WHERE {year}"
             for memory_id, content in conn.execute(f"SELECT id, content FROM memories{where}"):
                 self._read_text(memory_id, content)
         for kind in KINDS:
@@ -354,17 +359,37 @@ class RecallCache:
         # the attributes of those the changed memories link to (not their links: an
         # entity may have thousands).
         linked: dict[str, set[int]] = {"entity": set(), "relation": set()}
-        for memory_id in todo["memory"]:
-            for n in self.adj.get(node("memory", memory_id), ()):
-                if node_kind(n) >= len(KINDS):
-                    continue  # a term: lives in the cache only
-                kind = KINDS[node_kind(n)]
-                if kind in linked and node_id(n) not in todo[kind]:
-                    linked[kind].add(node_id(n))
+        for kind, n in self._memory_links(conn, list(todo["memory"])):
+            if node_id(n) not in todo[kind]:
+                linked[kind].add(node_id(n))
         for kind, ids_set in linked.items():
             ids = sorted(ids_set)
             for start in range(0, len(ids), SQL_BATCH):
                 self._touch(conn, kind, ids[start : start + SQL_BATCH])
+
+    def _memory_links(self, conn: sqlite3.Connection, ids: list[int]) -> list[tuple[str, int]]:
+        """(kind, node) of the entities and relations the memories ``ids`` link to: from the
+        cached graph, or without it (``stored_edges`` off) from ``conn``."""
+        if self.stored_edges:
+            return [
+                (KINDS[node_kind(n)], n)
+                for memory_id in ids
+                for n in self.adj.get(node("memory", memory_id), ())
+                if node_kind(n) in (KIND_CODE["entity"], KIND_CODE["relation"])
+            ]
+        out: list[tuple[str, int]] = []
+        for start in range(0, len(ids), SQL_BATCH):
+            marks = ",".join("?" * len(ids[start : start + SQL_BATCH]))
+            for kind, table, col in (
+                ("entity", "memory_entities", "entity_id"),
+                ("relation", "memory_relations", "relation_id"),
+            ):
+                sql = f"SELECT {col} FROM {table} WHERE memory_id IN ({marks})"
+                out += [
+                    (kind, node(kind, i))
+                    for (i,) in conn.execute(sql, ids[start : start + SQL_BATCH])
+                ]
+        return out
 
     def _touch(self, conn: sqlite3.Connection, kind: str, ids: list[int]) -> None:
         """Re-read the scopes (and name / vector if unknown) of existing entities or relations."""
@@ -451,11 +476,13 @@ class RecallCache:
                 table_items.set(item_id, scopes.get(item_id, ()))
             if kind == "entity":
                 self._name_entity(item_id, row[0])
-            elif kind == "relation":
+            elif kind == "relation" and self.stored_edges:
                 self._link(n, node("entity", row[0]))
                 self._link(n, node("entity", row[1]))
         live = [i for i in ids if i in alive]
-        if live:
+        if live and not self.stored_edges:
+            self._refresh_vectors(conn, kind, live, changes)
+        elif live:
             lmarks = ",".join("?" * len(live))
             if kind == "memory":
                 for memory_id, entity_id in conn.execute(

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import os
 import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 # igraph's PageRank uses OpenMP; on a busy 2-core machine (onnxruntime threads,
@@ -44,6 +45,7 @@ import numpy as np  # noqa: E402
 from ..store import lexical  # noqa: E402
 from ..store.dialect import is_postgres  # noqa: E402
 from ..store.pg import fts  # noqa: E402
+from . import sql_graph  # noqa: E402
 from .dates import query_dates  # noqa: E402
 from .graph import (  # noqa: E402
     KIND_CODE,
@@ -326,9 +328,20 @@ def personalized_pagerank(
     masks: dict[str, np.ndarray],
     damping: float,
     term_limit: int = 0,
-) -> tuple[np.ndarray, np.ndarray]:
-    """PPR over the seeds' neighbourhood: (node ids, their rank), as arrays."""
-    nodes = neighbourhood(cache, list(reset), masks, term_limit)
+    conn: sqlite3.Connection | None = None,
+) -> tuple[np.ndarray, np.ndarray, Mapping[int, set[int]]]:
+    """PPR over the seeds' neighbourhood: (node ids, their rank) as arrays, and the links
+    walked. Without the stored graph in the cache (PostgreSQL: ``cache.stored_edges`` off)
+    the neighbourhood and its edges are read from ``conn`` (`sql_graph`)."""
+    links: Mapping[int, set[int]]
+    if cache.stored_edges or conn is None:
+        nodes = neighbourhood(cache, list(reset), masks, term_limit)
+        links = cache.adj
+    else:
+        nodes = sql_graph.neighbourhood(
+            conn, list(reset), masks, cache.adj, term_limit, MAX_HOPS, MAX_NEIGHBOURHOOD
+        )
+        links = sql_graph.subgraph_links(conn, nodes, cache.adj)
     position = {n: i for i, n in enumerate(nodes)}
     edges: list[tuple[int, int]] = []
     # Every edge has a memory or relation end (there are no entity-entity or term
@@ -338,7 +351,7 @@ def personalized_pagerank(
     for n, i in position.items():
         if node_kind(n) in hubs:
             continue
-        for m in cache.adj.get(n, ()):
+        for m in links.get(n, ()):
             j = position.get(m)
             if j is not None and (node_kind(m) in hubs or i < j):
                 edges.append((i, j))
@@ -348,14 +361,14 @@ def personalized_pagerank(
     total = weights.sum()
     node_arr = np.fromiter(nodes, dtype=np.int64, count=len(nodes))
     if total <= 0:
-        return node_arr, np.zeros(len(nodes))
+        return node_arr, np.zeros(len(nodes)), links
     if not edges:
-        return node_arr, weights / total
+        return node_arr, weights / total, links
     graph = igraph.Graph(n=len(nodes), edges=edges, directed=False)
     ranks = graph.personalized_pagerank(
         damping=damping, reset=(weights / total).tolist(), directed=False
     )
-    return node_arr, np.asarray(ranks)
+    return node_arr, np.asarray(ranks), links
 
 
 def rank(
@@ -388,8 +401,11 @@ def rank_explained(
     reset = seeds(cache, conn, query, qvec, masks, p, lexical, notes)
     if not reset:
         return [], {}
+    links: Mapping[int, set[int]] = cache.adj
     if p.use_graph:
-        nodes, scores = personalized_pagerank(cache, reset, masks, p.damping, term_cap(masks, p))
+        nodes, scores, links = personalized_pagerank(
+            cache, reset, masks, p.damping, term_cap(masks, p), conn
+        )
     else:
         nodes = np.fromiter(reset.keys(), dtype=np.int64, count=len(reset))
         scores = np.fromiter(reset.values(), dtype=np.float64, count=len(reset))
@@ -413,7 +429,7 @@ def rank_explained(
     ranked = ranked[:limit]
     if notes is None:
         return ranked, {}
-    return ranked, explain(cache, ranked, notes, reset, lender, p.use_graph, dated)
+    return ranked, explain(cache, links, ranked, notes, reset, lender, p.use_graph, dated)
 
 
 class _Windows:

@@ -45,6 +45,7 @@ from ...supervisors.supervisor import ChildContext, Mailbox
 from ..embedder.documents import read_documents, vector_writer
 from ..embedder.handle import EMBEDDER, EmbeddingError, EmbedResult
 from ..store import backends, db
+from ..store.dialect import is_postgres
 from ..store.writer import STORE, Change
 from . import rank as rank_mod
 from .graph import KINDS, RecallCache
@@ -313,6 +314,8 @@ class Ranker:
             terms=self.app.config.retrieval.terms,
             dates=self.app.config.retrieval.dates,
             defer_builds=True,
+            # PostgreSQL: the graph is read around the seeds at each recall (`sql_graph`).
+            stored_edges=not is_postgres(self._conn),
         )
         started = time.perf_counter()
         self._conn.execute("BEGIN")

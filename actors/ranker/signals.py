@@ -18,6 +18,8 @@ explain=true)``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from .dates import Day, matches
@@ -120,6 +122,7 @@ def date_boost(
 
 def explain(
     cache: RecallCache,
+    links: Mapping[int, set[int]],
     ranked: list[tuple[int, float]],
     seed_notes: dict[int, list[str]],
     reset: dict[int, float],
@@ -128,13 +131,14 @@ def explain(
     dated: set[int] | None = None,
 ) -> dict[int, list[str]]:
     """Reasons for each ranked memory: its seeds, the seeded graph nodes it is linked to
-    (the paths PageRank brought mass along), the neighbour that lent it score."""
+    in ``links`` (the graph PageRank walked: the paths it brought mass along), the
+    neighbour that lent it score."""
     out: dict[int, list[str]] = {}
     for memory_id, _ in ranked:
         n = node("memory", memory_id)
         reasons = list(seed_notes.get(n, []))
         if use_graph:
-            for other in sorted(cache.adj.get(n, ()), key=lambda m: -reset.get(m, 0.0)):
+            for other in sorted(links.get(n, ()), key=lambda m: -reset.get(m, 0.0)):
                 if other not in reset:
                     break
                 reasons.append(f"graph: linked to seeded {describe(cache, other)}")
