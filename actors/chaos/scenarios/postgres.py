@@ -25,6 +25,7 @@ import trio
 
 from ..client import server_env
 from ..harness import Ledger, Run, content_for, remember
+from ..netclient import TcpSession
 from ..pg import (
     LATEST_SCHEMA,
     NoPostgres,
@@ -65,6 +66,17 @@ async def _verify(run: Run, url: str, ledger: Ledger) -> None:
     run.out.errors_seen += ledger.errors
 
 
+async def _burst(
+    run: Run, session: TcpSession, ledger: Ledger, writes: int, acked: list[int], i: int
+) -> None:
+    """``writes`` writes one after another on ``session``; ``acked[i]`` counts the acknowledged."""
+    for n in range(writes):
+        status = await remember(session, ledger, content_for(session.label, n, run.rng))
+        if status == "unknown" and session.gone:
+            return  # the server died under this client
+        acked[i] += status == "acked"
+
+
 async def pg_kill9_burst(run: Run) -> None:
     """kill -9 of one of two servers sharing a database, in the middle of their bursts."""
     async with _postgres(run) as pg:
@@ -82,18 +94,10 @@ async def pg_kill9_burst(run: Run) -> None:
                 await run.tcp_session(survivor, f"survivor-{round_}"),
             ]
             acked = [0, 0]
-
-            async def burst(i: int, tag: str) -> None:
-                for n in range(writes):
-                    status = await remember(sessions[i], ledger, content_for(tag, n, run.rng))
-                    if status == "unknown" and sessions[i].gone:
-                        return  # the server died under this client
-                    acked[i] += status == "acked"
-
             kill_after = run.rng.randint(10, 40)
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(burst, 0, f"{run.name}-victim-{round_}")
-                nursery.start_soon(burst, 1, f"{run.name}-survivor-{round_}")
+                nursery.start_soon(_burst, run, sessions[0], ledger, writes, acked, 0)
+                nursery.start_soon(_burst, run, sessions[1], ledger, writes, acked, 1)
                 while acked[0] < kill_after:
                     await trio.sleep(POLL)
                 victim.kill9()
@@ -204,7 +208,7 @@ async def pg_migrate_race(run: Run) -> None:
             ledger = Ledger()
             await _race(run, url, round_, ledger)
             run.out.faults += 1  # four first starts racing to migrate
-            versions, marks, tables = await trio.to_thread.run_sync(lambda: schema_marks(url))
+            versions, marks, tables = await trio.to_thread.run_sync(schema_marks, url)
             if versions != [LATEST_SCHEMA] or marks != tables:
                 run.out.violations.append(
                     f"round {round_}: migrated more than once or not at all: schema_version rows "
