@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import stores
+from mcp_client import run_cli
 from memtrio.actors.chaos import pg, runner
 from memtrio.actors.chaos.harness import Outcome, run_scenario
 from memtrio.actors.chaos.scenarios import FULL, QUICK
@@ -61,3 +62,19 @@ def test_without_postgresql_they_are_skipped_and_the_run_passes(
 
 def test_they_are_in_the_quick_set_and_the_full_matrix() -> None:
     assert all(n in QUICK and n in FULL for n in PG_SCENARIOS)
+
+
+def test_the_postgresql_check_finds_lost_changed_refused_and_doubled_writes(
+    pg_server: stores.PgServer, tmp_path: Path
+) -> None:
+    url = pg_server.database()
+    assert run_cli("remember", "kept", "--store", url, home=tmp_path).returncode == 0
+    with pg.connect(url) as conn:
+        (kept,) = conn.execute("SELECT id FROM memories").fetchone() or (0,)
+    assert pg.check_pg_store(url, {kept: "kept"}).violations == []
+    for text in ("twice", "twice", "refused"):
+        assert run_cli("remember", text, "--store", url, home=tmp_path).returncode == 0
+    check = pg.check_pg_store(url, {kept: "changed", kept + 1000: "lost"}, ["refused"])
+    assert check.lost == 2 and check.acked == 2
+    assert any("stored more than once" in v for v in check.violations)
+    assert any("a refused write is present" in v for v in check.violations)
