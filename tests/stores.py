@@ -12,16 +12,13 @@ SQLite home has its own file, so tests and servers stay independent. ``MEMTRIO_T
 from __future__ import annotations
 
 import contextlib
-import itertools
-import shutil
 import sqlite3
-import tempfile
-import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from memtrio.actors.chaos import pg as chaos_pg
 
 STORES = ("sqlite", "postgresql")
 both_stores = pytest.mark.stores(*STORES)
@@ -29,7 +26,6 @@ both_stores = pytest.mark.stores(*STORES)
 
 _selected: list[str] = []  # a PostgreSQL URL a test names itself (`selected_store`)
 _serving: list[PgServer] = []  # the server of the running module's PostgreSQL runs
-_numbers = itertools.count(1)
 
 
 def store_url(home: Path | None = None) -> str | None:
@@ -51,20 +47,11 @@ def store_env(home: Path) -> dict[str, str]:
     return {"MEMTRIO_STORE": url} if url else {}
 
 
-class PgServer:
-    """One private PostgreSQL server for the session; `database` makes a fresh database."""
+class PgServer(chaos_pg.PgServer):
+    """The session's private PostgreSQL server; `database_for` gives each home its database."""
 
     def __init__(self) -> None:
-        import pgserver
-
-        # Not under pytest's private temporary directory: as root, pgserver runs the
-        # server as its own user, which must reach the data directory.
-        self.base = Path(tempfile.mkdtemp(prefix="memtrio-pg-"))
-        self.base.chmod(0o755)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self.server = pgserver.get_server(self.base, cleanup_mode="stop")
-        self.uri = self.server.get_uri()
+        super().__init__()
         self.homes: dict[str, str] = {}
 
     def database_for(self, home: Path) -> str:
@@ -73,31 +60,6 @@ class PgServer:
         if key not in self.homes:
             self.homes[key] = self.database()
         return self.homes[key]
-
-    def database(self) -> str:
-        """A new empty database; its URL."""
-        import psycopg
-
-        name = f"memtrio_test_{next(_numbers)}"
-        with psycopg.connect(self.uri, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name}")
-            conn.execute(f"CREATE DATABASE {name}")
-        return self.uri.replace("/postgres?", f"/{name}?", 1)
-
-    def stop(self) -> None:
-        """Stop the server, keeping its data (`start` brings it back on the same socket)."""
-        self.server.cleanup()
-
-    def start(self) -> None:
-        import pgserver
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self.server = pgserver.get_server(self.base, cleanup_mode="stop")
-
-    def close(self) -> None:
-        self.server.cleanup()
-        shutil.rmtree(self.base, ignore_errors=True)
 
 
 @contextlib.contextmanager

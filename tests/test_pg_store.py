@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import stores
-from launch import server_env
 from mcp_client import run_cli
 
 
@@ -67,27 +65,6 @@ def test_an_unreachable_store_is_one_clear_line_without_the_password(
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot reach the PostgreSQL store" in lines[0]
     assert "s3cret" not in done.stderr and "team:***@" in lines[0]
-
-
-def test_four_processes_starting_at_once_migrate_once(home: Path, url: str) -> None:
-    command = [sys.executable, "-m", "memtrio.supervisors.cli", "stats", "--json", "--store", url]
-    procs = [
-        subprocess.Popen(
-            command,
-            env=server_env(home),
-            cwd=home,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(4)
-    ]
-    outcomes = [p.communicate(timeout=120) for p in procs]
-    assert [p.returncode for p in procs] == [0] * 4, [err for _, err in outcomes]
-    assert all(json.loads(out)["memories"] == 0 for out, _ in outcomes)
-    with stores.selected_store(url):
-        assert stores.rows(home, "SELECT value FROM meta WHERE key = 'schema_version'") == [("1",)]
-        assert len(stores.rows(home, "SELECT name FROM id_marks")) == 5
 
 
 def test_migrate_copies_sqlite_to_postgresql_and_back_checked(

@@ -45,7 +45,9 @@ def record(table: str, outcomes: list, seed: int, quick: bool, seconds: float) -
             "",
             f"**{totals['scenarios']} scenarios, {totals['faults']} faults injected, {totals['malformed']} malformed "
             f"inputs tried, {totals['acked']} acknowledged writes checked, {totals['lost']} writes lost, "
-            f"{totals['restarts']} restarts, {totals['failed']} scenarios failed.**",
+            f"{totals['restarts']} restarts, {totals['failed']} scenarios failed"
+            + (f", {totals['skipped']} skipped" if totals["skipped"] else "")
+            + ".**",
             "",
             table.split("\n\n", 1)[1],
             END,

@@ -51,7 +51,7 @@ def check_store(
     conn = sqlite3.connect(str(db), isolation_level=None, timeout=30)
     try:
         _check_integrity(conn, out)
-        _check_rows(conn, acked, refused, out)
+        check_rows(conn.execute("SELECT id, content FROM memories").fetchall(), acked, refused, out)
         _check_vectors(conn, out, embeddings=embeddings)
     except sqlite3.DatabaseError as exc:
         out.violations.append(f"the database cannot be read: {exc}")
@@ -73,11 +73,15 @@ def _check_integrity(conn: sqlite3.Connection, out: StoreCheck) -> None:
         out.violations.append(f"FTS integrity-check failed: {exc}")
 
 
-def _check_rows(
-    conn: sqlite3.Connection, acked: Mapping[int, str], refused: Iterable[str], out: StoreCheck
+def check_rows(
+    stored: Iterable[tuple[int, str]],
+    acked: Mapping[int, str],
+    refused: Iterable[str],
+    out: StoreCheck,
 ) -> None:
-    """Every acknowledged write present with its content; no refused write present."""
-    rows = dict(conn.execute("SELECT id, content FROM memories"))
+    """Every acknowledged write present in ``stored`` (id, content) with its content; no
+    refused write present (either store's rows)."""
+    rows = dict(stored)
     out.rows = len(rows)
     for mid, content in acked.items():
         if mid not in rows:

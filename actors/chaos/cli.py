@@ -60,7 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Start real `memtrio mcp` and `memtrio serve` servers, drive them with MCP clients of its "
             "own (stdio, TCP, HTTP), inject faults (MEMTRIO_FAULTS, kill -9, locks, a full or read-only "
-            "disk, malformed traffic, dropped connections) and check that "
+            "disk, malformed traffic, dropped connections, a PostgreSQL store stopped mid-burst) and "
+            "check that "
             "every request is answered and no acknowledged write is lost. One line per scenario, then a "
             "summary table; exit 1 if any invariant broke."
         ),

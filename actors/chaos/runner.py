@@ -51,6 +51,7 @@ def totals(outcomes: Sequence[Outcome]) -> dict[str, int]:
     return {
         "scenarios": len(outcomes),
         "failed": sum(not o.ok for o in outcomes),
+        "skipped": sum(bool(o.skipped) and o.ok for o in outcomes),
         "faults": sum(o.faults for o in outcomes),
         "requests": sum(o.requests for o in outcomes),
         "malformed": sum(o.malformed for o in outcomes),
@@ -69,6 +70,9 @@ def summary_table(outcomes: Sequence[Outcome], seed: int, quick: bool, seconds: 
     ]
     for o in outcomes:
         rel = "=" if o.errors_exact else "≥"
+        if o.skipped and o.ok:
+            rows.append(f"| {o.name} | | | | | | | | {o.seconds:.1f} | skipped: {o.skipped} |")
+            continue
         rows.append(
             f"| {o.name} | {o.faults} | {o.requests} | {o.malformed} | {o.errors_seen} ({rel}{o.errors_expected}) | "
             f"{o.acked} | {o.lost} | {o.restarts} | {o.seconds:.1f} | {'ok' if o.ok else 'FAILED'} |"

@@ -18,6 +18,10 @@
   other sessions write unharmed), ``net-owner-killed`` (``kill -9`` of the serve
   under attached children: each exits 1 with the gone-away line, the stale runtime
   file is handled, a restarted serve takes new children).
+- `postgres`: a shared PostgreSQL store (``MEMTRIO_CHAOS_PG_URL``, else a private
+  ``pgserver``, else skipped): ``pg-kill9-burst`` (one of two servers on one database
+  killed mid-burst), ``pg-restart-burst`` (PostgreSQL stopped and restarted mid-burst),
+  ``pg-migrate-race`` (four processes migrating a fresh database at once).
 
 ``QUICK`` is what ``memtrio chaos --quick`` runs (CI, under 3 minutes on two
 cores); ``FULL`` is the development matrix (``tools/chaos.py``). Scenarios run
@@ -43,6 +47,7 @@ from .crashes import (
 from .disk import disk_full, readonly_home, sqlite_busy, sqlite_full
 from .kills import exit_at_commit, kill9_bursts, kill9_embeddings
 from .malformed import run_malformed
+from .postgres import pg_kill9_burst, pg_migrate_race, pg_restart_burst
 from .security import hostile_checkout, import_limits
 from .storms import storm_embedder, storm_session, storm_store
 from .transports import net_clients_vanish, net_drop_resume, net_handler_crash, net_owner_killed
@@ -71,6 +76,10 @@ QUICK: dict[str, Scenario] = {
     "net-clients-vanish": net_clients_vanish,
     "net-handler-crash": net_handler_crash,
     "net-owner-killed": net_owner_killed,
+    # A shared PostgreSQL store (skipped without one; a few seconds each):
+    "pg-kill9-burst": pg_kill9_burst,
+    "pg-restart-burst": pg_restart_burst,
+    "pg-migrate-race": pg_migrate_race,
 }
 
 FULL: dict[str, Scenario] = {
