@@ -107,3 +107,25 @@ def test_search_nodes_pages_equal_the_former_join(
     old = [search.search_nodes(conn, sc, q, 0, 7, "full", None) for q in queries]
     assert new == old
     assert any(page["total"] > 7 for page in new)  # ranking and paging both exercised
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_summary_counts_equal_the_full_pages_observations(tmp_path: Path, seed: int) -> None:
+    """``summary`` counts observations in SQL; ``full`` lists them: the two must agree."""
+    conn = random_graph(tmp_path / "store.sqlite", seed)
+    for view in (View(["global"], ["global"], "global"), View(SCOPES, ["repo:a"], "repo:a")):
+        sc = Scoped(conn, view)
+        for query in ("al", "om ti", "gamma"):
+            full = search.search_nodes(conn, sc, query, 0, 50, "full", None)
+            summary = search.search_nodes(conn, sc, query, 0, 50, "summary", None)
+            expected = [
+                {
+                    "name": e["name"],
+                    "entityType": e["entityType"],
+                    "observationCount": len(e["observations"]),
+                }
+                for e in full["entities"]
+            ]
+            assert summary["entities"] == expected
+            assert summary["relations"] == full["relations"]
+            assert summary["total"] == full["total"]
