@@ -8,16 +8,18 @@ equal those of the former join (kept here as the reference).
 
 from __future__ import annotations
 
+import os
 import random
 import sqlite3
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from memtrio.actors.kg import search
 from memtrio.actors.kg.lookup import OBS_TYPE_SQL
 from memtrio.actors.kg.view import Scoped, View
-from memtrio.actors.store import schema
+from memtrio.actors.store import backends, schema
 
 WORDS = ["alpha", "alpine", "beta", "gamma", "gamut", "delta", "omega", "omen", "ticket", "tick"]
 TYPES = ["observation", "Observation", "OBSERVATION", "note", "decision", "fact"]
@@ -51,39 +53,73 @@ def reference_hits(conn: sqlite3.Connection, sc: Scoped, term: str) -> Counter[i
     return hits
 
 
-def random_graph(path: Path, seed: int) -> sqlite3.Connection:
+def random_graph(conn: sqlite3.Connection, seed: int) -> None:
+    """Entities, scoped and unscoped memories of several types, and their links."""
     rng = random.Random(seed)
+
+    def insert(sql: str, *params: object) -> int:
+        return conn.execute(sql + " RETURNING id", params).fetchone()[0]
+
+    scope = {name: insert("INSERT INTO scopes (name) VALUES (?)", name) for name in SCOPES}
+    entities = []
+    for e in range(rng.randint(5, 40)):
+        name = f"{rng.choice(WORDS)}-{rng.choice(WORDS)}-{e}"
+        entities.append(
+            insert(
+                "INSERT INTO entities (name, canonical_name, kind, created_at, updated_at) VALUES (?, ?, ?, 0, 0)",
+                name,
+                name,
+                rng.choice(WORDS),
+            )
+        )
+        if rng.random() < 0.8:
+            conn.execute(
+                "INSERT INTO entity_scopes (entity_id, scope_id) VALUES (?, ?)",
+                (entities[-1], scope[rng.choice(SCOPES)]),
+            )
+    for _ in range(rng.randint(20, 300)):
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 6)))
+        m = insert(
+            "INSERT INTO memories (content, memory_type, created_at, updated_at) VALUES (?, ?, 0, 0)",
+            text,
+            rng.choice(TYPES),
+        )
+        for s in rng.sample(SCOPES, rng.choice([0, 1, 1, 1, 2])):  # none: visible everywhere
+            conn.execute(
+                "INSERT INTO memory_scopes (memory_id, scope_id) VALUES (?, ?)", (m, scope[s])
+            )
+        for e in rng.sample(entities, rng.randint(0, 3)):
+            conn.execute("INSERT INTO memory_entities (memory_id, entity_id) VALUES (?, ?)", (m, e))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def graph_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[sqlite3.Connection]:
+    """A fresh store's write connection on each backend (``MEMTRIO_TEST_STORES`` narrows them)."""
+    chosen = os.environ.get("MEMTRIO_TEST_STORES")
+    if chosen and request.param not in chosen.split(","):
+        pytest.skip(f"MEMTRIO_TEST_STORES={chosen}")
+    url = request.getfixturevalue("pg_server").database() if request.param == "postgresql" else None
+    conn = backends.open_writer(
+        tmp_path / "memtrio.sqlite", url, busy_timeout_ms=5000, durability="sync"
+    )
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def sqlite_store(path: Path, seed: int) -> sqlite3.Connection:
     conn = sqlite3.connect(str(path), isolation_level=None)
     schema.migrate(conn)
     conn.execute("BEGIN")
-    for i, name in enumerate(SCOPES, 1):
-        conn.execute("INSERT INTO scopes (id, name) VALUES (?, ?)", (i, name))
-    n_entities = rng.randint(5, 40)
-    for e in range(1, n_entities + 1):
-        name = f"{rng.choice(WORDS)}-{rng.choice(WORDS)}-{e}"
-        conn.execute(
-            "INSERT INTO entities (id, name, canonical_name, kind, created_at, updated_at) VALUES (?, ?, ?, ?, 0, 0)",
-            (e, name, name, rng.choice(WORDS)),
-        )
-        if rng.random() < 0.8:
-            conn.execute("INSERT INTO entity_scopes VALUES (?, ?)", (e, rng.randint(1, 3)))
-    for m in range(1, rng.randint(20, 300)):
-        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 6)))
-        conn.execute(
-            "INSERT INTO memories (id, content, memory_type, created_at, updated_at) VALUES (?, ?, ?, 0, 0)",
-            (m, text, rng.choice(TYPES)),
-        )
-        for s in rng.sample(range(1, 4), rng.choice([0, 1, 1, 1, 2])):  # none: visible everywhere
-            conn.execute("INSERT INTO memory_scopes VALUES (?, ?)", (m, s))
-        for e in rng.sample(range(1, n_entities + 1), rng.randint(0, 3)):
-            conn.execute("INSERT INTO memory_entities VALUES (?, ?)", (m, e))
+    random_graph(conn, seed)
     conn.execute("COMMIT")
     return conn
 
 
 @pytest.mark.parametrize("seed", range(12))
 def test_term_hits_equal_the_former_join_on_random_graphs(tmp_path: Path, seed: int) -> None:
-    conn = random_graph(tmp_path / "store.sqlite", seed)
+    conn = sqlite_store(tmp_path / "store.sqlite", seed)
     views = [
         View(["global"], ["global"], "global"),
         View(["repo:a", "global"], ["repo:a"], "repo:a"),
@@ -99,7 +135,7 @@ def test_term_hits_equal_the_former_join_on_random_graphs(tmp_path: Path, seed: 
 def test_search_nodes_pages_equal_the_former_join(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    conn = random_graph(tmp_path / "store.sqlite", 99)
+    conn = sqlite_store(tmp_path / "store.sqlite", 99)
     sc = Scoped(conn, View(["repo:a", "global"], ["repo:a"], "repo:a"))
     queries = ["alpha", "om ti", "gam beta", "delta tick omega"]
     new = [search.search_nodes(conn, sc, q, 0, 7, "full", None) for q in queries]
@@ -110,9 +146,12 @@ def test_search_nodes_pages_equal_the_former_join(
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_summary_counts_equal_the_full_pages_observations(tmp_path: Path, seed: int) -> None:
+def test_summary_counts_equal_the_full_pages_observations(
+    graph_store: sqlite3.Connection, seed: int
+) -> None:
     """``summary`` counts observations in SQL; ``full`` lists them: the two must agree."""
-    conn = random_graph(tmp_path / "store.sqlite", seed)
+    conn = graph_store
+    random_graph(conn, seed)
     for view in (View(["global"], ["global"], "global"), View(SCOPES, ["repo:a"], "repo:a")):
         sc = Scoped(conn, view)
         for query in ("al", "om ti", "gamma"):
