@@ -84,32 +84,14 @@ def term_hits(conn: sqlite3.Connection, sc: Scoped, term: str) -> Counter[int]:
         )
     for eid in in_name:
         hits[eid] += NAME_WEIGHT
-    for eid, n in conn.execute(_observation_counts_sql(sc), (match,)):
+    for eid, n in conn.execute(
+        f"""SELECT me.entity_id, count(*) FROM memories_fts f JOIN memories m ON m.id = f.rowid
+            JOIN memory_entities me ON me.memory_id = m.id
+            WHERE memories_fts MATCH ? AND {OBS_TYPE_SQL} AND {sc.memory()} GROUP BY me.entity_id""",
+        (match,),
+    ):
         hits[eid] += n
     return hits
-
-
-def _observation_counts_sql(sc: Scoped) -> str:
-    """SQLite: the observations per entity among the memories of one FTS5 match.
-
-    Driven from the match's rowids straight into ``memory_entities`` (its
-    primary key starts with ``memory_id``); the memories of other types are
-    left out by one list built once per query from the covering index
-    ``memories_type``, so a memory's row is read only for the scope filter,
-    and only when some scope is hidden. The former join read the row of every
-    matching memory to test its type: a common word matches tens of thousands
-    (docs/benchmarks.md, "Knowledge graph").
-    """
-    scoped = (
-        ""
-        if sc.sees_all
-        else f"AND EXISTS (SELECT 1 FROM memories m WHERE m.id = f.rowid AND {sc.memory()})"
-    )
-    return f"""SELECT me.entity_id, count(*) FROM memories_fts f
-        CROSS JOIN memory_entities me ON me.memory_id = f.rowid
-        WHERE memories_fts MATCH ?
-          AND f.rowid NOT IN (SELECT m.id FROM memories m WHERE NOT ({OBS_TYPE_SQL})) {scoped}
-        GROUP BY me.entity_id"""
 
 
 def _term_hits_pg(conn: sqlite3.Connection, sc: Scoped, term: str) -> Counter[int]:
