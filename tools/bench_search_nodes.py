@@ -18,8 +18,8 @@ For each store, on 40 queries of a random service and thing (the words of
 
 Usage::
 
-    python tools/bench_search_nodes.py --build /tmp/sn     # build, then measure
-    python tools/bench_search_nodes.py /tmp/sn [--pg-url URL]
+    python tools/bench_search_nodes.py --build DIR        # build, then measure
+    python tools/bench_search_nodes.py DIR [--pg-url URL]
 """
 
 from __future__ import annotations
