@@ -141,6 +141,20 @@ def observation_contents(
     return out
 
 
+def observation_counts(conn: sqlite3.Connection, sc: Scoped, ids: Sequence[int]) -> dict[int, int]:
+    """The number of visible observations of each entity (``summary`` mode), no text read."""
+    out = dict.fromkeys(ids, 0)
+    for part in chunks(list(ids)):
+        for eid, n in conn.execute(
+            f"""SELECT me.entity_id, count(*) FROM memory_entities me JOIN memories m ON m.id = me.memory_id
+                WHERE me.entity_id IN ({marks(len(part))}) AND {OBS_TYPE_SQL} AND {sc.memory()}
+                GROUP BY me.entity_id""",
+            part,
+        ):
+            out[eid] = n
+    return out
+
+
 def observation_texts(
     conn: sqlite3.Connection, sc: Scoped, ids: Sequence[int]
 ) -> dict[int, set[str]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from .lookup import Ent, chunks, marks, observation_contents
+from .lookup import Ent, chunks, marks, observation_contents, observation_counts
 from .view import Scoped
 
 JsonObject = dict[str, object]
@@ -35,7 +35,15 @@ def entity_out(ent: Ent, mode: str, obs: Observations | None = None) -> JsonObje
 def entities_out(
     conn: sqlite3.Connection, sc: Scoped, ents: Sequence[Ent], mode: str
 ) -> list[JsonObject | str]:
-    obs = observation_contents(conn, sc, [e.id for e in ents]) if mode != "names" else {}
+    ids = [e.id for e in ents]
+    if mode == "names":
+        return [e.name for e in ents]
+    if mode == "summary":  # counted in SQL: a hub's thousands of texts are never read
+        counts = observation_counts(conn, sc, ids)
+        return [
+            {"name": e.name, "entityType": e.kind, "observationCount": counts[e.id]} for e in ents
+        ]
+    obs = observation_contents(conn, sc, ids)
     return [entity_out(e, mode, obs) for e in ents]
 
 
