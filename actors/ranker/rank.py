@@ -52,7 +52,6 @@ from .graph import (  # noqa: E402
     NODE_KINDS,
     RecallCache,
     node,
-    node_id,
     node_kind,
     query_words,
 )
@@ -293,33 +292,15 @@ def neighbourhood(
     degree, so stopping at `MAX_NEIGHBOURHOOD` nodes loses little. A term is
     walked when it links 2 to ``term_limit`` memories (see `term_cap`).
     """
-    kinds = {KIND_CODE[k]: masks[k] for k in masks}
-    term = KIND_CODE["term"]
-    seen = dict.fromkeys(start)
-    frontier = list(start)
-    for _ in range(MAX_HOPS):
-        nxt: list[int] = []
-        for n in frontier:
-            for m in cache.adj.get(n, ()):
-                if m in seen:
-                    continue
-                kind = node_kind(m)
-                if kind == term:
-                    if not 1 < len(cache.adj.get(m, ())) <= term_limit:
-                        continue
-                else:
-                    mask = kinds[kind]
-                    i = node_id(m)
-                    if i >= len(mask) or not mask[i]:
-                        continue
-                seen[m] = None
-                nxt.append(m)
-                if len(seen) >= MAX_NEIGHBOURHOOD:
-                    return list(seen)
-        frontier = nxt
-        if not frontier:
-            break
-    return list(seen)
+    return sql_graph.walk(
+        start,
+        masks,
+        lambda frontier: cache.adj,
+        lambda term: len(cache.adj.get(term, ())),
+        term_limit,
+        MAX_HOPS,
+        MAX_NEIGHBOURHOOD,
+    )
 
 
 def personalized_pagerank(

@@ -28,7 +28,7 @@ is outside every mask and is skipped, as on SQLite.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -131,10 +131,35 @@ def neighbourhood(
 ) -> list[int]:
     """Allowed nodes within ``hops`` of ``start`` (breadth first, seeds first, at most ``cap``).
 
-    The walk of `rank.neighbourhood` over the store's tables: a memory, entity
-    or relation outside ``masks`` (or unknown to them) is not entered; a term
-    is walked when it links 2 to ``term_limit`` memories. ``cached``: the
-    cache's term links.
+    The walk of `rank.neighbourhood` over the store's tables (`walk`, each hop's
+    peers read by `_peers`). ``cached``: the cache's term links.
+    """
+    return walk(
+        start,
+        masks,
+        lambda frontier: _peers(conn, frontier, cached),
+        lambda term: len(cached.get(term, ())),
+        term_limit,
+        hops,
+        cap,
+    )
+
+
+def walk(
+    start: list[int],
+    masks: dict[str, np.ndarray],
+    peers_of: Callable[[list[int]], Mapping[int, Iterable[int]]],
+    term_degree: Callable[[int], int],
+    term_limit: int,
+    hops: int,
+    cap: int,
+) -> list[int]:
+    """Allowed nodes within ``hops`` of ``start`` (breadth first, seeds first, at most ``cap``).
+
+    ``peers_of(frontier)`` gives each frontier node's peers (the cache's
+    adjacency, or one hop read from SQL). A memory, entity or relation outside
+    ``masks`` (or unknown to them) is not entered; a term is walked when it links
+    2 to ``term_limit`` memories (``term_degree``).
     """
     kinds = {KIND_CODE[k]: masks[k] for k in masks}
     seen = dict.fromkeys(start)
@@ -142,7 +167,7 @@ def neighbourhood(
     for _ in range(hops):
         if len(seen) >= cap or not frontier:
             break
-        peers = _peers(conn, frontier, cached)
+        peers = peers_of(frontier)
         nxt: list[int] = []
         for n in frontier:
             for m in peers.get(n, ()):
@@ -150,7 +175,7 @@ def neighbourhood(
                     continue
                 kind = node_kind(m)
                 if kind == TERM:
-                    if not 1 < len(cached.get(m, ())) <= term_limit:
+                    if not 1 < term_degree(m) <= term_limit:
                         continue
                 else:
                     mask = kinds[kind]
