@@ -65,6 +65,11 @@ def test_an_unreachable_store_is_one_clear_line_without_the_password(
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot reach the PostgreSQL store" in lines[0]
     assert "s3cret" not in done.stderr and "team:***@" in lines[0]
+    # libpq's keyword form: the password as a query parameter is hidden too.
+    keyword = f"postgresql://team@/memtrio?password=s3cret&host={tmp_path / 'nowhere'}"
+    done = cli(home, "stats", url=keyword)
+    assert done.returncode == 1 and "cannot reach the PostgreSQL store" in done.stderr
+    assert "s3cret" not in done.stderr and "password=***" in done.stderr
 
 
 def test_migrate_copies_sqlite_to_postgresql_and_back_checked(

@@ -12,11 +12,13 @@ from .conn import PgConnection
 from .schema import migrate
 
 _PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
+# A password given as a query parameter (``?password=...``, libpq's keyword).
+_PASSWORD_PARAM = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
 
 
 def redact(url: str) -> str:
     """``url`` without its password, for messages and logs."""
-    return _PASSWORD.sub(r"\1***@", url)
+    return _PASSWORD_PARAM.sub(r"\1***", _PASSWORD.sub(r"\1***@", url))
 
 
 def unavailable(exc: BaseException, url: str) -> StoreUnavailable:
