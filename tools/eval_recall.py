@@ -91,6 +91,11 @@ MODES: dict[str, dict[str, str]] = {
     # normalized dates (actors/ranker/dates.py) on and off, whatever the default
     "dates": {"MEMTRIO_RETRIEVAL_DATES": "true"},
     "no-dates": {"MEMTRIO_RETRIEVAL_DATES": "false"},
+    # the learned re-ranker (actors/ranker/rerank.py) off: the fixed cosine / FTS5 mixture,
+    # thread neighbours and MMR of before
+    "no-rerank": {"MEMTRIO_RETRIEVAL_RERANK": "false"},
+    # the re-ranker without its neighbour-run diversification
+    "no-diversify": {"MEMTRIO_RETRIEVAL_POSITION_PENALTY": "0"},
 }
 # Published anchors, for the tables.
 DRAGON = {"turn@5": 0.567, "turn@10": 0.662}  # LoCoMo paper, all 10 conversations, dated units
