@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
 import sys
 from pathlib import Path
@@ -78,7 +79,8 @@ class Stack:
         self.masks = {kind: self.cache.items[kind].allowed(None) for kind in KINDS}
 
     def prepare(self, encoder: OnnxEncoder) -> None:
-        self.qvecs, _ = encoder.encode([q["question"] for q in self.qs])
+        prefix = encoder.spec.query_prefix
+        self.qvecs, _ = encoder.encode([prefix + q["question"] for q in self.qs])
         self.lexical = [rank.fts_candidates(self.conn, q["question"]) for q in self.qs]
         turn_to_memory = {turn: m for m, turn in self.owner.items()}
         self.examples: list[tuple[list[int], np.ndarray, np.ndarray]] = []
@@ -157,7 +159,8 @@ def main() -> int:
     parser.add_argument("--json", help="write the weights and the held-out figures here")
     args = parser.parse_args()
     cache = Path(args.cache).expanduser()
-    encoder = OnnxEncoder(resolve_spec("", 256), "cpu")
+    # the model the stores were filled with (eval_recall.py keys its cache by it too)
+    encoder = OnnxEncoder(resolve_spec(os.environ.get("MEMTRIO_EMBEDDING_MODEL", ""), 256), "cpu")
     stacks: list[Stack] = []
     for dataset, units_list in (("locomo", args.locomo_units), ("longmemeval", args.lme_units)):
         for units in filter(None, units_list.split(",")):

@@ -185,7 +185,7 @@ class Ranker:
         async def embed_query() -> None:
             nonlocal result, failure
             try:
-                result = await embedder.embed([query])
+                result = await embedder.embed([query], query=True)
             except EmbeddingError as exc:
                 failure = exc
 
