@@ -167,6 +167,8 @@ def haystacks(
 
 def server(home: Path, env: dict[str, str]) -> StdioServerParameters:
     base = {k: os.environ[k] for k in ("PATH", "HOME", "PYTHONPATH") if k in os.environ}
+    # the caller's MEMTRIO_* settings (the embedding model: the cache is keyed by it)
+    base.update({k: v for k, v in os.environ.items() if k.startswith("MEMTRIO_")})
     base.update({"MEMTRIO_HOME": str(home), "MEMTRIO_LOG_LEVEL": "warning", "MEMTRIO_CODE": OFF})
     base.update(env)
     return StdioServerParameters(
