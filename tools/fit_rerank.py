@@ -86,7 +86,7 @@ class Stack:
         self.examples: list[tuple[list[int], np.ndarray, np.ndarray]] = []
         allowed = self.masks["memory"]
         for q, qvec, lexical in zip(self.qs, self.qvecs, self.lexical, strict=True):
-            dense = self.cache.index["memory"].search(qvec, rerank.POOL, allowed)[0]
+            dense = self.cache.index["memory"].search(qvec, rerank.POOL, allowed)
             lex = rank.lexical_seeds(lexical, allowed, rerank.POOL)
             ids, rows, _ = rerank.features(self.cache, self.conn, qvec, allowed, lex, dense)
             gold = {turn_to_memory[t] for t in q["gold_turns"] if t in turn_to_memory}

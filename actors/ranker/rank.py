@@ -250,17 +250,17 @@ def reranked_seeds(
     """Memory seeds weighted by the learned model's softmax over the candidates."""
     allowed = masks["memory"]
     near = pg_dense_memories(cache, conn, qvec, rerank.POOL, allowed)
-    dense_ids = (
-        near[0] if near is not None else cache.index["memory"].search(qvec, rerank.POOL, allowed)[0]
-    )
+    dense = near if near is not None else cache.index["memory"].search(qvec, rerank.POOL, allowed)
     if lexical is None:
         lexical = fts_candidates(conn, query)
     lex = lexical_seeds(lexical, allowed, rerank.POOL)
-    ids, rows, lenders = rerank.features(cache, conn, qvec, allowed, lex, dense_ids)
+    ids, rows, lenders = rerank.features(cache, conn, qvec, allowed, lex, dense)
     z = rerank.scores(rows)
+    best = np.argsort(-z, kind="stable")[: rerank.SEEDS]
+    ids, rows, z = [ids[i] for i in best.tolist()], rows[best], z[best]
     weights = rerank.softmax_weights(z).tolist()
     lex_at = {m: (r, score) for r, (m, score) in enumerate(lex)}
-    dense_at = {int(m): r for r, m in enumerate(dense_ids.tolist())}
+    dense_at = {int(m): r for r, m in enumerate(dense[0].tolist())}
     for r, i in enumerate(np.argsort(-z, kind="stable").tolist()):
         n = node("memory", ids[i])
         add(n, p.memory_seed_weight * weights[i], f"reranked: #{r + 1}, score {z[i]:.2f}")

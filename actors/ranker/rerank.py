@@ -39,6 +39,7 @@ NEIGHBOUR_FROM = 10  # the first of each list whose thread neighbours join the c
 LENGTH_CAP = 300  # characters: longer memories count as this long in the length features
 GATE = 300  # characters: neighbour features fade as GATE / length beyond this
 DIVERSIFY_POOL = 40  # best memories re-ordered by `diversify`
+SEEDS = 40  # the best candidates by the model that seed PageRank (the rest carry ~0 mass)
 
 FEATURES = (
     "lexical",  # FTS5 score / the best FTS5 score of the query (0 if not matched)
@@ -93,12 +94,18 @@ def texts_shape(conn: sqlite3.Connection, ids: list[int]) -> dict[int, tuple[int
     return out
 
 
-def cosines(cache: RecallCache, qvec: np.ndarray, ids: list[int]) -> dict[int, float]:
-    """Best window cosine of each memory to the query (0 without a cached vector)."""
+def cosines(
+    cache: RecallCache, qvec: np.ndarray, ids: list[int], known: dict[int, float]
+) -> dict[int, float]:
+    """Best window cosine of each memory to the query (0 without a cached vector);
+    ``known``: those the index search already gave."""
     index = cache.index["memory"]
     q = np.asarray(qvec, dtype=np.float32).reshape(-1)
     out: dict[int, float] = {}
     for memory_id in ids:
+        if memory_id in known:
+            out[memory_id] = known[memory_id]
+            continue
         vecs = index.vectors(memory_id)
         out[memory_id] = float((vecs @ q).max()) if vecs is not None and len(vecs) else 0.0
     return out
@@ -110,14 +117,15 @@ def features(
     qvec: np.ndarray,
     allowed: np.ndarray,
     lexical: list[tuple[int, float]],
-    dense_ids: np.ndarray,
+    dense: tuple[np.ndarray, np.ndarray],
 ) -> tuple[list[int], np.ndarray, dict[int, int]]:
     """The candidates (memory ids), their `FEATURES` rows, and for ``explain`` the
     matching neighbour (1 place away, in either list) of each candidate that has one.
 
     ``lexical``: the allowed FTS5 matches, best first, (id, score larger is better);
-    ``dense_ids``: the allowed memories nearest the query, best first.
+    ``dense``: the allowed memories nearest the query, best first, and their cosines.
     """
+    dense_ids = dense[0]
     allowed_ids = np.flatnonzero(allowed)
     lex_rank, lex_norm, dense_rank = candidate_lists(lexical[:POOL], dense_ids[:POOL])
     near: dict[int, list[tuple[int, int]]] = {}
@@ -130,8 +138,9 @@ def features(
     for m in ids:
         if m not in near:
             near[m] = thread_neighbours(cache, m, allowed_ids, 2)
-    every = sorted(set(ids) | {o for m in ids for o, _ in near[m]})
-    cos = cosines(cache, qvec, every)
+    every = set(ids) | {o for m in ids for o, d in near[m] if d == 1}
+    known = dict(zip(dense_ids.tolist(), dense[1].tolist(), strict=True))
+    cos = cosines(cache, qvec, sorted(every), known)
     best_cos = max(cos.values(), default=0.0)
     shape = texts_shape(conn, ids)
     cap = math.log1p(LENGTH_CAP)
