@@ -253,7 +253,8 @@ def reranked_seeds(
     dense = near if near is not None else cache.index["memory"].search(qvec, rerank.POOL, allowed)
     if lexical is None:
         lexical = fts_candidates(conn, query)
-    lex = lexical_seeds(lexical, allowed, rerank.POOL)
+    wanted = query_dates(query) if cache.dates is not None and p.date_weight > 0 else []
+    lex = lexical_seeds(date_first(cache, lexical, wanted), allowed, rerank.POOL)
     ids, rows, lenders = rerank.features(cache, conn, qvec, allowed, lex, dense)
     z = rerank.scores(rows)
     best = np.argsort(-z, kind="stable")[: rerank.SEEDS]
