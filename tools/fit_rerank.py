@@ -35,6 +35,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sqlite3
@@ -158,6 +159,8 @@ def main() -> int:
     parser.add_argument("--cache", default="~/.cache/memtrio-eval")
     parser.add_argument("--json", help="write the weights and the held-out figures here")
     args = parser.parse_args()
+    if importlib.util.find_spec("scipy") is None:
+        parser.error("needs scipy for the fit: pip install scipy")
     cache = Path(args.cache).expanduser()
     # the model the stores were filled with (eval_recall.py keys its cache by it too)
     encoder = OnnxEncoder(resolve_spec(os.environ.get("MEMTRIO_EMBEDDING_MODEL", ""), 256), "cpu")

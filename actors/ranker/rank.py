@@ -183,6 +183,15 @@ def pg_dense_memories(
     return ids, np.array([c for _, c in kept], dtype=np.float32)
 
 
+def nearest_memories(
+    cache: RecallCache, conn: sqlite3.Connection, qvec: np.ndarray, k: int, allowed: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` allowed memories nearest the query and their cosines, best first
+    (pgvector on PostgreSQL when it can answer, else the in-process index)."""
+    near = pg_dense_memories(cache, conn, qvec, k, allowed)
+    return near if near is not None else cache.index["memory"].search(qvec, k, allowed)
+
+
 def lexical_seeds(
     candidates: list[tuple[int, float]], allowed: np.ndarray, k: int
 ) -> list[tuple[int, float]]:
@@ -249,8 +258,7 @@ def reranked_seeds(
 ) -> None:
     """Memory seeds weighted by the learned model's softmax over the candidates."""
     allowed = masks["memory"]
-    near = pg_dense_memories(cache, conn, qvec, rerank.POOL, allowed)
-    dense = near if near is not None else cache.index["memory"].search(qvec, rerank.POOL, allowed)
+    dense = nearest_memories(cache, conn, qvec, rerank.POOL, allowed)
     if lexical is None:
         lexical = fts_candidates(conn, query)
     wanted = query_dates(query) if cache.dates is not None and p.date_weight > 0 else []
@@ -288,10 +296,7 @@ def mixed_seeds(
     dense_share = 1.0 if not p.use_lexical else 1 - p.lexical_share
     lexical_share = 1.0 if not p.use_dense else p.lexical_share
     if p.use_dense:
-        near = pg_dense_memories(cache, conn, qvec, k, masks["memory"])
-        ids, cos = (
-            near if near is not None else cache.index["memory"].search(qvec, k, masks["memory"])
-        )
+        ids, cos = nearest_memories(cache, conn, qvec, k, masks["memory"])
         dense_mass = p.memory_seed_weight * dense_share
         weights = softmax(cos, p.seed_temperature).tolist()
         for r, (item_id, c, w) in enumerate(zip(ids.tolist(), cos.tolist(), weights, strict=True)):
