@@ -105,6 +105,8 @@ class RetrievalConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     term_max_share: float = 0.05  # a term in more of the selected memories is not walked
     dates: bool = True  # normalize the dates memories and questions speak of
     date_weight: float = 1.0  # score boost of a memory whose dates meet the question's
+    rerank: bool = True  # memory seeds from the learned re-ranker (actors/ranker/rerank.py)
+    position_penalty: float = 1.0  # re-ranked results: cost of a chosen memory's thread neighbour
 
 
 class CodeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -239,6 +241,7 @@ _CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("retrieval", "term_anchor_weight"): (lambda v: 0 <= v <= 1000, "must be >= 0"),
     ("retrieval", "term_max_share"): (lambda v: 0 <= v <= 1, "must be between 0 and 1"),
     ("retrieval", "date_weight"): (lambda v: 0 <= v <= 1000, "must be >= 0"),
+    ("retrieval", "position_penalty"): (lambda v: 0 <= v <= 100, "must be 0-100"),
     ("retrieval", "mmr_lambda"): (
         lambda v: 0 <= v <= 1,
         "must be between 0 and 1 (1 turns diversification off)",

@@ -185,6 +185,7 @@ OUT_OF_RANGE: dict[tuple[str, str], object] = {
     ("retrieval", "term_anchor_weight"): -1.0,
     ("retrieval", "term_max_share"): 1.5,
     ("retrieval", "date_weight"): -0.5,
+    ("retrieval", "position_penalty"): -1,
     ("code", "index_threads"): 0,
     ("code", "max_files"): 0,
     ("vectors", "dims"): 4097,

@@ -211,3 +211,23 @@ async def test_resource_and_instructions_with_embeddings_on_and_off(
             and body["chunk_tokens"] is None
         )
         assert any("Embeddings are off" in line for line in app.instructions)
+
+
+async def test_query_prefix_goes_before_queries_only(home: Path, tmp_path: Path) -> None:
+    model, vocabulary = default_files()
+    directory = tmp_path / "instructed"
+    directory.mkdir()
+    os.symlink(model, directory / "model.onnx")
+    os.symlink(vocabulary, directory / "vocab.txt")
+    prefix = "Represent this sentence for searching relevant passages: "
+    (directory / "config.json").write_text(json.dumps({"name": "q", "query_prefix": prefix}))
+    async with running(home, model=directory) as app:
+        pool = app.service(EMBEDDER)
+        text = "where are the deploy keys kept"
+        query = (await pool.embed([text], query=True)).vectors[0]
+        stored = (await pool.embed([text], max_chunks=4)).vectors[0]
+        plain = (await pool.embed([text])).vectors[0]
+        prefixed = (await pool.embed([prefix + text])).vectors[0]
+        assert np.allclose(query, prefixed, atol=1e-5)  # the query is embedded after the prefix
+        assert np.allclose(stored, plain, atol=1e-5)  # a stored text is not
+        assert not np.allclose(query, plain, atol=1e-3)

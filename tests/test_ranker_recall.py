@@ -228,13 +228,14 @@ async def test_scope_and_type_filters_apply_before_ranking(home: Path, backend: 
         ]
         decisions = await ranker.recall(query, ["repo:/a", "global"], "decision", 10)
         assert [m for m, _ in decisions] == [mt]  # type compares case-insensitively
-        # Restricting first means the filtered memory leaves no trace: the scores equal
-        # those of a store where it never existed.
+        # Restricting first means the filtered memory leaves no trace: the ranking equals
+        # that of a store where it never existed. (The scores move by a few per cent only
+        # because deleting it changes the store-wide BM25 statistics the re-ranker reads.)
         store.conn.execute("DELETE FROM memories WHERE id = ?", (mb,))
         ranker.on_changes([Change(kind="memory", id=mb, deleted=True)])
-        assert dict(await ranker.recall(query, ["repo:/a", "global"], None, 10)) == pytest.approx(
-            dict(in_a)
-        )
+        without = await ranker.recall(query, ["repo:/a", "global"], None, 10)
+        assert [m for m, _ in without] == [m for m, _ in in_a]
+        assert dict(without) == pytest.approx(dict(in_a), rel=0.1)
         assert ranker.stats()["vector_index"]["memory"] == kind
 
 
@@ -310,8 +311,10 @@ async def test_literal_entity_names_anchor_the_walk(home: Path) -> None:
 
 
 async def test_vectors_of_another_model_are_never_compared(home: Path) -> None:
-    # Thread neighbours off: they may bring a memory in without comparing any vector.
-    async with running(home, env={"MEMTRIO_RETRIEVAL_NEIGHBOUR_WEIGHT": "0"}) as (store, ranker):
+    # Thread neighbours and the re-ranker (whose candidates include thread neighbours)
+    # off: they may bring a memory in without comparing any vector.
+    env = {"MEMTRIO_RETRIEVAL_NEIGHBOUR_WEIGHT": "0", "MEMTRIO_RETRIEVAL_RERANK": "false"}
+    async with running(home, env=env) as (store, ranker):
         await fill(store, ranker, UNRELATED)
         mid, _ = await store.memory(
             "Secrets are stored in Vault, never in environment files.", embed=False

@@ -42,19 +42,28 @@ async def test_the_reply_after_the_matching_turn_is_found_through_its_thread(
     home = tmp_path / "home"
     home.mkdir()
     found: dict[str, list[int]] = {}
-    for weight in ("0", "0.35"):
-        env = {**ON, "MEMTRIO_RETRIEVAL_NEIGHBOUR_WEIGHT": weight}
-        async with open_client(home, env=env) as client:
-            if weight == "0":
+    modes = {  # the fixed mixture without and with thread neighbours, and the re-ranker
+        "fixed": {"MEMTRIO_RETRIEVAL_RERANK": "false", "MEMTRIO_RETRIEVAL_NEIGHBOUR_WEIGHT": "0"},
+        "neighbours": {
+            "MEMTRIO_RETRIEVAL_RERANK": "false",
+            "MEMTRIO_RETRIEVAL_NEIGHBOUR_WEIGHT": "0.35",
+        },
+        "reranked": {},
+    }
+    explained: dict[str, dict] = {}
+    for mode, settings in modes.items():
+        async with open_client(home, env={**ON, **settings}) as client:
+            if mode == "fixed":
                 ids = await remember_all(client, CONVERSATION)
-            found[weight] = ids_of(await ok(client, "recall", query=QUESTION, limit=3))
-            if weight != "0":
-                explained = await ok(client, "recall", query=QUESTION, limit=3, explain=True)
+            found[mode] = ids_of(await ok(client, "recall", query=QUESTION, limit=3))
+            if mode != "fixed":
+                explained[mode] = await ok(client, "recall", query=QUESTION, limit=3, explain=True)
     asked, answer = ids[4], ids[5]
-    assert found["0"][0] == asked and answer not in found["0"]
-    assert found["0.35"][0] == asked and answer in found["0.35"]
-    reasons = {m["id"]: m["explain"] for m in explained["memories"]}
-    assert any(r.startswith("neighbour:") and str(asked) in r for r in reasons[answer])
+    assert found["fixed"][0] == asked and answer not in found["fixed"]
+    for mode in ("neighbours", "reranked"):
+        assert found[mode][0] == asked and answer in found[mode]
+        reasons = {m["id"]: m["explain"] for m in explained[mode]["memories"]}
+        assert any(r.startswith("neighbour:") and str(asked) in r for r in reasons[answer])
 
 
 async def test_max_tokens_returns_the_best_memories_that_fit(tmp_path: Path) -> None:

@@ -70,6 +70,7 @@ DATA_DIRS = {"locomo": "locomo-dev", "longmemeval": "longmemeval-s-16"}
 UNITS = {"locomo": ("speaker", "dated"), "longmemeval": ("bare", "role")}
 FILL_VERSION = 2  # bump when what a filled store holds changes
 OFF = "off"
+RERANK = "MEMTRIO_RETRIEVAL_RERANK"
 # Each mode: MEMTRIO_* settings of its server; "lexical" recalls with use_embeddings=false.
 MODES: dict[str, dict[str, str]] = {
     "default": {},
@@ -78,10 +79,12 @@ MODES: dict[str, dict[str, str]] = {
     "no-lexical": {"MEMTRIO_RETRIEVAL_LEXICAL_SEEDS": OFF},
     "no-dense": {"MEMTRIO_RETRIEVAL_DENSE_SEEDS": OFF},
     "no-graph": {"MEMTRIO_RETRIEVAL_GRAPH": OFF},
-    "no-neighbours": {"MEMTRIO_RETRIEVAL_NEIGHBOUR_WEIGHT": "0"},
-    "no-mmr": {"MEMTRIO_RETRIEVAL_MMR_LAMBDA": "1"},
+    # thread neighbours and MMR are steps of the fixed mixture (rerank = false): the
+    # re-ranker reads the neighbours itself and diversifies by neighbour runs
+    "no-neighbours": {RERANK: "false", "MEMTRIO_RETRIEVAL_NEIGHBOUR_WEIGHT": "0"},
+    "no-mmr": {RERANK: "false", "MEMTRIO_RETRIEVAL_MMR_LAMBDA": "1"},
     # the neighbour weight fitted on LoCoMo alone (tools/fit_recall.py without --longmemeval)
-    "neighbours-0.3": {"MEMTRIO_RETRIEVAL_NEIGHBOUR_WEIGHT": "0.3"},
+    "neighbours-0.3": {RERANK: "false", "MEMTRIO_RETRIEVAL_NEIGHBOUR_WEIGHT": "0.3"},
     # entities found without an LLM (actors/ranker/terms.py), with and without query anchors
     "terms": {"MEMTRIO_RETRIEVAL_TERMS": "true"},
     "terms-no-anchors": {
@@ -91,6 +94,11 @@ MODES: dict[str, dict[str, str]] = {
     # normalized dates (actors/ranker/dates.py) on and off, whatever the default
     "dates": {"MEMTRIO_RETRIEVAL_DATES": "true"},
     "no-dates": {"MEMTRIO_RETRIEVAL_DATES": "false"},
+    # the learned re-ranker (actors/ranker/rerank.py) off: the fixed cosine / FTS5 mixture,
+    # thread neighbours and MMR of before
+    "no-rerank": {RERANK: "false"},
+    # the re-ranker without its neighbour-run diversification
+    "no-diversify": {"MEMTRIO_RETRIEVAL_POSITION_PENALTY": "0"},
 }
 # Published anchors, for the tables.
 DRAGON = {"turn@5": 0.567, "turn@10": 0.662}  # LoCoMo paper, all 10 conversations, dated units
@@ -162,6 +170,8 @@ def haystacks(
 
 def server(home: Path, env: dict[str, str]) -> StdioServerParameters:
     base = {k: os.environ[k] for k in ("PATH", "HOME", "PYTHONPATH") if k in os.environ}
+    # the caller's MEMTRIO_* settings (the embedding model: the cache is keyed by it)
+    base.update({k: v for k, v in os.environ.items() if k.startswith("MEMTRIO_")})
     base.update({"MEMTRIO_HOME": str(home), "MEMTRIO_LOG_LEVEL": "warning", "MEMTRIO_CODE": OFF})
     base.update(env)
     return StdioServerParameters(

@@ -20,6 +20,13 @@ Procedure (the one behind the defaults in ``supervisors/config.py``):
    (the reviewers' held-out half).
 4. The setting chosen on all dev data is the one to adopt.
 
+The learned re-ranker (on by default) replaces the fixed mixture's seeds,
+thread neighbours and MMR, so a grid over ``lexical_share``,
+``seed_temperature``, ``neighbour_*`` or ``mmr_lambda`` changes nothing
+unless it includes ``MEMTRIO_RETRIEVAL_RERANK=false``; the re-ranker's own
+weights are fitted by ``tools/fit_rerank.py``, and its ``position_penalty``
+with a grid here (``--grid MEMTRIO_RETRIEVAL_POSITION_PENALTY=0.5,1,2``).
+
 Usage::
 
     python tools/fit_recall.py --grid MEMTRIO_RETRIEVAL_NEIGHBOUR_WEIGHT=0,0.1,0.2 \\

@@ -12,8 +12,11 @@ import); `OnnxEncoder` loads the session and the tokenizer and encodes texts
 
 The optional ``config.json`` may hold ``pooling`` (``"mean"`` or ``"cls"``),
 ``max_tokens`` (or ``max_seq_length``, or ``max_position_embeddings`` as an
-upper bound), ``hidden_size`` (the dimension), ``normalize`` (default true)
-and ``name`` (the model id stored beside each vector).
+upper bound), ``hidden_size`` (the dimension), ``normalize`` (default true),
+``query_prefix`` (text put before every query, not before stored texts: the
+instruction of models trained with one, such as bge's "Represent this sentence
+for searching relevant passages: ") and ``name`` (the model id stored beside
+each vector).
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ class ModelSpec:
     max_tokens: int  # effective limit: min([embedding] max_tokens, the model's own limit)
     pooling: str  # "mean" | "cls"
     normalize: bool
+    query_prefix: str = ""  # put before each query (not before stored texts)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -159,6 +163,7 @@ def resolve_spec(model: str, max_tokens: int) -> ModelSpec:
         max_tokens=max(8, limit),
         pooling=pooling,
         normalize=bool(settings.get("normalize", True)),
+        query_prefix=str(settings.get("query_prefix") or ""),
     )
 
 

@@ -196,14 +196,17 @@ class EmbedderPool:
 
     # -- the client call ---------------------------------------------------
 
-    async def embed(self, texts: list[str], max_chunks: int = 1) -> EmbedResult:
+    async def embed(
+        self, texts: list[str], max_chunks: int = 1, *, query: bool = False
+    ) -> EmbedResult:
         """Embed ``texts`` (micro-batched with other callers' texts).
 
         ``max_chunks``: 1 (queries): one vector per text, a text longer than
         the model's ``max_tokens`` is truncated; more (stored documents): a
         text longer than ``[embedding] chunk_tokens`` is embedded as up to that
         many overlapping windows of ``chunk_tokens`` (``chunk_overlap`` tokens
-        shared by neighbours), see `OnnxEncoder.windows`.
+        shared by neighbours), see `OnnxEncoder.windows`. ``query``: the texts
+        are queries, each embedded after the model's ``query_prefix`` (if any).
 
         Error handling: `EmbedderUnavailable` (model cannot load),
         `EmbedderCrashed` (the worker died on this batch; retry),
@@ -221,6 +224,8 @@ class EmbedderPool:
             )
         if self.spec is None:
             raise EmbedderUnavailable(f"the embedding model cannot load: {self.spec_error}")
+        if query and self.spec.query_prefix:
+            texts = [self.spec.query_prefix + text for text in texts]
         request = Embed(
             texts=list(texts), max_chunks=max(1, int(max_chunks)), trace=trace.current.get()
         )

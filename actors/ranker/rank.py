@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import os
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 # igraph's PageRank uses OpenMP; on a busy 2-core machine (onnxruntime threads,
@@ -45,7 +45,7 @@ import numpy as np  # noqa: E402
 from ..store import lexical  # noqa: E402
 from ..store.dialect import is_postgres  # noqa: E402
 from ..store.pg import fts  # noqa: E402
-from . import sql_graph  # noqa: E402
+from . import rerank, sql_graph  # noqa: E402
 from .dates import query_dates  # noqa: E402
 from .graph import (  # noqa: E402
     KIND_CODE,
@@ -90,6 +90,8 @@ class Params:
     term_anchor_weight: float = 0.2  # seed mass of each term (`terms`) named in the query
     term_max_share: float = 0.05  # a term in more of the selected memories is not walked
     date_weight: float = 1.0  # boost of memories whose dates meet the query's (`dates`)
+    rerank: bool = True  # memory seeds from the learned model (`rerank`), not the fixed mixture
+    position_penalty: float = 1.0  # `rerank.diversify`: log-score cost of a chosen one's neighbour
 
 
 def fts_candidates(conn: sqlite3.Connection, query: str) -> list[tuple[int, float]]:
@@ -181,6 +183,15 @@ def pg_dense_memories(
     return ids, np.array([c for _, c in kept], dtype=np.float32)
 
 
+def nearest_memories(
+    cache: RecallCache, conn: sqlite3.Connection, qvec: np.ndarray, k: int, allowed: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` allowed memories nearest the query and their cosines, best first
+    (pgvector on PostgreSQL when it can answer, else the in-process index)."""
+    near = pg_dense_memories(cache, conn, qvec, k, allowed)
+    return near if near is not None else cache.index["memory"].search(qvec, k, allowed)
+
+
 def lexical_seeds(
     candidates: list[tuple[int, float]], allowed: np.ndarray, k: int
 ) -> list[tuple[int, float]]:
@@ -220,19 +231,72 @@ def seeds(
     out: dict[int, float] = {}
 
     def add(n: int, w: float, note: str = "") -> None:
+        """Seed mass ``w`` for node ``n`` (0: only the note, for a node already seeded)."""
         if w > 0:
             out[n] = out.get(n, 0.0) + w
-            if notes is not None and note:
-                notes.setdefault(n, []).append(note)
+        if notes is not None and note and n in out:
+            notes.setdefault(n, []).append(note)
 
+    if p.rerank and p.use_dense and p.use_lexical:
+        reranked_seeds(cache, conn, query, qvec, masks, p, lexical, add)
+    else:
+        mixed_seeds(cache, conn, query, qvec, masks, p, lexical, add)
+    if p.use_graph:
+        graph_seeds(cache, query, qvec, masks, p, add)
+    return out
+
+
+def reranked_seeds(
+    cache: RecallCache,
+    conn: sqlite3.Connection,
+    query: str,
+    qvec: np.ndarray,
+    masks: dict[str, np.ndarray],
+    p: Params,
+    lexical: list[tuple[int, float]] | None,
+    add: Callable[..., None],
+) -> None:
+    """Memory seeds weighted by the learned model's softmax over the candidates."""
+    allowed = masks["memory"]
+    dense = nearest_memories(cache, conn, qvec, rerank.POOL, allowed)
+    if lexical is None:
+        lexical = fts_candidates(conn, query)
+    wanted = query_dates(query) if cache.dates is not None and p.date_weight > 0 else []
+    lex = lexical_seeds(date_first(cache, lexical, wanted), allowed, rerank.POOL)
+    ids, rows, lenders = rerank.features(cache, conn, qvec, allowed, lex, dense)
+    z = rerank.scores(rows)
+    best = np.argsort(-z, kind="stable")[: rerank.SEEDS]
+    ids, rows, z = [ids[i] for i in best.tolist()], rows[best], z[best]
+    weights = rerank.softmax_weights(z).tolist()
+    lex_at = {m: (r, score) for r, (m, score) in enumerate(lex)}
+    dense_at = {int(m): r for r, m in enumerate(dense[0].tolist())}
+    for r, i in enumerate(np.argsort(-z, kind="stable").tolist()):
+        n = node("memory", ids[i])
+        add(n, p.memory_seed_weight * weights[i], f"reranked: #{r + 1}, score {z[i]:.2f}")
+        if ids[i] in lex_at:
+            add(n, 0.0, f"lexical: #{lex_at[ids[i]][0] + 1}, BM25 {lex_at[ids[i]][1]:.2f}")
+        if ids[i] in dense_at:
+            add(n, 0.0, f"dense: #{dense_at[ids[i]] + 1}")
+        if ids[i] in lenders:
+            add(n, 0.0, f"neighbour: written next to memory {lenders[ids[i]]}, which matches")
+
+
+def mixed_seeds(
+    cache: RecallCache,
+    conn: sqlite3.Connection,
+    query: str,
+    qvec: np.ndarray,
+    masks: dict[str, np.ndarray],
+    p: Params,
+    lexical: list[tuple[int, float]] | None,
+    add: Callable[..., None],
+) -> None:
+    """Memory seeds: the cosine softmax and the FTS5 reciprocal ranks, in fixed shares."""
     k = p.seed_top_k
     dense_share = 1.0 if not p.use_lexical else 1 - p.lexical_share
     lexical_share = 1.0 if not p.use_dense else p.lexical_share
     if p.use_dense:
-        near = pg_dense_memories(cache, conn, qvec, k, masks["memory"])
-        ids, cos = (
-            near if near is not None else cache.index["memory"].search(qvec, k, masks["memory"])
-        )
+        ids, cos = nearest_memories(cache, conn, qvec, k, masks["memory"])
         dense_mass = p.memory_seed_weight * dense_share
         weights = softmax(cos, p.seed_temperature).tolist()
         for r, (item_id, c, w) in enumerate(zip(ids.tolist(), cos.tolist(), weights, strict=True)):
@@ -252,29 +316,39 @@ def seeds(
                     p.memory_seed_weight * lexical_share * w,
                     f"lexical: #{r + 1}, BM25 {bm25:.2f}",
                 )
-    if p.use_graph:
-        rest = 1.0 - p.memory_seed_weight
-        ent_ids, ent_cos = cache.index["entity"].search(qvec, k, masks["entity"])
-        rel_ids, rel_cos = cache.index["relation"].search(qvec, k, masks["relation"])
-        ent_mass = rest * (1 - RELATION_SHARE) if len(rel_ids) else rest
-        rel_mass = rest * RELATION_SHARE if len(ent_ids) else rest
-        for item_id, w in zip(
-            ent_ids.tolist(), softmax(ent_cos, p.seed_temperature).tolist(), strict=True
-        ):
-            add(node("entity", item_id), ent_mass * w)
-        for item_id, w in zip(
-            rel_ids.tolist(), softmax(rel_cos, p.seed_temperature).tolist(), strict=True
-        ):
-            add(node("relation", item_id), rel_mass * w)
-        for entity_id in cache.named_entities(query, masks["entity"]):
-            add(node("entity", entity_id), p.entity_anchor_weight, "named in the query")
-        if cache.terms is not None and p.term_anchor_weight > 0:
-            cap = term_cap(masks, p)
-            for term_id in cache.terms.named_in(query_words(query)):
-                n = node("term", term_id)
-                if 1 < len(cache.adj.get(n, ())) <= cap:
-                    add(n, p.term_anchor_weight)
-    return out
+
+
+def graph_seeds(
+    cache: RecallCache,
+    query: str,
+    qvec: np.ndarray,
+    masks: dict[str, np.ndarray],
+    p: Params,
+    add: Callable[..., None],
+) -> None:
+    """Entity and relation seeds: nearest by cosine, named in the query, and terms."""
+    k = p.seed_top_k
+    rest = 1.0 - p.memory_seed_weight
+    ent_ids, ent_cos = cache.index["entity"].search(qvec, k, masks["entity"])
+    rel_ids, rel_cos = cache.index["relation"].search(qvec, k, masks["relation"])
+    ent_mass = rest * (1 - RELATION_SHARE) if len(rel_ids) else rest
+    rel_mass = rest * RELATION_SHARE if len(ent_ids) else rest
+    for item_id, w in zip(
+        ent_ids.tolist(), softmax(ent_cos, p.seed_temperature).tolist(), strict=True
+    ):
+        add(node("entity", item_id), ent_mass * w)
+    for item_id, w in zip(
+        rel_ids.tolist(), softmax(rel_cos, p.seed_temperature).tolist(), strict=True
+    ):
+        add(node("relation", item_id), rel_mass * w)
+    for entity_id in cache.named_entities(query, masks["entity"]):
+        add(node("entity", entity_id), p.entity_anchor_weight, "named in the query")
+    if cache.terms is not None and p.term_anchor_weight > 0:
+        cap = term_cap(masks, p)
+        for term_id in cache.terms.named_in(query_words(query)):
+            n = node("term", term_id)
+            if 1 < len(cache.adj.get(n, ())) <= cap:
+                add(n, p.term_anchor_weight)
 
 
 def term_cap(masks: dict[str, np.ndarray], p: Params) -> int:
@@ -395,9 +469,26 @@ def rank_explained(
     nodes, scores = nodes[keep] // NODE_KINDS, scores[keep]
     wanted = query_dates(query) if cache.dates is not None and p.date_weight > 0 else []
     scores, dated = date_boost(cache, nodes, scores, wanted, p.date_weight)
+    reranked = p.rerank and p.use_dense and p.use_lexical
     nodes, scores, lender = neighbour_context(
-        cache, nodes, scores, masks["memory"], p.neighbour_weight, p.neighbour_window
+        cache,
+        nodes,
+        scores,
+        masks["memory"],
+        0.0 if reranked else p.neighbour_weight,  # the model has neighbour features
+        p.neighbour_window,
     )
+    if reranked:
+        take = max(limit, rerank.DIVERSIFY_POOL)
+        if len(nodes) > take:
+            top = np.argpartition(-scores, take - 1)[:take]
+            nodes, scores = nodes[top], scores[top]
+        order = np.lexsort((nodes, -scores))
+        ranked = [(int(nodes[i]), float(scores[i])) for i in order]
+        ranked = rerank.diversify(cache, ranked, masks["memory"], limit, p.position_penalty)
+        if notes is None:
+            return ranked, {}
+        return ranked, explain(cache, links, ranked, notes, reset, lender, p.use_graph, dated)
     diversified = p.mmr_lambda < 1.0
     take = max(limit, MMR_CANDIDATES) if diversified else limit
     if len(nodes) > take:

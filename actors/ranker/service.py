@@ -144,6 +144,8 @@ class Ranker:
             term_anchor_weight=r.term_anchor_weight,
             term_max_share=r.term_max_share,
             date_weight=r.date_weight,
+            rerank=r.rerank,
+            position_penalty=r.position_penalty,
         )
         return replace(base, **overrides) if overrides else base
 
@@ -183,7 +185,7 @@ class Ranker:
         async def embed_query() -> None:
             nonlocal result, failure
             try:
-                result = await embedder.embed([query])
+                result = await embedder.embed([query], query=True)
             except EmbeddingError as exc:
                 failure = exc
 

@@ -262,6 +262,9 @@ class ItemIndex:
         windows = self._windows.get(item_id)
         if windows is None:
             return None
+        if windows == 1:  # most items: no key arithmetic, no stacking
+            one = self.backend.get(int(item_id))
+            return None if one is None else np.asarray(one, dtype=np.float32).reshape(1, -1)
         found = [self.backend.get(int(key)) for key in keys_of(item_id, windows)]
         return np.stack([v for v in found if v is not None]).astype(np.float32)
 

@@ -1,0 +1,223 @@
+"""Learned re-ranking of the memory seeds: a linear model over features of each candidate.
+
+The candidates are the query's `POOL` nearest memories by cosine, its `POOL`
+best FTS5 matches, and the thread neighbours (`signals.thread_neighbours`) of
+the first `NEIGHBOUR_FROM` of each list. Each gets the features of
+`FEATURES` (its own lexical and dense evidence, that of its thread
+neighbours, its length, whether it is itself a question) and the score
+``features @ WEIGHTS``; the softmax of those scores is the memory part of
+PageRank's reset distribution (`rank.seeds`) in place of the fixed mixture of
+cosine softmax and lexical reciprocal ranks.
+
+Why neighbours: in a conversation stored turn by turn, the turn that holds an
+answer is often not the one that shares the question's words but the reply
+to it ("what did Melanie say when ..."). Why the length gate: a long memory
+(an assistant's 2,000-character reply) is self-contained, and lending it its
+short neighbour's match would put it above that neighbour; so the neighbour
+features count in full up to `GATE` characters and fade as ``GATE /
+length`` beyond. `diversify` then keeps one memory of a run of neighbours out
+of the first places unless it is clearly better, so the results cover more
+conversations.
+
+The weights are fitted on the development data by ``tools/fit_rerank.py``
+(listwise softmax loss, leave-one-conversation-out check; docs/recall.md, *How
+the weights were fitted*), never on the held-out data.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+
+import numpy as np
+
+from .graph import RecallCache
+from .signals import thread_neighbours
+
+POOL = 50  # candidates taken from each list (cosine, FTS5)
+NEIGHBOUR_FROM = 10  # the first of each list whose thread neighbours join the candidates
+LENGTH_CAP = 300  # characters: longer memories count as this long in the length features
+GATE = 300  # characters: neighbour features fade as GATE / length beyond this
+DIVERSIFY_POOL = 40  # best memories re-ordered by `diversify`
+SEEDS = 40  # the best candidates by the model that seed PageRank (the rest carry ~0 mass)
+
+FEATURES = (
+    "lexical",  # FTS5 score / the best FTS5 score of the query (0 if not matched)
+    "lexical_rr",  # 1 / (FTS5 rank + 1)
+    "cosine",  # best window's cosine to the query
+    "cosine_gap",  # cosine - the best cosine of the query
+    "neighbour_lexical",  # best `lexical` of the neighbours 1 place away (gated)
+    "neighbour_cosine",  # best cosine_gap of the neighbours 1 place away (gated)
+    "length",  # ln(1 + characters), at most ln(1 + LENGTH_CAP)
+    "question",  # the memory itself ends with a question mark
+    "neighbour2_lexical",  # best `lexical` of the neighbours 2 places away (gated)
+    "min_lexical_neighbour",  # min(lexical, neighbour_lexical)
+    "lexical_x_neighbour",  # lexical * neighbour_lexical
+    "min_cosine_neighbour",  # min(cosine_gap, neighbour_cosine)
+    "neighbour_minus_lexical",  # neighbour_lexical - lexical
+    "length_x_lexical",  # length * lexical
+)
+# Fitted by `python tools/fit_rerank.py` (raw feature units: the standardisation of the
+# fit is folded in; an additive constant does not change a softmax).
+WEIGHTS = np.array(
+    [0.6354, 0.3093, 3.1187, 3.0969, 2.0550, 2.3293, 0.9956, -0.6569, 2.1219, 0.1624, -2.7405]
+    + [-0.9289, 1.1021, 0.8901],
+    dtype=np.float64,
+)
+
+
+def candidate_lists(
+    lexical: list[tuple[int, float]],
+    dense_ids: np.ndarray,
+) -> tuple[dict[int, int], dict[int, float], dict[int, int]]:
+    """(FTS5 rank by id, FTS5 score / best by id, dense rank by id) of the two lists."""
+    lex_rank = {m: r for r, (m, _) in enumerate(lexical)}
+    best = max((s for _, s in lexical), default=0.0)
+    lex_norm = {m: (s / best if best > 0 else 0.0) for m, s in lexical}
+    dense_rank = {int(m): r for r, m in enumerate(dense_ids.tolist())}
+    return lex_rank, lex_norm, dense_rank
+
+
+def texts_shape(conn: sqlite3.Connection, ids: list[int]) -> dict[int, tuple[int, bool]]:
+    """memory id -> (characters, ends with a question mark), read without the whole text."""
+    out: dict[int, tuple[int, bool]] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        rows = conn.execute(
+            "SELECT id, length(content), substr(rtrim(content), length(rtrim(content)) - 2)"
+            f" FROM memories WHERE id IN ({marks})",
+            chunk,
+        ).fetchall()
+        for memory_id, length, tail in rows:
+            out[int(memory_id)] = (int(length), str(tail).rstrip().rstrip("\"'").endswith("?"))
+    return out
+
+
+def cosines(
+    cache: RecallCache, qvec: np.ndarray, ids: list[int], known: dict[int, float]
+) -> dict[int, float]:
+    """Best window cosine of each memory to the query (0 without a cached vector);
+    ``known``: those the index search already gave."""
+    index = cache.index["memory"]
+    q = np.asarray(qvec, dtype=np.float32).reshape(-1)
+    out: dict[int, float] = {}
+    for memory_id in ids:
+        if memory_id in known:
+            out[memory_id] = known[memory_id]
+            continue
+        vecs = index.vectors(memory_id)
+        out[memory_id] = float((vecs @ q).max()) if vecs is not None and len(vecs) else 0.0
+    return out
+
+
+def features(
+    cache: RecallCache,
+    conn: sqlite3.Connection,
+    qvec: np.ndarray,
+    allowed: np.ndarray,
+    lexical: list[tuple[int, float]],
+    dense: tuple[np.ndarray, np.ndarray],
+) -> tuple[list[int], np.ndarray, dict[int, int]]:
+    """The candidates (memory ids), their `FEATURES` rows, and for ``explain`` the
+    matching neighbour (1 place away, in either list) of each candidate that has one.
+
+    ``lexical``: the allowed FTS5 matches, best first, (id, score larger is better);
+    ``dense``: the allowed memories nearest the query, best first, and their cosines.
+    """
+    dense_ids = dense[0]
+    allowed_ids = np.flatnonzero(allowed)
+    lex_rank, lex_norm, dense_rank = candidate_lists(lexical[:POOL], dense_ids[:POOL])
+    near: dict[int, list[tuple[int, int]]] = {}
+    pool = dict.fromkeys([m for m, _ in lexical[:POOL]] + [int(m) for m in dense_ids[:POOL]])
+    for m in list(pool):
+        near[m] = thread_neighbours(cache, m, allowed_ids, 2)
+        if lex_rank.get(m, POOL) < NEIGHBOUR_FROM or dense_rank.get(m, POOL) < NEIGHBOUR_FROM:
+            pool.update((other, None) for other, d in near[m] if d == 1)
+    ids = list(pool)
+    for m in ids:
+        if m not in near:
+            near[m] = thread_neighbours(cache, m, allowed_ids, 2)
+    every = set(ids) | {o for m in ids for o, d in near[m] if d == 1}
+    known = dict(zip(dense_ids.tolist(), dense[1].tolist(), strict=True))
+    cos = cosines(cache, qvec, sorted(every), known)
+    best_cos = max(cos.values(), default=0.0)
+    shape = texts_shape(conn, ids)
+    cap = math.log1p(LENGTH_CAP)
+    rows = np.zeros((len(ids), len(FEATURES)), dtype=np.float64)
+    lenders: dict[int, int] = {}
+    for i, m in enumerate(ids):
+        length, question = shape.get(m, (0, False))
+        gate = min(1.0, GATE / max(length, 1))
+        one = [o for o, d in near[m] if d == 1]
+        matching = [o for o in one if o in lex_rank or o in dense_rank]
+        if matching:
+            lenders[m] = max(matching, key=lambda o: lex_norm.get(o, 0.0) + cos[o])
+        two = [o for o, d in near[m] if d == 2]
+        lex = lex_norm.get(m, 0.0)
+        gap = cos[m] - best_cos
+        nb_lex = gate * max((lex_norm.get(o, 0.0) for o in one), default=0.0)
+        nb_cos = gate * max((cos[o] - best_cos for o in one), default=-1.0)
+        nb2_lex = gate * max((lex_norm.get(o, 0.0) for o in two), default=0.0)
+        log_len = min(math.log1p(length), cap)
+        rank = lex_rank.get(m)
+        rows[i] = (
+            lex,
+            1.0 / (rank + 1) if rank is not None else 0.0,
+            cos[m],
+            gap,
+            nb_lex,
+            nb_cos,
+            log_len,
+            float(question),
+            nb2_lex,
+            min(lex, nb_lex),
+            lex * nb_lex,
+            min(gap, nb_cos),
+            nb_lex - lex,
+            log_len * lex,
+        )
+    return ids, rows, lenders
+
+
+def scores(rows: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """The model's score of each candidate (larger is better)."""
+    return rows @ (WEIGHTS if weights is None else weights)
+
+
+def softmax_weights(z: np.ndarray) -> np.ndarray:
+    """Scores to seed weights that sum to 1 (order kept)."""
+    if len(z) == 0:
+        return z
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+def diversify(
+    cache: RecallCache,
+    ranked: list[tuple[int, float]],
+    allowed: np.ndarray,
+    limit: int,
+    penalty: float,
+) -> list[tuple[int, float]]:
+    """Re-order ``ranked`` (best first): greedily the memory with the best log score, less
+    ``penalty`` if it is a thread neighbour (1 place) of one already chosen; the first
+    ``limit``. Scores are kept as ranked."""
+    pool = ranked[: max(DIVERSIFY_POOL, min(limit, 2 * DIVERSIFY_POOL))]
+    if penalty <= 0 or len(pool) <= 1:
+        return ranked[:limit]
+    allowed_ids = np.flatnonzero(allowed)
+    log_score = [math.log(max(s, 1e-300)) for _, s in pool]
+    adjacent = [{o for o, _ in thread_neighbours(cache, m, allowed_ids, 1)} for m, _ in pool]
+    chosen: list[int] = []
+    taken: set[int] = set()
+    free = set(range(len(pool)))
+    while free and len(chosen) < limit:
+        best = max(
+            sorted(free),
+            key=lambda i: log_score[i] - (penalty if adjacent[i] & taken else 0.0),
+        )
+        chosen.append(best)
+        taken.add(pool[best][0])
+        free.discard(best)
+    return [pool[i] for i in chosen] + ranked[len(pool) : limit]

@@ -1,0 +1,227 @@
+#!/usr/bin/env python
+"""Fit the learned re-ranker's weights (``actors/ranker/rerank.py``) on the dev data.
+
+Procedure (the one behind ``rerank.WEIGHTS``):
+
+1. The stores ``tools/eval_recall.py`` filled (its cache, one per LoCoMo dev
+   conversation and unit format, one for LongMemEval-S-16) are opened in
+   process with the ranker's own cache. Run ``tools/eval_recall.py`` once per
+   dataset first: this tool never fills a store.
+2. For every question, the candidates and their features are computed by
+   ``rerank.features`` (the code recall runs); a candidate is a positive when
+   it is one of the question's supporting turns.
+3. The model is linear; its loss is the listwise softmax cross-entropy (the
+   supporting turns share the target mass) plus ``--l2`` times the squared
+   weights, over standardised features, minimised by L-BFGS (scipy).
+   LongMemEval's 16 questions are counted ``--lme-weight`` times, so that the
+   long assistant replies of that dataset weigh against LoCoMo's 997 short turns.
+4. Leave-one-conversation-out: for each LoCoMo conversation the weights are
+   fitted on the others (and LongMemEval) and the whole recall pipeline
+   (``rank.rank``: seeds, PageRank, dates, `rerank.diversify`) is scored on the one
+   left out: session and turn recall@5, the issue-17 metrics. Their mean
+   estimates what the weights give on conversations they were not fitted on.
+   LongMemEval has one haystack: each of its questions is scored with the
+   weights fitted without it (leave-one-question-out).
+5. The weights fitted on all of it are printed in raw feature units (the
+   standardisation folded in), to paste into ``rerank.WEIGHTS``.
+
+Needs scipy (``pip install scipy``; a development tool, not a dependency).
+
+Usage::
+
+    python tools/fit_rerank.py --json docs/bench-runs/fit-rerank.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import eval_recall  # noqa: E402
+from memtrio.actors.embedder.model import OnnxEncoder, resolve_spec  # noqa: E402
+from memtrio.actors.ranker import rank, rerank  # noqa: E402
+from memtrio.actors.ranker.graph import KINDS, RecallCache  # noqa: E402
+
+
+class Stack:
+    """One filled store, opened read-only, with its questions' candidates and features."""
+
+    def __init__(self, dataset: str, units: str, stack: str, turns: list, qs: list, cache: Path):
+        home = cache / f"{dataset}-{units}-{stack}-{eval_recall.cache_key(turns)}"
+        owner_file = home / "eval-owner.json"
+        if not owner_file.exists():
+            raise SystemExit(
+                f"no filled store for {dataset} {units} {stack} in {cache}: run "
+                f"`python tools/eval_recall.py --dataset {dataset} --units {units} --modes default` first"
+            )
+        self.name = f"{dataset}/{units}/{stack}"
+        self.dataset, self.qs = dataset, qs
+        self.owner = {int(k): v for k, v in json.loads(owner_file.read_text()).items()}
+        self.session_of = {turn_id: session_id for turn_id, session_id, _ in turns}
+        self.conn = sqlite3.connect(
+            f"file:{home / 'memtrio.sqlite'}?mode=ro", uri=True, check_same_thread=False
+        )
+        model, revision, dim = self.conn.execute(
+            "SELECT model, revision, dim FROM vectors LIMIT 1"
+        ).fetchone()
+        self.cache = RecallCache(model, revision, dim, dates=True)
+        self.conn.execute("BEGIN")
+        self.cache.load(self.conn)
+        self.conn.execute("ROLLBACK")
+        self.masks = {kind: self.cache.items[kind].allowed(None) for kind in KINDS}
+
+    def prepare(self, encoder: OnnxEncoder) -> None:
+        prefix = encoder.spec.query_prefix
+        self.qvecs, _ = encoder.encode([prefix + q["question"] for q in self.qs])
+        self.lexical = [rank.fts_candidates(self.conn, q["question"]) for q in self.qs]
+        turn_to_memory = {turn: m for m, turn in self.owner.items()}
+        self.examples: list[tuple[list[int], np.ndarray, np.ndarray]] = []
+        allowed = self.masks["memory"]
+        for q, qvec, lexical in zip(self.qs, self.qvecs, self.lexical, strict=True):
+            dense = self.cache.index["memory"].search(qvec, rerank.POOL, allowed)
+            lex = rank.lexical_seeds(lexical, allowed, rerank.POOL)
+            ids, rows, _ = rerank.features(self.cache, self.conn, qvec, allowed, lex, dense)
+            gold = {turn_to_memory[t] for t in q["gold_turns"] if t in turn_to_memory}
+            self.examples.append((ids, rows, np.array([float(m in gold) for m in ids])))
+
+    def score(self, weights: np.ndarray, only: list[int] | None = None) -> list[dict[str, Any]]:
+        """Per-question rows of the whole pipeline with ``weights`` (``only``: these questions)."""
+        saved = rerank.WEIGHTS
+        rerank.WEIGHTS = weights
+        try:
+            rows = []
+            for i in only if only is not None else range(len(self.qs)):
+                q, qvec, lexical = self.qs[i], self.qvecs[i], self.lexical[i]
+                ranked = rank.rank(
+                    self.cache,
+                    self.conn,
+                    q["question"],
+                    qvec,
+                    self.masks,
+                    10,
+                    rank.Params(),
+                    lexical,
+                )
+                turns = [self.owner.get(m) for m, _ in ranked]
+                rows.append(eval_recall.score(q, turns, self.session_of))
+            return rows
+        finally:
+            rerank.WEIGHTS = saved
+
+
+def fit(examples: list[tuple[np.ndarray, np.ndarray, float]], l2: float) -> np.ndarray:
+    """Weights in raw feature units minimising the weighted listwise softmax loss."""
+    from scipy.optimize import minimize
+
+    data = [(x, y / y.sum(), w) for x, y, w in examples if y.sum() > 0]
+    stacked = np.concatenate([x for x, _, _ in data])
+    mu, sd = stacked.mean(0), stacked.std(0) + 1e-9
+    xs = [((x - mu) / sd, y, w) for x, y, w in data]
+    total = sum(w for _, _, w in xs)
+
+    def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        value, grad = 0.0, np.zeros_like(theta)
+        for x, y, w in xs:
+            z = x @ theta
+            z -= z.max()
+            p = np.exp(z)
+            p /= p.sum()
+            value -= w * float((y * np.log(p + 1e-12)).sum())
+            grad -= w * (x.T @ (y - p))
+        return value / total + l2 * float(theta @ theta), grad / total + 2 * l2 * theta
+
+    theta = minimize(loss, np.zeros(stacked.shape[1]), jac=True, method="L-BFGS-B").x
+    return theta / sd
+
+
+def mean(rows: list[dict[str, Any]], key: str) -> float:
+    values = [r[key] for r in rows if r[key] is not None]
+    return sum(values) / len(values)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--locomo-units", default="speaker", help="LoCoMo unit formats to fit on")
+    parser.add_argument("--lme-units", default="bare", help="LongMemEval unit formats to fit on")
+    parser.add_argument("--lme-weight", type=float, default=10.0)
+    parser.add_argument("--l2", type=float, default=0.01)
+    parser.add_argument("--cache", default="~/.cache/memtrio-eval")
+    parser.add_argument("--json", help="write the weights and the held-out figures here")
+    args = parser.parse_args()
+    if importlib.util.find_spec("scipy") is None:
+        parser.error("needs scipy for the fit: pip install scipy")
+    cache = Path(args.cache).expanduser()
+    # the model the stores were filled with (eval_recall.py keys its cache by it too)
+    encoder = OnnxEncoder(resolve_spec(os.environ.get("MEMTRIO_EMBEDDING_MODEL", ""), 256), "cpu")
+    stacks: list[Stack] = []
+    for dataset, units_list in (("locomo", args.locomo_units), ("longmemeval", args.lme_units)):
+        for units in filter(None, units_list.split(",")):
+            data = eval_recall.default_data(dataset)
+            for stack, turns, qs in eval_recall.haystacks(dataset, data, units):
+                if qs:
+                    stacks.append(Stack(dataset, units, stack, turns, qs, cache))
+    for s in stacks:
+        s.prepare(encoder)
+        print(f"  {s.name}: {len(s.qs)} questions", file=sys.stderr)
+
+    def examples(chosen: list[Stack]) -> list[tuple[np.ndarray, np.ndarray, float]]:
+        return [
+            (rows, y, args.lme_weight if s.dataset == "longmemeval" else 1.0)
+            for s in chosen
+            for _, rows, y in s.examples
+        ]
+
+    held_out: dict[str, list[dict[str, Any]]] = {}
+    conversations = sorted({s.name.rsplit("/", 1)[1] for s in stacks if s.dataset == "locomo"})
+    for conv in conversations:
+        weights = fit(examples([s for s in stacks if not s.name.endswith("/" + conv)]), args.l2)
+        for s in stacks:
+            if s.name.endswith("/" + conv):
+                held_out.setdefault(s.name.rsplit("/", 1)[0], []).extend(s.score(weights))
+    lme = [s for s in stacks if s.dataset == "longmemeval"]
+    for i in range(len(lme[0].qs) if lme else 0):  # leave one LongMemEval question out
+        rest = [
+            (rows, y, args.lme_weight)
+            for s in lme
+            for j, (_, rows, y) in enumerate(s.examples)
+            if j != i
+        ]
+        weights = fit(examples([s for s in stacks if s.dataset == "locomo"]) + rest, args.l2)
+        for s in lme:
+            held_out.setdefault(s.name.rsplit("/", 1)[0], []).extend(s.score(weights, [i]))
+    weights = fit(examples(stacks), args.l2)
+    report: dict[str, Any] = {
+        "features": list(rerank.FEATURES),
+        "weights": [round(float(w), 4) for w in weights],
+        "settings": vars(args),
+        "held_out": {},
+        "fitted_on_all": {},
+    }
+    for name, rows in held_out.items():
+        report["held_out"][name] = {k: round(mean(rows, k), 4) for k in ("session@5", "turn@5")}
+    for s in stacks:
+        if s.dataset == "longmemeval":
+            rows = s.score(weights)
+            report["fitted_on_all"][s.name] = {
+                k: round(mean(rows, k), 4) for k in ("session@5", "turn@5")
+            }
+    print(json.dumps({k: v for k, v in report.items() if k != "settings"}, indent=1))
+    print("WEIGHTS = [" + ", ".join(f"{w:.4f}" for w in weights) + "]")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
