@@ -126,18 +126,17 @@ def features(
     ``dense``: the allowed memories nearest the query, best first, and their cosines.
     """
     dense_ids = dense[0]
-    allowed_ids = np.flatnonzero(allowed)
     lex_rank, lex_norm, dense_rank = candidate_lists(lexical[:POOL], dense_ids[:POOL])
     near: dict[int, list[tuple[int, int]]] = {}
     pool = dict.fromkeys([m for m, _ in lexical[:POOL]] + [int(m) for m in dense_ids[:POOL]])
     for m in list(pool):
-        near[m] = thread_neighbours(cache, m, allowed_ids, 2)
+        near[m] = thread_neighbours(cache, m, allowed, 2)
         if lex_rank.get(m, POOL) < NEIGHBOUR_FROM or dense_rank.get(m, POOL) < NEIGHBOUR_FROM:
             pool.update((other, None) for other, d in near[m] if d == 1)
     ids = list(pool)
     for m in ids:
         if m not in near:
-            near[m] = thread_neighbours(cache, m, allowed_ids, 2)
+            near[m] = thread_neighbours(cache, m, allowed, 2)
     every = set(ids) | {o for m in ids for o, d in near[m] if d == 1}
     known = dict(zip(dense_ids.tolist(), dense[1].tolist(), strict=True))
     cos = cosines(cache, qvec, sorted(every), known)
@@ -206,9 +205,8 @@ def diversify(
     pool = ranked[: max(DIVERSIFY_POOL, min(limit, 2 * DIVERSIFY_POOL))]
     if penalty <= 0 or len(pool) <= 1:
         return ranked[:limit]
-    allowed_ids = np.flatnonzero(allowed)
     log_score = [math.log(max(s, 1e-300)) for _, s in pool]
-    adjacent = [{o for o, _ in thread_neighbours(cache, m, allowed_ids, 1)} for m, _ in pool]
+    adjacent = [{o for o, _ in thread_neighbours(cache, m, allowed, 1)} for m, _ in pool]
     chosen: list[int] = []
     taken: set[int] = set()
     free = set(range(len(pool)))
