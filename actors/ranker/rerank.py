@@ -99,16 +99,10 @@ def cosines(
 ) -> dict[int, float]:
     """Best window cosine of each memory to the query (0 without a cached vector);
     ``known``: those the index search already gave."""
-    index = cache.index["memory"]
     q = np.asarray(qvec, dtype=np.float32).reshape(-1)
-    out: dict[int, float] = {}
-    for memory_id in ids:
-        if memory_id in known:
-            out[memory_id] = known[memory_id]
-            continue
-        vecs = index.vectors(memory_id)
-        out[memory_id] = float((vecs @ q).max()) if vecs is not None and len(vecs) else 0.0
-    return out
+    rest = [m for m in ids if m not in known]
+    found = cache.index["memory"].best_cosines(q, rest).tolist() if rest else []
+    return {**known, **dict(zip(rest, found, strict=True))}
 
 
 def features(
