@@ -375,6 +375,23 @@ def test_item_index_search_filters_and_removes(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", ["exact", "hnsw", "ivf"])
+def test_best_cosines_are_those_of_each_items_best_window(backend: str) -> None:
+    """The re-ranker's batch lookup: the best window of each item, 0 for an unknown one."""
+    index = ItemIndex(4, IndexChoice(backend=backend))  # type: ignore[arg-type]
+    rng = np.random.default_rng(1)
+    vecs = rng.normal(size=(6, 4)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    index.upsert(1, vecs[0])
+    index.upsert(2, vecs[1:4])  # three windows
+    index.upsert(3, vecs[4])
+    q = vecs[2]
+    got = index.best_cosines(q, [3, 2, 99, 1])
+    want = [vecs[4] @ q, max(vecs[1:4] @ q), 0.0, vecs[0] @ q]
+    assert got == pytest.approx(want, abs=1e-4)
+    assert got[1] == pytest.approx(1.0, abs=1e-4)  # the matching window, not the first
+
+
+@pytest.mark.parametrize("backend", ["exact", "hnsw", "ivf"])
 def test_item_index_items_with_several_vectors_score_by_their_best(backend: str) -> None:
     """A long text's windows: one row each, the item scores by its best row, appears once."""
     choice = IndexChoice(backend=backend)  # type: ignore[arg-type]

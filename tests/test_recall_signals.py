@@ -136,12 +136,12 @@ def test_a_thread_stops_at_another_scope_and_at_an_hour_of_silence() -> None:
     for memory_id, scope, minute in ((1, 7, 0), (2, 7, 1), (3, 7, 2), (4, 7, 3), (5, 8, 4)):
         table.set(memory_id, [scope], created=minute * 60.0)
     table.set(6, [7], created=3 * 60.0 + 7200)
-    allowed = np.flatnonzero(table.allowed(None))
+    allowed = table.allowed(None)
     assert thread_neighbours(cache, 2, allowed, 2) == [(1, 1), (3, 1), (4, 2)]
     assert thread_neighbours(cache, 4, allowed, 2) == [(3, 1), (2, 2)]
     assert thread_neighbours(cache, 6, allowed, 2) == []
     # Within a selection: with scope 8 left out, 6 follows 4 but an hour of silence parts them.
-    only_7 = np.flatnonzero(table.allowed(np.array([7], dtype=np.int32)))
+    only_7 = table.allowed(np.array([7], dtype=np.int32))
     assert thread_neighbours(cache, 4, only_7, 1) == [(3, 1)]
     ids, scores, lender = neighbour_context(
         cache, np.array([2]), np.array([1.0]), table.allowed(None), 0.3, 2

@@ -99,16 +99,10 @@ def cosines(
 ) -> dict[int, float]:
     """Best window cosine of each memory to the query (0 without a cached vector);
     ``known``: those the index search already gave."""
-    index = cache.index["memory"]
     q = np.asarray(qvec, dtype=np.float32).reshape(-1)
-    out: dict[int, float] = {}
-    for memory_id in ids:
-        if memory_id in known:
-            out[memory_id] = known[memory_id]
-            continue
-        vecs = index.vectors(memory_id)
-        out[memory_id] = float((vecs @ q).max()) if vecs is not None and len(vecs) else 0.0
-    return out
+    rest = [m for m in ids if m not in known]
+    found = cache.index["memory"].best_cosines(q, rest).tolist() if rest else []
+    return {**known, **dict(zip(rest, found, strict=True))}
 
 
 def features(
@@ -126,18 +120,17 @@ def features(
     ``dense``: the allowed memories nearest the query, best first, and their cosines.
     """
     dense_ids = dense[0]
-    allowed_ids = np.flatnonzero(allowed)
     lex_rank, lex_norm, dense_rank = candidate_lists(lexical[:POOL], dense_ids[:POOL])
     near: dict[int, list[tuple[int, int]]] = {}
     pool = dict.fromkeys([m for m, _ in lexical[:POOL]] + [int(m) for m in dense_ids[:POOL]])
     for m in list(pool):
-        near[m] = thread_neighbours(cache, m, allowed_ids, 2)
+        near[m] = thread_neighbours(cache, m, allowed, 2)
         if lex_rank.get(m, POOL) < NEIGHBOUR_FROM or dense_rank.get(m, POOL) < NEIGHBOUR_FROM:
             pool.update((other, None) for other, d in near[m] if d == 1)
     ids = list(pool)
     for m in ids:
         if m not in near:
-            near[m] = thread_neighbours(cache, m, allowed_ids, 2)
+            near[m] = thread_neighbours(cache, m, allowed, 2)
     every = set(ids) | {o for m in ids for o, d in near[m] if d == 1}
     known = dict(zip(dense_ids.tolist(), dense[1].tolist(), strict=True))
     cos = cosines(cache, qvec, sorted(every), known)
@@ -206,9 +199,8 @@ def diversify(
     pool = ranked[: max(DIVERSIFY_POOL, min(limit, 2 * DIVERSIFY_POOL))]
     if penalty <= 0 or len(pool) <= 1:
         return ranked[:limit]
-    allowed_ids = np.flatnonzero(allowed)
     log_score = [math.log(max(s, 1e-300)) for _, s in pool]
-    adjacent = [{o for o, _ in thread_neighbours(cache, m, allowed_ids, 1)} for m, _ in pool]
+    adjacent = [{o for o, _ in thread_neighbours(cache, m, allowed, 1)} for m, _ in pool]
     chosen: list[int] = []
     taken: set[int] = set()
     free = set(range(len(pool)))

@@ -27,30 +27,41 @@ from .graph import KIND_CODE, RecallCache, node, node_id, node_kind
 
 NEIGHBOUR_GAP = 3600.0  # seconds between two memories of one thread, at most
 NEIGHBOUR_SOURCES = 50  # the best memories whose score spreads to their neighbours
+# ids looked at on each side for the next allowed memory: a thread whose next turn is
+# further away than this behind unselected memories ends there
+NEIGHBOUR_SCAN = 4096
+
+
+def next_allowed(allowed: np.ndarray, start: int, step: int) -> int | None:
+    """The nearest allowed memory id after ``start`` (``step`` 1) or before it (-1), looked
+    for among the next `NEIGHBOUR_SCAN` ids (a slice of the mask: no pass over the store)."""
+    if step > 0:
+        segment = allowed[start + 1 : start + 1 + NEIGHBOUR_SCAN]
+        return start + 1 + int(segment.argmax()) if segment.any() else None
+    segment = allowed[max(0, start - NEIGHBOUR_SCAN) : start][::-1]
+    return start - 1 - int(segment.argmax()) if segment.any() else None
 
 
 def thread_neighbours(
-    cache: RecallCache, memory_id: int, allowed_ids: np.ndarray, window: int
+    cache: RecallCache, memory_id: int, allowed: np.ndarray, window: int
 ) -> list[tuple[int, int]]:
     """(neighbour id, distance) of ``memory_id`` in its thread, up to ``window`` each side.
 
-    ``allowed_ids``: the sorted ids of the allowed memories (the thread is
-    followed within the selection only).
+    ``allowed``: the allowed memories, a mask by id (the thread is followed
+    within the selection only: the next allowed id, skipping the others).
     """
     items = cache.items["memory"]
-    pos = int(np.searchsorted(allowed_ids, memory_id))
-    if pos >= len(allowed_ids) or allowed_ids[pos] != memory_id:
+    if memory_id >= len(allowed) or not allowed[memory_id]:
         return []
     out: list[tuple[int, int]] = []
     for step in (-1, 1):
         prev = memory_id
         for distance in range(1, window + 1):
-            p = pos + step * distance
-            if p < 0 or p >= len(allowed_ids):
-                break
-            other = int(allowed_ids[p])
-            if items.scope[other] != items.scope[prev] or (
-                abs(items.created[other] - items.created[prev]) > NEIGHBOUR_GAP
+            other = next_allowed(allowed, prev, step)
+            if (
+                other is None
+                or items.scope[other] != items.scope[prev]
+                or (abs(items.created[other] - items.created[prev]) > NEIGHBOUR_GAP)
             ):
                 break
             out.append((other, distance))
@@ -73,13 +84,12 @@ def neighbour_context(
     """
     if weight <= 0 or window <= 0 or len(ids) == 0:
         return ids, scores, {}
-    allowed_ids = np.flatnonzero(allowed)
     total = dict(zip(ids.tolist(), scores.tolist(), strict=True))
     best_gift: dict[int, tuple[float, int]] = {}
     top = np.argsort(-scores, kind="stable")[:NEIGHBOUR_SOURCES]
     for i in top.tolist():
         source, s = int(ids[i]), float(scores[i])
-        for other, distance in thread_neighbours(cache, source, allowed_ids, window):
+        for other, distance in thread_neighbours(cache, source, allowed, window):
             gift = weight * s / (2 ** (distance - 1))
             total[other] = total.get(other, 0.0) + gift
             if gift > best_gift.get(other, (0.0, 0))[0]:

@@ -268,6 +268,26 @@ class ItemIndex:
         found = [self.backend.get(int(key)) for key in keys_of(item_id, windows)]
         return np.stack([v for v in found if v is not None]).astype(np.float32)
 
+    def best_cosines(self, query: np.ndarray, item_ids: list[int]) -> np.ndarray:
+        """Each item's best window cosine to ``query`` (0 for an item without vectors),
+        read with one batch lookup of the backend."""
+        keys: list[int] = []
+        owner: list[int] = []
+        for position, item_id in enumerate(item_ids):
+            windows = self._windows.get(item_id)
+            if not windows:
+                continue
+            found = [item_id] if windows == 1 else keys_of(item_id, windows).tolist()
+            keys.extend(found)
+            owner.extend([position] * len(found))
+        out = np.full(len(item_ids), -np.inf, dtype=np.float32)
+        if keys:
+            held, vectors = self.backend.get_many(np.asarray(keys, dtype=np.int64))
+            sims = np.asarray(vectors, dtype=np.float32) @ np.asarray(query, dtype=np.float32)
+            np.maximum.at(out, np.asarray(owner, dtype=np.int64)[held], sims.reshape(-1))
+        out[np.isneginf(out)] = 0.0
+        return out
+
     def upsert(self, item_id: int, vectors: np.ndarray) -> None:
         """Set the item's vectors: (dim,) for one, (n, dim) for several (replaces what it had)."""
         vectors = np.asarray(vectors, dtype=np.float32)
