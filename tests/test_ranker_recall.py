@@ -353,12 +353,16 @@ async def test_model_failure_at_recall_time_raises_for_the_lexical_fallback(
         assert len(await ranker.recall("anything", None, None, 3)) == 2
 
 
+def unit_rows(seed: int, n: int, dim: int) -> np.ndarray:
+    """``n`` random unit vectors of ``dim`` dimensions (float32), reproducible by ``seed``."""
+    vecs = np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
+    return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+
+
 @pytest.mark.parametrize("backend", ["exact", "hnsw", "ivf"])
 def test_item_index_search_filters_and_removes(backend: str) -> None:
     index = ItemIndex(4, IndexChoice(backend=backend))  # type: ignore[arg-type]
-    rng = np.random.default_rng(0)
-    vecs = rng.normal(size=(10, 4)).astype(np.float32)
-    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    vecs = unit_rows(0, 10, 4)
     for i, v in enumerate(vecs, start=1):
         index.upsert(i, v)
     ids, scores = index.search(vecs[2], 3)
@@ -378,9 +382,7 @@ def test_item_index_search_filters_and_removes(backend: str) -> None:
 def test_best_cosines_are_those_of_each_items_best_window(backend: str) -> None:
     """The re-ranker's batch lookup: the best window of each item, 0 for an unknown one."""
     index = ItemIndex(4, IndexChoice(backend=backend))  # type: ignore[arg-type]
-    rng = np.random.default_rng(1)
-    vecs = rng.normal(size=(6, 4)).astype(np.float32)
-    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    vecs = unit_rows(1, 6, 4)
     index.upsert(1, vecs[0])
     index.upsert(2, vecs[1:4])  # three windows
     index.upsert(3, vecs[4])
@@ -439,9 +441,7 @@ def test_a_saved_hnsw_graph_is_loaded_and_reconciled_with_the_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(ranker_vectors, "SAVE_MIN_ROWS", 1)
-    rng = np.random.default_rng(3)
-    vecs = rng.normal(size=(60, 8)).astype(np.float32)
-    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    vecs = unit_rows(3, 60, 8)
     rows = [(i, vecs[i].tobytes()) for i in range(1, 50)] + [(7, vecs[55].tobytes())]
     choice = IndexChoice(backend="hnsw")
     saved = choice.saved_path(tmp_path / "vector-index", "memory", "m", "r", 8)
@@ -567,9 +567,7 @@ def test_memory_similarity_uses_the_closest_windows_and_ignores_missing_vectors(
 
 def test_diversification_of_a_long_result_reorders_only_the_best_pool() -> None:
     cache = RecallCache("m", "r", 8)
-    rng = np.random.default_rng(1)
-    vecs = rng.normal(size=(150, 8)).astype(np.float32)
-    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    vecs = unit_rows(1, 150, 8)
     for i, v in enumerate(vecs, start=1):
         cache.index["memory"].upsert(i, v)
     ranked = [(i, 1.0 / i) for i in range(1, 151)]

@@ -213,6 +213,33 @@ def softmax(scores: np.ndarray, temperature: float) -> np.ndarray:
     return e / e.sum()
 
 
+@dataclass(frozen=True)
+class SeedQuery:
+    """What the seed functions read: the query, its vector, the selection, the settings."""
+
+    cache: RecallCache
+    conn: sqlite3.Connection
+    query: str
+    qvec: np.ndarray
+    masks: dict[str, np.ndarray]
+    p: Params
+    lexical: list[tuple[int, float]] | None  # `fts_candidates` already fetched, or None
+
+    def parts(
+        self,
+    ) -> tuple[
+        RecallCache,
+        sqlite3.Connection,
+        str,
+        np.ndarray,
+        dict[str, np.ndarray],
+        Params,
+        list[tuple[int, float]] | None,
+    ]:
+        """The fields in order, to unpack at the top of a seed function."""
+        return (self.cache, self.conn, self.query, self.qvec, self.masks, self.p, self.lexical)
+
+
 def seeds(
     cache: RecallCache,
     conn: sqlite3.Connection,
@@ -237,26 +264,16 @@ def seeds(
         if notes is not None and note and n in out:
             notes.setdefault(n, []).append(note)
 
-    if p.rerank and p.use_dense and p.use_lexical:
-        reranked_seeds(cache, conn, query, qvec, masks, p, lexical, add)
-    else:
-        mixed_seeds(cache, conn, query, qvec, masks, p, lexical, add)
+    q = SeedQuery(cache, conn, query, qvec, masks, p, lexical)
+    (reranked_seeds if p.rerank and p.use_dense and p.use_lexical else mixed_seeds)(q, add)
     if p.use_graph:
-        graph_seeds(cache, query, qvec, masks, p, add)
+        graph_seeds(q, add)
     return out
 
 
-def reranked_seeds(
-    cache: RecallCache,
-    conn: sqlite3.Connection,
-    query: str,
-    qvec: np.ndarray,
-    masks: dict[str, np.ndarray],
-    p: Params,
-    lexical: list[tuple[int, float]] | None,
-    add: Callable[..., None],
-) -> None:
+def reranked_seeds(q: SeedQuery, add: Callable[..., None]) -> None:
     """Memory seeds weighted by the learned model's softmax over the candidates."""
+    cache, conn, query, qvec, masks, p, lexical = q.parts()
     allowed = masks["memory"]
     dense = nearest_memories(cache, conn, qvec, rerank.POOL, allowed)
     if lexical is None:
@@ -281,17 +298,9 @@ def reranked_seeds(
             add(n, 0.0, f"neighbour: written next to memory {lenders[ids[i]]}, which matches")
 
 
-def mixed_seeds(
-    cache: RecallCache,
-    conn: sqlite3.Connection,
-    query: str,
-    qvec: np.ndarray,
-    masks: dict[str, np.ndarray],
-    p: Params,
-    lexical: list[tuple[int, float]] | None,
-    add: Callable[..., None],
-) -> None:
+def mixed_seeds(q: SeedQuery, add: Callable[..., None]) -> None:
     """Memory seeds: the cosine softmax and the FTS5 reciprocal ranks, in fixed shares."""
+    cache, conn, query, qvec, masks, p, lexical = q.parts()
     k = p.seed_top_k
     dense_share = 1.0 if not p.use_lexical else 1 - p.lexical_share
     lexical_share = 1.0 if not p.use_dense else p.lexical_share
@@ -318,15 +327,9 @@ def mixed_seeds(
                 )
 
 
-def graph_seeds(
-    cache: RecallCache,
-    query: str,
-    qvec: np.ndarray,
-    masks: dict[str, np.ndarray],
-    p: Params,
-    add: Callable[..., None],
-) -> None:
+def graph_seeds(q: SeedQuery, add: Callable[..., None]) -> None:
     """Entity and relation seeds: nearest by cosine, named in the query, and terms."""
+    cache, query, qvec, masks, p = q.cache, q.query, q.qvec, q.masks, q.p
     k = p.seed_top_k
     rest = 1.0 - p.memory_seed_weight
     ent_ids, ent_cos = cache.index["entity"].search(qvec, k, masks["entity"])
