@@ -88,8 +88,8 @@ class ScoredMemory(Memory, kw_only=True, omit_defaults=True):
     explain: Annotated[
         list[str],
         msgspec.Meta(
-            description="with explain=true: the seeds (dense, lexical), graph links and thread "
-            "neighbour that brought this memory"
+            description="with explain=true: the re-ranker's rank, the seeds (dense, lexical), "
+            "graph links and thread neighbour that brought this memory"
         ),
     ] = msgspec.field(default_factory=list)
 
