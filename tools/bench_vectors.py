@@ -267,15 +267,7 @@ def end_to_end(size: int, calls: int, backend: str, cache: Path | None = None) -
     import bench_recall  # the queries
 
     home, build_s = cached_store(size, cache)
-    env = {k: os.environ[k] for k in ("PATH", "HOME", "PYTHONPATH") if k in os.environ}
-    env.update(
-        MEMTRIO_HOME=str(home),
-        MEMTRIO_EMBEDDINGS="on",
-        MEMTRIO_CODE="off",
-        MEMTRIO_LOG_LEVEL="warning",
-        MEMTRIO_VECTORS_BACKEND=backend,
-    )
-    env["MEMTRIO_SERVER_CALL_TIMEOUT"] = "86400"  # the first recall waits for the index build
+    env = server_env(home, backend)  # its call timeout lets the first recall wait for a build
     server = start_server(home, env)
     first_s = recall(server, "warm up") / 1000
     times = sorted(
