@@ -107,6 +107,8 @@ class RetrievalConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     date_weight: float = 1.0  # score boost of a memory whose dates meet the question's
     rerank: bool = True  # memory seeds from the learned re-ranker (actors/ranker/rerank.py)
     position_penalty: float = 1.0  # re-ranked results: cost of a chosen memory's thread neighbour
+    list_penalty: float = 1.5  # ... for a question asking for several things ("how many ...")
+    list_window: int = 6  # ... and its thread neighbours up to this many places away
 
 
 class CodeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -242,6 +244,8 @@ _CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("retrieval", "term_max_share"): (lambda v: 0 <= v <= 1, "must be between 0 and 1"),
     ("retrieval", "date_weight"): (lambda v: 0 <= v <= 1000, "must be >= 0"),
     ("retrieval", "position_penalty"): (lambda v: 0 <= v <= 100, "must be 0-100"),
+    ("retrieval", "list_penalty"): (lambda v: 0 <= v <= 100, "must be 0-100"),
+    ("retrieval", "list_window"): (lambda v: 1 <= v <= 50, "must be 1-50"),
     ("retrieval", "mmr_lambda"): (
         lambda v: 0 <= v <= 1,
         "must be between 0 and 1 (1 turns diversification off)",

@@ -186,6 +186,8 @@ OUT_OF_RANGE: dict[tuple[str, str], object] = {
     ("retrieval", "term_max_share"): 1.5,
     ("retrieval", "date_weight"): -0.5,
     ("retrieval", "position_penalty"): -1,
+    ("retrieval", "list_penalty"): 101,
+    ("retrieval", "list_window"): 0,
     ("code", "index_threads"): 0,
     ("code", "max_files"): 0,
     ("vectors", "dims"): 4097,

@@ -98,7 +98,12 @@ MODES: dict[str, dict[str, str]] = {
     # thread neighbours and MMR of before
     "no-rerank": {RERANK: "false"},
     # the re-ranker without its neighbour-run diversification
-    "no-diversify": {"MEMTRIO_RETRIEVAL_POSITION_PENALTY": "0"},
+    "no-diversify": {
+        "MEMTRIO_RETRIEVAL_POSITION_PENALTY": "0",
+        "MEMTRIO_RETRIEVAL_LIST_PENALTY": "0",
+    },
+    # questions asking for several things diversified as the others are (one place, cost 1)
+    "no-list": {"MEMTRIO_RETRIEVAL_LIST_PENALTY": "1", "MEMTRIO_RETRIEVAL_LIST_WINDOW": "1"},
 }
 # Published anchors, for the tables.
 DRAGON = {"turn@5": 0.567, "turn@10": 0.662}  # LoCoMo paper, all 10 conversations, dated units

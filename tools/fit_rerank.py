@@ -85,11 +85,12 @@ class Stack:
         self.lexical = [rank.fts_candidates(self.conn, q["question"]) for q in self.qs]
         turn_to_memory = {turn: m for m, turn in self.owner.items()}
         self.examples: list[tuple[list[int], np.ndarray, np.ndarray]] = []
-        allowed = self.masks["memory"]
         for q, qvec, lexical in zip(self.qs, self.qvecs, self.lexical, strict=True):
-            dense = self.cache.index["memory"].search(qvec, rerank.POOL, allowed)
-            lex = rank.lexical_seeds(lexical, allowed, rerank.POOL)
-            ids, rows, _ = rerank.features(self.cache, self.conn, qvec, allowed, lex, dense)
+            query = rank.SeedQuery(
+                self.cache, self.conn, q["question"], qvec, self.masks, rank.Params(), lexical
+            )
+            c = rank.rerank_candidates(query)
+            ids, rows = c.ids, c.rows
             gold = {turn_to_memory[t] for t in q["gold_turns"] if t in turn_to_memory}
             self.examples.append((ids, rows, np.array([float(m in gold) for m in ids])))
 
@@ -156,12 +157,22 @@ def main() -> int:
     parser.add_argument("--lme-units", default="bare", help="LongMemEval unit formats to fit on")
     parser.add_argument("--lme-weight", type=float, default=10.0)
     parser.add_argument("--l2", type=float, default=0.01)
+    parser.add_argument(
+        "--without",
+        default="",
+        help="comma-separated FEATURES fitted at weight 0 (an ablation of those features)",
+    )
     parser.add_argument("--cache", default="~/.cache/memtrio-eval")
     parser.add_argument("--json", help="write the weights and the held-out figures here")
     args = parser.parse_args()
     if importlib.util.find_spec("scipy") is None:
         parser.error("needs scipy for the fit: pip install scipy")
     cache = Path(args.cache).expanduser()
+    without = [f for f in args.without.split(",") if f]
+    unknown = [f for f in without if f not in rerank.FEATURES]
+    if unknown:
+        parser.error(f"unknown features {unknown}; known: {', '.join(rerank.FEATURES)}")
+    keep = np.array([f not in without for f in rerank.FEATURES], dtype=np.float64)
     # the model the stores were filled with (eval_recall.py keys its cache by it too)
     encoder = OnnxEncoder(resolve_spec(os.environ.get("MEMTRIO_EMBEDDING_MODEL", ""), 256), "cpu")
     stacks: list[Stack] = []
@@ -177,7 +188,7 @@ def main() -> int:
 
     def examples(chosen: list[Stack]) -> list[tuple[np.ndarray, np.ndarray, float]]:
         return [
-            (rows, y, args.lme_weight if s.dataset == "longmemeval" else 1.0)
+            (rows * keep, y, args.lme_weight if s.dataset == "longmemeval" else 1.0)
             for s in chosen
             for _, rows, y in s.examples
         ]
@@ -192,7 +203,7 @@ def main() -> int:
     lme = [s for s in stacks if s.dataset == "longmemeval"]
     for i in range(len(lme[0].qs) if lme else 0):  # leave one LongMemEval question out
         rest = [
-            (rows, y, args.lme_weight)
+            (rows * keep, y, args.lme_weight)
             for s in lme
             for j, (_, rows, y) in enumerate(s.examples)
             if j != i

@@ -92,6 +92,10 @@ class Params:
     date_weight: float = 1.0  # boost of memories whose dates meet the query's (`dates`)
     rerank: bool = True  # memory seeds from the learned model (`rerank`), not the fixed mixture
     position_penalty: float = 1.0  # `rerank.diversify`: log-score cost of a chosen one's neighbour
+    # ... for a question asking for several things (`rerank.list_question`): this cost for a
+    # chosen one's neighbours up to this many places away
+    list_penalty: float = 1.5
+    list_window: int = 6
 
 
 def fts_candidates(conn: sqlite3.Connection, query: str) -> list[tuple[int, float]]:
@@ -271,8 +275,19 @@ def seeds(
     return out
 
 
-def reranked_seeds(q: SeedQuery, add: Callable[..., None]) -> None:
-    """Memory seeds weighted by the learned model's softmax over the candidates."""
+@dataclass(frozen=True)
+class Candidates:
+    """The re-ranker's input for one query: its two lists and its candidates' features."""
+
+    dense: tuple[np.ndarray, np.ndarray]  # the nearest allowed memories and their cosines
+    lex: list[tuple[int, float]]  # the allowed FTS5 matches, best first (dated ones first)
+    ids: list[int]  # the candidates
+    rows: np.ndarray  # their `rerank.FEATURES`
+    lenders: dict[int, int]  # candidate -> its matching neighbour (for ``explain``)
+
+
+def rerank_candidates(q: SeedQuery) -> Candidates:
+    """The candidates and features `reranked_seeds` scores (and `tools/fit_rerank.py` fits on)."""
     cache, conn, query, qvec, masks, p, lexical = q.parts()
     allowed = masks["memory"]
     dense = nearest_memories(cache, conn, qvec, rerank.POOL, allowed)
@@ -280,7 +295,15 @@ def reranked_seeds(q: SeedQuery, add: Callable[..., None]) -> None:
         lexical = fts_candidates(conn, query)
     wanted = query_dates(query) if cache.dates is not None and p.date_weight > 0 else []
     lex = lexical_seeds(date_first(cache, lexical, wanted), allowed, rerank.POOL)
-    ids, rows, lenders = rerank.features(cache, conn, qvec, allowed, lex, dense)
+    ids, rows, lenders = rerank.features(cache, conn, query, qvec, allowed, lex, dense)
+    return Candidates(dense, lex, ids, rows, lenders)
+
+
+def reranked_seeds(q: SeedQuery, add: Callable[..., None]) -> None:
+    """Memory seeds weighted by the learned model's softmax over the candidates."""
+    c = rerank_candidates(q)
+    dense, lex, ids, rows, lenders = c.dense, c.lex, c.ids, c.rows, c.lenders
+    p = q.p
     z = rerank.scores(rows)
     best = np.argsort(-z, kind="stable")[: rerank.SEEDS]
     ids, rows, z = [ids[i] for i in best.tolist()], rows[best], z[best]
@@ -488,7 +511,10 @@ def rank_explained(
             nodes, scores = nodes[top], scores[top]
         order = np.lexsort((nodes, -scores))
         ranked = [(int(nodes[i]), float(scores[i])) for i in order]
-        ranked = rerank.diversify(cache, ranked, masks["memory"], limit, p.position_penalty)
+        penalty, window = p.position_penalty, 1
+        if rerank.list_question(query):
+            penalty, window = p.list_penalty, p.list_window
+        ranked = rerank.diversify(cache, ranked, masks["memory"], limit, penalty, window)
         if notes is None:
             return ranked, {}
         return ranked, explain(cache, links, ranked, notes, reset, lender, p.use_graph, dated)

@@ -27,10 +27,13 @@ the weights were fitted*), never on the held-out data.
 from __future__ import annotations
 
 import math
+import re
 import sqlite3
+from typing import NamedTuple
 
 import numpy as np
 
+from ..store.lexical import FUNCTION_WORDS
 from .graph import RecallCache
 from .signals import thread_neighbours
 
@@ -39,6 +42,7 @@ NEIGHBOUR_FROM = 10  # the first of each list whose thread neighbours join the c
 LENGTH_CAP = 300  # characters: longer memories count as this long in the length features
 GATE = 300  # characters: neighbour features fade as GATE / length beyond this
 DIVERSIFY_POOL = 40  # best memories re-ordered by `diversify`
+REGION = 6  # places on each side read for the region features
 SEEDS = 40  # the best candidates by the model that seed PageRank (the rest carry ~0 mass)
 
 FEATURES = (
@@ -56,12 +60,15 @@ FEATURES = (
     "min_cosine_neighbour",  # min(cosine_gap, neighbour_cosine)
     "neighbour_minus_lexical",  # neighbour_lexical - lexical
     "length_x_lexical",  # length * lexical
+    "subject",  # the memory's first word (its speaker, its subject) is a name the query uses
+    "region_lexical",  # best `lexical` of the neighbours 3 to REGION places away (gated)
+    "region_hits",  # share of the neighbours up to REGION places away in either list (gated)
 )
 # Fitted by `python tools/fit_rerank.py` (raw feature units: the standardisation of the
 # fit is folded in; an additive constant does not change a softmax).
 WEIGHTS = np.array(
-    [0.6354, 0.3093, 3.1187, 3.0969, 2.0550, 2.3293, 0.9956, -0.6569, 2.1219, 0.1624, -2.7405]
-    + [-0.9289, 1.1021, 0.8901],
+    [0.7732, 0.2454, 2.6456, 2.6271, 1.9614, 3.5765, 1.0024, -0.6494, 1.9086, 0.0398, -2.6881]
+    + [-1.1978, 0.9741, 0.8633, 0.8304, 0.7660, 0.9776],
     dtype=np.float64,
 )
 
@@ -78,19 +85,44 @@ def candidate_lists(
     return lex_rank, lex_norm, dense_rank
 
 
-def texts_shape(conn: sqlite3.Connection, ids: list[int]) -> dict[int, tuple[int, bool]]:
-    """memory id -> (characters, ends with a question mark), read without the whole text."""
-    out: dict[int, tuple[int, bool]] = {}
+# A memory's subject: its first word, capitalised, after an optional "(...)" lead (a date):
+# "Melanie: ...", "(8 May, 2023) Melanie said, ...", "Alice prefers tabs".
+SUBJECT = re.compile(r"\s*(?:\([^)]{0,80}\)\s*)?[\"'\[]?([A-Z][A-Za-z0-9_-]*)")
+HEAD = 100  # characters of a memory read for its subject
+QUERY_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+
+
+def subject(head: str) -> str | None:
+    """The memory's subject word, lower-cased (None when it does not start with a name)."""
+    m = SUBJECT.match(head)
+    return m.group(1).lower() if m else None
+
+
+def query_names(query: str) -> frozenset[str]:
+    """The query's words that could name a memory's subject (not function words), lower-cased."""
+    return frozenset(w.lower() for w in QUERY_WORD.findall(query)) - FUNCTION_WORDS
+
+
+class Shape(NamedTuple):
+    length: int  # characters
+    question: bool  # ends with a question mark
+    subject: str | None  # `subject` of its head
+
+
+def texts_shape(conn: sqlite3.Connection, ids: list[int]) -> dict[int, Shape]:
+    """memory id -> its `Shape`, read without the whole text."""
+    out: dict[int, Shape] = {}
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
         marks = ",".join("?" * len(chunk))
         rows = conn.execute(
-            "SELECT id, length(content), substr(rtrim(content), length(rtrim(content)) - 2)"
-            f" FROM memories WHERE id IN ({marks})",
+            "SELECT id, length(content), substr(rtrim(content), length(rtrim(content)) - 2),"
+            f" substr(content, 1, {HEAD}) FROM memories WHERE id IN ({marks})",
             chunk,
         ).fetchall()
-        for memory_id, length, tail in rows:
-            out[int(memory_id)] = (int(length), str(tail).rstrip().rstrip("\"'").endswith("?"))
+        for memory_id, length, tail, head in rows:
+            question = str(tail).rstrip().rstrip("\"'").endswith("?")
+            out[int(memory_id)] = Shape(int(length), question, subject(str(head)))
     return out
 
 
@@ -108,6 +140,7 @@ def cosines(
 def features(
     cache: RecallCache,
     conn: sqlite3.Connection,
+    query: str,
     qvec: np.ndarray,
     allowed: np.ndarray,
     lexical: list[tuple[int, float]],
@@ -124,29 +157,34 @@ def features(
     near: dict[int, list[tuple[int, int]]] = {}
     pool = dict.fromkeys([m for m, _ in lexical[:POOL]] + [int(m) for m in dense_ids[:POOL]])
     for m in list(pool):
-        near[m] = thread_neighbours(cache, m, allowed, 2)
+        near[m] = thread_neighbours(cache, m, allowed, REGION)
         if lex_rank.get(m, POOL) < NEIGHBOUR_FROM or dense_rank.get(m, POOL) < NEIGHBOUR_FROM:
             pool.update((other, None) for other, d in near[m] if d == 1)
     ids = list(pool)
     for m in ids:
         if m not in near:
-            near[m] = thread_neighbours(cache, m, allowed, 2)
+            near[m] = thread_neighbours(cache, m, allowed, REGION)
     every = set(ids) | {o for m in ids for o, d in near[m] if d == 1}
     known = dict(zip(dense_ids.tolist(), dense[1].tolist(), strict=True))
     cos = cosines(cache, qvec, sorted(every), known)
     best_cos = max(cos.values(), default=0.0)
     shape = texts_shape(conn, ids)
+    names = query_names(query)
     cap = math.log1p(LENGTH_CAP)
     rows = np.zeros((len(ids), len(FEATURES)), dtype=np.float64)
     lenders: dict[int, int] = {}
     for i, m in enumerate(ids):
-        length, question = shape.get(m, (0, False))
+        length, question, subj = shape.get(m, Shape(0, False, None))
         gate = min(1.0, GATE / max(length, 1))
         one = [o for o, d in near[m] if d == 1]
         matching = [o for o in one if o in lex_rank or o in dense_rank]
         if matching:
             lenders[m] = max(matching, key=lambda o: lex_norm.get(o, 0.0) + cos[o])
         two = [o for o, d in near[m] if d == 2]
+        far = [o for o, d in near[m] if d >= 3]
+        region = [o for o, _ in near[m]]
+        reg_lex = gate * max((lex_norm.get(o, 0.0) for o in far), default=0.0)
+        reg_hits = gate * sum(o in lex_rank or o in dense_rank for o in region) / (2 * REGION)
         lex = lex_norm.get(m, 0.0)
         gap = cos[m] - best_cos
         nb_lex = gate * max((lex_norm.get(o, 0.0) for o in one), default=0.0)
@@ -169,6 +207,9 @@ def features(
             min(gap, nb_cos),
             nb_lex - lex,
             log_len * lex,
+            float(subj is not None and subj in names),
+            reg_lex,
+            reg_hits,
         )
     return ids, rows, lenders
 
@@ -186,21 +227,46 @@ def softmax_weights(z: np.ndarray) -> np.ndarray:
     return e / e.sum()
 
 
+# Questions that ask for several things, told apart without a model: "how many ...",
+# "both", "what are ...", "which ... has/have", "has X <verb>ed", "what/which <plural>"
+# ("what books has Tim read?", "which cities ...", "what kinds of art ..."). Its answer is
+# spread over several conversations, so `diversify` keeps a wider stretch of the thread
+# around each chosen memory out of the first places (`rank.Params.list_window`).
+_SEVERAL = re.compile(
+    r"\bhow many\b|\bboth\b|\bwhat are\b|\bwhich\b.*\b(?:have|has)\b"
+    r"|\b(?:has|have)\s+\w+\s+\w+ed\b",
+    re.IGNORECASE,
+)
+_PLURAL_HEAD = re.compile(
+    r"\W*(?:what|which)\s+(?:(?:kinds?|types?|sorts?)\s+of\s+)?(\w+s)\b", re.IGNORECASE
+)
+_NOT_PLURAL = frozenset({"is", "was", "does", "has", "this", "his", "its", "us", "yes"})
+
+
+def list_question(query: str) -> bool:
+    """Whether ``query`` asks for several things (see `_SEVERAL`, `_PLURAL_HEAD`)."""
+    if _SEVERAL.search(query):
+        return True
+    head = _PLURAL_HEAD.match(query)
+    return head is not None and head.group(1).lower() not in _NOT_PLURAL
+
+
 def diversify(
     cache: RecallCache,
     ranked: list[tuple[int, float]],
     allowed: np.ndarray,
     limit: int,
     penalty: float,
+    window: int = 1,
 ) -> list[tuple[int, float]]:
     """Re-order ``ranked`` (best first): greedily the memory with the best log score, less
-    ``penalty`` if it is a thread neighbour (1 place) of one already chosen; the first
-    ``limit``. Scores are kept as ranked."""
+    ``penalty`` if it is a thread neighbour (up to ``window`` places) of one already chosen;
+    the first ``limit``. Scores are kept as ranked."""
     pool = ranked[: max(DIVERSIFY_POOL, min(limit, 2 * DIVERSIFY_POOL))]
     if penalty <= 0 or len(pool) <= 1:
         return ranked[:limit]
     log_score = [math.log(max(s, 1e-300)) for _, s in pool]
-    adjacent = [{o for o, _ in thread_neighbours(cache, m, allowed, 1)} for m, _ in pool]
+    adjacent = [{o for o, _ in thread_neighbours(cache, m, allowed, window)} for m, _ in pool]
     chosen: list[int] = []
     taken: set[int] = set()
     free = set(range(len(pool)))

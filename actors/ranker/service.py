@@ -146,6 +146,8 @@ class Ranker:
             date_weight=r.date_weight,
             rerank=r.rerank,
             position_penalty=r.position_penalty,
+            list_penalty=r.list_penalty,
+            list_window=r.list_window,
         )
         return replace(base, **overrides) if overrides else base
 
