@@ -4,6 +4,8 @@ self-contained reply does not take the place of the short turn that matches."""
 
 from __future__ import annotations
 
+import sqlite3
+
 import numpy as np
 from mcp_client import ok, open_client
 from memtrio.actors.ranker import rerank
@@ -85,3 +87,95 @@ async def test_a_long_reply_does_not_take_the_place_of_the_short_turn_that_match
         assert first["id"] == ids[0]
         assert any(r.startswith("reranked: #1") for r in first["explain"])
         assert any(r.startswith("lexical: #") for r in first["explain"])
+
+
+def test_a_memorys_subject_is_its_first_name_after_a_leading_date() -> None:
+    assert rerank.subject("Melanie: We went camping last weekend.") == "melanie"
+    assert rerank.subject('(8 May, 2023) Melanie said, "We went camping."') == "melanie"
+    assert rerank.subject("Alice prefers tabs over spaces") == "alice"
+    assert rerank.subject("we use trio, never asyncio") is None
+    assert rerank.subject("  (no date here") is None
+    names = rerank.query_names("What do Melanie's kids like?")
+    assert "melanie" in names and "kids" in names
+    assert not names & {"what", "do", "s"}  # function words and a possessive's s are left out
+
+
+def test_texts_shape_reads_length_question_mark_and_subject() -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE memories (id INTEGER PRIMARY KEY, content TEXT)")
+    conn.executemany(
+        "INSERT INTO memories VALUES (?, ?)",
+        [(1, "Nate: Have you seen it?"), (2, "the build uses ruff " * 20), (3, '"Quoted" start')],
+    )
+    shape = rerank.texts_shape(conn, [1, 2, 3, 4])
+    assert shape[1] == rerank.Shape(23, True, "nate")
+    assert shape[2].length == 400 and not shape[2].question and shape[2].subject is None
+    assert shape[3].subject == "quoted"
+    assert 4 not in shape  # no such memory
+
+
+def test_list_questions_are_told_from_questions_about_one_thing() -> None:
+    several = [
+        "What activities does Melanie partake in?",
+        "How many times has Nate taken his turtles on a walk?",
+        "What has Melanie painted?",
+        "Which cities has Jon visited?",
+        "What kinds of art does Caroline make?",
+        "What do Jon and Gina both have in common?",
+        "what conventions do we follow in this repo",
+    ]
+    one = [
+        "What is Caroline's identity?",
+        "When did Melanie paint a sunrise?",
+        "What was my personal best time in the charity 5K run?",
+        "What does Joanna do while she writes?",
+        "Why do users get logged out?",
+        "What is the wifi password",
+    ]
+    assert [q for q in several if not rerank.list_question(q)] == []
+    assert [q for q in one if rerank.list_question(q)] == []
+
+
+def test_diversify_window_keeps_a_wider_stretch_of_the_thread_out() -> None:
+    cache = thread_cache(20)
+    allowed = cache.items["memory"].allowed(None)
+    ranked = [(1, 0.5), (4, 0.45), (12, 0.3)]
+    # 4 is three places from 1: no neighbour with window 1, a neighbour with window 3
+    assert [m for m, _ in rerank.diversify(cache, ranked, allowed, 3, 1.5)] == [1, 4, 12]
+    assert [m for m, _ in rerank.diversify(cache, ranked, allowed, 3, 1.5, 3)] == [1, 12, 4]
+
+
+BOOK_THREAD = [
+    "Tim: I just finished reading The Hobbit, such a great book.",
+    "John: Nice! I loved that one as a kid.",
+    "Tim: I also read A Dance with Dragons last week, another great fantasy book.",
+    "John: Practice went well, my shooting percentage is up.",
+    "Tim: That's awesome, keep it up!",
+    "John: We won the game on Friday by ten points.",
+    "Tim: Congrats! How is the ankle?",
+    "John: Much better, I can run again.",
+    "Tim: The weather here has been rainy all week.",
+    "John: Same here, I stayed in and cooked soup.",
+    "Tim: Last month I read The Name of the Wind, a book about a gifted musician.",
+    "John: I made honey garlic chicken with roasted vegetables.",
+    "Tim: Sounds delicious, send me the recipe.",
+]
+
+
+async def test_a_list_question_is_answered_from_both_parts_of_a_thread(tmp_path) -> None:
+    """'What books has Tim read?' asks for several things: the two book turns written
+    close together do not both take the first places while a third is further on."""
+    home = tmp_path / "home"
+    home.mkdir()
+    async with open_client(home, env=ON) as client:
+        ids = [(await ok(client, "remember", content=t))["id"] for t in BOOK_THREAD]
+        found = await ok(client, "recall", query="What books has Tim read?", limit=2)
+        got = [m["id"] for m in found["memories"]]
+        assert ids[10] in got and len({ids[0], ids[2]} & set(got)) == 1, [
+            m["content"][:40] for m in found["memories"]
+        ]
+    # as any other question: the two close turns first
+    narrow = {**ON, "MEMTRIO_RETRIEVAL_LIST_WINDOW": "1", "MEMTRIO_RETRIEVAL_LIST_PENALTY": "1"}
+    async with open_client(home, env=narrow) as client:
+        found = await ok(client, "recall", query="What books has Tim read?", limit=2)
+        assert {m["id"] for m in found["memories"]} == {ids[0], ids[2]}

@@ -100,7 +100,8 @@ def subject(head: str) -> str | None:
 
 def query_names(query: str) -> frozenset[str]:
     """The query's words that could name a memory's subject (not function words), lower-cased."""
-    return frozenset(w.lower() for w in QUERY_WORD.findall(query)) - FUNCTION_WORDS
+    words = {w.lower() for w in QUERY_WORD.findall(query) if len(w) > 1}  # not "s" of "Mel's"
+    return frozenset(words - FUNCTION_WORDS)
 
 
 class Shape(NamedTuple):
