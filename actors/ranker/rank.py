@@ -275,18 +275,7 @@ def seeds(
     return out
 
 
-@dataclass(frozen=True)
-class Candidates:
-    """The re-ranker's input for one query: its two lists and its candidates' features."""
-
-    dense: tuple[np.ndarray, np.ndarray]  # the nearest allowed memories and their cosines
-    lex: list[tuple[int, float]]  # the allowed FTS5 matches, best first (dated ones first)
-    ids: list[int]  # the candidates
-    rows: np.ndarray  # their `rerank.FEATURES`
-    lenders: dict[int, int]  # candidate -> its matching neighbour (for ``explain``)
-
-
-def rerank_candidates(q: SeedQuery) -> Candidates:
+def rerank_candidates(q: SeedQuery) -> rerank.Candidates:
     """The candidates and features `reranked_seeds` scores (and `tools/fit_rerank.py` fits on)."""
     cache, conn, query, qvec, masks, p, lexical = q.parts()
     allowed = masks["memory"]
@@ -296,7 +285,7 @@ def rerank_candidates(q: SeedQuery) -> Candidates:
     wanted = query_dates(query) if cache.dates is not None and p.date_weight > 0 else []
     lex = lexical_seeds(date_first(cache, lexical, wanted), allowed, rerank.POOL)
     ids, rows, lenders = rerank.features(cache, conn, query, qvec, allowed, lex, dense)
-    return Candidates(dense, lex, ids, rows, lenders)
+    return rerank.Candidates(dense, lex, ids, rows, lenders)
 
 
 def reranked_seeds(q: SeedQuery, add: Callable[..., None]) -> None:
@@ -511,9 +500,8 @@ def rank_explained(
             nodes, scores = nodes[top], scores[top]
         order = np.lexsort((nodes, -scores))
         ranked = [(int(nodes[i]), float(scores[i])) for i in order]
-        penalty, window = p.position_penalty, 1
-        if rerank.list_question(query):
-            penalty, window = p.list_penalty, p.list_window
+        listing = rerank.list_question(query)  # a wider stretch of the thread pays
+        penalty, window = (p.list_penalty, p.list_window) if listing else (p.position_penalty, 1)
         ranked = rerank.diversify(cache, ranked, masks["memory"], limit, penalty, window)
         if notes is None:
             return ranked, {}

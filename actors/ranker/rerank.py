@@ -104,6 +104,16 @@ def query_names(query: str) -> frozenset[str]:
     return frozenset(words - FUNCTION_WORDS)
 
 
+class Candidates(NamedTuple):
+    """The re-ranker's input for one query (`rank.rerank_candidates`)."""
+
+    dense: tuple[np.ndarray, np.ndarray]  # the nearest allowed memories and their cosines
+    lex: list[tuple[int, float]]  # the allowed FTS5 matches, best first (dated ones first)
+    ids: list[int]  # the candidates
+    rows: np.ndarray  # their `FEATURES`
+    lenders: dict[int, int]  # candidate -> its matching neighbour (for ``explain``)
+
+
 class Shape(NamedTuple):
     length: int  # characters
     question: bool  # ends with a question mark
