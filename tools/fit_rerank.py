@@ -35,6 +35,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import os
@@ -50,6 +51,9 @@ import eval_recall  # noqa: E402
 from memtrio.actors.embedder.model import OnnxEncoder, resolve_spec  # noqa: E402
 from memtrio.actors.ranker import rank, rerank  # noqa: E402
 from memtrio.actors.ranker.graph import KINDS, RecallCache  # noqa: E402
+
+# The ranking settings the pipeline is scored with (`rank.Params`, changed by --param).
+PARAMS = rank.Params()
 
 
 class Stack:
@@ -87,7 +91,7 @@ class Stack:
         self.examples: list[tuple[list[int], np.ndarray, np.ndarray]] = []
         for q, qvec, lexical in zip(self.qs, self.qvecs, self.lexical, strict=True):
             query = rank.SeedQuery(
-                self.cache, self.conn, q["question"], qvec, self.masks, rank.Params(), lexical
+                self.cache, self.conn, q["question"], qvec, self.masks, PARAMS, lexical
             )
             c = rank.rerank_candidates(query)
             ids, rows = c.ids, c.rows
@@ -109,7 +113,7 @@ class Stack:
                     qvec,
                     self.masks,
                     10,
-                    rank.Params(),
+                    PARAMS,
                     lexical,
                 )
                 turns = [self.owner.get(m) for m, _ in ranked]
@@ -158,6 +162,13 @@ def main() -> int:
     parser.add_argument("--lme-weight", type=float, default=10.0)
     parser.add_argument("--l2", type=float, default=0.01)
     parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a rank.Params setting for the scored pipeline, e.g. list_window=3 (a grid point)",
+    )
+    parser.add_argument(
         "--without",
         default="",
         help="comma-separated FEATURES fitted at weight 0 (an ablation of those features)",
@@ -168,6 +179,16 @@ def main() -> int:
     if importlib.util.find_spec("scipy") is None:
         parser.error("needs scipy for the fit: pip install scipy")
     cache = Path(args.cache).expanduser()
+    global PARAMS
+    fields = {f.name: f.type for f in dataclasses.fields(rank.Params)}
+    for item in args.param:
+        name, _, value = item.partition("=")
+        if name not in fields or not value:
+            parser.error(f"--param {item!r}: give NAME=VALUE, NAME one of {', '.join(fields)}")
+        kind = {"bool": lambda v: v.lower() in ("1", "true", "on"), "int": int}.get(
+            str(fields[name]), float
+        )
+        PARAMS = dataclasses.replace(PARAMS, **{name: kind(value)})
     without = [f for f in args.without.split(",") if f]
     unknown = [f for f in without if f not in rerank.FEATURES]
     if unknown:
