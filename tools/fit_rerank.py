@@ -8,7 +8,7 @@ Procedure (the one behind ``rerank.WEIGHTS``):
    process with the ranker's own cache. Run ``tools/eval_recall.py`` once per
    dataset first: this tool never fills a store.
 2. For every question, the candidates and their features are computed by
-   ``rerank.features`` (the code recall runs); a candidate is a positive when
+   ``rank.rerank_candidates`` (the code recall runs); a candidate is a positive when
    it is one of the question's supporting turns.
 3. The model is linear; its loss is the listwise softmax cross-entropy (the
    supporting turns share the target mass) plus ``--l2`` times the squared

@@ -67,8 +67,8 @@ FEATURES = (
 # Fitted by `python tools/fit_rerank.py` (raw feature units: the standardisation of the
 # fit is folded in; an additive constant does not change a softmax).
 WEIGHTS = np.array(
-    [0.7732, 0.2454, 2.6456, 2.6271, 1.9614, 3.5765, 1.0024, -0.6494, 1.9086, 0.0398, -2.6881]
-    + [-1.1978, 0.9741, 0.8633, 0.8304, 0.7660, 0.9776],
+    [0.7738, 0.2461, 2.6454, 2.6269, 1.9615, 3.5788, 1.0023, -0.6494, 1.9088, 0.0431, -2.6910]
+    + [-1.1994, 0.9739, 0.8630, 0.8315, 0.7663, 0.9751],
     dtype=np.float64,
 )
 
@@ -99,8 +99,10 @@ def subject(head: str) -> str | None:
 
 
 def query_names(query: str) -> frozenset[str]:
-    """The query's words that could name a memory's subject (not function words), lower-cased."""
-    words = {w.lower() for w in QUERY_WORD.findall(query) if len(w) > 1}  # not "s" of "Mel's"
+    """The names the query uses, lower-cased: its capitalised words of two letters or more
+    that are not function words ("Melanie" of "What did Melanie paint?"; nothing of "what
+    happens when a deploy fails": a common word that starts a note is not its subject)."""
+    words = {w.lower() for w in QUERY_WORD.findall(query) if len(w) > 1 and w[0].isupper()}
     return frozenset(words - FUNCTION_WORDS)
 
 
