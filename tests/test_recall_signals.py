@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from mcp_client import ok, open_client
 from memtrio.actors.ranker.graph import RecallCache
-from memtrio.actors.ranker.signals import neighbour_context, thread_neighbours
+from memtrio.actors.ranker.signals import NEIGHBOUR_NEAR, neighbour_context, thread_neighbours
 
 ON = {"MEMTRIO_EMBEDDINGS": "on"}
 
@@ -149,3 +149,20 @@ def test_a_thread_stops_at_another_scope_and_at_an_hour_of_silence() -> None:
     got = dict(zip(ids.tolist(), scores.tolist(), strict=True))
     assert got == {2: 1.0, 1: 0.3, 3: 0.3, 4: 0.15}
     assert lender == {1: 2, 3: 2, 4: 2}
+
+
+def test_a_thread_is_followed_across_unselected_memories_near_and_far() -> None:
+    """The next allowed memory of a thread is found whether it is a few ids away or more
+    than the slice read at once (`NEIGHBOUR_NEAR`) behind memories of another scope."""
+    cache = RecallCache("m", "r", 4)
+    table = cache.items["memory"]
+    far = 3 * NEIGHBOUR_NEAR
+    # thread of scope 7 at ids 1, 2, 5 and 5 + far, one second apart; scope 8 fills the gaps
+    mine = [1, 2, 5, 5 + far, 6 + far]
+    for memory_id in range(1, 7 + far):
+        table.set(memory_id, [7 if memory_id in mine else 8], created=float(memory_id))
+    only_7 = table.allowed(np.array([7], dtype=np.int32))
+    assert thread_neighbours(cache, 2, only_7, 6) == [(1, 1), (5, 1), (5 + far, 2), (6 + far, 3)]
+    assert thread_neighbours(cache, 6 + far, only_7, 3) == [(5 + far, 1), (5, 2), (2, 3)]
+    # the whole store selected: scope 8 in between ends the thread of scope 7
+    assert thread_neighbours(cache, 5, table.allowed(None), 3) == []

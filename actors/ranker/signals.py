@@ -30,6 +30,7 @@ NEIGHBOUR_SOURCES = 50  # the best memories whose score spreads to their neighbo
 # ids looked at on each side for the next allowed memory: a thread whose next turn is
 # further away than this behind unselected memories ends there
 NEIGHBOUR_SCAN = 4096
+NEIGHBOUR_NEAR = 32  # ids on each side read at once for a memory's nearest neighbours
 
 
 def next_allowed(allowed: np.ndarray, start: int, step: int) -> int | None:
@@ -53,11 +54,17 @@ def thread_neighbours(
     items = cache.items["memory"]
     if memory_id >= len(allowed) or not allowed[memory_id]:
         return []
+    # the allowed ids close by, in one pass over a small slice of the mask; beyond it (a
+    # selection with gaps), `next_allowed` looks further, as far as `NEIGHBOUR_SCAN`
+    low = max(0, memory_id - NEIGHBOUR_NEAR)
+    near = (np.flatnonzero(allowed[low : memory_id + NEIGHBOUR_NEAR + 1]) + low).tolist()
+    at = near.index(memory_id)
     out: list[tuple[int, int]] = []
     for step in (-1, 1):
-        prev = memory_id
+        prev, i = memory_id, at
         for distance in range(1, window + 1):
-            other = next_allowed(allowed, prev, step)
+            i += step
+            other = near[i] if 0 <= i < len(near) else next_allowed(allowed, prev, step)
             if (
                 other is None
                 or items.scope[other] != items.scope[prev]
