@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from memtrio.actors.vectors import hnsw, ivf
@@ -268,3 +271,18 @@ def test_a_cancelled_deferred_build_stops_and_never_takes_over(monkeypatch) -> N
     build.cancel()  # the cache was replaced, or the ranker stopped
     build.run(iter(table), len(table))
     assert build.graph is None and not index.adopt_build() and index.backend.kind == "exact"
+
+
+def test_the_hnsw_backend_loaded_first_leaves_the_embedding_model_loadable() -> None:
+    """usearch's compiled module loaded before onnxruntime's crashed the process on
+    onnxruntime's import (SIGSEGV); the backend loads its native libraries in a safe order
+    (actors/native.py). A fresh process, as a tool that needs only the vectors would be."""
+    code = (
+        "import memtrio.actors.vectors.hnsw\n"
+        "from memtrio.actors.embedder.model import OnnxEncoder, resolve_spec\n"
+        "vectors, _ = OnnxEncoder(resolve_spec('', 256), 'cpu').encode(['hello world'])\n"
+        "print(vectors.shape)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.strip() == "(1, 384)"

@@ -28,26 +28,19 @@ distribution itself, so that case skips igraph.
 from __future__ import annotations
 
 import math
-import os
 import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-# igraph's PageRank uses OpenMP; on a busy 2-core machine (onnxruntime threads,
-# other processes) idle OpenMP threads spinning for work turned a 3 ms PPR into
-# 100+ ms outliers. The graphs here are small: one thread, waiting passively.
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import numpy as np
 
-import igraph  # noqa: E402 - after the OpenMP settings above
-import numpy as np  # noqa: E402
-
-from ..store import lexical  # noqa: E402
-from ..store.dialect import is_postgres  # noqa: E402
-from ..store.pg import fts  # noqa: E402
-from . import rerank, sql_graph  # noqa: E402
-from .dates import query_dates  # noqa: E402
-from .graph import (  # noqa: E402
+from ..native import igraph  # OpenMP settings first (actors/native.py)
+from ..store import lexical
+from ..store.dialect import is_postgres
+from ..store.pg import fts
+from . import rerank, sql_graph
+from .dates import query_dates
+from .graph import (
     KIND_CODE,
     NODE_KINDS,
     RecallCache,
@@ -55,7 +48,7 @@ from .graph import (  # noqa: E402
     node_kind,
     query_words,
 )
-from .signals import date_boost, date_first, explain, neighbour_context  # noqa: E402
+from .signals import date_boost, date_first, explain, neighbour_context
 
 MAX_HOPS = 2  # seed -> entity -> memory (or memory -> entity -> memory)
 MAX_NEIGHBOURHOOD = 1_500  # nodes; PPR plus building the subgraph takes ~5 ms

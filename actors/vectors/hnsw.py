@@ -31,7 +31,12 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+
+# isort: off
+from .. import native  # noqa: F401 - loaded before usearch (actors/native.py)
 from usearch.index import Index
+
+# isort: on
 
 from ...supervisors import private
 from .arrays import (
