@@ -115,26 +115,6 @@ def test_texts_shape_reads_length_question_mark_and_subject() -> None:
     assert 4 not in shape  # no such memory
 
 
-def test_a_when_question_meets_the_memories_that_speak_of_a_time() -> None:
-    conn = sqlite3.connect(":memory:")
-    conn.execute("CREATE TABLE memories (id INTEGER PRIMARY KEY, content TEXT)")
-    texts = [
-        "Melanie: We ran a charity race last Saturday!",
-        "Melanie: Two weeks ago I went camping with the kids.",
-        "Jon: I opened the studio in March.",
-        "We moved the CI to GitHub Actions in 2023.",
-        "Melanie: I love running, it clears my head.",
-        "Jon: The studio has a sprung floor and big windows.",
-    ]
-    conn.executemany("INSERT INTO memories VALUES (?, ?)", list(enumerate(texts, 1)))
-    shape = rerank.texts_shape(conn, list(range(1, 7)))
-    assert [shape[m].timed for m in range(1, 7)] == [True, True, True, True, False, False]
-    for q in ("When did Melanie run a charity race?", "What year did we move the CI?"):
-        assert rerank.WHEN.search(q), q
-    for q in ("What did Melanie run?", "Why did the studio open?", "Where is the studio?"):
-        assert not rerank.WHEN.search(q), q
-
-
 def test_list_questions_are_told_from_questions_about_one_thing() -> None:
     several = [
         "What activities does Melanie partake in?",

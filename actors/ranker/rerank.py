@@ -63,13 +63,12 @@ FEATURES = (
     "subject",  # the memory's first word (its speaker, its subject) is a name the query uses
     "region_lexical",  # best `lexical` of the neighbours 3 to REGION places away (gated)
     "region_hits",  # share of the neighbours up to REGION places away in either list (gated)
-    "when_timed",  # a "when ...?" question, and the memory speaks of a time ("last week")
 )
 # Fitted by `python tools/fit_rerank.py` (raw feature units: the standardisation of the
 # fit is folded in; an additive constant does not change a softmax).
 WEIGHTS = np.array(
-    [0.7803, 0.1935, 2.6397, 2.6212, 1.9521, 3.4934, 0.9460, -0.6542, 1.9152, 0.0471, -2.6286]
-    + [-1.2242, 0.9644, 0.8484, 0.7753, 0.7540, 1.0438, 1.9738],
+    [0.7738, 0.2461, 2.6454, 2.6269, 1.9615, 3.5788, 1.0023, -0.6494, 1.9088, 0.0431, -2.6910]
+    + [-1.1994, 0.9739, 0.8630, 0.8315, 0.7663, 0.9751],
     dtype=np.float64,
 )
 
@@ -117,23 +116,10 @@ class Candidates(NamedTuple):
     lenders: dict[int, int]  # candidate -> its matching neighbour (for ``explain``)
 
 
-_DAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
-_MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
-TIMED = re.compile(
-    r"\b(?:yesterday|today|tonight|tomorrow|ago|recently|weekend|(?:last|this|next)\s+"
-    rf"(?:week|month|year|night|morning|summer|winter|spring|fall|{_DAYS})|(?:on|in)\s+"
-    rf"(?:{_DAYS}|{_MONTHS})|(?:19|20)\d\d)\b",
-    re.IGNORECASE,
-)
-WHEN = re.compile(r"^\W*(?:when\b|what\s+(?:date|day|year|month|time)\b)|\bhow long ago\b", re.I)
-TEXT = 2000  # characters of a memory read for its time words
-
-
 class Shape(NamedTuple):
     length: int  # characters
     question: bool  # ends with a question mark
     subject: str | None  # `subject` of its head
-    timed: bool = False  # speaks of a time (`TIMED`) in its first `TEXT` characters
 
 
 def texts_shape(conn: sqlite3.Connection, ids: list[int]) -> dict[int, Shape]:
@@ -144,15 +130,12 @@ def texts_shape(conn: sqlite3.Connection, ids: list[int]) -> dict[int, Shape]:
         marks = ",".join("?" * len(chunk))
         rows = conn.execute(
             "SELECT id, length(content), substr(rtrim(content), length(rtrim(content)) - 2),"
-            f" substr(content, 1, {TEXT}) FROM memories WHERE id IN ({marks})",
+            f" substr(content, 1, {HEAD}) FROM memories WHERE id IN ({marks})",
             chunk,
         ).fetchall()
         for memory_id, length, tail, head in rows:
             question = str(tail).rstrip().rstrip("\"'").endswith("?")
-            text = str(head)
-            out[int(memory_id)] = Shape(
-                int(length), question, subject(text[:HEAD]), TIMED.search(text) is not None
-            )
+            out[int(memory_id)] = Shape(int(length), question, subject(str(head)))
     return out
 
 
@@ -200,12 +183,11 @@ def features(
     best_cos = max(cos.values(), default=0.0)
     shape = texts_shape(conn, ids)
     names = query_names(query)
-    when = WHEN.search(query) is not None
     cap = math.log1p(LENGTH_CAP)
     rows = np.zeros((len(ids), len(FEATURES)), dtype=np.float64)
     lenders: dict[int, int] = {}
     for i, m in enumerate(ids):
-        length, question, subj, timed = shape.get(m, Shape(0, False, None))
+        length, question, subj = shape.get(m, Shape(0, False, None))
         gate = min(1.0, GATE / max(length, 1))
         one = [o for o, d in near[m] if d == 1]
         matching = [o for o in one if o in lex_rank or o in dense_rank]
@@ -241,7 +223,6 @@ def features(
             float(subj is not None and subj in names),
             reg_lex,
             reg_hits,
-            float(when and timed),
         )
     return ids, rows, lenders
 
