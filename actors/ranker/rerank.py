@@ -4,7 +4,8 @@ The candidates are the query's `POOL` nearest memories by cosine, its `POOL`
 best FTS5 matches, and the thread neighbours (`signals.thread_neighbours`) of
 the first `NEIGHBOUR_FROM` of each list. Each gets the features of
 `FEATURES` (its own lexical and dense evidence, that of its thread
-neighbours, its length, whether it is itself a question) and the score
+neighbours and of the stretch of the thread around it, its length, whether it
+is itself a question, whether its subject is a name the query uses) and the score
 ``features @ WEIGHTS``; the softmax of those scores is the memory part of
 PageRank's reset distribution (`rank.seeds`) in place of the fixed mixture of
 cosine softmax and lexical reciprocal ranks.
@@ -17,7 +18,8 @@ short neighbour's match would put it above that neighbour; so the neighbour
 features count in full up to `GATE` characters and fade as ``GATE /
 length`` beyond. `diversify` then keeps one memory of a run of neighbours out
 of the first places unless it is clearly better, so the results cover more
-conversations.
+conversations; for a question that asks for several things (`list_question`)
+it keeps a wider stretch of the thread out (`rank.Params.list_window`).
 
 The weights are fitted on the development data by ``tools/fit_rerank.py``
 (listwise softmax loss, leave-one-conversation-out check; docs/recall.md, *How
