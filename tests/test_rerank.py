@@ -175,6 +175,10 @@ async def test_a_list_question_is_answered_from_both_parts_of_a_thread(tmp_path)
         assert ids[10] in got and len({ids[0], ids[2]} & set(got)) == 1, [
             m["content"][:40] for m in found["memories"]
         ]
+        explained = await ok(client, "recall", query="What books has Tim read?", explain=True)
+        reasons = {m["id"]: m["explain"] for m in explained["memories"]}
+        assert "subject: it starts with a name the query uses" in reasons[ids[10]]
+        assert not any(r.startswith("subject:") for r in reasons.get(ids[1], []))  # John's
     # as any other question: the two close turns first
     narrow = {**ON, "MEMTRIO_RETRIEVAL_LIST_WINDOW": "1", "MEMTRIO_RETRIEVAL_LIST_PENALTY": "1"}
     async with open_client(home, env=narrow) as client:

@@ -301,6 +301,8 @@ def reranked_seeds(q: SeedQuery, add: Callable[..., None]) -> None:
             add(n, 0.0, f"dense: #{dense_at[ids[i]] + 1}")
         if ids[i] in lenders:
             add(n, 0.0, f"neighbour: written next to memory {lenders[ids[i]]}, which matches")
+        if rows[i][rerank.SUBJECT_COLUMN] > 0:
+            add(n, 0.0, "subject: it starts with a name the query uses")
 
 
 def mixed_seeds(q: SeedQuery, add: Callable[..., None]) -> None:

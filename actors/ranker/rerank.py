@@ -66,6 +66,7 @@ FEATURES = (
     "region_lexical",  # best `lexical` of the neighbours 3 to REGION places away (gated)
     "region_hits",  # share of the neighbours up to REGION places away in either list (gated)
 )
+SUBJECT_COLUMN = FEATURES.index("subject")
 # Fitted by `python tools/fit_rerank.py` (raw feature units: the standardisation of the
 # fit is folded in; an additive constant does not change a softmax).
 WEIGHTS = np.array(
