@@ -52,14 +52,20 @@ from memtrio.actors.embedder.model import OnnxEncoder, resolve_spec  # noqa: E40
 from memtrio.actors.ranker import rank, rerank  # noqa: E402
 from memtrio.actors.ranker.graph import KINDS, RecallCache  # noqa: E402
 
-# The ranking settings the pipeline is scored with (`rank.Params`, changed by --param).
-PARAMS = rank.Params()
-
 
 class Stack:
     """One filled store, opened read-only, with its questions' candidates and features."""
 
-    def __init__(self, dataset: str, units: str, stack: str, turns: list, qs: list, cache: Path):
+    def __init__(
+        self,
+        dataset: str,
+        units: str,
+        stack: str,
+        turns: list,
+        qs: list,
+        cache: Path,
+        params: rank.Params,
+    ):
         home = cache / f"{dataset}-{units}-{stack}-{eval_recall.cache_key(turns)}"
         owner_file = home / "eval-owner.json"
         if not owner_file.exists():
@@ -69,6 +75,7 @@ class Stack:
             )
         self.name = f"{dataset}/{units}/{stack}"
         self.dataset, self.qs = dataset, qs
+        self.params = params  # the ranking settings the pipeline is scored with
         self.owner = {int(k): v for k, v in json.loads(owner_file.read_text()).items()}
         self.session_of = {turn_id: session_id for turn_id, session_id, _ in turns}
         self.conn = sqlite3.connect(
@@ -91,7 +98,7 @@ class Stack:
         self.examples: list[tuple[list[int], np.ndarray, np.ndarray]] = []
         for q, qvec, lexical in zip(self.qs, self.qvecs, self.lexical, strict=True):
             query = rank.SeedQuery(
-                self.cache, self.conn, q["question"], qvec, self.masks, PARAMS, lexical
+                self.cache, self.conn, q["question"], qvec, self.masks, self.params, lexical
             )
             c = rank.rerank_candidates(query)
             ids, rows = c.ids, c.rows
@@ -113,7 +120,7 @@ class Stack:
                     qvec,
                     self.masks,
                     10,
-                    PARAMS,
+                    self.params,
                     lexical,
                 )
                 turns = [self.owner.get(m) for m, _ in ranked]
@@ -148,6 +155,24 @@ def fit(examples: list[tuple[np.ndarray, np.ndarray, float]], l2: float) -> np.n
     return theta / sd
 
 
+def parse_params(items: list[str], parser: argparse.ArgumentParser) -> rank.Params:
+    """`rank.Params` with the ``NAME=VALUE`` settings of --param."""
+    params = rank.Params()
+    fields = {f.name: str(f.type) for f in dataclasses.fields(rank.Params)}
+    for item in items:
+        name, _, value = item.partition("=")
+        if name not in fields or not value:
+            parser.error(f"--param {item!r}: give NAME=VALUE, NAME one of {', '.join(fields)}")
+        kind = {"bool": lambda v: v.lower() in ("1", "true", "on"), "int": int}.get(
+            fields[name], float
+        )
+        try:
+            params = dataclasses.replace(params, **{name: kind(value)})
+        except ValueError:
+            parser.error(f"--param {item!r}: {name} takes a {fields[name]}")
+    return params
+
+
 def mean(rows: list[dict[str, Any]], key: str) -> float:
     values = [r[key] for r in rows if r[key] is not None]
     return sum(values) / len(values)
@@ -179,16 +204,7 @@ def main() -> int:
     if importlib.util.find_spec("scipy") is None:
         parser.error("needs scipy for the fit: pip install scipy")
     cache = Path(args.cache).expanduser()
-    global PARAMS
-    fields = {f.name: f.type for f in dataclasses.fields(rank.Params)}
-    for item in args.param:
-        name, _, value = item.partition("=")
-        if name not in fields or not value:
-            parser.error(f"--param {item!r}: give NAME=VALUE, NAME one of {', '.join(fields)}")
-        kind = {"bool": lambda v: v.lower() in ("1", "true", "on"), "int": int}.get(
-            str(fields[name]), float
-        )
-        PARAMS = dataclasses.replace(PARAMS, **{name: kind(value)})
+    params = parse_params(args.param, parser)
     without = [f for f in args.without.split(",") if f]
     unknown = [f for f in without if f not in rerank.FEATURES]
     if unknown:
@@ -202,14 +218,15 @@ def main() -> int:
             data = eval_recall.default_data(dataset)
             for stack, turns, qs in eval_recall.haystacks(dataset, data, units):
                 if qs:
-                    stacks.append(Stack(dataset, units, stack, turns, qs, cache))
+                    stacks.append(Stack(dataset, units, stack, turns, qs, cache, params))
     for s in stacks:
         s.prepare(encoder)
+        s.examples = [(ids, rows * keep, y) for ids, rows, y in s.examples]  # --without
         print(f"  {s.name}: {len(s.qs)} questions", file=sys.stderr)
 
     def examples(chosen: list[Stack]) -> list[tuple[np.ndarray, np.ndarray, float]]:
         return [
-            (rows * keep, y, args.lme_weight if s.dataset == "longmemeval" else 1.0)
+            (rows, y, args.lme_weight if s.dataset == "longmemeval" else 1.0)
             for s in chosen
             for _, rows, y in s.examples
         ]
@@ -224,7 +241,7 @@ def main() -> int:
     lme = [s for s in stacks if s.dataset == "longmemeval"]
     for i in range(len(lme[0].qs) if lme else 0):  # leave one LongMemEval question out
         rest = [
-            (rows * keep, y, args.lme_weight)
+            (rows, y, args.lme_weight)
             for s in lme
             for j, (_, rows, y) in enumerate(s.examples)
             if j != i
