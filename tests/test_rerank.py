@@ -135,6 +135,11 @@ def test_list_questions_are_told_from_questions_about_one_thing() -> None:
     ]
     assert [q for q in several if not rerank.list_question(q)] == []
     assert [q for q in one if rerank.list_question(q)] == []
+    # "which ... has" within one line only, whatever comes before
+    assert rerank.list_question("Tell me: which of the cafes has Tim been to?")
+    assert not rerank.list_question("which café\nhas the best coffee")
+    assert rerank.list_question("which " * 2000 + "has")
+    assert not rerank.list_question("which " * 2000)
 
 
 def test_diversify_window_keeps_a_wider_stretch_of_the_thread_out() -> None:

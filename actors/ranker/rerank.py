@@ -249,10 +249,12 @@ def softmax_weights(z: np.ndarray) -> np.ndarray:
 # spread over several conversations, so `diversify` keeps a wider stretch of the thread
 # around each chosen memory out of the first places (`rank.Params.list_window`).
 _SEVERAL = re.compile(
-    r"\bhow many\b|\bboth\b|\bwhat are\b|\bwhich\b.*\b(?:have|has)\b"
-    r"|\b(?:has|have)\s+\w+\s+\w+ed\b",
-    re.IGNORECASE,
+    r"\bhow many\b|\bboth\b|\bwhat are\b|\b(?:has|have)\s+\w+\s+\w+ed\b", re.IGNORECASE
 )
+# "which ... has/have" on one line, looked for from the first "which" of each line: a
+# pattern `which.*has` would scan the rest of the line from every "which" (quadratic)
+_WHICH = re.compile(r"\bwhich\b", re.IGNORECASE)
+_HAS = re.compile(r"\b(?:have|has)\b", re.IGNORECASE)
 _PLURAL_HEAD = re.compile(
     r"\W*(?:what|which)\s+(?:(?:kinds?|types?|sorts?)\s+of\s+)?(\w+s)\b", re.IGNORECASE
 )
@@ -260,9 +262,13 @@ _NOT_PLURAL = frozenset({"is", "was", "does", "has", "this", "his", "its", "us",
 
 
 def list_question(query: str) -> bool:
-    """Whether ``query`` asks for several things (see `_SEVERAL`, `_PLURAL_HEAD`)."""
+    """Whether ``query`` asks for several things (see `_SEVERAL`, `_WHICH`, `_PLURAL_HEAD`)."""
     if _SEVERAL.search(query):
         return True
+    for line in query.split("\n"):
+        which = _WHICH.search(line)
+        if which and _HAS.search(line, which.end()):
+            return True
     head = _PLURAL_HEAD.match(query)
     return head is not None and head.group(1).lower() not in _NOT_PLURAL
 
