@@ -109,6 +109,7 @@ class RetrievalConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     position_penalty: float = 1.0  # re-ranked results: cost of a chosen memory's thread neighbour
     list_penalty: float = 1.5  # ... for a question asking for several things ("how many ...")
     list_window: int = 6  # ... and its thread neighbours up to this many places away
+    topic_query: bool = True  # re-ranker: embed the query without its names as well
 
 
 class CodeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

@@ -21,6 +21,7 @@ import trio
 from memtrio.actors.embedder import feature as embedder_feature
 from memtrio.actors.embedder.handle import EMBEDDER
 from memtrio.actors.ranker import feature as ranker_feature
+from memtrio.actors.ranker import mmr
 from memtrio.actors.ranker import rank as rank_mod
 from memtrio.actors.ranker import vectors as ranker_vectors
 from memtrio.actors.ranker.graph import RecallCache
@@ -557,12 +558,12 @@ def test_memory_similarity_uses_the_closest_windows_and_ignores_missing_vectors(
     cache.index["memory"].upsert(1, np.stack([e[0], e[1]]))  # two windows
     cache.index["memory"].upsert(2, e[1])
     cache.index["memory"].upsert(3, e[2])
-    sim = rank_mod.similarity_matrix(cache, [1, 2, 9, 3])  # 9 has no vector
+    sim = mmr.similarity_matrix(cache, [1, 2, 9, 3])  # 9 has no vector
     assert sim[0, 1] == pytest.approx(1.0) and sim[1, 0] == pytest.approx(1.0)
     assert sim[0, 3] == pytest.approx(0.0) and not sim[2].any() and not sim[:, 2].any()
     ranked = [(1, 1.0), (2, 0.9), (9, 0.8), (3, 0.7)]
-    assert rank_mod.diversify(cache, ranked, 4, 0.5) == [(1, 1.0), (9, 0.8), (3, 0.7), (2, 0.9)]
-    assert rank_mod.diversify(cache, ranked, 2, 1.0) == ranked[:2]
+    assert mmr.diversify(cache, ranked, 4, 0.5) == [(1, 1.0), (9, 0.8), (3, 0.7), (2, 0.9)]
+    assert mmr.diversify(cache, ranked, 2, 1.0) == ranked[:2]
 
 
 def test_diversification_of_a_long_result_reorders_only_the_best_pool() -> None:
@@ -571,8 +572,8 @@ def test_diversification_of_a_long_result_reorders_only_the_best_pool() -> None:
     for i, v in enumerate(vecs, start=1):
         cache.index["memory"].upsert(i, v)
     ranked = [(i, 1.0 / i) for i in range(1, 151)]
-    out = rank_mod.diversify(cache, ranked, 140, 0.5)
-    pool = rank_mod.MMR_MAX_POOL
+    out = mmr.diversify(cache, ranked, 140, 0.5)
+    pool = mmr.MMR_MAX_POOL
     assert len(out) == 140 and out[0] == (1, 1.0)
     assert sorted(out[:pool]) == ranked[:pool] and out[:pool] != ranked[:pool]
     assert out[pool:] == ranked[pool:140]  # beyond the pool: score order

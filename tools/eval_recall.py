@@ -104,6 +104,8 @@ MODES: dict[str, dict[str, str]] = {
     },
     # questions asking for several things diversified as the others are (one place, cost 1)
     "no-list": {"MEMTRIO_RETRIEVAL_LIST_PENALTY": "1", "MEMTRIO_RETRIEVAL_LIST_WINDOW": "1"},
+    # the re-ranker without the query's vector of its words other than names
+    "no-topic": {"MEMTRIO_RETRIEVAL_TOPIC_QUERY": "false"},
 }
 # Published anchors, for the tables.
 DRAGON = {"turn@5": 0.567, "turn@10": 0.662}  # LoCoMo paper, all 10 conversations, dated units

@@ -93,12 +93,20 @@ class Stack:
     def prepare(self, encoder: OnnxEncoder) -> None:
         prefix = encoder.spec.query_prefix
         self.qvecs, _ = encoder.encode([prefix + q["question"] for q in self.qs])
+        topics = [rerank.topic_query(q["question"]) for q in self.qs]
+        named = [i for i, t in enumerate(topics) if t]
+        tvecs = encoder.encode([prefix + topics[i] for i in named])[0] if named else []
+        self.tvecs: list[np.ndarray | None] = [None] * len(self.qs)
+        for i, vec in zip(named, tvecs, strict=True):
+            self.tvecs[i] = vec
         self.lexical = [rank.fts_candidates(self.conn, q["question"]) for q in self.qs]
         turn_to_memory = {turn: m for m, turn in self.owner.items()}
         self.examples: list[tuple[list[int], np.ndarray, np.ndarray]] = []
-        for q, qvec, lexical in zip(self.qs, self.qvecs, self.lexical, strict=True):
+        for q, qvec, lexical, tvec in zip(
+            self.qs, self.qvecs, self.lexical, self.tvecs, strict=True
+        ):
             query = rank.SeedQuery(
-                self.cache, self.conn, q["question"], qvec, self.masks, self.params, lexical
+                self.cache, self.conn, q["question"], qvec, self.masks, self.params, lexical, tvec
             )
             c = rank.rerank_candidates(query)
             ids, rows = c.ids, c.rows
@@ -122,6 +130,7 @@ class Stack:
                     10,
                     self.params,
                     lexical,
+                    self.tvecs[i],
                 )
                 turns = [self.owner.get(m) for m, _ in ranked]
                 rows.append(eval_recall.score(q, turns, self.session_of))
@@ -130,20 +139,40 @@ class Stack:
             rerank.WEIGHTS = saved
 
 
-def fit(examples: list[tuple[np.ndarray, np.ndarray, float]], l2: float) -> np.ndarray:
-    """Weights in raw feature units minimising the weighted listwise softmax loss."""
+def fit(
+    examples: list[tuple[np.ndarray, np.ndarray, float]], l2: float, later: np.ndarray | None = None
+) -> np.ndarray:
+    """Weights in raw feature units minimising the weighted listwise softmax loss.
+
+    ``later`` (a boolean mask of features): fitted in a second stage, the other weights
+    held at their first-stage values (fitted without them)."""
+    if later is None or not later.any():
+        return fit_columns(examples, l2, np.ones(examples[0][0].shape[1], dtype=bool), None)
+    first = fit_columns(examples, l2, ~later, None)
+    return first + fit_columns(examples, l2, later, first)
+
+
+def fit_columns(
+    examples: list[tuple[np.ndarray, np.ndarray, float]],
+    l2: float,
+    cols: np.ndarray,
+    fixed: np.ndarray | None,
+) -> np.ndarray:
+    """The weights of the ``cols`` features (0 elsewhere), the others' scores ``fixed``."""
     from scipy.optimize import minimize
 
     data = [(x, y / y.sum(), w) for x, y, w in examples if y.sum() > 0]
-    stacked = np.concatenate([x for x, _, _ in data])
+    stacked = np.concatenate([x[:, cols] for x, _, _ in data])
     mu, sd = stacked.mean(0), stacked.std(0) + 1e-9
-    xs = [((x - mu) / sd, y, w) for x, y, w in data]
-    total = sum(w for _, _, w in xs)
+    xs = [
+        ((x[:, cols] - mu) / sd, y, w, x @ fixed if fixed is not None else 0.0) for x, y, w in data
+    ]
+    total = sum(w for _, _, w, _ in xs)
 
     def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
         value, grad = 0.0, np.zeros_like(theta)
-        for x, y, w in xs:
-            z = x @ theta
+        for x, y, w, offset in xs:
+            z = x @ theta + offset
             z -= z.max()
             p = np.exp(z)
             p /= p.sum()
@@ -152,7 +181,9 @@ def fit(examples: list[tuple[np.ndarray, np.ndarray, float]], l2: float) -> np.n
         return value / total + l2 * float(theta @ theta), grad / total + 2 * l2 * theta
 
     theta = minimize(loss, np.zeros(stacked.shape[1]), jac=True, method="L-BFGS-B").x
-    return theta / sd
+    out = np.zeros(len(cols))
+    out[cols] = theta / sd
+    return out
 
 
 def parse_params(items: list[str], parser: argparse.ArgumentParser) -> rank.Params:
@@ -198,6 +229,12 @@ def main() -> int:
         default="",
         help="comma-separated FEATURES fitted at weight 0 (an ablation of those features)",
     )
+    parser.add_argument(
+        "--later",
+        default="",
+        help="comma-separated FEATURES fitted in a second stage, the others' weights "
+        "held at their values fitted without them",
+    )
     parser.add_argument("--cache", default="~/.cache/memtrio-eval")
     parser.add_argument("--json", help="write the weights and the held-out figures here")
     args = parser.parse_args()
@@ -206,10 +243,12 @@ def main() -> int:
     cache = Path(args.cache).expanduser()
     params = parse_params(args.param, parser)
     without = [f for f in args.without.split(",") if f]
-    unknown = [f for f in without if f not in rerank.FEATURES]
+    later_names = [f for f in args.later.split(",") if f]
+    unknown = [f for f in without + later_names if f not in rerank.FEATURES]
     if unknown:
         parser.error(f"unknown features {unknown}; known: {', '.join(rerank.FEATURES)}")
     keep = np.array([f not in without for f in rerank.FEATURES], dtype=np.float64)
+    later = np.array([f in later_names for f in rerank.FEATURES])
     # the model the stores were filled with (eval_recall.py keys its cache by it too)
     encoder = OnnxEncoder(resolve_spec(os.environ.get("MEMTRIO_EMBEDDING_MODEL", ""), 256), "cpu")
     stacks: list[Stack] = []
@@ -234,7 +273,9 @@ def main() -> int:
     held_out: dict[str, list[dict[str, Any]]] = {}
     conversations = sorted({s.name.rsplit("/", 1)[1] for s in stacks if s.dataset == "locomo"})
     for conv in conversations:
-        weights = fit(examples([s for s in stacks if not s.name.endswith("/" + conv)]), args.l2)
+        weights = fit(
+            examples([s for s in stacks if not s.name.endswith("/" + conv)]), args.l2, later
+        )
         for s in stacks:
             if s.name.endswith("/" + conv):
                 held_out.setdefault(s.name.rsplit("/", 1)[0], []).extend(s.score(weights))
@@ -246,10 +287,10 @@ def main() -> int:
             for j, (_, rows, y) in enumerate(s.examples)
             if j != i
         ]
-        weights = fit(examples([s for s in stacks if s.dataset == "locomo"]) + rest, args.l2)
+        weights = fit(examples([s for s in stacks if s.dataset == "locomo"]) + rest, args.l2, later)
         for s in lme:
             held_out.setdefault(s.name.rsplit("/", 1)[0], []).extend(s.score(weights, [i]))
-    weights = fit(examples(stacks), args.l2)
+    weights = fit(examples(stacks), args.l2, later)
     report: dict[str, Any] = {
         "features": list(rerank.FEATURES),
         "weights": [round(float(w), 4) for w in weights],

@@ -9,7 +9,8 @@ from .rank import Params
 
 
 class Recall(Request, tag=True):
-    """Rank memories for ``query`` (its embedding ``qvec``) within ``scopes`` (scope row ids;
+    """Rank memories for ``query`` (its embedding ``qvec``; ``tvec``: that of the query
+    without its names, `rerank.topic_query`) within ``scopes`` (scope row ids;
     None: every scope), optionally of one ``memory_type``; at most ``limit``.
 
     ``lexical`` holds the FTS5 candidates the caller fetched beforehand. The
@@ -25,6 +26,7 @@ class Recall(Request, tag=True):
     params: Params
     lexical: list[tuple[int, float]] | None = None
     explain: bool = False  # answer (ranking, reasons) with reasons per memory id
+    tvec: np.ndarray | None = None  # the embedding of `rerank.topic_query` (None: no names)
 
 
 RankerRequest = Recall

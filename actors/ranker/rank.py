@@ -19,7 +19,7 @@ The HippoRAG 2 recipe, without an LLM:
    thread (`signals.neighbour_context`).
 5. **Diversification.** Maximal marginal relevance (``mmr_lambda``) over the
    best `MMR_CANDIDATES` memories, with the memories' own vectors, so that
-   near-duplicates do not crowd the first places (see `diversify`).
+   near-duplicates do not crowd the first places (`mmr.diversify`).
 
 Without any graph edges in the neighbourhood PPR would return the seed
 distribution itself, so that case skips igraph.
@@ -48,6 +48,7 @@ from .graph import (
     node_kind,
     query_words,
 )
+from .mmr import diversify
 from .signals import date_boost, date_first, explain, neighbour_context
 
 MAX_HOPS = 2  # seed -> entity -> memory (or memory -> entity -> memory)
@@ -58,7 +59,6 @@ PRUNE_FROM = 5_000  # memories; below that every FTS5 query is cheap and nothing
 RELATION_SHARE = 0.5  # of the entity/relation seed mass, given to relation seeds
 MMR_CANDIDATES = 30  # best memories re-ordered by maximal marginal relevance (at least ``limit``)
 MIN_TERM_CAP = 20  # memories a term may link to and be walked, whatever the store's size
-MMR_MAX_POOL = 100  # ... but at most this many; a larger ``limit`` gets the rest in score order
 # The FTS5 seeds' query plan (`lexical.plan`): every function word dropped; on a big
 # store the common words too, and only the newest memories holding about
 # MAX_POSTINGS postings ranked when the words hold more: the lexical seeds then
@@ -89,6 +89,7 @@ class Params:
     # chosen one's neighbours up to this many places away
     list_penalty: float = 1.5
     list_window: int = 6
+    use_topic: bool = True  # the re-ranker's topic features (`rerank.topic_query`)
 
 
 def fts_candidates(conn: sqlite3.Connection, query: str) -> list[tuple[int, float]]:
@@ -221,6 +222,7 @@ class SeedQuery:
     masks: dict[str, np.ndarray]
     p: Params
     lexical: list[tuple[int, float]] | None  # `fts_candidates` already fetched, or None
+    tvec: np.ndarray | None = None  # the vector of `rerank.topic_query` (None: no names)
 
     def parts(
         self,
@@ -246,11 +248,13 @@ def seeds(
     p: Params,
     lexical: list[tuple[int, float]] | None = None,
     notes: dict[int, list[str]] | None = None,
+    tvec: np.ndarray | None = None,
 ) -> dict[int, float]:
     """The reset distribution of PPR: node -> weight (not normalised).
 
     ``lexical``: `fts_candidates` already fetched (else they are fetched on ``conn``).
     ``notes``: if given, receives why each node is a seed (for ``explain``).
+    ``tvec``: the vector of the query without its names (`rerank.topic_query`).
     """
     out: dict[int, float] = {}
 
@@ -261,7 +265,7 @@ def seeds(
         if notes is not None and note and n in out:
             notes.setdefault(n, []).append(note)
 
-    q = SeedQuery(cache, conn, query, qvec, masks, p, lexical)
+    q = SeedQuery(cache, conn, query, qvec, masks, p, lexical, tvec)
     (reranked_seeds if p.rerank and p.use_dense and p.use_lexical else mixed_seeds)(q, add)
     if p.use_graph:
         graph_seeds(q, add)
@@ -277,7 +281,7 @@ def rerank_candidates(q: SeedQuery) -> rerank.Candidates:
         lexical = fts_candidates(conn, query)
     wanted = query_dates(query) if cache.dates is not None and p.date_weight > 0 else []
     lex = lexical_seeds(date_first(cache, lexical, wanted), allowed, rerank.POOL)
-    ids, rows, lenders = rerank.features(cache, conn, query, qvec, allowed, lex, dense)
+    ids, rows, lenders = rerank.features(cache, conn, query, qvec, allowed, lex, dense, q.tvec)
     return rerank.Candidates(dense, lex, ids, rows, lenders)
 
 
@@ -287,8 +291,9 @@ def reranked_seeds(q: SeedQuery, add: Callable[..., None]) -> None:
     dense, lex, ids, rows, lenders = c.dense, c.lex, c.ids, c.rows, c.lenders
     p = q.p
     z = rerank.scores(rows)
+    lifts = rerank.topic_lifts(rows)
     best = np.argsort(-z, kind="stable")[: rerank.SEEDS]
-    ids, rows, z = [ids[i] for i in best.tolist()], rows[best], z[best]
+    ids, rows, z, lifts = [ids[i] for i in best.tolist()], rows[best], z[best], lifts[best]
     weights = rerank.softmax_weights(z).tolist()
     lex_at = {m: (r, score) for r, (m, score) in enumerate(lex)}
     dense_at = {int(m): r for r, m in enumerate(dense[0].tolist())}
@@ -303,6 +308,8 @@ def reranked_seeds(q: SeedQuery, add: Callable[..., None]) -> None:
             add(n, 0.0, f"neighbour: written next to memory {lenders[ids[i]]}, which matches")
         if rows[i][rerank.SUBJECT_COLUMN] > 0:
             add(n, 0.0, "subject: it starts with a name the query uses")
+        if lifts[i] > 0.5:  # against the average candidate, its seed weight 1.6 times or more
+            add(n, 0.0, "topic: near what the query asks without its names")
 
 
 def mixed_seeds(q: SeedQuery, add: Callable[..., None]) -> None:
@@ -445,9 +452,11 @@ def rank(
     limit: int,
     p: Params,
     lexical: list[tuple[int, float]] | None = None,
+    tvec: np.ndarray | None = None,
 ) -> list[tuple[int, float]]:
-    """The best ``limit`` memories for ``query`` as (memory id, score), best first."""
-    return rank_explained(cache, conn, query, qvec, masks, limit, p, lexical)[0]
+    """The best ``limit`` memories for ``query`` as (memory id, score), best first
+    (``tvec``: the vector of `rerank.topic_query`, None when the query has no names)."""
+    return rank_explained(cache, conn, query, qvec, masks, limit, p, lexical, tvec=tvec)[0]
 
 
 def rank_explained(
@@ -460,10 +469,11 @@ def rank_explained(
     p: Params,
     lexical: list[tuple[int, float]] | None = None,
     with_reasons: bool = False,
+    tvec: np.ndarray | None = None,
 ) -> tuple[list[tuple[int, float]], dict[int, list[str]]]:
     """`rank`, and with ``with_reasons`` why each memory is there (memory id -> reasons)."""
     notes: dict[int, list[str]] | None = {} if with_reasons else None
-    reset = seeds(cache, conn, query, qvec, masks, p, lexical, notes)
+    reset = seeds(cache, conn, query, qvec, masks, p, lexical, notes, tvec)
     if not reset:
         return [], {}
     links: Mapping[int, set[int]] = cache.adj
@@ -509,86 +519,8 @@ def rank_explained(
     order = np.lexsort((nodes, -scores))
     ranked = [(int(nodes[i]), float(scores[i])) for i in order]
     if diversified:
-        ranked = diversify(cache, ranked, limit, p.mmr_lambda)
+        ranked = diversify(cache, ranked, limit, p.mmr_lambda, MMR_CANDIDATES)
     ranked = ranked[:limit]
     if notes is None:
         return ranked, {}
     return ranked, explain(cache, links, ranked, notes, reset, lender, p.use_graph, dated)
-
-
-class _Windows:
-    """The cached windows of some memories, for the cosine between them.
-
-    The cosine between two memories is that of their closest windows; a memory
-    without a cached vector is similar to nothing (0).
-    """
-
-    def __init__(self, cache: RecallCache, ids: list[int]) -> None:
-        index = cache.index["memory"]
-        blocks: list[np.ndarray] = []
-        owner: list[int] = []
-        self.spans: list[tuple[int, int]] = []
-        for position, item_id in enumerate(ids):
-            vecs = index.vectors(item_id)
-            start = len(owner)
-            if vecs is not None and len(vecs):
-                blocks.append(vecs)
-                owner.extend([position] * len(vecs))
-            self.spans.append((start, len(owner)))
-        self.n = len(ids)
-        self.rows = np.concatenate(blocks) if blocks else np.zeros((0, 1), dtype=np.float32)
-        owner_arr = np.asarray(owner, dtype=np.int64)
-        self.starts = np.flatnonzero(np.r_[True, owner_arr[1:] != owner_arr[:-1]]) if owner else []
-        self.present = owner_arr[self.starts] if owner else owner_arr
-
-    def similarity_to(self, position: int) -> np.ndarray:
-        """Cosine of memory ``position`` to every memory, by position."""
-        out = np.zeros(self.n, dtype=np.float32)
-        start, end = self.spans[position]
-        if start == end:
-            return out
-        best_row = (self.rows[start:end] @ self.rows.T).max(axis=0)
-        out[self.present] = np.maximum.reduceat(best_row, self.starts)
-        return out
-
-
-def similarity_matrix(cache: RecallCache, ids: list[int]) -> np.ndarray:
-    """Cosine between memories (a memory of several windows: its closest pair of windows).
-
-    A memory without a cached vector is similar to nothing (0).
-    """
-    windows = _Windows(cache, ids)
-    return (
-        np.stack([windows.similarity_to(i) for i in range(len(ids))]) if ids else np.zeros((0, 0))
-    )
-
-
-def diversify(
-    cache: RecallCache, ranked: list[tuple[int, float]], limit: int, lam: float
-) -> list[tuple[int, float]]:
-    """Re-order ``ranked`` (best first) by maximal marginal relevance; the first ``limit``.
-
-    Greedy: the next memory maximises ``lam * relevance - (1 - lam) * max cosine
-    to the memories already chosen``. Relevance is the square root of the score
-    relative to the best one: the softmax-sharpened seeds make PageRank masses
-    span orders of magnitude, and on the raw scale any similarity penalty
-    would drop every memory after the first few. Scores are kept as ranked.
-    Only the best `MMR_MAX_POOL` take part; a larger ``limit`` gets the rest
-    in score order.
-    """
-    pool = ranked[: max(MMR_CANDIDATES, min(limit, MMR_MAX_POOL))]
-    if len(pool) <= 1:
-        return ranked[:limit]
-    scores = np.array([score for _, score in pool])
-    relevance = np.sqrt(scores / scores.max())
-    windows = _Windows(cache, [item_id for item_id, _ in pool])
-    penalty = np.zeros(len(pool))
-    free = np.ones(len(pool), dtype=bool)
-    chosen: list[int] = []
-    for _ in range(min(limit, len(pool))):
-        gain = np.where(free, lam * relevance - (1 - lam) * penalty, -np.inf)
-        best = int(np.argmax(gain))
-        chosen.append(best)
-        free[best] = False
-        penalty = np.maximum(penalty, windows.similarity_to(best))
-    return [pool[i] for i in chosen] + ranked[len(pool) : limit]

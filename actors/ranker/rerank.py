@@ -45,6 +45,7 @@ LENGTH_CAP = 300  # characters: longer memories count as this long in the length
 GATE = 300  # characters: neighbour features fade as GATE / length beyond this
 DIVERSIFY_POOL = 40  # best memories re-ordered by `diversify`
 REGION = 6  # places on each side read for the region features
+TOPIC_SUBJECTS = 2  # candidates that start with each of the query's names, for its topic
 SEEDS = 40  # the best candidates by the model that seed PageRank (the rest carry ~0 mass)
 
 FEATURES = (
@@ -65,13 +66,20 @@ FEATURES = (
     "subject",  # the memory's first word (its speaker, its subject) is a name the query uses
     "region_lexical",  # best `lexical` of the neighbours 3 to REGION places away (gated)
     "region_hits",  # share of the neighbours up to REGION places away in either list (gated)
+    # the query without its names (`topic_query`), when each is the subject of candidates:
+    "topic_cosine",  # cosine to it - cosine to the query (0 when it does not apply)
+    "topic_gap",  # its cosine_gap - cosine_gap
+    "neighbour_topic",  # its neighbour_cosine - neighbour_cosine (gated)
 )
 SUBJECT_COLUMN = FEATURES.index("subject")
-# Fitted by `python tools/fit_rerank.py` (raw feature units: the standardisation of the
-# fit is folded in; an additive constant does not change a softmax).
+TOPIC_COLUMN = FEATURES.index("topic_cosine")
+# Fitted by `python tools/fit_rerank.py --later topic_cosine,topic_gap,neighbour_topic`
+# (raw feature units: the standardisation of the fit is folded in; an additive constant
+# does not change a softmax). The topic features were fitted in a second stage, the
+# others held at their values fitted without them (docs/recall.md).
 WEIGHTS = np.array(
     [0.7738, 0.2461, 2.6454, 2.6269, 1.9615, 3.5788, 1.0023, -0.6494, 1.9088, 0.0431, -2.6910]
-    + [-1.1994, 0.9739, 0.8630, 0.8315, 0.7663, 0.9751],
+    + [-1.1994, 0.9739, 0.8630, 0.8315, 0.7663, 0.9751, 1.3017, 1.5678, 1.3800],
     dtype=np.float64,
 )
 
@@ -107,6 +115,28 @@ def query_names(query: str) -> frozenset[str]:
     happens when a deploy fails": a common word that starts a note is not its subject)."""
     words = {w.lower() for w in QUERY_WORD.findall(query) if len(w) > 1 and w[0].isupper()}
     return frozenset(words - FUNCTION_WORDS)
+
+
+def topic_query(query: str) -> str | None:
+    """The query without the names it uses ("What did Melanie paint?" -> "What did paint?"),
+    or None when it uses none or is nothing else.
+
+    A small embedding model puts much of a short question's vector in its names, so
+    the vector of "What did Caroline research?" is nearest every turn Caroline says;
+    without the name it is nearest what the question is about. `features` uses it only
+    when each name is the subject of candidates (a speaker, the person memories are
+    about), not when it is what the question is about ("Korean restaurants").
+    """
+    names = query_names(query)
+    if not names:
+        return None
+    kept = []
+    for token in query.split():
+        words = QUERY_WORD.findall(token)
+        if words and words[0].lower() in names and words[1:] in ([], ["s"]):
+            continue  # "Melanie", "Melanie's", "(Melanie)"
+        kept.append(token)
+    return " ".join(kept) if len(kept) < len(query.split()) and kept else None
 
 
 class Candidates(NamedTuple):
@@ -161,12 +191,14 @@ def features(
     allowed: np.ndarray,
     lexical: list[tuple[int, float]],
     dense: tuple[np.ndarray, np.ndarray],
+    tvec: np.ndarray | None = None,
 ) -> tuple[list[int], np.ndarray, dict[int, int]]:
     """The candidates (memory ids), their `FEATURES` rows, and for ``explain`` the
     matching neighbour (1 place away, in either list) of each candidate that has one.
 
     ``lexical``: the allowed FTS5 matches, best first, (id, score larger is better);
-    ``dense``: the allowed memories nearest the query, best first, and their cosines.
+    ``dense``: the allowed memories nearest the query, best first, and their cosines;
+    ``tvec``: the vector of `topic_query` (None: the query uses no names).
     """
     dense_ids = dense[0]
     lex_rank, lex_norm, dense_rank = candidate_lists(lexical[:POOL], dense_ids[:POOL])
@@ -186,6 +218,8 @@ def features(
     best_cos = max(cos.values(), default=0.0)
     shape = texts_shape(conn, ids)
     names = query_names(query)
+    tcos = topic_cosines(cache, tvec, names, shape, sorted(every)) or cos
+    best_t = max(tcos.values(), default=0.0)
     cap = math.log1p(LENGTH_CAP)
     rows = np.zeros((len(ids), len(FEATURES)), dtype=np.float64)
     lenders: dict[int, int] = {}
@@ -226,8 +260,37 @@ def features(
             float(subj is not None and subj in names),
             reg_lex,
             reg_hits,
+            tcos[m] - cos[m],
+            tcos[m] - best_t - gap,
+            gate * max((tcos[o] - best_t for o in one), default=-1.0) - nb_cos,
         )
     return ids, rows, lenders
+
+
+def topic_cosines(
+    cache: RecallCache,
+    tvec: np.ndarray | None,
+    names: frozenset[str],
+    shape: dict[int, Shape],
+    ids: list[int],
+) -> dict[int, float]:
+    """Best window cosine of each of ``ids`` to the query without its names, when each
+    name starts `TOPIC_SUBJECTS` candidates or more; else {} (the topic does not apply)."""
+    if tvec is None or not names:
+        return {}
+    counts: dict[str | None, int] = {}
+    for s in shape.values():
+        counts[s.subject] = counts.get(s.subject, 0) + 1
+    if any(counts.get(n, 0) < TOPIC_SUBJECTS for n in names):
+        return {}
+    return cosines(cache, tvec, ids, {})
+
+
+def topic_lifts(rows: np.ndarray) -> np.ndarray:
+    """What the topic features add to each candidate's score, less their mean over the
+    candidates (a softmax ignores what they add to all): 0 when they do not apply."""
+    lift = rows[:, TOPIC_COLUMN:] @ WEIGHTS[TOPIC_COLUMN:]
+    return lift - lift.mean() if len(lift) else lift
 
 
 def scores(rows: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:

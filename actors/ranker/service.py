@@ -48,6 +48,7 @@ from ..store import backends, db
 from ..store.dialect import is_postgres
 from ..store.writer import STORE, Change
 from . import rank as rank_mod
+from . import rerank
 from .graph import KINDS, RecallCache
 from .handle import RANKER
 from .messages import RankerRequest, Recall
@@ -148,6 +149,7 @@ class Ranker:
             position_penalty=r.position_penalty,
             list_penalty=r.list_penalty,
             list_window=r.list_window,
+            use_topic=r.topic_query,
         )
         return replace(base, **overrides) if overrides else base
 
@@ -184,10 +186,13 @@ class Ranker:
         failure: EmbeddingError | None = None
         result: EmbedResult | None = None
 
+        reranked = params.rerank and params.use_dense and params.use_lexical
+        topic = rerank.topic_query(query) if reranked and params.use_topic else None
+
         async def embed_query() -> None:
             nonlocal result, failure
-            try:
-                result = await embedder.embed([query], query=True)
+            try:  # with the query without its names, in the same batch
+                result = await embedder.embed([query] + ([topic] if topic else []), query=True)
             except EmbeddingError as exc:
                 failure = exc
 
@@ -219,6 +224,7 @@ class Ranker:
             trace=trace.current.get(),
             query=query,
             qvec=result.vectors[0],
+            tvec=result.vectors[1] if topic else None,
             scopes=tuple(scope_ids) if scope_ids is not None else None,
             memory_type=memory_type,
             limit=limit,
@@ -527,6 +533,7 @@ class Ranker:
                 request.params,
                 request.lexical,
                 request.explain,
+                request.tvec,
             )
             extra["results"] = len(ranked)
         return ranked, reasons
