@@ -192,3 +192,81 @@ async def test_a_list_question_is_answered_from_both_parts_of_a_thread(tmp_path)
     async with open_client(home, env=narrow) as client:
         found = await ok(client, "recall", query="What books has Tim read?", limit=2)
         assert {m["id"] for m in found["memories"]} == {ids[0], ids[2]}
+
+
+def test_the_topic_query_is_the_query_without_its_names() -> None:
+    assert rerank.topic_query("What did Melanie paint?") == "What did paint?"
+    assert rerank.topic_query("What is Caroline's identity?") == "What is identity?"
+    assert rerank.topic_query("How do Jon and Gina both destress?") == "How do and both destress?"
+    assert rerank.topic_query("Where did (Tim) go?") == "Where did go?"
+    assert rerank.topic_query("what happens when a deploy fails") is None  # no names
+    assert rerank.topic_query("What does the API return?") == "What does the return?"
+    assert rerank.topic_query("Caroline?") is None  # nothing but a name
+    long = "Melanie said " * 800  # linear in the query's length
+    assert rerank.topic_query(long) == " ".join(["said"] * 800)
+
+
+def test_the_topic_counts_only_for_names_that_start_candidates() -> None:
+    """The query without 'Caroline' is used when Caroline is whom the candidates are by or
+    about; 'Korean' of 'Korean restaurants' is what the question is about: kept."""
+    cache = RecallCache("m", "r", 3)
+    e = np.eye(3, dtype=np.float32)
+    for m, v in ((1, e[0]), (2, e[1]), (3, e[2])):
+        cache.index["memory"].upsert(m, v)
+    tvec = e[1]
+    by = {
+        1: rerank.Shape(40, False, "caroline"),
+        2: rerank.Shape(40, False, "caroline"),
+        3: rerank.Shape(40, False, "melanie"),
+    }
+    got = rerank.topic_cosines(cache, tvec, frozenset({"caroline"}), by, [1, 2, 3])
+    assert got[2] > 0.99 and got[1] < 0.01 and got[3] < 0.01
+    assert rerank.topic_cosines(cache, tvec, frozenset({"melanie"}), by, [1, 2, 3]) == {}
+    both = frozenset({"caroline", "korean"})
+    assert rerank.topic_cosines(cache, tvec, both, by, [1, 2, 3]) == {}
+    assert rerank.topic_cosines(cache, None, frozenset({"caroline"}), by, [1, 2, 3]) == {}
+    # explain's topic ranks: none where it does not apply (its features are 0), else by
+    # cosine + (topic cosine - cosine)
+    rows = np.zeros((3, len(rerank.FEATURES)))
+    rows[:, rerank.FEATURES.index("cosine")] = [0.5, 0.4, 0.3]
+    assert rerank.topic_ranks(rows) == {}
+    rows[:, rerank.TOPIC_COLUMN] = [-0.3, 0.1, 0.0]  # topic cosines 0.2, 0.5, 0.3
+    assert rerank.topic_ranks(rows) == {1: 0, 2: 1, 0: 2}
+    assert rerank.topic_ranks(rows, first=1) == {1: 0}
+
+
+CAROLINE_THREAD = [
+    "Caroline: Hey Mel! Good to see you! How have you been?",
+    "Melanie: Swamped with the kids and work. What's up with you?",
+    "Caroline: I went to a support group yesterday and it was so powerful.",
+    "Melanie: That sounds great, I'm glad you went.",
+    "Caroline: Thanks! I've been looking into adoption agencies lately, reading up on how they work.",
+    "Melanie: Wow, that's a big step!",
+    "Caroline: I painted a sunset last weekend, it was so calming.",
+    "Melanie: I love painting too, I did a lake sunrise last year.",
+    "Caroline: My friends and family have been a huge support to me.",
+    "Melanie: Family is everything. I'm off to go swimming with the kids.",
+    "Caroline: I'm thinking about a career in counseling.",
+    "Melanie: You'd be a great counselor!",
+]
+
+
+async def test_the_query_without_its_names_finds_what_it_asks_about(tmp_path) -> None:
+    """Every turn says 'Caroline', so the vector of 'What has Caroline been researching?'
+    is near all of hers; the vector of the query without the name finds the turn about
+    looking into adoption agencies. With `topic_query = false` that turn is not in the
+    first two."""
+    home = tmp_path / "home"
+    home.mkdir()
+    query = "What has Caroline been researching?"
+    async with open_client(home, env=ON) as client:
+        ids = [(await ok(client, "remember", content=t))["id"] for t in CAROLINE_THREAD]
+        found = await ok(client, "recall", query=query, limit=2, explain=True)
+        reasons = {m["id"]: m["explain"] for m in found["memories"]}
+        assert ids[4] in reasons, found["memories"]
+        assert any(r.startswith("topic: #") for r in reasons[ids[4]]), reasons[ids[4]]
+    off = {**ON, "MEMTRIO_RETRIEVAL_TOPIC_QUERY": "false"}
+    async with open_client(home, env=off) as client:
+        found = await ok(client, "recall", query=query, limit=2, explain=True)
+        assert ids[4] not in [m["id"] for m in found["memories"]]
+        assert not any(r.startswith("topic:") for m in found["memories"] for r in m["explain"])

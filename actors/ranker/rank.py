@@ -291,9 +291,10 @@ def reranked_seeds(q: SeedQuery, add: Callable[..., None]) -> None:
     dense, lex, ids, rows, lenders = c.dense, c.lex, c.ids, c.rows, c.lenders
     p = q.p
     z = rerank.scores(rows)
-    lifts = rerank.topic_lifts(rows)
+    topic_at = rerank.topic_ranks(rows)
     best = np.argsort(-z, kind="stable")[: rerank.SEEDS]
-    ids, rows, z, lifts = [ids[i] for i in best.tolist()], rows[best], z[best], lifts[best]
+    topic_at = {j: topic_at[i] for j, i in enumerate(best.tolist()) if i in topic_at}
+    ids, rows, z = [ids[i] for i in best.tolist()], rows[best], z[best]
     weights = rerank.softmax_weights(z).tolist()
     lex_at = {m: (r, score) for r, (m, score) in enumerate(lex)}
     dense_at = {int(m): r for r, m in enumerate(dense[0].tolist())}
@@ -308,8 +309,8 @@ def reranked_seeds(q: SeedQuery, add: Callable[..., None]) -> None:
             add(n, 0.0, f"neighbour: written next to memory {lenders[ids[i]]}, which matches")
         if rows[i][rerank.SUBJECT_COLUMN] > 0:
             add(n, 0.0, "subject: it starts with a name the query uses")
-        if lifts[i] > 0.5:  # against the average candidate, its seed weight 1.6 times or more
-            add(n, 0.0, "topic: near what the query asks without its names")
+        if i in topic_at:
+            add(n, 0.0, f"topic: #{topic_at[i] + 1} by cosine to the query without its names")
 
 
 def mixed_seeds(q: SeedQuery, add: Callable[..., None]) -> None:

@@ -286,11 +286,13 @@ def topic_cosines(
     return cosines(cache, tvec, ids, {})
 
 
-def topic_lifts(rows: np.ndarray) -> np.ndarray:
-    """What the topic features add to each candidate's score, less their mean over the
-    candidates (a softmax ignores what they add to all): 0 when they do not apply."""
-    lift = rows[:, TOPIC_COLUMN:] @ WEIGHTS[TOPIC_COLUMN:]
-    return lift - lift.mean() if len(lift) else lift
+def topic_ranks(rows: np.ndarray, first: int = 10) -> dict[int, int]:
+    """Candidate position -> its rank (0-based) by cosine to the query without its names,
+    for the ``first`` best; {} when the topic does not apply (for ``explain``)."""
+    if not len(rows) or not rows[:, TOPIC_COLUMN].any():
+        return {}
+    topic = rows[:, FEATURES.index("cosine")] + rows[:, TOPIC_COLUMN]
+    return {int(i): r for r, i in enumerate(np.argsort(-topic, kind="stable")[:first])}
 
 
 def scores(rows: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
