@@ -27,6 +27,7 @@ Usage::
 
     python tools/bench_recall.py                  # 10k and 100k
     python tools/bench_recall.py --sizes 10000 --calls 100
+    python tools/bench_recall.py --named --set MEMTRIO_RETRIEVAL_TOPIC_QUERY=false
 """
 
 from __future__ import annotations
@@ -268,7 +269,12 @@ def build_store(
     conn.close()
 
 
-def server_params(home: Path) -> StdioServerParameters:
+# --named: each query names a person, as "Alice: why are deployments blocked" (the
+# re-ranker then also embeds the query without its names: `rerank.topic_query`)
+NAMES = ["Alice", "Bob", "Carol", "Dave"]
+
+
+def server_params(home: Path, settings: dict[str, str] | None = None) -> StdioServerParameters:
     env = {k: os.environ[k] for k in ("PATH", "HOME", "PYTHONPATH") if k in os.environ}
     env.update(
         {
@@ -276,6 +282,7 @@ def server_params(home: Path) -> StdioServerParameters:
             "MEMTRIO_EMBEDDINGS": "on",
             "MEMTRIO_CODE": "off",
             "MEMTRIO_LOG_LEVEL": "warning",
+            **(settings or {}),
         }
     )
     return StdioServerParameters(
@@ -320,8 +327,11 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
-async def measure_server(home: Path, calls: int, rng: random.Random) -> dict[str, Any]:
-    async with Client(server_params(home), read_timeout_seconds=600) as client:
+async def measure_server(
+    home: Path, calls: int, rng: random.Random, args: argparse.Namespace
+) -> dict[str, Any]:
+    settings = dict(item.split("=", 1) for item in args.set)
+    async with Client(server_params(home, settings), read_timeout_seconds=600) as client:
         pid = server_pid()
         started = time.perf_counter()
         first = await client.call_tool("recall", {"query": "warm up", "limit": 10})
@@ -341,6 +351,8 @@ async def measure_server(home: Path, calls: int, rng: random.Random) -> dict[str
         cpu_before = cpu_seconds(pid) if pid else float("nan")
         for i in range(calls):
             query = QUERIES[i % len(QUERIES)]
+            if args.named:
+                query = f"{NAMES[i % len(NAMES)]}: {query}"
             t0 = time.perf_counter()
             out = await client.call_tool("recall", {"query": query, "limit": 10})
             recall_ms.append((time.perf_counter() - t0) * 1000)
@@ -374,7 +386,7 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
         started = time.perf_counter()
         build_store(home, size, base, vecs, model, revision, seed=size, long_share=args.long_share)
         print(f"built {size} memories in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-        row = {"memories": size, **await measure_server(home, args.calls, rng), **throughput}
+        row = {"memories": size, **await measure_server(home, args.calls, rng, args), **throughput}
         print(json.dumps(row), file=sys.stderr)
         results.append(row)
     return results
@@ -400,8 +412,21 @@ def main() -> int:
         default=0.1,
         help=f"share of memories that are long ({LONG_SENTENCES} sentences, {LONG_WINDOWS} embedding windows)",
     )
+    parser.add_argument(
+        "--named", action="store_true", help='queries that name a person ("Alice: why ...")'
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a MEMTRIO_* setting of the measured server, e.g. MEMTRIO_RETRIEVAL_TOPIC_QUERY=false",
+    )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
+    bad = [s for s in args.set if not s.startswith("MEMTRIO_") or "=" not in s]
+    if bad:
+        parser.error(f"--set {bad[0]!r}: give MEMTRIO_NAME=VALUE")
     results = trio.run(main_async, args)
     keys = list(results[0])
     print("| " + " | ".join(keys) + " |")
