@@ -15,6 +15,8 @@ Procedure (the one behind ``rerank.WEIGHTS``):
    weights, over standardised features, minimised by L-BFGS (scipy).
    LongMemEval's 16 questions are counted ``--lme-weight`` times, so that the
    long assistant replies of that dataset weigh against LoCoMo's 997 short turns.
+   ``--later FEATURES`` fits those features in a second stage: the others are
+   fitted without them, then held at those values (the shipped topic features).
 4. Leave-one-conversation-out: for each LoCoMo conversation the weights are
    fitted on the others (and LongMemEval) and the whole recall pipeline
    (``rank.rank``: seeds, PageRank, dates, `rerank.diversify`) is scored on the one
@@ -29,7 +31,7 @@ Needs scipy (``pip install scipy``; a development tool, not a dependency).
 
 Usage::
 
-    python tools/fit_rerank.py --json docs/bench-runs/fit-rerank.json
+    python tools/fit_rerank.py --later topic_cosine,topic_gap,neighbour_topic --json FILE
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ best FTS5 matches, and the thread neighbours (`signals.thread_neighbours`) of
 the first `NEIGHBOUR_FROM` of each list. Each gets the features of
 `FEATURES` (its own lexical and dense evidence, that of its thread
 neighbours and of the stretch of the thread around it, its length, whether it
-is itself a question, whether its subject is a name the query uses) and the score
+is itself a question, whether its subject is a name the query uses, how much
+nearer it is to the query without its names, `topic_query`) and the score
 ``features @ WEIGHTS``; the softmax of those scores is the memory part of
 PageRank's reset distribution (`rank.seeds`) in place of the fixed mixture of
 cosine softmax and lexical reciprocal ranks.
