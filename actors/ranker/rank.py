@@ -91,6 +91,11 @@ class Params:
     list_window: int = 6
     use_topic: bool = True  # the re-ranker's topic features (`rerank.topic_query`)
 
+    @property
+    def reranked(self) -> bool:
+        """Whether the learned re-ranker ranks: it is on and has both seed lists."""
+        return self.rerank and self.use_dense and self.use_lexical
+
 
 def fts_candidates(conn: sqlite3.Connection, query: str) -> list[tuple[int, float]]:
     """The best `FTS_CANDIDATES` memories by BM25, unfiltered: (rowid, score, larger is better).
@@ -266,7 +271,7 @@ def seeds(
             notes.setdefault(n, []).append(note)
 
     q = SeedQuery(cache, conn, query, qvec, masks, p, lexical, tvec)
-    (reranked_seeds if p.rerank and p.use_dense and p.use_lexical else mixed_seeds)(q, add)
+    (reranked_seeds if p.reranked else mixed_seeds)(q, add)
     if p.use_graph:
         graph_seeds(q, add)
     return out
@@ -490,7 +495,7 @@ def rank_explained(
     nodes, scores = nodes[keep] // NODE_KINDS, scores[keep]
     wanted = query_dates(query) if cache.dates is not None and p.date_weight > 0 else []
     scores, dated = date_boost(cache, nodes, scores, wanted, p.date_weight)
-    reranked = p.rerank and p.use_dense and p.use_lexical
+    reranked = p.reranked
     nodes, scores, lender = neighbour_context(
         cache,
         nodes,

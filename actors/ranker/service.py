@@ -186,8 +186,7 @@ class Ranker:
         failure: EmbeddingError | None = None
         result: EmbedResult | None = None
 
-        reranked = params.rerank and params.use_dense and params.use_lexical
-        topic = rerank.topic_query(query) if reranked and params.use_topic else None
+        topic = rerank.topic_query(query) if params.reranked and params.use_topic else None
 
         async def embed_query() -> None:
             nonlocal result, failure
