@@ -303,9 +303,9 @@ def reranked_seeds(q: SeedQuery, add: Callable[..., None]) -> None:
     weights = rerank.softmax_weights(z).tolist()
     lex_at = {m: (r, score) for r, (m, score) in enumerate(lex)}
     dense_at = {int(m): r for r, m in enumerate(dense[0].tolist())}
-    for r, i in enumerate(np.argsort(-z, kind="stable").tolist()):
+    for i in range(len(ids)):  # best first already (`best` is the stable sort)
         n = node("memory", ids[i])
-        add(n, p.memory_seed_weight * weights[i], f"reranked: #{r + 1}, score {z[i]:.2f}")
+        add(n, p.memory_seed_weight * weights[i], f"reranked: #{i + 1}, score {z[i]:.2f}")
         if ids[i] in lex_at:
             add(n, 0.0, f"lexical: #{lex_at[ids[i]][0] + 1}, BM25 {lex_at[ids[i]][1]:.2f}")
         if ids[i] in dense_at:

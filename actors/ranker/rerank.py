@@ -72,6 +72,7 @@ FEATURES = (
     "topic_gap",  # its cosine_gap - cosine_gap
     "neighbour_topic",  # its neighbour_cosine - neighbour_cosine (gated)
 )
+COSINE_COLUMN = FEATURES.index("cosine")
 SUBJECT_COLUMN = FEATURES.index("subject")
 TOPIC_COLUMN = FEATURES.index("topic_cosine")
 # Fitted by `python tools/fit_rerank.py --later topic_cosine,topic_gap,neighbour_topic`
@@ -131,13 +132,14 @@ def topic_query(query: str) -> str | None:
     names = query_names(query)
     if not names:
         return None
+    tokens = query.split()
     kept = []
-    for token in query.split():
+    for token in tokens:
         words = QUERY_WORD.findall(token)
         if words and words[0].lower() in names and words[1:] in ([], ["s"]):
             continue  # "Melanie", "Melanie's", "(Melanie)"
         kept.append(token)
-    return " ".join(kept) if len(kept) < len(query.split()) and kept else None
+    return " ".join(kept) if len(kept) < len(tokens) and kept else None
 
 
 class Candidates(NamedTuple):
@@ -292,7 +294,7 @@ def topic_ranks(rows: np.ndarray, first: int = 10) -> dict[int, int]:
     for the ``first`` best; {} when the topic does not apply (for ``explain``)."""
     if not len(rows) or not rows[:, TOPIC_COLUMN].any():
         return {}
-    topic = rows[:, FEATURES.index("cosine")] + rows[:, TOPIC_COLUMN]
+    topic = rows[:, COSINE_COLUMN] + rows[:, TOPIC_COLUMN]
     return {int(i): r for r, i in enumerate(np.argsort(-topic, kind="stable")[:first])}
 
 
