@@ -205,6 +205,27 @@ async def test_remember_and_relate_store_vectors_in_the_same_write(home: Path) -
         ) == counts
 
 
+async def test_a_role_label_is_stored_but_not_embedded(home: Path) -> None:
+    """A chat transcript's turn ("user: ...") is embedded as what was said: the
+    label is the same in half the turns and pulled every vector towards it
+    (LongMemEval role-prefixed turns). A speaker's name is content and stays."""
+    embedder = FakeEmbedder()
+    async with app_with(home, embedder) as app:
+        ctx = Ctx(app)
+        said = builtins(await T.remember(ctx, T.RememberArgs("user: I adopted a beagle")))
+        assert embedder.calls[-1] == ["I adopted a beagle"]
+        builtins(await T.remember(ctx, T.RememberArgs("  Assistant:  Congratulations!")))
+        assert embedder.calls[-1] == ["Congratulations!"]
+        builtins(await T.remember(ctx, T.RememberArgs("Caroline: I adopted a beagle")))
+        assert embedder.calls[-1] == ["Caroline: I adopted a beagle"]
+        builtins(await T.remember(ctx, T.RememberArgs("user:")))  # nothing after it: kept whole
+        assert embedder.calls[-1] == ["user:"]
+        builtins(await T.update(ctx, T.UpdateArgs(said["id"], content="human: a new text")))
+        assert embedder.calls[-1] == ["a new text"]
+        shown = builtins(await T.inspect(ctx, T.InspectArgs(said["id"])))
+        assert shown["content"] == "human: a new text"  # the stored text is untouched
+
+
 async def test_without_an_embedder_no_vectors_and_update_drops_the_stale_one(home: Path) -> None:
     async with app_with(home) as app:
         ctx = Ctx(app)

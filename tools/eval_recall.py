@@ -33,7 +33,8 @@ a set of ``MEMTRIO_*`` settings. ``--set KEY=VALUE`` adds settings to every
 mode (not to the filling server).
 
 Filled stores are cached (``--cache``, default ``~/.cache/memtrio-eval``),
-keyed by the embedding model, the unit texts and `FILL_VERSION`, so the
+keyed by the embedding model, the unit texts (and the text the store embeds
+for each, where `memory_document` changes it) and `FILL_VERSION`, so the
 embeddings of the dev data are computed once and ablations only re-rank.
 
 Usage::
@@ -59,6 +60,7 @@ from typing import Any
 
 import trio
 from mcp import Client, StdioServerParameters
+from memtrio.actors.store.documents import memory_document
 
 ROOT = Path(__file__).resolve().parents[1]
 # ../shared/eval beside the checkout (a worktree one level deeper finds it too)
@@ -200,6 +202,8 @@ def cache_key(turns: list[tuple[str, str, str]]) -> str:
     h = hashlib.sha256(f"v{FILL_VERSION}\0{os.environ.get('MEMTRIO_EMBEDDING_MODEL', '')}".encode())
     for turn_id, _, text in turns:
         h.update(f"\0{turn_id}\0{text}".encode())
+        if memory_document(text) != text:  # what the store embeds, where it differs
+            h.update(f"\0{memory_document(text)}".encode())
     return h.hexdigest()[:20]
 
 

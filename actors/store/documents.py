@@ -6,6 +6,8 @@ The recall ranker and the embedder embed exactly what the store embeds:
 
 from __future__ import annotations
 
+import re
+
 
 def clean_name(name: str) -> str:
     return " ".join(name.split())
@@ -16,8 +18,13 @@ def canonical_name(name: str) -> str:
     return clean_name(name).casefold()
 
 
+ROLE_LABEL = re.compile(r"\s*(?:user|assistant|human)\s*:\s+", re.IGNORECASE)
+
+
 def memory_document(content: str) -> str:
-    return content
+    """The text embedded for a memory: its content less a leading role label."""
+    found = ROLE_LABEL.match(content)
+    return content[found.end() :] if found and found.end() < len(content) else content
 
 
 def entity_document(name: str, kind: str) -> str:
