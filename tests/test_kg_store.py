@@ -51,6 +51,14 @@ async def test_observations_and_new_entities_are_embedded_in_the_same_write(
         await write_tools.add_observations(ctx, long_obs)
         assert list(chunks(home).values()) == [1]  # chunk 0 in vectors, chunk 1 here
 
+        # An observation is embedded as `remember` embeds a memory: without a role label.
+        said = msgspec.convert(
+            {"observations": [{"entityName": "Tea", "contents": ["user: I like it cold"]}]},
+            A.AddObservationsArgs,
+        )
+        await write_tools.add_observations(ctx, said)
+        assert embedder.calls[-1] == ["I like it cold"]
+
         embedder.fail = True
         more = msgspec.convert(
             {"observations": [{"entityName": "Tea", "contents": ["iced"]}]}, A.AddObservationsArgs
@@ -58,7 +66,7 @@ async def test_observations_and_new_entities_are_embedded_in_the_same_write(
         with pytest.raises(DomainError, match="nothing was stored"):
             await write_tools.add_observations(ctx, more)
         got = await read_tools.get_entity(ctx, A.NameArgs(name="Tea"))
-        assert got.observations == ["green", "hot", "steeped " * 8]
+        assert got.observations == ["green", "hot", "steeped " * 8, "user: I like it cold"]
 
 
 def _conn(tmp_path: Path) -> sqlite3.Connection:

@@ -93,7 +93,8 @@ async def embed_for(
     ents: dict[str, str] = {}
     for name, kind in entities:
         ents.setdefault(ops.canonical_name(name), ops.entity_document(name, kind or "entity"))
-    embedded = await store_tools.embed(app, [*obs, *ents.values()], "observation")
+    texts = [ops.memory_document(o) for o in obs]  # what `remember` would embed of each
+    embedded = await store_tools.embed(app, [*texts, *ents.values()], "observation")
     if embedded is None:
         return None
     vecs = embedded.vectors
