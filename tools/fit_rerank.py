@@ -141,6 +141,25 @@ class Stack:
             rerank.WEIGHTS = saved
 
 
+def load_stacks(
+    locomo_units: str, lme_units: str, cache: Path, params: rank.Params
+) -> tuple[OnnxEncoder, list[Stack]]:
+    """The encoder the stores were filled with, and every filled store's `Stack`, prepared."""
+    # eval_recall.py keys its cache by the model too
+    encoder = OnnxEncoder(resolve_spec(os.environ.get("MEMTRIO_EMBEDDING_MODEL", ""), 256), "cpu")
+    stacks: list[Stack] = []
+    for dataset, units_list in (("locomo", locomo_units), ("longmemeval", lme_units)):
+        for units in filter(None, units_list.split(",")):
+            data = eval_recall.default_data(dataset)
+            for stack, turns, qs in eval_recall.haystacks(dataset, data, units):
+                if qs:
+                    stacks.append(Stack(dataset, units, stack, turns, qs, cache, params))
+    for s in stacks:
+        s.prepare(encoder)
+        print(f"  {s.name}: {len(s.qs)} questions", file=sys.stderr)
+    return encoder, stacks
+
+
 def fit(
     examples: list[tuple[np.ndarray, np.ndarray, float]], l2: float, later: np.ndarray | None = None
 ) -> np.ndarray:
@@ -251,19 +270,9 @@ def main() -> int:
         parser.error(f"unknown features {unknown}; known: {', '.join(rerank.FEATURES)}")
     keep = np.array([f not in without for f in rerank.FEATURES], dtype=np.float64)
     later = np.array([f in later_names for f in rerank.FEATURES])
-    # the model the stores were filled with (eval_recall.py keys its cache by it too)
-    encoder = OnnxEncoder(resolve_spec(os.environ.get("MEMTRIO_EMBEDDING_MODEL", ""), 256), "cpu")
-    stacks: list[Stack] = []
-    for dataset, units_list in (("locomo", args.locomo_units), ("longmemeval", args.lme_units)):
-        for units in filter(None, units_list.split(",")):
-            data = eval_recall.default_data(dataset)
-            for stack, turns, qs in eval_recall.haystacks(dataset, data, units):
-                if qs:
-                    stacks.append(Stack(dataset, units, stack, turns, qs, cache, params))
+    stacks = load_stacks(args.locomo_units, args.lme_units, cache, params)[1]
     for s in stacks:
-        s.prepare(encoder)
         s.examples = [(ids, rows * keep, y) for ids, rows, y in s.examples]  # --without
-        print(f"  {s.name}: {len(s.qs)} questions", file=sys.stderr)
 
     def examples(chosen: list[Stack]) -> list[tuple[np.ndarray, np.ndarray, float]]:
         return [

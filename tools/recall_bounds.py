@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import math
-import os
 import re
 import sys
 from collections.abc import Callable
@@ -50,9 +49,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import eval_recall  # noqa: E402
 import fit_rerank  # noqa: E402
-from memtrio.actors.embedder.model import OnnxEncoder, resolve_spec  # noqa: E402
+from memtrio.actors.embedder.model import OnnxEncoder  # noqa: E402
 from memtrio.actors.ranker import rank, rerank  # noqa: E402
 from memtrio.actors.ranker.signals import thread_neighbours  # noqa: E402
 
@@ -160,6 +158,13 @@ def held_out(
     return out
 
 
+def held_out_table(title: str, what: str, rows: dict[str, list[dict[str, Any]]]) -> None:
+    print(f"\n## {title} (LoCoMo, leave-one-conversation-out)\n")
+    print(f"| {what} | session@5 / turn@5 |\n| --- | --- |")
+    for label, r in rows.items():
+        print(f"| {label} | {figures(r)} |")
+
+
 def trees(stacks: list[Stack], rounds: int) -> None:
     import lightgbm as lgb
 
@@ -221,10 +226,7 @@ def trees(stacks: list[Stack], rounds: int) -> None:
         rows = held_out(stacks, {"linear (shipped form)": linear, f"trees ({rounds})": boosted})
     finally:
         rerank.scores = shipped
-    print("\n## A non-linear model of the same features (LoCoMo, leave-one-conversation-out)\n")
-    print("| model | session@5 / turn@5 |\n| --- | --- |")
-    for label, r in rows.items():
-        print(f"| {label} | {figures(r)} |")
+    held_out_table("A non-linear model of the same features", "model", rows)
 
 
 def sentences(stacks: list[Stack], encoder: OnnxEncoder) -> None:
@@ -286,10 +288,7 @@ def sentences(stacks: list[Stack], encoder: OnnxEncoder) -> None:
         rows = held_out(stacks, {"shipped": shipped_weights, "with sentences": with_sentences})
     finally:
         rerank.features = shipped
-    print("\n## Sentence vectors as features (LoCoMo, leave-one-conversation-out)\n")
-    print("| features | session@5 / turn@5 |\n| --- | --- |")
-    for label, r in rows.items():
-        print(f"| {label} | {figures(r)} |")
+    held_out_table("Sentence vectors as features", "features", rows)
 
 
 def group(s: Stack) -> str:
@@ -316,17 +315,9 @@ def main() -> int:
         if (flag == "always" or args.trees) and importlib.util.find_spec(module) is None:
             parser.error(f"needs {module}: pip install {module}")
     cache = Path(args.cache).expanduser()
-    encoder = OnnxEncoder(resolve_spec(os.environ.get("MEMTRIO_EMBEDDING_MODEL", ""), 256), "cpu")
-    stacks: list[Stack] = []
-    for dataset, units_list in (("locomo", args.locomo_units), ("longmemeval", args.lme_units)):
-        for units in filter(None, units_list.split(",")):
-            data = eval_recall.default_data(dataset)
-            for stack, turns, qs in eval_recall.haystacks(dataset, data, units):
-                if qs:
-                    stacks.append(Stack(dataset, units, stack, turns, qs, cache, rank.Params()))
-    for s in stacks:
-        s.prepare(encoder)
-        print(f"  {s.name}: {len(s.qs)} questions", file=sys.stderr)
+    encoder, stacks = fit_rerank.load_stacks(
+        args.locomo_units, args.lme_units, cache, rank.Params()
+    )
     print("# Recall bounds on the dev data (`python tools/recall_bounds.py`)")
     coverage(stacks)
     sessions(stacks, [float(p) for p in args.session_penalties.split(",") if p])
