@@ -480,6 +480,11 @@ class Supervisor:
             grace.shield = True
             await st.done.wait()
         if not st.done.is_set() and st.scope is not None:
+            # A child that ignores ctx.shutdown holds every stop (and a server's exit) for
+            # its whole grace: say so in the log, where a test looks for it.
+            trace.record(
+                self.name, "child_stop_forced", "warning", child=st.spec.id, grace=st.spec.shutdown
+            )
             st.scope.cancel()
             with trio.CancelScope(shield=True):
                 await st.done.wait()

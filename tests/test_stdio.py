@@ -7,6 +7,7 @@ import signal
 from pathlib import Path
 
 import trio
+from gitrepo import make_repo
 from mcp_client import ok, open_client
 from raw_server import raw_server, trace_events, wait_for_event
 
@@ -239,3 +240,31 @@ async def test_each_call_is_a_span_in_the_trace_log(home: Path) -> None:
         assert s["tool"] == "server_status" and s["duration_ms"] >= 0
     # stderr carries warnings and errors only: a clean session writes nothing there.
     assert (home / "server-stderr.txt").read_text() == ""
+
+
+async def test_with_every_feature_on_eof_stops_each_child_within_its_grace(
+    home: Path, tmp_path: Path
+) -> None:
+    """Regression: the vectors actor slept until cancelled, so every exit of a server with
+    vectors on waited out its 5 s grace. Each child must stop when asked (ctx.shutdown);
+    the supervisor logs `child_stop_forced` for one it had to cancel."""
+    repo = make_repo(tmp_path / "repo", {"app.py": "def handler(x):\n    return x\n"})
+    env = {"MEMTRIO_EMBEDDINGS": "on", "MEMTRIO_VECTORS": "on", "MEMTRIO_VECTORS_DIMS": "4"}
+    async with raw_server(home, env=env, cwd=repo) as server:
+        await server.initialize()
+        calls = [
+            ("remember", {"content": "The handler returns its argument."}),
+            ("recall", {"query": "what does the handler return"}),
+            ("create_entities", {"entities": [{"name": "Ada", "entityType": "person"}]}),
+            ("vector_upsert_embedding", {"entityName": "Ada", "embedding": [1, 0, 0, 0]}),
+            ("code_outline", {"path": "app.py", "root": str(repo)}),
+            ("server_status", {}),
+        ]
+        for i, (name, arguments) in enumerate(calls, 1):
+            await server.request(i, "tools/call", {"name": name, "arguments": arguments})
+            reply = await server.read()
+            assert reply["result"]["isError"] is False, (name, reply)
+        code = await server.close()
+    assert code == 0
+    forced = [e for e in trace_events(home) if e["event"] == "child_stop_forced"]
+    assert forced == []

@@ -108,7 +108,8 @@ class VectorService:
         *,
         task_status: trio.TaskStatus[VectorService] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Build the index from the table, publish the handle, keep it until cancelled.
+        """Build the index from the table, publish the handle, keep it until the
+        supervisor asks this child to stop (``ctx.shutdown``) or cancels it.
 
         Cancellation: the handle is withdrawn and the listener removed; a
         restart builds a new index from the table.
@@ -120,7 +121,7 @@ class VectorService:
                 await self._rebuild(store)
             self.app.publish(VECTORS, self)
             task_status.started(self)
-            await trio.sleep_forever()
+            await ctx.shutdown.wait()  # nothing to finish: stop at once, not after the grace
         finally:
             remove()
             self.app.withdraw(VECTORS, self)
