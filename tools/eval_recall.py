@@ -202,8 +202,9 @@ def cache_key(turns: list[tuple[str, str, str]]) -> str:
     h = hashlib.sha256(f"v{FILL_VERSION}\0{os.environ.get('MEMTRIO_EMBEDDING_MODEL', '')}".encode())
     for turn_id, _, text in turns:
         h.update(f"\0{turn_id}\0{text}".encode())
-        if memory_document(text) != text:  # what the store embeds, where it differs
-            h.update(f"\0{memory_document(text)}".encode())
+        embedded = memory_document(text)
+        if embedded != text:  # what the store embeds, where it differs
+            h.update(f"\0{embedded}".encode())
     return h.hexdigest()[:20]
 
 

@@ -160,6 +160,16 @@ def load_stacks(
     return encoder, stacks
 
 
+def examples(chosen: list[Stack], lme_weight: float) -> list[tuple[np.ndarray, np.ndarray, float]]:
+    """(feature rows, labels, weight) of every question of ``chosen``; LongMemEval's
+    weigh ``lme_weight`` each."""
+    return [
+        (rows, y, lme_weight if s.dataset == "longmemeval" else 1.0)
+        for s in chosen
+        for _, rows, y in s.examples
+    ]
+
+
 def fit(
     examples: list[tuple[np.ndarray, np.ndarray, float]], l2: float, later: np.ndarray | None = None
 ) -> np.ndarray:
@@ -274,18 +284,13 @@ def main() -> int:
     for s in stacks:
         s.examples = [(ids, rows * keep, y) for ids, rows, y in s.examples]  # --without
 
-    def examples(chosen: list[Stack]) -> list[tuple[np.ndarray, np.ndarray, float]]:
-        return [
-            (rows, y, args.lme_weight if s.dataset == "longmemeval" else 1.0)
-            for s in chosen
-            for _, rows, y in s.examples
-        ]
-
     held_out: dict[str, list[dict[str, Any]]] = {}
     conversations = sorted({s.name.rsplit("/", 1)[1] for s in stacks if s.dataset == "locomo"})
     for conv in conversations:
         weights = fit(
-            examples([s for s in stacks if not s.name.endswith("/" + conv)]), args.l2, later
+            examples([s for s in stacks if not s.name.endswith("/" + conv)], args.lme_weight),
+            args.l2,
+            later,
         )
         for s in stacks:
             if s.name.endswith("/" + conv):
@@ -298,10 +303,14 @@ def main() -> int:
             for j, (_, rows, y) in enumerate(s.examples)
             if j != i
         ]
-        weights = fit(examples([s for s in stacks if s.dataset == "locomo"]) + rest, args.l2, later)
+        weights = fit(
+            examples([s for s in stacks if s.dataset == "locomo"], args.lme_weight) + rest,
+            args.l2,
+            later,
+        )
         for s in lme:
             held_out.setdefault(s.name.rsplit("/", 1)[0], []).extend(s.score(weights, [i]))
-    weights = fit(examples(stacks), args.l2, later)
+    weights = fit(examples(stacks, args.lme_weight), args.l2, later)
     report: dict[str, Any] = {
         "features": list(rerank.FEATURES),
         "weights": [round(float(w), 4) for w in weights],

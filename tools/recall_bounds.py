@@ -132,12 +132,7 @@ def sessions(stacks: list[Stack], penalties: list[float]) -> None:
         rerank.diversify = shipped
 
 
-def examples(chosen: list[Stack], lme_weight: float = 10.0) -> list[tuple[Any, Any, float]]:
-    return [
-        (rows, y, lme_weight if s.dataset == "longmemeval" else 1.0)
-        for s in chosen
-        for _, rows, y in s.examples
-    ]
+LME_WEIGHT = 10.0  # fit_rerank.py's default --lme-weight
 
 
 def held_out(
@@ -172,7 +167,7 @@ def trees(stacks: list[Stack], rounds: int) -> None:
     shipped = rerank.scores
 
     def linear(train: list[Stack]) -> Callable[[], Any]:
-        weights = fit_rerank.fit(examples(train), 0.01, later)
+        weights = fit_rerank.fit(fit_rerank.examples(train, LME_WEIGHT), 0.01, later)
 
         def install() -> Any:
             rerank.scores = shipped
@@ -181,7 +176,9 @@ def trees(stacks: list[Stack], rounds: int) -> None:
         return install
 
     def boosted(train: list[Stack]) -> Callable[[], Any]:
-        data = [(x, y / y.sum(), w) for x, y, w in examples(train) if y.sum() > 0]
+        data = [
+            (x, y / y.sum(), w) for x, y, w in fit_rerank.examples(train, LME_WEIGHT) if y.sum() > 0
+        ]
         weights = fit_rerank.fit(data, 0.01, later)
         x_all = np.concatenate([x for x, _, _ in data])
         target = np.concatenate([y for _, y, _ in data])
@@ -253,12 +250,11 @@ def sentences(stacks: list[Stack], encoder: OnnxEncoder) -> None:
     try:
         for s in stacks:
             vectors.clear()
-            pieces = [
-                (m, piece)
+            split = [
+                (m, SENTENCE.split(text.strip()))
                 for m, text in s.conn.execute("SELECT id, content FROM memories")
-                for piece in SENTENCE.split(text.strip())
-                if piece and len(SENTENCE.split(text.strip())) > 1
             ]
+            pieces = [(m, p) for m, parts in split if len(parts) > 1 for p in parts if p]
             found = encoder.encode([p for _, p in pieces])[0] if pieces else []
             grouped: dict[int, list[np.ndarray]] = {}
             for (m, _), vec in zip(pieces, found, strict=True):
@@ -273,7 +269,9 @@ def sentences(stacks: list[Stack], encoder: OnnxEncoder) -> None:
             return lambda: base
 
         def with_sentences(train: list[Stack]) -> Callable[[], Any]:
-            weights = base + fit_rerank.fit_columns(examples(train), 0.01, later, base)
+            weights = base + fit_rerank.fit_columns(
+                fit_rerank.examples(train, LME_WEIGHT), 0.01, later, base
+            )
             return lambda: weights
 
         originals = {s.name: s.score for s in stacks}
