@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx2
 import trio
+from cdp import Page
 from mcp_client import server_env
 
 DASHBOARD = re.compile(r"memtrio serve: dashboard at (\S+)")
@@ -125,3 +126,38 @@ async def serve_ui(
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+# What each dashboard page shows on a seeded store once it has loaded, opened cold.
+SHOWN = {
+    "memories": "document.querySelectorAll('#m-table tbody tr[data-id]').length >= 3",
+    "graph": "document.querySelectorAll('#g-svg g.node').length >= 3",
+    "recall": "document.querySelectorAll('#r-recent li a').length >= 1",
+    "code": "document.getElementById('c-status').textContent === 'up to date'",
+    "server": "!!document.querySelector('#s-tree [data-actor]')",
+}
+# The dashboard's error displays that show (the banner, a page's error lines), as texts.
+SHOWN_ERRORS = (
+    "[...document.querySelectorAll('.error')]"
+    ".filter(e => !e.hidden && e.offsetParent !== null && e.textContent.trim())"
+    ".map(e => e.textContent.trim())"
+)
+
+
+async def open_cold(page: Page, url: str, name: str, width: int = 1400, height: int = 900) -> None:
+    """Load the dashboard (its printed URL, with the token) straight on page ``name`` in
+    ``page`` (a new tab: nothing typed first) and wait until it shows its content (`SHOWN`).
+
+    Error handling: fails (AssertionError) with the page's shown errors and browser errors
+    when the content does not come within 30 s.
+    """
+    await page.viewport(width, height)
+    await page.goto(f"{url}#{name}")
+    try:
+        await page.wait_for("document.body.dataset.ready === '1'", timeout=30)
+        await page.wait_for(f"document.body.dataset.page === {json.dumps(name)}", timeout=5)
+        await page.wait_for(SHOWN[name], timeout=30)
+    except trio.TooSlowError:
+        shown = await page.eval(SHOWN_ERRORS)
+        why = f"#{name} did not show its content; errors: {shown}, {page.errors}"
+        raise AssertionError(why) from None

@@ -14,7 +14,7 @@ import dataclasses
 import sqlite3
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import trio
@@ -31,12 +31,16 @@ from ...protocol.errors import (
 from ...protocol.tools import format_validation_error
 from ...supervisors.config import log_path
 from ...supervisors.context import AppContext, CallContext
+from ..code.checkout import show_path
 from ..code.service import CODE
+from ..code.tools import FindArgs, OutlineArgs, _file_outline, _root
+from ..kg import transactions as kg
 from ..session_state import SessionState
-from ..store.lexical import lexical_search
+from ..store.lexical import lexical_search, query_terms
 from ..store.memory_tools import rank
 from ..store.results import memory_fields
 from ..store.services import policy_of, scoped, store_of
+from ..store.tool_args import RecallArgs
 from . import queries
 from .explain import explain
 
@@ -50,7 +54,18 @@ STATUS_OF: tuple[tuple[type[DomainError], int], ...] = (
 )
 PAGE_LIMIT = 200
 SEARCH_LIMIT = 500
+# A semantic search lists what recall returns: its best `limit` (the tool's default).
+# Every memory reachable in the graph has some PageRank mass, so without this cut a
+# semantic search would list the whole store.
+RECALL_CUT = RecallArgs(query="").limit
+# What the Graph page opens on: the whole graph up to this many entities, else the
+# most connected ones, with at most GRAPH_EDGES relations among them.
+GRAPH_ENTITIES = 40
+GRAPH_EDGES = 120
+RECENT_QUERIES = 12
+OUTLINE_LIMIT = 2000  # symbols of one file's outline
 Query = dict[str, str]
+T = TypeVar("T")
 Json = Any
 
 
@@ -120,6 +135,7 @@ class Api:
             "entities": self.entities,
             "path": self.path,
             "recall": self.recall,
+            "recent": self.recent,
             "code": self.code,
             "symbols": self.symbols,
             "outline": self.outline,
@@ -208,9 +224,11 @@ class Api:
         )
         scores: dict[int, float] = {}
         ranking = None
+        semantic = mode == "semantic"
         if text:
+            cut = RECALL_CUT if semantic else SEARCH_LIMIT
             ranked, ranking, _ = await rank(
-                self.app, text, selection, chosen.memory_type, SEARCH_LIMIT, mode == "semantic"
+                self.app, text, selection, chosen.memory_type, cut, semantic
             )
             scores = dict(ranked)
             chosen = dataclasses.replace(chosen, ids=list(scores))
@@ -235,6 +253,7 @@ class Api:
             "offset": offset,
             "limit": limit,
             "ranking": ranking,
+            "cut": RECALL_CUT if text and semantic else None,
             "scopes": selection,
         }
 
@@ -264,6 +283,10 @@ class Api:
     # -- graph -------------------------------------------------------------------------
 
     async def graph(self, query: Query) -> Json:
+        """The paths around ``entity``; without one, the overview (`queries.graph_overview`)."""
+        if not query.get("entity", "").strip():
+            found = await kg.read(self.ctx, queries.graph_overview, GRAPH_ENTITIES, GRAPH_EDGES)
+            return {"overview": True, **found}
         args: dict[str, Any] = {
             "entity": query.get("entity", ""),
             "max_depth": _int(query, "depth", 2, 1, 3),
@@ -281,9 +304,13 @@ class Api:
         return result
 
     async def entities(self, query: Query) -> Json:
-        return await self.tool(
-            "search_nodes", {"query": query.get("q", ""), "mode": "names", "limit": 50}
-        )
+        """Entity names for the entity field: the search's matches, or, for a text with no
+        words to search (an empty field), the most connected entities."""
+        text = query.get("q", "")
+        if not query_terms(text):
+            found = await kg.read(self.ctx, queries.graph_overview, 50, 0)
+            return {"entities": [e["name"] for e in found["entities"]]}
+        return await self.tool("search_nodes", {"query": text, "mode": "names", "limit": 50})
 
     async def path(self, query: Query) -> Json:
         return await self.tool(
@@ -327,24 +354,72 @@ class Api:
             }
         return {"query": text, "scopes": selection, "modes": modes}
 
+    async def recent(self, query: Query) -> Json:
+        """The last distinct recall queries over the scopes this dashboard reads (what the
+        Recall page opens on)."""
+        selection = await self.selection({})
+        limit = _int(query, "limit", RECENT_QUERIES, 1, 100)
+        found = await self.read(lambda c: queries.recent_queries(c, selection, limit))
+        return {"scopes": selection, "queries": found}
+
     # -- code ----------------------------------------------------------------------------
 
     async def code(self, query: Query) -> Json:
+        """The code index per checkout; ``refresh=1`` first brings this repository's index up
+        to date (what the Code page does when it opens, so its status is never stale)."""
         service = self.app.find(CODE)
         if service is None:
             why = self.app.unavailable.get("code", "the code index is not running")
             return {"enabled": False, "why": why, "checkouts": []}
+        root = None
+        if query.get("refresh") == "1":
+            root = await _root(self.ctx, None)
+            await service.refresh(root)
         checkouts = await service.db(queries.code_checkouts, service.index.conn)
-        return {"enabled": True, "root": str(self.app.cwd), "checkouts": checkouts}
+        return {"enabled": True, "root": str(root or self.app.cwd), "checkouts": checkouts}
+
+    def _args(self, kind: type[T], fields: dict[str, Any]) -> T:
+        """``fields`` as the tool's argument struct (its bounds and its error messages)."""
+        try:
+            return msgspec.convert(fields, kind)
+        except msgspec.ValidationError as exc:
+            raise ApiError(400, format_validation_error(exc)) from None
 
     async def symbols(self, query: Query) -> Json:
-        args: dict[str, Any] = {"query": query.get("q", ""), "limit": 50}
+        """``find_symbol``'s matches as rows (the tool answers them as text lines)."""
+        fields: dict[str, Any] = {"query": query.get("q", "").strip(), "limit": 50}
         if query.get("kind"):
-            args["kind"] = query["kind"]
-        return await self.tool("find_symbol", args)
+            fields["kind"] = query["kind"]
+        args = self._args(FindArgs, fields)
+        service = self.app.service(CODE)
+        root = await _root(self.ctx, None)
+        rows, total = await service.find(root, args.query, args.kind, args.limit)
+        sources, indexed = service.truncation(root)
+        return {
+            "matches": [
+                {"path": show_path(path), "start": start, "end": end, "kind": kind,
+                 "name": name, "parent": parent or None, "signature": signature or None}
+                for path, start, end, kind, name, parent, signature, *_ in rows
+            ],
+            "total": total,
+            "truncated": {"source_files": sources, "indexed_files": indexed} if sources else None,
+        }  # fmt: skip
 
     async def outline(self, query: Query) -> Json:
-        return await self.tool("code_outline", {"path": query.get("path", "")})
+        """``code_outline``'s symbols of one file as rows, nested by ``depth``."""
+        args = self._args(OutlineArgs, {"path": query.get("path", "")})
+        rel, language, coverage, rows = await _file_outline(self.ctx, None, args.path)
+        return {
+            "path": show_path(rel),
+            "language": language,
+            "coverage": coverage,
+            "symbols": [
+                {"kind": kind, "name": name, "start": start, "end": end, "depth": depth,
+                 "parent": parent or None, "signature": signature or None}
+                for kind, name, start, end, depth, parent, signature in rows[:OUTLINE_LIMIT]
+            ],
+            "total": len(rows),
+        }  # fmt: skip
 
     # -- server -----------------------------------------------------------------------------
 

@@ -1,6 +1,8 @@
-"""The dashboard's own reads: what no tool answers (a filtered, sorted page of memories,
-a memory's access history, the distinct types, the code index per checkout, recent
-traces). Reads only; every write goes through a tool handler (``actors.ui.api``)."""
+"""The dashboard's own reads: what no tool answers (a filtered, sorted page of memories
+with the entities each is about, a memory's access history, the distinct types, the
+graph's most connected entities, this repository's recent recalls, the code index per
+checkout, recent traces). Reads only; every write goes through a tool handler
+(``actors.ui.api``)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..chaos import traceview
+from ..kg.view import Scoped
 from ..store.memories import MEMORY_COLUMNS, _memory_row, get_memory, visibility_sql, visible
 from ..store.results import memory_fields
 from ..store.scope_rows import memory_scope_names, scope_ids
@@ -26,6 +29,8 @@ SORTS = {
 # recall_log rows scanned (newest first) for one memory's access history.
 HISTORY_SCAN = 5000
 HISTORY_LIMIT = 50
+# recall_log rows scanned (newest first) for this repository's recent recall queries.
+RECENT_SCAN = 2000
 
 
 @dataclass(frozen=True)
@@ -88,8 +93,81 @@ def page_of_memories(
     for row in rows:
         memory = _memory_row(row)
         memory["scopes"] = memory_scope_names(conn, memory["id"])
+        memory["entities"] = memory_entities(conn, memory["id"])
         out.append(memory)
     return out, total
+
+
+def memory_entities(conn: sqlite3.Connection, memory_id: int) -> list[dict[str, Any]]:
+    """The entities a memory is about, by name (a knowledge-graph observation: its entity),
+    in the shape ``get_memory`` gives them."""
+    rows = conn.execute(
+        "SELECT e.id, e.name, e.kind FROM memory_entities me JOIN entities e ON e.id = me.entity_id "
+        "WHERE me.memory_id = ? ORDER BY e.name",
+        (memory_id,),
+    )
+    return [{"id": i, "name": name, "kind": kind} for i, name, kind in rows]
+
+
+def graph_overview(conn: sqlite3.Connection, sc: Scoped, limit: int, edges: int) -> dict[str, Any]:
+    """What the Graph page opens on: the whole visible graph when it has at most ``limit``
+    entities, else the ``limit`` most connected ones (by relation count); with the
+    relations among them (at most ``edges``) and each one's degree."""
+    total = conn.execute(f"SELECT count(*) FROM entities e WHERE {sc.entity()}").fetchone()[0]
+    degree = f"""SELECT n, count(*) AS d FROM (
+        SELECT r.source_id AS n FROM relations r WHERE {sc.relation()}
+        UNION ALL SELECT r.target_id AS n FROM relations r WHERE {sc.relation()}) GROUP BY n"""
+    rows = conn.execute(
+        f"""SELECT e.id, e.name, e.kind, coalesce(g.d, 0) FROM entities e
+            LEFT JOIN ({degree}) g ON g.n = e.id WHERE {sc.entity()}
+            ORDER BY coalesce(g.d, 0) DESC, e.id LIMIT ?""",
+        (limit,),
+    ).fetchall()
+    names = {eid: name for eid, name, _, _ in rows}
+    inner = ",".join(str(int(i)) for i in names) or "NULL"
+    links = conn.execute(
+        f"""SELECT r.source_id, r.relation_type, r.target_id FROM relations r
+            WHERE r.source_id IN ({inner}) AND r.target_id IN ({inner}) AND {sc.relation()}
+            ORDER BY r.id LIMIT ?""",
+        (edges + 1,),
+    ).fetchall()
+    return {
+        "entities": [{"name": n, "entityType": k, "degree": d} for _, n, k, d in rows],
+        "relations": [
+            {"from": names[s], "relationType": t, "to": names[o]} for s, t, o in links[:edges]
+        ],
+        "total": total,
+        "truncated": total > len(rows) or len(links) > edges,
+    }
+
+
+def recent_queries(
+    conn: sqlite3.Connection, selection: Sequence[str], limit: int
+) -> list[dict[str, Any]]:
+    """The last ``limit`` distinct recall queries (newest first) that read only scopes of
+    ``selection`` (this repository's and ``global``: another repository's recalls are not
+    shown), with when and how many memories each returned."""
+    found: dict[str, dict[str, Any]] = {}
+    readable = set(selection)
+    rows = conn.execute(
+        "SELECT ts, query, scopes, ids FROM recall_log WHERE kind = 'recall' ORDER BY id DESC "
+        "LIMIT ?",
+        (RECENT_SCAN,),
+    )
+    for ts, query, scopes, ids in rows:
+        try:
+            selected, returned = json.loads(scopes), json.loads(ids)
+        except ValueError:
+            continue
+        if not (isinstance(selected, list) and isinstance(returned, list)):
+            continue
+        if not set(map(str, selected)) <= readable or not query.strip() or query in found:
+            continue
+        at = memory_fields({"created_at": ts})["created_at"]
+        found[query] = {"query": query, "at": at, "memories": len(returned)}
+        if len(found) >= limit:
+            break
+    return list(found.values())
 
 
 def memory_details(

@@ -33,7 +33,7 @@ export async function api(name, params = {}, body = undefined) {
 
 // h("td", {class: "x", onclick: f}, child...): a DOM element (text children are escaped).
 export function h(tag, attrs = {}, ...children) {
-  const svg = ["svg", "g", "circle", "line", "text", "rect", "title"].includes(tag);
+  const svg = ["svg", "g", "circle", "line", "text", "rect", "title", "defs", "marker", "path"].includes(tag);
   const el = svg ? document.createElementNS("http://www.w3.org/2000/svg", tag) : document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
     if (v === undefined || v === null || v === false) continue;
@@ -48,6 +48,9 @@ export function h(tag, attrs = {}, ...children) {
 }
 
 export const $ = (id) => document.getElementById(id);
+
+// "1 memory", "2 memories".
+export const plural = (n, one, many = one + "s") => `${n} ${n === 1 ? one : many}`;
 
 export function when(iso) {
   return iso ? iso.replace("T", " ").slice(0, 16) : "never";

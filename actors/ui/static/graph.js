@@ -1,85 +1,116 @@
-// Graph: the entities and relations around one entity as an SVG drawing; a path between two.
+// Graph: opens on the most connected entities (the whole graph when it is small) and their
+// relations; the entity field filters them, Draw centres on one entity; a path between two.
 import { $, api, fill, h, report } from "./api.js";
+import { layout } from "./layout.js";
 
-const W = 900, H = 620, RING = 140;
-let current = null;
+let current = null; // what is drawn: {nodes: Map(name -> node), edges, center, overview, total}
 
 export function start() {
-  $("g-form").addEventListener("submit", (e) => { e.preventDefault(); draw($("g-entity").value); });
+  $("g-form").addEventListener("submit", (e) => { e.preventDefault(); draw($("g-entity").value.trim()); });
   $("g-path").addEventListener("click", path);
-  $("g-entity").addEventListener("input", () => names($("g-entity").value));
+  $("g-entity").addEventListener("input", () => { names($("g-entity").value); dim(); });
   names("");
+  draw("");
 }
 
 async function names(q) {
   try {
     const found = await api("entities", { q });
     $("g-names").replaceChildren(...found.entities.map((n) => h("option", { value: typeof n === "string" ? n : n.name })));
-    if (!$("g-entity").value && found.entities.length) {
-      const first = found.entities[0];
-      $("g-entity").value = typeof first === "string" ? first : first.name;
-      draw($("g-entity").value);
-    }
   } catch (error) { report("g-info", error); }
 }
 
+// The model of a `graph` tool answer (paths around one entity) or of the overview.
+function model(result) {
+  const nodes = new Map();
+  const add = (name, type) => { if (!nodes.has(name)) nodes.set(name, { name, type }); };
+  const edges = new Map();
+  const edge = (source, relation, target) => edges.set(`${source}\u0000${relation}\u0000${target}`, { source, relation, target });
+  if (result.overview) {
+    for (const e of result.entities) { add(e.name, e.entityType); nodes.get(e.name).degree = e.degree; }
+    for (const r of result.relations) edge(r.from, r.relationType, r.to);
+    return { nodes, edges: [...edges.values()], center: null, overview: true, total: result.total, truncated: result.truncated };
+  }
+  add(result.entity.name, result.entity.kind);
+  for (const p of result.paths) for (const e of p.edges) { add(e.source); add(e.target); edge(e.source, e.relation, e.target); }
+  return { nodes, edges: [...edges.values()], center: result.entity.name, overview: false, truncated: result.truncated };
+}
+
+// Draw the overview (no entity) or the paths around ``entity``; highlight the names in ``highlight``.
 export async function draw(entity, highlight = []) {
-  if (!entity) return;
+  const relations = $("g-relations").value.split(",").map((s) => s.trim()).filter(Boolean);
   try {
     const result = await api("graph", {
-      entity, depth: $("g-depth").value, direction: $("g-direction").value,
-      relations: $("g-relations").value.split(",").map((s) => s.trim()).filter(Boolean).join(","),
+      entity, depth: $("g-depth").value, direction: $("g-direction").value, relations: relations.join(","),
     });
-    current = result;
-    render(result, new Set(highlight.map((n) => n.toLowerCase())));
+    const drawn = model(result);
+    if (drawn.overview && relations.length) drawn.edges = drawn.edges.filter((e) => relations.includes(e.relation));
+    current = drawn;
+    render(drawn, new Set(highlight.map((n) => n.toLowerCase())));
+    if (!highlight.length) describe(drawn);
   } catch (error) { report("g-info", error); }
+  $("page-graph").dataset.loaded = "1";
 }
 
-function layout(result) {
-  const depth = new Map([[result.entity.name, 0]]);
-  const edges = new Map();
-  for (const p of result.paths) {
-    p.edges.forEach((e, i) => {
-      edges.set(`${e.source}|${e.relation}|${e.target}`, e);
-      for (const n of [e.source, e.target]) if (!depth.has(n)) depth.set(n, i + 1);
-    });
-  }
-  const rings = new Map();
-  for (const [name, d] of depth) rings.set(d, [...(rings.get(d) || []), name]);
-  const pos = new Map();
-  for (const [d, members] of rings) {
-    members.forEach((name, i) => {
-      const angle = (2 * Math.PI * i) / members.length + d * 0.4;
-      pos.set(name, d === 0 ? [W / 2, H / 2] : [W / 2 + Math.cos(angle) * RING * d, H / 2 + Math.sin(angle) * RING * d * 0.8]);
-    });
-  }
-  return { pos, edges: [...edges.values()] };
+function describe(drawn) {
+  const n = drawn.nodes.size, m = drawn.edges.length;
+  const s = (k, one, many) => `${k} ${k === 1 ? one : many}`;
+  let what;
+  if (!drawn.overview) what = `${s(n, "entity", "entities")} around ${drawn.center}${drawn.truncated ? " (more paths exist than are drawn)" : ""}`;
+  else if (!n) what = "No entities yet: an agent creates them with remember (entities, relations) or create_entities.";
+  else if (drawn.total > n) what = `The ${n} most connected of ${drawn.total} entities, with ${s(m, "relation", "relations")} among them.`;
+  else what = `All ${s(n, "entity", "entities")} and ${s(m, "relation", "relations")}${drawn.truncated ? " (not every relation is drawn)" : ""}.`;
+  fill("g-info", h("p", { id: "g-summary" }, what),
+    h("p", { class: "muted" }, "Type in the entity field to filter; Draw centres on it (empty: this overview). Click an entity for its observations; double-click to centre on it."));
 }
 
-function render(result, onPath) {
-  const { pos, edges } = layout(result);
+// Dim the entities the entity field does not match (a filter over what is drawn).
+function dim() {
+  const text = $("g-entity").value.trim().toLowerCase();
+  for (const g of document.querySelectorAll("#g-svg g.node")) {
+    g.classList.toggle("dim", !!text && !g.dataset.name.toLowerCase().includes(text));
+  }
+}
+
+const ARROW = () => h("defs", {}, h("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
+  h("path", { d: "M 0 0 L 10 5 L 0 10 z" })));
+
+function render(drawn, onPath) {
   const svg = $("g-svg");
-  const drawn = edges.map((e) => {
-    const [x1, y1] = pos.get(e.source), [x2, y2] = pos.get(e.target);
-    const hot = onPath.has(e.source.toLowerCase()) && onPath.has(e.target.toLowerCase());
-    return h("g", { class: `edge${hot ? " onpath" : ""}`, "data-relation": e.relation },
-      h("line", { x1, y1, x2, y2, "marker-end": "url(#arrow)" }),
-      h("text", { x: (x1 + x2) / 2, y: (y1 + y2) / 2 - 4 }, e.relation));
+  if (!drawn.nodes.size) {
+    svg.setAttribute("viewBox", "0 0 900 620");
+    svg.replaceChildren(h("text", { x: 450, y: 310, class: "empty" }, "no entities to draw"));
+    $("g-info").dataset.entities = 0;
+    return;
+  }
+  const placed = layout([...drawn.nodes.keys()], drawn.edges, drawn.center, svg.clientWidth || 900, svg.clientHeight || 620);
+  const hot = (name) => onPath.has(name.toLowerCase());
+  const lines = placed.edges.map((e) => h("g", { class: `edge${hot(e.source) && hot(e.target) ? " onpath" : ""}`, "data-relation": e.relation },
+    e.loop ? h("path", { d: e.loop, fill: "none", "marker-end": "url(#arrow)" })
+      : h("line", { x1: e.x1, y1: e.y1, x2: e.x2, y2: e.y2, "marker-end": "url(#arrow)" }),
+    h("title", {}, `${e.source} —${e.relation}→ ${e.target}`)));
+  const nodes = placed.nodes.map((n) => {
+    const node = drawn.nodes.get(n.name);
+    const cls = `node${n.name === drawn.center ? " center" : ""}${hot(n.name) ? " onpath" : ""}`;
+    return h("g", { class: cls, "data-name": n.name,
+      onclick: () => observe(n.name), ondblclick: () => { $("g-entity").value = n.name; draw(n.name); } },
+      h("circle", { cx: n.x, cy: n.y, r: n.r }), h("text", { x: n.x, y: n.labelY }, n.name),
+      h("title", {}, `${n.name}${node.type ? " (" + node.type + ")" : ""}${node.degree !== undefined ? ", " + node.degree + " relations" : ""}`));
   });
-  const nodes = [...pos].map(([name, [x, y]]) =>
-    h("g", { class: `node${name === result.entity.name ? " center" : ""}${onPath.has(name.toLowerCase()) ? " onpath" : ""}`, "data-name": name,
-      onclick: () => observe(name), ondblclick: () => { $("g-entity").value = name; draw(name); } },
-      h("circle", { cx: x, cy: y, r: 16 }), h("text", { x, y: y + 30 }, name), h("title", {}, name)));
-  svg.replaceChildren(...drawn, ...nodes);
-  $("g-info").dataset.entities = pos.size;
-  if (result.truncated) $("g-info").prepend(h("p", { class: "muted" }, "more paths exist than are drawn"));
+  const labels = placed.edges.filter((e) => e.label).map((e) => h("g", { class: "label", "data-relation": e.relation },
+    h("rect", { x: e.label.x, y: e.label.y, width: e.label.w, height: e.label.h, rx: 3 }),
+    h("text", { x: e.label.x + e.label.w / 2, y: e.label.y + e.label.h - 4 }, e.relation)));
+  svg.setAttribute("viewBox", placed.viewBox);
+  svg.replaceChildren(ARROW(), ...lines, ...nodes, ...labels);
+  $("g-info").dataset.entities = placed.nodes.length;
+  dim();
 }
 
 async function observe(name) {
   try {
     const d = await api("entity", { name });
     const obs = d.entity.observations || [];
-    fill("g-info", 
+    fill("g-info",
       h("h3", {}, d.entity.name, " ", h("span", { class: "muted" }, d.entity.entityType)),
       h("p", { class: "muted" }, `${d.degree.in} in, ${d.degree.out} out`),
       h("h4", {}, "Observations"),

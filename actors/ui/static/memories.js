@@ -1,5 +1,5 @@
 // Memories: search, filter, sort, page; open one, edit it, forget it, export a selection.
-import { $, api, h, report, say, when } from "./api.js";
+import { $, api, h, plural, report, say, when } from "./api.js";
 
 const state = { offset: 0, limit: 50, total: 0, rows: [], open: null };
 
@@ -46,9 +46,10 @@ export async function load() {
     const body = $("m-table").tBodies[0];
     body.replaceChildren(...page.memories.map(row));
     const last = Math.min(state.offset + state.limit, page.total);
-    $("m-page").textContent = page.total ? `${state.offset + 1}-${last} of ${page.total}` : "no memories";
-    say("m-status", page.ranking ? `ranking: ${page.ranking}` : "");
+    $("m-page").textContent = page.total ? `${state.offset + 1}-${last} of ${page.total}` : (page.ranking ? "no memory matches" : "no memories yet");
+    say("m-status", page.ranking ? `ranking: ${page.ranking}${page.cut ? ` · the ${page.cut} best, as recall returns them` : ""}` : "");
   } catch (error) { report("m-status", error); }
+  $("page-memories").dataset.loaded = "1";
 }
 
 function row(m) {
@@ -56,6 +57,7 @@ function row(m) {
     h("td", {}, h("input", { type: "checkbox", value: m.id, "aria-label": `select ${m.id}` })),
     h("td", {}, m.id),
     h("td", { class: "content" }, m.content.length > 160 ? m.content.slice(0, 160) + "…" : m.content),
+    h("td", { class: "entities" }, (m.entities || []).map((e) => h("span", { class: "tag entity", title: e.kind }, e.name))),
     h("td", {}, m.memory_type), h("td", {}, m.importance.toFixed(2)),
     h("td", { class: "score" }, m.score !== undefined ? m.score.toPrecision(3) : ""),
     h("td", {}, when(m.created_at)),
@@ -80,7 +82,7 @@ async function open(id) {
       ["entities", m.entities.map((e) => h("span", { class: "tag" }, `${e.name} (${e.kind})`))],
       ["relations", m.relations.map((r) => h("div", {}, `${r.source} —${r.relation}→ ${r.target}`))],
       ["created", when(m.created_at)], ["updated", when(m.updated_at)],
-      ["accessed", `${m.access_count} times, last ${when(m.last_accessed_at)}`],
+      ["accessed", `${plural(m.access_count, "time")}, last ${when(m.last_accessed_at)}`],
     ];
     $("d-facts").replaceChildren(...facts.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
     $("d-history").replaceChildren(...(m.history.length ? m.history.map((a) =>
@@ -122,6 +124,6 @@ async function exportSelected() {
     const blob = new Blob([JSON.stringify(data, null, 2)], { type: "application/json" });
     const link = h("a", { href: URL.createObjectURL(blob), download: `memtrio-export-${ids.length}.json` });
     document.body.append(link); link.click(); link.remove();
-    say("m-status", `exported ${data.memories.length} memories`);
+    say("m-status", `exported ${plural(data.memories.length, "memory", "memories")}`);
   } catch (error) { report("m-status", error); }
 }

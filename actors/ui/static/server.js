@@ -1,5 +1,5 @@
 // Server: the live supervision tree, calls in flight, the embedding model, recent traces.
-import { $, api, h, report, when } from "./api.js";
+import { $, api, h, plural, report, when } from "./api.js";
 
 let timer = null;
 
@@ -17,7 +17,7 @@ function actor(a) {
   return h("li", { "data-actor": a.id, "data-restarts": a.restarts },
     h("span", {}, a.id, " "), h("span", { class: `state-${a.state}` }, a.state),
     h("span", { class: "muted" }, ` ${a.restart}${a.strategy ? ", " + a.strategy : ""} · `),
-    h("span", { class: a.restarts ? "restarts" : "muted" }, `${a.restarts} restarts`),
+    h("span", { class: a.restarts ? "restarts" : "muted" }, plural(a.restarts, "restart")),
     a.last_error ? h("div", { class: "error" }, a.last_error) : null,
     a.children ? h("ul", { class: "tree" }, a.children.map(actor)) : null);
 }
@@ -36,7 +36,7 @@ function timeline(t) {
 export async function refresh() {
   try {
     const s = await api("server");
-    $("s-summary").textContent = `memtrio ${s.version} · pid ${s.pid} · ${s.sessions} sessions · ${s.calls_in_flight} calls in flight · ${s.features.join(", ")}`;
+    $("s-summary").textContent = `memtrio ${s.version} · pid ${s.pid} · ${plural(s.sessions, "session")} · ${plural(s.calls_in_flight, "call")} in flight · ${s.features.join(", ")}`;
     $("s-tree").replaceChildren(...s.actors.map(actor));
     const e = s.embedding;
     $("s-model").textContent = e.enabled ? `${e.model} (${e.backend}, ${e.workers} worker${e.workers > 1 ? "s" : ""})` : "embeddings are off: recall is lexical";
@@ -45,4 +45,5 @@ export async function refresh() {
     $("s-traces").replaceChildren(...(traces.traces.length ? traces.traces.map(timeline) : [h("p", { class: "muted" }, "no requests in the trace log yet")]));
     document.body.dataset.serverLoaded = String(Date.now());
   } catch (error) { report("s-summary", error); }
+  $("page-server").dataset.loaded = "1";
 }
