@@ -128,11 +128,58 @@ async def serve_ui(
             await process.wait()
 
 
+# A small demo store: its memories (content, type, importance, entities, relations),
+# observations and source files.
+DEMO_MEMORIES = [
+    ("Checkout calls Payments over gRPC; Payments stores card tokens in Vault", "decision", 0.9,
+     ["Checkout", "Payments", "Vault"],
+     [("Checkout", "calls", "Payments"), ("Payments", "stores_in", "Vault")]),
+    ("Run ruff check and ruff format before every commit", "convention", 0.6, ["ruff", "CI"],
+     [("CI", "runs", "ruff")]),
+    ("The upload test is flaky on CI under load: retry it once before digging", "pitfall", 0.7,
+     ["upload test", "CI"], [("CI", "runs", "upload test")]),
+    ("Payments is owned by the billing team; ask them before changing its schema", "fact", 0.5,
+     ["Payments", "billing team"], [("billing team", "owns", "Payments")]),
+    ("Orders are written to Postgres by Checkout and read by Reporting", "fact", 0.6,
+     ["Orders", "Postgres", "Checkout", "Reporting"],
+     [("Checkout", "writes", "Orders"), ("Reporting", "reads", "Orders"),
+      ("Orders", "stored_in", "Postgres")]),
+    ("Vault tokens rotate every 30 days; Payments reloads them without a restart", "fact", 0.5,
+     ["Vault", "Payments"], [("Payments", "reads", "Vault")]),
+    ("Releases are tagged from main only, never from a release branch", "convention", 0.4, [], []),
+]  # fmt: skip
+DEMO_OBSERVATIONS = [
+    {"entityName": "Payments", "contents": ["written in Python", "PCI scope"]},
+    {"entityName": "Vault", "contents": ["HashiCorp Vault 1.15"]},
+]
+DEMO_SOURCE = {
+    "payments/service.py": "class PaymentService:\n    def charge(self, card, amount):\n"
+    "        return amount\n\n    def refund(self, charge_id):\n        return charge_id\n",
+    "checkout/cart.py": "def total(items):\n    return sum(i.price for i in items)\n\n\n"
+    "def charge_card(cart, card):\n    return total(cart.items)\n",
+}
+
+
+async def seed_demo(mcp: Mcp) -> None:
+    """The demo store (docs/ui.md's screenshots, the cold-open test): memories with entities
+    and relations, observations, two recalls."""
+    for content, kind, importance, entities, relations in DEMO_MEMORIES:
+        await mcp.ok(
+            "remember", content=content, memory_type=kind, importance=importance,
+            entities=entities,
+            relations=[{"source": s, "relation": r, "target": t} for s, r, t in relations],
+        )  # fmt: skip
+    await mcp.ok("add_observations", observations=DEMO_OBSERVATIONS)
+    for query in ("where are card tokens stored", "who owns Payments"):
+        await mcp.ok("recall", query=query, use_embeddings=False)
+
+
 # What each dashboard page shows on a seeded store once it has loaded, opened cold.
 SHOWN = {
     "memories": "document.querySelectorAll('#m-table tbody tr[data-id]').length >= 3",
     "graph": "document.querySelectorAll('#g-svg g.node').length >= 3",
-    "recall": "document.querySelectorAll('#r-recent li a').length >= 1",
+    "recall": "document.querySelectorAll('#r-recent li a').length >= 1"
+    " && document.querySelectorAll('#r-lexical li[data-id]').length >= 1",
     "code": "document.getElementById('c-status').textContent === 'up to date'",
     "server": "!!document.querySelector('#s-tree [data-actor]')",
 }

@@ -3,7 +3,7 @@
 import { $, api, fill, h, report } from "./api.js";
 import { layout } from "./layout.js";
 
-let current = null; // what is drawn: {nodes: Map(name -> node), edges, center, overview, total}
+let drawing = 0; // the latest draw asked for: an older answer arriving later is not drawn
 
 export function start() {
   $("g-form").addEventListener("submit", (e) => { e.preventDefault(); draw($("g-entity").value.trim()); });
@@ -39,16 +39,17 @@ function model(result) {
 // Draw the overview (no entity) or the paths around ``entity``; highlight the names in ``highlight``.
 export async function draw(entity, highlight = []) {
   const relations = $("g-relations").value.split(",").map((s) => s.trim()).filter(Boolean);
+  const mine = ++drawing;
   try {
     const result = await api("graph", {
       entity, depth: $("g-depth").value, direction: $("g-direction").value, relations: relations.join(","),
     });
+    if (mine !== drawing) return;
     const drawn = model(result);
     if (drawn.overview && relations.length) drawn.edges = drawn.edges.filter((e) => relations.includes(e.relation));
-    current = drawn;
     render(drawn, new Set(highlight.map((n) => n.toLowerCase())));
     if (!highlight.length) describe(drawn);
-  } catch (error) { report("g-info", error); }
+  } catch (error) { if (mine === drawing) report("g-info", error); }
   $("page-graph").dataset.loaded = "1";
 }
 
