@@ -392,10 +392,10 @@ async def test_memories_name_an_observations_entity_and_cut_semantic_search_as_r
             shown = await page.eval(
                 "[...document.querySelectorAll('#m-table tbody tr')].map(r => +r.dataset.id)"
             )
-            assert "the 10 best, as recall returns them" in await page.eval(text_of("#m-status"))
             recalled = await served.mcp.ok("recall", query="who handles billing")
             assert recalled["ranking"] == "semantic"
             assert len(shown) == 10 and set(shown) == {m["id"] for m in recalled["memories"]}
+            assert "the 10 best, as recall returns them" in await page.eval(text_of("#m-status"))
             assert await page.eval(SHOWN_ERRORS) == [] and page.errors == []
 
 
