@@ -23,6 +23,7 @@ import trio
 from gitrepo import make_repo
 from mcp_client import run_cli, server_env
 from memtrio.actors.session_state import SessionState
+from memtrio.actors.ui import api as api_mod
 from memtrio.actors.ui.asgi import UiApp
 from memtrio.actors.ui.guard import STATIC, Guard
 from memtrio.protocol.errors import DomainError
@@ -64,11 +65,15 @@ class Dash:
 
 
 @asynccontextmanager
-async def dashboard(tmp_path: Path, static: Path = STATIC) -> AsyncIterator[Dash]:
-    repo = make_repo(tmp_path / "repo", {"README.md": "x\n"})
+async def dashboard(
+    tmp_path: Path, static: Path = STATIC, files: dict[str, str | bytes] | None = None
+) -> AsyncIterator[Dash]:
+    """The dashboard of a repository (``files`` in it: the code index runs, else it is off)."""
+    repo = make_repo(tmp_path / "repo", {"README.md": "x\n", **(files or {})})
     other = make_repo(tmp_path / "other", {"README.md": "y\n"})
     home = tmp_path / "home"
-    cfg = config_mod.load(home, env={"MEMTRIO_EMBEDDINGS": "off", "MEMTRIO_CODE": "off"})
+    code = "on" if files else "off"
+    cfg = config_mod.load(home, env={"MEMTRIO_EMBEDDINGS": "off", "MEMTRIO_CODE": code})
     app = build_context(cfg, home, repo)
     async with open_app(app, default_features()):
         ui = UiApp(app, Guard(TOKEN), static)
@@ -377,3 +382,125 @@ def test_memtrio_ui_refuses_a_public_address_without_a_token(tmp_path: Path) -> 
     done = run_cli("ui", "--bind", "0.0.0.0:0", home=tmp_path / "home", cwd=tmp_path, timeout=60)
     assert done.returncode == 2
     assert "without a token" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+async def test_graph_opens_on_the_most_connected_entities_this_repository_sees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(api_mod, "GRAPH_ENTITIES", 3)
+    async with dashboard(tmp_path) as d:
+        await d.tool("create_entities", entities=[
+            {"name": n, "entityType": "service", "observations": []}
+            for n in ("Hub", "Left", "Right", "Lonely", "Far")
+        ])  # fmt: skip
+        await d.tool("create_relations", relations=[
+            {"from": "Hub", "relationType": "calls", "to": "Left"},
+            {"from": "Hub", "relationType": "calls", "to": "Right"},
+            {"from": "Left", "relationType": "calls", "to": "Right"},
+            {"from": "Far", "relationType": "calls", "to": "Lonely"},
+            {"from": "Far", "relationType": "calls", "to": "Hub"},
+        ])  # fmt: skip
+        await d.tool("create_entities", root=d.other, entities=[
+            {"name": n, "entityType": "service", "observations": []} for n in ("Secret", "Vault")
+        ])  # fmt: skip
+        await d.tool("create_relations", root=d.other, relations=[
+            {"from": "Secret", "relationType": t, "to": "Vault"} for t in ("reads", "writes", "owns")
+        ])  # fmt: skip
+        for entity in ("", "   "):  # an empty entity field: the overview, never an error
+            reply = await d.get("graph", entity=entity)
+            assert reply.status_code == 200, reply.text
+            found = reply.json()
+            assert found["overview"] and found["total"] == 5 and found["truncated"]
+            assert [(e["name"], e["degree"]) for e in found["entities"]] == [
+                ("Hub", 3),
+                ("Left", 2),
+                ("Right", 2),
+            ]  # another repository's relations neither show nor count
+            assert sorted((r["from"], r["to"]) for r in found["relations"]) == [
+                ("Hub", "Left"), ("Hub", "Right"), ("Left", "Right")
+            ]  # fmt: skip
+        for q in ("", "  ", "---", "?!"):  # no words to search: the most connected names
+            names = await d.get("entities", q=q)
+            assert names.status_code == 200 and names.json()["entities"][:3] == [
+                "Hub",
+                "Left",
+                "Right",
+            ], (q, names.text)
+            assert "Secret" not in names.json()["entities"]
+        assert (await d.get("entities", q="lone")).json()["entities"] == ["Lonely"]
+        assert (await d.get("graph", entity="nope")).status_code == 404
+
+
+async def test_memories_list_the_entity_each_is_about(tmp_path: Path) -> None:
+    async with dashboard(tmp_path) as d:
+        ids = await seed(d)
+        await d.tool("add_observations", observations=[
+            {"entityName": "Beta", "contents": ["a queue broker"]}
+        ])  # fmt: skip
+        rows = {m["content"]: m for m in (await d.get("memories")).json()["memories"]}
+        assert [e["name"] for e in rows["a queue broker"]["entities"]] == ["Beta"]
+        assert [e["name"] for e in rows["Alpha uses Beta for its message queue"]["entities"]] == [
+            "Alpha",
+            "Beta",
+        ]
+        assert rows["Run ruff before every commit"]["entities"] == []
+        found = (await d.get("memories", q="queue")).json()
+        assert {m["id"] for m in found["memories"]} >= {ids["queue"]} and found["cut"] is None
+        # A semantic search lists what recall returns (here its lexical fallback): its best
+        # `limit`, whatever the page's size.
+        semantic = (await d.get("memories", q="queue", mode="semantic", limit=200)).json()
+        assert semantic["cut"] == api_mod.RecallArgs(query="").limit == 10
+
+
+async def test_recent_recalls_leave_out_another_repositorys(tmp_path: Path) -> None:
+    async with dashboard(tmp_path) as d:
+        await seed(d)
+        await d.tool("recall", query="message queue")
+        await d.tool("recall", query="their private plans", root=d.other)
+        await d.tool("recall", query="message queue")  # listed once
+        await d.tool("recall", query="ruff commit")
+        await d.tool("inspect", id=1)  # not a recall
+        found = (await d.get("recent")).json()["queries"]
+        assert [(q["query"], q["memories"]) for q in found] == [
+            ("ruff commit", 1), ("message queue", 1)
+        ]  # fmt: skip
+
+
+CODE_FILES: dict[str, str | bytes] = {
+    "app/fine.py": "def fine():\n    pass\n\n\nclass Box:\n    def fine(self):\n        pass\n",
+    "we\x01ird.py": "def fine_too():\n    pass\n",
+}
+
+
+async def test_code_symbols_and_outlines_are_rows(tmp_path: Path) -> None:
+    async with dashboard(tmp_path, files=CODE_FILES) as d:
+        status = (await d.get("code", refresh="1")).json()
+        assert status["enabled"] and status["root"] == str(d.repo)
+        [checkout] = status["checkouts"]
+        assert checkout["indexed_files"] == 2 and checkout["languages"] == {"python": 2}
+        found = (await d.get("symbols", q="fine")).json()
+        assert [(m["path"], m["quoted"], m["start"], m["kind"], m["name"], m["parent"])
+                for m in found["matches"]] == [
+            ("app/fine.py", False, 1, "function", "fine", None),
+            ("app/fine.py", False, 6, "method", "fine", "Box"),
+            ('"we\\x01ird.py"', True, 1, "function", "fine_too", None),
+        ]  # fmt: skip
+        assert found["total"] == 3 and found["truncated"] is None
+        outline = (await d.get("outline", path="app/fine.py")).json()
+        assert (outline["path"], outline["language"], outline["total"]) == (
+            "app/fine.py",
+            "python",
+            3,
+        )
+        assert [(s["start"], s["end"], s["depth"], s["kind"], s["name"]) for s in outline["symbols"]] == [
+            (1, 2, 0, "function", "fine"), (5, 7, 0, "class", "Box"), (6, 7, 1, "method", "fine")
+        ]  # fmt: skip
+        # The tools' rules and messages: a path leaving the checkout, a missing file, no name.
+        for path, status_code in (("../other/README.md", 403), ("nope.py", 404), ("", 400)):
+            reply = await d.get("outline", path=path)
+            assert reply.status_code == status_code, (path, reply.text)
+            with pytest.raises(DomainError) as refused:
+                await d.tool("code_outline", path=path)
+            assert reply.json()["error"] == str(refused.value) or path == ""
+        missing = await d.get("symbols", q="  ")
+        assert missing.status_code == 400 and "`q`" in missing.json()["error"]

@@ -386,7 +386,10 @@ class Api:
             raise ApiError(400, format_validation_error(exc)) from None
 
     async def symbols(self, query: Query) -> Json:
-        """``find_symbol``'s matches as rows (the tool answers them as text lines)."""
+        """``find_symbol``'s matches as rows (the tool answers them as text lines); a path
+        that is not plain UTF-8 text comes quoted and escaped (``quoted``), as the tool prints it."""
+        if not query.get("q", "").strip():
+            raise ApiError(400, "`q` (the symbol name to find) is required")
         fields: dict[str, Any] = {"query": query.get("q", "").strip(), "limit": 50}
         if query.get("kind"):
             fields["kind"] = query["kind"]
@@ -397,8 +400,9 @@ class Api:
         sources, indexed = service.truncation(root)
         return {
             "matches": [
-                {"path": show_path(path), "start": start, "end": end, "kind": kind,
-                 "name": name, "parent": parent or None, "signature": signature or None}
+                {"path": show_path(path), "quoted": show_path(path) != path, "start": start,
+                 "end": end, "kind": kind, "name": name, "parent": parent or None,
+                 "signature": signature or None}
                 for path, start, end, kind, name, parent, signature, *_ in rows
             ],
             "total": total,

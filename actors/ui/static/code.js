@@ -30,7 +30,8 @@ export async function shown() {
   $("page-code").dataset.loaded = "1";
 }
 
-function place(path, start, end) {
+function place(path, start, end, quoted = false) {
+  if (quoted) return h("span", { title: `lines ${start}-${end}` }, `${path}:${start}`); // not a name to ask for
   return h("a", { href: "#code", title: `lines ${start}-${end}`, "data-path": path, "data-line": start,
     onclick: (e) => { e.preventDefault(); $("c-path").value = path; outline(path, start); } }, `${path}:${start}`);
 }
@@ -43,7 +44,7 @@ async function find() {
     $("c-results-box").hidden = false;
     $("c-results-title").textContent = `Symbols matching “${q}”: ${found.total}${found.total > found.matches.length ? ` (first ${found.matches.length})` : ""}`;
     $("c-results").tBodies[0].replaceChildren(...(found.matches.length ? found.matches.map((m) => h("tr", {},
-      h("td", { class: "where" }, place(m.path, m.start, m.end)),
+      h("td", { class: "where" }, place(m.path, m.start, m.end, m.quoted)),
       h("td", {}, h("span", { class: "kind" }, `${m.kind} `), m.name),
       h("td", {}, m.parent || ""), h("td", { class: "sig" }, m.signature || ""))) : [h("tr", {}, h("td", { colspan: 4, class: "muted" }, "no symbol by that name"))]));
     say("c-message", found.truncated ? `the index holds ${found.truncated.indexed_files} of ${found.truncated.source_files} source files ([code] max_files): a definition may be missing` : "");
