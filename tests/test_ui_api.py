@@ -387,7 +387,7 @@ def test_memtrio_ui_refuses_a_public_address_without_a_token(tmp_path: Path) -> 
 async def test_graph_opens_on_the_most_connected_entities_this_repository_sees(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(api_mod, "GRAPH_ENTITIES", 3)
+    monkeypatch.setattr(api_mod, "GRAPH_ENTITIES", 3, raising=False)
     async with dashboard(tmp_path) as d:
         await d.tool("create_entities", entities=[
             {"name": n, "entityType": "service", "observations": []}

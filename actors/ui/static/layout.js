@@ -9,8 +9,8 @@ const K = 120; // ideal relation length
 const ITERATIONS = 300;
 const PAD = 3; // clearance kept around boxes
 const MARGIN = 24, GAP = 48;
-const ALONG = [0.5, 0.42, 0.58, 0.34, 0.66, 0.27, 0.73];
-const ACROSS = [0, 11, -11, 22, -22, 33, -33];
+const ALONG = [0.5, 0.42, 0.58, 0.34, 0.66, 0.27, 0.73, 0.2, 0.8];
+const ACROSS = [0, 11, -11, 22, -22, 33, -33, 44, -44];
 
 const ctx = document.createElement("canvas").getContext("2d");
 function textWidth(text, font) { ctx.font = font; return ctx.measureText(text).width; }
@@ -84,6 +84,18 @@ function separate(x, y, widths) {
   }
 }
 
+// The positions turned so that their longest extent (principal axis) lies horizontally:
+// the drawing area is wider than tall.
+function level(x, y) {
+  const n = x.length;
+  if (n < 3) return [x, y];
+  const mx = x.reduce((a, b) => a + b) / n, my = y.reduce((a, b) => a + b) / n;
+  let sxx = 0, syy = 0, sxy = 0;
+  for (let i = 0; i < n; i++) { const dx = x[i] - mx, dy = y[i] - my; sxx += dx * dx; syy += dy * dy; sxy += dx * dy; }
+  const angle = -0.5 * Math.atan2(2 * sxy, sxx - syy), cos = Math.cos(angle), sin = Math.sin(angle);
+  return [x.map((v, i) => (v - mx) * cos - (y[i] - my) * sin), y.map((v, i) => (x[i] - mx) * sin + (v - my) * cos)];
+}
+
 // The connected components of the graph, biggest first (each a list of node indexes).
 function components(n, pairs) {
   const parent = [...Array(n).keys()];
@@ -102,7 +114,7 @@ function arrange(n, pairs, c, widths, aspect) {
     const local = new Map(members.map((g, i) => [g, i]));
     const sub = pairs.filter(([a]) => local.has(a)).map(([a, b]) => [local.get(a), local.get(b)]);
     const placed = forces(members.length, sub, local.has(c) ? local.get(c) : -1);
-    const px = [...placed.x], py = [...placed.y], pw = members.map((g) => widths[g]);
+    const [px, py] = level([...placed.x], [...placed.y]), pw = members.map((g) => widths[g]);
     separate(px, py, pw);
     const boxes = members.map((_, i) => nodeBox(px[i], py[i], pw[i]));
     const x0 = Math.min(...boxes.map((b) => b.x)), y0 = Math.min(...boxes.map((b) => b.y));
