@@ -233,6 +233,28 @@ async def test_every_page_opened_cold_shows_content_and_no_error(
                     assert "python 2" in await page.eval(text_of("#c-checkouts tbody"))
 
 
+@needs_chromium
+async def test_every_page_opened_cold_on_an_empty_store_says_so_without_error(
+    browser: Browser, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "repo", {"README.md": "demo\n"})
+    says = {
+        "memories": ("#m-page", "no memories yet"),
+        "graph": ("#g-summary", "No entities yet"),
+        "recall": ("#r-recent", "No recall over this repository's scopes yet"),
+        "code": ("#c-status", "up to date"),
+        "server": ("#s-calls", "none"),
+    }
+    async with serve_ui(tmp_path / "home", repo) as served:
+        for name, (where, text) in says.items():
+            async with open_page(browser) as page:
+                await page.goto(f"{served.dashboard}#{name}")
+                await page.wait_for(f"document.getElementById('page-{name}').dataset.loaded")
+                await page.wait_for(f"{text_of(where)}.includes({json.dumps(text)})")
+                assert await page.eval(SHOWN_ERRORS) == [], name
+                assert page.errors == [], name
+
+
 # Every label box and node part (circle, name) drawn, and the pairs that overlap.
 OVERLAPS = """(() => {
   const box = (el) => { const b = el.getBBox(); return {x: b.x, y: b.y, w: b.width, h: b.height}; };
