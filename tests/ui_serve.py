@@ -1,5 +1,6 @@
 """``memtrio serve --ui`` in a repository, for the dashboard's browser tests and
-``tools/ui_screenshots.py``: its dashboard URL and an MCP client on the same port."""
+``tools/ui_screenshots.py``: its dashboard URL and an MCP client on the same port; the
+demo store both seed, and a page opened cold (a new tab straight on its address)."""
 
 from __future__ import annotations
 
