@@ -28,7 +28,15 @@ from ...supervisors.context import AppContext
 from ..session import DECODE_IN_THREAD_BYTES
 from .auth import CHALLENGE, BearerAuth
 from .connections import Connections
-from .http_session import HttpSession, Stream, new_session_id
+from .http_session import (
+    BadEventId,
+    EventsLost,
+    HttpSession,
+    ReplayBudget,
+    ReplayLimits,
+    Stream,
+    new_session_id,
+)
 from .http_wire import (
     ALLOW,
     CORS_HEADERS,
@@ -47,6 +55,7 @@ from .http_wire import (
     origin_allowed,
     read_body,
     respond,
+    shown,
     sse_event,
     wants_sse,
     watch_disconnect,
@@ -75,6 +84,8 @@ class HttpServer:
         self.nursery = nursery
         self.auth = BearerAuth(listen.token)
         self.sessions: dict[str, HttpSession] = {}
+        # The replay logs of all the sessions, bounded together (``[http]``).
+        self.replay = ReplayBudget(ReplayLimits.of(app.config.http))
         self.accepting = True
         self.requests_in_flight = 0
         self.idle = trio.Event()
@@ -111,9 +122,10 @@ class HttpServer:
         await respond(send, refusal.status, body, headers)
 
     def cors(self, request: Request) -> list[tuple[str, str]]:
-        """CORS headers for an allowed browser origin (none without ``Origin``)."""
+        """CORS headers for an allowed browser origin: none without ``Origin``, and none for
+        an origin that is refused (its 403 grants nothing)."""
         origin = request.header("origin")
-        if origin is None:
+        if origin is None or not origin_allowed(origin, self.listen.allowed_origins):
             return []
         return [
             ("access-control-allow-origin", origin),
@@ -125,7 +137,7 @@ class HttpServer:
         origin = request.header("origin")
         if origin is not None and not origin_allowed(origin, self.listen.allowed_origins):
             raise Refusal(
-                403, f"Forbidden: origin {origin!r} is not allowed ([serve] allowed_origins)"
+                403, f"Forbidden: origin {shown(origin)} is not allowed ([serve] allowed_origins)"
             )
         if request.path.rstrip("/") != PATH:
             raise Refusal(404, f"Not Found: the MCP endpoint is {PATH}")
@@ -178,7 +190,7 @@ class HttpServer:
         if version is not None and version.strip() not in mcp.SUPPORTED_VERSIONS:
             raise Refusal(
                 400,
-                f"Bad Request: unsupported MCP-Protocol-Version {version.strip()!r} "
+                f"Bad Request: unsupported MCP-Protocol-Version {shown(version.strip())} "
                 f"(supported: {', '.join(mcp.SUPPORTED_VERSIONS)})",
                 jsonrpc.INVALID_REQUEST,
             )
@@ -195,7 +207,7 @@ class HttpServer:
                 "([serve] max_connections); end one (DELETE) or retry later",
             )
         conn = self.connections.open("http", peer)
-        session = HttpSession(self.app, new_session_id(), conn)
+        session = HttpSession(self.app, new_session_id(), conn, self.replay)
         self.sessions[session.id] = session
         self.nursery.start_soon(self._run_session, session)
         return session
@@ -211,6 +223,7 @@ class HttpServer:
         """Forget the session (later requests: 404) and stop its actors."""
         trace.event(session.conn.id, "http_session_end", why=why)
         self.sessions.pop(session.id, None)
+        session.retire()  # no resume can come: free its replay log now
         session.conn.closed.set()
 
     async def expire_idle(self) -> None:
@@ -324,16 +337,30 @@ class HttpServer:
         stream.reader = reader
         lines: list[bytes] = []
         after = 0
-        while (events := await session.next_events(stream, after, reader)) is not None:
-            lines.extend(data for _, data in events if data)
-            after = events[-1][0]
+        lost = False
+        try:
+            while (events := await session.next_events(stream, after, reader)) is not None:
+                lines.extend(data for _, data in events if data)
+                after = events[-1][0]
+        except EventsLost:
+            lost = True
+        session.forget(stream)  # a JSON answer cannot be resumed: it needs no replay
         session.close_stream(stream)
-        if not lines:  # cancelled by the client, or the session ended before answering
-            code, why = (
-                (jsonrpc.INTERNAL_ERROR, "Internal error: the session ended before answering")
-                if session.ended
-                else (REQUEST_CANCELLED, "Request cancelled by the client")
-            )
+        if not lines:  # cancelled, lost from the replay log, or the session ended first
+            code, why = REQUEST_CANCELLED, "Request cancelled by the client"
+            if session.ended:
+                code, why = (
+                    jsonrpc.INTERNAL_ERROR,
+                    "Internal error: the session ended before answering",
+                )
+            elif lost:
+                code, why = (
+                    jsonrpc.INTERNAL_ERROR,
+                    (
+                        "Internal error: the answer left the replay log before it could be sent "
+                        "([http] replay_bytes, replay_total_bytes); send the request again"
+                    ),
+                )
             missing = [jsonrpc.error_response(rid, code, why).rstrip() for rid in ids]
             lines = [b"[" + b",".join(missing) + b"]"] if batch else missing
         await respond(send, 200, lines[0], headers)
@@ -369,12 +396,17 @@ class HttpServer:
                 nursery.start_soon(watch_disconnect, receive, nursery.cancel_scope)
                 if prime and not any(seq > after for seq, _ in stream.events):
                     session.prime(stream)
-                while (events := await session.next_events(stream, after, reader)) is not None:
-                    chunk = b"".join(
-                        sse_event(session.event_id(stream, seq), data) for seq, data in events
-                    )
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                    after = events[-1][0]
+                try:
+                    while (events := await session.next_events(stream, after, reader)) is not None:
+                        chunk = b"".join(
+                            sse_event(session.event_id(stream, seq), data) for seq, data in events
+                        )
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                        after = events[-1][0]
+                except EventsLost as lost:
+                    # The client read too slowly: end the stream; a resume from its last
+                    # event id is refused (404), so the gap is never silent.
+                    trace.event(session.conn.id, "sse_events_lost", level="warning", why=str(lost))
                 finished = True
                 nursery.cancel_scope.cancel()
         finally:
@@ -392,12 +424,19 @@ class HttpServer:
         session = self.session_of(request)
         last = request.header("last-event-id")
         if last is not None:
-            found = session.find_event(last)
+            try:
+                found = session.find_event(last)
+            except BadEventId as exc:
+                raise Refusal(
+                    400, f"Bad Request: {exc} (got {shown(last)})", jsonrpc.INVALID_REQUEST
+                ) from None
             if found is None:
                 raise Refusal(
                     404,
-                    f"Not Found: Last-Event-ID {last!r} names no stream of this session "
-                    "(it ended and its events were dropped)",
+                    f"Not Found: Last-Event-ID {shown(last)} names no event of this session "
+                    "that can be resumed from: its stream ended and its events left the replay "
+                    "log, or events after it did ([http] replay_events, replay_bytes); "
+                    "send the request again",
                     jsonrpc.INVALID_REQUEST,
                 )
             stream, after = found
@@ -410,7 +449,9 @@ class HttpServer:
                     "Conflict: this session's standalone SSE stream is already open "
                     "(one per session; resume a dropped one with Last-Event-ID)",
                 )
-            after, prime = stream.delivered, True
+            # Events before the ones a reader got, or that left the log unread, are not
+            # the new reader's: it starts after them.
+            after, prime = max(stream.delivered, stream.lost), True
         session.busy += 1
         session.touch()
         try:
