@@ -283,10 +283,10 @@ class HttpServer:
         headers = self.cors(request)
         if created:
             headers.append(("mcp-session-id", session.id))
-        stream = session.open_stream(ids)
+        sse = wants_sse(request.header("accept"), methods)
+        stream = session.open_stream(ids, replay=sse)
         session.busy += 1
         try:
-            sse = wants_sse(request.header("accept"), methods)
             if sse:
                 session.prime(stream)  # first, before any answer can be
             await session.inbox.send(Inbound([body]))

@@ -149,6 +149,9 @@ class Stream:
     # The last sequence of an event with data that left the replay log: a reader (or a
     # resume) before it would miss it.
     lost: int = 0
+    # Whether its events go in the replay log: False for the answer of a JSON POST, which
+    # its POST takes at once and no client can resume (its events carry no id).
+    replay: bool = True
     changed: trio.Event = field(default_factory=trio.Event)
 
     def notify(self) -> None:
@@ -171,7 +174,9 @@ class HttpSession:
         )
         self.streams: dict[int, Stream] = {STANDALONE: Stream(STANDALONE)}
         self.by_request: dict[jsonrpc.Id, Stream] = {}
-        self.budget = budget or ReplayBudget(ReplayLimits.of(app.config.http))
+        self.budget = (
+            budget if budget is not None else ReplayBudget(ReplayLimits.of(app.config.http))
+        )
         self.limits = self.budget.limits
         # The replay log, oldest first: sequence -> (its stream, its size, its budget ticket).
         self.kept: OrderedDict[int, tuple[Stream, int, int]] = OrderedDict()
@@ -199,9 +204,10 @@ class HttpSession:
         """Those of ``ids`` that a request of this session still waits on."""
         return [rid for rid in ids if rid in self.by_request]
 
-    def open_stream(self, ids: Iterable[jsonrpc.Id]) -> Stream:
-        """A new POST stream for the answers of the requests ``ids``."""
-        stream = Stream(next(self._numbers))
+    def open_stream(self, ids: Iterable[jsonrpc.Id], replay: bool = True) -> Stream:
+        """A new POST stream for the answers of the requests ``ids`` (``replay``: an SSE
+        stream, whose events are kept for a resume)."""
+        stream = Stream(next(self._numbers), replay=replay)
         stream.waiting.update(ids)
         self.streams[stream.number] = stream
         for rid in stream.waiting:
@@ -245,7 +251,12 @@ class HttpSession:
             )
         stream = self.streams.get(int(match[1]))
         sequence = int(match[2])
-        if stream is None or sequence > self._last_sequence or sequence < stream.lost:
+        if (
+            stream is None
+            or not stream.replay
+            or sequence > self._last_sequence
+            or sequence < stream.lost
+        ):
             return None
         return stream, sequence
 
@@ -284,6 +295,9 @@ class HttpSession:
         sequence = next(self._sequence)
         self._last_sequence = sequence
         stream.events.append((sequence, data))
+        if not stream.replay:  # its POST, waiting for it, takes it at once (then `forget`)
+            stream.notify()
+            return sequence
         size = len(data) + EVENT_OVERHEAD
         self.kept[sequence] = (stream, size, 0)
         self.kept_bytes += size
@@ -324,7 +338,7 @@ class HttpSession:
             sequence, _ = stream.events[0]
             if sequence in self.kept:
                 self.drop_event(sequence, lost=False)
-            else:  # not in the log (cannot happen): do not loop
+            else:  # a stream outside the log (a JSON answer)
                 stream.events.popleft()
 
     async def next_events(

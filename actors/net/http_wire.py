@@ -25,8 +25,8 @@ RETRY_MS = 1000
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 # Characters of a client's header value an error message quotes.
 SHOWN = 80
-# A Content-Length memtrio reads (more digits than this is over any limit anyway).
-DECLARED_LENGTH = re.compile(r"[0-9]{1,18}")
+# A Content-Length as memtrio reads it: ASCII digits (more than 18 is over any limit).
+DECLARED_LENGTH = re.compile(r"[0-9]+")
 # Session not found (what the official SDKs answer with their 404).
 SESSION_NOT_FOUND = -32001
 SERVER_ERROR = -32000
@@ -159,7 +159,7 @@ async def read_body(receive: Receive, limit: int, declared: str | None) -> bytes
         jsonrpc.INVALID_REQUEST,
     )
     length = DECLARED_LENGTH.fullmatch(declared.strip()) if declared is not None else None
-    if length is not None and int(length[0]) > limit:
+    if length is not None and (len(length[0]) > 18 or int(length[0]) > limit):
         raise too_big
     chunks: list[bytes] = []
     size = 0
