@@ -60,9 +60,9 @@ class Server:
         env.update(
             MEMTRIO_HOME=str(home), MEMTRIO_EMBEDDINGS="off", MEMTRIO_CODE="off", **extra_env
         )
+        command = [sys.executable, "-m", "memtrio.supervisors.cli", "serve"]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memtrio.supervisors.cli", "serve", "--transport", "http",
-             "--bind", "127.0.0.1:0"],  # fmt: skip
+            [*command, "--transport", "http", "--bind", "127.0.0.1:0"],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
