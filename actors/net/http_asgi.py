@@ -337,30 +337,18 @@ class HttpServer:
         stream.reader = reader
         lines: list[bytes] = []
         after = 0
-        lost = False
-        try:
-            while (events := await session.next_events(stream, after, reader)) is not None:
-                lines.extend(data for _, data in events if data)
-                after = events[-1][0]
-        except EventsLost:
-            lost = True
-        session.forget(stream)  # a JSON answer cannot be resumed: it needs no replay
+        # Its events are outside the replay log (`HttpSession.open_stream`): none is lost.
+        while (events := await session.next_events(stream, after, reader)) is not None:
+            lines.extend(data for _, data in events if data)
+            after = events[-1][0]
+        session.forget(stream)
         session.close_stream(stream)
-        if not lines:  # cancelled, lost from the replay log, or the session ended first
-            code, why = REQUEST_CANCELLED, "Request cancelled by the client"
-            if session.ended:
-                code, why = (
-                    jsonrpc.INTERNAL_ERROR,
-                    "Internal error: the session ended before answering",
-                )
-            elif lost:
-                code, why = (
-                    jsonrpc.INTERNAL_ERROR,
-                    (
-                        "Internal error: the answer left the replay log before it could be sent "
-                        "([http] replay_bytes, replay_total_bytes); send the request again"
-                    ),
-                )
+        if not lines:  # cancelled by the client, or the session ended before answering
+            code, why = (
+                (jsonrpc.INTERNAL_ERROR, "Internal error: the session ended before answering")
+                if session.ended
+                else (REQUEST_CANCELLED, "Request cancelled by the client")
+            )
             missing = [jsonrpc.error_response(rid, code, why).rstrip() for rid in ids]
             lines = [b"[" + b",".join(missing) + b"]"] if batch else missing
         await respond(send, 200, lines[0], headers)

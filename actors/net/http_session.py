@@ -21,8 +21,8 @@ missed (`HttpSession.find_event`). The log is bounded: per session by
 ``replay_total_bytes`` (`ReplayBudget`); the oldest events go first, whether or
 not they were delivered. A stream that lost an event this way says so: its
 reader stops (`EventsLost`) and a resume before the lost event is refused. The
-answer of a JSON POST leaves the log once sent (it cannot be resumed), and a
-session's whole log is freed when the session ends.
+answer of a JSON POST never enters the log (it carries no event id to resume
+from), and a session's whole log is freed when the session ends.
 
 State that must survive a restart of the router or the Session (the streams,
 the mailboxes, the `SessionState`) is owned here, outside the actors.
@@ -112,9 +112,6 @@ class ReplayBudget:
         self._tickets = itertools.count(1)
         self._kept: OrderedDict[int, tuple[HttpSession, int]] = OrderedDict()
 
-    def __len__(self) -> int:
-        return len(self._kept)
-
     def take(self, session: HttpSession, sequence: int, size: int) -> int:
         """Record a kept event (its ticket); drop the oldest events while over the total."""
         ticket = next(self._tickets)
@@ -186,8 +183,6 @@ class HttpSession:
         # Requests being answered and streams being read: a busy session never expires.
         self.busy = 0
         self.ended = False
-        # False once the session was ended (DELETE, expiry): nothing is kept for a resume.
-        self.resumable = True
         self._sequence = itertools.count(1)
         self._last_sequence = 0
         self._numbers = itertools.count(1)
@@ -373,7 +368,6 @@ class HttpSession:
     def retire(self) -> None:
         """The session was ended (DELETE, expiry): no resume can come any more, so only the
         events a reader still has to read stay until `end`."""
-        self.resumable = False
         for stream in list(self.streams.values()):
             self.forget(stream, None if stream.reader is None else stream.delivered)
 
@@ -381,7 +375,6 @@ class HttpSession:
         """The session is over: every reader returns, nothing is delivered any more, and
         the replay log is freed."""
         self.ended = True
-        self.resumable = False
         self.by_request.clear()
         for stream in list(self.streams.values()):
             self.forget(stream)
