@@ -546,7 +546,7 @@ requests = st.fixed_dictionaries(
         "headers": st.dictionaries(st.sampled_from(list(HEADERS)), st.just(None), max_size=7).flatmap(
             lambda names: st.fixed_dictionaries({name: HEADERS[name] for name in names})
         ),
-        "body": st.sampled_from(BODIES),
+        "body": st.one_of(st.sampled_from(BODIES), st.binary(max_size=64)),
         "length": st.sampled_from([None, b"0" * 3, b"9" * 30, b"9" * 5000, b"\xc2\xb2", b"+1", b"-1"]),
     }
 )  # fmt: skip
