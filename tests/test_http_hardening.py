@@ -52,12 +52,8 @@ MIB = 1024 * 1024
 def note(i: int, size: int) -> bytes:
     """A server notification of about ``size`` bytes (it goes on the standalone stream)."""
     params = {"i": i, "pad": "x" * size}
-    return (
-        json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": params})[
-            :
-        ].encode()
-        + b"\n"
-    )
+    message = {"jsonrpc": "2.0", "method": "notifications/message", "params": params}
+    return json.dumps(message).encode() + b"\n"
 
 
 def answer(rid: int, size: int) -> bytes:
