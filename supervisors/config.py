@@ -133,6 +133,15 @@ class ServeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     attach: bool = True  # `memtrio mcp` relays to a running `memtrio serve` of the same home
 
 
+class HttpConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The Streamable HTTP transport's replay log (docs/transports.md, "Resumability"):
+    the events a session keeps so that a client whose stream dropped can resume it."""
+
+    replay_events: int = 1000  # events kept per session (the oldest go first)
+    replay_bytes: int = 8 * 1024 * 1024  # bytes of events kept per session
+    replay_total_bytes: int = 64 * 1024 * 1024  # bytes kept by all sessions together
+
+
 class VectorsConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """The vector layer (docs/recall.md, "Vector indexes"): the vector tools and the index
     backend that serves them and recall's semantic seeds."""
@@ -167,6 +176,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     retrieval: RetrievalConfig = msgspec.field(default_factory=RetrievalConfig)
     code: CodeConfig = msgspec.field(default_factory=CodeConfig)
     serve: ServeConfig = msgspec.field(default_factory=ServeConfig)
+    http: HttpConfig = msgspec.field(default_factory=HttpConfig)
     vectors: VectorsConfig = msgspec.field(default_factory=VectorsConfig)
     tools: ToolsConfig = msgspec.field(default_factory=ToolsConfig)
 
@@ -270,6 +280,15 @@ _CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("serve", "auth_token_file"): (lambda v: "\0" not in v, "must not contain a NUL character"),
     ("serve", "tls_cert"): (lambda v: "\0" not in v, "must not contain a NUL character"),
     ("serve", "tls_key"): (lambda v: "\0" not in v, "must not contain a NUL character"),
+    ("http", "replay_events"): (lambda v: 1 <= v <= 1_000_000, "must be 1-1000000"),
+    ("http", "replay_bytes"): (
+        lambda v: 65_536 <= v <= MAX_INT32,
+        f"must be at least 65536 bytes (and at most {MAX_INT32})",
+    ),
+    ("http", "replay_total_bytes"): (
+        lambda v: 65_536 <= v <= 2**40,
+        "must be at least 65536 bytes (and at most 2**40)",
+    ),
     ("vectors", "dims"): (lambda v: 1 <= v <= 4096, "must be 1-4096"),
     ("vectors", "auto_threshold"): (lambda v: 0 <= v <= MAX_INT32, f"must be 0-{MAX_INT32}"),
     ("vectors", "connectivity"): (lambda v: 2 <= v <= 256, "must be 2-256"),

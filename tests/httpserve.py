@@ -77,11 +77,18 @@ class Served:
 
 @asynccontextmanager
 async def serving(
-    tmp_path: Path, *, max_connections: int = 16, **listen: object
+    tmp_path: Path,
+    *,
+    max_connections: int = 16,
+    env: dict[str, str] | None = None,
+    **listen: object,
 ) -> AsyncIterator[Served]:
-    """Run memtrio with an HTTP listener on 127.0.0.1, port 0 (``listen``: `Listen` fields)."""
+    """Run memtrio with an HTTP listener on 127.0.0.1, port 0 (``listen``: `Listen` fields;
+    ``env``: configuration variables, ``MEMTRIO_HTTP_REPLAY_BYTES`` for one)."""
     home = tmp_path / "home"
-    cfg = config_mod.load(home, env={"MEMTRIO_EMBEDDINGS": "off", "MEMTRIO_CODE": "off"})
+    cfg = config_mod.load(
+        home, env={"MEMTRIO_EMBEDDINGS": "off", "MEMTRIO_CODE": "off", **(env or {})}
+    )
     app = build_context(cfg, home, tmp_path)
     connections = Connections(max_connections)
     settings = Listen(transport="http", host="127.0.0.1", port=0, **listen)  # type: ignore[arg-type]

@@ -204,6 +204,9 @@ OUT_OF_RANGE: dict[tuple[str, str], object] = {
     ("serve", "auth_token_file"): "a\0b",
     ("serve", "tls_cert"): "a\0b",
     ("serve", "tls_key"): "a\0b",
+    ("http", "replay_events"): 0,
+    ("http", "replay_bytes"): 1024,
+    ("http", "replay_total_bytes"): 0,
 }
 
 

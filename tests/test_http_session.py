@@ -69,7 +69,7 @@ async def test_a_cancelled_request_ends_its_stream_and_its_late_answer_is_droppe
 
 async def test_the_event_log_keeps_the_last_events_of_the_session(tmp_path: Path) -> None:
     session = new_session(tmp_path)
-    total = http_session.EVENT_LOG_LIMIT + 50
+    total = session.limits.events + 50
     for i in range(total):
         session.deliver(
             line({"jsonrpc": "2.0", "method": "notifications/message", "params": {"i": i}})
@@ -79,7 +79,7 @@ async def test_the_event_log_keeps_the_last_events_of_the_session(tmp_path: Path
     first_kept = session.standalone.events[0][0]
     found = session.find_event(session.event_id(session.standalone, first_kept))
     assert found == (session.standalone, first_kept)
-    assert session.find_event("x-1") is None and session.find_event("99-1") is None
+    assert session.find_event("99-1") is None
 
 
 async def test_a_crashing_session_restarts_alone(tmp_path: Path) -> None:

@@ -28,7 +28,15 @@ from ...supervisors.context import AppContext
 from ..session import DECODE_IN_THREAD_BYTES
 from .auth import CHALLENGE, BearerAuth
 from .connections import Connections
-from .http_session import HttpSession, Stream, new_session_id
+from .http_session import (
+    BadEventId,
+    EventsLost,
+    HttpSession,
+    ReplayBudget,
+    ReplayLimits,
+    Stream,
+    new_session_id,
+)
 from .http_wire import (
     ALLOW,
     CORS_HEADERS,
@@ -47,6 +55,7 @@ from .http_wire import (
     origin_allowed,
     read_body,
     respond,
+    shown,
     sse_event,
     wants_sse,
     watch_disconnect,
@@ -75,6 +84,8 @@ class HttpServer:
         self.nursery = nursery
         self.auth = BearerAuth(listen.token)
         self.sessions: dict[str, HttpSession] = {}
+        # The replay logs of all the sessions, bounded together (``[http]``).
+        self.replay = ReplayBudget(ReplayLimits.of(app.config.http))
         self.accepting = True
         self.requests_in_flight = 0
         self.idle = trio.Event()
@@ -111,9 +122,10 @@ class HttpServer:
         await respond(send, refusal.status, body, headers)
 
     def cors(self, request: Request) -> list[tuple[str, str]]:
-        """CORS headers for an allowed browser origin (none without ``Origin``)."""
+        """CORS headers for an allowed browser origin: none without ``Origin``, and none for
+        an origin that is refused (its 403 grants nothing)."""
         origin = request.header("origin")
-        if origin is None:
+        if origin is None or not origin_allowed(origin, self.listen.allowed_origins):
             return []
         return [
             ("access-control-allow-origin", origin),
@@ -125,7 +137,7 @@ class HttpServer:
         origin = request.header("origin")
         if origin is not None and not origin_allowed(origin, self.listen.allowed_origins):
             raise Refusal(
-                403, f"Forbidden: origin {origin!r} is not allowed ([serve] allowed_origins)"
+                403, f"Forbidden: origin {shown(origin)} is not allowed ([serve] allowed_origins)"
             )
         if request.path.rstrip("/") != PATH:
             raise Refusal(404, f"Not Found: the MCP endpoint is {PATH}")
@@ -178,7 +190,7 @@ class HttpServer:
         if version is not None and version.strip() not in mcp.SUPPORTED_VERSIONS:
             raise Refusal(
                 400,
-                f"Bad Request: unsupported MCP-Protocol-Version {version.strip()!r} "
+                f"Bad Request: unsupported MCP-Protocol-Version {shown(version.strip())} "
                 f"(supported: {', '.join(mcp.SUPPORTED_VERSIONS)})",
                 jsonrpc.INVALID_REQUEST,
             )
@@ -195,7 +207,7 @@ class HttpServer:
                 "([serve] max_connections); end one (DELETE) or retry later",
             )
         conn = self.connections.open("http", peer)
-        session = HttpSession(self.app, new_session_id(), conn)
+        session = HttpSession(self.app, new_session_id(), conn, self.replay)
         self.sessions[session.id] = session
         self.nursery.start_soon(self._run_session, session)
         return session
@@ -211,6 +223,7 @@ class HttpServer:
         """Forget the session (later requests: 404) and stop its actors."""
         trace.event(session.conn.id, "http_session_end", why=why)
         self.sessions.pop(session.id, None)
+        session.retire()  # no resume can come: free its replay log now
         session.conn.closed.set()
 
     async def expire_idle(self) -> None:
@@ -270,10 +283,10 @@ class HttpServer:
         headers = self.cors(request)
         if created:
             headers.append(("mcp-session-id", session.id))
-        stream = session.open_stream(ids)
+        sse = wants_sse(request.header("accept"), methods)
+        stream = session.open_stream(ids, replay=sse)
         session.busy += 1
         try:
-            sse = wants_sse(request.header("accept"), methods)
             if sse:
                 session.prime(stream)  # first, before any answer can be
             await session.inbox.send(Inbound([body]))
@@ -324,9 +337,11 @@ class HttpServer:
         stream.reader = reader
         lines: list[bytes] = []
         after = 0
+        # Its events are outside the replay log (`HttpSession.open_stream`): none is lost.
         while (events := await session.next_events(stream, after, reader)) is not None:
             lines.extend(data for _, data in events if data)
             after = events[-1][0]
+        session.forget(stream)
         session.close_stream(stream)
         if not lines:  # cancelled by the client, or the session ended before answering
             code, why = (
@@ -369,12 +384,17 @@ class HttpServer:
                 nursery.start_soon(watch_disconnect, receive, nursery.cancel_scope)
                 if prime and not any(seq > after for seq, _ in stream.events):
                     session.prime(stream)
-                while (events := await session.next_events(stream, after, reader)) is not None:
-                    chunk = b"".join(
-                        sse_event(session.event_id(stream, seq), data) for seq, data in events
-                    )
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                    after = events[-1][0]
+                try:
+                    while (events := await session.next_events(stream, after, reader)) is not None:
+                        chunk = b"".join(
+                            sse_event(session.event_id(stream, seq), data) for seq, data in events
+                        )
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                        after = events[-1][0]
+                except EventsLost as lost:
+                    # The client read too slowly: end the stream; a resume from its last
+                    # event id is refused (404), so the gap is never silent.
+                    trace.event(session.conn.id, "sse_events_lost", level="warning", why=str(lost))
                 finished = True
                 nursery.cancel_scope.cancel()
         finally:
@@ -392,12 +412,19 @@ class HttpServer:
         session = self.session_of(request)
         last = request.header("last-event-id")
         if last is not None:
-            found = session.find_event(last)
+            try:
+                found = session.find_event(last)
+            except BadEventId as exc:
+                raise Refusal(
+                    400, f"Bad Request: {exc} (got {shown(last)})", jsonrpc.INVALID_REQUEST
+                ) from None
             if found is None:
                 raise Refusal(
                     404,
-                    f"Not Found: Last-Event-ID {last!r} names no stream of this session "
-                    "(it ended and its events were dropped)",
+                    f"Not Found: Last-Event-ID {shown(last)} names no event of this session "
+                    "that can be resumed from: its stream ended and its events left the replay "
+                    "log, or events after it did ([http] replay_events, replay_bytes); "
+                    "send the request again",
                     jsonrpc.INVALID_REQUEST,
                 )
             stream, after = found
@@ -410,7 +437,9 @@ class HttpServer:
                     "Conflict: this session's standalone SSE stream is already open "
                     "(one per session; resume a dropped one with Last-Event-ID)",
                 )
-            after, prime = stream.delivered, True
+            # Events before the ones a reader got, or that left the log unread, are not
+            # the new reader's: it starts after them.
+            after, prime = max(stream.delivered, stream.lost), True
         session.busy += 1
         session.touch()
         try:

@@ -14,9 +14,15 @@ The router reads the outbox and delivers each line to its *stream*:
   session's *standalone* stream, which a GET opens; it waits there until one is.
 
 Every event of a stream gets an id unique within the session
-(``<stream>-<sequence>``) and is kept (the last `EVENT_LOG_LIMIT` of the
-session), so a client whose connection dropped reconnects with
-``Last-Event-ID`` and gets what it missed (`HttpSession.resume`).
+(``<stream>-<sequence>``) and is kept in the session's *replay log*, so a client
+whose connection dropped reconnects with ``Last-Event-ID`` and gets what it
+missed (`HttpSession.find_event`). The log is bounded: per session by
+``[http] replay_events`` and ``replay_bytes``, for the whole listener by
+``replay_total_bytes`` (`ReplayBudget`); the oldest events go first, whether or
+not they were delivered. A stream that lost an event this way says so: its
+reader stops (`EventsLost`) and a resume before the lost event is refused. The
+answer of a JSON POST never enters the log (it carries no event id to resume
+from), and a session's whole log is freed when the session ends.
 
 State that must survive a restart of the router or the Session (the streams,
 the mailboxes, the `SessionState`) is owned here, outside the actors.
@@ -25,8 +31,9 @@ the mailboxes, the `SessionState`) is owned here, outside the actors.
 from __future__ import annotations
 
 import itertools
+import re
 import secrets
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -36,18 +43,21 @@ import trio
 from ...protocol import jsonrpc
 from ...protocol.messages import Outbound, SessionInput
 from ...supervisors import trace
+from ...supervisors.config import HttpConfig
 from ...supervisors.context import AppContext
 from ...supervisors.supervisor import PERMANENT, ChildContext, ChildSpec, Mailbox
 from ..session import Session, run_session
 from ..session_state import SessionState
 from .connections import Connection
 
-# Events kept per session for resumption (the oldest go first).
-EVENT_LOG_LIMIT = 1000
 # The standalone (GET) stream is stream 0 of its session.
 STANDALONE = 0
 # Ids of cancelled requests remembered (their late answers are dropped).
 CANCELLED_LIMIT = 1000
+# Bytes a kept event costs besides its data (its tuple, bytes object and log entries).
+EVENT_OVERHEAD = 256
+# An event id as memtrio writes it: ``<stream>-<sequence>``, ASCII digits (at most 18 each).
+EVENT_ID = re.compile(r"([0-9]{1,18})-([0-9]{1,18})")
 
 
 class _Head(msgspec.Struct):
@@ -65,6 +75,60 @@ def new_session_id() -> str:
     return secrets.token_urlsafe(32)
 
 
+class EventsLost(Exception):
+    """Events of a stream after the reader's position left the replay log (the client
+    was too slow, or away too long): the stream cannot go on without a gap."""
+
+
+class BadEventId(ValueError):
+    """A ``Last-Event-ID`` that is not of the form memtrio writes (the client's fault)."""
+
+
+@dataclass(frozen=True)
+class ReplayLimits:
+    """Bounds of the replay logs (``[http]``, docs/configuration.md)."""
+
+    events: int = 1000
+    session_bytes: int = 8 * 1024 * 1024
+    total_bytes: int = 64 * 1024 * 1024
+
+    @classmethod
+    def of(cls, config: HttpConfig) -> ReplayLimits:
+        return cls(config.replay_events, config.replay_bytes, config.replay_total_bytes)
+
+
+class ReplayBudget:
+    """The replay logs of every session of one listener, bounded together in bytes.
+
+    Each kept event of any session has a ticket here, in the order it was kept;
+    over `ReplayLimits.total_bytes` the oldest event of the listener goes first
+    (the event being added is the one never dropped, so a single answer larger
+    than every bound is still delivered).
+    """
+
+    def __init__(self, limits: ReplayLimits) -> None:
+        self.limits = limits
+        self.used = 0
+        self._tickets = itertools.count(1)
+        self._kept: OrderedDict[int, tuple[HttpSession, int]] = OrderedDict()
+
+    def take(self, session: HttpSession, sequence: int, size: int) -> int:
+        """Record a kept event (its ticket); drop the oldest events while over the total."""
+        ticket = next(self._tickets)
+        self._kept[ticket] = (session, sequence)
+        self.used += size
+        while self.used > self.limits.total_bytes and len(self._kept) > 1:
+            _, (owner, old) = self._kept.popitem(last=False)
+            owner.drop_event(old, ticketed=False)
+        return ticket
+
+    def give_back(self, ticket: int, size: int, ticketed: bool = True) -> None:
+        """An event left its session's log (``ticketed``: its ticket is still here)."""
+        self.used -= size
+        if ticketed:
+            self._kept.pop(ticket, None)
+
+
 @dataclass(eq=False)
 class Stream:
     """One SSE stream of a session: the answers of one POST, or the standalone stream."""
@@ -79,6 +143,12 @@ class Stream:
     reader: object | None = None
     # The last sequence handed to a reader (the standalone stream's backlog starts after it).
     delivered: int = 0
+    # The last sequence of an event with data that left the replay log: a reader (or a
+    # resume) before it would miss it.
+    lost: int = 0
+    # Whether its events go in the replay log: False for the answer of a JSON POST, which
+    # its POST takes at once and no client can resume (its events carry no id).
+    replay: bool = True
     changed: trio.Event = field(default_factory=trio.Event)
 
     def notify(self) -> None:
@@ -89,7 +159,9 @@ class Stream:
 class HttpSession:
     """The lasting state of one HTTP session (owned by the listener, not by an actor)."""
 
-    def __init__(self, app: AppContext, sid: str, conn: Connection) -> None:
+    def __init__(
+        self, app: AppContext, sid: str, conn: Connection, budget: ReplayBudget | None = None
+    ) -> None:
         self.id = sid
         self.conn = conn
         self.inbox: Mailbox[SessionInput] = Mailbox(f"{conn.id}.inbox", 64)
@@ -99,13 +171,20 @@ class HttpSession:
         )
         self.streams: dict[int, Stream] = {STANDALONE: Stream(STANDALONE)}
         self.by_request: dict[jsonrpc.Id, Stream] = {}
-        self.kept: deque[tuple[Stream, int]] = deque()
+        self.budget = (
+            budget if budget is not None else ReplayBudget(ReplayLimits.of(app.config.http))
+        )
+        self.limits = self.budget.limits
+        # The replay log, oldest first: sequence -> (its stream, its size, its budget ticket).
+        self.kept: OrderedDict[int, tuple[Stream, int, int]] = OrderedDict()
+        self.kept_bytes = 0
         self.cancelled: dict[jsonrpc.Id, None] = {}
         self.last_active = trio.current_time()
         # Requests being answered and streams being read: a busy session never expires.
         self.busy = 0
         self.ended = False
         self._sequence = itertools.count(1)
+        self._last_sequence = 0
         self._numbers = itertools.count(1)
         self.children = session_children(app, self)
 
@@ -120,9 +199,10 @@ class HttpSession:
         """Those of ``ids`` that a request of this session still waits on."""
         return [rid for rid in ids if rid in self.by_request]
 
-    def open_stream(self, ids: Iterable[jsonrpc.Id]) -> Stream:
-        """A new POST stream for the answers of the requests ``ids``."""
-        stream = Stream(next(self._numbers))
+    def open_stream(self, ids: Iterable[jsonrpc.Id], replay: bool = True) -> Stream:
+        """A new POST stream for the answers of the requests ``ids`` (``replay``: an SSE
+        stream, whose events are kept for a resume)."""
+        stream = Stream(next(self._numbers), replay=replay)
         stream.waiting.update(ids)
         self.streams[stream.number] = stream
         for rid in stream.waiting:
@@ -151,19 +231,36 @@ class HttpSession:
         return f"{stream.number}-{sequence}"
 
     def find_event(self, event_id: str) -> tuple[Stream, int] | None:
-        """The stream and sequence of a ``Last-Event-ID``, None when it is not one of ours."""
-        number, sep, sequence = event_id.strip().partition("-")
-        if not sep or not number.isdigit() or not sequence.isdigit():
+        """The stream and sequence of a ``Last-Event-ID``; None when it names no event of
+        this session that can be resumed from: an unknown stream, a sequence never
+        issued, or one after which events of the stream left the replay log.
+
+        Error handling: a value that is not ``<stream>-<sequence>`` in ASCII digits
+        raises `BadEventId`.
+        """
+        match = EVENT_ID.fullmatch(event_id.strip())
+        if match is None:
+            raise BadEventId(
+                "Last-Event-ID must be an event id this server sent: <stream>-<sequence>, "
+                "digits only"
+            )
+        stream = self.streams.get(int(match[1]))
+        sequence = int(match[2])
+        if (
+            stream is None
+            or not stream.replay
+            or sequence > self._last_sequence
+            or sequence < stream.lost
+        ):
             return None
-        stream = self.streams.get(int(number))
-        if stream is None:
-            return None
-        return stream, int(sequence)
+        return stream, sequence
 
     # -- delivery (the router) -----------------------------------------------
 
     def deliver(self, line: bytes) -> None:
-        """Put one outgoing line on the stream it belongs to."""
+        """Put one outgoing line on the stream it belongs to (none once the session ended)."""
+        if self.ended:
+            return
         data = line.strip()
         try:
             head = _head.decode(data)
@@ -191,23 +288,69 @@ class HttpSession:
 
     def _append(self, stream: Stream, data: bytes) -> int:
         sequence = next(self._sequence)
+        self._last_sequence = sequence
         stream.events.append((sequence, data))
-        self.kept.append((stream, sequence))
-        while len(self.kept) > EVENT_LOG_LIMIT:
-            old, old_sequence = self.kept.popleft()
-            if old.events and old.events[0][0] == old_sequence:
-                old.events.popleft()
-            if old.done and not old.events and old.number != STANDALONE:
-                self.streams.pop(old.number, None)
+        if not stream.replay:  # its POST, waiting for it, takes it at once (then `forget`)
+            stream.notify()
+            return sequence
+        size = len(data) + EVENT_OVERHEAD
+        self.kept[sequence] = (stream, size, 0)
+        self.kept_bytes += size
+        limits = self.limits
+        while (len(self.kept) > limits.events or self.kept_bytes > limits.session_bytes) and len(
+            self.kept
+        ) > 1:
+            self.drop_event(next(iter(self.kept)))
+        # Taken last: the listener-wide bound never drops the event being added.
+        self.kept[sequence] = (stream, size, self.budget.take(self, sequence, size))
         stream.notify()
         return sequence
+
+    def drop_event(self, sequence: int, ticketed: bool = True, lost: bool = True) -> None:
+        """Take the event ``sequence`` (the oldest of its stream) out of the replay log.
+
+        ``ticketed``: its budget ticket is still held (False when the budget drops it);
+        ``lost``: a reader had not necessarily read it (False: it needs no resume).
+        """
+        entry = self.kept.pop(sequence, None)
+        if entry is None:
+            return
+        stream, size, ticket = entry
+        self.kept_bytes -= size
+        self.budget.give_back(ticket, size, ticketed and ticket != 0)
+        if stream.events and stream.events[0][0] == sequence:
+            _, data = stream.events.popleft()
+            if data and lost:
+                stream.lost = max(stream.lost, sequence)
+                stream.notify()  # a reader behind it stops (EventsLost)
+        if stream.done and not stream.events and stream.number != STANDALONE:
+            self.streams.pop(stream.number, None)
+
+    def forget(self, stream: Stream, upto: int | None = None) -> None:
+        """Take ``stream``'s events (up to sequence ``upto``) out of the replay log: they
+        need no resume (a JSON answer, or a session that ended)."""
+        while stream.events and (upto is None or stream.events[0][0] <= upto):
+            sequence, _ = stream.events[0]
+            if sequence in self.kept:
+                self.drop_event(sequence, lost=False)
+            else:  # a stream outside the log (a JSON answer)
+                stream.events.popleft()
 
     async def next_events(
         self, stream: Stream, after: int, reader: object
     ) -> list[tuple[int, bytes]] | None:
         """The events of ``stream`` after sequence ``after``, waiting for one; None once the
-        stream is done (or the session ended, or another reader took the stream over)."""
+        stream is done (or the session ended, or another reader took the stream over).
+
+        Error handling: raises `EventsLost` when an event after ``after`` left the
+        replay log before it could be read.
+        """
         while True:
+            if after < stream.lost:
+                raise EventsLost(
+                    f"events of stream {stream.number} after {after} left the replay log "
+                    "([http] replay_events, replay_bytes, replay_total_bytes)"
+                )
             fresh = [event for event in stream.events if event[0] > after]
             if fresh:
                 if stream.reader is reader:
@@ -222,11 +365,19 @@ class HttpSession:
         if stream.done and not stream.events:
             self.streams.pop(stream.number, None)
 
+    def retire(self) -> None:
+        """The session was ended (DELETE, expiry): no resume can come any more, so only the
+        events a reader still has to read stay until `end`."""
+        for stream in list(self.streams.values()):
+            self.forget(stream, None if stream.reader is None else stream.delivered)
+
     def end(self) -> None:
-        """The session is over: every reader returns, nothing is delivered any more."""
+        """The session is over: every reader returns, nothing is delivered any more, and
+        the replay log is freed."""
         self.ended = True
         self.by_request.clear()
-        for stream in self.streams.values():
+        for stream in list(self.streams.values()):
+            self.forget(stream)
             stream.done = True
             stream.notify()
 

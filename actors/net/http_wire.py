@@ -3,6 +3,7 @@ Origin checks, bodies with a size limit, SSE events (used by ``actors.net.http_a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,10 @@ PATH = "/mcp"
 # The reconnection delay (ms) a priming event tells the client (SSE ``retry``).
 RETRY_MS = 1000
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+# Characters of a client's header value an error message quotes.
+SHOWN = 80
+# A Content-Length as memtrio reads it: ASCII digits (more than 18 is over any limit).
+DECLARED_LENGTH = re.compile(r"[0-9]+")
 # Session not found (what the official SDKs answer with their 404).
 SESSION_NOT_FOUND = -32001
 SERVER_ERROR = -32000
@@ -75,6 +80,13 @@ class Request:
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name)
+
+
+def shown(value: str) -> str:
+    """A client's header value quoted in a message: ``repr``, at most `SHOWN` characters."""
+    if len(value) > SHOWN:
+        return repr(value[:SHOWN]) + f" (and {len(value) - SHOWN} more characters)"
+    return repr(value)
 
 
 def media(accept: str | None) -> tuple[bool, bool]:
@@ -146,7 +158,8 @@ async def read_body(receive: Receive, limit: int, declared: str | None) -> bytes
         "it was not read",
         jsonrpc.INVALID_REQUEST,
     )
-    if declared is not None and declared.strip().isdigit() and int(declared) > limit:
+    length = DECLARED_LENGTH.fullmatch(declared.strip()) if declared is not None else None
+    if length is not None and (len(length[0]) > 18 or int(length[0]) > limit):
         raise too_big
     chunks: list[bytes] = []
     size = 0

@@ -86,7 +86,10 @@ class Guard:
 
     def own_origin(self, headers: dict[str, str], scheme: str) -> str:
         host = headers.get("host", "")
-        hostname = urlsplit(f"//{host}").hostname or ""
+        try:
+            hostname = urlsplit(f"//{host}").hostname or ""
+        except ValueError:  # "[::1" and the like: not a host at all
+            raise Denied(400, "the Host header is not a host[:port]") from None
         if not self.configured and not is_loopback(hostname):
             raise Denied(403, f"host {host!r} is not a loopback address")
         return f"{scheme}://{host}"
