@@ -23,7 +23,7 @@ import codecs
 import json
 import socket
 import struct
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 import trio
@@ -82,11 +82,19 @@ class TcpSession(LineClient):
 
 
 async def open_tcp_session(
-    nursery: trio.Nursery, host: str, port: int, token: str | None, label: str
+    nursery: trio.Nursery,
+    host: str,
+    port: int,
+    token: str | None,
+    label: str,
+    handshake: Callable[[trio.SocketStream], Awaitable[bytes]] | None = None,
 ) -> TcpSession:
-    """Connect, present ``token`` (the first line), start the reader in ``nursery``."""
+    """Connect, present ``token`` (the first line) or run ``handshake`` (the attach
+    endpoint's proof), start the reader in ``nursery``."""
     stream = await trio.open_tcp_stream(host, port)
     session = TcpSession(stream, label)
+    if handshake is not None:
+        await handshake(stream)  # the endpoint sends nothing more until the client speaks
     if token is not None:
         await stream.send_all(token.encode() + b"\n")
     nursery.start_soon(session.read_loop)
