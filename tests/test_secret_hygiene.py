@@ -228,6 +228,21 @@ def test_a_config_file_others_can_write_is_a_warning_then_refused_when_strict(
     one_line(strict, 2, str(config), "writable by group or others")
 
 
+def test_a_home_others_could_replace_is_a_warning_then_refused_when_strict(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # not sticky: anyone may rename the home away and put theirs there
+    home = shared / "home"
+    loose = run_cli("scopes", home=home, cwd=tmp_path, timeout=60)
+    assert loose.returncode == 0, loose.stderr
+    warnings = [s for s in loose.stderr.splitlines() if "warning" in s]
+    assert len(warnings) == 1 and f"the home {home}: {shared} is writable" in warnings[0]
+    strict = run_cli(
+        "scopes", home=home, cwd=tmp_path, env={"MEMTRIO_SERVE_STRICT_PERMISSIONS": "1"}
+    )
+    one_line(strict, 2, f"the home {home}", "chmod go-w")
+
+
 def test_trust_rules_for_directories(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     shared.mkdir(mode=0o777)
