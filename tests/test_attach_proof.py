@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
-from memtrio.actors.net import proof, runtime
+from memtrio.actors.net import attach, proof, runtime
 from serve_helpers import serve_process
 from test_attach import (
     LIGHT,
@@ -214,6 +214,20 @@ async def test_a_port_taken_over_with_a_wrong_proof_makes_the_file_stale(
     assert bytes(received).count(b"\n") == 1 and received.startswith(b"memtrio-attach/1 hello ")
     assert not path.exists()
     assert "its proof of the secret is wrong" in stderr_of(home, "a")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"pid": 2**70}, {"pid": -1}, {"port": 70000}, {"port": 0}, {"host": ["127.0.0.1"]}],
+    ids=["huge pid", "negative pid", "port over 65535", "port 0", "host not text"],
+)
+async def test_a_damaged_runtime_file_is_removed_and_never_crashes_the_child(
+    home: Path, fields: dict[str, object]
+) -> None:
+    path = forge(home, 1)
+    path.write_text(json.dumps({**json.loads(path.read_text()), **fields}))
+    assert await attach.find_owner(home) is None
+    assert not path.exists()
 
 
 # -- the endpoint's side ------------------------------------------------------------------

@@ -104,7 +104,11 @@ async def find_owner(home: Path) -> Owner | None:
         return None
     secret = proof.parse_secret(found.secret)
     if secret is None:
-        decline(home, "it holds no attach secret (an older memtrio serve); restart that server")
+        decline(
+            home,
+            "it holds no valid attach secret (an older memtrio serve wrote it, or it is damaged); "
+            "restart that server",
+        )
         return None
     if not runtime_file.pid_alive(found.pid):
         runtime_file.remove_if_unchanged(home, raw)

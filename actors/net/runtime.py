@@ -30,6 +30,7 @@ import contextlib
 import os
 import stat
 from pathlib import Path
+from typing import Annotated
 
 import msgspec
 
@@ -44,9 +45,9 @@ MAX_SIZE = 65536
 class Runtime(msgspec.Struct, forbid_unknown_fields=False):
     """What ``run/serve.json`` holds."""
 
-    pid: int
-    host: str
-    port: int
+    pid: Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
+    host: Annotated[str, msgspec.Meta(max_length=255)]
+    port: Annotated[int, msgspec.Meta(ge=1, le=65535)]
     # The attach endpoint's secret, hex; "" in the file of an older memtrio serve, which
     # wrote a bearer token instead (a child never sends that one: it serves embedded).
     secret: str = ""
