@@ -49,8 +49,8 @@ def _reset_on_close(stream: trio.abc.Stream) -> None:
 class TcpSession(LineClient):
     """One MCP session on a TCP connection of ``memtrio serve`` (newline-delimited JSON-RPC).
 
-    Opened by `open_tcp_session` (which sends the token line or runs the attach proof); its reader runs in
-    the nursery given there.
+    Opened by `open_tcp_session` (which sends the token line or runs the attach proof);
+    its reader runs in the nursery given there.
     """
 
     def __init__(self, stream: trio.SocketStream, label: str) -> None:
