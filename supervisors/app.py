@@ -24,7 +24,7 @@ from pathlib import Path
 import trio
 
 from ..actors.features import ALL_FEATURES
-from . import faults, private, trace
+from . import faults, private, trace, trust
 from .config import Config, ConfigError, log_path
 from .context import AppContext, Component, Feature, FeatureDisabled, FeatureUnavailable
 from .errors import UserError, find_user_error
@@ -97,8 +97,21 @@ def _reason(exc: OSError | None, path: Path) -> str:
 def build_context(
     config: Config, home: Path, cwd: Path | None = None, home_origin: str = ""
 ) -> AppContext:
-    """The application context; creates the home (private) or raises `HomeError`."""
+    """The application context; creates the home (private) or raises `HomeError`.
+
+    A home that someone else could change (it, or a directory above it, belongs to
+    another user or is writable by others: they could replace its config, logs,
+    database or runtime file) is a warning line, or `trust.LoosePermissions`
+    (exit 2) under ``[serve] strict_permissions``.
+    """
     prepare_home(home, home_origin)
+    problem = trust.directory_problem(home)
+    if problem is not None:
+        remedy = (
+            "others could replace its files (config, logs, store): make that directory yours "
+            "and not writable by others (chmod go-w), or choose another home with --home"
+        )
+        trust.enforce(f"the home {home}: {problem}", remedy, strict=config.serve.strict_permissions)
     return AppContext(config=config, home=home, cwd=(cwd or Path.cwd()).resolve())
 
 

@@ -148,6 +148,7 @@ FLAGS = {
     ("tools", "enabled"): "--tools",
     ("store", "url"): "--store",
     ("vectors", "enabled"): "--vectors",
+    ("serve", "strict_permissions"): "--strict-permissions",
     **{("vectors", key): flag for flag, (key, _, _) in VECTOR_FLAGS.items()},
     **{("store", key): flag for flag, (key, _, _) in STORE_FLAGS.items()},
 }
@@ -203,6 +204,8 @@ def load_config(
     store = store_overrides(args)
     if store:
         overrides["store"] = store
+    if getattr(args, "strict_permissions", False):
+        overrides["serve"] = {"strict_permissions": True}
     for section, values in (extra or {}).items():
         overrides.setdefault(section, {}).update(values)
     return config_mod.load(home, overrides=overrides, flags=FLAGS), home

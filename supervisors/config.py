@@ -26,6 +26,7 @@ from typing import Any, Literal
 import msgspec
 
 from ..protocol.tools import GROUPS
+from . import trust
 from .errors import UserError
 
 
@@ -131,6 +132,9 @@ class ServeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     tls_cert: str = ""  # PEM certificate chain (HTTP, WebSocket); both or neither
     tls_key: str = ""  # PEM private key
     attach: bool = True  # `memtrio mcp` relays to a running `memtrio serve` of the same home
+    # Refuse (exit 2), not only warn about, a token file or TLS key others can read and
+    # a config.toml others can write (--strict-permissions).
+    strict_permissions: bool = False
 
 
 class HttpConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -480,6 +484,9 @@ def load(
     `ConfigError` naming the key, the value and where it came from
     (``MEMTRIO_RETRIEVAL_DAMPING=7 (environment)``, ``damping = 7 in
     /path/config.toml [retrieval] line 2``, ``the command-line flag --tools``).
+    A config.toml that another user owns or group or others can write is a
+    warning line, or `trust.LoosePermissions` (exit 2) under ``[serve]
+    strict_permissions``.
     """
     env = dict(os.environ) if env is None else env
     home = home or default_home()
@@ -553,6 +560,10 @@ def load(
         merged.setdefault(section, {})[key] = _convert(section, key, value, from_text)
     config = msgspec.convert(merged, Config)
     _check_tools(config, given.get(("tools", "enabled")))
+    if parsed is not None:  # it steers where data goes: only this user may change it
+        problem = trust.file_problem(path)
+        remedy = f"it decides where memtrio keeps and sends data: chmod 600 {path}"
+        trust.enforce(problem, remedy, strict=config.serve.strict_permissions)
     return config
 
 

@@ -267,7 +267,7 @@ def closed_port() -> int:
 
 
 def stale(pid: int, port: int) -> runtime.Runtime:
-    return runtime.Runtime(pid=pid, host="127.0.0.1", port=port, token="t" * 43)
+    return runtime.Runtime(pid=pid, host="127.0.0.1", port=port, secret="ab" * 32)
 
 
 async def test_without_an_owner_the_child_serves_embedded(home: Path, tmp_path: Path) -> None:
@@ -324,7 +324,7 @@ async def test_the_runtime_file_is_private_and_removed_when_the_owner_stops(home
         assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         found = owner.runtime
-        assert found.host == "127.0.0.1" and found.port > 0 and len(found.token) >= 32
+        assert found.host == "127.0.0.1" and found.port > 0 and len(found.secret) == 64
         assert found.url.startswith("tcp://127.0.0.1:") and not found.url.endswith(":0")
         assert found.version and found.started > 0
         owner.process.send_signal(signal.SIGTERM)
@@ -335,8 +335,8 @@ async def test_the_runtime_file_is_private_and_removed_when_the_owner_stops(home
 
 
 def test_withdraw_leaves_a_runtime_file_another_server_replaced(home: Path) -> None:
-    ours = runtime.Runtime(pid=os.getpid(), host="127.0.0.1", port=1, token="ours")
-    theirs = runtime.Runtime(pid=os.getpid(), host="127.0.0.1", port=2, token="theirs")
+    ours = runtime.Runtime(pid=os.getpid(), host="127.0.0.1", port=1, secret="01" * 32)
+    theirs = runtime.Runtime(pid=os.getpid(), host="127.0.0.1", port=2, secret="02" * 32)
     runtime.publish(home, theirs)
     assert runtime.withdraw(home, ours) is False
     assert runtime.read(home)[0] == theirs

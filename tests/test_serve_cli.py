@@ -76,7 +76,7 @@ def test_a_certificate_without_its_key_and_the_reverse_are_refused(
     no_cert = run_cli(*base, "--tls-key", str(pem), home=home)
     one_line(no_cert, 2, "--tls-key was given without --tls-cert")
     bad = run_cli(*base, "--tls-cert", str(pem), "--tls-key", str(pem), home=home)
-    one_line(bad, 2, "cannot load them")
+    one_line(bad, 2, "cannot load it", f"--tls-cert {pem}")
 
 
 def test_an_address_in_use_is_one_line(home: Path) -> None:

@@ -18,11 +18,13 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import trio
 
+from ..net import proof
 from .checks import check_store
 from .client import Caller, NoReply, ServerGone, ServerProcess, start_server
 from .netclient import HttpSession, TcpSession, open_tcp_session
@@ -374,8 +376,11 @@ class Run:
         """An initialized TCP session on ``owner``'s attach endpoint (the TCP transport)."""
         assert owner.attach is not None
         attach = owner.attach
+        secret = proof.parse_secret(attach.secret)
+        assert secret is not None, "the runtime file holds no attach secret"
+        handshake = partial(proof.prove, secret=secret, pid=attach.pid, port=attach.port)
         session = await open_tcp_session(
-            self.nursery, attach.host, attach.port, attach.token, label
+            self.nursery, attach.host, attach.port, None, label, handshake
         )
         self.clients.append(session)
         reply = await session.initialize()

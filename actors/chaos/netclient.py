@@ -23,7 +23,7 @@ import codecs
 import json
 import socket
 import struct
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 import trio
@@ -49,8 +49,8 @@ def _reset_on_close(stream: trio.abc.Stream) -> None:
 class TcpSession(LineClient):
     """One MCP session on a TCP connection of ``memtrio serve`` (newline-delimited JSON-RPC).
 
-    Opened by `open_tcp_session` (which sends the token line); its reader runs in
-    the nursery given there.
+    Opened by `open_tcp_session` (which sends the token line or runs the attach proof);
+    its reader runs in the nursery given there.
     """
 
     def __init__(self, stream: trio.SocketStream, label: str) -> None:
@@ -82,11 +82,19 @@ class TcpSession(LineClient):
 
 
 async def open_tcp_session(
-    nursery: trio.Nursery, host: str, port: int, token: str | None, label: str
+    nursery: trio.Nursery,
+    host: str,
+    port: int,
+    token: str | None,
+    label: str,
+    handshake: Callable[[trio.SocketStream], Awaitable[bytes]] | None = None,
 ) -> TcpSession:
-    """Connect, present ``token`` (the first line), start the reader in ``nursery``."""
+    """Connect, present ``token`` (the first line) or run ``handshake`` (the attach
+    endpoint's proof), start the reader in ``nursery``."""
     stream = await trio.open_tcp_stream(host, port)
     session = TcpSession(stream, label)
+    if handshake is not None:
+        await handshake(stream)  # the endpoint sends nothing more until the client speaks
     if token is not None:
         await stream.send_all(token.encode() + b"\n")
     nursery.start_soon(session.read_loop)

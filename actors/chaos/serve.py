@@ -3,8 +3,8 @@
 `start_serve` spawns ``python -m memtrio.supervisors.cli serve --transport T
 --bind 127.0.0.1:0`` with an isolated home and waits for its one listening
 line (which names the URL, with the port the system chose) and for its runtime
-file (``run/serve.json``: the attach endpoint, a TCP listener guarded by a
-token, which the scenarios also use as a TCP transport).
+file (``run/serve.json``: the attach endpoint, a TCP listener guarded by the
+proof of ``actors.net.proof``, which the scenarios also use as a TCP transport).
 """
 
 from __future__ import annotations

@@ -2,11 +2,14 @@
 
 An agent client launches ``memtrio mcp`` once per session. When a ``memtrio serve``
 of the same home runs, the child loads no model and opens no store: it finds the
-server's runtime file (``actors.net.runtime``), checks that the server answers
-(`find_owner`: its pid is alive, and its attach endpoint takes the token and
-answers a ``ping`` within `PROBE_TIMEOUT`), then relays (`relay`): the lines of
-stdin to the connection, the connection's bytes to stdout. The server runs one
-Session per connection, so each child is one session of the shared server.
+server's runtime file (``actors.net.runtime``: believed only if no one else could
+have written it), checks that the server answers (`find_owner`: its pid is alive,
+and its attach endpoint proves it holds the file's secret, takes the child's
+proof (``actors.net.proof``) and answers a ``ping`` within `PROBE_TIMEOUT`),
+then relays (`relay`): the lines of stdin to the connection, the connection's
+bytes to stdout. The server runs one Session per connection, so each child is
+one session of the shared server. Whenever a runtime file is there but not
+used, one line on stderr says why (`decline`), and the child serves embedded.
 
 On the way, the relay adds the child's working directory to the client's
 ``initialize`` request, as ``params._meta["memtrio/root"]``: the session's
@@ -38,12 +41,13 @@ from typing import Any
 import msgspec
 import trio
 
+from . import proof
 from . import runtime as runtime_file
 from .listen import is_loopback
 
 # How long the server may take to accept the probe's connection.
 PROBE_TIMEOUT = 0.3
-# How long a server that accepted the connection may take to check the token and answer
+# How long a server that accepted the connection may take to prove itself and answer
 # the ping: it is alive and listening, only busy (fifty children starting at once on two
 # cores); giving up on it would start a second, embedded server with its own model.
 BUSY_PROBE_TIMEOUT = 5.0
@@ -61,31 +65,66 @@ class Owner:
     leftover: bytes = b""  # bytes received after the probe's answer
 
 
-async def find_owner(home: Path) -> Owner | None:
-    """The ``memtrio serve`` of ``home`` that answers, connected; None if there is none.
+NOT_ATTACHING = "memtrio: serving embedded, not through the memtrio serve named in {path}: {why}"
 
-    A runtime file whose process is dead, whose endpoint refuses the connection, or
-    that is not a runtime file is stale: it is removed (if it did not change
-    meanwhile). One whose process lives but does not accept within `PROBE_TIMEOUT`
-    (or accepts but does not answer within `BUSY_PROBE_TIMEOUT`) is ignored and kept (a busy server, or a pid reused by another program: the
-    next server replaces it).
+
+def decline(home: Path, why: str) -> None:
+    """Say in one line on stderr why this child serves embedded although a runtime file exists."""
+    path = runtime_file.runtime_path(home)
+    print(NOT_ATTACHING.format(path=path, why=why), file=sys.stderr, flush=True)
+
+
+async def find_owner(home: Path) -> Owner | None:
+    """The ``memtrio serve`` of ``home`` that proves itself, connected; None if there is none.
+
+    The runtime file is believed only if no one else could have written it
+    (`runtime_file.read`), names a loopback address, holds a secret, and the
+    listener there proves it holds that secret (``actors.net.proof``): until
+    then the child sends it nothing but a random nonce. Each refusal is one line
+    on stderr (`decline`).
+
+    A runtime file whose process is dead, whose endpoint refuses the connection,
+    that is not a runtime file, or whose listener gave a wrong proof (the port
+    was taken over) is stale: it is removed (if it did not change meanwhile).
+    One whose process lives but does not accept within `PROBE_TIMEOUT` (or
+    accepts but does not answer within `BUSY_PROBE_TIMEOUT`) is kept (a busy
+    server, or a pid reused by another program: the next server replaces it).
     """
-    found, raw = runtime_file.read(home)
+    try:
+        found, raw = runtime_file.read(home)
+    except runtime_file.Untrusted as exc:
+        decline(home, f"{exc}, so someone else may have written it")
+        return None
     if found is None:
         if raw:
             runtime_file.remove_if_unchanged(home, raw)
         return None
     if not is_loopback(found.host):
+        decline(home, f"it names {found.host!r}, not a loopback address")
+        return None
+    secret = proof.parse_secret(found.secret)
+    if secret is None:
+        decline(
+            home,
+            "it holds no valid attach secret (an older memtrio serve wrote it, or it is damaged); "
+            "restart that server",
+        )
         return None
     if not runtime_file.pid_alive(found.pid):
         runtime_file.remove_if_unchanged(home, raw)
         return None
     try:
-        answer = await probe(found.host, found.port, found.token)
+        answer = await probe(found.host, found.port, secret, found.pid)
     except ConnectionRefusedError:
         runtime_file.remove_if_unchanged(home, raw)
         return None
+    except proof.NoProof as exc:
+        if exc.wrong:
+            runtime_file.remove_if_unchanged(home, raw)
+        decline(home, f"the listener on {found.host}:{found.port} did not prove itself: {exc}")
+        return None
     if answer is None:
+        decline(home, f"pid {found.pid} did not answer on {found.host}:{found.port} in time")
         return None
     stream, leftover = answer
     return Owner(found.pid, stream, leftover)
@@ -94,16 +133,19 @@ async def find_owner(home: Path) -> Owner | None:
 async def probe(
     host: str,
     port: int,
-    token: str,
+    secret: bytes,
+    pid: int,
     timeout: float = PROBE_TIMEOUT,
     busy_timeout: float = BUSY_PROBE_TIMEOUT,
 ) -> tuple[trio.SocketStream, bytes] | None:
-    """Connect (within ``timeout``), send the token and a ``ping``; the connection and
-    what followed the pong (within ``busy_timeout`` of the connection).
+    """Connect (within ``timeout``), run the handshake (``actors.net.proof``: the listener
+    proves it holds ``secret`` first), then send a ``ping``; the connection and what
+    followed the pong (within ``busy_timeout`` of the connection).
 
     None when the endpoint does not accept or answer in time, or answers something else.
 
-    Error handling: `ConnectionRefusedError` (nothing listens there) propagates;
+    Error handling: `ConnectionRefusedError` (nothing listens there) and
+    `proof.NoProof` (the listener is not the server that wrote the file) propagate;
     other failures are None.
     """
     stream: trio.SocketStream | None = None
@@ -113,19 +155,19 @@ async def probe(
         if stream is None:
             return None
         with trio.move_on_after(busy_timeout):
+            buffer = await proof.prove(stream, secret, pid, port)
             ping = msgspec.json.encode({"jsonrpc": "2.0", "id": PROBE_ID, "method": "ping"})
-            await stream.send_all(token.encode() + b"\n" + ping + b"\n")
-            buffer = b""
+            await stream.send_all(ping + b"\n")
             while True:
-                data = await stream.receive_some(READ_SIZE)
-                if not data:
-                    break
-                buffer += data
                 while b"\n" in buffer:
                     line, _, buffer = buffer.partition(b"\n")
                     if _is_pong(line):
                         answered, stream = stream, None
                         return answered, buffer
+                data = await stream.receive_some(READ_SIZE)
+                if not data:
+                    break
+                buffer += data
     except (OSError, trio.BrokenResourceError) as exc:
         if _refused(exc):
             raise ConnectionRefusedError(f"nothing listens on {host}:{port}") from None

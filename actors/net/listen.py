@@ -15,7 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...supervisors import trust
 from ...supervisors.config import Config, ConfigError
+from .tls import check_files
 
 # Transport names accepted by --transport and MEMTRIO_TRANSPORT -> the transport served.
 TRANSPORTS: dict[str, str] = {
@@ -67,21 +69,32 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def read_token_file(path: Path, source: str) -> str:
+def read_token_file(path: Path, source: str, *, strict: bool = False) -> str:
     """The token in ``path``, trimmed.
 
-    Error handling: a missing, unreadable or empty (after trimming) file raises
-    `ConfigError` naming it.
+    Error handling: a missing, unreadable, non-UTF-8 or empty (after trimming)
+    file raises `ConfigError` naming it (never quoting what it holds). A file that
+    group or others can read or write, or another user owns, is a warning line
+    (`trust.enforce`), or `trust.LoosePermissions` (exit 2) under ``strict``.
     """
     try:
         token = path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{source}: cannot read the token file {path}: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(
+            f"{source}: cannot read the token file {path}: {exc.strerror or type(exc).__name__}"
+        ) from None
+    except UnicodeDecodeError:
+        raise ConfigError(
+            f"{source}: the token file {path} is not UTF-8 text; write the token in it as text"
+        ) from None
     if not token:
         raise ConfigError(
             f"{source}: the token file {path} is empty; write the token in it "
             "(or drop the option to serve without auth on loopback)"
         )
+    problem = trust.file_problem(path, secret=True)
+    if problem is not None:
+        trust.enforce(f"the token file {problem}", f"chmod 600 {path}", strict=strict)
     return token
 
 
@@ -138,8 +151,10 @@ def resolve_listen(
 
     Error handling: raises `ConfigError` (exit 2, one line) for an unknown
     transport, a bad address, a bad or empty token file, a certificate without
-    its key or the reverse, a missing certificate file, and a non-loopback bind
-    without a token unless ``insecure_no_auth``.
+    its key or the reverse, TLS files that cannot serve (`tls.check_files`), and
+    a non-loopback bind without a token unless ``insecure_no_auth``. A token file
+    or TLS key others can read is a warning, or exit 2 under ``[serve]
+    strict_permissions``.
     """
     env = os.environ if environ is None else environ
     serve = config.serve
@@ -162,12 +177,18 @@ def resolve_listen(
         if not secret:
             raise ConfigError("the command-line flag --auth-token: the token is empty")
     elif token_file:
-        secret = read_token_file(Path(token_file).expanduser(), f"--auth-token-file {token_file}")
+        secret = read_token_file(
+            Path(token_file).expanduser(),
+            f"--auth-token-file {token_file}",
+            strict=serve.strict_permissions,
+        )
     elif env.get("MEMTRIO_AUTH_TOKEN", "").strip():
         secret = env["MEMTRIO_AUTH_TOKEN"].strip()
     elif serve.auth_token_file:
         secret = read_token_file(
-            Path(serve.auth_token_file).expanduser(), "[serve] auth_token_file"
+            Path(serve.auth_token_file).expanduser(),
+            "[serve] auth_token_file",
+            strict=serve.strict_permissions,
         )
     else:
         secret = None
@@ -183,6 +204,14 @@ def resolve_listen(
     for label, path in (("--tls-cert", cert), ("--tls-key", key)):
         if path and not Path(path).expanduser().is_file():
             raise ConfigError(f"{label} {path}: no such file")
+    if cert and key:
+        check_files(
+            Path(cert).expanduser(),
+            Path(key).expanduser(),
+            cert_label="--tls-cert" if tls_cert is not None else "[serve] tls_cert",
+            key_label="--tls-key" if tls_key is not None else "[serve] tls_key",
+            strict=serve.strict_permissions,
+        )
     listen = Listen(
         transport=transport,
         host=host,

@@ -1,28 +1,33 @@
 """The owner side of the attach model: the attach endpoint of ``memtrio serve``.
 
 Besides its public listener, ``memtrio serve`` listens on ``127.0.0.1`` (a port
-the system picks) with the TCP transport (``actors.net.tcp``), guarded by a fresh
-random token, and publishes where in its runtime file (``actors.net.runtime``).
+the system picks) with the TCP transport (``actors.net.tcp``), and publishes
+where, with a fresh random secret, in its runtime file (``actors.net.runtime``).
 A ``memtrio mcp`` child of the same home finds it there and relays its stdio to
 it (``actors.net.attach``): each child is one session of this server.
+
+A connection is admitted by the handshake of ``actors.net.proof`` instead of a
+token line: the child proves it read the secret, and the endpoint proves to the
+child that it is the server that wrote the file. The secret never travels.
 """
 
 from __future__ import annotations
 
 import os
-import secrets
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 import trio
 
 from ...supervisors import trace
 from ...supervisors.context import AppContext
 from ...supervisors.supervisor import ChildContext, ChildSpec
+from . import proof
 from .connections import Connections
 from .listen import Listen
-from .runtime import Runtime, publish, withdraw
+from .runtime import Runtime, Untrusted, publish, withdraw
 from .tcp import tcp_listener
 
 # The attach endpoint's connections are agent sessions on this machine: they stay
@@ -31,15 +36,25 @@ ATTACH_IDLE_TIMEOUT = 7 * 86400.0
 
 
 def attach_listen(connections: Connections) -> Listen:
-    """The attach endpoint's settings: loopback, a port the system picks, a fresh token."""
+    """The attach endpoint's settings: loopback, a port the system picks (no token: the
+    proof of `admit` admits a connection)."""
     return Listen(
         transport="tcp",
         host="127.0.0.1",
         port=0,
-        token=secrets.token_urlsafe(32),
         max_connections=connections.limit,
         idle_timeout=ATTACH_IDLE_TIMEOUT,
     )
+
+
+async def admit(secret: bytes, stream: trio.SocketStream) -> bytes | None:
+    """The attach endpoint's admission: the handshake of ``actors.net.proof`` for this
+    process and the port the connection came in on; the bytes read past it, or None."""
+    try:
+        port = int(stream.socket.getsockname()[1])
+    except OSError:
+        return None
+    return await proof.answer(stream, secret, os.getpid(), port)
 
 
 def attach_children(
@@ -54,10 +69,12 @@ def attach_children(
     children after the public listener). Sessions of the endpoint are counted in
     ``connections`` with the others (transport ``attach``).
 
-    Error handling: a runtime file that cannot be written is a warning (the server
-    serves on; ``memtrio mcp`` children then serve embedded); it is never fatal.
+    Error handling: a runtime file that cannot be written, or whose directory others
+    could write (``run/`` or a directory above it), is a warning (the server serves
+    on; ``memtrio mcp`` children then serve embedded); it is never fatal.
     """
     listen = attach_listen(connections)
+    secret = proof.new_secret()
     started = time.time()
     published: list[Runtime] = []
 
@@ -66,20 +83,27 @@ def attach_children(
             pid=os.getpid(),
             host=host,
             port=port,
-            token=listen.token or "",
+            secret=secret.hex(),
             url=public_url(),
             started=started,
             version=app.version,
         )
         try:
             path = publish(app.home, runtime)
-        except OSError as exc:
+        except (OSError, Untrusted) as exc:
             trace.warning("attach", "runtime_file_failed", error=f"{type(exc).__name__}: {exc}")
             return
         published.append(runtime)
         trace.event("attach", "published", path=str(path), port=port)
 
-    spec = tcp_listener(app, listen, connections, name="attach", on_listening=on_listening)
+    spec = tcp_listener(
+        app,
+        listen,
+        connections,
+        name="attach",
+        on_listening=on_listening,
+        handshake=partial(admit, secret),
+    )
     listener = spec.start
 
     async def run(

@@ -51,6 +51,13 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         "its URL, with a per-launch token, is printed on stderr",
     )
     parser.add_argument(
+        "--strict-permissions",
+        action="store_true",
+        help="refuse to start (exit 2) when the token file or TLS key is readable by group or "
+        "others, or config.toml writable by them ([serve] strict_permissions); "
+        "default: a warning line",
+    )
+    parser.add_argument(
         "--insecure-no-auth",
         action="store_true",
         help="allow a non-loopback --bind without a token (anyone who can reach it gets in)",

@@ -15,7 +15,7 @@ ends its own session only (the answers of its running calls are dropped).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 
 import trio
@@ -37,6 +37,14 @@ AUTH_TIMEOUT = 10.0
 AUTH_LINE_LIMIT = 4096
 # Seconds to write the refusal line to a connection that is turned away.
 REFUSAL_TIMEOUT = 2.0
+NO_PROOF = (
+    "Unauthorized: this endpoint serves memtrio mcp children of its home only, "
+    "which prove they hold the secret of its runtime file"
+)
+
+# A listener's own admission check in place of the token line (the attach endpoint's
+# proof, ``actors.net.proof``): the bytes read past it, or None to refuse the connection.
+Handshake = Callable[[trio.SocketStream], Awaitable[bytes | None]]
 
 
 class PrefixedStream(trio.abc.ReceiveStream):
@@ -140,10 +148,17 @@ def session_children(
 class TcpServer:
     """The connections one TCP listener admits and serves."""
 
-    def __init__(self, app: AppContext, listen: Listen, connections: Connections) -> None:
+    def __init__(
+        self,
+        app: AppContext,
+        listen: Listen,
+        connections: Connections,
+        handshake: Handshake | None = None,
+    ) -> None:
         self.app = app
         self.connections = connections
         self.auth = BearerAuth(listen.token)
+        self.handshake = handshake
         self.stopping = False
         self.serving: dict[str, Connection] = {}
         self.admitting: set[trio.CancelScope] = set()
@@ -178,7 +193,14 @@ class TcpServer:
             await refuse(stream, limit_message(self.connections.limit))
             return None
         rest = b""
-        if self.auth.required:
+        if self.handshake is not None:
+            proven = await self.handshake(stream)
+            if proven is None:
+                self.connections.refuse("tcp", peer, "no proof")
+                await refuse(stream, NO_PROOF)
+                return None
+            rest = proven
+        elif self.auth.required:
             line, rest = await read_first_line(stream)
             if line is None or not self.auth.check_line(line):
                 self.connections.refuse("tcp", peer, "no token" if line is None else "bad token")
@@ -211,12 +233,14 @@ def tcp_listener(
     *,
     name: str = "tcp",
     on_listening: Callable[[str, int], None] | None = None,
+    handshake: Handshake | None = None,
 ) -> ChildSpec:
     """The root's child serving MCP on ``listen.host:listen.port`` over TCP.
 
     It records its address in ``connections.listeners``, registers the
     ``transports`` section of ``server_status`` and calls ``on_listening(host,
-    port)`` once bound (port 0: the port the system chose).
+    port)`` once bound (port 0: the port the system chose). ``handshake``, when
+    given, admits a connection instead of the token line.
 
     Cancellation: on a graceful stop it stops accepting, then ends every
     connection it serves (each session drains its running calls within
@@ -226,7 +250,7 @@ def tcp_listener(
     async def start(
         ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        server = TcpServer(app, listen, connections)
+        server = TcpServer(app, listen, connections, handshake)
         listeners = await open_listeners(listen)
         bound = listeners[0].socket.getsockname()
         host, port = str(bound[0]), int(bound[1])

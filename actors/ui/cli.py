@@ -30,9 +30,15 @@ def ui_requested(args: argparse.Namespace) -> bool:
 
 
 def dashboard(app: AppContext, listen: Listen) -> UiApp:
-    """The dashboard over ``app``: the configured token, else a new per-launch one."""
+    """The dashboard over ``app``, with its own new per-launch token (in memory only).
+
+    Never the configured bearer token (``listen.token``, the MCP credential of
+    ``memtrio serve``): the dashboard's URL is printed, and what it carries opens
+    the dashboard only. A configured token only lets the dashboard answer on a
+    non-loopback Host (``Guard.configured``).
+    """
     guard = Guard(
-        token=listen.token or new_token(),
+        token=new_token(),
         configured=listen.token is not None,
         allowed_origins=listen.allowed_origins,
     )
@@ -40,7 +46,8 @@ def dashboard(app: AppContext, listen: Listen) -> UiApp:
 
 
 def dashboard_url(listen: Listen, port: int, ui: UiApp) -> str:
-    """Where to open the dashboard: the listener's address with the token in the query."""
+    """Where to open the dashboard: the listener's address with the dashboard's own
+    per-launch token in the query (never the MCP bearer token)."""
     scheme = "https" if listen.tls else "http"
     host = f"[{listen.host}]" if ":" in listen.host else listen.host
     return f"{scheme}://{host}:{port}/?token={quote(ui.guard.token, safe='')}"
@@ -59,7 +66,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "another host needs --auth-token-file or MEMTRIO_AUTH_TOKEN",
     )
     parser.add_argument(
-        "--auth-token-file", metavar="F", help="file holding the dashboard token (default: random)"
+        "--auth-token-file",
+        metavar="F",
+        help="a token file, which allows a non-loopback --bind; the dashboard itself is "
+        "opened with its per-launch token, printed in its URL",
+    )
+    parser.add_argument(
+        "--strict-permissions",
+        action="store_true",
+        help="refuse to start (exit 2) when the token file or TLS key is readable by group or "
+        "others ([serve] strict_permissions)",
     )
     parser.set_defaults(func=cmd_ui)
 

@@ -1,7 +1,10 @@
 """Who may use the dashboard, and which files it serves.
 
-- Every ``/api/`` request carries the per-launch token (``X-Memtrio-Token`` or
-  ``Authorization: Bearer``); the page gets it from the URL ``memtrio ui`` prints.
+- Every ``/api/`` request carries the dashboard's per-launch token
+  (``X-Memtrio-Token`` or ``Authorization: Bearer``); the page gets it from the
+  URL ``memtrio ui`` prints. It is the dashboard's own: never the MCP bearer
+  token of ``memtrio serve``, which the dashboard does not accept, and which
+  the printed URL never carries.
 - A browser ``Origin`` must be the dashboard's own (``scheme://Host``, the Host
   a loopback name unless a token was configured) or one of ``[serve]
   allowed_origins``; a write (POST) also needs a same-origin request
@@ -66,8 +69,9 @@ def new_token() -> str:
 class Guard:
     """The dashboard's token and origin rules.
 
-    ``configured``: the token came from the configuration (``--auth-token``,
-    ``MEMTRIO_AUTH_TOKEN``), so a non-loopback Host is acceptable.
+    ``token``: the dashboard's own per-launch token. ``configured``: a bearer
+    token was configured (``--auth-token-file``, ``MEMTRIO_AUTH_TOKEN``), so a
+    non-loopback bind and Host are acceptable; that token is not accepted here.
     """
 
     token: str

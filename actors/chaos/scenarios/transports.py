@@ -9,8 +9,8 @@
 - `net_owner_killed`: ``kill -9`` of a ``memtrio serve`` with attached ``memtrio mcp``
   children writing through it, then a restart.
 
-TCP sessions use the server's attach endpoint (the TCP transport, token from
-``run/serve.json``), so one ``memtrio serve --transport http`` serves both kinds.
+TCP sessions use the server's attach endpoint (the TCP transport, admitted by the
+proof of the secret in ``run/serve.json``), so one ``memtrio serve --transport http`` serves both kinds.
 """
 
 from __future__ import annotations
