@@ -179,7 +179,7 @@ class RecallCache:
         self.index_dir = index_dir
         self.revision = revision
         self.dim = dim
-        self.index = {kind: ItemIndex(dim, choice) for kind in KINDS}
+        self.index = {kind: ItemIndex(dim, choice, kind) for kind in KINDS}
         self.items = {kind: ItemTable() for kind in KINDS}
         self.adj: dict[int, set[int]] = {}
         self.scope_ids: dict[str, int] = {}
