@@ -16,11 +16,13 @@ client over stdio), on SQLite and on PostgreSQL.
 from __future__ import annotations
 
 import json
+import math
 import struct
 from pathlib import Path
 
 import stores
-from mcp_client import call, fails, ok, open_client
+import trio
+from mcp_client import fails, ok, open_client, run_cli
 
 DIMS = 3
 FLAGS = ["--vectors", "--embedding-dims", str(DIMS), "--vec-backend", "exact"]
@@ -65,3 +67,69 @@ async def test_vector_beyond_float32_is_refused_before_commit_and_the_server_res
     async with open_client(home, args=FLAGS) as client:
         found = await ok(client, "vector_search_entities", embedding=[1, 0.1, 0], topK=2)
         assert names(found) == ["good", "other"]
+
+
+def pack(*values: float) -> bytes:
+    return struct.pack(f"<{len(values)}f", *values)
+
+
+def poison(home: Path, rows: dict[int, object]) -> None:
+    """Write ``entity_embeddings`` rows straight into the store, as an older memtrio or a
+    hand might have: entity id -> the stored ``vec`` (of dimension `DIMS`)."""
+    with stores.connect(home) as conn:
+        for entity_id, vec in rows.items():
+            conn.execute("DELETE FROM entity_embeddings WHERE entity_id = ?", (entity_id,))
+            conn.execute(
+                "INSERT INTO entity_embeddings (entity_id, model, dim, vec, updated_at) "
+                "VALUES (?, 'old', ?, ?, 0)",
+                (entity_id, DIMS, vec),
+            )
+        (conn.commit if hasattr(conn, "commit") else conn.raw.commit)()
+
+
+def entity_ids(home: Path) -> dict[str, int]:
+    return {name: int(i) for name, i in stores.rows(home, "SELECT name, id FROM entities")}
+
+
+async def test_stored_rows_that_cannot_be_loaded_are_skipped_reported_and_the_server_serves(
+    home: Path, store: str
+) -> None:
+    bad: dict[str, object] = {
+        "nan": pack(math.nan, 0, 0),
+        "inf": pack(0, math.inf, 0),
+        "short": pack(1, 0),
+        "huge": pack(1e30, 1e30, 0),  # finite, but its scores overflow float32
+    }
+    if store == "sqlite":
+        bad["text"] = "not a vector"  # SQLite keeps whatever type it is given
+    async with open_client(home, args=FLAGS) as client:
+        await _entities(client, "good", *bad)
+        await ok(client, "vector_upsert_embedding", entityName="good", embedding=[1, 0, 0])
+    ids = entity_ids(home)
+    poison(home, {ids[name]: vec for name, vec in bad.items()})
+    async with open_client(home, args=FLAGS) as client:  # before: "child 'vectors' could not start"
+        stats = await ok(client, "vector_store_stats")
+        assert (stats["skipped"], stats["indexSize"]) == (len(bad), 1), stats
+        assert {r["entityName"] for r in stats["skippedRows"]} == set(bad)
+        assert all(r["reason"] for r in stats["skippedRows"])
+        found = await ok(client, "vector_search_entities", embedding=[1, 0.2, 0], topK=5)
+        assert names(found) == ["good"]
+        text = await fails(client, "vector_get_embedding", entityName="nan")
+        assert "'nan' cannot be used" in text and "vector_upsert_embedding" in text
+        assert "cannot be used" in await fails(
+            client, "vector_search_by_entity", entityName="short"
+        )
+        assert "cannot be used" in await fails(client, "vector_recommend", positive=["good", "huge"])
+        # A good vector written over a bad row takes it out of the report.
+        await ok(client, "vector_upsert_embedding", entityName="nan", embedding=[0, 1, 0])
+        stats = await ok(client, "vector_store_stats")
+        assert (stats["skipped"], stats["indexSize"]) == (len(bad) - 1, 2), stats
+        assert names(await ok(client, "vector_search_entities", embedding=[0, 1, 0], topK=1)) == [
+            "nan"
+        ]
+    done = await trio.to_thread.run_sync(lambda: run_cli("doctor", "--json", home=home))
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)["vectors"]
+    assert report["unusable"] == len(bad) - 1, report
+    assert {r["entity_id"] for r in report["rows"]} == {ids[n] for n in bad if n != "nan"}
+    assert "vector_upsert_embedding" in report["remedy"]
