@@ -47,7 +47,9 @@ async def test_vector_beyond_float32_is_refused_before_commit_and_the_server_res
 ) -> None:
     async with open_client(home, args=FLAGS) as client:
         await _entities(client, "good", "bad", "other")
-        text = await fails(client, "vector_upsert_embedding", entityName="bad", embedding=[1e39, 0, 0])
+        text = await fails(
+            client, "vector_upsert_embedding", entityName="bad", embedding=[1e39, 0, 0]
+        )
         assert "`embedding`[0]" in text and "float32" in text
         assert "has no embedding" in await fails(client, "vector_get_embedding", entityName="bad")
         batch = await ok(
@@ -119,7 +121,9 @@ async def test_stored_rows_that_cannot_be_loaded_are_skipped_reported_and_the_se
         assert "cannot be used" in await fails(
             client, "vector_search_by_entity", entityName="short"
         )
-        assert "cannot be used" in await fails(client, "vector_recommend", positive=["good", "huge"])
+        assert "cannot be used" in await fails(
+            client, "vector_recommend", positive=["good", "huge"]
+        )
         # A good vector written over a bad row takes it out of the report.
         await ok(client, "vector_upsert_embedding", entityName="nan", embedding=[0, 1, 0])
         stats = await ok(client, "vector_store_stats")
@@ -133,3 +137,28 @@ async def test_stored_rows_that_cannot_be_loaded_are_skipped_reported_and_the_se
     assert report["unusable"] == len(bad) - 1, report
     assert {r["entity_id"] for r in report["rows"]} == {ids[n] for n in bad if n != "nan"}
     assert "vector_upsert_embedding" in report["remedy"]
+
+
+async def test_poisoned_memory_vector_is_skipped_by_recall_and_embedded_again(
+    home: Path, store: str
+) -> None:
+    on = {"MEMTRIO_EMBEDDINGS": "on"}
+    async with open_client(home, env=on) as client:
+        kept = await ok(
+            client, "remember", content="Release builds are signed with the hardware key."
+        )
+        hit = await ok(client, "remember", content="Auth tokens are refreshed every 15 minutes.")
+    dim = stores.rows(home, "SELECT dim FROM vectors WHERE item_id = ?", (hit["id"],))[0][0]
+    with stores.connect(home) as conn:
+        conn.execute(
+            "UPDATE vectors SET vec = ? WHERE kind = 'memory' AND item_id = ?",
+            (pack(math.nan, *[0.0] * (dim - 1)), hit["id"]),
+        )
+        (conn.commit if hasattr(conn, "commit") else conn.raw.commit)()
+    async with open_client(home, env=on) as client:  # before: the ranker failed on the NaN row
+        found = await ok(client, "recall", query="how often do auth tokens refresh", limit=2)
+        assert hit["id"] in [m["id"] for m in found["memories"]]
+        assert kept["id"] in [m["id"] for m in found["memories"]]
+    # Recall embedded the memory again: its stored vector is a real one now.
+    (blob,) = stores.rows(home, "SELECT vec FROM vectors WHERE item_id = ?", (hit["id"],))[0]
+    assert all(math.isfinite(v) for v in struct.unpack(f"<{dim}f", bytes(blob)))
