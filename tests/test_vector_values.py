@@ -11,11 +11,16 @@ ranker's: here).
 from __future__ import annotations
 
 import math
+import sqlite3
 import struct
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 from memtrio.actors.ranker.vectors import DeferredBuild, IndexChoice, ItemIndex, keys_of
+from memtrio.actors.store import schema
+from memtrio.actors.store.vectors import Vec, put_vector
 from memtrio.actors.vectors.arrays import MAX_NORM, ValueRule, value_rule
 from memtrio.actors.vectors.index import KINDS, METRICS, QUANTIZATIONS, make_index
 
@@ -88,3 +93,16 @@ def test_deferred_hnsw_build_skips_unusable_rows() -> None:
     assert build.graph is not None
     assert sorted(build.graph.ids().tolist()) == [1]
     assert not any(k in build.graph for k in keys_of(2, 2).tolist())
+
+
+def test_model_vector_that_is_not_finite_is_not_stored(tmp_path: Path) -> None:
+    conn = sqlite3.connect(str(tmp_path / "m.sqlite"), isolation_level=None)
+    schema.migrate(conn)
+    now = time.time()
+    conn.execute(
+        "INSERT INTO memories (content, created_at, updated_at) VALUES ('m', ?, ?)", (now, now)
+    )
+    assert put_vector(conn, "memory", 1, Vec(pack(1, 0, 0), 3, "m", "r"))
+    # A model gone wrong: NaN. Nothing of it is stored, and the old vector goes (now missing).
+    assert not put_vector(conn, "memory", 1, Vec(pack(math.nan, 0, 0), 3, "m", "r2"))
+    assert conn.execute("SELECT count(*) FROM vectors").fetchone() == (0,)
