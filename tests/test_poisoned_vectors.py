@@ -20,9 +20,10 @@ import math
 import struct
 from pathlib import Path
 
+import pytest
 import stores
 import trio
-from mcp_client import fails, ok, open_client, run_cli
+from mcp_client import call, fails, ok, open_client, run_cli
 
 DIMS = 3
 FLAGS = ["--vectors", "--embedding-dims", str(DIMS), "--vec-backend", "exact"]
@@ -162,3 +163,30 @@ async def test_poisoned_memory_vector_is_skipped_by_recall_and_embedded_again(
     # Recall embedded the memory again: its stored vector is a real one now.
     (blob,) = stores.rows(home, "SELECT vec FROM vectors WHERE item_id = ?", (hit["id"],))[0]
     assert all(math.isfinite(v) for v in struct.unpack(f"<{dim}f", bytes(blob)))
+
+
+async def test_memory_row_of_the_wrong_types_does_not_crash_the_ranker_until_the_server_exits(
+    home: Path, store: str
+) -> None:
+    if store != "sqlite":
+        pytest.skip("PostgreSQL's columns are typed: no BLOB can be stored as a memory_type")
+    on = {"MEMTRIO_EMBEDDINGS": "on"}
+    async with open_client(home, env=on) as client:
+        await ok(client, "remember", content="Auth tokens are refreshed every 15 minutes.")
+        other = await ok(
+            client, "remember", content="Release builds are signed with the hardware key."
+        )
+    with stores.connect(home) as conn:  # as an older memtrio or a hand might have left them
+        conn.execute(
+            "UPDATE memories SET memory_type = x'ff', created_at = 'yesterday' WHERE id != ?",
+            (other["id"],),
+        )
+        conn.commit()
+    async with open_client(home, env=on) as client:
+        # Before: each recall's cache load crashed the ranker (bytes.casefold, float('yesterday'))
+        # until the root supervisor gave up and the server exited 1.
+        for _ in range(12):
+            found = await call(client, "recall", query="release builds signed", limit=1)
+            assert found is not None
+        status = await ok(client, "server_status")
+        assert status
