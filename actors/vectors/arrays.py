@@ -48,6 +48,7 @@ F32_MAX = float(np.finfo(np.float32).max)  # ~3.4e38
 F16_MAX = 65504.0  # the largest half-precision value
 MAX_NORM = 1e18  # a vector's length: every score of two such vectors is finite in float32
 MAX_REPORTED = 20  # ids of unusable rows a report lists (the count is whole)
+CHECK_ROWS = 8192  # rows `ValueRule.usable` checks at a time
 
 
 @dataclass(frozen=True)
@@ -91,11 +92,22 @@ class ValueRule:
         return None
 
     def usable(self, vectors: Vectors) -> Mask:
-        """Which rows of a float32 (n, dims) matrix pass (`problem` says why one does not)."""
+        """Which rows of a float32 (n, dims) matrix pass (`problem` says why one does not).
+
+        Checked `CHECK_ROWS` rows at a time, in float32: no copy of a large load.
+        A NaN or infinite value makes the squared length NaN or inf, and a squared
+        length that overflows float32 is inf: over the bound, as it should be.
+        """
+        ok = np.zeros(len(vectors), dtype=bool)
         with np.errstate(over="ignore", invalid="ignore"):
-            finite = np.isfinite(vectors).all(axis=1) & (np.abs(vectors) <= self.limit).all(axis=1)
-            norms = np.linalg.norm(np.where(finite[:, None], vectors, 0).astype(np.float64), axis=1)
-        return np.asarray(finite & (norms <= MAX_NORM), dtype=bool)
+            for start in range(0, len(vectors), CHECK_ROWS):
+                part = vectors[start : start + CHECK_ROWS]
+                squares = np.einsum("ij,ij->i", part, part)  # NaN or inf: not <= the bound
+                passed = squares <= MAX_NORM**2  # so every |v| <= MAX_NORM as well
+                if self.limit < MAX_NORM:
+                    passed &= (part.max(axis=1) <= self.limit) & (part.min(axis=1) >= -self.limit)
+                ok[start : start + CHECK_ROWS] = passed
+        return ok
 
 
 def value_rule(kind: str, metric: str, quantization: str = "f32") -> ValueRule:
