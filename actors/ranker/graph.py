@@ -37,6 +37,7 @@ import numpy as np
 from ..store.dialect import is_postgres
 from ..store.ops import item_vectors
 from .dates import Day, memory_dates
+from .stored import as_number, as_text
 from .terms import TermGraph, extract
 from .vectors import IndexChoice, ItemIndex
 
@@ -102,7 +103,7 @@ class ItemTable:
             self.count += 1
         self.present[item_id] = True
         self.type[item_id] = type_code
-        self.created[item_id] = created
+        self.created[item_id] = as_number(created)  # any stored value (ranker.stored)
         self.multi.pop(item_id, None)
         if not scopes:
             self.scope[item_id] = NO_SCOPE
@@ -179,7 +180,7 @@ class RecallCache:
         self.index_dir = index_dir
         self.revision = revision
         self.dim = dim
-        self.index = {kind: ItemIndex(dim, choice) for kind in KINDS}
+        self.index = {kind: ItemIndex(dim, choice, kind) for kind in KINDS}
         self.items = {kind: ItemTable() for kind in KINDS}
         self.adj: dict[int, set[int]] = {}
         self.scope_ids: dict[str, int] = {}
@@ -210,8 +211,8 @@ class RecallCache:
 
     # -- codes ---------------------------------------------------------------
 
-    def type_code(self, memory_type: str) -> int:
-        key = memory_type.casefold()
+    def type_code(self, memory_type: object) -> int:
+        key = as_text(memory_type).casefold()
         code = self.type_codes.get(key)
         if code is None:
             code = len(self.type_codes) + 1
@@ -318,8 +319,9 @@ class RecallCache:
     def reads_text(self) -> bool:
         return self.terms is not None or self.dates is not None
 
-    def _read_text(self, memory_id: int, content: str) -> None:
+    def _read_text(self, memory_id: int, content: object) -> None:
         """Terms and dates of a memory's text (those that are on)."""
+        content = as_text(content)
         if self.terms is not None:
             n = node("memory", memory_id)
             for key in extract(content):
@@ -331,7 +333,8 @@ class RecallCache:
             else:
                 self.dates.pop(memory_id, None)
 
-    def _name_entity(self, item_id: int, canonical: str) -> None:
+    def _name_entity(self, item_id: int, canonical: object) -> None:
+        canonical = as_text(canonical)
         old = self.entity_name.pop(item_id, None)
         if old is not None and self.entity_by_name.get(old) == item_id:
             del self.entity_by_name[old]

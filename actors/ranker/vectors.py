@@ -21,6 +21,13 @@ crash, or writes since it was saved, the reconciliation (every stored vector
 compared with the table's) puts the index right; a file that cannot be read
 or does not fit is ignored and the graph is built.
 
+A stored vector the index cannot hold (not ``dim`` float32 values, a value
+that is not finite or beyond the index's stored type: ``vectors.arrays.ValueRule``)
+is skipped, and so is the rest of its item: the item then counts as having no
+vector, so recall embeds it again (lazy re-embedding) and the new vector
+replaces the bad one. A load logs what it skipped once (``vector_rows_skipped``);
+no stored row can stop the ranker.
+
 Filtering happens inside the search (``allowed``: a boolean array indexed by
 item id, turned into a key filter), so a filtered item never takes a slot of
 the top k.
@@ -38,6 +45,7 @@ from typing import Literal
 import numpy as np
 
 from ...supervisors import private, trace
+from ..vectors.arrays import MAX_REPORTED, ValueRule, value_rule
 from ..vectors.hnsw import HnswVectors
 from ..vectors.index import (
     Ids,
@@ -70,6 +78,11 @@ class IndexChoice:
     expansion_search: int = 128
     ivf_nlist: int = 256
     ivf_nprobe: int = 8
+
+    @property
+    def rule(self) -> ValueRule:
+        """What a stored vector must be for these indexes to hold it (cosine, this quantization)."""
+        return value_rule(self.backend, "cos", self.quantization)
 
     def kind(self, vectors: int) -> Literal["exact", "hnsw", "ivf"]:
         if self.backend != "auto":
@@ -125,18 +138,55 @@ def keys_of(item_id: int, windows: int) -> Ids:
     return np.concatenate([np.array([item_id], dtype=np.int64), extra])
 
 
+def _blob(blob: object, nbytes: int) -> bool:
+    """Is a stored vector ``nbytes`` of bytes (a row of another type or length is skipped)?"""
+    return isinstance(blob, bytes | bytearray | memoryview) and len(blob) == nbytes
+
+
+def usable(keys: Ids, vectors: Vectors, rule: ValueRule) -> tuple[Ids, Vectors, Ids]:
+    """The (keys, vectors) ``rule`` accepts, and the items of the others."""
+    ok = rule.usable(vectors)
+    if ok.all():
+        return keys, vectors, np.zeros(0, dtype=np.int64)
+    return keys[ok], vectors[ok], np.unique(item_of(keys[~ok]))
+
+
+def warn_skipped(kind: str, items: Iterable[int]) -> None:
+    """One warning for the items a load (or an update) left out."""
+    every = sorted(set(items))
+    trace.warning(
+        ACTOR,
+        "vector_rows_skipped",
+        kind=kind,
+        count=len(every),
+        item_ids=every[:MAX_REPORTED],
+        reason="a stored vector is not dim float32 values, or a value is not finite in the "
+        "index's stored type; recall embeds the item again",
+    )
+
+
 def key_batches(
-    rows: Iterable[tuple[int, bytes]], dim: int, count: int
+    rows: Iterable[tuple[int, bytes]],
+    dim: int,
+    count: int,
+    rule: ValueRule | None = None,
+    skipped: set[int] | None = None,
 ) -> Iterator[tuple[Ids, Vectors]]:
     """Up to ``count`` (item id, float32 bytes) rows as (keys, vectors) batches (an item's
-    windows numbered in the order they come); rows of another length are skipped."""
+    windows numbered in the order they come); rows of another length or type, and
+    vectors ``rule`` refuses, are skipped (their items added to ``skipped``)."""
     windows: dict[int, int] = {}
     nbytes = dim * 4
     keys: list[int] = []
     vectors: list[bytes] = []
     taken = 0
+    rule = rule or ValueRule()
+    skipped = set() if skipped is None else skipped
     for item_id, blob in rows:
-        if len(blob) != nbytes or taken >= count:
+        if taken >= count:
+            continue
+        if not _blob(blob, nbytes):
+            skipped.add(item_id)
             continue
         window = windows.get(item_id, 0)
         if window >= WINDOWS:
@@ -146,10 +196,16 @@ def key_batches(
         vectors.append(blob)
         taken += 1
         if len(keys) == LOAD_BATCH:
-            yield _batch(keys, vectors, dim)
+            yield _checked(_batch(keys, vectors, dim), rule, skipped)
             keys, vectors = [], []
     if keys:
-        yield _batch(keys, vectors, dim)
+        yield _checked(_batch(keys, vectors, dim), rule, skipped)
+
+
+def _checked(batch: tuple[Ids, Vectors], rule: ValueRule, skipped: set[int]) -> tuple[Ids, Vectors]:
+    keys, vectors, bad = usable(*batch, rule)
+    skipped.update(bad.tolist())
+    return keys, vectors
 
 
 def _batch(keys: list[int], vectors: list[bytes], dim: int) -> tuple[Ids, Vectors]:
@@ -186,10 +242,13 @@ class DeferredBuild:
         if reserve is not None:
             reserve(count + 1024)
         started = time.perf_counter()
-        for keys, batch in key_batches(rows, self.dim, count):
+        skipped: set[int] = set()
+        for keys, batch in key_batches(rows, self.dim, count, self.choice.rule, skipped):
             if self.cancelled:
                 return  # the index was replaced or its owner stopped
             graph.add(keys, batch)
+        for item_id in skipped:  # an item with a bad window is left out whole
+            graph.remove(keys_of(item_id, WINDOWS))
         trace.event(
             ACTOR,
             "vector_index_built",
@@ -232,9 +291,12 @@ class _ItemFilter:
 class ItemIndex:
     """Items of one kind (memory, entity, relation), each with its windows' vectors."""
 
-    def __init__(self, dim: int, choice: IndexChoice | None = None) -> None:
+    def __init__(self, dim: int, choice: IndexChoice | None = None, kind: str = "item") -> None:
         self.dim = dim
+        self.kind = kind
         self.choice = choice or IndexChoice()
+        self.rule = self.choice.rule
+        self.skipped: set[int] = set()  # items left out: a stored vector of theirs is unusable
         self.backend = self.choice.make(dim, 0)
         self._windows: dict[int, int] = {}  # item -> number of windows
         self._rows = 0
@@ -297,6 +359,12 @@ class ItemIndex:
             raise ValueError(
                 f"vectors of item {item_id} have shape {vectors.shape}, expected (n, {self.dim})"
             )
+        if not self.rule.usable(vectors).all():
+            self.remove(item_id)  # as if it had none: recall embeds it again
+            self.skipped.add(item_id)
+            warn_skipped(self.kind, [item_id])
+            return
+        self.skipped.discard(item_id)
         old = self._windows.get(item_id, 0)
         if old > len(vectors):
             self.backend.remove(keys_of(item_id, old)[len(vectors) :])
@@ -324,6 +392,7 @@ class ItemIndex:
         self.backend = fresh
 
     def remove(self, item_id: int) -> None:
+        self.skipped.discard(item_id)
         windows = self._windows.pop(item_id, None)
         if windows is None:
             return
@@ -366,7 +435,8 @@ class ItemIndex:
     ) -> int:
         """Replace the contents with up to ``count`` (item id, float32 bytes) rows, an item's
         windows in any order; the backend is chosen for ``count`` vectors (`IndexChoice`).
-        Rows of another length are skipped. Returns the rows loaded.
+        Rows of another length or type, and items with a vector `ValueRule` refuses,
+        are left out (``skipped``; one warning). Returns the rows loaded.
 
         ``saved``: where an hnsw graph is kept between starts. If one fits, it is
         loaded and reconciled with ``rows`` (the table is the truth: ids it lacks are
@@ -386,9 +456,11 @@ class ItemIndex:
         self._rows = 0
         self.version += 1
         self.build = None
+        self.skipped = set()
         graph = self.backend if isinstance(self.backend, HnswVectors) else None
         if graph is not None and saved is not None and graph.load(saved):
             counts = reconcile_batches(graph, self._batches(rows, count))
+            self._drop_skipped()
             trace.event(ACTOR, "vector_index_loaded", path=str(saved), rows=self._rows, **counts)
             if any(counts.values()):
                 _save(graph, saved)  # the next start then has less to put right
@@ -402,20 +474,36 @@ class ItemIndex:
             reserve(count + 1024)
         for keys, batch in self._batches(rows, count):
             self.backend.add(keys, batch)
+        self._drop_skipped()
         if graph is not None and saved is not None and self._rows >= SAVE_MIN_ROWS:
             _save(graph, saved)
         return self._rows
 
+    def _drop_skipped(self) -> None:
+        """Leave out, whole, the items a load found an unusable vector of (one warning)."""
+        if not self.skipped:
+            return
+        for item_id in self.skipped:
+            windows = self._windows.pop(item_id, 0)
+            if windows:
+                self.backend.remove(keys_of(item_id, windows))
+                self._rows -= windows
+        warn_skipped(self.kind, self.skipped)
+
     def _batches(
         self, rows: Iterable[tuple[int, bytes]], count: int
     ) -> Iterator[tuple[Ids, Vectors]]:
-        """``rows`` as (keys, vectors) batches, counting each item's windows on the way."""
+        """``rows`` as (keys, vectors) batches, counting each item's windows on the way
+        (the items of unusable rows go to ``skipped``)."""
         nbytes = self.dim * 4
         keys = np.zeros(LOAD_BATCH, dtype=np.int64)
         batch = np.zeros((LOAD_BATCH, self.dim), dtype=np.float32)
         filled = 0
         for item_id, blob in rows:
-            if len(blob) != nbytes or self._rows >= count:
+            if self._rows >= count:
+                continue
+            if not _blob(blob, nbytes):
+                self.skipped.add(item_id)
                 continue
             window = self._windows.get(item_id, 0)
             if window >= WINDOWS:
@@ -426,10 +514,10 @@ class ItemIndex:
             filled += 1
             self._rows += 1
             if filled == LOAD_BATCH:
-                yield keys.copy(), batch.copy()
+                yield _checked((keys.copy(), batch.copy()), self.rule, self.skipped)
                 filled = 0
         if filled:
-            yield keys[:filled].copy(), batch[:filled].copy()
+            yield _checked((keys[:filled].copy(), batch[:filled].copy()), self.rule, self.skipped)
 
     def search(self, query: np.ndarray, k: int, allowed: Mask | None = None) -> tuple[Ids, Scores]:
         """The ``k`` best items (int64 ids, distinct) and their cosines (float32), best first.

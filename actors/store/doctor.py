@@ -1,7 +1,8 @@
 """``memtrio doctor``: where everything is, the store's health, and the home's permissions.
 
-Exit code 0 when the database is intact, at the latest schema, and no path of
-the home is open to group or others; 1 otherwise (or when the store cannot
+Exit code 0 when the database is intact, at the latest schema, every stored
+vector can be loaded, and no path of the home is open to group or others; 1
+otherwise (or when the store cannot
 open: then the report says why and what to do).
 """
 
@@ -137,6 +138,28 @@ def _redact(url: str) -> str:
     return redact(url)
 
 
+async def _vector_report(app: AppContext, store: Store) -> dict[str, Any]:
+    """The stored vectors a server would skip when it loads them (``vectors.audit``)."""
+    from ..vectors.arrays import value_rule  # numpy: only for doctor
+    from ..vectors.audit import audit
+
+    v = app.config.vectors
+    rule = value_rule(v.backend, v.metric, v.quantization)
+    model_rule = value_rule(v.backend, "cos", v.quantization)
+    return await store.read(lambda conn: audit(conn, v.dims, rule, model_rule))
+
+
+def _vector_lines(report: dict[str, Any]) -> list[str]:
+    if report["status"] == "ok":
+        return ["vectors: ok (every stored vector can be loaded)"]
+    lines = [f"vectors: {report['unusable']} stored vector(s) cannot be loaded: {report['remedy']}"]
+    for row in report["rows"]:
+        table, reason = row["table"], row["reason"]
+        key = next(k for k in row if k.endswith("_id"))
+        lines.append(f"  {table} {key.removesuffix('_id')} #{row[key]}: {reason}")
+    return lines
+
+
 async def _database_report(store: Store) -> dict[str, Any]:
     """Where the database is, its size, schema version, integrity and counts."""
     if store.url is not None:
@@ -177,18 +200,21 @@ def cmd_doctor(args: argparse.Namespace, run: AppRunner) -> int:
             "embeddings": "on" if app.config.embedding.enabled else "off",
             "durability": app.config.store.durability,
             "permissions": perms,
+            "vectors": await _vector_report(app, store),
         }
         healthy = (
             result["integrity"] == "ok"
             and result["fts_integrity"] == "ok"
             and result["schema_version"] == result["latest_schema_version"]
             and perms["status"] != "loose"
+            and result["vectors"]["status"] == "ok"
         )
 
         def human(r: dict[str, Any]) -> str:
-            skip = ("counts", "permissions")
+            skip = ("counts", "permissions", "vectors")
             lines = [f"{k}: {v}" for k, v in r.items() if k not in skip]
             lines.append("counts: " + ", ".join(f"{k} {v}" for k, v in r["counts"].items()))
+            lines += _vector_lines(r["vectors"])
             lines += _permission_lines(perms)
             lines.append("status: ok" if healthy else "status: PROBLEMS FOUND")
             return "\n".join(lines)

@@ -78,7 +78,16 @@ def put_vector(
 
     Chunk 0 goes to ``vectors``, the other windows to ``vector_chunks``
     (writing the ``vectors`` row deletes the item's old chunks: a trigger).
+
+    A vector with a value that is not a finite float32 (a model gone wrong) is
+    not stored, and with ``replace`` the item's old vector goes too: the item
+    then has none, which recall and ``memtrio reembed`` treat as missing.
+    False then, as when an existing set is kept.
     """
+    if not _finite(vec.data):
+        if replace:
+            drop_vector(conn, kind, item_id)
+        return False
     first = vec.chunk(0)
     if replace:
         conn.execute(
@@ -108,6 +117,13 @@ def put_vector(
     if is_postgres(conn):
         _put_embeddings(conn, kind, item_id, vec)
     return True
+
+
+def _finite(data: bytes) -> bool:
+    """Are ``data``'s float32 values all finite (whole vectors of a positive dimension)?"""
+    import numpy as np  # loaded already wherever vectors are made (embedder, import)
+
+    return len(data) % 4 == 0 and bool(np.isfinite(np.frombuffer(data, dtype="<f4")).all())
 
 
 def _put_embeddings(conn: sqlite3.Connection, kind: str, item_id: int, vec: Vec) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Set
+from dataclasses import dataclass
 from typing import Literal, Protocol, TypeAlias, get_args
 
 import numpy as np
@@ -41,6 +42,86 @@ StatValue: TypeAlias = int | float | str | bool
 
 MAX_TOP_K = 100  # results a vector tool may ask for (the reference's limit; indexes allow more)
 MAX_DIMS = 4096  # the largest embedding the vector tools accept (the reference's limit)
+
+
+F32_MAX = float(np.finfo(np.float32).max)  # ~3.4e38
+F16_MAX = 65504.0  # the largest half-precision value
+MAX_NORM = 1e18  # a vector's length: every score of two such vectors is finite in float32
+MAX_REPORTED = 20  # ids of unusable rows a report lists (the count is whole)
+CHECK_ROWS = 8192  # rows `ValueRule.usable` checks at a time
+
+
+@dataclass(frozen=True)
+class ValueRule:
+    """What a vector must be to be stored, indexed and scored without an overflow or a NaN.
+
+    The table keeps float32; an hnsw index may keep a narrower type
+    (``[vectors] quantization``). A vector is usable when, converted to the
+    stored type, every component is finite and within ``limit`` (the widest
+    value that type holds unchanged: float32's range; ±65,504 for f16; [-1, 1]
+    for i8 under ``ip``/``l2sq``, which it clips), and its length is at most
+    `MAX_NORM` (so a dot product or squared distance of two of them is finite
+    in float32). Used for every vector a client sends (before its transaction)
+    and every row loaded from the table (a row that fails is skipped).
+    """
+
+    limit: float = F32_MAX
+    stored: str = "float32"
+
+    def problem(self, given: npt.ArrayLike, field: str = "embedding") -> str | None:
+        """Why ``given`` (the values as sent, or as read) is not usable, naming ``field``; None if it is."""
+        wide = np.asarray(given, dtype=np.float64).reshape(-1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            narrow = wide.astype(np.float32)
+        bad = ~np.isfinite(narrow) | (np.abs(narrow) > self.limit)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            value = float(wide[i])
+            if not np.isfinite(value):
+                return f"`{field}`[{i}] is {value}: every value must be a finite number"
+            return (
+                f"`{field}`[{i}] is {value:g}, beyond what {self.stored} holds "
+                f"(at most {self.limit:g} in magnitude): scale the vector down"
+            )
+        norm = float(np.linalg.norm(narrow.astype(np.float64)))
+        if norm > MAX_NORM:
+            return (
+                f"`{field}` has length {norm:.3g}; at most {MAX_NORM:g} is accepted "
+                "(scores of longer vectors overflow float32): scale the vector down"
+            )
+        return None
+
+    def usable(self, vectors: Vectors) -> Mask:
+        """Which rows of a float32 (n, dims) matrix pass (`problem` says why one does not).
+
+        Checked `CHECK_ROWS` rows at a time, in float32: no copy of a large load.
+        A NaN or infinite value makes the squared length NaN or inf, and a squared
+        length that overflows float32 is inf: over the bound, as it should be.
+        """
+        ok = np.zeros(len(vectors), dtype=bool)
+        with np.errstate(over="ignore", invalid="ignore"):
+            for start in range(0, len(vectors), CHECK_ROWS):
+                part = vectors[start : start + CHECK_ROWS]
+                squares = np.einsum("ij,ij->i", part, part)  # NaN or inf: not <= the bound
+                passed = squares <= MAX_NORM**2  # so every |v| <= MAX_NORM as well
+                if self.limit < MAX_NORM:
+                    passed &= (part.max(axis=1) <= self.limit) & (part.min(axis=1) >= -self.limit)
+                ok[start : start + CHECK_ROWS] = passed
+        return ok
+
+
+def value_rule(kind: str, metric: str, quantization: str = "f32") -> ValueRule:
+    """The `ValueRule` of an index of backend ``kind`` (``auto`` may become hnsw, so its
+    quantization counts), ``metric`` and ``quantization`` (hnsw's stored type)."""
+    if kind not in ("hnsw", "auto"):
+        return ValueRule()
+    if quantization == "f16":
+        return ValueRule(F16_MAX, 'half precision ([vectors] quantization = "f16")')
+    if quantization == "i8" and metric != "cos":
+        return ValueRule(
+            1.0, f'8-bit integers ([vectors] quantization = "i8" under metric {metric})'
+        )
+    return ValueRule()  # bf16 has float32's range; i8 under cos scales each unit vector
 
 
 def check_dims(dims: int) -> None:

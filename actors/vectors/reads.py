@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...protocol.errors import BadArgument, NotFound
+from ...protocol.errors import BadArgument, Conflict, NotFound
 from ...supervisors.context import CallContext
 from ..kg.lookup import Ent, missing, resolve
 from ..kg.search import term_hits
@@ -24,6 +24,7 @@ from ..store.services import embed, embedder_of
 from . import args as A
 from . import ranking, table
 from . import results as X
+from .arrays import ValueRule
 from .service import VectorService, visible
 from .writes import check_vector, service_view
 
@@ -50,7 +51,8 @@ async def query_of(
             f"give `{field}` (a vector of {service.dims} numbers) or `text` (embedded by the local model)"
         )
     if embedding is not None:
-        return np.frombuffer(check_vector(embedding, service.dims, field), dtype="<f4")
+        blob = check_vector(embedding, service.dims, field, service.rule)
+        return np.frombuffer(blob, dtype="<f4")
     embedder = embedder_of(ctx.app)
     if embedder is None:
         raise BadArgument(
@@ -78,13 +80,27 @@ def hits(found: Sequence[tuple[Ent, float]]) -> X.SearchResults:
     )
 
 
+def unusable(ent: Ent, problem: str) -> Conflict:
+    """The error of a tool that needs an entity's stored vector, which cannot be used."""
+    return Conflict(
+        f"the stored embedding of {ent.name!r} cannot be used ({problem}); "
+        "vector_upsert_embedding replaces it, vector_delete_embedding removes it"
+    )
+
+
 def with_vectors(
-    conn: sqlite3.Connection, view: View, names: Sequence[str], dims: int, what: str
+    conn: sqlite3.Connection,
+    view: View,
+    names: Sequence[str],
+    dims: int,
+    what: str,
+    rule: ValueRule,
 ) -> tuple[list[Ent], np.ndarray]:
     """The visible entities ``names`` and their stored vectors, (n, dims) in that order.
 
     Error handling: `NotFound` for unknown entities, `BadArgument` for ones
-    without an embedding of the store's dimension.
+    without an embedding of the store's dimension, `Conflict` for one whose
+    stored vector cannot be used (`table.stored_vector`).
     """
     found = resolve(conn, Scoped(conn, view), names)
     unknown = missing(found, names)
@@ -98,8 +114,13 @@ def with_vectors(
             f"{what}: no embedding of {dims} dimensions for {', '.join(map(repr, lacking))} "
             "(vector_upsert_embedding)"
         )
-    blob = b"".join(rows[e.id].vec for e in ents)
-    return ents, np.frombuffer(blob, dtype="<f4").reshape(len(ents), dims)
+    vectors = []
+    for e in ents:
+        vec = table.stored_vector(rows[e.id], dims, rule)
+        if isinstance(vec, str):
+            raise unusable(e, vec)
+        vectors.append(vec)
+    return ents, np.stack(vectors).astype(np.float32)
 
 
 async def get_embedding(ctx: CallContext, args: A.EntityArgs) -> X.Embedding:
@@ -116,7 +137,11 @@ async def get_embedding(ctx: CallContext, args: A.EntityArgs) -> X.Embedding:
     ent, row = await service.store.read(op)
     if row is None:
         raise NotFound(f"entity {ent.name!r} has no embedding")
-    values = np.frombuffer(row.vec, dtype="<f4").tolist()
+    # Any stored dimension is given back (`dims` says which), never a value JSON cannot hold.
+    vec = table.stored_vector(row, row.dim, ValueRule()) if isinstance(row.dim, int) else None
+    if vec is None or isinstance(vec, str):
+        raise unusable(ent, vec or f"its dimension is stored as {row.dim!r}")
+    values = vec.tolist()
     return X.Embedding(
         entityName=ent.name, entityType=ent.kind, dims=row.dim, model=row.model, embedding=values
     )
@@ -132,7 +157,7 @@ async def search_by_entity(ctx: CallContext, args: A.ByEntityArgs) -> X.SearchRe
     service, view = await service_view(ctx)
     ents, vecs = await service.store.read(
         lambda conn: with_vectors(
-            conn, view, [args.entityName], service.dims, "vector_search_by_entity"
+            conn, view, [args.entityName], service.dims, "vector_search_by_entity", service.rule
         )
     )
     exclude = [ents[0].id] if args.excludeSelf else []
@@ -144,10 +169,10 @@ async def recommend(ctx: CallContext, args: A.RecommendArgs) -> X.SearchResults:
     service, view = await service_view(ctx)
 
     def op(conn: sqlite3.Connection) -> tuple[list[Ent], np.ndarray, list[Ent], np.ndarray]:
-        pos, pvecs = with_vectors(conn, view, args.positive, service.dims, "positive")
+        pos, pvecs = with_vectors(conn, view, args.positive, service.dims, "positive", service.rule)
         if not args.negative:
             return pos, pvecs, [], np.zeros((0, service.dims), dtype=np.float32)
-        neg, nvecs = with_vectors(conn, view, args.negative, service.dims, "negative")
+        neg, nvecs = with_vectors(conn, view, args.negative, service.dims, "negative", service.rule)
         return pos, pvecs, neg, nvecs
 
     pos, pvecs, neg, nvecs = await service.store.read(op)
@@ -164,14 +189,16 @@ async def mmr_search(ctx: CallContext, args: A.MmrArgs) -> X.SearchResults:
     pool = await service.search(view, query, fetch)
     ids = [e.id for e, _ in pool]
     rows = await service.store.read(lambda conn: table.rows_of(conn, ids))
-    pool = [(e, s) for e, s in pool if e.id in rows and rows[e.id].dim == service.dims]
-    if not pool:
+    stored = [
+        (e.id, rows[e.id].vec) for e, _ in pool if e.id in rows and rows[e.id].dim == service.dims
+    ]
+    # A row changed since the search (by hand, say) and now unusable drops out of the pool.
+    kept, mat, _ = table.usable_rows(stored, service.dims, service.rule)
+    if not len(kept):
         return X.SearchResults(results=[])
     ents = {e.id: e for e, _ in pool}
-    mat = np.frombuffer(b"".join(rows[e.id].vec for e, _ in pool), dtype="<f4")
-    picked = ranking.mmr(
-        query, list(ents), mat.reshape(len(pool), service.dims), args.topK, args.lambda_
-    )
+    ents = {i: ents[i] for i in kept.tolist()}
+    picked = ranking.mmr(query, list(ents), mat, args.topK, args.lambda_)
     return hits([(ents[i], score) for i, score in picked])
 
 
@@ -248,7 +275,9 @@ async def store_stats(ctx: CallContext, args: A.NoArgs) -> X.VectorStats:
 
     async with service.synced() as index:
         size, figures = len(index), index.stats()
+        skipped, first = service.skipped_report()
     graph = await service.graph(view)
+    seen = await service.store.read(lambda conn: visible(conn, view, [i for i, _ in first], None))
     return X.VectorStats(
         embeddings=await service.store.read(op),
         dims=service.dims,
@@ -259,4 +288,9 @@ async def store_stats(ctx: CallContext, args: A.NoArgs) -> X.VectorStats:
         graphNodes=len(graph.degrees),
         graphEdges=graph.edges,
         index=figures,
+        skipped=skipped,
+        skippedRows=[
+            X.SkippedRow(entityId=i, entityName=seen[i].name if i in seen else None, reason=why)
+            for i, why in first
+        ],
     )

@@ -100,6 +100,16 @@ class GraphCache(msgspec.Struct, kw_only=True):
     edges: int
 
 
+class SkippedRow(msgspec.Struct, kw_only=True):
+    """A stored embedding the index could not hold (skipped when loaded)."""
+
+    entityId: int
+    entityName: Annotated[
+        str | None, msgspec.Meta(description="null when the session does not see the entity")
+    ]
+    reason: str
+
+
 class VectorStats(msgspec.Struct, kw_only=True):
     """vector_store_stats."""
 
@@ -114,3 +124,13 @@ class VectorStats(msgspec.Struct, kw_only=True):
     graphNodes: int
     graphEdges: int
     index: Annotated[dict[str, StatValue], msgspec.Meta(description="the backend's own figures")]
+    skipped: Annotated[
+        int,
+        msgspec.Meta(
+            description="stored embeddings of the store's dimension the index could not hold "
+            "(every scope): not dims float32 values, or a value not finite in the stored type"
+        ),
+    ] = 0
+    skippedRows: Annotated[
+        list[SkippedRow], msgspec.Meta(description="the first of them (at most 20), by entity id")
+    ] = []

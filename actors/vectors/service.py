@@ -12,6 +12,13 @@ root supervisor is rest_for_one), and keeps it current:
   marked dirty, and the next call (`synced`) refreshes it from the table; a
   ``reset`` (flush, import) rebuilds the whole index.
 
+A row the index cannot hold (not ``dims`` float32 values, a value that is
+not finite or beyond the index's stored type, `arrays.ValueRule`) is skipped
+wherever it is read: the build logs the rows it skipped once (the
+``vector_rows_skipped`` warning) and ``vector_store_stats`` and ``memtrio
+doctor`` report them; no stored row can stop this actor. A later write of a
+good vector to that entity takes it out of the report.
+
 Every read of the table and change of the index happens under one lock,
 so a refresh that read the table later is applied later, and the index
 never goes back to an older row. Searches hold the lock too (the backends
@@ -43,6 +50,7 @@ from ..kg.reads import type_filter
 from ..kg.view import Scoped, View
 from ..store.writer import STORE, Change, Store
 from . import table
+from .arrays import MAX_REPORTED, ValueRule, value_rule
 from .index import VectorIndex, make_index
 
 ACTOR = "vectors"
@@ -65,8 +73,10 @@ class VectorService:
         self.app = app
         self.dims = cfg.dims
         self.metric = cfg.metric
+        self.rule: ValueRule = value_rule(cfg.backend, cfg.metric, cfg.quantization)
         self.index: VectorIndex = self.new_index(0)
         self.other_dims = 0
+        self.skipped: dict[int, str] = {}  # entity id -> why its stored vector is not indexed
         self.lock = trio.Lock()
         self._dirty: set[int] = set()
         self._reset = False
@@ -143,25 +153,52 @@ class VectorService:
         dims = self.dims
         count, self.other_dims = await store.read(lambda conn: table.counts(conn, dims))
         index = self.new_index(count)
+        skipped: dict[int, str] = {}
 
         def load(conn: sqlite3.Connection) -> None:
-            ids: list[int] = []
-            blobs: list[bytes] = []
-            for eid, blob in table.scan(conn, dims):
-                ids.append(eid)
-                blobs.append(blob)
-                if len(ids) >= table.LOAD_BATCH:
-                    _add(index, ids, blobs, dims)
-                    ids, blobs = [], []
-            if ids:
-                _add(index, ids, blobs, dims)
+            rows: list[tuple[int, object]] = []
+            for row in table.scan(conn, dims):
+                rows.append(row)
+                if len(rows) >= table.LOAD_BATCH:
+                    skipped.update(self._add(index, rows))
+                    rows = []
+            if rows:
+                skipped.update(self._add(index, rows))
 
         await store.read(load)
         await trio.to_thread.run_sync(index.reindex)
         self.index = index
+        self.skipped = skipped
         seconds = time.perf_counter() - start
         trace.event(ACTOR, "index_built", size=len(index), backend=self.backend, seconds=seconds)
+        if skipped:
+            self._warn_skipped(skipped)
         return seconds
+
+    def _add(self, index: VectorIndex, rows: Sequence[tuple[int, object]]) -> dict[int, str]:
+        """Add the usable rows to ``index``; the others, with why each is not usable."""
+        ids, vectors, bad = table.usable_rows(rows, self.dims, self.rule)
+        if len(ids):
+            index.add(ids, vectors)
+        return bad
+
+    def _warn_skipped(self, bad: dict[int, str]) -> None:
+        """One warning for the rows a load skipped (the first ids, bounded)."""
+        first = sorted(bad)[:MAX_REPORTED]
+        trace.warning(
+            ACTOR,
+            "vector_rows_skipped",
+            count=len(bad),
+            entity_ids=first,
+            reason=bad[first[0]],
+            remedy="vector_upsert_embedding replaces a vector, vector_delete_embedding removes it",
+        )
+
+    def skipped_report(self) -> tuple[int, list[tuple[int, str]]]:
+        """How many stored vectors of the store's dimension are not indexed, and the first
+        (entity id, why) of them (at most `MAX_REPORTED`)."""
+        first = sorted(self.skipped)[:MAX_REPORTED]
+        return len(self.skipped), [(i, self.skipped[i]) for i in first]
 
     async def rebuild(self) -> float:
         """`vector_reindex`: a fresh index from the table (ivf retrains); seconds taken."""
@@ -178,12 +215,16 @@ class VectorService:
         if not wanted:
             return
         rows = await store.read(lambda conn: table.rows_of(conn, wanted))
-        keep = [r for r in rows.values() if r.dim == self.dims]
+        keep = [(r.entity_id, r.vec) for r in rows.values() if r.dim == self.dims]
         gone = [i for i in wanted if i not in rows or rows[i].dim != self.dims]
-        if gone:
-            self.index.remove(np.asarray(gone, dtype=np.int64))
-        if keep:
-            _add(self.index, [r.entity_id for r in keep], [r.vec for r in keep], self.dims)
+        bad = self._add(self.index, keep) if keep else {}
+        for i in wanted:
+            self.skipped.pop(i, None)
+        if gone or bad:
+            self.index.remove(np.asarray([*gone, *bad], dtype=np.int64))
+        if bad:
+            self.skipped.update(bad)
+            self._warn_skipped(bad)
 
     @asynccontextmanager
     async def synced(self) -> AsyncIterator[VectorIndex]:
@@ -298,11 +339,6 @@ def visible(
         ):
             out[row[0]] = Ent(*row)
     return out
-
-
-def _add(index: VectorIndex, ids: list[int], blobs: list[bytes], dims: int) -> None:
-    vectors = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(ids), dims)
-    index.add(np.asarray(ids, dtype=np.int64), vectors)
 
 
 VECTORS: ServiceKey[VectorService] = ServiceKey("vectors")

@@ -8,6 +8,11 @@ store's change notifications.
 
 These functions run inside a transaction their caller opened (a write op on
 the StoreWriter, or a read on the read pool); none of them commits.
+
+A stored row may be unusable: written by an older memtrio, by hand, or under
+another ``[vectors] quantization``. `usable_rows` sorts the rows read into the
+vectors an index may hold and, for the others, why not (``VectorService``
+skips them and reports them; no row can stop the server).
 """
 
 from __future__ import annotations
@@ -16,8 +21,11 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..kg.lookup import chunks, marks
 from ..store import ops
+from .arrays import Ids, ValueRule, Vectors
 
 LOAD_BATCH = 4096  # rows fetched at a time while the index is built
 
@@ -86,3 +94,43 @@ def counts(conn: sqlite3.Connection, dim: int) -> tuple[int, int]:
         (dim, dim),
     ).fetchone()
     return int(row[0]), int(row[1])
+
+
+def blob_problem(vec: object, dim: int) -> str | None:
+    """Why a stored ``vec`` is not ``dim`` float32 values; None when it is."""
+    if not isinstance(vec, bytes | bytearray | memoryview):
+        return f"its vector is stored as {type(vec).__name__}, not as bytes"
+    if len(vec) != 4 * dim:
+        return f"its vector holds {len(vec)} bytes, not {4 * dim} ({dim} float32 values)"
+    return None
+
+
+def usable_rows(
+    rows: Sequence[tuple[int, object]], dim: int, rule: ValueRule
+) -> tuple[Ids, Vectors, dict[int, str]]:
+    """(entity id, stored vector) rows as the ids and (n, dim) float32 vectors an index may
+    hold, and the ids of the rest with why each cannot be used (`blob_problem`, `ValueRule`)."""
+    bad: dict[int, str] = {}
+    ids: list[int] = []
+    blobs: list[bytes] = []
+    for eid, vec in rows:
+        problem = blob_problem(vec, dim)
+        if problem is None:
+            ids.append(int(eid))
+            blobs.append(bytes(vec))  # type: ignore[arg-type] # blob_problem: bytes-like
+        else:
+            bad[int(eid)] = problem
+    matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(ids), dim)
+    id_arr = np.asarray(ids, dtype=np.int64)
+    ok = rule.usable(matrix)
+    if not ok.all():
+        for i in np.flatnonzero(~ok).tolist():
+            bad[ids[i]] = rule.problem(matrix[i], "vec") or "its vector is not usable"
+        id_arr, matrix = id_arr[ok], matrix[ok]
+    return id_arr, matrix, bad
+
+
+def stored_vector(row: Row, dim: int, rule: ValueRule) -> Vectors | str:
+    """The (dim,) float32 vector of a row read with `rows_of`, or why it cannot be used."""
+    _, matrix, bad = usable_rows([(row.entity_id, row.vec)], dim, rule)
+    return bad[row.entity_id] if bad else matrix[0]

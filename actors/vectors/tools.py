@@ -35,7 +35,8 @@ TOOLS = [
        A.UpsertArgs, W.upsert_embedding, X.Upserted, idempotent=True),
     _w("vector_batch_upsert", "Batch Upsert Embeddings",
        "Upsert up to 1,024 embeddings [{entityName, embedding, model?}] in one transaction; an item that "
-       "cannot be stored (unknown entity, wrong dimension) is reported in errors, the others are stored.",
+       "cannot be stored (unknown entity, wrong dimension, a value not finite as float32) is reported in errors, "
+       "the others are stored.",
        A.BatchUpsertArgs, W.batch_upsert, X.BatchUpserted, idempotent=True),
     _r("vector_get_embedding", "Get Embedding", "The stored embedding of an entity, with its model label.",
        A.EntityArgs, R.get_embedding, X.Embedding),
@@ -71,6 +72,7 @@ TOOLS = [
        "Rebuild the adjacency cache hybrid_search's centrality boost reads (after changing relations).",
        A.NoArgs, R.refresh_graph_cache, X.GraphCache, idempotent=True),
     _r("vector_store_stats", "Vector Store Statistics",
-       "Embedding count, dimension, metric, index backend and size, graph cache node and edge counts.",
+       "Embedding count, dimension, metric, index backend and size, graph cache node and edge counts, and the "
+       "stored embeddings the index skipped as unusable (skipped, skippedRows).",
        A.NoArgs, R.store_stats, X.VectorStats),
 ]  # fmt: skip

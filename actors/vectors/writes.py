@@ -12,7 +12,6 @@ another repository's entity keeps its attributes, its vector included).
 
 from __future__ import annotations
 
-import math
 import sqlite3
 from collections.abc import Sequence
 
@@ -29,23 +28,29 @@ from ..store.services import policy_of
 from . import args as A
 from . import results as X
 from . import table
+from .arrays import ValueRule
 from .service import VECTORS, VectorService
 
 
-def check_vector(values: Sequence[float], dims: int, field: str = "embedding") -> bytes:
-    """``values`` as float32 little-endian bytes, checked against the store's dimension.
+def check_vector(
+    values: Sequence[float], dims: int, field: str = "embedding", rule: ValueRule | None = None
+) -> bytes:
+    """``values`` as float32 little-endian bytes, checked against the store's dimension and,
+    after conversion to the stored types, against ``rule`` (the service's `ValueRule`).
 
-    Error handling: `BadArgument` naming the expected and given dimensions,
-    or the first value that is not a finite number.
+    Called before any transaction: a vector refused here is never written.
+    Error handling: `BadArgument` naming the expected and given dimensions, or
+    the first value that is not finite once stored (``1e39`` is a float64 but
+    no float32), or a vector too long to score.
     """
     if len(values) != dims:
         raise BadArgument(
             f"`{field}` has {len(values)} dimensions, but this store's embeddings have {dims} "
             "([vectors] dims, --embedding-dims)"
         )
-    for i, v in enumerate(values):
-        if not math.isfinite(v):
-            raise BadArgument(f"`{field}`[{i}] is {v}: every value must be a finite number")
+    problem = (rule or ValueRule()).problem(values, field)
+    if problem is not None:
+        raise BadArgument(problem)
     return np.asarray(values, dtype="<f4").tobytes()
 
 
@@ -70,7 +75,7 @@ def writable_entity(conn: sqlite3.Connection, view: View, name: str, action: str
 
 async def upsert_embedding(ctx: CallContext, args: A.UpsertArgs) -> X.Upserted:
     service, view = await service_view(ctx)
-    blob = check_vector(args.embedding, service.dims)
+    blob = check_vector(args.embedding, service.dims, rule=service.rule)
     model = args.model or ""
 
     def op(conn: sqlite3.Connection) -> tuple[Ent, bool]:
@@ -89,7 +94,9 @@ async def batch_upsert(ctx: CallContext, args: A.BatchUpsertArgs) -> X.BatchUpse
     blobs: dict[int, bytes] = {}
     for i, item in enumerate(args.items):
         try:
-            blobs[i] = check_vector(item.embedding, service.dims, f"items[{i}].embedding")
+            blobs[i] = check_vector(
+                item.embedding, service.dims, f"items[{i}].embedding", service.rule
+            )
         except BadArgument as exc:
             errors.append(X.BatchError(index=i, entityName=item.entityName, error=str(exc)))
 

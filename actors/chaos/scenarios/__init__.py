@@ -3,7 +3,9 @@
 
 - `crashes`: actors crash at injected fault points under load (and with the official SDK client);
 - `kills`: the process dies (kill -9, an exit right before COMMIT) in the middle of writes;
-- `vectors`: kill -9 in the middle of vector_batch_upsert bursts (the vector table and index);
+- `vectors`: kill -9 in the middle of vector_batch_upsert bursts (the vector table and index),
+  and ``poisoned-vector-row`` (values no float32 holds through the tools, unusable rows written
+  into the file: a restart serves, reports them, and the good vectors answer);
 - `disk`: a held write lock, a full disk, a read-only home;
 - `malformed`: malformed JSON-RPC lines and wrong tool arguments;
 - `security`: hostile ``memtrio import`` files and a hostile Git checkout;
@@ -51,7 +53,7 @@ from .postgres import pg_kill9_burst, pg_migrate_race, pg_restart_burst
 from .security import hostile_checkout, import_limits
 from .storms import storm_embedder, storm_session, storm_store
 from .transports import net_clients_vanish, net_drop_resume, net_handler_crash, net_owner_killed
-from .vectors import kill9_vectors
+from .vectors import kill9_vectors, poisoned_vector_row
 
 QUICK: dict[str, Scenario] = {
     "crash-reader": crash_reader,
@@ -76,6 +78,7 @@ QUICK: dict[str, Scenario] = {
     "net-clients-vanish": net_clients_vanish,
     "net-handler-crash": net_handler_crash,
     "net-owner-killed": net_owner_killed,
+    "poisoned-vector-row": poisoned_vector_row,
     # A shared PostgreSQL store (skipped without one; a few seconds each):
     "pg-kill9-burst": pg_kill9_burst,
     "pg-restart-burst": pg_restart_burst,

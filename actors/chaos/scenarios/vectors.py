@@ -1,4 +1,7 @@
-"""``kill -9`` during bursts of ``vector_batch_upsert``: the vector table and its index after crashes.
+"""The vector table under faults: ``kill -9`` during bursts of ``vector_batch_upsert``
+(``kill9-vectors``), and rows no load can use (``poisoned-vector-row``).
+
+``kill9-vectors``:
 
 Each batch writes entities no other batch writes, with vectors exactly
 representable in float32, so after the kills the check is exact:
@@ -8,10 +11,22 @@ representable in float32, so after the kills the check is exact:
 - a server started afterwards indexes exactly the table's rows
   (``vector_store_stats``), and finds each acknowledged vector as its own
   nearest neighbour (the index agrees with the table).
+
+``poisoned-vector-row`` (issue 29): values that convert badly are sent through
+the tools (``1e39``: a float64, no float32; a vector whose scores overflow)
+and bad rows are written straight into the SQLite file (a NaN, a short blob,
+text). Then:
+
+- a refused upsert commits nothing; a batch stores its good items and reports
+  each bad one in ``errors``;
+- a restarted ``memtrio mcp --vectors`` serves; ``vector_store_stats`` reports
+  exactly the rows written by hand as skipped, by name; every good vector is
+  its own nearest neighbour.
 """
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import struct
 from dataclasses import dataclass, field
@@ -186,3 +201,93 @@ async def _structured(
         run.out.violations.append(f"{tool} after the kills failed: {error[:200]}")
         return None
     return reply["result"].get("structuredContent")
+
+
+POISONED = {  # entity -> the vec written into entity_embeddings by hand
+    "poison-nan": struct.pack(f"<{DIMS}f", math.nan, *[0.0] * (DIMS - 1)),
+    "poison-short": struct.pack("<2f", 1.0, 0.0),
+    "poison-text": "not a vector",
+}
+GOOD = 6  # entities with good vectors
+
+
+def _poison_file(home: Path) -> None:
+    conn = sqlite3.connect(home / DB_NAME)
+    try:
+        ids = dict(conn.execute("SELECT name, id FROM entities"))
+        with conn:
+            for name, vec in POISONED.items():
+                conn.execute(
+                    "INSERT OR REPLACE INTO entity_embeddings (entity_id, model, dim, vec, updated_at) "
+                    "VALUES (?, 'hand', ?, ?, 0)",
+                    (ids[name], DIMS, vec),
+                )
+    finally:
+        conn.close()
+
+
+async def _refusals(run: Run, server: ServerProcess, good: dict[str, list[float]]) -> None:
+    """Bad values through the tools: refused whole (one) or per item (a batch)."""
+    over = [0.0] * DIMS
+    over[0] = 1e39
+    reply = await server.call_tool(
+        "vector_upsert_embedding", {"entityName": "poison-tool", "embedding": over}
+    )
+    run.out.errors_expected += 1
+    if reply_error_text(reply) is None:
+        run.out.violations.append("an upsert of 1e39 (no float32) was accepted")
+    else:
+        run.out.errors_seen += 1
+    long_ = [1e30] * DIMS  # finite in float32, but its scores overflow
+    items = [{"entityName": n, "embedding": v} for n, v in good.items()]
+    items.insert(2, {"entityName": "poison-tool", "embedding": long_})
+    reply = await server.call_tool("vector_batch_upsert", {"items": items})
+    stored = (reply.get("result") or {}).get("structuredContent") or {}
+    run.out.errors_expected += 1
+    if [e.get("index") for e in stored.get("errors", [])] != [2] or stored.get("upserted") != GOOD:
+        run.out.violations.append(f"a batch with one bad item answered {str(reply)[:300]}")
+    else:
+        run.out.errors_seen += 1
+
+
+async def poisoned_vector_row(run: Run) -> None:
+    """Bad vectors through the tools and straight into the file; a restart serves and reports them."""
+    home = run.home()
+    names = [f"good-{i}" for i in range(GOOD)] + ["poison-tool", *POISONED]
+    good = {name: _vector(run) for name in names[:GOOD]}
+    run.out.errors_exact = True
+    server = await run.server(home, ENV)
+    entities = [{"name": n, "entityType": "chaos", "observations": []} for n in names]
+    await server.call_tool("create_entities", {"entities": entities})
+    await _refusals(run, server, good)
+    await run.stop(server)
+    _poison_file(home)
+    run.out.faults += len(POISONED)
+    run.out.acked = _check_table(run, home, VectorLedger(acked=good))
+    if run.out.acked != GOOD + len(POISONED):  # the refused values left no row
+        run.out.violations.append(
+            f"{run.out.acked} rows in the table, expected {GOOD + len(POISONED)}"
+        )
+    server = await run.server(home, ENV)  # before: "child 'vectors' could not start"
+    run.out.restarts += 1
+    stats = await _structured(run, server, "vector_store_stats", {}) or {}
+    reported = {r.get("entityName") for r in stats.get("skippedRows", [])}
+    if stats.get("skipped") != len(POISONED) or reported != set(POISONED):
+        run.out.violations.append(
+            f"vector_store_stats reports {stats.get('skipped')} skipped rows {sorted(map(str, reported))}, "
+            f"expected {sorted(POISONED)}"
+        )
+    if stats.get("indexSize") != GOOD:
+        run.out.violations.append(
+            f"the index holds {stats.get('indexSize')} vectors, expected {GOOD}"
+        )
+    for name, vec in good.items():
+        found = await _structured(
+            run, server, "vector_search_entities", {"embedding": vec, "topK": 1}
+        )
+        best = (found or {}).get("results") or [{}]
+        if best[0].get("entityName") != name:
+            run.out.violations.append(
+                f"searching {name}'s own vector found {best[0].get('entityName')}"
+            )
+    await run.stop(server)
