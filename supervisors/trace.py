@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
@@ -48,6 +48,9 @@ class TraceLog:
         self.stderr_level = LEVELS["warning"]
         self._failed = False
         self._held: list[str] | None = None
+        # Applied to every line (log and stderr) once set: the store sets it to its
+        # redaction when it is handed a connection string (actors.store.dsn.register).
+        self.scrub: Callable[[str], str] | None = None
 
     def configure(
         self, path: Path | None, level: str = "info", stderr_level: str = "warning"
@@ -106,6 +109,8 @@ class TraceLog:
                     for k, v in record.items()
                 }
                 line = _encoder.encode(record).decode()
+            if self.scrub is not None:
+                line = self.scrub(line)
             try:
                 with self._lock:
                     if self._file is not None:
@@ -122,6 +127,8 @@ class TraceLog:
             self._stderr(f"memtrio {level}: {actor}: {event} {detail}".rstrip())
 
     def _stderr(self, text: str) -> None:
+        if self.scrub is not None:
+            text = self.scrub(text)
         if self._held is not None:
             self._held.append(text)
         else:
