@@ -201,8 +201,8 @@ def load_config(
     if vectors:
         overrides["vectors"] = vectors
     store = store_overrides(args)
-    if store:
-        overrides["store"] = store
+    if store:  # beside --store, never instead of it
+        overrides.setdefault("store", {}).update(store)
     for section, values in (extra or {}).items():
         overrides.setdefault(section, {}).update(values)
     return config_mod.load(home, overrides=overrides, flags=FLAGS), home

@@ -167,6 +167,11 @@ def check(url: str, origin: str) -> None:
 
     try:
         parsed = conninfo_to_dict(url)
+    except UnicodeDecodeError:
+        raise ConfigError(
+            f"{origin} is malformed (a percent-encoded byte sequence that is not UTF-8); "
+            f"{ENCODE_HINT}; {NOT_SHOWN}"
+        ) from None
     except Error as exc:
         # libpq quotes the part it could not read (a password, maybe): never shown.
         reason = _QUOTED.sub(_elided, " ".join(str(exc).split()))
