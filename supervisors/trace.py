@@ -103,11 +103,8 @@ class TraceLog:
             record.update(fields)
             try:
                 line = _encoder.encode(record).decode("utf-8", "replace")
-            except (TypeError, msgspec.EncodeError):
-                record = {
-                    k: (v if isinstance(v, (str, int, float, bool, type(None))) else repr(v))
-                    for k, v in record.items()
-                }
+            except (TypeError, msgspec.EncodeError, UnicodeEncodeError):
+                record = {k: _plain(v) for k, v in record.items()}
                 line = _encoder.encode(record).decode()
             if self.scrub is not None:
                 line = self.scrub(line)
@@ -148,6 +145,15 @@ class TraceLog:
 
 
 LOG = TraceLog()
+
+
+def _plain(value: object) -> object:
+    """``value`` as JSON can hold it: a scalar as it is, else its repr; text that is not
+    UTF-8 (bytes decoded with surrogateescape, from argv or a file) with escapes."""
+    if isinstance(value, (int, float, bool, type(None))):
+        return value
+    text = value if isinstance(value, str) else repr(value)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def format_traceback(exc: BaseException, limit: int = 4000) -> str:

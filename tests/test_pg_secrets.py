@@ -34,8 +34,10 @@ from memtrio.actors.store.pg import conn as pg_conn
 from memtrio.actors.store.pg import pool
 from memtrio.supervisors import cli, config, trace
 from memtrio.supervisors.commands import load_config
+from psycopg.conninfo import conninfo_to_dict
 
-SPECIALS = "@:/%#?'\" &=\\[]"
+# What breaks naive redaction, and text that is not plain: a tab, a NUL, a byte not UTF-8.
+SPECIALS = "@:/%#?'\" &=\\[]é\t\x00\udcff"
 passwords = st.text(
     alphabet=string.ascii_letters + string.digits + SPECIALS, min_size=4, max_size=16
 ).map(lambda s: "Zq9" + s)  # a prefix no message holds by itself
@@ -43,7 +45,7 @@ passwords = st.text(
 
 def forms(pw: str) -> list[str]:
     """``pw`` in every way a user may hand memtrio a connection string."""
-    enc = quote(pw, safe="")
+    enc = quote(pw, safe="", errors="surrogateescape")
     escaped = pw.replace("\\", "\\\\").replace("'", "\\'")
     return [
         f"postgresql://team:{pw}@db.internal:5432/memtrio",
@@ -61,8 +63,15 @@ def forms(pw: str) -> list[str]:
 
 
 def leaks(text: str, pw: str) -> list[str]:
-    """The forms of ``pw`` that ``text`` shows."""
-    shown = {pw, quote(pw, safe=""), unquote(pw), json.dumps(pw)[1:-1], repr(pw)[1:-1]}
+    """The forms of ``pw`` that ``text`` shows (its prefix alone is a leak too)."""
+    shown = {
+        pw,
+        quote(pw, safe="", errors="surrogateescape"),
+        unquote(pw, errors="surrogateescape"),
+        json.dumps(pw)[1:-1],
+        repr(pw)[1:-1],
+        pw[:3],
+    }
     return sorted(form for form in shown if len(form) >= 3 and form in text)
 
 
@@ -79,10 +88,14 @@ def fresh_secrets(log: Path) -> Iterator[None]:
 
 
 def driver_error(url: str, pw: str) -> psycopg.Error:
-    """What libpq says about ``url``: it quotes the URL, and names a host made of the password."""
+    """What libpq says about ``url``: it quotes the URL, names a host made of the password,
+    and may show the password as it decoded it from the URL."""
+    try:
+        decoded = conninfo_to_dict(url).get("password") or pw
+    except (psycopg.Error, UnicodeError):
+        decoded = pw
     return psycopg.OperationalError(
-        f'invalid connection string "{url}": failed to resolve host "{pw}@db.internal" '
-        f"({unquote(pw)})"
+        f'invalid connection string "{url}": failed to resolve host "{pw}@db.internal" ({decoded})'
     )
 
 

@@ -71,13 +71,19 @@ def _unquoted_value(value: str) -> str:
 
 
 def _forms(secret: str) -> set[str]:
-    """``secret`` as it may appear in a text: as given, decoded, encoded, escaped."""
-    forms = {secret, unquote(secret), quote(secret, safe=""), quote(unquote(secret), safe="")}
-    for form in list(forms):
-        forms.add(json.dumps(form, ensure_ascii=False)[1:-1])
-        forms.add(json.dumps(form)[1:-1])
-        forms.add(repr(form)[1:-1])
-    return forms
+    """``secret`` as it may appear in a text: as given, decoded, encoded, escaped (JSON,
+    repr, the trace log's escapes of bytes that are not UTF-8)."""
+    raw = unquote(secret, errors="surrogateescape")
+    forms = {secret, raw, unquote(secret)}  # the last: bytes not UTF-8 replaced by U+FFFD
+    forms |= {quote(f, safe="", errors="surrogateescape") for f in (secret, raw)}
+    forms |= {f.encode("utf-8", "backslashreplace").decode("utf-8") for f in forms}
+    # One-line messages turn each run of blanks into one space (and drop them at the ends).
+    forms |= {re.sub(r"\s+", " ", f) for f in forms} | {" ".join(f.split()) for f in forms}
+    out = set(forms)
+    for form in forms:
+        out |= {json.dumps(form, ensure_ascii=False)[1:-1], json.dumps(form)[1:-1]}
+        out.add(repr(form)[1:-1])
+    return out
 
 
 def secrets_of(connection: str) -> set[str]:
@@ -155,6 +161,11 @@ def check(url: str, origin: str) -> None:
         )
         raise ConfigError(
             f"{origin} must be a postgresql:// URL, not {described(url)}{hint}; {NOT_SHOWN}"
+        )
+    if not url.isprintable():
+        raise ConfigError(
+            f"{origin} holds a character that is not printable text (a control character, or "
+            f"bytes that are not UTF-8): {ENCODE_HINT}; {NOT_SHOWN}"
         )
     rest = url.partition("://")[2]
     if rest.count("@") > 1 or ("@" in rest and "/" in rest.partition("@")[0]):

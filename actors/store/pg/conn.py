@@ -93,7 +93,7 @@ class StoreConnectionLost(PgOperationalError):
 def _as_sqlite_error(exc: psycopg.Error, url: str) -> sqlite3.DatabaseError:
     """``exc`` as the sqlite3 error the store's code handles; its text, and that of ``exc``
     (chained: tracebacks in the trace log show it), without ``url``'s passwords."""
-    detail = redact(" ".join(str(exc).split()), url) or type(exc).__name__
+    detail = " ".join(redact(str(exc), url).split()) or type(exc).__name__
     exc.args = (detail,)
     if isinstance(exc, psycopg.errors.IntegrityError):
         return PgIntegrityError(detail)

@@ -20,7 +20,7 @@ def unavailable(exc: BaseException, url: str) -> StoreUnavailable:
     """
     if isinstance(exc, StoreUnavailable):
         return exc
-    detail = redact(" ".join(str(exc).split()), url) or type(exc).__name__
+    detail = " ".join(redact(str(exc), url).split()) or type(exc).__name__
     where = shown(url)
     if isinstance(exc, psycopg.OperationalError):
         return StoreUnavailable(
