@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Sequence
 from urllib.parse import quote, unquote
 
 from ...supervisors import trace
@@ -117,13 +118,18 @@ def register(connection: str) -> None:
 def redact(text: str, *connections: str) -> str:
     """``text`` without any password (see the module doc): those of ``connections`` and of
     the registered connection strings, and anything shaped like one."""
-    known: set[str] = set(_known)
-    for connection in connections:
-        known |= {s for s in secrets_of(connection) if len(s) >= MIN_SUBSTITUTED}
-    for secret in sorted(known, key=len, reverse=True):
-        text = text.replace(secret, MASK)
-    text = _USERINFO.sub(rf"\g<1>{MASK}@", text)
-    return _KEYWORD.sub(rf"\g<1>{MASK}", text)
+    known: Sequence[str] = _known
+    if connections:
+        given = {s for c in connections for s in secrets_of(c) if len(s) >= MIN_SUBSTITUTED}
+        known = sorted(given | set(known), key=len, reverse=True)
+    for secret in known:  # longest first: a password holding another is hidden whole
+        if secret in text:
+            text = text.replace(secret, MASK)
+    if "://" in text:
+        text = _USERINFO.sub(rf"\g<1>{MASK}@", text)
+    if "password" in text.lower():
+        text = _KEYWORD.sub(rf"\g<1>{MASK}", text)
+    return text
 
 
 def shown(connection: str) -> str:
