@@ -24,6 +24,7 @@ from pathlib import Path
 import trio
 
 from ..actors.features import ALL_FEATURES
+from ..actors.store.dsn import redact
 from . import faults, private, trace, trust
 from .config import Config, ConfigError, log_path
 from .context import AppContext, Component, Feature, FeatureDisabled, FeatureUnavailable
@@ -247,7 +248,7 @@ def serve(
             trace.record("app", "gave_up", level="error", error=str(exc))
         known = find_user_error(group)
         # The one line (docs/architecture.md): the user's remedy when there is one.
-        print(f"memtrio: {known or failures[0]}", file=sys.stderr)
+        print(redact(f"memtrio: {known or failures[0]}"), file=sys.stderr)  # no password
         code = known.code if known is not None else 1
     trace.event("app", "exit", code=code)
     trace.LOG.close()

@@ -12,6 +12,8 @@ Errors exit non-zero with one clear line on stderr.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import sys
 import traceback
@@ -28,6 +30,7 @@ from ..actors.embedder import cli as embedder_cli
 from ..actors.net import attach, owner, serving
 from ..actors.net.connections import Connections
 from ..actors.store import cli as store_cli
+from ..actors.store import dsn
 from ..actors.ui import cli as ui_cli
 from . import trace
 from .app import build_context, configure_observability, default_features, open_app, serve
@@ -57,6 +60,8 @@ def start(
     Error handling: `ConfigError` (exit 2) or `HomeError` (exit 1), one line each.
     """
     cfg, home = load_config(args, extra_config)
+    if cfg.store.url != "sqlite":
+        dsn.register(cfg.store.url)  # no log line or message shows its password from now on
     app = build_context(cfg, home, home_origin=home_origin(args))
     configure_observability(cfg, home)
     return app
@@ -252,6 +257,16 @@ def _run_command(args: argparse.Namespace) -> int:
 
 
 def report(exc: BaseException) -> int:
+    """Print ``exc`` as the one line of a failed command (`_report`), without any password
+    (`dsn.redact`: a connection string in an unforeseen error's text); its exit code."""
+    lines = io.StringIO()
+    with contextlib.redirect_stderr(lines):
+        code = _report(exc)
+    sys.stderr.write(dsn.redact(lines.getvalue()))
+    return code
+
+
+def _report(exc: BaseException) -> int:
     """Print ``exc`` as the one line of a failed command; its exit code.
 
     A `UserError` (behind exception groups and escalations too) is printed as it
@@ -269,7 +284,8 @@ def report(exc: BaseException) -> int:
             return 130 if isinstance(leaf, KeyboardInterrupt) else 0
         exc = leaf
     details = "".join(traceback.format_exception(exc))
-    trace.record("cli", "failed", level="error", error=f"{type(exc).__name__}: {exc}", exc=details)
+    error = dsn.redact(f"{type(exc).__name__}: {exc}")
+    trace.record("cli", "failed", level="error", error=error, exc=dsn.redact(details))
     if os.environ.get("MEMTRIO_LOG_STDERR_LEVEL") == "debug":
         print(details, end="", file=sys.stderr)
     if isinstance(exc, Escalation):

@@ -202,8 +202,8 @@ def load_config(
     if vectors:
         overrides["vectors"] = vectors
     store = store_overrides(args)
-    if store:
-        overrides["store"] = store
+    if store:  # beside --store, never instead of it
+        overrides.setdefault("store", {}).update(store)
     if getattr(args, "strict_permissions", False):
         overrides["serve"] = {"strict_permissions": True}
     for section, values in (extra or {}).items():

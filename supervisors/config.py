@@ -224,7 +224,8 @@ _CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("log", "path"): (lambda v: "\0" not in v, "must not contain a NUL character"),
     ("store", "url"): (
         lambda v: v == "sqlite" or v.startswith(("postgresql://", "postgres://")),
-        'must be "sqlite" or a postgresql:// URL',
+        'must be "sqlite" or a postgresql:// URL (postgresql://user@host/db; write libpq\'s '
+        "key=value form as a URL)",
     ),
     ("store", "read_connections"): (lambda v: 1 <= v <= 64, "must be 1-64"),
     ("store", "busy_timeout_ms"): (lambda v: 0 <= v <= MAX_INT32, f"must be 0-{MAX_INT32}"),
@@ -306,6 +307,14 @@ _CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
 
 # Where the first bytes of a value may be shown in a message.
 _SHOWN = 80
+# A connection string (a URL, libpq's key=value form): it may hold a password.
+_SECRET_SHAPED = re.compile(r"://|(?<![a-z0-9])(?:pg_?|ssl)?password\s*=", re.IGNORECASE)
+
+
+def _assigned(name: str, value: object, sep: str, from_text: bool = True) -> str:
+    """``name``, ``sep`` and the value, for where a value came from (the name alone if
+    the value may hold a password)."""
+    return name if _hidden(value) else f"{name}{sep}{_show(value, from_text)}"
 
 
 def default_home() -> Path:
@@ -331,8 +340,19 @@ def _hints(section: str) -> dict[str, Any]:
     return {f.name: f.type for f in msgspec.structs.fields(_sections()[section])}
 
 
+def _hidden(value: object) -> bool:
+    """Whether ``value`` may hold a password (a connection string): never shown, then."""
+    return bool(_SECRET_SHAPED.search(value if isinstance(value, str) else _toml(value)))
+
+
 def _show(value: object, from_text: bool = True) -> str:
-    """A value as it was given (text as typed, else TOML), short and on one line."""
+    """A value as it was given (text as typed, else TOML), short and on one line; one that
+    may hold a password (`_hidden`) only as what it is (``a mysql:// URL``)."""
+    if _hidden(value):
+        text = value if isinstance(value, str) else _toml(value)
+        scheme = re.search(r"[A-Za-z][A-Za-z0-9+.\-]*://", text)
+        kind = f"a {scheme.group(0)} URL" if scheme else "a connection string"
+        return f"{kind} (not shown: it may hold a password)"
     if isinstance(value, str) and from_text:
         text = value if value.isprintable() and value.strip() == value else repr(value)
     else:
@@ -520,7 +540,7 @@ def load(
                         f"{path}{f' line {line}' if line else ''}: unknown key {section}.{key} "
                         f"(known in [{section}]: {', '.join(known)})"
                     )
-                source = f"{key} = {_show(value, False)} in {path} [{section}]"
+                source = f"{_assigned(key, value, ' = ', False)} in {path} [{section}]"
                 given[section, key] = (
                     _Value(value, source + (f" line {line}" if line else "")),
                     False,
@@ -536,21 +556,21 @@ def load(
             key = var[len(prefix) :].lower()
             if key not in sections[section].__struct_fields__:
                 raise ConfigError(
-                    f"{var}={_show(raw)} (environment): unknown key {section}.{key} "
+                    f"{_assigned(var, raw, '=')} (environment): unknown key {section}.{key} "
                     f"(known in [{section}]: {', '.join(sections[section].__struct_fields__)})"
                 )
-            given[section, key] = (_Value(raw, f"{var}={_show(raw)} (environment)"), True)
+            given[section, key] = (_Value(raw, f"{_assigned(var, raw, '=')} (environment)"), True)
     for var, (section, key) in ALIASES.items():
         raw = env.get(var, "")
         if raw != "":
-            given[section, key] = (_Value(raw, f"{var}={_show(raw)} (environment)"), True)
+            given[section, key] = (_Value(raw, f"{_assigned(var, raw, '=')} (environment)"), True)
     for section, values in (overrides or {}).items():
         for key, value in values.items():
             if value is None:
                 continue
             flag = (flags or {}).get((section, key), f"--{key.replace('_', '-')}")
             shown = ",".join(value) if isinstance(value, list) else value
-            source = f"the command-line flag {flag} {_show(shown)}"
+            source = _assigned(f"the command-line flag {flag}", shown, " ")
             if isinstance(value, list):
                 value = ",".join(value)
             given[section, key] = (_Value(value, source), isinstance(value, str))

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
@@ -48,6 +48,9 @@ class TraceLog:
         self.stderr_level = LEVELS["warning"]
         self._failed = False
         self._held: list[str] | None = None
+        # Applied to every line (log and stderr) once set: the store sets it to its
+        # redaction when it is handed a connection string (actors.store.dsn.register).
+        self.scrub: Callable[[str], str] | None = None
 
     def configure(
         self, path: Path | None, level: str = "info", stderr_level: str = "warning"
@@ -100,12 +103,11 @@ class TraceLog:
             record.update(fields)
             try:
                 line = _encoder.encode(record).decode("utf-8", "replace")
-            except (TypeError, msgspec.EncodeError):
-                record = {
-                    k: (v if isinstance(v, (str, int, float, bool, type(None))) else repr(v))
-                    for k, v in record.items()
-                }
+            except (TypeError, msgspec.EncodeError, UnicodeEncodeError):
+                record = {k: _plain(v) for k, v in record.items()}
                 line = _encoder.encode(record).decode()
+            if self.scrub is not None:
+                line = self.scrub(line)
             try:
                 with self._lock:
                     if self._file is not None:
@@ -122,6 +124,8 @@ class TraceLog:
             self._stderr(f"memtrio {level}: {actor}: {event} {detail}".rstrip())
 
     def _stderr(self, text: str) -> None:
+        if self.scrub is not None:
+            text = self.scrub(text)
         if self._held is not None:
             self._held.append(text)
         else:
@@ -141,6 +145,15 @@ class TraceLog:
 
 
 LOG = TraceLog()
+
+
+def _plain(value: object) -> object:
+    """``value`` as JSON can hold it: a scalar as it is, else its repr; text that is not
+    UTF-8 (bytes decoded with surrogateescape, from argv or a file) with escapes."""
+    if isinstance(value, (int, float, bool, type(None))):
+        return value
+    text = value if isinstance(value, str) else repr(value)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def format_traceback(exc: BaseException, limit: int = 4000) -> str:

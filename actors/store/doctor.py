@@ -2,8 +2,9 @@
 
 Exit code 0 when the database is intact, at the latest schema, every stored
 vector can be loaded, and no path of the home is open to group or others; 1
-otherwise (or when the store cannot
-open: then the report says why and what to do).
+otherwise (or when the store cannot open: then the report says why and what to
+do); 2 when the configuration cannot work (a PostgreSQL URL libpq would misread,
+the driver not installed).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ...supervisors.config import log_path
 from ...supervisors.context import AppContext, AppRunner
 from ...supervisors.errors import UserError
 from ...supervisors.git import git_output
-from . import db, schema, transfer
+from . import db, dsn, schema, transfer
 from .memories import counts
 from .runner import run_store_command
 from .services import store_of
@@ -132,12 +133,6 @@ def _check_database(conn: sqlite3.Connection) -> dict[str, Any]:
     }
 
 
-def _redact(url: str) -> str:
-    from .pg.pool import redact
-
-    return redact(url)
-
-
 async def _vector_report(app: AppContext, store: Store) -> dict[str, Any]:
     """The stored vectors a server would skip when it loads them (``vectors.audit``)."""
     from ..vectors.arrays import value_rule  # numpy: only for doctor
@@ -163,14 +158,13 @@ def _vector_lines(report: dict[str, Any]) -> list[str]:
 async def _database_report(store: Store) -> dict[str, Any]:
     """Where the database is, its size, schema version, integrity and counts."""
     if store.url is not None:
-        from .pg import pool
         from .pg import schema as pg_schema
 
         def check(conn: sqlite3.Connection) -> dict[str, Any]:
             return {**pg_schema.check(conn), "counts": counts(conn)}  # type: ignore[arg-type]
 
         report = await store.write(check, name="doctor")
-        return {"database": pool.redact(store.url), **report}
+        return {"database": dsn.shown(store.url), **report}
     report = await store.write(_check_database, name="doctor")
     size = sum(
         p.stat().st_size for p in store.path.parent.glob(store.path.name + "*") if p.is_file()
@@ -232,7 +226,7 @@ def cmd_doctor(args: argparse.Namespace, run: AppRunner) -> int:
             "home": str(home),
             "database": str(db.db_path(home))
             if cfg.store.url == "sqlite"
-            else _redact(cfg.store.url),
+            else dsn.shown(cfg.store.url),
             "cwd": os.getcwd(),
             "error": message,
             "permissions": perms,
@@ -247,4 +241,4 @@ def cmd_doctor(args: argparse.Namespace, run: AppRunner) -> int:
             ),
         )
         print(f"memtrio: {message}", file=sys.stderr)
-        return 1
+        return 2 if exc.code == 2 else 1  # 2: the configuration (a URL, the driver)

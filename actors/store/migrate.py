@@ -112,6 +112,9 @@ def cmd_migrate(args: argparse.Namespace, run: AppRunner) -> int:
     source, target = (configured, args.to) if args.to else (args.source, configured)
     if source == target:
         raise CliError("migrate: the source and the target are the same store")
+    for flag, location in (("--to", args.to), ("--from", args.source)):
+        if location is not None and location != backends.SQLITE:
+            backends.check_url(location, f"the URL of migrate {flag}")
     report = migrate(source, target, home, cfg.store.busy_timeout_ms)
     report = {"from": _shown(source), "to": _shown(target), **report}
 
@@ -127,6 +130,7 @@ def cmd_migrate(args: argparse.Namespace, run: AppRunner) -> int:
 
 
 def _shown(location: str) -> str:
+    """Where ``location`` is, for the report (a URL without its passwords)."""
     return (
         "the home's SQLite store"
         if location == backends.SQLITE

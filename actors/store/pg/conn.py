@@ -34,6 +34,7 @@ import psycopg
 from psycopg import pq
 from psycopg.types.numeric import FloatLoader, IntLoader
 
+from ..dsn import redact
 from .sql import translate
 
 # Reconnection after the server went away: the first attempt at once, then
@@ -89,8 +90,11 @@ class StoreConnectionLost(PgOperationalError):
     committed; the next use of the store reconnects."""
 
 
-def _as_sqlite_error(exc: psycopg.Error) -> sqlite3.DatabaseError:
-    detail = " ".join(str(exc).split()) or type(exc).__name__
+def _as_sqlite_error(exc: psycopg.Error, url: str) -> sqlite3.DatabaseError:
+    """``exc`` as the sqlite3 error the store's code handles; its text, and that of ``exc``
+    (chained: tracebacks in the trace log show it), without ``url``'s passwords."""
+    detail = " ".join(redact(str(exc), url).split()) or type(exc).__name__
+    exc.args = (detail,)
     if isinstance(exc, psycopg.errors.IntegrityError):
         return PgIntegrityError(detail)
     if isinstance(exc, psycopg.OperationalError) and (
@@ -173,7 +177,7 @@ class PgConnection:
         except psycopg.Error as exc:
             self._retry_at = now + self._delay
             self._delay = min(self._delay * 2, RECONNECT_MAX)
-            raise _as_sqlite_error(exc) from exc
+            raise _as_sqlite_error(exc, self.url) from exc
         self._delay, self._retry_at = RECONNECT_START, 0.0
 
     def _begin(self, statement: str, lock: bool) -> Cursor:
@@ -199,7 +203,7 @@ class PgConnection:
         try:
             return self._execute(sql, params)
         except psycopg.Error as exc:
-            raise _as_sqlite_error(exc) from exc
+            raise _as_sqlite_error(exc, self.url) from exc
 
     def _execute(self, sql: str, params: Params) -> Cursor:
         word = sql.strip().upper()
@@ -233,7 +237,7 @@ class PgConnection:
         try:
             cur.executemany(text.encode(), [tuple(r) for r in rows])  # type: ignore[arg-type]
         except psycopg.Error as exc:
-            raise _as_sqlite_error(exc) from exc
+            raise _as_sqlite_error(exc, self.url) from exc
         return Cursor(cur, False)
 
     def close(self) -> None:

@@ -27,6 +27,7 @@ import trio
 
 from ....supervisors import trace
 from ....supervisors.supervisor import ChildContext
+from ..dsn import redact
 from ..messages import Change
 
 logger = logging.getLogger(__name__)
@@ -112,7 +113,9 @@ async def serve_change_listener(
             try:
                 conn = await trio.to_thread.run_sync(_listen, url)
             except psycopg.Error as exc:
-                trace.warning(ACTOR, "listen_failed", error=str(exc).strip(), retry_in=delay)
+                trace.warning(
+                    ACTOR, "listen_failed", error=redact(str(exc).strip(), url), retry_in=delay
+                )
                 await trio.sleep(delay)
                 delay = min(delay * 2, RECONNECT_MAX)
                 continue
@@ -131,7 +134,7 @@ async def serve_change_listener(
                     if changes:
                         store._notify(changes)
             except psycopg.Error as exc:
-                trace.warning(ACTOR, "listen_lost", error=str(exc).strip())
+                trace.warning(ACTOR, "listen_lost", error=redact(str(exc).strip(), url))
             finally:
                 with trio.CancelScope(shield=True):
                     await trio.to_thread.run_sync(conn.close)

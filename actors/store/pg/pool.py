@@ -2,31 +2,26 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import psycopg
 
 from ..db import ReadPool, StoreUnavailable
+from ..dsn import redact, shown
 from .conn import PgConnection
 from .schema import migrate
 
-_PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
-# A password given as a query parameter (``?password=...``, libpq's keyword).
-_PASSWORD_PARAM = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
-
-
-def redact(url: str) -> str:
-    """``url`` without its password, for messages and logs."""
-    return _PASSWORD_PARAM.sub(r"\1***", _PASSWORD.sub(r"\1***@", url))
-
 
 def unavailable(exc: BaseException, url: str) -> StoreUnavailable:
-    """What a failure to reach or use the PostgreSQL store means, and what to do."""
+    """What a failure to reach or use the PostgreSQL store means, and what to do.
+
+    The driver's text is never passed on as it is: `dsn.redact` removes ``url``'s
+    passwords (libpq may quote the URL, or name a host made of a password's part).
+    """
     if isinstance(exc, StoreUnavailable):
         return exc
-    detail = " ".join(str(exc).split()) or type(exc).__name__
-    where = redact(url)
+    detail = " ".join(redact(str(exc), url).split()) or type(exc).__name__
+    where = shown(url)
     if isinstance(exc, psycopg.OperationalError):
         return StoreUnavailable(
             f"cannot reach the PostgreSQL store {where} ({detail})",
