@@ -13,6 +13,12 @@ traceback. A call still running when its session incarnation dies is answered
 -32603 on the way out (`answer_interrupted`). A call that arrives while the
 session's repository is being asked of the client (``roots/list``) waits for the
 answer, bounded (``actors.session_roots``).
+
+Grants (``supervisors.grants``) are enforced here, for every tool alike: a
+session whose token is read-only gets an ``isError`` result for each tool that
+writes (`Tool.writes`, from the tool's declaration), and a session whose
+client's roots were all refused gets the refusal for each tool that uses the
+repository (every group but ``core``).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from ..protocol.jsonrpc import Id
 from ..protocol.tools import Tool, format_validation_error
 from ..supervisors import faults, trace
 from ..supervisors.context import AppContext, CallContext
+from ..supervisors.grants import read_only_refusal
 from .answers import Answer, decode_params
 from .session_roots import wait_for_root
 from .session_state import CallState, SessionState
@@ -132,6 +139,11 @@ class ToolCalls:
     async def _invoke(
         self, tool: Tool, params: mcp.CallParams, rid: Id, span: dict[str, object]
     ) -> dict[str, object]:
+        grant = self.state.grant
+        if grant is not None and grant.read_only and tool.writes:
+            # Every tool that writes, by its declaration: a new one cannot forget the check.
+            span["outcome"] = "forbidden"
+            return mcp.tool_error(read_only_refusal(grant, tool.name))
         try:
             raw = bytes(params.arguments)
             args = tool.decoder.decode(raw if raw and raw != b"null" else b"{}")
@@ -143,6 +155,13 @@ class ToolCalls:
             return mcp.tool_error(f"{tool.name}: invalid arguments: {exc}")
         # The call uses its session's repository: wait while the client is asked for it.
         await wait_for_root(self.state)
+        if self.state.root_refusal is not None and tool.group != "core":
+            # The client's roots lie outside the grant: no silent fallback to `global`.
+            span["outcome"] = "forbidden"
+            return mcp.tool_error(
+                f"{tool.name}: {self.state.root_refusal}; open the session in a repository "
+                "the grant allows"
+            )
         try:
             if faults.ACTIVE:
                 await faults.hit("tool.call")
