@@ -385,7 +385,7 @@ def _convert(section: str, key: str, given: _Value, from_text: bool) -> object:
             value = text
     if (section, key) == ("serve", "tokens") and from_text:
         raise ConfigError(
-            f"{given.source}: serve.tokens is set only in config.toml, as [[serve.tokens]] tables"
+            f"{given.source}: serve.tokens must be [[serve.tokens]] tables in config.toml"
         )
     try:
         # Text (environment, flags) may spell numbers; config.toml values have their types.
@@ -393,8 +393,8 @@ def _convert(section: str, key: str, given: _Value, from_text: bool) -> object:
     except msgspec.ValidationError as exc:
         if (section, key) == ("serve", "tokens"):
             raise ConfigError(
-                f"{given.source.rsplit(' in ', 1)[-1]}: [[serve.tokens]]: {exc} (a table takes "
-                "name, token_file or token_sha256, allowed_roots, read_only)"
+                f"{given.source}: serve.tokens must be [[serve.tokens]] tables (name, token_file "
+                f"or token_sha256, allowed_roots, read_only): {exc}"
             ) from None
         raise ConfigError(bad) from None
     if isinstance(converted, float) and not math.isfinite(converted):
