@@ -34,7 +34,7 @@ from ..protocol.jsonrpc import Id
 from ..protocol.tools import Tool, format_validation_error
 from ..supervisors import faults, trace
 from ..supervisors.context import AppContext, CallContext
-from ..supervisors.grants import read_only_refusal
+from ..supervisors.grants import Grant, read_only_refusal, scrub
 from .answers import Answer, decode_params
 from .session_roots import wait_for_root
 from .session_state import CallState, SessionState
@@ -43,6 +43,7 @@ from .session_state import CallState, SessionState
 # to end, and meanwhile the session reads no further input (the client's writes
 # block): a client pipelining large calls cannot make the server hold them all.
 MAX_CALLS_IN_FLIGHT = 64
+_encoder = msgspec.json.Encoder()
 
 
 class ToolCalls:
@@ -119,7 +120,7 @@ class ToolCalls:
             ):
                 timeout = self.call_timeout if self.call_timeout > 0 else math.inf
                 with trio.move_on_after(timeout) as deadline:
-                    result = await self._invoke(tool, params, rid, span)
+                    result = shown_to(self.state.grant, await self._invoke(tool, params, rid, span))
                 if deadline.cancelled_caught:
                     span["outcome"] = "timeout"
                     result = mcp.tool_error(
@@ -179,6 +180,19 @@ class ToolCalls:
             tool=tool.name,
             mode=self.state.content_mode,
         )
+
+
+def shown_to(grant: Grant | None, result: dict[str, object]) -> dict[str, object]:
+    """``result`` as a session with ``grant`` may see it: for a grant that does not cover
+    every repository, no scope outside it is named (`scrub`), whatever the tool."""
+    if grant is None or not grant.restricted:
+        return result
+    raw = _encoder.encode(result)
+    if b"repo:" not in raw:
+        return result
+    shown = scrub(grant, msgspec.json.decode(raw))
+    assert isinstance(shown, dict)
+    return shown
 
 
 def answer_interrupted(state: SessionState, why: str) -> None:

@@ -241,6 +241,29 @@ def read_only_refusal(grant: Grant, tool: str) -> str:
     )
 
 
+# A scope named in a message or a result: ``repo:`` and its path, up to a quote or space.
+_SCOPE = re.compile(r"repo:(/[^\s`'\"\\]*)")
+HIDDEN_SCOPE = "repo:<a repository outside this session's grant>"
+
+
+def scrub(grant: Grant, value: object) -> object:
+    """``value`` (decoded JSON) with every ``repo:`` scope outside ``grant`` replaced by
+    `HIDDEN_SCOPE`: what the session boundary applies to a restricted grant's results,
+    so no message, warning or field names another repository (a shared row's owners)."""
+
+    def hide(match: re.Match[str]) -> str:
+        path = match.group(1).rstrip(".,;:)]}")
+        return match.group(0) if grant.allows(path) else HIDDEN_SCOPE
+
+    if isinstance(value, str):
+        return _SCOPE.sub(hide, value) if "repo:" in value else value
+    if isinstance(value, list):
+        return [scrub(grant, item) for item in value]
+    if isinstance(value, dict):
+        return {key: scrub(grant, item) for key, item in value.items()}
+    return value
+
+
 def token_digest(token: str | bytes) -> bytes:
     """The SHA-256 of a token (what `TokenGrant` keeps and ``token_sha256`` names in hex)."""
     raw = token.encode() if isinstance(token, str) else bytes(token)

@@ -376,3 +376,30 @@ async def test_an_attached_child_outside_serve_allowed_roots_cannot_choose_its_r
         assert status["session"]["root"] == str(site.beta)
         with trio.fail_after(30):
             assert await inside.close() == 0
+
+
+async def test_a_row_shared_with_a_repository_outside_the_grant_is_never_named(
+    site: Site,
+) -> None:
+    async with serve_process(site.home, serve_args(site, "tcp"), FAST) as served:
+        async with session(served, "tcp", site.tokens["default"]) as owner:
+            assert "result" in await owner.initialize(str(site.beta))
+            made = await owner.tool("create_entities", entities=[
+                {"name": "Deploy", "entityType": "service", "observations": ["beta deploys"]}
+            ])  # fmt: skip
+            assert made["isError"] is False, made
+        async with session(served, "tcp", site.tokens["alpha"]) as alpha:
+            assert "result" in await alpha.initialize(str(site.alpha))
+            answers = [
+                await alpha.tool(
+                    "create_entities",
+                    entities=[
+                        {"name": "Deploy", "entityType": "pipeline", "observations": ["alpha"]}
+                    ],
+                ),  # fmt: skip
+                await alpha.tool("delete_entities", entityNames=["Deploy"]),
+                await alpha.tool("merge_entities", sources=["Deploy"], target="Release"),
+            ]
+        for answer in answers:
+            assert "beta" not in text_of(answer), answer
+        assert any("outside this session's grant" in text_of(a) for a in answers), answers
