@@ -191,7 +191,7 @@ class HttpServer:
         """The grant the request's token opens (checked already: None only if refused)."""
         return self.auth.grant_for_header(request.header("authorization"))
 
-    def start_session(self, peer: str, grant: Grant | None = None) -> HttpSession:
+    def start_session(self, peer: str, grant: Grant | None) -> HttpSession:
         if not self.accepting:
             raise Refusal(503, "Service Unavailable: the server is shutting down")
         if self.connections.full:

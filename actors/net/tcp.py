@@ -127,7 +127,7 @@ def session_children(
     conn: Connection,
     incoming: trio.abc.ReceiveStream,
     outgoing: trio.abc.SendStream,
-    grant: Grant | None = None,
+    grant: Grant | None,
 ) -> list[ChildSpec]:
     """The reader, Session and writer of one network connection (a shared-server session:
     no repository until the client names one, within ``grant``, what its token opens; its
