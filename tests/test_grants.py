@@ -289,8 +289,12 @@ async def test_a_read_only_token_reads_but_cannot_write(site: Site, transport: s
                 assert refused["isError"] is True and "read-only" in text_of(refused), refused
             listed = (await reader.tool("list_scopes"))["structuredContent"]["scopes"]
             assert not any(s["writable"] for s in listed), listed
+            assert (await reader.tool("inspect", id=beta_id))["isError"] is False
         async with session(served, transport, site.tokens["default"]) as owner:
             assert "result" in await owner.initialize(str(site.beta))
+            # The reader's recall and inspect left no trace: only this inspect counts.
+            seen = (await owner.tool("inspect", id=beta_id))["structuredContent"]
+            assert seen["access_count"] == 1, seen
             found = text_of(await owner.tool("recall", query="blue vault reader"))
             assert "blue vault" in found and "by a reader" not in found
 

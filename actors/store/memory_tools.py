@@ -239,10 +239,14 @@ async def recall(ctx: CallContext, args: RecallArgs) -> RecallResult:
         candidates = await store.read(lambda conn: ranked_rows(conn, selection, ranked))
         ranked, tokens = within_budget(candidates, budget, args.limit)
     try:
-        rows = await store.write(
-            lambda conn: record_access(conn, "recall", args.query, selection, ranked),
-            name="recall",
-        )
+        if policy.grant is not None and policy.grant.read_only:
+            # A read-only token leaves no trace: no access counted, no recall log line.
+            rows = await store.read(lambda conn: ranked_rows(conn, selection, ranked))
+        else:
+            rows = await store.write(
+                lambda conn: record_access(conn, "recall", args.query, selection, ranked),
+                name="recall",
+            )
     except sqlite3.OperationalError as exc:
         # A full or read-only disk: answer from a read connection, uncounted.
         trace.warning(ACTOR, "recall_access_not_recorded", error=str(exc))
@@ -298,17 +302,21 @@ async def inspect(ctx: CallContext, args: InspectArgs) -> InspectResult:
     store = store_of(ctx.app)
     policy = await policy_of(ctx)
     selection = await scoped(policy.select, args.scopes)
+    read_only = policy.grant is not None and policy.grant.read_only  # no access recorded
 
     def op(conn: sqlite3.Connection) -> dict[str, Any]:
         memory = get_memory(conn, args.id)
         if memory is None or not visible(memory["scopes"], selection):
             raise not_found(args.id, selection)
+        if read_only:
+            return memory
         record_access(conn, "inspect", f"#{args.id}", selection, [(args.id, 1.0)])
         updated = get_memory(conn, args.id)
         assert updated is not None
         return updated
 
-    return memory_result(_shown(await store.write(op, name="inspect"), policy), InspectResult)
+    found = await (store.read(op) if read_only else store.write(op, name="inspect"))
+    return memory_result(_shown(found, policy), InspectResult)
 
 
 async def update(ctx: CallContext, args: UpdateArgs) -> UpdateResult:
