@@ -394,6 +394,14 @@ async def test_a_row_shared_with_a_repository_outside_the_grant_is_never_named(
             assert made["isError"] is False, made
         async with session(served, "tcp", site.tokens["alpha"]) as alpha:
             assert "result" in await alpha.initialize(str(site.alpha))
+            for name, arguments in (
+                ("search_nodes", {"query": "Deploy"}),
+                ("open_nodes", {"names": ["Deploy"]}),
+                ("read_graph", {}),
+                ("graph_stats", {}),
+            ):
+                read = await alpha.tool(name, **arguments)
+                assert "beta deploys" not in text_of(read) and "service" not in text_of(read)
             answers = [
                 await alpha.tool(
                     "create_entities",
