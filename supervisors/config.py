@@ -27,7 +27,6 @@ import msgspec
 
 from ..protocol.tools import GROUPS
 from .errors import UserError
-from .grants import ANY, ServeToken, grants_problem
 
 
 class ConfigError(UserError, ValueError):
@@ -132,10 +131,9 @@ class ServeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     tls_cert: str = ""  # PEM certificate chain (HTTP, WebSocket); both or neither
     tls_key: str = ""  # PEM private key
     attach: bool = True  # `memtrio mcp` relays to a running `memtrio serve` of the same home
-    # Glob patterns of the repository paths any session may choose ("**": any); every
-    # token's grant is bounded by them (docs/transports.md, "Grants").
-    allowed_roots: list[str] = msgspec.field(default_factory=lambda: [ANY])
-    tokens: list[ServeToken] = msgspec.field(default_factory=list)  # [[serve.tokens]]
+    # Grants (docs/transports.md, "Grants"; checked by ``supervisors.grants.serve_grants``).
+    allowed_roots: list[str] = msgspec.field(default_factory=lambda: ["**"])
+    tokens: list[dict[str, Any]] = msgspec.field(default_factory=list)  # [[serve.tokens]]
 
 
 class VectorsConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -383,19 +381,10 @@ def _convert(section: str, key: str, given: _Value, from_text: bool) -> object:
             value = [part.strip() for part in text.split(",") if part.strip()]
         elif hint is not str:
             value = text
-    if (section, key) == ("serve", "tokens") and from_text:
-        raise ConfigError(
-            f"{given.source}: serve.tokens must be [[serve.tokens]] tables in config.toml"
-        )
     try:
         # Text (environment, flags) may spell numbers; config.toml values have their types.
         converted = msgspec.convert(value, hint, strict=not from_text)
-    except msgspec.ValidationError as exc:
-        if (section, key) == ("serve", "tokens"):
-            raise ConfigError(
-                f"{given.source}: serve.tokens must be [[serve.tokens]] tables (name, token_file "
-                f"or token_sha256, allowed_roots, read_only): {exc}"
-            ) from None
+    except msgspec.ValidationError:
         raise ConfigError(bad) from None
     if isinstance(converted, float) and not math.isfinite(converted):
         raise ConfigError(f"{given.source}: {section}.{key} must be a finite number, not {shown}")
@@ -548,7 +537,6 @@ def load(
         merged.setdefault(section, {})[key] = _convert(section, key, value, from_text)
     config = msgspec.convert(merged, Config)
     _check_tools(config, given.get(("tools", "enabled")))
-    _check_grants(config, {k: v[0].source for k, v in given.items() if k[0] == "serve"})
     return config
 
 
@@ -562,15 +550,6 @@ def _check_tools(config: Config, given: tuple[_Value, bool] | None) -> None:
         )
 
 
-def _check_grants(config: Config, sources: dict[tuple[str, str], str]) -> None:
-    """``[serve] allowed_roots`` and ``[[serve.tokens]]`` (``supervisors.grants``)."""
-    problem = grants_problem(config.serve.allowed_roots, config.serve.tokens)
-    if problem is not None:
-        source = sources.get(("serve", "tokens" if problem.startswith("[[") else "allowed_roots"))
-        where = source.rsplit(" in ", 1)[-1].split(" [serve]")[0] if source else "configuration"
-        raise ConfigError(f"{where}: {problem}")
-
-
 def validate(config: Config) -> None:
     """Check a `Config` built in code against the limits `load` applies (no sources to name)."""
     for (section, key), (test, requirement) in _CHECKS.items():
@@ -580,7 +559,6 @@ def validate(config: Config) -> None:
         if not test(value):
             raise ConfigError(f"{section}.{key} {requirement}, not {_show(value)}")
     _check_tools(config, None)
-    _check_grants(config, {})
 
 
 def log_path(config: Config, home: Path) -> Path:

@@ -120,21 +120,34 @@ class ServeToken(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     read_only: bool = False
 
 
-def grants_problem(allowed_roots: Sequence[object], tokens: Sequence[ServeToken]) -> str | None:
-    """What is wrong with ``[serve] allowed_roots`` and the ``[[serve.tokens]]`` tables, as
-    one line naming the setting, or None."""
+def serve_grants(
+    allowed_roots: Sequence[object], tokens: Sequence[object]
+) -> tuple[tuple[str, ...], list[ServeToken]]:
+    """``[serve] allowed_roots`` and the ``[[serve.tokens]]`` tables, checked: the patterns
+    and the tables as `ServeToken` s.
+
+    Error handling: raises `ValueError` with one line naming the setting (the table, by
+    its number) and what to change.
+    """
     problem = patterns_problem(allowed_roots)
     if problem is not None:
-        return f"serve.allowed_roots: {problem}"
+        raise ValueError(f"serve.allowed_roots: {problem}")
+    try:
+        tables = msgspec.convert(list(tokens), list[ServeToken], strict=True)
+    except msgspec.ValidationError as exc:
+        raise ValueError(
+            f"[[serve.tokens]]: {exc} (a table takes name, token_file or token_sha256, "
+            "allowed_roots, read_only)"
+        ) from None
     seen: set[str] = set()
-    for number, entry in enumerate(tokens, 1):
+    for number, entry in enumerate(tables, 1):
         problem = token_table_problem(
             entry.name, entry.token_file, entry.token_sha256, entry.allowed_roots, seen
         )
         if problem is not None:
-            return f"[[serve.tokens]] #{number}: {problem}"
+            raise ValueError(f"[[serve.tokens]] #{number}: {problem}")
         seen.add(entry.name)
-    return None
+    return tuple(str(p) for p in allowed_roots), tables
 
 
 def _segments(path: str) -> tuple[str, ...]:

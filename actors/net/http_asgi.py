@@ -202,7 +202,7 @@ class HttpServer:
                 "([serve] max_connections); end one (DELETE) or retry later",
             )
         conn = self.connections.open("http", peer)
-        session = HttpSession(self.app, new_session_id(), conn, grant)
+        session = HttpSession(self.app, new_session_id(), conn, grant=grant)
         self.sessions[session.id] = session
         self.nursery.start_soon(self._run_session, session)
         return session

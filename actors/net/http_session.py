@@ -91,7 +91,7 @@ class HttpSession:
     """The lasting state of one HTTP session (owned by the listener, not by an actor)."""
 
     def __init__(
-        self, app: AppContext, sid: str, conn: Connection, grant: Grant | None = None
+        self, app: AppContext, sid: str, conn: Connection, *, grant: Grant | None = None
     ) -> None:
         self.id = sid
         self.conn = conn

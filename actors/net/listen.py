@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...supervisors.config import Config, ConfigError
-from ...supervisors.grants import ANY, Grant, TokenGrant, token_digest
+from ...supervisors.grants import ANY, Grant, TokenGrant, serve_grants, token_digest
 
 # Transport names accepted by --transport and MEMTRIO_TRANSPORT -> the transport served.
 TRANSPORTS: dict[str, str] = {
@@ -90,14 +90,19 @@ def token_grants(config: Config, single: str | None) -> tuple[TokenGrant, ...]:
     """The ``[[serve.tokens]]`` of ``config``, each token read from its file (or taken as its
     SHA-256), with its grant.
 
-    Error handling: a token file that cannot be read or is empty, and a token given
-    twice (by two tables, or by a table and the single token), raise `ConfigError`.
+    Error handling: a malformed ``[serve] allowed_roots`` or ``[[serve.tokens]]`` table, a
+    token file that cannot be read or is empty, and a token given twice (by two tables,
+    or by a table and the single token) raise `ConfigError` (exit 2, one line).
     """
+    try:
+        _, tables = serve_grants(config.serve.allowed_roots, config.serve.tokens)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     grants: list[TokenGrant] = []
     seen: dict[bytes, str] = (
         {token_digest(single.strip()): "the --auth-token(-file) token"} if single else {}
     )
-    for entry in config.serve.tokens:
+    for entry in tables:
         label = f"[[serve.tokens]] {entry.name!r}"
         if entry.token_file:
             digest = token_digest(
