@@ -229,8 +229,15 @@ class Session:
             await self.initialize(msg, answer)
         elif method == "tools/list":
             # outputSchema only where the revision has structured content (2025-06-18+).
+            # A read-only grant is not offered the tools that write (calling one is refused).
             structured = self.state.structured_ok
-            tools = [tool.describe(structured) for tool in self.app.registry]
+            grant = self.state.grant
+            read_only = grant is not None and grant.read_only
+            tools = [
+                tool.describe(structured)
+                for tool in self.app.registry
+                if not (read_only and tool.writes)
+            ]
             await self._list_page(msg, answer, "tools", tools)
         elif method == "resources/list":
             resources = [r.describe() for r in self.app.resources.values()]
@@ -283,7 +290,7 @@ class Session:
         meta = params.meta or {}
         try:
             root = (
-                await trio.to_thread.run_sync(session_roots.root_param, meta)
+                await trio.to_thread.run_sync(session_roots.root_param, meta, self.state.grant)
                 if session_roots.ROOT_META in meta
                 else None
             )
@@ -294,7 +301,7 @@ class Session:
         state = self.state
         state.roots_capable = "roots" in params.capabilities
         if root is not None:
-            state.root, state.root_source = root, "initialize"
+            state.root, state.root_source, state.root_refusal = root, "initialize", None
         elif session_roots.wants_roots(state):
             state.root_source = "roots"  # asked once the client sends notifications/initialized
         state.initialized = True

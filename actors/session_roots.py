@@ -11,6 +11,14 @@
   answer (`take_response`) names the repository: the first ``file://`` root that
   lies in a Git checkout (``roots``).
 
+A network session chooses only within its grant (``supervisors.grants``, what
+its token opens): a repository outside it is refused at ``initialize``
+(`root_param`), and roots outside it are passed over (`first_checkout`); when
+they all are, the session keeps the refusal and its tool calls answer it. The
+path is checked as given, then resolved (symlinks), and so is the repository's
+common Git directory (its memory scope), so neither ``..``, a symlink nor a
+linked worktree leads out of the grant.
+
 A session without a repository writes only ``global``. A tool call waits for an
 awaited ``roots/list`` answer (`wait_for_root`), at most `ROOTS_WAIT` seconds after
 the request was sent; the root stays in the `SessionState`, so a restarted Session
@@ -35,6 +43,7 @@ from ..protocol import jsonrpc, mcp
 from ..protocol.messages import Outbound
 from ..supervisors import trace
 from ..supervisors.git import git_output
+from ..supervisors.grants import Grant, OutsideGrant, check_path, refusal, resolved_path
 from ..supervisors.supervisor import Mailbox
 from .session_state import SessionState
 
@@ -59,14 +68,29 @@ def file_uri_path(uri: str) -> Path | None:
     return Path(path)
 
 
-def root_param(meta: dict[str, object]) -> Path | None:
+def granted_root(path: str, grant: Grant | None, what: str) -> Path:
+    """``path`` (absolute, an existing directory) resolved, once it and its repository's
+    common Git directory are found inside ``grant`` (blocking: runs git).
+
+    Error handling: raises `OutsideGrant` naming ``what`` (never the resolved path).
+    """
+    real = resolved_path(grant, path, what)
+    if grant is not None and grant.restricted:
+        common = git_output(["rev-parse", "--path-format=absolute", "--git-common-dir"], Path(real))
+        if common and not grant.allows(os.path.realpath(os.path.join(real, common))):
+            raise OutsideGrant(refusal(grant, what))
+    return Path(real)
+
+
+def root_param(meta: dict[str, object], grant: Grant | None = None) -> Path | None:
     """The directory named by ``_meta["memtrio/root"]`` (resolved), None when absent.
 
     Blocking (file system checks): call it off the event loop.
 
     Error handling: a non-string, a relative path, a URI that is not a local
-    ``file://`` one, or a path that is not an existing directory raises
-    `ValueError` with a message naming the field.
+    ``file://`` one, a path outside ``grant`` (checked before the path is touched)
+    or a path that is not an existing directory raises `ValueError` with a message
+    naming the field.
     """
     if ROOT_META not in meta:
         return None
@@ -85,17 +109,25 @@ def root_param(meta: dict[str, object]) -> Path | None:
         text = str(path)
     if "\0" in text or not os.path.isabs(text):
         raise ValueError(f"{_FIELD} must be an absolute path or a file:// URI, not {shown}")
-    if not os.path.isdir(text):
-        raise ValueError(f"{_FIELD} {shown} is not an existing directory")
-    return Path(os.path.realpath(text))
+    try:
+        check_path(grant, text, f"{_FIELD} {shown}")
+        if not os.path.isdir(text):
+            raise ValueError(f"{_FIELD} {shown} is not an existing directory")
+        return granted_root(text, grant, f"{_FIELD} {shown}")
+    except OutsideGrant as exc:
+        raise ValueError(str(exc)) from None
 
 
-def first_checkout(uris: Sequence[str]) -> Path | None:
-    """The first ``file://`` root that lies in a Git checkout (resolved), or None.
+def first_checkout(
+    uris: Sequence[str], grant: Grant | None = None
+) -> tuple[Path | None, str | None]:
+    """The first ``file://`` root that lies in a Git checkout and in ``grant`` (resolved),
+    or None; with why a root was passed over for being outside the grant (None if none was).
 
     Blocking (runs git): call it off the event loop.
     """
     tried = 0
+    refused: str | None = None
     for uri in uris:
         path = file_uri_path(uri)
         if path is None:
@@ -103,9 +135,14 @@ def first_checkout(uris: Sequence[str]) -> Path | None:
         tried += 1
         if tried > MAX_ROOTS_TRIED:
             break
-        if path.is_dir() and git_output(["rev-parse", "--show-toplevel"], path) is not None:
-            return Path(os.path.realpath(path))
-    return None
+        what = f"the MCP root {uri[:200]!r}"
+        try:
+            check_path(grant, str(path), what)
+            if path.is_dir() and git_output(["rev-parse", "--show-toplevel"], path) is not None:
+                return granted_root(str(path), grant, what), None
+        except OutsideGrant as exc:
+            refused = refused or str(exc)
+    return None, refused
 
 
 def wants_roots(state: SessionState) -> bool:
@@ -147,6 +184,7 @@ async def take_response(state: SessionState, msg: jsonrpc.Response) -> bool:
 
 async def _take_roots(state: SessionState, rid: str, msg: jsonrpc.Response) -> None:
     root: Path | None = None
+    refused: str | None = None
     if msg.error is not None or msg.result is None:
         try:
             error = mcp.error_object.decode(msg.error) if msg.error is not None else None
@@ -161,9 +199,12 @@ async def _take_roots(state: SessionState, rid: str, msg: jsonrpc.Response) -> N
             trace.warning(state.name, "roots_malformed", request_id=rid, error=str(exc)[:300])
         else:
             uris = [r.uri for r in roots]
-            root = await trio.to_thread.run_sync(first_checkout, uris)
+            root, refused = await trio.to_thread.run_sync(first_checkout, uris, state.grant)
     state.root = root
     state.root_source = "roots"
+    state.root_refusal = refused if root is None else None
+    if state.root_refusal is not None:
+        trace.warning(state.name, "root_refused", request_id=rid, why=state.root_refusal[:300])
     trace.event(
         state.name,
         "session_root",

@@ -17,6 +17,7 @@ import trio
 
 from ..protocol.content import ContentMode
 from ..protocol.jsonrpc import Id
+from ..supervisors.grants import Grant
 from .answers import Answer
 
 
@@ -53,6 +54,12 @@ class SessionState:
     # None: the session writes only `global`. ``root_source`` says where it came from.
     root: Path | None = None
     root_source: str = "none"
+    # What the session's token opens (``supervisors.grants``): the repositories it may
+    # choose, whether it may write. None: no grant applies (stdio, the process's own client).
+    grant: Grant | None = None
+    # Why the repository the client's roots name was refused (outside the grant); while
+    # set, tool calls answer it (None: nothing refused).
+    root_refusal: str | None = None
     # The client declared the ``roots`` capability at initialize.
     roots_capable: bool = False
     # Requests we sent the client and await an answer to: id -> method (``roots/list``).

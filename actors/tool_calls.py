@@ -13,6 +13,12 @@ traceback. A call still running when its session incarnation dies is answered
 -32603 on the way out (`answer_interrupted`). A call that arrives while the
 session's repository is being asked of the client (``roots/list``) waits for the
 answer, bounded (``actors.session_roots``).
+
+Grants (``supervisors.grants``) are enforced here, for every tool alike: a
+session whose token is read-only gets an ``isError`` result for each tool that
+writes (`Tool.writes`, from the tool's declaration), and a session whose
+client's roots were all refused gets the refusal for each tool that uses the
+repository (every group but ``core``).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from ..protocol.jsonrpc import Id
 from ..protocol.tools import Tool, format_validation_error
 from ..supervisors import faults, trace
 from ..supervisors.context import AppContext, CallContext
+from ..supervisors.grants import Grant, read_only_refusal, scrub
 from .answers import Answer, decode_params
 from .session_roots import wait_for_root
 from .session_state import CallState, SessionState
@@ -36,6 +43,7 @@ from .session_state import CallState, SessionState
 # to end, and meanwhile the session reads no further input (the client's writes
 # block): a client pipelining large calls cannot make the server hold them all.
 MAX_CALLS_IN_FLIGHT = 64
+_encoder = msgspec.json.Encoder()
 
 
 class ToolCalls:
@@ -112,7 +120,7 @@ class ToolCalls:
             ):
                 timeout = self.call_timeout if self.call_timeout > 0 else math.inf
                 with trio.move_on_after(timeout) as deadline:
-                    result = await self._invoke(tool, params, rid, span)
+                    result = shown_to(self.state.grant, await self._invoke(tool, params, rid, span))
                 if deadline.cancelled_caught:
                     span["outcome"] = "timeout"
                     result = mcp.tool_error(
@@ -132,6 +140,11 @@ class ToolCalls:
     async def _invoke(
         self, tool: Tool, params: mcp.CallParams, rid: Id, span: dict[str, object]
     ) -> dict[str, object]:
+        grant = self.state.grant
+        if grant is not None and grant.read_only and tool.writes:
+            # Every tool that writes, by its declaration: a new one cannot forget the check.
+            span["outcome"] = "forbidden"
+            return mcp.tool_error(read_only_refusal(grant, tool.name))
         try:
             raw = bytes(params.arguments)
             args = tool.decoder.decode(raw if raw and raw != b"null" else b"{}")
@@ -143,6 +156,13 @@ class ToolCalls:
             return mcp.tool_error(f"{tool.name}: invalid arguments: {exc}")
         # The call uses its session's repository: wait while the client is asked for it.
         await wait_for_root(self.state)
+        if self.state.root_refusal is not None and tool.group != "core":
+            # The client's roots lie outside the grant: no silent fallback to `global`.
+            span["outcome"] = "forbidden"
+            return mcp.tool_error(
+                f"{tool.name}: {self.state.root_refusal}; open the session in a repository "
+                "the grant allows"
+            )
         try:
             if faults.ACTIVE:
                 await faults.hit("tool.call")
@@ -160,6 +180,19 @@ class ToolCalls:
             tool=tool.name,
             mode=self.state.content_mode,
         )
+
+
+def shown_to(grant: Grant | None, result: dict[str, object]) -> dict[str, object]:
+    """``result`` as a session with ``grant`` may see it: for a grant that does not cover
+    every repository, no scope outside it is named (`scrub`), whatever the tool."""
+    if grant is None or not grant.restricted:
+        return result
+    raw = _encoder.encode(result)
+    if b"repo:" not in raw:
+        return result
+    shown = scrub(grant, msgspec.json.decode(raw))
+    assert isinstance(shown, dict)
+    return shown
 
 
 def answer_interrupted(state: SessionState, why: str) -> None:

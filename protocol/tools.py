@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -43,9 +43,18 @@ class Tool:
     destructive: bool = False
     idempotent: bool = False
     title: str | None = None
+    # What a grant sees of the tool (``supervisors.grants``): "write" tools are refused
+    # to a read-only token. "auto": a write unless ``read_only``; "read" for a tool that
+    # only keeps access bookkeeping (recall, inspect), not hinted read-only for it.
+    access: Literal["auto", "read", "write"] = "auto"
     # The struct every successful call returns (None: the tool answers plain text).
     result: type[msgspec.Struct] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def writes(self) -> bool:
+        """Whether the tool changes what the store holds (a read-only grant may not call it)."""
+        return not self.read_only if self.access == "auto" else self.access == "write"
 
     @functools.cached_property
     def decoder(self) -> msgspec.json.Decoder:

@@ -135,6 +135,9 @@ class ServeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # Refuse (exit 2), not only warn about, a token file or TLS key others can read and
     # a config.toml others can write (--strict-permissions).
     strict_permissions: bool = False
+    # Grants (docs/transports.md, "Grants"; checked by ``supervisors.grants.serve_grants``).
+    allowed_roots: list[str] = msgspec.field(default_factory=lambda: ["**"])
+    tokens: list[dict[str, Any]] = msgspec.field(default_factory=list)  # [[serve.tokens]]
 
 
 class HttpConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

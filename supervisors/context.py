@@ -33,6 +33,7 @@ import trio
 from ..protocol.errors import Unavailable
 from ..protocol.tools import Registry, Tool
 from .config import Config
+from .grants import Grant
 from .supervisor import ChildSpec, Supervisor
 
 VERSION = "0.1.0"
@@ -90,13 +91,16 @@ class SessionView(Protocol):
     ``root`` is the session's repository (None: it has none and writes only
     ``global``); ``root_source`` says where it came from: ``cwd`` (the server's
     directory, stdio), ``initialize`` (``_meta["memtrio/root"]``), ``roots`` (the
-    client's MCP roots: None until they name a Git checkout), ``none``.
+    client's MCP roots: None until they name a Git checkout), ``none``. ``grant`` is
+    what the session's token opens (None: stdio, no grant applies;
+    ``supervisors.grants``).
     """
 
     name: str
     protocol_version: str | None
     root: Path | None
     root_source: str
+    grant: Grant | None
 
     @property
     def in_flight(self) -> Mapping[Any, object]: ...

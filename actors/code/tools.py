@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Annotated
 
 import msgspec
+import trio
 
 from ...protocol.errors import BadArgument
 from ...protocol.tools import Tool
 from ...supervisors.context import CallContext
+from ...supervisors.grants import check_path, resolved_path
 from .checkout import checkout_root, resolve_path, show_path
 from .diff import structural_diff
 from .index import MatchRow, SymbolRow
@@ -170,7 +172,16 @@ async def _root(ctx: CallContext, root: str | None) -> Path:
             "at initialize)"
         )
     name = "the server's directory" if session.root_source == "cwd" else "the session's repository"
-    return await checkout_root(root, session.root or ctx.app.cwd, name)
+    grant = getattr(session, "grant", None)
+    if root is None or grant is None:
+        return await checkout_root(root, session.root or ctx.app.cwd, name)
+    # An explicit checkout must lie in the session's grant, as given and once resolved.
+    what = f"root {root[:200]!r}"
+    if os.path.isabs(root):
+        check_path(grant, root, what)
+    found = await checkout_root(root, session.root or ctx.app.cwd, name)
+    await trio.to_thread.run_sync(resolved_path, grant, str(found), what)
+    return found
 
 
 async def _file_outline(

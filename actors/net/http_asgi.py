@@ -25,6 +25,7 @@ from ...protocol import jsonrpc, mcp
 from ...protocol.messages import Inbound
 from ...supervisors import trace
 from ...supervisors.context import AppContext
+from ...supervisors.grants import Grant
 from ..session import DECODE_IN_THREAD_BYTES
 from .auth import CHALLENGE, BearerAuth
 from .connections import Connections
@@ -82,7 +83,7 @@ class HttpServer:
         self.listen = listen
         self.connections = connections
         self.nursery = nursery
-        self.auth = BearerAuth(listen.token)
+        self.auth = BearerAuth(listen.token, listen.grants, listen.allowed_roots)
         self.sessions: dict[str, HttpSession] = {}
         # The replay logs of all the sessions, bounded together (``[http]``).
         self.replay = ReplayBudget(ReplayLimits.of(app.config.http))
@@ -180,7 +181,9 @@ class HttpServer:
                 jsonrpc.INVALID_REQUEST,
             )
         session = self.sessions.get(sid.strip())
-        if session is None or session.ended:
+        # A session is used with the token's grant that opened it; another token's
+        # request learns nothing of it (404 as for an unknown id).
+        if session is None or session.ended or session.state.grant != self.grant_of(request):
             raise Refusal(
                 404,
                 "Session not found: it ended, expired or never existed; send initialize again",
@@ -196,7 +199,11 @@ class HttpServer:
             )
         return session
 
-    def start_session(self, peer: str) -> HttpSession:
+    def grant_of(self, request: Request) -> Grant | None:
+        """The grant the request's token opens (checked already: None only if refused)."""
+        return self.auth.grant_for_header(request.header("authorization"))
+
+    def start_session(self, peer: str, grant: Grant | None) -> HttpSession:
         if not self.accepting:
             raise Refusal(503, "Service Unavailable: the server is shutting down")
         if self.connections.full:
@@ -207,7 +214,7 @@ class HttpServer:
                 "([serve] max_connections); end one (DELETE) or retry later",
             )
         conn = self.connections.open("http", peer)
-        session = HttpSession(self.app, new_session_id(), conn, self.replay)
+        session = HttpSession(self.app, new_session_id(), conn, self.replay, grant=grant)
         self.sessions[session.id] = session
         self.nursery.start_soon(self._run_session, session)
         return session
@@ -254,7 +261,7 @@ class HttpServer:
         if created:
             if not (isinstance(msg, jsonrpc.Message) and msg.has_id and msg.method == "initialize"):
                 self.session_of(request)  # raises: 400, the header is required
-            session = self.start_session(request.peer)
+            session = self.start_session(request.peer, self.grant_of(request))
         else:
             session = self.session_of(request)
         ids, methods, failures = self.classify(session, msg)

@@ -45,6 +45,7 @@ from ...protocol.messages import Outbound, SessionInput
 from ...supervisors import trace
 from ...supervisors.config import HttpConfig
 from ...supervisors.context import AppContext
+from ...supervisors.grants import Grant
 from ...supervisors.supervisor import PERMANENT, ChildContext, ChildSpec, Mailbox
 from ..session import Session, run_session
 from ..session_state import SessionState
@@ -160,14 +161,24 @@ class HttpSession:
     """The lasting state of one HTTP session (owned by the listener, not by an actor)."""
 
     def __init__(
-        self, app: AppContext, sid: str, conn: Connection, budget: ReplayBudget | None = None
+        self,
+        app: AppContext,
+        sid: str,
+        conn: Connection,
+        budget: ReplayBudget | None = None,
+        *,
+        grant: Grant | None = None,
     ) -> None:
         self.id = sid
         self.conn = conn
         self.inbox: Mailbox[SessionInput] = Mailbox(f"{conn.id}.inbox", 64)
         self.outbox: Mailbox[Outbound] = Mailbox(f"{conn.id}.outbox", 4096)
         self.state = SessionState(
-            name=f"{conn.id}.session", root=None, root_source="none", on_close=conn.closed.set
+            name=f"{conn.id}.session",
+            root=None,
+            root_source="none",
+            on_close=conn.closed.set,
+            grant=grant,
         )
         self.streams: dict[int, Stream] = {STANDALONE: Stream(STANDALONE)}
         self.by_request: dict[jsonrpc.Id, Stream] = {}

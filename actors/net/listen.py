@@ -18,6 +18,7 @@ from pathlib import Path
 from ...supervisors import trust
 from ...supervisors.config import Config, ConfigError
 from .tls import check_files
+from ...supervisors.grants import ANY, Grant, TokenGrant, serve_grants, token_digest
 
 # Transport names accepted by --transport and MEMTRIO_TRANSPORT -> the transport served.
 TRANSPORTS: dict[str, str] = {
@@ -98,6 +99,40 @@ def read_token_file(path: Path, source: str, *, strict: bool = False) -> str:
     return token
 
 
+def token_grants(config: Config, single: str | None) -> tuple[TokenGrant, ...]:
+    """The ``[[serve.tokens]]`` of ``config``, each token read from its file (or taken as its
+    SHA-256), with its grant.
+
+    Error handling: a malformed ``[serve] allowed_roots`` or ``[[serve.tokens]]`` table, a
+    token file that cannot be read or is empty, and a token given twice (by two tables,
+    or by a table and the single token) raise `ConfigError` (exit 2, one line).
+    """
+    try:
+        _, tables = serve_grants(config.serve.allowed_roots, config.serve.tokens)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    grants: list[TokenGrant] = []
+    seen: dict[bytes, str] = (
+        {token_digest(single.strip()): "the --auth-token(-file) token"} if single else {}
+    )
+    for entry in tables:
+        label = f"[[serve.tokens]] {entry.name!r}"
+        if entry.token_file:
+            digest = token_digest(
+                read_token_file(Path(entry.token_file).expanduser(), f"{label} token_file")
+            )
+        else:
+            digest = bytes.fromhex(entry.token_sha256)
+        if digest in seen:
+            raise ConfigError(
+                f"{label} has the same token as {seen[digest]}; give each grant its own token"
+            )
+        seen[digest] = label
+        grant = Grant(entry.name, tuple(entry.allowed_roots), entry.read_only)
+        grants.append(TokenGrant(digest, grant))
+    return tuple(grants)
+
+
 @dataclass(frozen=True)
 class Listen:
     """Resolved settings of one ``memtrio serve`` listener."""
@@ -112,6 +147,10 @@ class Listen:
     idle_timeout: float = 1800.0
     body_limit: int = 16 * 1024 * 1024
     allowed_origins: tuple[str, ...] = field(default_factory=tuple)
+    # The per-token grants ([[serve.tokens]]) and the bound on every grant
+    # ([serve] allowed_roots), see ``actors.net.auth``.
+    grants: tuple[TokenGrant, ...] = field(default_factory=tuple)
+    allowed_roots: tuple[str, ...] = (ANY,)
 
     @property
     def tls(self) -> bool:
@@ -223,8 +262,10 @@ def resolve_listen(
         idle_timeout=serve.idle_timeout,
         body_limit=config.server.request_limit,
         allowed_origins=tuple(serve.allowed_origins),
+        grants=token_grants(config, secret),
+        allowed_roots=tuple(serve.allowed_roots),
     )
-    if not listen.loopback and listen.token is None and not insecure_no_auth:
+    if not listen.loopback and listen.token is None and not listen.grants and not insecure_no_auth:
         raise ConfigError(
             f"refusing to serve on {host}, which is reachable from other machines, without a "
             "token: set --auth-token-file (or MEMTRIO_AUTH_TOKEN), bind 127.0.0.1, "

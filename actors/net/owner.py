@@ -73,7 +73,11 @@ def attach_children(
     could write (``run/`` or a directory above it), is a warning (the server serves
     on; ``memtrio mcp`` children then serve embedded); it is never fatal.
     """
-    listen = attach_listen(connections)
+    # Attached sessions are bounded by [serve] allowed_roots like every session (the grant
+    # ``default``: read-write); docs/transports.md, "Grants".
+    listen = replace(
+        attach_listen(connections), allowed_roots=tuple(app.config.serve.allowed_roots)
+    )
     secret = proof.new_secret()
     started = time.time()
     published: list[Runtime] = []

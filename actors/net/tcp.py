@@ -23,6 +23,7 @@ import trio
 from ...protocol import jsonrpc
 from ...supervisors.context import AppContext
 from ...supervisors.errors import UserError
+from ...supervisors.grants import Grant
 from ...supervisors.supervisor import ChildContext, ChildSpec
 from ..session_state import SessionState
 from ..stdio import transport_children
@@ -134,11 +135,17 @@ def session_children(
     conn: Connection,
     incoming: trio.abc.ReceiveStream,
     outgoing: trio.abc.SendStream,
+    grant: Grant | None,
 ) -> list[ChildSpec]:
     """The reader, Session and writer of one network connection (a shared-server session:
-    no repository until the client names one; its end closes this connection only)."""
+    no repository until the client names one, within ``grant``, what its token opens; its
+    end closes this connection only)."""
     state = SessionState(
-        name=f"{conn.id}.session", root=None, root_source="none", on_close=conn.closed.set
+        name=f"{conn.id}.session",
+        root=None,
+        root_source="none",
+        on_close=conn.closed.set,
+        grant=grant,
     )
     return transport_children(
         app, incoming, outgoing, name=conn.id, session_state=state, on_peer_gone=conn.closed.set
@@ -157,7 +164,7 @@ class TcpServer:
     ) -> None:
         self.app = app
         self.connections = connections
-        self.auth = BearerAuth(listen.token)
+        self.auth = BearerAuth(listen.token, listen.grants, listen.allowed_roots)
         self.handshake = handshake
         self.stopping = False
         self.serving: dict[str, Connection] = {}
@@ -165,34 +172,37 @@ class TcpServer:
 
     async def handle(self, stream: trio.SocketStream) -> None:
         """Serve one accepted connection until its session ends; never raises."""
-        rest: bytes | None = None
+        admitted: tuple[bytes, Grant] | None = None
         with trio.CancelScope() as scope:
             self.admitting.add(scope)
             try:
-                rest = await self.admit(stream)
+                admitted = await self.admit(stream)
             finally:
                 self.admitting.discard(scope)
-        if rest is None or scope.cancelled_caught or self.stopping:
+        if admitted is None or scope.cancelled_caught or self.stopping:
             await trio.aclose_forcefully(stream)
             return
         conn = self.connections.open("tcp", peer_name(stream))
         self.serving[conn.id] = conn
+        rest, grant = admitted
         incoming = PrefixedStream(rest, stream) if rest else stream
         try:
-            await self.connections.run(conn, session_children(self.app, conn, incoming, stream))
+            children = session_children(self.app, conn, incoming, stream, grant)
+            await self.connections.run(conn, children)
         finally:
             self.serving.pop(conn.id, None)
             await trio.aclose_forcefully(stream)
 
-    async def admit(self, stream: trio.SocketStream) -> bytes | None:
-        """Check the limit and the token: the bytes read past the token line, or None when
-        the connection was refused (it got its error line)."""
+    async def admit(self, stream: trio.SocketStream) -> tuple[bytes, Grant] | None:
+        """Check the limit and the token: the bytes read past the token line and the grant
+        the token opens, or None when the connection was refused (it got its error line)."""
         peer = peer_name(stream)
         if self.connections.full:
             self.connections.refuse("tcp", peer, "max_connections")
             await refuse(stream, limit_message(self.connections.limit))
             return None
         rest = b""
+        grant = self.auth.grant_for_line(b"")  # auth off (or attach): the open grant
         if self.handshake is not None:
             proven = await self.handshake(stream)
             if proven is None:
@@ -202,7 +212,8 @@ class TcpServer:
             rest = proven
         elif self.auth.required:
             line, rest = await read_first_line(stream)
-            if line is None or not self.auth.check_line(line):
+            grant = self.auth.grant_for_line(line) if line is not None else None
+            if line is None or grant is None:
                 self.connections.refuse("tcp", peer, "no token" if line is None else "bad token")
                 await refuse(
                     stream,
@@ -215,7 +226,8 @@ class TcpServer:
                 self.connections.refuse("tcp", peer, "max_connections")
                 await refuse(stream, limit_message(self.connections.limit))
                 return None
-        return rest
+        assert grant is not None
+        return rest, grant
 
     def stop(self) -> None:
         """End every connection: those being admitted at once, the others gracefully."""

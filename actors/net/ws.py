@@ -149,7 +149,7 @@ class WsServer:
         self.app = app
         self.listen = listen
         self.connections = connections
-        self.auth = BearerAuth(listen.token)
+        self.auth = BearerAuth(listen.token, listen.grants, listen.allowed_roots)
         self.stopping = False
         self.serving: dict[str, Connection] = {}
         self.drained = trio.Event()  # set once stopping and no session is left
@@ -166,8 +166,10 @@ class WsServer:
         conn = self.connections.open("ws", peer_of(request))
         self.serving[conn.id] = conn
         stream = FrameStream(ws, conn.id)
+        grant = self.auth.grant_for_header(header(request, b"authorization"))  # admitted: one
         try:
-            await self.connections.run(conn, session_children(self.app, conn, stream, stream))
+            children = session_children(self.app, conn, stream, stream, grant)
+            await self.connections.run(conn, children)
         finally:
             self.serving.pop(conn.id, None)
             if self.stopping and not self.serving:

@@ -296,6 +296,37 @@ def list_memories(
     return out
 
 
+def visible_counts(conn: sqlite3.Connection, selection: Sequence[str]) -> dict[str, int]:
+    """`counts` of what a reader of the scopes ``selection`` sees: rows linked to one of
+    them or to none (a session whose grant does not cover the whole store). The recall
+    log, which records every session's queries, is not counted (0)."""
+    ids = ",".join(str(int(i)) for i in scope_ids(conn, selection).values()) or "NULL"
+
+    def seen(table: str, col: str, alias: str) -> str:
+        return (
+            f"(EXISTS (SELECT 1 FROM {table} x WHERE x.{col} = {alias}.id AND x.scope_id IN ({ids}))"
+            f" OR NOT EXISTS (SELECT 1 FROM {table} x WHERE x.{col} = {alias}.id))"
+        )
+
+    one = lambda sql: conn.execute(sql).fetchone()[0]  # noqa: E731
+    visible = {
+        "memory": f"SELECT m.id FROM memories m WHERE {seen('memory_scopes', 'memory_id', 'm')}",
+        "entity": f"SELECT e.id FROM entities e WHERE {seen('entity_scopes', 'entity_id', 'e')}",
+        "relation": f"SELECT r.id FROM relations r WHERE {seen('relation_scopes', 'relation_id', 'r')}",
+    }
+    vectors = " OR ".join(
+        f"(v.kind = '{kind}' AND v.item_id IN ({sql}))" for kind, sql in visible.items()
+    )
+    return {
+        "memories": one(f"SELECT count(*) FROM ({visible['memory']}) q"),
+        "scopes": one(f"SELECT count(*) FROM scopes WHERE id IN ({ids})"),
+        "entities": one(f"SELECT count(*) FROM ({visible['entity']}) q"),
+        "edges": one(f"SELECT count(*) FROM ({visible['relation']}) q"),
+        "vectors": one(f"SELECT count(*) FROM vectors v WHERE {vectors}"),
+        "recall_log": 0,
+    }
+
+
 def counts(conn: sqlite3.Connection) -> dict[str, int]:
     one = lambda sql: conn.execute(sql).fetchone()[0]  # noqa: E731
     return {

@@ -36,6 +36,7 @@ from .memories import (
     not_found,
     update_memory,
     visible,
+    visible_counts,
     writable_memory,
 )
 from .results import (
@@ -52,7 +53,7 @@ from .results import (
     memory_result,
 )
 from .scope_rows import scope_counts, scope_ids
-from .scopes import GLOBAL
+from .scopes import GLOBAL, ScopePolicy
 from .services import (
     check_finite,
     clean_text,
@@ -212,10 +213,19 @@ def within_budget(
     return chosen, used
 
 
+def _shown(row: dict[str, Any], policy: ScopePolicy) -> dict[str, Any]:
+    """``row`` with only the scopes the session's grant may read (a memory of ``global``
+    also linked to a repository outside the grant does not name that repository)."""
+    if policy.grant is None or not policy.grant.restricted:
+        return row
+    return {**row, "scopes": [s for s in row.get("scopes", ()) if policy.may_read(s)]}
+
+
 async def recall(ctx: CallContext, args: RecallArgs) -> RecallResult:
     app = ctx.app
     store = store_of(app)
-    selection = await scoped((await policy_of(ctx)).select, args.scopes)
+    policy = await policy_of(ctx)
+    selection = await scoped(policy.select, args.scopes)
     memory_type = clean_type(args.memory_type) if args.memory_type is not None else None
     reasons: dict[int, list[str]] | None = {} if args.explain else None
     # With a token budget, a wider pool: memories too long for it make room for the next.
@@ -229,10 +239,14 @@ async def recall(ctx: CallContext, args: RecallArgs) -> RecallResult:
         candidates = await store.read(lambda conn: ranked_rows(conn, selection, ranked))
         ranked, tokens = within_budget(candidates, budget, args.limit)
     try:
-        rows = await store.write(
-            lambda conn: record_access(conn, "recall", args.query, selection, ranked),
-            name="recall",
-        )
+        if policy.grant is not None and policy.grant.read_only:
+            # A read-only token leaves no trace: no access counted, no recall log line.
+            rows = await store.read(lambda conn: ranked_rows(conn, selection, ranked))
+        else:
+            rows = await store.write(
+                lambda conn: record_access(conn, "recall", args.query, selection, ranked),
+                name="recall",
+            )
     except sqlite3.OperationalError as exc:
         # A full or read-only disk: answer from a read connection, uncounted.
         trace.warning(ACTOR, "recall_access_not_recorded", error=str(exc))
@@ -240,7 +254,9 @@ async def recall(ctx: CallContext, args: RecallArgs) -> RecallResult:
         warnings.append(f"the access could not be recorded ({exc}); results are unaffected")
     return RecallResult(
         memories=[
-            memory_result(row, ScoredMemory, explain=(reasons or {}).get(row["id"], []))
+            memory_result(
+                _shown(row, policy), ScoredMemory, explain=(reasons or {}).get(row["id"], [])
+            )
             for row in rows
         ],
         scopes=selection,
@@ -252,15 +268,22 @@ async def recall(ctx: CallContext, args: RecallArgs) -> RecallResult:
 
 async def stats(ctx: CallContext, args: StatsArgs) -> StatsResult:
     store = store_of(ctx.app)
-    result = await store.read(counts)
-    return StatsResult(**result, current_scope=(await policy_of(ctx)).current)
+    policy = await policy_of(ctx)
+    if policy.grant is not None and policy.grant.restricted:
+        # Only what the grant may read: the counts say nothing of other repositories.
+        stored = await store.read(scope_counts)
+        readable = [name for name in stored if policy.may_read(name)]
+        result = await store.read(lambda conn: visible_counts(conn, readable))
+    else:
+        result = await store.read(counts)
+    return StatsResult(**result, current_scope=policy.current)
 
 
 async def list_scopes(ctx: CallContext, args: ListScopesArgs) -> ListScopesResult:
     store = store_of(ctx.app)
     stored = await store.read(scope_counts)
     policy = await policy_of(ctx)
-    names = sorted(set(stored) | {policy.current, GLOBAL})
+    names = sorted(n for n in set(stored) | {policy.current, GLOBAL} if policy.may_read(n))
     return ListScopesResult(
         current_scope=policy.current,
         scopes=[
@@ -277,18 +300,23 @@ async def list_scopes(ctx: CallContext, args: ListScopesArgs) -> ListScopesResul
 
 async def inspect(ctx: CallContext, args: InspectArgs) -> InspectResult:
     store = store_of(ctx.app)
-    selection = await scoped((await policy_of(ctx)).select, args.scopes)
+    policy = await policy_of(ctx)
+    selection = await scoped(policy.select, args.scopes)
+    read_only = policy.grant is not None and policy.grant.read_only  # no access recorded
 
     def op(conn: sqlite3.Connection) -> dict[str, Any]:
         memory = get_memory(conn, args.id)
         if memory is None or not visible(memory["scopes"], selection):
             raise not_found(args.id, selection)
+        if read_only:
+            return memory
         record_access(conn, "inspect", f"#{args.id}", selection, [(args.id, 1.0)])
         updated = get_memory(conn, args.id)
         assert updated is not None
         return updated
 
-    return memory_result(await store.write(op, name="inspect"), InspectResult)
+    found = await (store.read(op) if read_only else store.write(op, name="inspect"))
+    return memory_result(_shown(found, policy), InspectResult)
 
 
 async def update(ctx: CallContext, args: UpdateArgs) -> UpdateResult:
@@ -325,7 +353,7 @@ async def update(ctx: CallContext, args: UpdateArgs) -> UpdateResult:
         return Written(result, changes)
 
     result = await store.write(op, name="update")
-    return memory_result(result, UpdateResult, warnings=warnings)
+    return memory_result(_shown(result, policy), UpdateResult, warnings=warnings)
 
 
 async def forget(ctx: CallContext, args: ForgetArgs) -> ForgetResult:

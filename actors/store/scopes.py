@@ -21,6 +21,11 @@ A shared server has one policy per session: the session's repository (its
 ``root``: docs/transports.md) resolved the same way, once per root
 (`ScopePolicies`); a session without a repository has the current scope
 ``global``. The CLI uses the policy of its own directory.
+
+A session's grant (``supervisors.grants``, what its token opens) narrows its
+policy: an explicit ``repo:`` scope outside the grant is refused for reading
+too (checked as given, before the path is touched, and once resolved), and a
+read-only grant writes nothing. ``global`` is every grant's to read.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import trio
 
 from ...protocol.errors import BadArgument, DomainError, Forbidden
 from ...supervisors.git import git_output
+from ...supervisors.grants import Grant, OutsideGrant, refusal
 
 GLOBAL = "global"
 REPO_PREFIX = "repo:"
@@ -154,6 +160,7 @@ class ScopePolicy:
     current: str
     who: str = "this server"
     hint: str = RESTART_HINT
+    grant: Grant | None = None
 
     @classmethod
     def for_directory(cls, cwd: Path) -> ScopePolicy:
@@ -161,16 +168,36 @@ class ScopePolicy:
 
     @property
     def writable(self) -> list[str]:
+        if self.grant is not None and self.grant.read_only:
+            return []
         return _dedupe([self.current, GLOBAL])
 
     def describe_writable(self) -> str:
-        return " and ".join(f"`{s}`" for s in self.writable)
+        return " and ".join(f"`{s}`" for s in self.writable) or "nothing (its token is read-only)"
+
+    def may_read(self, scope: str) -> bool:
+        """Whether the grant lets this policy read ``scope`` (a stored or canonical name)."""
+        if self.grant is None or scope == GLOBAL or not scope.startswith(REPO_PREFIX):
+            return True
+        return self.grant.allows(scope[len(REPO_PREFIX) :])
+
+    def _readable(self, scope: str) -> str:
+        """One explicit scope, canonical, once the grant lets this policy read it.
+
+        Error handling: `ScopeError` for a malformed scope; `OutsideGrant` for one outside
+        the grant, checked before the path is resolved and again after.
+        """
+        text = check_syntax(scope)
+        if not self.may_read(text) or not self.may_read(chosen := canonical(text)):
+            assert self.grant is not None
+            raise OutsideGrant(refusal(self.grant, f"scope {_shown(scope)}"))
+        return chosen
 
     def select(self, scopes: Sequence[str] | None) -> list[str]:
         """The scopes a read looks in: explicit ones (or the current one) plus ``global``."""
         if not scopes:
             return _dedupe([self.current, GLOBAL])
-        return _dedupe([*(canonical(s) for s in scopes), GLOBAL])
+        return _dedupe([*(self._readable(s) for s in scopes), GLOBAL])
 
     def check_writable(self, scopes: Iterable[str], what: str = "write to") -> None:
         for scope in scopes:
@@ -183,15 +210,18 @@ class ScopePolicy:
     def write_scopes(self, scopes: Sequence[str] | None) -> list[str]:
         """Target scopes of a new memory/relation: explicit (validated) or the current one."""
         if not scopes:
+            self.check_writable([self.current])
             return [self.current]
-        chosen = _dedupe(canonical(s) for s in scopes)
+        chosen = _dedupe(self._readable(s) for s in scopes)
         self.check_writable(chosen)
         return chosen
 
     def write_selection(self, scopes: Sequence[str] | None) -> list[str]:
         """Selection for update/forget: explicit scopes must all be writable."""
         if scopes:
-            self.check_writable(_dedupe(canonical(s) for s in scopes), what="modify memories in")
+            self.check_writable(
+                _dedupe(self._readable(s) for s in scopes), what="modify memories in"
+            )
         return self.select(scopes)
 
 
@@ -219,10 +249,11 @@ class ScopePolicies:
             self._scopes.move_to_end(root)
         return scope
 
-    async def of(self, root: Path | None, source: str) -> ScopePolicy:
+    async def of(self, root: Path | None, source: str, grant: Grant | None = None) -> ScopePolicy:
         """The policy of a session with ``root`` (``source``: where it came from; "cwd" is
-        the server's own directory, whose refusals say to restart memtrio there)."""
+        the server's own directory, whose refusals say to restart memtrio there) and
+        ``grant`` (None: no grant applies)."""
         scope = await self.scope_of(root)
         if source == "cwd":
-            return ScopePolicy(scope)
-        return ScopePolicy(scope, who="this session", hint=SESSION_HINT)
+            return ScopePolicy(scope, grant=grant)
+        return ScopePolicy(scope, who="this session", hint=SESSION_HINT, grant=grant)

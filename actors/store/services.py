@@ -42,7 +42,9 @@ async def policy_of(ctx: CallContext) -> ScopePolicy:
     session = ctx.session
     if session is None:
         return store.policy
-    return await store.policies.of(session.root, session.root_source)
+    return await store.policies.of(
+        session.root, session.root_source, getattr(session, "grant", None)
+    )
 
 
 def embedder_of(app: AppContext) -> Embedder | None:

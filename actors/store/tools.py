@@ -57,6 +57,7 @@ TOOLS = [
         args=RecallArgs,
         handler=recall,
         result=R.RecallResult,
+        access="read",  # it only records the access
     ),
     Tool(
         name="stats",
@@ -117,6 +118,7 @@ TOOLS = [
         args=InspectArgs,
         handler=inspect,
         result=R.InspectResult,
+        access="read",  # it only records the access
     ),
     Tool(
         name="update",
