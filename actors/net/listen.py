@@ -17,8 +17,8 @@ from pathlib import Path
 
 from ...supervisors import trust
 from ...supervisors.config import Config, ConfigError
-from .tls import check_files
 from ...supervisors.grants import ANY, Grant, TokenGrant, serve_grants, token_digest
+from .tls import check_files
 
 # Transport names accepted by --transport and MEMTRIO_TRANSPORT -> the transport served.
 TRANSPORTS: dict[str, str] = {
