@@ -203,6 +203,8 @@ def speed() -> int:
     print("| batch | tokens per text | tokenize, wall | tokenize, CPU |")
     print("| --- | ---: | ---: | ---: |")
     batches = {f"{BATCH} x {name}": [text] * BATCH for name, text in SPEED_TEXTS.items()}
+    docs = [d for d in stdlib_docstrings(2000, random.Random(5)) if len(d) > 1500]
+    batches[f"{BATCH} different stdlib docstrings"] = docs[:BATCH]
     batches["the 200 texts of `dump`"] = texts(200)
     for name, batch in batches.items():
         rows, _ = encoder.tokenize(batch)
