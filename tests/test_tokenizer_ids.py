@@ -94,6 +94,17 @@ def test_a_bert_vocab_txt_gives_the_same_ids_as_the_shipped_tokenizer(
     )
 
 
+def test_the_shipped_tokenizer_json_is_what_the_build_tool_builds() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "build_default_tokenizer.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_an_unreadable_tokenizer_json_is_one_clear_line(tmp_path: Path) -> None:
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps({"model": {"type": "NoSuchModel"}}))
@@ -177,9 +188,7 @@ def cli(home: Path, directory: Path, *args: str) -> subprocess.CompletedProcess[
 def stored_vector(home: Path, model_id: str) -> np.ndarray:
     conn = sqlite3.connect(str(db_path(home)))
     try:
-        rows = conn.execute(
-            "SELECT model, dim, vec FROM vectors WHERE kind = 'memory'"
-        ).fetchall()
+        rows = conn.execute("SELECT model, dim, vec FROM vectors WHERE kind = 'memory'").fetchall()
     finally:
         conn.close()
     assert [(m, d) for m, d, _ in rows] == [(model_id, 384)]

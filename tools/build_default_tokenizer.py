@@ -24,7 +24,8 @@ import json
 import sys
 from pathlib import Path
 
-from memtrio.actors.embedder.tokenizer import DEFAULT_TOKENIZER, bert_wordpiece
+from memtrio.actors.embedder.model import DEFAULT_TOKENIZER
+from memtrio.actors.embedder.tokenizer import bert_wordpiece
 from tokenizers import models
 
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 import argparse
 import ast
 import random
-import sys
 import statistics
+import sys
 import sysconfig
 import time
 from pathlib import Path
@@ -149,7 +149,9 @@ def compare(old_path: Path, new_path: Path) -> int:
     bad = 0
     for key in ("rows", "win_rows"):
         differ = [
-            i for i, (a, b) in enumerate(zip(old[key], new[key], strict=True)) if not np.array_equal(a, b)
+            i
+            for i, (a, b) in enumerate(zip(old[key], new[key], strict=True))
+            if not np.array_equal(a, b)
         ]
         print(f"{key}: {len(old[key])} rows, {len(differ)} differ")
         bad += len(differ)
@@ -158,9 +160,15 @@ def compare(old_path: Path, new_path: Path) -> int:
         print(f"{key}: {'same' if same else 'DIFFERENT'}")
         bad += 0 if same else 1
     for key in ("vectors", "win_vectors"):
-        delta = float(np.max(np.abs(old[key] - new[key]))) if old[key].shape == new[key].shape else np.inf
+        delta = (
+            float(np.max(np.abs(old[key] - new[key])))
+            if old[key].shape == new[key].shape
+            else np.inf
+        )
         identical = old[key].shape == new[key].shape and np.array_equal(old[key], new[key])
-        print(f"{key}: {old[key].shape}, max |old - new| = {delta:.3g}, bitwise identical: {identical}")
+        print(
+            f"{key}: {old[key].shape}, max |old - new| = {delta:.3g}, bitwise identical: {identical}"
+        )
         bad += 0 if delta <= 1e-6 else 1
     return 1 if bad else 0
 

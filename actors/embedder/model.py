@@ -43,8 +43,8 @@ HASH_CHUNK = 1 << 20
 # ``tokens needed * CHARS_PER_TOKEN`` characters, 4 times more if that was not
 # enough, and so on (see `OnnxEncoder.token_rows`).
 CHARS_PER_TOKEN = 8
-# all-MiniLM-L6-v2's tokenizer.json (bert-base-uncased's, Apache-2.0: data/NOTICE.md); the
-# same path as tokenizer.DEFAULT_TOKENIZER, named here so resolving a model imports no tokenizers.
+# all-MiniLM-L6-v2's tokenizer.json: bert-base-uncased's vocabulary and pipeline (Apache-2.0,
+# data/NOTICE.md), built by tools/build_default_tokenizer.py.
 DEFAULT_TOKENIZER = Path(__file__).parent / "data" / "all-MiniLM-L6-v2-tokenizer.json"
 
 

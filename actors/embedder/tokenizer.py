@@ -3,7 +3,8 @@
 Any pipeline ``tokenizers`` reads works (WordPiece, BPE, Unigram, with their
 normalizers, pre-tokenizers and templates), and a batch is tokenized in native
 code. The default model's ``tokenizer.json`` ships in this package
-(`DEFAULT_TOKENIZER`, built from its vocabulary by tools/build_default_tokenizer.py);
+(``data/``, `model.DEFAULT_TOKENIZER`, built from its vocabulary by
+tools/build_default_tokenizer.py);
 a model directory may hold its own, or a BERT ``vocab.txt``, which is read as
 bert-base-uncased's pipeline (`bert_wordpiece`).
 
@@ -18,11 +19,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
-from tokenizers import processors
+from tokenizers import (
+    AddedToken,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+)
 
-# all-MiniLM-L6-v2's tokenizer: bert-base-uncased's vocabulary and pipeline (data/NOTICE.md).
-DEFAULT_TOKENIZER = Path(__file__).parent / "data" / "all-MiniLM-L6-v2-tokenizer.json"
 # bert-base-uncased's special tokens; the first three must be in a BERT vocabulary.
 UNK, CLS, SEP = "[UNK]", "[CLS]", "[SEP]"
 BERT_SPECIALS = ("[PAD]", UNK, CLS, SEP, "[MASK]")
