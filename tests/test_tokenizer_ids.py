@@ -94,6 +94,14 @@ def test_a_bert_vocab_txt_gives_the_same_ids_as_the_shipped_tokenizer(
     )
 
 
+def test_a_lone_surrogate_does_not_fail_the_batch_it_is_in() -> None:
+    # tokenizers refuses a str no UTF-8 can hold; the embedder must not lose the batch.
+    encoder = model.OnnxEncoder(model.resolve_spec("", 256), "cpu", intra_op_threads=1)
+    rows, truncated = encoder.tokenize(["a\ud800b", "the other texts of the batch"])
+    assert rows == encoder.tokenize(["a?b", "the other texts of the batch"])[0]
+    assert truncated == [False, False]
+
+
 def test_the_shipped_tokenizer_json_is_what_the_build_tool_builds() -> None:
     done = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "build_default_tokenizer.py"), "--check"],

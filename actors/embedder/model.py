@@ -304,7 +304,10 @@ class OnnxEncoder:
         while todo:
             pieces = [texts[i][:chars] for i in todo]
             with self._tok_lock:
-                encodings = self._tokenizer.encode_batch(pieces)
+                try:
+                    encodings = self._tokenizer.encode_batch(pieces)
+                except TypeError:  # a lone surrogate: not a str tokenizers can take
+                    encodings = self._tokenizer.encode_batch([_utf8(p) for p in pieces])
             again: list[int] = []
             for i, piece, enc in zip(todo, pieces, encodings, strict=True):
                 if len(piece) == len(texts[i]):
@@ -363,6 +366,11 @@ class OnnxEncoder:
         """Embed ``texts``, one vector each (a long text is cut to its first window)."""
         ids, truncated = self.tokenize(texts)
         return self.run_rows(ids, batch_size), truncated
+
+
+def _utf8(text: str) -> str:
+    """``text`` with each lone surrogate (text no UTF-8 can hold) made a "?"."""
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _without_last_word(enc: Encoding) -> tuple[list[int], list[int]]:
