@@ -167,11 +167,11 @@ async def test_cuda_backend_without_cuda_fails_instead_of_falling_back(home: Pat
 
 
 async def test_a_model_directory_with_config_json(home: Path, tmp_path: Path) -> None:
-    model, vocabulary = default_files()
+    model, tokenizer = default_files()
     directory = tmp_path / "my-model"
     directory.mkdir()
     os.symlink(model, directory / "model.onnx")
-    os.symlink(vocabulary, directory / "vocab.txt")  # a BERT vocabulary in place of tokenizer.json
+    os.symlink(tokenizer, directory / "tokenizer.json")
     (directory / "config.json").write_text(
         json.dumps({"name": "mini-cls", "pooling": "cls", "max_tokens": 16, "hidden_size": 384})
     )
@@ -214,11 +214,11 @@ async def test_resource_and_instructions_with_embeddings_on_and_off(
 
 
 async def test_query_prefix_goes_before_queries_only(home: Path, tmp_path: Path) -> None:
-    model, vocabulary = default_files()
+    model, tokenizer = default_files()
     directory = tmp_path / "instructed"
     directory.mkdir()
     os.symlink(model, directory / "model.onnx")
-    os.symlink(vocabulary, directory / "vocab.txt")
+    os.symlink(tokenizer, directory / "tokenizer.json")
     prefix = "Represent this sentence for searching relevant passages: "
     (directory / "config.json").write_text(json.dumps({"name": "q", "query_prefix": prefix}))
     async with running(home, model=directory) as app:

