@@ -39,6 +39,7 @@ def attach_listen(connections: Connections) -> Listen:
         token=secrets.token_urlsafe(32),
         max_connections=connections.limit,
         idle_timeout=ATTACH_IDLE_TIMEOUT,
+        bind_hint="",  # not the user's choice: a free port of 127.0.0.1
     )
 
 
@@ -79,7 +80,9 @@ def attach_children(
         published.append(runtime)
         trace.event("attach", "published", path=str(path), port=port)
 
-    spec = tcp_listener(app, listen, connections, name="attach", on_listening=on_listening)
+    spec = tcp_listener(
+        app, listen, connections, name="attach", on_listening=on_listening, attach=True
+    )
     listener = spec.start
 
     async def run(

@@ -4,9 +4,11 @@ A connection is framed exactly like stdio (one JSON-RPC message or batch per
 line, ``actors.stdio.transport_children``), so it gets the same resilience: a
 bad line is answered -32700 and the session goes on, an oversized line -32600.
 With a token (``Listen.token``), the first line must be the token, or ``Bearer
-<token>``; a connection that fails to present it gets one JSON-RPC error line
-and is closed. A connection over ``[serve] max_connections`` gets one error
-line and is closed.
+<token>``, within ``[serve] auth_timeout`` seconds of the accept; a connection
+that fails to present it gets one JSON-RPC error line and is closed. Until then
+it is one of the listener's pending connections (``actors.net.accept``: at
+most ``[serve] unauth_limit`` of them, the oldest evicted by a new one). A
+connection over ``[serve] max_connections`` gets one error line and is closed.
 
 Each connection runs under its own supervisor (`Connections.run`): a
 connection whose actors keep crashing is closed alone; a peer that goes away
@@ -22,18 +24,17 @@ import trio
 
 from ...protocol import jsonrpc
 from ...supervisors.context import AppContext
-from ...supervisors.errors import UserError
 from ...supervisors.supervisor import ChildContext, ChildSpec
 from ..session_state import SessionState
 from ..stdio import transport_children
+from .accept import GatedStream, gate, open_listeners
 from .auth import BearerAuth
 from .connections import Connection, Connections
 from .listen import Listen
 
 # JSON-RPC "server error" code of the lines a refused connection gets.
 REFUSED = -32000
-# Seconds a client has to send its token line, and the longest token line read.
-AUTH_TIMEOUT = 10.0
+# The longest token line read (the deadline is [serve] auth_timeout, `Listen.auth_timeout`).
 AUTH_LINE_LIMIT = 4096
 # Seconds to write the refusal line to a connection that is turned away.
 REFUSAL_TIMEOUT = 2.0
@@ -57,25 +58,6 @@ class PrefixedStream(trio.abc.ReceiveStream):
         await self._stream.aclose()
 
 
-class ListenError(UserError):
-    """The listener cannot bind its address (in use, not an address of this machine)."""
-
-
-async def open_listeners(listen: Listen) -> list[trio.SocketListener]:
-    """The bound TCP listeners of ``listen``.
-
-    Error handling: raises `ListenError` (one line, exit 1) when the address cannot be bound.
-    """
-    try:
-        return await trio.open_tcp_listeners(listen.port, host=listen.host)
-    except OSError as exc:
-        why = exc.strerror or str(exc)
-        raise ListenError(
-            f"cannot listen on {listen.host}:{listen.port}: {why[0].lower()}{why[1:]}; "
-            "is another memtrio serve running there? choose another --bind (port 0: any free port)"
-        ) from None
-
-
 def limit_message(limit: int) -> str:
     return (
         f"Server error: the server is at its limit of {limit} connections "
@@ -83,7 +65,7 @@ def limit_message(limit: int) -> str:
     )
 
 
-async def refuse(stream: trio.SocketStream, message: str) -> None:
+async def refuse(stream: trio.abc.Stream, message: str) -> None:
     """Send one JSON-RPC error line (id null) and close ``stream``; never raises."""
     with trio.move_on_after(REFUSAL_TIMEOUT):
         try:
@@ -93,11 +75,13 @@ async def refuse(stream: trio.SocketStream, message: str) -> None:
     await trio.aclose_forcefully(stream)
 
 
-async def read_first_line(stream: trio.SocketStream) -> tuple[bytes | None, bytes]:
+async def read_first_line(
+    stream: trio.abc.ReceiveStream, timeout: float
+) -> tuple[bytes | None, bytes]:
     """The first line (without its newline) and whatever followed it; None if the peer sent
-    no complete line in time (or one longer than `AUTH_LINE_LIMIT`)."""
+    no complete line within ``timeout`` seconds (or one longer than `AUTH_LINE_LIMIT`)."""
     buffer = bytearray()
-    with trio.move_on_after(AUTH_TIMEOUT):
+    with trio.move_on_after(timeout):
         while b"\n" not in buffer and len(buffer) <= AUTH_LINE_LIMIT:
             try:
                 data = await stream.receive_some(AUTH_LINE_LIMIT)
@@ -112,13 +96,8 @@ async def read_first_line(stream: trio.SocketStream) -> tuple[bytes | None, byte
     return line, rest
 
 
-def peer_name(stream: trio.SocketStream) -> str:
-    try:
-        address = stream.socket.getpeername()
-    except OSError:
-        return "unknown"
-    host, port = address[0], address[1]
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+def peer_name(stream: GatedStream) -> str:
+    return stream.ticket.peer
 
 
 def session_children(
@@ -142,13 +121,14 @@ class TcpServer:
 
     def __init__(self, app: AppContext, listen: Listen, connections: Connections) -> None:
         self.app = app
+        self.listen = listen
         self.connections = connections
         self.auth = BearerAuth(listen.token)
         self.stopping = False
         self.serving: dict[str, Connection] = {}
         self.admitting: set[trio.CancelScope] = set()
 
-    async def handle(self, stream: trio.SocketStream) -> None:
+    async def handle(self, stream: GatedStream) -> None:
         """Serve one accepted connection until its session ends; never raises."""
         rest: bytes | None = None
         with trio.CancelScope() as scope:
@@ -169,9 +149,10 @@ class TcpServer:
             self.serving.pop(conn.id, None)
             await trio.aclose_forcefully(stream)
 
-    async def admit(self, stream: trio.SocketStream) -> bytes | None:
+    async def admit(self, stream: GatedStream) -> bytes | None:
         """Check the limit and the token: the bytes read past the token line, or None when
-        the connection was refused (it got its error line)."""
+        the connection was refused (it got its error line). Until the token line is read
+        the connection is pending in its listener's `Admission` (its pool and deadline)."""
         peer = peer_name(stream)
         if self.connections.full:
             self.connections.refuse("tcp", peer, "max_connections")
@@ -179,7 +160,7 @@ class TcpServer:
             return None
         rest = b""
         if self.auth.required:
-            line, rest = await read_first_line(stream)
+            line, rest = await read_first_line(stream, self.listen.auth_timeout)
             if line is None or not self.auth.check_line(line):
                 self.connections.refuse("tcp", peer, "no token" if line is None else "bad token")
                 await refuse(
@@ -193,6 +174,7 @@ class TcpServer:
                 self.connections.refuse("tcp", peer, "max_connections")
                 await refuse(stream, limit_message(self.connections.limit))
                 return None
+        stream.ticket.authorise()
         return rest
 
     def stop(self) -> None:
@@ -211,8 +193,11 @@ def tcp_listener(
     *,
     name: str = "tcp",
     on_listening: Callable[[str, int], None] | None = None,
+    attach: bool = False,
 ) -> ChildSpec:
-    """The root's child serving MCP on ``listen.host:listen.port`` over TCP.
+    """The root's child serving MCP on ``listen.host:listen.port`` over TCP (``attach``:
+    the attach endpoint, with its own small pool of pending connections and the
+    descriptor reserve, see ``actors.net.accept``).
 
     It records its address in ``connections.listeners``, registers the
     ``transports`` section of ``server_status`` and calls ``on_listening(host,
@@ -227,13 +212,19 @@ def tcp_listener(
         ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         server = TcpServer(app, listen, connections)
-        listeners = await open_listeners(listen)
+        admission = connections.admission(
+            name, unauth_limit=listen.unauth_limit, auth_timeout=listen.auth_timeout, attach=attach
+        )
+        listeners = gate(
+            await open_listeners(listen.host, listen.port, listen.bind_hint), admission
+        )
         bound = listeners[0].socket.getsockname()
         host, port = str(bound[0]), int(bound[1])
         with connections.listening(app.status_sections, name, listen.url(port)):
             try:
                 async with trio.open_nursery() as handlers:
                     async with trio.open_nursery() as acceptor:
+                        acceptor.start_soon(admission.expire)
                         acceptor.start_soon(
                             partial(trio.serve_listeners, handler_nursery=handlers),
                             server.handle,

@@ -33,10 +33,11 @@ from ...protocol import jsonrpc
 from ...supervisors import trace
 from ...supervisors.context import AppContext
 from ...supervisors.supervisor import ChildContext, ChildSpec
+from .accept import Admission, GatedListener, TlsListener, gate, open_listeners, peer_key
 from .auth import CHALLENGE, BearerAuth
 from .connections import Connection, Connections
 from .listen import Listen, is_loopback
-from .tcp import limit_message, open_listeners, session_children
+from .tcp import limit_message, session_children
 from .tls import server_ssl_context
 
 SUBPROTOCOL = "mcp"
@@ -45,7 +46,8 @@ SUBPROTOCOL = "mcp"
 # goes on; a longer one closes the connection with 1009 (Message Too Big).
 FRAME_HOLD_FACTOR = 2
 RECEIVE_BUFFER = 65536
-HANDSHAKE_TIMEOUT = 10.0
+# Seconds a closing handshake may take (the opening one: [serve] auth_timeout).
+DISCONNECT_TIMEOUT = 10.0
 
 
 class FrameStream(trio.abc.Stream):
@@ -135,29 +137,37 @@ def origin_allowed(origin: bytes | None, allowed: tuple[str, ...]) -> bool:
 
 
 def peer_of(request: WebSocketRequest) -> str:
+    """The peer's `peer_key` (a plain connection's stream is the listener's `GatedStream`,
+    whose ``repr`` is just that)."""
     remote = request.remote
     if isinstance(remote, str):
         return remote
-    host = str(remote.address)
-    return f"[{host}]:{remote.port}" if ":" in host else f"{host}:{remote.port}"
+    return peer_key(remote.address, remote.port)
 
 
 class WsServer:
     """The connections one WebSocket listener admits and serves."""
 
-    def __init__(self, app: AppContext, listen: Listen, connections: Connections) -> None:
+    def __init__(
+        self, app: AppContext, listen: Listen, connections: Connections, admission: Admission
+    ) -> None:
         self.app = app
         self.listen = listen
         self.connections = connections
+        self.admission = admission
         self.auth = BearerAuth(listen.token)
         self.stopping = False
         self.serving: dict[str, Connection] = {}
         self.drained = trio.Event()  # set once stopping and no session is left
 
     async def handle(self, request: WebSocketRequest) -> None:
-        """Check the handshake, then serve the session until it ends; never raises."""
+        """Check the handshake, then serve the session until it ends; never raises.
+
+        Until its handshake passes the checks the connection is pending in the
+        listener's `Admission` (its pool, and ``[serve] auth_timeout`` from accept)."""
         if not await self.admit(request):
             return
+        self.admission.authorise_peer(peer_of(request))
         subprotocol = SUBPROTOCOL if SUBPROTOCOL in request.proposed_subprotocols else None
         try:
             ws = await request.accept(subprotocol=subprotocol)
@@ -246,13 +256,16 @@ def ws_listener(
     async def start(
         ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        server = WsServer(app, listen, connections)
-        tcp = await open_listeners(listen)
+        admission = connections.admission(
+            name, unauth_limit=listen.unauth_limit, auth_timeout=listen.auth_timeout
+        )
+        server = WsServer(app, listen, connections, admission)
+        tcp = gate(await open_listeners(listen.host, listen.port, listen.bind_hint), admission)
         bound = tcp[0].socket.getsockname()
         host, port = str(bound[0]), int(bound[1])
-        listeners: list[trio.SocketListener] | list[trio.SSLListener[trio.SocketStream]] = tcp
+        listeners: list[GatedListener] | list[TlsListener] = tcp
         if ssl_context is not None:
-            listeners = [trio.SSLListener(t, ssl_context, https_compatible=True) for t in tcp]
+            listeners = [TlsListener(t, ssl_context) for t in tcp]
         with connections.listening(app.status_sections, name, listen.url(port)):
             try:
                 async with trio.open_nursery() as handlers:
@@ -262,10 +275,11 @@ def ws_listener(
                         handler_nursery=handlers,
                         max_message_size=FRAME_HOLD_FACTOR * limit,
                         receive_buffer_size=RECEIVE_BUFFER,
-                        connect_timeout=HANDSHAKE_TIMEOUT,
-                        disconnect_timeout=HANDSHAKE_TIMEOUT,
+                        connect_timeout=listen.auth_timeout,
+                        disconnect_timeout=DISCONNECT_TIMEOUT,
                     )
                     async with trio.open_nursery() as acceptor:
+                        acceptor.start_soon(admission.expire)
                         await acceptor.start(ws_server.run)
                         if on_listening is not None:
                             on_listening(host, port)

@@ -1,0 +1,524 @@
+"""Accepting connections: binding a listener, the descriptor budget of the process, and
+the unauthenticated phase of every accepted connection.
+
+Every network listener of ``memtrio serve`` (http, tcp, ws and the attach endpoint)
+accepts through a `GatedListener`, so a connection is counted from ``accept`` on,
+whichever transport it is and whether or not it ever authenticates:
+
+- **The budget.** `Budget` derives from the process's descriptor limit
+  (``RLIMIT_NOFILE``, whose soft value is first raised to the hard one) how many
+  accepted sockets may be open at once, leaving headroom for the store, the logs
+  and the code index. A connection over it is closed at once, so ``accept`` never
+  fails with ``EMFILE`` for everyone; the attach endpoint has a reserve the public
+  listener cannot take.
+- **The unauthenticated phase.** Until the transport marks it authorised (the TCP
+  token line, the WebSocket handshake, an HTTP request with the token), a
+  connection is *pending*. Each listener has its own small pool of pending
+  connections (``[serve] unauth_limit``) and a deadline (``[serve] auth_timeout``
+  seconds from accept). A pending connection past its deadline is shut down; a new
+  one arriving at a full pool evicts the oldest pending connection of the peer
+  address that holds the most, so a flood from one address only ever displaces
+  itself, and a client that sends its credentials right away always gets in.
+- **Accept errors.** ``EMFILE``/``ENFILE`` (descriptors exhausted by something else)
+  make the accept loop pause `ACCEPT_RETRY` seconds and retry; it never spins and
+  never dies of them.
+
+Shutting a connection down (``shutdown(SHUT_RDWR)``) rather than closing its
+descriptor lets the task serving it see an ordinary end of stream and close it.
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import itertools
+import math
+import os
+import resource
+import socket as stdlib_socket
+import ssl
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import trio
+
+from ...supervisors import trace
+from ...supervisors.errors import UserError
+
+# Descriptors a serving process keeps free for everything but accepted sockets (the
+# store's connections, the code index, logs, worker pipes): an eighth of the limit,
+# at least 16 and at most 256.
+HEADROOM_MIN = 16
+HEADROOM_MAX = 256
+# The soft descriptor limit is raised to the hard one, up to this many.
+RAISE_NOFILE_TO = 65536
+# Sockets of the attach endpoint the public listener may never take.
+ATTACH_RESERVE = 16
+# Pending (unauthenticated) connections the attach endpoint holds at once: its only
+# clients are `memtrio mcp` children that send their token with the connection.
+ATTACH_UNAUTH_LIMIT = 8
+# The smallest useful budgets, whatever the descriptor limit says.
+MIN_SOCKETS = 8
+MIN_UNAUTH = 2
+# Seconds the accept loop waits after EMFILE/ENFILE/ENOBUFS/ENOMEM before it retries.
+ACCEPT_RETRY = 0.1
+CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+
+
+class ListenError(UserError):
+    """The listener cannot bind its address (in use, not an address of this machine, a
+    privileged port, an unknown host): one line, exit code 2."""
+
+    code = 2
+
+
+def bind_message(host: str, port: int, exc: OSError, flag: str = "--bind") -> str:
+    """The one line that says why ``host:port`` cannot be bound and what to do.
+
+    ``flag`` is how the user sets the address (``--bind``, ``[serve] bind``); empty
+    for a listener whose address is not the user's choice (the attach endpoint).
+    """
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    code = exc.errno
+    if not flag:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        return (
+            f"cannot listen on {where} (the attach endpoint of memtrio mcp children, a free "
+            f"loopback port): {why[0].lower()}{why[1:]}; check that the loopback interface "
+            "(127.0.0.1) is up and that this process may open more files (ulimit -n)"
+        )
+    if isinstance(exc, stdlib_socket.gaierror) or code in (
+        stdlib_socket.EAI_NONAME,
+        stdlib_socket.EAI_AGAIN,
+    ):
+        return (
+            f"cannot listen on {where}: the host {host!r} is not known here "
+            f"({exc.strerror or exc}); use an IP address of this machine in {flag} "
+            "(127.0.0.1 for this machine only, 0.0.0.0 for every interface)"
+        )
+    if code == errno.EADDRINUSE:
+        return (
+            f"cannot listen on {where}: the address is already in use (another memtrio serve, "
+            f"or another program, listens there); stop it or choose another port with {flag} "
+            "(port 0: any free port)"
+        )
+    if code == errno.EADDRNOTAVAIL:
+        return (
+            f"cannot listen on {where}: {host} is not an address of this machine; use one of "
+            f"its addresses in {flag} (127.0.0.1 for this machine only, 0.0.0.0 for every "
+            "interface)"
+        )
+    if code in (errno.EACCES, errno.EPERM):
+        return (
+            f"cannot listen on {where}: permission denied (ports below 1024 are privileged); "
+            f"choose a port from 1024 up with {flag}"
+        )
+    why = exc.strerror or str(exc) or type(exc).__name__
+    return (
+        f"cannot listen on {where}: {why[0].lower()}{why[1:]}; choose another address with {flag}"
+    )
+
+
+async def open_listeners(host: str, port: int, flag: str = "--bind") -> list[trio.SocketListener]:
+    """The bound TCP listeners of ``host:port``.
+
+    Error handling: raises `ListenError` (one line naming the address and what to
+    do, exit 2) when the address cannot be bound or resolved.
+    """
+    try:
+        return await trio.open_tcp_listeners(port, host=host)
+    except OSError as exc:
+        raise ListenError(bind_message(host, port, exc, flag)) from None
+
+
+def peer_key(host: object, port: object) -> str:
+    """``host:port`` (``[v6]:port``) of a peer, the host in its canonical form."""
+    text = str(host)
+    try:
+        text = str(ipaddress.ip_address(text.split("%", 1)[0]))
+    except ValueError:
+        pass
+    return f"[{text}]:{port}" if ":" in text else f"{text}:{port}"
+
+
+def socket_peer(sock: trio.socket.SocketType) -> tuple[str, str]:
+    """(peer key, peer host) of a connected socket; ("unknown", "unknown") when gone."""
+    try:
+        address = sock.getpeername()
+    except OSError:
+        return "unknown", "unknown"
+    if not isinstance(address, tuple):
+        return str(address), str(address)
+    key = peer_key(address[0], address[1])
+    return key, key.rpartition(":")[0]
+
+
+def raise_descriptor_limit() -> tuple[int, int]:
+    """Raise the soft ``RLIMIT_NOFILE`` to the hard one (at most `RAISE_NOFILE_TO`); the
+    (soft, hard) limits in force afterwards."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    ceiling = RAISE_NOFILE_TO if hard == resource.RLIM_INFINITY else min(hard, RAISE_NOFILE_TO)
+    if soft != resource.RLIM_INFINITY and soft < ceiling:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (ceiling, hard))
+            trace.event("net", "descriptor_limit_raised", soft=soft, to=ceiling, hard=hard)
+            soft = ceiling
+        except (OSError, ValueError) as exc:
+            trace.warning(
+                "net", "descriptor_limit_not_raised", soft=soft, hard=hard, error=str(exc)
+            )
+    return soft, hard
+
+
+def open_descriptors() -> int:
+    """How many descriptors this process has open (an estimate where /proc is missing)."""
+    for folder in ("/proc/self/fd", "/dev/fd"):
+        try:
+            return len(os.listdir(folder))
+        except OSError:
+            continue
+    return 64
+
+
+class Budget:
+    """The accepted sockets of one process, against what its descriptor limit allows.
+
+    `plan` runs once, when the first listener starts (the store and the other
+    actors have opened their files by then).
+    """
+
+    def __init__(self) -> None:
+        self.open = 0  # accepted sockets not yet closed, every listener
+        self.limit = 0  # 0: not planned yet
+        self.descriptor_limit = 0
+        self.refused = 0  # closed at once: over the budget
+
+    @property
+    def planned(self) -> bool:
+        return self.limit > 0
+
+    def plan(self) -> int:
+        """Derive the socket budget from ``RLIMIT_NOFILE`` (once); the budget."""
+        if self.planned:
+            return self.limit
+        soft, _ = raise_descriptor_limit()
+        if soft == resource.RLIM_INFINITY:
+            soft = RAISE_NOFILE_TO
+        used = open_descriptors()
+        headroom = min(max(soft // 8, HEADROOM_MIN), HEADROOM_MAX)
+        self.descriptor_limit = soft
+        self.limit = max(MIN_SOCKETS, soft - used - headroom)
+        trace.event("net", "socket_budget", sockets=self.limit, descriptor_limit=soft, in_use=used)
+        return self.limit
+
+
+@dataclass(eq=False)
+class Ticket:
+    """One accepted socket, from accept to close."""
+
+    id: int
+    admission: Admission
+    stream: trio.SocketStream
+    peer: str
+    host: str
+    deadline: float
+    pending: bool = True
+    busy: int = 0  # requests being served while pending (HTTP): not shut down meanwhile
+    closed: bool = False
+
+    def authorise(self) -> None:
+        """The connection showed its credentials (or needs none): it leaves the pool."""
+        self.admission.authorise(self)
+
+    def shut(self) -> None:
+        """End the connection: the task serving it sees an end of stream and closes it."""
+        try:
+            self.stream.socket.shutdown(stdlib_socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+class Admission:
+    """The connections one listener accepted: its pool of pending (unauthenticated)
+    connections, their deadline, and its share of the process's `Budget`.
+
+    ``unauth_limit``: pending connections at once; ``auth_timeout``: seconds from
+    accept to authorisation; ``reserve``: sockets of the budget this listener leaves
+    to others (the public listener leaves `ATTACH_RESERVE` to the attach endpoint).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        budget: Budget,
+        *,
+        unauth_limit: int,
+        auth_timeout: float,
+        reserve: int = 0,
+    ) -> None:
+        self.name = name
+        self.budget = budget
+        self.configured_unauth = unauth_limit
+        self.unauth_limit = unauth_limit
+        self.auth_timeout = auth_timeout
+        self.reserve = reserve
+        self.pending: OrderedDict[int, Ticket] = OrderedDict()
+        self.by_peer: dict[str, Ticket] = {}
+        self.open = 0
+        self.accepted = 0
+        self.authorised = 0
+        self.expired = 0
+        self.evicted = 0
+        self.refused = 0
+        self._ids = itertools.count(1)
+        self._changed = trio.Event()
+        self._idle = True  # the deadline task waits for a pending connection
+
+    def plan(self) -> None:
+        """Fit the pending pool in the budget (planned on first use)."""
+        sockets = self.budget.plan()
+        share = max(MIN_UNAUTH, (sockets - self.reserve) // 4)
+        self.unauth_limit = max(1, min(self.configured_unauth, share))
+        if self.unauth_limit < self.configured_unauth:
+            trace.warning(
+                self.name,
+                "unauth_limit_lowered",
+                configured=self.configured_unauth,
+                to=self.unauth_limit,
+                descriptor_limit=self.budget.descriptor_limit,
+            )
+
+    # -- accept ----------------------------------------------------------------
+
+    def admit(self, stream: trio.SocketStream) -> Ticket | None:
+        """A ticket for a just-accepted ``stream``, or None when it must be closed at once
+        (the process is at its socket budget)."""
+        if self.budget.open >= self.budget.limit - self.reserve:
+            self.refused += 1
+            self.budget.refused += 1
+            trace.event(self.name, "connection_refused", level="warning", why="socket budget",
+                        sockets=self.budget.open)  # fmt: skip
+            return None
+        if len(self.pending) >= self.unauth_limit:
+            self._evict()
+        peer, host = socket_peer(stream.socket)
+        now = trio.current_time()
+        ticket = Ticket(next(self._ids), self, stream, peer, host, now + self.auth_timeout)
+        self.pending[ticket.id] = ticket
+        self.by_peer[peer] = ticket
+        self.open += 1
+        self.accepted += 1
+        self.budget.open += 1
+        if self._idle:
+            self._wake()
+        return ticket
+
+    def _evict(self) -> None:
+        """Shut the oldest pending connection of the address holding the most."""
+        counts: dict[str, int] = {}
+        for ticket in self.pending.values():
+            counts[ticket.host] = counts.get(ticket.host, 0) + 1
+        top = max(counts, key=lambda host: counts[host])
+        victim = next(
+            (t for t in self.pending.values() if t.host == top and not t.busy),
+            next(iter(self.pending.values())),
+        )
+        self._drop(victim)
+        self.evicted += 1
+        if self.evicted == 1 or self.evicted % 1000 == 0:
+            trace.event(self.name, "unauthenticated_evicted", level="warning", peer=victim.peer,
+                        total=self.evicted, pending_limit=self.unauth_limit)  # fmt: skip
+        victim.shut()
+
+    def _drop(self, ticket: Ticket) -> None:
+        if ticket.pending:
+            ticket.pending = False
+            self.pending.pop(ticket.id, None)
+            if self.by_peer.get(ticket.peer) is ticket:
+                del self.by_peer[ticket.peer]
+
+    # -- the transports ----------------------------------------------------------
+
+    def authorise(self, ticket: Ticket) -> None:
+        if ticket.pending and not ticket.closed:
+            self._drop(ticket)
+            self.authorised += 1
+
+    def authorise_peer(self, peer: str) -> bool:
+        """Authorise the pending connection of ``peer`` (a `peer_key`); whether it was pending."""
+        ticket = self.by_peer.get(peer)
+        if ticket is None:
+            return False
+        self.authorise(ticket)
+        return True
+
+    def ticket_of(self, peer: str) -> Ticket | None:
+        """The pending connection of ``peer``, if any."""
+        return self.by_peer.get(peer)
+
+    def release(self, ticket: Ticket) -> None:
+        """The socket was closed: give its place back (once)."""
+        if ticket.closed:
+            return
+        ticket.closed = True
+        self._drop(ticket)
+        self.open -= 1
+        self.budget.open -= 1
+
+    # -- the deadline --------------------------------------------------------------
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def expire(self) -> None:
+        """Shut the pending connections that outlive ``auth_timeout`` (runs until cancelled).
+
+        A pending HTTP connection with a request being served is shut once that
+        request ends (`done`)."""
+        while True:
+            now = trio.current_time()
+            following = math.inf
+            for ticket in list(self.pending.values()):  # in accept order: deadline order
+                if ticket.busy:
+                    continue
+                if ticket.deadline > now:
+                    following = ticket.deadline
+                    break
+                self._expire(ticket)
+            self._idle = math.isinf(following)
+            with trio.move_on_at(following):
+                await self._changed.wait()
+
+    def _expire(self, ticket: Ticket) -> None:
+        self._drop(ticket)
+        self.expired += 1
+        if self.expired == 1 or self.expired % 1000 == 0:
+            trace.event(self.name, "unauthenticated_expired", level="info", peer=ticket.peer,
+                        total=self.expired, auth_timeout=self.auth_timeout)  # fmt: skip
+        ticket.shut()
+
+    def begin(self, ticket: Ticket) -> None:
+        """A request of pending ``ticket`` is being served (HTTP)."""
+        ticket.busy += 1
+
+    def done(self, ticket: Ticket) -> None:
+        """That request ended: a pending connection past its deadline is shut now."""
+        ticket.busy -= 1
+        if ticket.pending and not ticket.busy:
+            if ticket.deadline <= trio.current_time():
+                self._expire(ticket)
+            else:
+                self._wake()
+
+    def snapshot(self) -> dict[str, object]:
+        """What ``server_status`` shows of this listener's connections."""
+        return {
+            "open": self.open,
+            "unauthenticated": len(self.pending),
+            "unauth_limit": self.unauth_limit,
+            "auth_timeout": self.auth_timeout,
+            "accepted": self.accepted,
+            "authorised": self.authorised,
+            "expired": self.expired,
+            "evicted": self.evicted,
+            "refused": self.refused,
+        }
+
+
+class GatedStream(trio.abc.HalfCloseableStream):
+    """An accepted socket that gives its place back to its `Admission` when closed.
+
+    ``socket`` is the socket (hypercorn and the WebSocket library read the peer from
+    it); ``repr`` is the peer's address.
+    """
+
+    def __init__(self, stream: trio.SocketStream, ticket: Ticket) -> None:
+        self.stream = stream
+        self.ticket = ticket
+        self.socket = stream.socket
+
+    def __repr__(self) -> str:
+        return self.ticket.peer
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self.stream.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.stream.wait_send_all_might_not_block()
+
+    async def send_eof(self) -> None:
+        await self.stream.send_eof()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        return await self.stream.receive_some(max_bytes)
+
+    def setsockopt(self, level: int, option: int, value: int | bytes) -> None:
+        self.stream.setsockopt(level, option, value)
+
+    def getsockopt(self, level: int, option: int, buffersize: int = 0) -> int | bytes:
+        return self.stream.getsockopt(level, option, buffersize)
+
+    async def aclose(self) -> None:
+        self.ticket.admission.release(self.ticket)
+        await self.stream.aclose()
+
+
+class GatedListener(trio.abc.Listener[GatedStream]):
+    """A TCP listener whose connections are counted from accept by ``admission``.
+
+    Error handling: ``accept`` never raises for a full descriptor table (it waits
+    `ACCEPT_RETRY` seconds and tries again) nor for a connection over the budget
+    (closed at once, the next one is accepted).
+    """
+
+    def __init__(self, listener: trio.SocketListener, admission: Admission) -> None:
+        self.listener = listener
+        self.admission = admission
+        self.socket = listener.socket
+        self.pauses = 0
+
+    async def accept(self) -> GatedStream:
+        while True:
+            try:
+                stream = await self.listener.accept()
+            except OSError as exc:
+                if exc.errno not in CAPACITY_ERRNOS:
+                    raise
+                self.pauses += 1
+                if self.pauses == 1 or self.pauses % 100 == 0:
+                    trace.warning(self.admission.name, "accept_paused", pauses=self.pauses,
+                                  error=errno.errorcode.get(exc.errno or 0, str(exc)))  # fmt: skip
+                await trio.sleep(ACCEPT_RETRY)
+                continue
+            ticket = self.admission.admit(stream)
+            if ticket is None:
+                await trio.aclose_forcefully(stream)
+                continue
+            return GatedStream(stream, ticket)
+
+    async def aclose(self) -> None:
+        await self.listener.aclose()
+
+
+class TlsListener(trio.abc.Listener[trio.SSLStream[GatedStream]]):
+    """A `GatedListener` whose connections speak TLS (``trio.SSLListener`` insists on a
+    plain socket listener underneath, and counts nothing)."""
+
+    def __init__(self, listener: GatedListener, context: ssl.SSLContext) -> None:
+        self.listener = listener
+        self.context = context
+        self.socket = listener.socket
+
+    async def accept(self) -> trio.SSLStream[GatedStream]:
+        stream = await self.listener.accept()
+        return trio.SSLStream(stream, self.context, server_side=True, https_compatible=True)
+
+    async def aclose(self) -> None:
+        await self.listener.aclose()
+
+
+def gate(listeners: list[trio.SocketListener], admission: Admission) -> list[GatedListener]:
+    """``listeners``, each counting its connections in ``admission`` (planned now)."""
+    admission.plan()
+    return [GatedListener(listener, admission) for listener in listeners]
