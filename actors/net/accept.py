@@ -23,13 +23,16 @@ whichever transport it is and whether or not it ever authenticates:
   make the accept loop pause `ACCEPT_RETRY` seconds and retry; it never spins and
   never dies of them.
 
-Shutting a connection down (``shutdown(SHUT_RDWR)``) rather than closing its
-descriptor lets the task serving it see an ordinary end of stream and close it.
+Each accepted connection is served by `run_gated`, which closes it when its
+handler returns and cancels the handler when the listener shuts the connection
+(evicted, past its deadline), so a pending connection's descriptor is given back
+at once whatever the transport's library would otherwise wait for.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import ipaddress
 import itertools
 import math
@@ -37,8 +40,12 @@ import os
 import resource
 import socket as stdlib_socket
 import ssl
-from collections import OrderedDict
+import struct
+import termios
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 
@@ -57,6 +64,13 @@ ATTACH_RESERVE = 16
 # Pending (unauthenticated) connections the attach endpoint holds at once: its only
 # clients are `memtrio mcp` children that send their token with the connection.
 ATTACH_UNAUTH_LIMIT = 8
+# Seconds a silent pending connection must have waited before a silent newcomer to a full
+# pool may displace it (a newcomer that already sent bytes displaces one at once).
+EVICT_MIN_AGE = 0.5
+# Seconds a silent newcomer to a full pool may wait on probation for its first bytes, and
+# how often the waiting ones are looked at.
+PROBATION = 0.25
+PROBATION_TICK = 0.01
 # The smallest useful budgets, whatever the descriptor limit says.
 MIN_SOCKETS = 8
 MIN_UNAUTH = 2
@@ -129,6 +143,15 @@ async def open_listeners(host: str, port: int, flag: str = "--bind") -> list[tri
         return await trio.open_tcp_listeners(port, host=host)
     except OSError as exc:
         raise ListenError(bind_message(host, port, exc, flag)) from None
+
+
+def waiting(sock: trio.socket.SocketType) -> bool:
+    """Whether bytes from the peer are waiting on ``sock`` (read nothing)."""
+    try:
+        raw = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+    except OSError:
+        return False
+    return bool(struct.unpack("i", raw)[0])
 
 
 def peer_key(host: object, port: object) -> str:
@@ -214,7 +237,7 @@ class Budget:
 
 @dataclass(eq=False)
 class Ticket:
-    """One accepted socket, from accept to close."""
+    """One accepted connection of a listener, from accept to close."""
 
     id: int
     admission: Admission
@@ -222,20 +245,29 @@ class Ticket:
     peer: str
     host: str
     deadline: float
+    accepted: float
     pending: bool = True
+    spoke: bool = False  # some bytes arrived from the peer
     busy: int = 0  # requests being served while pending (HTTP): not shut down meanwhile
     closed: bool = False
+    shut_down: bool = False  # ended by its listener (evicted, expired): nothing to answer
+    # The task serving the connection (`run_gated`): cancelled when it is shut down.
+    scope: trio.CancelScope | None = None
 
     def authorise(self) -> None:
         """The connection showed its credentials (or needs none): it leaves the pool."""
         self.admission.authorise(self)
 
     def shut(self) -> None:
-        """End the connection: the task serving it sees an end of stream and closes it."""
+        """End the (pending) connection: the task serving it is cancelled and closes it; the
+        peer sees the connection end."""
+        self.shut_down = True
         try:
             self.stream.socket.shutdown(stdlib_socket.SHUT_RDWR)
         except OSError:
             pass
+        if self.scope is not None:
+            self.scope.cancel()
 
 
 class Admission:
@@ -264,6 +296,7 @@ class Admission:
         self.reserve = reserve
         self.pending: OrderedDict[int, Ticket] = OrderedDict()
         self.by_peer: dict[str, Ticket] = {}
+        self.waiting_room = 0  # silent newcomers on probation (`GatedListener`)
         self.open = 0
         self.accepted = 0
         self.authorised = 0
@@ -290,39 +323,64 @@ class Admission:
 
     # -- accept ----------------------------------------------------------------
 
-    def admit(self, stream: trio.SocketStream) -> Ticket | None:
-        """A ticket for a just-accepted ``stream``, or None when it must be closed at once
-        (the process is at its socket budget)."""
-        if self.budget.open >= self.budget.limit - self.reserve:
-            self.refused += 1
-            self.budget.refused += 1
-            trace.event(self.name, "connection_refused", level="warning", why="socket budget",
-                        sockets=self.budget.open)  # fmt: skip
-            return None
-        if len(self.pending) >= self.unauth_limit:
-            self._evict()
+    @property
+    def full(self) -> bool:
+        return len(self.pending) >= self.unauth_limit
+
+    @property
+    def over_budget(self) -> bool:
+        return self.budget.open >= self.budget.limit - self.reserve
+
+    def admit(self, stream: trio.SocketStream, now: float) -> Ticket:
+        """Register ``stream`` (counted in the budget already) as a pending connection."""
         peer, host = socket_peer(stream.socket)
-        now = trio.current_time()
-        ticket = Ticket(next(self._ids), self, stream, peer, host, now + self.auth_timeout)
+        ticket = Ticket(next(self._ids), self, stream, peer, host, now + self.auth_timeout, now)
         self.pending[ticket.id] = ticket
         self.by_peer[peer] = ticket
         self.open += 1
         self.accepted += 1
-        self.budget.open += 1
         if self._idle:
             self._wake()
         return ticket
 
-    def _evict(self) -> None:
-        """Shut the oldest pending connection of the address holding the most."""
+    def refuse(self, why: str) -> None:
+        """Count (and, rate-limited, log) a connection closed at accept."""
+        self.refused += 1
+        if why == "socket budget":
+            self.budget.refused += 1
+        if self.refused <= 10 or self.refused % 1000 == 0:
+            trace.event(self.name, "connection_refused", level="warning", why=why,
+                        sockets=self.budget.open, count=self.refused)  # fmt: skip
+
+    def victim(self, newcomer_spoke: bool, now: float) -> Ticket | None:
+        """The pending connection a newcomer to a full pool displaces, or None.
+
+        A newcomer whose first bytes have already arrived (a client sends its
+        credentials with the connection) displaces the oldest connection that has sent
+        nothing, else the oldest one not answering a request, of the peer address
+        holding the most pending connections. A newcomer that has sent nothing
+        displaces only a silent connection pending for `EVICT_MIN_AGE` seconds or more
+        (None: it waits on probation, see `GatedListener`).
+        """
+        pool = [t for t in self.pending.values() if not t.busy] or list(self.pending.values())
+        if not pool:
+            return None
+        if not newcomer_spoke:
+            oldest = next((t for t in pool if not t.spoke), None)
+            if oldest is not None and now - oldest.accepted >= EVICT_MIN_AGE:
+                return oldest
+            return None
         counts: dict[str, int] = {}
-        for ticket in self.pending.values():
+        for ticket in pool:
             counts[ticket.host] = counts.get(ticket.host, 0) + 1
         top = max(counts, key=lambda host: counts[host])
-        victim = next(
-            (t for t in self.pending.values() if t.host == top and not t.busy),
-            next(iter(self.pending.values())),
+        mine = [t for t in pool if t.host == top]
+        return next((t for t in mine if not t.spoke), None) or next(
+            (t for t in pool if not t.spoke), mine[0]
         )
+
+    def evict(self, victim: Ticket) -> None:
+        """Shut ``victim`` down to make room."""
         self._drop(victim)
         self.evicted += 1
         if self.evicted == 1 or self.evicted % 1000 == 0:
@@ -416,6 +474,7 @@ class Admission:
         return {
             "open": self.open,
             "unauthenticated": len(self.pending),
+            "on_probation": self.waiting_room,
             "unauth_limit": self.unauth_limit,
             "auth_timeout": self.auth_timeout,
             "accepted": self.accepted,
@@ -451,7 +510,10 @@ class GatedStream(trio.abc.HalfCloseableStream):
         await self.stream.send_eof()
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
-        return await self.stream.receive_some(max_bytes)
+        data = await self.stream.receive_some(max_bytes)
+        if data:
+            self.ticket.spoke = True
+        return data
 
     def setsockopt(self, level: int, option: int, value: int | bytes) -> None:
         self.stream.setsockopt(level, option, value)
@@ -464,24 +526,61 @@ class GatedStream(trio.abc.HalfCloseableStream):
         await self.stream.aclose()
 
 
-class GatedListener(trio.abc.Listener[GatedStream]):
-    """A TCP listener whose connections are counted from accept by ``admission``.
+Handler = Callable[[Any], Awaitable[object]]
 
-    Error handling: ``accept`` never raises for a full descriptor table (it waits
+
+class GatedListener:
+    """A bound TCP listener whose connections are counted from accept by ``admission``
+    and served by `serve` (``tls``: wrapped in TLS before the handler sees them).
+
+    A newcomer to a full pool of pending connections that has sent nothing yet waits
+    on probation (no task, no handler) for its first bytes, at most `PROBATION`
+    seconds and `Admission.unauth_limit` newcomers at a time; with bytes it takes the
+    place of a pending connection (`Admission.victim`), else it is closed. So a flood
+    of silent connections costs the server an ``accept`` and a ``close`` each, and a
+    client that speaks first, as every client of memtrio does, is never turned away.
+
+    Error handling: the accept loop never ends for a full descriptor table (it waits
     `ACCEPT_RETRY` seconds and tries again) nor for a connection over the budget
-    (closed at once, the next one is accepted).
+    (closed at once).
     """
 
-    def __init__(self, listener: trio.SocketListener, admission: Admission) -> None:
+    def __init__(
+        self,
+        listener: trio.SocketListener,
+        admission: Admission,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.listener = listener
         self.admission = admission
+        self.tls = tls
         self.socket = listener.socket
         self.pauses = 0
+        self.probation: deque[tuple[trio.SocketStream, float]] = deque()
+        self._arrival = trio.Event()
+        self._handler: Handler | None = None
+        self._nursery: trio.Nursery | None = None
 
-    async def accept(self) -> GatedStream:
+    async def serve(
+        self,
+        handler: Handler,
+        handler_nursery: trio.Nursery,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Accept connections until cancelled; each admitted one is served by ``handler``
+        (through `run_gated`) in ``handler_nursery``."""
+        self._handler, self._nursery = handler, handler_nursery
+        async with trio.open_nursery() as own:
+            own.start_soon(self._watch_probation)
+            task_status.started()
+            while True:
+                self._arrive(await self._accept())
+
+    async def _accept(self) -> trio.SocketStream:
         while True:
             try:
-                stream = await self.listener.accept()
+                return await self.listener.accept()
             except OSError as exc:
                 if exc.errno not in CAPACITY_ERRNOS:
                     raise
@@ -490,35 +589,117 @@ class GatedListener(trio.abc.Listener[GatedStream]):
                     trace.warning(self.admission.name, "accept_paused", pauses=self.pauses,
                                   error=errno.errorcode.get(exc.errno or 0, str(exc)))  # fmt: skip
                 await trio.sleep(ACCEPT_RETRY)
+
+    def _arrive(self, stream: trio.SocketStream) -> None:
+        admission = self.admission
+        if admission.over_budget:
+            admission.refuse("socket budget")
+            stream.socket.close()
+            return
+        admission.budget.open += 1
+        now = trio.current_time()
+        if admission.full:
+            victim = admission.victim(waiting(stream.socket), now)
+            if victim is None:
+                if len(self.probation) >= admission.unauth_limit:
+                    self._turn_away(self.probation.popleft()[0])
+                self.probation.append((stream, now))
+                admission.waiting_room = len(self.probation)
+                if len(self.probation) == 1:
+                    self._arrival.set()
+                    self._arrival = trio.Event()
+                return
+            admission.evict(victim)
+        self._start(stream, now)
+
+    def _start(self, stream: trio.SocketStream, now: float) -> None:
+        assert self._handler is not None and self._nursery is not None
+        gated = GatedStream(stream, self.admission.admit(stream, now))
+        served: trio.abc.Stream = gated
+        if self.tls is not None:
+            served = trio.SSLStream(gated, self.tls, server_side=True, https_compatible=True)
+        self._nursery.start_soon(run_gated, self._handler, served)
+
+    def _turn_away(self, stream: trio.SocketStream) -> None:
+        self.admission.refuse("unauth_limit")
+        self.admission.budget.open -= 1
+        stream.socket.close()
+
+    async def _watch_probation(self) -> None:
+        """Admit the newcomers on probation whose first bytes arrived (or for whom there is
+        room now), close those that stayed silent for `PROBATION` seconds."""
+        admission = self.admission
+        while True:
+            if not self.probation:
+                await self._arrival.wait()
                 continue
-            ticket = self.admission.admit(stream)
-            if ticket is None:
-                await trio.aclose_forcefully(stream)
-                continue
-            return GatedStream(stream, ticket)
+            await trio.sleep(PROBATION_TICK)
+            now = trio.current_time()
+            kept: deque[tuple[trio.SocketStream, float]] = deque()
+            while self.probation:
+                stream, since = self.probation.popleft()
+                if waiting(stream.socket) or not admission.full:
+                    victim = admission.victim(True, now) if admission.full else None
+                    if victim is not None:
+                        admission.evict(victim)
+                    self._start(stream, now)
+                elif now - since >= PROBATION:
+                    self._turn_away(stream)
+                else:
+                    kept.append((stream, since))
+            self.probation = kept
+            admission.waiting_room = len(kept)
 
     async def aclose(self) -> None:
+        while self.probation:
+            self._turn_away(self.probation.popleft()[0])
         await self.listener.aclose()
 
 
-class TlsListener(trio.abc.Listener[trio.SSLStream[GatedStream]]):
-    """A `GatedListener` whose connections speak TLS (``trio.SSLListener`` insists on a
-    plain socket listener underneath, and counts nothing)."""
-
-    def __init__(self, listener: GatedListener, context: ssl.SSLContext) -> None:
-        self.listener = listener
-        self.context = context
-        self.socket = listener.socket
-
-    async def accept(self) -> trio.SSLStream[GatedStream]:
-        stream = await self.listener.accept()
-        return trio.SSLStream(stream, self.context, server_side=True, https_compatible=True)
-
-    async def aclose(self) -> None:
-        await self.listener.aclose()
+def ticket_of(stream: trio.abc.Stream) -> Ticket:
+    """The `Ticket` of a stream a gated listener accepted (TLS: of the stream under it)."""
+    if isinstance(stream, trio.SSLStream):
+        stream = stream.transport_stream
+    assert isinstance(stream, GatedStream)
+    return stream.ticket
 
 
-def gate(listeners: list[trio.SocketListener], admission: Admission) -> list[GatedListener]:
+async def run_gated(handler: Handler, stream: trio.abc.Stream) -> None:
+    """Serve one accepted ``stream`` with ``handler``; close it afterwards.
+
+    Cancellation: the handler is cancelled when the listener shuts the connection
+    down while it is still pending (`Ticket.shut`)."""
+    ticket = ticket_of(stream)
+    try:
+        with trio.CancelScope() as scope:
+            ticket.scope = scope
+            if ticket.shut_down:
+                scope.cancel()
+            await handler(stream)
+    finally:
+        ticket.scope = None
+        await trio.aclose_forcefully(stream)
+
+
+async def serve_gated(
+    handler: Handler,
+    listeners: Sequence[GatedListener],
+    *,
+    handler_nursery: trio.Nursery,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve every listener of ``listeners`` (`GatedListener.serve`) until cancelled."""
+    async with trio.open_nursery() as nursery:
+        for listener in listeners:
+            await nursery.start(listener.serve, handler, handler_nursery)
+        task_status.started()
+
+
+def gate(
+    listeners: list[trio.SocketListener],
+    admission: Admission,
+    tls: ssl.SSLContext | None = None,
+) -> list[GatedListener]:
     """``listeners``, each counting its connections in ``admission`` (planned now)."""
     admission.plan()
-    return [GatedListener(listener, admission) for listener in listeners]
+    return [GatedListener(listener, admission, tls) for listener in listeners]

@@ -34,7 +34,7 @@ from hypercorn.utils import wrap_app
 from ...supervisors import trace
 from ...supervisors.context import AppContext
 from ...supervisors.supervisor import PERMANENT, ChildContext, ChildSpec
-from .accept import Admission, gate, open_listeners, peer_key
+from .accept import Admission, GatedListener, gate, open_listeners, peer_key, serve_gated
 from .auth import BearerAuth
 from .connections import Connections
 from .http_asgi import Asgi, HttpServer
@@ -65,7 +65,7 @@ def hypercorn_config(listen: Listen) -> HypercornConfig:
 async def serve_asgi(
     app: Asgi,
     config: HypercornConfig,
-    listeners: Sequence[trio.abc.Listener[Any]],
+    listeners: Sequence[trio.abc.Listener[Any] | GatedListener],
     *,
     shutdown_trigger: Callable[[], Awaitable[object]],
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
@@ -91,9 +91,13 @@ async def serve_asgi(
 
     async with trio.open_nursery() as handlers:
         async with trio.open_nursery() as acceptor:
-            acceptor.start_soon(
-                partial(trio.serve_listeners, handler_nursery=handlers), handle, listeners
-            )
+            if all(isinstance(listener, GatedListener) for listener in listeners):
+                gated = [listener for listener in listeners if isinstance(listener, GatedListener)]
+                await acceptor.start(partial(serve_gated, handler_nursery=handlers), handle, gated)
+            else:
+                await acceptor.start(
+                    partial(trio.serve_listeners, handler_nursery=handlers), handle, listeners
+                )
             task_status.started()
             await shutdown_trigger()
             acceptor.cancel_scope.cancel()

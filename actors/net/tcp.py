@@ -27,7 +27,7 @@ from ...supervisors.context import AppContext
 from ...supervisors.supervisor import ChildContext, ChildSpec
 from ..session_state import SessionState
 from ..stdio import transport_children
-from .accept import GatedStream, gate, open_listeners
+from .accept import GatedStream, gate, open_listeners, serve_gated
 from .auth import BearerAuth
 from .connections import Connection, Connections
 from .listen import Listen
@@ -161,6 +161,8 @@ class TcpServer:
         rest = b""
         if self.auth.required:
             line, rest = await read_first_line(stream, self.listen.auth_timeout)
+            if line is None and stream.ticket.shut_down:
+                return None  # evicted or past [serve] auth_timeout: counted by the listener
             if line is None or not self.auth.check_line(line):
                 self.connections.refuse("tcp", peer, "no token" if line is None else "bad token")
                 await refuse(
@@ -226,9 +228,7 @@ def tcp_listener(
                     async with trio.open_nursery() as acceptor:
                         acceptor.start_soon(admission.expire)
                         acceptor.start_soon(
-                            partial(trio.serve_listeners, handler_nursery=handlers),
-                            server.handle,
-                            listeners,
+                            partial(serve_gated, handler_nursery=handlers), server.handle, listeners
                         )
                         if on_listening is not None:
                             on_listening(host, port)

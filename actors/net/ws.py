@@ -19,6 +19,7 @@ a certificate the listener serves ``wss://``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from urllib.parse import urlsplit
 
 import trio
@@ -26,14 +27,14 @@ from trio_websocket import (
     ConnectionClosed,
     WebSocketConnection,
     WebSocketRequest,
-    WebSocketServer,
+    wrap_server_stream,
 )
 
 from ...protocol import jsonrpc
 from ...supervisors import trace
 from ...supervisors.context import AppContext
 from ...supervisors.supervisor import ChildContext, ChildSpec
-from .accept import Admission, GatedListener, TlsListener, gate, open_listeners, peer_key
+from .accept import Admission, gate, open_listeners, peer_key, serve_gated
 from .auth import CHALLENGE, BearerAuth
 from .connections import Connection, Connections
 from .listen import Listen, is_loopback
@@ -46,8 +47,6 @@ SUBPROTOCOL = "mcp"
 # goes on; a longer one closes the connection with 1009 (Message Too Big).
 FRAME_HOLD_FACTOR = 2
 RECEIVE_BUFFER = 65536
-# Seconds a closing handshake may take (the opening one: [serve] auth_timeout).
-DISCONNECT_TIMEOUT = 10.0
 
 
 class FrameStream(trio.abc.Stream):
@@ -152,6 +151,7 @@ class WsServer:
         self, app: AppContext, listen: Listen, connections: Connections, admission: Admission
     ) -> None:
         self.app = app
+        self.frame_limit = FRAME_HOLD_FACTOR * app.config.server.request_limit
         self.listen = listen
         self.connections = connections
         self.admission = admission
@@ -159,6 +159,22 @@ class WsServer:
         self.stopping = False
         self.serving: dict[str, Connection] = {}
         self.drained = trio.Event()  # set once stopping and no session is left
+
+    async def serve_stream(self, stream: trio.abc.Stream) -> None:
+        """One accepted connection: wait for its opening handshake, then `handle` it.
+
+        Cancellation: a connection that sends no complete handshake is pending until
+        its listener shuts it down (``[serve] auth_timeout`` from accept, or evicted),
+        which cancels this."""
+        async with trio.open_nursery() as nursery:
+            request = await wrap_server_stream(
+                nursery,
+                stream,
+                max_message_size=self.frame_limit,
+                receive_buffer_size=RECEIVE_BUFFER,
+            )
+            await self.handle(request)
+            nursery.cancel_scope.cancel()
 
     async def handle(self, request: WebSocketRequest) -> None:
         """Check the handshake, then serve the session until it ends; never raises.
@@ -251,7 +267,6 @@ def ws_listener(
     returns.
     """
     ssl_context = server_ssl_context(listen)
-    limit = app.config.server.request_limit
 
     async def start(
         ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -260,27 +275,20 @@ def ws_listener(
             name, unauth_limit=listen.unauth_limit, auth_timeout=listen.auth_timeout
         )
         server = WsServer(app, listen, connections, admission)
-        tcp = gate(await open_listeners(listen.host, listen.port, listen.bind_hint), admission)
-        bound = tcp[0].socket.getsockname()
+        bound_listeners = await open_listeners(listen.host, listen.port, listen.bind_hint)
+        listeners = gate(bound_listeners, admission, ssl_context)
+        bound = listeners[0].socket.getsockname()
         host, port = str(bound[0]), int(bound[1])
-        listeners: list[GatedListener] | list[TlsListener] = tcp
-        if ssl_context is not None:
-            listeners = [TlsListener(t, ssl_context) for t in tcp]
         with connections.listening(app.status_sections, name, listen.url(port)):
             try:
                 async with trio.open_nursery() as handlers:
-                    ws_server = WebSocketServer(
-                        server.handle,
-                        listeners,
-                        handler_nursery=handlers,
-                        max_message_size=FRAME_HOLD_FACTOR * limit,
-                        receive_buffer_size=RECEIVE_BUFFER,
-                        connect_timeout=listen.auth_timeout,
-                        disconnect_timeout=DISCONNECT_TIMEOUT,
-                    )
                     async with trio.open_nursery() as acceptor:
                         acceptor.start_soon(admission.expire)
-                        await acceptor.start(ws_server.run)
+                        await acceptor.start(
+                            partial(serve_gated, handler_nursery=handlers),
+                            server.serve_stream,
+                            listeners,
+                        )
                         if on_listening is not None:
                             on_listening(host, port)
                         task_status.started()
