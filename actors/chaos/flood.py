@@ -224,10 +224,12 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 class HttpLink:
-    """HTTP/1.1 requests on one kept-alive connection (``Content-Length`` answers only)."""
+    """HTTP/1.1 requests on one kept-alive connection (answers with ``Content-Length`` or
+    chunked)."""
 
-    def __init__(self, stream: trio.SocketStream, host: str, token: str) -> None:
+    def __init__(self, stream: trio.SocketStream, host: str, port: int, token: str) -> None:
         self.stream = stream
+        self.address = (host, port)
         self.host = host
         self.token = token
         self.buffer = b""
@@ -252,11 +254,28 @@ class HttpLink:
         for line in lines[1:]:
             name, _, value = line.partition(":")
             fields[name.strip().lower()] = value.strip()
+        if fields.get("transfer-encoding", "").lower() == "chunked":
+            return status, fields, await self._chunks()
         size = int(fields.get("content-length", "0"))
+        return status, fields, await self._take(size)
+
+    async def _take(self, size: int) -> bytes:
         while len(self.buffer) < size:
             await self._more()
         data, self.buffer = self.buffer[:size], self.buffer[size:]
-        return status, fields, data
+        return data
+
+    async def _chunks(self) -> bytes:
+        body = b""
+        while True:
+            while b"\r\n" not in self.buffer:
+                await self._more()
+            line, _, self.buffer = self.buffer.partition(b"\r\n")
+            size = int(line.split(b";")[0], 16)
+            chunk = await self._take(size + 2)
+            if size == 0:
+                return body
+            body += chunk[:-2]
 
     async def _more(self) -> None:
         data = await self.stream.receive_some(65536)
@@ -316,7 +335,8 @@ class Probe:
         return line
 
     async def _http_link(self) -> HttpLink:
-        return HttpLink(await trio.open_tcp_stream(self.host, self.port), self.host, self.token)
+        stream = await trio.open_tcp_stream(self.host, self.port)
+        return HttpLink(stream, self.host, self.port, self.token)
 
     async def _ws(self, nursery: trio.Nursery) -> WebSocketConnection:
         return await connect_websocket(
@@ -491,13 +511,26 @@ async def measure(
                 into = figures.fresh if fresh else figures.established
                 try:
                     into.append(await (probe.fresh_ping(nursery) if fresh else probe.ping()))
-                except (OSError, EOFError, RuntimeError, trio.TooSlowError) as exc:
+                except (
+                    OSError,
+                    EOFError,
+                    RuntimeError,
+                    trio.TooSlowError,
+                    trio.BrokenResourceError,
+                ) as exc:
                     figures.failures.append(f"{type(exc).__name__}: {exc}"[:200])
                     into.append(ANSWER_TIMEOUT)
                 await trio.sleep(interval)
             try:
                 figures.transports = await probe.status()
-            except (OSError, EOFError, KeyError, ValueError, trio.TooSlowError) as exc:
+            except (
+                OSError,
+                EOFError,
+                KeyError,
+                ValueError,
+                trio.TooSlowError,
+                trio.BrokenResourceError,
+            ) as exc:
                 figures.failures.append(f"server_status: {type(exc).__name__}: {exc}"[:200])
             if process is not None and process.returncode is None:
                 process.send_signal(signal.SIGTERM)

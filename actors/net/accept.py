@@ -331,10 +331,12 @@ class Admission:
     def over_budget(self) -> bool:
         return self.budget.open >= self.budget.limit - self.reserve
 
-    def admit(self, stream: trio.SocketStream, now: float) -> Ticket:
-        """Register ``stream`` (counted in the budget already) as a pending connection."""
+    def admit(self, stream: trio.SocketStream, now: float, spoke: bool) -> Ticket:
+        """Register ``stream`` (counted in the budget already) as a pending connection
+        (``spoke``: its first bytes have arrived)."""
         peer, host = socket_peer(stream.socket)
         ticket = Ticket(next(self._ids), self, stream, peer, host, now + self.auth_timeout, now)
+        ticket.spoke = spoke
         self.pending[ticket.id] = ticket
         self.by_peer[peer] = ticket
         self.open += 1
@@ -598,8 +600,9 @@ class GatedListener:
             return
         admission.budget.open += 1
         now = trio.current_time()
+        spoke = waiting(stream.socket)
         if admission.full:
-            victim = admission.victim(waiting(stream.socket), now)
+            victim = admission.victim(spoke, now)
             if victim is None:
                 if len(self.probation) >= admission.unauth_limit:
                     self._turn_away(self.probation.popleft()[0])
@@ -610,11 +613,11 @@ class GatedListener:
                     self._arrival = trio.Event()
                 return
             admission.evict(victim)
-        self._start(stream, now)
+        self._start(stream, now, spoke)
 
-    def _start(self, stream: trio.SocketStream, now: float) -> None:
+    def _start(self, stream: trio.SocketStream, now: float, spoke: bool) -> None:
         assert self._handler is not None and self._nursery is not None
-        gated = GatedStream(stream, self.admission.admit(stream, now))
+        gated = GatedStream(stream, self.admission.admit(stream, now, spoke))
         served: trio.abc.Stream = gated
         if self.tls is not None:
             served = trio.SSLStream(gated, self.tls, server_side=True, https_compatible=True)
@@ -638,11 +641,12 @@ class GatedListener:
             kept: deque[tuple[trio.SocketStream, float]] = deque()
             while self.probation:
                 stream, since = self.probation.popleft()
-                if waiting(stream.socket) or not admission.full:
+                spoke = waiting(stream.socket)
+                if spoke or not admission.full:
                     victim = admission.victim(True, now) if admission.full else None
                     if victim is not None:
                         admission.evict(victim)
-                    self._start(stream, now)
+                    self._start(stream, now, spoke)
                 elif now - since >= PROBATION:
                     self._turn_away(stream)
                 else:
