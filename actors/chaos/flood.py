@@ -114,6 +114,14 @@ async def _occupy(
     stream: trio.SocketStream, first: bytes, then: bytes, answered: bool, stats: FloodStats
 ) -> None:
     """Send ``first``, then ``then`` every `TRICKLE` seconds, until the server ends it."""
+
+    async def send(data: bytes) -> bool:
+        try:
+            await stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            return False
+        return True
+
     async with trio.open_nursery() as nursery:
 
         async def reader() -> None:
@@ -121,12 +129,14 @@ async def _occupy(
             nursery.cancel_scope.cancel()
 
         nursery.start_soon(reader)
-        if first:
-            await stream.send_all(first)
+        if first and not await send(first):
+            nursery.cancel_scope.cancel()
+            return
         while True:
             await trio.sleep(TRICKLE)
-            if then:
-                await stream.send_all(then)
+            if then and not await send(then):
+                nursery.cancel_scope.cancel()
+                return
 
 
 async def _hold_one(
@@ -147,8 +157,6 @@ async def _hold_one(
         try:
             with trio.move_on_at(deadline) as scope:
                 await _occupy(stream, first, then, answered, stats)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            pass
         finally:
             stats.open -= 1
             await trio.aclose_forcefully(stream)
@@ -235,6 +243,19 @@ class HttpLink:
         self.buffer = b""
 
     async def post(
+        self, body: bytes, session: str | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        """One request; on a kept-alive connection the server closed meanwhile (its
+        keep-alive timeout), once more on a new connection, as HTTP clients do."""
+        try:
+            return await self._post(body, session)
+        except (trio.BrokenResourceError, EOFError):
+            await trio.aclose_forcefully(self.stream)
+            self.stream = await trio.open_tcp_stream(*self.address)
+            self.buffer = b""
+            return await self._post(body, session)
+
+    async def _post(
         self, body: bytes, session: str | None = None
     ) -> tuple[int, dict[str, str], bytes]:
         headers = (

@@ -605,7 +605,7 @@ class GatedListener:
             victim = admission.victim(spoke, now)
             if victim is None:
                 if len(self.probation) >= admission.unauth_limit:
-                    self._turn_away(self.probation.popleft()[0])
+                    self._leave_probation(now)
                 self.probation.append((stream, now))
                 admission.waiting_room = len(self.probation)
                 if len(self.probation) == 1:
@@ -622,6 +622,18 @@ class GatedListener:
         if self.tls is not None:
             served = trio.SSLStream(gated, self.tls, server_side=True, https_compatible=True)
         self._nursery.start_soon(run_gated, self._handler, served)
+
+    def _leave_probation(self, now: float) -> None:
+        """Make room on a full probation: its oldest newcomer is admitted if its bytes have
+        arrived meanwhile (displacing a pending connection), else closed."""
+        stream, _ = self.probation.popleft()
+        if not waiting(stream.socket):
+            self._turn_away(stream)
+            return
+        victim = self.admission.victim(True, now)
+        if victim is not None:
+            self.admission.evict(victim)
+        self._start(stream, now, True)
 
     def _turn_away(self, stream: trio.SocketStream) -> None:
         self.admission.refuse("unauth_limit")
