@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from mcp_client import run_cli
-from memtrio.actors.net.accept import bind_message
+from memtrio.actors.net.bind import bind_message
 
 # An address of the documentation range (RFC 5737): never an address of this machine.
 FOREIGN = "192.0.2.1"

@@ -21,7 +21,9 @@ import trio
 from memtrio.actors.chaos.flood import Probe, measure, percentile
 from memtrio.actors.chaos.serve import start_serve
 from memtrio.actors.net import accept
-from memtrio.actors.net.accept import Admission, Budget, GatedListener, gate, serve_gated
+from memtrio.actors.net import admission as admission_module
+from memtrio.actors.net.accept import GatedListener, gate, serve_gated
+from memtrio.actors.net.admission import Admission, Budget
 from memtrio.actors.net.connections import Connections
 
 P99_LIMIT = 0.100
@@ -96,7 +98,9 @@ async def test_a_connection_that_never_authenticates_is_shut_at_auth_timeout() -
 async def test_a_full_pool_turns_silent_newcomers_away_and_admits_a_client_that_speaks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(accept, "EVICT_MIN_AGE", 30.0)  # the held ones never grow old enough
+    monkeypatch.setattr(
+        admission_module, "EVICT_MIN_AGE", 30.0
+    )  # the held ones never grow old enough
     admission = small_admission(limit=4, timeout=30.0)
     seen: list[bytes] = []
     async with trio.open_nursery() as nursery:
@@ -142,16 +146,16 @@ async def test_accept_pauses_on_emfile_instead_of_dying(
 
 
 def test_the_budget_follows_rlimit_nofile(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(accept, "raise_descriptor_limit", lambda: (400, 400))
-    monkeypatch.setattr(accept, "open_descriptors", lambda: 40)
+    monkeypatch.setattr(admission_module, "raise_descriptor_limit", lambda: (400, 400))
+    monkeypatch.setattr(admission_module, "open_descriptors", lambda: 40)
     connections = Connections(1000)
     public = connections.admission("tcp", unauth_limit=64, auth_timeout=5.0)
     attach = connections.admission("attach", unauth_limit=64, auth_timeout=5.0, attach=True)
     assert connections.budget.limit == 400 - 40 - 50
-    assert public.unauth_limit == 64 and attach.unauth_limit == accept.ATTACH_UNAUTH_LIMIT
+    assert public.unauth_limit == 64 and attach.unauth_limit == admission_module.ATTACH_UNAUTH_LIMIT
     # max_connections is lowered so that pending pools, reserve and sessions fit.
-    assert connections.limit == 310 - 64 - 8 - accept.ATTACH_RESERVE
-    assert public.reserve == accept.ATTACH_RESERVE and attach.reserve == 0
+    assert connections.limit == 310 - 64 - 8 - admission_module.ATTACH_RESERVE
+    assert public.reserve == admission_module.ATTACH_RESERVE and attach.reserve == 0
 
 
 # -- a real memtrio serve under a flood ---------------------------------------------

@@ -20,7 +20,7 @@ import trio
 
 from ...supervisors import trace
 from ...supervisors.supervisor import ONE_FOR_ONE, ChildSpec, Escalation, Supervisor
-from .accept import ATTACH_RESERVE, ATTACH_UNAUTH_LIMIT, Admission, Budget
+from .admission import ATTACH_RESERVE, ATTACH_UNAUTH_LIMIT, Admission, Budget
 
 # A connection's actors restarting faster than this are broken: the connection closes.
 CONNECTION_MAX_RESTARTS = 5

@@ -34,8 +34,10 @@ from hypercorn.utils import wrap_app
 from ...supervisors import trace
 from ...supervisors.context import AppContext
 from ...supervisors.supervisor import PERMANENT, ChildContext, ChildSpec
-from .accept import Admission, GatedListener, gate, open_listeners, peer_key, serve_gated
+from .accept import GatedListener, gate, serve_gated
+from .admission import Admission, peer_key
 from .auth import BearerAuth
+from .bind import open_listeners
 from .connections import Connections
 from .http_asgi import Asgi, HttpServer
 from .http_wire import PATH, Receive, Scope, Send

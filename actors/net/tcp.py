@@ -27,8 +27,9 @@ from ...supervisors.context import AppContext
 from ...supervisors.supervisor import ChildContext, ChildSpec
 from ..session_state import SessionState
 from ..stdio import transport_children
-from .accept import GatedStream, gate, open_listeners, serve_gated
+from .accept import GatedStream, gate, serve_gated
 from .auth import BearerAuth
+from .bind import open_listeners
 from .connections import Connection, Connections
 from .listen import Listen
 

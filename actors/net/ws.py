@@ -34,8 +34,10 @@ from ...protocol import jsonrpc
 from ...supervisors import trace
 from ...supervisors.context import AppContext
 from ...supervisors.supervisor import ChildContext, ChildSpec
-from .accept import Admission, gate, open_listeners, peer_key, serve_gated
+from .accept import gate, serve_gated
+from .admission import Admission, peer_key
 from .auth import CHALLENGE, BearerAuth
+from .bind import open_listeners
 from .connections import Connection, Connections
 from .listen import Listen, is_loopback
 from .tcp import limit_message, session_children

@@ -14,7 +14,7 @@ import trio
 
 from ...supervisors.commands import add_common
 from ...supervisors.context import AppContext, AppRunner
-from ..net.accept import open_listeners
+from ..net.bind import open_listeners
 from ..net.http import hypercorn_config, serve_asgi
 from ..net.listen import Listen, resolve_listen
 from .asgi import UiApp
