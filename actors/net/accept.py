@@ -80,11 +80,11 @@ class GatedStream(trio.abc.HalfCloseableStream):
     async def send_eof(self) -> None:
         await self.stream.send_eof()
 
-    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
         data = await self.stream.receive_some(max_bytes)
         if data:
             self.ticket.spoke = True
-        return data
+        return data if isinstance(data, bytes) else bytes(data)
 
     def setsockopt(self, level: int, option: int, value: int | bytes) -> None:
         self.stream.setsockopt(level, option, value)
@@ -100,7 +100,7 @@ class GatedStream(trio.abc.HalfCloseableStream):
 Handler = Callable[[Any], Awaitable[object]]
 
 
-class GatedListener:
+class GatedListener(trio.abc.AsyncResource):
     """A bound TCP listener whose connections are counted from accept by ``admission``
     and served by `serve` (``tls``: wrapped in TLS before the handler sees them).
 

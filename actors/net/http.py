@@ -20,7 +20,7 @@ router delivers their answers), the streams end, then hypercorn stops.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -82,14 +82,16 @@ async def serve_asgi(
     Error handling: a certificate that cannot be loaded raises (``ssl.SSLError``,
     ``OSError``) before anything is accepted.
     """
-    wrapped = wrap_app(app, config.wsgi_max_body_size, "asgi")
+    # Our ASGI callables are typed with plain mappings, hypercorn's with TypedDicts.
+    wrapped = wrap_app(app, config.wsgi_max_body_size, "asgi")  # type: ignore[arg-type]
     context = WorkerContext(None)
     ssl_context = config.create_ssl_context()
 
     async def handle(stream: trio.abc.Stream) -> None:
         if ssl_context is not None:
             stream = trio.SSLStream(stream, ssl_context, server_side=True, https_compatible=True)
-        await TCPServer(wrapped, config, context, ConnectionState({}), stream)
+        # hypercorn annotates the stream as TLS; it serves any trio stream (plain: .socket).
+        await TCPServer(wrapped, config, context, ConnectionState({}), stream)  # type: ignore[arg-type]
 
     async with trio.open_nursery() as handlers:
         async with trio.open_nursery() as acceptor:
@@ -133,7 +135,7 @@ def authorising(app: Asgi, admission: Admission, token: str | None) -> Asgi:
                 return
         dashboard_api = path == "/api" or path.startswith("/api/")
 
-        async def watching(message: dict[str, Any]) -> None:
+        async def watching(message: MutableMapping[str, Any]) -> None:
             if (
                 dashboard_api
                 and message["type"] == "http.response.start"
