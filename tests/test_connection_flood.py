@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import errno
 import secrets
+import ssl
 from functools import partial
 from pathlib import Path
 
+import httpx2
 import pytest
 import trio
+import trustme
+from httpserve import call, initialize
 from memtrio.actors.chaos.flood import Probe, measure, percentile
 from memtrio.actors.chaos.serve import start_serve
 from memtrio.actors.net import accept
@@ -25,6 +29,7 @@ from memtrio.actors.net import admission as admission_module
 from memtrio.actors.net.accept import GatedListener, gate, serve_gated
 from memtrio.actors.net.admission import Admission, Budget
 from memtrio.actors.net.connections import Connections
+from serve_helpers import serve_process, tcp_client, ws_client
 
 P99_LIMIT = 0.100
 NOFILE = 400
@@ -189,3 +194,58 @@ async def test_unauthenticated_flood_does_not_starve_an_authorised_client(
     assert percentile(figures.established, 0.99) < P99_LIMIT, summary
     assert percentile(figures.fresh, 0.99) < P99_LIMIT, summary
     assert max(attached) < 1.0, attached
+
+
+# -- an authorised connection is never treated as pending ---------------------------
+
+
+def tls_files(tmp_path: Path) -> tuple[list[str], ssl.SSLContext]:
+    """``--tls-cert``/``--tls-key`` of a fresh test CA, and a client context trusting it."""
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.private_key_and_cert_chain_pem.write_to_path(str(cert_file))
+    cert.private_key_pem.write_to_path(str(key_file))
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    return ["--tls-cert", str(cert_file), "--tls-key", str(key_file)], context
+
+
+@pytest.mark.parametrize("transport", ["tcp", "ws", "wss", "http", "https"])
+async def test_an_authorised_session_outlives_auth_timeout(
+    home: Path, tmp_path: Path, transport: str
+) -> None:
+    kind = {"wss": "ws", "https": "http"}.get(transport, transport)
+    args = ["--transport", kind, "--bind", "127.0.0.1:0", "--auth-token", "tok"]
+    context = None
+    if transport in ("wss", "https"):
+        tls, context = tls_files(tmp_path)
+        args += tls
+    env = {"MEMTRIO_SERVE_AUTH_TIMEOUT": "0.5"}
+    async with serve_process(home, args, env=env) as served:
+        if kind == "tcp":
+            async with tcp_client(served.port, token="tok") as line:
+                await line.initialize()
+                await trio.sleep(1.5)  # three times auth_timeout, on one connection
+                assert (await line.call("ping"))["result"] == {}
+                report = await line.tool("server_status")
+        elif kind == "ws":
+            async with ws_client(served.url, token="tok", ssl_context=context) as frames:
+                await frames.initialize()
+                await trio.sleep(1.5)
+                assert (await frames.call("ping"))["result"] == {}
+                report = (await frames.call("tools/call", {"name": "server_status"}))["result"]
+        else:
+            async with httpx2.AsyncClient(verify=context or True) as client:
+                auth = {"authorization": "Bearer tok"}
+                sid = await initialize(client, served.url, auth)
+                await trio.sleep(1.5)  # the kept-alive connection, idle but authorised
+                headers = {"accept": "application/json", "mcp-session-id": sid, **auth}
+                reply = await client.post(
+                    served.url, json=call(7, "server_status", {}), headers=headers
+                )
+                assert reply.status_code == 200, reply.text
+                report = reply.json()["result"]
+    stats = report["structuredContent"]["transports"]["sockets"]["listeners"][kind]
+    assert stats["expired"] == 0 and stats["evicted"] == 0, stats
+    assert stats["authorised"] >= 1 and stats["unauthenticated"] == 0, stats
