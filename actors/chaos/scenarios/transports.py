@@ -433,7 +433,7 @@ async def net_connection_flood(run: Run) -> None:
     writer = await run.tcp_session(owner, "attached-writer")
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(steady, run, writer, ledger, f"{run.name}-attached", stop)
+        nursery.start_soon(paced, run, writer, ledger, f"{run.name}-attached", stop)
         figures = await measure(
             kind,
             "127.0.0.1",
@@ -470,6 +470,18 @@ async def net_connection_flood(run: Run) -> None:
     await stop_owner(run, owner)
     out.errors_seen, out.errors_expected, out.errors_exact = ledger.errors, 0, True
     run.verify(home, ledger)
+
+
+async def paced(run: Run, client: Caller, ledger: Ledger, tag: str, stop: trio.Event) -> None:
+    """Writes, one every 50 ms, until ``stop``: each must be acknowledged."""
+    n = 0
+    while not stop.is_set():
+        outcome = await remember(client, ledger, content_for(tag, n, run.rng), timeout=60)
+        if outcome != "acked":
+            run.out.violations.append(f"{tag} (attached during the flood): write {n} was {outcome}")
+            return
+        n += 1
+        await trio.sleep(0.05)
 
 
 async def flood_cleared(run: Run, kind: str, port: int, token: str) -> None:
