@@ -127,6 +127,10 @@ class ServeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     bind: str = "127.0.0.1:7700"  # HOST:PORT; loopback unless a token is set
     max_connections: int = 128  # live connections (TCP, WebSocket) / HTTP sessions at once
     idle_timeout: float = 1800.0  # seconds an HTTP session may stay idle before it expires
+    # Connections of one listener that have not yet shown the token (the TCP token line,
+    # the WebSocket handshake, an HTTP request with it); a new one evicts the oldest.
+    unauth_limit: int = 64
+    auth_timeout: float = 5.0  # seconds from accept to the token, else the connection is shut
     allowed_origins: list[str] = msgspec.field(default_factory=list)  # besides loopback ones
     auth_token_file: str = ""  # a file holding the bearer token (trimmed; empty is refused)
     tls_cert: str = ""  # PEM certificate chain (HTTP, WebSocket); both or neither
@@ -285,6 +289,8 @@ _CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
         lambda v: 0 < v <= 7 * 86400,
         "must be > 0 and at most 604800 seconds",
     ),
+    ("serve", "unauth_limit"): (lambda v: 1 <= v <= 100_000, "must be 1-100000"),
+    ("serve", "auth_timeout"): (lambda v: 0 < v <= 300, "must be > 0 and at most 300 seconds"),
     ("serve", "auth_token_file"): (lambda v: "\0" not in v, "must not contain a NUL character"),
     ("serve", "tls_cert"): (lambda v: "\0" not in v, "must not contain a NUL character"),
     ("serve", "tls_key"): (lambda v: "\0" not in v, "must not contain a NUL character"),

@@ -85,7 +85,7 @@ def test_an_address_in_use_is_one_line(home: Path) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         proc = run_cli("serve", "--transport", "tcp", "--bind", f"127.0.0.1:{port}", home=home)
-    one_line(proc, 1, f"cannot listen on 127.0.0.1:{port}", "choose another --bind")
+    one_line(proc, 2, f"cannot listen on 127.0.0.1:{port}", "already in use", "--bind")
 
 
 async def test_memtrio_mcp_serves_tcp_when_the_environment_says_so(home: Path) -> None:

@@ -363,11 +363,17 @@ class Run:
         return server
 
     async def serve(
-        self, home: Path, transport: str, env: Mapping[str, str] | None = None
+        self,
+        home: Path,
+        transport: str,
+        env: Mapping[str, str] | None = None,
+        *,
+        nofile: int | None = None,
     ) -> ServeProcess:
-        """Start ``memtrio serve --transport TRANSPORT`` on ``home`` and wait until it listens."""
+        """Start ``memtrio serve --transport TRANSPORT`` on ``home`` and wait until it listens
+        (``nofile``: its descriptor limit)."""
         full = {"MEMTRIO_FAULTS_SEED": str(self.seed), **(env or {})}
-        owner = await start_serve(home, transport, full)
+        owner = await start_serve(home, transport, full, nofile=nofile)
         self.owners.append(owner)
         await owner.wait_ready()
         return owner

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import trio
@@ -95,11 +96,24 @@ class ServeProcess:
         return None
 
 
+def descriptor_limit(nofile: int) -> Callable[[], None]:
+    """A ``preexec_fn`` setting the child's ``RLIMIT_NOFILE`` (soft and hard) to ``nofile``."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+    return limit
+
+
 async def start_serve(
-    home: Path, transport: str, env: Mapping[str, str] | None = None
+    home: Path,
+    transport: str,
+    env: Mapping[str, str] | None = None,
+    *,
+    nofile: int | None = None,
 ) -> ServeProcess:
     """Spawn ``memtrio serve --transport TRANSPORT`` on a free loopback port (not yet ready:
-    see `ServeProcess.wait_ready`)."""
+    see `ServeProcess.wait_ready`); ``nofile``: its descriptor limit (soft and hard)."""
     home.mkdir(parents=True, exist_ok=True)
     stderr_path = home / f"serve-stderr-{len(list(home.glob('serve-stderr-*')))}.txt"
     command = [sys.executable, "-m", "memtrio.supervisors.cli", "serve"]
@@ -112,5 +126,6 @@ async def start_serve(
             stderr=errlog,
             env=server_env(home, env),
             cwd=str(home),
+            preexec_fn=None if nofile is None else descriptor_limit(nofile),
         )
     return ServeProcess(process, home, stderr_path)

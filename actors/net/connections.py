@@ -20,10 +20,14 @@ import trio
 
 from ...supervisors import trace
 from ...supervisors.supervisor import ONE_FOR_ONE, ChildSpec, Escalation, Supervisor
+from .admission import ATTACH_RESERVE, ATTACH_UNAUTH_LIMIT, Admission, Budget
 
 # A connection's actors restarting faster than this are broken: the connection closes.
 CONNECTION_MAX_RESTARTS = 5
 CONNECTION_PERIOD = 10.0
+# Refusals logged per transport and reason: the first ones, then one in so many.
+LOG_FIRST = 10
+LOG_EVERY = 1000
 
 
 @dataclass
@@ -51,27 +55,77 @@ class Connection:
 
 
 class Connections:
-    """The table of live connections of every transport of one process."""
+    """The table of live connections of every transport of one process, and the
+    accepted sockets behind them (`Budget`, one `Admission` per listener)."""
 
     def __init__(self, limit: int) -> None:
+        self.configured_limit = limit
         self.limit = limit
+        self.budget = Budget()
+        self.admissions: dict[str, Admission] = {}
         self.live: dict[str, Connection] = {}
         self.listeners: list[dict[str, object]] = []
         self.accepted = 0
         self.refused = 0
         self.failed = 0
+        self._refusals: dict[tuple[str, str], int] = {}
         self._ids = itertools.count(1)
+
+    def admission(
+        self, name: str, *, unauth_limit: int, auth_timeout: float, attach: bool = False
+    ) -> Admission:
+        """The `Admission` of listener ``name`` (made once; its pool fitted to the budget).
+
+        ``attach``: the attach endpoint, whose pool is `ATTACH_UNAUTH_LIMIT` and which may
+        use the `ATTACH_RESERVE` every other listener leaves free. Planning also lowers
+        ``limit`` (``[serve] max_connections``) to what the descriptor limit allows.
+        """
+        found = self.admissions.get(name)
+        if found is not None:
+            return found
+        admission = Admission(
+            name,
+            self.budget,
+            unauth_limit=min(unauth_limit, ATTACH_UNAUTH_LIMIT) if attach else unauth_limit,
+            auth_timeout=auth_timeout,
+            reserve=0 if attach else ATTACH_RESERVE,
+        )
+        admission.plan()
+        self.admissions[name] = admission
+        self._fit_limit()
+        return admission
+
+    def _fit_limit(self) -> None:
+        """Authorised connections get what the pending pools and the reserve leave."""
+        pools = sum(a.unauth_limit for a in self.admissions.values())
+        room = max(1, self.budget.limit - pools - ATTACH_RESERVE)
+        limit = min(self.configured_limit, room)
+        if limit < self.limit:
+            trace.warning(
+                "net",
+                "max_connections_lowered",
+                configured=self.configured_limit,
+                to=limit,
+                descriptor_limit=self.budget.descriptor_limit,
+            )
+        self.limit = limit
 
     @property
     def full(self) -> bool:
         return len(self.live) >= self.limit
 
     def refuse(self, transport: str, peer: str, why: str) -> None:
-        """Count and log a connection turned away (the transport answers it)."""
+        """Count and log a connection turned away (the transport answers it).
+
+        The log is rate-limited per transport and reason (the first `LOG_FIRST` refusals,
+        then one in `LOG_EVERY`, with the count): a flood of refused connections must
+        not flood the log and stderr too."""
         self.refused += 1
-        trace.event(
-            "net", "connection_refused", level="warning", transport=transport, peer=peer, why=why
-        )
+        key = (transport, why.split(":", 1)[0][:40])
+        count = self._refusals[key] = self._refusals.get(key, 0) + 1
+        if count <= LOG_FIRST or count % LOG_EVERY == 0:
+            trace.event("net", "connection_refused", level="warning", transport=transport,
+                        peer=peer, why=why, count=count)  # fmt: skip
 
     def open(self, transport: str, peer: str) -> Connection:
         """Register a new connection (the caller checked `full`)."""
@@ -151,6 +205,13 @@ class Connections:
             "refused": self.refused,
             "failed": self.failed,
             "live": [c.describe() for c in self.live.values()],
+            "sockets": {
+                "open": self.budget.open,
+                "limit": self.budget.limit,
+                "descriptor_limit": self.budget.descriptor_limit,
+                "refused": self.budget.refused,
+                "listeners": {name: a.snapshot() for name, a in self.admissions.items()},
+            },
         }
 
 

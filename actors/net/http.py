@@ -6,6 +6,12 @@ Each MCP session runs under its own supervisor (``actors.net.http_session``,
 `Connections.run`), so a crash inside one session never reaches another
 session or the listener.
 
+The listener accepts through ``actors.net.accept`` (`serve_asgi` runs hypercorn's
+per-connection server on the connections it admits), so an HTTP connection is
+counted from accept: it is pending until one of its requests shows the token
+(`authorising`), at most ``[serve] auth_timeout`` seconds, in a pool of at most
+``[serve] unauth_limit`` pending connections.
+
 Shutdown: new sessions are refused (503), every session's supervisor stops (its
 Session lets running calls finish within ``[server] shutdown_grace`` and the
 router delivers their answers), the streams end, then hypercorn stops.
@@ -14,17 +20,27 @@ router delivers their answers), the streams end, then hypercorn stops.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from functools import partial
+from typing import Any
 
 import trio
 from hypercorn.config import Config as HypercornConfig
-from hypercorn.trio import serve as hypercorn_serve
+from hypercorn.trio.tcp_server import TCPServer
+from hypercorn.trio.worker_context import WorkerContext
+from hypercorn.typing import ConnectionState
+from hypercorn.utils import wrap_app
 
 from ...supervisors import trace
 from ...supervisors.context import AppContext
 from ...supervisors.supervisor import PERMANENT, ChildContext, ChildSpec
+from .accept import GatedListener, gate, serve_gated
+from .admission import Admission, peer_key
+from .auth import BearerAuth
+from .bind import open_listeners
 from .connections import Connections
 from .http_asgi import Asgi, HttpServer
+from .http_wire import PATH, Receive, Scope, Send
 from .listen import Listen
 
 # Seconds hypercorn waits for open connections once the sessions have ended.
@@ -44,12 +60,97 @@ def hypercorn_config(listen: Listen) -> HypercornConfig:
     config.errorlog = logger
     config.graceful_timeout = HYPERCORN_GRACE
     config.include_server_header = False
+    config.ssl_handshake_timeout = listen.auth_timeout
     return config
 
 
-def _port(bind: str) -> int:
-    """The port of a bound address as hypercorn reports it (``http://127.0.0.1:8000``)."""
-    return int(bind.rsplit(":", 1)[1].rstrip("/"))
+async def serve_asgi(
+    app: Asgi,
+    config: HypercornConfig,
+    listeners: Sequence[trio.abc.Listener[Any] | GatedListener],
+    *,
+    shutdown_trigger: Callable[[], Awaitable[object]],
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``app`` with hypercorn's per-connection HTTP server (HTTP/1.1, and h2 over TLS)
+    on the connections ``listeners`` accept, until ``shutdown_trigger`` returns; then
+    let open connections finish within ``config.graceful_timeout`` seconds.
+
+    hypercorn's own ``serve`` accepts on sockets it binds itself; this loop lets the
+    listeners (`GatedListener`) count and refuse connections from accept.
+
+    Error handling: a certificate that cannot be loaded raises (``ssl.SSLError``,
+    ``OSError``) before anything is accepted.
+    """
+    # Our ASGI callables are typed with plain mappings, hypercorn's with TypedDicts.
+    wrapped = wrap_app(app, config.wsgi_max_body_size, "asgi")  # type: ignore[arg-type]
+    context = WorkerContext(None)
+    ssl_context = config.create_ssl_context()
+
+    async def handle(stream: trio.abc.Stream) -> None:
+        if ssl_context is not None:
+            stream = trio.SSLStream(stream, ssl_context, server_side=True, https_compatible=True)
+        # hypercorn annotates the stream as TLS; it serves any trio stream (plain: .socket).
+        await TCPServer(wrapped, config, context, ConnectionState({}), stream)  # type: ignore[arg-type]
+
+    async with trio.open_nursery() as handlers:
+        async with trio.open_nursery() as acceptor:
+            if all(isinstance(listener, GatedListener) for listener in listeners):
+                gated = [listener for listener in listeners if isinstance(listener, GatedListener)]
+                await acceptor.start(partial(serve_gated, handler_nursery=handlers), handle, gated)
+            else:
+                await acceptor.start(
+                    partial(trio.serve_listeners, handler_nursery=handlers), handle, listeners
+                )
+            task_status.started()
+            await shutdown_trigger()
+            acceptor.cancel_scope.cancel()
+        await context.terminated.set()
+        handlers.cancel_scope.deadline = trio.current_time() + config.graceful_timeout
+
+
+def authorising(app: Asgi, admission: Admission, token: str | None) -> Asgi:
+    """``app``, marking a pending connection authorised by its first request to ``/mcp``
+    that carries the token (any request with auth off; never a CORS preflight), or by a
+    dashboard API request (``/api/``) the dashboard answers with success.
+
+    A pending connection's requests are `Admission.begin`/`done` brackets: it is not
+    shut while one is being answered.
+    """
+    auth = BearerAuth(token)
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        client = scope.get("client") if scope["type"] == "http" else None
+        ticket = admission.ticket_of(peer_key(*client[:2])) if client else None
+        if ticket is None:
+            await app(scope, receive, send)
+            return
+        path = str(scope.get("path", "")).rstrip("/")
+        method = str(scope.get("method", "")).upper()
+        if path == PATH and method != "OPTIONS":
+            headers = {k.lower(): v for k, v in scope.get("headers", ())}
+            if auth.check_header(headers.get(b"authorization")):
+                ticket.authorise()
+                await app(scope, receive, send)
+                return
+        dashboard_api = path == "/api" or path.startswith("/api/")
+
+        async def watching(message: MutableMapping[str, Any]) -> None:
+            if (
+                dashboard_api
+                and message["type"] == "http.response.start"
+                and int(message.get("status", 500)) < 400
+            ):
+                ticket.authorise()
+            await send(message)
+
+        admission.begin(ticket)
+        try:
+            await app(scope, receive, watching)
+        finally:
+            admission.done(ticket)
+
+    return wrapped
 
 
 async def serve_http(
@@ -69,20 +170,25 @@ async def serve_http(
     """
     stopping = trio.Event()
     entry: dict[str, object] = {"transport": "http"}
+    admission = connections.admission(
+        "http", unauth_limit=listen.unauth_limit, auth_timeout=listen.auth_timeout
+    )
+    listeners = gate(await open_listeners(listen.host, listen.port, listen.bind_hint), admission)
     try:
         async with trio.open_nursery() as nursery:
             server = HttpServer(app, listen, connections, nursery, extra)
             serve = partial(
-                hypercorn_serve,
-                server,
+                serve_asgi,
+                authorising(server, admission, listen.token),
                 hypercorn_config(listen),
+                listeners,
                 shutdown_trigger=stopping.wait,
-                mode="asgi",
             )
-            binds: list[str] = await nursery.start(serve)
-            entry["url"] = listen.url(_port(binds[0]))
+            await nursery.start(serve)
+            entry["url"] = listen.url(listeners[0].socket.getsockname()[1])
             connections.listeners.append(entry)
             nursery.start_soon(server.expire_idle)
+            nursery.start_soon(admission.expire)
             trace.event("http", "listening", url=entry["url"], tls=listen.tls)
             task_status.started()
             await ctx.shutdown.wait()
@@ -91,12 +197,14 @@ async def serve_http(
                 await server.drain(app.config.server.shutdown_grace)
             stopping.set()
             # hypercorn returns once its connections closed (within HYPERCORN_GRACE);
-            # then the idle reaper is all that is left.
-            await _wait_for(nursery, 1)
+            # then the idle reaper and the pending connections' deadline are all that is left.
+            await _wait_for(nursery, 2)
             nursery.cancel_scope.cancel()
     finally:
         if entry in connections.listeners:
             connections.listeners.remove(entry)
+        for listener in listeners:
+            await trio.aclose_forcefully(listener)
 
 
 async def _wait_for(nursery: trio.Nursery, remaining: int) -> None:

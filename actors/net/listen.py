@@ -145,12 +145,16 @@ class Listen:
     tls_key: Path | None = None
     max_connections: int = 128
     idle_timeout: float = 1800.0
+    unauth_limit: int = 64
+    auth_timeout: float = 5.0
     body_limit: int = 16 * 1024 * 1024
     allowed_origins: tuple[str, ...] = field(default_factory=tuple)
     # The per-token grants ([[serve.tokens]]) and the bound on every grant
     # ([serve] allowed_roots), see ``actors.net.auth``.
     grants: tuple[TokenGrant, ...] = field(default_factory=tuple)
     allowed_roots: tuple[str, ...] = (ANY,)
+    # How the user chooses the address, for a message that cannot bind it.
+    bind_hint: str = "--bind"
 
     @property
     def tls(self) -> bool:
@@ -181,6 +185,7 @@ def resolve_listen(
     tls_key: str | None = None,
     insecure_no_auth: bool = False,
     environ: Mapping[str, str] | None = None,
+    command: str = "serve",
 ) -> Listen:
     """The listener settings: flags over the environment over ``[serve]``.
 
@@ -193,7 +198,8 @@ def resolve_listen(
     its key or the reverse, TLS files that cannot serve (`tls.check_files`), and
     a non-loopback bind without a token unless ``insecure_no_auth``. A token file
     or TLS key others can read is a warning, or exit 2 under ``[serve]
-    strict_permissions``.
+    strict_permissions``. ``command`` (``serve``, ``mcp``, ``ui``) chooses the
+    remedies the messages suggest: only what that command accepts.
     """
     env = os.environ if environ is None else environ
     serve = config.serve
@@ -260,15 +266,28 @@ def resolve_listen(
         tls_key=Path(key).expanduser() if key else None,
         max_connections=serve.max_connections,
         idle_timeout=serve.idle_timeout,
+        unauth_limit=serve.unauth_limit,
+        auth_timeout=serve.auth_timeout,
         body_limit=config.server.request_limit,
         allowed_origins=tuple(serve.allowed_origins),
         grants=token_grants(config, secret),
         allowed_roots=tuple(serve.allowed_roots),
+        bind_hint=BIND_HINT.get(command, "--bind"),
     )
     if not listen.loopback and listen.token is None and not listen.grants and not insecure_no_auth:
         raise ConfigError(
             f"refusing to serve on {host}, which is reachable from other machines, without a "
-            "token: set --auth-token-file (or MEMTRIO_AUTH_TOKEN), bind 127.0.0.1, "
-            "or pass --insecure-no-auth"
+            f"token: {NO_TOKEN_REMEDY.get(command, NO_TOKEN_REMEDY['serve'])}"
         )
     return listen
+
+
+# How each command's user chooses the address.
+BIND_HINT = {"serve": "--bind", "ui": "--bind", "mcp": "[serve] bind (or MEMTRIO_PORT)"}
+# What each command can do about a non-loopback bind without a token (only its own flags).
+NO_TOKEN_REMEDY = {
+    "serve": "set --auth-token-file (or MEMTRIO_AUTH_TOKEN), bind 127.0.0.1, "
+    "or pass --insecure-no-auth",
+    "ui": "set --auth-token-file (or MEMTRIO_AUTH_TOKEN), or bind 127.0.0.1 (--bind 127.0.0.1:0)",
+    "mcp": "set MEMTRIO_AUTH_TOKEN (or [serve] auth_token_file), or bind 127.0.0.1 ([serve] bind)",
+}

@@ -44,6 +44,7 @@ def attach_listen(connections: Connections) -> Listen:
         port=0,
         max_connections=connections.limit,
         idle_timeout=ATTACH_IDLE_TIMEOUT,
+        bind_hint="",  # not the user's choice: a free port of 127.0.0.1
     )
 
 
@@ -107,6 +108,7 @@ def attach_children(
         name="attach",
         on_listening=on_listening,
         handshake=partial(admit, secret),
+        attach=True,
     )
     listener = spec.start
 

@@ -95,6 +95,7 @@ def listen_from_args(config: Config, args: argparse.Namespace, transport: str | 
         tls_cert=getattr(args, "tls_cert", None),
         tls_key=getattr(args, "tls_key", None),
         insecure_no_auth=bool(getattr(args, "insecure_no_auth", False)),
+        command=str(getattr(args, "command", None) or "serve"),
     )
 
 

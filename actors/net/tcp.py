@@ -4,9 +4,11 @@ A connection is framed exactly like stdio (one JSON-RPC message or batch per
 line, ``actors.stdio.transport_children``), so it gets the same resilience: a
 bad line is answered -32700 and the session goes on, an oversized line -32600.
 With a token (``Listen.token``), the first line must be the token, or ``Bearer
-<token>``; a connection that fails to present it gets one JSON-RPC error line
-and is closed. A connection over ``[serve] max_connections`` gets one error
-line and is closed.
+<token>``, within ``[serve] auth_timeout`` seconds of the accept; a connection
+that fails to present it gets one JSON-RPC error line and is closed. Until then
+it is one of the listener's pending connections (``actors.net.accept``: at
+most ``[serve] unauth_limit`` of them, the oldest evicted by a new one). A
+connection over ``[serve] max_connections`` gets one error line and is closed.
 
 Each connection runs under its own supervisor (`Connections.run`): a
 connection whose actors keep crashing is closed alone; a peer that goes away
@@ -22,19 +24,19 @@ import trio
 
 from ...protocol import jsonrpc
 from ...supervisors.context import AppContext
-from ...supervisors.errors import UserError
 from ...supervisors.grants import Grant
 from ...supervisors.supervisor import ChildContext, ChildSpec
 from ..session_state import SessionState
 from ..stdio import transport_children
+from .accept import GatedStream, gate, serve_gated
 from .auth import BearerAuth
+from .bind import open_listeners
 from .connections import Connection, Connections
 from .listen import Listen
 
 # JSON-RPC "server error" code of the lines a refused connection gets.
 REFUSED = -32000
-# Seconds a client has to send its token line, and the longest token line read.
-AUTH_TIMEOUT = 10.0
+# The longest token line read (the deadline is [serve] auth_timeout, `Listen.auth_timeout`).
 AUTH_LINE_LIMIT = 4096
 # Seconds to write the refusal line to a connection that is turned away.
 REFUSAL_TIMEOUT = 2.0
@@ -66,25 +68,6 @@ class PrefixedStream(trio.abc.ReceiveStream):
         await self._stream.aclose()
 
 
-class ListenError(UserError):
-    """The listener cannot bind its address (in use, not an address of this machine)."""
-
-
-async def open_listeners(listen: Listen) -> list[trio.SocketListener]:
-    """The bound TCP listeners of ``listen``.
-
-    Error handling: raises `ListenError` (one line, exit 1) when the address cannot be bound.
-    """
-    try:
-        return await trio.open_tcp_listeners(listen.port, host=listen.host)
-    except OSError as exc:
-        why = exc.strerror or str(exc)
-        raise ListenError(
-            f"cannot listen on {listen.host}:{listen.port}: {why[0].lower()}{why[1:]}; "
-            "is another memtrio serve running there? choose another --bind (port 0: any free port)"
-        ) from None
-
-
 def limit_message(limit: int) -> str:
     return (
         f"Server error: the server is at its limit of {limit} connections "
@@ -92,7 +75,7 @@ def limit_message(limit: int) -> str:
     )
 
 
-async def refuse(stream: trio.SocketStream, message: str) -> None:
+async def refuse(stream: trio.abc.Stream, message: str) -> None:
     """Send one JSON-RPC error line (id null) and close ``stream``; never raises."""
     with trio.move_on_after(REFUSAL_TIMEOUT):
         try:
@@ -102,11 +85,13 @@ async def refuse(stream: trio.SocketStream, message: str) -> None:
     await trio.aclose_forcefully(stream)
 
 
-async def read_first_line(stream: trio.SocketStream) -> tuple[bytes | None, bytes]:
+async def read_first_line(
+    stream: trio.abc.ReceiveStream, timeout: float
+) -> tuple[bytes | None, bytes]:
     """The first line (without its newline) and whatever followed it; None if the peer sent
-    no complete line in time (or one longer than `AUTH_LINE_LIMIT`)."""
+    no complete line within ``timeout`` seconds (or one longer than `AUTH_LINE_LIMIT`)."""
     buffer = bytearray()
-    with trio.move_on_after(AUTH_TIMEOUT):
+    with trio.move_on_after(timeout):
         while b"\n" not in buffer and len(buffer) <= AUTH_LINE_LIMIT:
             try:
                 data = await stream.receive_some(AUTH_LINE_LIMIT)
@@ -121,13 +106,8 @@ async def read_first_line(stream: trio.SocketStream) -> tuple[bytes | None, byte
     return line, rest
 
 
-def peer_name(stream: trio.SocketStream) -> str:
-    try:
-        address = stream.socket.getpeername()
-    except OSError:
-        return "unknown"
-    host, port = address[0], address[1]
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+def peer_name(stream: GatedStream) -> str:
+    return stream.ticket.peer
 
 
 def session_children(
@@ -163,6 +143,7 @@ class TcpServer:
         handshake: Handshake | None = None,
     ) -> None:
         self.app = app
+        self.listen = listen
         self.connections = connections
         self.auth = BearerAuth(listen.token, listen.grants, listen.allowed_roots)
         self.handshake = handshake
@@ -170,7 +151,7 @@ class TcpServer:
         self.serving: dict[str, Connection] = {}
         self.admitting: set[trio.CancelScope] = set()
 
-    async def handle(self, stream: trio.SocketStream) -> None:
+    async def handle(self, stream: GatedStream) -> None:
         """Serve one accepted connection until its session ends; never raises."""
         admitted: tuple[bytes, Grant] | None = None
         with trio.CancelScope() as scope:
@@ -193,9 +174,11 @@ class TcpServer:
             self.serving.pop(conn.id, None)
             await trio.aclose_forcefully(stream)
 
-    async def admit(self, stream: trio.SocketStream) -> tuple[bytes, Grant] | None:
-        """Check the limit and the token: the bytes read past the token line and the grant
-        the token opens, or None when the connection was refused (it got its error line)."""
+    async def admit(self, stream: GatedStream) -> tuple[bytes, Grant] | None:
+        """Check the limit and the token (or the attach proof): the bytes read past the token
+        line and the grant the token opens, or None when the connection was refused (it got
+        its error line). Until then the connection is pending in its listener's `Admission`
+        (its pool and deadline)."""
         peer = peer_name(stream)
         if self.connections.full:
             self.connections.refuse("tcp", peer, "max_connections")
@@ -206,12 +189,16 @@ class TcpServer:
         if self.handshake is not None:
             proven = await self.handshake(stream)
             if proven is None:
+                if stream.ticket.shut_down:
+                    return None  # evicted or past [serve] auth_timeout: counted by the listener
                 self.connections.refuse("tcp", peer, "no proof")
                 await refuse(stream, NO_PROOF)
                 return None
             rest = proven
         elif self.auth.required:
-            line, rest = await read_first_line(stream)
+            line, rest = await read_first_line(stream, self.listen.auth_timeout)
+            if line is None and stream.ticket.shut_down:
+                return None  # evicted or past [serve] auth_timeout: counted by the listener
             grant = self.auth.grant_for_line(line) if line is not None else None
             if line is None or grant is None:
                 self.connections.refuse("tcp", peer, "no token" if line is None else "bad token")
@@ -227,6 +214,7 @@ class TcpServer:
                 await refuse(stream, limit_message(self.connections.limit))
                 return None
         assert grant is not None
+        stream.ticket.authorise()
         return rest, grant
 
     def stop(self) -> None:
@@ -246,8 +234,11 @@ def tcp_listener(
     name: str = "tcp",
     on_listening: Callable[[str, int], None] | None = None,
     handshake: Handshake | None = None,
+    attach: bool = False,
 ) -> ChildSpec:
-    """The root's child serving MCP on ``listen.host:listen.port`` over TCP.
+    """The root's child serving MCP on ``listen.host:listen.port`` over TCP (``attach``:
+    the attach endpoint, with its own small pool of pending connections and the
+    descriptor reserve, see ``actors.net.accept``).
 
     It records its address in ``connections.listeners``, registers the
     ``transports`` section of ``server_status`` and calls ``on_listening(host,
@@ -263,17 +254,21 @@ def tcp_listener(
         ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         server = TcpServer(app, listen, connections, handshake)
-        listeners = await open_listeners(listen)
+        admission = connections.admission(
+            name, unauth_limit=listen.unauth_limit, auth_timeout=listen.auth_timeout, attach=attach
+        )
+        listeners = gate(
+            await open_listeners(listen.host, listen.port, listen.bind_hint), admission
+        )
         bound = listeners[0].socket.getsockname()
         host, port = str(bound[0]), int(bound[1])
         with connections.listening(app.status_sections, name, listen.url(port)):
             try:
                 async with trio.open_nursery() as handlers:
                     async with trio.open_nursery() as acceptor:
+                        acceptor.start_soon(admission.expire)
                         acceptor.start_soon(
-                            partial(trio.serve_listeners, handler_nursery=handlers),
-                            server.handle,
-                            listeners,
+                            partial(serve_gated, handler_nursery=handlers), server.handle, listeners
                         )
                         if on_listening is not None:
                             on_listening(host, port)

@@ -19,6 +19,7 @@ a certificate the listener serves ``wss://``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from urllib.parse import urlsplit
 
 import trio
@@ -26,17 +27,20 @@ from trio_websocket import (
     ConnectionClosed,
     WebSocketConnection,
     WebSocketRequest,
-    WebSocketServer,
+    wrap_server_stream,
 )
 
 from ...protocol import jsonrpc
 from ...supervisors import trace
 from ...supervisors.context import AppContext
 from ...supervisors.supervisor import ChildContext, ChildSpec
+from .accept import gate, serve_gated
+from .admission import Admission, peer_key
 from .auth import CHALLENGE, BearerAuth
+from .bind import open_listeners
 from .connections import Connection, Connections
 from .listen import Listen, is_loopback
-from .tcp import limit_message, open_listeners, session_children
+from .tcp import limit_message, session_children
 from .tls import server_ssl_context
 
 SUBPROTOCOL = "mcp"
@@ -45,7 +49,6 @@ SUBPROTOCOL = "mcp"
 # goes on; a longer one closes the connection with 1009 (Message Too Big).
 FRAME_HOLD_FACTOR = 2
 RECEIVE_BUFFER = 65536
-HANDSHAKE_TIMEOUT = 10.0
 
 
 class FrameStream(trio.abc.Stream):
@@ -135,29 +138,54 @@ def origin_allowed(origin: bytes | None, allowed: tuple[str, ...]) -> bool:
 
 
 def peer_of(request: WebSocketRequest) -> str:
+    """The peer's `peer_key` (a plain connection's stream is the listener's `GatedStream`,
+    whose ``repr`` is just that)."""
     remote = request.remote
     if isinstance(remote, str):
         return remote
-    host = str(remote.address)
-    return f"[{host}]:{remote.port}" if ":" in host else f"{host}:{remote.port}"
+    return peer_key(remote.address, remote.port)
 
 
 class WsServer:
     """The connections one WebSocket listener admits and serves."""
 
-    def __init__(self, app: AppContext, listen: Listen, connections: Connections) -> None:
+    def __init__(
+        self, app: AppContext, listen: Listen, connections: Connections, admission: Admission
+    ) -> None:
         self.app = app
+        self.frame_limit = FRAME_HOLD_FACTOR * app.config.server.request_limit
         self.listen = listen
         self.connections = connections
+        self.admission = admission
         self.auth = BearerAuth(listen.token, listen.grants, listen.allowed_roots)
         self.stopping = False
         self.serving: dict[str, Connection] = {}
         self.drained = trio.Event()  # set once stopping and no session is left
 
+    async def serve_stream(self, stream: trio.abc.Stream) -> None:
+        """One accepted connection: wait for its opening handshake, then `handle` it.
+
+        Cancellation: a connection that sends no complete handshake is pending until
+        its listener shuts it down (``[serve] auth_timeout`` from accept, or evicted),
+        which cancels this."""
+        async with trio.open_nursery() as nursery:
+            request = await wrap_server_stream(
+                nursery,
+                stream,
+                max_message_size=self.frame_limit,
+                receive_buffer_size=RECEIVE_BUFFER,
+            )
+            await self.handle(request)
+            nursery.cancel_scope.cancel()
+
     async def handle(self, request: WebSocketRequest) -> None:
-        """Check the handshake, then serve the session until it ends; never raises."""
+        """Check the handshake, then serve the session until it ends; never raises.
+
+        Until its handshake passes the checks the connection is pending in the
+        listener's `Admission` (its pool, and ``[serve] auth_timeout`` from accept)."""
         if not await self.admit(request):
             return
+        self.admission.authorise_peer(peer_of(request))
         subprotocol = SUBPROTOCOL if SUBPROTOCOL in request.proposed_subprotocols else None
         try:
             ws = await request.accept(subprotocol=subprotocol)
@@ -243,32 +271,28 @@ def ws_listener(
     returns.
     """
     ssl_context = server_ssl_context(listen)
-    limit = app.config.server.request_limit
 
     async def start(
         ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        server = WsServer(app, listen, connections)
-        tcp = await open_listeners(listen)
-        bound = tcp[0].socket.getsockname()
+        admission = connections.admission(
+            name, unauth_limit=listen.unauth_limit, auth_timeout=listen.auth_timeout
+        )
+        server = WsServer(app, listen, connections, admission)
+        bound_listeners = await open_listeners(listen.host, listen.port, listen.bind_hint)
+        listeners = gate(bound_listeners, admission, ssl_context)
+        bound = listeners[0].socket.getsockname()
         host, port = str(bound[0]), int(bound[1])
-        listeners: list[trio.SocketListener] | list[trio.SSLListener[trio.SocketStream]] = tcp
-        if ssl_context is not None:
-            listeners = [trio.SSLListener(t, ssl_context, https_compatible=True) for t in tcp]
         with connections.listening(app.status_sections, name, listen.url(port)):
             try:
                 async with trio.open_nursery() as handlers:
-                    ws_server = WebSocketServer(
-                        server.handle,
-                        listeners,
-                        handler_nursery=handlers,
-                        max_message_size=FRAME_HOLD_FACTOR * limit,
-                        receive_buffer_size=RECEIVE_BUFFER,
-                        connect_timeout=HANDSHAKE_TIMEOUT,
-                        disconnect_timeout=HANDSHAKE_TIMEOUT,
-                    )
                     async with trio.open_nursery() as acceptor:
-                        await acceptor.start(ws_server.run)
+                        acceptor.start_soon(admission.expire)
+                        await acceptor.start(
+                            partial(serve_gated, handler_nursery=handlers),
+                            server.serve_stream,
+                            listeners,
+                        )
                         if on_listening is not None:
                             on_listening(host, port)
                         task_status.started()

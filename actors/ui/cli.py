@@ -11,11 +11,11 @@ from functools import partial
 from urllib.parse import quote
 
 import trio
-from hypercorn.trio import serve as hypercorn_serve
 
 from ...supervisors.commands import add_common
 from ...supervisors.context import AppContext, AppRunner
-from ..net.http import _port, hypercorn_config
+from ..net.bind import open_listeners
+from ..net.http import hypercorn_config, serve_asgi
 from ..net.listen import Listen, resolve_listen
 from .asgi import UiApp
 from .guard import Guard, new_token
@@ -86,7 +86,9 @@ def cmd_ui(args: argparse.Namespace, run: AppRunner) -> int:
     Prints ``memtrio ui: http://127.0.0.1:PORT/?token=...`` on stderr once it listens;
     the dashboard's repository is the current directory.
 
-    Error handling: a non-loopback ``--bind`` without a token exits 2 (one line).
+    Error handling: a non-loopback ``--bind`` without a token, and an address that
+    cannot be bound (in use, not of this machine, privileged, unknown host) exit 2 with
+    one line naming the address and what to do.
     """
 
     async def body(app: AppContext) -> int:
@@ -95,19 +97,21 @@ def cmd_ui(args: argparse.Namespace, run: AppRunner) -> int:
             transport="http",
             bind=args.bind,
             token_file=args.auth_token_file,
+            command="ui",
         )
         ui = dashboard(app, listen)
+        listeners = await open_listeners(listen.host, listen.port, listen.bind_hint)
         stopping = trio.Event()
         async with trio.open_nursery() as nursery:
             serve = partial(
-                hypercorn_serve,
+                serve_asgi,
                 ui,
                 hypercorn_config(listen),
+                listeners,
                 shutdown_trigger=stopping.wait,
-                mode="asgi",
             )
-            binds: list[str] = await nursery.start(serve)
-            url = dashboard_url(listen, _port(binds[0]), ui)
+            await nursery.start(serve)
+            url = dashboard_url(listen, listeners[0].socket.getsockname()[1], ui)
             print(f"memtrio ui: {url}", file=sys.stderr, flush=True)
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for _ in signals:

@@ -19,7 +19,10 @@
   HTTP connection's Session crash, ``session.dispatch:<connection id>``, while 10+
   other sessions write unharmed), ``net-owner-killed`` (``kill -9`` of the serve
   under attached children: each exits 1 with the gone-away line, the stale runtime
-  file is handled, a restarted serve takes new children).
+  file is handled, a restarted serve takes new children), ``net-connection-flood`` (1,000
+  connections that never authenticate against a serve with RLIMIT_NOFILE 400: an
+  authorised client's pings all succeed, attached sessions keep writing, the pending
+  connections are gone once the flood ends).
 - `postgres`: a shared PostgreSQL store (``MEMTRIO_CHAOS_PG_URL``, else a private
   ``pgserver``, else skipped): ``pg-kill9-burst`` (one of two servers on one database
   killed mid-burst), ``pg-restart-burst`` (PostgreSQL stopped and restarted mid-burst),
@@ -52,7 +55,13 @@ from .malformed import run_malformed
 from .postgres import pg_kill9_burst, pg_migrate_race, pg_restart_burst
 from .security import hostile_checkout, import_limits
 from .storms import storm_embedder, storm_session, storm_store
-from .transports import net_clients_vanish, net_drop_resume, net_handler_crash, net_owner_killed
+from .transports import (
+    net_clients_vanish,
+    net_connection_flood,
+    net_drop_resume,
+    net_handler_crash,
+    net_owner_killed,
+)
 from .vectors import kill9_vectors, poisoned_vector_row
 
 QUICK: dict[str, Scenario] = {
@@ -79,6 +88,7 @@ QUICK: dict[str, Scenario] = {
     "net-handler-crash": net_handler_crash,
     "net-owner-killed": net_owner_killed,
     "poisoned-vector-row": poisoned_vector_row,
+    "net-connection-flood": net_connection_flood,
     # A shared PostgreSQL store (skipped without one; a few seconds each):
     "pg-kill9-burst": pg_kill9_burst,
     "pg-restart-burst": pg_restart_burst,

@@ -1,0 +1,599 @@
+"""A flood of connections that never authenticate, against a real ``memtrio serve``, and an
+authorised client's ``ping`` latency meanwhile.
+
+Used by the ``net-connection-flood`` chaos scenario, ``tools/bench_flood.py`` and
+tests/test_connection_flood.py. The flood runs in a process of its own
+(``python -m memtrio.actors.chaos.flood``), so its work does not stall the
+measuring client's clock. It targets loopback only, keeps at most
+``--connections`` sockets open (a socket the server shuts is opened again after
+`RECONNECT` seconds), stops after ``--seconds`` (or on SIGTERM/SIGINT) and closes
+every socket it opened.
+
+What a flood connection does, by transport (it never sends the token):
+
+- tcp: nothing, or a first line trickled one byte every `TRICKLE` seconds that never ends;
+- http: nothing, request headers trickled that never end, or complete requests
+  without the token (each answered 401) again and again on the same connection;
+- ws: nothing, or an opening handshake trickled that never ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import ipaddress
+import json
+import math
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import trio
+from trio_websocket import WebSocketConnection, connect_websocket
+
+KINDS = ("tcp", "http", "ws")
+# Seconds between the bytes of a connection that trickles.
+TRICKLE = 0.5
+# Seconds before a flood connection the server shut is opened again.
+RECONNECT = 0.05
+# Seconds the measuring client waits for one answer.
+ANSWER_TIMEOUT = 10.0
+PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "flood-probe", "version": "1"},
+    },
+}
+INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+STATUS = b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"server_status","arguments":{}}}'
+
+
+# -- the flood (its own process) -------------------------------------------------
+
+
+@dataclass
+class FloodStats:
+    connections: int = 0  # sockets to hold
+    opened: int = 0  # connections opened, reopenings included
+    open: int = 0  # open right now
+    peak: int = 0
+    shut: int = 0  # ended by the server
+    connect_failed: int = 0
+    answers: int = 0  # HTTP answers to the requests without a token (each should be 401)
+    not_401: int = 0
+
+
+def opening(kind: str, index: int, host: str) -> tuple[bytes, bytes, bool]:
+    """(the first bytes flood connection ``index`` sends, what it sends every `TRICKLE`
+    seconds after, whether those are whole requests that get answers)."""
+    if kind == "tcp":
+        return (b"", b"", False) if index % 2 == 0 else (b"Bearer not-the-", b"x", False)
+    if kind == "ws":
+        head = f"GET / HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nX-Slow: ".encode()
+        return (b"", b"", False) if index % 2 == 0 else (head, b"x", False)
+    body = PING
+    request = (
+        f"POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    variant = index % 3
+    if variant == 0:
+        return b"", b"", False
+    if variant == 1:
+        return f"POST /mcp HTTP/1.1\r\nHost: {host}\r\nX-Slow: ".encode(), b"x", False
+    return request, request, True
+
+
+async def _read_answers(stream: trio.SocketStream, stats: FloodStats, counts: bool) -> None:
+    """Read until the server ends the connection (counting HTTP status lines)."""
+    while True:
+        try:
+            data = await stream.receive_some(65536)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            return
+        if not data:
+            return
+        if counts:
+            for line in data.split(b"\r\n"):
+                if line.startswith(b"HTTP/1.1 "):
+                    stats.answers += 1
+                    if not line.startswith(b"HTTP/1.1 401"):
+                        stats.not_401 += 1
+
+
+async def _occupy(
+    stream: trio.SocketStream, first: bytes, then: bytes, answered: bool, stats: FloodStats
+) -> None:
+    """Send ``first``, then ``then`` every `TRICKLE` seconds, until the server ends it."""
+
+    async def send(data: bytes) -> bool:
+        try:
+            await stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            return False
+        return True
+
+    async with trio.open_nursery() as nursery:
+
+        async def reader() -> None:
+            await _read_answers(stream, stats, answered)
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(reader)
+        if first and not await send(first):
+            nursery.cancel_scope.cancel()
+            return
+        while True:
+            await trio.sleep(TRICKLE)
+            if then and not await send(then):
+                nursery.cancel_scope.cancel()
+                return
+
+
+async def _hold_one(
+    kind: str, index: int, host: str, port: int, deadline: float, stats: FloodStats
+) -> None:
+    """Keep one flood connection open until ``deadline``, opening it again when shut."""
+    first, then, answered = opening(kind, index, host)
+    while trio.current_time() < deadline:
+        try:
+            stream = await trio.open_tcp_stream(host, port)
+        except OSError:
+            stats.connect_failed += 1
+            await trio.sleep(RECONNECT)
+            continue
+        stats.opened += 1
+        stats.open += 1
+        stats.peak = max(stats.peak, stats.open)
+        try:
+            with trio.move_on_at(deadline) as scope:
+                await _occupy(stream, first, then, answered, stats)
+        finally:
+            stats.open -= 1
+            await trio.aclose_forcefully(stream)
+        if not scope.cancelled_caught:
+            stats.shut += 1
+        await trio.sleep(RECONNECT)
+
+
+async def hold(kind: str, host: str, port: int, connections: int, seconds: float) -> FloodStats:
+    """Hold ``connections`` flood connections for ``seconds`` (or until SIGTERM/SIGINT);
+    prints ``{"holding": N}`` once each has been opened, then the stats as one JSON line."""
+    stats = FloodStats(connections=connections)
+    deadline = trio.current_time() + seconds
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def on_signal() -> None:
+                async for _ in signals:
+                    nursery.cancel_scope.cancel()
+                    return
+
+            async def announce() -> None:
+                while stats.opened + stats.connect_failed < connections:
+                    await trio.sleep(0.02)
+                print(json.dumps({"holding": stats.open}), flush=True)
+
+            nursery.start_soon(on_signal)
+            nursery.start_soon(announce)
+            async with trio.open_nursery() as holders:
+                for index in range(connections):
+                    holders.start_soon(_hold_one, kind, index, host, port, deadline, stats)
+                    if index % 50 == 49:
+                        await trio.sleep(0)
+            nursery.cancel_scope.cancel()
+    return stats
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m memtrio.actors.chaos.flood")
+    parser.add_argument("--kind", choices=KINDS, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--connections", type=int, default=1000)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    args = parser.parse_args(argv)
+    try:
+        loopback = ipaddress.ip_address(args.host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        print("flood: --host must be a loopback address (127.0.0.1, ::1)", file=sys.stderr)
+        return 2
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = args.connections + 64
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        top = wanted if hard == resource.RLIM_INFINITY else min(hard, wanted)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (top, hard))
+    stats = trio.run(hold, args.kind, args.host, args.port, args.connections, args.seconds)
+    print(json.dumps(asdict(stats)), flush=True)
+    return 0
+
+
+# -- the measuring client ----------------------------------------------------------
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0-1) of ``values`` (nearest rank); nan when empty."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q * len(ordered)))
+    return ordered[rank - 1]
+
+
+class HttpLink:
+    """HTTP/1.1 requests on one kept-alive connection (answers with ``Content-Length`` or
+    chunked)."""
+
+    def __init__(self, stream: trio.SocketStream, host: str, port: int, token: str) -> None:
+        self.stream = stream
+        self.address = (host, port)
+        self.host = host
+        self.token = token
+        self.buffer = b""
+
+    async def post(
+        self, body: bytes, session: str | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        """One request; on a kept-alive connection the server closed meanwhile (its
+        keep-alive timeout), once more on a new connection, as HTTP clients do."""
+        try:
+            return await self._post(body, session)
+        except (trio.BrokenResourceError, EOFError):
+            await trio.aclose_forcefully(self.stream)
+            self.stream = await trio.open_tcp_stream(*self.address)
+            self.buffer = b""
+            return await self._post(body, session)
+
+    async def _post(
+        self, body: bytes, session: str | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        headers = (
+            f"POST /mcp HTTP/1.1\r\nHost: {self.host}\r\nAuthorization: Bearer {self.token}\r\n"
+            "Content-Type: application/json\r\nAccept: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n"
+        )
+        if session is not None:
+            headers += f"Mcp-Session-Id: {session}\r\n"
+        await self.stream.send_all(headers.encode() + b"\r\n" + body)
+        while b"\r\n\r\n" not in self.buffer:
+            await self._more()
+        head, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        fields = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            fields[name.strip().lower()] = value.strip()
+        if fields.get("transfer-encoding", "").lower() == "chunked":
+            return status, fields, await self._chunks()
+        size = int(fields.get("content-length", "0"))
+        return status, fields, await self._take(size)
+
+    async def _take(self, size: int) -> bytes:
+        while len(self.buffer) < size:
+            await self._more()
+        data, self.buffer = self.buffer[:size], self.buffer[size:]
+        return data
+
+    async def _chunks(self) -> bytes:
+        body = b""
+        while True:
+            while b"\r\n" not in self.buffer:
+                await self._more()
+            line, _, self.buffer = self.buffer.partition(b"\r\n")
+            size = int(line.split(b";")[0], 16)
+            chunk = await self._take(size + 2)
+            if size == 0:
+                return body
+            body += chunk[:-2]
+
+    async def _more(self) -> None:
+        data = await self.stream.receive_some(65536)
+        if not data:
+            raise EOFError("the server closed the connection")
+        self.buffer += data
+
+
+class Probe:
+    """An authorised client of one transport: a session kept open (`ping`) and pings on
+    fresh connections (`fresh_ping`: connect, authenticate, ping, close)."""
+
+    def __init__(self, kind: str, host: str, port: int, token: str) -> None:
+        self.kind = kind
+        self.host = host
+        self.port = port
+        self.token = token
+        self.tcp: trio.SocketStream | None = None
+        self.tcp_buffer = b""
+        self.http: HttpLink | None = None
+        self.session: str | None = None
+        self.ws: WebSocketConnection | None = None
+
+    async def open(self, nursery: trio.Nursery) -> None:
+        """Open the kept session (initialized)."""
+        init = json.dumps(INITIALIZE).encode()
+        if self.kind == "tcp":
+            self.tcp = await trio.open_tcp_stream(self.host, self.port)
+            await self.tcp.send_all(f"Bearer {self.token}\n".encode() + init + b"\n")
+            await self._tcp_line()
+            await self.tcp.send_all(INITIALIZED + b"\n")
+        elif self.kind == "http":
+            self.http = await self._http_link()
+            status, fields, _ = await self.http.post(init)
+            if status != 200:
+                raise RuntimeError(f"initialize answered {status}")
+            self.session = fields.get("mcp-session-id")
+            await self.http.post(INITIALIZED, self.session)
+        else:
+            self.ws = await self._ws(nursery)
+            await self.ws.send_message(init.decode())
+            await self.ws.get_message()
+            await self.ws.send_message(INITIALIZED.decode())
+
+    async def _tcp_line(self, stream: trio.SocketStream | None = None) -> bytes:
+        target = stream or self.tcp
+        assert target is not None
+        buffer = self.tcp_buffer if stream is None else b""
+        while b"\n" not in buffer:
+            data = await target.receive_some(65536)
+            if not data:
+                raise EOFError("the server closed the connection")
+            buffer += data
+        line, _, rest = buffer.partition(b"\n")
+        if stream is None:
+            self.tcp_buffer = rest
+        return line
+
+    async def _http_link(self) -> HttpLink:
+        stream = await trio.open_tcp_stream(self.host, self.port)
+        return HttpLink(stream, self.host, self.port, self.token)
+
+    async def _ws(self, nursery: trio.Nursery) -> WebSocketConnection:
+        return await connect_websocket(
+            nursery,
+            self.host,
+            self.port,
+            "/",
+            use_ssl=False,
+            extra_headers=[(b"Authorization", f"Bearer {self.token}".encode())],
+        )
+
+    async def ping(self) -> float:
+        """Seconds one ping takes on the kept session."""
+        start = time.perf_counter()
+        with trio.fail_after(ANSWER_TIMEOUT):
+            if self.tcp is not None:
+                await self.tcp.send_all(PING + b"\n")
+                await self._tcp_line()
+            elif self.http is not None:
+                status, _, _ = await self.http.post(PING, self.session)
+                if status != 200:
+                    raise RuntimeError(f"ping answered {status}")
+            else:
+                assert self.ws is not None
+                await self.ws.send_message(PING.decode())
+                await self.ws.get_message()
+        return time.perf_counter() - start
+
+    async def fresh_ping(self, nursery: trio.Nursery) -> float:
+        """Seconds from connecting to the answer of a ping on a new connection."""
+        start = time.perf_counter()
+        with trio.fail_after(ANSWER_TIMEOUT):
+            if self.kind == "tcp":
+                stream = await trio.open_tcp_stream(self.host, self.port)
+                try:
+                    await stream.send_all(f"Bearer {self.token}\n".encode() + PING + b"\n")
+                    reply = await self._tcp_line(stream)
+                finally:
+                    await trio.aclose_forcefully(stream)
+                if b'"result"' not in reply:
+                    raise RuntimeError(f"ping answered {reply[:200]!r}")
+            elif self.kind == "http":
+                link = await self._http_link()
+                try:
+                    status, _, _ = await link.post(PING, self.session)
+                finally:
+                    await trio.aclose_forcefully(link.stream)
+                if status != 200:
+                    raise RuntimeError(f"ping answered {status}")
+            else:
+                async with trio.open_nursery() as own:
+                    ws = await self._ws(own)
+                    await ws.send_message(PING.decode())
+                    await ws.get_message()
+                    await ws.aclose()
+        return time.perf_counter() - start
+
+    async def status(self) -> dict[str, Any]:
+        """``server_status``'s ``transports`` section, on the kept session."""
+        with trio.fail_after(ANSWER_TIMEOUT):
+            if self.tcp is not None:
+                await self.tcp.send_all(STATUS + b"\n")
+                reply = json.loads(await self._tcp_line())
+            elif self.http is not None:
+                _, _, body = await self.http.post(STATUS, self.session)
+                reply = json.loads(body)
+            else:
+                assert self.ws is not None
+                await self.ws.send_message(STATUS.decode())
+                reply = json.loads(await self.ws.get_message())
+        return dict(reply["result"]["structuredContent"]["transports"])
+
+    async def aclose(self) -> None:
+        if self.tcp is not None:
+            await trio.aclose_forcefully(self.tcp)
+        if self.http is not None:
+            await trio.aclose_forcefully(self.http.stream)
+        if self.ws is not None:
+            with trio.move_on_after(2):
+                await self.ws.aclose()
+
+
+@dataclass
+class Figures:
+    """What one measurement found (seconds)."""
+
+    kind: str
+    established: list[float] = field(default_factory=list)
+    fresh: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    flood: dict[str, Any] = field(default_factory=dict)
+    transports: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        ms = lambda v: round(v * 1000, 1)  # noqa: E731
+        return {
+            "kind": self.kind,
+            "established_p50_ms": ms(percentile(self.established, 0.5)),
+            "established_p99_ms": ms(percentile(self.established, 0.99)),
+            "fresh_p50_ms": ms(percentile(self.fresh, 0.5)),
+            "fresh_p99_ms": ms(percentile(self.fresh, 0.99)),
+            "samples": [len(self.established), len(self.fresh)],
+            "failures": len(self.failures),
+        }
+
+
+async def _start_flood(
+    kind: str, host: str, port: int, connections: int, seconds: float
+) -> tuple[trio.Process, trio.abc.ReceiveStream]:
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "memtrio.actors.chaos.flood", "--kind", kind, "--host", host,
+         "--port", str(port), "--connections", str(connections), "--seconds", str(seconds)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        # Lowest CPU priority: as from another host, the flood must not take the CPU the
+        # server and the measuring client need (on one machine it shares their cores).
+        preexec_fn=lambda: os.nice(19),
+    )  # fmt: skip
+    assert process.stdout is not None
+    return process, process.stdout
+
+
+async def _lines(stream: trio.abc.ReceiveStream, into: list[dict[str, Any]]) -> None:
+    buffer = b""
+    while True:
+        data = await stream.receive_some(65536)
+        if not data:
+            return
+        buffer += data
+        while b"\n" in buffer:
+            line, _, buffer = buffer.partition(b"\n")
+            try:
+                into.append(json.loads(line))
+            except ValueError:
+                pass
+
+
+async def sample(
+    probe: Probe,
+    nursery: trio.Nursery,
+    figures: Figures,
+    samples: int,
+    fresh_samples: int,
+    interval: float,
+) -> None:
+    """``samples`` pings on the kept session and ``fresh_samples`` on new connections,
+    interleaved, one every ``interval`` seconds; a failure counts as `ANSWER_TIMEOUT`."""
+    every = max(1, (samples + fresh_samples) // max(1, fresh_samples))
+    for n in range(samples + fresh_samples):
+        fresh = n % every == 0 and len(figures.fresh) < fresh_samples
+        into = figures.fresh if fresh else figures.established
+        try:
+            into.append(await (probe.fresh_ping(nursery) if fresh else probe.ping()))
+        except (
+            OSError,
+            EOFError,
+            RuntimeError,
+            trio.TooSlowError,
+            trio.BrokenResourceError,
+        ) as exc:
+            figures.failures.append(f"{type(exc).__name__}: {exc}"[:200])
+            into.append(ANSWER_TIMEOUT)
+        await trio.sleep(interval)
+
+
+async def measure(
+    kind: str,
+    host: str,
+    port: int,
+    token: str,
+    *,
+    connections: int = 1000,
+    samples: int = 150,
+    fresh_samples: int = 40,
+    interval: float = 0.02,
+    flood: bool = True,
+    ramp_timeout: float = 20.0,
+) -> Figures:
+    """An authorised client's ping latencies on ``kind`` while (``flood``) a flood process
+    holds ``connections`` unauthenticated connections: ``samples`` pings on a kept
+    session, ``fresh_samples`` on new connections, one every ``interval`` seconds.
+    Ends the flood process (by its pid) before it returns."""
+    figures = Figures(kind)
+    seconds = ramp_timeout + (samples + fresh_samples) * (interval + 0.1) + 10
+    process: trio.Process | None = None
+    reports: list[dict[str, Any]] = []
+    probe = Probe(kind, host, port, token)
+    try:
+        async with trio.open_nursery() as nursery:
+            await probe.open(nursery)
+            if flood:
+                process, out = await _start_flood(kind, host, port, connections, seconds)
+                nursery.start_soon(_lines, out, reports)
+                with trio.move_on_after(ramp_timeout):
+                    while not any("holding" in r for r in reports):
+                        if process.poll() is not None:
+                            break
+                        await trio.sleep(0.05)
+                await trio.sleep(1.0)  # the flood at full strength: connections being shut
+            # The measuring client's own collector pauses are not the server's latency.
+            collecting = gc.isenabled()
+            gc.collect()
+            gc.disable()
+            try:
+                await sample(probe, nursery, figures, samples, fresh_samples, interval)
+            finally:
+                if collecting:
+                    gc.enable()
+            try:
+                figures.transports = await probe.status()
+            except (
+                OSError,
+                EOFError,
+                KeyError,
+                ValueError,
+                trio.TooSlowError,
+                trio.BrokenResourceError,
+            ) as exc:
+                figures.failures.append(f"server_status: {type(exc).__name__}: {exc}"[:200])
+            if process is not None and process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+                with trio.move_on_after(15):
+                    await process.wait()
+            await probe.aclose()
+            nursery.cancel_scope.cancel()
+    finally:
+        if process is not None and process.returncode is None:
+            process.kill()
+            with trio.CancelScope(shield=True):
+                await process.wait()
+    finals = [r for r in reports if "opened" in r]
+    figures.flood = finals[-1] if finals else {}
+    return figures
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,272 @@
+"""Connections that never authenticate must not starve authorised ones (issue 29, item 3).
+
+Every listener counts its connections from accept (``actors.net.accept``): a pool of
+pending connections with a deadline, a socket budget from ``RLIMIT_NOFILE``, a reserve
+for the attach endpoint. The load tests start ``memtrio serve`` with a token and a
+descriptor limit of 400, flood it with 1,000 connections that never send the token
+(silent, trickling, or requests without it), and hold an authorised client's ``ping``
+p99 under 100 ms, on a kept session and on fresh connections, attach endpoint included.
+Everything is on 127.0.0.1; every process is ended by its pid.
+"""
+
+from __future__ import annotations
+
+import errno
+import secrets
+import ssl
+from functools import partial
+from pathlib import Path
+
+import httpx2
+import pytest
+import trio
+import trustme
+from httpserve import call, initialize
+from memtrio.actors.chaos.flood import Figures, Probe, measure, percentile
+from memtrio.actors.chaos.serve import start_serve
+from memtrio.actors.net import accept
+from memtrio.actors.net import admission as admission_module
+from memtrio.actors.net.accept import GatedListener, gate, serve_gated
+from memtrio.actors.net.admission import Admission, Budget
+from memtrio.actors.net.connections import Connections
+from serve_helpers import serve_process, tcp_client, ws_client
+
+P99_LIMIT = 0.100
+NOFILE = 400
+FLOOD = 1000
+
+
+# -- the gate on its own -------------------------------------------------------------
+
+
+async def silent_client(port: int) -> trio.SocketStream:
+    return await trio.open_tcp_stream("127.0.0.1", port)
+
+
+async def closed_by_server(stream: trio.SocketStream, within: float) -> bool:
+    """Whether the server ends ``stream`` within ``within`` seconds."""
+    with trio.move_on_after(within):
+        try:
+            while await stream.receive_some(1024):
+                pass
+        except trio.BrokenResourceError:
+            pass
+        return True
+    return False
+
+
+async def gated_echo(
+    nursery: trio.Nursery, admission: Admission, seen: list[bytes]
+) -> tuple[int, list[GatedListener]]:
+    """A gated listener whose handler authorises a connection whose first line is ``token``."""
+
+    async def handler(stream: accept.GatedStream) -> None:
+        data = b""
+        while b"\n" not in data:  # a first line, as the TCP transport reads its token
+            chunk = await stream.receive_some(1024)
+            if not chunk:
+                return
+            data += chunk
+        if data.startswith(b"token"):
+            stream.ticket.authorise()
+            seen.append(data)
+            await stream.send_all(b"ok\n")
+            await trio.sleep_forever()
+
+    listeners = gate(await trio.open_tcp_listeners(0, host="127.0.0.1"), admission)
+    nursery.start_soon(admission.expire)
+    await nursery.start(partial(serve_gated, handler_nursery=nursery), handler, listeners)
+    return listeners[0].socket.getsockname()[1], listeners
+
+
+def small_admission(limit: int = 4, timeout: float = 0.5) -> Admission:
+    budget = Budget()
+    budget.limit = 100
+    return Admission("test", budget, unauth_limit=limit, auth_timeout=timeout)
+
+
+async def test_a_connection_that_never_authenticates_is_shut_at_auth_timeout() -> None:
+    admission = small_admission(timeout=0.3)
+    async with trio.open_nursery() as nursery:
+        port, _ = await gated_echo(nursery, admission, [])
+        silent = await silent_client(port)
+        slow = await silent_client(port)
+        await slow.send_all(b"Bearer not-finish")  # a token line never finished
+        assert await closed_by_server(silent, 3.0)
+        assert await closed_by_server(slow, 3.0)
+        await trio.sleep(0.05)
+        assert admission.budget.open == 0 and not admission.pending
+        assert admission.expired == 2
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_full_pool_turns_silent_newcomers_away_and_admits_a_client_that_speaks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(
+        admission_module, "EVICT_MIN_AGE", 30.0
+    )  # the held ones never grow old enough
+    admission = small_admission(limit=4, timeout=30.0)
+    seen: list[bytes] = []
+    async with trio.open_nursery() as nursery:
+        port, _ = await gated_echo(nursery, admission, seen)
+        held = [await silent_client(port) for _ in range(4)]
+        await trio.sleep(0.1)
+        assert len(admission.pending) == 4
+        flood = [await silent_client(port) for _ in range(40)]
+        for stream in flood:  # silent newcomers: closed after their probation, unserved
+            assert await closed_by_server(stream, 3.0)
+        assert admission.budget.open <= 4 + admission.unauth_limit
+        client = await silent_client(port)
+        await client.send_all(b"token\n")  # speaks at once: takes a pending place
+        with trio.fail_after(3):
+            assert await client.receive_some(16) == b"ok\n"
+        assert seen == [b"token\n"] and len(admission.pending) <= 4
+        assert sum([await closed_by_server(s, 0.5) for s in held]) == 1  # one gave way
+        for stream in [*held, client]:
+            await stream.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def test_accept_pauses_on_emfile_instead_of_dying(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    class Exhausted:
+        socket = None
+        calls = 0
+
+        async def accept(self) -> trio.SocketStream:
+            self.calls += 1
+            if self.calls <= 3:
+                raise OSError(errno.EMFILE, "Too many open files")
+            raise OSError(errno.EBADF, "stop")
+
+    listener = GatedListener(Exhausted(), small_admission())  # type: ignore[arg-type]
+    start = trio.current_time()
+    with pytest.raises(OSError) as raised:
+        await listener._accept()
+    assert raised.value.errno == errno.EBADF  # only capacity errors are waited out
+    assert listener.pauses == 3
+    assert trio.current_time() - start == pytest.approx(3 * accept.ACCEPT_RETRY)
+
+
+def test_the_budget_follows_rlimit_nofile(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(admission_module, "raise_descriptor_limit", lambda: (400, 400))
+    monkeypatch.setattr(admission_module, "open_descriptors", lambda: 40)
+    connections = Connections(1000)
+    public = connections.admission("tcp", unauth_limit=64, auth_timeout=5.0)
+    attach = connections.admission("attach", unauth_limit=64, auth_timeout=5.0, attach=True)
+    assert connections.budget.limit == 400 - 40 - 50
+    assert public.unauth_limit == 64 and attach.unauth_limit == admission_module.ATTACH_UNAUTH_LIMIT
+    # max_connections is lowered so that pending pools, reserve and sessions fit.
+    assert connections.limit == 310 - 64 - 8 - admission_module.ATTACH_RESERVE
+    assert public.reserve == admission_module.ATTACH_RESERVE and attach.reserve == 0
+
+
+# -- a real memtrio serve under a flood ---------------------------------------------
+
+
+def within_target(figures: Figures) -> bool:
+    return (
+        percentile(figures.established, 0.99) < P99_LIMIT
+        and percentile(figures.fresh, 0.99) < P99_LIMIT
+    )
+
+
+@pytest.mark.parametrize("kind", ["tcp", "http", "ws"])
+async def test_unauthenticated_flood_does_not_starve_an_authorised_client(
+    tmp_path: Path, kind: str
+) -> None:
+    token = secrets.token_urlsafe(24)
+    owner = await start_serve(tmp_path / "home", kind, {"MEMTRIO_AUTH_TOKEN": token}, nofile=NOFILE)
+    try:
+        await owner.wait_ready()
+        assert owner.attach is not None
+        port = int(owner.url.rsplit(":", 1)[1].split("/", 1)[0])
+        runs = []
+        # A second flood only when the first missed the latency target: the machine is
+        # shared (2 cores), and a busy neighbour delays the server like any process;
+        # the old code misses it every time (pings time out: they wait for seconds).
+        while len(runs) < 2 and (not runs or not within_target(runs[-1])):
+            runs.append(
+                await measure(
+                    kind,
+                    "127.0.0.1",
+                    port,
+                    token,
+                    connections=FLOOD,
+                    samples=200,
+                    fresh_samples=100,
+                )
+            )
+            assert not runs[-1].failures, (runs[-1].failures[:5], runs[-1].summary())
+        attach = Probe("tcp", owner.attach.host, owner.attach.port, owner.attach.token)
+        async with trio.open_nursery() as nursery:
+            attached = [await attach.fresh_ping(nursery) for _ in range(10)]
+        assert owner.alive, owner.stderr_text()[-400:]
+        # Refusals are logged with a count, not one line each: the flood does not flood stderr.
+        assert len(owner.stderr_text().splitlines()) < 100, owner.stderr_text()[-2000:]
+    finally:
+        await owner.terminate()
+    figures = runs[-1]
+    assert figures.flood.get("opened", 0) >= FLOOD, figures.flood
+    gate_stats = figures.transports["sockets"]["listeners"][kind]
+    assert gate_stats["evicted"] + gate_stats["refused"] + gate_stats["expired"] > 0, gate_stats
+    assert figures.transports["sockets"]["descriptor_limit"] == NOFILE
+    assert within_target(figures), [run.summary() for run in runs]
+    assert max(attached) < 1.0, attached
+
+
+# -- an authorised connection is never treated as pending ---------------------------
+
+
+def tls_files(tmp_path: Path) -> tuple[list[str], ssl.SSLContext]:
+    """``--tls-cert``/``--tls-key`` of a fresh test CA, and a client context trusting it."""
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.private_key_and_cert_chain_pem.write_to_path(str(cert_file))
+    cert.private_key_pem.write_to_path(str(key_file))
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    return ["--tls-cert", str(cert_file), "--tls-key", str(key_file)], context
+
+
+@pytest.mark.parametrize("transport", ["tcp", "ws", "wss", "http", "https"])
+async def test_an_authorised_session_outlives_auth_timeout(
+    home: Path, tmp_path: Path, transport: str
+) -> None:
+    kind = {"wss": "ws", "https": "http"}.get(transport, transport)
+    args = ["--transport", kind, "--bind", "127.0.0.1:0", "--auth-token", "tok"]
+    context = None
+    if transport in ("wss", "https"):
+        tls, context = tls_files(tmp_path)
+        args += tls
+    env = {"MEMTRIO_SERVE_AUTH_TIMEOUT": "0.5"}
+    async with serve_process(home, args, env=env) as served:
+        if kind == "tcp":
+            async with tcp_client(served.port, token="tok") as line:
+                await line.initialize()
+                await trio.sleep(1.5)  # three times auth_timeout, on one connection
+                assert (await line.call("ping"))["result"] == {}
+                report = await line.tool("server_status")
+        elif kind == "ws":
+            async with ws_client(served.url, token="tok", ssl_context=context) as frames:
+                await frames.initialize()
+                await trio.sleep(1.5)
+                assert (await frames.call("ping"))["result"] == {}
+                report = (await frames.call("tools/call", {"name": "server_status"}))["result"]
+        else:
+            async with httpx2.AsyncClient(verify=context or True) as client:
+                auth = {"authorization": "Bearer tok"}
+                sid = await initialize(client, served.url, auth)
+                await trio.sleep(1.5)  # the kept-alive connection, idle but authorised
+                headers = {"accept": "application/json", "mcp-session-id": sid, **auth}
+                reply = await client.post(
+                    served.url, json=call(7, "server_status", {}), headers=headers
+                )
+                assert reply.status_code == 200, reply.text
+                report = reply.json()["result"]
+    stats = report["structuredContent"]["transports"]["sockets"]["listeners"][kind]
+    assert stats["expired"] == 0 and stats["evicted"] == 0, stats
+    assert stats["authorised"] >= 1 and stats["unauthenticated"] == 0, stats
