@@ -57,6 +57,7 @@ def test_an_address_not_of_this_machine_is_one_line_exit_2(home: Path, command: 
     args = ["--bind", f"{FOREIGN}:7700", "--auth-token-file", str(home / "token")]
     home.mkdir(parents=True, exist_ok=True)
     (home / "token").write_text("a-token\n")
+    (home / "token").chmod(0o600)
     extra = ["--transport", "http"] if command == "serve" else []
     proc = run_cli(command, *extra, *args, home=home)
     one_line(proc, f"{FOREIGN}:7700", "not an address of this machine", "--bind")

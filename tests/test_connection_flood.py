@@ -200,7 +200,9 @@ async def test_unauthenticated_flood_does_not_starve_an_authorised_client(
                 )
             )
             assert not runs[-1].failures, (runs[-1].failures[:5], runs[-1].summary())
-        attach = Probe("tcp", owner.attach.host, owner.attach.port, owner.attach.token)
+        runtime = owner.attach
+        proof = (bytes.fromhex(runtime.secret), runtime.pid, runtime.port)
+        attach = Probe("tcp", runtime.host, runtime.port, "", attach=proof)
         async with trio.open_nursery() as nursery:
             attached = [await attach.fresh_ping(nursery) for _ in range(10)]
         assert owner.alive, owner.stderr_text()[-400:]

@@ -37,6 +37,11 @@ from typing import Any
 import trio
 from trio_websocket import WebSocketConnection, connect_websocket
 
+from ..net.proof import prove
+
+# The attach endpoint's proof: (its secret, the server's pid, the endpoint's port).
+Attach = tuple[bytes, int, int]
+
 KINDS = ("tcp", "http", "ws")
 # Seconds between the bytes of a connection that trickles.
 TRICKLE = 0.5
@@ -311,11 +316,15 @@ class Probe:
     """An authorised client of one transport: a session kept open (`ping`) and pings on
     fresh connections (`fresh_ping`: connect, authenticate, ping, close)."""
 
-    def __init__(self, kind: str, host: str, port: int, token: str) -> None:
+    def __init__(
+        self, kind: str, host: str, port: int, token: str, attach: Attach | None = None
+    ) -> None:
         self.kind = kind
         self.host = host
         self.port = port
         self.token = token
+        # The attach endpoint's proof (``actors.net.proof``) in place of the token line.
+        self.attach = attach
         self.tcp: trio.SocketStream | None = None
         self.tcp_buffer = b""
         self.http: HttpLink | None = None
@@ -343,10 +352,10 @@ class Probe:
             await self.ws.get_message()
             await self.ws.send_message(INITIALIZED.decode())
 
-    async def _tcp_line(self, stream: trio.SocketStream | None = None) -> bytes:
+    async def _tcp_line(self, stream: trio.SocketStream | None = None, rest: bytes = b"") -> bytes:
         target = stream or self.tcp
         assert target is not None
-        buffer = self.tcp_buffer if stream is None else b""
+        buffer = self.tcp_buffer if stream is None else rest
         while b"\n" not in buffer:
             data = await target.receive_some(65536)
             if not data:
@@ -395,8 +404,13 @@ class Probe:
             if self.kind == "tcp":
                 stream = await trio.open_tcp_stream(self.host, self.port)
                 try:
-                    await stream.send_all(f"Bearer {self.token}\n".encode() + PING + b"\n")
-                    reply = await self._tcp_line(stream)
+                    rest = b""
+                    if self.attach is not None:
+                        rest = await prove(stream, *self.attach)
+                        await stream.send_all(PING + b"\n")
+                    else:
+                        await stream.send_all(f"Bearer {self.token}\n".encode() + PING + b"\n")
+                    reply = await self._tcp_line(stream, rest)
                 finally:
                     await trio.aclose_forcefully(stream)
                 if b'"result"' not in reply:
