@@ -29,7 +29,7 @@ from ..actors.net import attach, owner, serving
 from ..actors.net.connections import Connections
 from ..actors.store import cli as store_cli
 from ..actors.ui import cli as ui_cli
-from . import trace
+from . import environment, trace
 from .app import build_context, configure_observability, default_features, open_app, serve
 from .commands import (
     Parser,
@@ -59,6 +59,10 @@ def start(
     cfg, home = load_config(args, extra_config)
     app = build_context(cfg, home, home_origin=home_origin(args))
     configure_observability(cfg, home)
+    for name, closest in getattr(args, "unknown_env", ()):
+        trace.record(
+            "config", "unknown_environment_variable", "warning", variable=name, closest=closest
+        )
     return app
 
 
@@ -230,11 +234,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = build_parser()
     args = parser.parse_args(argv)
+    warn_unknown_env(args)
     umask = os.umask(0o077)
     try:
         return _run_command(args)
     finally:
         os.umask(umask)
+
+
+def warn_unknown_env(args: argparse.Namespace) -> None:
+    """One stderr line for each ``MEMTRIO_*`` variable memtrio does not read, naming the
+    closest known one; `start` records them in the trace log too, once it is open."""
+    args.unknown_env = environment.unknown_env(os.environ)
+    for name, closest in args.unknown_env:
+        print(environment.unknown_env_warning(name, closest), file=sys.stderr, flush=True)
 
 
 def _run_command(args: argparse.Namespace) -> int:

@@ -9,11 +9,13 @@ a few short aliases exist too (`ALIASES`). Invalid configuration raises
 /path/config.toml [retrieval] line 2`` or ``the command-line flag --tools
 memory,bogus``. Each key is checked for its type and its range (`_CHECKS`);
 unknown sections and keys, in config.toml or as ``MEMTRIO_<SECTION>_<KEY>``
-variables, are errors too.
+variables, are errors too (any other unknown ``MEMTRIO_*`` name is warned about:
+``supervisors.environment``).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
@@ -509,9 +511,12 @@ def load(
                 continue
             key = var[len(prefix) :].lower()
             if key not in sections[section].__struct_fields__:
+                known = sections[section].__struct_fields__
+                close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+                hint = f"did you mean {prefix}{close[0].upper()}? " if close else ""
                 raise ConfigError(
                     f"{var}={_show(raw)} (environment): unknown key {section}.{key} "
-                    f"(known in [{section}]: {', '.join(sections[section].__struct_fields__)})"
+                    f"({hint}known in [{section}]: {', '.join(known)})"
                 )
             given[section, key] = (_Value(raw, f"{var}={_show(raw)} (environment)"), True)
     for var, (section, key) in ALIASES.items():

@@ -1,0 +1,111 @@
+"""What a newcomer's first mistakes get back (issue 32, items 6-8).
+
+- A typo in a ``MEMTRIO_*`` environment variable is warned about once, on every
+  command, with the closest known name; the known names are declared in one place
+  (`supervisors.environment`) and a test checks the tree against it.
+- A value outside an enum names the argument and lists the allowed values, in
+  tool results (through the official MCP client) and on the command line.
+- Counts are printed with the right plural ("1 memory", "2 memories").
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from mcp_client import run_cli
+from memtrio.supervisors import environment
+from serve_helpers import serve_process
+
+ROOT = Path(__file__).resolve().parent.parent
+NAME = re.compile(r"MEMTRIO_[A-Z0-9_]*[A-Z0-9](?![\w<])")  # not MEMTRIO_<SECTION>_<KEY>
+# Deliberately unknown names: the typos these tests and tests/test_config.py make.
+TYPOS = {
+    "MEMTRIO_RETREIVAL_DAMPING",
+    "MEMTRIO_EMBEDING",
+    "MEMTRIO_RETRIEVAL_DAMPNG",
+    "MEMTRIO_SOMETHING_ELSE",
+    "MEMTRIO_ZZZQQQ",
+}
+
+
+def warnings_in(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "unknown environment variable" in line]
+
+
+# -- item 6: unknown MEMTRIO_* names ----------------------------------------------------
+
+
+def test_a_misspelt_section_variable_warns_once_with_the_closest_name(home: Path) -> None:
+    done = run_cli("stats", home=home, env={"MEMTRIO_RETREIVAL_DAMPING": "0.6"})
+    assert done.returncode == 0, done.stderr
+    assert warnings_in(done.stderr) == [
+        "memtrio: warning: unknown environment variable MEMTRIO_RETREIVAL_DAMPING is ignored "
+        "(did you mean MEMTRIO_RETRIEVAL_DAMPING?)"
+    ], done.stderr
+    log = (home / "logs" / "memtrio.log").read_text()
+    assert '"event":"unknown_environment_variable","variable":"MEMTRIO_RETREIVAL_DAMPING"' in log
+
+
+def test_a_misspelt_alias_warns_once_on_mcp_with_the_closest_name(home: Path) -> None:
+    done = run_cli("mcp", "--no-attach", home=home, env={"MEMTRIO_EMBEDING": "off"}, input="")
+    assert done.returncode == 0, done.stderr
+    assert warnings_in(done.stderr) == [
+        "memtrio: warning: unknown environment variable MEMTRIO_EMBEDING is ignored "
+        "(did you mean MEMTRIO_EMBEDDINGS?)"
+    ], done.stderr
+
+
+async def test_serve_warns_about_an_unknown_variable_before_it_listens(home: Path) -> None:
+    env = {"MEMTRIO_EMBEDING": "off"}
+    async with serve_process(home, ["--bind", "127.0.0.1:0"], env=env) as served:
+        assert warnings_in(served.stderr_text()) == [
+            "memtrio: warning: unknown environment variable MEMTRIO_EMBEDING is ignored "
+            "(did you mean MEMTRIO_EMBEDDINGS?)"
+        ], served.stderr_text()
+
+
+def test_known_names_give_no_warning(home: Path) -> None:
+    env = {
+        "MEMTRIO_RETRIEVAL_DAMPING": "0.6",
+        "MEMTRIO_EMBEDDINGS": "off",
+        "MEMTRIO_LOG_STDERR_LEVEL": "warning",
+        "MEMTRIO_TEST_STORES": "sqlite",
+        "MEMTRIO_FAULTS": "",
+    }
+    done = run_cli("stats", home=home, env=env)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
+def test_a_name_nothing_is_close_to_points_at_the_docs() -> None:
+    found = environment.unknown_env({"MEMTRIO_ZZZQQQ": "1", "PATH": "/bin", "MEMTRIO_UI": "1"})
+    assert found == [("MEMTRIO_ZZZQQQ", None)]
+    assert "docs/configuration.md" in environment.unknown_env_warning("MEMTRIO_ZZZQQQ", None)
+
+
+def test_every_memtrio_variable_in_the_tree_is_declared() -> None:
+    """A name the code reads (or sets for a child, or the docs show) that is not a setting,
+    an alias or in `environment.OTHER_ENV` would be warned about as a typo: declare it."""
+    used: dict[str, str] = {}
+    for folder in ("actors", "protocol", "supervisors", "tools", "tests"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    text = node.value
+                elif isinstance(node, ast.keyword) and node.arg:
+                    text = node.arg  # env.update(MEMTRIO_HOME=...)
+                else:
+                    continue
+                if NAME.fullmatch(text):
+                    used.setdefault(text, str(path.relative_to(ROOT)))
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for name in NAME.findall(path.read_text(encoding="utf-8")):
+            used.setdefault(name, str(path.relative_to(ROOT)))
+    known = set(environment.known_env_names())
+    undeclared = {name: where for name, where in used.items() if name not in known | TYPOS}
+    assert not undeclared, f"declare these in supervisors/environment.py OTHER_ENV: {undeclared}"
+    unread = [name for name in environment.OTHER_ENV if name not in used]
+    assert not unread, f"OTHER_ENV names nothing reads any more: {unread}"
+    documented = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    assert [name for name in environment.OTHER_ENV if name not in documented] == []
