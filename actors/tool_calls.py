@@ -137,7 +137,7 @@ class ToolCalls:
             args = tool.decoder.decode(raw if raw and raw != b"null" else b"{}")
         except msgspec.ValidationError as exc:
             span["outcome"] = "invalid_arguments"
-            return mcp.tool_error(f"{tool.name}: {format_validation_error(exc)}")
+            return mcp.tool_error(f"{tool.name}: {format_validation_error(exc, tool.args)}")
         except msgspec.DecodeError as exc:
             span["outcome"] = "invalid_arguments"
             return mcp.tool_error(f"{tool.name}: invalid arguments: {exc}")

@@ -26,6 +26,8 @@ from typing import Any
 
 import msgspec
 
+from .validation import describe_validation_error
+
 Handler = Callable[[Any, Any], Awaitable[Any]]
 
 # Tool groups let `[tools] enabled` / `--tools` choose what a server advertises.
@@ -215,7 +217,8 @@ def json_type(value: object) -> str:
     return "array" if isinstance(value, list) else "object"
 
 
-def format_validation_error(exc: msgspec.ValidationError) -> str:
-    """msgspec says ``Expected `int`, got `str` - at `$.limit` ``; keep the path."""
-    text = str(exc)
-    return f"Invalid arguments: {text}"
+def format_validation_error(exc: msgspec.ValidationError, args: object = None) -> str:
+    """msgspec says ``Expected `int`, got `str` - at `$.limit` ``; keep the path. An enum
+    field of ``args`` (the struct decoded) is named with its allowed values
+    (``direction: 'out' is not one of: both, incoming, outgoing``)."""
+    return f"Invalid arguments: {describe_validation_error(exc, args)}"

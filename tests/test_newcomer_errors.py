@@ -11,11 +11,18 @@
 from __future__ import annotations
 
 import ast
+import enum
 import re
 from pathlib import Path
+from typing import Annotated, Literal
 
-from mcp_client import run_cli
+import msgspec
+import pytest
+from mcp_client import fails, open_client, run_cli
+from memtrio.actors.store.tool_args import GraphArgs
+from memtrio.protocol.validation import describe_validation_error
 from memtrio.supervisors import environment
+from memtrio.supervisors.commands import cli_flag
 from serve_helpers import serve_process
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,3 +116,70 @@ def test_every_memtrio_variable_in_the_tree_is_declared() -> None:
     assert not unread, f"OTHER_ENV names nothing reads any more: {unread}"
     documented = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     assert [name for name in environment.OTHER_ENV if name not in documented] == []
+
+
+# -- item 7: enum errors name the argument and list the allowed values ---------------------
+
+
+async def test_enum_arguments_name_the_field_and_list_the_allowed_values(home: Path) -> None:
+    async with open_client(home, args=["--vectors"]) as client:
+        text = await fails(client, "get_neighbors", name="Alpha", direction="out")
+        assert (
+            "get_neighbors: Invalid arguments: direction: 'out' is not one of: both, incoming, outgoing"
+            in text
+        )
+        text = await fails(client, "read_graph", mode="everything")
+        assert (
+            "read_graph: Invalid arguments: mode: 'everything' is not one of: full, names, summary"
+            in text
+        )
+        text = await fails(client, "graph", entity="Alpha", direction=3)
+        assert (
+            "graph: Invalid arguments: direction: must be one of: both, incoming, outgoing (got `int`)"
+            in text
+        )
+        # Any other argument error keeps msgspec's words and path.
+        text = await fails(client, "graph", entity="Alpha", max_depth=9)
+        assert "Expected `int` <= 3 - at `$.max_depth`" in text
+
+
+class Kind(enum.Enum):
+    A = "a"
+    B = "b"
+
+
+class Item(msgspec.Struct):
+    kind: Kind = Kind.A
+
+
+class Args(msgspec.Struct):
+    items: list[Item] = []
+    when: Annotated[Literal["now", "later"], msgspec.Meta(description="x")] | None = None
+
+
+def test_allowed_values_follow_lists_optionals_and_nested_structs() -> None:
+    def error(raw: bytes) -> str:
+        with pytest.raises(msgspec.ValidationError) as info:
+            msgspec.json.decode(raw, type=Args)
+        return describe_validation_error(info.value, Args)
+
+    assert error(b'{"items": [{}, {"kind": "c"}]}') == "items[1].kind: 'c' is not one of: a, b"
+    assert error(b'{"when": "soon"}') == "when: 'soon' is not one of: later, now"
+    assert error(b'{"items": 1}') == "Expected `array`, got `int` - at `$.items`"
+
+
+def test_the_cli_lists_the_choices_of_an_enum_option(home: Path) -> None:
+    done = run_cli("graph", "Alpha", "--direction", "out", home=home)
+    assert done.returncode == 2
+    assert "argument --direction: invalid choice: 'out'" in done.stderr
+    assert "'both', 'incoming', 'outgoing'" in done.stderr
+    done = run_cli("stats", home=home, env={"MEMTRIO_CONTENT": "md"})
+    assert done.returncode == 2
+    assert 'server.content must be one of "auto", "markdown", "json", not md' in done.stderr
+
+
+def test_a_cli_argument_refused_by_its_struct_is_named_by_its_flag() -> None:
+    with pytest.raises(msgspec.ValidationError) as info:
+        msgspec.convert({"entity": "A", "direction": "up"}, GraphArgs)
+    text = describe_validation_error(info.value, GraphArgs, name=cli_flag)
+    assert text == "`--direction`: 'up' is not one of: both, incoming, outgoing"

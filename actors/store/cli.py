@@ -21,7 +21,8 @@ from typing import Any, BinaryIO, TypeVar
 
 import msgspec
 
-from ...supervisors.commands import CliError, add_common, cli_words, emit
+from ...protocol.validation import describe_validation_error
+from ...supervisors.commands import CliError, add_common, cli_flag, cli_words, emit
 from ...supervisors.context import AppContext, AppRunner
 from ..kg import cli as kg_cli
 from ..kg import jsonl
@@ -51,7 +52,8 @@ def _args(struct: type[ArgsT], **values: object) -> ArgsT:
     try:
         return msgspec.convert(given, struct)
     except msgspec.ValidationError as exc:
-        raise CliError(f"invalid arguments: {cli_words(printable(str(exc)))}") from None
+        text = describe_validation_error(exc, struct, name=cli_flag)
+        raise CliError(f"invalid arguments: {cli_words(printable(text))}") from None
 
 
 def _read_stdin_text() -> str:

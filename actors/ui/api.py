@@ -184,7 +184,7 @@ class Api:
         try:
             args = msgspec.convert(arguments, tool.args)
         except msgspec.ValidationError as exc:
-            raise ApiError(400, format_validation_error(exc)) from None
+            raise ApiError(400, format_validation_error(exc, tool.args)) from None
         return msgspec.to_builtins(await tool.handler(self.ctx, args))
 
     async def read(self, op: Callable[[sqlite3.Connection], Json]) -> Json:
@@ -383,7 +383,7 @@ class Api:
         try:
             return msgspec.convert(fields, kind)
         except msgspec.ValidationError as exc:
-            raise ApiError(400, format_validation_error(exc)) from None
+            raise ApiError(400, format_validation_error(exc, kind)) from None
 
     async def symbols(self, query: Query) -> Json:
         """``find_symbol``'s matches as rows (the tool answers them as text lines); a path
