@@ -25,6 +25,7 @@ import trio
 from ..protocol import jsonrpc, mcp
 from ..protocol.errors import DomainError
 from ..protocol.jsonrpc import Id
+from ..protocol.plural import plural
 from ..protocol.tools import Tool, format_validation_error
 from ..supervisors import faults, trace
 from ..supervisors.context import AppContext, CallContext
@@ -69,7 +70,8 @@ class ToolCalls:
             await answer.error(
                 msg.id,
                 jsonrpc.INVALID_PARAMS,
-                f"Unknown tool: {params.name!r}; tools/list names the {len(self.app.registry)} available tools",
+                f"Unknown tool: {params.name!r}; tools/list names the "
+                f"{plural(len(self.app.registry), 'available tool')}",
             )
             return
         call = CallState(trio.CancelScope(), answer)

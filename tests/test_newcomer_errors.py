@@ -20,6 +20,7 @@ import msgspec
 import pytest
 from mcp_client import fails, open_client, run_cli
 from memtrio.actors.store.tool_args import GraphArgs
+from memtrio.protocol.plural import plural, singular_of
 from memtrio.protocol.validation import describe_validation_error
 from memtrio.supervisors import environment
 from memtrio.supervisors.commands import cli_flag
@@ -183,3 +184,59 @@ def test_a_cli_argument_refused_by_its_struct_is_named_by_its_flag() -> None:
         msgspec.convert({"entity": "A", "direction": "up"}, GraphArgs)
     text = describe_validation_error(info.value, GraphArgs, name=cli_flag)
     assert text == "`--direction`: 'up' is not one of: both, incoming, outgoing"
+
+
+# -- item 8: plurals, and --memory-type --------------------------------------------------
+
+
+def test_a_count_of_one_takes_the_singular() -> None:
+    assert [plural(n, "memory") for n in (0, 1, 2)] == ["0 memories", "1 memory", "2 memories"]
+    assert [plural(n, "time") for n in (0, 1, 2)] == ["0 times", "1 time", "2 times"]
+    assert [plural(n, "match") for n in (0, 1, 2)] == ["0 matches", "1 match", "2 matches"]
+    assert plural(1, "entity") == "1 entity" and plural(3, "key") == "3 keys"
+    assert [singular_of(w) for w in ("memories", "matches", "paths", "status")] == [
+        "memory",
+        "match",
+        "path",
+        "status",
+    ]
+
+
+def test_cli_counts_of_one_are_singular(home: Path, tmp_path: Path) -> None:
+    def cli(*args: str, where: Path = home) -> str:
+        done = run_cli(*args, home=where)
+        assert done.returncode == 0, done.stderr
+        return done.stdout + done.stderr
+
+    cli("remember", "Alpha uses Beta", "--scope", "global", "--memory-type", "decision")
+    assert "global  1 memory  (writable)" in cli("scopes")
+    shown = cli("show", "1", "--scope", "global")
+    assert "[decision]" in shown and "accessed: 1 time, last" in shown
+    assert "accessed: 2 times, last" in cli("show", "1", "--scope", "global")
+    assert "#1 [decision]" in cli("list", "--scope", "global", "--memory-type", "DECISION")
+    export = tmp_path / "one.jsonl"
+    assert "exported 1 memory, 0 entities, 0 relations, 0 vectors" in cli("export", str(export))
+    other = tmp_path / "other"
+    other.mkdir()
+    assert "added 1 memory, 0 entities, 0 relations, 0 vectors (0 memories were already" in cli(
+        "import", str(export), where=other
+    )
+    assert "(1 memory was already present)" in cli("import", str(export), where=other)
+
+
+def test_memory_type_is_accepted_on_every_command_that_takes_type(home: Path) -> None:
+    for command in ("remember", "list", "search"):
+        done = run_cli(command, "--help", home=home)
+        assert "--type TYPE, --memory-type TYPE" in done.stdout, (command, done.stdout)
+        assert "memory_type" in done.stdout
+
+
+async def test_a_markdown_summary_of_one_memory_says_memory(home: Path) -> None:
+    env = {"MEMTRIO_CONTENT": "markdown"}
+    async with open_client(home, env=env) as client:
+        await client.call_tool("remember", {"content": "Alpha uses Beta", "scopes": ["global"]})
+        result = await client.call_tool(
+            "recall", {"query": "Alpha", "scopes": ["global"], "use_embeddings": False}
+        )
+        summary = result.content[0].text
+        assert summary.startswith("**recall** — 1 memory,"), summary

@@ -14,6 +14,7 @@ from typing import Annotated
 import msgspec
 
 from ...protocol.errors import BadArgument
+from ...protocol.plural import plural
 from ...protocol.tools import Tool
 from ...supervisors.context import CallContext
 from .checkout import checkout_root, resolve_path, show_path
@@ -149,11 +150,11 @@ def format_matches(
             line += f"\t{signature}"
         lines.append(line)
     if total > len(rows):
-        lines.append(f"{len(rows)} of {total} matches; raise limit for more")
+        lines.append(f"{len(rows)} of {plural(total, 'match')}; raise limit for more")
     sources, indexed = truncation
     if sources:
         lines.append(
-            f"truncated: {indexed} of {sources} source files indexed ([code] max_files = {max_files}); a definition may be missing"
+            f"truncated: {indexed} of {plural(sources, 'source file')} indexed ([code] max_files = {max_files}); a definition may be missing"
         )
     return "\n".join(lines)
 

@@ -21,6 +21,7 @@ from functools import partial
 import trio
 
 from ...protocol import jsonrpc
+from ...protocol.plural import plural
 from ...supervisors.context import AppContext
 from ...supervisors.errors import UserError
 from ...supervisors.supervisor import ChildContext, ChildSpec
@@ -78,7 +79,7 @@ async def open_listeners(listen: Listen) -> list[trio.SocketListener]:
 
 def limit_message(limit: int) -> str:
     return (
-        f"Server error: the server is at its limit of {limit} connections "
+        f"Server error: the server is at its limit of {plural(limit, 'connection')} "
         "([serve] max_connections); try again later"
     )
 
