@@ -228,9 +228,11 @@ class Session:
         elif method == "initialize":
             await self.initialize(msg, answer)
         elif method == "tools/list":
-            # outputSchema only where the revision has structured content (2025-06-18+).
+            # outputSchema only where the revision has structured content (2025-06-18+)
+            # and [server] output_schema asks for it.
             structured = self.state.structured_ok
-            tools = [tool.describe(structured) for tool in self.app.registry]
+            schemas = self.app.config.server.output_schema
+            tools = [tool.describe(structured, schemas) for tool in self.app.registry]
             await self._list_page(msg, answer, "tools", tools)
         elif method == "resources/list":
             resources = [r.describe() for r in self.app.resources.values()]

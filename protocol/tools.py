@@ -61,19 +61,17 @@ class Tool:
     def output_schema(self) -> dict[str, Any] | None:
         return result_schema(self.result) if self.result is not None else None
 
-    def describe(self, structured: bool = True) -> dict[str, Any]:
+    def describe(self, structured: bool = True, output_schema: bool = True) -> dict[str, Any]:
         """The ``tools/list`` entry for this tool.
 
-        ``structured``: the session's protocol revision has structured content
-        (2025-06-18 and later), so the entry carries the ``outputSchema``.
+        ``structured``: the session's protocol revision has structured content and
+        top-level titles (2025-06-18 and later); ``output_schema``: list the
+        ``outputSchema`` then (``[server] output_schema``). The annotations carry only
+        the hints that differ from MCP's defaults (`annotation_hints`); the title is
+        top-level from 2025-06-18 on, an annotation before.
         """
-        annotations: dict[str, Any] = {
-            "readOnlyHint": self.read_only,
-            "destructiveHint": self.destructive,
-            "idempotentHint": self.idempotent,
-            "openWorldHint": False,
-        }
-        if self.title:
+        annotations = annotation_hints(self.read_only, self.destructive, self.idempotent)
+        if self.title and not structured:
             annotations["title"] = self.title
         entry: dict[str, Any] = {
             "name": self.name,
@@ -81,11 +79,28 @@ class Tool:
             "inputSchema": self.input_schema,
             "annotations": annotations,
         }
-        if self.title:
+        if self.title and structured:
             entry["title"] = self.title
-        if structured and self.output_schema is not None:
+        if structured and output_schema and self.output_schema is not None:
             entry["outputSchema"] = self.output_schema
         return entry
+
+
+def annotation_hints(read_only: bool, destructive: bool, idempotent: bool) -> dict[str, bool]:
+    """A tool's annotation hints, those equal to MCP's defaults left out: readOnlyHint
+    (default false), destructiveHint (default true) and idempotentHint (default false),
+    the last two meaningful only for a tool that writes, and openWorldHint (default true:
+    memtrio's tools never reach outside the server, so it is always false)."""
+    hints: dict[str, bool] = {}
+    if read_only:
+        hints["readOnlyHint"] = True
+    else:
+        if not destructive:
+            hints["destructiveHint"] = False
+        if idempotent:
+            hints["idempotentHint"] = True
+    hints["openWorldHint"] = False
+    return hints
 
 
 def grouped_tool(
@@ -126,9 +141,11 @@ def struct_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
             root["$defs"] = defs
         schema = root
     schema.pop("title", None)
+    schema.pop("description", None)  # the struct's docstring: the tool's description says it
     schema.setdefault("type", "object")
     schema.setdefault("properties", {})
     for obj in (schema, *schema.get("$defs", {}).values()):
+        obj.pop("title", None)  # the struct's class name: nothing a caller fills in
         props = obj.get("properties", {})
         for name, prop in props.items():
             props[name] = plain_property(prop)

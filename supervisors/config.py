@@ -49,6 +49,9 @@ class ServerConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     call_timeout: float = 300.0  # seconds before a tool call is abandoned with an error
     # Tool-result content shape: auto (by clientInfo.name, protocol.content), markdown, json.
     content: Literal["auto", "markdown", "json"] = "auto"
+    # List each tool's outputSchema in tools/list (2025-06-18+): off by default, since they
+    # would double its size; results carry structuredContent either way.
+    output_schema: bool = False
 
 
 class LogConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

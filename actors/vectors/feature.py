@@ -22,7 +22,9 @@ VECTORS_SHUTDOWN = 5.0
 
 INSTRUCTIONS = (
     "memtrio vectors: attach your own entity embeddings (vector_upsert_embedding, vector_batch_upsert; "
-    "{dims}) and search them (vector_search_entities, hybrid_search, vector_mmr_search, ...)."
+    "{dims}) and search them (vector_search_entities, hybrid_search, vector_mmr_search, ...) by the "
+    "[vectors] metric, among the entities this session sees. A search may pass `text` instead of a vector: "
+    "the local model embeds it (only when the store's dimension is the model's, 384)."
 )
 
 
