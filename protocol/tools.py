@@ -87,16 +87,17 @@ class Tool:
 
 
 def annotation_hints(read_only: bool, destructive: bool, idempotent: bool) -> dict[str, bool]:
-    """A tool's annotation hints, those equal to MCP's defaults left out: readOnlyHint
-    (default false), destructiveHint (default true) and idempotentHint (default false),
-    the last two meaningful only for a tool that writes, and openWorldHint (default true:
-    memtrio's tools never reach outside the server, so it is always false)."""
+    """A tool's annotation hints, most of those equal to MCP's defaults left out:
+    readOnlyHint (default false) and idempotentHint (default false, meaningful only for a
+    tool that writes) only when true; destructiveHint, of a tool that writes, always (its
+    default is true, but a client that reads a missing hint as false must not take a
+    destructive tool for a harmless one); openWorldHint (default true) always false:
+    memtrio's tools never reach outside the server."""
     hints: dict[str, bool] = {}
     if read_only:
         hints["readOnlyHint"] = True
     else:
-        if not destructive:
-            hints["destructiveHint"] = False
+        hints["destructiveHint"] = destructive
         if idempotent:
             hints["idempotentHint"] = True
     hints["openWorldHint"] = False
