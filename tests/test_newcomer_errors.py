@@ -18,6 +18,7 @@ from typing import Annotated, Literal
 
 import msgspec
 import pytest
+import test_ui_api as ui_api
 from mcp_client import fails, open_client, run_cli
 from memtrio.actors.store.tool_args import GraphArgs
 from memtrio.protocol.plural import plural, singular_of
@@ -240,3 +241,16 @@ async def test_a_markdown_summary_of_one_memory_says_memory(home: Path) -> None:
         )
         summary = result.content[0].text
         assert summary.startswith("**recall** — 1 memory,"), summary
+
+
+async def test_the_dashboard_api_lists_the_allowed_values_too(tmp_path: Path) -> None:
+    async with ui_api.dashboard(tmp_path) as d:
+        await ui_api.seed(d)
+        bad = await d.get("graph", entity="Alpha", direction="sideways")
+        assert bad.status_code == 400
+        assert (
+            "direction: 'sideways' is not one of: both, incoming, outgoing" in bad.json()["error"]
+        )
+        bad = await d.get("memories", q="queue", mode="fuzzy")
+        assert bad.status_code == 400
+        assert bad.json()["error"] == "mode: 'fuzzy' is not one of: lexical, semantic"

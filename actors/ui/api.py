@@ -212,6 +212,8 @@ class Api:
         selection = await self.selection(query)
         text = query.get("q", "").strip()
         mode = query.get("mode", "lexical")
+        if mode not in ("lexical", "semantic"):
+            raise ApiError(400, f"mode: {mode!r} is not one of: lexical, semantic")
         limit = _int(query, "limit", 50, 1, PAGE_LIMIT)
         offset = _int(query, "offset", 0, 0, 10**9)
         chosen = queries.MemoryFilter(
