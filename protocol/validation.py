@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from typing import cast
 
 import msgspec
 import msgspec.inspect as mi
@@ -24,6 +25,7 @@ _AT = re.compile(r"^(?P<what>.*) - at `\$(?P<path>[^`]*)`$", re.DOTALL)
 _STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
 _ENUM_VALUE = "Invalid enum value "
 _GOT = re.compile(r"got (`[^`]+`)")
+SHOWN = 80  # characters of a refused value repeated in the message
 
 
 def describe_validation_error(
@@ -49,7 +51,9 @@ def describe_validation_error(
     choices = ", ".join(str(v) for v in values)
     what = found["what"]
     if what.startswith(_ENUM_VALUE):
-        return f"{field}: {what.removeprefix(_ENUM_VALUE)} is not one of: {choices}"
+        value = what.removeprefix(_ENUM_VALUE)
+        shown = value if len(value) <= SHOWN else value[: SHOWN - 1] + "…"
+        return f"{field}: {shown} is not one of: {choices}"
     got = _GOT.search(what)
     return f"{field}: must be one of: {choices}" + (f" (got {got[1]})" if got else f" ({what})")
 
@@ -57,7 +61,7 @@ def describe_validation_error(
 def allowed_values(decoded: object, path: str) -> list[object]:
     """The values the ``Literal`` / ``Enum`` field at ``path`` (``.a[0].b``) of ``decoded``
     allows (a Literal's sorted, an Enum's in order); [] when the field is not an enum."""
-    infos = _flat([mi.type_info(decoded)])  # type: ignore[arg-type]  # any decodable type
+    infos = _flat([mi.type_info(cast(type, decoded))])  # a struct, or a union of them
     for key, index in _STEP.findall(path):
         step: list[mi.Type] = []
         for info in infos:

@@ -168,6 +168,8 @@ def test_allowed_values_follow_lists_optionals_and_nested_structs() -> None:
     assert error(b'{"items": [{}, {"kind": "c"}]}') == "items[1].kind: 'c' is not one of: a, b"
     assert error(b'{"when": "soon"}') == "when: 'soon' is not one of: later, now"
     assert error(b'{"items": 1}') == "Expected `array`, got `int` - at `$.items`"
+    long = error(b'{"when": "' + b"x" * 100_000 + b'"}')
+    assert long == "when: '" + "x" * 78 + "… is not one of: later, now"
 
 
 def test_the_cli_lists_the_choices_of_an_enum_option(home: Path) -> None:
