@@ -59,9 +59,13 @@ def start(
     cfg, home = load_config(args, extra_config)
     app = build_context(cfg, home, home_origin=home_origin(args))
     configure_observability(cfg, home)
-    for name, closest in getattr(args, "unknown_env", ()):
+    for name, closest in getattr(args, "unknown_env", ())[: environment.MAX_WARNINGS]:
         trace.record(
-            "config", "unknown_environment_variable", "warning", variable=name, closest=closest
+            "config",
+            "unknown_environment_variable",
+            "warning",
+            variable=environment.shown(name),
+            closest=closest,
         )
     return app
 
@@ -246,8 +250,8 @@ def warn_unknown_env(args: argparse.Namespace) -> None:
     """One stderr line for each ``MEMTRIO_*`` variable memtrio does not read, naming the
     closest known one; `start` records them in the trace log too, once it is open."""
     args.unknown_env = environment.unknown_env(os.environ)
-    for name, closest in args.unknown_env:
-        print(environment.unknown_env_warning(name, closest), file=sys.stderr, flush=True)
+    for line in environment.unknown_env_warnings(args.unknown_env):
+        print(line, file=sys.stderr, flush=True)
 
 
 def _run_command(args: argparse.Namespace) -> int:

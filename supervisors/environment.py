@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from .config import ALIASES, Config
 
 PREFIX = "MEMTRIO_"
+MAX_NAME = 80  # characters of a name shown or compared
+MAX_WARNINGS = 20  # unknown names warned about one by one; the rest are counted
 
 # The other MEMTRIO_* variables memtrio reads (not settings): name -> what reads it.
 OTHER_ENV: dict[str, str] = {
@@ -68,13 +70,35 @@ def unknown_env(env: Mapping[str, str]) -> list[tuple[str, str | None]]:
     for name in sorted(env):
         if not name.startswith(PREFIX) or name in known or name.startswith(sections):
             continue
-        # Compared without the shared prefix, which would make any name look close.
-        close = difflib.get_close_matches(name[len(PREFIX) :], tails, n=1, cutoff=0.6)
+        # Compared without the shared prefix, which would make any name look close; a name
+        # far longer than any known one is close to none (and not worth the comparison).
+        tail = name[len(PREFIX) :]
+        close = (
+            difflib.get_close_matches(tail, tails, n=1, cutoff=0.6) if len(tail) <= MAX_NAME else []
+        )
         found.append((name, PREFIX + close[0] if close else None))
     return found
 
 
+def unknown_env_warnings(found: list[tuple[str, str | None]]) -> list[str]:
+    """The stderr lines about `unknown_env`'s names: one a name, at most `MAX_WARNINGS`."""
+    lines = [unknown_env_warning(name, closest) for name, closest in found[:MAX_WARNINGS]]
+    if len(found) > MAX_WARNINGS:
+        lines.append(
+            f"memtrio: warning: and {len(found) - MAX_WARNINGS} more unknown MEMTRIO_* "
+            "environment variables, ignored"
+        )
+    return lines
+
+
 def unknown_env_warning(name: str, closest: str | None) -> str:
-    """The one stderr line about the unknown environment variable ``name``."""
+    """The one stderr line about the unknown environment variable ``name`` (shown printable
+    and cut to `MAX_NAME` characters)."""
     hint = f"did you mean {closest}?" if closest else "docs/configuration.md lists the names"
-    return f"memtrio: warning: unknown environment variable {name} is ignored ({hint})"
+    return f"memtrio: warning: unknown environment variable {shown(name)} is ignored ({hint})"
+
+
+def shown(name: str) -> str:
+    """``name`` as a message may show it: escaped unless printable, at most `MAX_NAME` long."""
+    text = name if name.isprintable() else ascii(name)
+    return text if len(text) <= MAX_NAME else text[: MAX_NAME - 1] + "…"

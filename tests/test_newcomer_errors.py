@@ -93,6 +93,21 @@ def test_a_name_nothing_is_close_to_points_at_the_docs() -> None:
     assert "docs/configuration.md" in environment.unknown_env_warning("MEMTRIO_ZZZQQQ", None)
 
 
+def test_hostile_variable_names_are_warned_about_bounded_and_escaped(home: Path) -> None:
+    env = {f"MEMTRIO_JUNK_{i:03}": "1" for i in range(30)}
+    env["MEMTRIO_\x1b[2J" + "X" * 100_000] = "1"  # a terminal escape, and very long
+    done = run_cli("stats", home=home, env=env)
+    assert done.returncode == 0, done.stderr[:500]
+    lines = warnings_in(done.stderr)
+    assert len(lines) == environment.MAX_WARNINGS, lines
+    assert (
+        "memtrio: warning: and 11 more unknown MEMTRIO_* environment variables, ignored"
+        in done.stderr.splitlines()
+    )
+    assert "\x1b" not in done.stderr and max(map(len, lines)) < 200
+    assert "'MEMTRIO_\\x1b[2JXXX" in lines[0]
+
+
 def test_every_memtrio_variable_in_the_tree_is_declared() -> None:
     """A name the code reads (or sets for a child, or the docs show) that is not a setting,
     an alias or in `environment.OTHER_ENV` would be warned about as a typo: declare it."""
