@@ -21,7 +21,7 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -396,6 +396,17 @@ def _convert(section: str, key: str, given: _Value, from_text: bool) -> object:
     return converted
 
 
+def _closest(
+    name: object, known: Iterable[str], form: str, spell: Callable[[str], str] = str
+) -> str:
+    """``did you mean X? `` for the known name closest to a mistyped ``name`` (``form``
+    spells X), or nothing when none is close."""
+    if not isinstance(name, str) or len(name) > 100:
+        return ""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"did you mean {form.format(spell(close[0]))}? " if close else ""
+
+
 def _read_toml(path: Path) -> tuple[dict[str, Any], str] | None:
     """config.toml parsed, with its text (for line numbers); None if there is none."""
     try:
@@ -484,7 +495,8 @@ def load(
                         f"[section] (known: {', '.join(sections)})"
                     )
                 raise ConfigError(
-                    f"{where}: unknown section [{section}] (known: {', '.join(sections)})"
+                    f"{where}: unknown section [{section}] "
+                    f"({_closest(section, sections, '[{}]')}known: {', '.join(sections)})"
                 )
             if not isinstance(values, dict):
                 raise ConfigError(
@@ -497,7 +509,7 @@ def load(
                 if key not in known:
                     raise ConfigError(
                         f"{path}{f' line {line}' if line else ''}: unknown key {section}.{key} "
-                        f"(known in [{section}]: {', '.join(known)})"
+                        f"({_closest(key, known, '{}')}known in [{section}]: {', '.join(known)})"
                     )
                 source = f"{key} = {_show(value, False)} in {path} [{section}]"
                 given[section, key] = (
@@ -515,8 +527,7 @@ def load(
             key = var[len(prefix) :].lower()
             if key not in sections[section].__struct_fields__:
                 known = sections[section].__struct_fields__
-                close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-                hint = f"did you mean {prefix}{close[0].upper()}? " if close else ""
+                hint = _closest(key, known, prefix + "{}", str.upper)
                 raise ConfigError(
                     f"{var}={_show(raw)} (environment): unknown key {section}.{key} "
                     f"({hint}known in [{section}]: {', '.join(known)})"

@@ -23,7 +23,7 @@ from mcp_client import fails, open_client, run_cli
 from memtrio.actors.store.tool_args import GraphArgs
 from memtrio.protocol.plural import plural, singular_of
 from memtrio.protocol.validation import describe_validation_error
-from memtrio.supervisors import environment
+from memtrio.supervisors import config, environment
 from memtrio.supervisors.commands import cli_flag
 from serve_helpers import serve_process
 
@@ -91,6 +91,20 @@ def test_a_name_nothing_is_close_to_points_at_the_docs() -> None:
     found = environment.unknown_env({"MEMTRIO_ZZZQQQ": "1", "PATH": "/bin", "MEMTRIO_UI": "1"})
     assert found == [("MEMTRIO_ZZZQQQ", None)]
     assert "docs/configuration.md" in environment.unknown_env_warning("MEMTRIO_ZZZQQQ", None)
+
+
+def test_a_misspelt_setting_is_refused_naming_the_closest_one(home: Path) -> None:
+    cases = {
+        "[retreival]\ndamping = 0.6\n": "unknown section [retreival] (did you mean [retrieval]?",
+        "[retrieval]\ndampng = 0.6\n": "unknown key retrieval.dampng (did you mean damping?",
+    }
+    for text, expected in cases.items():
+        (home / "config.toml").write_text(text)
+        with pytest.raises(config.ConfigError, match=re.escape(expected)):
+            config.load(home, env={})
+    (home / "config.toml").unlink()
+    with pytest.raises(config.ConfigError, match=r"did you mean MEMTRIO_RETRIEVAL_DAMPING\?"):
+        config.load(home, env={"MEMTRIO_RETRIEVAL_DAMPNG": "0.6"})
 
 
 def test_hostile_variable_names_are_warned_about_bounded_and_escaped(home: Path) -> None:
