@@ -228,13 +228,15 @@ class Session:
         elif method == "initialize":
             await self.initialize(msg, answer)
         elif method == "tools/list":
-            # outputSchema only where the revision has structured content (2025-06-18+).
-            # A read-only grant is not offered the tools that write (calling one is refused).
+            # outputSchema only where the revision has structured content (2025-06-18+)
+            # and [server] output_schema asks for it. A read-only grant is not offered the
+            # tools that write (calling one is refused).
             structured = self.state.structured_ok
+            schemas = self.app.config.server.output_schema
             grant = self.state.grant
             read_only = grant is not None and grant.read_only
             tools = [
-                tool.describe(structured)
+                tool.describe(structured, schemas)
                 for tool in self.app.registry
                 if not (read_only and tool.writes)
             ]

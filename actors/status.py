@@ -90,10 +90,9 @@ class _StatusFeature:
                 Tool(
                     name="server_status",
                     description=(
-                        "Report this memtrio server: version, negotiated MCP protocol version, data "
-                        "directory, enabled features, calls in flight, every supervised actor "
-                        "with its state and restart count, and the calling session's repository "
-                        "(root) and where it came from (root_source)."
+                        "This memtrio server: version, protocol version, data directory, "
+                        "features, calls in flight, each actor's state and restarts, and this "
+                        "session's repository (root) and where it came from."
                     ),
                     args=StatusArgs,
                     handler=server_status,

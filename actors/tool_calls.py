@@ -31,6 +31,7 @@ import trio
 from ..protocol import jsonrpc, mcp
 from ..protocol.errors import DomainError
 from ..protocol.jsonrpc import Id
+from ..protocol.plural import plural
 from ..protocol.tools import Tool, format_validation_error
 from ..supervisors import faults, trace
 from ..supervisors.context import AppContext, CallContext
@@ -77,7 +78,8 @@ class ToolCalls:
             await answer.error(
                 msg.id,
                 jsonrpc.INVALID_PARAMS,
-                f"Unknown tool: {params.name!r}; tools/list names the {len(self.app.registry)} available tools",
+                f"Unknown tool: {params.name!r}; tools/list names the "
+                f"{plural(len(self.app.registry), 'available tool')}",
             )
             return
         call = CallState(trio.CancelScope(), answer)
@@ -150,7 +152,7 @@ class ToolCalls:
             args = tool.decoder.decode(raw if raw and raw != b"null" else b"{}")
         except msgspec.ValidationError as exc:
             span["outcome"] = "invalid_arguments"
-            return mcp.tool_error(f"{tool.name}: {format_validation_error(exc)}")
+            return mcp.tool_error(f"{tool.name}: {format_validation_error(exc, tool.args)}")
         except msgspec.DecodeError as exc:
             span["outcome"] = "invalid_arguments"
             return mcp.tool_error(f"{tool.name}: invalid arguments: {exc}")

@@ -23,6 +23,8 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from .plural import plural, singular_of
+
 ContentMode = Literal["markdown", "json"]
 CONTENT_SETTINGS = ("auto", "markdown", "json")
 
@@ -81,7 +83,7 @@ def summary(tool: str, value: dict[str, object] | list[object]) -> str:
     head = f"**{tool}**"
     facts = [f"{k}: {_short(v, 40)}" for k, v in list(scalars.items())[:6]]
     if rows is not None:
-        facts.insert(0, f"{len(rows)} {key}")
+        facts.insert(0, plural(len(rows), singular_of(key), key))
     lines = [_clip(f"{head} — {', '.join(facts)}" if facts else head)]
     for row in (rows or [])[:SUMMARY_ITEMS]:
         lines.append(_clip(f"- {_label(row)}"))

@@ -26,6 +26,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from .validation import describe_validation_error
+
 Handler = Callable[[Any, Any], Awaitable[Any]]
 
 # Tool groups let `[tools] enabled` / `--tools` choose what a server advertises.
@@ -68,19 +70,17 @@ class Tool:
     def output_schema(self) -> dict[str, Any] | None:
         return result_schema(self.result) if self.result is not None else None
 
-    def describe(self, structured: bool = True) -> dict[str, Any]:
+    def describe(self, structured: bool = True, output_schema: bool = True) -> dict[str, Any]:
         """The ``tools/list`` entry for this tool.
 
-        ``structured``: the session's protocol revision has structured content
-        (2025-06-18 and later), so the entry carries the ``outputSchema``.
+        ``structured``: the session's protocol revision has structured content and
+        top-level titles (2025-06-18 and later); ``output_schema``: list the
+        ``outputSchema`` then (``[server] output_schema``). The annotations carry only
+        the hints that differ from MCP's defaults (`annotation_hints`); the title is
+        top-level from 2025-06-18 on, an annotation before.
         """
-        annotations: dict[str, Any] = {
-            "readOnlyHint": self.read_only,
-            "destructiveHint": self.destructive,
-            "idempotentHint": self.idempotent,
-            "openWorldHint": False,
-        }
-        if self.title:
+        annotations = annotation_hints(self.read_only, self.destructive, self.idempotent)
+        if self.title and not structured:
             annotations["title"] = self.title
         entry: dict[str, Any] = {
             "name": self.name,
@@ -88,11 +88,29 @@ class Tool:
             "inputSchema": self.input_schema,
             "annotations": annotations,
         }
-        if self.title:
+        if self.title and structured:
             entry["title"] = self.title
-        if structured and self.output_schema is not None:
+        if structured and output_schema and self.output_schema is not None:
             entry["outputSchema"] = self.output_schema
         return entry
+
+
+def annotation_hints(read_only: bool, destructive: bool, idempotent: bool) -> dict[str, bool]:
+    """A tool's annotation hints, most of those equal to MCP's defaults left out:
+    readOnlyHint (default false) and idempotentHint (default false, meaningful only for a
+    tool that writes) only when true; destructiveHint, of a tool that writes, always (its
+    default is true, but a client that reads a missing hint as false must not take a
+    destructive tool for a harmless one); openWorldHint (default true) always false:
+    memtrio's tools never reach outside the server."""
+    hints: dict[str, bool] = {}
+    if read_only:
+        hints["readOnlyHint"] = True
+    else:
+        hints["destructiveHint"] = destructive
+        if idempotent:
+            hints["idempotentHint"] = True
+    hints["openWorldHint"] = False
+    return hints
 
 
 def grouped_tool(
@@ -133,9 +151,11 @@ def struct_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
             root["$defs"] = defs
         schema = root
     schema.pop("title", None)
+    schema.pop("description", None)  # the struct's docstring: the tool's description says it
     schema.setdefault("type", "object")
     schema.setdefault("properties", {})
     for obj in (schema, *schema.get("$defs", {}).values()):
+        obj.pop("title", None)  # the struct's class name: nothing a caller fills in
         props = obj.get("properties", {})
         for name, prop in props.items():
             props[name] = plain_property(prop)
@@ -224,7 +244,8 @@ def json_type(value: object) -> str:
     return "array" if isinstance(value, list) else "object"
 
 
-def format_validation_error(exc: msgspec.ValidationError) -> str:
-    """msgspec says ``Expected `int`, got `str` - at `$.limit` ``; keep the path."""
-    text = str(exc)
-    return f"Invalid arguments: {text}"
+def format_validation_error(exc: msgspec.ValidationError, args: object = None) -> str:
+    """msgspec says ``Expected `int`, got `str` - at `$.limit` ``; keep the path. An enum
+    field of ``args`` (the struct decoded) is named with its allowed values
+    (``direction: 'out' is not one of: both, incoming, outgoing``)."""
+    return f"Invalid arguments: {describe_validation_error(exc, args)}"

@@ -32,7 +32,7 @@ from ..actors.net.connections import Connections
 from ..actors.store import cli as store_cli
 from ..actors.store import dsn
 from ..actors.ui import cli as ui_cli
-from . import trace
+from . import environment, trace
 from .app import build_context, configure_observability, default_features, open_app, serve
 from .commands import (
     Parser,
@@ -64,6 +64,14 @@ def start(
         dsn.register(cfg.store.url)  # no log line or message shows its password from now on
     app = build_context(cfg, home, home_origin=home_origin(args))
     configure_observability(cfg, home)
+    for name, closest in getattr(args, "unknown_env", ())[: environment.MAX_WARNINGS]:
+        trace.record(
+            "config",
+            "unknown_environment_variable",
+            "warning",
+            variable=environment.shown(name),
+            closest=closest,
+        )
     return app
 
 
@@ -235,11 +243,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = build_parser()
     args = parser.parse_args(argv)
+    warn_unknown_env(args)
     umask = os.umask(0o077)
     try:
         return _run_command(args)
     finally:
         os.umask(umask)
+
+
+def warn_unknown_env(args: argparse.Namespace) -> None:
+    """One stderr line for each ``MEMTRIO_*`` variable memtrio does not read, naming the
+    closest known one; `start` records them in the trace log too, once it is open."""
+    args.unknown_env = environment.unknown_env(os.environ)
+    for line in environment.unknown_env_warnings(args.unknown_env):
+        print(line, file=sys.stderr, flush=True)
 
 
 def _run_command(args: argparse.Namespace) -> int:

@@ -71,6 +71,13 @@ def cli_words(message: str) -> str:
     return _TOOL_ARG.sub(lambda m: f"`{TOOL_FLAGS[m[1]]}`" if m[1] in TOOL_FLAGS else m[0], message)
 
 
+def cli_flag(path: str) -> str:
+    """The flag that sets a tool argument (``direction`` -> ``--direction``); the path as
+    it is when no flag does."""
+    flag = TOOL_FLAGS.get(re.split(r"[.\[]", path, maxsplit=1)[0])
+    return f"`{flag}`" if flag else path
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, with a usage error as one line (and exit code 2)."""
 

@@ -9,17 +9,19 @@ a few short aliases exist too (`ALIASES`). Invalid configuration raises
 /path/config.toml [retrieval] line 2`` or ``the command-line flag --tools
 memory,bogus``. Each key is checked for its type and its range (`_CHECKS`);
 unknown sections and keys, in config.toml or as ``MEMTRIO_<SECTION>_<KEY>``
-variables, are errors too.
+variables, are errors too (any other unknown ``MEMTRIO_*`` name is warned about:
+``supervisors.environment``).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -48,6 +50,9 @@ class ServerConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     call_timeout: float = 300.0  # seconds before a tool call is abandoned with an error
     # Tool-result content shape: auto (by clientInfo.name, protocol.content), markdown, json.
     content: Literal["auto", "markdown", "json"] = "auto"
+    # List each tool's outputSchema in tools/list (2025-06-18+): off by default, since they
+    # would double its size; results carry structuredContent either way.
+    output_schema: bool = False
 
 
 class LogConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -443,6 +448,17 @@ def _convert(section: str, key: str, given: _Value, from_text: bool) -> object:
     return converted
 
 
+def _closest(
+    name: object, known: Iterable[str], form: str, spell: Callable[[str], str] = str
+) -> str:
+    """``did you mean X? `` for the known name closest to a mistyped ``name`` (``form``
+    spells X), or nothing when none is close."""
+    if not isinstance(name, str) or len(name) > 100:
+        return ""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"did you mean {form.format(spell(close[0]))}? " if close else ""
+
+
 def _read_toml(path: Path) -> tuple[dict[str, Any], str] | None:
     """config.toml parsed, with its text (for line numbers); None if there is none."""
     try:
@@ -534,7 +550,8 @@ def load(
                         f"[section] (known: {', '.join(sections)})"
                     )
                 raise ConfigError(
-                    f"{where}: unknown section [{section}] (known: {', '.join(sections)})"
+                    f"{where}: unknown section [{section}] "
+                    f"({_closest(section, sections, '[{}]')}known: {', '.join(sections)})"
                 )
             if not isinstance(values, dict):
                 raise ConfigError(
@@ -547,7 +564,7 @@ def load(
                 if key not in known:
                     raise ConfigError(
                         f"{path}{f' line {line}' if line else ''}: unknown key {section}.{key} "
-                        f"(known in [{section}]: {', '.join(known)})"
+                        f"({_closest(key, known, '{}')}known in [{section}]: {', '.join(known)})"
                     )
                 source = f"{_assigned(key, value, ' = ', False)} in {path} [{section}]"
                 given[section, key] = (
@@ -564,9 +581,11 @@ def load(
                 continue
             key = var[len(prefix) :].lower()
             if key not in sections[section].__struct_fields__:
+                known = sections[section].__struct_fields__
+                hint = _closest(key, known, prefix + "{}", str.upper)
                 raise ConfigError(
                     f"{_assigned(var, raw, '=')} (environment): unknown key {section}.{key} "
-                    f"(known in [{section}]: {', '.join(sections[section].__struct_fields__)})"
+                    f"({hint}known in [{section}]: {', '.join(known)})"
                 )
             given[section, key] = (_Value(raw, f"{_assigned(var, raw, '=')} (environment)"), True)
     for var, (section, key) in ALIASES.items():

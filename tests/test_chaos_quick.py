@@ -127,7 +127,7 @@ def test_chaos_cli_prints_a_line_per_scenario_and_the_table() -> None:
     first = proc.stdout.splitlines()[0]
     assert first.startswith("commit-fault") and "lost 0" in first and first.endswith("ok")
     assert "memtrio chaos (full matrix, --seed 3)" in proc.stdout
-    assert "| commit-fault |" in proc.stdout and "| **total: 1 scenarios** |" in proc.stdout
+    assert "| commit-fault |" in proc.stdout and "| **total: 1 scenario** |" in proc.stdout
 
 
 def test_store_check_finds_stray_vector_chunks(tmp_path: Path) -> None:

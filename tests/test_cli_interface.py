@@ -110,7 +110,7 @@ def test_export_takes_output_flag_and_file(
     for argv in (["-o", "a.jsonl"], ["--output", "b.jsonl"], ["c.jsonl"]):
         code, out, err = run(capsys, "export", *argv)
         name = argv[-1]
-        assert code == 0 and out == "" and "exported 1 memories" in err, err
+        assert code == 0 and out == "" and "exported 1 memory" in err, err
         lines = (cli_checkout / name).read_text().splitlines()
         assert json.loads(lines[0])["type"] == "header" and len(lines) > 1
     code, _, err = run(capsys, "export", "x.jsonl", "-o", "y.jsonl")

@@ -86,10 +86,10 @@ def test_one_failing_record_is_reported_and_the_rest_migrates(
     assert cli.main(["reembed"]) == 1
     captured = capsys.readouterr()
     assert "failed: memory #1:" in captured.err
-    assert "reembedded 2 memories, 2 entities, 1 relations" in captured.out
+    assert "reembedded 2 memories, 2 entities, 1 relation" in captured.out
     monkeypatch.delenv("MEMTRIO_FAULTS")
     assert cli.main(["reembed"]) == 0  # the retry picks up only what is left
-    assert "reembedded 1 memories, 0 entities, 0 relations" in capsys.readouterr().out
+    assert "reembedded 1 memory, 0 entities, 0 relations" in capsys.readouterr().out
 
 
 def test_reembed_refuses_when_disabled_or_the_model_cannot_load(

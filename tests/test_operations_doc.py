@@ -76,19 +76,19 @@ def test_every_runnable_command_of_the_operations_doc_exits_0(tmp_path: Path) ->
         outputs[line] = done.stdout + done.stderr
     # The output shown in the document's text blocks, where it does not vary.
     assert "stdio.session tools/call [tool=recall]" in outputs["memtrio trace --last 1"]
-    assert "1 of 1 requests took 0 ms or more" in outputs["memtrio trace --slow 0"]
+    assert "1 of 1 request took 0 ms or more" in outputs["memtrio trace --slow 0"]
     assert "status: ok" in outputs["memtrio doctor"]
     assert "permissions: ok (directories 0700, files 0600)" in outputs["memtrio doctor"]
     assert (
-        "exported 1 memories, 0 entities, 0 relations, 0 vectors to memtrio-backup.jsonl"
+        "exported 1 memory, 0 entities, 0 relations, 0 vectors to memtrio-backup.jsonl"
         in (outputs["memtrio export -o memtrio-backup.jsonl"])
     )
     assert (
-        "added 1 memories, 0 entities, 0 relations, 0 vectors (0 memories were already present)"
+        "added 1 memory, 0 entities, 0 relations, 0 vectors (0 memories were already present)"
         in (outputs["memtrio import memtrio-backup.jsonl --home restored-home"])
     )
     assert (
-        "added 0 memories, 0 entities, 0 relations, 0 vectors (1 memories were already present)"
+        "added 0 memories, 0 entities, 0 relations, 0 vectors (1 memory was already present)"
         in (outputs["memtrio import memtrio-backup.jsonl"])
     )
     assert (tmp_path / ".memtrio" / "memtrio.sqlite").exists()

@@ -2,8 +2,9 @@
 
 The schemas are generated from the handlers' result structs
 (`protocol.tools.result_schema`); the official SDK client validates every
-``tools/call`` result against the ``outputSchema`` it listed, and these tests
-check the same results again with ``jsonschema``. Results are written for a
+``tools/call`` result against the ``outputSchema`` it listed (``tools/list``
+carries them with ``[server] output_schema = true``), and these tests check the
+same results again with ``jsonschema``. Results are written for a
 model to read: ISO 8601 UTC times (never epoch floats), scores to four
 significant digits, ``warnings`` only when there is one. A session on a
 revision before 2025-06-18 gets neither ``outputSchema`` nor
@@ -31,6 +32,8 @@ from raw_server import initialize_request, raw_server
 
 repo = inspector.repo  # the checkout fixture the steps run in
 
+# tools/list carries the outputSchemas only when asked ([server] output_schema).
+OUTPUT_SCHEMAS = {"MEMTRIO_SERVER_OUTPUT_SCHEMA": "true"}
 TIME_KEYS = ("created", "updated", "accessed", "time", "timestamp", "opened")
 EPOCH_RANGE = (1e9, 1e10)  # 2001 to 2286 in epoch seconds
 
@@ -124,7 +127,7 @@ def test_scores_keep_four_significant_digits() -> None:
 async def test_every_tool_over_the_sdk_client_validates_against_its_output_schema(
     repo: Path, home: Path
 ) -> None:
-    async with open_client(home, cwd=repo) as client:
+    async with open_client(home, cwd=repo, env=OUTPUT_SCHEMAS) as client:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
         results: dict[str, Any] = {}
 

@@ -139,7 +139,7 @@ async def test_ws_origin_and_connection_limit(home: Path) -> None:
             assert (await client.call("ping"))["result"] == {}
     assert foreign.status_code == 403 and b"allowed_origins" in (foreign.body or b"")
     assert full.status_code == 503
-    assert b"limit of 1 connections" in (full.body or b"")
+    assert b"limit of 1 connection (" in (full.body or b"")
 
 
 async def test_wss_with_a_certificate(home: Path, tmp_path: Path) -> None:

@@ -207,6 +207,7 @@ class RawClient:
         env = {k: os.environ[k] for k in PASSTHROUGH if k in os.environ}
         env.update(MEMTRIO_HOME=str(home), MEMTRIO_EMBEDDINGS="off", PYTHONUNBUFFERED="1")
         env.update(VECTORS_ENV)
+        env["MEMTRIO_SERVER_OUTPUT_SCHEMA"] = "true"  # to document each result's fields
         self.process = subprocess.Popen(
             [sys.executable, "-m", "memtrio.supervisors.cli", "mcp", *args],
             stdin=subprocess.PIPE,
@@ -494,7 +495,8 @@ def result_section(tool: dict[str, Any], answer: Any) -> list[str]:
         ]
     lines = [
         f"`outputSchema` (generated from the result struct `{schema.get('title', '?')}`; "
-        "listed to sessions on protocol 2025-06-18 and later, which get `structuredContent`):",
+        "listed with `[server] output_schema = true` to sessions on protocol 2025-06-18 and later, "
+        "which get `structuredContent` either way):",
         "",
         *result_table(schema),
     ]
@@ -505,11 +507,16 @@ def result_section(tool: dict[str, Any], answer: Any) -> list[str]:
 
 def render_tool(tool: dict[str, Any], group: str, example: tuple[dict[str, Any], Any]) -> list[str]:
     notes = tool.get("annotations", {})
-    hints = [
-        "read-only" if notes.get("readOnlyHint") else "writes",
-        "destructive" if notes.get("destructiveHint") else "not destructive",
-        "idempotent" if notes.get("idempotentHint") else "not idempotent",
-    ]
+    # A hint left out has MCP's default: readOnlyHint false, destructiveHint true,
+    # idempotentHint false (the last two only mean something for a tool that writes).
+    if notes.get("readOnlyHint", False):
+        hints = ["read-only"]
+    else:
+        hints = [
+            "writes",
+            "destructive" if notes.get("destructiveHint", True) else "not destructive",
+            "idempotent" if notes.get("idempotentHint", False) else "not idempotent",
+        ]
     schema = tool["inputSchema"]
     lines = [
         f"### `{tool['name']}`",
@@ -549,7 +556,8 @@ HEADER = """# Tools
      Regenerate: python tools/gen_tools_doc.py (tests/test_tools_doc.py fails when stale). -->
 
 Every tool `memtrio mcp` lists, in `tools/list` order, with its arguments (from
-its `inputSchema`), the fields of its answer (from its `outputSchema`) and one real call. The examples
+its `inputSchema`), the fields of its answer (from its `outputSchema`, which `tools/list` carries
+only with `[server] output_schema = true`) and one real call. The examples
 come from one run of a server with embeddings off, in a fresh home and a
 checkout with one Python file (`<repo>`), called in the order of this page:
 a memory is remembered, entities and relations created, then read, then

@@ -13,6 +13,7 @@ from typing import TextIO
 
 import trio
 
+from ...protocol.plural import plural
 from .harness import Outcome, Scenario, run_scenario
 from .scenarios import BUDGET_FULL, BUDGET_QUICK, FULL, QUICK
 
@@ -79,7 +80,7 @@ def summary_table(outcomes: Sequence[Outcome], seed: int, quick: bool, seconds: 
         )
     t = totals(outcomes)
     rows.append(
-        f"| **total: {t['scenarios']} scenarios** | {t['faults']} | {t['requests']} | {t['malformed']} | "
+        f"| **total: {plural(t['scenarios'], 'scenario')}** | {t['faults']} | {t['requests']} | {t['malformed']} | "
         f"{t['errors_seen']} | {t['acked']} | {t['lost']} | {t['restarts']} | {seconds:.0f} | "
         f"{'ok' if not t['failed'] else str(t['failed']) + ' FAILED'} |"
     )

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...protocol.plural import plural
+
 # Fields shown in brackets after a span's name, when present.
 DETAIL_FIELDS = (
     "tool",
@@ -211,8 +213,10 @@ def render(
         if as_json:
             return json.dumps([_trace_json(t) for t in slow], indent=2)
         if not slow:
-            return f"no request took {slow_ms:g} ms or more ({len(reqs)} requests in {path})"
-        lines = [f"{len(slow)} of {len(reqs)} requests took {slow_ms:g} ms or more:"]
+            return (
+                f"no request took {slow_ms:g} ms or more ({plural(len(reqs), 'request')} in {path})"
+            )
+        lines = [f"{len(slow)} of {plural(len(reqs), 'request')} took {slow_ms:g} ms or more:"]
         for t in sorted(slow, key=lambda t: -t.root.duration):
             rec = t.root.record
             stamp = time.strftime("%H:%M:%S", time.localtime(t.root.start))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ...protocol.errors import DomainError
+from ...protocol.plural import noun, plural
 from ...supervisors.commands import CliError, add_common, cli_words, load_config
 from ...supervisors.context import AppContext, AppRunner
 from .checkout import checkout_root, show_path
@@ -42,7 +43,7 @@ class _ProgressBar:
         self.last = now
         filled = BAR_WIDTH * done // max(1, total)
         bar = "#" * filled + "-" * (BAR_WIDTH - filled)
-        self.stream.write(f"\rindexing [{bar}] {done}/{total} files")
+        self.stream.write(f"\rindexing [{bar}] {done}/{total} {noun(total, 'file')}")
         self.stream.flush()
         self.drawn = True
 
@@ -102,11 +103,11 @@ def cmd_index(args: argparse.Namespace, run: AppRunner) -> int:
             )
             return 0
         print(
-            f"indexed {report.indexed} source files of {root} ({report.parsed} parsed) in {report.seconds:.2f} s"
+            f"indexed {plural(report.indexed, 'source file')} of {root} ({report.parsed} parsed) in {report.seconds:.2f} s"
         )
         if report.truncated:
             print(
-                f"truncated: the checkout has {report.source_files} source files; [code] max_files = "
+                f"truncated: the checkout has {plural(report.source_files, 'source file')}; [code] max_files = "
                 f"{service.max_files} (raise it, or set MEMTRIO_CODE_MAX_FILES)"
             )
         if report.skipped:

@@ -23,6 +23,7 @@ from pathlib import Path
 import trio
 
 from ...protocol.errors import BadArgument, LimitExceeded, NotFound
+from ...protocol.plural import plural
 from ...supervisors.git import GitError, git
 from .checkout import show_path
 from .languages import language_for
@@ -278,7 +279,7 @@ async def structural_diff(pool: ParserPool, root: Path, base: str, head: str, li
             (skipped if line.startswith("skipped (") else lines).append(line)
     lines.extend(skipped)
     if len(changes) > len(shown):
-        lines.append(f"{len(shown)} of {len(changes)} changed files")
+        lines.append(f"{len(shown)} of {plural(len(changes), 'changed file')}")
     return "\n".join(lines)
 
 

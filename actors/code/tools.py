@@ -15,6 +15,7 @@ import msgspec
 import trio
 
 from ...protocol.errors import BadArgument
+from ...protocol.plural import plural
 from ...protocol.tools import Tool
 from ...supervisors.context import CallContext
 from ...supervisors.grants import check_path, resolved_path
@@ -26,29 +27,22 @@ from .service import CODE
 Root = Annotated[
     str | None,
     msgspec.Meta(
-        description=(
-            "An absolute directory inside the Git checkout to use; default: the session's "
-            "repository (over stdio, the server's startup directory)."
-        )
+        description="an absolute directory in the checkout; default: the session's repository"
     ),
 ]
-Offset = Annotated[
-    int, msgspec.Meta(ge=0, description="Number of entries to skip (from a previous next_offset).")
-]
+Offset = Annotated[int, msgspec.Meta(ge=0, description="from a previous next_offset")]
 PathArg = Annotated[
-    str, msgspec.Meta(description="File path relative to the checkout root, or absolute inside it.")
+    str, msgspec.Meta(description="relative to the checkout root, or absolute inside it")
 ]
 
 
 class OutlineArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     path: PathArg
     offset: Offset = 0
-    limit: Annotated[int, msgspec.Meta(ge=1, le=500, description="Symbols per page (1-500).")] = 200
+    limit: Annotated[int, msgspec.Meta(ge=1, le=500)] = 200
     depth: Annotated[
         Annotated[int, msgspec.Meta(ge=0)] | None,
-        msgspec.Meta(
-            description="0 lists top-level symbols only, 1 adds their direct children; omit for every level."
-        ),
+        msgspec.Meta(description="0: top-level symbols only, 1: and their children; omitted: all"),
     ] = None
     root: Root = None
 
@@ -56,7 +50,7 @@ class OutlineArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 class ImportsArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     path: PathArg
     offset: Offset = 0
-    limit: Annotated[int, msgspec.Meta(ge=1, le=500, description="Imports per page (1-500).")] = 200
+    limit: Annotated[int, msgspec.Meta(ge=1, le=500)] = 200
     root: Root = None
 
 
@@ -65,16 +59,14 @@ class FindArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         str,
         msgspec.Meta(
             min_length=1,
-            description="Symbol name (case-insensitive); exact, .suffix and prefix matches.",
+            description="symbol name, case ignored",
         ),
     ]
     kind: Annotated[
         str | None,
-        msgspec.Meta(
-            description="Only this kind (function, method, class, module, import, component, ...)."
-        ),
+        msgspec.Meta(description="function, method, class, module, import, component, ..."),
     ] = None
-    limit: Annotated[int, msgspec.Meta(ge=1, le=100, description="Matches to return (1-100).")] = 20
+    limit: Annotated[int, msgspec.Meta(ge=1, le=100)] = 20
     root: Root = None
 
 
@@ -83,13 +75,11 @@ class DiffArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         str,
         msgspec.Meta(
             min_length=1,
-            description="Base revision (branch, tag or commit); compared from its merge base with head.",
+            description="branch, tag or commit; compared from its merge base with head",
         ),
     ]
-    head: Annotated[str, msgspec.Meta(min_length=1, description="Head revision.")] = "HEAD"
-    limit: Annotated[
-        int, msgspec.Meta(ge=1, le=1000, description="Changed files to report (1-1000).")
-    ] = 200
+    head: Annotated[str, msgspec.Meta(min_length=1)] = "HEAD"
+    limit: Annotated[int, msgspec.Meta(ge=1, le=1000, description="changed files to report")] = 200
     root: Root = None
 
 
@@ -151,11 +141,11 @@ def format_matches(
             line += f"\t{signature}"
         lines.append(line)
     if total > len(rows):
-        lines.append(f"{len(rows)} of {total} matches; raise limit for more")
+        lines.append(f"{len(rows)} of {plural(total, 'match')}; raise limit for more")
     sources, indexed = truncation
     if sources:
         lines.append(
-            f"truncated: {indexed} of {sources} source files indexed ([code] max_files = {max_files}); a definition may be missing"
+            f"truncated: {indexed} of {plural(sources, 'source file')} indexed ([code] max_files = {max_files}); a definition may be missing"
         )
     return "\n".join(lines)
 
@@ -224,11 +214,9 @@ TOOLS = [
     Tool(
         name="code_outline",
         description=(
-            "List the definitions (and imports) declared in one source file, from a tree-sitter index "
-            "refreshed first when the file changed. Plain text: a 'path<TAB>language<TAB>coverage' line, then "
-            "'start-end<TAB>kind name[<TAB>signature]' lines (1-based, nested by two spaces), then "
-            "'next_offset <n> of <total>' when more remain. Use it instead of reading a whole file to find "
-            "what it defines."
+            "The definitions (and imports) in one source file; use it instead of reading the file. Text: "
+            "a 'path<TAB>language<TAB>coverage' line, 'start-end<TAB>kind name[<TAB>signature]' lines "
+            "(1-based, nested by two spaces), then 'next_offset <n> of <total>' when more remain."
         ),
         args=OutlineArgs,
         handler=code_outline,
@@ -240,9 +228,8 @@ TOOLS = [
     Tool(
         name="code_imports",
         description=(
-            "List the imports declared in one source file ('start-end<TAB>name' lines after a "
-            "'path<TAB>language<TAB>coverage' line). Names are as written; they are not resolved to files, "
-            "and loading through other APIs is not listed."
+            "The imports of one source file, as written (not resolved to files): 'start-end<TAB>name' "
+            "lines after a 'path<TAB>language<TAB>coverage' line."
         ),
         args=ImportsArgs,
         handler=code_imports,
@@ -254,11 +241,10 @@ TOOLS = [
     Tool(
         name="find_symbol",
         description=(
-            "Find definitions by name across the checkout (index refreshed first; only changed files are "
-            "re-read). Exact names first (Elixir name also matches name/arity), then names ending in "
-            ".query, then prefixes; case-insensitive. Imports, HEEx components/slots and EEx expressions only "
-            "with kind. One 'path:start-end<TAB>kind name[<TAB>in parent][<TAB>stale|missing][<TAB>signature]' "
-            "line per match; empty text when nothing matches."
+            "Where a name is defined in the checkout: exact names first (Elixir name/arity too), then "
+            "names ending in .query, then prefixes. Imports, HEEx components and EEx expressions only with "
+            "kind. A 'path:start-end<TAB>kind name[<TAB>in parent][<TAB>stale|missing][<TAB>signature]' "
+            "line per match; empty when none."
         ),
         args=FindArgs,
         handler=find_symbol,
@@ -270,9 +256,8 @@ TOOLS = [
     Tool(
         name="code_diff",
         description=(
-            "List the symbols added (+), removed (-) or modified (~) between the merge base of base and head "
-            "and head, file by file, like a pull request. Structural, not semantic: a renamed symbol is "
-            "removed plus added. Revisions starting with '-' are refused."
+            "The symbols added (+), removed (-) or modified (~) from the merge base of base and head to "
+            "head, file by file, like a pull request (a rename is a removal plus an addition)."
         ),
         args=DiffArgs,
         handler=code_diff,

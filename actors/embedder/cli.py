@@ -21,6 +21,7 @@ import sys
 import time
 from typing import Any
 
+from ...protocol.plural import plural, plural_of
 from ...supervisors.commands import CliError, add_common, load_config
 from ...supervisors.context import AppContext, AppRunner
 from ..store.writer import STORE
@@ -28,7 +29,6 @@ from .documents import count_stale, read_documents, stale_items, vector_writer
 from .handle import EMBEDDER, EmbedderUnavailable, EmbeddingError
 
 KINDS = ("memory", "entity", "relation")
-PLURAL = {"memory": "memories", "entity": "entities", "relation": "relations"}
 
 
 class Progress:
@@ -111,7 +111,7 @@ async def reembed(app: AppContext, batch: int, show_progress: bool) -> dict[str,
                                 else f"{type(exc).__name__}: {exc}"
                             )
                             failures.append({"kind": doc[0], "id": doc[1], "error": message})
-                progress.advance(len(ids), PLURAL[kind])
+                progress.advance(len(ids), plural_of(kind))
     finally:
         progress.close()
     return {
@@ -152,7 +152,7 @@ def cmd_reembed(args: argparse.Namespace, run: AppRunner) -> int:
             print(
                 f"failed: {failure['kind']} #{failure['id']}: {failure['error']}", file=sys.stderr
             )
-        counts = ", ".join(f"{outcome['reembedded'][k]} {PLURAL[k]}" for k in KINDS)
+        counts = ", ".join(plural(outcome["reembedded"][k], k) for k in KINDS)
         print(
             f"reembedded {counts} with {outcome['model']} (revision {outcome['revision']}); {len(failures)} failed"
         )

@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from ...protocol.plural import plural
 from ...supervisors.context import AppContext, Component, NoActors, Resource
 from ...supervisors.supervisor import ChildSpec, supervisor_child
 from .handle import EMBEDDER
@@ -73,7 +74,7 @@ class _EmbedderFeature:
             )
         else:
             app.instructions.append(
-                f"Embeddings: local model {pool.model} (revision {pool.revision}, {pool.dim} dimensions, "
+                f"Embeddings: local model {pool.model} (revision {pool.revision}, {plural(pool.dim, 'dimension')}, "
                 f"long memories embedded as windows of {pool.chunk_tokens} tokens, loaded in the background once a client is initialized). "
                 "recall ranks memories by meaning "
                 "(embeddings + Personalized PageRank over linked entities), not just shared words; "

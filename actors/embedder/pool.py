@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import trio
 
+from ...protocol.plural import plural
 from ...supervisors import faults, trace
 from ...supervisors.config import EmbeddingConfig
 from ...supervisors.supervisor import (
@@ -239,7 +240,7 @@ class EmbedderPool:
             if not reply.done:  # timed out or cancelled: a worker will skip it
                 reply.fail(EmbedderTimeout("the caller gave up on this request"))
         raise EmbedderTimeout(
-            f"embedding {len(texts)} text(s) took longer than {timeout:g} s ([embedding] timeout); "
+            f"embedding {plural(len(texts), 'text')} took longer than {timeout:g} s ([embedding] timeout); "
             "the embedder is overloaded or stuck: retry later, or raise [embedding] timeout"
         )
 
@@ -328,7 +329,7 @@ class EmbedderPool:
                 else f"crashed ({type(exc).__name__}: {exc})"
             )
             error = EmbedderCrashed(
-                f"the embedding worker {ctx.id} {reason} while embedding this batch of {len(texts)} text(s); "
+                f"the embedding worker {ctx.id} {reason} while embedding this batch of {plural(len(texts), 'text')}; "
                 "it is being restarted, retry the call"
             )
             for cmd in live:

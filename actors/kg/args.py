@@ -24,19 +24,13 @@ MAX_NEIGHBOR_DEPTH = 16
 MAX_PATH_DEPTH = 10
 MAX_PATHS = 100
 
-Name = Annotated[str, msgspec.Meta(min_length=1, description="entity name (at most 1,024 bytes)")]
-Text = Annotated[str, msgspec.Meta(description="observation text (at most 65,536 bytes)")]
-Names = Annotated[
-    list[Name], msgspec.Meta(max_length=MAX_ITEMS, description="entity names (at most 1,000)")
-]
-Offset = Annotated[int, msgspec.Meta(ge=0, description="skip this many results (from nextOffset)")]
-Limit = Annotated[int, msgspec.Meta(ge=1, le=MAX_SEARCH_LIMIT, description="results per page")]
-Mode = Annotated[
-    Literal["full", "summary", "names"],
-    msgspec.Meta(
-        description="full: entities with observations; summary: observation counts; names: entity names only"
-    ),
-]
+# Names are at most 1,024 bytes and observations 65,536 (checked by hand, in bytes: `check_*`
+# below); the feature's instructions say so once rather than every argument.
+Name = Annotated[str, msgspec.Meta(min_length=1)]
+Names = Annotated[list[Name], msgspec.Meta(max_length=MAX_ITEMS)]
+Offset = Annotated[int, msgspec.Meta(ge=0)]
+Limit = Annotated[int, msgspec.Meta(ge=1, le=MAX_SEARCH_LIMIT)]
+Mode = Literal["full", "summary", "names"]  # the feature's instructions say what each shows
 
 
 # -- write tools -------------------------------------------------------------------------
@@ -45,13 +39,13 @@ Mode = Annotated[
 class EntityArg(msgspec.Struct, forbid_unknown_fields=True):
     name: Name
     entityType: str
-    observations: Annotated[list[Text], msgspec.Meta(max_length=MAX_ITEMS)] = []
+    observations: Annotated[list[str], msgspec.Meta(max_length=MAX_ITEMS)] = []
 
 
 class UpsertEntityArg(msgspec.Struct, forbid_unknown_fields=True):
     name: Name
     entityType: str | None = None
-    observations: Annotated[list[Text], msgspec.Meta(max_length=MAX_ITEMS)] = []
+    observations: Annotated[list[str], msgspec.Meta(max_length=MAX_ITEMS)] = []
 
 
 class RelationArg(msgspec.Struct, forbid_unknown_fields=True):
@@ -64,7 +58,7 @@ class RelationArg(msgspec.Struct, forbid_unknown_fields=True):
 
 class ObservationsArg(msgspec.Struct, forbid_unknown_fields=True):
     entityName: Name
-    contents: Annotated[list[Text], msgspec.Meta(max_length=MAX_ITEMS)]
+    contents: Annotated[list[str], msgspec.Meta(max_length=MAX_ITEMS)]
 
 
 class DeletionArg(msgspec.Struct, forbid_unknown_fields=True):
@@ -99,7 +93,7 @@ class DeleteObservationsArgs(msgspec.Struct, forbid_unknown_fields=True):
 class MergeEntitiesArgs(msgspec.Struct, forbid_unknown_fields=True):
     sources: Annotated[
         list[Name],
-        msgspec.Meta(min_length=1, max_length=MAX_ITEMS, description="entities folded into target"),
+        msgspec.Meta(min_length=1, max_length=MAX_ITEMS),
     ]
     target: Name
     entityType: str | None = None
@@ -202,7 +196,7 @@ class TypesArgs(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class ExportArgs(msgspec.Struct, forbid_unknown_fields=True):
-    offset: Annotated[int, msgspec.Meta(ge=0, description="first line (from nextOffset)")] = 0
+    offset: Annotated[int, msgspec.Meta(ge=0, description="in lines")] = 0
     limit: Annotated[int, msgspec.Meta(ge=1, le=100_000, description="lines per page")] = 10_000
 
 

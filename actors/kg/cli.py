@@ -14,6 +14,7 @@ import argparse
 import sqlite3
 from typing import Any, BinaryIO
 
+from ...protocol.plural import plural
 from ...supervisors.commands import emit
 from ...supervisors.context import AppContext, AppRunner
 from ..store.import_file import ImportRefused
@@ -42,7 +43,7 @@ def export_jsonl(args: argparse.Namespace, run: AppRunner) -> int:
         with export_output(args.file) as out:
             count = await store.read(lambda conn: write(conn, out))
         if args.file not in (None, "-"):
-            say(f"exported {count} lines (reference memory.jsonl format) to {args.file}")
+            say(f"exported {plural(count, 'line')} (reference memory.jsonl format) to {args.file}")
         return 0
 
     if args.file not in (None, "-"):
@@ -79,14 +80,15 @@ def import_jsonl(args: argparse.Namespace, run: AppRunner, file: BinaryIO) -> in
 
         def human(r: dict[str, Any]) -> str:
             text = (
-                f"imported {r['entities']} entities ({r['existingEntities']} already present), "
-                f"{r['observations']} observations, {r['relations']} relations "
+                f"imported {plural(r['entities'], 'entity')} ({r['existingEntities']} already present), "
+                f"{plural(r['observations'], 'observation')}, {plural(r['relations'], 'relation')} "
                 f"({r['existingRelations']} already present) into {r['scope']}"
             )
             if r["createdEndpoints"]:
                 text += (
-                    f"\nwarning: {r['createdEndpoints']} relation endpoints were not entities in the file "
-                    "and were created with type `entity`"
+                    f"\nwarning: {plural(r['createdEndpoints'], 'relation endpoint')} "
+                    f"{'was not an entity' if r['createdEndpoints'] == 1 else 'were not entities'} "
+                    "in the file and created with type `entity`"
                 )
             return text + "".join(f"\nwarning: {w}" for w in r.get("warnings", []))
 

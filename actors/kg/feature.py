@@ -8,8 +8,10 @@ from .tools import TOOLS
 INSTRUCTIONS = (
     "memtrio knowledge graph: entities {name, entityType, observations}, relations {from, to, relationType} "
     "in active voice, with the reference memory server's tools (create_entities, search_nodes, open_nodes, ...) "
-    "and more (find_path, get_neighbors, merge_entities, ...). Large answers are paginated: follow nextOffset; "
-    "mode=names or summary keeps pages small. Observations are memories, so recall finds them too."
+    "and more (find_path, get_neighbors, merge_entities, ...). Large answers are paginated: pass offset and "
+    "limit, follow nextOffset (null on the last page); mode=summary (observation counts) or names keeps pages small. A call takes "
+    "at most 1,000 items; names are at most 1,024 bytes, observations 65,536. Observations are memories, so "
+    "recall finds them too."
 )
 
 

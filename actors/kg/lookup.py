@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from ...protocol.errors import NotFound
+from ...protocol.plural import plural
 from ..store import ops
 from .view import Scoped
 
@@ -83,7 +84,7 @@ def require(found: dict[str, Ent], names: Iterable[str], what: str) -> None:
     if absent:
         shown = ", ".join(repr(n) for n in absent[:10]) + (" ..." if len(absent) > 10 else "")
         raise NotFound(
-            f"{what}: {len(absent)} entit{'y' if len(absent) == 1 else 'ies'} not found ({shown}); "
+            f"{what}: {plural(len(absent), 'entity')} not found ({shown}); "
             "create them with create_entities first (nothing was changed)"
         )
 

@@ -23,6 +23,7 @@ import trio
 
 from ...protocol import jsonrpc, mcp
 from ...protocol.messages import Inbound
+from ...protocol.plural import plural
 from ...supervisors import trace
 from ...supervisors.context import AppContext
 from ...supervisors.grants import Grant
@@ -210,7 +211,8 @@ class HttpServer:
             self.connections.refuse("http", peer, "max_connections")
             raise Refusal(
                 503,
-                f"Service Unavailable: {self.connections.limit} sessions are open "
+                f"Service Unavailable: {plural(self.connections.limit, 'session')} "
+                f"{'is' if self.connections.limit == 1 else 'are'} open "
                 "([serve] max_connections); end one (DELETE) or retry later",
             )
         conn = self.connections.open("http", peer)

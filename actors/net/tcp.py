@@ -23,6 +23,7 @@ from functools import partial
 import trio
 
 from ...protocol import jsonrpc
+from ...protocol.plural import plural
 from ...supervisors.context import AppContext
 from ...supervisors.grants import Grant
 from ...supervisors.supervisor import ChildContext, ChildSpec
@@ -70,7 +71,7 @@ class PrefixedStream(trio.abc.ReceiveStream):
 
 def limit_message(limit: int) -> str:
     return (
-        f"Server error: the server is at its limit of {limit} connections "
+        f"Server error: the server is at its limit of {plural(limit, 'connection')} "
         "([serve] max_connections); try again later"
     )
 

@@ -31,6 +31,7 @@ from trio_websocket import (
 )
 
 from ...protocol import jsonrpc
+from ...protocol.plural import plural
 from ...supervisors import trace
 from ...supervisors.context import AppContext
 from ...supervisors.supervisor import ChildContext, ChildSpec
@@ -72,7 +73,7 @@ class FrameStream(trio.abc.Stream):
             except ConnectionClosed:
                 return b""
             if isinstance(message, bytes):
-                await self._parse_error(f"a binary frame ({len(message)} bytes)")
+                await self._parse_error(f"a binary frame ({plural(len(message), 'byte')})")
                 continue
             frame = message.encode("utf-8").replace(b"\n", b"\t")
             if not frame.strip():

@@ -21,7 +21,9 @@ from typing import Any, BinaryIO, TypeVar
 
 import msgspec
 
-from ...supervisors.commands import CliError, add_common, cli_words, emit
+from ...protocol.plural import plural
+from ...protocol.validation import describe_validation_error
+from ...supervisors.commands import CliError, add_common, cli_flag, cli_words, emit
 from ...supervisors.context import AppContext, AppRunner
 from ..kg import cli as kg_cli
 from ..kg import jsonl
@@ -51,7 +53,8 @@ def _args(struct: type[ArgsT], **values: object) -> ArgsT:
     try:
         return msgspec.convert(given, struct)
     except msgspec.ValidationError as exc:
-        raise CliError(f"invalid arguments: {cli_words(printable(str(exc)))}") from None
+        text = describe_validation_error(exc, struct, name=cli_flag)
+        raise CliError(f"invalid arguments: {cli_words(printable(text))}") from None
 
 
 def _read_stdin_text() -> str:
@@ -98,7 +101,7 @@ def _memory_block(m: dict[str, Any]) -> str:
         f"memory #{m['id']}  [{m['memory_type']}]  importance {m['importance']:g}",
         f"scopes:   {', '.join(m['scopes']) or '(unscoped)'}",
         f"created:  {_when(m['created_at'])}   updated: {_when(m['updated_at'])}",
-        f"accessed: {m['access_count']} times, last {_when(m['last_accessed_at'])}",
+        f"accessed: {plural(m['access_count'], 'time')}, last {_when(m['last_accessed_at'])}",
     ]
     if m.get("entities"):
         lines.append("entities: " + ", ".join(f"{e['name']} ({e['kind']})" for e in m["entities"]))
@@ -106,6 +109,13 @@ def _memory_block(m: dict[str, Any]) -> str:
         lines.append(f"relation: {r['source']} -[{r['relation']}]-> {r['target']}")
     lines += ["", m["content"]]
     return "\n".join(lines)
+
+
+def _counts(memories: int, entities: int, relations: int) -> str:
+    """``1 memory, 0 entities, 2 relations``."""
+    return ", ".join(
+        (plural(memories, "memory"), plural(entities, "entity"), plural(relations, "relation"))
+    )
 
 
 def _scopes(args: argparse.Namespace) -> list[str] | None:
@@ -276,7 +286,7 @@ def cmd_flush(args: argparse.Namespace, run: AppRunner) -> int:
             args,
             result,
             lambda r: (
-                f"deleted {r['deleted_memories']} memories, {r['deleted_entities']} entities, {r['deleted_relations']} relations"
+                f"deleted {_counts(r['deleted_memories'], r['deleted_entities'], r['deleted_relations'])}"
             ),
         )
         return 0
@@ -290,7 +300,7 @@ def cmd_scopes(args: argparse.Namespace, run: AppRunner) -> int:
 
         def human(r: dict[str, Any]) -> str:
             return "\n".join(
-                f"{'*' if s['is_current'] else ' '} {s['name']}  {s['memories']} memories{'  (writable)' if s['writable'] else ''}"
+                f"{'*' if s['is_current'] else ' '} {s['name']}  {plural(s['memories'], 'memory')}{'  (writable)' if s['writable'] else ''}"
                 for s in r["scopes"]
             )
 
@@ -333,8 +343,8 @@ def cmd_export(args: argparse.Namespace, run: AppRunner) -> int:
             counts = await store.read(lambda conn: write(conn, out))
         if args.file not in (None, "-"):
             say(
-                f"exported {counts['memory']} memories, {counts['entity']} entities, {counts['relation']} relations, "
-                f"{counts['vector']} vectors to {args.file}"
+                f"exported {_counts(counts['memory'], counts['entity'], counts['relation'])}, "
+                f"{plural(counts['vector'], 'vector')} to {args.file}"
             )
         return 0
 
@@ -372,8 +382,9 @@ def _import_memtrio(args: argparse.Namespace, run: AppRunner, checked: transfer.
             raise refused(args, exc) from None
         emit(
             args, result,
-            lambda r: f"added {r['memories']} memories, {r['entities']} entities, {r['relations']} relations, "
-            f"{r['vectors']} vectors ({r['skipped_memories']} memories were already present)",
+            lambda r: f"added {_counts(r['memories'], r['entities'], r['relations'])}, "
+            f"{plural(r['vectors'], 'vector')} ({plural(r['skipped_memories'], 'memory')} "
+            f"{'was' if r['skipped_memories'] == 1 else 'were'} already present)",
         )  # fmt: skip
         return 0
 
@@ -402,6 +413,17 @@ def _scope_flag(parser: argparse.ArgumentParser, help_text: str) -> None:
     parser.add_argument("--scope", action="append", metavar="SCOPE", help=help_text)
 
 
+def _type_flag(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """``--type``, also spelt ``--memory-type``: the tools' ``memory_type`` argument."""
+    parser.add_argument(
+        "--type",
+        "--memory-type",
+        dest="type",
+        metavar="TYPE",
+        help=f"{help_text}; the tools' memory_type argument",
+    )
+
+
 DIRECTIONS = ("both", "incoming", "outgoing")  # of `memtrio graph`: the relations it follows
 
 
@@ -414,7 +436,7 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
         cmd_remember,
     )
     p.add_argument("content", help="the memory text ('-' reads stdin)")
-    p.add_argument("--type", help="memory type (default observation)")
+    _type_flag(p, "memory type (default observation)")
     p.add_argument("--importance", type=float, help="0.0 to 1.0 (default 0.0)")
     _scope_flag(p, "`global` or the current repository's scope (repeatable)")
     p.add_argument(
@@ -432,7 +454,7 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
 
     p = _parser(sub, "list", "list memories, newest first", cmd_list)
     _scope_flag(p, read_scope)
-    p.add_argument("--type", help="only this memory type (ignores case)")
+    _type_flag(p, "only this memory type (ignores case)")
     p.add_argument("--limit", type=int, default=50, help="at most N memories (default 50)")
     p.add_argument("--offset", type=int, default=0, help="skip the first N (default 0)")
 
@@ -443,7 +465,7 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
     p = _parser(sub, "search", "recall memories matching a query", cmd_search)
     p.add_argument("query", help="what to recall, in words")
     _scope_flag(p, read_scope)
-    p.add_argument("--type", help="only this memory type (ignores case)")
+    _type_flag(p, "only this memory type (ignores case)")
     p.add_argument("--limit", type=int, default=10, help="at most N results (default 10)")
     p.add_argument("--lexical", action="store_true", help="FTS5 ranking only (no embeddings)")
 

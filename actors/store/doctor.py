@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ...protocol.plural import plural
 from ...supervisors import private
 from ...supervisors.commands import emit, load_config
 from ...supervisors.config import log_path
@@ -70,10 +71,12 @@ def _permission_lines(perms: dict[str, Any]) -> list[str]:
     if perms["status"] == "ok":
         lines = ["permissions: ok (directories 0700, files 0600)"]
     elif perms["status"] == "fixed":
-        lines = [f"permissions: fixed {len(paths)} path(s) that group or others could access"]
+        lines = [
+            f"permissions: fixed {plural(len(paths), 'path')} that group or others could access"
+        ]
     else:
         lines = [
-            f"permissions: {len(paths)} path(s) that group or others can access "
+            f"permissions: {plural(len(paths), 'path')} that group or others can access "
             "(memtrio doctor --fix removes their group and other permissions)"
         ]
     for p in paths:

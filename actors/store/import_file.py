@@ -28,6 +28,8 @@ from typing import BinaryIO, TypeVar
 
 import msgspec
 
+from ...protocol.validation import describe_validation_error
+
 T = TypeVar("T")
 
 # The default ``[server] request_limit``: no tool call carries a longer record,
@@ -158,7 +160,8 @@ def decode_line(decoder: msgspec.json.Decoder[T], number: int, line: bytes) -> T
         return decoder.decode(line)
     except msgspec.ValidationError as exc:
         raise ImportRefused(
-            f"line {number}: malformed {_record_type(line)}: {printable(str(exc))}"
+            f"line {number}: malformed {_record_type(line)}: "
+            f"{printable(describe_validation_error(exc, decoder.type))}"
         ) from None
     except msgspec.DecodeError as exc:
         raise ImportRefused(f"line {number}: {_not_json(line, exc)}") from None

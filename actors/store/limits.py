@@ -28,26 +28,22 @@ MAX_LINKS = 100  # entities, and relations, one `remember` may link
 MAX_ENTITY_NAME = 512
 MAX_QUERY = 10_000
 
-Content = Annotated[
-    str, msgspec.Meta(min_length=1, max_length=MAX_CONTENT, description="the memory text")
-]
+Content = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_CONTENT)]
 MemoryType = Annotated[
     str,
     msgspec.Meta(
         min_length=1,
         max_length=64,
-        description="free-form type, e.g. observation, decision, convention, pitfall; compared ignoring case",
+        description="free-form, e.g. decision, convention, pitfall; case ignored",
     ),
 ]
-Importance = Annotated[
-    float, msgspec.Meta(ge=0.0, le=1.0, description="0.0 (default) to 1.0; breaks ranking ties")
-]
-MemoryId = Annotated[int, msgspec.Meta(ge=1, description="the memory's numeric id")]
+Importance = Annotated[float, msgspec.Meta(ge=0.0, le=1.0, description="breaks ranking ties")]
+MemoryId = Annotated[int, msgspec.Meta(ge=1)]
 Scopes = Annotated[
     list[str],
     msgspec.Meta(
         max_length=MAX_SCOPES,
-        description="`global` or `repo:/absolute/path`; omitted or [] means the current repository (plus `global` for reads)",
+        description="`global` or `repo:/abs/path`; default: the current repository (reads add `global`)",
     ),
 ]
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ENTITY_NAME)]

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ...protocol.plural import plural
 from ...supervisors.commands import CliError, add_common, emit, load_config
 from ...supervisors.context import AppRunner
 from . import backends, db, transfer
@@ -66,7 +67,7 @@ def copy(source: sqlite3.Connection, target: sqlite3.Connection) -> dict[str, in
     if any(present[k] for k in ("memories", "entities", "edges", "scopes")):
         raise CliError(
             "migrate: the target store is not empty "
-            f"({present['memories']} memories, {present['entities']} entities); "
+            f"({plural(present['memories'], 'memory')}, {plural(present['entities'], 'entity')}); "
             "copy into an empty database, or merge with memtrio export and memtrio import"
         )
     with tempfile.TemporaryFile() as spool:

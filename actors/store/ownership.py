@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from ...protocol.errors import Forbidden
+from ...protocol.plural import noun
 
 Kind = Literal["memory", "entity", "relation"]
 
@@ -151,9 +152,8 @@ class Ownership:
         self, label: str, action: str, foreign: Sequence[str], where: str = ""
     ) -> SharedRow:
         prefix = f"{where}: " if where else ""
-        plural = "s" if len(foreign) > 1 else ""
         return SharedRow(
-            f"{prefix}cannot {action}: {label} is shared with scope{plural} {_quoted(foreign)}, which this "
+            f"{prefix}cannot {action}: {label} is shared with {noun(len(foreign), 'scope')} {_quoted(foreign)}, which this "
             f"server may not modify (it may only write {self.describe_writable()}), so it is read-only "
             "here: a shared row changes only from a server that may write every scope it belongs to. "
             "Nothing was changed"
@@ -163,9 +163,8 @@ class Ownership:
         self, label: str, attribute: str, kept: str, asked: str, foreign: Sequence[str]
     ) -> str:
         """The warning of a link that kept a shared row's attribute instead of the one asked for."""
-        plural = "s" if len(foreign) > 1 else ""
         return (
-            f"{label} keeps its {attribute} {kept} (not {asked}): it is shared with scope{plural} "
+            f"{label} keeps its {attribute} {kept} (not {asked}): it is shared with {noun(len(foreign), 'scope')} "
             f"{_quoted(foreign)}, which this server may not modify, so its {attribute} is owned by "
             "that repository too and was kept"
         )

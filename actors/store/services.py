@@ -15,6 +15,7 @@ import msgspec
 import trio
 
 from ...protocol.errors import BadArgument, DomainError, Unavailable
+from ...protocol.plural import plural
 from ...supervisors import trace
 from ...supervisors.context import AppContext, CallContext
 from ..embedder.handle import EMBEDDER, Embedder
@@ -84,7 +85,8 @@ async def embed(app: AppContext, texts: Sequence[str], what: str) -> Embedded | 
         ) from exc
     vectors = vecs_of(result)
     tokens = getattr(embedder, "chunk_tokens", None)
-    limit = f"{max_chunks} windows of {tokens} tokens" if tokens else f"{max_chunks} windows"
+    windows = plural(max_chunks, "window")
+    limit = f"{windows} of {plural(tokens, 'token')}" if tokens else windows
     warnings = [
         f"{what} text {i + 1} was truncated for embedding: it is longer than the {limit} "
         "the embedding covers, and the rest is not embedded"

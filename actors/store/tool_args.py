@@ -29,9 +29,7 @@ class RememberArgs(msgspec.Struct, forbid_unknown_fields=True):
     entities: (
         Annotated[
             list[str | EntityArg],
-            msgspec.Meta(
-                max_length=100, description="entities this memory mentions: names, or {name, kind}"
-            ),
+            msgspec.Meta(max_length=100, description="entities it mentions: names or {name, kind}"),
         ]
         | None
     ) = None
@@ -40,7 +38,7 @@ class RememberArgs(msgspec.Struct, forbid_unknown_fields=True):
             list[RelationArg],
             msgspec.Meta(
                 max_length=100,
-                description="directed relations this memory states: {source, relation, target}",
+                description="relations it states",
             ),
         ]
         | None
@@ -51,7 +49,7 @@ class RecallArgs(msgspec.Struct, forbid_unknown_fields=True):
     query: Annotated[str, msgspec.Meta(max_length=10_000)]
     scopes: Scopes | None = None
     limit: Annotated[int, msgspec.Meta(ge=1, le=100)] = 10
-    use_embeddings: bool = True
+    use_embeddings: Annotated[bool, msgspec.Meta(description="false: lexical (FTS5) only")] = True
     memory_type: MemoryType | None = None
     max_tokens: (
         Annotated[
@@ -59,15 +57,14 @@ class RecallArgs(msgspec.Struct, forbid_unknown_fields=True):
             msgspec.Meta(
                 ge=1,
                 le=1_000_000,
-                description="token budget: the best memories whose content fits in it "
-                "(tokens estimated as characters / 4), at most `limit`",
+                description="token budget (characters / 4): the best memories that fit",
             ),
         ]
         | None
     ) = None
     explain: Annotated[
         bool,
-        msgspec.Meta(description="give each memory `explain`: the seeds and paths that brought it"),
+        msgspec.Meta(description="say why each memory was returned"),
     ] = False
 
 
@@ -83,7 +80,7 @@ class RelateArgs(msgspec.Struct, forbid_unknown_fields=True):
     source: Name
     relation: Annotated[
         str,
-        msgspec.Meta(min_length=1, max_length=128, description="relation type, e.g. depends_on"),
+        msgspec.Meta(min_length=1, max_length=128, description="e.g. depends_on"),
     ]
     target: Name
     source_kind: Annotated[str, msgspec.Meta(max_length=64)] = "entity"

@@ -26,20 +26,14 @@ from .tool_args import (
     UpdateArgs,
 )
 
-_SCOPE_NOTE = (
-    " Scopes are `global` or `repo:/absolute/path`; writes may only go to the current repository and `global`,"
-    " and rows another repository also uses keep their kind, metadata and content (see warnings)."
-)
-
 TOOLS = [
     Tool(
         name="remember",
         title="Remember",
         description=(
-            "Store a memory (a decision, convention, pitfall, fact learned) so a later session can recall it. "
-            "Optional: memory_type (default observation), importance 0..1, scopes (default: the current repository), "
-            "entities it mentions and directed relations it states (created or reused, linked atomically). "
-            "Returns the new numeric id." + _SCOPE_NOTE
+            "Store a memory (a decision, convention, pitfall, fact learned) for later sessions to recall, "
+            "with the entities it mentions and the directed relations it states (created or reused, linked "
+            "atomically). Returns its id. A row another repository also uses keeps its values (see warnings)."
         ),
         args=RememberArgs,
         handler=remember,
@@ -49,10 +43,8 @@ TOOLS = [
         name="recall",
         title="Recall",
         description=(
-            "Find memories relevant to a query, best first, within the current repository plus `global` "
-            "(or the given scopes plus `global`). Optional memory_type filter (ignores case), limit 1-100 "
-            "(default 10), use_embeddings (false forces lexical FTS5 ranking), max_tokens (the best memories that fit "
-            "a token budget), explain (why each memory was returned). Returned memories count as accessed."
+            "Find memories relevant to a query, best first, in the current repository (or `scopes`) plus "
+            "`global`. Returned memories count as accessed."
         ),
         args=RecallArgs,
         handler=recall,
@@ -62,7 +54,7 @@ TOOLS = [
     Tool(
         name="stats",
         title="Store statistics",
-        description="Counts of memories, scopes, entities and edges (relations) in the store.",
+        description="Counts of memories, scopes, entities and relations in the store.",
         args=StatsArgs,
         handler=stats,
         result=R.StatsResult,
@@ -73,8 +65,8 @@ TOOLS = [
         name="list_scopes",
         title="List scopes",
         description=(
-            "List every stored scope plus the current one and `global`: name, is_current, writable. "
-            "Pass a name to recall/inspect `scopes` to read another repository. Read-only."
+            "Every stored scope plus the current one and `global`, each with is_current and writable. "
+            "Pass a name in `scopes` (recall, inspect) to read another repository."
         ),
         args=ListScopesArgs,
         handler=list_scopes,
@@ -88,7 +80,6 @@ TOOLS = [
         description=(
             "Record a directed relation `source -[relation]-> target` between two entities (created if new), "
             "with optional kinds and JSON metadata. Idempotent per (source, relation, target)."
-            + _SCOPE_NOTE
         ),
         args=RelateArgs,
         handler=relate,
@@ -99,8 +90,7 @@ TOOLS = [
         name="graph",
         title="Graph around an entity",
         description=(
-            "The relation paths around an entity: direction both|incoming|outgoing, max_depth 1-3 (default 2), "
-            "limit 1-100 paths (default 50). Paths never revisit an entity, so cycles terminate."
+            "The relation paths around an entity, up to max_depth hops; a path never revisits an entity."
         ),
         args=GraphArgs,
         handler=graph,
@@ -112,8 +102,8 @@ TOOLS = [
         name="inspect",
         title="Inspect a memory",
         description=(
-            "Read one memory by numeric id with its scopes, entities and relations, under the same scope "
-            "selection as recall (another repository's memory needs its scope in `scopes`). Counts as an access."
+            "One memory by id with its scopes, entities and relations (another repository's memory needs "
+            "its scope in `scopes`). Counts as an access."
         ),
         args=InspectArgs,
         handler=inspect,
@@ -124,8 +114,8 @@ TOOLS = [
         name="update",
         title="Update a memory",
         description=(
-            "Revise a memory by id: content, memory_type and importance replace the stored values; omitted fields "
-            "are kept. Scopes, entities and relations are unchanged." + _SCOPE_NOTE
+            "Revise a memory by id: the content, memory_type and importance given replace the stored ones; "
+            "its scopes, entities and relations are kept."
         ),
         args=UpdateArgs,
         handler=update,
@@ -135,8 +125,7 @@ TOOLS = [
     Tool(
         name="forget",
         title="Forget a memory",
-        description="Delete a memory by id, with its links to scopes, entities and relations."
-        + _SCOPE_NOTE,
+        description="Delete a memory by id, with its links to scopes, entities and relations.",
         args=ForgetArgs,
         handler=forget,
         result=R.ForgetResult,

@@ -184,7 +184,7 @@ class Api:
         try:
             args = msgspec.convert(arguments, tool.args)
         except msgspec.ValidationError as exc:
-            raise ApiError(400, format_validation_error(exc)) from None
+            raise ApiError(400, format_validation_error(exc, tool.args)) from None
         return msgspec.to_builtins(await tool.handler(self.ctx, args))
 
     async def read(self, op: Callable[[sqlite3.Connection], Json]) -> Json:
@@ -212,6 +212,8 @@ class Api:
         selection = await self.selection(query)
         text = query.get("q", "").strip()
         mode = query.get("mode", "lexical")
+        if mode not in ("lexical", "semantic"):
+            raise ApiError(400, f"mode: {mode!r} is not one of: lexical, semantic")
         limit = _int(query, "limit", 50, 1, PAGE_LIMIT)
         offset = _int(query, "offset", 0, 0, 10**9)
         chosen = queries.MemoryFilter(
@@ -383,7 +385,7 @@ class Api:
         try:
             return msgspec.convert(fields, kind)
         except msgspec.ValidationError as exc:
-            raise ApiError(400, format_validation_error(exc)) from None
+            raise ApiError(400, format_validation_error(exc, kind)) from None
 
     async def symbols(self, query: Query) -> Json:
         """``find_symbol``'s matches as rows (the tool answers them as text lines); a path

@@ -29,17 +29,16 @@ Embedding = Annotated[
     msgspec.Meta(
         min_length=1,
         max_length=MAX_DIMS,
-        description="the vector: as many numbers as the store's dimension ([vectors] dims, at most 4,096)",
+        description="as many numbers as [vectors] dims",
     ),
 ]
-Model = Annotated[str, msgspec.Meta(description="a label of the model that made the vector")]
-TopK = Annotated[int, msgspec.Meta(ge=1, le=MAX_TOP_K, description="results to return (1-100)")]
+Model = Annotated[str, msgspec.Meta(description="the model that made it")]
+TopK = Annotated[int, msgspec.Meta(ge=1, le=MAX_TOP_K)]
 Text = Annotated[
     str,
     msgspec.Meta(
         min_length=1,
-        description="memtrio: a text the local embedding model embeds as the query vector "
-        "(instead of the vector; only when the store's dimension is the model's, 384)",
+        description="instead of a vector: a text the local model embeds",
     ),
 ]
 
@@ -59,7 +58,7 @@ class BatchItem(msgspec.Struct, forbid_unknown_fields=True):
 class BatchUpsertArgs(msgspec.Struct, forbid_unknown_fields=True):
     items: Annotated[
         list[BatchItem],
-        msgspec.Meta(min_length=1, max_length=MAX_BATCH, description="at most 1,024 items"),
+        msgspec.Meta(min_length=1, max_length=MAX_BATCH),
     ]
 
 
@@ -70,24 +69,22 @@ class EntityArgs(msgspec.Struct, forbid_unknown_fields=True):
 class SearchArgs(msgspec.Struct, forbid_unknown_fields=True):
     embedding: Embedding | None = None
     topK: TopK = 10
-    entityType: Annotated[str | None, msgspec.Meta(description="only entities of this type")] = None
+    entityType: str | None = None
     text: Text | None = None
 
 
 class ByEntityArgs(msgspec.Struct, forbid_unknown_fields=True):
     entityName: Name
     topK: TopK = 10
-    excludeSelf: Annotated[bool, msgspec.Meta(description="leave the entity itself out")] = True
+    excludeSelf: bool = True
 
 
 class RecommendArgs(msgspec.Struct, forbid_unknown_fields=True):
     positive: Annotated[
         list[Name],
-        msgspec.Meta(min_length=1, max_length=MAX_EXAMPLES, description="entities to be like"),
+        msgspec.Meta(min_length=1, max_length=MAX_EXAMPLES),
     ]
-    negative: Annotated[
-        list[Name], msgspec.Meta(max_length=MAX_EXAMPLES, description="entities to be unlike")
-    ] = []
+    negative: Annotated[list[Name], msgspec.Meta(max_length=MAX_EXAMPLES)] = []
     topK: TopK = 10
 
 
@@ -97,7 +94,7 @@ class MmrArgs(msgspec.Struct, forbid_unknown_fields=True):
     fetchK: (
         Annotated[
             int,
-            msgspec.Meta(ge=1, le=1000, description="candidate pool (default max(4 x topK, 20))"),
+            msgspec.Meta(ge=1, le=1000, description="candidates (default max(4 x topK, 20))"),
         ]
         | None
     ) = None
@@ -109,23 +106,16 @@ class MmrArgs(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class HybridArgs(msgspec.Struct, forbid_unknown_fields=True):
-    queryText: Annotated[
-        str, msgspec.Meta(min_length=1, description="words searched in names, types, observations")
-    ]
+    queryText: Annotated[str, msgspec.Meta(min_length=1)]
     queryEmbedding: Embedding | None = None
-    textWeight: Annotated[
-        float, msgspec.Meta(ge=0.0, description="RRF weight of the text rank")
-    ] = 0.5
-    vecWeight: Annotated[
-        float, msgspec.Meta(ge=0.0, description="RRF weight of the vector rank")
-    ] = 0.5
+    textWeight: Annotated[float, msgspec.Meta(ge=0.0)] = 0.5
+    vecWeight: Annotated[float, msgspec.Meta(ge=0.0)] = 0.5
     topK: TopK = 10
     centralityBoost: Annotated[
         float,
         msgspec.Meta(
             ge=0.0,
-            description="memtrio: multiply each fused score by 1 + boost x degree / highest degree "
-            "among the candidates (0: off)",
+            description="multiply each score by 1 + boost x degree / highest degree",
         ),
     ] = 0.0
     text: Text | None = None

@@ -9,6 +9,8 @@ from typing import Literal, Protocol, TypeAlias, get_args
 import numpy as np
 import numpy.typing as npt
 
+from ...protocol.plural import plural
+
 Kind = Literal["exact", "hnsw", "ivf"]
 Metric = Literal["cos", "ip", "l2sq"]
 Quantization = Literal["f32", "f16", "bf16", "i8"]
@@ -138,7 +140,7 @@ def as_batch(ids: npt.ArrayLike, vectors: npt.ArrayLike, dims: int) -> tuple[Ids
     if vec_arr.ndim != 2 or vec_arr.shape != (len(id_arr), dims):
         raise ValueError(
             f"vectors have shape {vec_arr.shape}, expected ({len(id_arr)}, {dims}) "
-            f"for {len(id_arr)} ids of {dims} dimensions"
+            f"for {plural(len(id_arr), 'id')} of {plural(dims, 'dimension')}"
         )
     if len(np.unique(id_arr)) != len(id_arr):
         raise ValueError("an id appears more than once in one add")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from ...protocol.plural import plural
 from ...supervisors.context import AppContext, Component, NoActors
 from ...supervisors.supervisor import PERMANENT, ChildContext, ChildSpec
 
@@ -21,7 +22,9 @@ VECTORS_SHUTDOWN = 5.0
 
 INSTRUCTIONS = (
     "memtrio vectors: attach your own entity embeddings (vector_upsert_embedding, vector_batch_upsert; "
-    "{dims} dimensions) and search them (vector_search_entities, hybrid_search, vector_mmr_search, ...)."
+    "{dims}) and search them (vector_search_entities, hybrid_search, vector_mmr_search, ...) by the "
+    "[vectors] metric, among the entities this session sees. A search may pass `text` instead of a vector: "
+    "the local model embeds it (only when the store's dimension is the model's, 384)."
 )
 
 
@@ -37,7 +40,9 @@ class _VectorsFeature:
         app.add_tools(TOOLS)
         if not any(app.registry.get(t.name) is not None for t in TOOLS):
             return NoActors()  # `--tools` left the group out: nothing would use the index
-        app.instructions.append(INSTRUCTIONS.format(dims=app.config.vectors.dims))
+        app.instructions.append(
+            INSTRUCTIONS.format(dims=plural(app.config.vectors.dims, "dimension"))
+        )
         return VectorsComponent(VectorService(app))
 
 

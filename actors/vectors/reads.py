@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...protocol.errors import BadArgument, Conflict, NotFound
+from ...protocol.plural import plural
 from ...supervisors.context import CallContext
 from ..kg.lookup import Ent, missing, resolve
 from ..kg.search import term_hits
@@ -48,7 +49,7 @@ async def query_of(
         raise BadArgument(f"give either `{field}` or `text`, not both")
     if embedding is None and text is None:
         raise BadArgument(
-            f"give `{field}` (a vector of {service.dims} numbers) or `text` (embedded by the local model)"
+            f"give `{field}` (a vector of {plural(service.dims, 'number')}) or `text` (embedded by the local model)"
         )
     if embedding is not None:
         blob = check_vector(embedding, service.dims, field, service.rule)
@@ -61,7 +62,7 @@ async def query_of(
         )
     if embedder.dim != service.dims:
         raise BadArgument(
-            f"`text` is embedded by the local model into {embedder.dim} dimensions, but this store's "
+            f"`text` is embedded by the local model into {plural(embedder.dim, 'dimension')}, but this store's "
             f"embeddings have {service.dims} ([vectors] dims, --embedding-dims); pass `{field}` instead"
         )
     embedded = await embed(ctx.app, [text or ""], "query")
@@ -111,7 +112,7 @@ def with_vectors(
     lacking = [e.name for e in ents if e.id not in rows or rows[e.id].dim != dims]
     if lacking:
         raise BadArgument(
-            f"{what}: no embedding of {dims} dimensions for {', '.join(map(repr, lacking))} "
+            f"{what}: no embedding of {plural(dims, 'dimension')} for {', '.join(map(repr, lacking))} "
             "(vector_upsert_embedding)"
         )
     vectors = []

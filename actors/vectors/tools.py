@@ -22,57 +22,45 @@ GROUP = "vectors"
 _w = functools.partial(grouped_tool, GROUP)
 _r = functools.partial(grouped_tool, GROUP, read_only=True, idempotent=True)
 
-_TEXT = (
-    " memtrio: instead of the vector, `text` is embedded by the local model (only when the store's "
-    "dimension is the model's, 384)."
-)
-_SCOPE = " Only entities the session sees are searched."
-
 TOOLS = [
     _w("vector_upsert_embedding", "Upsert Embedding",
-       "Attach an embedding (bring your own: as many numbers as --embedding-dims) to an existing entity, "
-       "replacing any it had; optional model label.",
+       "Attach your own embedding to an existing entity, replacing any it had.",
        A.UpsertArgs, W.upsert_embedding, X.Upserted, idempotent=True),
     _w("vector_batch_upsert", "Batch Upsert Embeddings",
-       "Upsert up to 1,024 embeddings [{entityName, embedding, model?}] in one transaction; an item that "
-       "cannot be stored (unknown entity, wrong dimension, a value not finite as float32) is reported in errors, "
-       "the others are stored.",
+       "Upsert embeddings in one transaction; an item that cannot be stored (unknown entity, wrong "
+       "dimension, a value not finite as float32) is reported in errors, the others are stored.",
        A.BatchUpsertArgs, W.batch_upsert, X.BatchUpserted, idempotent=True),
-    _r("vector_get_embedding", "Get Embedding", "The stored embedding of an entity, with its model label.",
+    _r("vector_get_embedding", "Get Embedding", "An entity's stored embedding and model label.",
        A.EntityArgs, R.get_embedding, X.Embedding),
     _r("vector_search_entities", "Vector Search",
-       "The entities nearest an embedding (cosine by default), best first; topK 1-100 (default 10), "
-       "optional entityType filter." + _SCOPE + _TEXT,
+       "The entities the session sees nearest an embedding (or `text`), best first.",
        A.SearchArgs, R.search_entities, X.SearchResults),
     _r("vector_search_by_entity", "More Like This",
-       "The entities nearest an entity's own embedding; excludeSelf (default true) leaves it out.",
+       "The entities nearest an entity's own embedding.",
        A.ByEntityArgs, R.search_by_entity, X.SearchResults),
     _r("vector_recommend", "Recommend",
-       "Entities like the `positive` examples and unlike the `negative` ones: the query is the mean of the "
-       "positive embeddings minus the mean of the negative ones; the examples are not returned.",
+       "Entities like the `positive` examples and unlike the `negative` ones (the mean of the positive "
+       "embeddings minus that of the negative ones); the examples are not returned.",
        A.RecommendArgs, R.recommend, X.SearchResults),
     _r("vector_mmr_search", "MMR Search",
-       "Diverse nearest entities by Maximal Marginal Relevance: the fetchK nearest (default max(4 x topK, 20)), "
-       "then topK picked one by one maximising lambda x relevance - (1 - lambda) x similarity to those picked "
-       "(cosine; lambda 1 = relevance only, default 0.5)." + _TEXT,
+       "Diverse nearest entities by Maximal Marginal Relevance: of the fetchK nearest, topK picked one by "
+       "one maximising lambda x relevance - (1 - lambda) x similarity to those picked.",
        A.MmrArgs, R.mmr_search, X.SearchResults),
     _r("hybrid_search", "Hybrid Search",
-       "Vector search and full-text search (names, types, observations; any word) fused by Reciprocal Rank "
-       "Fusion: score = vecWeight / (60 + vector rank) + textWeight / (60 + text rank). centralityBoost > 0 "
-       "multiplies each score by 1 + boost x degree / highest degree (graph cache)."
-       + _TEXT.replace("the vector", "queryEmbedding"),
+       "Vector and full-text search (names, types, observations; any word) fused by Reciprocal Rank "
+       "Fusion: score = vecWeight / (60 + vector rank) + textWeight / (60 + text rank).",
        A.HybridArgs, R.hybrid_search, X.HybridResults),
     _w("vector_delete_embedding", "Delete Embedding",
        "Remove an entity's embedding; the entity, its observations and relations stay.",
        A.EntityArgs, W.delete_embedding, X.Deleted, destructive=True, idempotent=True),
     _w("vector_reindex", "Reindex Vectors",
-       "Rebuild the vector index from the stored embeddings (retrains IVF; after a large batch ingestion).",
+       "Rebuild the vector index from the stored embeddings (retrains IVF; after a large ingestion).",
        A.NoArgs, R.reindex, X.Reindexed, idempotent=True),
     _w("vector_refresh_graph_cache", "Refresh Graph Cache",
-       "Rebuild the adjacency cache hybrid_search's centrality boost reads (after changing relations).",
+       "Rebuild the adjacency cache of hybrid_search's centralityBoost (after changing relations).",
        A.NoArgs, R.refresh_graph_cache, X.GraphCache, idempotent=True),
     _r("vector_store_stats", "Vector Store Statistics",
-       "Embedding count, dimension, metric, index backend and size, graph cache node and edge counts, and the "
-       "stored embeddings the index skipped as unusable (skipped, skippedRows).",
+       "Embedding count, dimension, metric, index backend and size, graph cache size, and the "
+       "stored embeddings skipped as unusable (skipped, skippedRows).",
        A.NoArgs, R.store_stats, X.VectorStats),
 ]  # fmt: skip

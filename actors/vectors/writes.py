@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...protocol.errors import BadArgument, NotFound
+from ...protocol.plural import plural
 from ...supervisors.context import CallContext
 from ..kg.lookup import Ent, resolve
 from ..kg.transactions import view_of
@@ -45,7 +46,7 @@ def check_vector(
     """
     if len(values) != dims:
         raise BadArgument(
-            f"`{field}` has {len(values)} dimensions, but this store's embeddings have {dims} "
+            f"`{field}` has {plural(len(values), 'dimension')}, but this store's embeddings have {dims} "
             "([vectors] dims, --embedding-dims)"
         )
     problem = (rule or ValueRule()).problem(values, field)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import trio
 
+from ....protocol.plural import plural
 from ..client import server_command, server_env
 from ..harness import (
     Ledger,
@@ -74,7 +75,8 @@ async def crash_under_load(
     counts = log_counts(home)
     if counts.restarts != restarts_per_crash * counts.faults:
         out.violations.append(
-            f"{counts.faults} crashes but {counts.restarts} restarts (expected {restarts_per_crash} per crash)"
+            f"{plural(counts.faults, 'crash')} but {plural(counts.restarts, 'restart')} "
+            f"(expected {restarts_per_crash} per crash)"
         )
     run.verify(home, ledger)
 

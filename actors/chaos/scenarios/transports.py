@@ -24,6 +24,7 @@ from typing import Any
 
 import trio
 
+from ....protocol.plural import plural
 from ...net import runtime
 from ...net.attach import GONE
 from ..client import Caller, ServerGone, ServerProcess
@@ -285,13 +286,13 @@ async def net_handler_crash(run: Run) -> None:
     http_internal, http_closed = results["http-victim"]
     if tcp_internal != tcp_crashes or tcp_closed is not None:
         out.violations.append(
-            f"tcp-victim: {tcp_crashes} crashes, {tcp_internal} calls answered -32603, "
+            f"tcp-victim: {plural(tcp_crashes, 'crash')}, {plural(tcp_internal, 'call')} answered -32603, "
             f"closed: {tcp_closed}"
         )
     if http_closed is None:
         out.violations.append("http-victim: its session crashed on every call but stayed open")
     out.notes.append(
-        f"http-victim: {http_internal} calls answered -32603, then closed ({http_closed})"
+        f"http-victim: {plural(http_internal, 'call')} answered -32603, then closed ({http_closed})"
     )
     if not owner.alive:
         out.violations.append("memtrio serve exited while connections crashed")

@@ -1,6 +1,6 @@
 // Graph: opens on the most connected entities (the whole graph when it is small) and their
 // relations; the entity field filters them, Draw centres on one entity; a path between two.
-import { $, api, fill, h, report } from "./api.js";
+import { $, api, fill, h, plural, report } from "./api.js";
 import { layout } from "./layout.js";
 
 let drawing = 0; // the latest draw asked for: an older answer arriving later is not drawn
@@ -96,7 +96,7 @@ function render(drawn, onPath) {
     return h("g", { class: cls, "data-name": n.name,
       onclick: () => observe(n.name), ondblclick: () => { $("g-entity").value = n.name; draw(n.name); } },
       h("circle", { cx: n.x, cy: n.y, r: n.r }), h("text", { x: n.x, y: n.labelY }, n.name),
-      h("title", {}, `${n.name}${node.type ? " (" + node.type + ")" : ""}${node.degree !== undefined ? ", " + node.degree + " relations" : ""}`));
+      h("title", {}, `${n.name}${node.type ? " (" + node.type + ")" : ""}${node.degree !== undefined ? ", " + plural(node.degree, "relation") : ""}`));
   });
   const labels = placed.edges.filter((e) => e.label).map((e) => h("g", { class: "label", "data-relation": e.relation },
     h("rect", { x: e.label.x, y: e.label.y, width: e.label.w, height: e.label.h, rx: 3 }),
