@@ -35,10 +35,10 @@ from .memories import counts
 Digest = dict[str, dict[str, Any]]
 
 
-def _open(location: str, home: Path, busy_timeout_ms: int) -> sqlite3.Connection:
-    """A write connection (schema migrated) to ``sqlite`` (the home's file) or a URL."""
+def _open(location: str, sqlite_file: Path, busy_timeout_ms: int) -> sqlite3.Connection:
+    """A write connection (schema migrated) to ``sqlite`` (``sqlite_file``) or a URL."""
     return backends.open_writer(
-        db.db_path(home), location, busy_timeout_ms=busy_timeout_ms, durability="sync"
+        sqlite_file, location, busy_timeout_ms=busy_timeout_ms, durability="sync"
     )
 
 
@@ -88,11 +88,14 @@ def copy(source: sqlite3.Connection, target: sqlite3.Connection) -> dict[str, in
     return added
 
 
-def migrate(source: str, target: str, home: Path, busy_timeout_ms: int) -> dict[str, Any]:
-    """Copy ``source`` into ``target`` (each ``sqlite`` or a URL); the check's report."""
-    src = _open(source, home, busy_timeout_ms)
+def migrate(
+    source: str, target: str, sqlite_file: Path, busy_timeout_ms: int
+) -> dict[str, Any]:
+    """Copy ``source`` into ``target`` (each ``sqlite``, the file ``sqlite_file``, or a URL);
+    the check's report."""
+    src = _open(source, sqlite_file, busy_timeout_ms)
     try:
-        dst = _open(target, home, busy_timeout_ms)
+        dst = _open(target, sqlite_file, busy_timeout_ms)
         try:
             added = copy(src, dst)
             before, after = digest(src), digest(dst)
@@ -112,7 +115,7 @@ def cmd_migrate(args: argparse.Namespace, run: AppRunner) -> int:
     source, target = (configured, args.to) if args.to else (args.source, configured)
     if source == target:
         raise CliError("migrate: the source and the target are the same store")
-    report = migrate(source, target, home, cfg.store.busy_timeout_ms)
+    report = migrate(source, target, db.db_path(home, cfg.store.file), cfg.store.busy_timeout_ms)
     report = {"from": _shown(source), "to": _shown(target), **report}
 
     def human(r: dict[str, Any]) -> str:
