@@ -118,7 +118,12 @@ VECTOR_FLAGS: dict[str, tuple[str, str, str]] = {
     "--vec-backend": (
         "backend",
         "B",
-        "vector index: auto, exact, hnsw or ivf (default auto: exact, hnsw from 100,000 vectors)",
+        "vector index: hnsw, auto, exact or ivf (default hnsw: exact below 10,000 vectors)",
+    ),
+    "--vec-exact-below": (
+        "exact_below",
+        "N",
+        "hnsw: indexes of fewer vectors are searched exactly, 0 = never (default 10000)",
     ),
     "--vec-metric": ("metric", "M", "the vector tools' metric: cos, ip or l2sq (default cos)"),
     "--vec-quantization": (
@@ -128,7 +133,11 @@ VECTOR_FLAGS: dict[str, tuple[str, str, str]] = {
     ),
     "--vec-connectivity": ("connectivity", "M", "hnsw graph degree (default 16)"),
     "--vec-expansion-add": ("expansion_add", "N", "hnsw efConstruction (default 200)"),
-    "--vec-expansion-search": ("expansion_search", "N", "hnsw efSearch (default 128)"),
+    "--vec-expansion-search": (
+        "expansion_search",
+        "N",
+        "hnsw efSearch (default 128; the reference's 50 loses recall@10: docs/vectors.md)",
+    ),
     "--ivf-nlist": ("ivf_nlist", "N", "ivf cells (default 256)"),
     "--ivf-nprobe": ("ivf_nprobe", "N", "ivf cells probed per query (default 8)"),
 }

@@ -193,6 +193,7 @@ OUT_OF_RANGE: dict[tuple[str, str], object] = {
     ("code", "max_files"): 0,
     ("vectors", "dims"): 4097,
     ("vectors", "auto_threshold"): -1,
+    ("vectors", "exact_below"): -1,
     ("vectors", "connectivity"): 1,
     ("vectors", "expansion_add"): 0,
     ("vectors", "expansion_search"): 10_001,

@@ -231,7 +231,7 @@ def test_deferred_hnsw_build_serves_exact_then_takes_over_with_the_changes_made_
     vecs = clustered(n, dims)
     table = [(i, vecs[i].tobytes()) for i in range(n)]
     table.append((3, clustered(1, dims, seed=9)[0].tobytes()))  # item 3 has a second window
-    index = ItemIndex(dims, IndexChoice(backend="hnsw"))
+    index = ItemIndex(dims, IndexChoice(backend="hnsw", exact_below=0))
     saved = tmp_path / "graph.usearch"
     assert index.load_rows(iter(table), len(table), saved, defer=True) == n + 1
     build = index.build
@@ -264,7 +264,7 @@ def test_a_cancelled_deferred_build_stops_and_never_takes_over(monkeypatch) -> N
     monkeypatch.setattr(ranker_vectors, "DEFER_MIN_ROWS", 100)
     vecs = clustered(300, 16)
     table = [(i, vecs[i].tobytes()) for i in range(300)]
-    index = ItemIndex(16, IndexChoice(backend="hnsw"))
+    index = ItemIndex(16, IndexChoice(backend="hnsw", exact_below=0))
     index.load_rows(iter(table), len(table), None, defer=True)
     build = index.build
     assert build is not None
