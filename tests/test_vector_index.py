@@ -286,3 +286,25 @@ def test_the_hnsw_backend_loaded_first_leaves_the_embedding_model_loadable() -> 
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert done.stdout.strip() == "(1, 384)"
+
+
+def test_an_hnsw_index_is_exact_while_small_and_grows_into_a_graph_built_in_the_background() -> (
+    None
+):
+    """[vectors] backend = "hnsw" (the default): under ``exact_below`` vectors the index is
+    searched exactly; one that grows past it while serving gets its graph built in the
+    background (exact meanwhile), not inline in the call that crossed the threshold."""
+    from memtrio.actors.ranker.vectors import IndexChoice, ItemIndex
+
+    vecs = clustered(60, 16)
+    index = ItemIndex(16, IndexChoice(backend="hnsw", exact_below=50))
+    assert index.load_rows(iter([(i, vecs[i].tobytes()) for i in range(40)]), 40, None, True) == 40
+    assert index.backend.kind == "exact" and index.build is None  # small: exact, no graph
+    for i in range(40, 60):
+        index.upsert(i, vecs[i])
+    build = index.build
+    assert build is not None and index.backend.kind == "exact"  # past it: built aside
+    assert index.search(vecs[55], 1)[0].tolist() == [55]
+    build.run(iter([(i, vecs[i].tobytes()) for i in range(60)]), 60)
+    assert index.adopt_build() and index.backend.kind == "hnsw"
+    assert index.search(vecs[55], 1)[0].tolist() == [55]
