@@ -127,7 +127,8 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
         or ranking_overrides(args)
     ):
         cfg, home = load_config(args)
-        if cfg.serve.attach:
+        # A store file of its own (MEMTRIO_STORE_FILE, MEMORY_FILE_PATH): the owner may serve another.
+        if cfg.serve.attach and not cfg.store.file:
             proto_in, proto_out = stdio.protect_stdout()
             code = attach.attach(
                 home, Path.cwd().resolve(), proto_in, proto_out, cfg.server.request_limit
