@@ -88,9 +88,7 @@ def copy(source: sqlite3.Connection, target: sqlite3.Connection) -> dict[str, in
     return added
 
 
-def migrate(
-    source: str, target: str, sqlite_file: Path, busy_timeout_ms: int
-) -> dict[str, Any]:
+def migrate(source: str, target: str, sqlite_file: Path, busy_timeout_ms: int) -> dict[str, Any]:
     """Copy ``source`` into ``target`` (each ``sqlite``, the file ``sqlite_file``, or a URL);
     the check's report."""
     src = _open(source, sqlite_file, busy_timeout_ms)
