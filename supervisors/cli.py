@@ -37,10 +37,12 @@ from .app import build_context, configure_observability, default_features, open_
 from .commands import (
     Parser,
     add_common,
+    add_ranking_options,
     add_store_options,
     add_vector_options,
     home_origin,
     load_config,
+    ranking_overrides,
     store_overrides,
     vector_overrides,
 )
@@ -132,11 +134,14 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
         args.no_attach
         or args.tools
         or args.store
+        or args.memory_file
         or vector_overrides(args)
         or store_overrides(args)
+        or ranking_overrides(args)
     ):
         cfg, home = load_config(args)
-        if cfg.serve.attach:
+        # A store file of its own (MEMTRIO_STORE_FILE, MEMORY_FILE_PATH): the owner may serve another.
+        if cfg.serve.attach and not cfg.store.file:
             proto_in, proto_out = stdio.protect_stdout()
             code = attach.attach(
                 home, Path.cwd().resolve(), proto_in, proto_out, cfg.server.request_limit
@@ -221,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_vector_options(mcp)
     add_store_options(mcp)
+    add_ranking_options(mcp)
     mcp.set_defaults(func=cmd_mcp)
     serve_parser = sub.add_parser(
         "serve", help="one long-lived server for many agents (http, tcp or ws)"
@@ -229,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     serving.add_serve_options(serve_parser)
     add_vector_options(serve_parser)
     add_store_options(serve_parser)
+    add_ranking_options(serve_parser)
     serve_parser.set_defaults(func=cmd_serve)
     for module in COMMAND_MODULES:
         module.register(sub)
@@ -269,23 +276,25 @@ def _run_command(args: argparse.Namespace) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except (Exception, BaseExceptionGroup) as exc:  # noqa: BLE001 - every failure: one line
-        return report(exc)
+        return report(exc, getattr(args, "command", ""))
     return int(code or 0)
 
 
-def report(exc: BaseException) -> int:
+def report(exc: BaseException, command: str = "") -> int:
     """Print ``exc`` as the one line of a failed command (`_report`), without any password
     (`dsn.redact`: a connection string in an unforeseen error's text); its exit code."""
     lines = io.StringIO()
     with contextlib.redirect_stderr(lines):
-        code = _report(exc)
+        code = _report(exc, command)
     sys.stderr.write(dsn.redact(lines.getvalue()))
     return code
 
 
-def _report(exc: BaseException) -> int:
+def _report(exc: BaseException, command: str = "") -> int:
     """Print ``exc`` as the one line of a failed command; its exit code.
 
+    Every failure is also a ``cli failed`` event of the trace log, once it is
+    open (a configuration error comes before it is): the command, the error.
     A `UserError` (behind exception groups and escalations too) is printed as it
     is. Anything else is a bug or an unforeseen environment: its type and
     message, with the traceback in the trace log (or on stderr with
@@ -294,6 +303,9 @@ def _report(exc: BaseException) -> int:
     known = find_user_error(exc)
     if known is not None:
         print(f"memtrio: {known}", file=sys.stderr)
+        trace.record(
+            "cli", "failed", level="error", command=command, error=str(known), code=known.code
+        )
         return known.code
     if isinstance(exc, BaseExceptionGroup):
         leaf = first_leaf(exc)
@@ -301,8 +313,14 @@ def _report(exc: BaseException) -> int:
             return 130 if isinstance(leaf, KeyboardInterrupt) else 0
         exc = leaf
     details = "".join(traceback.format_exception(exc))
-    error = dsn.redact(f"{type(exc).__name__}: {exc}")
-    trace.record("cli", "failed", level="error", error=error, exc=dsn.redact(details))
+    trace.record(
+        "cli",
+        "failed",
+        level="error",
+        command=command,
+        error=dsn.redact(f"{type(exc).__name__}: {exc}"),
+        exc=dsn.redact(details),
+    )
     if os.environ.get("MEMTRIO_LOG_STDERR_LEVEL") == "debug":
         print(details, end="", file=sys.stderr)
     if isinstance(exc, Escalation):

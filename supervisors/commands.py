@@ -95,6 +95,13 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         help="the memory store: sqlite (the file in the home, default) or postgresql://user@host/db",
     )
     parser.add_argument(
+        "--memory-file",
+        "-f",
+        metavar="PATH",
+        help="the store's SQLite file (default: memtrio.sqlite in the home; env MEMTRIO_STORE_FILE, "
+        "or the reference's MEMORY_FILE_PATH)",
+    )
+    parser.add_argument(
         "--log-level", choices=["debug", "info", "warning", "error", "off"], help="trace log level"
     )
 
@@ -118,7 +125,12 @@ VECTOR_FLAGS: dict[str, tuple[str, str, str]] = {
     "--vec-backend": (
         "backend",
         "B",
-        "vector index: auto, exact, hnsw or ivf (default auto: exact, hnsw from 100,000 vectors)",
+        "vector index: hnsw, auto, exact or ivf (default hnsw: exact below 10,000 vectors)",
+    ),
+    "--vec-exact-below": (
+        "exact_below",
+        "N",
+        "hnsw: indexes of fewer vectors are searched exactly, 0 = never (default 10000)",
     ),
     "--vec-metric": ("metric", "M", "the vector tools' metric: cos, ip or l2sq (default cos)"),
     "--vec-quantization": (
@@ -128,7 +140,11 @@ VECTOR_FLAGS: dict[str, tuple[str, str, str]] = {
     ),
     "--vec-connectivity": ("connectivity", "M", "hnsw graph degree (default 16)"),
     "--vec-expansion-add": ("expansion_add", "N", "hnsw efConstruction (default 200)"),
-    "--vec-expansion-search": ("expansion_search", "N", "hnsw efSearch (default 128)"),
+    "--vec-expansion-search": (
+        "expansion_search",
+        "N",
+        "hnsw efSearch (default 128; the reference's 50 loses recall@10: docs/vectors.md)",
+    ),
     "--ivf-nlist": ("ivf_nlist", "N", "ivf cells (default 256)"),
     "--ivf-nprobe": ("ivf_nprobe", "N", "ivf cells probed per query (default 8)"),
 }
@@ -149,11 +165,58 @@ STORE_FLAGS: dict[str, tuple[str, str, str]] = {
     ),
 }
 
+
+def _metavar(hint: object) -> str:
+    return "on|off" if hint is bool else "N" if hint is int else "X"
+
+
+# The ranking flags of ``memtrio mcp``, ``serve`` and ``search`` (the reference's): one per
+# ``[retrieval]`` key, and ``--embedding-batch-size``. Their environment variables win over
+# them (file < flag < environment): flag -> (section, key, metavar).
+RANKING_FLAGS: dict[str, tuple[str, str, str]] = {
+    "--embedding-batch-size": ("embedding", "batch_size", "N"),
+    **{
+        f"--retrieval-{f.name.replace('_', '-')}": ("retrieval", f.name, _metavar(f.type))
+        for f in msgspec.structs.fields(config_mod.RetrievalConfig)
+    },
+}
+
+
+def add_ranking_options(parser: argparse.ArgumentParser) -> None:
+    """`RANKING_FLAGS` (docs/configuration.md): each overrides config.toml, and its
+    ``MEMTRIO_*`` variable overrides it."""
+    defaults = {
+        "embedding": config_mod.EmbeddingConfig(),
+        "retrieval": config_mod.RetrievalConfig(),
+    }
+    for flag, (section, key, metavar) in RANKING_FLAGS.items():
+        default = getattr(defaults[section], key)
+        shown = ("on" if default else "off") if isinstance(default, bool) else default
+        parser.add_argument(
+            flag,
+            dest=f"{section}_{key}",
+            metavar=metavar,
+            help=f"[{section}] {key} (default {shown}; MEMTRIO_{section.upper()}_{key.upper()} wins)",
+        )
+
+
+def ranking_overrides(args: argparse.Namespace) -> dict[str, dict[str, str]]:
+    """The `RANKING_FLAGS` given (as text; `config.load` converts and checks them)."""
+    given: dict[str, dict[str, str]] = {}
+    for section, key, _ in RANKING_FLAGS.values():
+        value = getattr(args, f"{section}_{key}", None)
+        if value is not None:
+            given.setdefault(section, {})[key] = value
+    return given
+
+
 # The command-line flags that set configuration keys, named in error messages.
 FLAGS = {
     ("log", "level"): "--log-level",
     ("tools", "enabled"): "--tools",
     ("store", "url"): "--store",
+    ("store", "file"): "--memory-file",
+    **{(section, key): flag for flag, (section, key, _) in RANKING_FLAGS.items()},
     ("vectors", "enabled"): "--vectors",
     ("serve", "strict_permissions"): "--strict-permissions",
     **{("vectors", key): flag for flag, (key, _, _) in VECTOR_FLAGS.items()},
@@ -203,19 +266,23 @@ def load_config(
     tools = getattr(args, "tools", None)
     if tools:
         overrides["tools"] = {"enabled": tools}
+    store = store_overrides(args)
     if getattr(args, "store", None):
-        overrides["store"] = {"url": args.store}
+        store["url"] = args.store
+    if getattr(args, "memory_file", None):
+        store["file"] = args.memory_file
+    if store:
+        overrides["store"] = store
     vectors = vector_overrides(args)
     if vectors:
         overrides["vectors"] = vectors
-    store = store_overrides(args)
-    if store:  # beside --store, never instead of it
-        overrides.setdefault("store", {}).update(store)
     if getattr(args, "strict_permissions", False):
         overrides["serve"] = {"strict_permissions": True}
     for section, values in (extra or {}).items():
         overrides.setdefault(section, {}).update(values)
-    return config_mod.load(home, overrides=overrides, flags=FLAGS), home
+    return config_mod.load(
+        home, overrides=overrides, flags=FLAGS, under_env=ranking_overrides(args)
+    ), home
 
 
 def emit(args: argparse.Namespace, value: object, human: Callable[[Any], str]) -> None:

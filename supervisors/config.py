@@ -4,7 +4,8 @@ environment variables, overridden by command-line flags.
 Every key of every section can be set from the environment as
 ``MEMTRIO_<SECTION>_<KEY>`` (for example ``MEMTRIO_RETRIEVAL_DAMPING=0.6``);
 a few short aliases exist too (`ALIASES`). Invalid configuration raises
-`ConfigError` (exit code 2) naming the key, the value and where it came from:
+`ConfigError` (exit code 2) naming the key, the value and where it came from
+(but in `LENIENT` sections, ``[code]``, whose feature then stays off with a warning):
 ``MEMTRIO_RETRIEVAL_DAMPING=7 (environment)``, ``damping = 7 in
 /path/config.toml [retrieval] line 2`` or ``the command-line flag --tools
 memory,bogus``. Each key is checked for its type and its range (`_CHECKS`);
@@ -20,7 +21,6 @@ import json
 import math
 import os
 import re
-import tomllib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -29,19 +29,10 @@ import msgspec
 
 from ..protocol.tools import GROUPS
 from . import trust
-from .errors import UserError
-
-
-class ConfigError(UserError, ValueError):
-    """Invalid configuration; the message names the key, the value and where it came from.
-
-    Exit code 2 (see docs/configuration.md).
-    """
-
-    code = 2
-
-    def __init__(self, message: str) -> None:
-        super().__init__(f"configuration error: {message}")
+from .config_file import ConfigError as ConfigError  # raised here, defined with the file reader
+from .config_file import at as _at
+from .config_file import line_of as _line_of
+from .config_file import read_toml as _read_toml
 
 
 class ServerConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -66,6 +57,7 @@ class StoreConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     ``url`` are SQLite's."""
 
     url: str = "sqlite"  # sqlite (the file in the home) or postgresql://user@host/db
+    file: str = ""  # the SQLite file (--memory-file, -f); "" = memtrio.sqlite in the home
     # async: synchronous=NORMAL and a PASSIVE checkpoint every wal_flush_ms; sync:
     # synchronous=FULL (an fsync per commit); "normal" is async's earlier name.
     durability: Literal["async", "sync", "normal"] = "async"
@@ -82,6 +74,10 @@ class StoreConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 class EmbeddingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     enabled: bool = True
     model: str = ""  # a directory with model.onnx + tokenizer.json or vocab.txt; "" = bundled all-MiniLM-L6-v2 int8
+    # The reference's download settings: accepted, with a warning that nothing is downloaded
+    # (the model ships in the package, or is the directory `model` names).
+    revision: str = ""
+    cache_dir: str = ""
     backend: Literal["auto", "cpu", "cuda"] = "auto"
     batch_size: int = 32
     workers: int = 1
@@ -164,16 +160,16 @@ class VectorsConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
     enabled: bool = False  # advertise and serve the 12 vector tools (--vectors)
     dims: int = 384  # dimensions of bring-your-own vectors (--embedding-dims), at most 4096
-    # Index backend: exact (default); auto = exact below auto_threshold vectors, hnsw from
-    # there on (a graph to build at load is built in the background, exact meanwhile; the
-    # recall that crosses the threshold while running waits for the build).
-    backend: Literal["auto", "exact", "hnsw", "ivf"] = "exact"
+    # Index backend: hnsw (default, as the reference; exact below exact_below vectors, a graph
+    # to build is built in the background, exact meanwhile); auto = the same at auto_threshold.
+    backend: Literal["auto", "exact", "hnsw", "ivf"] = "hnsw"
+    exact_below: int = 10_000  # hnsw: an index of fewer vectors is searched exactly (0 = never)
     auto_threshold: int = 100_000
     metric: Literal["cos", "ip", "l2sq"] = "cos"  # the vector tools' metric (recall: cosine)
     quantization: Literal["f32", "f16", "bf16", "i8"] = "f32"  # hnsw's stored scalars
     connectivity: int = 16  # hnsw graph degree M
     expansion_add: int = 200  # hnsw efConstruction
-    expansion_search: int = 128  # hnsw efSearch (recall@10 0.99 at 1,000,000; 64: 0.94)
+    expansion_search: int = 128  # hnsw efSearch: recall@10 0.997 at 100,000 (50: 0.948)
     ivf_nlist: int = 256  # ivf cells (k-means centroids)
     ivf_nprobe: int = 8  # ivf cells searched per query
 
@@ -195,7 +191,23 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     http: HttpConfig = msgspec.field(default_factory=HttpConfig)
     vectors: VectorsConfig = msgspec.field(default_factory=VectorsConfig)
     tools: ToolsConfig = msgspec.field(default_factory=ToolsConfig)
+    # Not a section: the `LENIENT` sections given invalid settings -> the error (their
+    # keys are then all defaults, and their feature warns and stays off).
+    invalid: dict[str, str] = msgspec.field(default_factory=dict)
 
+
+# Sections whose feature the server can leave off: an invalid setting there (a bad
+# value, an unknown key, in config.toml, the environment or a flag) is a warning and
+# the server starts without that feature (the reference's "memory tools only"), not
+# an exit. `Config.invalid` carries the error to the feature (actors/code/feature.py).
+LENIENT = frozenset({"code"})
+
+
+# The reference's (mcp-memory) environment names of memtrio's settings: read only when
+# memtrio's own names and the flags leave the key unset.
+FALLBACKS: dict[str, tuple[str, str]] = {
+    "MEMORY_FILE_PATH": ("store", "file"),
+}
 
 # Short environment names: variable -> (section, key); applied in this order.
 ALIASES: dict[str, tuple[str, str]] = {
@@ -249,6 +261,7 @@ _CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
         "must be 1-604800 seconds",
     ),
     ("embedding", "model"): (lambda v: "\0" not in v, "must not contain a NUL character"),
+    ("store", "file"): (lambda v: "\0" not in v, "must not contain a NUL character"),
     ("embedding", "batch_size"): (lambda v: 1 <= v <= 4096, "must be 1-4096"),
     ("embedding", "workers"): (lambda v: 1 <= v <= 64, "must be 1-64"),
     ("embedding", "intra_op_threads"): (
@@ -310,6 +323,7 @@ _CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ),
     ("vectors", "dims"): (lambda v: 1 <= v <= 4096, "must be 1-4096"),
     ("vectors", "auto_threshold"): (lambda v: 0 <= v <= MAX_INT32, f"must be 0-{MAX_INT32}"),
+    ("vectors", "exact_below"): (lambda v: 0 <= v <= MAX_INT32, f"must be 0-{MAX_INT32}"),
     ("vectors", "connectivity"): (lambda v: 2 <= v <= 256, "must be 2-256"),
     ("vectors", "expansion_add"): (lambda v: 1 <= v <= 10_000, "must be 1-10000"),
     ("vectors", "expansion_search"): (lambda v: 1 <= v <= 10_000, "must be 1-10000"),
@@ -347,7 +361,8 @@ def default_home() -> Path:
 
 def _sections() -> dict[str, type[msgspec.Struct]]:
     defaults = Config()
-    return {name: type(getattr(defaults, name)) for name in Config.__struct_fields__}
+    fields = {name: type(getattr(defaults, name)) for name in Config.__struct_fields__}
+    return {name: kind for name, kind in fields.items() if issubclass(kind, msgspec.Struct)}
 
 
 def _hints(section: str) -> dict[str, Any]:
@@ -459,119 +474,126 @@ def _closest(
     return f"did you mean {form.format(spell(close[0]))}? " if close else ""
 
 
-def _read_toml(path: Path) -> tuple[dict[str, Any], str] | None:
-    """config.toml parsed, with its text (for line numbers); None if there is none."""
-    try:
-        raw = path.read_bytes()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except IsADirectoryError:
-        raise ConfigError(f"{path} is a directory, not a file: move it away") from None
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot read {path}: {exc.strerror or exc}; make it readable or remove it"
-        ) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise ConfigError(
-            f"{path} line {line}, column {column}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); "
-            "save the file as UTF-8"
-        ) from None
-    try:
-        return tomllib.loads(text), text
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-
-
-_HEADER = re.compile(r"^\s*\[\[?\s*([^\[\]]+?)\s*\]\]?\s*(?:#.*)?$")
-
-
-def _line_of(text: str, section: str, key: str | None = None) -> int | None:
-    """The line that sets ``section.key`` (or opens ``[section]``) in the TOML ``text``."""
-    current: str | None = None
-    assign = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=") if key else None
-    dotted = re.compile(
-        rf"^\s*[\"']?{re.escape(section)}[\"']?\s*"
-        + (rf"\.\s*[\"']?{re.escape(key)}[\"']?\s*=" if key else "[.=]")
-    )
-    for number, line in enumerate(text.splitlines(), 1):
-        header = _HEADER.match(line)
-        if header:
-            current = header.group(1).strip().strip("\"'")
-            if key is None and current == section:
-                return number
-            continue
-        if current is None and dotted.match(line):
-            return number
-        if current == section and assign is not None and assign.match(line):
-            return number
-    return None
-
-
-def _at(path: Path, text: str, section: str, key: str | None = None) -> str:
-    line = _line_of(text, section, key)
-    return f"{path} line {line}" if line else str(path)
-
-
 def load(
     home: Path | None = None,
     env: dict[str, str] | None = None,
     overrides: dict[str, dict[str, Any]] | None = None,
     flags: dict[tuple[str, str], str] | None = None,
+    under_env: dict[str, dict[str, Any]] | None = None,
 ) -> Config:
     """Read config.toml, then the environment, then ``overrides`` (from flags).
 
+    ``under_env``: flag values the environment overrides (the reference's order
+    for ``--embedding-batch-size`` and ``--retrieval-*``: file < flag < environment).
     ``flags`` names the command-line flag of an override, for messages
     (default ``--key``). Error handling: any invalid setting raises
     `ConfigError` naming the key, the value and where it came from
     (``MEMTRIO_RETRIEVAL_DAMPING=7 (environment)``, ``damping = 7 in
-    /path/config.toml [retrieval] line 2``, ``the command-line flag --tools``).
+    /path/config.toml [retrieval] line 2``, ``the command-line flag --tools``),
+    except in a `LENIENT` section (``[code]``): its error goes to `Config.invalid`.
     A config.toml that another user owns or group or others can write is a
     warning line, or `trust.LoosePermissions` (exit 2) under ``[serve]
     strict_permissions``.
     """
     env = dict(os.environ) if env is None else env
-    home = home or default_home()
     sections = _sections()
     given: dict[tuple[str, str], tuple[_Value, bool]] = {}  # -> (value, given as text)
-    path = home / "config.toml"
+    invalid: dict[str, str] = {}
+
+    def fail(section: str, message: str) -> None:
+        """Stop on ``message``, or for a `LENIENT` section note it (the first one)."""
+        if section not in LENIENT:
+            raise ConfigError(message)
+        invalid.setdefault(section, message)
+
+    path = (home or default_home()) / "config.toml"
+    read = _from_toml(path, sections, given, fail)
+    _from_flags(under_env, flags, given)
+    for var, (section, key) in FALLBACKS.items():
+        if env.get(var, "") != "":
+            given[section, key] = (
+                _Value(env[var], f"{_assigned(var, env[var], '=')} (environment)"),
+                True,
+            )
+    _from_env(env, sections, given, fail)
+    _from_flags(overrides, flags, given)
+    merged: dict[str, Any] = {}
+    for (section, key), (value, from_text) in given.items():
+        try:
+            merged.setdefault(section, {})[key] = _convert(section, key, value, from_text)
+        except ConfigError as exc:
+            fail(section, str(exc).removeprefix("configuration error: "))
+    for section in invalid:
+        merged.pop(section, None)  # all defaults: its feature stays off (`Config.invalid`)
+    merged["invalid"] = invalid
+    config = msgspec.convert(merged, Config)
+    _check_tools(config, given.get(("tools", "enabled")))
+    if config.store.file and config.store.url != "sqlite":
+        raise ConfigError(
+            f"{given['store', 'file'][0].source}: store.file names a SQLite file, but store.url "
+            "is a PostgreSQL store: give one or the other"
+        )
+    if read:  # it steers where data goes: only this user may change it
+        problem = trust.file_problem(path)
+        remedy = f"it decides where memtrio keeps and sends data: chmod 600 {path}"
+        trust.enforce(problem, remedy, strict=config.serve.strict_permissions)
+    return config
+
+
+Given = dict[tuple[str, str], tuple[_Value, bool]]  # (section, key) -> (value, given as text)
+
+
+def _from_toml(
+    path: Path,
+    sections: dict[str, type[msgspec.Struct]],
+    given: Given,
+    fail: Callable[[str, str], None],
+) -> bool:
+    """Read ``path`` into ``given``; whether there was such a file."""
     parsed = _read_toml(path)
-    if parsed is not None:
-        data, text = parsed
-        for section, values in data.items():
-            if section not in sections:
-                where = _at(path, text, section)
-                if not isinstance(values, dict):
-                    raise ConfigError(
-                        f"{where}: unknown top-level key {section!r}: settings go in a "
-                        f"[section] (known: {', '.join(sections)})"
-                    )
-                raise ConfigError(
-                    f"{where}: unknown section [{section}] "
-                    f"({_closest(section, sections, '[{}]')}known: {', '.join(sections)})"
-                )
+    if parsed is None:
+        return False
+    data, text = parsed
+    for section, values in data.items():
+        if section not in sections:
+            where = _at(path, text, section)
             if not isinstance(values, dict):
                 raise ConfigError(
-                    f"{_at(path, text, section)}: {section} must be a [{section}] table, "
-                    f"not {_show(values, False)}"
+                    f"{where}: unknown top-level key {section!r}: settings go in a "
+                    f"[section] (known: {', '.join(sections)})"
                 )
-            known = sections[section].__struct_fields__
-            for key, value in values.items():
-                line = _line_of(text, section, key)
-                if key not in known:
-                    raise ConfigError(
-                        f"{path}{f' line {line}' if line else ''}: unknown key {section}.{key} "
-                        f"({_closest(key, known, '{}')}known in [{section}]: {', '.join(known)})"
-                    )
-                source = f"{_assigned(key, value, ' = ', False)} in {path} [{section}]"
-                given[section, key] = (
-                    _Value(value, source + (f" line {line}" if line else "")),
-                    False,
+            raise ConfigError(
+                f"{where}: unknown section [{section}] "
+                f"({_closest(section, sections, '[{}]')}known: {', '.join(sections)})"
+            )
+        if not isinstance(values, dict):
+            fail(
+                section,
+                f"{_at(path, text, section)}: {section} must be a [{section}] table, "
+                f"not {_show(values, False)}",
+            )
+            continue
+        known = sections[section].__struct_fields__
+        for key, value in values.items():
+            line = _line_of(text, section, key)
+            if key not in known:
+                fail(
+                    section,
+                    f"{path}{f' line {line}' if line else ''}: unknown key {section}.{key} "
+                    f"({_closest(key, known, '{}')}known in [{section}]: {', '.join(known)})",
                 )
+                continue
+            source = f"{_assigned(key, value, ' = ', False)} in {path} [{section}]"
+            given[section, key] = (_Value(value, source + (f" line {line}" if line else "")), False)
+    return True
 
+
+def _from_env(
+    env: dict[str, str],
+    sections: dict[str, type[msgspec.Struct]],
+    given: Given,
+    fail: Callable[[str, str], None],
+) -> None:
     prefixes = {f"MEMTRIO_{section.upper()}_": section for section in sections}
     for var, raw in sorted(env.items()):
         if raw == "" or var in ALIASES:
@@ -581,17 +603,25 @@ def load(
                 continue
             key = var[len(prefix) :].lower()
             if key not in sections[section].__struct_fields__:
-                known = sections[section].__struct_fields__
-                hint = _closest(key, known, prefix + "{}", str.upper)
-                raise ConfigError(
+                fail(
+                    section,
                     f"{_assigned(var, raw, '=')} (environment): unknown key {section}.{key} "
-                    f"({hint}known in [{section}]: {', '.join(known)})"
+                    f"({_closest(key, sections[section].__struct_fields__, prefix + '{}', str.upper)}"
+                    f"known in [{section}]: {', '.join(sections[section].__struct_fields__)})",
                 )
+                continue
             given[section, key] = (_Value(raw, f"{_assigned(var, raw, '=')} (environment)"), True)
     for var, (section, key) in ALIASES.items():
         raw = env.get(var, "")
         if raw != "":
             given[section, key] = (_Value(raw, f"{_assigned(var, raw, '=')} (environment)"), True)
+
+
+def _from_flags(
+    overrides: dict[str, dict[str, Any]] | None,
+    flags: dict[tuple[str, str], str] | None,
+    given: Given,
+) -> None:
     for section, values in (overrides or {}).items():
         for key, value in values.items():
             if value is None:
@@ -602,17 +632,6 @@ def load(
             if isinstance(value, list):
                 value = ",".join(value)
             given[section, key] = (_Value(value, source), isinstance(value, str))
-
-    merged: dict[str, dict[str, Any]] = {}
-    for (section, key), (value, from_text) in given.items():
-        merged.setdefault(section, {})[key] = _convert(section, key, value, from_text)
-    config = msgspec.convert(merged, Config)
-    _check_tools(config, given.get(("tools", "enabled")))
-    if parsed is not None:  # it steers where data goes: only this user may change it
-        problem = trust.file_problem(path)
-        remedy = f"it decides where memtrio keeps and sends data: chmod 600 {path}"
-        trust.enforce(problem, remedy, strict=config.serve.strict_permissions)
-    return config
 
 
 def _check_tools(config: Config, given: tuple[_Value, bool] | None) -> None:

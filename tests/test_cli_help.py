@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from memtrio.supervisors.cli import build_parser, main
-from memtrio.supervisors.commands import STORE_FLAGS
+from memtrio.supervisors.commands import RANKING_FLAGS, STORE_FLAGS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,6 +45,9 @@ COMMON = {
     # The [store] flags of mcp and serve, documented with their keys.
     **{flag: "docs/configuration.md" for flag in STORE_FLAGS},
     "--store": "docs/configuration.md",
+    "--memory-file": "docs/configuration.md",
+    # The ranking flags of mcp, serve and search, one per [retrieval] key.
+    **{flag: "docs/configuration.md" for flag in RANKING_FLAGS},
 }
 
 

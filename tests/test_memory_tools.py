@@ -70,7 +70,7 @@ async def test_every_memory_tool_end_to_end(
             entities=["trio", {"name": "asyncio", "kind": "library"}],
             relations=[{"source": "memtrio", "relation": "uses", "target": "trio"}],
         )
-        assert first["id"] == 1 and first["scopes"] == [scope] and "warnings" not in first
+        assert first["id"] == 1 and first["scopes"] == [scope] and first["warnings"] == []
         assert {e["name"] for e in first["entities"]} == {"trio", "asyncio", "memtrio"}
         second = await ok(
             client,
@@ -87,7 +87,7 @@ async def test_every_memory_tool_end_to_end(
         )
 
         found = await ok(client, "recall", query="trio concurrency", use_embeddings=False)
-        assert found["ranking"] == "lexical" and "warnings" not in found
+        assert found["ranking"] == "lexical" and found["warnings"] == []
         assert [m["id"] for m in found["memories"]] == [1, third["id"]]
         assert found["memories"][0]["access_count"] == 1
         typed = await ok(client, "recall", query="trio", memory_type="DECISION")
@@ -132,7 +132,7 @@ async def test_every_memory_tool_end_to_end(
             target="asyncio",
             metadata={"since": "2024"},
         )
-        assert rel["created"] is True and "warnings" not in rel
+        assert rel["created"] is True and rel["warnings"] == []
         again = await ok(client, "relate", source="Trio", relation="replaces", target="asyncio")
         assert again["id"] == rel["id"] and again["created"] is False
         await ok(
@@ -345,15 +345,15 @@ async def test_with_the_real_embedder_vectors_are_stored_with_the_rows(
             content="The database layer uses SQLite in WAL mode.",
             relations=[{"source": "memtrio", "relation": "stores_in", "target": "SQLite"}],
         )
-        assert "warnings" not in first
+        assert first["warnings"] == []
         # 1,200 word pieces: overlapping windows, nothing cut; 4,000: more than the
         # 32 windows cover, so the rest is cut and reported.
         long = await ok(client, "remember", content=" ".join(["tokens"] * 600))
-        assert "warnings" not in long
+        assert long["warnings"] == []
         longer = await ok(client, "remember", content=" ".join(["words"] * 4000))
         assert len(longer["warnings"]) == 1 and "truncated" in longer["warnings"][0]
         rel = await ok(client, "relate", source="SQLite", relation="replaces", target="Postgres")
-        assert "warnings" not in rel
+        assert rel["warnings"] == []
         found = await ok(client, "recall", query="which database engine do we use")
         assert found["memories"][0]["id"] == first["id"]
     kinds = rows(home, "SELECT kind, count(*), min(dim) FROM vectors GROUP BY kind ORDER BY kind")

@@ -6,7 +6,9 @@ The schemas are generated from the handlers' result structs
 carries them with ``[server] output_schema = true``), and these tests check the
 same results again with ``jsonschema``. Results are written for a
 model to read: ISO 8601 UTC times (never epoch floats), scores to four
-significant digits, ``warnings`` only when there is one. A session on a
+significant digits, ``warnings`` always in ``remember``, ``recall`` and ``relate``
+(the reference's contract, ``[]`` when nothing was cut) and elsewhere only when
+there is one. A session on a
 revision before 2025-06-18 gets neither ``outputSchema`` nor
 ``structuredContent``, and every tool still works there.
 """
@@ -36,6 +38,7 @@ repo = inspector.repo  # the checkout fixture the steps run in
 OUTPUT_SCHEMAS = {"MEMTRIO_SERVER_OUTPUT_SCHEMA": "true"}
 TIME_KEYS = ("created", "updated", "accessed", "time", "timestamp", "opened")
 EPOCH_RANGE = (1e9, 1e10)  # 2001 to 2286 in epoch seconds
+ALWAYS_WARNINGS = ("remember", "recall", "relate")  # `warnings` present, [] when empty
 
 
 def validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
@@ -153,7 +156,10 @@ async def test_every_tool_over_the_sdk_client_validates_against_its_output_schem
             validator(tool.output_schema).validate(content)
             assert time_problems(content) == [], name
             assert all(float(f"{s:.4g}") == s for s in scores(content)), content
-            assert "warnings" not in content or content["warnings"], name
+            if name in ALWAYS_WARNINGS:  # the reference's contract: [] when nothing was cut
+                assert isinstance(content.get("warnings"), list), name
+            else:  # elsewhere an empty list is never sent
+                assert "warnings" not in content or content["warnings"], name
         assert structured == len(listed) - len(CODE_TOOLS) > 30
 
         # The SDK's validation is live: a result that breaks the listed schema fails.
@@ -172,7 +178,7 @@ async def test_every_tool_over_the_sdk_client_validates_against_its_output_schem
 async def test_memory_times_are_iso_and_scores_rounded(repo: Path, home: Path) -> None:
     async with open_client(home, cwd=repo) as client:
         made = await ok(client, "remember", content="tea is steeped for three minutes")
-        assert "warnings" not in made  # nothing to warn about: no empty list either
+        assert made["warnings"] == []  # nothing to warn about: the empty list, always there
         await ok(client, "remember", content="tea leaves: green tea, black tea")
         found = await ok(client, "recall", query="tea", use_embeddings=False)
         assert len(found["memories"]) == 2 and time_problems(found) == []

@@ -180,10 +180,11 @@ async def test_two_hop_memory_through_an_entity_ranks_above_unrelated(home: Path
         )
 
 
-# Recall through every index backend ([vectors] backend); "auto" past its threshold is hnsw.
+# Recall through every index backend ([vectors] backend); "auto" past its threshold is hnsw,
+# and so is "hnsw" from exact_below vectors (0 here: a graph from the first one).
 BACKENDS = {
     "exact": ({"MEMTRIO_VECTORS_BACKEND": "exact"}, "exact"),
-    "hnsw": ({"MEMTRIO_VECTORS_BACKEND": "hnsw"}, "hnsw"),
+    "hnsw": ({"MEMTRIO_VECTORS_BACKEND": "hnsw", "MEMTRIO_VECTORS_EXACT_BELOW": "0"}, "hnsw"),
     "ivf": ({"MEMTRIO_VECTORS_BACKEND": "ivf"}, "ivf"),
     "auto-large": (
         {"MEMTRIO_VECTORS_BACKEND": "auto", "MEMTRIO_VECTORS_AUTO_THRESHOLD": "1"},
@@ -362,7 +363,7 @@ def unit_rows(seed: int, n: int, dim: int) -> np.ndarray:
 
 @pytest.mark.parametrize("backend", ["exact", "hnsw", "ivf"])
 def test_item_index_search_filters_and_removes(backend: str) -> None:
-    index = ItemIndex(4, IndexChoice(backend=backend))  # type: ignore[arg-type]
+    index = ItemIndex(4, IndexChoice(backend=backend, exact_below=0))  # type: ignore[arg-type]
     vecs = unit_rows(0, 10, 4)
     for i, v in enumerate(vecs, start=1):
         index.upsert(i, v)
@@ -382,7 +383,7 @@ def test_item_index_search_filters_and_removes(backend: str) -> None:
 @pytest.mark.parametrize("backend", ["exact", "hnsw", "ivf"])
 def test_best_cosines_are_those_of_each_items_best_window(backend: str) -> None:
     """The re-ranker's batch lookup: the best window of each item, 0 for an unknown one."""
-    index = ItemIndex(4, IndexChoice(backend=backend))  # type: ignore[arg-type]
+    index = ItemIndex(4, IndexChoice(backend=backend, exact_below=0))  # type: ignore[arg-type]
     vecs = unit_rows(1, 6, 4)
     index.upsert(1, vecs[0])
     index.upsert(2, vecs[1:4])  # three windows
@@ -397,7 +398,7 @@ def test_best_cosines_are_those_of_each_items_best_window(backend: str) -> None:
 @pytest.mark.parametrize("backend", ["exact", "hnsw", "ivf"])
 def test_item_index_items_with_several_vectors_score_by_their_best(backend: str) -> None:
     """A long text's windows: one row each, the item scores by its best row, appears once."""
-    choice = IndexChoice(backend=backend)  # type: ignore[arg-type]
+    choice = IndexChoice(backend=backend, exact_below=0)  # type: ignore[arg-type]
     index = ItemIndex(3, choice)
     e = np.eye(3, dtype=np.float32)
     index.upsert(1, np.stack([e[0], e[1]]))  # two windows
@@ -444,7 +445,7 @@ def test_a_saved_hnsw_graph_is_loaded_and_reconciled_with_the_table(
     monkeypatch.setattr(ranker_vectors, "SAVE_MIN_ROWS", 1)
     vecs = unit_rows(3, 60, 8)
     rows = [(i, vecs[i].tobytes()) for i in range(1, 50)] + [(7, vecs[55].tobytes())]
-    choice = IndexChoice(backend="hnsw")
+    choice = IndexChoice(backend="hnsw", exact_below=0)
     saved = choice.saved_path(tmp_path / "vector-index", "memory", "m", "r", 8)
     first = ItemIndex(8, choice)
     assert first.load_rows(rows, len(rows), saved) == 50
@@ -611,7 +612,7 @@ def test_lexical_seeds_match_stems_and_prefer_phrases() -> None:
 async def test_a_large_hnsw_graph_is_built_in_the_background_and_then_serves(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    env = {"MEMTRIO_VECTORS_BACKEND": "hnsw"}
+    env = {"MEMTRIO_VECTORS_BACKEND": "hnsw", "MEMTRIO_VECTORS_EXACT_BELOW": "0"}
     async with running(home, env) as (store, ranker):
         ids = await fill(store, ranker, UNRELATED)
     monkeypatch.setattr(ranker_vectors, "DEFER_MIN_ROWS", 1)  # "large" from one vector

@@ -231,7 +231,7 @@ def test_deferred_hnsw_build_serves_exact_then_takes_over_with_the_changes_made_
     vecs = clustered(n, dims)
     table = [(i, vecs[i].tobytes()) for i in range(n)]
     table.append((3, clustered(1, dims, seed=9)[0].tobytes()))  # item 3 has a second window
-    index = ItemIndex(dims, IndexChoice(backend="hnsw"))
+    index = ItemIndex(dims, IndexChoice(backend="hnsw", exact_below=0))
     saved = tmp_path / "graph.usearch"
     assert index.load_rows(iter(table), len(table), saved, defer=True) == n + 1
     build = index.build
@@ -264,7 +264,7 @@ def test_a_cancelled_deferred_build_stops_and_never_takes_over(monkeypatch) -> N
     monkeypatch.setattr(ranker_vectors, "DEFER_MIN_ROWS", 100)
     vecs = clustered(300, 16)
     table = [(i, vecs[i].tobytes()) for i in range(300)]
-    index = ItemIndex(16, IndexChoice(backend="hnsw"))
+    index = ItemIndex(16, IndexChoice(backend="hnsw", exact_below=0))
     index.load_rows(iter(table), len(table), None, defer=True)
     build = index.build
     assert build is not None
@@ -286,3 +286,25 @@ def test_the_hnsw_backend_loaded_first_leaves_the_embedding_model_loadable() -> 
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert done.stdout.strip() == "(1, 384)"
+
+
+def test_an_hnsw_index_is_exact_while_small_and_grows_into_a_graph_built_in_the_background() -> (
+    None
+):
+    """[vectors] backend = "hnsw" (the default): under ``exact_below`` vectors the index is
+    searched exactly; one that grows past it while serving gets its graph built in the
+    background (exact meanwhile), not inline in the call that crossed the threshold."""
+    from memtrio.actors.ranker.vectors import IndexChoice, ItemIndex
+
+    vecs = clustered(60, 16)
+    index = ItemIndex(16, IndexChoice(backend="hnsw", exact_below=50))
+    assert index.load_rows(iter([(i, vecs[i].tobytes()) for i in range(40)]), 40, None, True) == 40
+    assert index.backend.kind == "exact" and index.build is None  # small: exact, no graph
+    for i in range(40, 60):
+        index.upsert(i, vecs[i])
+    build = index.build
+    assert build is not None and index.backend.kind == "exact"  # past it: built aside
+    assert index.search(vecs[55], 1)[0].tolist() == [55]
+    build.run(iter([(i, vecs[i].tobytes()) for i in range(60)]), 60)
+    assert index.adopt_build() and index.backend.kind == "hnsw"
+    assert index.search(vecs[55], 1)[0].tolist() == [55]

@@ -19,6 +19,7 @@ from typing import TextIO
 from ...protocol.errors import DomainError
 from ...protocol.plural import noun, plural
 from ...supervisors.commands import CliError, add_common, cli_words, load_config
+from ...supervisors.config import ConfigError
 from ...supervisors.context import AppContext, AppRunner
 from .checkout import checkout_root, show_path
 from .diff import structural_diff
@@ -54,7 +55,11 @@ class _ProgressBar:
 
 
 def _require_enabled(args: argparse.Namespace) -> None:
+    """Refuse early: ``[code]`` invalid (exit 2, as any configuration error) or off."""
     cfg, _ = load_config(args)
+    invalid = cfg.invalid.get("code")
+    if invalid is not None:
+        raise ConfigError(invalid)
     if not cfg.code.enabled:
         raise CliError(DISABLED)
 

@@ -9,8 +9,15 @@ A symbol is identified by its kind, its name, its ancestors' names and its
 occurrence among symbols sharing those; it is modified when its signature or
 its own text changed. Its own text is its lines minus those of its nested
 symbols, plus the comment and attribute lines directly above it, compared
-after dropping blank lines, repeated spaces inside a line and lines holding
-only the ``,`` or ``;`` that separate nested symbols (indentation counts).
+after dropping blank lines, repeated spaces inside a line and the ``,`` and
+``;`` that separate nested symbols and members wherever they sit
+(indentation counts): lines holding only separators, and in the languages
+where a ``,`` or ``;`` at the start or end of a line only separates items or
+ends a statement (`SEPARATED`), those at the start and end of every line.
+So a trailing ``,`` added after a JavaScript object method or a Rust struct's
+last field, or a ``},`` turned into ``}`` and a leading ``,`` on the next
+line, changes no symbol. Python (a trailing ``,`` makes a tuple), Racket (a
+leading ``,`` unquotes) and Elixir and the templates (text) keep theirs.
 """
 
 from __future__ import annotations
@@ -164,18 +171,53 @@ def _lines(shas: list[str]) -> bytes:
     return ("\n".join(shas) + "\n").encode()
 
 
-def _normalize(line: str) -> str:
+# Languages where a `,` or `;` at the start or end of a line separates list items,
+# fields, members or arguments, or ends a statement: never what a symbol means.
+SEPARATED = frozenset(
+    {
+        "bash",
+        "c",
+        "cpp",
+        "csharp",
+        "css",
+        "go",
+        "java",
+        "javascript",
+        "kotlin",
+        "lua",
+        "php",
+        "ruby",
+        "rust",
+        "scala",
+        "scss",
+        "sql",
+        "swift",
+        "tsx",
+        "typescript",
+        "zig",
+    }
+)
+_SEPARATORS = ",;"
+_EDGE = _SEPARATORS + " \t"
+
+
+def _normalize(line: str, separated: bool) -> str:
+    """``line`` as compared: "" if blank or separators only, else its indentation and its
+    words one space apart; ``separated``: without the separators it starts or ends with."""
     stripped = line.rstrip()
     body = stripped.lstrip()
-    if not body or body in (",", ";"):
-        return ""
     indent = stripped[: len(stripped) - len(body)]
+    if separated:
+        body = body.strip(_EDGE)
+    if not body.strip(_EDGE):
+        return ""
     return indent + " ".join(body.split())
 
 
 def _identities(outline: Outline, text: str) -> dict[Identity, tuple[Symbol, str]]:
     """Symbol identity -> (symbol, digest of its signature and own text)."""
     symbols = [s for s in outline.symbols if not (s.kind in _TEMPLATE_USAGES and s.depth > 0)]
+    separated = outline.language in SEPARATED
     lines = text.split("\n")
     heads = _heads(symbols, lines)
     out: dict[Identity, tuple[Symbol, str]] = {}
@@ -187,7 +229,7 @@ def _identities(outline: Outline, text: str) -> dict[Identity, tuple[Symbol, str
         occurrence = counts[base]
         counts[base] += 1
         own = _own_lines(symbols, heads, index)
-        out[(*base, occurrence)] = (sym, _digest(sym.signature, own, lines))
+        out[(*base, occurrence)] = (sym, _digest(sym.signature, own, lines, separated))
         chain.append(sym.name)
     return out
 
@@ -217,13 +259,14 @@ def _own_lines(symbols: list[Symbol], heads: list[int], index: int) -> set[int]:
     return own
 
 
-def _digest(signature: str, own: set[int], lines: list[str]) -> str:
-    """Digest of a signature and of the normalized text of the line numbers ``own``."""
+def _digest(signature: str, own: set[int], lines: list[str], separated: bool) -> str:
+    """Digest of a signature and of the normalized text of the line numbers ``own``
+    (``separated``: see `SEPARATED`)."""
     digest = hashlib.blake2b(digest_size=16)
-    digest.update(" ".join(signature.split()).encode())
+    digest.update(" ".join((signature.strip(_EDGE) if separated else signature).split()).encode())
     for number in sorted(own):
         if 1 <= number <= len(lines):
-            norm = _normalize(lines[number - 1])
+            norm = _normalize(lines[number - 1], separated)
             if norm:
                 digest.update(norm.encode("utf-8", "surrogateescape") + b"\n")
     return digest.hexdigest()

@@ -3,8 +3,9 @@
 ``setup`` raises `FeatureDisabled` (the server then starts with the memory
 tools only, quietly: the user chose it) when ``[code] enabled = false`` /
 ``MEMTRIO_CODE=off`` or when the ``code`` tool group is not enabled, and
-`FeatureUnavailable` (the same, after a warning) when ``[code]`` is invalid or
-the index file cannot be opened or recreated.
+`FeatureUnavailable` (the same, after one warning) when ``[code]`` is invalid
+(a bad value or unknown key in config.toml, the environment or a flag:
+``Config.invalid``) or the index file cannot be opened or recreated.
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ DISABLED = "code navigation is disabled ([code] enabled = false or MEMTRIO_CODE=
 def open_service(app: AppContext) -> CodeService:
     """Check ``[code]``, open the index and build the service (no actors started yet)."""
     cfg = app.config.code
+    invalid = app.config.invalid.get("code")
+    if invalid is not None:
+        raise FeatureUnavailable(
+            f"invalid [code] setting: {invalid}; code navigation is off until it is fixed"
+        )
     if not cfg.enabled:
         raise FeatureDisabled(DISABLED)
     if not cfg.file_timeout > 0:

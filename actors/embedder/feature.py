@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from ...protocol.plural import plural
+from ...supervisors import trace
 from ...supervisors.context import AppContext, Component, NoActors, Resource
 from ...supervisors.supervisor import ChildSpec, supervisor_child
 from .handle import EMBEDDER
@@ -23,14 +24,38 @@ POOL_SHUTDOWN = 10.0  # seconds the pool supervisor gets to stop its workers
 _encoder = msgspec.json.Encoder()
 
 
+# The reference's settings for downloading its model, which memtrio never does.
+DOWNLOAD_SETTINGS = ("revision", "cache_dir")
+
+
 def make_pool(app: AppContext) -> EmbedderPool:
-    """The pool for ``app.config.embedding`` (a model that cannot be found gives a pool whose calls fail clearly)."""
+    """The pool for ``app.config.embedding`` (a model that cannot be found gives a pool whose
+    calls fail clearly, and a ``model_load_failed`` event in the trace log, as a load does)."""
     cfg = app.config.embedding
     try:
         spec = resolve_spec(cfg.model, cfg.max_tokens)
     except ModelError as exc:
+        trace.record(
+            "embedder", "model_load_failed", level="error", model=cfg.model, error=str(exc)
+        )
         return EmbedderPool(cfg, None, str(exc))
     return EmbedderPool(cfg, spec)
+
+
+def warn_download_settings(app: AppContext) -> None:
+    """One warning when the reference's ``[embedding] revision`` / ``cache_dir`` are set
+    (``MEMTRIO_EMBEDDING_REVISION``, ``MEMTRIO_EMBEDDING_CACHE_DIR``): they are accepted,
+    and change nothing."""
+    cfg = app.config.embedding
+    given = [key for key in DOWNLOAD_SETTINGS if getattr(cfg, key)]
+    if given:
+        trace.warning(
+            "embedder",
+            "setting_ignored",
+            settings=",".join(f"[embedding] {key}" for key in given),
+            reason="memtrio's model ships in the package (or is the directory [embedding] model "
+            "names) and nothing is downloaded, so there is no revision to pick or cache to keep",
+        )
 
 
 async def _read_resource(app: AppContext) -> str:
@@ -62,6 +87,7 @@ class _EmbedderFeature:
                 read=_read_resource,
             )
         )
+        warn_download_settings(app)
         if not app.config.embedding.enabled:
             app.instructions.append(
                 "Embeddings are off ([embedding] enabled = false or MEMTRIO_EMBEDDINGS=off): recall ranks memories lexically (SQLite FTS5) only."

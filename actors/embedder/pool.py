@@ -124,6 +124,7 @@ class EmbedderPool:
             "max_tokens": self.max_tokens,
             "chunk_tokens": self.chunk_tokens,
             "max_chunks": self.config.max_chunks,
+            "batch_size": self.config.batch_size,
             "backend": self.config.backend,
             "loaded": self.loaded,
             "providers": list(self._encoder.providers) if self._encoder else None,

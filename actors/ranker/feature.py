@@ -21,7 +21,7 @@ class _RankerFeature:
     def setup(self, app: AppContext) -> Component:
         if not app.config.embedding.enabled:
             return NoActors()
-        return RankerComponent(Ranker(app, db_path(app.home)))
+        return RankerComponent(Ranker(app, db_path(app.home, app.config.store.file)))
 
 
 class RankerComponent:

@@ -305,6 +305,7 @@ class Ranker:
         v = self.app.config.vectors
         return IndexChoice(
             backend=v.backend,
+            exact_below=v.exact_below,
             auto_threshold=v.auto_threshold,
             quantization=v.quantization,
             connectivity=v.connectivity,
@@ -421,17 +422,18 @@ class Ranker:
         pending, self._pending = self._pending, []
         notified, self._notified = self._notified, False
         synced = await trio.to_thread.run_sync(self._sync, cache, pending, notified)
-        if synced is not cache:
-            self._start_builds(synced)
+        self._start_builds(synced)  # a replaced cache's, or an index grown past its threshold
         self._cache = synced
         return synced
 
     def _start_builds(self, cache: RecallCache) -> None:
-        """Build in the background the hnsw graphs ``cache`` left to us (exact meanwhile);
-        the builds of the caches it replaces stop."""
+        """Build in the background the hnsw graphs ``cache`` left to us (exact meanwhile),
+        each once; the builds of the caches it replaces stop."""
         self._cancel_builds(keep=cache)
         for kind, index in cache.index.items():
-            if index.build is not None and self._nursery is not None:
+            build = index.build
+            if build is not None and build not in self._builds and self._nursery is not None:
+                self._builds.append(build)
                 self._nursery.start_soon(self._build_in_background, cache, kind)
 
     def _cancel_builds(self, keep: RecallCache | None = None) -> None:
@@ -449,7 +451,6 @@ class Ranker:
         build = cache.index[kind].build
         if build is None:
             return
-        self._builds.append(build)
         store = self.app.config.store
 
         def run() -> None:

@@ -23,7 +23,14 @@ import msgspec
 
 from ...protocol.plural import plural
 from ...protocol.validation import describe_validation_error
-from ...supervisors.commands import CliError, add_common, cli_flag, cli_words, emit
+from ...supervisors.commands import (
+    CliError,
+    add_common,
+    add_ranking_options,
+    cli_flag,
+    cli_words,
+    emit,
+)
 from ...supervisors.context import AppContext, AppRunner
 from ..kg import cli as kg_cli
 from ..kg import jsonl
@@ -468,6 +475,7 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
     _type_flag(p, "only this memory type (ignores case)")
     p.add_argument("--limit", type=int, default=10, help="at most N results (default 10)")
     p.add_argument("--lexical", action="store_true", help="FTS5 ranking only (no embeddings)")
+    add_ranking_options(p)
 
     p = _parser(sub, "graph", "show relation paths around an entity", cmd_graph)
     p.add_argument("entity", help="the entity's name (case and spacing ignored)")

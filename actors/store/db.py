@@ -54,8 +54,10 @@ INLINE_CHECK_STEPS = 1000
 BUSY_BACKOFF_MAX = 0.1
 
 
-def db_path(home: Path) -> Path:
-    return home / DB_NAME
+def db_path(home: Path, file: str = "") -> Path:
+    """The store's SQLite file: ``file`` (``[store] file``, ``--memory-file``; a relative
+    path is from the current directory), else `DB_NAME` in the home."""
+    return Path(os.path.abspath(Path(file).expanduser())) if file else home / DB_NAME
 
 
 @dataclass(frozen=True)

@@ -227,7 +227,7 @@ def cmd_doctor(args: argparse.Namespace, run: AppRunner) -> int:
         message = _doctor_remedy(exc)
         result = {
             "home": str(home),
-            "database": str(db.db_path(home))
+            "database": str(db.db_path(home, cfg.store.file))
             if cfg.store.url == "sqlite"
             else dsn.shown(cfg.store.url),
             "cwd": os.getcwd(),

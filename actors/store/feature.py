@@ -71,7 +71,7 @@ class _StoreFeature:
         policies = ScopePolicies({app.cwd: policy.current})
         url = app.config.store.url
         store = Store(
-            db.db_path(app.home),
+            db.db_path(app.home, app.config.store.file),
             policy,
             Mailbox("store"),
             policies,

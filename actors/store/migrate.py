@@ -36,10 +36,10 @@ from .memories import counts
 Digest = dict[str, dict[str, Any]]
 
 
-def _open(location: str, home: Path, busy_timeout_ms: int) -> sqlite3.Connection:
-    """A write connection (schema migrated) to ``sqlite`` (the home's file) or a URL."""
+def _open(location: str, sqlite_file: Path, busy_timeout_ms: int) -> sqlite3.Connection:
+    """A write connection (schema migrated) to ``sqlite`` (``sqlite_file``) or a URL."""
     return backends.open_writer(
-        db.db_path(home), location, busy_timeout_ms=busy_timeout_ms, durability="sync"
+        sqlite_file, location, busy_timeout_ms=busy_timeout_ms, durability="sync"
     )
 
 
@@ -89,11 +89,12 @@ def copy(source: sqlite3.Connection, target: sqlite3.Connection) -> dict[str, in
     return added
 
 
-def migrate(source: str, target: str, home: Path, busy_timeout_ms: int) -> dict[str, Any]:
-    """Copy ``source`` into ``target`` (each ``sqlite`` or a URL); the check's report."""
-    src = _open(source, home, busy_timeout_ms)
+def migrate(source: str, target: str, sqlite_file: Path, busy_timeout_ms: int) -> dict[str, Any]:
+    """Copy ``source`` into ``target`` (each ``sqlite``, the file ``sqlite_file``, or a URL);
+    the check's report."""
+    src = _open(source, sqlite_file, busy_timeout_ms)
     try:
-        dst = _open(target, home, busy_timeout_ms)
+        dst = _open(target, sqlite_file, busy_timeout_ms)
         try:
             added = copy(src, dst)
             before, after = digest(src), digest(dst)
@@ -116,7 +117,7 @@ def cmd_migrate(args: argparse.Namespace, run: AppRunner) -> int:
     for flag, location in (("--to", args.to), ("--from", args.source)):
         if location is not None and location != backends.SQLITE:
             backends.check_url(location, f"the URL of migrate {flag}")
-    report = migrate(source, target, home, cfg.store.busy_timeout_ms)
+    report = migrate(source, target, db.db_path(home, cfg.store.file), cfg.store.busy_timeout_ms)
     report = {"from": _shown(source), "to": _shown(target), **report}
 
     def human(r: dict[str, Any]) -> str:

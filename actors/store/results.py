@@ -6,7 +6,9 @@ Field names are the same across the tools for the same thing: a memory is
 entity ``{id, name, kind}``; a relation ``{id, source, relation, target}``;
 ``created`` (a boolean) says a call made the row. Times are ISO 8601 in UTC
 (``2026-11-30T21:06:24.415286Z``), scores have four significant digits, and
-``warnings`` is present only when there is one (``omit_defaults``).
+``warnings`` is always present in ``remember``, ``recall`` and ``relate``
+results (``[]`` when nothing was truncated or kept, as the reference's contract
+has it), and in ``update``'s only when there is one (``omit_defaults``).
 
 The store keeps epoch seconds (and so do export files); `time_of` converts at
 this edge, for the tools and the CLI's ``--json`` alike.
@@ -32,6 +34,10 @@ Created = Annotated[bool, msgspec.Meta(description="true when this call created 
 Warnings = Annotated[
     list[str],
     msgspec.Meta(description="what was kept or truncated; present only when there is one"),
+]
+AlwaysWarnings = Annotated[
+    list[str],
+    msgspec.Meta(description="what was kept or truncated; [] when nothing was"),
 ]
 Ranking = Literal["lexical", "semantic"]
 Scopes = Annotated[list[str], msgspec.Meta(description="`global` or `repo:/absolute/path`")]
@@ -110,7 +116,7 @@ class RememberResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     scopes: Scopes
     entities: list[LinkedEntity]
     relations: list[LinkedRelation]
-    warnings: Warnings = msgspec.field(default_factory=list)
+    warnings: AlwaysWarnings  # no default: never omitted
 
 
 class RecallResult(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -124,7 +130,7 @@ class RecallResult(msgspec.Struct, kw_only=True, omit_defaults=True):
         int | None,
         msgspec.Meta(description="with max_tokens: the estimated tokens of the memories returned"),
     ] = None
-    warnings: Warnings = msgspec.field(default_factory=list)
+    warnings: AlwaysWarnings  # no default: never omitted
 
 
 class StatsResult(msgspec.Struct):
@@ -157,7 +163,7 @@ class RelateResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     metadata: dict[str, Any]
     created: Created
     scopes: Scopes
-    warnings: Warnings = msgspec.field(default_factory=list)
+    warnings: AlwaysWarnings  # no default: never omitted
 
 
 class Edge(msgspec.Struct):

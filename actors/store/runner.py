@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 
 from ...protocol.errors import DomainError
 from ...supervisors import private
-from ...supervisors.commands import CliError, cli_words, resolve_home
+from ...supervisors.commands import CliError, cli_words, load_config
 from ...supervisors.context import AppContext, AppRunner, CallContext
 from ...supervisors.supervisor import Escalation, root_cause
 from . import db
@@ -58,10 +58,16 @@ def run_store_command(
     """
     # Every value given on the command line is text, except paths (any bytes).
     check_text(
-        {k: v for k, v in vars(args).items() if k not in ("file", "output", "home", "func")}, ""
+        {
+            k: v
+            for k, v in vars(args).items()
+            if k not in ("file", "output", "home", "memory_file", "func")
+        },
+        "",
     )
     features = WITH_RANKING if full else STORE_ONLY
-    path = db.db_path(resolve_home(args))
+    cfg, home = load_config(args)
+    path = db.db_path(home, cfg.store.file)
 
     async def main(app: AppContext) -> int:
         try:

@@ -88,12 +88,15 @@ class VectorService:
         return self.index.kind
 
     def new_index(self, count: int) -> VectorIndex:
-        """An empty index of the configured backend; ``auto`` is ``exact`` below
-        ``auto_threshold`` vectors (``count``: those about to be loaded), ``hnsw`` from there on."""
+        """An empty index of the configured backend for ``count`` vectors (those about to be
+        loaded): ``hnsw`` (the default) is ``exact`` below ``exact_below`` vectors, where exact
+        search is fast and always right; ``auto`` likewise below ``auto_threshold``."""
         cfg = self.app.config.vectors
         kind = cfg.backend
         if kind == "auto":
             kind = "hnsw" if count >= cfg.auto_threshold else "exact"
+        elif kind == "hnsw" and count < cfg.exact_below:
+            kind = "exact"
         return make_index(
             kind,
             cfg.dims,
