@@ -16,12 +16,10 @@ variables, are errors too (any other unknown ``MEMTRIO_*`` name is warned about:
 
 from __future__ import annotations
 
-import difflib
-import json
 import math
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,6 +31,10 @@ from .config_file import ConfigError as ConfigError  # raised here, defined with
 from .config_file import at as _at
 from .config_file import line_of as _line_of
 from .config_file import read_toml as _read_toml
+from .config_show import assigned as _assigned
+from .config_show import closest as _closest
+from .config_show import show as _show
+from .config_show import wanted as _wanted
 
 
 class ServerConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -333,17 +335,6 @@ _CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("code", "file_timeout"): (lambda v: 0 < v <= 3600, "must be > 0 and at most 3600 seconds"),
 }
 
-# Where the first bytes of a value may be shown in a message.
-_SHOWN = 80
-# A connection string (a URL, libpq's key=value form): it may hold a password.
-_SECRET_SHAPED = re.compile(r"://|(?<![a-z0-9])(?:pg_?|ssl)?password\s*=", re.IGNORECASE)
-
-
-def _assigned(name: str, value: object, sep: str, from_text: bool = True) -> str:
-    """``name``, ``sep`` and the value, for where a value came from (the name alone if
-    the value may hold a password)."""
-    return name if _hidden(value) else f"{name}{sep}{_show(value, from_text)}"
-
 
 def default_home() -> Path:
     """``$MEMTRIO_HOME`` (made absolute, links kept), else ``~/.memtrio``."""
@@ -367,61 +358,6 @@ def _sections() -> dict[str, type[msgspec.Struct]]:
 
 def _hints(section: str) -> dict[str, Any]:
     return {f.name: f.type for f in msgspec.structs.fields(_sections()[section])}
-
-
-def _hidden(value: object) -> bool:
-    """Whether ``value`` may hold a password (a connection string): never shown, then."""
-    return bool(_SECRET_SHAPED.search(value if isinstance(value, str) else _toml(value)))
-
-
-def _show(value: object, from_text: bool = True) -> str:
-    """A value as it was given (text as typed, else TOML), short and on one line; one that
-    may hold a password (`_hidden`) only as what it is (``a mysql:// URL``)."""
-    if _hidden(value):
-        text = value if isinstance(value, str) else _toml(value)
-        scheme = re.search(r"[A-Za-z][A-Za-z0-9+.\-]*://", text)
-        kind = f"a {scheme.group(0)} URL" if scheme else "a connection string"
-        return f"{kind} (not shown: it may hold a password)"
-    if isinstance(value, str) and from_text:
-        text = value if value.isprintable() and value.strip() == value else repr(value)
-    else:
-        text = _toml(value)
-    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
-
-
-def _toml(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    return str(value)
-
-
-def _wanted(hint: object, from_text: bool) -> str:
-    """What a key of type ``hint`` takes, in words."""
-    if hint is bool:
-        return "on/off or true/false" if from_text else "true or false"
-    if hint is int:
-        return "a whole number"
-    if hint is float:
-        return "a number"
-    if hint is str:
-        return "a string"
-    origin = getattr(hint, "__origin__", None)
-    if origin is list:
-        return "a comma-separated list" if from_text else "a list of strings"
-    if origin is Literal:
-        return "one of " + ", ".join(json.dumps(a) for a in getattr(hint, "__args__", ()))
-    args = getattr(hint, "__args__", ())
-    if args:
-        return " or ".join(_wanted(a, from_text) for a in args)
-    return str(hint)
 
 
 class _Value:
@@ -461,17 +397,6 @@ def _convert(section: str, key: str, given: _Value, from_text: bool) -> object:
     if check is not None and not check[0](converted):
         raise ConfigError(f"{given.source}: {section}.{key} {check[1]}, not {shown}")
     return converted
-
-
-def _closest(
-    name: object, known: Iterable[str], form: str, spell: Callable[[str], str] = str
-) -> str:
-    """``did you mean X? `` for the known name closest to a mistyped ``name`` (``form``
-    spells X), or nothing when none is close."""
-    if not isinstance(name, str) or len(name) > 100:
-        return ""
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f"did you mean {form.format(spell(close[0]))}? " if close else ""
 
 
 def load(

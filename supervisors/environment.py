@@ -16,6 +16,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 
+import msgspec
+
 from .config import ALIASES, Config
 
 PREFIX = "MEMTRIO_"
@@ -37,19 +39,28 @@ OTHER_ENV: dict[str, str] = {
 }
 
 
+def _sections() -> dict[str, type[msgspec.Struct]]:
+    """The settings sections of `Config` (its other fields, such as ``invalid``, are not)."""
+    defaults = Config()
+    return {
+        name: type(getattr(defaults, name))
+        for name in Config.__struct_fields__
+        if isinstance(getattr(defaults, name), msgspec.Struct)
+    }
+
+
 def section_prefixes() -> tuple[str, ...]:
     """``MEMTRIO_<SECTION>_`` of every settings section."""
-    return tuple(f"{PREFIX}{section.upper()}_" for section in Config.__struct_fields__)
+    return tuple(f"{PREFIX}{section.upper()}_" for section in _sections())
 
 
 def known_env_names() -> list[str]:
     """Every ``MEMTRIO_*`` variable memtrio reads: each setting as
     ``MEMTRIO_<SECTION>_<KEY>``, the aliases and `OTHER_ENV`, sorted."""
-    defaults = Config()
     names = {
         f"{PREFIX}{section.upper()}_{key.upper()}"
-        for section in Config.__struct_fields__
-        for key in type(getattr(defaults, section)).__struct_fields__
+        for section, kind in _sections().items()
+        for key in kind.__struct_fields__
     }
     names.update(name for name in ALIASES if name.startswith(PREFIX))
     names.update(OTHER_ENV)

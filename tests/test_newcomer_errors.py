@@ -36,6 +36,7 @@ TYPOS = {
     "MEMTRIO_RETRIEVAL_DAMPNG",
     "MEMTRIO_SOMETHING_ELSE",
     "MEMTRIO_ZZZQQQ",
+    "MEMTRIO_CODE_MAX_FILE",  # tests/test_reference_rows.py: a typo of a [code] key
 }
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...supervisors import trust
-from ...supervisors.config import Config, ConfigError
+from ...supervisors.config import Config, ConfigError, ServeConfig
 from ...supervisors.grants import ANY, Grant, TokenGrant, serve_grants, token_digest
 from .tls import check_files
 
@@ -217,46 +217,8 @@ def resolve_listen(
             if not raw_port.isdigit() or int(raw_port) > 65535:
                 raise ConfigError(f"MEMTRIO_PORT={raw_port} (environment): must be a port, 0-65535")
             port = int(raw_port)
-    if token is not None:
-        secret: str | None = token.strip()
-        if not secret:
-            raise ConfigError("the command-line flag --auth-token: the token is empty")
-    elif token_file:
-        secret = read_token_file(
-            Path(token_file).expanduser(),
-            f"--auth-token-file {token_file}",
-            strict=serve.strict_permissions,
-        )
-    elif env.get("MEMTRIO_AUTH_TOKEN", "").strip():
-        secret = env["MEMTRIO_AUTH_TOKEN"].strip()
-    elif serve.auth_token_file:
-        secret = read_token_file(
-            Path(serve.auth_token_file).expanduser(),
-            "[serve] auth_token_file",
-            strict=serve.strict_permissions,
-        )
-    else:
-        secret = None
-    cert = tls_cert if tls_cert is not None else (serve.tls_cert or None)
-    key = tls_key if tls_key is not None else (serve.tls_key or None)
-    if bool(cert) != bool(key):
-        given, missing = ("--tls-cert", "--tls-key") if cert else ("--tls-key", "--tls-cert")
-        raise ConfigError(
-            f"{given} was given without {missing}: TLS needs both the certificate chain and its key"
-        )
-    if cert and transport == "tcp":
-        raise ConfigError("TLS is served on http and ws, not tcp: drop --tls-cert/--tls-key")
-    for label, path in (("--tls-cert", cert), ("--tls-key", key)):
-        if path and not Path(path).expanduser().is_file():
-            raise ConfigError(f"{label} {path}: no such file")
-    if cert and key:
-        check_files(
-            Path(cert).expanduser(),
-            Path(key).expanduser(),
-            cert_label="--tls-cert" if tls_cert is not None else "[serve] tls_cert",
-            key_label="--tls-key" if tls_key is not None else "[serve] tls_key",
-            strict=serve.strict_permissions,
-        )
+    secret = _token(serve, env, token, token_file)
+    cert, key = _tls(serve, transport, tls_cert, tls_key)
     listen = Listen(
         transport=transport,
         host=host,
@@ -280,6 +242,61 @@ def resolve_listen(
             f"token: {NO_TOKEN_REMEDY.get(command, NO_TOKEN_REMEDY['serve'])}"
         )
     return listen
+
+
+def _token(
+    serve: ServeConfig, env: Mapping[str, str], token: str | None, token_file: str | None
+) -> str | None:
+    """The bearer token: the flag, the flag's file, ``MEMTRIO_AUTH_TOKEN``, ``[serve]
+    auth_token_file``, in that order; None when none is set."""
+    if token is not None:
+        secret = token.strip()
+        if not secret:
+            raise ConfigError("the command-line flag --auth-token: the token is empty")
+    elif token_file:
+        secret = read_token_file(
+            Path(token_file).expanduser(),
+            f"--auth-token-file {token_file}",
+            strict=serve.strict_permissions,
+        )
+    elif env.get("MEMTRIO_AUTH_TOKEN", "").strip():
+        secret = env["MEMTRIO_AUTH_TOKEN"].strip()
+    elif serve.auth_token_file:
+        secret = read_token_file(
+            Path(serve.auth_token_file).expanduser(),
+            "[serve] auth_token_file",
+            strict=serve.strict_permissions,
+        )
+    else:
+        secret = None
+    return secret
+
+
+def _tls(
+    serve: ServeConfig, transport: str, tls_cert: str | None, tls_key: str | None
+) -> tuple[str | None, str | None]:
+    """The TLS certificate chain and key (flags over ``[serve]``), checked (`tls.check_files`)."""
+    cert = tls_cert if tls_cert is not None else (serve.tls_cert or None)
+    key = tls_key if tls_key is not None else (serve.tls_key or None)
+    if bool(cert) != bool(key):
+        given, missing = ("--tls-cert", "--tls-key") if cert else ("--tls-key", "--tls-cert")
+        raise ConfigError(
+            f"{given} was given without {missing}: TLS needs both the certificate chain and its key"
+        )
+    if cert and transport == "tcp":
+        raise ConfigError("TLS is served on http and ws, not tcp: drop --tls-cert/--tls-key")
+    for label, path in (("--tls-cert", cert), ("--tls-key", key)):
+        if path and not Path(path).expanduser().is_file():
+            raise ConfigError(f"{label} {path}: no such file")
+    if cert and key:
+        check_files(
+            Path(cert).expanduser(),
+            Path(key).expanduser(),
+            cert_label="--tls-cert" if tls_cert is not None else "[serve] tls_cert",
+            key_label="--tls-key" if tls_key is not None else "[serve] tls_key",
+            strict=serve.strict_permissions,
+        )
+    return cert, key
 
 
 # How each command's user chooses the address.
