@@ -1,5 +1,6 @@
 """``memtrio ui``: the dashboard of a home on a loopback port (headless: it prints its URL),
-and what ``memtrio serve --ui`` adds to the server's HTTP listener."""
+what ``memtrio serve --ui`` adds to the server's HTTP listener, and the dashboard of
+``memtrio mcp --ui`` (on the owner, or in an embedded server: `dashboard_child`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import argparse
 import os
 import signal
 import sys
+from collections.abc import Callable
 from functools import partial
 from urllib.parse import quote
 
@@ -15,6 +17,7 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from ...supervisors.commands import add_common
 from ...supervisors.context import AppContext, AppRunner
+from ...supervisors.supervisor import ChildContext, ChildSpec
 from ..net.http import _port, hypercorn_config
 from ..net.listen import Listen, resolve_listen
 from .asgi import UiApp
@@ -51,6 +54,41 @@ def dashboard_url(listen: Listen, port: int, ui: UiApp) -> str:
     scheme = "https" if listen.tls else "http"
     host = f"[{listen.host}]" if ":" in listen.host else listen.host
     return f"{scheme}://{host}:{port}/?token={quote(ui.guard.token, safe='')}"
+
+
+def dashboard_child(app: AppContext, on_url: Callable[[str], None]) -> ChildSpec:
+    """The dashboard on a free loopback port of its own, as a child of the root (``memtrio
+    mcp --ui``: on the owner, or in an embedded server); ``on_url(url)`` once it listens.
+
+    Error handling: failing to bind raises, so the supervisor sees the child fail to start.
+    """
+    listen = resolve_listen(app.config, transport="http", bind=DEFAULT_BIND)
+    ui = dashboard(app, listen)
+
+    async def start(
+        ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        stopping = trio.Event()
+        async with trio.open_nursery() as nursery:
+            serve = partial(
+                hypercorn_serve,
+                ui,
+                hypercorn_config(listen),
+                shutdown_trigger=stopping.wait,
+                mode="asgi",
+            )
+            binds: list[str] = await nursery.start(serve)
+            on_url(dashboard_url(listen, _port(binds[0]), ui))
+            task_status.started()
+            await ctx.shutdown.wait()
+            stopping.set()
+
+    return ChildSpec(
+        "dashboard",
+        start,
+        why="the dashboard of memtrio mcp --ui; permanent: it holds no state (a restart "
+        "gets a new port, republished by the attach endpoint after it)",
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
