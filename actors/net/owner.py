@@ -148,11 +148,15 @@ async def watch_idle(
     clients, HTTP sessions.
     """
     idle_since = trio.current_time()
+    busy = False
     while True:
         now = trio.current_time()
         if connections.live:
+            busy = True
+        elif busy:  # first seen idle (late by at most ``poll``, never early)
+            busy = False
             idle_since = now
-        left = seconds - (now - idle_since)
+        left = seconds if busy else seconds - (now - idle_since)
         if left <= 0:
             on_idle()
             return
