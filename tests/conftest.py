@@ -12,8 +12,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import stores  # noqa: E402 - after the path is set up
 from mcp_client import TRANSPORTS, selected_transport  # noqa: E402
+from memtrio.actors.net.spawn import kill_owners  # noqa: E402
 from memtrio.supervisors import faults  # noqa: E402
-from owners import kill_owners  # noqa: E402
 
 # A `memtrio mcp` a test starts serves embedded, in its own process, unless the test
 # asks for the attach model: by default the first child of a home starts a detached

@@ -29,9 +29,10 @@ from memtrio.actors.chaos.checks import check_store
 from memtrio.actors.net import attach, runtime, spawn
 from memtrio.actors.net.connections import Connections
 from memtrio.actors.net.owner import watch_idle
+from memtrio.actors.net.runtime import pid_alive as alive
+from memtrio.actors.net.spawn import kill_owners, owner_pids
 from memtrio.actors.store.db import DB_NAME
 from memtrio.supervisors.config import ServeConfig
-from owners import alive, kill_owners, owner_pids
 from raw_server import Pipeline, RawServer, initialize_request, open_pipeline
 from test_attach import child, status, stderr_of
 

@@ -27,6 +27,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -184,3 +185,41 @@ def _last_line(home: Path, start: int) -> str:
     except OSError:
         return ""
     return f": {lines[-1].strip()}" if lines else ""
+
+
+def owner_pids(under: Path) -> list[int]:
+    """The pids of the running owners (``memtrio serve --owner``) of ``under`` or of a home
+    below it, found by their command lines (Linux ``/proc``; [] elsewhere)."""
+    base = os.path.realpath(under)
+    found = []
+    try:
+        entries = list(Path("/proc").iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.name.isdigit():
+            continue
+        try:
+            words = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if "serve" not in words or "--owner" not in words or "--home" not in words[:-1]:
+            continue
+        home = os.path.realpath(words[words.index("--home") + 1])
+        if (home == base or home.startswith(base + os.sep)) and runtime.pid_alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def kill_owners(under: Path) -> list[int]:
+    """SIGKILL every owner of ``under`` (or of a home below it) with its process group, and
+    wait (a few seconds at most) until they are gone; their pids. For tests and chaos runs,
+    which must leave no process behind."""
+    pids = owner_pids(under)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)  # an owner leads its own process group
+    deadline = time.monotonic() + 5.0
+    while any(runtime.pid_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return pids

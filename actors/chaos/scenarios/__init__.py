@@ -15,9 +15,13 @@
   connections mid-call, round after round, while other sessions write: the live
   connections come back to the survivors), ``net-handler-crash`` (one TCP and one
   HTTP connection's Session crash, ``session.dispatch:<connection id>``, while 10+
-  other sessions write unharmed), ``net-owner-killed`` (``kill -9`` of the serve
-  under attached children: each exits 1 with the gone-away line, the stale runtime
-  file is handled, a restarted serve takes new children).
+  other sessions write unharmed), ``net-owner-killed`` (``kill -9`` of a serve
+  started by hand under children attached with ``attach = "existing"``: each exits 1
+  with the gone-away line, the stale runtime file is handled, a restarted serve takes
+  new children), ``owner-killed-reattach`` (``kill -9`` of the owner the first of
+  three children started, mid-burst: each child serves again from a new owner within
+  5 s, its calls in flight answered "not acknowledged, retry"; the last owner exits
+  on its own after its idle time).
 - `postgres`: a shared PostgreSQL store (``MEMTRIO_CHAOS_PG_URL``, else a private
   ``pgserver``, else skipped): ``pg-kill9-burst`` (one of two servers on one database
   killed mid-burst), ``pg-restart-burst`` (PostgreSQL stopped and restarted mid-burst),
@@ -50,7 +54,13 @@ from .malformed import run_malformed
 from .postgres import pg_kill9_burst, pg_migrate_race, pg_restart_burst
 from .security import hostile_checkout, import_limits
 from .storms import storm_embedder, storm_session, storm_store
-from .transports import net_clients_vanish, net_drop_resume, net_handler_crash, net_owner_killed
+from .transports import (
+    net_clients_vanish,
+    net_drop_resume,
+    net_handler_crash,
+    net_owner_killed,
+    owner_killed_reattach,
+)
 from .vectors import kill9_vectors
 
 QUICK: dict[str, Scenario] = {
@@ -76,6 +86,7 @@ QUICK: dict[str, Scenario] = {
     "net-clients-vanish": net_clients_vanish,
     "net-handler-crash": net_handler_crash,
     "net-owner-killed": net_owner_killed,
+    "owner-killed-reattach": owner_killed_reattach,
     # A shared PostgreSQL store (skipped without one; a few seconds each):
     "pg-kill9-burst": pg_kill9_burst,
     "pg-restart-burst": pg_restart_burst,
