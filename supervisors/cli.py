@@ -123,7 +123,7 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
     if args.no_attach or own:
         return _serve_stdio(args, *stdio.protect_stdout())
     cfg, home = load_config(args)
-    ui = bool(args.ui) or cfg.serve.mcp_ui
+    ui = ui_cli.mcp_ui_requested(args)
     proto_in, proto_out = stdio.protect_stdout()
     if cfg.serve.attach != "off":
         root = Path.cwd().resolve()
@@ -148,7 +148,7 @@ def _serve_stdio(args: argparse.Namespace, proto_in: int, proto_out: int) -> int
     own, or no owner to attach to), with the dashboard under ``--ui``."""
     app = start(args)
     after: list[ChildSpec] = []
-    if args.ui or app.config.serve.mcp_ui:
+    if ui_cli.mcp_ui_requested(args):
         after.append(ui_cli.dashboard_child(app, partial(_say_dashboard, "memtrio")))
     return serve(
         app,

@@ -131,14 +131,8 @@ class ServeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     auth_token_file: str = ""  # a file holding the bearer token (trimmed; empty is refused)
     tls_cert: str = ""  # PEM certificate chain (HTTP, WebSocket); both or neither
     tls_key: str = ""  # PEM private key
-    # What `memtrio mcp` does (docs/transports.md, "Attach"): auto = attach to the
-    # `memtrio serve` of the home, starting one (the owner) when none runs; existing =
-    # attach only to a running one; off = serve embedded. true/false: auto/off.
-    attach: Literal["auto", "existing", "off"] = "auto"
-    # Seconds the owner `memtrio mcp` started stays up with no session (0 = never); a
-    # `memtrio serve` started by hand idles out only with --idle-exit.
-    idle_exit: float = 600.0
-    mcp_ui: bool = False  # `memtrio mcp`: the owner binds the dashboard (--ui, MEMTRIO_MCP_UI)
+    attach: Literal["auto", "existing", "off"] = "auto"  # memtrio mcp: transports.md#attach
+    idle_exit: float = 600.0  # seconds an owner memtrio mcp started stays up unused (0: never)
     # Refuse (exit 2), not only warn about, a token file or TLS key others can read and
     # a config.toml others can write (--strict-permissions).
     strict_permissions: bool = False
@@ -205,7 +199,6 @@ ALIASES: dict[str, tuple[str, str]] = {
     "MEMTRIO_REQUEST_LIMIT": ("server", "request_limit"),
     "MEMTRIO_CONTENT": ("server", "content"),
     "MEMTRIO_VECTORS": ("vectors", "enabled"),
-    "MEMTRIO_MCP_UI": ("serve", "mcp_ui"),
 }
 
 _ONOFF = {
@@ -289,10 +282,7 @@ _CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
         lambda v: 0 < v <= 7 * 86400,
         "must be > 0 and at most 604800 seconds",
     ),
-    ("serve", "idle_exit"): (
-        lambda v: 0 <= v <= 7 * 86400,
-        "must be 0-604800 seconds (0 = never)",
-    ),
+    ("serve", "idle_exit"): (lambda v: 0 <= v <= 604800, "must be 0-604800 seconds (0 = never)"),
     ("serve", "auth_token_file"): (lambda v: "\0" not in v, "must not contain a NUL character"),
     ("serve", "tls_cert"): (lambda v: "\0" not in v, "must not contain a NUL character"),
     ("serve", "tls_key"): (lambda v: "\0" not in v, "must not contain a NUL character"),
@@ -397,28 +387,13 @@ class _Value:
         self.source = source
 
 
-def _attach_earlier(value: object) -> object:
-    """``[serve] attach`` was a boolean: true is now ``auto``, false ``off``."""
-    if isinstance(value, str) and value.strip().lower() in _ONOFF:
-        value = _ONOFF[value.strip().lower()]
-    if isinstance(value, bool):
-        return "auto" if value else "off"
-    return value
-
-
-# Keys whose earlier values are still accepted: (section, key) -> the value in today's terms.
-_EARLIER: dict[tuple[str, str], Callable[[object], object]] = {
-    ("serve", "attach"): _attach_earlier,
-}
-
-
 def _convert(section: str, key: str, given: _Value, from_text: bool) -> object:
     """``given`` as the key's type, range-checked; `ConfigError` naming its source if not."""
     hint = _hints(section)[key]
     value = given.value
     shown = _show(value, from_text)
-    if (section, key) in _EARLIER:
-        value = _EARLIER[section, key](value)
+    if (section, key) == ("serve", "attach") and str(value).strip().lower() in _ONOFF:
+        value = "auto" if _ONOFF[str(value).strip().lower()] else "off"  # it was a boolean
     bad = f"{given.source}: {section}.{key} must be {_wanted(hint, from_text)}, not {shown}"
     if from_text:
         text = str(value).strip()

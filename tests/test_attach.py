@@ -28,7 +28,8 @@ import trio
 from gitrepo import make_repo
 from mcp_client import server_command, server_env
 from memtrio.actors.net import runtime
-from memtrio.actors.net.attach import GONE, InitializeRoot
+from memtrio.actors.net.relay import GONE
+from memtrio.actors.net.relay_lines import InitializeRoot
 from raw_server import RawServer, trace_events
 
 SERVE = ("serve", "--transport", "tcp", "--bind", "127.0.0.1:0")

@@ -26,7 +26,7 @@ import pytest
 import trio
 from gitrepo import make_repo
 from memtrio.actors.chaos.checks import check_store
-from memtrio.actors.net import attach, runtime, spawn
+from memtrio.actors.net import relay, runtime, spawn
 from memtrio.actors.net.connections import Connections
 from memtrio.actors.net.owner import watch_idle
 from memtrio.actors.net.runtime import pid_alive as alive
@@ -129,7 +129,7 @@ async def burst(
         reply = await pipeline.call_tool("remember", {"content": content}, timeout=30)
         if "error" in reply:
             error = reply["error"]
-            assert error["code"] == attach.NOT_ACKNOWLEDGED, reply
+            assert error["code"] == relay.NOT_ACKNOWLEDGED, reply
             assert error["message"].startswith("not acknowledged, retry"), reply
             assert error["data"]["retry"] is True
             retried.append(content)
@@ -159,7 +159,7 @@ async def test_the_owner_killed_mid_burst_every_child_serves_on_and_nothing_acke
                     reply = await pipe.call_tool("server_status", timeout=BACK_WITHIN * 3)
                     if "error" not in reply:
                         break
-                    assert reply["error"]["code"] == attach.NOT_ACKNOWLEDGED, reply
+                    assert reply["error"]["code"] == relay.NOT_ACKNOWLEDGED, reply
                 back.append(trio.current_time() - killed_at)
                 assert reply["result"]["structuredContent"]["pid"] != owner, reply
 
@@ -208,7 +208,7 @@ async def test_the_session_is_replayed_to_the_new_owner(
         os.kill(owner, signal.SIGKILL)
         async with open_pipeline(kid) as pipe:
             while "error" in (reply := await pipe.call_tool("server_status", timeout=15)):
-                assert reply["error"]["code"] == attach.NOT_ACKNOWLEDGED, reply
+                assert reply["error"]["code"] == relay.NOT_ACKNOWLEDGED, reply
             after = reply["result"]
             assert pipe.violations == []
         assert the_owner(home) != owner

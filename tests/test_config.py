@@ -201,6 +201,7 @@ OUT_OF_RANGE: dict[tuple[str, str], object] = {
     ("serve", "bind"): "127.0.0.1:99999",
     ("serve", "max_connections"): 0,
     ("serve", "idle_timeout"): 0.0,
+    ("serve", "idle_exit"): -1.0,
     ("serve", "auth_token_file"): "a\0b",
     ("serve", "tls_cert"): "a\0b",
     ("serve", "tls_key"): "a\0b",

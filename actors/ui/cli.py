@@ -32,6 +32,12 @@ def ui_requested(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "ui", False)) or env in ("1", "true", "yes", "on")
 
 
+def mcp_ui_requested(args: argparse.Namespace) -> bool:
+    """``memtrio mcp --ui`` or ``MEMTRIO_MCP_UI=1`` (headless by default)."""
+    env = os.environ.get("MEMTRIO_MCP_UI", "").strip().lower()
+    return bool(getattr(args, "ui", False)) or env in ("1", "true", "yes", "on")
+
+
 def dashboard(app: AppContext, listen: Listen) -> UiApp:
     """The dashboard over ``app``, with its own new per-launch token (in memory only).
 

@@ -27,7 +27,7 @@ from typing import Any
 import trio
 
 from ...net import runtime, spawn
-from ...net.attach import GONE, NOT_ACKNOWLEDGED
+from ...net.relay import GONE, NOT_ACKNOWLEDGED
 from ..client import Caller, NoReply, ServerGone, ServerProcess
 from ..harness import Ledger, Run, content_for, remember, reply_error_text
 from ..netclient import HttpSession, TcpSession
