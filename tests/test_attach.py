@@ -27,7 +27,7 @@ import pytest
 import trio
 from gitrepo import make_repo
 from mcp_client import server_command, server_env
-from memtrio.actors.net import runtime
+from memtrio.actors.net import runtime, spawn
 from memtrio.actors.net.relay import GONE
 from memtrio.actors.net.relay_lines import InitializeRoot
 from raw_server import RawServer, trace_events
@@ -277,8 +277,10 @@ def stale(pid: int, port: int) -> runtime.Runtime:
 
 
 async def test_without_an_owner_the_child_serves_embedded(home: Path, tmp_path: Path) -> None:
+    """``attach = "existing"``: no memtrio serve runs, so none is attached to nor started."""
     alpha, _ = repos(tmp_path)
     await embedded_session(home, alpha)
+    assert spawn.owner_pids(home) == []
 
 
 @pytest.mark.parametrize("why", ["dead pid", "nothing listens"])

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -32,6 +34,7 @@ from memtrio.actors.net.owner import watch_idle
 from memtrio.actors.net.runtime import pid_alive as alive
 from memtrio.actors.net.spawn import kill_owners, owner_pids
 from memtrio.actors.store.db import DB_NAME
+from memtrio.supervisors import config
 from memtrio.supervisors.config import ServeConfig
 from raw_server import Pipeline, RawServer, initialize_request, open_pipeline
 from test_attach import child, status, stderr_of
@@ -213,6 +216,9 @@ async def test_the_session_is_replayed_to_the_new_owner(
             assert pipe.violations == []
         assert the_owner(home) != owner
         assert "re-attached to memtrio serve pid" in stderr_of(home, "agent")
+        # The relay holds back the answers to its own requests only, whatever the ids.
+        await kid.request("memtrio-relay/initialize-1", "ping")
+        assert (await kid.read())["id"] == "memtrio-relay/initialize-1"
         for result in (before, after):
             # 2025-03-26 has no structuredContent; a Claude client gets markdown + JSON.
             assert "structuredContent" not in result
@@ -324,3 +330,78 @@ async def test_an_owner_without_a_dashboard_is_named_in_one_line(
             assert len(lines) == 1 and "memtrio ui" in lines[0], stderr_of(home, "ui")
             assert await wanting.close() == 0
         assert await headless.close() == 0
+
+
+# -- what the owner model does not change -----------------------------------------------------
+
+
+async def test_a_stale_runtime_file_is_replaced_by_a_new_owner(
+    home: Path, tmp_path: Path, owners_ended: None
+) -> None:
+    """The owner was killed while no child ran: its file names a dead pid. The next child
+    removes it and starts a new owner (with attach = "existing" it would serve embedded)."""
+    runtime.publish(
+        home, runtime.Runtime(pid=dead_pid(), host="127.0.0.1", port=9, secret="ab" * 32)
+    )
+    async with children(home, checkouts(tmp_path, 1)) as (kid,):
+        owner = the_owner(home)
+        assert (await status(kid))["pid"] == owner
+        found, _ = runtime.read(home)
+        assert found is not None and found.pid == owner
+        assert await kid.close() == 0
+
+
+@pytest.mark.parametrize("loose", ["run/", "home"])
+async def test_no_owner_is_started_in_a_home_others_can_write(
+    home: Path, tmp_path: Path, owners_ended: None, loose: str
+) -> None:
+    """An owner would publish its secret where others could replace it: the child says why
+    in one line, starts nothing and serves embedded."""
+    target = home / runtime.RUN_DIR if loose == "run/" else home
+    target.mkdir(mode=0o700, exist_ok=True)
+    target.chmod(0o777)
+    async with children(home, checkouts(tmp_path, 1)) as (kid,):
+        assert (await status(kid))["pid"] == kid.process.pid  # embedded
+        assert await kid.close() == 0
+    assert owner_pids(home) == []
+    said = stderr_of(home, "agent0")
+    assert "serving embedded" in said and "writable by group or others" in said, said
+    assert "started memtrio serve" not in said
+    target.chmod(0o700)
+
+
+def dead_pid() -> int:
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return int(done.stdout)
+
+
+@pytest.mark.parametrize(
+    ("given", "mode"),
+    [
+        ("auto", "auto"),
+        ("existing", "existing"),
+        ("off", "off"),
+        ("true", "auto"),
+        ("false", "off"),
+        ("on", "auto"),
+    ],
+)
+def test_attach_takes_auto_existing_off_and_the_earlier_booleans(
+    home: Path, given: str, mode: str
+) -> None:
+    assert config.load(home, env={"MEMTRIO_SERVE_ATTACH": given}).serve.attach == mode
+    toml = given if given in ("true", "false") else f'"{given}"'
+    (home / "config.toml").write_text(f"[serve]\nattach = {toml}\n")
+    assert config.load(home, env={}).serve.attach == mode
+
+
+def test_a_bad_attach_value_is_a_configuration_error(home: Path) -> None:
+    with pytest.raises(
+        config.ConfigError, match='serve.attach must be one of "auto", "existing", "off"'
+    ):
+        config.load(home, env={"MEMTRIO_SERVE_ATTACH": "sometimes"})

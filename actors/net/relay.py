@@ -185,6 +185,7 @@ class Relay:
         self.in_flight = InFlight()
         self.reattached: deque[float] = deque()
         self.shown_ui: set[str] = set()
+        self.relay_ids: set[str | int | None] = set()  # the relay's own requests, unanswered
         self.replays = 0
         self.processes: list[subprocess.Popen[bytes]] = []  # owners this child started
 
@@ -278,7 +279,8 @@ class Relay:
         for response in responses:
             if not isinstance(response, jsonrpc.Response):
                 continue
-            if isinstance(response.id, str) and response.id.startswith(RELAY_ID):
+            if response.id in self.relay_ids:
+                self.relay_ids.discard(response.id)
                 return False
             self.in_flight.answered(response.id)
             if (
@@ -413,29 +415,35 @@ class Relay:
             self.rewriter.done = False  # the client's next initialize gets its root again
             return True
         self.replays += 1
-        request = _replayed(session.initialize, f"{RELAY_ID}initialize-{self.replays}")
+        rid = f"{RELAY_ID}initialize-{self.replays}"
+        request = _replayed(session.initialize, rid)
         if request is None:
             return True
         if session.protocol_version:
             request["params"]["protocolVersion"] = session.protocol_version
+        answer: jsonrpc.Response | None = None
         try:
             await owner.stream.send_all(msgspec.json.encode(request) + b"\n")
             with trio.move_on_after(REPLAY_TIMEOUT):
                 while (got := await lines.next()) is not None:
                     line, whole = got
-                    if whole and _answers(line, request["id"]):
+                    if whole and (answer := _answer_to(line, rid)) is not None:
                         break
                     if not whole or self.note_server_line(line):
                         await self.write_out(line)
-                else:
-                    return False  # gone again
+            if answer is None:
+                return False  # gone again, or no answer in time
+            if answer.error is not None:
+                refused = bytes(answer.error)[:300].decode(errors="replace")
+                say(f"memtrio serve pid {owner.pid} refused the session's initialize: {refused}")
             if session.initialized:
                 note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
                 await owner.stream.send_all(msgspec.json.encode(note) + b"\n")
-            if session.log_level is not None:
-                level = _replayed(session.log_level, f"{RELAY_ID}set-level-{self.replays}")
-                if level is not None:
-                    await owner.stream.send_all(msgspec.json.encode(level) + b"\n")
+            level_id = f"{RELAY_ID}set-level-{self.replays}"
+            level = _replayed(session.log_level, level_id) if session.log_level else None
+            if level is not None:
+                self.relay_ids.add(level_id)
+                await owner.stream.send_all(msgspec.json.encode(level) + b"\n")
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             return False
         return True
@@ -463,12 +471,12 @@ def _replayed(line: bytes, rid: str) -> dict[str, Any] | None:
     return msg
 
 
-def _answers(line: bytes, rid: str) -> bool:
-    """Whether ``line`` is the answer to the relay's request ``rid``."""
+def _answer_to(line: bytes, rid: str) -> jsonrpc.Response | None:
+    """``line`` if it is the answer to the relay's request ``rid``, else None."""
     if rid.encode() not in line:
-        return False
+        return None
     decoded = jsonrpc.decode_line(line)
-    return isinstance(decoded, jsonrpc.Response) and decoded.id == rid
+    return decoded if isinstance(decoded, jsonrpc.Response) and decoded.id == rid else None
 
 
 def _protocol_version(result: msgspec.Raw) -> str | None:
