@@ -405,3 +405,17 @@ def test_a_bad_attach_value_is_a_configuration_error(home: Path) -> None:
         config.ConfigError, match='serve.attach must be one of "auto", "existing", "off"'
     ):
         config.load(home, env={"MEMTRIO_SERVE_ATTACH": "sometimes"})
+
+
+async def test_an_embedded_mcp_ui_binds_the_dashboard_itself(
+    home: Path, tmp_path: Path, owners_ended: None
+) -> None:
+    (repo,) = checkouts(tmp_path, 1)
+    async with child(home, repo, "solo", ["--no-attach", "--ui"], AUTO) as solo:
+        await solo.initialize()
+        assert (await status(solo))["pid"] == solo.process.pid
+        (line,) = dashboard_lines(home, "solo")
+        async with httpx2.AsyncClient() as http:
+            assert (await http.get(line.removeprefix(DASHBOARD))).status_code == 200
+        assert await solo.close() == 0
+    assert owner_pids(home) == []
