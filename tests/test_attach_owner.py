@@ -419,3 +419,23 @@ async def test_an_embedded_mcp_ui_binds_the_dashboard_itself(
             assert (await http.get(line.removeprefix(DASHBOARD))).status_code == 200
         assert await solo.close() == 0
     assert owner_pids(home) == []
+
+
+async def test_a_batch_the_owner_refused_is_not_answered_again_when_it_dies(
+    home: Path, tmp_path: Path, owners_ended: None
+) -> None:
+    """MCP 2025-11-25 has no batches: the owner answers one with a single refusal (id
+    null). Its elements were answered then; the owner's death must not answer them again."""
+    (repo,) = checkouts(tmp_path, 1)
+    async with child(home, repo, "agent", env=AUTO) as kid:
+        await kid.initialize()
+        pings = [{"jsonrpc": "2.0", "id": n, "method": "ping"} for n in (7, 8)]
+        await kid.send(pings)
+        refusal = await kid.read()
+        assert refusal["id"] is None and refusal["error"]["code"] == -32600, refusal
+        os.kill(the_owner(home), signal.SIGKILL)
+        async with open_pipeline(kid) as pipe:
+            while "error" in (reply := await pipe.call_tool("server_status", timeout=15)):
+                assert reply["error"]["code"] == relay.NOT_ACKNOWLEDGED, reply
+            assert pipe.violations == []  # nothing for 7 or 8
+        assert await kid.close() == 0

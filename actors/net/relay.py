@@ -43,7 +43,7 @@ from typing import Any
 import msgspec
 import trio
 
-from ...protocol import jsonrpc
+from ...protocol import jsonrpc, mcp
 from .relay_lines import READ_SIZE, InitializeRoot, Piece, ServerLines
 
 # Ids of the requests the relay itself sends to a new owner (the replayed session):
@@ -175,8 +175,6 @@ class Relay:
         self.stdin = trio.lowlevel.FdStream(proto_in)
         self.stdout = trio.lowlevel.FdStream(proto_out)
         self.rewriter = InitializeRoot(root, limit)
-        self.root = root
-        self.limit = limit
         self.outbox: deque[Piece] = deque()  # read from the client, not yet sent
         self.dropping = False  # skipping the rest of a long line cut by a lost owner
         self.mid_line = False  # the last bytes sent were a piece of a long line, not its end
@@ -194,20 +192,21 @@ class Relay:
     def note_client_line(self, line: bytes) -> None:
         """Track a whole line of the client's on its way to the owner."""
         decoded = jsonrpc.decode_line(line)
-        messages: Sequence[jsonrpc.Decoded] = (
-            [jsonrpc.decode_line(e, in_batch=True) for e in decoded.elements]
-            if isinstance(decoded, jsonrpc.Batch)
-            else [decoded]
-        )
+        messages: Sequence[jsonrpc.Decoded] = [decoded]
+        if isinstance(decoded, jsonrpc.Batch):
+            version = self.session.protocol_version if self.session.acknowledged else None
+            if mcp.batch_refusal(version) is not None:
+                return  # the owner refuses it whole, with one answer of id null
+            messages = [jsonrpc.decode_line(e, in_batch=True) for e in decoded.elements]
         for message in messages:
             if isinstance(message, jsonrpc.Message):
                 if message.has_id:
                     self.in_flight.add(message.id)
-                    if message.method == "initialize":
+                    if message.method == "initialize" and message is decoded:
                         self.session.initialize = line
                         self.session.initialize_id = _id_key(message.id)
                         self.session.acknowledged = False
-                    elif message.method == "logging/setLevel":
+                    elif message.method == "logging/setLevel" and message is decoded:
                         self.session.log_level = line
                 elif message.method == "notifications/initialized":
                     self.session.initialized = True
