@@ -414,6 +414,9 @@ async def test_an_embedded_mcp_ui_binds_the_dashboard_itself(
     async with child(home, repo, "solo", ["--no-attach", "--ui"], AUTO) as solo:
         await solo.initialize()
         assert (await status(solo))["pid"] == solo.process.pid
+        with trio.fail_after(20):  # the dashboard starts after the stdio session
+            while not dashboard_lines(home, "solo"):
+                await trio.sleep(0.05)
         (line,) = dashboard_lines(home, "solo")
         async with httpx2.AsyncClient() as http:
             assert (await http.get(line.removeprefix(DASHBOARD))).status_code == 200
