@@ -18,6 +18,7 @@ import os
 import sys
 import traceback
 from collections.abc import Awaitable, Callable, Collection, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from ..actors import stdio
 from ..actors.chaos import cli as chaos_cli
 from ..actors.code import cli as code_cli
 from ..actors.embedder import cli as embedder_cli
-from ..actors.net import attach, owner, serving
+from ..actors.net import attach, owner, serving, spawn
 from ..actors.net.connections import Connections
 from ..actors.store import cli as store_cli
 from ..actors.store import dsn
@@ -48,7 +49,7 @@ from .commands import (
 )
 from .context import VERSION, AppContext, AppRunner
 from .errors import find_user_error, one_line
-from .supervisor import Escalation, first_leaf
+from .supervisor import ChildSpec, Escalation, first_leaf
 
 # Feature modules that add subcommands; each has register(subparsers).
 COMMAND_MODULES = (store_cli, embedder_cli, code_cli, chaos_cli, ui_cli)
@@ -123,58 +124,81 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
     ``MEMTRIO_TRANSPORT`` selects another transport (http, tcp, ws): the command
     then serves like ``memtrio serve``; an unknown value exits 2.
 
-    When a ``memtrio serve`` of the same home answers, relay to it instead (the
-    attach model, ``actors.net.attach``): no feature is loaded here.
+    Otherwise, by ``[serve] attach`` (the attach model, ``actors.net.attach``):
+    ``auto`` relays to the owner of the home, the ``memtrio serve`` that the first
+    child starts when none runs; ``existing`` relays only to a running one;
+    ``off`` (or ``--no-attach``, or a flag that configures this server's own
+    features) serves embedded. Attached, no feature is loaded here.
     """
     chosen = serving.env_transport()
     if chosen is not None and chosen != "stdio":
         return serve_network(args, chosen)
     # Flags that configure this server's own features: attaching would ignore them.
-    if not (
-        args.no_attach
-        or args.tools
+    own = (
+        args.tools
         or args.store
         or args.memory_file
         or vector_overrides(args)
         or store_overrides(args)
         or ranking_overrides(args)
-    ):
-        cfg, home = load_config(args)
-        # A store file of its own (MEMTRIO_STORE_FILE, MEMORY_FILE_PATH): the owner may serve another.
-        if cfg.serve.attach and not cfg.store.file:
-            proto_in, proto_out = stdio.protect_stdout()
-            code = attach.attach(
-                home, Path.cwd().resolve(), proto_in, proto_out, cfg.server.request_limit
-            )
-            if code is not None:
-                return code
-            return _serve_stdio(args, proto_in, proto_out)
-    return _serve_stdio(args, *stdio.protect_stdout())
+    )
+    if args.no_attach or own:
+        return _serve_stdio(args, *stdio.protect_stdout())
+    cfg, home = load_config(args)
+    ui = ui_cli.mcp_ui_requested(args)
+    proto_in, proto_out = stdio.protect_stdout()
+    # A store file of its own (MEMTRIO_STORE_FILE, MEMORY_FILE_PATH): the owner may serve another.
+    if cfg.serve.attach != "off" and not cfg.store.file:
+        root = Path.cwd().resolve()
+        code = attach.attach(
+            home,
+            root,
+            proto_in,
+            proto_out,
+            cfg.server.request_limit,
+            mode=cfg.serve.attach,
+            launch=spawn.Launch(home, root, ui=ui, log_level=args.log_level),
+            ui=ui,
+        )
+        if code is not None:
+            return code
+    return _serve_stdio(args, proto_in, proto_out)
 
 
 def _serve_stdio(args: argparse.Namespace, proto_in: int, proto_out: int) -> int:
     """The embedded server: every feature in this process, one session on stdio
-    (attach skipped: ``--no-attach``, ``[serve] attach = false``, ``--tools`` of its
-    own, or no ``memtrio serve`` answered)."""
+    (attach skipped: ``--no-attach``, ``[serve] attach = "off"``, ``--tools`` of its
+    own, or no owner to attach to), with the dashboard under ``--ui``."""
     app = start(args)
+    after: list[ChildSpec] = []
+    if ui_cli.mcp_ui_requested(args):
+        after.append(ui_cli.dashboard_child(app, partial(_say_dashboard, "memtrio")))
     return serve(
         app,
         default_features(),
         lambda: stdio.stdio_transport(app, proto_in, proto_out),
         name="stdio",
+        after=lambda: after,
     )
+
+
+def _say_dashboard(who: str, url: str) -> None:
+    print(f"{who}: dashboard at {url}", file=sys.stderr, flush=True)
 
 
 def cmd_serve(args: argparse.Namespace, run: AppRunner) -> int:
     """One long-lived server for many agents, on http, tcp or ws (docs/transports.md).
 
     Prints ``memtrio serve: listening on <url> (pid N)`` on stderr once bound,
-    serves until SIGINT/SIGTERM, then lets running calls finish (``[server]
-    shutdown_grace``) and exits 0.
+    serves until SIGINT/SIGTERM (or ``--idle-exit`` seconds without a session),
+    then lets running calls finish (``[server] shutdown_grace``) and exits 0.
+    ``--owner``: the owner a ``memtrio mcp`` child starts (`serve_owner`).
 
     Error handling: unsafe or unusable listener settings exit 2 with one line
     (``serving.listen_from_args``); an address that cannot be bound exits 1.
     """
+    if args.owner:
+        return serve_owner(args)
     return serve_network(args, args.transport or serving.env_transport())
 
 
@@ -187,6 +211,7 @@ def serve_network(args: argparse.Namespace, transport: str | None) -> int:
     announce = serving.announcer(listen)
     public: list[str] = []
     ui = ui_cli.dashboard(app, listen) if ui_cli.ui_requested(args) else None
+    idle = getattr(args, "idle_exit", None)
 
     def listening(host: str, port: int) -> None:
         public.append(listen.url(port))
@@ -195,13 +220,63 @@ def serve_network(args: argparse.Namespace, transport: str | None) -> int:
             url = ui_cli.dashboard_url(listen, port, ui)
             print(f"memtrio serve: dashboard at {url}", file=sys.stderr, flush=True)
 
+    def after() -> list[ChildSpec]:
+        children = owner.attach_children(app, connections, lambda: public[-1] if public else "")
+        if idle:
+            children.append(owner.idle_exit_child(app, connections, idle))
+        return children
+
     return serve(
         app,
         default_features(),
         lambda: serving.network_listener(app, listen, connections, listening, ui),
         name=listen.transport,
-        after=lambda: owner.attach_children(app, connections, lambda: public[-1] if public else ""),
+        after=after,
     )
+
+
+def serve_owner(args: argparse.Namespace) -> int:
+    """``memtrio serve --owner``: the owner of the home that a ``memtrio mcp`` child starts
+    (``actors.net.spawn``). No public listener: the attach endpoint only (and, with
+    ``--ui``, the dashboard on a free loopback port, its URL in the runtime file);
+    it exits 0 after ``--idle-exit`` (default ``[serve] idle_exit``) seconds without
+    a session."""
+    app = start(args)
+    connections = Connections(app.config.serve.max_connections)
+    idle = args.idle_exit if args.idle_exit is not None else app.config.serve.idle_exit
+    dashboards: list[str] = []
+
+    def on_dashboard(url: str) -> None:
+        dashboards.append(url)
+        _say_dashboard("memtrio serve", url)
+
+    children: list[ChildSpec] = []
+    if args.ui:
+        children.append(ui_cli.dashboard_child(app, on_dashboard))
+    children += owner.attach_children(
+        app, connections, ui_url=lambda: dashboards[-1] if dashboards else ""
+    )
+    if idle:
+        children.append(owner.idle_exit_child(app, connections, idle))
+    print(
+        f"memtrio serve: the owner of {app.home} for memtrio mcp children (pid {os.getpid()}"
+        + (f", exits after {idle:g} s without a session)" if idle else ")"),
+        file=sys.stderr,
+        flush=True,
+    )
+    return serve(
+        app, default_features(), lambda: children[0], name="owner", after=lambda: children[1:]
+    )
+
+
+def _idle_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value <= 7 * 86400:
+        raise argparse.ArgumentTypeError("must be 0-604800 seconds (0 = never)")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -222,7 +297,14 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument(
         "--no-attach",
         action="store_true",
-        help="serve embedded even when a memtrio serve of the same home is running",
+        help="serve embedded: neither attach to the home's memtrio serve nor start one "
+        '([serve] attach = "off")',
+    )
+    mcp.add_argument(
+        "--ui",
+        action="store_true",
+        help="the owner binds the web dashboard (or MEMTRIO_MCP_UI=1); its URL, with a "
+        "per-launch token, is printed once on stderr",
     )
     add_vector_options(mcp)
     add_store_options(mcp)
@@ -233,6 +315,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_common(serve_parser)
     serving.add_serve_options(serve_parser)
+    serve_parser.add_argument(
+        "--owner",
+        action="store_true",
+        help="serve as the owner of the home that memtrio mcp starts: the attach endpoint "
+        "only (no --transport listener), exits after [serve] idle_exit without a session",
+    )
+    serve_parser.add_argument(
+        "--idle-exit",
+        metavar="SECONDS",
+        type=_idle_seconds,
+        help="exit after this many seconds without a session (0 = never; default: never, "
+        "--owner: [serve] idle_exit, 600)",
+    )
     add_vector_options(serve_parser)
     add_store_options(serve_parser)
     add_ranking_options(serve_parser)

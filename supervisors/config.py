@@ -138,7 +138,8 @@ class ServeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     auth_token_file: str = ""  # a file holding the bearer token (trimmed; empty is refused)
     tls_cert: str = ""  # PEM certificate chain (HTTP, WebSocket); both or neither
     tls_key: str = ""  # PEM private key
-    attach: bool = True  # `memtrio mcp` relays to a running `memtrio serve` of the same home
+    attach: Literal["auto", "existing", "off"] = "auto"  # memtrio mcp: transports.md#attach
+    idle_exit: float = 600.0  # seconds an owner memtrio mcp started stays up unused (0: never)
     # Refuse (exit 2), not only warn about, a token file or TLS key others can read and
     # a config.toml others can write (--strict-permissions).
     strict_permissions: bool = False
@@ -311,6 +312,7 @@ _CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ),
     ("serve", "unauth_limit"): (lambda v: 1 <= v <= 100_000, "must be 1-100000"),
     ("serve", "auth_timeout"): (lambda v: 0 < v <= 300, "must be > 0 and at most 300 seconds"),
+    ("serve", "idle_exit"): (lambda v: 0 <= v <= 604800, "must be 0-604800 seconds (0 = never)"),
     ("serve", "auth_token_file"): (lambda v: "\0" not in v, "must not contain a NUL character"),
     ("serve", "tls_cert"): (lambda v: "\0" not in v, "must not contain a NUL character"),
     ("serve", "tls_key"): (lambda v: "\0" not in v, "must not contain a NUL character"),
@@ -375,6 +377,8 @@ def _convert(section: str, key: str, given: _Value, from_text: bool) -> object:
     hint = _hints(section)[key]
     value = given.value
     shown = _show(value, from_text)
+    if (section, key) == ("serve", "attach") and str(value).strip().lower() in _ONOFF:
+        value = "auto" if _ONOFF[str(value).strip().lower()] else "off"  # it was a boolean
     bad = f"{given.source}: {section}.{key} must be {_wanted(hint, from_text)}, not {shown}"
     if from_text:
         text = str(value).strip()

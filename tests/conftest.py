@@ -12,7 +12,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import stores  # noqa: E402 - after the path is set up
 from mcp_client import TRANSPORTS, selected_transport  # noqa: E402
+from memtrio.actors.net.spawn import kill_owners  # noqa: E402
 from memtrio.supervisors import faults  # noqa: E402
+
+# A `memtrio mcp` a test starts serves embedded, in its own process, unless the test
+# asks for the attach model: by default the first child of a home starts a detached
+# owner that outlives it (docs/transports.md, "Attach"). Children started with this
+# process's environment inherit this; `launch.server_env` sets it too.
+os.environ["MEMTRIO_SERVE_ATTACH"] = "off"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -84,6 +91,14 @@ def store(request: pytest.FixtureRequest) -> Iterator[str]:
     server: stores.PgServer = request.getfixturevalue("pg_server")
     with stores.serving(server):
         yield name
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_owner_outlives_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A safety net: any owner (``memtrio serve --owner``) of a home under this session's
+    temporary directory still running at the end is killed, with its process group."""
+    yield
+    kill_owners(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture(scope="session")

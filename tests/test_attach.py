@@ -27,13 +27,15 @@ import pytest
 import trio
 from gitrepo import make_repo
 from mcp_client import server_command, server_env
-from memtrio.actors.net import runtime
-from memtrio.actors.net.attach import GONE, InitializeRoot
+from memtrio.actors.net import runtime, spawn
+from memtrio.actors.net.relay import GONE
+from memtrio.actors.net.relay_lines import InitializeRoot
 from raw_server import RawServer, trace_events
 
 SERVE = ("serve", "--transport", "tcp", "--bind", "127.0.0.1:0")
-# Features the attach tests do not need: no model, no code index.
-LIGHT = {"MEMTRIO_EMBEDDINGS": "off", "MEMTRIO_CODE": "off"}
+# Features the attach tests do not need: no model, no code index. A child attaches to the
+# memtrio serve a test runs and starts none (the owner a child starts: test_attach_owner.py).
+LIGHT = {"MEMTRIO_EMBEDDINGS": "off", "MEMTRIO_CODE": "off", "MEMTRIO_SERVE_ATTACH": "existing"}
 ATTACHING = "memtrio: attaching to memtrio serve pid {pid}"
 # An attached child loads no feature: about 32 MB (an interpreter, trio and the CLI's
 # imports), where an embedded server is 53 MB with embeddings off and 185 MB with them
@@ -217,9 +219,11 @@ async def test_a_malformed_line_through_the_relay_gets_32700_and_the_session_goe
     assert code == 0
 
 
-async def test_killing_the_owner_ends_each_child_with_a_clear_line(
+async def test_attach_existing_killing_the_owner_ends_each_child_with_a_clear_line(
     home: Path, tmp_path: Path
 ) -> None:
+    """``attach = "existing"``: no new owner is started, so a child whose owner is gone
+    (and no other memtrio serve comes up within seconds) exits 1 with one line."""
     alpha, beta = repos(tmp_path)
     async with (
         running_owner(home) as owner,
@@ -229,18 +233,20 @@ async def test_killing_the_owner_ends_each_child_with_a_clear_line(
         await a.initialize()
         await b.initialize()
         owner.process.send_signal(signal.SIGKILL)
-        codes = [await a.wait(timeout=5), await b.wait(timeout=5)]
+        codes = [await a.wait(timeout=10), await b.wait(timeout=10)]
     assert codes == [1, 1]
     for name in ("a", "b"):
-        assert GONE.format(pid=owner.pid) in stderr_of(home, name)
+        assert GONE.split("{why}")[0].format(pid=owner.pid) in stderr_of(home, name)
 
 
 # -- no owner: embedded, as before ------------------------------------------------------
 
 
-async def embedded_session(home: Path, cwd: Path, args: Sequence[str] = ()) -> dict[str, Any]:
+async def embedded_session(
+    home: Path, cwd: Path, args: Sequence[str] = (), env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Start a child, check it serves embedded (in its own process), end it; its status."""
-    async with child(home, cwd, "solo", args) as solo:
+    async with child(home, cwd, "solo", args, env) as solo:
         await solo.initialize()
         report = await status(solo)
         assert report["pid"] == solo.process.pid
@@ -271,8 +277,10 @@ def stale(pid: int, port: int) -> runtime.Runtime:
 
 
 async def test_without_an_owner_the_child_serves_embedded(home: Path, tmp_path: Path) -> None:
+    """``attach = "existing"``: no memtrio serve runs, so none is attached to nor started."""
     alpha, _ = repos(tmp_path)
     await embedded_session(home, alpha)
+    assert spawn.owner_pids(home) == []
 
 
 @pytest.mark.parametrize("why", ["dead pid", "nothing listens"])
@@ -304,15 +312,19 @@ async def _hold(stream: trio.SocketStream) -> None:
     await trio.sleep_forever()
 
 
-@pytest.mark.parametrize("how", ["--no-attach", "[serve] attach = false"])
+@pytest.mark.parametrize(
+    "how", ["--no-attach", '[serve] attach = "off"', "[serve] attach = false (earlier)"]
+)
 async def test_attach_can_be_turned_off(home: Path, tmp_path: Path, how: str) -> None:
     alpha, _ = repos(tmp_path)
     async with running_owner(home):
         if how == "--no-attach":
             await embedded_session(home, alpha, ["--no-attach"])
         else:
-            (home / "config.toml").write_text("[serve]\nattach = false\n")
-            await embedded_session(home, alpha)
+            value = '"off"' if "off" in how else "false"
+            (home / "config.toml").write_text(f"[serve]\nattach = {value}\n")
+            # The environment's MEMTRIO_SERVE_ATTACH (LIGHT) would win: unset it.
+            await embedded_session(home, alpha, env={"MEMTRIO_SERVE_ATTACH": ""})
 
 
 # -- the runtime file ----------------------------------------------------------------

@@ -28,13 +28,14 @@ def test_memtrio_chaos_quick_passes(tmp_path: Path) -> None:
     assert by_name["kill9-bursts"]["acked"] > 0
     assert by_name["storm-session"]["restarts"] >= 30
     # The transport scenarios injected their faults and checked acknowledged writes.
-    for name in (
+    transports = (
         "net-drop-resume",
         "net-clients-vanish",
         "net-handler-crash",
         "net-owner-killed",
         "net-connection-flood",
-    ):
+    )
+    for name in (*transports, "owner-killed-reattach"):
         assert by_name[name]["faults"] > 0 and by_name[name]["acked"] > 0, by_name[name]
 
 

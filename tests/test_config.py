@@ -207,6 +207,7 @@ OUT_OF_RANGE: dict[tuple[str, str], object] = {
     ("serve", "idle_timeout"): 0.0,
     ("serve", "unauth_limit"): 0,
     ("serve", "auth_timeout"): 0.0,
+    ("serve", "idle_exit"): -1.0,
     ("serve", "auth_token_file"): "a\0b",
     ("serve", "tls_cert"): "a\0b",
     ("serve", "tls_key"): "a\0b",

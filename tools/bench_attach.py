@@ -63,7 +63,8 @@ def one_child(home: Path, repo: Path, args: list[str], env: dict[str, str]) -> d
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=repo,
-        env={**os.environ, "MEMTRIO_HOME": str(home), **env},
+        # attach only to the serve started here: never start an owner that outlives the run
+        env={**os.environ, "MEMTRIO_HOME": str(home), "MEMTRIO_SERVE_ATTACH": "existing", **env},
     )
     assert child.stdin is not None and child.stdout is not None and child.stderr is not None
     child.stdin.write(line(INIT))

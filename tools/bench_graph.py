@@ -155,6 +155,7 @@ def memtrio_server(workdir: Path) -> Server:
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRIO_")}
     env.update(MEMTRIO_HOME=str(home), MEMTRIO_EMBEDDINGS="off", MEMTRIO_CODE="off")
+    env["MEMTRIO_SERVE_ATTACH"] = "off"  # the embedded server, no owner left behind
     return Server([sys.executable, "-m", "memtrio.supervisors.cli", "mcp"], env, workdir)
 
 

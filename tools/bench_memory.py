@@ -109,6 +109,7 @@ class StdioServer:
             "MEMTRIO_EMBEDDINGS": "off",
             "MEMTRIO_CODE": "off",
             "MEMTRIO_LOG_LEVEL": "warning",
+            "MEMTRIO_SERVE_ATTACH": "off",  # the embedded server, no owner left behind
         }
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "memtrio.supervisors.cli", "mcp"],

@@ -30,6 +30,7 @@ def percentile(values: list[float], q: float) -> float:
 def run_once(pings: int, window: int, cpu: int | None) -> dict[str, float]:
     home = tempfile.mkdtemp(prefix="memtrio-bench-")
     env = {**os.environ, "MEMTRIO_HOME": home, "MEMTRIO_EMBEDDINGS": "off", "MEMTRIO_CODE": "off"}
+    env["MEMTRIO_SERVE_ATTACH"] = "off"  # the embedded server, no owner left behind
 
     def pin() -> None:
         if cpu is not None:

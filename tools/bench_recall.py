@@ -282,6 +282,7 @@ def server_params(home: Path, settings: dict[str, str] | None = None) -> StdioSe
             "MEMTRIO_EMBEDDINGS": "on",
             "MEMTRIO_CODE": "off",
             "MEMTRIO_LOG_LEVEL": "warning",
+            "MEMTRIO_SERVE_ATTACH": "off",  # the embedded server, no owner left behind
             **(settings or {}),
         }
     )

@@ -77,6 +77,7 @@ def over_stdio(home: Path, mode: str) -> tuple[float, int]:
         "MEMTRIO_EMBEDDINGS": "off",
         "MEMTRIO_CODE": "off",
         "MEMTRIO_LOG_LEVEL": "warning",
+        "MEMTRIO_SERVE_ATTACH": "off",  # the embedded server, no owner left behind
     }
     proc = subprocess.Popen(
         [sys.executable, "-m", "memtrio.supervisors.cli", "mcp"],

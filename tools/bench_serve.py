@@ -311,6 +311,7 @@ def run_mode(mode: str, sessions: int, seconds: float, embeddings: bool) -> dict
         env["MEMTRIO_HOME"] = str(home)
         env["MEMTRIO_EMBEDDINGS"] = "on" if embeddings else "off"
         env.pop("MEMTRIO_TRANSPORT", None)
+        env["MEMTRIO_SERVE_ATTACH"] = "existing"  # children attach to this serve, start none
         server = Server(home, env, "http" if mode == "http" else "tcp")
         stats = Stats()
 

@@ -160,6 +160,7 @@ def check_tool(reply: dict[str, object], name: str) -> None:
 def memtrio_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRIO_")}
     env["MEMTRIO_HOME"] = str(home)
+    env["MEMTRIO_SERVE_ATTACH"] = "off"  # the embedded server, no owner left behind
     return env
 
 

@@ -93,6 +93,7 @@ def start_server(home: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
     argv = [part.format(home=home, port=port) for part in SERVER]
     env = {**os.environ, "MEMTRIO_HOME": str(home), "MEMTRIO_EMBEDDINGS": "off"}
     env["MEMTRIO_CODE"] = "off"
+    env["MEMTRIO_SERVE_ATTACH"] = "off"  # the embedded server, no owner left behind
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}/mcp"

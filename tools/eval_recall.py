@@ -182,6 +182,7 @@ def server(home: Path, env: dict[str, str]) -> StdioServerParameters:
     # the caller's MEMTRIO_* settings (the embedding model: the cache is keyed by it)
     base.update({k: v for k, v in os.environ.items() if k.startswith("MEMTRIO_")})
     base.update({"MEMTRIO_HOME": str(home), "MEMTRIO_LOG_LEVEL": "warning", "MEMTRIO_CODE": OFF})
+    base["MEMTRIO_SERVE_ATTACH"] = "off"  # the embedded server, no owner left behind
     base.update(env)
     return StdioServerParameters(
         command=sys.executable,

@@ -67,6 +67,9 @@ def server_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, 
             "MEMTRIO_HOME": str(home),
             "MEMTRIO_EMBEDDINGS": "off",
             "MEMTRIO_CODE": "off",
+            # Each memtrio mcp serves embedded, in its own process; the scenarios of the
+            # attach model (actors/chaos/scenarios/transports.py) turn attach on.
+            "MEMTRIO_SERVE_ATTACH": "off",
             "PYTHONUNBUFFERED": "1",
             "PYTHONDONTWRITEBYTECODE": "1",
         }

@@ -1,49 +1,41 @@
-"""The attach relay: a ``memtrio mcp`` child that relays its stdio to a running ``memtrio serve``.
+"""The attach model: a ``memtrio mcp`` child that relays its stdio to the ``memtrio serve``
+of its home, the *owner*, starting one when none runs.
 
-An agent client launches ``memtrio mcp`` once per session. When a ``memtrio serve``
-of the same home runs, the child loads no model and opens no store: it finds the
-server's runtime file (``actors.net.runtime``: believed only if no one else could
-have written it), checks that the server answers (`find_owner`: its pid is alive,
-and its attach endpoint proves it holds the file's secret, takes the child's
-proof (``actors.net.proof``) and answers a ``ping`` within `PROBE_TIMEOUT`),
-then relays (`relay`): the lines of stdin to the connection, the connection's
-bytes to stdout. The server runs one Session per connection, so each child is
-one session of the shared server. Whenever a runtime file is there but not
-used, one line on stderr says why (`decline`), and the child serves embedded.
+An agent client launches ``memtrio mcp`` once per session. The child loads no
+model and opens no store: it finds the owner through its runtime file
+(``actors.net.runtime``: believed only if no one else could have written it),
+checks that it answers (`find_owner`: its pid is alive, and its attach endpoint
+proves it holds the file's secret, takes the child's proof (``actors.net.proof``)
+and answers a ``ping`` within `PROBE_TIMEOUT`), then relays (`Relay`): the lines
+of stdin to the connection, the connection's lines to stdout. The server runs
+one Session per connection, so each child is one session of the shared server.
 
-On the way, the relay adds the child's working directory to the client's
-``initialize`` request, as ``params._meta["memtrio/root"]``: the session's
-repository is the one the agent was started in, as it would be embedded
-(`InitializeRoot`). Every other line, a malformed one included, passes unchanged,
-and the server answers it (``-32700`` for bad JSON).
+When no owner runs (``[serve] attach = "auto"``, the default), the first child
+starts one (`start_owner`, ``actors.net.spawn``): a detached ``memtrio serve
+--owner`` of the home, which publishes its runtime file like any ``memtrio
+serve`` and exits on its own after ``[serve] idle_exit`` without sessions; the
+other children find it. With ``attach = "existing"`` a child only attaches to a
+running one. A runtime file that is there but not to be used (`Declined`: written
+by someone else, a busy server, ...) is one line on stderr saying why, and the
+child serves embedded.
 
-Ending: EOF on stdin is passed on as EOF on the connection (a half-close); the
-server answers what it was sent, then closes, and the relay exits 0 once those
-answers are written out. The server gone (the connection closed or broken while
-the client is still there, or the server's process dead) is exit 1 with one line
-on stderr saying so: the client then starts a new ``memtrio mcp``. A client that
-closed stdout is gone too: exit 0.
-
-Why plain trio tasks and not a supervision tree: the relay is two pumps over one
-connection, and neither can be restarted without losing the session (the
-server's Session state is bound to the connection, and a pump stopped in the
-middle of a line cannot resume it). Any failure of either ends the session, which
-is what one nursery does; a supervisor would only add restarts that cannot help.
+Relaying, and carrying the session over to a new owner when this one goes away
+(its calls in flight answered "not acknowledged, retry", the session replayed), is
+``actors.net.relay``'s.
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import trio
 
-from . import proof
+from . import proof, spawn
 from . import runtime as runtime_file
 from .listen import is_loopback
+from .relay import NoOwner, Owner, Relay, say
 
 # How long the server may take to accept the probe's connection.
 PROBE_TIMEOUT = 0.3
@@ -53,16 +45,11 @@ PROBE_TIMEOUT = 0.3
 BUSY_PROBE_TIMEOUT = 5.0
 PROBE_ID = "memtrio-attach-probe"
 READ_SIZE = 65536
-ROOT_META = "memtrio/root"
 
 
-@dataclass
-class Owner:
-    """A running ``memtrio serve`` that answered: its pid and the open connection to it."""
-
-    pid: int
-    stream: trio.SocketStream
-    leftover: bytes = b""  # bytes received after the probe's answer
+class Declined(NoOwner):
+    """A runtime file is there but is not to be used (the message says why): the child
+    serves embedded, and starts no owner."""
 
 
 NOT_ATTACHING = "memtrio: serving embedded, not through the memtrio serve named in {path}: {why}"
@@ -80,36 +67,35 @@ async def find_owner(home: Path) -> Owner | None:
     The runtime file is believed only if no one else could have written it
     (`runtime_file.read`), names a loopback address, holds a secret, and the
     listener there proves it holds that secret (``actors.net.proof``): until
-    then the child sends it nothing but a random nonce. Each refusal is one line
-    on stderr (`decline`).
+    then the child sends it nothing but a random nonce.
 
     A runtime file whose process is dead, whose endpoint refuses the connection,
     that is not a runtime file, or whose listener gave a wrong proof (the port
-    was taken over) is stale: it is removed (if it did not change meanwhile).
-    One whose process lives but does not accept within `PROBE_TIMEOUT` (or
-    accepts but does not answer within `BUSY_PROBE_TIMEOUT`) is kept (a busy
-    server, or a pid reused by another program: the next server replaces it).
+    was taken over; one line on stderr says so) is stale: it is removed (if it
+    did not change meanwhile) and the answer is None.
+
+    Error handling: raises `Declined` (saying why) for a file not to be believed,
+    one naming another host or holding no secret, and one whose process lives but
+    does not accept within `PROBE_TIMEOUT` (or accepts but does not answer within
+    `BUSY_PROBE_TIMEOUT`): its file is kept (a busy server, or a pid reused by
+    another program: the next server replaces it).
     """
     try:
         found, raw = runtime_file.read(home)
     except runtime_file.Untrusted as exc:
-        decline(home, f"{exc}, so someone else may have written it")
-        return None
+        raise Declined(f"{exc}, so someone else may have written it") from None
     if found is None:
         if raw:
             runtime_file.remove_if_unchanged(home, raw)
         return None
     if not is_loopback(found.host):
-        decline(home, f"it names {found.host!r}, not a loopback address")
-        return None
+        raise Declined(f"it names {found.host!r}, not a loopback address")
     secret = proof.parse_secret(found.secret)
     if secret is None:
-        decline(
-            home,
+        raise Declined(
             "it holds no valid attach secret (an older memtrio serve wrote it, or it is damaged); "
-            "restart that server",
+            "restart that server"
         )
-        return None
     if not runtime_file.pid_alive(found.pid):
         runtime_file.remove_if_unchanged(home, raw)
         return None
@@ -119,15 +105,16 @@ async def find_owner(home: Path) -> Owner | None:
         runtime_file.remove_if_unchanged(home, raw)
         return None
     except proof.NoProof as exc:
-        if exc.wrong:
-            runtime_file.remove_if_unchanged(home, raw)
-        decline(home, f"the listener on {found.host}:{found.port} did not prove itself: {exc}")
+        why = f"the listener on {found.host}:{found.port} did not prove itself: {exc}"
+        if not exc.wrong:
+            raise Declined(why) from None
+        runtime_file.remove_if_unchanged(home, raw)
+        say(f"ignoring {runtime_file.runtime_path(home)} (removed: stale): {why}")
         return None
     if answer is None:
-        decline(home, f"pid {found.pid} did not answer on {found.host}:{found.port} in time")
-        return None
+        raise Declined(f"pid {found.pid} did not answer on {found.host}:{found.port} in time")
     stream, leftover = answer
-    return Owner(found.pid, stream, leftover)
+    return Owner(found.pid, stream, leftover, ui=found.ui)
 
 
 async def probe(
@@ -196,164 +183,85 @@ def _is_pong(line: bytes) -> bool:
     return isinstance(msg, dict) and msg.get("id") == PROBE_ID and "result" in msg
 
 
-class InitializeRoot:
-    """Adds ``params._meta["memtrio/root"]`` to the client's ``initialize`` request, passing
-    every other byte through unchanged.
+async def start_owner(home: Path, launch: spawn.Launch) -> Owner | None:
+    """Start the owner of ``home`` (``actors.net.spawn``) unless another child just did;
+    the owner, connected (None if it published but does not answer).
 
-    Lines are looked at until the ``initialize`` request has gone by; after that,
-    and for a line longer than ``limit`` (passed on as it arrives, never held), the
-    bytes flow through untouched. A root the client set itself is kept.
+    Under the home's owner lock: look again (the child that held the lock may have
+    started one), else launch ``memtrio serve --owner`` and wait until it publishes.
+
+    Error handling: `Declined` as `find_owner` (an untrusted ``run/`` included);
+    `spawn.OwnerFailed` when it could not be started (the message says why).
+    """
+    try:
+        async with spawn.owner_lock(home):
+            owner = await find_owner(home)
+            if owner is not None:
+                return owner
+            process, log_start = spawn.launch(launch)
+            await spawn.wait_published(home, process, log_start)
+            owner = await find_owner(home)
+            if owner is not None:
+                owner.process = process
+                say(
+                    f"started memtrio serve pid {owner.pid}, the owner of {home} "
+                    f"(its log: {spawn.log_path(home)})"
+                )
+            return owner
+    except runtime_file.Untrusted as exc:
+        raise Declined(f"{exc}, so someone else may have written it") from None
+    except OSError as exc:
+        raise spawn.OwnerFailed(f"{type(exc).__name__}: {exc}") from None
+
+
+def attach(
+    home: Path,
+    root: Path,
+    proto_in: int,
+    proto_out: int,
+    limit: int,
+    *,
+    mode: str = "existing",
+    launch: spawn.Launch | None = None,
+    ui: bool = False,
+) -> int | None:
+    """Serve this session through the owner of ``home``: the exit code; None when there is
+    none to attach to (then serve embedded).
+
+    ``mode`` is ``[serve] attach``: ``auto`` starts the owner (``launch``) when none
+    runs, ``existing`` attaches only to a running one. ``root`` is the session's
+    repository (the working directory); ``proto_in`` and ``proto_out`` are the
+    protocol's file descriptors (``actors.stdio.protect_stdout``). ``ui``: say where
+    the owner's dashboard is.
     """
 
-    def __init__(self, root: Path, limit: int) -> None:
-        self.root = str(root)
-        self.limit = limit
-        self.done = False
-        self.buffer = bytearray()
-        self.passing = False  # in the middle of a line longer than the limit
+    starts = mode == "auto" and launch is not None
 
-    def feed(self, data: bytes) -> bytes:
-        if self.done:
-            return data
-        out = bytearray()
-        start = 0
-        while not self.done:
-            nl = data.find(b"\n", start)
-            if nl < 0:
-                break
-            piece = data[start : nl + 1]
-            start = nl + 1
-            if self.passing:
-                out += piece
-                self.passing = False
-                continue
-            self.buffer += piece
-            out += self.rewrite(bytes(self.buffer))
-            self.buffer = bytearray()
-        rest = data[start:]
-        if self.done:
-            out += rest
-        elif self.passing:
-            out += rest
-        else:
-            self.buffer += rest
-            if len(self.buffer) > self.limit:
-                out += self.buffer
-                self.buffer = bytearray()
-                self.passing = True
-        return bytes(out)
-
-    def finish(self) -> bytes:
-        """At EOF: a last line without its newline, as it came."""
-        rest, self.buffer = bytes(self.buffer), bytearray()
-        return self.rewrite(rest) if rest.strip() else rest
-
-    def rewrite(self, line: bytes) -> bytes:
-        """``line`` with the root added if it is the ``initialize`` request; else ``line``."""
-        if b'"initialize"' not in line:
-            return line
-        try:
-            msg: Any = msgspec.json.decode(line)
-        except msgspec.DecodeError:
-            return line  # the server answers -32700
-        if not isinstance(msg, dict) or msg.get("method") != "initialize":
-            return line
-        self.done = True
-        params = msg.setdefault("params", {})
-        meta = params.setdefault("_meta", {}) if isinstance(params, dict) else None
-        if not isinstance(meta, dict):
-            return line  # invalid params: the server says so
-        meta.setdefault(ROOT_META, self.root)
-        ending = line[len(line.rstrip()) :]
-        return msgspec.json.encode(msg) + ending
-
-
-GONE = (
-    "memtrio: the memtrio serve this session was attached to (pid {pid}) has gone away; "
-    "restart the session (the client then starts memtrio mcp again)"
-)
-
-
-async def relay(owner: Owner, proto_in: int, proto_out: int, root: Path, limit: int) -> int:
-    """Relay stdio (``proto_in``/``proto_out``) to ``owner`` until either side ends; the exit code.
-
-    0 when the client closed stdin and every answer was written out, or closed
-    stdout; 1 (with the `GONE` line on stderr) when the server went away first.
-    """
-    stdin = trio.lowlevel.FdStream(proto_in)
-    stdout = trio.lowlevel.FdStream(proto_out)
-    rewriter = InitializeRoot(root, limit)
-    stdin_done = False
-    client_gone = False
-    stream = owner.stream
-
-    async def upstream() -> None:
-        nonlocal stdin_done
-        while True:
+    async def find() -> Owner | None:
+        owner = await find_owner(home)
+        if owner is None and starts and launch is not None:
             try:
-                data = await stdin.receive_some(READ_SIZE)
-            except (trio.BrokenResourceError, OSError):
-                data = b""
-            if not data:
-                tail = rewriter.finish()
-                stdin_done = True
-                try:
-                    if tail:
-                        await stream.send_all(tail)
-                    await stream.send_eof()
-                except (trio.BrokenResourceError, OSError):
-                    pass  # the downstream pump sees the server gone
-                return
-            chunk = rewriter.feed(data)
-            if chunk:
-                try:
-                    await stream.send_all(chunk)
-                except (trio.BrokenResourceError, OSError):
-                    return  # the downstream pump sees the server gone
-
-    async def downstream(cancel: trio.CancelScope) -> None:
-        nonlocal client_gone
-        pending = owner.leftover
-        while True:
-            if pending:
-                try:
-                    await stdout.send_all(pending)
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                    client_gone = True
-                    break
-            try:
-                pending = await stream.receive_some(READ_SIZE)
-            except (trio.BrokenResourceError, OSError):
-                pending = b""
-            if not pending:
-                break
-        cancel.cancel()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(upstream)
-        nursery.start_soon(downstream, nursery.cancel_scope)
-    await trio.aclose_forcefully(stream)
-    if client_gone:
-        return 0
-    if stdin_done and runtime_file.pid_alive(owner.pid):
-        return 0
-    print(GONE.format(pid=owner.pid), file=sys.stderr, flush=True)
-    return 1
-
-
-def attach(home: Path, root: Path, proto_in: int, proto_out: int, limit: int) -> int | None:
-    """Serve this session through the ``memtrio serve`` of ``home`` if one answers: the exit
-    code; None when there is none (then serve embedded).
-
-    ``root`` is the session's repository (the working directory); ``proto_in`` and
-    ``proto_out`` are the protocol's file descriptors (``actors.stdio.protect_stdout``).
-    """
+                owner = await start_owner(home, launch)
+            except spawn.OwnerFailed as exc:
+                why = f"the owner memtrio serve of {home} could not be started: {exc}"
+                raise NoOwner(why) from None
+        return owner
 
     async def main() -> int | None:
-        owner = await find_owner(home)
+        try:
+            owner = await find()
+        except Declined as exc:
+            decline(home, str(exc))
+            return None
+        except NoOwner as exc:
+            say(f"serving embedded: {exc}")
+            return None
         if owner is None:
             return None
-        print(f"memtrio: attaching to memtrio serve pid {owner.pid}", file=sys.stderr, flush=True)
-        return await relay(owner, proto_in, proto_out, root, limit)
+        say(f"attaching to memtrio serve pid {owner.pid}")
+        relay = Relay(find, root, proto_in, proto_out, limit, starts=starts, ui=ui)
+        if owner.process is not None:
+            relay.processes.append(owner.process)
+        return await relay.run(owner)
 
     return trio.run(main)

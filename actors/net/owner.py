@@ -9,6 +9,11 @@ it (``actors.net.attach``): each child is one session of this server.
 A connection is admitted by the handshake of ``actors.net.proof`` instead of a
 token line: the child proves it read the secret, and the endpoint proves to the
 child that it is the server that wrote the file. The secret never travels.
+
+An owner a ``memtrio mcp`` child started (``memtrio serve --owner``,
+``actors.net.spawn``) exits on its own once it has served no session for
+``[serve] idle_exit`` seconds (`idle_exit_child`); so does any ``memtrio serve``
+given ``--idle-exit``.
 """
 
 from __future__ import annotations
@@ -62,12 +67,14 @@ def attach_children(
     app: AppContext,
     connections: Connections,
     public_url: Callable[[], str] = lambda: "",
+    ui_url: Callable[[], str] = lambda: "",
 ) -> list[ChildSpec]:
     """The attach endpoint of ``memtrio serve``: its TCP listener, which publishes the
     runtime file once it listens and withdraws it when it stops.
 
-    ``public_url()`` is asked when the endpoint starts listening (so start these
-    children after the public listener). Sessions of the endpoint are counted in
+    ``public_url()`` and ``ui_url()`` (the dashboard's, "" without one) are asked
+    when the endpoint starts listening (so start these children after the public
+    listener and the dashboard). Sessions of the endpoint are counted in
     ``connections`` with the others (transport ``attach``).
 
     Error handling: a runtime file that cannot be written, or whose directory others
@@ -90,6 +97,7 @@ def attach_children(
             port=port,
             secret=secret.hex(),
             url=public_url(),
+            ui=ui_url(),
             started=started,
             version=app.version,
         )
@@ -130,3 +138,54 @@ def attach_children(
             why="the attach endpoint of memtrio mcp children; its runtime file lives as long",
         )
     ]
+
+
+# How often the idle timer looks at the live sessions.
+IDLE_POLL = 1.0
+
+
+async def watch_idle(
+    connections: Connections, seconds: float, on_idle: Callable[[], None], poll: float = IDLE_POLL
+) -> None:
+    """Call ``on_idle()`` once no connection has been live for ``seconds`` (counted from
+    the start, and again from whenever the last one closed), then return.
+
+    Any live connection counts as a session: attached children, TCP and WebSocket
+    clients, HTTP sessions.
+    """
+    idle_since = trio.current_time()
+    busy = False
+    while True:
+        now = trio.current_time()
+        if connections.live:
+            busy = True
+        elif busy:  # first seen idle (late by at most ``poll``, never early)
+            busy = False
+            idle_since = now
+        left = seconds if busy else seconds - (now - idle_since)
+        if left <= 0:
+            on_idle()
+            return
+        await trio.sleep(min(poll, left))
+
+
+def idle_exit_child(app: AppContext, connections: Connections, seconds: float) -> ChildSpec:
+    """A child that stops the server (exit 0) after ``seconds`` without a session."""
+
+    def idle() -> None:
+        trace.event("attach", "idle_exit", seconds=seconds)
+        app.request_shutdown(0)
+
+    async def run(
+        ctx: ChildContext, *, task_status: trio.TaskStatus[object] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        task_status.started()
+        with ctx.cancel_on_shutdown(trio.CancelScope()):
+            await watch_idle(connections, seconds, idle)
+        await ctx.shutdown.wait()
+
+    return ChildSpec(
+        "idle-exit",
+        run,
+        why="stops an owner nobody uses ([serve] idle_exit); permanent: it holds no state",
+    )

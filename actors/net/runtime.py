@@ -2,7 +2,8 @@
 
 ``memtrio serve`` opens an *attach endpoint* besides its public listener
 (``actors.net.owner``) and writes where it is to ``$MEMTRIO_HOME/run/serve.json``: its pid, host,
-port and attach secret, the public url, the start time and the memtrio version. The
+port and attach secret, the public url, the dashboard's url (with its token, when it
+serves one), the start time and the memtrio version. The
 file is private (``0600`` in a ``0700`` directory, as everything in the home,
 see ``supervisors.private``) since the secret opens a session; it is replaced
 atomically, so a reader never sees half of it. It is removed when the listener
@@ -52,6 +53,7 @@ class Runtime(msgspec.Struct, forbid_unknown_fields=False):
     # wrote a bearer token instead (a child never sends that one: it serves embedded).
     secret: str = ""
     url: str = ""  # the public endpoint of the server ("" if it has none)
+    ui: str = ""  # the dashboard's URL with its per-launch token ("" without --ui)
     started: float = 0.0  # when the server started (seconds since the epoch)
     version: str = ""
 

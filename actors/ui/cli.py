@@ -1,5 +1,6 @@
 """``memtrio ui``: the dashboard of a home on a loopback port (headless: it prints its URL),
-and what ``memtrio serve --ui`` adds to the server's HTTP listener."""
+what ``memtrio serve --ui`` adds to the server's HTTP listener, and the dashboard of
+``memtrio mcp --ui`` (on the owner, or in an embedded server: `dashboard_child`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import argparse
 import os
 import signal
 import sys
+from collections.abc import Callable
 from functools import partial
 from urllib.parse import quote
 
@@ -14,6 +16,7 @@ import trio
 
 from ...supervisors.commands import add_common
 from ...supervisors.context import AppContext, AppRunner
+from ...supervisors.supervisor import ChildContext, ChildSpec
 from ..net.bind import open_listeners
 from ..net.http import hypercorn_config, serve_asgi
 from ..net.listen import Listen, resolve_listen
@@ -26,6 +29,12 @@ DEFAULT_BIND = "127.0.0.1:0"
 def ui_requested(args: argparse.Namespace) -> bool:
     """``memtrio serve --ui`` or ``MEMTRIO_UI=1`` (headless by default)."""
     env = os.environ.get("MEMTRIO_UI", "").strip().lower()
+    return bool(getattr(args, "ui", False)) or env in ("1", "true", "yes", "on")
+
+
+def mcp_ui_requested(args: argparse.Namespace) -> bool:
+    """``memtrio mcp --ui`` or ``MEMTRIO_MCP_UI=1`` (headless by default)."""
+    env = os.environ.get("MEMTRIO_MCP_UI", "").strip().lower()
     return bool(getattr(args, "ui", False)) or env in ("1", "true", "yes", "on")
 
 
@@ -51,6 +60,42 @@ def dashboard_url(listen: Listen, port: int, ui: UiApp) -> str:
     scheme = "https" if listen.tls else "http"
     host = f"[{listen.host}]" if ":" in listen.host else listen.host
     return f"{scheme}://{host}:{port}/?token={quote(ui.guard.token, safe='')}"
+
+
+def dashboard_child(app: AppContext, on_url: Callable[[str], None]) -> ChildSpec:
+    """The dashboard on a free loopback port of its own, as a child of the root (``memtrio
+    mcp --ui``: on the owner, or in an embedded server); ``on_url(url)`` once it listens.
+
+    Error handling: failing to bind raises, so the supervisor sees the child fail to start.
+    """
+    listen = resolve_listen(app.config, transport="http", bind=DEFAULT_BIND)
+    ui = dashboard(app, listen)
+
+    async def start(
+        ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        listeners = await open_listeners(listen.host, listen.port, listen.bind_hint)
+        stopping = trio.Event()
+        async with trio.open_nursery() as nursery:
+            serve = partial(
+                serve_asgi,
+                ui,
+                hypercorn_config(listen),
+                listeners,
+                shutdown_trigger=stopping.wait,
+            )
+            await nursery.start(serve)
+            on_url(dashboard_url(listen, listeners[0].socket.getsockname()[1], ui))
+            task_status.started()
+            await ctx.shutdown.wait()
+            stopping.set()
+
+    return ChildSpec(
+        "dashboard",
+        start,
+        why="the dashboard of memtrio mcp --ui; permanent: it holds no state (a restart "
+        "gets a new port, republished by the attach endpoint after it)",
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:

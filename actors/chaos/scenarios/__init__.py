@@ -17,9 +17,13 @@
   connections mid-call, round after round, while other sessions write: the live
   connections come back to the survivors), ``net-handler-crash`` (one TCP and one
   HTTP connection's Session crash, ``session.dispatch:<connection id>``, while 10+
-  other sessions write unharmed), ``net-owner-killed`` (``kill -9`` of the serve
-  under attached children: each exits 1 with the gone-away line, the stale runtime
-  file is handled, a restarted serve takes new children), ``net-connection-flood`` (1,000
+  other sessions write unharmed), ``net-owner-killed`` (``kill -9`` of a serve
+  started by hand under children attached with ``attach = "existing"``: each exits 1
+  with the gone-away line, the stale runtime file is handled, a restarted serve takes
+  new children), ``owner-killed-reattach`` (``kill -9`` of the owner the first of
+  three children started, mid-burst: each child serves again from a new owner within
+  5 s, its calls in flight answered "not acknowledged, retry"; the last owner exits
+  on its own after its idle time), ``net-connection-flood`` (1,000
   connections that never authenticate against a serve with RLIMIT_NOFILE 400: an
   authorised client's pings all succeed, attached sessions keep writing, the pending
   connections are gone once the flood ends).
@@ -50,6 +54,7 @@ from .crashes import (
     sdk_client_crashes,
 )
 from .disk import disk_full, readonly_home, sqlite_busy, sqlite_full
+from .flood import net_connection_flood
 from .kills import exit_at_commit, kill9_bursts, kill9_embeddings
 from .malformed import run_malformed
 from .postgres import pg_kill9_burst, pg_migrate_race, pg_restart_burst
@@ -57,10 +62,10 @@ from .security import hostile_checkout, import_limits
 from .storms import storm_embedder, storm_session, storm_store
 from .transports import (
     net_clients_vanish,
-    net_connection_flood,
     net_drop_resume,
     net_handler_crash,
     net_owner_killed,
+    owner_killed_reattach,
 )
 from .vectors import kill9_vectors, poisoned_vector_row
 
@@ -89,6 +94,7 @@ QUICK: dict[str, Scenario] = {
     "net-owner-killed": net_owner_killed,
     "poisoned-vector-row": poisoned_vector_row,
     "net-connection-flood": net_connection_flood,
+    "owner-killed-reattach": owner_killed_reattach,
     # A shared PostgreSQL store (skipped without one; a few seconds each):
     "pg-kill9-burst": pg_kill9_burst,
     "pg-restart-burst": pg_restart_burst,

@@ -6,11 +6,11 @@
   of a call, round after round, while other sessions keep writing;
 - `net_handler_crash`: one TCP and one HTTP connection's Session crash
   (``session.dispatch:<connection id>``) while 10+ other sessions write;
-- `net_owner_killed`: ``kill -9`` of a ``memtrio serve`` with attached ``memtrio mcp``
-  children writing through it, then a restart;
-- `net_connection_flood`: 1,000 connections that never authenticate against a serve
-  with a token and a descriptor limit of 400, while an authorised client pings and
-  attached sessions write.
+- `net_owner_killed`: ``kill -9`` of a ``memtrio serve`` started by hand, with ``memtrio
+  mcp`` children attached to it (``attach = "existing"``) writing through it, then a restart;
+- `owner_killed_reattach`: ``kill -9`` of the owner that the first of three ``memtrio mcp``
+  children started (``attach = "auto"``) in the middle of their writes: the children
+  re-attach to a new owner within seconds and carry on.
 
 TCP sessions use the server's attach endpoint (the TCP transport, admitted by the
 proof of the secret in ``run/serve.json``), so one ``memtrio serve --transport http`` serves both kinds.
@@ -18,17 +18,18 @@ proof of the secret in ``run/serve.json``), so one ``memtrio serve --transport h
 
 from __future__ import annotations
 
-import secrets
+import os
+import signal
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import trio
 
 from ....protocol.plural import plural
-from ...net import runtime
-from ...net.attach import GONE
-from ..client import Caller, ServerGone, ServerProcess
-from ..flood import Probe, measure, percentile
+from ...net import runtime, spawn
+from ...net.relay import GONE, NOT_ACKNOWLEDGED
+from ..client import Caller, NoReply, ServerGone, ServerProcess
 from ..harness import Ledger, Run, content_for, remember, reply_error_text
 from ..netclient import HttpSession, TcpSession
 from ..serve import ServeProcess
@@ -37,8 +38,9 @@ from .crashes import crash_points
 Session = TcpSession | HttpSession
 # Seconds an abandoned HTTP session may stay idle before the server ends it (net-clients-vanish).
 IDLE_TIMEOUT = 2.0
-# How long killed-owner children may take to notice and exit.
-GONE_WITHIN = 5.0
+# How long killed-owner children may take to notice and exit (attach = "existing": each
+# looks for another memtrio serve for attach.EXISTING_REATTACH_TIMEOUT seconds first).
+GONE_WITHIN = 10.0
 
 
 async def status(client: Caller) -> dict[str, Any]:
@@ -314,13 +316,13 @@ async def net_handler_crash(run: Run) -> None:
 
 
 async def children_write(
-    run: Run, children: Sequence[ServerProcess], ledger: Ledger, tag: str
+    run: Run, children: Sequence[ServerProcess], ledger: Ledger, tag: str, stop: trio.Event
 ) -> None:
-    """Every child writes, two calls at a time, until it is gone."""
+    """Every child writes, two calls at a time, until it is gone or ``stop`` is set."""
 
     async def loop(child: ServerProcess, k: int) -> None:
         n = 0
-        while not child.gone:
+        while not child.gone and not stop.is_set():
             await remember(child, ledger, content_for(f"{tag}-{k}", n, run.rng), timeout=30)
             n += 1
 
@@ -330,25 +332,41 @@ async def children_write(
             nursery.start_soon(loop, child, 2 * k + 1)
 
 
+# The children of net-owner-killed attach only to a running memtrio serve.
+EXISTING = {"MEMTRIO_SERVE_ATTACH": "existing"}
+
+
 async def attached_children(
     run: Run, owner: ServeProcess, count: int, tag: str
 ) -> list[ServerProcess]:
     """``count`` ``memtrio mcp`` children of ``owner``'s home; each must attach to it."""
     children = []
     for k in range(count):
-        child = await run.server(owner.home, label=f"{tag}-{k}")
+        child = await run.server(owner.home, EXISTING, label=f"{tag}-{k}")
         if f"attaching to memtrio serve pid {owner.pid}" not in child.stderr_text():
             run.out.violations.append(f"{tag}-{k} did not attach to memtrio serve {owner.pid}")
         children.append(child)
     return children
 
 
+def count_retries(run: Run, children: Sequence[ServerProcess]) -> int:
+    """The "not acknowledged, retry" answers the children gave; anything a child answered
+    that no request waited for (a second answer, the replayed session's) is a violation."""
+    retries = 0
+    for child in children:
+        for reply in child.take_unmatched():
+            run.out.violations.append(f"an answer no request waited for: {str(reply)[:160]}")
+        retries += child.stats.errors
+    return retries
+
+
 async def kill_owner_under_load(run: Run, owner: ServeProcess, ledger: Ledger, tag: str) -> None:
-    """Attached children write; ``kill -9`` of the owner: each child must exit 1 with the
-    clear line within `GONE_WITHIN` seconds (none hangs)."""
+    """Attached children (``attach = "existing"``) write; ``kill -9`` of the owner: each
+    child answers its calls in flight "not acknowledged, retry", finds no other memtrio
+    serve, and exits 1 with the clear line within `GONE_WITHIN` seconds (none hangs)."""
     children = await attached_children(run, owner, 3 if run.quick else 5, tag)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(children_write, run, children, ledger, tag)
+        nursery.start_soon(children_write, run, children, ledger, tag, trio.Event())
         await trio.sleep(run.rng.uniform(0.3, 0.8))
         owner.kill9()
         run.out.faults += 1
@@ -357,14 +375,16 @@ async def kill_owner_under_load(run: Run, owner: ServeProcess, ledger: Ledger, t
             for child in children:
                 await child.process.wait()
         nursery.cancel_scope.cancel()  # the writes of a child that hangs
+    gone = GONE.split("{why}")[0].format(pid=owner.pid)
     for child in children:
         code = child.process.returncode
         if code is None:
             run.out.violations.append(f"a child still runs {GONE_WITHIN:g} s after the kill")
             child.kill9()
-        elif code != 1 or GONE.format(pid=owner.pid) not in child.stderr_text():
+        elif code != 1 or gone not in child.stderr_text():
             tail = child.stderr_text()[-300:].strip().replace("\n", " | ")
             run.out.violations.append(f"a child exited {code} without the gone-away line: {tail}")
+    count_retries(run, children)
 
 
 async def stale_file_is_handled(run: Run, owner: ServeProcess, ledger: Ledger, tag: str) -> None:
@@ -373,7 +393,7 @@ async def stale_file_is_handled(run: Run, owner: ServeProcess, ledger: Ledger, t
     found, _ = runtime.read(owner.home)
     if found is None or found.pid != owner.pid:
         run.out.notes.append("the killed owner left no runtime file")
-    child = await run.server(owner.home, label=f"{tag}-embedded")
+    child = await run.server(owner.home, EXISTING, label=f"{tag}-embedded")
     if "attaching" in child.stderr_text():
         run.out.violations.append("a child attached to a killed memtrio serve")
     await writes(run, child, ledger, f"{tag}-embedded", 3)
@@ -383,10 +403,12 @@ async def stale_file_is_handled(run: Run, owner: ServeProcess, ledger: Ledger, t
 
 
 async def net_owner_killed(run: Run) -> None:
-    """``kill -9`` of ``memtrio serve`` while attached ``memtrio mcp`` children write through
-    it: every child exits 1 with the gone-away line within seconds; the stale runtime file
-    is removed by the next child (which serves embedded); a restarted serve gets new
-    children attached; every acknowledged write is present and the store is intact."""
+    """``kill -9`` of a ``memtrio serve`` started by hand while ``memtrio mcp`` children
+    attached to it with ``attach = "existing"`` write through it: every child exits 1 with
+    the gone-away line within seconds (its calls in flight answered "retry"); the stale
+    runtime file is removed by the next child (which serves embedded); a restarted serve
+    gets new children attached; every acknowledged write is present and the store is
+    intact. (With ``attach = "auto"`` the children carry on: owner-killed-reattach.)"""
     out = run.out
     home = run.home()
     ledger = Ledger()
@@ -408,102 +430,136 @@ async def net_owner_killed(run: Run) -> None:
     run.verify(home, ledger)
 
 
-# net-connection-flood: the flood, the descriptor limit of the server, and what an authorised
-# client may wait at worst meanwhile (the p99 target, 100 ms, is the load test's:
-# tests/test_connection_flood.py; chaos runs beside other work, so it checks service).
-FLOOD_CONNECTIONS = 1000
-FLOOD_NOFILE = 400
-FLOOD_WORST = 1.0
+# -- owner-killed-reattach ---------------------------------------------------------------
+
+# The children of owner-killed-reattach: the default attach model, and an owner that
+# exits soon after its last session (so the scenario also sees it go on its own).
+AUTO = {"MEMTRIO_SERVE_ATTACH": "auto", "MEMTRIO_SERVE_IDLE_EXIT": "2"}
+# How soon each child must serve again after its owner is killed (issue 31).
+BACK_WITHIN = 5.0
+# How soon the owner must be gone after its last session ended ([serve] idle_exit 2 s).
+IDLE_GONE_WITHIN = 10.0
 
 
-async def net_connection_flood(run: Run) -> None:
-    """One client holds 1,000 connections that never send the token (silent, trickled
-    token lines, headers or handshakes that never end, requests without the token)
-    against a ``memtrio serve`` with a token and ``RLIMIT_NOFILE`` 400, on a transport
-    chosen by the seed: an authorised client's pings (on its session and on new
-    connections) all succeed within `FLOOD_WORST` seconds, attached sessions keep
-    writing, the server never exits, and once the flood ends its pending connections
-    are gone and its sockets are back to the authorised ones."""
+def current_owner(run: Run, home: Path, children: Sequence[ServerProcess]) -> int | None:
+    """The one owner of ``home``, named by its runtime file; None (a violation) otherwise."""
+    pids = spawn.owner_pids(home)
+    found, _ = runtime.read(home)
+    if len(pids) != 1 or found is None or found.pid != pids[0]:
+        run.out.violations.append(
+            f"expected one owner, named by the runtime file: running {pids}, "
+            f"file {found.pid if found else None}"
+        )
+        return None
+    if pids[0] in {child.process.pid for child in children}:
+        run.out.violations.append("a child serves as the owner itself")
+    return pids[0]
+
+
+async def serving_again(run: Run, child: ServerProcess, gone: int, label: str) -> float | None:
+    """Seconds until ``child`` answers ``server_status`` from another owner than ``gone``
+    (a call sent before it noticed gets "retry" and is sent again); None on failure."""
+    started = trio.current_time()
+    with trio.move_on_after(BACK_WITHIN * 4):
+        while True:
+            try:
+                reply = await child.call_tool("server_status", {}, timeout=BACK_WITHIN * 4)
+            except (ServerGone, NoReply) as exc:
+                run.out.violations.append(f"{label}: {type(exc).__name__}: {exc}")
+                return None
+            error = reply.get("error")
+            if error is None:
+                break
+            if error.get("code") != NOT_ACKNOWLEDGED:
+                run.out.violations.append(f"{label}: server_status failed: {str(error)[:160]}")
+                return None
+    if child.gone:
+        return None
+    pid = reply["result"]["structuredContent"]["pid"]
+    if pid == gone:
+        run.out.violations.append(f"{label}: still served by the killed owner {gone}")
+    return trio.current_time() - started
+
+
+async def kill_and_reattach(
+    run: Run, home: Path, children: Sequence[ServerProcess], ledger: Ledger, tag: str
+) -> None:
+    """The children write; ``kill -9`` of their owner mid-burst; each must serve again
+    (from a new owner) within `BACK_WITHIN` seconds while the burst goes on."""
+    owner = current_owner(run, home, children)
+    if owner is None:
+        return
+    stop = trio.Event()
+    back: list[float | None] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(children_write, run, children, ledger, tag, stop)
+        await trio.sleep(run.rng.uniform(0.3, 0.8))
+        os.kill(owner, signal.SIGKILL)
+        run.out.faults += 1
+        run.out.restarts += 1
+
+        async def check(k: int, child: ServerProcess) -> None:
+            back.append(await serving_again(run, child, owner, f"{tag}-{k}"))
+
+        async with trio.open_nursery() as checks:
+            for k, child in enumerate(children):
+                checks.start_soon(check, k, child)
+        await trio.sleep(0.5)  # a little more burst on the new owner
+        stop.set()
+    slow = [b for b in back if b is None or b > BACK_WITHIN]
+    if slow:
+        run.out.violations.append(
+            f"not every child served again within {BACK_WITHIN:g} s of the kill: {back}"
+        )
+    run.out.notes.append(
+        f"{tag}: back in {max((b for b in back if b is not None), default=0):.2f} s"
+    )
+    for k, child in enumerate(children):
+        if child.gone:
+            run.out.violations.append(f"{tag}-{k} exited after its owner was killed")
+    current_owner(run, home, children)
+
+
+async def owner_killed_reattach(run: Run) -> None:
+    """The attach model's owner (``attach = "auto"``): three agents' ``memtrio mcp``
+    children of one home, the first of which starts the owner; ``kill -9`` of the owner in
+    the middle of a burst of writes, round after round: every child serves again within
+    `BACK_WITHIN` seconds from a new owner, its calls in flight answered once "not
+    acknowledged, retry", none left unanswered, no answer to the replayed session
+    leaked; after the children end, the owner exits on its own ([serve] idle_exit);
+    every acknowledged write is present and the store is intact."""
     out = run.out
     home = run.home()
     ledger = Ledger()
-    kind = run.rng.choice(["tcp", "http", "ws"])
-    token = secrets.token_urlsafe(24)
-    owner = await run.serve(home, kind, {"MEMTRIO_AUTH_TOKEN": token}, nofile=FLOOD_NOFILE)
-    port = int(owner.url.rsplit(":", 1)[1].split("/", 1)[0])
-    writer = await run.tcp_session(owner, "attached-writer")
-    stop = trio.Event()
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(paced, run, writer, ledger, f"{run.name}-attached", stop)
-        figures = await measure(
-            kind,
-            "127.0.0.1",
-            port,
-            token,
-            connections=FLOOD_CONNECTIONS,
-            samples=40 if run.quick else 200,
-            fresh_samples=15 if run.quick else 60,
-            ramp_timeout=15.0,
-        )
-        stop.set()
-    out.faults += int(figures.flood.get("opened", 0))
-    summary = figures.summary()
-    out.notes.append(
-        f"{kind}: {figures.flood.get('opened', 0)} unauthenticated connections opened; "
-        f"ping p50/p99 {summary['established_p50_ms']}/{summary['established_p99_ms']} ms "
-        f"on a session, {summary['fresh_p50_ms']}/{summary['fresh_p99_ms']} ms on new "
-        f"connections; server: {figures.transports.get('sockets', {}).get('listeners', {})}"
-    )
-    if figures.failures:
-        out.violations.append(f"authorised pings failed: {figures.failures[:3]}")
-    worst = max([*figures.established, *figures.fresh], default=0.0)
-    if worst > FLOOD_WORST:
-        out.violations.append(f"an authorised ping took {worst:.2f} s (limit {FLOOD_WORST} s)")
-    if percentile(figures.fresh, 0.5) > FLOOD_WORST / 4:
-        out.violations.append(f"half the pings on new connections took over {FLOOD_WORST / 4} s")
-    if int(figures.flood.get("opened", 0)) < FLOOD_CONNECTIONS:
-        out.violations.append(f"the flood opened only {figures.flood} connections")
-    if not owner.alive:
-        out.violations.append("memtrio serve exited under the flood")
-    else:
-        await flood_cleared(run, kind, port, token)
-    await end_sessions(run, [writer])
-    await stop_owner(run, owner)
-    out.errors_seen, out.errors_expected, out.errors_exact = ledger.errors, 0, True
-    run.verify(home, ledger)
-
-
-async def paced(run: Run, client: Caller, ledger: Ledger, tag: str, stop: trio.Event) -> None:
-    """Writes, one every 50 ms, until ``stop``: each must be acknowledged."""
-    n = 0
-    while not stop.is_set():
-        outcome = await remember(client, ledger, content_for(tag, n, run.rng), timeout=60)
-        if outcome != "acked":
-            run.out.violations.append(f"{tag} (attached during the flood): write {n} was {outcome}")
-            return
-        n += 1
-        await trio.sleep(0.05)
-
-
-async def flood_cleared(run: Run, kind: str, port: int, token: str) -> None:
-    """After the flood: within the auth timeout no connection is pending and the sockets
-    open are the authorised ones (the probe, the attached writer)."""
-    probe = Probe(kind, "127.0.0.1", port, token)
-    sockets: dict[str, Any] = {}
-    async with trio.open_nursery() as nursery:
-        await probe.open(nursery)
-        with trio.move_on_after(10):
-            while True:
-                sockets = (await probe.status())["sockets"]
-                pending = sum(
-                    int(listener["unauthenticated"]) + int(listener["on_probation"])
-                    for listener in sockets["listeners"].values()
+    children: list[ServerProcess] = []
+    try:
+        for k in range(3):
+            child = await run.server(home, AUTO, label=f"{run.name}-{k}")
+            children.append(child)
+        started = [c for c in children if "started memtrio serve pid" in c.stderr_text()]
+        if len(started) != 1:
+            out.violations.append(f"{len(started)} children started an owner (expected 1)")
+        for round_ in range(1 if run.quick else 3):
+            await kill_and_reattach(run, home, children, ledger, f"{run.name}-{round_}")
+        owner = current_owner(run, home, children)
+        out.errors_seen = count_retries(run, children)
+        out.errors_expected = 1  # at least one call was in flight at a kill
+        if ledger.no_reply:
+            out.violations.append(f"{ledger.no_reply} call(s) in flight were never answered")
+        for child in children:
+            await run.stop(child)
+        if owner is not None:
+            with trio.move_on_after(IDLE_GONE_WITHIN):
+                while runtime.pid_alive(owner):
+                    await trio.sleep(0.05)
+            if runtime.pid_alive(owner):
+                out.violations.append(
+                    f"the owner still runs {IDLE_GONE_WITHIN:g} s after its last session "
+                    "(idle_exit 2 s)"
                 )
-                if pending == 0 and int(sockets["open"]) <= 4:
-                    break
-                await trio.sleep(0.25)
-        await probe.aclose()
-        nursery.cancel_scope.cancel()
-    listeners = sockets.get("listeners", {})
-    if any(int(v["unauthenticated"]) for v in listeners.values()) or int(sockets["open"]) > 4:
-        run.out.violations.append(f"10 s after the flood the server still holds {sockets}")
+    finally:
+        spawn.kill_owners(home)
+    out.notes.append(f"{len(ledger.acked)} acked, {len(ledger.unknown)} cut off by the kills")
+    if not ledger.acked:
+        out.violations.append("no write was acknowledged: the scenario proved nothing")
+    run.verify(home, ledger)

@@ -1,0 +1,225 @@
+"""Starting the owner: the ``memtrio serve --owner`` that a ``memtrio mcp`` child launches
+when no ``memtrio serve`` of its home runs (the attach model, ``actors.net.attach``).
+
+One child at a time launches: it holds an exclusive `fcntl.flock` on
+``run/owner.lock`` from looking for an owner until the one it launched is ready,
+so children started at the same moment start one owner, and the others find it
+once the lock is theirs. The kernel releases the lock of a child that dies, so a
+killed child never blocks the others.
+
+The owner is detached from the child: its own session and process group
+(``start_new_session``), stdin from ``/dev/null``, stdout and stderr appended to
+``logs/owner.log`` in the home (never the child's stdout, which belongs to the
+protocol), no other descriptor inherited. It outlives the child, publishes its
+runtime file as every ``memtrio serve`` does, and exits on its own once no
+session has used it for ``[serve] idle_exit`` seconds.
+
+This module is the mechanics only (the lock, the process, the wait); choosing
+when to launch is ``actors.net.attach``'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+
+from ...supervisors import private
+from . import runtime
+
+LOCK_FILE = "owner.lock"
+LOG_DIR = "logs"
+LOG_FILE = "owner.log"
+# How long a launched owner may take to publish its runtime file (it opens the store and
+# starts every feature first; on two busy cores with the model, several seconds).
+START_TIMEOUT = 60.0
+# How long a child waits for another child that is launching an owner.
+LOCK_TIMEOUT = START_TIMEOUT + 10.0
+POLL = 0.05
+# The tail of owner.log quoted when the owner did not start.
+TAIL_BYTES = 4096
+
+
+class OwnerFailed(Exception):
+    """The owner could not be started; the message says why and where its log is."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How a child starts the owner of ``home``: in ``cwd`` (the child's, so the
+    dashboard's repository is the agent's), with the dashboard when ``ui``."""
+
+    home: Path
+    cwd: Path
+    ui: bool = False
+    log_level: str | None = None
+
+    def command(self) -> list[str]:
+        command = [sys.executable, "-m", "memtrio.supervisors.cli", "serve", "--owner"]
+        command += ["--home", str(self.home)]
+        if self.ui:
+            command.append("--ui")
+        if self.log_level:
+            command += ["--log-level", self.log_level]
+        return command
+
+
+def log_path(home: Path) -> Path:
+    return home / LOG_DIR / LOG_FILE
+
+
+@asynccontextmanager
+async def owner_lock(home: Path, timeout: float = LOCK_TIMEOUT) -> AsyncIterator[None]:
+    """Hold the home's owner lock (``run/owner.lock``) while the block runs.
+
+    Error handling: `runtime.Untrusted` when others could write ``run/`` (no owner
+    could publish there anyway); `OwnerFailed` when another child held the lock
+    for ``timeout`` seconds; an `OSError` of an unwritable home propagates.
+    """
+    run = home / runtime.RUN_DIR
+    private.make_dir(run)
+    runtime.check_run_dir(home)
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(run / LOCK_FILE, flags, private.FILE_MODE)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a symbolic link where the lock belongs
+            raise runtime.Untrusted(f"{run / LOCK_FILE} is a symbolic link") from None
+        raise
+    try:
+        try:
+            with trio.fail_after(timeout):
+                while True:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        await trio.sleep(POLL)
+        except trio.TooSlowError:
+            raise OwnerFailed(
+                f"another memtrio mcp has held {run / LOCK_FILE} for {timeout:g} s "
+                "while starting the owner"
+            ) from None
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def launch(how: Launch) -> tuple[subprocess.Popen[bytes], int]:
+    """Start the owner, detached (see the module docstring); the process and the size
+    of ``owner.log`` before it (where its own lines start).
+
+    Error handling: an `OSError` (no interpreter, an unwritable log) propagates.
+    """
+    path = log_path(how.home)
+    private.make_dir(path.parent)
+    with private.open_file(path, "ab") as log:
+        start = log.tell()
+        process = subprocess.Popen(
+            how.command(),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            cwd=how.cwd,
+            start_new_session=True,
+            close_fds=True,
+        )
+    return process, start
+
+
+async def wait_published(
+    home: Path, process: subprocess.Popen[bytes], log_start: int, timeout: float = START_TIMEOUT
+) -> None:
+    """Wait until the runtime file of ``home`` names ``process``.
+
+    Error handling: `OwnerFailed` (with the last line it logged) when it exits
+    first, or does not publish within ``timeout`` (then it is killed: a half-started
+    owner serves nobody).
+    """
+    with trio.move_on_after(timeout):
+        while True:
+            with contextlib.suppress(runtime.Untrusted):
+                found, _ = runtime.read(home)
+                if found is not None and found.pid == process.pid:
+                    return
+            code = process.poll()
+            if code is not None:
+                raise OwnerFailed(
+                    f"it exited with code {code}{_last_line(home, log_start)} "
+                    f"(see {log_path(home)})"
+                )
+            await trio.sleep(POLL)
+    stop(process)
+    raise OwnerFailed(
+        f"it did not publish {runtime.runtime_path(home)} within {timeout:g} s "
+        f"and was stopped (see {log_path(home)})"
+    )
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Kill a launched owner and its process group (its own), and reap it."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=5)
+
+
+def _last_line(home: Path, start: int) -> str:
+    """``: <the last line the owner logged>``, or ""."""
+    try:
+        with open(log_path(home), "rb") as log:
+            log.seek(max(start, log.seek(0, os.SEEK_END) - TAIL_BYTES))
+            lines = log.read().decode("utf-8", "replace").strip().splitlines()
+    except OSError:
+        return ""
+    return f": {lines[-1].strip()}" if lines else ""
+
+
+def owner_pids(under: Path) -> list[int]:
+    """The pids of the running owners (``memtrio serve --owner``) of ``under`` or of a home
+    below it, found by their command lines (Linux ``/proc``; [] elsewhere)."""
+    base = os.path.realpath(under)
+    found = []
+    try:
+        entries = list(Path("/proc").iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.name.isdigit():
+            continue
+        try:
+            words = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if "serve" not in words or "--owner" not in words or "--home" not in words[:-1]:
+            continue
+        home = os.path.realpath(words[words.index("--home") + 1])
+        if (home == base or home.startswith(base + os.sep)) and runtime.pid_alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def kill_owners(under: Path) -> list[int]:
+    """SIGKILL every owner of ``under`` (or of a home below it) with its process group, and
+    wait (a few seconds at most) until they are gone; their pids. For tests and chaos runs,
+    which must leave no process behind."""
+    pids = owner_pids(under)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)  # an owner leads its own process group
+    deadline = time.monotonic() + 5.0
+    while any(runtime.pid_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return pids
