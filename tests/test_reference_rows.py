@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 import pytest
+import trio
 from gitrepo import git, make_repo, write
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -303,9 +304,14 @@ async def test_the_vector_index_is_hnsw_by_default_and_exact_for_small_tables(
         small = await ok(client, "vector_store_stats")
     env = {"MEMTRIO_VECTORS_EXACT_BELOW": "3"}  # a "large" table from three vectors
     async with mcp_child(home, tmp_path / "stderr.txt", args, env) as client:
-        large = await ok(client, "vector_store_stats")
+        # Served at once (exact meanwhile), the graph built in the background takes over.
+        first = await ok(client, "vector_search_entities", embedding=[1.0, 2.0, 0.5], topK=1)
+        with trio.fail_after(20):
+            while (large := await ok(client, "vector_store_stats"))["backend"] != "hnsw":
+                await trio.sleep(0.05)
         found = await ok(client, "vector_search_entities", embedding=[1.0, 2.0, 0.5], topK=1)
     assert (small["backend"], large["backend"]) == ("exact", "hnsw")
+    assert [hit["entityName"] for hit in first["results"]] == ["c"]
     assert [hit["entityName"] for hit in found["results"]] == ["c"]  # the graph answers
 
 

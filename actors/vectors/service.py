@@ -12,6 +12,12 @@ root supervisor is rest_for_one), and keeps it current:
   marked dirty, and the next call (`synced`) refreshes it from the table; a
   ``reset`` (flush, import) rebuilds the whole index.
 
+An hnsw graph (a table of ``[vectors] exact_below`` vectors or more, when the
+actor starts or after a reset) is built in the background: the actor serves
+from an exact index at once, and the graph takes over when it is built, with
+the writes made meanwhile applied to it (`_build_graph`). ``vector_reindex``
+builds in the foreground, as it says.
+
 A row the index cannot hold (not ``dims`` float32 values, a value that is
 not finite or beyond the index's stored type, `arrays.ValueRule`) is skipped
 wherever it is read: the build logs the rows it skipped once (the
@@ -81,6 +87,9 @@ class VectorService:
         self._dirty: set[int] = set()
         self._reset = False
         self._graphs: dict[tuple[str, ...], GraphDegrees] = {}
+        self._nursery: trio.Nursery | None = None  # where graphs are built in the background
+        self._generation = 0  # each rebuild's number: a graph built for an older one is dropped
+        self._pending: set[int] | None = None  # ids refreshed while a graph is being built
 
     @property
     def backend(self) -> str:
@@ -130,12 +139,16 @@ class VectorService:
         store = self.store
         remove = store.add_listener(self.on_changes)
         try:
-            async with self.lock:
-                await self._rebuild(store)
-            self.app.publish(VECTORS, self)
-            task_status.started(self)
-            await ctx.shutdown.wait()  # nothing to finish: stop at once, not after the grace
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                async with self.lock:
+                    await self._rebuild(store, defer=True)
+                self.app.publish(VECTORS, self)
+                task_status.started(self)
+                await ctx.shutdown.wait()  # nothing to finish: stop at once, not after the grace
+                nursery.cancel_scope.cancel()  # a graph being built is dropped
         finally:
+            self._nursery = None
             remove()
             self.app.withdraw(VECTORS, self)
 
@@ -147,15 +160,23 @@ class VectorService:
             elif change.kind == "entity" and change.deleted:
                 self._dirty.add(change.id)
 
-    async def _rebuild(self, store: Store) -> float:
-        """Replace the index by one built from the whole table (caller holds the lock); seconds taken."""
+    async def _rebuild(self, store: Store, defer: bool = False) -> float:
+        """Replace the index by one built from the whole table (caller holds the lock); seconds
+        taken. ``defer``: an hnsw graph is built in the background (`_build_graph`) and an
+        exact index serves meanwhile."""
         start = time.perf_counter()
         self._reset = False
         self._dirty.clear()
         self._graphs.clear()
+        self._generation += 1
+        self._pending = None
         dims = self.dims
         count, self.other_dims = await store.read(lambda conn: table.counts(conn, dims))
         index = self.new_index(count)
+        if defer and index.kind == "hnsw" and self._nursery is not None:
+            self._pending = set()
+            self._nursery.start_soon(self._build_graph, store, index, self._generation)
+            index = self.exact_index()
         skipped: dict[int, str] = {}
 
         def load(conn: sqlite3.Connection) -> None:
@@ -177,6 +198,52 @@ class VectorService:
         if skipped:
             self._warn_skipped(skipped)
         return seconds
+
+    def exact_index(self) -> VectorIndex:
+        """An empty exact index of the configured dimension and metric."""
+        cfg = self.app.config.vectors
+        return make_index("exact", cfg.dims, cfg.metric, quantization=cfg.quantization)
+
+    async def _build_graph(self, store: Store, graph: VectorIndex, generation: int) -> None:
+        """In the background: fill ``graph`` from a snapshot of the table (in a thread), then,
+        under the lock, apply the ids refreshed meanwhile and serve from it; dropped when a
+        newer rebuild started (``generation``).
+
+        Error handling: a failure is a warning; the exact index keeps serving.
+        """
+        start = time.perf_counter()
+        dims = self.dims
+        try:
+            rows: list[tuple[int, object]] = await store.read(
+                lambda conn: list(table.scan(conn, dims))
+            )
+
+            def fill() -> None:
+                for i in range(0, len(rows), table.LOAD_BATCH):
+                    self._add(graph, rows[i : i + table.LOAD_BATCH])
+                graph.reindex()
+
+            await trio.to_thread.run_sync(fill, abandon_on_cancel=True)
+        except Exception as exc:  # noqa: BLE001 - the exact index serves on
+            trace.warning(ACTOR, "graph_build_failed", error=f"{type(exc).__name__}: {exc}")
+            return
+        async with self.lock:
+            if generation != self._generation or self._pending is None:
+                return
+            pending, self._pending = self._pending, None
+            exact, self.index = self.index, graph
+            try:
+                await self._refresh(store, pending)
+            except BaseException:
+                self.index = exact
+                raise
+        trace.event(
+            ACTOR,
+            "graph_built",
+            size=len(graph),
+            replayed=len(pending),
+            seconds=time.perf_counter() - start,
+        )
 
     def _add(self, index: VectorIndex, rows: Sequence[tuple[int, object]]) -> dict[int, str]:
         """Add the usable rows to ``index``; the others, with why each is not usable."""
@@ -217,6 +284,8 @@ class VectorService:
         wanted = sorted(set(ids))
         if not wanted:
             return
+        if self._pending is not None:  # a graph is being built: it needs these too
+            self._pending.update(wanted)
         rows = await store.read(lambda conn: table.rows_of(conn, wanted))
         keep = [(r.entity_id, r.vec) for r in rows.values() if r.dim == self.dims]
         gone = [i for i in wanted if i not in rows or rows[i].dim != self.dims]
@@ -235,7 +304,7 @@ class VectorService:
         async with self.lock:
             store = self.store
             if self._reset:
-                await self._rebuild(store)
+                await self._rebuild(store, defer=True)
             elif self._dirty:
                 dirty, self._dirty = self._dirty, set()
                 await self._refresh(store, dirty)
