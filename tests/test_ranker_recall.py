@@ -121,7 +121,9 @@ async def running(
     app = build_context(cfg, home)
     try:
         async with open_app(app, [embedder_feature.FEATURE, ranker_feature.FEATURE]):
-            yield Store(conn, app), app.service(RANKER)
+            ranker = app.service(RANKER)  # imported once wanted (actors/ranker/feature.py)
+            assert isinstance(ranker, ranker_feature.StartingRanker)
+            yield Store(conn, app), await ranker.load()
     finally:
         conn.close()
 

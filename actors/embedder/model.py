@@ -29,9 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 if TYPE_CHECKING:
+    import numpy as np
     from memtrio.actors.embedder.wordpiece import Encoding
 
 DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-int8"
@@ -315,6 +314,8 @@ class OnnxEncoder:
 
     def run(self, ids: list[list[int]]) -> np.ndarray:
         """Vectors (n, dim) float32 for already-tokenized rows (one onnxruntime call)."""
+        import numpy as np  # here, not at the top: `resolve_spec` runs before the first reply
+
         width = max(len(r) for r in ids)
         input_ids = np.full((len(ids), width), self._pad_id, dtype=np.int64)
         mask = np.zeros((len(ids), width), dtype=np.int64)
@@ -340,6 +341,8 @@ class OnnxEncoder:
 
     def run_rows(self, ids: list[list[int]], batch_size: int = 32) -> np.ndarray:
         """Vectors of token rows, sorted by length and cut into batches to keep padding small."""
+        import numpy as np
+
         if not ids:
             return np.zeros((0, self.spec.dim or DEFAULT_DIM), dtype=np.float32)
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))

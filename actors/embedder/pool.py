@@ -36,7 +36,6 @@ import threading
 import time
 from typing import Any
 
-import numpy as np
 import trio
 
 from ...supervisors import faults, trace
@@ -49,6 +48,7 @@ from ...supervisors.supervisor import (
     Mailbox,
     Supervisor,
 )
+from .. import loader
 from .handle import (
     EmbedderCrashed,
     EmbedderTimeout,
@@ -153,6 +153,7 @@ class EmbedderPool:
                 with _ENCODERS_LOCK:
                     encoder = _ENCODERS.get(key)
                     if encoder is None:
+                        loader.import_module("onnxruntime")  # never beside another numpy import
                         encoder = OnnxEncoder(
                             self.spec, self.config.backend, self.config.intra_op_threads
                         )
@@ -214,6 +215,8 @@ class EmbedderPool:
         Cancellation: the request is abandoned; a worker skips it.
         """
         if not texts:
+            import numpy as np  # not at the top: the pool is built before the first reply
+
             return EmbedResult(
                 np.zeros((0, self.dim), dtype=np.float32),
                 [],
