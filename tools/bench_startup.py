@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Start-up cost of `memtrio mcp` and of the CLI, against the reference Node server.
 
-Usage: python tools/bench_startup.py [--runs 10] [--reference PATH] [--full] [--json]
+Usage: python tools/bench_startup.py [--runs 10] [--reference PATH] [--full | --cli] [--json]
 
 Every figure is the median of ``--runs`` rounds. One round times, one after
 the other (interleaved, so that the load of a shared machine falls on all of
@@ -24,7 +24,8 @@ The goals: ``initialize`` at or under the reference's; each CLI command at
 most twice the floor. ``--full`` adds, per round, the first ``recall`` and the
 first code tool (each in its own spawn, sent right after ``initialize``), the
 resident memory (from /proc: the server and its child processes) after each,
-and ``remember`` (which embeds).
+and ``remember`` (which embeds); ``--cli`` times only the floor and the CLI
+commands.
 
 The memtrio package is compiled to bytecode first (``compileall``, as a pip
 install does; a checkout run with ``PYTHONDONTWRITEBYTECODE`` would otherwise
@@ -263,17 +264,21 @@ def first_calls(root: Path, repo: Path) -> dict[str, float]:
 
 
 def one_round(
-    root: Path, repo: Path, cli_home: Path, reference: Path | None, full: bool
+    root: Path, repo: Path, cli_home: Path, reference: Path | None, full: bool, cli_only: bool
 ) -> dict[str, float]:
     """One interleaved round: memtrio, the reference, the floor, the CLI commands."""
     out: dict[str, float] = {}
-    steps: list[tuple[str, Callable[[], float]]] = [
-        (
-            "memtrio mcp: spawn -> initialize_s",
-            lambda: time_initialize([*memtrio_cmd(), "mcp"], memtrio_env(fresh_home(root)), repo),
+    steps: list[tuple[str, Callable[[], float]]] = []
+    if not cli_only:
+        steps.append(
+            (
+                "memtrio mcp: spawn -> initialize_s",
+                lambda: time_initialize(
+                    [*memtrio_cmd(), "mcp"], memtrio_env(fresh_home(root)), repo
+                ),
+            )
         )
-    ]
-    if reference is not None:
+    if reference is not None and not cli_only:
         memory_file = root / f"reference-{time.monotonic_ns()}.jsonl"
         ref_env = {**os.environ, "MEMORY_FILE_PATH": str(memory_file)}
         steps.append(
@@ -335,8 +340,8 @@ def report(figures: dict[str, float], runs: int, load: tuple[float, float]) -> N
             f"{value / ref:.2f}" if ref and ("initialize" in name or name.startswith("ref")) else ""
         )
         print(f"{name:<44} {value:>7.3f} s  {value / floor:>7.2f}  {ratio_ref:>11}")
-    mine = figures["memtrio mcp: spawn -> initialize_s"]
-    if ref is not None:
+    mine = figures.get("memtrio mcp: spawn -> initialize_s")
+    if ref is not None and mine is not None:
         verdict = "met" if mine <= ref else "not met"
         print(f"goal initialize <= the reference's: {verdict} ({mine / ref:.2f}x)")
     worst = max(figures[f"memtrio {label}_s"] for label, _ in CLI_COMMANDS)
@@ -358,11 +363,16 @@ def main() -> int:
         action="store_true",
         help="also the first recall, the first code tool, memory and `remember`",
     )
+    parser.add_argument(
+        "--cli", action="store_true", help="only the floor and the CLI commands (no server)"
+    )
     parser.add_argument("--no-compile", action="store_true", help="do not compile bytecode first")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
-    reference = find_reference(args.reference)
-    if reference is None:
+    if args.cli and args.full:
+        parser.error("--cli and --full exclude each other")
+    reference = None if args.cli else find_reference(args.reference)
+    if reference is None and not args.cli:
         print(
             f"the reference server is not installed: its row is skipped "
             f"(install it with `{INSTALL_REFERENCE}`, or pass --reference PATH)",
@@ -378,7 +388,10 @@ def main() -> int:
         seed = [*memtrio_cmd(), "remember", "a benchmark memory"]
         env = memtrio_env(cli_home, MEMTRIO_EMBEDDINGS="off")
         subprocess.run(seed, env=env, cwd=repo, check=True, capture_output=True, timeout=WAIT * 4)
-        rounds = [one_round(root, repo, cli_home, reference, args.full) for _ in range(args.runs)]
+        rounds = [
+            one_round(root, repo, cli_home, reference, args.full, args.cli)
+            for _ in range(args.runs)
+        ]
     figures = medians(rounds)
     load = (load_before, os.getloadavg()[0])
     if args.json:
@@ -394,7 +407,9 @@ def main() -> int:
             )
         )
         return 0
-    print(f"reference: {'node ' + str(reference) if reference else 'not installed, skipped'}")
+    if not args.cli:
+        shown = f"node {reference}" if reference else "not installed, skipped"
+        print(f"reference: {shown}")
     report(figures, args.runs, load)
     return 0
 
