@@ -220,8 +220,9 @@ def serve_network(args: argparse.Namespace, transport: str | None) -> int:
 
 
 def command_of(argv: Sequence[str]) -> str | None:
-    """The subcommand ``argv`` runs (its first word that is not an option), if any."""
-    return next((arg for arg in argv if not arg.startswith("-")), None)
+    """The subcommand ``argv`` runs: its first word, unless that is an option (``-h``,
+    ``--version``: the full parser answers those)."""
+    return argv[0] if argv and not argv[0].startswith("-") else None
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

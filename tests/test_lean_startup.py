@@ -143,3 +143,9 @@ def test_a_command_parses_alike_with_its_module_alone() -> None:
     assert vars(cli.build_parser("search").parse_args(argv)) == vars(
         cli.build_parser().parse_args(argv)
     )
+
+
+def test_help_before_a_command_still_lists_every_command() -> None:
+    """`memtrio -h mcp`: an option before the command gets the full parser."""
+    shown = cli.build_parser(cli.command_of(["-h", "mcp"])).format_help()
+    assert all(name in shown for names in cli.COMMAND_MODULES.values() for name in names)
