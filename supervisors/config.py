@@ -18,7 +18,6 @@ import json
 import math
 import os
 import re
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -458,6 +457,8 @@ def _read_toml(path: Path) -> tuple[dict[str, Any], str] | None:
             f"{path} line {line}, column {column}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); "
             "save the file as UTF-8"
         ) from None
+    import tomllib  # here: a home without config.toml (most) skips its import at every start
+
     try:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as exc:
