@@ -4,10 +4,11 @@
 Order matters: the root supervisor is rest_for_one, so a feature's actors come
 after those they use.
 
-The embedder (numpy, onnxruntime), the ranker (numpy, igraph), the vector
-tools (numpy, usearch) and the code index (tree-sitter) are `Deferred`: their modules are imported when they are
-set up, so a command that runs only the store (``memtrio list``) never loads
-those libraries.
+The graph tools, the embedder (numpy, onnxruntime), the ranker (numpy, igraph),
+the vector tools (numpy, usearch) and the code index (tree-sitter) are
+`Deferred`: their modules are imported when they are set up, so a command that
+runs only the store (``memtrio list``) never loads them. The embedder and the
+ranker load their libraries later still, after ``initialize`` (their features).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..supervisors.context import AppContext, Component, Feature
-from .kg.feature import FEATURE as GRAPH
 from .status import FEATURE as STATUS
 from .store.feature import FEATURE as STORE
 
@@ -30,6 +30,12 @@ class Deferred:
 
     def setup(self, app: AppContext) -> Component:
         return self.load().setup(app)
+
+
+def _graph() -> Feature:
+    from .kg.feature import FEATURE  # the graph tools: not for a command that runs the store only
+
+    return FEATURE
 
 
 def _embedder() -> Feature:
@@ -56,6 +62,7 @@ def _code() -> Feature:
     return FEATURE
 
 
+GRAPH = Deferred("kg", _graph)
 EMBEDDER = Deferred("embedder", _embedder)
 RANKER = Deferred("ranker", _ranker)
 VECTORS = Deferred("vectors", _vectors)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import io
 import os
 import sys
@@ -24,15 +25,8 @@ from typing import Any
 
 import trio
 
-from ..actors import stdio
-from ..actors.chaos import cli as chaos_cli
-from ..actors.code import cli as code_cli
-from ..actors.embedder import cli as embedder_cli
-from ..actors.net import attach, owner, serving, spawn
-from ..actors.net.connections import Connections
-from ..actors.store import cli as store_cli
+from ..actors.net import serving
 from ..actors.store import dsn
-from ..actors.ui import cli as ui_cli
 from . import environment, trace
 from .app import build_context, configure_observability, default_features, open_app, serve
 from .commands import (
@@ -51,8 +45,33 @@ from .context import VERSION, AppContext, AppRunner
 from .errors import find_user_error, one_line
 from .supervisor import ChildSpec, Escalation, first_leaf
 
-# Feature modules that add subcommands; each has register(subparsers).
-COMMAND_MODULES = (store_cli, embedder_cli, code_cli, chaos_cli, ui_cli)
+# Feature modules that add subcommands (each has register(subparsers)), with the commands
+# each adds. Only the module of the command being run is imported, so one command never
+# loads another's modules (``memtrio mcp`` loads no dashboard, ``memtrio stats`` no
+# chaos harness); no command or an unknown one (``--help``, a typo) registers them all.
+# tests/test_lean_startup.py checks that these names are the ones each module registers.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "..actors.store.cli": (
+        "remember",
+        "list",
+        "show",
+        "search",
+        "graph",
+        "forget",
+        "flush",
+        "scopes",
+        "stats",
+        "doctor",
+        "export",
+        "import",
+        "migrate",
+    ),
+    "..actors.embedder.cli": ("reembed",),
+    "..actors.code.cli": ("code",),
+    "..actors.chaos.cli": ("chaos", "trace"),
+    "..actors.ui.cli": ("ui",),
+}
+OWN_COMMANDS = ("mcp", "serve")  # this module's
 
 
 def start(
@@ -130,6 +149,10 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
     ``off`` (or ``--no-attach``, or a flag that configures this server's own
     features) serves embedded. Attached, no feature is loaded here.
     """
+    from ..actors import stdio
+    from ..actors.net import attach, spawn
+    from ..actors.ui import cli as ui_cli
+
     chosen = serving.env_transport()
     if chosen is not None and chosen != "stdio":
         return serve_network(args, chosen)
@@ -169,6 +192,9 @@ def _serve_stdio(args: argparse.Namespace, proto_in: int, proto_out: int) -> int
     """The embedded server: every feature in this process, one session on stdio
     (attach skipped: ``--no-attach``, ``[serve] attach = "off"``, ``--tools`` of its
     own, or no owner to attach to), with the dashboard under ``--ui``."""
+    from ..actors import stdio
+    from ..actors.ui import cli as ui_cli
+
     app = start(args)
     after: list[ChildSpec] = []
     if ui_cli.mcp_ui_requested(args):
@@ -205,6 +231,10 @@ def cmd_serve(args: argparse.Namespace, run: AppRunner) -> int:
 def serve_network(args: argparse.Namespace, transport: str | None) -> int:
     """Run the application with the listener of ``transport`` (None: ``[serve] transport``),
     and after it the attach endpoint of ``memtrio mcp`` children (``actors.net.owner``)."""
+    from ..actors.net import owner
+    from ..actors.net.connections import Connections
+    from ..actors.ui import cli as ui_cli
+
     app = start(args)
     listen = serving.listen_from_args(app.config, args, transport)
     connections = Connections(listen.max_connections)
@@ -241,6 +271,10 @@ def serve_owner(args: argparse.Namespace) -> int:
     ``--ui``, the dashboard on a free loopback port, its URL in the runtime file);
     it exits 0 after ``--idle-exit`` (default ``[serve] idle_exit``) seconds without
     a session."""
+    from ..actors.net import owner
+    from ..actors.net.connections import Connections
+    from ..actors.ui import cli as ui_cli
+
     app = start(args)
     connections = Connections(app.config.serve.max_connections)
     idle = args.idle_exit if args.idle_exit is not None else app.config.serve.idle_exit
@@ -279,7 +313,18 @@ def _idle_seconds(text: str) -> float:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` runs: its first word, unless that is an option (``-h``,
+    ``--version``: the full parser answers those)."""
+    return argv[0] if argv and not argv[0].startswith("-") else None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand, or (``command``) of that one and the built-in ones
+    only, when a known module adds it (see `COMMAND_MODULES`)."""
+    known = OWN_COMMANDS + tuple(c for names in COMMAND_MODULES.values() for c in names)
+    if command not in known:
+        command = None
     parser = Parser(
         prog="memtrio",
         description="Local memory and code navigation for coding agents, over MCP.",
@@ -332,8 +377,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_store_options(serve_parser)
     add_ranking_options(serve_parser)
     serve_parser.set_defaults(func=cmd_serve)
-    for module in COMMAND_MODULES:
-        module.register(sub)
+    for name, commands in COMMAND_MODULES.items():
+        if command is None or command in commands:
+            importlib.import_module(name, __package__).register(sub)
     return parser
 
 
@@ -343,7 +389,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     The process umask is ``077`` while the command runs: memtrio creates its
     files private anyway (`private`), this covers whatever else gets created.
     """
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(command_of(argv))
     args = parser.parse_args(argv)
     warn_unknown_env(args)
     umask = os.umask(0o077)

@@ -4,7 +4,6 @@ that sets a key, for messages that point at it (``supervisors.config``)."""
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +43,8 @@ def read_toml(path: Path) -> tuple[dict[str, Any], str] | None:
             f"{path} line {line}, column {column}: not UTF-8 text (byte 0x{raw[exc.start]:02x}); "
             "save the file as UTF-8"
         ) from None
+    import tomllib  # here: a home without config.toml (most) skips its import at every start
+
     try:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as exc:

@@ -121,7 +121,33 @@ async def running(
     app = build_context(cfg, home)
     try:
         async with open_app(app, [embedder_feature.FEATURE, ranker_feature.FEATURE]):
-            yield Store(conn, app), app.service(RANKER)
+            ranker = app.service(RANKER)  # imported once wanted (actors/ranker/feature.py)
+            assert isinstance(ranker, ranker_feature.StartingRanker)
+            yield Store(conn, app), await ranker.load()
+    finally:
+        conn.close()
+
+
+async def test_a_recall_before_the_ranker_loaded_waits_for_it_and_ranks_by_meaning(
+    home: Path,
+) -> None:
+    """No client was initialized (a CLI command): nothing loads the ranker's modules until a
+    recall asks; that recall waits for the ranker instead of failing (lexical ranking)."""
+    conn = sqlite3.connect(str(db_path(home)), isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    schema.migrate(conn)
+    app = build_context(config_mod.load(home, env={}), home)
+    try:
+        async with open_app(app, [embedder_feature.FEATURE, ranker_feature.FEATURE]):
+            store = Store(conn, app)
+            for text in UNRELATED:
+                await store.memory(text)
+            target, _ = await store.memory("Auth tokens are refreshed every 15 minutes.")
+            handle = app.service(RANKER)
+            assert isinstance(handle, ranker_feature.StartingRanker) and handle.ranker is None
+            ranked = await handle.recall("why do logins expire", None, None, 5)
+            assert ranked[0][0] == target and ranked.warnings == []
+            assert app.service(RANKER) is handle.ranker  # the Ranker now serves recall itself
     finally:
         conn.close()
 

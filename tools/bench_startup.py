@@ -1,32 +1,43 @@
 #!/usr/bin/env python3
 """Start-up cost of `memtrio mcp` and of the CLI, against the reference Node server.
 
-Usage: python tools/bench_startup.py [--runs 5] [--json]
+Usage: python tools/bench_startup.py [--runs 10] [--reference PATH] [--full | --cli] [--json]
 
-Each run spawns a fresh server (``MEMTRIO_HOME`` a new temporary directory, a
-small git repository as its working directory) and speaks raw JSON-RPC over
-stdio (no SDK in the timing). Measured from the spawn:
+Every figure is the median of ``--runs`` rounds. One round times, one after
+the other (interleaved, so that the load of a shared machine falls on all of
+them alike):
 
-- the ``initialize`` reply;
-- the first ``recall`` answered (embeddings on, the default), sent right after
-  ``initialize``;
-- the first code tool answered (``code_outline`` of a small file), sent by a
-  second server started the same way (so the recall does not warm it);
+- ``memtrio mcp``: spawn -> ``initialize`` reply (a fresh ``MEMTRIO_HOME``, a
+  small git repository as the working directory, raw JSON-RPC over stdio);
+- the reference server ``@modelcontextprotocol/server-memory``: spawn ->
+  ``initialize`` reply, started as ``node <package>/dist/index.js`` with
+  ``MEMORY_FILE_PATH`` a temporary file (``--reference PATH``, else the package
+  installed under ``npm root -g``; never through ``npx``, whose package
+  resolution adds about 0.35 s; not installed: its row is skipped and the
+  command to install it printed);
+- the floor: ``python -c "import trio, msgspec"`` (the interpreter and the two
+  libraries every memtrio command needs);
+- the CLI commands that need no model (``stats``, ``list``, ``show``,
+  ``scopes``, ``search --lexical``) in a home holding one memory.
 
-and the resident memory (from /proc: the server plus all its descendant
-processes) after ``initialize``, after the first ``recall``, and after the
-first code tool. Then the wall time of the CLI commands that need no model
-(``list``, ``show``, ``stats``, ``scopes``, ``search --lexical``) and of
-``remember`` (which embeds). The reference server
-``@modelcontextprotocol/server-memory`` (``npx -y``, from the local npm cache)
-is timed from spawn to its ``initialize`` reply in the same run; without npx
-that is skipped with a message. Every figure is the median of ``--runs``; ``--cli`` times the CLI
-commands only.
+The goals: ``initialize`` at or under the reference's; each CLI command at
+most twice the floor. ``--full`` adds, per round, the first ``recall`` and the
+first code tool (each in its own spawn, sent right after ``initialize``), the
+resident memory (from /proc: the server and its child processes) after each,
+and ``remember`` (which embeds); ``--cli`` times only the floor and the CLI
+commands.
+
+The memtrio package is compiled to bytecode first (``compileall``, as a pip
+install does; a checkout run with ``PYTHONDONTWRITEBYTECODE`` would otherwise
+recompile every module at every start); ``--no-compile`` skips that. Every
+process this script starts is ended before it returns.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
+import importlib.util
 import json
 import os
 import shutil
@@ -35,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 INIT = {
@@ -50,18 +62,53 @@ INIT = {
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 SMALL_FILE = "def hello(name):\n    return f'hello {name}'\n\n\nclass Greeter:\n    pass\n"
 CLI_COMMANDS = (
+    ("stats", ["stats"]),
     ("list", ["list"]),
     ("show", ["show", "1"]),
-    ("stats", ["stats"]),
     ("scopes", ["scopes"]),
     ("search --lexical", ["search", "--lexical", "benchmark"]),
-    ("remember", ["remember", "a second memory about start-up"]),
 )
+REFERENCE_PACKAGE = "@modelcontextprotocol/server-memory"
+INSTALL_REFERENCE = f"npm install -g {REFERENCE_PACKAGE}"
+FLOOR = [sys.executable, "-c", "import trio, msgspec"]
 PAGE = os.sysconf("SC_PAGE_SIZE")
+WAIT = 30.0  # seconds a spawned process gets to answer or to exit
 
 
 def memtrio_cmd() -> list[str]:
     return [sys.executable, "-m", "memtrio.supervisors.cli"]
+
+
+def find_reference(given: str | None) -> Path | None:
+    """The reference server's ``dist/index.js``: ``given``, else under ``npm root -g``."""
+    if given:
+        path = Path(given)
+        if path.is_dir():
+            path = path / "dist" / "index.js"
+        if not path.is_file():
+            raise SystemExit(f"bench_startup: --reference {given}: no such file")
+        return path
+    npm = shutil.which("npm")
+    if npm is None:
+        return None
+    try:
+        root = subprocess.run(
+            [npm, "root", "-g"], capture_output=True, text=True, timeout=WAIT, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    path = Path(root) / REFERENCE_PACKAGE / "dist" / "index.js"
+    return path if path.is_file() else None
+
+
+def compile_memtrio() -> None:
+    """Write the bytecode of memtrio's modules, as a pip install does."""
+    for name in ("memtrio.actors", "memtrio.protocol", "memtrio.supervisors"):
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.submodule_search_locations:
+            raise SystemExit(f"bench_startup: {name} is not installed (pip install -e .)")
+        for location in spec.submodule_search_locations:
+            compileall.compile_dir(location, quiet=1)
 
 
 def make_repo(root: Path) -> Path:
@@ -136,10 +183,14 @@ class Server:
         return time.perf_counter() - self.t0
 
     def close(self) -> None:
+        """End the server: EOF on its stdin, then a kill if it has not exited in time."""
         assert self.proc.stdin is not None
-        self.proc.stdin.close()
         try:
-            self.proc.wait(timeout=15)
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=WAIT)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
@@ -157,63 +208,18 @@ def check_tool(reply: dict[str, object], name: str) -> None:
         raise RuntimeError(f"{name} failed: {result.get('content')}")
 
 
-def memtrio_env(home: Path) -> dict[str, str]:
+def memtrio_env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRIO_")}
-    env["MEMTRIO_HOME"] = str(home)
-    env["MEMTRIO_SERVE_ATTACH"] = "off"  # the embedded server, no owner left behind
-    return env
+    return {**env, "MEMTRIO_HOME": str(home), "MEMTRIO_SERVE_ATTACH": "off", **extra}
 
 
-def run_server_once(root: Path, repo: Path) -> dict[str, float]:
-    """One spawn for initialize and recall, another for the first code tool."""
-    out: dict[str, float] = {}
-    home = Path(tempfile.mkdtemp(prefix="home-", dir=root))
-    server = Server([*memtrio_cmd(), "mcp"], memtrio_env(home), repo)
-    try:
-        server.call(INIT)
-        out["initialize_s"] = server.since_spawn()
-        server.send(INITIALIZED)
-        out["rss_after_initialize_mb"] = tree_rss_mb(server.proc.pid)
-        reply = server.call(tool(1, "recall", {"query": "start-up time of the server"}))
-        check_tool(reply, "recall")
-        out["first_recall_s"] = server.since_spawn()
-        out["rss_after_recall_mb"] = tree_rss_mb(server.proc.pid)
-    finally:
-        server.close()
-    home = Path(tempfile.mkdtemp(prefix="home-", dir=root))
-    server = Server([*memtrio_cmd(), "mcp"], memtrio_env(home), repo)
-    try:
-        server.call(INIT)
-        server.send(INITIALIZED)
-        reply = server.call(tool(1, "code_outline", {"path": "hello.py"}))
-        check_tool(reply, "code_outline")
-        out["first_code_tool_s"] = server.since_spawn()
-        out["rss_after_code_tool_mb"] = tree_rss_mb(server.proc.pid)
-    finally:
-        server.close()
-    return out
+def fresh_home(root: Path) -> Path:
+    return Path(tempfile.mkdtemp(prefix="home-", dir=root))
 
 
-def run_cli_once(root: Path, repo: Path) -> dict[str, float]:
-    """Wall time of each CLI command in a home holding one memory."""
-    home = Path(tempfile.mkdtemp(prefix="home-", dir=root))
-    env = {**memtrio_env(home), "MEMTRIO_EMBEDDINGS": "off"}
-    seed = [*memtrio_cmd(), "remember", "a benchmark memory"]
-    subprocess.run(seed, env=env, cwd=repo, check=True, capture_output=True)
-    env = memtrio_env(home)
-    out: dict[str, float] = {}
-    for label, argv in CLI_COMMANDS:
-        t0 = time.perf_counter()
-        done = subprocess.run([*memtrio_cmd(), *argv], env=env, cwd=repo, capture_output=True)
-        out[f"cli {label}_s"] = time.perf_counter() - t0
-        if done.returncode != 0:
-            raise RuntimeError(f"memtrio {label} failed: {done.stderr.decode()[-300:]}")
-    return out
-
-
-def run_reference_once(root: Path, repo: Path, npx: str) -> float:
-    env = {**os.environ, "MEMORY_FILE_PATH": str(root / "reference-memory.jsonl")}
-    server = Server([npx, "-y", "@modelcontextprotocol/server-memory"], env, repo)
+def time_initialize(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
+    """Spawn -> ``initialize`` reply, in seconds (``initialize`` written at once, as a client does)."""
+    server = Server(cmd, env, cwd)
     try:
         server.call(INIT)
         return server.since_spawn()
@@ -221,55 +227,190 @@ def run_reference_once(root: Path, repo: Path, npx: str) -> float:
         server.close()
 
 
+def time_command(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, timeout=WAIT * 4)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[-3:])} failed: {done.stderr.decode()[-300:]}")
+    return wall
+
+
+def first_calls(root: Path, repo: Path) -> dict[str, float]:
+    """``--full``: one spawn for the first recall, another for the first code tool."""
+    out: dict[str, float] = {}
+    server = Server([*memtrio_cmd(), "mcp"], memtrio_env(fresh_home(root)), repo)
+    try:
+        server.call(INIT)
+        server.send(INITIALIZED)
+        out["rss after initialize_mb"] = tree_rss_mb(server.proc.pid)
+        reply = server.call(tool(1, "recall", {"query": "start-up time of the server"}))
+        check_tool(reply, "recall")
+        out["memtrio mcp: spawn -> first recall_s"] = server.since_spawn()
+        out["rss after first recall_mb"] = tree_rss_mb(server.proc.pid)
+    finally:
+        server.close()
+    server = Server([*memtrio_cmd(), "mcp"], memtrio_env(fresh_home(root)), repo)
+    try:
+        server.call(INIT)
+        server.send(INITIALIZED)
+        reply = server.call(tool(1, "code_outline", {"path": "hello.py"}))
+        check_tool(reply, "code_outline")
+        out["memtrio mcp: spawn -> first code_outline_s"] = server.since_spawn()
+        out["rss after first code tool_mb"] = tree_rss_mb(server.proc.pid)
+    finally:
+        server.close()
+    return out
+
+
+def one_round(
+    root: Path, repo: Path, cli_home: Path, reference: Path | None, full: bool, cli_only: bool
+) -> dict[str, float]:
+    """One interleaved round: memtrio, the reference, the floor, the CLI commands."""
+    out: dict[str, float] = {}
+    steps: list[tuple[str, Callable[[], float]]] = []
+    if not cli_only:
+        steps.append(
+            (
+                "memtrio mcp: spawn -> initialize_s",
+                lambda: time_initialize(
+                    [*memtrio_cmd(), "mcp"], memtrio_env(fresh_home(root)), repo
+                ),
+            )
+        )
+    if reference is not None and not cli_only:
+        memory_file = root / f"reference-{time.monotonic_ns()}.jsonl"
+        ref_env = {**os.environ, "MEMORY_FILE_PATH": str(memory_file)}
+        steps.append(
+            (
+                "reference (node): spawn -> initialize_s",
+                lambda: time_initialize(["node", str(reference)], ref_env, repo),
+            )
+        )
+    steps.append(
+        (
+            "floor: python -c 'import trio, msgspec'_s",
+            lambda: time_command(FLOOR, {**os.environ}, repo),
+        )
+    )
+    env = memtrio_env(cli_home)
+    for label, argv in CLI_COMMANDS:
+        steps.append(
+            (
+                f"memtrio {label}_s",
+                lambda argv=argv: time_command([*memtrio_cmd(), *argv], env, repo),
+            )
+        )
+    if full:
+        steps.append(
+            (
+                "memtrio remember (embeds)_s",
+                lambda: time_command(
+                    [*memtrio_cmd(), "remember", f"start-up memory {time.monotonic_ns()}"],
+                    env,
+                    repo,
+                ),
+            )
+        )
+    for key, step in steps:
+        out[key] = step()
+    if full:
+        out.update(first_calls(root, repo))
+    return out
+
+
 def medians(runs: list[dict[str, float]]) -> dict[str, float]:
     return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
 
 
-def report(figures: dict[str, float], reference: float | None) -> None:
-    print(f"{'measure':<28} {'median':>10}  {'x reference':>11}")
+def report(figures: dict[str, float], runs: int, load: tuple[float, float]) -> None:
+    floor = next(v for k, v in figures.items() if k.startswith("floor"))
+    ref = next((v for k, v in figures.items() if k.startswith("reference")), None)
+    print(
+        f"median of {runs} interleaved rounds; load average (1 min) {load[0]:.1f} before, "
+        f"{load[1]:.1f} after"
+    )
+    print(f"{'measure':<44} {'median':>9}  {'x floor':>7}  {'x reference':>11}")
     for key, value in figures.items():
         name, unit = key.rsplit("_", 1)
-        shown = f"{value:.3f} s" if unit == "s" else f"{value:.1f} MB"
-        ratio = ""
-        if reference and unit == "s" and not name.startswith("cli"):
-            ratio = f"{value / reference:.2f}"
-        print(f"{name:<28} {shown:>10}  {ratio:>11}")
-    if reference is not None:
-        print(f"{'reference initialize':<28} {reference:.3f} s")
+        if unit == "mb":
+            print(f"{name:<44} {value:>6.1f} MB")
+            continue
+        ratio_ref = (
+            f"{value / ref:.2f}" if ref and ("initialize" in name or name.startswith("ref")) else ""
+        )
+        print(f"{name:<44} {value:>7.3f} s  {value / floor:>7.2f}  {ratio_ref:>11}")
+    mine = figures.get("memtrio mcp: spawn -> initialize_s")
+    if ref is not None and mine is not None:
+        verdict = "met" if mine <= ref else "not met"
+        print(f"goal initialize <= the reference's: {verdict} ({mine / ref:.2f}x)")
+    worst = max(figures[f"memtrio {label}_s"] for label, _ in CLI_COMMANDS)
+    verdict = "met" if worst <= 2 * floor else "not met"
+    print(f"goal CLI commands <= 2x the floor: {verdict} (slowest {worst / floor:.2f}x)")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--runs", type=int, default=10, help="interleaved rounds (default 10)")
     parser.add_argument(
-        "--cli", action="store_true", help="only the CLI commands (no server, no reference)"
+        "--reference",
+        metavar="PATH",
+        help=f"the reference server's dist/index.js (default: {REFERENCE_PACKAGE} under "
+        "`npm root -g`)",
     )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="also the first recall, the first code tool, memory and `remember`",
+    )
+    parser.add_argument(
+        "--cli", action="store_true", help="only the floor and the CLI commands (no server)"
+    )
+    parser.add_argument("--no-compile", action="store_true", help="do not compile bytecode first")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
-    npx = shutil.which("npx")
+    if args.cli and args.full:
+        parser.error("--cli and --full exclude each other")
+    reference = None if args.cli else find_reference(args.reference)
+    if reference is None and not args.cli:
+        print(
+            f"the reference server is not installed: its row is skipped "
+            f"(install it with `{INSTALL_REFERENCE}`, or pass --reference PATH)",
+            file=sys.stderr,
+        )
+    if not args.no_compile:
+        compile_memtrio()
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="memtrio-startup-") as tmp:
         root = Path(tmp)
         repo = make_repo(root)
-        server_runs, cli_runs, reference_runs = [], [], []
-        for _ in range(args.runs):
-            if not args.cli:
-                server_runs.append(run_server_once(root, repo))
-            cli_runs.append(run_cli_once(root, repo))
-            if npx and not args.cli:
-                reference_runs.append(run_reference_once(root, repo, npx))
-    figures = {**(medians(server_runs) if server_runs else {}), **medians(cli_runs)}
-    reference = statistics.median(reference_runs) if reference_runs else None
+        cli_home = fresh_home(root)
+        seed = [*memtrio_cmd(), "remember", "a benchmark memory"]
+        env = memtrio_env(cli_home, MEMTRIO_EMBEDDINGS="off")
+        subprocess.run(seed, env=env, cwd=repo, check=True, capture_output=True, timeout=WAIT * 4)
+        rounds = [
+            one_round(root, repo, cli_home, reference, args.full, args.cli)
+            for _ in range(args.runs)
+        ]
+    figures = medians(rounds)
+    load = (load_before, os.getloadavg()[0])
     if args.json:
         print(
-            json.dumps({"runs": args.runs, "memtrio": figures, "reference_initialize_s": reference})
+            json.dumps(
+                {
+                    "runs": args.runs,
+                    "reference": str(reference) if reference else None,
+                    "load": load,
+                    "medians": figures,
+                    "rounds": rounds,
+                }
+            )
         )
         return 0
-    if reference is None:
-        print(
-            "npx not found: the reference server (@modelcontextprotocol/server-memory) is skipped"
-        )
-    print(f"median of {args.runs} runs")
-    report(figures, reference)
+    if not args.cli:
+        shown = f"node {reference}" if reference else "not installed, skipped"
+        print(f"reference: {shown}")
+    report(figures, args.runs, load)
     return 0
 
 

@@ -100,7 +100,7 @@ class _EmbedderFeature:
             )
         else:
             app.instructions.append(
-                f"Embeddings: local model {pool.model} (revision {pool.revision}, {plural(pool.dim, 'dimension')}, "
+                f"Embeddings: local model {pool.model} ({plural(pool.dim, 'dimension')}, "
                 f"long memories embedded as windows of {pool.chunk_tokens} tokens, loaded in the background once a client is initialized). "
                 "recall ranks memories by meaning "
                 "(embeddings + Personalized PageRank over linked entities), not just shared words; "

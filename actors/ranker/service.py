@@ -109,10 +109,12 @@ def _fingerprint(conn: sqlite3.Connection) -> tuple:
 class Ranker:
     """The client handle (published as `RANKER`) and the actor's state."""
 
-    def __init__(self, app: AppContext, path: Path) -> None:
+    def __init__(
+        self, app: AppContext, path: Path, mailbox: Mailbox[RankerRequest] | None = None
+    ) -> None:
         self.app = app
         self.path = path
-        self.mailbox = Mailbox("ranker", size=math.inf)
+        self.mailbox = mailbox if mailbox is not None else Mailbox("ranker", size=math.inf)
         self._pending: list[Change] = []
         self._notified = False  # change records arrived since the last sync
         self._cache: RecallCache | None = None
