@@ -151,7 +151,6 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
     """
     from ..actors import stdio
     from ..actors.net import attach, spawn
-    from ..actors.ui import cli as ui_cli
 
     chosen = serving.env_transport()
     if chosen is not None and chosen != "stdio":
@@ -168,7 +167,7 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
     if args.no_attach or own:
         return _serve_stdio(args, *stdio.protect_stdout())
     cfg, home = load_config(args)
-    ui = ui_cli.mcp_ui_requested(args)
+    ui = serving.mcp_ui_requested(args)
     proto_in, proto_out = stdio.protect_stdout()
     # A store file of its own (MEMTRIO_STORE_FILE, MEMORY_FILE_PATH): the owner may serve another.
     if cfg.serve.attach != "off" and not cfg.store.file:
@@ -193,11 +192,12 @@ def _serve_stdio(args: argparse.Namespace, proto_in: int, proto_out: int) -> int
     (attach skipped: ``--no-attach``, ``[serve] attach = "off"``, ``--tools`` of its
     own, or no owner to attach to), with the dashboard under ``--ui``."""
     from ..actors import stdio
-    from ..actors.ui import cli as ui_cli
 
     app = start(args)
     after: list[ChildSpec] = []
-    if ui_cli.mcp_ui_requested(args):
+    if serving.mcp_ui_requested(args):
+        from ..actors.ui import cli as ui_cli
+
         after.append(ui_cli.dashboard_child(app, partial(_say_dashboard, "memtrio")))
     return serve(
         app,
@@ -240,7 +240,7 @@ def serve_network(args: argparse.Namespace, transport: str | None) -> int:
     connections = Connections(listen.max_connections)
     announce = serving.announcer(listen)
     public: list[str] = []
-    ui = ui_cli.dashboard(app, listen) if ui_cli.ui_requested(args) else None
+    ui = ui_cli.dashboard(app, listen) if serving.ui_requested(args) else None
     idle = getattr(args, "idle_exit", None)
 
     def listening(host: str, port: int) -> None:

@@ -124,7 +124,7 @@ def test_mcp_answers_initialize_before_loading_the_model_ranker_network_or_dashb
     """Embeddings on (the default): the model and the ranker load after the reply."""
     home = tmp_path / "home"
     home.mkdir()
-    modules = probe(MCP_PROBE, ["mcp"], home, "on", json.dumps(INITIALIZE) + "\n")
+    modules = probe(MCP_PROBE, ["mcp", "--no-attach"], home, "on", json.dumps(INITIALIZE) + "\n")
     assert unwanted(modules) == []
     # It did start the features whose tools it lists (the check above is not vacuous).
     assert "memtrio.actors.ranker.feature" in modules

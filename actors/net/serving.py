@@ -192,3 +192,15 @@ def _bound_port(listen: Listen, connections: Connections) -> int:
         if record.get("transport") == listen.transport and port.isdigit():
             return int(port)
     return listen.port
+
+
+def ui_requested(args: argparse.Namespace) -> bool:
+    """``memtrio serve --ui`` or ``MEMTRIO_UI=1`` (headless by default)."""
+    env = os.environ.get("MEMTRIO_UI", "").strip().lower()
+    return bool(getattr(args, "ui", False)) or env in ("1", "true", "yes", "on")
+
+
+def mcp_ui_requested(args: argparse.Namespace) -> bool:
+    """``memtrio mcp --ui`` or ``MEMTRIO_MCP_UI=1`` (headless by default)."""
+    env = os.environ.get("MEMTRIO_MCP_UI", "").strip().lower()
+    return bool(getattr(args, "ui", False)) or env in ("1", "true", "yes", "on")

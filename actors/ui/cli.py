@@ -5,7 +5,6 @@ what ``memtrio serve --ui`` adds to the server's HTTP listener, and the dashboar
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 from collections.abc import Callable
@@ -20,22 +19,11 @@ from ...supervisors.supervisor import ChildContext, ChildSpec
 from ..net.bind import open_listeners
 from ..net.http import hypercorn_config, serve_asgi
 from ..net.listen import Listen, resolve_listen
+from ..net.serving import mcp_ui_requested, ui_requested  # noqa: F401 - re-exported
 from .asgi import UiApp
 from .guard import Guard, new_token
 
 DEFAULT_BIND = "127.0.0.1:0"
-
-
-def ui_requested(args: argparse.Namespace) -> bool:
-    """``memtrio serve --ui`` or ``MEMTRIO_UI=1`` (headless by default)."""
-    env = os.environ.get("MEMTRIO_UI", "").strip().lower()
-    return bool(getattr(args, "ui", False)) or env in ("1", "true", "yes", "on")
-
-
-def mcp_ui_requested(args: argparse.Namespace) -> bool:
-    """``memtrio mcp --ui`` or ``MEMTRIO_MCP_UI=1`` (headless by default)."""
-    env = os.environ.get("MEMTRIO_MCP_UI", "").strip().lower()
-    return bool(getattr(args, "ui", False)) or env in ("1", "true", "yes", "on")
 
 
 def dashboard(app: AppContext, listen: Listen) -> UiApp:
