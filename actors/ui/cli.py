@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from urllib.parse import quote
 
@@ -50,6 +50,26 @@ def dashboard_url(listen: Listen, port: int, ui: UiApp) -> str:
     return f"{scheme}://{host}:{port}/?token={quote(ui.guard.token, safe='')}"
 
 
+async def serve_dashboard(
+    listen: Listen, ui: UiApp, until: Callable[[], Awaitable[object]], on_url: Callable[[str], None]
+) -> None:
+    """Bind ``listen``, serve the dashboard ``ui`` there, call ``on_url(url)`` once it
+    listens, and stop when ``until()`` returns.
+
+    Error handling: an address that cannot be bound raises `ConfigError` (`open_listeners`).
+    """
+    listeners = await open_listeners(listen.host, listen.port, listen.bind_hint)
+    stopping = trio.Event()
+    async with trio.open_nursery() as nursery:
+        serve = partial(
+            serve_asgi, ui, hypercorn_config(listen), listeners, shutdown_trigger=stopping.wait
+        )
+        await nursery.start(serve)
+        on_url(dashboard_url(listen, listeners[0].socket.getsockname()[1], ui))
+        await until()
+        stopping.set()
+
+
 def dashboard_child(app: AppContext, on_url: Callable[[str], None]) -> ChildSpec:
     """The dashboard on a free loopback port of its own, as a child of the root (``memtrio
     mcp --ui``: on the owner, or in an embedded server); ``on_url(url)`` once it listens.
@@ -62,21 +82,11 @@ def dashboard_child(app: AppContext, on_url: Callable[[str], None]) -> ChildSpec
     async def start(
         ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        listeners = await open_listeners(listen.host, listen.port, listen.bind_hint)
-        stopping = trio.Event()
-        async with trio.open_nursery() as nursery:
-            serve = partial(
-                serve_asgi,
-                ui,
-                hypercorn_config(listen),
-                listeners,
-                shutdown_trigger=stopping.wait,
-            )
-            await nursery.start(serve)
-            on_url(dashboard_url(listen, listeners[0].socket.getsockname()[1], ui))
+        def listening(url: str) -> None:
+            on_url(url)
             task_status.started()
-            await ctx.shutdown.wait()
-            stopping.set()
+
+        await serve_dashboard(listen, ui, ctx.shutdown.wait, listening)
 
     return ChildSpec(
         "dashboard",
@@ -133,23 +143,16 @@ def cmd_ui(args: argparse.Namespace, run: AppRunner) -> int:
             command="ui",
         )
         ui = dashboard(app, listen)
-        listeners = await open_listeners(listen.host, listen.port, listen.bind_hint)
-        stopping = trio.Event()
-        async with trio.open_nursery() as nursery:
-            serve = partial(
-                serve_asgi,
-                ui,
-                hypercorn_config(listen),
-                listeners,
-                shutdown_trigger=stopping.wait,
-            )
-            await nursery.start(serve)
-            url = dashboard_url(listen, listeners[0].socket.getsockname()[1], ui)
-            print(f"memtrio ui: {url}", file=sys.stderr, flush=True)
+
+        async def signalled() -> None:
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for _ in signals:
                     break
-            stopping.set()
+
+        def say(url: str) -> None:
+            print(f"memtrio ui: {url}", file=sys.stderr, flush=True)
+
+        await serve_dashboard(listen, ui, signalled, say)
         return 0
 
     return run(args, body)
