@@ -67,7 +67,7 @@ async def test_import_then_export_is_byte_for_byte_stable(home: Path, tmp_path: 
     async with open_client(home, cwd=tmp_path) as client:
         exported = await ok(client, "export_graph")
         assert exported["jsonl"].encode("utf-8") == source.read_bytes()
-        alice = await ok(client, "get_entity", name="alice smith")
+        alice = await ok(client, "get_entity", name="Alice  Smith")
         assert alice["observations"] == TRICKY[0]["observations"]
         recalled = await ok(client, "recall", query="Zürich")
         assert [m["content"] for m in recalled["memories"]] == ["Zürich is in CH"]

@@ -107,7 +107,7 @@ def test_each_repository_sees_and_changes_only_its_part_of_a_shared_entity(
         _write(conn, b, lambda w: writes.add_observations(w, [("X", ["from b"])]))
     conn.execute("ROLLBACK")
     # ... creating X there links the same entity, with b's own observations.
-    made = _write(conn, b, lambda w: writes.create_entities(w, [ent("x", "lib", ["from b"])]))
+    made = _write(conn, b, lambda w: writes.create_entities(w, [ent("X", "lib", ["from b"])]))
     assert made == [{"name": "X", "entityType": "lib", "observations": ["from b"]}]
     seen_b = _read(conn, b, lambda c, s: reads.batch_get(c, s, ["X"], 0, 10, "full"))
     assert seen_b["entities"][0]["observations"] == ["from b"]
@@ -218,7 +218,7 @@ def test_create_entities_writes_its_rows_in_one_batch_as_row_by_row_would(
             [
                 ent("Alpha", "service", ["teapot brewing", odd]),
                 ent("Beta", None, ["teapot cooling", "teapot cooling"]),
-                ent("alpha", "other", ["ignored: named twice"]),
+                ent("Alpha", "other", ["ignored: named twice"]),
             ],
         ),
     )

@@ -176,7 +176,7 @@ def test_create_entities_returns_the_created_and_skips_existing(
         "observations": ["likes green tea", "a manager"],
     }
     again = graph.ok(
-        "create_entities", entities=[{"name": "a", "entityType": "x", "observations": ["ignored"]}]
+        "create_entities", entities=[{"name": "A", "entityType": "x", "observations": ["ignored"]}]
     )
     assert again == {"entities": []}
 
@@ -234,14 +234,15 @@ def test_open_nodes(graph: ThreadedClient) -> None:
 
 
 def test_batch_get_entities(graph: ThreadedClient) -> None:
-    batch = graph.ok("batch_get_entities", names=["b", "E", "ghost"])
-    assert names(batch) == ["B", "E"] and batch["missing"] == ["ghost"] and "relations" not in batch
-    second = graph.ok("batch_get_entities", names=["b", "E"], offset=1, limit=1, mode="names")
+    batch = graph.ok("batch_get_entities", names=["B", "E", "ghost", "b"])
+    assert names(batch) == ["B", "E"] and batch["missing"] == ["ghost", "b"]
+    assert "relations" not in batch
+    second = graph.ok("batch_get_entities", names=["B", "E"], offset=1, limit=1, mode="names")
     assert second == {"entities": ["E"], "missing": [], "total": 2, "nextOffset": None}
 
 
 def test_get_entity(graph: ThreadedClient) -> None:
-    assert graph.ok("get_entity", name="e")["observations"] == ["dup", "dup"]
+    assert graph.ok("get_entity", name="E")["observations"] == ["dup", "dup"]
     assert "ghost" in graph.fails("get_entity", name="ghost")
 
 

@@ -50,21 +50,21 @@ def test_import_into_a_non_empty_store_renumbers_and_relinks(tmp_path: Path) -> 
     ]
 
     b = open_store(tmp_path / "b.sqlite")
-    remember(b, "b's own first memory", [OTHER], entities=[ops.EntitySpec("SHARED", "library")])
+    remember(b, "b's own first memory", [OTHER], entities=[ops.EntitySpec("Shared", "library")])
     added = tx(
         b,
         lambda c: transfer.import_records(
             c, transfer.parse_lines([json.dumps(r) for r in records])
         ),
     )
-    assert added["memories"] == 2 and added["entities"] == 1  # "Shared" is reused by canonical name
+    assert added["memories"] == 2 and added["entities"] == 1  # "Shared" is reused by name
     rows = dict(b.execute("SELECT content, id FROM memories"))
     assert rows["b's own first memory"] == 1 and rows["from a two"] == 2 and rows["from a one"] == 3
     b.execute("BEGIN")
     moved = ops.get_memory(b, 3)
     b.execute("ROLLBACK")
     assert moved is not None and moved["scopes"] == [REPO]
-    assert [e["name"] for e in moved["entities"]] == ["SHARED"]
+    assert [e["name"] for e in moved["entities"]] == ["Shared"]
     assert b.execute("SELECT item_id FROM vectors WHERE kind = 'memory'").fetchall() == [(3,)]
     again = tx(
         b,
@@ -148,7 +148,7 @@ def test_import_keeps_the_vectors_of_rows_that_already_exist(tmp_path: Path) -> 
     records = [json.dumps(r) for r in db.run_read(a, lambda c: list(transfer.export_lines(c)))]
 
     b = open_store(tmp_path / "b.sqlite")
-    remember(b, "b's own", [OTHER], entities=[ops.EntitySpec("shared")])
+    remember(b, "b's own", [OTHER], entities=[ops.EntitySpec("Shared")])
     mine = b"\x00\x00\x00@"  # 2.0
     tx(b, lambda c: ops.put_vector(c, "entity", 1, ops.Vec(mine, 1, "m", "r")))
     tx(b, lambda c: transfer.import_records(c, transfer.parse_lines(records)))

@@ -31,7 +31,7 @@ from typing import Annotated, BinaryIO
 import msgspec
 
 from ...protocol.errors import DomainError
-from ..store import limits, ops
+from ..store import limits
 from ..store.import_file import (
     MAX_LINE_BYTES,
     ImportRefused,
@@ -234,8 +234,7 @@ def import_graph(w: Writer, lines: Lines) -> dict[str, int]:
 
 def _import_entity(w: Writer, rec: EntityRecord, fresh_above: int, counts: dict[str, int]) -> None:
     conn, sc = w.conn, w.sc
-    canon = ops.canonical_name(rec.name)
-    ent = resolve(conn, sc, [rec.name], visible_only=False).get(canon)
+    ent = resolve(conn, sc, [rec.name], visible_only=False).get(rec.name)
     have: set[str] = set()
     if ent is None:
         ent = w.create_entity(rec.name, rec.entityType or "")
@@ -254,12 +253,11 @@ def _import_relation(w: Writer, rec: RelationRecord, counts: dict[str, int]) -> 
     conn, sc = w.conn, w.sc
     found = resolve(conn, sc, [rec.from_, rec.to], visible_only=False)
     for name in (rec.from_, rec.to):
-        canon = ops.canonical_name(name)
-        if canon not in found:
-            found[canon] = w.create_entity(name, "entity")
+        if name not in found:
+            found[name] = w.create_entity(name, "entity")
             counts["createdEndpoints"] += 1
-        elif not found[canon].visible:
-            w.link_entity(found[canon].id)
-            found[canon].visible = True
+        elif not found[name].visible:
+            w.link_entity(found[name].id)
+            found[name].visible = True
     created = create_relations(w, [(rec.from_, rec.relationType, rec.to)])
     counts["relations" if created else "existingRelations"] += 1

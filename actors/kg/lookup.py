@@ -5,8 +5,12 @@ The graph lives in the memory store's tables: an entity is a row of
 and an observation a memory of type ``observation`` linked to its entity
 through ``memory_entities``.
 
-Identity: entity names are matched the memtrio way, by ``canonical_name``
-(casefolded, whitespace collapsed), and returned as first written.
+Identity: an entity is its name exactly, as in the reference servers (``Alice``
+and ``alice`` are two entities; schema version 7). Every tool of the reference's
+surface that names entities (``open_nodes``, ``add_observations``, relation
+endpoints, ``get_entity``, ...) matches names exactly; ``search_nodes`` forgives
+case, as the reference's does. An exact name that is not found is reported with
+the entities that differ from it only in case or spacing (`near_names`).
 """
 
 from __future__ import annotations
@@ -49,52 +53,67 @@ class Ent:
 def resolve(
     conn: sqlite3.Connection, sc: Scoped, names: Iterable[str], visible_only: bool = True
 ) -> dict[str, Ent]:
-    """Entities by canonical name (one query per chunk); invisible ones only if asked."""
-    canon = list(dict.fromkeys(ops.canonical_name(n) for n in names))
+    """Entities by exact name (one query per chunk), keyed by name; invisible ones only if asked."""
+    wanted = list(dict.fromkeys(names))
     out: dict[str, Ent] = {}
-    for part in chunks(canon):
+    for part in chunks(wanted):
         for eid, name, kind, cname, vis in conn.execute(
             f"SELECT e.id, e.name, e.kind, e.canonical_name, {sc.entity()} FROM entities e "
-            f"WHERE e.canonical_name IN ({marks(len(part))})",
+            f"WHERE e.name IN ({marks(len(part))})",
             list(part),
         ):
             if vis or not visible_only:
-                out[cname] = Ent(eid, name, kind, cname, bool(vis))
+                out[name] = Ent(eid, name, kind, cname, bool(vis))
     return out
 
 
 def in_order(found: dict[str, Ent], names: Iterable[str]) -> list[Ent]:
     """The entities of ``found`` that ``names`` name, in the order first named, once each."""
-    ordered: dict[str, Ent] = {}
-    for n in names:
-        canon = ops.canonical_name(n)
-        if canon in found:
-            ordered.setdefault(canon, found[canon])
-    return list(ordered.values())
+    return [found[n] for n in dict.fromkeys(names) if n in found]
 
 
 def missing(found: dict[str, Ent], names: Iterable[str]) -> list[str]:
     """The names (once each, in order) that ``found`` lacks."""
-    return [n for n in dict.fromkeys(names) if ops.canonical_name(n) not in found]
+    return [n for n in dict.fromkeys(names) if n not in found]
 
 
-def require(found: dict[str, Ent], names: Iterable[str], what: str) -> None:
-    """Error handling: raises `NotFound` listing (the first ten of) the names not in ``found``."""
+def near_names(conn: sqlite3.Connection, sc: Scoped, names: Sequence[str], limit: int = 5) -> str:
+    """`` (names are case-sensitive: did you mean 'Alice'?)`` for visible entities whose
+    names differ from ``names`` only in case or spacing; "" when there are none."""
+    canon = list(dict.fromkeys(ops.canonical_name(n) for n in names[:SQL_CHUNK]))
+    rows = conn.execute(
+        f"SELECT e.name FROM entities e WHERE e.canonical_name IN ({marks(len(canon))}) "
+        f"AND {sc.entity()} ORDER BY e.id LIMIT ?",
+        [*canon, limit + 1],
+    ).fetchall()
+    if not rows:
+        return ""
+    shown = ", ".join(repr(r[0]) for r in rows[:limit]) + (" ..." if len(rows) > limit else "")
+    return f" (names are case-sensitive: did you mean {shown}?)"
+
+
+def require(
+    conn: sqlite3.Connection, sc: Scoped, found: dict[str, Ent], names: Iterable[str], what: str
+) -> None:
+    """Error handling: raises `NotFound` listing (the first ten of) the names not in
+    ``found``, and the entities whose names differ from them only in case or spacing."""
     absent = missing(found, names)
     if absent:
         shown = ", ".join(repr(n) for n in absent[:10]) + (" ..." if len(absent) > 10 else "")
         raise NotFound(
-            f"{what}: {plural(len(absent), 'entity')} not found ({shown}); "
+            f"{what}: {plural(len(absent), 'entity')} not found ({shown})"
+            f"{near_names(conn, sc, absent)}; "
             "create them with create_entities first (nothing was changed)"
         )
 
 
 def get_one(conn: sqlite3.Connection, sc: Scoped, name: str) -> Ent:
     """The visible entity ``name``. Error handling: raises `NotFound` when there is none."""
-    ent = resolve(conn, sc, [name]).get(ops.canonical_name(name))
+    ent = resolve(conn, sc, [name]).get(name)
     if ent is None:
         raise NotFound(
-            f"entity {name!r} not found (search_nodes finds entities by words of their names or observations)"
+            f"entity {name!r} not found{near_names(conn, sc, [name])} "
+            "(search_nodes finds entities by words of their names or observations)"
         )
     return ent
 

@@ -73,10 +73,9 @@ def _sources(w: Writer, sources: Sequence[str], target: str) -> list[Ent]:
     deleted, so each must be owned here).
     """
     found = resolve(w.conn, w.sc, sources)
-    require(found, sources, "merge_entities")
-    tcanon = ops.canonical_name(target)
-    srcs = list({ops.canonical_name(s): found[ops.canonical_name(s)] for s in sources}.values())
-    if any(s.canonical == tcanon for s in srcs):
+    require(w.conn, w.sc, found, sources, "merge_entities")
+    srcs = [found[s] for s in dict.fromkeys(sources)]
+    if any(s.name == target for s in srcs):
         raise BadArgument(
             "merge_entities: the target is also listed in `sources`; list only the entities to fold into it"
         )
@@ -94,7 +93,7 @@ def _target(w: Writer, target: str, entity_type: str | None, default_type: str) 
     Error handling: `ownership.SharedRow` (before any change) when a shared
     target would change type: a shared target only gains this server's rows.
     """
-    tgt = resolve(w.conn, w.sc, [target], visible_only=False).get(ops.canonical_name(target))
+    tgt = resolve(w.conn, w.sc, [target], visible_only=False).get(target)
     if tgt is not None and entity_type is not None and entity_type != tgt.kind:
         w.own.require(
             "entity", tgt.id, f"entity {tgt.name!r}",

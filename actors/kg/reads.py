@@ -10,7 +10,6 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from ..store import ops
 from .args import DescribeArgs, SearchRelationsArgs
 from .lookup import OBS_TYPE_SQL, Ent, get_one, in_order, missing, resolve
 from .records import JsonObject, entities_page, full_entity, page, relation_out
@@ -69,7 +68,7 @@ def entity_exists(conn: sqlite3.Connection, sc: Scoped, names: Sequence[str]) ->
     found = resolve(conn, sc, names)
     unique = list(dict.fromkeys(names))
     return {
-        "exists": {n: ops.canonical_name(n) in found for n in unique},
+        "exists": {n: n in found for n in unique},
         "missing": missing(found, unique),
     }
 
@@ -115,7 +114,7 @@ def search_relations(conn: sqlite3.Connection, sc: Scoped, args: SearchRelations
     rtype, offset = args.relationType, args.offset
     for name, col in ((args.from_, "r.source_id"), (args.to, "r.target_id")):
         if name is not None:
-            ent = resolve(conn, sc, [name]).get(ops.canonical_name(name))
+            ent = resolve(conn, sc, [name]).get(name)
             if ent is None:
                 return {"relations": [], "total": 0, "nextOffset": None}
             conds.append(f"{col} = ?")

@@ -92,7 +92,7 @@ async def embed_for(
     obs = list(dict.fromkeys(observations))
     ents: dict[str, str] = {}
     for name, kind in entities:
-        ents.setdefault(ops.canonical_name(name), ops.entity_document(name, kind or "entity"))
+        ents.setdefault(name, ops.entity_document(name, kind or "entity"))
     texts = [ops.memory_document(o) for o in obs]  # what `remember` would embed of each
     embedded = await store_tools.embed(app, [*texts, *ents.values()], "observation")
     if embedded is None:

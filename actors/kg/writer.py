@@ -29,7 +29,7 @@ from .view import Scoped, View
 
 @dataclass
 class Vectors:
-    """Embeddings computed before the write: by observation text and by entity canonical name."""
+    """Embeddings computed before the write: by observation text and by entity name."""
 
     observations: dict[str, Vec] = field(default_factory=dict)
     entities: dict[str, Vec] = field(default_factory=dict)
@@ -227,8 +227,8 @@ class Writer:
         return added
 
     def create_entity(self, name: str, kind: str) -> Ent:
-        canon = ops.canonical_name(name)
-        vec = self.vectors.entities.get(canon)
+        canon = ops.canonical_name(name)  # not the identity: the key of forgiving lookups
+        vec = self.vectors.entities.get(name)
         if self.batch is not None:
             eid = self.batch.entity(name, canon, kind)
             if vec is not None:

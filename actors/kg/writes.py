@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..store import ops
 from ..store.dialect import is_postgres
 from .lookup import OBS_TYPE_SQL, Ent, observation_texts, observations_of, require, resolve
 from .records import JsonObject, relation_out
@@ -75,7 +74,7 @@ def _refuse_shared_type_changes(
 ) -> None:
     """Error handling: `ownership.SharedRow` when an upsert would retype a shared entity."""
     for i, item in enumerate(items):
-        ent = found.get(ops.canonical_name(item.name))
+        ent = found.get(item.name)
         if ent is not None and item.entityType is not None and item.entityType != ent.kind:
             w.own.require(
                 "entity", ent.id, f"entity {ent.name!r}",
@@ -89,15 +88,15 @@ def _place_entity(
 ) -> tuple[Ent, bool] | None:
     """The entity ``item`` writes to and whether this call created it (or linked it here);
     None when create_entities skips it (already there, or named twice)."""
-    canon = ops.canonical_name(item.name)
-    ent = found.get(canon)
+    name = item.name
+    ent = found.get(name)
     created = False
-    if canon in seen:
+    if name in seen:
         if not upsert:
             return None  # the same name twice in one call: the first wins
     elif ent is None:
         kind = item.entityType if item.entityType is not None else "entity"
-        ent = found[canon] = w.create_entity(item.name, kind)
+        ent = found[name] = w.create_entity(name, kind)
         created = True
     elif not ent.visible:
         # Known in another scope only: now part of this one too, its type kept.
@@ -109,7 +108,7 @@ def _place_entity(
         if item.entityType is not None:
             w.note_kept_type(ent.id, item.entityType, where)
         return None  # already there: skipped, as the reference server does
-    seen.add(canon)
+    seen.add(name)
     assert ent is not None
     return ent, created
 
@@ -117,12 +116,12 @@ def _place_entity(
 def add_observations(w: Writer, items: Sequence[tuple[str, list[str]]]) -> list[JsonObject]:
     conn, sc = w.conn, w.sc
     found = resolve(conn, sc, [name for name, _ in items])
-    require(found, [name for name, _ in items], "add_observations")
-    ents = {found[ops.canonical_name(name)].id for name, _ in items}
+    require(conn, sc, found, [name for name, _ in items], "add_observations")
+    ents = {found[name].id for name, _ in items}
     known = observation_texts(conn, sc, list(ents))
     results: list[JsonObject] = []
     for name, contents in items:
-        ent = found[ops.canonical_name(name)]
+        ent = found[name]
         added = w.add_new_observations(ent.id, contents, known[ent.id])
         results.append({"entityName": ent.name, "addedObservations": added})
     w.touch(ents)
@@ -132,11 +131,11 @@ def add_observations(w: Writer, items: Sequence[tuple[str, list[str]]]) -> list[
 def create_relations(w: Writer, items: Sequence[tuple[str, str, str]]) -> list[dict[str, str]]:
     conn, sc = w.conn, w.sc
     found = resolve(conn, sc, [n for s, _, t in items for n in (s, t)])
-    require(found, [n for s, _, t in items for n in (s, t)], "create_relations")
+    require(conn, sc, found, [n for s, _, t in items for n in (s, t)], "create_relations")
     out = []
     seen: set[tuple[int, str, int]] = set()
     for src, rtype, tgt in items:
-        s, t = found[ops.canonical_name(src)], found[ops.canonical_name(tgt)]
+        s, t = found[src], found[tgt]
         key = (s.id, rtype, t.id)
         if key in seen:
             continue
@@ -221,7 +220,7 @@ def delete_observations(w: Writer, items: Sequence[tuple[str, list[str]]]) -> in
     found = resolve(conn, sc, [name for name, _ in items])
     chosen: dict[tuple[int, int], None] = {}  # (memory id, entity id), once each
     for i, (name, contents) in enumerate(items):
-        ent = found.get(ops.canonical_name(name))
+        ent = found.get(name)
         if ent is None:
             continue  # as the reference server: unknown entities are ignored
         wanted = set(contents)
@@ -248,7 +247,7 @@ def delete_relations(w: Writer, items: Sequence[tuple[str, str, str]]) -> int:
     found = resolve(conn, sc, [n for s, _, t in items for n in (s, t)])
     removed = 0
     for src, rtype, tgt in items:
-        s, t = found.get(ops.canonical_name(src)), found.get(ops.canonical_name(tgt))
+        s, t = found.get(src), found.get(tgt)
         if s is None or t is None:
             continue
         row = conn.execute(

@@ -1,8 +1,12 @@
 """Entities and the directed relations between them: validation, lookup, upsert.
 
-An entity is identified by its canonical name (`documents.canonical_name`), a
-relation by (source, type, target). Rows shared with a scope this server may
-not write keep their kind and metadata (see `ownership`).
+An entity is identified by its name exactly (case and spaces count, as in the
+reference servers: ``Alice`` and ``alice`` are two entities), a relation by
+(source, type, target). The memory tools (``remember``, ``relate``, ``graph``)
+find an entity by a name forgivingly (`match_entity`): the one named exactly so,
+else the only one whose name differs in case or spacing alone, else, when there
+are several, an error listing them. Rows shared with a scope this server may not
+write keep their kind and metadata (see `ownership`).
 """
 
 from __future__ import annotations
@@ -48,10 +52,37 @@ def validate_relation_type(relation: str) -> str:
     return clean
 
 
+MAX_CANDIDATES = 10  # names listed when a name matches several entities
+
+
+def match_entity(conn: sqlite3.Connection, name: str) -> tuple[int, str, str] | None:
+    """(id, name, kind) of the entity ``name`` means to a memory tool: the one named
+    exactly so, else the only one whose name differs from it in case or spacing
+    alone (`documents.canonical_name`); None when there is none.
+
+    Error handling: several such entities and none named exactly raise
+    `BadArgument` listing them (the first `MAX_CANDIDATES`).
+    """
+    row = conn.execute("SELECT id, name, kind FROM entities WHERE name = ?", (name,)).fetchone()
+    if row is not None:
+        return row[0], row[1], row[2]
+    rows = conn.execute(
+        "SELECT id, name, kind FROM entities WHERE canonical_name = ? ORDER BY id LIMIT ?",
+        (canonical_name(name), MAX_CANDIDATES + 1),
+    ).fetchall()
+    if len(rows) > 1:
+        shown = ", ".join(repr(r[1]) for r in rows[:MAX_CANDIDATES])
+        more = " ..." if len(rows) > MAX_CANDIDATES else ""
+        raise BadArgument(
+            f"entity {name!r}: no entity has exactly this name, and these differ from it only "
+            f"in case or spacing: {shown}{more}; names are case-sensitive: give one exactly"
+        )
+    return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
+
+
 def find_entity(conn: sqlite3.Connection, name: str) -> dict[str, object] | None:
-    row = conn.execute(
-        "SELECT id, name, kind FROM entities WHERE canonical_name = ?", (canonical_name(name),)
-    ).fetchone()
+    """`match_entity` as ``{id, name, kind}``."""
+    row = match_entity(conn, name)
     return {"id": row[0], "name": row[1], "kind": row[2]} if row else None
 
 
@@ -65,15 +96,13 @@ def upsert_entity(
 ) -> tuple[int, bool]:
     """Create or reuse the entity and link it to ``scope_ids_``. Returns (id, created).
 
-    An existing entity keeps its name. Its generic kind (``entity``) is
-    refined by a specific one when the entity is owned here; an entity shared
-    with a scope this server may not write keeps its kind, and a different
-    kind asked for is reported in ``warnings`` (see `ownership`).
+    The entity is `match_entity`'s (an existing one keeps its name), else a new
+    one named ``spec.name``. Its generic kind (``entity``) is refined by a
+    specific one when the entity is owned here; an entity shared with a scope
+    this server may not write keeps its kind, and a different kind asked for is
+    reported in ``warnings`` (see `ownership`). Error handling: `match_entity`'s.
     """
-    canon = canonical_name(spec.name)
-    row = conn.execute(
-        "SELECT id, name, kind FROM entities WHERE canonical_name = ?", (canon,)
-    ).fetchone()
+    row = match_entity(conn, spec.name)
     if row:
         entity_id, name, kind = row
         created = False
@@ -91,7 +120,7 @@ def upsert_entity(
     else:
         entity_id = conn.execute(
             "INSERT INTO entities (name, canonical_name, kind, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
-            (spec.name, canon, spec.kind, ts, ts),
+            (spec.name, canonical_name(spec.name), spec.kind, ts, ts),
         ).lastrowid
         created = True
     link_scopes(conn, "entity", entity_id, scope_ids_)
@@ -175,25 +204,31 @@ def upsert_relation(
 def missing_vectors(
     conn: sqlite3.Connection, entities: Sequence[EntitySpec], relations: Sequence[RelationSpec]
 ) -> tuple[set[str], set[tuple[str, str, str]]]:
-    """Which entities (canonical names) and relations (canonical triples) have no vector yet."""
+    """Which entities (by the name given) and relations (by the triple of names given)
+    have no vector yet; names are matched as a write will (`match_entity`)."""
+
+    def has_vector(kind: str, item: int) -> bool:
+        return (
+            conn.execute(
+                "SELECT 1 FROM vectors WHERE kind = ? AND item_id = ?", (kind, item)
+            ).fetchone()
+            is not None
+        )
+
     ent_missing: set[str] = set()
     for spec in entities:
-        canon = canonical_name(spec.name)
-        row = conn.execute(
-            "SELECT 1 FROM entities e JOIN vectors v ON v.kind = 'entity' AND v.item_id = e.id WHERE e.canonical_name = ?",
-            (canon,),
-        ).fetchone()
-        if row is None:
-            ent_missing.add(canon)
+        found = match_entity(conn, spec.name)
+        if found is None or not has_vector("entity", found[0]):
+            ent_missing.add(spec.name)
     rel_missing: set[tuple[str, str, str]] = set()
     for rel in relations:
-        key = (canonical_name(rel.source.name), rel.relation, canonical_name(rel.target.name))
-        row = conn.execute(
-            """SELECT 1 FROM relations r JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id
-               JOIN vectors v ON v.kind = 'relation' AND v.item_id = r.id
-               WHERE s.canonical_name = ? AND r.relation_type = ? AND t.canonical_name = ?""",
-            key,
-        ).fetchone()
-        if row is None:
-            rel_missing.add(key)
+        source, target = match_entity(conn, rel.source.name), match_entity(conn, rel.target.name)
+        row = None
+        if source is not None and target is not None:
+            row = conn.execute(
+                "SELECT id FROM relations WHERE source_id = ? AND relation_type = ? AND target_id = ?",
+                (source[0], rel.relation, target[0]),
+            ).fetchone()
+        if row is None or not has_vector("relation", row[0]):
+            rel_missing.add((rel.source.name, rel.relation, rel.target.name))
     return ent_missing, rel_missing

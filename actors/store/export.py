@@ -1,9 +1,9 @@
 """Export of the whole store as JSON lines (the format `records` reads back).
 
 One JSON object per line: a header, then scopes, entities, relations,
-memories, vectors and the recall log. Entities are keyed by canonical name,
-relations by (source, type, target), so an import into a store that already
-holds some of them reuses them.
+memories, vectors and the recall log. Entities are keyed by name (exactly, as
+the store identifies them), relations by (source, type, target), so an import
+into a store that already holds some of them reuses them.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def export_lines(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
 
     def triple(rid: int) -> list[str] | None:
         row = conn.execute(
-            """SELECT s.canonical_name, r.relation_type, t.canonical_name FROM relations r
+            """SELECT s.name, r.relation_type, t.name FROM relations r
                JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id WHERE r.id = ?""",
             (rid,),
         ).fetchone()
@@ -56,7 +56,7 @@ def export_lines(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
             "created_at": created, "updated_at": updated, "scopes": scopes_of("entity_scopes", "entity_id", eid),
         }  # fmt: skip
     for rid, src, rtype, tgt, meta, created in conn.execute(
-        """SELECT r.id, s.canonical_name, r.relation_type, t.canonical_name, r.metadata, r.created_at
+        """SELECT r.id, s.name, r.relation_type, t.name, r.metadata, r.created_at
            FROM relations r JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id
            ORDER BY r.id"""
     ):
@@ -69,7 +69,7 @@ def export_lines(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
     ):
         mid = row[0]
         entities = conn.execute(
-            "SELECT e.canonical_name FROM memory_entities me JOIN entities e ON e.id = me.entity_id WHERE me.memory_id = ?",
+            "SELECT e.name FROM memory_entities me JOIN entities e ON e.id = me.entity_id WHERE me.memory_id = ?",
             (mid,),
         )
         relations = conn.execute(
@@ -89,8 +89,7 @@ def export_lines(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
             item
             if kind == "memory"
             else (
-                conn.execute("SELECT canonical_name FROM entities WHERE id = ?", (item,)).fetchone()
-                or [None]
+                conn.execute("SELECT name FROM entities WHERE id = ?", (item,)).fetchone() or [None]
             )[0]
             if kind == "entity"
             else triple(item)

@@ -9,7 +9,7 @@ import msgspec
 
 from ...supervisors.context import CallContext
 from . import limits
-from .documents import canonical_name, entity_document, relation_document
+from .documents import entity_document, relation_document
 from .entities import (
     RelationSpec,
     find_entity,
@@ -47,12 +47,8 @@ async def relate(ctx: CallContext, args: RelateArgs) -> RelateResult:
             lambda conn: missing_vectors(conn, [source, target], [spec])
         )
         docs = {
-            0: entity_document(source.name, source.kind)
-            if canonical_name(source.name) in ent_missing
-            else None,
-            1: entity_document(target.name, target.kind)
-            if canonical_name(target.name) in ent_missing
-            else None,
+            0: entity_document(source.name, source.kind) if source.name in ent_missing else None,
+            1: entity_document(target.name, target.kind) if target.name in ent_missing else None,
             2: relation_document(source.name, relation_type, target.name) if rel_missing else None,
         }
         wanted = {k: d for k, d in docs.items() if d is not None}

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...protocol.errors import NotFound
-from .documents import canonical_name
 from .entities import EntitySpec, RelationSpec, upsert_entity, upsert_relation
 from .ownership import Ownership
 from .scope_rows import ensure_scope, memory_scope_names, scope_ids
@@ -37,7 +36,7 @@ class NewMemory:
     entities: list[EntitySpec] = field(default_factory=list)
     relations: list[RelationSpec] = field(default_factory=list)
     vector: Vec | None = None
-    entity_vectors: dict[str, Vec] = field(default_factory=dict)  # canonical name -> vector
+    entity_vectors: dict[str, Vec] = field(default_factory=dict)  # name as given -> vector
     relation_vectors: dict[tuple[str, str, str], Vec] = field(default_factory=dict)
 
 
@@ -74,18 +73,19 @@ def insert_memory(
     seen_entities: dict[str, int] = {}
 
     def entity(spec: EntitySpec) -> int:
-        canon = canonical_name(spec.name)
-        if canon in seen_entities:
-            return seen_entities[canon]
+        if spec.name in seen_entities:
+            return seen_entities[spec.name]
         entity_id, created = upsert_entity(conn, spec, sids, ts, own, warnings)
-        seen_entities[canon] = entity_id
+        seen_entities[spec.name] = entity_id
         conn.execute(
             "INSERT OR IGNORE INTO memory_entities (memory_id, entity_id) VALUES (?, ?)",
             (memory_id, entity_id),
         )
-        note_vector(conn, "entity", entity_id, new.entity_vectors.get(canon), created, changes)
+        note_vector(conn, "entity", entity_id, new.entity_vectors.get(spec.name), created, changes)
+        # The name as stored: a name differing in case or spacing only finds an entity.
+        stored = conn.execute("SELECT name FROM entities WHERE id = ?", (entity_id,)).fetchone()
         entities_out.append(
-            {"id": entity_id, "name": spec.name, "kind": spec.kind, "created": created}
+            {"id": entity_id, "name": stored[0], "kind": spec.kind, "created": created}
         )
         return entity_id
 
@@ -102,7 +102,7 @@ def insert_memory(
             "INSERT OR IGNORE INTO memory_relations (memory_id, relation_id) VALUES (?, ?)",
             (memory_id, relation_id),
         )
-        key = (canonical_name(rel.source.name), rel.relation, canonical_name(rel.target.name))
+        key = (rel.source.name, rel.relation, rel.target.name)
         note_vector(conn, "relation", relation_id, new.relation_vectors.get(key), created, changes)
         relations_out.append(
             {

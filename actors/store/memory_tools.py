@@ -24,7 +24,7 @@ from ...supervisors.context import AppContext, CallContext
 from ..ranker.handle import RANKER
 from . import limits
 from .access import ranked_rows, record_access
-from .documents import canonical_name, entity_document, memory_document, relation_document
+from .documents import entity_document, memory_document, relation_document
 from .entities import RelationSpec, missing_vectors, validate_entity, validate_relation_type
 from .lexical import lexical_search
 from .memories import (
@@ -110,16 +110,11 @@ async def remember(ctx: CallContext, args: RememberArgs) -> RememberResult:
         )
         ent_docs: dict[str, str] = {}
         for spec in endpoint_specs:
-            canon = canonical_name(spec.name)
-            if canon in ent_missing:
-                ent_docs.setdefault(canon, entity_document(spec.name, spec.kind))
+            if spec.name in ent_missing:
+                ent_docs.setdefault(spec.name, entity_document(spec.name, spec.kind))
         rel_docs: dict[tuple[str, str, str], str] = {}
         for rel in relations:
-            key = (
-                canonical_name(rel.source.name),
-                rel.relation,
-                canonical_name(rel.target.name),
-            )
+            key = (rel.source.name, rel.relation, rel.target.name)
             if key in rel_missing:
                 rel_docs.setdefault(
                     key, relation_document(rel.source.name, rel.relation, rel.target.name)

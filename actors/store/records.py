@@ -22,7 +22,10 @@ from .limits import MAX_CONTENT, MAX_LINKS, Importance, MemoryType, Scopes
 from .scopes import GLOBAL, REPO_PREFIX, ScopeError, check_syntax
 
 FORMAT = "memtrio-export"
-VERSION = 1
+# Version 2 refers to an entity by its name exactly (the store's identity since schema
+# version 7); version 1 by its canonical name (casefolded), which import still reads.
+VERSION = 2
+READS = (1, 2)
 
 MAX_ROW_ID = 2**63 - 1  # SQLite's INTEGER
 MAX_TIMESTAMP = 253_402_300_799.0  # 9999-12-31 23:59:59 UTC, the last time `datetime` shows
@@ -146,10 +149,10 @@ def _scope(name: str, where: str) -> str:
     return text
 
 
-def _canonical(name: str, where: str) -> str:
-    if not name or canonical_name(name) != name:
-        raise BadArgument(f"{where}: {printable(name, 200)!r} is not a canonical entity name")
-    return name
+def _entity_key(name: str, where: str) -> str:
+    """A reference to an entity: its name (version 2) or canonical name (version 1), which
+    `transfer.check` requires the file to define above."""
+    return limits.check_stored_name(name, where)
 
 
 def vector_bytes(rec: VectorRecord, where: str) -> bytes | None:
@@ -194,8 +197,8 @@ def check_record(rec: Record, number: int) -> None:
             for scope in rec.scopes:
                 _scope(scope, f"{at}: scopes")
         case RelationRecord():
-            _canonical(rec.source, f"{at}: source")
-            _canonical(rec.target, f"{at}: target")
+            _entity_key(rec.source, f"{at}: source")
+            _entity_key(rec.target, f"{at}: target")
             limits.check_type(rec.relation_type, f"{at}: relation_type", "relation_type")
             limits.check_metadata_text(rec.metadata, f"{at}: metadata")
             try:
@@ -210,10 +213,10 @@ def check_record(rec: Record, number: int) -> None:
             for scope in rec.scopes:
                 _scope(scope, f"{at}: scopes")
             for name in rec.entities:
-                _canonical(name, f"{at}: entities")
+                _entity_key(name, f"{at}: entities")
             for source, rtype, target in rec.relations:
-                _canonical(source, f"{at}: relations")
-                _canonical(target, f"{at}: relations")
+                _entity_key(source, f"{at}: relations")
+                _entity_key(target, f"{at}: relations")
                 limits.check_type(rtype, f"{at}: relations", "relation type")
         case VectorRecord():
             expected = {"memory": int, "entity": str, "relation": tuple}[rec.kind]
@@ -228,7 +231,7 @@ def check_record(rec: Record, number: int) -> None:
 
 _KEY_SHAPE = {
     "memory": "memory id",
-    "entity": "canonical entity name",
+    "entity": "entity name",
     "relation": "[source, relation_type, target] triple",
 }
 

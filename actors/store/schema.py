@@ -12,8 +12,10 @@ the knowledge-graph tools):
   words (``porter`` tokenizer; `stem` gives the same stems in Python).
 - scopes: ``global`` or ``repo:/absolute/path``; a memory, an entity and a
   relation link to the scopes it belongs to (``*_scopes``).
-- entities: one row per canonical name (``canonical_name`` = name casefolded and
-  whitespace-collapsed); ``kind`` is the entity type.
+- entities: one row per name, exactly as written (since version 7; case and
+  spaces count, as in the reference servers); ``canonical_name`` (the name
+  casefolded and whitespace-collapsed, not unique) serves the lookups that
+  forgive case and spacing; ``kind`` is the entity type.
 - relations: directed ``source_id -[relation_type]-> target_id``, unique per
   triple, with JSON ``metadata``.
 - memory_entities / memory_relations: what a memory mentions (a knowledge-graph
@@ -288,6 +290,64 @@ CREATE TRIGGER entities_embedding_delete AFTER DELETE ON entities BEGIN
 END;
 """
 
+# Version 7 (exact entity names): an entity is its name exactly, case and spaces
+# included, as in the reference servers (`Alice` and `alice` are two entities), so
+# the unique key moves from ``canonical_name`` to ``name``; ``canonical_name`` stays,
+# indexed, for the lookups that forgive case and spacing (search, recall's named
+# entities, the memory tools' `entities.match_entity`). SQLite cannot drop a column's
+# UNIQUE, so the table is rebuilt (SQLite's "generalized ALTER TABLE" steps, run by
+# `migrate` with foreign keys off, then checked): every row, id and the id high-water
+# mark are kept, and so are the FTS indexes (same ids, same contents), the triggers are
+# made again. Existing names were unique already (one per canonical name), so nothing
+# merges or splits.
+SCHEMA_VERSION_7 = """
+CREATE TABLE entities_v7 (
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    name           TEXT NOT NULL UNIQUE,
+    canonical_name TEXT NOT NULL,
+    kind           TEXT NOT NULL DEFAULT 'entity',
+    created_at     REAL NOT NULL,
+    updated_at     REAL NOT NULL
+);
+INSERT INTO entities_v7 (id, name, canonical_name, kind, created_at, updated_at)
+    SELECT id, name, canonical_name, kind, created_at, updated_at FROM entities ORDER BY id;
+DELETE FROM sqlite_sequence WHERE name = 'entities_v7';
+UPDATE sqlite_sequence SET name = 'entities_v7' WHERE name = 'entities';
+DROP TABLE entities;
+ALTER TABLE entities_v7 RENAME TO entities;
+CREATE INDEX entities_kind ON entities (kind);
+CREATE INDEX entities_canonical ON entities (canonical_name);
+CREATE TRIGGER entities_fts_insert AFTER INSERT ON entities BEGIN
+    INSERT INTO entities_fts (rowid, name, kind) VALUES (new.id, new.name, new.kind);
+END;
+CREATE TRIGGER entities_fts_delete AFTER DELETE ON entities BEGIN
+    INSERT INTO entities_fts (entities_fts, rowid, name, kind) VALUES ('delete', old.id, old.name, old.kind);
+END;
+CREATE TRIGGER entities_fts_update AFTER UPDATE OF name, kind ON entities BEGIN
+    INSERT INTO entities_fts (entities_fts, rowid, name, kind) VALUES ('delete', old.id, old.name, old.kind);
+    INSERT INTO entities_fts (rowid, name, kind) VALUES (new.id, new.name, new.kind);
+END;
+CREATE TRIGGER entities_trigram_insert AFTER INSERT ON entities BEGIN
+    INSERT INTO entities_trigram (rowid, name, kind) VALUES (new.id, new.name, new.kind);
+END;
+CREATE TRIGGER entities_trigram_delete AFTER DELETE ON entities BEGIN
+    INSERT INTO entities_trigram (entities_trigram, rowid, name, kind) VALUES ('delete', old.id, old.name, old.kind);
+END;
+CREATE TRIGGER entities_trigram_update AFTER UPDATE OF name, kind ON entities BEGIN
+    INSERT INTO entities_trigram (entities_trigram, rowid, name, kind) VALUES ('delete', old.id, old.name, old.kind);
+    INSERT INTO entities_trigram (rowid, name, kind) VALUES (new.id, new.name, new.kind);
+END;
+CREATE TRIGGER entities_vector_delete AFTER DELETE ON entities BEGIN
+    DELETE FROM vectors WHERE kind = 'entity' AND item_id = old.id;
+END;
+CREATE TRIGGER entities_chunks_delete AFTER DELETE ON entities BEGIN
+    DELETE FROM vector_chunks WHERE kind = 'entity' AND item_id = old.id;
+END;
+CREATE TRIGGER entities_embedding_delete AFTER DELETE ON entities BEGIN
+    DELETE FROM entity_embeddings WHERE entity_id = old.id;
+END;
+"""
+
 MIGRATIONS: list[str] = [
     SCHEMA_VERSION_1,
     SCHEMA_VERSION_2,
@@ -295,6 +355,7 @@ MIGRATIONS: list[str] = [
     SCHEMA_VERSION_4,
     SCHEMA_VERSION_5,
     SCHEMA_VERSION_6,
+    SCHEMA_VERSION_7,
 ]
 LATEST = len(MIGRATIONS)
 
@@ -306,29 +367,50 @@ class SchemaTooNew(UserError, RuntimeError):
 def migrate(conn: sqlite3.Connection) -> int:
     """Bring ``conn``'s database to `LATEST`, one transaction per migration.
 
+    Foreign keys are off while a migration runs (a table rebuilt drops the old
+    one, which must not cascade), and checked before it commits.
+
     Error handling: a database newer than this code raises `SchemaTooNew`
-    and is left untouched.
+    and is left untouched; a migration that would leave a dangling reference
+    raises `sqlite3.IntegrityError` and is rolled back.
     """
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version > LATEST:
         raise SchemaTooNew(
             f"the store has schema version {version}, newer than this memtrio ({LATEST}); upgrade memtrio"
         )
-    while version < LATEST:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            # Another process may have migrated while we waited for the lock.
-            current = conn.execute("PRAGMA user_version").fetchone()[0]
-            if current == version:
-                for statement in _statements(MIGRATIONS[version]):
-                    conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {version + 1}")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    keys = conn.execute("PRAGMA foreign_keys").fetchone()[0]
+    conn.execute("PRAGMA foreign_keys = OFF")  # outside a transaction, where it takes effect
+    try:
+        while version < LATEST:
+            _migrate_one(conn, version)
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+    finally:
+        conn.execute(f"PRAGMA foreign_keys = {'ON' if keys else 'OFF'}")
     return version
+
+
+def _migrate_one(conn: sqlite3.Connection, version: int) -> None:
+    """Run migration ``version`` -> ``version + 1`` in one transaction (unless another
+    process ran it while we waited for the lock)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if conn.execute("PRAGMA user_version").fetchone()[0] == version:
+            if conn.execute("PRAGMA foreign_keys").fetchone()[0]:
+                raise RuntimeError("schema migration inside a transaction: foreign keys still on")
+            for statement in _statements(MIGRATIONS[version]):
+                conn.execute(statement)
+            dangling = conn.execute("PRAGMA foreign_key_check").fetchone()
+            if dangling is not None:
+                raise sqlite3.IntegrityError(
+                    f"schema migration {version + 1} would leave a dangling reference "
+                    f"({dangling[0]} row {dangling[1]} -> {dangling[2]}); nothing was changed"
+                )
+            conn.execute(f"PRAGMA user_version = {version + 1}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def _statements(script: str) -> list[str]:

@@ -30,6 +30,7 @@ from .records import (
     FORMAT,
     NAMES,
     ORDER,
+    READS,
     VERSION,
     EntityRecord,
     HeaderRecord,
@@ -57,6 +58,12 @@ class Checked:
     lines: Callable[[], Iterator[tuple[int, bytes]]]
     schema_version: int
     max_ids: dict[str, int] = field(default_factory=dict)
+    version: int = VERSION  # of the format: 1 refers to entities by canonical name
+
+
+def entity_key(rec: EntityRecord, version: int) -> str:
+    """How the other records of a file of format ``version`` refer to the entity ``rec``."""
+    return rec.name if version >= 2 else rec.canonical_name
 
 
 class _Seen:
@@ -102,6 +109,7 @@ def check(lines: Callable[[], Iterator[tuple[int, bytes]]]) -> Checked:
     seen = _Seen()
     max_ids = {"entities": 0, "relations": 0, "memories": 0}
     schema_version = 0
+    version = VERSION
     rank = -1
     try:
         for number, line in lines():
@@ -123,11 +131,12 @@ def check(lines: Callable[[], Iterator[tuple[int, bytes]]]) -> Checked:
                         raise ImportRefused(
                             "not a memtrio export: the first line must be its header"
                         )
-                    if rec.version != VERSION:
+                    if rec.version not in READS:
                         raise ImportRefused(
-                            f"export format version {printable(str(rec.version), 40)} is not supported (this memtrio reads {VERSION})"
+                            f"export format version {printable(str(rec.version), 40)} is not supported "
+                            f"(this memtrio reads {' and '.join(map(str, READS))})"
                         )
-                    schema_version = rec.schema_version
+                    schema_version, version = rec.schema_version, rec.version
                 case ScopeRecord():
                     if not seen.add("scope", rec.name):
                         raise ImportRefused(
@@ -135,7 +144,7 @@ def check(lines: Callable[[], Iterator[tuple[int, bytes]]]) -> Checked:
                         )
                 case EntityRecord():
                     _once(seen, "entity id", rec.id, at)
-                    _once(seen, "entity", rec.canonical_name, at)
+                    _once(seen, "entity", entity_key(rec, version), at)
                     max_ids["entities"] = max(max_ids["entities"], rec.id)
                 case RelationRecord():
                     _once(seen, "relation id", rec.id, at)
@@ -158,7 +167,7 @@ def check(lines: Callable[[], Iterator[tuple[int, bytes]]]) -> Checked:
             raise ImportRefused("the file is empty (no records)")
     finally:
         seen.close()
-    return Checked(lines, schema_version, max_ids)
+    return Checked(lines, schema_version, max_ids, version)
 
 
 def _once(seen: _Seen, kind: str, key: Key, at: str) -> None:
@@ -204,11 +213,14 @@ class _Importer:
         )
         self.next_id = {t: _next_id(conn, t, checked.max_ids.get(t, 0)) for t in _TABLES}
         self.unchunked = checked.schema_version < 4  # before vector_chunks
-        # The file's memory ids -> the store's (and the content's length), off the heap.
+        self.version = checked.version
+        # The file's memory ids -> the store's (and the content's length), and the file's
+        # entity keys -> the store's ids, off the heap.
         self.memory_map = sqlite3.connect("", isolation_level=None)
         self.memory_map.execute(
             "CREATE TABLE m (old INTEGER PRIMARY KEY, new INTEGER, length INTEGER)"
         )
+        self.memory_map.execute("CREATE TABLE e (key TEXT PRIMARY KEY, id INTEGER) WITHOUT ROWID")
         self.memory_map.execute("BEGIN")
 
     def close(self) -> None:
@@ -245,25 +257,21 @@ class _Importer:
                 (item, ensure_scope(self.conn, name)),
             )
 
-    def entity(self, canonical: str) -> int:
-        return self.conn.execute(
-            "SELECT id FROM entities WHERE canonical_name = ?", (canonical,)
-        ).fetchone()[0]
+    def entity(self, key: str) -> int:
+        """The store's id of the entity the file refers to as ``key``."""
+        return int(self.memory_map.execute("SELECT id FROM e WHERE key = ?", (key,)).fetchone()[0])
 
     def relation(self, source: str, rtype: str, target: str) -> int | None:
         row = self.conn.execute(
-            """SELECT r.id FROM relations r JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id
-               WHERE s.canonical_name = ? AND r.relation_type = ? AND t.canonical_name = ?""",
-            (source, rtype, target),
+            "SELECT id FROM relations WHERE source_id = ? AND relation_type = ? AND target_id = ?",
+            (self.entity(source), rtype, self.entity(target)),
         ).fetchone()
         return row[0] if row else None
 
     # -- one record each --------------------------------------------------------
 
     def entity_record(self, rec: EntityRecord) -> None:
-        row = self.conn.execute(
-            "SELECT id FROM entities WHERE canonical_name = ?", (rec.canonical_name,)
-        ).fetchone()
+        row = self.conn.execute("SELECT id FROM entities WHERE name = ?", (rec.name,)).fetchone()
         if row:
             eid = row[0]
         else:
@@ -279,6 +287,7 @@ class _Importer:
                 ),
             ).lastrowid
             self.added["entities"] += 1
+        self.memory_map.execute("INSERT INTO e VALUES (?, ?)", (entity_key(rec, self.version), eid))
         self.link_scopes("entity_scopes", eid, rec.scopes)
 
     def relation_record(self, rec: RelationRecord) -> None:
@@ -381,7 +390,7 @@ def import_records(conn: sqlite3.Connection, checked: Checked) -> dict[str, int]
     A row keeps its id when the id is free in the store; otherwise it gets
     one above every id of the store and of the file, so it never takes the
     id of a later row of the file that could have kept its own. Entities are
-    reused by canonical name, relations by (source, type, target), and a
+    reused by name (exactly), relations by (source, type, target), and a
     memory with the same id, content and creation time is skipped.
     """
     importer = _Importer(conn, checked)

@@ -107,7 +107,7 @@ def with_vectors(
     unknown = missing(found, names)
     if unknown:
         raise NotFound(f"{what}: no such entities: {', '.join(map(repr, unknown))}")
-    ents = list({e.id: e for e in (found[ops.canonical_name(n)] for n in names)}.values())
+    ents = list({e.id: e for e in (found[n] for n in names)}.values())
     rows = table.rows_of(conn, [e.id for e in ents])
     lacking = [e.name for e in ents if e.id not in rows or rows[e.id].dim != dims]
     if lacking:
@@ -128,9 +128,7 @@ async def get_embedding(ctx: CallContext, args: A.EntityArgs) -> X.Embedding:
     service, view = await service_view(ctx)
 
     def op(conn: sqlite3.Connection) -> tuple[Ent, table.Row | None]:
-        ent = resolve(conn, Scoped(conn, view), [args.entityName]).get(
-            ops.canonical_name(args.entityName)
-        )
+        ent = resolve(conn, Scoped(conn, view), [args.entityName]).get(args.entityName)
         if ent is None:
             raise NotFound(f"entity {args.entityName!r} not found")
         return ent, table.rows_of(conn, [ent.id]).get(ent.id)

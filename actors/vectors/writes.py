@@ -23,7 +23,6 @@ from ...supervisors.context import CallContext
 from ..kg.lookup import Ent, resolve
 from ..kg.transactions import view_of
 from ..kg.view import Scoped, View
-from ..store import ops
 from ..store.ownership import Ownership, SharedRow
 from ..store.services import policy_of
 from . import args as A
@@ -67,7 +66,7 @@ def writable_entity(conn: sqlite3.Connection, view: View, name: str, action: str
     Error handling: `NotFound` for an unknown (or invisible) entity,
     `SharedRow` for one shared with a scope this server may not write.
     """
-    ent = resolve(conn, Scoped(conn, view), [name]).get(ops.canonical_name(name))
+    ent = resolve(conn, Scoped(conn, view), [name]).get(name)
     if ent is None:
         raise NotFound(f"entity {name!r} not found; create it first (create_entities)")
     Ownership(conn, view.writable).require("entity", ent.id, f"entity {ent.name!r}", action)

@@ -232,7 +232,17 @@ CREATE TABLE recall_log (
 {_cascade_triggers()}
 """
 
-MIGRATIONS: list[str] = [SCHEMA_VERSION_1]
+# Version 2 (exact entity names, SQLite's version 7): an entity is its name exactly,
+# so the unique key moves from ``canonical_name`` (kept, indexed, for the lookups that
+# forgive case and spacing) to ``name``. Every row stays as it is: names were unique
+# already (one per canonical name).
+SCHEMA_VERSION_2 = """
+ALTER TABLE entities DROP CONSTRAINT entities_canonical_name_key;
+ALTER TABLE entities ADD CONSTRAINT entities_name_key UNIQUE (name);
+CREATE INDEX entities_canonical ON entities (canonical_name);
+"""
+
+MIGRATIONS: list[str] = [SCHEMA_VERSION_1, SCHEMA_VERSION_2]
 LATEST = len(MIGRATIONS)
 
 
