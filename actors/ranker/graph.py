@@ -185,7 +185,8 @@ class RecallCache:
         self.adj: dict[int, set[int]] = {}
         self.scope_ids: dict[str, int] = {}
         self.type_codes: dict[str, int] = {}
-        self.entity_by_name: dict[str, int] = {}  # canonical name -> id
+        # canonical name -> the ids of the entities with it (names differing in case only)
+        self.entity_by_name: dict[str, list[int]] = {}
         self.entity_name: dict[int, str] = {}
         self.max_name_words = 1
         self.terms: TermGraph | None = TermGraph() if terms else None
@@ -335,12 +336,21 @@ class RecallCache:
 
     def _name_entity(self, item_id: int, canonical: object) -> None:
         canonical = as_text(canonical)
-        old = self.entity_name.pop(item_id, None)
-        if old is not None and self.entity_by_name.get(old) == item_id:
-            del self.entity_by_name[old]
+        self._unname_entity(item_id)
         self.entity_name[item_id] = canonical
-        self.entity_by_name[canonical] = item_id
+        self.entity_by_name.setdefault(canonical, []).append(item_id)
         self.max_name_words = max(self.max_name_words, len(canonical.split()))
+
+    def _unname_entity(self, item_id: int) -> None:
+        """Forget the name of ``item_id`` (`named_entities` no longer finds it)."""
+        old = self.entity_name.pop(item_id, None)
+        if old is None:
+            return
+        ids = self.entity_by_name.get(old, [])
+        if item_id in ids:
+            ids.remove(item_id)
+        if not ids:
+            self.entity_by_name.pop(old, None)
 
     # -- incremental updates ---------------------------------------------------
 
@@ -466,9 +476,7 @@ class RecallCache:
                     self.dates.pop(item_id, None)
                 self.index[kind].remove(item_id)
                 if kind == "entity":
-                    name = self.entity_name.pop(item_id, None)
-                    if name is not None and self.entity_by_name.get(name) == item_id:
-                        del self.entity_by_name[name]
+                    self._unname_entity(item_id)
                 continue
             row = alive[item_id]
             if kind == "memory":
@@ -579,13 +587,8 @@ class RecallCache:
         longest = min(self.max_name_words, 8)
         for size in range(1, longest + 1):
             for start in range(len(words) - size + 1):
-                entity_id = self.entity_by_name.get(" ".join(words[start : start + size]))
-                if (
-                    entity_id is not None
-                    and entity_id not in seen
-                    and entity_id < len(allowed)
-                    and allowed[entity_id]
-                ):
-                    seen.add(entity_id)
-                    found.append(entity_id)
+                for entity_id in self.entity_by_name.get(" ".join(words[start : start + size]), ()):
+                    if entity_id not in seen and entity_id < len(allowed) and allowed[entity_id]:
+                        seen.add(entity_id)
+                        found.append(entity_id)
         return found
