@@ -210,12 +210,13 @@ LENIENT = frozenset({"code"})
 # memtrio's own names and the flags leave the key unset.
 FALLBACKS: dict[str, tuple[str, str]] = {
     "MEMORY_FILE_PATH": ("store", "file"),
+    "MCP_MEMORY_DURABILITY": ("store", "durability"),
+    "MCP_TLS_CERT": ("serve", "tls_cert"),
+    "MCP_TLS_KEY": ("serve", "tls_key"),
 }
 
 # Short environment names: variable -> (section, key); applied in this order.
 ALIASES: dict[str, tuple[str, str]] = {
-    # The reference's (mcp-memory) name first: MEMTRIO_DURABILITY, applied after it, wins.
-    "MCP_MEMORY_DURABILITY": ("store", "durability"),
     "MEMTRIO_DURABILITY": ("store", "durability"),
     "MEMTRIO_STORE": ("store", "url"),
     "MEMTRIO_EMBEDDINGS": ("embedding", "enabled"),

@@ -17,9 +17,17 @@ _SHOWN = 80
 _SECRET_SHAPED = re.compile(r"://|(?<![a-z0-9])(?:pg_?|ssl)?password\s*=", re.IGNORECASE)
 
 
+# A variable or key whose name says it holds a secret: its value is never shown.
+_SECRET_NAME = re.compile(
+    r"(?:^|_)(?:TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|API_?KEY)(?:$|_)", re.IGNORECASE
+)
+
+
 def assigned(name: str, value: object, sep: str, from_text: bool = True) -> str:
     """``name``, ``sep`` and the value, for where a value came from (the name alone if
-    the value may hold a password)."""
+    the value may hold a password; ``<hidden>`` for a name that says it holds a secret)."""
+    if _SECRET_NAME.search(name) and not name.upper().endswith(("_FILE", "_PATH", "_DIR")):
+        return f"{name}{sep}<hidden>"
     return name if hidden(value) else f"{name}{sep}{show(value, from_text)}"
 
 

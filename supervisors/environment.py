@@ -27,6 +27,7 @@ MAX_WARNINGS = 20  # unknown names warned about one by one; the rest are counted
 # The other MEMTRIO_* variables memtrio reads (not settings): name -> what reads it.
 OTHER_ENV: dict[str, str] = {
     "MEMTRIO_HOME": "the data directory (--home)",
+    "MEMTRIO_MCP_UI": "memtrio mcp --ui: the owner binds the dashboard",
     "MEMTRIO_FAULTS": "fault points to switch on (supervisors/faults.py)",
     "MEMTRIO_FAULTS_SEED": "the seed of MEMTRIO_FAULTS probabilities",
     "MEMTRIO_TRANSPORT": "the transport of memtrio mcp / serve (--transport)",

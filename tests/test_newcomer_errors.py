@@ -36,7 +36,8 @@ TYPOS = {
     "MEMTRIO_RETRIEVAL_DAMPNG",
     "MEMTRIO_SOMETHING_ELSE",
     "MEMTRIO_ZZZQQQ",
-    "MEMTRIO_CODE_MAX_FILE",  # tests/test_reference_rows.py: a typo of a [code] key
+    "MEMTRIO_CODE_MAX_FILE",
+    "MEMTRIO_SERVE_AUTH_TOKEN",  # tests/test_reference_env.py: a token under a wrong name  # tests/test_reference_rows.py: a typo of a [code] key
 }
 
 

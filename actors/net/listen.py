@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...supervisors import trust
-from ...supervisors.config import Config, ConfigError, ServeConfig
+from ...supervisors.config import FALLBACKS, Config, ConfigError, ServeConfig
 from ...supervisors.grants import ANY, Grant, TokenGrant, serve_grants, token_digest
 from .tls import check_files
 
@@ -218,7 +219,7 @@ def resolve_listen(
                 raise ConfigError(f"MEMTRIO_PORT={raw_port} (environment): must be a port, 0-65535")
             port = int(raw_port)
     secret = _token(serve, env, token, token_file)
-    cert, key = _tls(serve, transport, tls_cert, tls_key)
+    cert, key = _tls(serve, transport, tls_cert, tls_key, env)
     listen = Listen(
         transport=transport,
         host=host,
@@ -259,8 +260,8 @@ def _token(
             f"--auth-token-file {token_file}",
             strict=serve.strict_permissions,
         )
-    elif env.get("MEMTRIO_AUTH_TOKEN", "").strip():
-        secret = env["MEMTRIO_AUTH_TOKEN"].strip()
+    elif (named := _token_variable(env)) is not None:
+        secret = named
     elif serve.auth_token_file:
         secret = read_token_file(
             Path(serve.auth_token_file).expanduser(),
@@ -272,31 +273,79 @@ def _token(
     return secret
 
 
+# The bearer token by value: memtrio's variable, then the reference's (mcp-memory) name.
+TOKEN_VARIABLES = ("MEMTRIO_AUTH_TOKEN", "MCP_MEMORY_AUTH_TOKEN")
+
+
+def _token_variable(env: Mapping[str, str]) -> str | None:
+    """The token of the first of `TOKEN_VARIABLES` set, or None.
+
+    Error handling: one set to blanks only is a `ConfigError` naming it (it would
+    otherwise serve without auth); the token itself is never in a message.
+    """
+    for var in TOKEN_VARIABLES:
+        raw = env.get(var, "")
+        if raw:
+            if not raw.strip():
+                raise ConfigError(
+                    f"{var} is blank: set the token in it, or unset it "
+                    "(a blank token would serve without auth)"
+                )
+            return raw.strip()
+    return None
+
+
 def _tls(
-    serve: ServeConfig, transport: str, tls_cert: str | None, tls_key: str | None
+    serve: ServeConfig,
+    transport: str,
+    tls_cert: str | None,
+    tls_key: str | None,
+    env: Mapping[str, str],
 ) -> tuple[str | None, str | None]:
-    """The TLS certificate chain and key (flags over ``[serve]``), checked (`tls.check_files`)."""
+    """The TLS certificate chain and key (flags over ``[serve]``), checked (`tls.check_files`);
+    messages name where each came from (the flag, the variable read, or the key)."""
     cert = tls_cert if tls_cert is not None else (serve.tls_cert or None)
     key = tls_key if tls_key is not None else (serve.tls_key or None)
+    cert_label = "--tls-cert" if tls_cert is not None else _tls_source("tls_cert", env)
+    key_label = "--tls-key" if tls_key is not None else _tls_source("tls_key", env)
     if bool(cert) != bool(key):
-        given, missing = ("--tls-cert", "--tls-key") if cert else ("--tls-key", "--tls-cert")
+        given = cert_label if cert else key_label
+        missing = _counterpart(given)
         raise ConfigError(
             f"{given} was given without {missing}: TLS needs both the certificate chain and its key"
         )
     if cert and transport == "tcp":
-        raise ConfigError("TLS is served on http and ws, not tcp: drop --tls-cert/--tls-key")
-    for label, path in (("--tls-cert", cert), ("--tls-key", key)):
+        raise ConfigError(
+            f"TLS is served on http and ws, not tcp: drop {cert_label} and {key_label}"
+        )
+    for label, path in ((cert_label, cert), (key_label, key)):
         if path and not Path(path).expanduser().is_file():
             raise ConfigError(f"{label} {path}: no such file")
     if cert and key:
         check_files(
             Path(cert).expanduser(),
             Path(key).expanduser(),
-            cert_label="--tls-cert" if tls_cert is not None else "[serve] tls_cert",
-            key_label="--tls-key" if tls_key is not None else "[serve] tls_key",
+            cert_label=cert_label,
+            key_label=key_label,
             strict=serve.strict_permissions,
         )
     return cert, key
+
+
+def _counterpart(label: str) -> str:
+    """The key's spelling of a certificate's label (``MCP_TLS_CERT``: ``MCP_TLS_KEY``), and
+    the reverse: the one missing is named as the user would write it."""
+    swap = {"cert": "key", "key": "cert", "CERT": "KEY", "KEY": "CERT"}
+    return re.sub(r"cert|key|CERT|KEY", lambda m: swap[m.group(0)], label)
+
+
+def _tls_source(key: str, env: Mapping[str, str]) -> str:
+    """Where ``[serve] <key>`` came from: memtrio's variable, the reference's, or the file."""
+    reference = [var for var, setting in FALLBACKS.items() if setting == ("serve", key)]
+    for var in (f"MEMTRIO_SERVE_{key.upper()}", *reference):
+        if env.get(var, ""):
+            return var
+    return f"[serve] {key}"
 
 
 # How each command's user chooses the address.
