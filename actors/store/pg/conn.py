@@ -25,6 +25,7 @@ says nothing was written.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -198,12 +199,23 @@ class PgConnection:
     def closed(self) -> bool:
         return self.raw.closed
 
+    def _failed(self, exc: psycopg.Error) -> sqlite3.DatabaseError:
+        """``exc`` as the store's error; a connection lost with its server (`StoreConnectionLost`:
+        the server went away, or libpq was left mid-pipeline by it) is closed here, so it holds
+        no transaction any more (the server rolled it back) and its next use reopens it
+        (`revive`): the call fails, the writer goes on."""
+        err = _as_sqlite_error(exc, self.url)
+        if isinstance(err, StoreConnectionLost) and not self.raw.closed:
+            with contextlib.suppress(Exception):
+                self.raw.close()
+        return err
+
     def execute(self, sql: str, params: Params = None) -> Cursor:
         """Run one statement (see the module doc); errors are sqlite3's (`PgError` and kin)."""
         try:
             return self._execute(sql, params)
         except psycopg.Error as exc:
-            raise _as_sqlite_error(exc, self.url) from exc
+            raise self._failed(exc) from exc
 
     def _execute(self, sql: str, params: Params) -> Cursor:
         word = sql.strip().upper()
@@ -237,7 +249,7 @@ class PgConnection:
         try:
             cur.executemany(text.encode(), [tuple(r) for r in rows])  # type: ignore[arg-type]
         except psycopg.Error as exc:
-            raise _as_sqlite_error(exc, self.url) from exc
+            raise self._failed(exc) from exc
         return Cursor(cur, False)
 
     def close(self) -> None:
