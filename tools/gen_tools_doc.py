@@ -206,6 +206,7 @@ class RawClient:
     def __init__(self, home: Path, cwd: Path, args: tuple[str, ...] = ()) -> None:
         env = {k: os.environ[k] for k in PASSTHROUGH if k in os.environ}
         env.update(MEMTRIO_HOME=str(home), MEMTRIO_EMBEDDINGS="off", PYTHONUNBUFFERED="1")
+        env["MEMTRIO_SERVE_ATTACH"] = "off"  # the embedded server: no owner outlives the tool
         env.update(VECTORS_ENV)
         env["MEMTRIO_SERVER_OUTPUT_SCHEMA"] = "true"  # to document each result's fields
         self.process = subprocess.Popen(
