@@ -5,14 +5,14 @@ pings and an attached session writes (the flood itself: `actors.chaos.flood`).""
 from __future__ import annotations
 
 import secrets
+from functools import partial
 from typing import Any
 
 import trio
 
-from ..client import Caller
 from ..flood import Probe, measure, percentile
-from ..harness import Ledger, Run, content_for, remember
-from .transports import end_sessions, stop_owner
+from ..harness import Ledger, Run
+from .transports import end_sessions, steady, stop_owner
 
 # net-connection-flood: the flood, the descriptor limit of the server, and what an authorised
 # client may wait at worst meanwhile (the p99 target, 100 ms, is the load test's:
@@ -40,7 +40,8 @@ async def net_connection_flood(run: Run) -> None:
     writer = await run.tcp_session(owner, "attached-writer")
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(paced, run, writer, ledger, f"{run.name}-attached", stop)
+        writes = partial(steady, pause=0.05, role="attached during the flood")
+        nursery.start_soon(writes, run, writer, ledger, f"{run.name}-attached", stop)
         figures = await measure(
             kind,
             "127.0.0.1",
@@ -77,18 +78,6 @@ async def net_connection_flood(run: Run) -> None:
     await stop_owner(run, owner)
     out.errors_seen, out.errors_expected, out.errors_exact = ledger.errors, 0, True
     run.verify(home, ledger)
-
-
-async def paced(run: Run, client: Caller, ledger: Ledger, tag: str, stop: trio.Event) -> None:
-    """Writes, one every 50 ms, until ``stop``: each must be acknowledged."""
-    n = 0
-    while not stop.is_set():
-        outcome = await remember(client, ledger, content_for(tag, n, run.rng), timeout=60)
-        if outcome != "acked":
-            run.out.violations.append(f"{tag} (attached during the flood): write {n} was {outcome}")
-            return
-        n += 1
-        await trio.sleep(0.05)
 
 
 async def flood_cleared(run: Run, kind: str, port: int, token: str) -> None:

@@ -124,15 +124,27 @@ async def net_drop_resume(run: Run) -> None:
     run.verify(home, ledger)
 
 
-async def steady(run: Run, client: Caller, ledger: Ledger, tag: str, stop: trio.Event) -> None:
-    """Writes one after another until ``stop``: each must be acknowledged."""
+async def steady(
+    run: Run,
+    client: Caller,
+    ledger: Ledger,
+    tag: str,
+    stop: trio.Event,
+    *,
+    pause: float = 0.0,
+    role: str = "a surviving session",
+) -> None:
+    """Writes one after another (``pause`` seconds apart) until ``stop``: each must be
+    acknowledged; the first that is not is a violation naming the writer's ``role``."""
     n = 0
     while not stop.is_set():
         outcome = await remember(client, ledger, content_for(tag, n, run.rng), timeout=60)
         if outcome != "acked":
-            run.out.violations.append(f"{tag} (a surviving session): write {n} was {outcome}")
+            run.out.violations.append(f"{tag} ({role}): write {n} was {outcome}")
             return
         n += 1
+        if pause:
+            await trio.sleep(pause)
 
 
 async def vanish(run: Run, session: Session, ledger: Ledger, tag: str) -> None:
