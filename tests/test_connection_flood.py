@@ -29,6 +29,7 @@ from memtrio.actors.net import admission as admission_module
 from memtrio.actors.net.accept import GatedListener, gate, serve_gated
 from memtrio.actors.net.admission import Admission, Budget
 from memtrio.actors.net.connections import Connections
+from memtrio.actors.net.throttle import Throttle
 from serve_helpers import serve_process, tcp_client, ws_client
 
 P99_LIMIT = 0.100
@@ -272,3 +273,19 @@ async def test_an_authorised_session_outlives_auth_timeout(
     stats = report["structuredContent"]["transports"]["sockets"]["listeners"][kind]
     assert stats["expired"] == 0 and stats["evicted"] == 0, stats
     assert stats["authorised"] >= 1 and stats["unauthenticated"] == 0, stats
+
+
+def test_a_flood_logs_a_bounded_number_of_lines_however_fast_it_comes() -> None:
+    """Refusals and evictions log the first few, then a line per interval with the count:
+    a faster machine (more refusals per second) must not mean more log lines."""
+    now = [0.0]
+    throttle = Throttle(first=10, every=10.0, clock=lambda: now[0])
+    logged = []
+    for second in range(60):
+        now[0] = float(second)
+        for _ in range(5000):  # 5,000 refusals a second: 300,000 in the minute
+            if throttle.due():
+                logged.append(throttle.count)
+    assert throttle.count == 300_000
+    assert logged[:10] == list(range(1, 11))
+    assert len(logged) <= 10 + 7, logged  # one line per ten seconds after the first ten

@@ -37,6 +37,7 @@ import trio
 
 from ...supervisors import trace
 from .admission import Admission, Ticket
+from .throttle import Throttle
 
 # Seconds a silent newcomer to a full pool may wait on probation for its first bytes, and
 # how often the waiting ones are looked at.
@@ -127,6 +128,7 @@ class GatedListener(trio.abc.AsyncResource):
         self.tls = tls
         self.socket = listener.socket
         self.pauses = 0
+        self._pause_log = Throttle(first=1)
         self.probation: deque[tuple[trio.SocketStream, float]] = deque()
         self._arrival = trio.Event()
         self._handler: Handler | None = None
@@ -156,7 +158,7 @@ class GatedListener(trio.abc.AsyncResource):
                 if exc.errno not in CAPACITY_ERRNOS:
                     raise
                 self.pauses += 1
-                if self.pauses == 1 or self.pauses % 100 == 0:
+                if self._pause_log.due():
                     trace.warning(self.admission.name, "accept_paused", pauses=self.pauses,
                                   error=errno.errorcode.get(exc.errno or 0, str(exc)))  # fmt: skip
                 await trio.sleep(ACCEPT_RETRY)

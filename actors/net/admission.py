@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import trio
 
 from ...supervisors import trace
+from .throttle import Throttle
 
 # Descriptors a serving process keeps free for everything but accepted sockets (the
 # store's connections, the code index, logs, worker pipes): an eighth of the limit,
@@ -202,6 +203,9 @@ class Admission:
         self.expired = 0
         self.evicted = 0
         self.refused = 0
+        self._refusal_log = Throttle()
+        self._eviction_log = Throttle(first=1)
+        self._expiry_log = Throttle(first=1)
         self._ids = itertools.count(1)
         self._changed = trio.Event()
         self._idle = True  # the deadline task waits for a pending connection
@@ -249,7 +253,7 @@ class Admission:
         self.refused += 1
         if why == "socket budget":
             self.budget.refused += 1
-        if self.refused <= 10 or self.refused % 1000 == 0:
+        if self._refusal_log.due():
             trace.event(self.name, "connection_refused", level="warning", why=why,
                         sockets=self.budget.open, count=self.refused)  # fmt: skip
 
@@ -284,7 +288,7 @@ class Admission:
         """Shut ``victim`` down to make room."""
         self._drop(victim)
         self.evicted += 1
-        if self.evicted == 1 or self.evicted % 1000 == 0:
+        if self._eviction_log.due():
             trace.event(self.name, "unauthenticated_evicted", level="warning", peer=victim.peer,
                         total=self.evicted, pending_limit=self.unauth_limit)  # fmt: skip
         victim.shut()
@@ -352,7 +356,7 @@ class Admission:
     def _expire(self, ticket: Ticket) -> None:
         self._drop(ticket)
         self.expired += 1
-        if self.expired == 1 or self.expired % 1000 == 0:
+        if self._expiry_log.due():
             trace.event(self.name, "unauthenticated_expired", level="info", peer=ticket.peer,
                         total=self.expired, auth_timeout=self.auth_timeout)  # fmt: skip
         ticket.shut()

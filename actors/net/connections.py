@@ -21,13 +21,12 @@ import trio
 from ...supervisors import trace
 from ...supervisors.supervisor import ONE_FOR_ONE, ChildSpec, Escalation, Supervisor
 from .admission import ATTACH_RESERVE, ATTACH_UNAUTH_LIMIT, Admission, Budget
+from .throttle import Throttle
 
 # A connection's actors restarting faster than this are broken: the connection closes.
 CONNECTION_MAX_RESTARTS = 5
 CONNECTION_PERIOD = 10.0
 # Refusals logged per transport and reason: the first ones, then one in so many.
-LOG_FIRST = 10
-LOG_EVERY = 1000
 
 
 @dataclass
@@ -68,7 +67,7 @@ class Connections:
         self.accepted = 0
         self.refused = 0
         self.failed = 0
-        self._refusals: dict[tuple[str, str], int] = {}
+        self._refusals: dict[tuple[str, str], Throttle] = {}
         self._ids = itertools.count(1)
 
     def admission(
@@ -117,15 +116,15 @@ class Connections:
     def refuse(self, transport: str, peer: str, why: str) -> None:
         """Count and log a connection turned away (the transport answers it).
 
-        The log is rate-limited per transport and reason (the first `LOG_FIRST` refusals,
-        then one in `LOG_EVERY`, with the count): a flood of refused connections must
-        not flood the log and stderr too."""
+        The log is rate-limited per transport and reason (`Throttle`: the first ten,
+        then a line every ten seconds with the count): a flood of refused connections
+        must not flood the log and stderr too."""
         self.refused += 1
         key = (transport, why.split(":", 1)[0][:40])
-        count = self._refusals[key] = self._refusals.get(key, 0) + 1
-        if count <= LOG_FIRST or count % LOG_EVERY == 0:
+        throttle = self._refusals.setdefault(key, Throttle())
+        if throttle.due():
             trace.event("net", "connection_refused", level="warning", transport=transport,
-                        peer=peer, why=why, count=count)  # fmt: skip
+                        peer=peer, why=why, count=throttle.count)  # fmt: skip
 
     def open(self, transport: str, peer: str) -> Connection:
         """Register a new connection (the caller checked `full`)."""
