@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import stores  # noqa: E402 - after the path is set up
 from mcp_client import TRANSPORTS, selected_transport  # noqa: E402
 from memtrio.actors.net.spawn import kill_owners  # noqa: E402
+from memtrio.actors.store.direct import Direct  # noqa: E402
 from memtrio.supervisors import faults  # noqa: E402
 
 # A `memtrio mcp` a test starts serves embedded, in its own process, unless the test
@@ -107,6 +108,23 @@ def pg_server() -> Iterator[stores.PgServer]:
     server = stores.PgServer()
     yield server
     server.close()
+
+
+@pytest.fixture(params=stores.STORES)
+def direct(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Direct]:
+    """A fresh store opened without its actors (`direct.Direct`), once on SQLite and once on
+    PostgreSQL (a database of its own on the session's server): the storage contract suite
+    drives every storage interface through it, on both backends."""
+    url = None
+    if request.param == "postgresql":
+        if os.environ.get("MEMTRIO_TEST_STORES") == "sqlite":
+            pytest.skip("MEMTRIO_TEST_STORES=sqlite")
+        url = request.getfixturevalue("pg_server").database()
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    store = Direct(home / "memtrio.sqlite", url)
+    yield store
+    store.close()
 
 
 @pytest.fixture

@@ -257,7 +257,7 @@ async def test_recall_uses_the_ranker_when_asked_and_falls_back_to_lexical(home:
         assert (query, memory_type, limit) == ("anything", "Decision", 10) and len(scope_ids) == 2
 
         store = app.service(STORE)
-        foreign = await store.write(
+        foreign = await store.write_conn(
             lambda conn: ops.insert_memory(
                 conn, ops.NewMemory("elsewhere", scopes=["repo:/else/.git"])
             )[0]["id"]

@@ -41,7 +41,7 @@ def export_jsonl(args: argparse.Namespace, run: AppRunner) -> int:
             return count
 
         with export_output(args.file) as out:
-            count = await store.read(lambda conn: write(conn, out))
+            count = await store.read_conn(lambda conn: write(conn, out))
         if args.file not in (None, "-"):
             say(f"exported {plural(count, 'line')} (reference memory.jsonl format) to {args.file}")
         return 0
@@ -73,7 +73,7 @@ def import_jsonl(args: argparse.Namespace, run: AppRunner, file: BinaryIO) -> in
             return Written(counts, w.changes)
 
         try:
-            result: dict[str, Any] = await store.write(op, name="import_jsonl")
+            result: dict[str, Any] = await store.write_conn(op, name="import_jsonl")
         except ImportRefused as exc:  # the file changed since it was checked
             raise refused(args, exc) from None
         result["scope"] = view.current

@@ -56,7 +56,7 @@ async def read_small(
 async def _read(ctx: CallContext, fn: Callable[[sqlite3.Connection, Scoped], T], inline: bool) -> T:
     store = store_tools.store_of(ctx.app)
     view = view_of(await store_tools.policy_of(ctx))
-    result: T = await store.read(lambda conn: fn(conn, Scoped(conn, view)), inline=inline)
+    result: T = await store.read_conn(lambda conn: fn(conn, Scoped(conn, view)), inline=inline)
     return result
 
 
@@ -72,7 +72,7 @@ async def write(
         w = Writer(conn, view, vectors)
         return Written((fn(w), w.warnings), w.changes)
 
-    result: tuple[T, list[str]] = await store.write(op, name=name)
+    result: tuple[T, list[str]] = await store.write_conn(op, name=name)
     return result
 
 

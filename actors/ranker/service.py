@@ -202,7 +202,7 @@ class Ranker:
             async def fetch_lexical() -> None:
                 nonlocal lexical
                 try:
-                    lexical = await store.read(lambda conn: rank_mod.fts_candidates(conn, query))
+                    lexical = await store.read_conn(lambda conn: rank_mod.fts_candidates(conn, query))
                 except (DomainError, sqlite3.Error):
                     lexical = None  # the actor queries its own connection instead
 
@@ -548,7 +548,7 @@ class Ranker:
         embedder = self.app.find(EMBEDDER)
         if store is None or embedder is None:
             return 0
-        docs = await store.read(lambda conn: read_documents(conn, missing))
+        docs = await store.read_conn(lambda conn: read_documents(conn, missing))
         if not docs:
             return 0
         # Long texts take several windows each: bound the text per recall, not only the
@@ -568,6 +568,6 @@ class Ranker:
             trace.warning(ACTOR, "backfill_failed", error=str(exc))
             return 0
         op = vector_writer([(kind, item_id) for kind, item_id, _ in docs], result)
-        await store.write(op, name="backfill_vectors")
+        await store.write_conn(op, name="backfill_vectors")
         trace.event(ACTOR, "backfilled", count=len(docs), model=result.model)
         return len(docs)

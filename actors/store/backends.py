@@ -10,10 +10,13 @@ that no message or log line shows them.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from . import db, dsn
+from .interfaces import StoreTx
 
 SQLITE = "sqlite"
 STORE_ORIGIN = "the store URL (--store, [store] url or MEMTRIO_STORE)"
@@ -43,6 +46,18 @@ def _pg(url: str, origin: str = STORE_ORIGIN) -> ModuleType:
     dsn.register(url)
     dsn.check(url, origin)
     return pool
+
+
+def tx_factory(url: str | None) -> Callable[[Any], StoreTx]:
+    """How a connection of the store at ``url`` is seen through the storage interfaces: the
+    backend is chosen here, once, where the store is opened (`interfaces.StoreTx`)."""
+    if url is not None and url != SQLITE:
+        from .pg.tx import tx as pg_tx  # psycopg: PostgreSQL stores only
+
+        return pg_tx
+    from .sqlite.tx import tx as sqlite_tx
+
+    return sqlite_tx
 
 
 def check_url(url: str, origin: str) -> None:

@@ -182,7 +182,7 @@ def cmd_list(args: argparse.Namespace, run: AppRunner) -> int:
     async def body(app: AppContext) -> int:
         store = tools.store_of(app)
         selection = store.policy.select(_scopes(args))
-        rows = await store.read(
+        rows = await store.read_conn(
             lambda conn: list_memories(conn, selection, args.type, args.limit, args.offset)
         )
         memories = msgspec.to_builtins([memory_result(row, Memory) for row in rows])
@@ -287,7 +287,7 @@ def cmd_flush(args: argparse.Namespace, run: AppRunner) -> int:
             result, changes = transfer.flush(conn, store.policy, args.all)
             return Written(result, changes)
 
-        result = await store.write(op, name="flush")
+        result = await store.write_conn(op, name="flush")
         result["scopes"] = "all" if args.all else store.policy.writable
         emit(
             args,
@@ -347,7 +347,7 @@ def cmd_export(args: argparse.Namespace, run: AppRunner) -> int:
     async def body(app: AppContext) -> int:
         store = tools.store_of(app)
         with export_output(args.file) as out:
-            counts = await store.read(lambda conn: write(conn, out))
+            counts = await store.read_conn(lambda conn: write(conn, out))
         if args.file not in (None, "-"):
             say(
                 f"exported {_counts(counts['memory'], counts['entity'], counts['relation'])}, "
@@ -384,7 +384,7 @@ def _import_memtrio(args: argparse.Namespace, run: AppRunner, checked: transfer.
             return Written(transfer.import_records(conn, checked), [Change(kind="reset")])
 
         try:
-            result = await store.write(op, name="import")
+            result = await store.write_conn(op, name="import")
         except ImportRefused as exc:  # the file changed since it was checked
             raise refused(args, exc) from None
         emit(

@@ -144,7 +144,7 @@ async def _vector_report(app: AppContext, store: Store) -> dict[str, Any]:
     v = app.config.vectors
     rule = value_rule(v.backend, v.metric, v.quantization)
     model_rule = value_rule(v.backend, "cos", v.quantization)
-    return await store.read(lambda conn: audit(conn, v.dims, rule, model_rule))
+    return await store.read_conn(lambda conn: audit(conn, v.dims, rule, model_rule))
 
 
 def _vector_lines(report: dict[str, Any]) -> list[str]:
@@ -166,9 +166,9 @@ async def _database_report(store: Store) -> dict[str, Any]:
         def check(conn: sqlite3.Connection) -> dict[str, Any]:
             return {**pg_schema.check(conn), "counts": counts(conn)}  # type: ignore[arg-type]
 
-        report = await store.write(check, name="doctor")
+        report = await store.write_conn(check, name="doctor")
         return {"database": dsn.shown(store.url), **report}
-    report = await store.write(_check_database, name="doctor")
+    report = await store.write_conn(_check_database, name="doctor")
     size = sum(
         p.stat().st_size for p in store.path.parent.glob(store.path.name + "*") if p.is_file()
     )

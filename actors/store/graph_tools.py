@@ -43,7 +43,7 @@ async def relate(ctx: CallContext, args: RelateArgs) -> RelateResult:
     vectors: dict[int, Vec] = {}  # 0: source, 1: target, 2: relation
     if embedder_of(app) is not None:
         spec = RelationSpec(source, relation_type, target)
-        ent_missing, rel_missing = await store.read(
+        ent_missing, rel_missing = await store.read_conn(
             lambda conn: missing_vectors(conn, [source, target], [spec])
         )
         docs = {
@@ -96,7 +96,7 @@ async def relate(ctx: CallContext, args: RelateArgs) -> RelateResult:
             changes,
         )
 
-    result = await store.write(op, name="relate")
+    result = await store.write_conn(op, name="relate")
     result["warnings"] = [*warnings, *result["warnings"]]
     return msgspec.convert(result, RelateResult)
 
@@ -104,7 +104,7 @@ async def relate(ctx: CallContext, args: RelateArgs) -> RelateResult:
 async def graph(ctx: CallContext, args: GraphArgs) -> GraphResult:
     store = store_of(ctx.app)
     selection = await scoped((await policy_of(ctx)).select, args.scopes)
-    paths = await store.read(
+    paths = await store.read_conn(
         lambda conn: graph_paths(
             conn, args.entity, args.direction, args.max_depth, args.limit, selection
         )

@@ -168,18 +168,18 @@ async def run_maintenance(
         steps[table] = 0
         for _ in range(MAX_STEPS):
             steps[table] += 1
-            if await store.write(merge_step(table), name="fts_merge"):  # type: ignore[arg-type]
+            if await store.write_conn(merge_step(table), name="fts_merge"):  # type: ignore[arg-type]
                 break
         else:
             merged = False
     freed, left = 0, 0
     for _ in range(MAX_STEPS if mode == 2 else 0):
-        step_freed, left = await store.write(vacuum_step, name="incremental_vacuum")
+        step_freed, left = await store.write_conn(vacuum_step, name="incremental_vacuum")
         freed += step_freed
         if left == 0 or step_freed == 0:
             break
     if mode != 2:
-        left = await store.read(lambda c: c.execute("PRAGMA freelist_count").fetchone()[0])
+        left = await store.read_conn(lambda c: c.execute("PRAGMA freelist_count").fetchone()[0])
     async with lock:
         busy, log, done = await trio.to_thread.run_sync(checkpoint, conn)
     return MaintenanceReport(

@@ -105,7 +105,7 @@ async def remember(ctx: CallContext, args: RememberArgs) -> RememberResult:
     warnings: list[str] = []
     if embedder_of(app) is not None:
         endpoint_specs = [*entities, *(s for r in relations for s in (r.source, r.target))]
-        ent_missing, rel_missing = await store.read(
+        ent_missing, rel_missing = await store.read_conn(
             lambda conn: missing_vectors(conn, endpoint_specs, relations)
         )
         ent_docs: dict[str, str] = {}
@@ -135,7 +135,7 @@ async def remember(ctx: CallContext, args: RememberArgs) -> RememberResult:
         result, changes = insert_memory(conn, new, writable=policy.writable)
         return Written(result, changes)
 
-    result = await store.write(op, name="remember")
+    result = await store.write_conn(op, name="remember")
     result["memory_type"] = memory_type
     result["warnings"] = [*warnings, *result["warnings"]]
     return msgspec.convert(result, RememberResult)
@@ -158,7 +158,7 @@ async def rank(
     warnings: list[str] = []
     ranker = app.find(RANKER) if use_embeddings and app.config.embedding.enabled else None
     if ranker is not None:
-        ids = await store.read(lambda conn: scope_ids(conn, selection))
+        ids = await store.read_conn(lambda conn: scope_ids(conn, selection))
         try:
             ranked = await ranker.recall(
                 query, sorted(ids.values()), memory_type, limit, explain=reasons is not None
@@ -176,7 +176,7 @@ async def rank(
             if reasons is not None:
                 reasons.update(getattr(ranked, "reasons", {}))
             return [(int(i), float(s)) for i, s in ranked][:limit], "semantic", warnings
-    ranked = await store.read(
+    ranked = await store.read_conn(
         lambda conn: lexical_search(conn, query, selection, memory_type, limit)
     )
     if reasons is not None:
@@ -231,21 +231,21 @@ async def recall(ctx: CallContext, args: RecallArgs) -> RecallResult:
     tokens: int | None = None
     if args.max_tokens is not None:
         budget = args.max_tokens
-        candidates = await store.read(lambda conn: ranked_rows(conn, selection, ranked))
+        candidates = await store.read_conn(lambda conn: ranked_rows(conn, selection, ranked))
         ranked, tokens = within_budget(candidates, budget, args.limit)
     try:
         if policy.grant is not None and policy.grant.read_only:
             # A read-only token leaves no trace: no access counted, no recall log line.
-            rows = await store.read(lambda conn: ranked_rows(conn, selection, ranked))
+            rows = await store.read_conn(lambda conn: ranked_rows(conn, selection, ranked))
         else:
-            rows = await store.write(
+            rows = await store.write_conn(
                 lambda conn: record_access(conn, "recall", args.query, selection, ranked),
                 name="recall",
             )
     except sqlite3.OperationalError as exc:
         # A full or read-only disk: answer from a read connection, uncounted.
         trace.warning(ACTOR, "recall_access_not_recorded", error=str(exc))
-        rows = await store.read(lambda conn: ranked_rows(conn, selection, ranked))
+        rows = await store.read_conn(lambda conn: ranked_rows(conn, selection, ranked))
         warnings.append(f"the access could not be recorded ({exc}); results are unaffected")
     return RecallResult(
         memories=[
@@ -266,17 +266,17 @@ async def stats(ctx: CallContext, args: StatsArgs) -> StatsResult:
     policy = await policy_of(ctx)
     if policy.grant is not None and policy.grant.restricted:
         # Only what the grant may read: the counts say nothing of other repositories.
-        stored = await store.read(scope_counts)
+        stored = await store.read_conn(scope_counts)
         readable = [name for name in stored if policy.may_read(name)]
-        result = await store.read(lambda conn: visible_counts(conn, readable))
+        result = await store.read_conn(lambda conn: visible_counts(conn, readable))
     else:
-        result = await store.read(counts)
+        result = await store.read_conn(counts)
     return StatsResult(**result, current_scope=policy.current)
 
 
 async def list_scopes(ctx: CallContext, args: ListScopesArgs) -> ListScopesResult:
     store = store_of(ctx.app)
-    stored = await store.read(scope_counts)
+    stored = await store.read_conn(scope_counts)
     policy = await policy_of(ctx)
     names = sorted(n for n in set(stored) | {policy.current, GLOBAL} if policy.may_read(n))
     return ListScopesResult(
@@ -310,7 +310,7 @@ async def inspect(ctx: CallContext, args: InspectArgs) -> InspectResult:
         assert updated is not None
         return updated
 
-    found = await (store.read(op) if read_only else store.write(op, name="inspect"))
+    found = await (store.read_conn(op) if read_only else store.write_conn(op, name="inspect"))
     return memory_result(_shown(found, policy), InspectResult)
 
 
@@ -330,7 +330,7 @@ async def update(ctx: CallContext, args: UpdateArgs) -> UpdateResult:
     warnings: list[str] = []
     if content is not None and embedder_of(app) is not None:
         # Refuse before embedding; the write re-checks inside its transaction.
-        current = await store.read(
+        current = await store.read_conn(
             lambda conn: writable_memory(conn, args.id, policy, selection, "update")
         )
         if current["content"] != content:
@@ -347,7 +347,7 @@ async def update(ctx: CallContext, args: UpdateArgs) -> UpdateResult:
         )  # fmt: skip
         return Written(result, changes)
 
-    result = await store.write(op, name="update")
+    result = await store.write_conn(op, name="update")
     return memory_result(_shown(result, policy), UpdateResult, warnings=warnings)
 
 
@@ -360,4 +360,4 @@ async def forget(ctx: CallContext, args: ForgetArgs) -> ForgetResult:
         result, changes = delete_memory(conn, args.id, policy, selection)
         return Written(result, changes)
 
-    return msgspec.convert(await store.write(op, name="forget"), ForgetResult)
+    return msgspec.convert(await store.write_conn(op, name="forget"), ForgetResult)

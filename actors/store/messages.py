@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from typing import Literal
 
 import msgspec
 
 from ...protocol.messages import Request
+from .interfaces import StoreTx
 
 
 class Transact(Request, tag=True):
-    """Run ``op(conn)`` in one write transaction on the only write connection.
+    """Run ``op(tx)`` in one write transaction on the only write connection, ``tx`` the
+    transaction seen through the storage interfaces (`interfaces.StoreTx`).
 
     The answer is ``op``'s value (a `Written`'s ``value``, its changes going to
     the store's listeners); an exception ``op`` raises fails the request and
     rolls the transaction back. ``name`` labels the write in the trace log.
     """
 
-    op: Callable[[sqlite3.Connection], object]
+    op: Callable[[StoreTx], object]
     name: str = ""
 
 

@@ -26,7 +26,7 @@ import secrets
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
 import trio
@@ -36,6 +36,7 @@ from ...supervisors import faults, trace
 from ...supervisors.context import ServiceKey
 from ...supervisors.supervisor import ChildContext, Mailbox
 from . import backends, db
+from .interfaces import StoreTx
 from .messages import Change, StoreRequest, Transact
 from .scopes import ScopePolicies, ScopePolicy
 
@@ -57,10 +58,11 @@ Listener = Callable[[Sequence[Change]], None]
 class Store:
     """The client handle of the store (published under `STORE`).
 
-    - ``await store.write(op, name=...)``: run ``op(conn)`` in one write
+    - ``await store.write(op, name=...)``: run ``op(tx)`` in one write
       transaction on the StoreWriter; returns its value (see `Written`).
-    - ``await store.read(op)``: run ``op(conn)`` in one read transaction on a
-      pool connection, in a thread.
+    - ``await store.read(op, name=...)``: run ``op(tx)`` in one read transaction on a
+      pool connection, in a thread. ``tx`` is the transaction seen through the
+      storage interfaces (`interfaces.StoreTx`), ``name`` the operation the trace shows.
     - ``store.default_scope`` / ``store.policy``: the current scope and the
       read/write scope rules of the server's own directory (the CLI's);
       ``store.policies``: those of each session's repository (a tool call uses
@@ -89,6 +91,8 @@ class Store:
         self.mailbox = mailbox
         self._listeners: list[Listener] = []
         self._pool: db.ReadPool | None = None
+        # The backend, chosen once: how a connection is seen through the interfaces.
+        self.make_tx: Callable[[Any], StoreTx] = backends.tx_factory(url)
 
     @property
     def default_scope(self) -> str:
@@ -96,22 +100,33 @@ class Store:
 
     async def write(
         self,
-        op: Callable[[sqlite3.Connection], Written[T]] | Callable[[sqlite3.Connection], T],
+        op: Callable[[StoreTx], Written[T]] | Callable[[StoreTx], T],
         name: str = "",
     ) -> T:
+        """``op(tx)`` in one write transaction on the StoreWriter; ``name`` (else the
+        function's name) is the operation the trace log shows."""
+        name = name or _name_of(op)
         return await self.mailbox.call(Transact(op=op, name=name, trace=trace.current.get()))
 
-    async def read(self, op: Callable[[sqlite3.Connection], T], inline: bool = False) -> T:
-        """``op(conn)`` in one read transaction; ``inline``: a small indexed read, tried on
-        the event loop first (`db.ReadPool`)."""
+    async def read(self, op: Callable[[StoreTx], T], inline: bool = False, name: str = "") -> T:
+        """``op(tx)`` in one read transaction; ``inline``: a small indexed read, tried on
+        the event loop first (`db.ReadPool`); ``name`` as for `write`."""
         pool = self._pool
         if pool is None:
             raise Unavailable("the memory store is not running (starting or restarting); try again")
+        make_tx = self.make_tx
         try:
-            with trace.span(ACTOR, "read", op=getattr(op, "__name__", "op")):
-                return await pool.run(op, inline)
+            with trace.span(ACTOR, "read", op=name or _name_of(op)):
+                return await pool.run(lambda conn: op(make_tx(conn)), inline)
         except db.PoolClosed:
             raise Unavailable("the memory store is restarting; try again") from None
+
+    # TRANSITIONAL: operations not yet behind a storage interface (`interfaces.StoreTx.conn`).
+    async def write_conn(self, op: Callable[[Any], T], name: str = "") -> T:
+        return await self.write(lambda tx: op(tx.conn), name=name or _name_of(op))
+
+    async def read_conn(self, op: Callable[[Any], T], inline: bool = False) -> T:
+        return await self.read(lambda tx: op(tx.conn), inline, name=_name_of(op))
 
     def add_listener(self, fn: Listener) -> Callable[[], None]:
         self._listeners.append(fn)
@@ -133,6 +148,15 @@ class Store:
                     listener=getattr(fn, "__qualname__", repr(fn)),
                     error=f"{type(exc).__name__}: {exc}",
                 )
+
+
+def _name_of(op: Callable[..., object]) -> str:
+    """An operation's name for the trace log: its function's (a lambda's is its module's)."""
+    func = getattr(op, "func", op)  # functools.partial
+    name = getattr(func, "__qualname__", "") or type(func).__name__
+    if "<lambda>" in name:
+        return f"{getattr(func, '__module__', '').rsplit('.', 1)[-1]}.<lambda>"
+    return name
 
 
 def _run_op(
@@ -257,7 +281,10 @@ async def _transact_one(
             with trace.span(ACTOR, "write", op=cmd.name) as extra:
                 try:
                     # A running op is never abandoned: its thread finishes first.
-                    op = cmd.op if store.url is None else _announcing(cmd.op, store.origin)
+                    make_tx, tx_op = store.make_tx, cmd.op
+                    op: Callable[[sqlite3.Connection], object] = lambda c: tx_op(make_tx(c))  # noqa: E731
+                    if store.url is not None:
+                        op = _announcing(op, store.origin)
                     result = await _transact(conn, op, busy_ms)
                 except Exception as exc:  # noqa: BLE001 - the op's failure is the caller's
                     if conn.in_transaction:

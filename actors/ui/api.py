@@ -188,7 +188,7 @@ class Api:
         return msgspec.to_builtins(await tool.handler(self.ctx, args))
 
     async def read(self, op: Callable[[sqlite3.Connection], Json]) -> Json:
-        return await store_of(self.app).read(op)
+        return await store_of(self.app).read_conn(op)
 
     async def selection(self, query: Query) -> list[str]:
         return await scoped((await policy_of(self.ctx)).select, _scopes(query))

@@ -133,7 +133,7 @@ async def get_embedding(ctx: CallContext, args: A.EntityArgs) -> X.Embedding:
             raise NotFound(f"entity {args.entityName!r} not found")
         return ent, table.rows_of(conn, [ent.id]).get(ent.id)
 
-    ent, row = await service.store.read(op)
+    ent, row = await service.store.read_conn(op)
     if row is None:
         raise NotFound(f"entity {ent.name!r} has no embedding")
     # Any stored dimension is given back (`dims` says which), never a value JSON cannot hold.
@@ -154,7 +154,7 @@ async def search_entities(ctx: CallContext, args: A.SearchArgs) -> X.SearchResul
 
 async def search_by_entity(ctx: CallContext, args: A.ByEntityArgs) -> X.SearchResults:
     service, view = await service_view(ctx)
-    ents, vecs = await service.store.read(
+    ents, vecs = await service.store.read_conn(
         lambda conn: with_vectors(
             conn, view, [args.entityName], service.dims, "vector_search_by_entity", service.rule
         )
@@ -174,7 +174,7 @@ async def recommend(ctx: CallContext, args: A.RecommendArgs) -> X.SearchResults:
         neg, nvecs = with_vectors(conn, view, args.negative, service.dims, "negative", service.rule)
         return pos, pvecs, neg, nvecs
 
-    pos, pvecs, neg, nvecs = await service.store.read(op)
+    pos, pvecs, neg, nvecs = await service.store.read_conn(op)
     query = ranking.recommend_query(pvecs, nvecs, normalize=service.metric == "cos")
     exclude = [e.id for e in (*pos, *neg)]
     return hits(await service.search(view, query, args.topK, exclude=exclude))
@@ -187,7 +187,7 @@ async def mmr_search(ctx: CallContext, args: A.MmrArgs) -> X.SearchResults:
     fetch = max(args.fetchK or max(4 * args.topK, 20), args.topK)
     pool = await service.search(view, query, fetch)
     ids = [e.id for e, _ in pool]
-    rows = await service.store.read(lambda conn: table.rows_of(conn, ids))
+    rows = await service.store.read_conn(lambda conn: table.rows_of(conn, ids))
     stored = [
         (e.id, rows[e.id].vec) for e, _ in pool if e.id in rows and rows[e.id].dim == service.dims
     ]
@@ -225,7 +225,7 @@ async def hybrid_search(ctx: CallContext, args: A.HybridArgs) -> X.HybridResults
     query = await query_of(ctx, service, args.queryEmbedding, args.text, "queryEmbedding")
     pool = max(4 * args.topK, TEXT_POOL)
     by_vector = await service.search(view, query, pool)
-    by_text = await service.store.read(lambda conn: text_ranking(conn, view, args.queryText, pool))
+    by_text = await service.store.read_conn(lambda conn: text_ranking(conn, view, args.queryText, pool))
     ents = {e.id: e for e in by_text} | {e.id: e for e, _ in by_vector}
     fused = ranking.rrf(
         [e.id for e, _ in by_vector], [e.id for e in by_text], args.vecWeight, args.textWeight
@@ -276,9 +276,9 @@ async def store_stats(ctx: CallContext, args: A.NoArgs) -> X.VectorStats:
         size, figures = len(index), index.stats()
         skipped, first = service.skipped_report()
     graph = await service.graph(view)
-    seen = await service.store.read(lambda conn: visible(conn, view, [i for i, _ in first], None))
+    seen = await service.store.read_conn(lambda conn: visible(conn, view, [i for i, _ in first], None))
     return X.VectorStats(
-        embeddings=await service.store.read(op),
+        embeddings=await service.store.read_conn(op),
         dims=service.dims,
         metric=service.metric,
         backend=service.backend,

@@ -171,7 +171,7 @@ class VectorService:
         self._generation += 1
         self._pending = None
         dims = self.dims
-        count, self.other_dims = await store.read(lambda conn: table.counts(conn, dims))
+        count, self.other_dims = await store.read_conn(lambda conn: table.counts(conn, dims))
         index = self.new_index(count)
         if defer and index.kind == "hnsw" and self._nursery is not None:
             self._pending = set()
@@ -189,7 +189,7 @@ class VectorService:
             if rows:
                 skipped.update(self._add(index, rows))
 
-        await store.read(load)
+        await store.read_conn(load)
         await trio.to_thread.run_sync(index.reindex)
         self.index = index
         self.skipped = skipped
@@ -214,7 +214,7 @@ class VectorService:
         start = time.perf_counter()
         dims = self.dims
         try:
-            rows: list[tuple[int, object]] = await store.read(
+            rows: list[tuple[int, object]] = await store.read_conn(
                 lambda conn: list(table.scan(conn, dims))
             )
 
@@ -286,7 +286,7 @@ class VectorService:
             return
         if self._pending is not None:  # a graph is being built: it needs these too
             self._pending.update(wanted)
-        rows = await store.read(lambda conn: table.rows_of(conn, wanted))
+        rows = await store.read_conn(lambda conn: table.rows_of(conn, wanted))
         keep = [(r.entity_id, r.vec) for r in rows.values() if r.dim == self.dims]
         gone = [i for i in wanted if i not in rows or rows[i].dim != self.dims]
         bad = self._add(self.index, keep) if keep else {}
@@ -348,7 +348,7 @@ class VectorService:
         self, view: View, ids: np.ndarray, entity_type: str | None
     ) -> dict[int, Ent]:
         wanted = [int(i) for i in ids.tolist()]
-        return await self.store.read(lambda conn: visible(conn, view, wanted, entity_type))
+        return await self.store.read_conn(lambda conn: visible(conn, view, wanted, entity_type))
 
     async def _allowed(self, view: View, entity_type: str | None, skip: set[int]) -> set[int]:
         tsql, tparams = type_filter(entity_type)
@@ -366,7 +366,7 @@ class VectorService:
                 if r[0] not in skip
             }
 
-        return await self.store.read(op)
+        return await self.store.read_conn(op)
 
     # -- the graph cache ---------------------------------------------------------------
 
@@ -391,7 +391,7 @@ class VectorService:
                 edges += 1
             return GraphDegrees(degrees, edges)
 
-        built = await self.store.read(op)
+        built = await self.store.read_conn(op)
         self._graphs[key] = built
         return built
 

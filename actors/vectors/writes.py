@@ -82,7 +82,7 @@ async def upsert_embedding(ctx: CallContext, args: A.UpsertArgs) -> X.Upserted:
         ent = writable_entity(conn, view, args.entityName, "set its embedding")
         return ent, table.put(conn, ent.id, blob, service.dims, model)
 
-    ent, created = await service.store.write(op, name="vector_upsert_embedding")
+    ent, created = await service.store.write_conn(op, name="vector_upsert_embedding")
     await service.refresh([ent.id])
     return X.Upserted(entityName=ent.name, dims=service.dims, model=model, created=created)
 
@@ -114,7 +114,7 @@ async def batch_upsert(ctx: CallContext, args: A.BatchUpsertArgs) -> X.BatchUpse
             written.append(ent.id)
         return written, refused
 
-    written, refused = await service.store.write(op, name="vector_batch_upsert")
+    written, refused = await service.store.write_conn(op, name="vector_batch_upsert")
     await service.refresh(written)
     errors = sorted([*errors, *refused], key=lambda e: e.index)
     return X.BatchUpserted(
@@ -130,6 +130,6 @@ async def delete_embedding(ctx: CallContext, args: A.EntityArgs) -> X.Deleted:
         ent = writable_entity(conn, view, args.entityName, "delete its embedding")
         return ent, table.delete(conn, ent.id)
 
-    ent, deleted = await service.store.write(op, name="vector_delete_embedding")
+    ent, deleted = await service.store.write_conn(op, name="vector_delete_embedding")
     await service.refresh([ent.id])
     return X.Deleted(entityName=ent.name, deleted=deleted)

@@ -242,6 +242,26 @@ class PgConnection:
         cur.execute(PRAGMAS[name].encode())
         return Cursor(cur, False)
 
+    def native(self, sql: str, params: Params = None) -> psycopg.Cursor[tuple[Any, ...]]:
+        """Run ``sql`` as written, in PostgreSQL's own dialect (``%s`` placeholders, nothing
+        translated): the statements of the storage interfaces' PostgreSQL modules.
+        Errors are the store's (`PgError` and kin), as `execute`'s."""
+        cur = self.raw.cursor()
+        args = params if isinstance(params, dict) else tuple(params or ())
+        try:
+            cur.execute(sql.encode(), args)  # type: ignore[arg-type]
+        except psycopg.Error as exc:
+            raise self._failed(exc) from exc
+        return cur
+
+    def native_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        """`native` for a batch of parameter rows (``executemany``)."""
+        cur = self.raw.cursor()
+        try:
+            cur.executemany(sql.encode(), [tuple(r) for r in rows])  # type: ignore[arg-type]
+        except psycopg.Error as exc:
+            raise self._failed(exc) from exc
+
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Cursor:
         text, _ = translate(sql)
         text = text.removesuffix(" RETURNING id")

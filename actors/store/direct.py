@@ -1,0 +1,83 @@
+"""The store opened in the calling thread, without its actors: for one-shot commands and the
+storage contract suite.
+
+`Direct.write(fn)` runs ``fn(tx)`` in one write transaction (``BEGIN IMMEDIATE`` on SQLite,
+the write lock on PostgreSQL) and commits it; `Direct.read(fn)` runs ``fn(tx)`` in one
+read transaction on a read-only connection. ``tx`` is the transaction seen through the
+storage interfaces (`interfaces.StoreTx`), exactly as the StoreWriter and the read pool
+give it: the backend is chosen once, here, from the URL.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from . import backends, db
+from .interfaces import StoreTx
+
+T = TypeVar("T")
+
+
+class Direct:
+    """One write connection and one read connection of the store at ``path`` / ``url``."""
+
+    def __init__(
+        self,
+        path: Path,
+        url: str | None = None,
+        *,
+        busy_timeout_ms: int = 5000,
+        durability: str = "full",
+    ) -> None:
+        self.path = path
+        self.url = None if url == backends.SQLITE else url
+        self.busy_timeout_ms = busy_timeout_ms
+        self.make_tx: Callable[[Any], StoreTx] = backends.tx_factory(self.url)
+        self._writer: Any = backends.open_writer(
+            path, self.url, busy_timeout_ms=busy_timeout_ms, durability=durability
+        )
+        self._reader: Any = None
+
+    def write(self, fn: Callable[[StoreTx], T]) -> T:
+        """``fn(tx)`` in one write transaction, committed; rolled back if ``fn`` raises.
+        A `writer.Written` result gives its ``value``."""
+        conn = self._writer
+        db.begin_immediate(conn, self.busy_timeout_ms)
+        try:
+            result = fn(self.make_tx(conn))
+            conn.execute("COMMIT")
+        except BaseException:
+            db.rollback_quietly(conn)
+            raise
+        return getattr(result, "value", result) if _is_written(result) else result
+
+    def read(self, fn: Callable[[StoreTx], T]) -> T:
+        """``fn(tx)`` in one read transaction (a consistent snapshot) on a read-only connection."""
+        if self._reader is None:
+            self._reader = backends.open_reader(self.path, self.url, self.busy_timeout_ms)
+        make_tx = self.make_tx
+        return db.run_read(self._reader, lambda conn: fn(make_tx(conn)))
+
+    def close(self) -> None:
+        for conn in (self._reader, self._writer):
+            if conn is not None:
+                try:
+                    conn.close()
+                except (sqlite3.Error, OSError):  # closing twice, or a lost server
+                    pass
+        self._reader = self._writer = None
+
+    def __enter__(self) -> Direct:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _is_written(result: object) -> bool:
+    from .writer import Written  # the actor module: only to unwrap its result type
+
+    return isinstance(result, Written)

@@ -1,0 +1,10 @@
+"""`interfaces.marks.IdMarks` on SQLite, in SQLite's dialect."""
+
+from __future__ import annotations
+
+import sqlite3
+
+
+class SqliteIdMarks:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn

@@ -1,0 +1,10 @@
+"""`interfaces.scopes.Scopes` on SQLite, in SQLite's dialect."""
+
+from __future__ import annotations
+
+import sqlite3
+
+
+class SqliteScopes:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
