@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from .browse import Browse
 from .fulltext import FullText
 from .graph import Graph
 from .marks import IdMarks
@@ -77,3 +78,6 @@ class StoreTx(Protocol):
 
     @property
     def snapshot(self) -> Snapshot: ...
+
+    @property
+    def browse(self) -> Browse: ...

@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import cached_property
 
 from ..interfaces import (
+    Browse,
     FullText,
     Graph,
     IdMarks,
@@ -15,6 +16,7 @@ from ..interfaces import (
     Upkeep,
     Vectors,
 )
+from .browse import PgBrowse
 from .conn import PgConnection
 from .fulltext import PgFullText
 from .graph import PgGraph
@@ -70,6 +72,10 @@ class PgTx:
     @cached_property
     def snapshot(self) -> Snapshot:
         return PgSnapshot(self.conn)
+
+    @cached_property
+    def browse(self) -> Browse:
+        return PgBrowse(self.conn)
 
 
 def tx(conn: PgConnection) -> PgTx:

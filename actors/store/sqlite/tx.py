@@ -6,6 +6,7 @@ import sqlite3
 from functools import cached_property
 
 from ..interfaces import (
+    Browse,
     FullText,
     Graph,
     IdMarks,
@@ -16,6 +17,7 @@ from ..interfaces import (
     Upkeep,
     Vectors,
 )
+from .browse import SqliteBrowse
 from .fulltext import SqliteFullText
 from .graph import SqliteGraph
 from .marks import SqliteIdMarks
@@ -70,6 +72,10 @@ class SqliteTx:
     @cached_property
     def snapshot(self) -> Snapshot:
         return SqliteSnapshot(self.conn)
+
+    @cached_property
+    def browse(self) -> Browse:
+        return SqliteBrowse(self.conn)
 
 
 def tx(conn: sqlite3.Connection) -> SqliteTx:
