@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..protocol.tools import Tool
 from ..supervisors.context import AppContext, Component, Feature
 from .status import FEATURE as STATUS
 from .store.feature import FEATURE as STORE
@@ -60,6 +61,20 @@ def _code() -> Feature:
     from .code.feature import FEATURE  # the code index: only when code tools run
 
     return FEATURE
+
+
+def declared_tools() -> list[Tool]:
+    """Every tool of every feature, each declared once in its feature's ``tools`` module
+    (status: `status.TOOLS`), whatever this configuration enables: what docs/tools.md,
+    tools/gen_tools_doc.py, the Inspector table and the README's counts are checked
+    against (tests/test_tool_registry.py). Imports every feature: not for a server start."""
+    from .code.tools import TOOLS as code
+    from .kg.tools import TOOLS as graph
+    from .status import TOOLS as status
+    from .store.tools import TOOLS as memory
+    from .vectors.tools import TOOLS as vectors
+
+    return [*status, *memory, *graph, *vectors, *code]
 
 
 GRAPH = Deferred("kg", _graph)

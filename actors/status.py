@@ -81,29 +81,30 @@ async def server_status(ctx: CallContext, args: StatusArgs) -> ServerStatus:
     return msgspec.convert(record, ServerStatus)
 
 
+TOOLS = [
+    Tool(
+        name="server_status",
+        description=(
+            "This memtrio server: version, protocol version, data directory, "
+            "features, calls in flight, each actor's state and restarts, and this "
+            "session's repository (root) and where it came from."
+        ),
+        args=StatusArgs,
+        handler=server_status,
+        result=ServerStatus,
+        group="core",
+        read_only=True,
+        idempotent=True,
+        title="Server status",
+    ),
+]
+
+
 class _StatusFeature:
     name = "status"
 
     def setup(self, app: AppContext) -> NoActors:
-        app.add_tools(
-            [
-                Tool(
-                    name="server_status",
-                    description=(
-                        "This memtrio server: version, protocol version, data directory, "
-                        "features, calls in flight, each actor's state and restarts, and this "
-                        "session's repository (root) and where it came from."
-                    ),
-                    args=StatusArgs,
-                    handler=server_status,
-                    result=ServerStatus,
-                    group="core",
-                    read_only=True,
-                    idempotent=True,
-                    title="Server status",
-                )
-            ]
-        )
+        app.add_tools(TOOLS)
         return NoActors()
 
 
