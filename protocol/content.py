@@ -56,8 +56,10 @@ def is_claude_client(name: str) -> bool:
 
 def content_mode(client_name: str, setting: str = "auto") -> ContentMode:
     """The content shape for a client: ``setting`` unless it is ``auto``, else by name."""
-    if setting == "markdown" or setting == "json":
-        return setting
+    if setting == "markdown":
+        return "markdown"
+    if setting == "json":
+        return "json"
     return "markdown" if is_claude_client(client_name) else "json"
 
 
@@ -74,6 +76,7 @@ def items(tool: str, value: object, payload: str, mode: ContentMode) -> list[dic
 def summary(tool: str, value: dict[str, object] | list[object]) -> str:
     """A short markdown rendering of a structured result: a headline naming the tool
     and the result's scalar fields, then its main list, a few items long."""
+    rows: list[object] | None
     if isinstance(value, list):
         scalars: dict[str, object] = {}
         key, rows = "items", value

@@ -172,7 +172,7 @@ def _check_envelope(env: Envelope) -> Message | Response | Failure:
     return Message(env.method, rid, env.id is not msgspec.UNSET, params)
 
 
-def _not_an_object(line: bytes, in_batch: bool) -> Batch | Failure:
+def _not_an_object(line: bytes, in_batch: bool) -> Decoded:
     try:
         elements = _batch_decoder.decode(line)
     except msgspec.ValidationError:
@@ -203,7 +203,7 @@ def _batch(elements: list[bytes]) -> Batch | Failure:
     return Batch(elements)
 
 
-def _undecodable(line: bytes, in_batch: bool, exc: msgspec.DecodeError) -> Batch | Failure:
+def _undecodable(line: bytes, in_batch: bool, exc: msgspec.DecodeError) -> Decoded:
     """msgspec refused ``line``: -32700, unless only msgspec's limits refused valid JSON.
 
     A number out of range (a ValidationError) and an unpaired surrogate escape

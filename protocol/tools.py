@@ -79,7 +79,9 @@ class Tool:
         the hints that differ from MCP's defaults (`annotation_hints`); the title is
         top-level from 2025-06-18 on, an annotation before.
         """
-        annotations = annotation_hints(self.read_only, self.destructive, self.idempotent)
+        annotations: dict[str, bool | str] = {
+            **annotation_hints(self.read_only, self.destructive, self.idempotent)
+        }
         if self.title and not structured:
             annotations["title"] = self.title
         entry: dict[str, Any] = {
@@ -121,13 +123,16 @@ def grouped_tool(
     args: type[msgspec.Struct],
     handler: Handler,
     result: type[msgspec.Struct],
-    **annotations: bool,
+    read_only: bool = False,
+    destructive: bool = False,
+    idempotent: bool = False,
 ) -> Tool:
     """A `Tool` of ``group`` built from positional fields: what the long tool tables of the
     graph and vector features use (``functools.partial(grouped_tool, GROUP, ...)``)."""
     return Tool(
         name=name, title=title, description=description, args=args, handler=handler,
-        result=result, group=group, **annotations,
+        result=result, group=group, read_only=read_only, destructive=destructive,
+        idempotent=idempotent,
     )  # fmt: skip
 
 

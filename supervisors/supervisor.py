@@ -264,7 +264,9 @@ class Supervisor:
         self.period = period
         self._states = [_ChildState(spec) for spec in children]
         self._restart_times: deque[float] = deque()
-        self._events_send, self._events_recv = trio.open_memory_channel[_ChildState](math.inf)
+        self._events_send, self._events_recv = trio.open_memory_channel[_ChildState | None](
+            math.inf
+        )
         self._nursery: trio.Nursery | None = None
         self._stopped = trio.Event()
         self.state = "starting"
@@ -397,18 +399,18 @@ class Supervisor:
             if other != index:
                 await self._stop_child(self._states[other])
         for i in targets:
-            other = self._states[i]
-            if other.spec.restart is TEMPORARY and i != index:
-                other.state = "stopped"
+            peer = self._states[i]
+            if peer.spec.restart is TEMPORARY and i != index:
+                peer.state = "stopped"
                 continue
-            if i == index or other.spec.restart is not TEMPORARY:
-                other.restarts += 1
+            if i == index or peer.spec.restart is not TEMPORARY:
+                peer.restarts += 1
                 trace.event(
                     self.name,
                     "restart",
                     level="warning" if i == index and abnormal else "info",
-                    child=other.spec.id,
-                    restarts=other.restarts,
+                    child=peer.spec.id,
+                    restarts=peer.restarts,
                     cause=st.last_error if i == index else f"{self.strategy.value} after {spec.id}",
                 )
                 if not await self._start(i):
@@ -449,8 +451,8 @@ class Supervisor:
             try:
                 await st.spec.start(ctx, task_status=status)
             except Exception as exc:  # noqa: BLE001 - the supervisor decides
-                st.error = exc = _single(exc)
-                st.last_error = f"{type(exc).__name__}: {exc}"
+                error = st.error = _single(exc)
+                st.last_error = f"{type(error).__name__}: {error}"
                 if not st.stopping:
                     # A child that dies before it is ready is reported by what follows
                     # (a restart, or the escalation's one line): the log only, here.
@@ -461,7 +463,7 @@ class Supervisor:
                         level="warning",
                         child=st.spec.id,
                         error=st.last_error,
-                        exc=trace.format_traceback(exc),
+                        exc=trace.format_traceback(error),
                     )
         ctx.fail_in_flight("stopped" if st.stopping else "crashed")
         st.state = "stopped" if st.stopping else "exited"

@@ -21,7 +21,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import IO, Any
 
 import msgspec
 
@@ -42,7 +42,7 @@ class TraceLog:
 
     def __init__(self) -> None:
         self.level = LEVELS["info"]
-        self._file: TextIO | None = None
+        self._file: IO[Any] | None = None
         self._lock = threading.Lock()
         self.path: Path | None = None
         self.stderr_level = LEVELS["warning"]
