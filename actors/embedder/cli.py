@@ -74,7 +74,9 @@ async def reembed(app: AppContext, batch: int, show_progress: bool) -> dict[str,
         raise CliError(f"{exc}; nothing was changed", 2) from None
     store = app.service(STORE)
     model, revision = embedder.model, embedder.revision
-    stale = await store.read_conn(lambda conn: count_stale(conn, model, revision))
+    stale = await store.read(
+        lambda tx: count_stale(tx, model, revision), name="reembed.count_stale"
+    )
     progress = Progress(sum(stale.values()), show_progress)
     done = dict.fromkeys(KINDS, 0)
     failures: list[dict[str, Any]] = []
@@ -83,21 +85,24 @@ async def reembed(app: AppContext, batch: int, show_progress: bool) -> dict[str,
         result = await embedder.embed(
             [text for _, _, text in docs], max_chunks=app.config.embedding.max_chunks
         )
-        done[docs[0][0]] += await store.write_conn(
-            vector_writer([(k, i) for k, i, _ in docs], result), name="reembed"
+        done[docs[0][0]] += await store.write(
+            vector_writer([(k, i) for k, i, _ in docs], result), name="reembed.save_vectors"
         )
 
     try:
         for kind in KINDS:
             after = 0
             while True:
-                ids = await store.read_conn(
-                    lambda conn, k=kind, a=after: stale_items(conn, k, model, revision, a, batch)
+                ids = await store.read(
+                    lambda tx, k=kind, a=after: stale_items(tx, k, model, revision, a, batch),
+                    name="reembed.stale_items",
                 )
                 if not ids:
                     break
                 after = ids[-1]
-                docs = await store.read_conn(lambda conn, k=kind, i=ids: read_documents(conn, {k: i}))
+                docs = await store.read(
+                    lambda tx, k=kind, i=ids: read_documents(tx, {k: i}), name="reembed.documents"
+                )
                 try:
                     await save(docs)
                 except Exception:  # noqa: BLE001 - retried record by record below
