@@ -77,15 +77,15 @@ Target = StoreTx | sqlite3.Connection
 def vectors_of(target: Target) -> Vectors:
     """``tx.vectors``; TRANSITIONAL: a raw connection (code of other concepts not yet moved
     behind the storage interfaces) is seen through its backend's implementation."""
-    if not isinstance(target, sqlite3.Connection) and hasattr(target, "vectors"):
-        return target.vectors
+    if isinstance(target, sqlite3.Connection):
+        from .sqlite.vectors import SqliteVectors
+
+        return SqliteVectors(target)
     if is_postgres(target):
         from .pg.vectors import PgVectors  # psycopg: PostgreSQL stores only
 
-        return PgVectors(target)  # type: ignore[arg-type] # a PgConnection (is_postgres)
-    from .sqlite.vectors import SqliteVectors
-
-    return SqliteVectors(target)
+        return PgVectors(target)  # type: ignore[arg-type] # a raw PgConnection (is_postgres)
+    return target.vectors
 
 
 def windows_of(vec: Vec) -> Windows:

@@ -86,7 +86,7 @@ def usable_rows(
         problem = blob_problem(vec, dim)
         if problem is None:
             ids.append(int(eid))
-            blobs.append(bytes(vec))  # type: ignore[arg-type] # blob_problem: bytes-like
+            blobs.append(bytes(vec))  # type: ignore[call-overload] # blob_problem: bytes-like
         else:
             bad[int(eid)] = problem
     matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(ids), dim)
