@@ -8,7 +8,9 @@ with quotes, ``%`` and ``_``, and the scope filter.
 
 from __future__ import annotations
 
+import re
 import struct
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -320,3 +322,25 @@ def test_deleting_an_item_deletes_its_vectors_and_embedding(direct: Direct) -> N
     assert direct.read(lambda tx: tx.vectors.windows_of("entity", [1], "m", "r", 1)) == {}
     assert direct.read(lambda tx: tx.vectors.chunks_after(None, 5)) == []
     assert direct.read(lambda tx: tx.vectors.embeddings_of([1])) == {}
+
+
+# -- the boundary ------------------------------------------------------------------------------
+
+FEATURE_DIRS = ("actors/vectors", "actors/embedder")
+FORBIDDEN = re.compile(
+    r"import sqlite3|\bpsycopg\b|\.execute(many)?\(|\bread_conn\b|\bwrite_conn\b"
+    r"|\bis_postgres\b|\burl is None\b"
+)
+
+
+def test_the_vector_features_write_no_sql_and_ask_no_backend() -> None:
+    """The vector tools and the embedder reach stored vectors through `tx.vectors` only."""
+    root = Path(__file__).resolve().parent.parent
+    found = [
+        f"{path.relative_to(root)}:{n}: {line.strip()}"
+        for folder in FEATURE_DIRS
+        for path in sorted((root / folder).glob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), start=1)
+        if FORBIDDEN.search(line)
+    ]
+    assert found == []

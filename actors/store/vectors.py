@@ -29,10 +29,17 @@ class Matrix(Protocol):
 class Embedding(Protocol):
     """What `vecs_of` reads of an embedder result (``embedder.pool.EmbedResult``)."""
 
-    vectors: Matrix
-    truncated: list[bool]
-    model: str
-    revision: str
+    @property
+    def vectors(self) -> Matrix: ...
+
+    @property
+    def truncated(self) -> list[bool]: ...
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def revision(self) -> str: ...
 
     def rows(self, i: int) -> Matrix: ...
 
