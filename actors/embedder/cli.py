@@ -19,12 +19,15 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from ...protocol.plural import plural, plural_of
 from ...supervisors.commands import CliError, add_common, load_config
 from ...supervisors.context import AppContext, AppRunner
-from ..store.writer import STORE
+from ..store.interfaces import StoreTx
+from ..store.writer import STORE, Written
 from .documents import count_stale, read_documents, stale_items, vector_writer
 from .handle import EMBEDDER, EmbedderUnavailable, EmbeddingError
 
@@ -60,6 +63,14 @@ class Progress:
             sys.stderr.flush()
 
 
+def _stale(tx: StoreTx, kind: str, model: str, revision: str, after: int, limit: int) -> list[int]:
+    return stale_items(tx, kind, model, revision, after, limit)
+
+
+def _documents(tx: StoreTx, ids: dict[str, list[int]]) -> list[tuple[str, int, str]]:
+    return read_documents(tx, dict(ids))
+
+
 async def reembed(app: AppContext, batch: int, show_progress: bool) -> dict[str, Any]:
     """Embed every row lacking a vector of the current model. Returns counts and failures."""
     embedder = app.find(EMBEDDER)
@@ -74,7 +85,9 @@ async def reembed(app: AppContext, batch: int, show_progress: bool) -> dict[str,
         raise CliError(f"{exc}; nothing was changed", 2) from None
     store = app.service(STORE)
     model, revision = embedder.model, embedder.revision
-    stale = await store.read_conn(lambda conn: count_stale(conn, model, revision))
+    stale = await store.read(
+        lambda tx: count_stale(tx, model, revision), name="reembed.count_stale"
+    )
     progress = Progress(sum(stale.values()), show_progress)
     done = dict.fromkeys(KINDS, 0)
     failures: list[dict[str, Any]] = []
@@ -83,21 +96,28 @@ async def reembed(app: AppContext, batch: int, show_progress: bool) -> dict[str,
         result = await embedder.embed(
             [text for _, _, text in docs], max_chunks=app.config.embedding.max_chunks
         )
-        done[docs[0][0]] += await store.write_conn(
-            vector_writer([(k, i) for k, i, _ in docs], result), name="reembed"
+        write: Callable[[StoreTx], Written[int]] = vector_writer(
+            [(k, i) for k, i, _ in docs], result
         )
+        saved: int = await store.write(write, name="reembed.save_vectors")
+        done[docs[0][0]] += saved
 
     try:
         for kind in KINDS:
             after = 0
             while True:
-                ids = await store.read_conn(
-                    lambda conn, k=kind, a=after: stale_items(conn, k, model, revision, a, batch)
+                ids = await store.read(
+                    partial(
+                        _stale, kind=kind, model=model, revision=revision, after=after, limit=batch
+                    ),
+                    name="reembed.stale_items",
                 )
                 if not ids:
                     break
                 after = ids[-1]
-                docs = await store.read_conn(lambda conn, k=kind, i=ids: read_documents(conn, {k: i}))
+                docs = await store.read(
+                    partial(_documents, ids={kind: ids}), name="reembed.documents"
+                )
                 try:
                     await save(docs)
                 except Exception:  # noqa: BLE001 - retried record by record below

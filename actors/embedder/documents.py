@@ -3,11 +3,14 @@
 The document texts come from the store (``store.ops``: `memory_document`,
 `entity_document`, `relation_document`), so lazy re-embedding (the ranker)
 and ``memtrio reembed`` embed exactly what ``remember`` / ``relate`` embed.
+
+The functions here run inside one transaction of the store (`StoreTx`, through
+``tx.vectors``); a raw connection is still taken (TRANSITIONAL, `store.vectors.vectors_of`)
+for callers of other concepts not yet moved behind the storage interfaces.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Sequence
 
 from ..store.ops import (
@@ -17,91 +20,70 @@ from ..store.ops import (
     relation_document,
     vecs_of,
 )
+from ..store.vectors import ItemKind, Target, vectors_of
 from ..store.writer import Change, Written
 from .handle import EmbedResult
 
-SQL_BATCH = 500
+KINDS: tuple[ItemKind, ...] = ("memory", "entity", "relation")
 
 
-def read_documents(
-    conn: sqlite3.Connection, ids: dict[str, Sequence[int]]
-) -> list[tuple[str, int, str]]:
+def read_documents(tx: Target, ids: dict[str, Sequence[int]]) -> list[tuple[str, int, str]]:
     """(kind, id, document text) of the given items that still exist."""
+    vectors = vectors_of(tx)
     out: list[tuple[str, int, str]] = []
     for kind, wanted in ids.items():
-        wanted = list(wanted)
-        for start in range(0, len(wanted), SQL_BATCH):
-            chunk = wanted[start : start + SQL_BATCH]
-            marks = ",".join("?" * len(chunk))
-            if kind == "memory":
-                rows = conn.execute(
-                    f"SELECT id, content FROM memories WHERE id IN ({marks})", chunk
-                )
-                out.extend(("memory", i, memory_document(c)) for i, c in rows)
-            elif kind == "entity":
-                rows = conn.execute(
-                    f"SELECT id, name, kind FROM entities WHERE id IN ({marks})", chunk
-                )
-                out.extend(("entity", i, entity_document(n, k)) for i, n, k in rows)
-            elif kind == "relation":
-                rows = conn.execute(
-                    f"""SELECT r.id, s.name, r.relation_type, t.name FROM relations r
-                        JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id
-                        WHERE r.id IN ({marks})""",
-                    chunk,
-                )
-                out.extend(("relation", i, relation_document(s, rt, t)) for i, s, rt, t in rows)
+        if kind == "memory":
+            out.extend(
+                ("memory", m.id, memory_document(m.content)) for m in vectors.memory_texts(wanted)
+            )
+        elif kind == "entity":
+            out.extend(
+                ("entity", e.id, entity_document(e.name, e.kind))
+                for e in vectors.entity_texts(wanted)
+            )
+        elif kind == "relation":
+            out.extend(
+                ("relation", r.id, relation_document(r.source, r.relation_type, r.target))
+                for r in vectors.relation_texts(wanted)
+            )
     return out
 
 
 def stale_items(
-    conn: sqlite3.Connection, kind: str, model: str, revision: str, after: int, limit: int
+    tx: Target, kind: str, model: str, revision: str, after: int, limit: int
 ) -> list[int]:
     """Ids of ``kind`` after ``after`` (ascending) with no vector of ``model``/``revision``."""
-    table = {"memory": "memories", "entity": "entities", "relation": "relations"}[kind]
-    rows = conn.execute(
-        f"""SELECT t.id FROM {table} t
-            LEFT JOIN vectors v ON v.kind = ? AND v.item_id = t.id AND v.model = ? AND v.revision = ?
-            WHERE t.id > ? AND v.item_id IS NULL ORDER BY t.id LIMIT ?""",
-        (kind, model, revision, after, limit),
-    )
-    return [r[0] for r in rows]
+    return vectors_of(tx).lacking(kind, model, revision, after, limit)
 
 
-def count_stale(conn: sqlite3.Connection, model: str, revision: str) -> dict[str, int]:
-    out = {}
-    for kind, table in (("memory", "memories"), ("entity", "entities"), ("relation", "relations")):
-        out[kind] = conn.execute(
-            f"""SELECT count(*) FROM {table} t
-                LEFT JOIN vectors v ON v.kind = ? AND v.item_id = t.id AND v.model = ? AND v.revision = ?
-                WHERE v.item_id IS NULL""",
-            (kind, model, revision),
-        ).fetchone()[0]
-    return out
+def count_stale(tx: Target, model: str, revision: str) -> dict[str, int]:
+    """How many memories, entities and relations have no vector of ``model``/``revision``."""
+    vectors = vectors_of(tx)
+    return {kind: vectors.count_lacking(kind, model, revision) for kind in KINDS}
 
 
 def vector_writer(
     keys: Sequence[tuple[str, int]], result: EmbedResult
-) -> Callable[[sqlite3.Connection], Written]:
+) -> Callable[[Target], Written[int]]:
     """A store write op saving text ``i``'s vectors (every window) for ``keys[i]``.
 
     Rows deleted meanwhile are skipped.
     """
     vecs = vecs_of(result)
 
-    def op(conn: sqlite3.Connection) -> Written:
+    def op(tx: Target) -> Written[int]:
+        vectors = vectors_of(tx)
         changes: list[Change] = []
-        tables = {"memory": "memories", "entity": "entities", "relation": "relations"}
+        live: dict[str, set[int]] = {}
+        for kind in {k for k, _ in keys}:
+            live[kind] = vectors.existing(kind, [i for k, i in keys if k == kind])
         for (kind, item_id), vec in zip(keys, vecs, strict=True):
-            if (
-                conn.execute(f"SELECT 1 FROM {tables[kind]} WHERE id = ?", (item_id,)).fetchone()
-                is None
-            ):
+            if item_id not in live[kind]:
                 continue
-            put_vector(conn, kind, item_id, vec)
+            put_vector(tx, kind, item_id, vec)
             changes.append(
                 Change(
-                    kind=kind,  # type: ignore[arg-type]
+                    kind=kind,  # type: ignore[arg-type] # one of KINDS: keys come from read_documents
                     id=item_id,
                     vector=vec.data,
                     model=vec.model,

@@ -144,7 +144,9 @@ async def _vector_report(app: AppContext, store: Store) -> dict[str, Any]:
     v = app.config.vectors
     rule = value_rule(v.backend, v.metric, v.quantization)
     model_rule = value_rule(v.backend, "cos", v.quantization)
-    return await store.read_conn(lambda conn: audit(conn, v.dims, rule, model_rule))
+    return await store.read(
+        lambda tx: audit(tx, v.dims, rule, model_rule), name="doctor.vector_audit"
+    )
 
 
 def _vector_lines(report: dict[str, Any]) -> list[str]:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from . import db
 from .dialect import is_postgres
+from .interfaces import StoreTx
+from .interfaces.vectors import Vectors, Windows
 from .writer import Change
 
 ItemKind = Literal["memory", "entity", "relation"]
@@ -29,10 +29,17 @@ class Matrix(Protocol):
 class Embedding(Protocol):
     """What `vecs_of` reads of an embedder result (``embedder.pool.EmbedResult``)."""
 
-    vectors: Matrix
-    truncated: list[bool]
-    model: str
-    revision: str
+    @property
+    def vectors(self) -> Matrix: ...
+
+    @property
+    def truncated(self) -> list[bool]: ...
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def revision(self) -> str: ...
 
     def rows(self, i: int) -> Matrix: ...
 
@@ -71,13 +78,35 @@ def vecs_of(result: Embedding) -> list[Vec]:
     ]
 
 
-def put_vector(
-    conn: sqlite3.Connection, kind: str, item_id: int, vec: Vec, replace: bool = True
-) -> bool:
+Target = StoreTx | sqlite3.Connection
+
+
+def vectors_of(target: Target) -> Vectors:
+    """``tx.vectors``; TRANSITIONAL: a raw connection (code of other concepts not yet moved
+    behind the storage interfaces) is seen through its backend's implementation."""
+    if isinstance(target, sqlite3.Connection):
+        from .sqlite.vectors import SqliteVectors
+
+        return SqliteVectors(target)
+    if is_postgres(target):
+        from .pg.vectors import PgVectors  # psycopg: PostgreSQL stores only
+
+        return PgVectors(target)  # type: ignore[arg-type] # a raw PgConnection (is_postgres)
+    return target.vectors
+
+
+def windows_of(vec: Vec) -> Windows:
+    """A `Vec` as the storage interface takes it (`interfaces.vectors.Windows`)."""
+    return Windows(
+        vec.model, vec.revision, vec.dim, [vec.chunk(i) for i in range(max(vec.count, 1))]
+    )
+
+
+def put_vector(tx: Target, kind: str, item_id: int, vec: Vec, replace: bool = True) -> bool:
     """Store an item's vectors; with ``replace=False`` an existing set of the same model is kept.
 
     Chunk 0 goes to ``vectors``, the other windows to ``vector_chunks``
-    (writing the ``vectors`` row deletes the item's old chunks: a trigger).
+    (writing the ``vectors`` row deletes the item's old chunks).
 
     A vector with a value that is not a finite float32 (a model gone wrong) is
     not stored, and with ``replace`` the item's old vector goes too: the item
@@ -86,37 +115,9 @@ def put_vector(
     """
     if not _finite(vec.data):
         if replace:
-            drop_vector(conn, kind, item_id)
+            drop_vector(tx, kind, item_id)
         return False
-    first = vec.chunk(0)
-    if replace:
-        conn.execute(
-            """INSERT INTO vectors (kind, item_id, model, revision, dim, vec) VALUES (?, ?, ?, ?, ?, ?)
-               ON CONFLICT (kind, item_id) DO UPDATE SET model = excluded.model, revision = excluded.revision,
-                   dim = excluded.dim, vec = excluded.vec""",
-            (kind, item_id, vec.model, vec.revision, vec.dim, first),
-        )
-    else:
-        cur = conn.execute(
-            """INSERT INTO vectors (kind, item_id, model, revision, dim, vec) VALUES (?, ?, ?, ?, ?, ?)
-               ON CONFLICT (kind, item_id) DO UPDATE SET model = excluded.model, revision = excluded.revision,
-                   dim = excluded.dim, vec = excluded.vec
-               WHERE vectors.model != excluded.model OR vectors.revision != excluded.revision""",
-            (kind, item_id, vec.model, vec.revision, vec.dim, first),
-        )
-        if cur.rowcount == 0:
-            return False
-    if vec.count > 1:
-        conn.executemany(
-            "INSERT INTO vector_chunks (kind, item_id, chunk, model, revision, dim, vec) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [
-                (kind, item_id, i, vec.model, vec.revision, vec.dim, vec.chunk(i))
-                for i in range(1, vec.count)
-            ],
-        )
-    if is_postgres(conn):
-        _put_embeddings(conn, kind, item_id, vec)
-    return True
+    return vectors_of(tx).put(kind, item_id, windows_of(vec), replace=replace)
 
 
 def _finite(data: bytes) -> bool:
@@ -126,55 +127,20 @@ def _finite(data: bytes) -> bool:
     return len(data) % 4 == 0 and bool(np.isfinite(np.frombuffer(data, dtype="<f4")).all())
 
 
-def _put_embeddings(conn: sqlite3.Connection, kind: str, item_id: int, vec: Vec) -> None:
-    """PostgreSQL: the pgvector copies of the windows just stored (``embedding``, HNSW)."""
-    floats = [list(struct.unpack(f"<{vec.dim}f", vec.chunk(i))) for i in range(vec.count)]
-    conn.execute(
-        "UPDATE vectors SET embedding = ?::real[]::vector WHERE kind = ? AND item_id = ?",
-        (floats[0], kind, item_id),
-    )
-    if vec.count > 1:
-        conn.executemany(
-            "UPDATE vector_chunks SET embedding = ?::real[]::vector WHERE kind = ? AND item_id = ? AND chunk = ?",
-            [(floats[i], kind, item_id, i) for i in range(1, vec.count)],
-        )
-
-
-def drop_vector(conn: sqlite3.Connection, kind: str, item_id: int) -> None:
-    """Delete an item's vectors (its chunks go with the ``vectors`` row: a trigger)."""
-    conn.execute("DELETE FROM vectors WHERE kind = ? AND item_id = ?", (kind, item_id))
+def drop_vector(tx: Target, kind: str, item_id: int) -> None:
+    """Delete an item's vectors (its chunks go with the ``vectors`` row)."""
+    vectors_of(tx).drop(kind, item_id)
 
 
 def item_vectors(
-    conn: sqlite3.Connection, kind: str, ids: Sequence[int], model: str, revision: str, dim: int
+    tx: Target, kind: str, ids: Sequence[int], model: str, revision: str, dim: int
 ) -> dict[int, list[bytes]]:
     """The stored windows of ``ids`` under ``model``/``revision``, chunk 0 first.
 
     Chunks count only under a ``vectors`` row of the same model (a set is
     whole or absent).
     """
-    out: dict[int, list[bytes]] = {}
-    ids = list(ids)
-    for start in range(0, len(ids), db.SQL_CHUNK):
-        part = ids[start : start + db.SQL_CHUNK]
-        marks = ",".join("?" * len(part))
-        for item_id, blob in conn.execute(
-            f"""SELECT item_id, vec FROM vectors
-                WHERE kind = ? AND model = ? AND revision = ? AND dim = ? AND item_id IN ({marks})""",
-            (kind, model, revision, dim, *part),
-        ):
-            out[item_id] = [blob]
-        if not out:
-            continue
-        for item_id, blob in conn.execute(
-            f"""SELECT c.item_id, c.vec FROM vector_chunks c
-                WHERE c.kind = ? AND c.model = ? AND c.revision = ? AND c.dim = ? AND c.item_id IN ({marks})
-                ORDER BY c.item_id, c.chunk""",
-            (kind, model, revision, dim, *part),
-        ):
-            if item_id in out:
-                out[item_id].append(blob)
-    return out
+    return vectors_of(tx).windows_of(kind, ids, model, revision, dim)
 
 
 def change_of(kind: ItemKind, item_id: int, vec: Vec | None, deleted: bool = False) -> Change:
@@ -185,7 +151,7 @@ def change_of(kind: ItemKind, item_id: int, vec: Vec | None, deleted: bool = Fal
 
 
 def note_vector(
-    conn: sqlite3.Connection,
+    tx: Target,
     kind: ItemKind,
     item_id: int,
     vec: Vec | None,
@@ -194,7 +160,7 @@ def note_vector(
 ) -> None:
     """Store ``vec`` for a row a write linked (an existing vector of the model is kept) and
     record the `Change` listeners need: the new vector, or a new row without one."""
-    if vec is not None and put_vector(conn, kind, item_id, vec, replace=False):
+    if vec is not None and put_vector(tx, kind, item_id, vec, replace=False):
         changes.append(change_of(kind, item_id, vec))
     elif created:
         changes.append(change_of(kind, item_id, None))

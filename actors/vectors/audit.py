@@ -14,13 +14,14 @@ at a time.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..store.interfaces import StoreTx
+from ..store.interfaces.vectors import StoredWindow
 from .arrays import MAX_REPORTED, ValueRule
-from .table import LOAD_BATCH, usable_rows
+from .table import LOAD_BATCH, scan, usable_rows
 
 REMEDY = (
     "memtrio skips them when it loads; vector_upsert_embedding replaces an entity's "
@@ -50,37 +51,30 @@ class Findings:
         return out
 
 
-def _embedding_rows(conn: sqlite3.Connection) -> Iterator[list[tuple[int, object, object]]]:
-    last = -1
-    while True:
-        batch = conn.execute(
-            "SELECT entity_id, dim, vec FROM entity_embeddings WHERE entity_id > ? "
-            "ORDER BY entity_id LIMIT ?",
-            (last, LOAD_BATCH),
-        ).fetchall()
-        if not batch:
-            return
-        yield [(int(r[0]), r[1], r[2]) for r in batch]
-        last = batch[-1][0]
+def _embedding_rows(tx: StoreTx) -> Iterator[list[tuple[int, object, object]]]:
+    """(entity id, dim, vec) of ``entity_embeddings``, a batch at a time."""
+    batch: list[tuple[int, object, object]] = []
+    for row in scan(tx, None):
+        batch.append((int(row.entity_id), row.dim, row.vec))
+        if len(batch) >= LOAD_BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
-def _model_rows(
-    conn: sqlite3.Connection, table: str
-) -> Iterator[list[tuple[str, int, object, object]]]:
-    """(kind, item id, dim, vec) of ``vectors`` or ``vector_chunks``, a batch at a time."""
-    key = "kind, item_id, chunk" if table == "vector_chunks" else "kind, item_id"
-    width = key.count(",") + 1
-    last: tuple[object, ...] = ("", -1, -1)[:width]
-    while True:
-        batch = conn.execute(
-            f"SELECT {key}, dim, vec FROM {table} WHERE ({key}) > ({', '.join('?' * width)}) "
-            f"ORDER BY {key} LIMIT ?",
-            (*last, LOAD_BATCH),
-        ).fetchall()
-        if not batch:
-            return
-        yield [(r[0], int(r[1]), r[width], r[width + 1]) for r in batch]
-        last = tuple(batch[-1][:width])
+def _model_rows(tx: StoreTx, table: str) -> Iterator[list[StoredWindow]]:
+    """The windows of ``vectors`` or ``vector_chunks``, a batch at a time."""
+    if table == "vector_chunks":
+        after: tuple[str, int, int] | None = None
+        while batch := tx.vectors.chunks_after(after, LOAD_BATCH):
+            yield batch
+            after = (batch[-1].kind, batch[-1].item_id, batch[-1].chunk)
+        return
+    first: tuple[str, int] | None = None
+    while batch := tx.vectors.windows_after(first, LOAD_BATCH):
+        yield batch
+        first = (batch[-1].kind, batch[-1].item_id)
 
 
 def _by_dim(rows: list[tuple[int, object, object]]) -> dict[object, list[tuple[int, object]]]:
@@ -105,22 +99,20 @@ def _check(
     return bad
 
 
-def audit(
-    conn: sqlite3.Connection, dims: int, rule: ValueRule, model_rule: ValueRule
-) -> dict[str, Any]:
+def audit(tx: StoreTx, dims: int, rule: ValueRule, model_rule: ValueRule) -> dict[str, Any]:
     """The unusable stored vectors of the store (see the module doc), as doctor reports them.
 
     ``dims``/``rule``: ``[vectors] dims`` and the tools' index rule; ``model_rule``:
     the ranker's.
     """
     found = Findings()
-    for rows in _embedding_rows(conn):
+    for rows in _embedding_rows(tx):
         found.add("entity_embeddings", "entity_id", _check(rows, rule, dims))
     for table in ("vectors", "vector_chunks"):
-        for model_rows in _model_rows(conn, table):
+        for model_rows in _model_rows(tx, table):
             kinds: dict[str, list[tuple[int, object, object]]] = {}
-            for kind, item, dim, vec in model_rows:
-                kinds.setdefault(kind, []).append((item, dim, vec))
+            for w in model_rows:
+                kinds.setdefault(w.kind, []).append((w.item_id, w.dim, w.vec))
             for kind, rows in kinds.items():
                 bad = _check(rows, model_rule, None)
                 found.add(table, f"{kind}_id", bad)

@@ -8,7 +8,6 @@ best first, and takes its query as a vector of the store's dimension or, with
 
 from __future__ import annotations
 
-import sqlite3
 from collections import Counter
 from collections.abc import Sequence
 
@@ -21,12 +20,13 @@ from ..kg.lookup import Ent, missing, resolve
 from ..kg.search import term_hits
 from ..kg.view import Scoped, View
 from ..store import ops
+from ..store.interfaces import StoreTx
 from ..store.services import embed, embedder_of
 from . import args as A
 from . import ranking, table
 from . import results as X
 from .arrays import ValueRule
-from .service import VectorService, visible
+from .service import VectorService, scopes_of, visible
 from .writes import check_vector, service_view
 
 TEXT_POOL = 50  # hybrid_search: at least this many candidates from each ranking
@@ -90,7 +90,7 @@ def unusable(ent: Ent, problem: str) -> Conflict:
 
 
 def with_vectors(
-    conn: sqlite3.Connection,
+    tx: StoreTx,
     view: View,
     names: Sequence[str],
     dims: int,
@@ -103,12 +103,13 @@ def with_vectors(
     without an embedding of the store's dimension, `Conflict` for one whose
     stored vector cannot be used (`table.stored_vector`).
     """
+    conn = tx.conn  # TRANSITIONAL: the graph's `resolve`
     found = resolve(conn, Scoped(conn, view), names)
     unknown = missing(found, names)
     if unknown:
         raise NotFound(f"{what}: no such entities: {', '.join(map(repr, unknown))}")
     ents = list({e.id: e for e in (found[n] for n in names)}.values())
-    rows = table.rows_of(conn, [e.id for e in ents])
+    rows = table.rows_of(tx, [e.id for e in ents])
     lacking = [e.name for e in ents if e.id not in rows or rows[e.id].dim != dims]
     if lacking:
         raise BadArgument(
@@ -127,13 +128,14 @@ def with_vectors(
 async def get_embedding(ctx: CallContext, args: A.EntityArgs) -> X.Embedding:
     service, view = await service_view(ctx)
 
-    def op(conn: sqlite3.Connection) -> tuple[Ent, table.Row | None]:
+    def op(tx: StoreTx) -> tuple[Ent, table.Row | None]:
+        conn = tx.conn  # TRANSITIONAL: the graph's `resolve`
         ent = resolve(conn, Scoped(conn, view), [args.entityName]).get(args.entityName)
         if ent is None:
             raise NotFound(f"entity {args.entityName!r} not found")
-        return ent, table.rows_of(conn, [ent.id]).get(ent.id)
+        return ent, table.rows_of(tx, [ent.id]).get(ent.id)
 
-    ent, row = await service.store.read_conn(op)
+    ent, row = await service.store.read(op, name="vectors.get_embedding")
     if row is None:
         raise NotFound(f"entity {ent.name!r} has no embedding")
     # Any stored dimension is given back (`dims` says which), never a value JSON cannot hold.
@@ -154,10 +156,11 @@ async def search_entities(ctx: CallContext, args: A.SearchArgs) -> X.SearchResul
 
 async def search_by_entity(ctx: CallContext, args: A.ByEntityArgs) -> X.SearchResults:
     service, view = await service_view(ctx)
-    ents, vecs = await service.store.read_conn(
-        lambda conn: with_vectors(
-            conn, view, [args.entityName], service.dims, "vector_search_by_entity", service.rule
-        )
+    ents, vecs = await service.store.read(
+        lambda tx: with_vectors(
+            tx, view, [args.entityName], service.dims, "vector_search_by_entity", service.rule
+        ),
+        name="vectors.search_by_entity",
     )
     exclude = [ents[0].id] if args.excludeSelf else []
     return hits(await service.search(view, vecs[0], args.topK, exclude=exclude))
@@ -167,14 +170,14 @@ async def recommend(ctx: CallContext, args: A.RecommendArgs) -> X.SearchResults:
     """Entities like the positive examples and unlike the negative ones; the examples are left out."""
     service, view = await service_view(ctx)
 
-    def op(conn: sqlite3.Connection) -> tuple[list[Ent], np.ndarray, list[Ent], np.ndarray]:
-        pos, pvecs = with_vectors(conn, view, args.positive, service.dims, "positive", service.rule)
+    def op(tx: StoreTx) -> tuple[list[Ent], np.ndarray, list[Ent], np.ndarray]:
+        pos, pvecs = with_vectors(tx, view, args.positive, service.dims, "positive", service.rule)
         if not args.negative:
             return pos, pvecs, [], np.zeros((0, service.dims), dtype=np.float32)
-        neg, nvecs = with_vectors(conn, view, args.negative, service.dims, "negative", service.rule)
+        neg, nvecs = with_vectors(tx, view, args.negative, service.dims, "negative", service.rule)
         return pos, pvecs, neg, nvecs
 
-    pos, pvecs, neg, nvecs = await service.store.read_conn(op)
+    pos, pvecs, neg, nvecs = await service.store.read(op, name="vectors.recommend")
     query = ranking.recommend_query(pvecs, nvecs, normalize=service.metric == "cos")
     exclude = [e.id for e in (*pos, *neg)]
     return hits(await service.search(view, query, args.topK, exclude=exclude))
@@ -187,7 +190,7 @@ async def mmr_search(ctx: CallContext, args: A.MmrArgs) -> X.SearchResults:
     fetch = max(args.fetchK or max(4 * args.topK, 20), args.topK)
     pool = await service.search(view, query, fetch)
     ids = [e.id for e, _ in pool]
-    rows = await service.store.read_conn(lambda conn: table.rows_of(conn, ids))
+    rows = await service.store.read(lambda tx: table.rows_of(tx, ids), name="vectors.mmr_rows")
     stored = [
         (e.id, rows[e.id].vec) for e, _ in pool if e.id in rows and rows[e.id].dim == service.dims
     ]
@@ -201,7 +204,7 @@ async def mmr_search(ctx: CallContext, args: A.MmrArgs) -> X.SearchResults:
     return hits([(ents[i], score) for i, score in picked])
 
 
-def text_ranking(conn: sqlite3.Connection, view: View, query: str, limit: int) -> list[Ent]:
+def text_ranking(tx: StoreTx, view: View, query: str, limit: int) -> list[Ent]:
     """Entities matching any word of ``query`` (names, types, observations), best first.
 
     Each word scores like ``search_nodes`` (3 for the name or type, 1 per
@@ -210,11 +213,12 @@ def text_ranking(conn: sqlite3.Connection, view: View, query: str, limit: int) -
     terms = ops.query_terms(query)
     if not terms:
         raise BadArgument("`queryText` has no words to search for")
+    conn = tx.conn  # TRANSITIONAL: the full-text concept's `term_hits`
     sc = Scoped(conn, view)
     scores: Counter[int] = Counter()
     for term in terms:
         scores.update(term_hits(conn, sc, term))
-    seen = visible(conn, view, list(scores), None)
+    seen = visible(tx, view, list(scores), None)
     ranked = sorted(seen.values(), key=lambda e: (-scores[e.id], e.id))
     return ranked[:limit]
 
@@ -225,7 +229,9 @@ async def hybrid_search(ctx: CallContext, args: A.HybridArgs) -> X.HybridResults
     query = await query_of(ctx, service, args.queryEmbedding, args.text, "queryEmbedding")
     pool = max(4 * args.topK, TEXT_POOL)
     by_vector = await service.search(view, query, pool)
-    by_text = await service.store.read_conn(lambda conn: text_ranking(conn, view, args.queryText, pool))
+    by_text = await service.store.read(
+        lambda tx: text_ranking(tx, view, args.queryText, pool), name="vectors.text_ranking"
+    )
     ents = {e.id: e for e in by_text} | {e.id: e for e, _ in by_vector}
     fused = ranking.rrf(
         [e.id for e, _ in by_vector], [e.id for e in by_text], args.vecWeight, args.textWeight
@@ -264,21 +270,18 @@ async def refresh_graph_cache(ctx: CallContext, args: A.NoArgs) -> X.GraphCache:
 async def store_stats(ctx: CallContext, args: A.NoArgs) -> X.VectorStats:
     service, view = await service_view(ctx)
 
-    def op(conn: sqlite3.Connection) -> int:
-        sc = Scoped(conn, view)
-        return conn.execute(
-            f"""SELECT count(*) FROM entity_embeddings v JOIN entities e ON e.id = v.entity_id
-                WHERE v.dim = ? AND {sc.entity()}""",
-            (service.dims,),
-        ).fetchone()[0]
+    def op(tx: StoreTx) -> int:
+        return tx.vectors.count_embedded(service.dims, scopes_of(tx, view))
 
     async with service.synced() as index:
         size, figures = len(index), index.stats()
         skipped, first = service.skipped_report()
     graph = await service.graph(view)
-    seen = await service.store.read_conn(lambda conn: visible(conn, view, [i for i, _ in first], None))
+    seen = await service.store.read(
+        lambda tx: visible(tx, view, [i for i, _ in first], None), name="vectors.skipped_names"
+    )
     return X.VectorStats(
-        embeddings=await service.store.read_conn(op),
+        embeddings=await service.store.read(op, name="vectors.count_visible"),
         dims=service.dims,
         metric=service.metric,
         backend=service.backend,

@@ -38,7 +38,6 @@ see never takes a slot of the top k.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -51,9 +50,10 @@ import trio
 from ...supervisors import trace
 from ...supervisors.context import AppContext, ServiceKey
 from ...supervisors.supervisor import ChildContext
-from ..kg.lookup import Ent, chunks, marks
-from ..kg.reads import type_filter
+from ..kg.lookup import Ent
 from ..kg.view import Scoped, View
+from ..store.interfaces import StoreTx
+from ..store.interfaces.vectors import Visibility
 from ..store.writer import STORE, Change, Store
 from . import table
 from .arrays import MAX_REPORTED, ValueRule, value_rule
@@ -171,7 +171,9 @@ class VectorService:
         self._generation += 1
         self._pending = None
         dims = self.dims
-        count, self.other_dims = await store.read_conn(lambda conn: table.counts(conn, dims))
+        count, self.other_dims = await store.read(
+            lambda tx: table.counts(tx, dims), name="vectors.count_embeddings"
+        )
         index = self.new_index(count)
         if defer and index.kind == "hnsw" and self._nursery is not None:
             self._pending = set()
@@ -179,17 +181,17 @@ class VectorService:
             index = self.exact_index()
         skipped: dict[int, str] = {}
 
-        def load(conn: sqlite3.Connection) -> None:
+        def load(tx: StoreTx) -> None:
             rows: list[tuple[int, object]] = []
-            for row in table.scan(conn, dims):
-                rows.append(row)
+            for row in table.scan(tx, dims):
+                rows.append((row.entity_id, row.vec))
                 if len(rows) >= table.LOAD_BATCH:
                     skipped.update(self._add(index, rows))
                     rows = []
             if rows:
                 skipped.update(self._add(index, rows))
 
-        await store.read_conn(load)
+        await store.read(load, name="vectors.load_index")
         await trio.to_thread.run_sync(index.reindex)
         self.index = index
         self.skipped = skipped
@@ -214,8 +216,9 @@ class VectorService:
         start = time.perf_counter()
         dims = self.dims
         try:
-            rows: list[tuple[int, object]] = await store.read_conn(
-                lambda conn: list(table.scan(conn, dims))
+            rows: list[tuple[int, object]] = await store.read(
+                lambda tx: [(r.entity_id, r.vec) for r in table.scan(tx, dims)],
+                name="vectors.load_graph",
             )
 
             def fill() -> None:
@@ -286,7 +289,7 @@ class VectorService:
             return
         if self._pending is not None:  # a graph is being built: it needs these too
             self._pending.update(wanted)
-        rows = await store.read_conn(lambda conn: table.rows_of(conn, wanted))
+        rows = await store.read(lambda tx: table.rows_of(tx, wanted), name="vectors.refresh")
         keep = [(r.entity_id, r.vec) for r in rows.values() if r.dim == self.dims]
         gone = [i for i in wanted if i not in rows or rows[i].dim != self.dims]
         bad = self._add(self.index, keep) if keep else {}
@@ -348,25 +351,18 @@ class VectorService:
         self, view: View, ids: np.ndarray, entity_type: str | None
     ) -> dict[int, Ent]:
         wanted = [int(i) for i in ids.tolist()]
-        return await self.store.read_conn(lambda conn: visible(conn, view, wanted, entity_type))
+        return await self.store.read(
+            lambda tx: visible(tx, view, wanted, entity_type), name="vectors.visible"
+        )
 
     async def _allowed(self, view: View, entity_type: str | None, skip: set[int]) -> set[int]:
-        tsql, tparams = type_filter(entity_type)
         dims = self.dims
 
-        def op(conn: sqlite3.Connection) -> set[int]:
-            sc = Scoped(conn, view)
-            return {
-                r[0]
-                for r in conn.execute(
-                    f"""SELECT e.id FROM entity_embeddings v JOIN entities e ON e.id = v.entity_id
-                        WHERE v.dim = ? AND {sc.entity()} {tsql}""",
-                    [dims, *tparams],
-                )
-                if r[0] not in skip
-            }
+        def op(tx: StoreTx) -> set[int]:
+            found = tx.vectors.embedded_entities(dims, scopes_of(tx, view), entity_type)
+            return found - skip
 
-        return await self.store.read_conn(op)
+        return await self.store.read(op, name="vectors.allowed")
 
     # -- the graph cache ---------------------------------------------------------------
 
@@ -379,38 +375,34 @@ class VectorService:
         if cached is not None:
             return cached
 
-        def op(conn: sqlite3.Connection) -> GraphDegrees:
-            sc = Scoped(conn, view)
+        def op(tx: StoreTx) -> GraphDegrees:
             degrees: Counter[int] = Counter()
             edges = 0
-            for src, tgt in conn.execute(
-                f"SELECT r.source_id, r.target_id FROM relations r WHERE {sc.relation()}"
-            ):
+            for src, tgt in tx.vectors.relation_ends(scopes_of(tx, view)):
                 degrees[src] += 1
                 degrees[tgt] += 1
                 edges += 1
             return GraphDegrees(degrees, edges)
 
-        built = await self.store.read_conn(op)
+        built = await self.store.read(op, name="vectors.graph_degrees")
         self._graphs[key] = built
         return built
 
 
-def visible(
-    conn: sqlite3.Connection, view: View, ids: Sequence[int], entity_type: str | None
-) -> dict[int, Ent]:
+def scopes_of(tx: StoreTx, view: View) -> Visibility:
+    """The scope ids ``view`` reads, or None when it sees every row of the store.
+
+    TRANSITIONAL: resolved by the graph concept's `Scoped` on ``tx.conn`` until the
+    scopes interface answers it.
+    """
+    sc = Scoped(tx.conn, view)
+    return None if sc.sees_all else sc.read_ids
+
+
+def visible(tx: StoreTx, view: View, ids: Sequence[int], entity_type: str | None) -> dict[int, Ent]:
     """The entities of ``ids`` the view sees (of ``entity_type`` when given), by id."""
-    sc = Scoped(conn, view)
-    tsql, tparams = type_filter(entity_type)
-    out: dict[int, Ent] = {}
-    for part in chunks(list(ids)):
-        for row in conn.execute(
-            f"SELECT e.id, e.name, e.kind, e.canonical_name FROM entities e "
-            f"WHERE e.id IN ({marks(len(part))}) AND {sc.entity()} {tsql}",
-            [*part, *tparams],
-        ):
-            out[row[0]] = Ent(*row)
-    return out
+    found = tx.vectors.visible_entities(ids, scopes_of(tx, view), entity_type)
+    return {i: Ent(e.id, e.name, e.kind, e.canonical) for i, e in found.items()}
 
 
 VECTORS: ServiceKey[VectorService] = ServiceKey("vectors")

@@ -6,7 +6,7 @@ deletes its row (a trigger, ``store.schema`` version 6), so ``delete_entities``
 and ``merge_entities`` need no code here; the index learns of it from the
 store's change notifications.
 
-These functions run inside a transaction their caller opened (a write op on
+These functions run inside a transaction (`StoreTx`) their caller opened (a write op on
 the StoreWriter, or a read on the read pool); none of them commits.
 
 A stored row may be unusable: written by an older memtrio, by hand, or under
@@ -17,83 +17,52 @@ skips them and reports them; no row can stop the server).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from ..kg.lookup import chunks, marks
 from ..store import ops
+from ..store.interfaces import StoreTx
+from ..store.interfaces.vectors import EntityEmbedding
 from .arrays import Ids, ValueRule, Vectors
 
 LOAD_BATCH = 4096  # rows fetched at a time while the index is built
 
 
-@dataclass(frozen=True)
-class Row:
-    """One stored embedding."""
-
-    entity_id: int
-    model: str
-    dim: int
-    vec: bytes
+Row = EntityEmbedding
+"""One stored embedding (`interfaces.vectors.EntityEmbedding`)."""
 
 
-def put(conn: sqlite3.Connection, entity_id: int, vec: bytes, dim: int, model: str) -> bool:
+def put(tx: StoreTx, entity_id: int, vec: bytes, dim: int, model: str) -> bool:
     """Store (or replace) an entity's embedding; True when it had none before."""
-    had = conn.execute(
-        "SELECT 1 FROM entity_embeddings WHERE entity_id = ?", (entity_id,)
-    ).fetchone()
-    conn.execute(
-        """INSERT INTO entity_embeddings (entity_id, model, dim, vec, updated_at) VALUES (?, ?, ?, ?, ?)
-           ON CONFLICT (entity_id) DO UPDATE SET model = excluded.model, dim = excluded.dim,
-               vec = excluded.vec, updated_at = excluded.updated_at""",
-        (entity_id, model, dim, vec, ops.now()),
-    )
-    return had is None
+    return tx.vectors.put_embedding(entity_id, model, dim, vec, ops.now())
 
 
-def delete(conn: sqlite3.Connection, entity_id: int) -> bool:
+def delete(tx: StoreTx, entity_id: int) -> bool:
     """Delete an entity's embedding; True when it had one."""
-    cur = conn.execute("DELETE FROM entity_embeddings WHERE entity_id = ?", (entity_id,))
-    return cur.rowcount > 0
+    return tx.vectors.delete_embedding(entity_id)
 
 
-def rows_of(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Row]:
+def rows_of(tx: StoreTx, ids: Sequence[int]) -> dict[int, Row]:
     """The stored embeddings of ``ids`` (those that have one)."""
-    out: dict[int, Row] = {}
-    for part in chunks(list(ids)):
-        for eid, model, dim, vec in conn.execute(
-            f"SELECT entity_id, model, dim, vec FROM entity_embeddings WHERE entity_id IN ({marks(len(part))})",
-            list(part),
-        ):
-            out[eid] = Row(eid, model, dim, vec)
-    return out
+    return tx.vectors.embeddings_of(ids)
 
 
-def scan(conn: sqlite3.Connection, dim: int) -> Iterator[tuple[int, bytes]]:
-    """Every (entity id, vector bytes) of dimension ``dim``, in id order, a batch at a time."""
+def scan(tx: StoreTx, dim: int | None) -> Iterator[Row]:
+    """Every stored embedding (of dimension ``dim``; None: of any) in id order, a batch at
+    a time."""
     last = -1
     while True:
-        batch = conn.execute(
-            "SELECT entity_id, vec FROM entity_embeddings WHERE entity_id > ? AND dim = ? "
-            "ORDER BY entity_id LIMIT ?",
-            (last, dim, LOAD_BATCH),
-        ).fetchall()
+        batch = tx.vectors.embeddings_after(last, dim, LOAD_BATCH)
         if not batch:
             return
         yield from batch
-        last = batch[-1][0]
+        last = batch[-1].entity_id
 
 
-def counts(conn: sqlite3.Connection, dim: int) -> tuple[int, int]:
+def counts(tx: StoreTx, dim: int) -> tuple[int, int]:
     """(embeddings of dimension ``dim``, embeddings of any other dimension) in the whole table."""
-    row = conn.execute(
-        "SELECT count(*) FILTER (WHERE dim = ?), count(*) FILTER (WHERE dim != ?) FROM entity_embeddings",
-        (dim, dim),
-    ).fetchone()
-    return int(row[0]), int(row[1])
+    return tx.vectors.embedding_counts(dim)
 
 
 def blob_problem(vec: object, dim: int) -> str | None:
@@ -117,7 +86,7 @@ def usable_rows(
         problem = blob_problem(vec, dim)
         if problem is None:
             ids.append(int(eid))
-            blobs.append(bytes(vec))  # type: ignore[arg-type] # blob_problem: bytes-like
+            blobs.append(bytes(vec))  # type: ignore[call-overload] # blob_problem: bytes-like
         else:
             bad[int(eid)] = problem
     matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(ids), dim)

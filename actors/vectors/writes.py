@@ -12,7 +12,6 @@ another repository's entity keeps its attributes, its vector included).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 
 import numpy as np
@@ -23,6 +22,7 @@ from ...supervisors.context import CallContext
 from ..kg.lookup import Ent, resolve
 from ..kg.transactions import view_of
 from ..kg.view import Scoped, View
+from ..store.interfaces import StoreTx
 from ..store.ownership import Ownership, SharedRow
 from ..store.services import policy_of
 from . import args as A
@@ -60,12 +60,13 @@ async def service_view(ctx: CallContext) -> tuple[VectorService, View]:
     return service, view_of(await policy_of(ctx))
 
 
-def writable_entity(conn: sqlite3.Connection, view: View, name: str, action: str) -> Ent:
+def writable_entity(tx: StoreTx, view: View, name: str, action: str) -> Ent:
     """The entity ``name`` if the view sees it and may change it.
 
     Error handling: `NotFound` for an unknown (or invisible) entity,
     `SharedRow` for one shared with a scope this server may not write.
     """
+    conn = tx.conn  # TRANSITIONAL: the graph's `resolve` and the scopes' `Ownership`
     ent = resolve(conn, Scoped(conn, view), [name]).get(name)
     if ent is None:
         raise NotFound(f"entity {name!r} not found; create it first (create_entities)")
@@ -78,11 +79,11 @@ async def upsert_embedding(ctx: CallContext, args: A.UpsertArgs) -> X.Upserted:
     blob = check_vector(args.embedding, service.dims, rule=service.rule)
     model = args.model or ""
 
-    def op(conn: sqlite3.Connection) -> tuple[Ent, bool]:
-        ent = writable_entity(conn, view, args.entityName, "set its embedding")
-        return ent, table.put(conn, ent.id, blob, service.dims, model)
+    def op(tx: StoreTx) -> tuple[Ent, bool]:
+        ent = writable_entity(tx, view, args.entityName, "set its embedding")
+        return ent, table.put(tx, ent.id, blob, service.dims, model)
 
-    ent, created = await service.store.write_conn(op, name="vector_upsert_embedding")
+    ent, created = await service.store.write(op, name="vectors.upsert_embedding")
     await service.refresh([ent.id])
     return X.Upserted(entityName=ent.name, dims=service.dims, model=model, created=created)
 
@@ -100,21 +101,21 @@ async def batch_upsert(ctx: CallContext, args: A.BatchUpsertArgs) -> X.BatchUpse
         except BadArgument as exc:
             errors.append(X.BatchError(index=i, entityName=item.entityName, error=str(exc)))
 
-    def op(conn: sqlite3.Connection) -> tuple[list[int], list[X.BatchError]]:
+    def op(tx: StoreTx) -> tuple[list[int], list[X.BatchError]]:
         written: list[int] = []
         refused: list[X.BatchError] = []
         for i, blob in blobs.items():
             item = args.items[i]
             try:
-                ent = writable_entity(conn, view, item.entityName, "set its embedding")
+                ent = writable_entity(tx, view, item.entityName, "set its embedding")
             except (NotFound, SharedRow) as exc:
                 refused.append(X.BatchError(index=i, entityName=item.entityName, error=str(exc)))
                 continue
-            table.put(conn, ent.id, blob, service.dims, item.model or "")
+            table.put(tx, ent.id, blob, service.dims, item.model or "")
             written.append(ent.id)
         return written, refused
 
-    written, refused = await service.store.write_conn(op, name="vector_batch_upsert")
+    written, refused = await service.store.write(op, name="vectors.batch_upsert")
     await service.refresh(written)
     errors = sorted([*errors, *refused], key=lambda e: e.index)
     return X.BatchUpserted(
@@ -126,10 +127,10 @@ async def delete_embedding(ctx: CallContext, args: A.EntityArgs) -> X.Deleted:
     """Remove an entity's embedding; the entity, its observations and relations stay."""
     service, view = await service_view(ctx)
 
-    def op(conn: sqlite3.Connection) -> tuple[Ent, bool]:
-        ent = writable_entity(conn, view, args.entityName, "delete its embedding")
-        return ent, table.delete(conn, ent.id)
+    def op(tx: StoreTx) -> tuple[Ent, bool]:
+        ent = writable_entity(tx, view, args.entityName, "delete its embedding")
+        return ent, table.delete(tx, ent.id)
 
-    ent, deleted = await service.store.write_conn(op, name="vector_delete_embedding")
+    ent, deleted = await service.store.write(op, name="vectors.delete_embedding")
     await service.refresh([ent.id])
     return X.Deleted(entityName=ent.name, deleted=deleted)
