@@ -137,7 +137,7 @@ async def remember(ctx: CallContext, args: RememberArgs) -> RememberResult:
         result, changes = insert_memory(tx, new, writable=policy.writable)
         return Written(result, changes)
 
-    result = await store.write(op, name="remember")
+    result: dict[str, Any] = await store.write(op, name="remember")
     result["memory_type"] = memory_type
     result["warnings"] = [*warnings, *result["warnings"]]
     return msgspec.convert(result, RememberResult)
@@ -359,7 +359,7 @@ async def update(ctx: CallContext, args: UpdateArgs) -> UpdateResult:
         )  # fmt: skip
         return Written(result, changes)
 
-    result = await store.write(op, name="update")
+    result: dict[str, Any] = await store.write(op, name="update")
     return memory_result(_shown(result, policy), UpdateResult, warnings=warnings)
 
 
@@ -372,4 +372,5 @@ async def forget(ctx: CallContext, args: ForgetArgs) -> ForgetResult:
         result, changes = delete_memory(tx, args.id, policy, selection)
         return Written(result, changes)
 
-    return msgspec.convert(await store.write(op, name="forget"), ForgetResult)
+    forgotten: dict[str, Any] = await store.write(op, name="forget")
+    return msgspec.convert(forgotten, ForgetResult)

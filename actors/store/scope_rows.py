@@ -9,17 +9,17 @@ the interfaces. This module goes once every caller holds a `StoreTx`.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from .dialect import is_postgres
 from .interfaces import StoreTx
 
 
-def as_tx(conn: StoreTx | Any) -> StoreTx:
+def as_tx(conn: Any) -> StoreTx:
     """``conn`` seen through the storage interfaces: a `StoreTx` as it is; a raw
     connection (``sqlite3.Connection`` or `pg.conn.PgConnection`) in its backend's."""
     if hasattr(conn, "memories") and hasattr(conn, "scopes"):
-        return conn  # type: ignore[no-any-return]  # a StoreTx already
+        return cast(StoreTx, conn)  # a StoreTx already
     if is_postgres(conn):
         from .pg.tx import tx as pg_tx  # psycopg: PostgreSQL stores only
 
