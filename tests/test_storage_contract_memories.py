@@ -17,7 +17,7 @@ from memtrio.actors.store.interfaces.memories import (
     MemoryEdit,
     StoreCounts,
 )
-from memtrio.actors.store.memories import NewMemory, insert_memory
+from memtrio.actors.store.memories import NewMemory, get_memory, insert_memory
 
 A = "repo:/home/a"
 B = "repo:/home/b"
@@ -274,3 +274,25 @@ def test_a_deleted_memory_takes_its_links_with_it(direct: Direct) -> None:
     assert direct.read(lambda tx: tx.memories.entities_of(mid)) == []
     assert direct.read(lambda tx: tx.scopes.memory_counts())[B] == 0
     assert direct.read(lambda tx: tx.scopes.foreign_owners("entity", x, [ids[A]])) == [B]
+
+
+def test_inspect_lists_a_memory_s_entities_in_code_point_order_on_every_backend(
+    direct: Direct,
+) -> None:
+    """The entities of `inspect` and a memory's scopes sort by code point, as on SQLite, whatever
+    the PostgreSQL database's collation (en_US would give ``Alpha, beta, _x, Zed``): the
+    PostgreSQL statements say ``COLLATE "C"``. (The test server's databases use C, so the
+    old statements passed here too.)"""
+    names = ["beta", "Alpha", "Émile", "éa", "_x", "Zed"]
+    scopes = ["repo:/b", "repo:/B", "repo:/_", "global"]
+
+    def op(tx: StoreTx) -> int:
+        new = NewMemory("m", scopes=scopes, entities=[EntitySpec(n) for n in names])
+        result, _ = insert_memory(tx.conn, new, ts=1.0, writable=scopes)
+        return int(result["id"])
+
+    mid = direct.write(op)
+    memory = direct.read(lambda tx: get_memory(tx.conn, mid))
+    assert memory is not None
+    assert [e["name"] for e in memory["entities"]] == sorted(names)
+    assert memory["scopes"] == sorted(scopes)
