@@ -13,7 +13,6 @@ None, or fails.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 import msgspec
@@ -27,6 +26,7 @@ from .access import ranked_rows, record_access
 from .documents import entity_document, memory_document, relation_document
 from .entities import RelationSpec, missing_vectors, validate_entity, validate_relation_type
 from .interfaces import StoreTx
+from .interfaces.errors import StoreOperationalError
 from .lexical import lexical_search
 from .memories import (
     NewMemory,
@@ -250,7 +250,7 @@ async def recall(ctx: CallContext, args: RecallArgs) -> RecallResult:
                 lambda tx: record_access(tx.conn, "recall", args.query, selection, ranked),
                 name="recall",
             )
-    except sqlite3.OperationalError as exc:
+    except StoreOperationalError as exc:
         # A full or read-only disk: answer from a read connection, uncounted.
         trace.warning(ACTOR, "recall_access_not_recorded", error=str(exc))
         rows = await store.read(
