@@ -124,6 +124,6 @@ def test_memtrio_trace_cli_on_a_real_server_log(home: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert "stdio.session tools/call [tool=remember]" in out.stdout
     assert "store write [op=remember]" in out.stdout
-    assert "store read [op=counts]" in out.stdout
+    assert "store read [op=stats.counts]" in out.stdout
     missing = run_cli("trace", "--home", str(home / "empty"), timeout=60)
     assert missing.returncode == 1 and "run the server first" in missing.stderr

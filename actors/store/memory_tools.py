@@ -13,7 +13,6 @@ None, or fails.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 import msgspec
@@ -26,6 +25,8 @@ from . import limits
 from .access import ranked_rows, record_access
 from .documents import entity_document, memory_document, relation_document
 from .entities import RelationSpec, missing_vectors, validate_entity, validate_relation_type
+from .interfaces import StoreTx
+from .interfaces.errors import StoreOperationalError
 from .lexical import lexical_search
 from .memories import (
     NewMemory,
@@ -52,7 +53,6 @@ from .results import (
     UpdateResult,
     memory_result,
 )
-from .scope_rows import scope_counts, scope_ids
 from .scopes import GLOBAL, ScopePolicy
 from .services import (
     check_finite,
@@ -105,8 +105,10 @@ async def remember(ctx: CallContext, args: RememberArgs) -> RememberResult:
     warnings: list[str] = []
     if embedder_of(app) is not None:
         endpoint_specs = [*entities, *(s for r in relations for s in (r.source, r.target))]
-        ent_missing, rel_missing = await store.read_conn(
-            lambda conn: missing_vectors(conn, endpoint_specs, relations)
+        # TRANSITIONAL: the graph concept's query, through its module's function.
+        ent_missing, rel_missing = await store.read(
+            lambda tx: missing_vectors(tx.conn, endpoint_specs, relations),
+            name="remember.missing_vectors",
         )
         ent_docs: dict[str, str] = {}
         for spec in endpoint_specs:
@@ -131,11 +133,11 @@ async def remember(ctx: CallContext, args: RememberArgs) -> RememberResult:
             )
             warnings = embedded.warnings
 
-    def op(conn: sqlite3.Connection) -> Written:
-        result, changes = insert_memory(conn, new, writable=policy.writable)
+    def op(tx: StoreTx) -> Written[dict[str, Any]]:
+        result, changes = insert_memory(tx, new, writable=policy.writable)
         return Written(result, changes)
 
-    result = await store.write_conn(op, name="remember")
+    result: dict[str, Any] = await store.write(op, name="remember")
     result["memory_type"] = memory_type
     result["warnings"] = [*warnings, *result["warnings"]]
     return msgspec.convert(result, RememberResult)
@@ -158,7 +160,7 @@ async def rank(
     warnings: list[str] = []
     ranker = app.find(RANKER) if use_embeddings and app.config.embedding.enabled else None
     if ranker is not None:
-        ids = await store.read_conn(lambda conn: scope_ids(conn, selection))
+        ids = await store.read(lambda tx: tx.scopes.ids(selection), name="recall.scope_ids")
         try:
             ranked = await ranker.recall(
                 query, sorted(ids.values()), memory_type, limit, explain=reasons is not None
@@ -176,8 +178,10 @@ async def rank(
             if reasons is not None:
                 reasons.update(getattr(ranked, "reasons", {}))
             return [(int(i), float(s)) for i, s in ranked][:limit], "semantic", warnings
-    ranked = await store.read_conn(
-        lambda conn: lexical_search(conn, query, selection, memory_type, limit)
+    # TRANSITIONAL: the fulltext concept's search, through its module's function.
+    ranked = await store.read(
+        lambda tx: lexical_search(tx.conn, query, selection, memory_type, limit),
+        name="recall.lexical",
     )
     if reasons is not None:
         for r, (memory_id, bm25) in enumerate(ranked):
@@ -231,21 +235,27 @@ async def recall(ctx: CallContext, args: RecallArgs) -> RecallResult:
     tokens: int | None = None
     if args.max_tokens is not None:
         budget = args.max_tokens
-        candidates = await store.read_conn(lambda conn: ranked_rows(conn, selection, ranked))
+        candidates = await store.read(
+            lambda tx: ranked_rows(tx.conn, selection, ranked), name="recall.candidates"
+        )
         ranked, tokens = within_budget(candidates, budget, args.limit)
     try:
         if policy.grant is not None and policy.grant.read_only:
             # A read-only token leaves no trace: no access counted, no recall log line.
-            rows = await store.read_conn(lambda conn: ranked_rows(conn, selection, ranked))
+            rows = await store.read(
+                lambda tx: ranked_rows(tx.conn, selection, ranked), name="recall.rows"
+            )
         else:
-            rows = await store.write_conn(
-                lambda conn: record_access(conn, "recall", args.query, selection, ranked),
+            rows = await store.write(
+                lambda tx: record_access(tx.conn, "recall", args.query, selection, ranked),
                 name="recall",
             )
-    except sqlite3.OperationalError as exc:
+    except StoreOperationalError as exc:
         # A full or read-only disk: answer from a read connection, uncounted.
         trace.warning(ACTOR, "recall_access_not_recorded", error=str(exc))
-        rows = await store.read_conn(lambda conn: ranked_rows(conn, selection, ranked))
+        rows = await store.read(
+            lambda tx: ranked_rows(tx.conn, selection, ranked), name="recall.rows"
+        )
         warnings.append(f"the access could not be recorded ({exc}); results are unaffected")
     return RecallResult(
         memories=[
@@ -266,17 +276,17 @@ async def stats(ctx: CallContext, args: StatsArgs) -> StatsResult:
     policy = await policy_of(ctx)
     if policy.grant is not None and policy.grant.restricted:
         # Only what the grant may read: the counts say nothing of other repositories.
-        stored = await store.read_conn(scope_counts)
+        stored = await store.read(lambda tx: tx.scopes.memory_counts(), name="stats.scopes")
         readable = [name for name in stored if policy.may_read(name)]
-        result = await store.read_conn(lambda conn: visible_counts(conn, readable))
+        result = await store.read(lambda tx: visible_counts(tx, readable), name="stats.visible")
     else:
-        result = await store.read_conn(counts)
+        result = await store.read(counts, name="stats.counts")
     return StatsResult(**result, current_scope=policy.current)
 
 
 async def list_scopes(ctx: CallContext, args: ListScopesArgs) -> ListScopesResult:
     store = store_of(ctx.app)
-    stored = await store.read_conn(scope_counts)
+    stored = await store.read(lambda tx: tx.scopes.memory_counts(), name="list_scopes")
     policy = await policy_of(ctx)
     names = sorted(n for n in set(stored) | {policy.current, GLOBAL} if policy.may_read(n))
     return ListScopesResult(
@@ -299,18 +309,19 @@ async def inspect(ctx: CallContext, args: InspectArgs) -> InspectResult:
     selection = await scoped(policy.select, args.scopes)
     read_only = policy.grant is not None and policy.grant.read_only  # no access recorded
 
-    def op(conn: sqlite3.Connection) -> dict[str, Any]:
-        memory = get_memory(conn, args.id)
+    def op(tx: StoreTx) -> dict[str, Any]:
+        memory = get_memory(tx, args.id)
         if memory is None or not visible(memory["scopes"], selection):
             raise not_found(args.id, selection)
         if read_only:
             return memory
-        record_access(conn, "inspect", f"#{args.id}", selection, [(args.id, 1.0)])
-        updated = get_memory(conn, args.id)
+        # TRANSITIONAL: the recall log's operation, through its module's function.
+        record_access(tx.conn, "inspect", f"#{args.id}", selection, [(args.id, 1.0)])
+        updated = get_memory(tx, args.id)
         assert updated is not None
         return updated
 
-    found = await (store.read_conn(op) if read_only else store.write_conn(op, name="inspect"))
+    found = await (store.read(op, name="inspect") if read_only else store.write(op, name="inspect"))
     return memory_result(_shown(found, policy), InspectResult)
 
 
@@ -330,8 +341,9 @@ async def update(ctx: CallContext, args: UpdateArgs) -> UpdateResult:
     warnings: list[str] = []
     if content is not None and embedder_of(app) is not None:
         # Refuse before embedding; the write re-checks inside its transaction.
-        current = await store.read_conn(
-            lambda conn: writable_memory(conn, args.id, policy, selection, "update")
+        current = await store.read(
+            lambda tx: writable_memory(tx, args.id, policy, selection, "update"),
+            name="update.check",
         )
         if current["content"] != content:
             embedded = await embed(app, [memory_document(content)], "memory")
@@ -339,15 +351,15 @@ async def update(ctx: CallContext, args: UpdateArgs) -> UpdateResult:
                 vector, warnings = embedded.vectors[0], embedded.warnings
     embeddings_on = vector is not None
 
-    def op(conn: sqlite3.Connection) -> Written:
+    def op(tx: StoreTx) -> Written[dict[str, Any]]:
         result, changes = update_memory(
-            conn, args.id, policy, selection,
+            tx, args.id, policy, selection,
             content=content, memory_type=memory_type, importance=args.importance,
             vector=vector, embeddings_on=embeddings_on,
         )  # fmt: skip
         return Written(result, changes)
 
-    result = await store.write_conn(op, name="update")
+    result: dict[str, Any] = await store.write(op, name="update")
     return memory_result(_shown(result, policy), UpdateResult, warnings=warnings)
 
 
@@ -356,8 +368,9 @@ async def forget(ctx: CallContext, args: ForgetArgs) -> ForgetResult:
     policy = await policy_of(ctx)
     selection = await scoped(policy.write_selection, args.scopes)
 
-    def op(conn: sqlite3.Connection) -> Written:
-        result, changes = delete_memory(conn, args.id, policy, selection)
+    def op(tx: StoreTx) -> Written[dict[str, Any]]:
+        result, changes = delete_memory(tx, args.id, policy, selection)
         return Written(result, changes)
 
-    return msgspec.convert(await store.write_conn(op, name="forget"), ForgetResult)
+    forgotten: dict[str, Any] = await store.write(op, name="forget")
+    return msgspec.convert(forgotten, ForgetResult)

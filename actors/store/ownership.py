@@ -36,49 +36,16 @@ commands that call them.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from ...protocol.errors import Forbidden
 from ...protocol.plural import noun
+from .interfaces import StoreTx
+from .interfaces.scopes import RowKind
+from .scope_rows import as_tx
 
-Kind = Literal["memory", "entity", "relation"]
-
-# The link table of each kind of row, and its column naming the row.
-LINKS: dict[str, tuple[str, str]] = {
-    "memory": ("memory_scopes", "memory_id"),
-    "entity": ("entity_scopes", "entity_id"),
-    "relation": ("relation_scopes", "relation_id"),
-}
-
-_RELATION_MEMORY_SCOPES = """SELECT ms.scope_id FROM memory_relations mr
-    JOIN memory_scopes ms ON ms.memory_id = mr.memory_id WHERE mr.relation_id = :id"""
-
-# The owner scope ids of one row (``:id``): the parts of a union (see the module doc).
-OWNER_PARTS: dict[str, list[str]] = {
-    "memory": ["SELECT scope_id FROM memory_scopes WHERE memory_id = :id"],
-    "relation": [
-        "SELECT scope_id FROM relation_scopes WHERE relation_id = :id",
-        _RELATION_MEMORY_SCOPES,
-    ],
-    "entity": [
-        "SELECT scope_id FROM entity_scopes WHERE entity_id = :id",
-        """SELECT ms.scope_id FROM memory_entities me JOIN memory_scopes ms ON ms.memory_id = me.memory_id
-           WHERE me.entity_id = :id""",
-        *(
-            f"""SELECT rs.scope_id FROM relations r JOIN relation_scopes rs ON rs.relation_id = r.id
-                WHERE r.{end} = :id"""
-            for end in ("source_id", "target_id")
-        ),
-        *(
-            f"""SELECT ms.scope_id FROM relations r JOIN memory_relations mr ON mr.relation_id = r.id
-                JOIN memory_scopes ms ON ms.memory_id = mr.memory_id WHERE r.{end} = :id"""
-            for end in ("source_id", "target_id")
-        ),
-    ],
-}
-OWNERS_SQL = {kind: " UNION ".join(parts) for kind, parts in OWNER_PARTS.items()}
+Kind = RowKind
 
 MAX_NAMED = 3
 
@@ -100,17 +67,13 @@ class Ownership:
     are now, so a check sees the earlier changes of the same call.
     """
 
-    def __init__(self, conn: sqlite3.Connection, writable: Sequence[str]) -> None:
-        self.conn = conn
+    def __init__(self, tx: StoreTx | Any, writable: Sequence[str]) -> None:
+        # TRANSITIONAL: a raw connection is accepted too (`scope_rows.as_tx`), for the
+        # callers not yet converted.
+        self.tx = as_tx(tx)
         self.writable = list(dict.fromkeys(writable))
-        marks = ",".join("?" * len(self.writable)) or "NULL"
-        self.writable_ids = [
-            r[0]
-            for r in self.conn.execute(
-                f"SELECT id FROM scopes WHERE name IN ({marks})", self.writable
-            )
-        ]
-        self._winner = ",".join(str(int(i)) for i in self.writable_ids) or "NULL"
+        ids = self.tx.scopes.ids(self.writable)
+        self.writable_ids = [ids[name] for name in self.writable if name in ids]
 
     def describe_writable(self) -> str:
         return " and ".join(f"`{s}`" for s in self.writable)
@@ -119,12 +82,12 @@ class Ownership:
 
     def foreign(self, kind: Kind, item: int) -> list[str]:
         """The owner scopes of the row that this server may not write, by name (empty: owned here)."""
-        rows = self.conn.execute(
-            f"""SELECT name FROM scopes WHERE id IN ({OWNERS_SQL[kind]})
-                AND id NOT IN ({self._winner}) ORDER BY name""",
-            {"id": item},
-        ).fetchall()
-        return [r[0] for r in rows]
+        if not self.writable_ids:
+            # As SQL's `NOT IN (NULL)`, which this rule was first written as: a server that
+            # may write no stored scope sees no foreign scope (it writes nothing: the write
+            # tools are hidden from read-only grants, `session`).
+            return []
+        return self.tx.scopes.foreign_owners(kind, item, self.writable_ids)
 
     def owned(self, kind: Kind, item: int) -> bool:
         """True when every owner scope of the row is writable here (or it has none).
@@ -132,11 +95,9 @@ class Ownership:
         Each part of the owner union is its own EXISTS, so no union is built
         and a shared row is found at its first foreign link.
         """
-        exists = " OR ".join(
-            f"EXISTS (SELECT 1 FROM ({part}) WHERE scope_id NOT IN ({self._winner}))"
-            for part in OWNER_PARTS[kind]
-        )
-        return self.conn.execute(f"SELECT {exists}", {"id": item}).fetchone()[0] == 0
+        if not self.writable_ids:
+            return True  # as `foreign`
+        return not self.tx.scopes.has_foreign_owner(kind, item, self.writable_ids)
 
     def require(self, kind: Kind, item: int, label: str, action: str, where: str = "") -> None:
         """Refuse (`SharedRow`) to ``action`` on the row unless it is owned here.
@@ -179,12 +140,5 @@ class Ownership:
         a scope, which would make it visible everywhere; then its links to the
         writable scopes go. Another repository's view does not change.
         """
-        table, col = LINKS[kind]
-        self.conn.execute(
-            f"""INSERT OR IGNORE INTO {table} ({col}, scope_id)
-                SELECT :id, id FROM scopes WHERE id IN ({OWNERS_SQL[kind]}) AND id NOT IN ({self._winner})""",
-            {"id": item},
-        )
-        self.conn.execute(
-            f"DELETE FROM {table} WHERE {col} = ? AND scope_id IN ({self._winner})", (item,)
-        )
+        if self.writable_ids:  # else linked to no writable scope: nothing to release
+            self.tx.scopes.release(kind, item, self.writable_ids)

@@ -47,7 +47,7 @@ class Record(msgspec.Struct, tag_field="type", forbid_unknown_fields=True, froze
     pass
 
 
-class HeaderRecord(Record, tag="header", forbid_unknown_fields=False):
+class HeaderRecord(Record, tag="header", frozen=True, forbid_unknown_fields=False):
     """Unknown fields pass, so a newer format is refused by its version, not a field."""
 
     format: str | None = None
@@ -56,12 +56,12 @@ class HeaderRecord(Record, tag="header", forbid_unknown_fields=False):
     exported_at: float | None = None
 
 
-class ScopeRecord(Record, tag="scope"):
+class ScopeRecord(Record, tag="scope", frozen=True):
     id: RowId
     name: str
 
 
-class EntityRecord(Record, tag="entity"):
+class EntityRecord(Record, tag="entity", frozen=True):
     id: RowId
     name: str
     canonical_name: str
@@ -71,7 +71,7 @@ class EntityRecord(Record, tag="entity"):
     scopes: RowScopes = []
 
 
-class RelationRecord(Record, tag="relation"):
+class RelationRecord(Record, tag="relation", frozen=True):
     id: RowId
     source: str
     relation_type: str
@@ -81,7 +81,7 @@ class RelationRecord(Record, tag="relation"):
     scopes: RowScopes = []
 
 
-class MemoryRecord(Record, tag="memory"):
+class MemoryRecord(Record, tag="memory", frozen=True):
     id: RowId
     content: Annotated[str, msgspec.Meta(max_length=MAX_CONTENT)]
     memory_type: MemoryType
@@ -95,7 +95,7 @@ class MemoryRecord(Record, tag="memory"):
     relations: Annotated[list[tuple[str, str, str]], msgspec.Meta(max_length=MAX_LINKS)] = []
 
 
-class VectorRecord(Record, tag="vector"):
+class VectorRecord(Record, tag="vector", frozen=True):
     kind: Literal["memory", "entity", "relation"]
     # Not `RowId | ...`: msgspec 0.23 segfaults (in the GC) on a union of a constrained int and a tuple.
     key: int | str | tuple[str, str, str]
@@ -105,7 +105,7 @@ class VectorRecord(Record, tag="vector"):
     vec: Annotated[str, msgspec.Meta(max_length=4 * ((4 * MAX_DIM * MAX_WINDOWS + 2) // 3))]
 
 
-class RecallLogRecord(Record, tag="recall_log"):
+class RecallLogRecord(Record, tag="recall_log", frozen=True):
     ts: Timestamp
     kind: Annotated[str, msgspec.Meta(max_length=64)]
     query: Annotated[str, msgspec.Meta(max_length=limits.MAX_QUERY)]
@@ -221,7 +221,7 @@ def check_record(rec: Record, number: int) -> None:
         case VectorRecord():
             expected = {"memory": int, "entity": str, "relation": tuple}[rec.kind]
             if not isinstance(rec.key, expected) or (
-                expected is int and not 1 <= rec.key <= MAX_ROW_ID
+                isinstance(rec.key, int) and not 1 <= rec.key <= MAX_ROW_ID
             ):
                 raise BadArgument(
                     f"{at}: the key of a {rec.kind} vector must be a {_KEY_SHAPE[rec.kind]}"

@@ -1,40 +1,47 @@
-"""Rows of the ``scopes`` table: ids by name (created on demand), a memory's scopes, counts."""
+"""TRANSITIONAL: the ``scopes`` table's operations as functions of a raw connection, for the
+callers of other areas not yet converted to `interfaces.StoreTx` (``tx.scopes``).
+
+Each one runs the storage interface (`interfaces.scopes.Scopes`) of the connection's
+backend: no SQL here. `as_tx` sees a raw connection (or a `StoreTx`, unchanged) through
+the interfaces. This module goes once every caller holds a `StoreTx`.
+"""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
+from typing import Any, cast
+
+from .dialect import is_postgres
+from .interfaces import StoreTx
 
 
-def ensure_scope(conn: sqlite3.Connection, name: str) -> int:
-    row = conn.execute("SELECT id FROM scopes WHERE name = ?", (name,)).fetchone()
-    if row:
-        return row[0]
-    return conn.execute("INSERT INTO scopes (name) VALUES (?)", (name,)).lastrowid
+def as_tx(conn: Any) -> StoreTx:
+    """``conn`` seen through the storage interfaces: a `StoreTx` as it is; a raw
+    connection (``sqlite3.Connection`` or `pg.conn.PgConnection`) in its backend's."""
+    if hasattr(conn, "memories") and hasattr(conn, "scopes"):
+        return cast(StoreTx, conn)  # a StoreTx already
+    if is_postgres(conn):
+        from .pg.tx import tx as pg_tx  # psycopg: PostgreSQL stores only
+
+        return pg_tx(conn)
+    from .sqlite.tx import tx as sqlite_tx
+
+    return sqlite_tx(conn)
 
 
-def scope_ids(conn: sqlite3.Connection, names: Iterable[str]) -> dict[str, int]:
+def ensure_scope(conn: StoreTx | Any, name: str) -> int:
+    return as_tx(conn).scopes.ensure(name)
+
+
+def scope_ids(conn: StoreTx | Any, names: Iterable[str]) -> dict[str, int]:
     """Ids of the scopes that exist (never creates one)."""
-    names = list(names)
-    if not names:
-        return {}
-    marks = ",".join("?" * len(names))
-    return dict(
-        conn.execute(f"SELECT name, id FROM scopes WHERE name IN ({marks})", names).fetchall()
-    )
+    return as_tx(conn).scopes.ids(list(names))
 
 
-def memory_scope_names(conn: sqlite3.Connection, memory_id: int) -> list[str]:
-    rows = conn.execute(
-        "SELECT s.name FROM memory_scopes ms JOIN scopes s ON s.id = ms.scope_id WHERE ms.memory_id = ? ORDER BY s.name",
-        (memory_id,),
-    ).fetchall()
-    return [r[0] for r in rows]
+def memory_scope_names(conn: StoreTx | Any, memory_id: int) -> list[str]:
+    return as_tx(conn).scopes.of_memory(memory_id)
 
 
-def scope_counts(conn: sqlite3.Connection) -> dict[str, int]:
+def scope_counts(conn: StoreTx | Any) -> dict[str, int]:
     """Every stored scope with its number of memories (0 for scopes of entities only)."""
-    rows = conn.execute(
-        "SELECT s.name, count(ms.memory_id) FROM scopes s LEFT JOIN memory_scopes ms ON ms.scope_id = s.id GROUP BY s.id"
-    ).fetchall()
-    return dict(rows)
+    return as_tx(conn).scopes.memory_counts()

@@ -2,9 +2,113 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Literal
+
+from ..interfaces.scopes import RowKind
 from .conn import PgConnection
+
+# The link table of each kind of row, and its column naming the row.
+LINKS: dict[str, tuple[str, str]] = {
+    "memory": ("memory_scopes", "memory_id"),
+    "entity": ("entity_scopes", "entity_id"),
+    "relation": ("relation_scopes", "relation_id"),
+}
+
+# The owner scope ids of one row (``%(id)s``): the parts of a union (see `store.ownership`).
+OWNER_PARTS: dict[str, list[str]] = {
+    "memory": ["SELECT scope_id FROM memory_scopes WHERE memory_id = %(id)s"],
+    "relation": [
+        "SELECT scope_id FROM relation_scopes WHERE relation_id = %(id)s",
+        """SELECT ms.scope_id FROM memory_relations mr
+           JOIN memory_scopes ms ON ms.memory_id = mr.memory_id WHERE mr.relation_id = %(id)s""",
+    ],
+    "entity": [
+        "SELECT scope_id FROM entity_scopes WHERE entity_id = %(id)s",
+        """SELECT ms.scope_id FROM memory_entities me JOIN memory_scopes ms ON ms.memory_id = me.memory_id
+           WHERE me.entity_id = %(id)s""",
+        *(
+            f"""SELECT rs.scope_id FROM relations r JOIN relation_scopes rs ON rs.relation_id = r.id
+                WHERE r.{end} = %(id)s"""
+            for end in ("source_id", "target_id")
+        ),
+        *(
+            f"""SELECT ms.scope_id FROM relations r JOIN memory_relations mr ON mr.relation_id = r.id
+                JOIN memory_scopes ms ON ms.memory_id = mr.memory_id WHERE r.{end} = %(id)s"""
+            for end in ("source_id", "target_id")
+        ),
+    ],
+}
+OWNERS_SQL = {kind: " UNION ".join(parts) for kind, parts in OWNER_PARTS.items()}
 
 
 class PgScopes:
     def __init__(self, conn: PgConnection) -> None:
         self.conn = conn
+
+    def ensure(self, name: str) -> int:
+        row = self.conn.native("SELECT id FROM scopes WHERE name = %s", (name,)).fetchone()
+        if row:
+            return int(row[0])
+        # The caller holds the write lock: no other writer inserts the name in between.
+        row = self.conn.native(
+            "INSERT INTO scopes (name) VALUES (%s) RETURNING id", (name,)
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def ids(self, names: Sequence[str]) -> dict[str, int]:
+        if not names:
+            return {}
+        rows = self.conn.native(
+            "SELECT name, id FROM scopes WHERE name = ANY(%s::text[])", (list(names),)
+        ).fetchall()
+        return {r[0]: int(r[1]) for r in rows}
+
+    def of_memory(self, memory_id: int) -> list[str]:
+        rows = self.conn.native(
+            "SELECT s.name FROM memory_scopes ms JOIN scopes s ON s.id = ms.scope_id"
+            ' WHERE ms.memory_id = %s ORDER BY s.name COLLATE "C"',
+            (memory_id,),
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def memory_counts(self) -> dict[str, int]:
+        rows = self.conn.native(
+            "SELECT s.name, count(ms.memory_id) FROM scopes s"
+            " LEFT JOIN memory_scopes ms ON ms.scope_id = s.id GROUP BY s.id"
+        ).fetchall()
+        return {r[0]: int(r[1]) for r in rows}
+
+    def foreign_owners(self, kind: RowKind, item: int, writable: Sequence[int]) -> list[str]:
+        rows = self.conn.native(
+            f"SELECT name FROM scopes WHERE id IN ({OWNERS_SQL[kind]})"
+            ' AND id <> ALL(%(w)s::bigint[]) ORDER BY name COLLATE "C"',
+            {"id": item, "w": list(writable)},
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def has_foreign_owner(self, kind: RowKind, item: int, writable: Sequence[int]) -> bool:
+        exists = " OR ".join(
+            f"EXISTS (SELECT 1 FROM ({part}) p WHERE scope_id <> ALL(%(w)s::bigint[]))"
+            for part in OWNER_PARTS[kind]
+        )
+        row = self.conn.native(f"SELECT {exists}", {"id": item, "w": list(writable)}).fetchone()
+        return bool(row and row[0])
+
+    def release(
+        self, kind: Literal["entity", "relation"], item: int, writable: Sequence[int]
+    ) -> None:
+        table, col = LINKS[kind]
+        params = {"id": item, "w": list(writable)}
+        self.conn.native(
+            f"""INSERT INTO {table} ({col}, scope_id)
+                SELECT %(id)s, id FROM scopes
+                WHERE id IN ({OWNERS_SQL[kind]}) AND id <> ALL(%(w)s::bigint[])
+                ON CONFLICT DO NOTHING""",
+            params,
+        )
+        self.conn.native(
+            f"DELETE FROM {table} WHERE {col} = %(id)s AND scope_id = ANY(%(w)s::bigint[])",
+            params,
+        )

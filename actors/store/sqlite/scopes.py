@@ -3,8 +3,114 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
+from typing import Literal
+
+from ..interfaces.scopes import RowKind
+from .params import chunks, id_list
+
+# The link table of each kind of row, and its column naming the row.
+LINKS: dict[str, tuple[str, str]] = {
+    "memory": ("memory_scopes", "memory_id"),
+    "entity": ("entity_scopes", "entity_id"),
+    "relation": ("relation_scopes", "relation_id"),
+}
+
+_RELATION_MEMORY_SCOPES = """SELECT ms.scope_id FROM memory_relations mr
+    JOIN memory_scopes ms ON ms.memory_id = mr.memory_id WHERE mr.relation_id = :id"""
+
+# The owner scope ids of one row (``:id``): the parts of a union (see `store.ownership`).
+OWNER_PARTS: dict[str, list[str]] = {
+    "memory": ["SELECT scope_id FROM memory_scopes WHERE memory_id = :id"],
+    "relation": [
+        "SELECT scope_id FROM relation_scopes WHERE relation_id = :id",
+        _RELATION_MEMORY_SCOPES,
+    ],
+    "entity": [
+        "SELECT scope_id FROM entity_scopes WHERE entity_id = :id",
+        """SELECT ms.scope_id FROM memory_entities me JOIN memory_scopes ms ON ms.memory_id = me.memory_id
+           WHERE me.entity_id = :id""",
+        *(
+            f"""SELECT rs.scope_id FROM relations r JOIN relation_scopes rs ON rs.relation_id = r.id
+                WHERE r.{end} = :id"""
+            for end in ("source_id", "target_id")
+        ),
+        *(
+            f"""SELECT ms.scope_id FROM relations r JOIN memory_relations mr ON mr.relation_id = r.id
+                JOIN memory_scopes ms ON ms.memory_id = mr.memory_id WHERE r.{end} = :id"""
+            for end in ("source_id", "target_id")
+        ),
+    ],
+}
+OWNERS_SQL = {kind: " UNION ".join(parts) for kind, parts in OWNER_PARTS.items()}
 
 
 class SqliteScopes:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+
+    def ensure(self, name: str) -> int:
+        row = self.conn.execute("SELECT id FROM scopes WHERE name = ?", (name,)).fetchone()
+        if row:
+            return int(row[0])
+        cur = self.conn.execute("INSERT INTO scopes (name) VALUES (?)", (name,))
+        assert cur.lastrowid is not None
+        return cur.lastrowid
+
+    def ids(self, names: Sequence[str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for part in chunks(list(dict.fromkeys(names))):
+            marks = ",".join("?" * len(part))
+            out.update(
+                self.conn.execute(
+                    f"SELECT name, id FROM scopes WHERE name IN ({marks})", part
+                ).fetchall()
+            )
+        return out
+
+    def of_memory(self, memory_id: int) -> list[str]:
+        rows = self.conn.execute(
+            "SELECT s.name FROM memory_scopes ms JOIN scopes s ON s.id = ms.scope_id"
+            " WHERE ms.memory_id = ? ORDER BY s.name",
+            (memory_id,),
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def memory_counts(self) -> dict[str, int]:
+        rows = self.conn.execute(
+            "SELECT s.name, count(ms.memory_id) FROM scopes s"
+            " LEFT JOIN memory_scopes ms ON ms.scope_id = s.id GROUP BY s.id"
+        ).fetchall()
+        return dict(rows)
+
+    def foreign_owners(self, kind: RowKind, item: int, writable: Sequence[int]) -> list[str]:
+        rows = self.conn.execute(
+            f"""SELECT name FROM scopes WHERE id IN ({OWNERS_SQL[kind]})
+                AND id NOT IN ({id_list(writable)}) ORDER BY name""",
+            {"id": item},
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def has_foreign_owner(self, kind: RowKind, item: int, writable: Sequence[int]) -> bool:
+        # Each part of the owner union is its own EXISTS: no union is built, and a shared
+        # row is found at its first foreign link.
+        winner = id_list(writable)
+        exists = " OR ".join(
+            f"EXISTS (SELECT 1 FROM ({part}) WHERE scope_id NOT IN ({winner}))"
+            for part in OWNER_PARTS[kind]
+        )
+        return bool(self.conn.execute(f"SELECT {exists}", {"id": item}).fetchone()[0])
+
+    def release(
+        self, kind: Literal["entity", "relation"], item: int, writable: Sequence[int]
+    ) -> None:
+        table, col = LINKS[kind]
+        winner = id_list(writable)
+        self.conn.execute(
+            f"""INSERT OR IGNORE INTO {table} ({col}, scope_id)
+                SELECT :id, id FROM scopes WHERE id IN ({OWNERS_SQL[kind]}) AND id NOT IN ({winner})""",
+            {"id": item},
+        )
+        self.conn.execute(
+            f"DELETE FROM {table} WHERE {col} = ? AND scope_id IN ({winner})", (item,)
+        )
