@@ -42,7 +42,7 @@ from .commands import (
     vector_overrides,
 )
 from .context import VERSION, AppContext, AppRunner
-from .errors import find_user_error, one_line
+from .errors import UserError, find_user_error, one_line
 from .supervisor import ChildSpec, Escalation, first_leaf
 
 # Feature modules that add subcommands (each has register(subparsers)), with the commands
@@ -219,13 +219,88 @@ def cmd_serve(args: argparse.Namespace, run: AppRunner) -> int:
     serves until SIGINT/SIGTERM (or ``--idle-exit`` seconds without a session),
     then lets running calls finish (``[server] shutdown_grace``) and exits 0.
     ``--owner``: the owner a ``memtrio mcp`` child starts (`serve_owner`).
+    ``--detach``: start it in the background and return once it is ready
+    (`serve_detached`); ``--stop``: stop the one running (`stop_serve`).
 
     Error handling: unsafe or unusable listener settings exit 2 with one line
     (``serving.listen_from_args``); an address that cannot be bound exits 1.
     """
+    if args.stop:
+        return stop_serve(args)
+    if args.detach:
+        return serve_detached(args)
     if args.owner:
         return serve_owner(args)
     return serve_network(args, args.transport or serving.env_transport())
+
+
+def serve_detached(args: argparse.Namespace) -> int:
+    """``memtrio serve --detach``: start this ``memtrio serve`` in the background, detached
+    from the terminal (``actors.net.spawn.detach``: its own session, its log in
+    ``logs/serve.log`` of the home), wait until it is ready (it has published its
+    runtime file, so ``memtrio mcp`` attaches to it), print where it listens and its
+    pid on stderr, and exit 0.
+
+    Error handling: a configuration error exits 2 before anything starts; a server
+    that exits before it is ready: its exit code, with the last line it logged
+    (``memtrio: memtrio serve did not start: ...``).
+    """
+    from ..actors.net import spawn
+
+    if args.owner:
+        raise UserError("--detach and --owner cannot be combined (an owner is always detached)", 2)
+    cfg, home = load_config(args)
+    running = spawn.published_serve(home)
+    if running is not None:
+        raise UserError(
+            f"a memtrio serve of {home} already runs (pid {running.pid}"
+            + (f", {running.url}" if running.url else "")
+            + "): memtrio mcp attaches to it; stop it first with memtrio serve --stop"
+        )
+    argv = list(getattr(args, "argv", ()))
+    if argv[:1] == ["serve"]:
+        argv = argv[1:]
+    argv = [word for word in argv if word != "--detach"]
+    process, log_start = spawn.detach(home, Path.cwd(), argv)
+
+    async def wait() -> Any:
+        return await spawn.wait_published(home, process, log_start, log=spawn.DETACHED_LOG_FILE)
+
+    try:
+        found = trio.run(wait)
+    except spawn.OwnerFailed as exc:
+        raise UserError(f"memtrio serve did not start: {exc}", exc.code or 1) from None
+    where = f"listening on {found.url}" if found.url else "serving its attach endpoint"
+    print(
+        f"memtrio serve: {where} (pid {found.pid}), detached; its log: "
+        f"{spawn.log_path(home, spawn.DETACHED_LOG_FILE)}; stop it with memtrio serve --stop",
+        file=sys.stderr,
+        flush=True,
+    )
+    if found.ui:
+        print(f"memtrio serve: dashboard at {found.ui}", file=sys.stderr, flush=True)
+    return 0
+
+
+def stop_serve(args: argparse.Namespace) -> int:
+    """``memtrio serve --stop``: stop the ``memtrio serve`` of the home (the one its runtime
+    file names: detached, an owner, or in another terminal) as SIGTERM does, and wait
+    until it has exited; 1 when none runs."""
+    from ..actors.net import runtime, spawn
+
+    cfg, home = load_config(args)
+    try:
+        pid = spawn.stop_published(home, cfg.server.shutdown_grace)
+    except runtime.Untrusted as exc:
+        raise UserError(
+            f"not stopping anything: {exc}, so someone else may have written it"
+        ) from None
+    if pid is None:
+        raise UserError(
+            f"no memtrio serve of {home} runs (none named in {runtime.runtime_path(home)})"
+        )
+    print(f"memtrio serve: stopped pid {pid}", file=sys.stderr, flush=True)
+    return 0
 
 
 def serve_network(args: argparse.Namespace, transport: str | None) -> int:
@@ -367,6 +442,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "only (no --transport listener), exits after [serve] idle_exit without a session",
     )
     serve_parser.add_argument(
+        "--detach",
+        action="store_true",
+        help="start the server in the background and return once it is ready (memtrio mcp "
+        "then attaches to it), printing its URL and pid; its log: logs/serve.log in the home",
+    )
+    serve_parser.add_argument(
+        "--stop",
+        action="store_true",
+        help="stop the memtrio serve of the home (the pid in run/serve.json) as SIGTERM does, "
+        "and wait until it has exited",
+    )
+    serve_parser.add_argument("--detached", action="store_true", help=argparse.SUPPRESS)
+    serve_parser.add_argument(
         "--idle-exit",
         metavar="SECONDS",
         type=_idle_seconds,
@@ -393,6 +481,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv = sys.argv[1:]
     parser = build_parser(command_of(argv))
     args = parser.parse_args(argv)
+    args.argv = list(argv)
     warn_unknown_env(args)
     umask = os.umask(0o077)
     try:
