@@ -42,7 +42,7 @@ from .commands import (
     vector_overrides,
 )
 from .context import VERSION, AppContext, AppRunner
-from .errors import UserError, find_user_error, one_line
+from .errors import find_user_error, one_line
 from .supervisor import ChildSpec, Escalation, first_leaf
 
 # Feature modules that add subcommands (each has register(subparsers)), with the commands
@@ -181,10 +181,44 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
             mode=cfg.serve.attach,
             launch=spawn.Launch(home, root, ui=ui, log_level=args.log_level),
             ui=ui,
+            early=partial(_early_answers, args),
         )
         if code is not None:
             return code
     return _serve_stdio(args, proto_in, proto_out)
+
+
+def _early_answers(args: argparse.Namespace) -> Callable[[bytes], Awaitable[bytes]]:
+    """What the first ``memtrio mcp`` child of a home answers its client with while the owner
+    it started is not there yet (``actors.net.relay.Relay.answer_early``): a Session of this
+    child's own application, every feature set up as the owner sets them up (same home,
+    configuration and directory) but no actor started and no model loaded, so
+    ``initialize`` and ``tools/list`` say what the owner will say."""
+    from ..actors.session import Session
+    from ..actors.session_state import SessionState
+    from ..protocol.messages import Outbound
+    from .app import setup_features
+    from .supervisor import Mailbox
+
+    cfg, home = load_config(args)
+    app = build_context(cfg, home, home_origin=home_origin(args))
+    setup_features(app, default_features())
+    app.warm_ups.clear()  # the owner loads the model; this child never does
+    outbox: Mailbox[Outbound] = Mailbox("early.outbox", 64)
+    session = Session(app, SessionState(name="early.session"), outbox)
+
+    async def answer(line: bytes) -> bytes:
+        if b"notifications/initialized" in line:
+            return b""  # noted by the relay and replayed to the owner, which acts on it
+        await session.handle_line(line.strip())
+        out = []
+        while True:
+            try:
+                out.append(outbox.receive_channel.receive_nowait().line)
+            except trio.WouldBlock:
+                return b"".join(out)
+
+    return answer
 
 
 def _serve_stdio(args: argparse.Namespace, proto_in: int, proto_out: int) -> int:
@@ -220,87 +254,22 @@ def cmd_serve(args: argparse.Namespace, run: AppRunner) -> int:
     then lets running calls finish (``[server] shutdown_grace``) and exits 0.
     ``--owner``: the owner a ``memtrio mcp`` child starts (`serve_owner`).
     ``--detach``: start it in the background and return once it is ready
-    (`serve_detached`); ``--stop``: stop the one running (`stop_serve`).
+    (``actors.net.detach``); ``--stop``: stop the one running.
 
     Error handling: unsafe or unusable listener settings exit 2 with one line
     (``serving.listen_from_args``); an address that cannot be bound exits 1.
     """
     if args.stop:
+        from ..actors.net.detach import stop_serve
+
         return stop_serve(args)
     if args.detach:
+        from ..actors.net.detach import serve_detached
+
         return serve_detached(args)
     if args.owner:
         return serve_owner(args)
     return serve_network(args, args.transport or serving.env_transport())
-
-
-def serve_detached(args: argparse.Namespace) -> int:
-    """``memtrio serve --detach``: start this ``memtrio serve`` in the background, detached
-    from the terminal (``actors.net.spawn.detach``: its own session, its log in
-    ``logs/serve.log`` of the home), wait until it is ready (it has published its
-    runtime file, so ``memtrio mcp`` attaches to it), print where it listens and its
-    pid on stderr, and exit 0.
-
-    Error handling: a configuration error exits 2 before anything starts; a server
-    that exits before it is ready: its exit code, with the last line it logged
-    (``memtrio: memtrio serve did not start: ...``).
-    """
-    from ..actors.net import spawn
-
-    if args.owner:
-        raise UserError("--detach and --owner cannot be combined (an owner is always detached)", 2)
-    cfg, home = load_config(args)
-    running = spawn.published_serve(home)
-    if running is not None:
-        raise UserError(
-            f"a memtrio serve of {home} already runs (pid {running.pid}"
-            + (f", {running.url}" if running.url else "")
-            + "): memtrio mcp attaches to it; stop it first with memtrio serve --stop"
-        )
-    argv = list(getattr(args, "argv", ()))
-    if argv[:1] == ["serve"]:
-        argv = argv[1:]
-    argv = [word for word in argv if word != "--detach"]
-    process, log_start = spawn.detach(home, Path.cwd(), argv)
-
-    async def wait() -> Any:
-        return await spawn.wait_published(home, process, log_start, log=spawn.DETACHED_LOG_FILE)
-
-    try:
-        found = trio.run(wait)
-    except spawn.OwnerFailed as exc:
-        raise UserError(f"memtrio serve did not start: {exc}", exc.code or 1) from None
-    where = f"listening on {found.url}" if found.url else "serving its attach endpoint"
-    print(
-        f"memtrio serve: {where} (pid {found.pid}), detached; its log: "
-        f"{spawn.log_path(home, spawn.DETACHED_LOG_FILE)}; stop it with memtrio serve --stop",
-        file=sys.stderr,
-        flush=True,
-    )
-    if found.ui:
-        print(f"memtrio serve: dashboard at {found.ui}", file=sys.stderr, flush=True)
-    return 0
-
-
-def stop_serve(args: argparse.Namespace) -> int:
-    """``memtrio serve --stop``: stop the ``memtrio serve`` of the home (the one its runtime
-    file names: detached, an owner, or in another terminal) as SIGTERM does, and wait
-    until it has exited; 1 when none runs."""
-    from ..actors.net import runtime, spawn
-
-    cfg, home = load_config(args)
-    try:
-        pid = spawn.stop_published(home, cfg.server.shutdown_grace)
-    except runtime.Untrusted as exc:
-        raise UserError(
-            f"not stopping anything: {exc}, so someone else may have written it"
-        ) from None
-    if pid is None:
-        raise UserError(
-            f"no memtrio serve of {home} runs (none named in {runtime.runtime_path(home)})"
-        )
-    print(f"memtrio serve: stopped pid {pid}", file=sys.stderr, flush=True)
-    return 0
 
 
 def serve_network(args: argparse.Namespace, transport: str | None) -> int:

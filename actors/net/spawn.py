@@ -30,6 +30,7 @@ import errno
 import fcntl
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -90,8 +91,45 @@ class Launch:
         return command
 
 
+def embedded(how: Launch) -> tuple[subprocess.Popen[bytes], socket.socket]:
+    """A ``memtrio mcp --no-attach`` of ``how.home`` in ``how.cwd``, its stdin and stdout one
+    end of a socket pair: the process and the other end (for the relay of a child that
+    answered its client early and then found no owner to start, ``actors.net.attach``).
+    Its stderr is this process's; it is this child's child (not detached): it ends at
+    EOF on the socket, when this child closes it or dies.
+
+    Error handling: an `OSError` (no interpreter) propagates.
+    """
+    ours, theirs = socket.socketpair()
+    command = [sys.executable, "-m", "memtrio.supervisors.cli", "mcp", "--no-attach"]
+    command += ["--home", str(how.home)]
+    if how.ui:
+        command.append("--ui")
+    if how.log_level:
+        command += ["--log-level", how.log_level]
+    try:
+        process = subprocess.Popen(
+            command, stdin=theirs, stdout=theirs, cwd=how.cwd, close_fds=True
+        )
+    except OSError:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    return process, ours
+
+
 def log_path(home: Path, name: str = LOG_FILE) -> Path:
     return home / LOG_DIR / name
+
+
+def check_run(home: Path) -> None:
+    """Create ``run/`` of ``home`` (private) and check that no one else could write it.
+
+    Error handling: `runtime.Untrusted` (saying why); an `OSError` of an unwritable home.
+    """
+    private.make_dir(home / runtime.RUN_DIR)
+    runtime.check_run_dir(home)
 
 
 @asynccontextmanager
@@ -103,8 +141,7 @@ async def owner_lock(home: Path, timeout: float = LOCK_TIMEOUT) -> AsyncIterator
     for ``timeout`` seconds; an `OSError` of an unwritable home propagates.
     """
     run = home / runtime.RUN_DIR
-    private.make_dir(run)
-    runtime.check_run_dir(home)
+    check_run(home)
     flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         fd = os.open(run / LOCK_FILE, flags, private.FILE_MODE)
