@@ -378,16 +378,16 @@ def report(figures: dict[str, float], runs: int, load: tuple[float, float]) -> N
         f"median of {runs} interleaved rounds; load average (1 min) {load[0]:.1f} before, "
         f"{load[1]:.1f} after"
     )
-    print(f"{'measure':<44} {'median':>9}  {'x floor':>7}  {'x reference':>11}")
+    print(f"{'measure':<52} {'median':>9}  {'x floor':>7}  {'x reference':>11}")
     for key, value in figures.items():
         name, unit = key.rsplit("_", 1)
         if unit == "mb":
-            print(f"{name:<44} {value:>6.1f} MB")
+            print(f"{name:<52} {value:>6.1f} MB")
             continue
         ratio_ref = (
             f"{value / ref:.2f}" if ref and ("initialize" in name or name.startswith("ref")) else ""
         )
-        print(f"{name:<44} {value:>7.3f} s  {value / floor:>7.2f}  {ratio_ref:>11}")
+        print(f"{name:<52} {value:>7.3f} s  {value / floor:>7.2f}  {ratio_ref:>11}")
     for key, value in figures.items():
         if ref is not None and key.endswith("initialize_s") and key.startswith("memtrio"):
             verdict = "met" if value <= ref else "not met"
