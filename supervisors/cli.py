@@ -188,7 +188,7 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
     return _serve_stdio(args, proto_in, proto_out)
 
 
-def _early_answers(args: argparse.Namespace) -> Callable[[bytes], Awaitable[bytes]]:
+def _early_answers(args: argparse.Namespace) -> Callable[[bytes], Awaitable[bytes | None]]:
     """What the first ``memtrio mcp`` child of a home answers its client with while the owner
     it started is not there yet (``actors.net.relay.Relay.answer_early``): a Session of this
     child's own application, every feature set up as the owner sets them up (same home,
@@ -207,16 +207,20 @@ def _early_answers(args: argparse.Namespace) -> Callable[[bytes], Awaitable[byte
     outbox: Mailbox[Outbound] = Mailbox("early.outbox", 64)
     session = Session(app, SessionState(name="early.session"), outbox)
 
-    async def answer(line: bytes) -> bytes:
+    async def answer(line: bytes) -> bytes | None:
         if b"notifications/initialized" in line:
             return b""  # noted by the relay and replayed to the owner, which acts on it
-        await session.handle_line(line.strip())
+        failed = False
+        try:
+            await session.handle_line(line.strip())
+        except Exception:  # noqa: BLE001 - not answered here: the owner answers it
+            failed = True
         out = []
         while True:
             try:
                 out.append(outbox.receive_channel.receive_nowait().line)
             except trio.WouldBlock:
-                return b"".join(out)
+                return None if failed else b"".join(out)
 
     return answer
 

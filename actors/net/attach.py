@@ -342,12 +342,25 @@ async def start_answering(
     async def answering() -> None:
         with trio.move_on_after(LAUNCH_HEAD_START):
             await launched.wait()  # the owner starts first, then this child's own setup
-        if not ready.is_set():
-            await relay.answer_early(early(), ready)
+        if ready.is_set():
+            return
+        try:
+            answer = early()
+        except Exception as exc:  # noqa: BLE001 - the owner answers instead, a moment later
+            say(f"not answering before the owner is up: {type(exc).__name__}: {exc}")
+            return
+        try:
+            await relay.answer_early(answer, ready)
+        except ClientGone:
+            gone.append(True)
+            nursery.cancel_scope.cancel()
 
+    gone: list[bool] = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(starting)
         nursery.start_soon(answering)
+    if gone:
+        raise ClientGone
     if failed:
         exc = failed[0]
         if isinstance(exc, spawn.OwnerFailed):

@@ -96,8 +96,8 @@ class NoOwner(Exception):
 
 
 # Answers one whole line of the client's (a request of `EARLY_METHODS`) as the server's
-# session would: the response line (b"" for a notification).
-EarlyAnswer = Callable[[bytes], Awaitable[bytes]]
+# session would: the response line (b"" for a notification), None when it cannot.
+EarlyAnswer = Callable[[bytes], Awaitable[bytes | None]]
 
 
 def say(line: str) -> None:
@@ -294,6 +294,9 @@ class Relay:
                     return  # not answerable here (a second initialize: the owner's)
                 line = self.rewriter.rewrite(piece.data) if method == "initialize" else piece.data
                 reply = await answer(line)
+                if reply is None:  # this child could not answer it: the owner will
+                    self.rewriter.done = False
+                    return
                 self.outbox.popleft()
                 if method == "initialize":
                     self.session.initialize = line
