@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 from gitrepo import make_repo
+from memtrio.actors.net import relay as relay_module
 from memtrio.actors.net import runtime, spawn
 from memtrio.actors.net.runtime import pid_alive
 from memtrio.actors.net.spawn import kill_owners, owner_pids
@@ -114,3 +116,63 @@ async def test_a_session_answered_early_goes_on_embedded_when_no_owner_can_start
         assert not pid_alive(embedded), "the embedded server ended with the child"
     said = stderr_of(home, "first")
     assert "could not be started" in said and f"serving embedded in pid {embedded}" in said
+
+
+# -- the relay's early phase, in process ------------------------------------------------------
+
+INIT_LINE = b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}\n'
+CALL_LINE = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"recall","arguments":{"query":"q"}}}\n'
+INIT_REPLY = b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18"}}\n'
+
+
+async def early_phase(
+    tmp_path: Path, answer: Any, client: bytes
+) -> tuple[relay_module.Relay, bytes]:
+    """Run `Relay.answer_early` over pipes until it stops; the relay and what it wrote."""
+    to_relay_r, to_relay_w = os.pipe()
+    from_relay_r, from_relay_w = os.pipe()
+    os.write(to_relay_w, client)
+    os.close(to_relay_w)  # EOF after the client's lines
+    relay = relay_module.Relay(no_owner, tmp_path, to_relay_r, from_relay_w, 1 << 20)
+    await relay.answer_early(answer, trio.Event())
+    await relay.stdout.aclose()
+    written = b""
+    while chunk := os.read(from_relay_r, 65536):
+        written += chunk
+    os.close(from_relay_r)
+    await relay.stdin.aclose()
+    return relay, written
+
+
+async def no_owner() -> None:
+    return None
+
+
+async def test_the_first_tool_call_waits_for_the_owner_with_the_session_noted(
+    tmp_path: Path,
+) -> None:
+    seen: list[bytes] = []
+
+    async def answer(line: bytes) -> bytes | None:
+        seen.append(line)
+        return INIT_REPLY
+
+    relay, written = await early_phase(tmp_path, answer, INIT_LINE + CALL_LINE)
+    assert written == INIT_REPLY
+    assert relay.session.acknowledged and relay.session.protocol_version == "2025-06-18"
+    # The initialize it answered carries the session's repository, for the owner's replay.
+    assert b"memtrio/root" in seen[0] and relay.session.initialize == seen[0]
+    assert [p.data for p in relay.outbox] == [CALL_LINE]  # for the owner, untouched
+
+
+async def test_an_initialize_the_child_cannot_answer_goes_to_the_owner_with_its_root(
+    tmp_path: Path,
+) -> None:
+    async def cannot(line: bytes) -> bytes | None:
+        return None
+
+    relay, written = await early_phase(tmp_path, cannot, INIT_LINE)
+    assert written == b"" and not relay.session.acknowledged
+    assert [p.data for p in relay.outbox] == [INIT_LINE]
+    sent = relay.next_to_send()  # what the owner gets: the root added on the way
+    assert sent is not None and b"memtrio/root" in sent
