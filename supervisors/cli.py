@@ -181,10 +181,48 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
             mode=cfg.serve.attach,
             launch=spawn.Launch(home, root, ui=ui, log_level=args.log_level),
             ui=ui,
+            early=partial(_early_answers, args),
         )
         if code is not None:
             return code
     return _serve_stdio(args, proto_in, proto_out)
+
+
+def _early_answers(args: argparse.Namespace) -> Callable[[bytes], Awaitable[bytes | None]]:
+    """What the first ``memtrio mcp`` child of a home answers its client with while the owner
+    it started is not there yet (``actors.net.relay.Relay.answer_early``): a Session of this
+    child's own application, every feature set up as the owner sets them up (same home,
+    configuration and directory) but no actor started and no model loaded, so
+    ``initialize`` and ``tools/list`` say what the owner will say."""
+    from ..actors.session import Session
+    from ..actors.session_state import SessionState
+    from ..protocol.messages import Outbound
+    from .app import setup_features
+    from .supervisor import Mailbox
+
+    cfg, home = load_config(args)
+    app = build_context(cfg, home, home_origin=home_origin(args))
+    setup_features(app, default_features())
+    app.warm_ups.clear()  # the owner loads the model; this child never does
+    outbox: Mailbox[Outbound] = Mailbox("early.outbox", 64)
+    session = Session(app, SessionState(name="early.session"), outbox)
+
+    async def answer(line: bytes) -> bytes | None:
+        if b"notifications/initialized" in line:
+            return b""  # noted by the relay and replayed to the owner, which acts on it
+        failed = False
+        try:
+            await session.handle_line(line.strip())
+        except Exception:  # noqa: BLE001 - not answered here: the owner answers it
+            failed = True
+        out = []
+        while True:
+            try:
+                out.append(outbox.receive_channel.receive_nowait().line)
+            except trio.WouldBlock:
+                return None if failed else b"".join(out)
+
+    return answer
 
 
 def _serve_stdio(args: argparse.Namespace, proto_in: int, proto_out: int) -> int:
@@ -219,10 +257,20 @@ def cmd_serve(args: argparse.Namespace, run: AppRunner) -> int:
     serves until SIGINT/SIGTERM (or ``--idle-exit`` seconds without a session),
     then lets running calls finish (``[server] shutdown_grace``) and exits 0.
     ``--owner``: the owner a ``memtrio mcp`` child starts (`serve_owner`).
+    ``--detach``: start it in the background and return once it is ready
+    (``actors.net.detach``); ``--stop``: stop the one running.
 
     Error handling: unsafe or unusable listener settings exit 2 with one line
     (``serving.listen_from_args``); an address that cannot be bound exits 1.
     """
+    if args.stop:
+        from ..actors.net.detach import stop_serve
+
+        return stop_serve(args)
+    if args.detach:
+        from ..actors.net.detach import serve_detached
+
+        return serve_detached(args)
     if args.owner:
         return serve_owner(args)
     return serve_network(args, args.transport or serving.env_transport())
@@ -367,6 +415,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "only (no --transport listener), exits after [serve] idle_exit without a session",
     )
     serve_parser.add_argument(
+        "--detach",
+        action="store_true",
+        help="start the server in the background and return once it is ready (memtrio mcp "
+        "then attaches to it), printing its URL and pid; its log: logs/serve.log in the home",
+    )
+    serve_parser.add_argument(
+        "--stop",
+        action="store_true",
+        help="stop the memtrio serve of the home (the pid in run/serve.json) as SIGTERM does, "
+        "and wait until it has exited",
+    )
+    serve_parser.add_argument("--detached", action="store_true", help=argparse.SUPPRESS)
+    serve_parser.add_argument(
         "--idle-exit",
         metavar="SECONDS",
         type=_idle_seconds,
@@ -393,6 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv = sys.argv[1:]
     parser = build_parser(command_of(argv))
     args = parser.parse_args(argv)
+    args.argv = list(argv)
     warn_unknown_env(args)
     umask = os.umask(0o077)
     try:

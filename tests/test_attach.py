@@ -37,8 +37,8 @@ SERVE = ("serve", "--transport", "tcp", "--bind", "127.0.0.1:0")
 # memtrio serve a test runs and starts none (the owner a child starts: test_attach_owner.py).
 LIGHT = {"MEMTRIO_EMBEDDINGS": "off", "MEMTRIO_CODE": "off", "MEMTRIO_SERVE_ATTACH": "existing"}
 ATTACHING = "memtrio: attaching to memtrio serve pid {pid}"
-# An attached child loads no feature: about 32 MB (an interpreter, trio and the CLI's
-# imports), where an embedded server is 53 MB with embeddings off and 185 MB with them
+# An attached child loads no feature: about 31 MiB (an interpreter, trio and the CLI's
+# imports), where an embedded server is 34 MiB with embeddings off and 192 MiB with the model
 # (tools/bench_attach.py).
 CHILD_RSS_LIMIT = 40 * 1024 * 1024
 POLL = 0.02

@@ -302,6 +302,10 @@ async def test_mcp_ui_binds_the_dashboard_on_the_owner_and_prints_its_url_once(
         children(home, [a], args, env) as (first,),
         children(home, [b], args, env, name="agent1") as (second,),
     ):
+        # A first child answers initialize itself while its owner starts: a tool call is
+        # the owner's, so the owner (and each child's dashboard line) is there after it.
+        await status(first)
+        await status(second)
         owner = the_owner(home)
         found, _ = runtime.read(home)
         assert found is not None and found.pid == owner and found.ui.startswith("http://127.0.0.1:")
@@ -314,8 +318,6 @@ async def test_mcp_ui_binds_the_dashboard_on_the_owner_and_prints_its_url_once(
             opened = await http.get(api, headers={"X-Memtrio-Token": token})
             assert opened.status_code == 200, opened.text
             assert (await http.get(api)).status_code in (401, 403)  # no token, no dashboard
-        await status(first)
-        await status(second)
 
 
 async def test_an_owner_without_a_dashboard_is_named_in_one_line(
@@ -324,6 +326,7 @@ async def test_an_owner_without_a_dashboard_is_named_in_one_line(
     a, b = checkouts(tmp_path, 2)
     async with children(home, [a]) as (headless,):
         assert dashboard_lines(home, "agent0") == []
+        await status(headless)  # its owner is up (a headless one)
         async with child(home, b, "ui", ["--ui"], AUTO) as wanting:
             await wanting.initialize()
             lines = [s for s in stderr_of(home, "ui").splitlines() if "without a dashboard" in s]

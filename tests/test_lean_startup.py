@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from memtrio.actors.net import spawn
 from memtrio.supervisors import cli
 
 # Imported by neither `memtrio mcp` before its first reply nor a model-free command:
@@ -81,10 +82,18 @@ def unwanted(modules: list[str]) -> list[str]:
     return [m for m in modules if m.split(".")[0] in PACKAGES or m.startswith(PREFIXES)]
 
 
-def probe(source: str, argv: list[str], home: Path, embeddings: str, stdin: str = "") -> list[str]:
+def probe(
+    source: str,
+    argv: list[str],
+    home: Path,
+    embeddings: str,
+    stdin: str = "",
+    env_extra: dict[str, str] | None = None,
+) -> list[str]:
     """Run ``source`` with ``argv`` in a fresh interpreter; the modules it reports."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRIO_")}
     env["MEMTRIO_EMBEDDINGS"] = embeddings
+    env.update(env_extra or {})
     done = subprocess.run(
         [sys.executable, "-c", source, *argv, "--home", str(home)],
         env=env,
@@ -129,6 +138,28 @@ def test_mcp_answers_initialize_before_loading_the_model_ranker_network_or_dashb
     # It did start the features whose tools it lists (the check above is not vacuous).
     assert "memtrio.actors.ranker.feature" in modules
     assert "memtrio.actors.embedder.feature" in modules
+
+
+def test_mcp_children_answer_initialize_before_loading_the_model_ranker_network_or_dashboard(
+    tmp_path: Path,
+) -> None:
+    """The attach model (the default): the first child, which starts the owner and answers
+    ``initialize`` itself meanwhile, and a child attached to that owner."""
+    home = tmp_path / "home"
+    home.mkdir()
+    attach = {"MEMTRIO_SERVE_ATTACH": "auto"}
+    hello = json.dumps(INITIALIZE) + "\n"
+    try:
+        first = probe(MCP_PROBE, ["mcp"], home, "on", hello, attach)
+        assert spawn.owner_pids(home), "the first child started the owner"
+        attached = probe(MCP_PROBE, ["mcp"], home, "on", hello, attach)
+    finally:
+        spawn.kill_owners(home)
+    assert unwanted(first) == [] and unwanted(attached) == []
+    # The first child answered from the features it set up; the attached one relayed.
+    assert "memtrio.actors.embedder.feature" in first
+    assert "memtrio.actors.net.relay" in attached
+    assert "memtrio.actors.embedder.feature" not in attached  # no feature set up
 
 
 def test_each_command_module_registers_the_commands_it_is_listed_with() -> None:

@@ -4,8 +4,8 @@ snippets parse, and no command names one development machine's paths.
 
 The tour is the ```sh block after the ``<!-- tests/test_readme.py runs this
 block ... -->`` marker. Its lines run in order in one bash process, as a user
-types them into one terminal (so its ``export`` and ``&`` / ``kill %1`` behave
-as they would there), in a fresh Git checkout with ``HOME`` and ``TMPDIR`` in
+types them into one terminal (so its ``export`` behaves as it would there, and
+``memtrio serve --detach`` must return only once its server is ready), in a fresh Git checkout with ``HOME`` and ``TMPDIR`` in
 the test's temporary directory. The one change from a user's machine:
 ``MEMTRIO_PORT=0`` lets ``memtrio serve`` take a free port instead of 7700. The
 install commands at the top are not run here: they are what ``.ci/run`` runs.
@@ -24,6 +24,7 @@ from pathlib import Path
 
 import memtrio
 from gitrepo import make_repo
+from memtrio.actors.net.spawn import kill_owners
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -145,9 +146,13 @@ def _code_index(out: str, err: str) -> None:
 
 def _serve(out: str, err: str) -> None:
     assert out == ""  # stdout belongs to the protocol
-    assert re.match(r"memtrio serve: listening on http://127\.0\.0\.1:\d+/mcp \(pid \d+\)", err), (
-        err
-    )
+    assert re.match(
+        r"memtrio serve: listening on http://127\.0\.0\.1:\d+/mcp \(pid \d+\), detached", err
+    ), err
+
+
+def _stop(out: str, err: str) -> None:
+    assert re.fullmatch(r"memtrio serve: stopped pid \d+\n", err), err
 
 
 def _attached_ping(out: str, err: str) -> None:
@@ -163,14 +168,15 @@ EXPECTED: dict[str, Check] = {
     "memtrio list": _list,
     "memtrio show 1": _show,
     "memtrio code index": _code_index,
-    "memtrio serve &": _serve,
+    "memtrio serve --detach": _serve,
     "| memtrio mcp": _attached_ping,
+    "memtrio serve --stop": _stop,
 }
 
 
 def test_the_tour_runs_as_written(tmp_path: Path) -> None:
     lines = tour_lines(read(README))
-    assert lines[0] == "export MEMTRIO_HOME=$(mktemp -d)" and "kill %1" in lines
+    assert lines[0] == "export MEMTRIO_HOME=$(mktemp -d)" and "memtrio serve --stop" in lines
     checkout = make_repo(
         tmp_path / "checkout",
         {
@@ -181,14 +187,18 @@ def test_the_tour_runs_as_written(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     env = _tour_env(tmp_path)
-    done = subprocess.run(
-        ["bash", "-c", _script(lines, out)],
-        cwd=checkout,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    try:
+        done = subprocess.run(
+            ["bash", "-c", _script(lines, out)],
+            cwd=checkout,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+    finally:
+        left = kill_owners(tmp_path)  # a server the tour detached and did not stop
+    assert left == [], "the tour's memtrio serve --stop stopped its server"
     assert done.returncode == 0, done.stderr
     seen: set[str] = set()
     for n, line in enumerate(lines):

@@ -9,8 +9,11 @@ children in a small git repository and speaks raw JSON-RPC to them over stdio.
 For each kind of child, attached (the default while the server runs) and
 embedded (``--no-attach``, with embeddings on and off), it measures from the
 spawn: the ``initialize`` reply, the first ``recall`` answered (sent right
-after), and the child's resident memory then (from /proc). Every figure is the
-median of ``--runs``.
+after), and the child's resident memory then (from /proc: ``rss_mb``), again
+after a second recall `SETTLE` seconds later (``steady_rss_mb``: what loads in the
+background has loaded), and its high-water mark then (``peak_mb``, VmHWM). Every figure is the median of ``--runs``;
+the server's resident memory and high-water mark are read at the end. MB here are
+MiB (2**20 bytes).
 """
 
 from __future__ import annotations
@@ -43,11 +46,21 @@ RECALL = {
 }
 CLI = [sys.executable, "-m", "memtrio.supervisors.cli"]
 PAGE = os.sysconf("SC_PAGE_SIZE")
+# Seconds between the first recall and the second, after which the steady RSS is read.
+SETTLE = 3.0
 
 
 def rss_mb(pid: int) -> float:
     resident = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
     return resident * PAGE / 2**20
+
+
+def peak_mb(pid: int) -> float:
+    """The high-water mark of ``pid``'s resident memory (VmHWM), in MiB."""
+    for row in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if row.startswith("VmHWM:"):
+            return int(row.split()[1]) / 1024
+    raise RuntimeError(f"no VmHWM for pid {pid}")
 
 
 def line(obj: object) -> bytes:
@@ -76,6 +89,12 @@ def one_child(home: Path, repo: Path, args: list[str], env: dict[str, str]) -> d
     child.stdout.readline()
     recalled = time.perf_counter() - started
     rss = rss_mb(child.pid)
+    time.sleep(SETTLE)  # what loads in the background (the ranker, the model) has loaded
+    child.stdin.write(line({**RECALL, "id": 2}))
+    child.stdin.flush()
+    child.stdout.readline()
+    steady = rss_mb(child.pid)
+    peak = peak_mb(child.pid)
     child.stdin.close()
     child.wait(timeout=60)
     attached = b"attaching to memtrio serve" in child.stderr.read()
@@ -83,6 +102,8 @@ def one_child(home: Path, repo: Path, args: list[str], env: dict[str, str]) -> d
         "initialize_s": initialized,
         "first_recall_s": recalled,
         "rss_mb": rss,
+        "steady_rss_mb": steady,
+        "peak_mb": peak,
         "attached": attached,
     }
 
@@ -122,9 +143,19 @@ def main() -> int:
                 rows = [one_child(home, repo, args, env) for _ in range(opts.runs)]
                 assert all(row["attached"] == (kind == "attached") for row in rows), kind
                 results[kind] = {
-                    key: median(rows, key) for key in ("initialize_s", "first_recall_s", "rss_mb")
+                    key: median(rows, key)
+                    for key in (
+                        "initialize_s",
+                        "first_recall_s",
+                        "rss_mb",
+                        "steady_rss_mb",
+                        "peak_mb",
+                    )
                 }
-            results["server"] = {"rss_mb": round(rss_mb(serve.pid), 1)}
+            results["server"] = {
+                "rss_mb": round(rss_mb(serve.pid), 1),
+                "peak_mb": round(peak_mb(serve.pid), 1),
+            }
         finally:
             serve.terminate()
             serve.wait(timeout=60)

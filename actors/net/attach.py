@@ -19,6 +19,14 @@ running one. A runtime file that is there but not to be used (`Declined`: writte
 by someone else, a busy server, ...) is one line on stderr saying why, and the
 child serves embedded.
 
+The first child does not make its client wait for the owner it starts: while the
+owner starts, it answers ``initialize``, ``ping`` and ``tools/list`` itself
+(``early``: the answers of a Session of its own application, features set up but
+no actor started, built by the command line), then replays the session to the
+owner (``actors.net.relay``). If no owner can be started after all, the session
+goes on with an embedded ``memtrio mcp --no-attach`` started as this child's child
+(`spawn.embedded`), to which the relay replays it the same way.
+
 Relaying, and carrying the session over to a new owner when this one goes away
 (its calls in flight answered "not acknowledged, retry", the session replayed), is
 ``actors.net.relay``'s.
@@ -26,7 +34,10 @@ Relaying, and carrying the session over to a new owner when this one goes away
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -35,7 +46,7 @@ import trio
 from . import proof, spawn
 from . import runtime as runtime_file
 from .listen import is_loopback
-from .relay import NoOwner, Owner, Relay, say
+from .relay import ClientGone, EarlyAnswer, NoOwner, Owner, Relay, say
 
 # How long the server may take to accept the probe's connection.
 PROBE_TIMEOUT = 0.3
@@ -45,6 +56,12 @@ PROBE_TIMEOUT = 0.3
 BUSY_PROBE_TIMEOUT = 5.0
 PROBE_ID = "memtrio-attach-probe"
 READ_SIZE = 65536
+# How long the early answers (Relay.answer_early) wait for this child to launch the owner
+# (they load this child's own features; the owner should be starting meanwhile). Longer
+# when another child holds the owner lock: then they start anyway.
+LAUNCH_HEAD_START = 0.1
+# How long a child waits, at the end, for the embedded server it relayed to (embedded_owner).
+EMBEDDED_EXIT = 30.0
 
 
 class Declined(NoOwner):
@@ -183,7 +200,9 @@ def _is_pong(line: bytes) -> bool:
     return isinstance(msg, dict) and msg.get("id") == PROBE_ID and "result" in msg
 
 
-async def start_owner(home: Path, launch: spawn.Launch) -> Owner | None:
+async def start_owner(
+    home: Path, launch: spawn.Launch, launched: trio.Event | None = None
+) -> Owner | None:
     """Start the owner of ``home`` (``actors.net.spawn``) unless another child just did;
     the owner, connected (None if it published but does not answer).
 
@@ -199,6 +218,8 @@ async def start_owner(home: Path, launch: spawn.Launch) -> Owner | None:
             if owner is not None:
                 return owner
             process, log_start = spawn.launch(launch)
+            if launched is not None:
+                launched.set()
             await spawn.wait_published(home, process, log_start)
             owner = await find_owner(home)
             if owner is not None:
@@ -224,6 +245,7 @@ def attach(
     mode: str = "existing",
     launch: spawn.Launch | None = None,
     ui: bool = False,
+    early: Callable[[], EarlyAnswer] | None = None,
 ) -> int | None:
     """Serve this session through the owner of ``home``: the exit code; None when there is
     none to attach to (then serve embedded).
@@ -232,7 +254,9 @@ def attach(
     runs, ``existing`` attaches only to a running one. ``root`` is the session's
     repository (the working directory); ``proto_in`` and ``proto_out`` are the
     protocol's file descriptors (``actors.stdio.protect_stdout``). ``ui``: say where
-    the owner's dashboard is.
+    the owner's dashboard is. ``early()``: what answers the client while the owner
+    this child starts is not there yet (see the module docstring); called once the
+    owner has been launched, so the two start side by side.
     """
 
     starts = mode == "auto" and launch is not None
@@ -248,20 +272,118 @@ def attach(
         return owner
 
     async def main() -> int | None:
+        # The relay's streams close their descriptors when it is dropped: it gets copies,
+        # so the embedded server still has the protocol's when there is no owner after all.
+        relay = Relay(find, root, os.dup(proto_in), os.dup(proto_out), limit, starts=starts, ui=ui)
         try:
-            owner = await find()
+            owner = await find_owner(home)
+            if owner is None and starts and launch is not None:
+                if early is None:
+                    owner = await find()
+                else:
+                    try:  # Declined before anything is read from the client
+                        spawn.check_run(home)
+                    except runtime_file.Untrusted as exc:
+                        raise Declined(f"{exc}, so someone else may have written it") from None
+                    except OSError as exc:
+                        raise NoOwner(f"{type(exc).__name__}: {exc}") from None
+                    owner = await start_answering(home, relay, launch, early)
+        except ClientGone:
+            return 0  # the client closed stdout while answered early: nothing to serve
         except Declined as exc:
             decline(home, str(exc))
-            return None
+            owner = None
         except NoOwner as exc:
             say(f"serving embedded: {exc}")
-            return None
+            owner = None
+        embedded: subprocess.Popen[bytes] | None = None
         if owner is None:
-            return None
-        say(f"attaching to memtrio serve pid {owner.pid}")
-        relay = Relay(find, root, proto_in, proto_out, limit, starts=starts, ui=ui)
+            if launch is None or not (relay.outbox or relay.session.initialize or relay.stdin_eof):
+                return None  # nothing read from the client yet: serve embedded here
+            owner = embedded_owner(launch)
+            embedded = owner.process
+        else:
+            say(f"attaching to memtrio serve pid {owner.pid}")
         if owner.process is not None:
             relay.processes.append(owner.process)
-        return await relay.run(owner)
+        try:
+            return await relay.run(owner)
+        finally:
+            if embedded is not None:
+                await trio.to_thread.run_sync(_reap, embedded)
 
     return trio.run(main)
+
+
+async def start_answering(
+    home: Path, relay: Relay, how: spawn.Launch, early: Callable[[], EarlyAnswer]
+) -> Owner | None:
+    """Start the owner of ``home`` (`start_owner`) while ``relay`` answers the client early
+    (``Relay.answer_early`` with the answers of ``early()``, built once the owner has been
+    launched); the owner, connected.
+
+    Error handling: as `start_owner`, an `OwnerFailed` raised as `NoOwner`; `ClientGone`
+    when the client closed stdout meanwhile.
+    """
+    ready, launched = trio.Event(), trio.Event()
+    found: list[Owner | None] = [None]
+    failed: list[BaseException] = []
+
+    async def starting() -> None:
+        try:
+            found[0] = await start_owner(home, how, launched)
+        except (NoOwner, spawn.OwnerFailed) as exc:
+            failed.append(exc)
+        finally:
+            launched.set()
+            ready.set()
+            relay.owner_ready()
+
+    async def answering() -> None:
+        with trio.move_on_after(LAUNCH_HEAD_START):
+            await launched.wait()  # the owner starts first, then this child's own setup
+        if ready.is_set():
+            return
+        try:
+            answer = early()
+        except Exception as exc:  # noqa: BLE001 - the owner answers instead, a moment later
+            say(f"not answering before the owner is up: {type(exc).__name__}: {exc}")
+            return
+        try:
+            await relay.answer_early(answer, ready)
+        except ClientGone:
+            gone.append(True)
+            nursery.cancel_scope.cancel()
+
+    gone: list[bool] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(starting)
+        nursery.start_soon(answering)
+    if gone:
+        raise ClientGone
+    if failed:
+        exc = failed[0]
+        if isinstance(exc, spawn.OwnerFailed):
+            why = f"the owner memtrio serve of {home} could not be started: {exc}"
+            raise NoOwner(why) from None
+        raise exc
+    return found[0]
+
+
+def embedded_owner(launch: spawn.Launch) -> Owner:
+    """An embedded ``memtrio mcp --no-attach`` (`spawn.embedded`) to relay a session to that
+    began here (answered early) and found no owner."""
+    process, end = spawn.embedded(launch)
+    say(f"serving embedded in pid {process.pid}")
+    stream = trio.SocketStream(trio.socket.from_stdlib_socket(end))
+    return Owner(process.pid, stream, process=process)
+
+
+def _reap(process: subprocess.Popen[bytes]) -> None:
+    """Wait for the embedded server (at EOF it finishes its calls and exits), at most
+    `EMBEDDED_EXIT`; then kill it."""
+    try:
+        process.wait(timeout=EMBEDDED_EXIT)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -20,6 +20,13 @@ rest of a long line cut in the middle is dropped. A child that cannot re-attach
 within `REATTACH_TIMEOUT` (`EXISTING_REATTACH_TIMEOUT` with ``attach = "existing"``),
 or whose owners keep going away, exits 1 with one line (`GONE`).
 
+Before the owner answers: the first child of a home (no owner runs yet, it starts one)
+answers the client's ``initialize``, ``notifications/initialized``, ``ping`` and
+``tools/list`` itself while the owner starts (`Relay.answer_early`, with the answers of
+a Session of its own application, features set up but no actor started), then replays
+the session to the owner as to a new one. The first line it cannot answer itself (a
+tool call) waits for the owner.
+
 Ending: EOF on stdin is passed on as EOF on the connection (a half-close); the
 server answers what it was sent, then closes, and the relay exits 0 once those
 answers are written out. A client that closed stdout is gone too: exit 0.
@@ -61,6 +68,9 @@ REPLAY_TIMEOUT = 10.0
 # seconds) stops trying: something kills every owner.
 MAX_REATTACHES = 5
 REATTACH_PERIOD = 60.0
+# What the first child answers itself while its owner starts (`Relay.answer_early`):
+# lifecycle requests whose answers depend on the configuration alone, never on the store.
+EARLY_METHODS = frozenset({"initialize", "ping", "tools/list", "notifications/initialized"})
 # JSON-RPC error code of a request the owner went away before answering.
 NOT_ACKNOWLEDGED = -32004
 NOT_ACKNOWLEDGED_MESSAGE = (
@@ -83,6 +93,11 @@ class Owner:
 
 class NoOwner(Exception):
     """There is no owner to attach to; the message says why."""
+
+
+# Answers one whole line of the client's (a request of `EARLY_METHODS`) as the server's
+# session would: the response line (b"" for a notification), None when it cannot.
+EarlyAnswer = Callable[[bytes], Awaitable[bytes | None]]
 
 
 def say(line: str) -> None:
@@ -186,6 +201,7 @@ class Relay:
         self.relay_ids: set[str | int | None] = set()  # the relay's own requests, unanswered
         self.replays = 0
         self.processes: list[subprocess.Popen[bytes]] = []  # owners this child started
+        self._stop_waiting: Callable[[], None] | None = None  # see answer_early
 
     # -- the client's side ------------------------------------------------------------------
 
@@ -255,6 +271,64 @@ class Relay:
             else:
                 self.stdin_eof = True
                 self.outbox.extend(self.rewriter.lines.finish())
+
+    async def answer_early(self, answer: EarlyAnswer, ready: trio.Event) -> None:
+        """Until ``ready`` is set (the owner is connected, or will not be): read the client's
+        lines and answer those of `EARLY_METHODS` with ``answer``, noting the session to
+        replay to the owner; stop at the first other line (it stays in the outbox, for the
+        owner), a piece of a long line, or EOF.
+
+        Cancellation: ``ready`` interrupts only the wait for more input, never a line in
+        hand, so every line read is either answered here or left for the owner.
+        """
+        while True:
+            while self.outbox:
+                piece = self.outbox[0]
+                if not piece.whole:
+                    return
+                if not piece.data.strip():
+                    self.outbox.popleft()
+                    continue
+                method = _early_method(piece.data)
+                if method is None or (method == "initialize" and self.rewriter.done):
+                    return  # not answerable here (a second initialize: the owner's)
+                line = self.rewriter.rewrite(piece.data) if method == "initialize" else piece.data
+                reply = await answer(line)
+                if reply is None:  # this child could not answer it: the owner will
+                    self.rewriter.done = False
+                    return
+                self.outbox.popleft()
+                if method == "initialize":
+                    self.session.initialize = line
+                    version = _result_version(reply)
+                    self.session.acknowledged = version is not None
+                    self.session.protocol_version = version
+                    self.rewriter.done = version is not None
+                elif method == "notifications/initialized":
+                    self.session.initialized = True
+                if reply:
+                    await self.write_out(reply)
+            if self.stdin_eof or ready.is_set():
+                return
+            chunk = b""
+            with trio.CancelScope() as waiting:
+                self._stop_waiting = waiting.cancel
+                if ready.is_set():
+                    return
+                chunk = await self.stdin.receive_some(READ_SIZE)
+                if chunk:
+                    self.outbox.extend(self.rewriter.lines.feed(chunk))
+                else:
+                    self.stdin_eof = True
+                    self.outbox.extend(self.rewriter.lines.finish())
+            self._stop_waiting = None
+            if waiting.cancelled_caught:
+                return
+
+    def owner_ready(self) -> None:
+        """Stop `answer_early`'s wait for input (the owner is there, or will not be)."""
+        if self._stop_waiting is not None:
+            self._stop_waiting()
 
     # -- the owner's side -------------------------------------------------------------------
 
@@ -347,6 +421,14 @@ class Relay:
     async def _run(self, owner: Owner) -> int:
         self.show_dashboard(owner)
         lines = ServerLines(owner.stream, owner.leftover)
+        if self.session.acknowledged and not await self.replay(owner, lines):
+            # The session answered early (answer_early) did not reach this owner.
+            await trio.aclose_forcefully(owner.stream)
+            found = await self.reattach(owner.pid)
+            if found is None:
+                return 1
+            owner, lines = found
+            self.show_dashboard(owner)
         while True:
             done = await self.pump(owner, lines)
             await trio.aclose_forcefully(owner.stream)
@@ -476,6 +558,25 @@ def _answer_to(line: bytes, rid: str) -> jsonrpc.Response | None:
         return None
     decoded = jsonrpc.decode_line(line)
     return decoded if isinstance(decoded, jsonrpc.Response) and decoded.id == rid else None
+
+
+def _early_method(line: bytes) -> str | None:
+    """The method of ``line`` if `Relay.answer_early` answers it (a request of
+    `EARLY_METHODS`, or ``notifications/initialized``), else None."""
+    decoded = jsonrpc.decode_line(line)
+    if not isinstance(decoded, jsonrpc.Message) or decoded.method not in EARLY_METHODS:
+        return None
+    if decoded.has_id == (decoded.method == "notifications/initialized"):
+        return None  # a request sent as a notification, or the other way round
+    return decoded.method
+
+
+def _result_version(reply: bytes) -> str | None:
+    """The protocol version an ``initialize`` answer negotiated; None for an error."""
+    decoded = jsonrpc.decode_line(reply.strip()) if reply.strip() else None
+    if not isinstance(decoded, jsonrpc.Response) or decoded.result is None:
+        return None
+    return _protocol_version(decoded.result)
 
 
 def _protocol_version(result: msgspec.Raw) -> str | None:

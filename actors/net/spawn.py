@@ -14,6 +14,11 @@ protocol), no other descriptor inherited. It outlives the child, publishes its
 runtime file as every ``memtrio serve`` does, and exits on its own once no
 session has used it for ``[serve] idle_exit`` seconds.
 
+``memtrio serve --detach`` starts its server the same way (`detach`): detached,
+its log in ``logs/serve.log``, marked ``--detached`` on its command line, and waits
+until it publishes its runtime file; ``memtrio serve --stop`` ends it by the pid
+that file names (`stop_published`).
+
 This module is the mechanics only (the lock, the process, the wait); choosing
 when to launch is ``actors.net.attach``'s.
 """
@@ -25,6 +30,7 @@ import errno
 import fcntl
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -41,6 +47,11 @@ from . import runtime
 LOCK_FILE = "owner.lock"
 LOG_DIR = "logs"
 LOG_FILE = "owner.log"
+DETACHED_LOG_FILE = "serve.log"
+# The mark of a server `detach` started, on its command line (found by `owner_pids`).
+DETACHED = "--detached"
+# How long ``memtrio serve --stop`` waits, beyond the server's shutdown grace, for it to exit.
+STOP_MARGIN = 10.0
 # How long a launched owner may take to publish its runtime file (it opens the store and
 # starts every feature first; on two busy cores with the model, several seconds).
 START_TIMEOUT = 60.0
@@ -52,7 +63,12 @@ TAIL_BYTES = 4096
 
 
 class OwnerFailed(Exception):
-    """The owner could not be started; the message says why and where its log is."""
+    """The owner could not be started; the message says why and where its log is.
+    ``code``: the exit code of the server, when it exited."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass(frozen=True)
@@ -75,8 +91,45 @@ class Launch:
         return command
 
 
-def log_path(home: Path) -> Path:
-    return home / LOG_DIR / LOG_FILE
+def embedded(how: Launch) -> tuple[subprocess.Popen[bytes], socket.socket]:
+    """A ``memtrio mcp --no-attach`` of ``how.home`` in ``how.cwd``, its stdin and stdout one
+    end of a socket pair: the process and the other end (for the relay of a child that
+    answered its client early and then found no owner to start, ``actors.net.attach``).
+    Its stderr is this process's; it is this child's child (not detached): it ends at
+    EOF on the socket, when this child closes it or dies.
+
+    Error handling: an `OSError` (no interpreter) propagates.
+    """
+    ours, theirs = socket.socketpair()
+    command = [sys.executable, "-m", "memtrio.supervisors.cli", "mcp", "--no-attach"]
+    command += ["--home", str(how.home)]
+    if how.ui:
+        command.append("--ui")
+    if how.log_level:
+        command += ["--log-level", how.log_level]
+    try:
+        process = subprocess.Popen(
+            command, stdin=theirs, stdout=theirs, cwd=how.cwd, close_fds=True
+        )
+    except OSError:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    return process, ours
+
+
+def log_path(home: Path, name: str = LOG_FILE) -> Path:
+    return home / LOG_DIR / name
+
+
+def check_run(home: Path) -> None:
+    """Create ``run/`` of ``home`` (private) and check that no one else could write it.
+
+    Error handling: `runtime.Untrusted` (saying why); an `OSError` of an unwritable home.
+    """
+    private.make_dir(home / runtime.RUN_DIR)
+    runtime.check_run_dir(home)
 
 
 @asynccontextmanager
@@ -88,8 +141,7 @@ async def owner_lock(home: Path, timeout: float = LOCK_TIMEOUT) -> AsyncIterator
     for ``timeout`` seconds; an `OSError` of an unwritable home propagates.
     """
     run = home / runtime.RUN_DIR
-    private.make_dir(run)
-    runtime.check_run_dir(home)
+    check_run(home)
     flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         fd = os.open(run / LOCK_FILE, flags, private.FILE_MODE)
@@ -122,16 +174,35 @@ def launch(how: Launch) -> tuple[subprocess.Popen[bytes], int]:
 
     Error handling: an `OSError` (no interpreter, an unwritable log) propagates.
     """
-    path = log_path(how.home)
+    return start_detached(how.command(), how.cwd, log_path(how.home))
+
+
+def detach(home: Path, cwd: Path, argv: list[str]) -> tuple[subprocess.Popen[bytes], int]:
+    """``memtrio serve --detach``: start ``memtrio serve <argv>`` of ``home`` detached (as an
+    owner: its own session, stdin from /dev/null, its output appended to
+    ``logs/serve.log``), marked `DETACHED`; the process and where its log lines start.
+
+    Error handling: an `OSError` (no interpreter, an unwritable log) propagates.
+    """
+    command = [sys.executable, "-m", "memtrio.supervisors.cli", "serve", DETACHED]
+    command += ["--home", str(home), *argv]
+    return start_detached(command, cwd, log_path(home, DETACHED_LOG_FILE))
+
+
+def start_detached(
+    command: list[str], cwd: Path, path: Path
+) -> tuple[subprocess.Popen[bytes], int]:
+    """Run ``command`` in ``cwd`` in a session of its own, its output appended to ``path``;
+    the process and the size of ``path`` before it."""
     private.make_dir(path.parent)
     with private.open_file(path, "ab") as log:
         start = log.tell()
         process = subprocess.Popen(
-            how.command(),
+            command,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
-            cwd=how.cwd,
+            cwd=cwd,
             start_new_session=True,
             close_fds=True,
         )
@@ -139,31 +210,37 @@ def launch(how: Launch) -> tuple[subprocess.Popen[bytes], int]:
 
 
 async def wait_published(
-    home: Path, process: subprocess.Popen[bytes], log_start: int, timeout: float = START_TIMEOUT
-) -> None:
+    home: Path,
+    process: subprocess.Popen[bytes],
+    log_start: int,
+    timeout: float = START_TIMEOUT,
+    log: str = LOG_FILE,
+) -> runtime.Runtime:
     """Wait until the runtime file of ``home`` names ``process``.
 
-    Error handling: `OwnerFailed` (with the last line it logged) when it exits
-    first, or does not publish within ``timeout`` (then it is killed: a half-started
-    owner serves nobody).
+    what it published.
+
+    Error handling: `OwnerFailed` (with the last line it logged, in ``logs/<log>``)
+    when it exits first, or does not publish within ``timeout`` (then it is killed: a
+    half-started owner serves nobody).
     """
+    path = log_path(home, log)
     with trio.move_on_after(timeout):
         while True:
             with contextlib.suppress(runtime.Untrusted):
                 found, _ = runtime.read(home)
                 if found is not None and found.pid == process.pid:
-                    return
+                    return found
             code = process.poll()
             if code is not None:
                 raise OwnerFailed(
-                    f"it exited with code {code}{_last_line(home, log_start)} "
-                    f"(see {log_path(home)})"
+                    f"it exited with code {code}{_last_line(path, log_start)} (see {path})", code
                 )
             await trio.sleep(POLL)
     stop(process)
     raise OwnerFailed(
         f"it did not publish {runtime.runtime_path(home)} within {timeout:g} s "
-        f"and was stopped (see {log_path(home)})"
+        f"and was stopped (see {path})"
     )
 
 
@@ -176,10 +253,10 @@ def stop(process: subprocess.Popen[bytes]) -> None:
             process.wait(timeout=5)
 
 
-def _last_line(home: Path, start: int) -> str:
-    """``: <the last line the owner logged>``, or ""."""
+def _last_line(path: Path, start: int) -> str:
+    """``: <the last line the owner logged>`` (in ``path``, from ``start``), or ""."""
     try:
-        with open(log_path(home), "rb") as log:
+        with open(path, "rb") as log:
             log.seek(max(start, log.seek(0, os.SEEK_END) - TAIL_BYTES))
             lines = log.read().decode("utf-8", "replace").strip().splitlines()
     except OSError:
@@ -187,9 +264,59 @@ def _last_line(home: Path, start: int) -> str:
     return f": {lines[-1].strip()}" if lines else ""
 
 
+def is_serve(pid: int) -> bool:
+    """Whether process ``pid`` runs ``memtrio serve`` (by its command line; True where
+    there is no ``/proc`` to ask)."""
+    try:
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except FileNotFoundError:
+        return not Path("/proc/self").exists()
+    except OSError:
+        return False
+    return "serve" in words and any("memtrio" in word for word in words)
+
+
+def published_serve(home: Path) -> runtime.Runtime | None:
+    """The running ``memtrio serve`` the runtime file of ``home`` names, or None (no file,
+    a file someone else could have written, or its process gone)."""
+    try:
+        found, _ = runtime.read(home)
+    except runtime.Untrusted:
+        return None
+    if found is None or not runtime.pid_alive(found.pid) or not is_serve(found.pid):
+        return None
+    return found
+
+
+def stop_published(home: Path, grace: float) -> int | None:
+    """``memtrio serve --stop``: SIGTERM the ``memtrio serve`` that the runtime file of
+    ``home`` names and wait until it has exited (its calls in flight finish within
+    ``grace`` seconds; after `STOP_MARGIN` more it is killed with its process group);
+    its pid, or None when none runs (a stale file is removed).
+
+    Error handling: `runtime.Untrusted` for a file someone else could have written
+    (no signal is sent then).
+    """
+    found, raw = runtime.read(home)
+    if found is None or not runtime.pid_alive(found.pid) or not is_serve(found.pid):
+        if raw:
+            runtime.remove_if_unchanged(home, raw)
+        return None
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(found.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace + STOP_MARGIN
+    while runtime.pid_alive(found.pid):
+        if time.monotonic() > deadline:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(found.pid, signal.SIGKILL)
+        time.sleep(POLL)
+    return found.pid
+
+
 def owner_pids(under: Path) -> list[int]:
-    """The pids of the running owners (``memtrio serve --owner``) of ``under`` or of a home
-    below it, found by their command lines (Linux ``/proc``; [] elsewhere)."""
+    """The pids of the running owners (``memtrio serve --owner``) and detached servers
+    (``memtrio serve --detach``) of ``under`` or of a home below it, found by their
+    command lines (Linux ``/proc``; [] elsewhere)."""
     base = os.path.realpath(under)
     found = []
     try:
@@ -203,7 +330,8 @@ def owner_pids(under: Path) -> list[int]:
             words = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
-        if "serve" not in words or "--owner" not in words or "--home" not in words[:-1]:
+        marked = "--owner" in words or DETACHED in words
+        if "serve" not in words or not marked or "--home" not in words[:-1]:
             continue
         home = os.path.realpath(words[words.index("--home") + 1])
         if (home == base or home.startswith(base + os.sep)) and runtime.pid_alive(int(entry.name)):
