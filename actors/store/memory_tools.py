@@ -26,6 +26,7 @@ from . import limits
 from .access import ranked_rows, record_access
 from .documents import entity_document, memory_document, relation_document
 from .entities import RelationSpec, missing_vectors, validate_entity, validate_relation_type
+from .interfaces import StoreTx
 from .lexical import lexical_search
 from .memories import (
     NewMemory,
@@ -231,21 +232,27 @@ async def recall(ctx: CallContext, args: RecallArgs) -> RecallResult:
     tokens: int | None = None
     if args.max_tokens is not None:
         budget = args.max_tokens
-        candidates = await store.read_conn(lambda conn: ranked_rows(conn, selection, ranked))
+        candidates = await store.read(
+            lambda tx: ranked_rows(tx, selection, ranked), name="memory.recall.rows"
+        )
         ranked, tokens = within_budget(candidates, budget, args.limit)
     try:
         if policy.grant is not None and policy.grant.read_only:
             # A read-only token leaves no trace: no access counted, no recall log line.
-            rows = await store.read_conn(lambda conn: ranked_rows(conn, selection, ranked))
+            rows = await store.read(
+                lambda tx: ranked_rows(tx, selection, ranked), name="memory.recall.rows"
+            )
         else:
-            rows = await store.write_conn(
-                lambda conn: record_access(conn, "recall", args.query, selection, ranked),
+            rows = await store.write(
+                lambda tx: record_access(tx, "recall", args.query, selection, ranked),
                 name="recall",
             )
     except sqlite3.OperationalError as exc:
         # A full or read-only disk: answer from a read connection, uncounted.
         trace.warning(ACTOR, "recall_access_not_recorded", error=str(exc))
-        rows = await store.read_conn(lambda conn: ranked_rows(conn, selection, ranked))
+        rows = await store.read(
+            lambda tx: ranked_rows(tx, selection, ranked), name="memory.recall.rows"
+        )
         warnings.append(f"the access could not be recorded ({exc}); results are unaffected")
     return RecallResult(
         memories=[
@@ -299,18 +306,18 @@ async def inspect(ctx: CallContext, args: InspectArgs) -> InspectResult:
     selection = await scoped(policy.select, args.scopes)
     read_only = policy.grant is not None and policy.grant.read_only  # no access recorded
 
-    def op(conn: sqlite3.Connection) -> dict[str, Any]:
-        memory = get_memory(conn, args.id)
+    def op(tx: StoreTx) -> dict[str, Any]:
+        memory = get_memory(tx.conn, args.id)
         if memory is None or not visible(memory["scopes"], selection):
             raise not_found(args.id, selection)
         if read_only:
             return memory
-        record_access(conn, "inspect", f"#{args.id}", selection, [(args.id, 1.0)])
-        updated = get_memory(conn, args.id)
+        record_access(tx, "inspect", f"#{args.id}", selection, [(args.id, 1.0)])
+        updated = get_memory(tx.conn, args.id)
         assert updated is not None
         return updated
 
-    found = await (store.read_conn(op) if read_only else store.write_conn(op, name="inspect"))
+    found = await (store.read(op, name="inspect") if read_only else store.write(op, name="inspect"))
     return memory_result(_shown(found, policy), InspectResult)
 
 
