@@ -466,6 +466,29 @@ async def test_recent_recalls_leave_out_another_repositorys(tmp_path: Path) -> N
         ]  # fmt: skip
 
 
+async def test_a_memory_page_survives_recall_log_lines_of_another_shape(tmp_path: Path) -> None:
+    # The recall log's JSON texts come from imports too (any text): a line whose ids are not
+    # a list, or whose scores are not one, is skipped, never a crash of the memory page.
+    async with dashboard(tmp_path) as d:
+        ids = await seed(d)
+        mid = ids["queue"]
+        await d.tool("recall", query="message queue")
+        odd = [("5", "[1.0]"), (f"[{mid}]", '{"a": 1}'), ('{"x": 1}', "2"), ("null", "null")]
+        from memtrio.actors.store.services import store_of
+
+        await store_of(d.app).write_conn(
+            lambda c: c.executemany(
+                "INSERT INTO recall_log (ts, kind, query, scopes, ids, scores) "
+                "VALUES (1e9, 'recall', 'odd', '[\"global\"]', ?, ?)",
+                odd,
+            )
+        )
+        shown = await d.get("memory", id=mid)
+        assert shown.status_code == 200, shown.text
+        assert [h["query"] for h in shown.json()["history"]] == ["message queue"]
+        assert (await d.get("recent")).status_code == 200
+
+
 CODE_FILES: dict[str, str | bytes] = {
     "app/fine.py": "def fine():\n    pass\n\n\nclass Box:\n    def fine(self):\n        pass\n",
     "we\x01ird.py": "def fine_too():\n    pass\n",
