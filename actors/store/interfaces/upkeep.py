@@ -72,7 +72,7 @@ class RelationRow(msgspec.Struct, frozen=True, kw_only=True):
     source: str
     relation_type: str
     target: str
-    metadata: str | None
+    metadata: str  # JSON text
     created_at: float
     scopes: list[str] = []
 
