@@ -289,7 +289,7 @@ def cmd_flush(args: argparse.Namespace, run: AppRunner) -> int:
             result, changes = transfer.flush(tx, store.policy, args.all)
             return Written(result, changes)
 
-        result = await store.write(op, name="memory.flush")
+        result: dict[str, Any] = await store.write(op, name="memory.flush")
         result["scopes"] = "all" if args.all else store.policy.writable
         emit(
             args,
@@ -386,7 +386,7 @@ def _import_memtrio(args: argparse.Namespace, run: AppRunner, checked: transfer.
             return Written(transfer.import_records(tx, checked), [Change(kind="reset")])
 
         try:
-            result = await store.write(op, name="memory.import")
+            result: dict[str, int] = await store.write(op, name="memory.import")
         except ImportRefused as exc:  # the file changed since it was checked
             raise refused(args, exc) from None
         emit(

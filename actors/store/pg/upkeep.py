@@ -58,7 +58,7 @@ class PgUpkeep:
 
     def counts(self) -> StoreCounts:
         def one(table: str) -> int:
-            return int(self.conn.native(f"SELECT count(*) FROM {table}").fetchone()[0])
+            return int(self._one(f"SELECT count(*) FROM {table}"))
 
         return StoreCounts(
             memories=one("memories"),
