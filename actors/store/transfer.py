@@ -18,7 +18,6 @@ memory); any failure refuses the whole file, naming the line.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
@@ -49,10 +48,11 @@ from .records import (
     vector_bytes,
 )
 from .scopes import ScopePolicy
+from .scratch import ImportMap, KeySet
 from .vectors import Vec, put_vector
 from .writer import Change
 
-Key = int | str  # a row id, or a name or key of the file, in `_Seen`
+Key = int | str  # a row id, or a name or key of the file, in `KeySet`
 
 
 @dataclass
@@ -70,32 +70,6 @@ def entity_key(rec: EntityRecord, version: int) -> str:
     return rec.name if version >= 2 else rec.canonical_name
 
 
-class _Seen:
-    """What the file defined so far, in a scratch SQLite database (on disk, not in memory)."""
-
-    def __init__(self) -> None:
-        self.db = sqlite3.connect("", isolation_level=None)
-        self.db.execute("CREATE TABLE seen (kind TEXT, key, PRIMARY KEY (kind, key)) WITHOUT ROWID")
-        self.db.execute("BEGIN")
-
-    def add(self, kind: str, key: Key) -> bool:
-        """Record ``key``; False when it was already there."""
-        try:
-            self.db.execute("INSERT INTO seen VALUES (?, ?)", (kind, key))
-        except sqlite3.IntegrityError:
-            return False
-        return True
-
-    def has(self, kind: str, key: Key) -> bool:
-        return (
-            self.db.execute("SELECT 1 FROM seen WHERE kind = ? AND key = ?", (kind, key)).fetchone()
-            is not None
-        )
-
-    def close(self) -> None:
-        self.db.close()
-
-
 def _key(triple: Iterable[str]) -> str:
     return json.dumps(list(triple), ensure_ascii=False)
 
@@ -110,7 +84,7 @@ def check(lines: Callable[[], Iterator[tuple[int, bytes]]]) -> Checked:
     is defined above it. Error handling: the first failure raises
     `ImportRefused` naming its line.
     """
-    seen = _Seen()
+    seen = KeySet()
     max_ids = {"entities": 0, "relations": 0, "memories": 0}
     schema_version = 0
     version = VERSION
@@ -164,7 +138,9 @@ def check(lines: Callable[[], Iterator[tuple[int, bytes]]]) -> Checked:
                         _defined(seen, "relation", _key(triple), at)
                     max_ids["memories"] = max(max_ids["memories"], rec.id)
                 case VectorRecord():
-                    target = _key(rec.key) if rec.kind == "relation" else rec.key
+                    # decode_record checked that the key is of the kind's type
+                    key = rec.key
+                    target: Key = key if isinstance(key, (int, str)) else _key(key)
                     _defined(seen, rec.kind, target, at)
                     _once(seen, f"{rec.kind} vector", target, at)
         if rank < 0:
@@ -174,13 +150,13 @@ def check(lines: Callable[[], Iterator[tuple[int, bytes]]]) -> Checked:
     return Checked(lines, schema_version, max_ids, version)
 
 
-def _once(seen: _Seen, kind: str, key: Key, at: str) -> None:
+def _once(seen: KeySet, kind: str, key: Key, at: str) -> None:
     if not seen.add(kind, key):
         shown = key if isinstance(key, int) else repr(printable(str(key), 200))
         raise ImportRefused(f"{at}: {kind} {shown} appears twice in the file")
 
 
-def _defined(seen: _Seen, kind: str, key: Key, at: str) -> None:
+def _defined(seen: KeySet, kind: str, key: Key, at: str) -> None:
     if not seen.has(kind, key):
         shown = key if isinstance(key, int) else repr(printable(str(key), 200))
         raise ImportRefused(f"{at}: refers to {kind} {shown}, which the file does not define above")
@@ -214,14 +190,8 @@ class _Importer:
         }
         self.unchunked = checked.schema_version < 4  # before vector_chunks
         self.version = checked.version
-        # The file's memory ids -> the store's (and the content's length), and the file's
-        # entity keys -> the store's ids, off the heap.
-        self.memory_map = sqlite3.connect("", isolation_level=None)
-        self.memory_map.execute(
-            "CREATE TABLE m (old INTEGER PRIMARY KEY, new INTEGER, length INTEGER)"
-        )
-        self.memory_map.execute("CREATE TABLE e (key TEXT PRIMARY KEY, id INTEGER) WITHOUT ROWID")
-        self.memory_map.execute("BEGIN")
+        # The file's memory ids and entity keys -> the store's, off the heap.
+        self.memory_map = ImportMap()
 
     def close(self) -> None:
         self.memory_map.close()
@@ -252,7 +222,7 @@ class _Importer:
 
     def entity(self, key: str) -> int:
         """The store's id of the entity the file refers to as ``key``."""
-        return int(self.memory_map.execute("SELECT id FROM e WHERE key = ?", (key,)).fetchone()[0])
+        return self.memory_map.entity(key)
 
     def relation(self, source: str, rtype: str, target: str) -> int | None:
         return self.upkeep.relation_id(self.entity(source), rtype, self.entity(target))
@@ -273,7 +243,7 @@ class _Importer:
                 )
             )
             self.added["entities"] += 1
-        self.memory_map.execute("INSERT INTO e VALUES (?, ?)", (entity_key(rec, self.version), eid))
+        self.memory_map.put_entity(entity_key(rec, self.version), eid)
         self.upkeep.link_scopes("entity", eid, rec.scopes)
 
     def relation_record(self, rec: RelationRecord) -> None:
@@ -296,9 +266,7 @@ class _Importer:
 
     def memory_record(self, rec: MemoryRecord) -> None:
         if self.upkeep.memory_present(rec.id, rec.content, rec.created_at):
-            self.memory_map.execute(
-                "INSERT INTO m VALUES (?, ?, ?)", (rec.id, rec.id, len(rec.content))
-            )
+            self.memory_map.put_memory(rec.id, rec.id, len(rec.content))
             self.added["skipped_memories"] += 1
             return
         mid = self.upkeep.add_memory(
@@ -313,7 +281,7 @@ class _Importer:
                 access_count=rec.access_count,
             )
         )
-        self.memory_map.execute("INSERT INTO m VALUES (?, ?, ?)", (rec.id, mid, len(rec.content)))
+        self.memory_map.put_memory(rec.id, mid, len(rec.content))
         self.added["memories"] += 1
         self.upkeep.link_scopes("memory", mid, rec.scopes)
         relations = [self.relation(*triple) for triple in rec.relations]
@@ -325,15 +293,16 @@ class _Importer:
 
     def vector_record(self, rec: VectorRecord, number: int) -> None:
         length = 0
-        if rec.kind == "memory":
-            row = self.memory_map.execute(
-                "SELECT new, length FROM m WHERE old = ?", (rec.key,)
-            ).fetchone()
-            item, length = row
-        elif rec.kind == "entity":
-            item = self.entity(rec.key)
+        key = rec.key  # of the kind's type: `check` found it defined above
+        if isinstance(key, int):
+            item, length = self.memory_map.memory(key)
+        elif isinstance(key, str):
+            item = self.entity(key)
         else:
-            item = self.relation(*rec.key)
+            found = self.relation(*key)
+            if found is None:
+                return  # the file changed since it was checked
+            item = found
         data = vector_bytes(rec, f"line {number}")
         if data is None:
             return  # not whole float32 vectors: recomputed by reembed
