@@ -171,6 +171,22 @@ async def _tool_refusal(d: Dash, name: str, **arguments: Any) -> str:
     return str(caught.value)
 
 
+async def test_a_dashboard_export_of_ids_out_of_range_is_refused_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    async with dashboard(tmp_path) as d:
+        ids = await seed(d)
+        for bad in ([2**70], [2**63], [0], [-1], [True], [1.5], "1"):
+            refused = await d.post("export", {"ids": bad})
+            assert refused.status_code == 400, (bad, refused.text)
+            assert "`ids` must be a list of memory ids" in refused.json()["error"]
+        too_many = await d.post("export", {"ids": list(range(1, 1002))})
+        assert too_many.status_code == 400 and "at most 1,000" in too_many.json()["error"]
+        fine = await d.post("export", {"ids": [ids["queue"], 2**63 - 1]})
+        assert [m["id"] for m in fine.json()["memories"]] == [ids["queue"]]
+        assert "history" not in fine.json()["memories"][0]
+
+
 async def test_another_repositorys_memory_is_refused_exactly_as_the_tool_refuses(
     tmp_path: Path,
 ) -> None:

@@ -36,6 +36,7 @@ from ..session_state import SessionState
 from ..store.interfaces import StoreTx
 from ..store.lexical import lexical_search, query_terms
 from ..store.memory_tools import rank
+from ..store.records import MAX_ROW_ID
 from ..store.results import memory_fields
 from ..store.services import policy_of, scoped, store_of
 from ..store.tool_args import RecallArgs
@@ -52,6 +53,8 @@ STATUS_OF: tuple[tuple[type[DomainError], int], ...] = (
 )
 PAGE_LIMIT = 200
 SEARCH_LIMIT = 500
+# Memories one dashboard export may name (ticked rows; `memtrio export` writes everything).
+EXPORT_LIMIT = 1000
 # A semantic search lists what recall returns: its best `limit` (the tool's default).
 # Every memory reachable in the graph has some PageRank mass, so without this cut a
 # semantic search would list the whole store.
@@ -273,12 +276,21 @@ class Api:
 
     async def export(self, body: dict[str, Any]) -> Json:
         ids = body.get("ids")
-        if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
-            raise ApiError(400, "`ids` must be a list of memory ids")
+        if not isinstance(ids, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 1 <= i <= MAX_ROW_ID for i in ids
+        ):
+            raise ApiError(
+                400, f"`ids` must be a list of memory ids (whole numbers 1 to {MAX_ROW_ID})"
+            )
+        if len(ids) > EXPORT_LIMIT:
+            raise ApiError(
+                400,
+                f"`ids`: at most {EXPORT_LIMIT:,} memories per export (memtrio export writes the whole store)",
+            )
         selection = await scoped((await policy_of(self.ctx)).select, body.get("scopes") or None)
 
         def op(tx: StoreTx) -> list[Json]:
-            found = (queries.memory_details(tx, int(i), selection) for i in ids)
+            found = (queries.memory_details(tx, i, selection, history=False) for i in ids)
             return [memory_fields({k: v for k, v in m.items() if k != "history"})
                     for m in found if m is not None]  # fmt: skip
 

@@ -90,8 +90,11 @@ def recent_queries(tx: StoreTx, selection: Sequence[str], limit: int) -> list[di
     return list(found.values())
 
 
-def memory_details(tx: StoreTx, memory_id: int, selection: Sequence[str]) -> dict[str, Any] | None:
-    """A memory with its scopes, entities, relations and access history (None: not visible).
+def memory_details(
+    tx: StoreTx, memory_id: int, selection: Sequence[str], history: bool = True
+) -> dict[str, Any] | None:
+    """A memory with its scopes, entities, relations and (``history``) its access history
+    (None: not visible).
 
     Unlike ``inspect`` this does not count as an access: looking at the dashboard
     must not change what recall ranks.
@@ -100,7 +103,8 @@ def memory_details(tx: StoreTx, memory_id: int, selection: Sequence[str]) -> dic
     memory = get_memory(tx.conn, memory_id)
     if memory is None or not visible(memory["scopes"], selection):
         return None
-    memory["history"] = access_history(tx, memory_id)
+    if history:
+        memory["history"] = access_history(tx, memory_id)
     return memory
 
 
