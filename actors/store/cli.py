@@ -38,6 +38,7 @@ from .doctor import cmd_doctor
 from .import_file import ImportRefused, numbered_lines, open_import, printable
 from .interfaces import StoreTx
 from .memories import list_memories
+from .records import MAX_ROW_ID
 from .results import Memory, memory_result
 from .runner import (
     check_export_target,
@@ -176,8 +177,8 @@ def cmd_remember(args: argparse.Namespace, run: AppRunner) -> int:
 
 
 def cmd_list(args: argparse.Namespace, run: AppRunner) -> int:
-    if args.limit < 1 or args.offset < 0:
-        raise CliError("--limit must be >= 1 and --offset >= 0")
+    if not (1 <= args.limit <= MAX_ROW_ID and 0 <= args.offset <= MAX_ROW_ID):
+        raise CliError(f"--limit must be 1 to {MAX_ROW_ID} and --offset 0 to {MAX_ROW_ID}")
 
     async def body(app: AppContext) -> int:
         store = tools.store_of(app)
