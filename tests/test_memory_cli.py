@@ -181,3 +181,20 @@ def test_a_store_that_cannot_open_is_one_clear_line(
     code, out, err = run(capsys, "doctor")
     assert code == 1 and "file is not a database" in out and "PROBLEMS FOUND" in out
     assert err.count("\n") == 1 and "aside" in err
+
+
+def test_ids_and_counts_beyond_the_database_integers_are_refused_in_one_line(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An id or a count no database integer holds was an "unexpected error"
+    # (OverflowError) with a traceback in the log; it is an argument refusal.
+    assert run(capsys, "remember", "a memory to keep")[0] == 0
+    huge = str(2**70)
+    for argv in (("show", huge), ("forget", huge)):
+        code, _, err = run(capsys, *argv)
+        assert code == 1 and err.startswith("memtrio: invalid arguments"), (argv, err)
+        assert "unexpected" not in err and err.count("\n") == 1
+    for flag in ("--limit", "--offset"):
+        code, _, err = run(capsys, "list", flag, huge)
+        assert code == 1 and err.startswith(f"memtrio: --limit must be 1 to {2**63 - 1}"), err
+    assert [m["content"] for m in run_json(capsys, "list")] == ["a memory to keep"]  # type: ignore[index, union-attr]

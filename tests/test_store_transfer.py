@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from memtrio.actors.store import db, ops, transfer
 from memtrio.actors.store.scopes import ScopePolicy
+from memtrio.actors.store.sqlite.tx import tx as as_tx
 
 REPO = "repo:/r/.git"
 OTHER = "repo:/o/.git"
@@ -46,7 +47,8 @@ def test_import_into_a_non_empty_store_renumbers_and_relinks(tmp_path: Path) -> 
         relations=[ops.RelationSpec(ops.EntitySpec("x"), "uses", ops.EntitySpec("shared"))],
     )
     records = [
-        json.loads(json.dumps(r)) for r in db.run_read(a, lambda c: list(transfer.export_lines(c)))
+        json.loads(json.dumps(r))
+        for r in db.run_read(a, lambda c: list(transfer.export_lines(as_tx(c))))
     ]
 
     b = open_store(tmp_path / "b.sqlite")
@@ -54,7 +56,7 @@ def test_import_into_a_non_empty_store_renumbers_and_relinks(tmp_path: Path) -> 
     added = tx(
         b,
         lambda c: transfer.import_records(
-            c, transfer.parse_lines([json.dumps(r) for r in records])
+            as_tx(c), transfer.parse_lines([json.dumps(r) for r in records])
         ),
     )
     assert added["memories"] == 2 and added["entities"] == 1  # "Shared" is reused by name
@@ -69,7 +71,7 @@ def test_import_into_a_non_empty_store_renumbers_and_relinks(tmp_path: Path) -> 
     again = tx(
         b,
         lambda c: transfer.import_records(
-            c, transfer.parse_lines([json.dumps(r) for r in records])
+            as_tx(c), transfer.parse_lines([json.dumps(r) for r in records])
         ),
     )
     assert (
@@ -86,7 +88,7 @@ def test_a_malformed_import_changes_nothing(tmp_path: Path) -> None:
         json.dumps({"type": "memory", "id": 1}),
     ]
     with pytest.raises(transfer.ImportRefused, match="malformed memory record"):
-        tx(conn, lambda c: transfer.import_records(c, transfer.parse_lines(lines)))
+        tx(conn, lambda c: transfer.import_records(as_tx(c), transfer.parse_lines(lines)))
     assert conn.execute("SELECT count(*) FROM scopes").fetchone()[0] == 0
     with pytest.raises(transfer.ImportRefused, match="line 1: not JSON"):
         transfer.parse_lines(["{nope"])
@@ -100,12 +102,14 @@ def test_flush_keeps_what_this_server_may_not_write(tmp_path: Path) -> None:
         conn, "shared with other", ["global", OTHER], entities=[ops.EntitySpec("kept")]
     )
     foreign = remember(conn, "foreign", [OTHER])
-    result, _ = tx(conn, lambda c: transfer.flush(c, ScopePolicy(REPO), everything=False))
+    result, _ = tx(conn, lambda c: transfer.flush(as_tx(c), ScopePolicy(REPO), everything=False))
     assert result["deleted_memories"] == 2
     left = {r[0] for r in conn.execute("SELECT id FROM memories")}
     assert left == {shared, foreign} and mine not in left
     assert {r[0] for r in conn.execute("SELECT name FROM entities")} == {"kept"}
-    result, changes = tx(conn, lambda c: transfer.flush(c, ScopePolicy(REPO), everything=True))
+    result, changes = tx(
+        conn, lambda c: transfer.flush(as_tx(c), ScopePolicy(REPO), everything=True)
+    )
     assert result["deleted_memories"] == 2 and changes[0].kind == "reset"
     assert conn.execute("SELECT count(*) FROM scopes").fetchone()[0] == 0
 
@@ -117,11 +121,15 @@ def test_export_and_import_carry_every_window_of_a_long_memory(tmp_path: Path) -
     remember(a, long_text, [REPO], vector=windows)
     assert a.execute("SELECT count(*) FROM vector_chunks").fetchone()[0] == 2
     records = [
-        json.loads(json.dumps(r)) for r in db.run_read(a, lambda c: list(transfer.export_lines(c)))
+        json.loads(json.dumps(r))
+        for r in db.run_read(a, lambda c: list(transfer.export_lines(as_tx(c))))
     ]
     [vector] = [r for r in records if r["type"] == "vector"]
     b = open_store(tmp_path / "b.sqlite")
-    tx(b, lambda c: transfer.import_records(c, transfer.parse_lines(map(json.dumps, records))))
+    tx(
+        b,
+        lambda c: transfer.import_records(as_tx(c), transfer.parse_lines(map(json.dumps, records))),
+    )
     assert b.execute("SELECT vec FROM vectors").fetchall() == [(windows.chunk(0),)]
     assert b.execute("SELECT chunk, vec FROM vector_chunks ORDER BY chunk").fetchall() == [
         (1, windows.chunk(1)),
@@ -133,7 +141,8 @@ def test_export_and_import_carry_every_window_of_a_long_memory(tmp_path: Path) -
     vector["vec"] = vector["vec"][:8]  # base64 of the first window only
     c = open_store(tmp_path / "c.sqlite")
     added = tx(
-        c, lambda c: transfer.import_records(c, transfer.parse_lines(map(json.dumps, records)))
+        c,
+        lambda c: transfer.import_records(as_tx(c), transfer.parse_lines(map(json.dumps, records))),
     )
     assert added["memories"] == 1 and added["vectors"] == 0
     assert c.execute("SELECT count(*) FROM vectors").fetchone()[0] == 0
@@ -145,11 +154,24 @@ def test_import_keeps_the_vectors_of_rows_that_already_exist(tmp_path: Path) -> 
     a = open_store(tmp_path / "a.sqlite")
     remember(a, "from a", [REPO], entities=[ops.EntitySpec("Shared")])
     tx(a, lambda c: ops.put_vector(c, "entity", 1, ops.Vec(b"\x00\x00\x80?", 1, "m", "r")))
-    records = [json.dumps(r) for r in db.run_read(a, lambda c: list(transfer.export_lines(c)))]
+    records = [
+        json.dumps(r) for r in db.run_read(a, lambda c: list(transfer.export_lines(as_tx(c))))
+    ]
 
     b = open_store(tmp_path / "b.sqlite")
     remember(b, "b's own", [OTHER], entities=[ops.EntitySpec("Shared")])
     mine = b"\x00\x00\x00@"  # 2.0
     tx(b, lambda c: ops.put_vector(c, "entity", 1, ops.Vec(mine, 1, "m", "r")))
-    tx(b, lambda c: transfer.import_records(c, transfer.parse_lines(records)))
+    tx(b, lambda c: transfer.import_records(as_tx(c), transfer.parse_lines(records)))
     assert b.execute("SELECT vec FROM vectors WHERE kind = 'entity'").fetchall() == [(mine,)]
+
+
+def test_flush_where_no_writable_scope_exists_keeps_other_repositories(tmp_path: Path) -> None:
+    # Neither this repository's scope nor `global` holds a row yet: a flush here must
+    # delete nothing of another repository (it deleted everything: `NOT IN (NULL)`).
+    conn = open_store(tmp_path / "f.sqlite")
+    foreign = remember(conn, "foreign", [OTHER], entities=[ops.EntitySpec("theirs")])
+    result, _ = tx(conn, lambda c: transfer.flush(as_tx(c), ScopePolicy(REPO), everything=False))
+    assert result == {"deleted_memories": 0, "deleted_entities": 0, "deleted_relations": 0}
+    assert [r[0] for r in conn.execute("SELECT id FROM memories")] == [foreign]
+    assert [r[0] for r in conn.execute("SELECT name FROM entities")] == ["theirs"]

@@ -171,6 +171,22 @@ async def _tool_refusal(d: Dash, name: str, **arguments: Any) -> str:
     return str(caught.value)
 
 
+async def test_a_dashboard_export_of_ids_out_of_range_is_refused_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    async with dashboard(tmp_path) as d:
+        ids = await seed(d)
+        for bad in ([2**70], [2**63], [0], [-1], [True], [1.5], "1"):
+            refused = await d.post("export", {"ids": bad})
+            assert refused.status_code == 400, (bad, refused.text)
+            assert "`ids` must be a list of memory ids" in refused.json()["error"]
+        too_many = await d.post("export", {"ids": list(range(1, 1002))})
+        assert too_many.status_code == 400 and "at most 1,000" in too_many.json()["error"]
+        fine = await d.post("export", {"ids": [ids["queue"], 2**63 - 1]})
+        assert [m["id"] for m in fine.json()["memories"]] == [ids["queue"]]
+        assert "history" not in fine.json()["memories"][0]
+
+
 async def test_another_repositorys_memory_is_refused_exactly_as_the_tool_refuses(
     tmp_path: Path,
 ) -> None:
@@ -464,6 +480,29 @@ async def test_recent_recalls_leave_out_another_repositorys(tmp_path: Path) -> N
         assert [(q["query"], q["memories"]) for q in found] == [
             ("ruff commit", 1), ("message queue", 1)
         ]  # fmt: skip
+
+
+async def test_a_memory_page_survives_recall_log_lines_of_another_shape(tmp_path: Path) -> None:
+    # The recall log's JSON texts come from imports too (any text): a line whose ids are not
+    # a list, or whose scores are not one, is skipped, never a crash of the memory page.
+    async with dashboard(tmp_path) as d:
+        ids = await seed(d)
+        mid = ids["queue"]
+        await d.tool("recall", query="message queue")
+        odd = [("5", "[1.0]"), (f"[{mid}]", '{"a": 1}'), ('{"x": 1}', "2"), ("null", "null")]
+        from memtrio.actors.store.services import store_of
+
+        await store_of(d.app).write_conn(
+            lambda c: c.executemany(
+                "INSERT INTO recall_log (ts, kind, query, scopes, ids, scores) "
+                "VALUES (1e9, 'recall', 'odd', '[\"global\"]', ?, ?)",
+                odd,
+            )
+        )
+        shown = await d.get("memory", id=mid)
+        assert shown.status_code == 200, shown.text
+        assert [h["query"] for h in shown.json()["history"]] == ["message queue"]
+        assert (await d.get("recent")).status_code == 200
 
 
 CODE_FILES: dict[str, str | bytes] = {

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from .interfaces import StoreTx
+from .interfaces.recall_log import RecallEntry
 from .memories import get_memory, now, visible
 from .scopes import GLOBAL
 
 
 def ranked_rows(
-    conn: sqlite3.Connection,
+    tx: StoreTx,
     selection: Sequence[str],
     ranked: Sequence[tuple[int, float]],
     accessed_at: float | None = None,
@@ -28,14 +29,12 @@ def ranked_rows(
         if memory_id in seen:
             continue
         seen.add(memory_id)
-        memory = get_memory(conn, memory_id, details=False)
+        # TRANSITIONAL: the memories concept's reader, until it is behind `tx.memories`.
+        memory = get_memory(tx.conn, memory_id, details=False)
         if memory is None or not visible(memory["scopes"], selection):
             continue  # deleted since it was ranked, or never to be returned here
         if accessed_at is not None:
-            conn.execute(
-                "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? WHERE id = ?",
-                (accessed_at, memory_id),
-            )
+            tx.recall_log.count_access(memory_id, accessed_at)
             memory["access_count"] += 1
             memory["last_accessed_at"] = accessed_at
         memory["score"] = float(score)
@@ -46,7 +45,7 @@ def ranked_rows(
 
 
 def record_access(
-    conn: sqlite3.Connection,
+    tx: StoreTx,
     kind: str,
     query: str,
     selection: Sequence[str],
@@ -58,16 +57,15 @@ def record_access(
     Rows come back repository matches first (stable), then in ranked order.
     """
     ts = now() if ts is None else ts
-    rows = ranked_rows(conn, selection, ranked, accessed_at=ts)
-    conn.execute(
-        "INSERT INTO recall_log (ts, kind, query, scopes, ids, scores) VALUES (?, ?, ?, ?, ?, ?)",
-        (
-            ts,
-            kind,
-            query,
-            json.dumps(list(selection)),
-            json.dumps([m["id"] for m in rows]),
-            json.dumps([m["score"] for m in rows]),
-        ),
+    rows = ranked_rows(tx, selection, ranked, accessed_at=ts)
+    tx.recall_log.append(
+        RecallEntry(
+            ts=ts,
+            kind=kind,
+            query=query,
+            scopes=json.dumps(list(selection)),
+            ids=json.dumps([m["id"] for m in rows]),
+            scores=json.dumps([m["score"] for m in rows]),
+        )
     )
     return rows

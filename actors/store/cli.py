@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import sqlite3
 import sys
 from collections.abc import Callable
 from typing import Any, BinaryIO, TypeVar
@@ -37,7 +36,9 @@ from ..kg import jsonl
 from . import limits, migrate, tools, transfer
 from .doctor import cmd_doctor
 from .import_file import ImportRefused, numbered_lines, open_import, printable
+from .interfaces import StoreTx
 from .memories import list_memories
+from .records import MAX_ROW_ID
 from .results import Memory, memory_result
 from .runner import (
     check_export_target,
@@ -176,14 +177,16 @@ def cmd_remember(args: argparse.Namespace, run: AppRunner) -> int:
 
 
 def cmd_list(args: argparse.Namespace, run: AppRunner) -> int:
-    if args.limit < 1 or args.offset < 0:
-        raise CliError("--limit must be >= 1 and --offset >= 0")
+    if not (1 <= args.limit <= MAX_ROW_ID and 0 <= args.offset <= MAX_ROW_ID):
+        raise CliError(f"--limit must be 1 to {MAX_ROW_ID} and --offset 0 to {MAX_ROW_ID}")
 
     async def body(app: AppContext) -> int:
         store = tools.store_of(app)
         selection = store.policy.select(_scopes(args))
-        rows = await store.read_conn(
-            lambda conn: list_memories(conn, selection, args.type, args.limit, args.offset)
+        # TRANSITIONAL: the memories concept's listing, until it is behind `tx.memories`.
+        rows = await store.read(
+            lambda tx: list_memories(tx.conn, selection, args.type, args.limit, args.offset),
+            name="memory.list",
         )
         memories = msgspec.to_builtins([memory_result(row, Memory) for row in rows])
         emit(
@@ -283,11 +286,11 @@ def cmd_flush(args: argparse.Namespace, run: AppRunner) -> int:
     async def body(app: AppContext) -> int:
         store = tools.store_of(app)
 
-        def op(conn: sqlite3.Connection) -> Written:
-            result, changes = transfer.flush(conn, store.policy, args.all)
+        def op(tx: StoreTx) -> Written[dict[str, Any]]:
+            result, changes = transfer.flush(tx, store.policy, args.all)
             return Written(result, changes)
 
-        result = await store.write_conn(op, name="flush")
+        result: dict[str, Any] = await store.write(op, name="memory.flush")
         result["scopes"] = "all" if args.all else store.policy.writable
         emit(
             args,
@@ -336,9 +339,9 @@ def cmd_export(args: argparse.Namespace, run: AppRunner) -> int:
     if args.format == "jsonl":
         return kg_cli.export_jsonl(args, run)
 
-    def write(conn: sqlite3.Connection, out: BinaryIO) -> dict[str, int]:
+    def write(tx: StoreTx, out: BinaryIO) -> dict[str, int]:
         counts = dict.fromkeys(("memory", "entity", "relation", "vector"), 0)
-        for rec in transfer.export_lines(conn):
+        for rec in transfer.export_lines(tx):
             out.write(json.dumps(rec, ensure_ascii=False, sort_keys=True).encode("utf-8") + b"\n")
             if rec["type"] in counts:
                 counts[rec["type"]] += 1
@@ -347,7 +350,7 @@ def cmd_export(args: argparse.Namespace, run: AppRunner) -> int:
     async def body(app: AppContext) -> int:
         store = tools.store_of(app)
         with export_output(args.file) as out:
-            counts = await store.read_conn(lambda conn: write(conn, out))
+            counts = await store.read(lambda tx: write(tx, out), name="memory.export")
         if args.file not in (None, "-"):
             say(
                 f"exported {_counts(counts['memory'], counts['entity'], counts['relation'])}, "
@@ -380,11 +383,11 @@ def _import_memtrio(args: argparse.Namespace, run: AppRunner, checked: transfer.
     async def body(app: AppContext) -> int:
         store = tools.store_of(app)
 
-        def op(conn: sqlite3.Connection) -> Written:
-            return Written(transfer.import_records(conn, checked), [Change(kind="reset")])
+        def op(tx: StoreTx) -> Written[dict[str, int]]:
+            return Written(transfer.import_records(tx, checked), [Change(kind="reset")])
 
         try:
-            result = await store.write_conn(op, name="import")
+            result: dict[str, int] = await store.write(op, name="memory.import")
         except ImportRefused as exc:  # the file changed since it was checked
             raise refused(args, exc) from None
         emit(

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from ...protocol.plural import plural
 from ...supervisors import private
@@ -23,8 +24,8 @@ from ...supervisors.config import log_path
 from ...supervisors.context import AppContext, AppRunner
 from ...supervisors.errors import UserError
 from ...supervisors.git import git_output
-from . import db, dsn, schema, transfer
-from .memories import counts
+from . import backends, db, dsn
+from .interfaces import StoreTx
 from .runner import run_store_command
 from .services import store_of
 from .writer import Store
@@ -106,36 +107,6 @@ def _doctor_remedy(exc: BaseException) -> str:
     return str(exc)
 
 
-def _check_database(conn: sqlite3.Connection) -> dict[str, Any]:
-    """Schema version, journal mode, SQLite's and every FTS5 index's integrity, counts."""
-    integrity = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall()]
-    problems = []
-    fts_tables = [
-        r[0]
-        for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%'"
-        )
-    ]
-    for table in fts_tables:  # each external-content index agrees with its table
-        try:
-            conn.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")
-        except sqlite3.DatabaseError as exc:
-            problems.append(f"{table}: {exc}")
-    fts = "ok" if not problems else "failed: " + "; ".join(problems)
-    return {
-        "schema_version": transfer.schema_version(conn),
-        "journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0],
-        # none: a store made before memtrio set incremental (docs/memory.md: how to switch)
-        "auto_vacuum": {0: "none", 1: "full", 2: "incremental"}.get(
-            conn.execute("PRAGMA auto_vacuum").fetchone()[0], "unknown"
-        ),
-        "free_pages": conn.execute("PRAGMA freelist_count").fetchone()[0],
-        "integrity": "ok" if integrity == ["ok"] else "; ".join(integrity[:5]),
-        "fts_integrity": fts,
-        "counts": counts(conn),
-    }
-
-
 async def _vector_report(app: AppContext, store: Store) -> dict[str, Any]:
     """The stored vectors a server would skip when it loads them (``vectors.audit``)."""
     from ..vectors.arrays import value_rule  # numpy: only for doctor
@@ -162,25 +133,12 @@ def _vector_lines(report: dict[str, Any]) -> list[str]:
 
 async def _database_report(store: Store) -> dict[str, Any]:
     """Where the database is, its size, schema version, integrity and counts."""
-    if store.url is not None:
-        from .pg import schema as pg_schema
 
-        def check(conn: sqlite3.Connection) -> dict[str, Any]:
-            return {**pg_schema.check(conn), "counts": counts(conn)}  # type: ignore[arg-type]
+    def check(tx: StoreTx) -> dict[str, Any]:
+        return {**tx.upkeep.health(), "counts": msgspec.structs.asdict(tx.upkeep.counts())}
 
-        report = await store.write_conn(check, name="doctor")
-        return {"database": dsn.shown(store.url), **report}
-    report = await store.write_conn(_check_database, name="doctor")
-    size = sum(
-        p.stat().st_size for p in store.path.parent.glob(store.path.name + "*") if p.is_file()
-    )
-    return {
-        "database": str(store.path),
-        "database_bytes": size,
-        "sqlite": sqlite3.sqlite_version,
-        "latest_schema_version": schema.LATEST,
-        **report,
-    }
+    report = await store.write(check, name="doctor.health")
+    return {"database": backends.shown(store.path, store.url), **report}
 
 
 def cmd_doctor(args: argparse.Namespace, run: AppRunner) -> int:

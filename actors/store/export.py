@@ -9,118 +9,63 @@ into a store that already holds some of them reuses them.
 from __future__ import annotations
 
 import base64
-import sqlite3
 import time
 from collections.abc import Iterator
 from typing import Any
 
+from .interfaces import StoreTx
 from .records import FORMAT, VERSION
 
 
-def export_lines(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
+def export_lines(tx: StoreTx) -> Iterator[dict[str, Any]]:
     """Every record of the store, in a stable order (run inside one read transaction).
 
     Streams: rows are read as they are written out, never all at once.
     """
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    upkeep = tx.upkeep
     yield {
         "type": "header",
         "format": FORMAT,
         "version": VERSION,
-        "schema_version": version,
+        "schema_version": upkeep.record_version(),
         "exported_at": time.time(),
     }
-    for sid, name in conn.execute("SELECT id, name FROM scopes ORDER BY id"):
-        yield {"type": "scope", "id": sid, "name": name}
-
-    def scopes_of(table: str, column: str, item: int) -> list[str]:
-        rows = conn.execute(
-            f"SELECT s.name FROM {table} x JOIN scopes s ON s.id = x.scope_id WHERE x.{column} = ?",
-            (item,),
-        )
-        return sorted(r[0] for r in rows)
-
-    def triple(rid: int) -> list[str] | None:
-        row = conn.execute(
-            """SELECT s.name, r.relation_type, t.name FROM relations r
-               JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id WHERE r.id = ?""",
-            (rid,),
-        ).fetchone()
-        return list(row) if row else None
-
-    for eid, name, cname, kind, created, updated in conn.execute(
-        "SELECT id, name, canonical_name, kind, created_at, updated_at FROM entities ORDER BY id"
-    ):
+    for scope in upkeep.scopes():
+        yield {"type": "scope", "id": scope.id, "name": scope.name}
+    for e in upkeep.entities():
         yield {
-            "type": "entity", "id": eid, "name": name, "canonical_name": cname, "kind": kind,
-            "created_at": created, "updated_at": updated, "scopes": scopes_of("entity_scopes", "entity_id", eid),
+            "type": "entity", "id": e.id, "name": e.name, "canonical_name": e.canonical_name,
+            "kind": e.kind, "created_at": e.created_at, "updated_at": e.updated_at, "scopes": e.scopes,
         }  # fmt: skip
-    for rid, src, rtype, tgt, meta, created in conn.execute(
-        """SELECT r.id, s.name, r.relation_type, t.name, r.metadata, r.created_at
-           FROM relations r JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id
-           ORDER BY r.id"""
-    ):
+    for r in upkeep.relations():
         yield {
-            "type": "relation", "id": rid, "source": src, "relation_type": rtype, "target": tgt,
-            "metadata": meta, "created_at": created, "scopes": scopes_of("relation_scopes", "relation_id", rid),
+            "type": "relation", "id": r.id, "source": r.source, "relation_type": r.relation_type,
+            "target": r.target, "metadata": r.metadata, "created_at": r.created_at, "scopes": r.scopes,
         }  # fmt: skip
-    for row in conn.execute(
-        "SELECT id, content, memory_type, importance, created_at, updated_at, last_accessed_at, access_count FROM memories ORDER BY id"
-    ):
-        mid = row[0]
-        entities = conn.execute(
-            "SELECT e.name FROM memory_entities me JOIN entities e ON e.id = me.entity_id WHERE me.memory_id = ?",
-            (mid,),
-        )
-        relations = conn.execute(
-            "SELECT relation_id FROM memory_relations WHERE memory_id = ?", (mid,)
-        ).fetchall()
+    for m in upkeep.memories():
         yield {
-            "type": "memory", "id": mid, "content": row[1], "memory_type": row[2], "importance": row[3],
-            "created_at": row[4], "updated_at": row[5], "last_accessed_at": row[6], "access_count": row[7],
-            "scopes": scopes_of("memory_scopes", "memory_id", mid),
-            "entities": sorted(r[0] for r in entities),
-            "relations": sorted(t for (rid,) in relations if (t := triple(rid)) is not None),
+            "type": "memory", "id": m.id, "content": m.content, "memory_type": m.memory_type,
+            "importance": m.importance, "created_at": m.created_at, "updated_at": m.updated_at,
+            "last_accessed_at": m.last_accessed_at, "access_count": m.access_count,
+            "scopes": m.scopes, "entities": m.entities, "relations": m.relations,
         }  # fmt: skip
-    for kind, item, model, revision, dim, vec in conn.execute(
-        "SELECT kind, item_id, model, revision, dim, vec FROM vectors ORDER BY kind, item_id"
-    ):
-        key: int | str | list[str] | None = (
-            item
-            if kind == "memory"
-            else (
-                conn.execute("SELECT name FROM entities WHERE id = ?", (item,)).fetchone() or [None]
-            )[0]
-            if kind == "entity"
-            else triple(item)
-        )
-        if key is None:
-            continue  # a vector of a row that no longer exists
-        # A long text's windows: chunk 0 is in `vectors`, the others (same model) follow it.
-        chunks = conn.execute(
-            """SELECT vec FROM vector_chunks WHERE kind = ? AND item_id = ? AND model = ? AND revision = ?
-               ORDER BY chunk""",
-            (kind, item, model, revision),
-        )
-        vec = vec + b"".join(r[0] for r in chunks)
+    for v in upkeep.vectors():
         yield {
-            "type": "vector", "kind": kind, "key": key, "model": model, "revision": revision, "dim": dim,
-            "vec": base64.b64encode(vec).decode("ascii"),
+            "type": "vector", "kind": v.kind, "key": v.key, "model": v.model, "revision": v.revision,
+            "dim": v.dim, "vec": base64.b64encode(v.vec).decode("ascii"),
         }  # fmt: skip
-    yield from _recall_log(conn)
+    yield from _recall_log(tx)
 
 
-def _recall_log(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
+def _recall_log(tx: StoreTx) -> Iterator[dict[str, Any]]:
     """The recall log's records, oldest first."""
-    for ts, kind, query, scopes, ids, scores in conn.execute(
-        "SELECT ts, kind, query, scopes, ids, scores FROM recall_log ORDER BY id"
-    ):
+    for entry in tx.recall_log.entries():
         yield {
             "type": "recall_log",
-            "ts": ts,
-            "kind": kind,
-            "query": query,
-            "scopes": scopes,
-            "ids": ids,
-            "scores": scores,
+            "ts": entry.ts,
+            "kind": entry.kind,
+            "query": entry.query,
+            "scopes": entry.scopes,
+            "ids": entry.ids,
+            "scores": entry.scores,
         }

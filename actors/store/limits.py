@@ -38,7 +38,7 @@ MemoryType = Annotated[
     ),
 ]
 Importance = Annotated[float, msgspec.Meta(ge=0.0, le=1.0, description="breaks ranking ties")]
-MemoryId = Annotated[int, msgspec.Meta(ge=1)]
+MemoryId = Annotated[int, msgspec.Meta(ge=1, le=2**63 - 1)]  # SQLite's and PostgreSQL's bigint
 Scopes = Annotated[
     list[str],
     msgspec.Meta(

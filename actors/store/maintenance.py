@@ -31,7 +31,6 @@ this actor alone, never the store).
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from pathlib import Path
 
@@ -43,13 +42,13 @@ from ...supervisors.context import ServiceKey
 from ...supervisors.supervisor import ChildContext, Mailbox
 from . import db
 from .messages import MaintenanceRequest, RunMaintenance
+from .sqlite.upkeep import SqliteUpkeep
 from .writer import Store
 
 ACTOR = "store.maintenance"
 VACUUM_STEP_PAGES = 512  # pages freed per write transaction (2 MB of 4 KB pages)
 FTS_MERGE_PAGES = 256  # FTS5 leaf pages merged per write transaction
 MAX_STEPS = 200  # steps of each kind per run; the next run continues
-_AUTO_VACUUM = {0: "none", 1: "full", 2: "incremental"}
 
 
 class MaintenanceReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -107,86 +106,45 @@ class Maintenance:
 MAINTENANCE: ServiceKey[Maintenance] = ServiceKey("store.maintenance")
 
 
-def checkpoint(conn: sqlite3.Connection) -> tuple[bool, int, int]:
-    """``PRAGMA wal_checkpoint(PASSIVE)``: (busy, frames in the WAL, frames checkpointed)."""
-    busy, log, done = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-    return bool(busy), int(log), int(done)
-
-
-def fts_tables(conn: sqlite3.Connection) -> list[str]:
-    """The FTS5 tables of the store."""
-    return [
-        row[0]
-        for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' "
-            "AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%' ORDER BY name"
-        )
-    ]
-
-
-def vacuum_step(conn: sqlite3.Connection) -> tuple[int, int]:
-    """Free up to `VACUUM_STEP_PAGES` pages (in the caller's transaction): (freed, left).
-
-    Python's sqlite3 steps ``PRAGMA incremental_vacuum(N)`` once, which frees one
-    page, so the step runs it once per page.
-    """
-    free = conn.execute("PRAGMA freelist_count").fetchone()[0]
-    for _ in range(min(free, VACUUM_STEP_PAGES)):
-        conn.execute("PRAGMA incremental_vacuum")
-    left = conn.execute("PRAGMA freelist_count").fetchone()[0]
-    return free - left, left
-
-
-def merge_step(table: str) -> object:
-    """An op: one bounded FTS5 merge of ``table`` towards a single segment; True when done.
-
-    FTS5's rule: the merge is complete when a step writes fewer than two rows.
-    """
-
-    def op(conn: sqlite3.Connection) -> bool:
-        before = conn.total_changes
-        conn.execute(
-            f'INSERT INTO "{table}" ("{table}", rank) VALUES (\'merge\', ?)', (-FTS_MERGE_PAGES,)
-        )
-        return conn.total_changes - before < 2
-
-    op.__name__ = "fts_merge_step"
-    return op
-
-
-async def run_maintenance(
-    conn: sqlite3.Connection, store: Store, lock: trio.Lock
-) -> MaintenanceReport:
+async def run_maintenance(upkeep: SqliteUpkeep, store: Store, lock: trio.Lock) -> MaintenanceReport:
     """One run: FTS5 merge, incremental vacuum (which gives back the pages the merge
-    freed), then a checkpoint of it all (see the module doc)."""
+    freed), then a checkpoint of it all (see the module doc). ``upkeep`` is this actor's
+    own connection (checkpoints run outside the StoreWriter's transactions)."""
     started = time.perf_counter()
     async with lock:
-        mode, tables = await trio.to_thread.run_sync(_layout, conn)
+        mode, tables = await trio.to_thread.run_sync(
+            lambda: (upkeep.auto_vacuum(), upkeep.fts_tables())
+        )
     steps: dict[str, int] = {}
     merged = True
     for table in tables:
         steps[table] = 0
         for _ in range(MAX_STEPS):
             steps[table] += 1
-            if await store.write_conn(merge_step(table), name="fts_merge"):  # type: ignore[arg-type]
+            if await store.write(
+                lambda tx, table=table: tx.upkeep.fts_merge_step(table, FTS_MERGE_PAGES),
+                name="store.fts_merge",
+            ):
                 break
         else:
             merged = False
     freed, left = 0, 0
-    for _ in range(MAX_STEPS if mode == 2 else 0):
-        step_freed, left = await store.write_conn(vacuum_step, name="incremental_vacuum")
+    for _ in range(MAX_STEPS if mode == "incremental" else 0):
+        step_freed, left = await store.write(
+            lambda tx: tx.upkeep.vacuum_step(VACUUM_STEP_PAGES), name="store.incremental_vacuum"
+        )
         freed += step_freed
         if left == 0 or step_freed == 0:
             break
-    if mode != 2:
-        left = await store.read_conn(lambda c: c.execute("PRAGMA freelist_count").fetchone()[0])
+    if mode != "incremental":
+        left = await store.read(lambda tx: tx.upkeep.free_pages(), name="store.free_pages")
     async with lock:
-        busy, log, done = await trio.to_thread.run_sync(checkpoint, conn)
+        point = await trio.to_thread.run_sync(upkeep.checkpoint)
     return MaintenanceReport(
-        wal_frames=log,
-        checkpointed=done,
-        checkpoint_busy=busy,
-        auto_vacuum=_AUTO_VACUUM.get(mode, str(mode)),
+        wal_frames=point.wal_frames,
+        checkpointed=point.checkpointed,
+        checkpoint_busy=point.busy,
+        auto_vacuum=mode,
         pages_freed=freed,
         free_pages=left,
         fts_steps=steps,
@@ -195,18 +153,13 @@ async def run_maintenance(
     )
 
 
-def _layout(conn: sqlite3.Connection) -> tuple[int, list[str]]:
-    """The database's auto_vacuum mode and its FTS5 tables."""
-    return conn.execute("PRAGMA auto_vacuum").fetchone()[0], fts_tables(conn)
-
-
 async def _traced_run(
-    conn: sqlite3.Connection, store: Store, handle: Maintenance, lock: trio.Lock
+    upkeep: SqliteUpkeep, store: Store, handle: Maintenance, lock: trio.Lock
 ) -> MaintenanceReport:
     with trace.span(ACTOR, "maintenance") as extra:
         if faults.ACTIVE:
             await faults.hit("store.maintenance")
-        report = await run_maintenance(conn, store, lock)
+        report = await run_maintenance(upkeep, store, lock)
         extra.update(msgspec.to_builtins(report))
     handle.runs += 1
     handle.last = report
@@ -214,7 +167,7 @@ async def _traced_run(
 
 
 async def _flush_loop(
-    conn: sqlite3.Connection, handle: Maintenance, lock: trio.Lock, period: float
+    upkeep: SqliteUpkeep, handle: Maintenance, lock: trio.Lock, period: float
 ) -> None:
     """Durability ``async``: a PASSIVE checkpoint every ``period`` seconds when anything
     was committed since the last complete one (``PRAGMA data_version`` tells)."""
@@ -222,12 +175,12 @@ async def _flush_loop(
     while True:
         await trio.sleep(period)
         async with lock:
-            version = conn.execute("PRAGMA data_version").fetchone()[0]
+            version = upkeep.data_version()
             if version == seen:
                 continue
-            busy, log, done = await trio.to_thread.run_sync(checkpoint, conn)
+            point = await trio.to_thread.run_sync(upkeep.checkpoint)
         handle.flushes += 1
-        seen = version if not busy and done == log else None
+        seen = version if not point.busy and point.checkpointed == point.wal_frames else None
 
 
 async def serve_maintenance(
@@ -255,14 +208,15 @@ async def serve_maintenance(
             path, busy_timeout_ms=busy_timeout_ms, durability=durability, tuning=tuning
         )
     )
+    upkeep = SqliteUpkeep(conn)
     lock = trio.Lock()
     try:
         task_status.started(handle)
         with ctx.cancel_on_shutdown(trio.CancelScope()):
             async with trio.open_nursery() as nursery:
                 if durability != "sync":
-                    nursery.start_soon(_flush_loop, conn, handle, lock, wal_flush_ms / 1000)
-                await _serve_runs(ctx, conn, store, handle, lock, interval)
+                    nursery.start_soon(_flush_loop, upkeep, handle, lock, wal_flush_ms / 1000)
+                await _serve_runs(ctx, upkeep, store, handle, lock, interval)
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(conn.close)
@@ -270,7 +224,7 @@ async def serve_maintenance(
 
 async def _serve_runs(
     ctx: ChildContext,
-    conn: sqlite3.Connection,
+    upkeep: SqliteUpkeep,
     store: Store,
     handle: Maintenance,
     lock: trio.Lock,
@@ -286,7 +240,7 @@ async def _serve_runs(
                 if request.reply.done:
                     continue
                 with ctx.serving(request.reply):
-                    request.reply.set(await _traced_run(conn, store, handle, lock))
+                    request.reply.set(await _traced_run(upkeep, store, handle, lock))
             case None:
-                await _traced_run(conn, store, handle, lock)
+                await _traced_run(upkeep, store, handle, lock)
                 due = trio.current_time() + interval

@@ -236,25 +236,25 @@ async def recall(ctx: CallContext, args: RecallArgs) -> RecallResult:
     if args.max_tokens is not None:
         budget = args.max_tokens
         candidates = await store.read(
-            lambda tx: ranked_rows(tx.conn, selection, ranked), name="recall.candidates"
+            lambda tx: ranked_rows(tx, selection, ranked), name="recall.candidates"
         )
         ranked, tokens = within_budget(candidates, budget, args.limit)
     try:
         if policy.grant is not None and policy.grant.read_only:
             # A read-only token leaves no trace: no access counted, no recall log line.
             rows = await store.read(
-                lambda tx: ranked_rows(tx.conn, selection, ranked), name="recall.rows"
+                lambda tx: ranked_rows(tx, selection, ranked), name="recall.rows"
             )
         else:
             rows = await store.write(
-                lambda tx: record_access(tx.conn, "recall", args.query, selection, ranked),
+                lambda tx: record_access(tx, "recall", args.query, selection, ranked),
                 name="recall",
             )
     except StoreOperationalError as exc:
         # A full or read-only disk: answer from a read connection, uncounted.
         trace.warning(ACTOR, "recall_access_not_recorded", error=str(exc))
         rows = await store.read(
-            lambda tx: ranked_rows(tx.conn, selection, ranked), name="recall.rows"
+            lambda tx: ranked_rows(tx, selection, ranked), name="recall.rows"
         )
         warnings.append(f"the access could not be recorded ({exc}); results are unaffected")
     return RecallResult(
@@ -315,8 +315,7 @@ async def inspect(ctx: CallContext, args: InspectArgs) -> InspectResult:
             raise not_found(args.id, selection)
         if read_only:
             return memory
-        # TRANSITIONAL: the recall log's operation, through its module's function.
-        record_access(tx.conn, "inspect", f"#{args.id}", selection, [(args.id, 1.0)])
+        record_access(tx, "inspect", f"#{args.id}", selection, [(args.id, 1.0)])
         updated = get_memory(tx, args.id)
         assert updated is not None
         return updated

@@ -21,9 +21,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import sqlite3
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,77 +29,62 @@ from ...protocol.plural import plural
 from ...supervisors.commands import CliError, add_common, emit, load_config
 from ...supervisors.context import AppRunner
 from . import backends, db, transfer
-from .memories import counts
+from .direct import Direct
+from .interfaces import StoreTx
 
 Digest = dict[str, dict[str, Any]]
 
 
-def _open(location: str, sqlite_file: Path, busy_timeout_ms: int) -> sqlite3.Connection:
-    """A write connection (schema migrated) to ``sqlite`` (``sqlite_file``) or a URL."""
-    return backends.open_writer(
-        sqlite_file, location, busy_timeout_ms=busy_timeout_ms, durability="sync"
-    )
+def _open(location: str, sqlite_file: Path, busy_timeout_ms: int) -> Direct:
+    """The store at ``sqlite`` (``sqlite_file``) or a URL, schema migrated."""
+    return Direct(sqlite_file, location, busy_timeout_ms=busy_timeout_ms, durability="sync")
 
 
-def _records(conn: sqlite3.Connection) -> Iterator[dict[str, Any]]:
-    conn.execute("BEGIN")
-    try:
-        yield from (r for r in transfer.export_lines(conn) if r["type"] != "header")
-    finally:
-        db.rollback_quietly(conn)
-
-
-def digest(conn: sqlite3.Connection) -> Digest:
-    """Per record type: how many, and the SHA-256 of their export lines in order."""
+def _digest_of(tx: StoreTx) -> Digest:
     out: dict[str, tuple[int, Any]] = {}
-    for rec in _records(conn):
+    for rec in transfer.export_lines(tx):
+        if rec["type"] == "header":
+            continue
         n, h = out.setdefault(rec["type"], (0, hashlib.sha256()))
         h.update(json.dumps(rec, ensure_ascii=False, sort_keys=True).encode("utf-8") + b"\n")
         out[rec["type"]] = (n + 1, h)
     return {t: {"count": n, "sha256": h.hexdigest()} for t, (n, h) in sorted(out.items())}
 
 
-def copy(source: sqlite3.Connection, target: sqlite3.Connection) -> dict[str, int]:
+def digest(store: Direct) -> Digest:
+    """Per record type: how many, and the SHA-256 of their export lines in order (one snapshot)."""
+    return store.read(_digest_of)
+
+
+def copy(source: Direct, target: Direct) -> dict[str, int]:
     """Export ``source`` and import it into the empty ``target`` in one transaction."""
-    present = counts(target)
-    if any(present[k] for k in ("memories", "entities", "edges", "scopes")):
+    present = target.read(lambda tx: tx.upkeep.counts())
+    if present.memories or present.entities or present.edges or present.scopes:
         raise CliError(
             "migrate: the target store is not empty "
-            f"({plural(present['memories'], 'memory')}, {plural(present['entities'], 'entity')}); "
+            f"({plural(present.memories, 'memory')}, {plural(present.entities, 'entity')}); "
             "copy into an empty database, or merge with memtrio export and memtrio import"
         )
     with tempfile.TemporaryFile() as spool:
-        source.execute("BEGIN")
-        try:
-            for rec in transfer.export_lines(source):
+
+        def export(tx: StoreTx) -> None:
+            for rec in transfer.export_lines(tx):
                 spool.write(json.dumps(rec, ensure_ascii=False, sort_keys=True).encode() + b"\n")
-        finally:
-            db.rollback_quietly(source)
+
+        source.read(export)
         spool.seek(0)
-        checked = transfer.check_file(spool)  # type: ignore[arg-type]
-        db.begin_immediate(target, 30000)
-        try:
-            added = transfer.import_records(target, checked)
-            target.execute("COMMIT")
-        except BaseException:
-            db.rollback_quietly(target)
-            raise
+        checked = transfer.check_file(spool)
+        added: dict[str, int] = target.write(lambda tx: transfer.import_records(tx, checked))
     return added
 
 
 def migrate(source: str, target: str, sqlite_file: Path, busy_timeout_ms: int) -> dict[str, Any]:
     """Copy ``source`` into ``target`` (each ``sqlite``, the file ``sqlite_file``, or a URL);
     the check's report."""
-    src = _open(source, sqlite_file, busy_timeout_ms)
-    try:
-        dst = _open(target, sqlite_file, busy_timeout_ms)
-        try:
+    with _open(source, sqlite_file, busy_timeout_ms) as src:
+        with _open(target, sqlite_file, busy_timeout_ms) as dst:
             added = copy(src, dst)
             before, after = digest(src), digest(dst)
-        finally:
-            dst.close()
-    finally:
-        src.close()
     differ = sorted(t for t in set(before) | set(after) if before.get(t) != after.get(t))
     return {"added": added, "records": after, "differ": differ}
 

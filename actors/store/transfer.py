@@ -18,14 +18,18 @@ memory); any failure refuses the whole file, naming the line.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+import msgspec
+
 from ...protocol.errors import DomainError
 from .export import export_lines
 from .import_file import ImportRefused, numbered_lines, printable, record_type, require_json
+from .interfaces import StoreTx
+from .interfaces.recall_log import RecallEntry
+from .interfaces.upkeep import EntityRow, IdTable, MemoryRow, RelationRow
 from .records import (
     FORMAT,
     NAMES,
@@ -43,12 +47,12 @@ from .records import (
     decode_record,
     vector_bytes,
 )
-from .scope_rows import ensure_scope
 from .scopes import ScopePolicy
+from .scratch import ImportMap, KeySet
 from .vectors import Vec, put_vector
 from .writer import Change
 
-Key = int | str  # a row id, or a name or key of the file, in `_Seen`
+Key = int | str  # a row id, or a name or key of the file, in `KeySet`
 
 
 @dataclass
@@ -66,32 +70,6 @@ def entity_key(rec: EntityRecord, version: int) -> str:
     return rec.name if version >= 2 else rec.canonical_name
 
 
-class _Seen:
-    """What the file defined so far, in a scratch SQLite database (on disk, not in memory)."""
-
-    def __init__(self) -> None:
-        self.db = sqlite3.connect("", isolation_level=None)
-        self.db.execute("CREATE TABLE seen (kind TEXT, key, PRIMARY KEY (kind, key)) WITHOUT ROWID")
-        self.db.execute("BEGIN")
-
-    def add(self, kind: str, key: Key) -> bool:
-        """Record ``key``; False when it was already there."""
-        try:
-            self.db.execute("INSERT INTO seen VALUES (?, ?)", (kind, key))
-        except sqlite3.IntegrityError:
-            return False
-        return True
-
-    def has(self, kind: str, key: Key) -> bool:
-        return (
-            self.db.execute("SELECT 1 FROM seen WHERE kind = ? AND key = ?", (kind, key)).fetchone()
-            is not None
-        )
-
-    def close(self) -> None:
-        self.db.close()
-
-
 def _key(triple: Iterable[str]) -> str:
     return json.dumps(list(triple), ensure_ascii=False)
 
@@ -106,7 +84,7 @@ def check(lines: Callable[[], Iterator[tuple[int, bytes]]]) -> Checked:
     is defined above it. Error handling: the first failure raises
     `ImportRefused` naming its line.
     """
-    seen = _Seen()
+    seen = KeySet()
     max_ids = {"entities": 0, "relations": 0, "memories": 0}
     schema_version = 0
     version = VERSION
@@ -160,7 +138,9 @@ def check(lines: Callable[[], Iterator[tuple[int, bytes]]]) -> Checked:
                         _defined(seen, "relation", _key(triple), at)
                     max_ids["memories"] = max(max_ids["memories"], rec.id)
                 case VectorRecord():
-                    target = _key(rec.key) if rec.kind == "relation" else rec.key
+                    # decode_record checked that the key is of the kind's type
+                    key = rec.key
+                    target: Key = key if isinstance(key, (int, str)) else _key(key)
                     _defined(seen, rec.kind, target, at)
                     _once(seen, f"{rec.kind} vector", target, at)
         if rank < 0:
@@ -170,13 +150,13 @@ def check(lines: Callable[[], Iterator[tuple[int, bytes]]]) -> Checked:
     return Checked(lines, schema_version, max_ids, version)
 
 
-def _once(seen: _Seen, kind: str, key: Key, at: str) -> None:
+def _once(seen: KeySet, kind: str, key: Key, at: str) -> None:
     if not seen.add(kind, key):
         shown = key if isinstance(key, int) else repr(printable(str(key), 200))
         raise ImportRefused(f"{at}: {kind} {shown} appears twice in the file")
 
 
-def _defined(seen: _Seen, kind: str, key: Key, at: str) -> None:
+def _defined(seen: KeySet, kind: str, key: Key, at: str) -> None:
     if not seen.has(kind, key):
         shown = key if isinstance(key, int) else repr(printable(str(key), 200))
         raise ImportRefused(f"{at}: refers to {kind} {shown}, which the file does not define above")
@@ -196,32 +176,22 @@ def parse_lines(lines: Iterable[str]) -> Checked:
 # -- writing --------------------------------------------------------------------------------
 
 
-def _next_id(conn: sqlite3.Connection, table: str, in_file: int) -> int:
-    """An id above every id of ``table`` (rows and AUTOINCREMENT's high mark) and of the file."""
-    top = conn.execute(f"SELECT max(id) FROM {table}").fetchone()[0] or 0
-    seq = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (table,)).fetchone()
-    return max(top, seq[0] if seq else 0, in_file) + 1
-
-
 class _Importer:
     """Writes the records of a checked export into the store, one at a time (see `import_records`)."""
 
-    def __init__(self, conn: sqlite3.Connection, checked: Checked) -> None:
-        self.conn = conn
+    def __init__(self, tx: StoreTx, checked: Checked) -> None:
+        self.tx = tx
+        self.upkeep = tx.upkeep
         self.added = dict.fromkeys(
             ("memories", "entities", "relations", "vectors", "recall_log", "skipped_memories"), 0
         )
-        self.next_id = {t: _next_id(conn, t, checked.max_ids.get(t, 0)) for t in _TABLES}
+        self.next_id: dict[IdTable, int] = {
+            t: self.upkeep.next_id(t, checked.max_ids.get(t, 0)) for t in _TABLES
+        }
         self.unchunked = checked.schema_version < 4  # before vector_chunks
         self.version = checked.version
-        # The file's memory ids -> the store's (and the content's length), and the file's
-        # entity keys -> the store's ids, off the heap.
-        self.memory_map = sqlite3.connect("", isolation_level=None)
-        self.memory_map.execute(
-            "CREATE TABLE m (old INTEGER PRIMARY KEY, new INTEGER, length INTEGER)"
-        )
-        self.memory_map.execute("CREATE TABLE e (key TEXT PRIMARY KEY, id INTEGER) WITHOUT ROWID")
-        self.memory_map.execute("BEGIN")
+        # The file's memory ids and entity keys -> the store's, off the heap.
+        self.memory_map = ImportMap()
 
     def close(self) -> None:
         self.memory_map.close()
@@ -229,7 +199,7 @@ class _Importer:
     def write(self, number: int, rec: Record) -> None:
         match rec:
             case ScopeRecord():
-                ensure_scope(self.conn, rec.name)
+                self.upkeep.add_scope(rec.name)
             case EntityRecord():
                 self.entity_record(rec)
             case RelationRecord():
@@ -243,119 +213,96 @@ class _Importer:
 
     # -- the store's rows -------------------------------------------------------
 
-    def row_id(self, table: str, item: int) -> int:
+    def row_id(self, table: IdTable, item: int) -> int:
         """``item`` when it is free in ``table``, else the next id above the store's and the file's."""
-        if self.conn.execute(f"SELECT 1 FROM {table} WHERE id = ?", (item,)).fetchone() is None:
+        if self.upkeep.id_free(table, item):
             return item
         self.next_id[table] += 1
         return self.next_id[table] - 1
 
-    def link_scopes(self, table: str, item: int, scopes: list[str]) -> None:
-        for name in scopes:
-            self.conn.execute(
-                f"INSERT OR IGNORE INTO {table} VALUES (?, ?)",
-                (item, ensure_scope(self.conn, name)),
-            )
-
     def entity(self, key: str) -> int:
         """The store's id of the entity the file refers to as ``key``."""
-        return int(self.memory_map.execute("SELECT id FROM e WHERE key = ?", (key,)).fetchone()[0])
+        return self.memory_map.entity(key)
 
     def relation(self, source: str, rtype: str, target: str) -> int | None:
-        row = self.conn.execute(
-            "SELECT id FROM relations WHERE source_id = ? AND relation_type = ? AND target_id = ?",
-            (self.entity(source), rtype, self.entity(target)),
-        ).fetchone()
-        return row[0] if row else None
+        return self.upkeep.relation_id(self.entity(source), rtype, self.entity(target))
 
     # -- one record each --------------------------------------------------------
 
     def entity_record(self, rec: EntityRecord) -> None:
-        row = self.conn.execute("SELECT id FROM entities WHERE name = ?", (rec.name,)).fetchone()
-        if row:
-            eid = row[0]
-        else:
-            eid = self.conn.execute(
-                "INSERT INTO entities (id, name, canonical_name, kind, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    self.row_id("entities", rec.id),
-                    rec.name,
-                    rec.canonical_name,
-                    rec.kind,
-                    rec.created_at,
-                    rec.updated_at,
-                ),
-            ).lastrowid
+        eid = self.upkeep.entity_id(rec.name)
+        if eid is None:
+            eid = self.upkeep.add_entity(
+                EntityRow(
+                    id=self.row_id("entities", rec.id),
+                    name=rec.name,
+                    canonical_name=rec.canonical_name,
+                    kind=rec.kind,
+                    created_at=rec.created_at,
+                    updated_at=rec.updated_at,
+                )
+            )
             self.added["entities"] += 1
-        self.memory_map.execute("INSERT INTO e VALUES (?, ?)", (entity_key(rec, self.version), eid))
-        self.link_scopes("entity_scopes", eid, rec.scopes)
+        self.memory_map.put_entity(entity_key(rec, self.version), eid)
+        self.upkeep.link_scopes("entity", eid, rec.scopes)
 
     def relation_record(self, rec: RelationRecord) -> None:
         rid = self.relation(rec.source, rec.relation_type, rec.target)
         if rid is None:
-            rid = self.conn.execute(
-                "INSERT INTO relations (id, source_id, target_id, relation_type, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    self.row_id("relations", rec.id),
-                    self.entity(rec.source),
-                    self.entity(rec.target),
-                    rec.relation_type,
-                    rec.metadata,
-                    rec.created_at,
+            rid = self.upkeep.add_relation(
+                RelationRow(
+                    id=self.row_id("relations", rec.id),
+                    source=rec.source,
+                    relation_type=rec.relation_type,
+                    target=rec.target,
+                    metadata=rec.metadata,
+                    created_at=rec.created_at,
                 ),
-            ).lastrowid
+                self.entity(rec.source),
+                self.entity(rec.target),
+            )
             self.added["relations"] += 1
-        self.link_scopes("relation_scopes", rid, rec.scopes)
+        self.upkeep.link_scopes("relation", rid, rec.scopes)
 
     def memory_record(self, rec: MemoryRecord) -> None:
-        same = self.conn.execute(
-            "SELECT 1 FROM memories WHERE id = ? AND content = ? AND created_at = ?",
-            (rec.id, rec.content, rec.created_at),
-        ).fetchone()
-        if same:
-            self.memory_map.execute(
-                "INSERT INTO m VALUES (?, ?, ?)", (rec.id, rec.id, len(rec.content))
-            )
+        if self.upkeep.memory_present(rec.id, rec.content, rec.created_at):
+            self.memory_map.put_memory(rec.id, rec.id, len(rec.content))
             self.added["skipped_memories"] += 1
             return
-        mid = self.conn.execute(
-            """INSERT INTO memories (id, content, memory_type, importance, created_at, updated_at, last_accessed_at, access_count)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
-            (
-                self.row_id("memories", rec.id),
-                rec.content,
-                rec.memory_type,
-                rec.importance,
-                rec.created_at,
-                rec.updated_at,
-                rec.last_accessed_at,
-                rec.access_count,
-            ),
-        ).lastrowid
-        self.memory_map.execute("INSERT INTO m VALUES (?, ?, ?)", (rec.id, mid, len(rec.content)))
+        mid = self.upkeep.add_memory(
+            MemoryRow(
+                id=self.row_id("memories", rec.id),
+                content=rec.content,
+                memory_type=rec.memory_type,
+                importance=rec.importance,
+                created_at=rec.created_at,
+                updated_at=rec.updated_at,
+                last_accessed_at=rec.last_accessed_at,
+                access_count=rec.access_count,
+            )
+        )
+        self.memory_map.put_memory(rec.id, mid, len(rec.content))
         self.added["memories"] += 1
-        self.link_scopes("memory_scopes", mid, rec.scopes)
-        for name in rec.entities:
-            self.conn.execute(
-                "INSERT OR IGNORE INTO memory_entities VALUES (?, ?)", (mid, self.entity(name))
-            )
-        for triple in rec.relations:
-            self.conn.execute(
-                "INSERT OR IGNORE INTO memory_relations VALUES (?, ?)",
-                (mid, self.relation(*triple)),
-            )
+        self.upkeep.link_scopes("memory", mid, rec.scopes)
+        relations = [self.relation(*triple) for triple in rec.relations]
+        self.upkeep.link_memory(
+            mid,
+            [self.entity(name) for name in rec.entities],
+            [r for r in relations if r is not None],
+        )
 
     def vector_record(self, rec: VectorRecord, number: int) -> None:
         length = 0
-        if rec.kind == "memory":
-            row = self.memory_map.execute(
-                "SELECT new, length FROM m WHERE old = ?", (rec.key,)
-            ).fetchone()
-            item, length = row
-        elif rec.kind == "entity":
-            item = self.entity(rec.key)
+        key = rec.key  # of the kind's type: `check` found it defined above
+        if isinstance(key, int):
+            item, length = self.memory_map.memory(key)
+        elif isinstance(key, str):
+            item = self.entity(key)
         else:
-            item = self.relation(*rec.key)
+            found = self.relation(*key)
+            if found is None:
+                return  # the file changed since it was checked
+            item = found
         data = vector_bytes(rec, f"line {number}")
         if data is None:
             return  # not whole float32 vectors: recomputed by reembed
@@ -365,25 +312,22 @@ class _Importer:
             return
         # An existing row keeps its vectors: import never changes a row's
         # content, and the row may belong to another repository too.
+        # TRANSITIONAL: the vectors concept's writer, until it is behind `tx.vectors`.
         if put_vector(
-            self.conn, rec.kind, item, Vec(data, rec.dim, rec.model, rec.revision), replace=False
+            self.tx.conn, rec.kind, item, Vec(data, rec.dim, rec.model, rec.revision), replace=False
         ):
             self.added["vectors"] += 1
 
     def recall_log_record(self, rec: RecallLogRecord) -> None:
-        exists = self.conn.execute(
-            "SELECT 1 FROM recall_log WHERE ts = ? AND kind = ? AND query = ?",
-            (rec.ts, rec.kind, rec.query),
-        ).fetchone()
-        if not exists:
-            self.conn.execute(
-                "INSERT INTO recall_log (ts, kind, query, scopes, ids, scores) VALUES (?, ?, ?, ?, ?, ?)",
-                (rec.ts, rec.kind, rec.query, rec.scopes, rec.ids, rec.scores),
-            )
+        entry = RecallEntry(
+            ts=rec.ts, kind=rec.kind, query=rec.query, scopes=rec.scopes, ids=rec.ids,
+            scores=rec.scores,
+        )  # fmt: skip
+        if self.tx.recall_log.append_new(entry):
             self.added["recall_log"] += 1
 
 
-def import_records(conn: sqlite3.Connection, checked: Checked) -> dict[str, int]:
+def import_records(tx: StoreTx, checked: Checked) -> dict[str, int]:
     """Write a checked export (inside the caller's write transaction). Returns counts of the
     rows it added (``skipped_memories``: memories already present).
 
@@ -393,7 +337,7 @@ def import_records(conn: sqlite3.Connection, checked: Checked) -> dict[str, int]
     reused by name (exactly), relations by (source, type, target), and a
     memory with the same id, content and creation time is skipped.
     """
-    importer = _Importer(conn, checked)
+    importer = _Importer(tx, checked)
     try:
         for number, line in checked.lines():
             importer.write(number, decode_record(number, line))
@@ -404,50 +348,15 @@ def import_records(conn: sqlite3.Connection, checked: Checked) -> dict[str, int]
     return importer.added
 
 
-_TABLES = ("entities", "relations", "memories")
+_TABLES: tuple[IdTable, ...] = ("entities", "relations", "memories")
 
 
 def flush(
-    conn: sqlite3.Connection, policy: ScopePolicy, everything: bool
+    tx: StoreTx, policy: ScopePolicy, everything: bool
 ) -> tuple[dict[str, int], list[Change]]:
     """Delete memories (and orphaned entities/relations) of the writable scopes, or everything."""
-    before = {
-        t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-        for t in ("memories", "entities", "relations")
-    }
-    if everything:
-        for table in ("memories", "relations", "entities", "vectors", "recall_log", "scopes"):
-            conn.execute(f"DELETE FROM {table}")
-    else:
-        ids = [
-            r[0]
-            for r in conn.execute(
-                f"SELECT id FROM scopes WHERE name IN ({','.join('?' * len(policy.writable))})",
-                policy.writable,
-            )
-        ]
-        inner = ",".join(str(i) for i in ids) or "NULL"
-        only_writable = lambda table, col, alias: (  # noqa: E731
-            f"NOT EXISTS (SELECT 1 FROM {table} x WHERE x.{col} = {alias}.id AND x.scope_id NOT IN ({inner}))"
-        )
-        conn.execute(
-            f"DELETE FROM memories WHERE id IN (SELECT m.id FROM memories m WHERE {only_writable('memory_scopes', 'memory_id', 'm')})"
-        )
-        conn.execute(
-            f"""DELETE FROM relations WHERE id IN (SELECT r.id FROM relations r WHERE {only_writable("relation_scopes", "relation_id", "r")}
-                AND NOT EXISTS (SELECT 1 FROM memory_relations mr WHERE mr.relation_id = r.id))"""
-        )
-        conn.execute(
-            f"""DELETE FROM entities WHERE id IN (SELECT e.id FROM entities e WHERE {only_writable("entity_scopes", "entity_id", "e")}
-                AND NOT EXISTS (SELECT 1 FROM memory_entities me WHERE me.entity_id = e.id)
-                AND NOT EXISTS (SELECT 1 FROM relations r WHERE r.source_id = e.id OR r.target_id = e.id))"""
-        )
-    after = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in before}
-    return {f"deleted_{t}": before[t] - after[t] for t in before}, [Change(kind="reset")]
-
-
-def schema_version(conn: sqlite3.Connection) -> int:
-    return conn.execute("PRAGMA user_version").fetchone()[0]
+    deleted = tx.upkeep.flush(list(policy.writable), everything)
+    return msgspec.structs.asdict(deleted), [Change(kind="reset")]
 
 
 __all__ = ["FORMAT", "VERSION", "Checked", "ImportRefused", "check_file", "export_lines", "flush"]

@@ -10,8 +10,6 @@ A `DomainError` becomes an HTTP error carrying the tool's own message.
 
 from __future__ import annotations
 
-import dataclasses
-import sqlite3
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, TypeVar
@@ -34,10 +32,11 @@ from ...supervisors.context import AppContext, CallContext
 from ..code.checkout import show_path
 from ..code.service import CODE
 from ..code.tools import FindArgs, OutlineArgs, _file_outline, _root
-from ..kg import transactions as kg
 from ..session_state import SessionState
+from ..store.interfaces import StoreTx
 from ..store.lexical import lexical_search, query_terms
 from ..store.memory_tools import rank
+from ..store.records import MAX_ROW_ID
 from ..store.results import memory_fields
 from ..store.services import policy_of, scoped, store_of
 from ..store.tool_args import RecallArgs
@@ -54,6 +53,8 @@ STATUS_OF: tuple[tuple[type[DomainError], int], ...] = (
 )
 PAGE_LIMIT = 200
 SEARCH_LIMIT = 500
+# Memories one dashboard export may name (ticked rows; `memtrio export` writes everything).
+EXPORT_LIMIT = 1000
 # A semantic search lists what recall returns: its best `limit` (the tool's default).
 # Every memory reachable in the graph has some PageRank mass, so without this cut a
 # semantic search would list the whole store.
@@ -129,7 +130,7 @@ class Api:
             "memories": self.memories,
             "memory": self.memory,
             "scopes": lambda q: self.tool("list_scopes", {}),
-            "types": lambda q: self.read(queries.memory_types),
+            "types": lambda q: self.read(queries.memory_types, "ui.types"),
             "graph": self.graph,
             "entity": lambda q: self.tool("describe_entity", {"name": q.get("name", "")}),
             "entities": self.entities,
@@ -187,8 +188,8 @@ class Api:
             raise ApiError(400, format_validation_error(exc, tool.args)) from None
         return msgspec.to_builtins(await tool.handler(self.ctx, args))
 
-    async def read(self, op: Callable[[sqlite3.Connection], Json]) -> Json:
-        return await store_of(self.app).read_conn(op)
+    async def read(self, op: Callable[[StoreTx], T], name: str) -> T:
+        return await store_of(self.app).read(op, name=name)
 
     async def selection(self, query: Query) -> list[str]:
         return await scoped((await policy_of(self.ctx)).select, _scopes(query))
@@ -233,18 +234,20 @@ class Api:
                 self.app, text, selection, chosen.memory_type, cut, semantic
             )
             scores = dict(ranked)
-            chosen = dataclasses.replace(chosen, ids=list(scores))
+            chosen = msgspec.structs.replace(chosen, ids=list(scores))
         sort = query.get("sort", "relevance" if text else "created")
         descending = query.get("order", "desc") != "asc"
         if text and sort == "relevance":
             rows, total = await self.read(
-                lambda c: queries.page_of_memories(c, chosen, "id", True, 0, SEARCH_LIMIT)
+                lambda tx: queries.page_of_memories(tx, chosen, "id", True, 0, SEARCH_LIMIT),
+                "ui.memories",
             )
             rows.sort(key=lambda m: scores.get(m["id"], 0.0), reverse=descending)
             rows = rows[offset : offset + limit]
         else:
             rows, total = await self.read(
-                lambda c: queries.page_of_memories(c, chosen, sort, descending, offset, limit)
+                lambda tx: queries.page_of_memories(tx, chosen, sort, descending, offset, limit),
+                "ui.memories",
             )
         for row in rows:
             if row["id"] in scores:
@@ -262,7 +265,9 @@ class Api:
     async def memory(self, query: Query) -> Json:
         memory_id = _int(query, "id", 0, 0, 2**62)
         selection = await self.selection(query)
-        found = await self.read(lambda c: queries.memory_details(c, memory_id, selection))
+        found = await self.read(
+            lambda tx: queries.memory_details(tx, memory_id, selection), "ui.memory"
+        )
         if found is None:
             raise ApiError(404, f"memory {memory_id} not found in scopes {', '.join(selection)}")
         policy = await policy_of(self.ctx)
@@ -271,23 +276,32 @@ class Api:
 
     async def export(self, body: dict[str, Any]) -> Json:
         ids = body.get("ids")
-        if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
-            raise ApiError(400, "`ids` must be a list of memory ids")
+        if not isinstance(ids, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 1 <= i <= MAX_ROW_ID for i in ids
+        ):
+            raise ApiError(
+                400, f"`ids` must be a list of memory ids (whole numbers 1 to {MAX_ROW_ID})"
+            )
+        if len(ids) > EXPORT_LIMIT:
+            raise ApiError(
+                400,
+                f"`ids`: at most {EXPORT_LIMIT:,} memories per export (memtrio export writes the whole store)",
+            )
         selection = await scoped((await policy_of(self.ctx)).select, body.get("scopes") or None)
 
-        def op(conn: sqlite3.Connection) -> list[Json]:
-            found = (queries.memory_details(conn, int(i), selection) for i in ids)
+        def op(tx: StoreTx) -> list[Json]:
+            found = (queries.memory_details(tx, i, selection, history=False) for i in ids)
             return [memory_fields({k: v for k, v in m.items() if k != "history"})
                     for m in found if m is not None]  # fmt: skip
 
-        return {"format": "memtrio-ui-export", "memories": await self.read(op)}
+        return {"format": "memtrio-ui-export", "memories": await self.read(op, "ui.export")}
 
     # -- graph -------------------------------------------------------------------------
 
     async def graph(self, query: Query) -> Json:
         """The paths around ``entity``; without one, the overview (`queries.graph_overview`)."""
         if not query.get("entity", "").strip():
-            found = await kg.read(self.ctx, queries.graph_overview, GRAPH_ENTITIES, GRAPH_EDGES)
+            found = await self.graph_overview(GRAPH_ENTITIES, GRAPH_EDGES)
             return {"overview": True, **found}
         args: dict[str, Any] = {
             "entity": query.get("entity", ""),
@@ -305,12 +319,19 @@ class Api:
             ]
         return result
 
+    async def graph_overview(self, limit: int, edges: int) -> dict[str, Any]:
+        """`queries.graph_overview` over what this dashboard's session reads."""
+        selection = list((await policy_of(self.ctx)).select(None))  # as the graph tools read
+        return await self.read(
+            lambda tx: queries.graph_overview(tx, selection, limit, edges), "ui.graph_overview"
+        )
+
     async def entities(self, query: Query) -> Json:
         """Entity names for the entity field: the search's matches, or, for a text with no
         words to search (an empty field), the most connected entities."""
         text = query.get("q", "")
         if not query_terms(text):
-            found = await kg.read(self.ctx, queries.graph_overview, 50, 0)
+            found = await self.graph_overview(50, 0)
             return {"entities": [e["name"] for e in found["entities"]]}
         return await self.tool("search_nodes", {"query": text, "mode": "names", "limit": 50})
 
@@ -331,20 +352,22 @@ class Api:
         modes: dict[str, Json] = {}
         for mode in ("lexical", "semantic"):
             if mode == "lexical":
+                # TRANSITIONAL: the fulltext concept's search, until it is behind `tx.fulltext`.
                 ranked = await self.read(
-                    lambda c: lexical_search(c, text, selection, memory_type, limit)
+                    lambda tx: lexical_search(tx.conn, text, selection, memory_type, limit),
+                    "ui.overview.lexical",
                 )
                 ranking = "lexical"
             else:
                 ranked, ranking, _ = await rank(self.app, text, selection, memory_type, limit, True)
             ids = [i for i, _ in ranked]
 
-            def op(conn: sqlite3.Connection, ids: list[int] = ids, ranking: str = ranking) -> Json:
+            def op(tx: StoreTx, ids: list[int] = ids, ranking: str = ranking) -> Json:
                 chosen = queries.MemoryFilter(selection=selection, ids=ids)
-                rows, _ = queries.page_of_memories(conn, chosen, "id", True, 0, len(ids) or 1)
-                return rows, explain(conn, text, ids, ranking)
+                rows, _ = queries.page_of_memories(tx, chosen, "id", True, 0, len(ids) or 1)
+                return rows, explain(tx, text, ids, ranking)
 
-            rows, reasons = await self.read(op)
+            rows, reasons = await self.read(op, "ui.overview.rows")
             by_id = {r["id"]: r for r in rows}
             modes[mode] = {
                 "ranking": ranking,
@@ -361,7 +384,9 @@ class Api:
         Recall page opens on)."""
         selection = await self.selection({})
         limit = _int(query, "limit", RECENT_QUERIES, 1, 100)
-        found = await self.read(lambda c: queries.recent_queries(c, selection, limit))
+        found = await self.read(
+            lambda tx: queries.recent_queries(tx, selection, limit), "ui.recent"
+        )
         return {"scopes": selection, "queries": found}
 
     # -- code ----------------------------------------------------------------------------

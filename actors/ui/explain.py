@@ -11,19 +11,21 @@ the page can show about why it came, from what is stored:
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
 from ..store.documents import canonical_name
+from ..store.interfaces import StoreTx
 from ..store.lexical import query_terms, query_words
 from ..store.stem import stem
 
 # Longest entity name (in words) looked for in the query.
 MAX_NAME_WORDS = 6
+# Relations shown for a memory linked to an entity the query names.
+MAX_LINKS = 3
 
 
-def named_entities(conn: sqlite3.Connection, query: str) -> dict[int, str]:
+def named_entities(tx: StoreTx, query: str) -> dict[int, str]:
     """Entities whose whole name occurs in ``query`` (id -> name)."""
     words = [w for w in query.split() if w]
     candidates = {
@@ -34,62 +36,43 @@ def named_entities(conn: sqlite3.Connection, query: str) -> dict[int, str]:
     candidates.discard("")
     if not candidates:
         return {}
-    marks = ",".join("?" * len(candidates))
-    rows = conn.execute(
-        f"SELECT id, name FROM entities WHERE canonical_name IN ({marks})", list(candidates)
-    )
-    return dict(rows.fetchall())
+    return tx.browse.entities_named(sorted(candidates))
 
 
 def explain(
-    conn: sqlite3.Connection, query: str, ids: Sequence[int], ranking: str
+    tx: StoreTx, query: str, ids: Sequence[int], ranking: str
 ) -> dict[int, list[dict[str, Any]]]:
     """For each memory id: the reasons it matches ``query`` (see the module docstring)."""
     stems = {stem(t): t for t in query_terms(query)}
-    named = named_entities(conn, query)
+    named = named_entities(tx, query)
     out: dict[int, list[dict[str, Any]]] = {}
     for memory_id in ids:
         reasons: list[dict[str, Any]] = []
-        row = conn.execute("SELECT content FROM memories WHERE id = ?", (memory_id,)).fetchone()
-        if row is None:
+        content = tx.browse.memory_text(memory_id)
+        if content is None:
             continue
-        found = {stem(w) for w in query_words(row[0], frozenset())}
+        found = {stem(w) for w in query_words(content, frozenset())}
         matched = [word for s, word in stems.items() if s in found]
         if matched:
             reasons.append({"kind": "lexical", "terms": matched})
-        mentions = dict(
-            conn.execute(
-                "SELECT e.id, e.name FROM memory_entities me JOIN entities e ON e.id = me.entity_id "
-                "WHERE me.memory_id = ?",
-                (memory_id,),
-            ).fetchall()
-        )
+        mentions = tx.browse.mentions(memory_id)
         direct = [mentions[e] for e in mentions if e in named]
         if direct:
             reasons.append(
                 {"kind": "graph", "path": direct, "why": "mentions an entity the query names"}
             )
         elif named and mentions:
-            reasons.extend(_linked(conn, named, mentions))
+            reasons.extend(
+                {
+                    "kind": "graph",
+                    "path": [src, rel, dst],
+                    "why": "related to an entity the query names",
+                }
+                for src, rel, dst in tx.browse.relations_between(
+                    list(named), list(mentions), MAX_LINKS
+                )
+            )
         if not reasons and ranking == "semantic":
             reasons.append({"kind": "semantic", "why": "embedding similarity to the query"})
         out[memory_id] = reasons
     return out
-
-
-def _linked(
-    conn: sqlite3.Connection, named: dict[int, str], mentions: dict[int, str]
-) -> list[dict[str, Any]]:
-    """Relations between an entity the query names and one the memory mentions (at most 3)."""
-    a = ",".join(str(int(i)) for i in named)
-    b = ",".join(str(int(i)) for i in mentions)
-    rows = conn.execute(
-        f"""SELECT s.name, r.relation_type, t.name FROM relations r
-            JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id
-            WHERE (r.source_id IN ({a}) AND r.target_id IN ({b}))
-               OR (r.source_id IN ({b}) AND r.target_id IN ({a})) LIMIT 3"""
-    ).fetchall()
-    return [
-        {"kind": "graph", "path": [src, rel, dst], "why": "related to an entity the query names"}
-        for src, rel, dst in rows
-    ]

@@ -282,32 +282,3 @@ def migrate(conn: PgConnection) -> int:
             f"the store has PostgreSQL schema version {current}, newer than this memtrio ({LATEST}); upgrade memtrio"
         )
     return current
-
-
-def check(conn: PgConnection) -> dict[str, str | int]:
-    """What ``memtrio doctor`` reports of a PostgreSQL store: server, extensions, schema
-    version, indexes that are not valid (a failed concurrent build), database size."""
-    server = conn.execute("SHOW server_version").fetchone()
-    extensions = dict(
-        conn.execute(
-            "SELECT extname, extversion FROM pg_extension WHERE extname IN ('vector', 'pg_trgm')"
-        ).fetchall()
-    )
-    broken = [
-        r[0]
-        for r in conn.execute(
-            """SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-               JOIN pg_namespace n ON n.oid = c.relnamespace
-               WHERE n.nspname = current_schema() AND NOT (i.indisvalid AND i.indisready)"""
-        ).fetchall()
-    ]
-    size = conn.execute("SELECT pg_database_size(current_database())").fetchone()
-    return {
-        "postgresql": str(server[0]) if server else "?",
-        "extensions": ", ".join(f"{k} {v}" for k, v in sorted(extensions.items())) or "none",
-        "schema_version": version(conn),
-        "latest_schema_version": LATEST,
-        "integrity": "ok" if not broken else "invalid indexes: " + ", ".join(broken),
-        "fts_integrity": "ok" if {"memories_fts", "entities_fts"}.isdisjoint(broken) else "failed",
-        "database_bytes": int(size[0]) if size else 0,
-    }

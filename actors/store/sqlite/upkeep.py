@@ -3,8 +3,361 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from .. import schema
+from ..interfaces.upkeep import (
+    Checkpoint,
+    EntityRow,
+    FlushCounts,
+    IdTable,
+    MemoryRow,
+    RelationRow,
+    Scoped,
+    ScopeRow,
+    StoreCounts,
+    VectorRow,
+)
+
+_AUTO_VACUUM = {0: "none", 1: "full", 2: "incremental"}
+_SCOPE_LINKS = {
+    "entity": "entity_scopes",
+    "relation": "relation_scopes",
+    "memory": "memory_scopes",
+}
+_ID_TABLES = frozenset({"entities", "relations", "memories"})
+_TRIPLE = """SELECT s.name, r.relation_type, t.name FROM relations r
+    JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id WHERE r.id = ?"""
+
+
+def _table(table: str) -> str:
+    if table not in _ID_TABLES:
+        raise ValueError(f"not a table of ids: {table!r}")
+    return table
 
 
 class SqliteUpkeep:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+
+    # -- health and maintenance ---------------------------------------------------------
+
+    def counts(self) -> StoreCounts:
+        def one(table: str) -> int:
+            return int(self.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+        return StoreCounts(
+            memories=one("memories"),
+            scopes=one("scopes"),
+            entities=one("entities"),
+            edges=one("relations"),
+            vectors=one("vectors"),
+            recall_log=one("recall_log"),
+        )
+
+    def fts_tables(self) -> list[str]:
+        return [
+            row[0]
+            for row in self.conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%' ORDER BY name"
+            )
+        ]
+
+    def _file_bytes(self) -> int:
+        row = self.conn.execute("PRAGMA database_list").fetchone()
+        if not row or not row[2]:
+            return 0
+        path = Path(row[2])
+        return sum(p.stat().st_size for p in path.parent.glob(path.name + "*") if p.is_file())
+
+    def health(self) -> dict[str, str | int]:
+        conn = self.conn
+        integrity = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall()]
+        problems = []
+        for table in self.fts_tables():  # each external-content index agrees with its table
+            try:
+                conn.execute(f'INSERT INTO "{table}" ("{table}") VALUES (\'integrity-check\')')
+            except sqlite3.DatabaseError as exc:
+                problems.append(f"{table}: {exc}")
+        return {
+            "database_bytes": self._file_bytes(),
+            "sqlite": sqlite3.sqlite_version,
+            "latest_schema_version": schema.LATEST,
+            "schema_version": self.record_version(),
+            "journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0],
+            # none: a store made before memtrio set incremental (docs/memory.md: how to switch)
+            "auto_vacuum": self.auto_vacuum(),
+            "free_pages": self.free_pages(),
+            "integrity": "ok" if integrity == ["ok"] else "; ".join(integrity[:5]),
+            "fts_integrity": "ok" if not problems else "failed: " + "; ".join(problems),
+        }
+
+    def record_version(self) -> int:
+        return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
+
+    def auto_vacuum(self) -> str:
+        mode = self.conn.execute("PRAGMA auto_vacuum").fetchone()[0]
+        return _AUTO_VACUUM.get(mode, "unknown")
+
+    def free_pages(self) -> int:
+        return int(self.conn.execute("PRAGMA freelist_count").fetchone()[0])
+
+    def vacuum_step(self, pages: int) -> tuple[int, int]:
+        # Python's sqlite3 steps ``PRAGMA incremental_vacuum(N)`` once, which frees one
+        # page, so the step runs it once per page.
+        free = self.free_pages()
+        for _ in range(min(free, pages)):
+            self.conn.execute("PRAGMA incremental_vacuum")
+        left = self.free_pages()
+        return free - left, left
+
+    def fts_merge_step(self, table: str, pages: int) -> bool:
+        if table not in self.fts_tables():
+            raise ValueError(f"not a full-text index: {table!r}")
+        # FTS5's rule: the merge is complete when a step writes fewer than two rows.
+        before = self.conn.total_changes
+        self.conn.execute(
+            f'INSERT INTO "{table}" ("{table}", rank) VALUES (\'merge\', ?)', (-pages,)
+        )
+        return self.conn.total_changes - before < 2
+
+    def checkpoint(self) -> Checkpoint:
+        busy, log, done = self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        return Checkpoint(busy=bool(busy), wal_frames=int(log), checkpointed=int(done))
+
+    def data_version(self) -> int:
+        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    # -- flush ----------------------------------------------------------------------------
+
+    def _counts(self) -> tuple[int, int, int]:
+        c = self.conn
+        return (
+            c.execute("SELECT count(*) FROM memories").fetchone()[0],
+            c.execute("SELECT count(*) FROM entities").fetchone()[0],
+            c.execute("SELECT count(*) FROM relations").fetchone()[0],
+        )
+
+    def flush(self, writable: Sequence[str], everything: bool) -> FlushCounts:
+        conn = self.conn
+        before = self._counts()
+        if everything:
+            for table in ("memories", "relations", "entities", "vectors", "recall_log", "scopes"):
+                conn.execute(f"DELETE FROM {table}")
+        else:
+            ids = [i for name in writable if (i := self._scope_id(name)) is not None]
+            inner = ",".join(str(int(i)) for i in ids) or "-1"  # none: no row is only theirs
+
+            def only_writable(table: str, col: str, alias: str) -> str:
+                return (
+                    f"NOT EXISTS (SELECT 1 FROM {table} x WHERE x.{col} = {alias}.id "
+                    f"AND x.scope_id NOT IN ({inner}))"
+                )
+
+            conn.execute(
+                "DELETE FROM memories WHERE id IN (SELECT m.id FROM memories m "
+                f"WHERE {only_writable('memory_scopes', 'memory_id', 'm')})"
+            )
+            conn.execute(
+                "DELETE FROM relations WHERE id IN (SELECT r.id FROM relations r "
+                f"WHERE {only_writable('relation_scopes', 'relation_id', 'r')} "
+                "AND NOT EXISTS (SELECT 1 FROM memory_relations mr WHERE mr.relation_id = r.id))"
+            )
+            conn.execute(
+                "DELETE FROM entities WHERE id IN (SELECT e.id FROM entities e "
+                f"WHERE {only_writable('entity_scopes', 'entity_id', 'e')} "
+                "AND NOT EXISTS (SELECT 1 FROM memory_entities me WHERE me.entity_id = e.id) "
+                "AND NOT EXISTS (SELECT 1 FROM relations r "
+                "WHERE r.source_id = e.id OR r.target_id = e.id))"
+            )
+        after = self._counts()
+        return FlushCounts(
+            deleted_memories=before[0] - after[0],
+            deleted_entities=before[1] - after[1],
+            deleted_relations=before[2] - after[2],
+        )
+
+    # -- export -----------------------------------------------------------------------------
+
+    def _scopes_of(self, kind: Scoped, item: int) -> list[str]:
+        table = _SCOPE_LINKS[kind]
+        rows = self.conn.execute(
+            f"SELECT s.name FROM {table} x JOIN scopes s ON s.id = x.scope_id "
+            f"WHERE x.{kind}_id = ?",
+            (item,),
+        )
+        return sorted(r[0] for r in rows)
+
+    def _triple(self, relation_id: int) -> list[str] | None:
+        row = self.conn.execute(_TRIPLE, (relation_id,)).fetchone()
+        return list(row) if row else None
+
+    def scopes(self) -> Iterator[ScopeRow]:
+        for sid, name in self.conn.execute("SELECT id, name FROM scopes ORDER BY id"):
+            yield ScopeRow(id=sid, name=name)
+
+    def entities(self) -> Iterator[EntityRow]:
+        for eid, name, cname, kind, created, updated in self.conn.execute(
+            "SELECT id, name, canonical_name, kind, created_at, updated_at FROM entities ORDER BY id"
+        ):
+            yield EntityRow(
+                id=eid, name=name, canonical_name=cname, kind=kind, created_at=created,
+                updated_at=updated, scopes=self._scopes_of("entity", eid),
+            )  # fmt: skip
+
+    def relations(self) -> Iterator[RelationRow]:
+        for rid, src, rtype, tgt, meta, created in self.conn.execute(
+            """SELECT r.id, s.name, r.relation_type, t.name, r.metadata, r.created_at
+               FROM relations r JOIN entities s ON s.id = r.source_id
+               JOIN entities t ON t.id = r.target_id ORDER BY r.id"""
+        ):
+            yield RelationRow(
+                id=rid, source=src, relation_type=rtype, target=tgt, metadata=meta,
+                created_at=created, scopes=self._scopes_of("relation", rid),
+            )  # fmt: skip
+
+    def memories(self) -> Iterator[MemoryRow]:
+        conn = self.conn
+        for row in conn.execute(
+            "SELECT id, content, memory_type, importance, created_at, updated_at, "
+            "last_accessed_at, access_count FROM memories ORDER BY id"
+        ):
+            mid = row[0]
+            entities = conn.execute(
+                "SELECT e.name FROM memory_entities me JOIN entities e ON e.id = me.entity_id "
+                "WHERE me.memory_id = ?",
+                (mid,),
+            ).fetchall()
+            relations = conn.execute(
+                "SELECT relation_id FROM memory_relations WHERE memory_id = ?", (mid,)
+            ).fetchall()
+            yield MemoryRow(
+                id=mid, content=row[1], memory_type=row[2], importance=row[3],
+                created_at=row[4], updated_at=row[5], last_accessed_at=row[6],
+                access_count=row[7], scopes=self._scopes_of("memory", mid),
+                entities=sorted(r[0] for r in entities),
+                relations=sorted(t for (rid,) in relations if (t := self._triple(rid)) is not None),
+            )  # fmt: skip
+
+    def vectors(self) -> Iterator[VectorRow]:
+        conn = self.conn
+        for kind, item, model, revision, dim, vec in conn.execute(
+            "SELECT kind, item_id, model, revision, dim, vec FROM vectors ORDER BY kind, item_id"
+        ):
+            key: int | str | list[str] | None
+            if kind == "memory":
+                key = item
+            elif kind == "entity":
+                found = conn.execute("SELECT name FROM entities WHERE id = ?", (item,)).fetchone()
+                key = found[0] if found else None
+            else:
+                key = self._triple(item)
+            if key is None:
+                continue  # a vector of a row that no longer exists
+            # A long text's windows: chunk 0 is in `vectors`, the others (same model) follow it.
+            chunks = conn.execute(
+                "SELECT vec FROM vector_chunks WHERE kind = ? AND item_id = ? AND model = ? "
+                "AND revision = ? ORDER BY chunk",
+                (kind, item, model, revision),
+            )
+            yield VectorRow(
+                kind=kind, key=key, model=model, revision=revision, dim=dim,
+                vec=bytes(vec) + b"".join(bytes(r[0]) for r in chunks),
+            )  # fmt: skip
+
+    # -- import -----------------------------------------------------------------------------
+
+    def next_id(self, table: IdTable, at_least: int) -> int:
+        name = _table(table)
+        top = self.conn.execute(f"SELECT max(id) FROM {name}").fetchone()[0] or 0
+        seq = self.conn.execute(
+            "SELECT seq FROM sqlite_sequence WHERE name = ?", (name,)
+        ).fetchone()
+        return int(max(top, seq[0] if seq else 0, at_least)) + 1
+
+    def id_free(self, table: IdTable, item: int) -> bool:
+        name = _table(table)
+        return self.conn.execute(f"SELECT 1 FROM {name} WHERE id = ?", (item,)).fetchone() is None
+
+    def _scope_id(self, name: str) -> int | None:
+        row = self.conn.execute("SELECT id FROM scopes WHERE name = ?", (name,)).fetchone()
+        return int(row[0]) if row else None
+
+    def add_scope(self, name: str) -> int:
+        found = self._scope_id(name)
+        if found is not None:
+            return found
+        return int(
+            self.conn.execute("INSERT INTO scopes (name) VALUES (?)", (name,)).lastrowid or 0
+        )
+
+    def link_scopes(self, kind: Scoped, item: int, names: Sequence[str]) -> None:
+        table = _SCOPE_LINKS[kind]
+        for name in names:
+            self.conn.execute(
+                f"INSERT OR IGNORE INTO {table} ({kind}_id, scope_id) VALUES (?, ?)",
+                (item, self.add_scope(name)),
+            )
+
+    def entity_id(self, name: str) -> int | None:
+        row = self.conn.execute("SELECT id FROM entities WHERE name = ?", (name,)).fetchone()
+        return int(row[0]) if row else None
+
+    def add_entity(self, row: EntityRow) -> int:
+        cur = self.conn.execute(
+            "INSERT INTO entities (id, name, canonical_name, kind, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (row.id, row.name, row.canonical_name, row.kind, row.created_at, row.updated_at),
+        )
+        return int(cur.lastrowid or row.id)
+
+    def relation_id(self, source_id: int, relation_type: str, target_id: int) -> int | None:
+        row = self.conn.execute(
+            "SELECT id FROM relations WHERE source_id = ? AND relation_type = ? AND target_id = ?",
+            (source_id, relation_type, target_id),
+        ).fetchone()
+        return int(row[0]) if row else None
+
+    def add_relation(self, row: RelationRow, source_id: int, target_id: int) -> int:
+        cur = self.conn.execute(
+            "INSERT INTO relations (id, source_id, target_id, relation_type, metadata, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (row.id, source_id, target_id, row.relation_type, row.metadata, row.created_at),
+        )
+        return int(cur.lastrowid or row.id)
+
+    def memory_present(self, memory_id: int, content: str, created_at: float) -> bool:
+        return (
+            self.conn.execute(
+                "SELECT 1 FROM memories WHERE id = ? AND content = ? AND created_at = ?",
+                (memory_id, content, created_at),
+            ).fetchone()
+            is not None
+        )
+
+    def add_memory(self, row: MemoryRow) -> int:
+        cur = self.conn.execute(
+            "INSERT INTO memories (id, content, memory_type, importance, created_at, updated_at, "
+            "last_accessed_at, access_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                row.id, row.content, row.memory_type, row.importance, row.created_at,
+                row.updated_at, row.last_accessed_at, row.access_count,
+            ),
+        )  # fmt: skip
+        return int(cur.lastrowid or row.id)
+
+    def link_memory(
+        self, memory_id: int, entity_ids: Sequence[int], relation_ids: Sequence[int]
+    ) -> None:
+        for eid in entity_ids:
+            self.conn.execute(
+                "INSERT OR IGNORE INTO memory_entities (memory_id, entity_id) VALUES (?, ?)",
+                (memory_id, eid),
+            )
+        for rid in relation_ids:
+            self.conn.execute(
+                "INSERT OR IGNORE INTO memory_relations (memory_id, relation_id) VALUES (?, ?)",
+                (memory_id, rid),
+            )
