@@ -26,7 +26,7 @@ from . import limits
 from .access import ranked_rows, record_access
 from .documents import entity_document, memory_document, relation_document
 from .entities import RelationSpec, missing_vectors, validate_entity, validate_relation_type
-from .lexical import lexical_search
+from .lexical import search_memories
 from .memories import (
     NewMemory,
     counts,
@@ -176,8 +176,9 @@ async def rank(
             if reasons is not None:
                 reasons.update(getattr(ranked, "reasons", {}))
             return [(int(i), float(s)) for i, s in ranked][:limit], "semantic", warnings
-    ranked = await store.read_conn(
-        lambda conn: lexical_search(conn, query, selection, memory_type, limit)
+    ranked = await store.read(
+        lambda tx: search_memories(tx, query, selection, memory_type, limit),
+        name="memory.recall_lexical",
     )
     if reasons is not None:
         for r, (memory_id, bm25) in enumerate(ranked):
