@@ -36,6 +36,15 @@ class TextQuery(msgspec.Struct, frozen=True):
     terms: list[str]
     words: list[str] = []
 
+    def searchable(self) -> TextQuery:
+        """This query without the words that hold a NUL character: no indexed word does (FTS5
+        splits words there; PostgreSQL text cannot hold one), so they match nothing."""
+        if not any("\x00" in w for w in (*self.terms, *self.words)):
+            return self
+        return TextQuery(
+            [t for t in self.terms if "\x00" not in t], [w for w in self.words if "\x00" not in w]
+        )
+
     def pairs(self) -> list[tuple[str, str]]:
         """The neighbouring query words (as written in ``words``) that are both among the
         terms, by distinct stems, first occurrence first: the phrases matched besides them."""

@@ -34,6 +34,8 @@ from .conn import PgConnection
 # A phrase of two query words matches within this many words (``<1>`` .. ``<3>``), as
 # FTS5's NEAR(a b, PROXIMITY) does on SQLite.
 PHRASE_GAPS = (1, 2, 3)
+# PostgreSQL text cannot hold a NUL character: a value with one matches no stored row.
+NUL = "\x00"
 
 
 def lexeme(word: str) -> str:
@@ -44,6 +46,7 @@ def lexeme(word: str) -> str:
 def match_query(query: TextQuery) -> str:
     """A tsquery (for ``to_tsquery('english', ...)``): the terms OR-ed, plus each pair of
     neighbouring query words (`TextQuery.pairs`) as a phrase within a few words."""
+    query = query.searchable()
     parts = [lexeme(t) for t in query.terms]
     for a, b in query.pairs():
         near = " | ".join(f"{lexeme(a)} <{n}> {lexeme(b)}" for n in PHRASE_GAPS)
@@ -96,6 +99,9 @@ class PgFullText:
         vocabulary table)."""
         out: dict[str, int] = {}
         for term in terms:
+            if NUL in term:
+                out[term] = 0
+                continue
             row = self.conn.native(
                 "EXPLAIN (FORMAT JSON) SELECT 1 FROM memories WHERE fts @@ to_tsquery('english', %s)",
                 (lexeme(term),),
@@ -105,7 +111,7 @@ class PgFullText:
         return out
 
     def best_memories(self, query: TextQuery, low: int, limit: int) -> list[MemoryMatch]:
-        if not query.terms:
+        if not query.searchable().terms:
             return []
         rows = self.conn.native(
             """SELECT m.id, ts_rank(m.fts, q, 1) AS score
@@ -122,7 +128,7 @@ class PgFullText:
     def best_memories_filtered(
         self, query: TextQuery, low: int, allowed: MemoryFilter, limit: int
     ) -> list[MemoryMatch]:
-        if not query.terms:
+        if not query.searchable().terms or NUL in (allowed.memory_type or ""):
             return []
         type_sql = "AND lower(m.memory_type) = lower(%s)" if allowed.memory_type else ""
         rows = self.conn.native(
@@ -145,7 +151,7 @@ class PgFullText:
         return [MemoryMatch(int(i), float(s)) for i, s in rows]
 
     def memory_candidates(self, ids: Sequence[int], allowed: MemoryFilter) -> list[Candidate]:
-        if not ids:
+        if not ids or NUL in (allowed.memory_type or ""):
             return []
         type_sql = "AND lower(m.memory_type) = lower(%s)" if allowed.memory_type else ""
         rows = self.conn.native(
@@ -162,7 +168,7 @@ class PgFullText:
         return [Candidate(int(i), bool(t), float(imp), float(up)) for i, t, imp, up in rows]
 
     def entities_with_word(self, prefix: str) -> list[int]:
-        if not prefix:
+        if not prefix or NUL in prefix:
             return []
         rows = self.conn.native(
             "SELECT id FROM entities WHERE fts @@ to_tsquery('simple', %s) ORDER BY id",
@@ -171,7 +177,7 @@ class PgFullText:
         return [int(r[0]) for r in rows]
 
     def entities_containing(self, text: str) -> list[int]:
-        if not text:
+        if not text or NUL in text:
             return []
         pattern = like_pattern(text)
         rows = self.conn.native(
@@ -181,7 +187,7 @@ class PgFullText:
         return [int(r[0]) for r in rows]
 
     def observations_with_word(self, prefix: str, visible: Visibility) -> dict[int, int]:
-        if not prefix:
+        if not prefix or NUL in prefix:
             return {}
         vis_sql, vis_params = _visible("memory_scopes", "memory_id", "m", visible)
         rows = self.conn.native(
@@ -197,7 +203,7 @@ class PgFullText:
     def visible_entities(
         self, ids: Sequence[int], visible: Visibility, kind: str | None
     ) -> list[FoundEntity]:
-        if not ids:
+        if not ids or NUL in (kind or ""):
             return []
         vis_sql, vis_params = _visible("entity_scopes", "entity_id", "e", visible)
         kind_sql = "AND e.kind = %s" if kind is not None else ""

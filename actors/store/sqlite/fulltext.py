@@ -38,6 +38,7 @@ def quoted(word: str) -> str:
 def phrases(query: TextQuery) -> list[str]:
     """The FTS5 phrases of ``query``: each term, then ``NEAR(a b, PROXIMITY)`` for each
     pair of neighbouring query words (`TextQuery.pairs`)."""
+    query = query.searchable()
     parts = [quoted(t) for t in query.terms]
     parts += [f"NEAR({quoted(a)} {quoted(b)}, {PROXIMITY})" for a, b in query.pairs()]
     return parts
@@ -120,7 +121,7 @@ class SqliteFullText:
             return None
 
     def best_memories(self, query: TextQuery, low: int, limit: int) -> list[MemoryMatch]:
-        if not query.terms:
+        if not query.searchable().terms:
             return []
         rows = self.conn.execute(
             "SELECT rowid, bm25(memories_fts) FROM memories_fts"
@@ -130,7 +131,7 @@ class SqliteFullText:
         return [MemoryMatch(int(r), -float(s)) for r, s in rows]
 
     def seed_memories(self, query: TextQuery, low: int, limit: int) -> list[MemoryMatch]:
-        if not query.terms:
+        if not query.searchable().terms:
             return []
         try:
             if low > 0:
@@ -177,7 +178,7 @@ class SqliteFullText:
     def best_memories_filtered(
         self, query: TextQuery, low: int, allowed: MemoryFilter, limit: int
     ) -> list[MemoryMatch]:
-        if not query.terms:
+        if not query.searchable().terms:
             return []
         # (memory_type, rowid) seeks in the small type index, not the memory rows.
         type_sql = (
@@ -216,7 +217,7 @@ class SqliteFullText:
         return out
 
     def entities_with_word(self, prefix: str) -> list[int]:
-        if not prefix:
+        if not prefix or "\x00" in prefix:
             return []
         rows = self.conn.execute(
             "SELECT rowid FROM entities_fts WHERE entities_fts MATCH ?", (quoted(prefix) + "*",)
@@ -224,7 +225,7 @@ class SqliteFullText:
         return sorted({int(r[0]) for r in rows})
 
     def entities_containing(self, text: str) -> list[int]:
-        if len(text) < 3:  # the trigram index needs a whole trigram
+        if len(text) < 3 or "\x00" in text:  # a trigram at least; no name holds a NUL
             return []
         rows = self.conn.execute(
             "SELECT rowid FROM entities_trigram WHERE entities_trigram MATCH ?", (quoted(text),)
@@ -232,7 +233,7 @@ class SqliteFullText:
         return sorted({int(r[0]) for r in rows})
 
     def observations_with_word(self, prefix: str, visible: Visibility) -> dict[int, int]:
-        if not prefix:
+        if not prefix or "\x00" in prefix:
             return {}
         rows = self.conn.execute(
             f"""SELECT me.entity_id, count(*) FROM memories_fts f JOIN memories m ON m.id = f.rowid
