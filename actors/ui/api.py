@@ -36,7 +36,7 @@ from ..code.service import CODE
 from ..code.tools import FindArgs, OutlineArgs, _file_outline, _root
 from ..kg import transactions as kg
 from ..session_state import SessionState
-from ..store.lexical import lexical_search, query_terms
+from ..store.lexical import query_terms, search_memories
 from ..store.memory_tools import rank
 from ..store.results import memory_fields
 from ..store.services import policy_of, scoped, store_of
@@ -331,8 +331,9 @@ class Api:
         modes: dict[str, Json] = {}
         for mode in ("lexical", "semantic"):
             if mode == "lexical":
-                ranked = await self.read(
-                    lambda c: lexical_search(c, text, selection, memory_type, limit)
+                ranked = await store_of(self.app).read(
+                    lambda tx: search_memories(tx, text, selection, memory_type, limit),
+                    name="ui.recall_lexical",
                 )
                 ranking = "lexical"
             else:
