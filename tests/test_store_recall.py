@@ -12,6 +12,7 @@ from memtrio.actors.store import db, lexical, ops
 from memtrio.actors.store.interfaces.fulltext import TextQuery
 from memtrio.actors.store.scopes import ScopePolicy
 from memtrio.actors.store.sqlite.fulltext import SqliteFullText, match_expression
+from memtrio.actors.store.sqlite.tx import SqliteTx
 from memtrio.protocol.errors import DomainError
 
 REPO = "repo:/r/.git"
@@ -46,7 +47,7 @@ def search(
     return [
         i
         for i, _ in db.run_read(
-            conn, lambda c: ops.lexical_search(c, query, selection, memory_type, limit)
+            conn, lambda c: ops.search_memories(SqliteTx(c), query, selection, memory_type, limit)
         )
     ]
 

@@ -211,21 +211,11 @@ def search_memories(
     return [(r.id, score[r.id]) for r in rows[:limit]]
 
 
-def lexical_search(
-    conn: Any,
-    query: str,
-    selection: Sequence[str],
-    memory_type: str | None,
-    limit: int,
-) -> list[tuple[int, float]]:
-    """TRANSITIONAL: `search_memories` on a raw connection, for callers not yet given a
-    `StoreTx` (the dashboard's recall page)."""
-    return search_memories(tx_of(conn), query, selection, memory_type, limit)
-
-
 def tx_of(conn: Any) -> StoreTx:
     """TRANSITIONAL: a raw connection of the store seen as a `StoreTx`, for the callers not
-    yet converted (they pass a connection, not a transaction)."""
+    yet converted (they pass a connection, not a transaction): `kg.search.search_nodes`
+    and `term_hits` (the graph's and the vectors' read helpers pass one) and
+    `ranker.rank.fts_candidates` (the ranker's own connection)."""
     from .backends import SQLITE, tx_factory
 
     return tx_factory(SQLITE if isinstance(conn, sqlite3.Connection) else "postgresql")(conn)

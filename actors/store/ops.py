@@ -38,7 +38,6 @@ from .entities import (
 )
 from .lexical import (
     lexical_plan,
-    lexical_search,
     query_terms,
     query_words,
     search_memories,
@@ -82,7 +81,6 @@ __all__ = [
     "insert_memory",
     "item_vectors",
     "lexical_plan",
-    "lexical_search",
     "list_memories",
     "memory_document",
     "memory_scope_names",
