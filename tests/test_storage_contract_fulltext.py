@@ -403,3 +403,13 @@ def test_visible_entities_take_more_ids_than_sqlite_binds(direct: Direct) -> Non
     asked = [*reversed(ids), *range(10**6, 10**6 + 40_000)]
     found = direct.read(lambda tx: tx.fulltext.visible_entities(asked, Visibility([]), None))
     assert [e.id for e in found] == sorted(ids)
+
+
+def test_optimize_indexes_compacts_the_text_indexes_and_search_goes_on(direct: Direct) -> None:
+    ids = memories(direct, [f"kettle number {i}" for i in range(30)])
+    bob = entity(direct, "KettleMaker", "company")
+    done = direct.write(lambda tx: tx.fulltext.optimize_indexes())
+    assert done == sorted(done) and "memories_fts" in done and "entities_fts" in done
+    assert sorted(best(direct, q("kettle"))) == ids
+    assert direct.read(lambda tx: tx.fulltext.entities_containing("ettlemak")) == [bob]
+    assert direct.write(lambda tx: tx.fulltext.optimize_indexes()) == done

@@ -12,7 +12,7 @@ word are plain text. Scores are "larger is better" everywhere (``-bm25()`` on SQ
 ``ts_rank`` on PostgreSQL); the two backends' scores are not comparable with each other.
 
 The index itself is kept current by the database (triggers on SQLite, generated ``tsvector``
-columns on PostgreSQL): no write goes through this interface.
+columns on PostgreSQL): the only write here is `FullText.optimize_indexes`.
 """
 
 from __future__ import annotations
@@ -168,4 +168,11 @@ class FullText(Protocol):
     ) -> list[FoundEntity]:
         """Those of ``ids`` that are visible (and of type ``kind``, exactly, when given),
         ascending by id; any number of ids."""
+        ...
+
+    def optimize_indexes(self) -> list[str]:
+        """Compact the text indexes (a write transaction; the ``compact`` tool's): FTS5's
+        ``optimize`` of each index on SQLite; on PostgreSQL the GIN indexes' pending lists
+        merged into their trees, for the indexes this role owns (the others are left to
+        autovacuum). Returns the names of the indexes compacted, sorted."""
         ...

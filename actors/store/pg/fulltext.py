@@ -34,6 +34,8 @@ from .conn import PgConnection
 # A phrase of two query words matches within this many words (``<1>`` .. ``<3>``), as
 # FTS5's NEAR(a b, PROXIMITY) does on SQLite.
 PHRASE_GAPS = (1, 2, 3)
+# The GIN indexes of the text search `optimize_indexes` compacts (`pg.schema`).
+GIN_INDEXES = ("entities_fts", "entities_kind_trgm", "entities_name_trgm", "memories_fts")
 # PostgreSQL text cannot hold a NUL character: a value with one matches no stored row.
 NUL = "\x00"
 
@@ -213,3 +215,15 @@ class PgFullText:
             ([int(i) for i in ids], *vis_params, *([kind] if kind is not None else [])),
         ).fetchall()
         return [FoundEntity(int(r[0]), r[1], r[2], r[3]) for r in rows]
+
+    def optimize_indexes(self) -> list[str]:
+        rows = self.conn.native(
+            """SELECT c.relname FROM pg_class c WHERE c.relkind = 'i'
+                 AND c.relname = ANY(%s::text[])
+                 AND pg_has_role(c.relowner, 'USAGE') ORDER BY c.relname""",
+            (list(GIN_INDEXES),),
+        ).fetchall()
+        indexes = [str(r[0]) for r in rows]
+        for index in indexes:
+            self.conn.native("SELECT gin_clean_pending_list(%s::regclass)", (index,))
+        return indexes

@@ -25,6 +25,9 @@ from ..interfaces.fulltext import (
 )
 from ..stem import stem
 
+# The FTS5 indexes `optimize_indexes` compacts (names from the schema, never from input).
+INDEXES = ("entities_fts", "entities_trigram", "memories_fts")
+
 # Document frequencies read from the vocabulary: (database file, newest memory id, stem) -> count.
 FREQS_KEPT = 4096
 _FREQS: dict[tuple[str, int, str], int] = {}
@@ -260,3 +263,8 @@ class SqliteFullText:
             ):
                 found[int(row[0])] = FoundEntity(int(row[0]), row[1], row[2], row[3])
         return [found[i] for i in sorted(found)]
+
+    def optimize_indexes(self) -> list[str]:
+        for index in INDEXES:
+            self.conn.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")
+        return list(INDEXES)
