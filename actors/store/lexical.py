@@ -50,7 +50,7 @@ COMMON_FRACTION = 0.2
 # The store's lexical recall windows only when even the most selective word is
 # that common: all scores are then close and recency breaks the ties anyway.
 MAX_POSTINGS = 20000
-# The candidate window of lexical_search: the limit * CANDIDATE_FACTOR (at
+# The candidate window of search_memories: the limit * CANDIDATE_FACTOR (at
 # least MIN_CANDIDATES) best BM25 matches.
 CANDIDATE_FACTOR = 5
 MIN_CANDIDATES = 50
@@ -60,11 +60,11 @@ MIN_CANDIDATES = 50
 
 @dataclass(frozen=True)
 class PlanBudget:
-    """How `plan` keeps one FTS5 query cheap.
+    """How `plan` keeps one full-text query cheap.
 
     - ``stop_words``: dropped from the query (when another word remains);
     - ``max_postings``: above this many postings only the newest memories are ranked;
-    - ``prune_from``: a store of fewer memories (by rowid) is never pruned;
+    - ``prune_from``: a store of fewer memories (by id) is never pruned;
     - ``window_common_only``: window only when no selective word is left
       (else also when the selective words alone exceed ``max_postings``).
     """

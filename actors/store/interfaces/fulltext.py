@@ -154,8 +154,8 @@ class FullText(Protocol):
         ...
 
     def entities_containing(self, text: str) -> list[int]:
-        """Ids of the entities whose name or type contains ``text`` anywhere (without case;
-        ``text`` of 3 characters or more: shorter ones find nothing on SQLite), ascending."""
+        """Ids of the entities whose name or type contains ``text`` anywhere (without case),
+        ascending; a ``text`` shorter than 3 characters (a trigram) finds nothing."""
         ...
 
     def observations_with_word(self, prefix: str, visible: Visibility) -> dict[int, int]:

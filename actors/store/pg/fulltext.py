@@ -34,6 +34,8 @@ from .conn import PgConnection
 # A phrase of two query words matches within this many words (``<1>`` .. ``<3>``), as
 # FTS5's NEAR(a b, PROXIMITY) does on SQLite.
 PHRASE_GAPS = (1, 2, 3)
+# Substrings shorter than this find nothing (as under SQLite's trigram index).
+MIN_SUBSTRING = 3
 # The GIN indexes of the text search `optimize_indexes` compacts (`pg.schema`).
 GIN_INDEXES = ("entities_fts", "entities_kind_trgm", "entities_name_trgm", "memories_fts")
 # PostgreSQL text cannot hold a NUL character: a value with one matches no stored row.
@@ -179,7 +181,7 @@ class PgFullText:
         return [int(r[0]) for r in rows]
 
     def entities_containing(self, text: str) -> list[int]:
-        if not text or NUL in text:
+        if len(text) < MIN_SUBSTRING or NUL in text:
             return []
         pattern = like_pattern(text)
         rows = self.conn.native(
