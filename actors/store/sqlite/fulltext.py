@@ -131,7 +131,7 @@ class SqliteFullText:
             " WHERE memories_fts MATCH ? AND rowid >= ? ORDER BY 2 LIMIT ?",
             (match_expression(query), low, limit),
         ).fetchall()
-        return [MemoryMatch(int(r), -float(s)) for r, s in rows]
+        return [MemoryMatch(r, -s) for r, s in rows]
 
     def seed_memories(self, query: TextQuery, low: int, limit: int) -> list[MemoryMatch]:
         if not query.searchable().terms:
@@ -146,7 +146,7 @@ class SqliteFullText:
             ).fetchall()
         except sqlite3.OperationalError:
             return []
-        return [MemoryMatch(int(r), float(s)) for r, s in rows]
+        return [MemoryMatch(r, s) for r, s in rows]
 
     def _window_scores(self, parts: list[str], low: int, limit: int) -> list[MemoryMatch]:
         """The best ``limit`` memories from rowid ``low`` on, by the sum of the IDFs of the
@@ -203,7 +203,7 @@ class SqliteFullText:
                 limit,
             ],
         ).fetchall()
-        return [MemoryMatch(int(r), -float(s)) for r, s in rows]
+        return [MemoryMatch(r, -s) for r, s in rows]
 
     def memory_candidates(self, ids: Sequence[int], allowed: MemoryFilter) -> list[Candidate]:
         type_sql = "AND m.memory_type = ? COLLATE NOCASE" if allowed.memory_type else ""
@@ -216,7 +216,7 @@ class SqliteFullText:
                     AND {_memory_visible(allowed, "m.id")} {type_sql}""",
                 [*chunk, *([allowed.memory_type] if allowed.memory_type else [])],
             ).fetchall()
-            out += [Candidate(int(i), bool(t), float(imp), float(up)) for i, t, imp, up in rows]
+            out += [Candidate(i, bool(t), imp, up) for i, t, imp, up in rows]
         return out
 
     def entities_with_word(self, prefix: str) -> list[int]:
