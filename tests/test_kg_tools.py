@@ -227,6 +227,14 @@ def test_search_nodes_matches_words_and_prefixes_of_names_types_observations(
     assert "no words" in graph.fails("search_nodes", query="  ")
 
 
+def test_search_nodes_with_a_nul_in_entity_type_finds_nothing(graph: ThreadedClient) -> None:
+    """A NUL character in a filter or a query word is plain text that no stored type or
+    indexed word holds: an empty answer (or the other words' matches), never an error, on
+    either store (the full-text interface's PostgreSQL statements bind it natively)."""
+    assert names(graph.ok("search_nodes", query="chess", entityType="per\x00son")) == []
+    assert names(graph.ok("search_nodes", query="chess\x00 rust")) == ["C"]
+
+
 def test_open_nodes(graph: ThreadedClient) -> None:
     opened = graph.ok("open_nodes", names=["D", "ghost"])
     assert names(opened) == ["D"] and opened["missing"] == ["ghost"]

@@ -30,7 +30,6 @@ TRANSITIONAL = {
     ("actors/store/transfer.py", "put_vector"),
     ("actors/store/doctor.py", "audit"),
     ("actors/store/cli.py", "list_memories"),
-    ("actors/ui/api.py", "lexical_search"),
     ("actors/ui/queries.py", "get_memory"),
 }
 

@@ -9,7 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memtrio.actors.store import db, lexical, ops
+from memtrio.actors.store.interfaces.fulltext import TextQuery
 from memtrio.actors.store.scopes import ScopePolicy
+from memtrio.actors.store.sqlite.fulltext import SqliteFullText, match_expression
+from memtrio.actors.store.sqlite.tx import SqliteTx
 from memtrio.protocol.errors import DomainError
 
 REPO = "repo:/r/.git"
@@ -44,7 +47,7 @@ def search(
     return [
         i
         for i, _ in db.run_read(
-            conn, lambda c: ops.lexical_search(c, query, selection, memory_type, limit)
+            conn, lambda c: ops.search_memories(SqliteTx(c), query, selection, memory_type, limit)
         )
     ]
 
@@ -121,18 +124,19 @@ def test_very_common_words_are_pruned_when_a_selective_word_exists(
     for i in range(50):
         add(w, f"common filler text number {i}", [REPO], i)
     rare = add(w, "common filler zanzibar", [REPO], 100)
-    plan = db.run_read(r, lambda c: ops.lexical_plan(c, "zanzibar common"))
-    assert plan == ('"zanzibar"', 0)
+    plan = db.run_read(r, lambda c: ops.lexical_plan(SqliteFullText(c), "zanzibar common"))
+    assert plan == (TextQuery(["zanzibar"], ["zanzibar", "common"]), 0)
     assert search(r, "zanzibar common") == [rare]
     # Only common words and more postings than the budget: the newest window is ranked.
     monkeypatch.setattr(lexical, "MAX_POSTINGS", 20)
-    match, low = db.run_read(r, lambda c: ops.lexical_plan(c, "common filler"))
-    assert match == '"common" OR "filler" OR NEAR("common" "filler", 4)' and low > 0
+    match, low = db.run_read(r, lambda c: ops.lexical_plan(SqliteFullText(c), "common filler"))
+    assert match_expression(match) == '"common" OR "filler" OR NEAR("common" "filler", 4)'
+    assert low > 0
     newest = search(r, "common filler", limit=50)
     assert newest and all(i >= low for i in newest)
     # A connection without the vocab table ranks everything (no pruning).
-    assert ops.lexical_plan(w, "zanzibar common") == (
-        '"zanzibar" OR "common" OR NEAR("zanzibar" "common", 4)',
+    assert ops.lexical_plan(SqliteFullText(w), "zanzibar common") == (
+        TextQuery(["zanzibar", "common"], ["zanzibar", "common"]),
         0,
     )
 
@@ -151,7 +155,7 @@ def test_ranker_seeds_of_a_big_store_are_scored_in_the_newest_window_by_idf(
     # 120+ postings against a budget of 20: only the newest memories are ranked.
     budget = lexical.PlanBudget(lexical.FUNCTION_WORDS, 20, prune_from=0)
     monkeypatch.setattr(rank_mod, "FTS_BUDGET", budget)
-    _, _, low = db.run_read(r, lambda c: lexical.plan_terms(c, "filler text", budget))
+    _, low = db.run_read(r, lambda c: lexical.plan(SqliteFullText(c), "filler text", budget))
     assert 0 < low <= both
     ranked = db.run_read(r, lambda c: rank_mod.fts_candidates(c, "filler text"))
     ids = [i for i, _ in ranked]
@@ -239,9 +243,9 @@ def test_query_words_close_together_rank_first(
     )
     assert plain == [scattered, phrase]
     assert search(r, "model kits") == [phrase, scattered]
-    assert ops.lexical_plan(w, "the model kits")[0] == (
-        '"model" OR "kits" OR NEAR("model" "kits", 4)'
-    )
+    planned = ops.lexical_plan(SqliteFullText(w), "the model kits")
+    assert planned is not None
+    assert match_expression(planned[0]) == '"model" OR "kits" OR NEAR("model" "kits", 4)'
 
 
 def test_schema_5_rebuilds_the_index_with_stems(tmp_path: Path) -> None:

@@ -131,6 +131,17 @@ async def test_list_search_filter_sort_page_and_show(tmp_path: Path) -> None:
         assert again["access_count"] == shown["access_count"] == 1
 
 
+async def test_recall_page_ranks_lexically_within_the_repositorys_scopes(tmp_path: Path) -> None:
+    async with dashboard(tmp_path) as d:
+        ids = await seed(d)
+        await d.tool("remember", root=d.other, content="another repository's message queue")
+        shown = (await d.get("recall", q="message queue", type="DECISION")).json()
+        lexical = shown["modes"]["lexical"]
+        assert lexical["ranking"] == "lexical"
+        assert [m["id"] for m in lexical["memories"]] == [ids["queue"]]
+        assert lexical["memories"][0]["score"] > 0
+
+
 async def test_edit_and_forget_change_what_the_tools_see(tmp_path: Path) -> None:
     async with dashboard(tmp_path) as d:
         ids = await seed(d)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..store.dialect import is_postgres
+from ..store.lexical import tx_of
 from .lookup import OBS_TYPE_SQL, Ent, observation_texts, observations_of, require, resolve
 from .records import JsonObject, relation_out
 from .writer import Writer
@@ -279,20 +280,8 @@ def compact(w: Writer) -> JsonObject:
             if w.own.owned("memory", mid):  # another repository's copy stays (store.ownership)
                 w.drop_observation(mid, eid)
                 removed += 1
-    if postgres:  # GIN indexes: merge their pending lists into the main trees (the
-        # owner's right; an agents' role leaves it to autovacuum: docs/operations.md)
-        indexes = [
-            r[0]
-            for r in conn.execute(
-                """SELECT c.relname FROM pg_class c WHERE c.relkind = 'i'
-                   AND c.relname IN ('entities_fts', 'entities_name_trgm', 'entities_kind_trgm', 'memories_fts')
-                   AND pg_has_role(c.relowner, 'USAGE') ORDER BY c.relname"""
-            )
-        ]
-        for index in indexes:
-            conn.execute("SELECT gin_clean_pending_list(?::regclass)", (index,))
-        return {"duplicateObservationsRemoved": removed, "indexesOptimized": indexes}
-    indexes = ["entities_fts", "entities_trigram", "memories_fts"]
-    for index in indexes:
-        conn.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")
+    # The text indexes compacted (`FullText.optimize_indexes`: on PostgreSQL only those this
+    # role owns; an agents' role leaves them to autovacuum: docs/operations.md).
+    # TRANSITIONAL `tx_of`: the graph's writer holds a connection, not a StoreTx.
+    indexes = tx_of(conn).fulltext.optimize_indexes()
     return {"duplicateObservationsRemoved": removed, "indexesOptimized": indexes}

@@ -202,7 +202,10 @@ class Ranker:
             async def fetch_lexical() -> None:
                 nonlocal lexical
                 try:
-                    lexical = await store.read_conn(lambda conn: rank_mod.fts_candidates(conn, query))
+                    lexical = await store.read(
+                        lambda tx: rank_mod.fts_seeds(tx.fulltext, query),
+                        name="ranker.lexical_seeds",
+                    )
                 except (DomainError, sqlite3.Error):
                     lexical = None  # the actor queries its own connection instead
 

@@ -1,10 +1,14 @@
-"""Lexical search: FTS5 queries of free text, the one plan that keeps them cheap, BM25 recall.
+"""Lexical search: the words of free text, the one plan that keeps their queries cheap, BM25 recall.
 
-`plan` turns a query into an FTS5 MATCH expression and the lowest rowid to
-rank. It is the only lexical planner: the store's lexical recall
-(`lexical_search`, with `STORE_RECALL`) and the ranker's FTS5 seeds (with
-their own `PlanBudget`) both use it, so the two match words the same way and
-differ only in the budget they are given.
+`plan` turns a query into a `TextQuery` (the words to match) and the lowest
+memory id to rank. It is the only lexical planner: the store's lexical recall
+(`search_memories`, with `store_recall`) and the ranker's lexical seeds
+(`seed_memories`, with their own `PlanBudget`) both use it, so the two match
+words the same way and differ only in the budget they are given.
+
+No SQL here: the queries run through the full-text interface
+(`interfaces.fulltext.FullText`, ``tx.fulltext``), which each backend
+implements in its own query language.
 """
 
 from __future__ import annotations
@@ -14,12 +18,10 @@ import sqlite3
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from . import db
-from .db import VOCAB_TABLE
-from .dialect import is_postgres
-from .memories import visibility_sql
-from .pg import fts
+from .interfaces import StoreTx
+from .interfaces.fulltext import FullText, MemoryFilter, MemoryMatch, TextQuery
 from .scope_rows import scope_ids
 from .scopes import GLOBAL
 from .stem import stem
@@ -48,22 +50,21 @@ COMMON_FRACTION = 0.2
 # The store's lexical recall windows only when even the most selective word is
 # that common: all scores are then close and recency breaks the ties anyway.
 MAX_POSTINGS = 20000
-# The candidate window of lexical_search: the limit * CANDIDATE_FACTOR (at
+# The candidate window of search_memories: the limit * CANDIDATE_FACTOR (at
 # least MIN_CANDIDATES) best BM25 matches.
 CANDIDATE_FACTOR = 5
 MIN_CANDIDATES = 50
-# Two query words next to each other also match as NEAR(a b, PROXIMITY): at most
-# this many words between them, a short phrase (see `match_expression`).
-PROXIMITY = 4
+# Two query words next to each other also match as a phrase (`TextQuery.pairs`), at
+# most `interfaces.fulltext.PROXIMITY` words apart.
 
 
 @dataclass(frozen=True)
 class PlanBudget:
-    """How `plan` keeps one FTS5 query cheap.
+    """How `plan` keeps one full-text query cheap.
 
     - ``stop_words``: dropped from the query (when another word remains);
     - ``max_postings``: above this many postings only the newest memories are ranked;
-    - ``prune_from``: a store of fewer memories (by rowid) is never pruned;
+    - ``prune_from``: a store of fewer memories (by id) is never pruned;
     - ``window_common_only``: window only when no selective word is left
       (else also when the selective words alone exceed ``max_postings``).
     """
@@ -112,116 +113,34 @@ def query_terms(query: str, stop_words: frozenset[str] = STOP_WORDS) -> list[str
     return terms_of(query_words(query, stop_words))
 
 
-def match_expression(terms: Sequence[str], words: Sequence[str]) -> str:
-    """An FTS5 MATCH expression: each term quoted, OR-ed, plus the proximity pairs.
-
-    For every two words next to each other in ``words`` (the query's content
-    words in order) that are both among ``terms``, ``NEAR("a" "b",
-    PROXIMITY)`` is OR-ed in too: a memory where they occur close together
-    scores both again, as in the sequential dependence model of IR (Metzler
-    and Croft, 2005), so "model kits" ranks a memory about a model kit above
-    one about a model train and a kitchen. Quoting makes FTS5 syntax (quotes,
-    ``*``, ``-``, ``:``, parentheses, ``AND``/``OR``/``NOT``/``NEAR``) plain
-    text.
-    """
-    return " OR ".join(phrases(terms, words))
-
-
-def phrases(terms: Sequence[str], words: Sequence[str]) -> list[str]:
-    """The phrases `match_expression` OR-s together: the quoted terms, then the pairs."""
-    kept = {stem(t) for t in terms}
-    parts = [f'"{t}"' for t in terms]
-    pairs: list[tuple[str, str]] = []
-    for a, b in zip(words, words[1:], strict=False):
-        sa, sb = stem(a), stem(b)
-        if sa != sb and sa in kept and sb in kept and (sa, sb) not in pairs:
-            pairs.append((sa, sb))
-            parts.append(f'NEAR("{a}" "{b}", {PROXIMITY})')
-    return parts
-
-
-def doc_freqs(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int] | None:
-    """Memories containing each term (by its stem; 0 if none), or None if this connection has no vocab table.
-
-    A count costs a scan of the term's whole doclist (``fts5vocab`` has no
-    index): milliseconds for a word in 100,000 memories. Counts are kept per
-    database and newest memory id (`_FREQS`), so they are read again once a
-    memory is added (edits and deletions may leave them a little off until then:
-    they only steer pruning).
-
-    PostgreSQL has no free vocabulary table: the planner's estimate of the rows
-    the term matches (from ANALYZE's statistics of the ``tsvector`` column) stands
-    in for the count, which is all the pruning needs (`fts.estimated_matches`).
-    """
-    if is_postgres(conn):
-        return {term: fts.estimated_matches(conn, term) for term in terms}
-    try:
-        conn.execute(f"SELECT doc FROM {VOCAB_TABLE} LIMIT 0")  # this connection has one
-        where = conn.execute("PRAGMA database_list").fetchone()[2]
-        newest = conn.execute("SELECT max(rowid) FROM memories").fetchone()[0] or 0
-        out = {}
-        for term in terms:
-            key = (where, newest, stem(term))
-            count = _FREQS.get(key) if where else None  # "": an in-memory database
-            if count is None:
-                row = conn.execute(
-                    f"SELECT doc FROM {VOCAB_TABLE} WHERE term = ?", (stem(term),)
-                ).fetchone()
-                count = row[0] if row else 0
-                if len(_FREQS) >= FREQS_KEPT:
-                    _FREQS.clear()
-                _FREQS[key] = count
-            out[term] = count
-        return out
-    except sqlite3.OperationalError:
-        return None
-
-
-# Document frequencies read from the vocabulary: (database file, newest memory id, stem) -> count.
-FREQS_KEPT = 4096
-_FREQS: dict[tuple[str, int, str], int] = {}
-
-
-def plan(conn: sqlite3.Connection, query: str, budget: PlanBudget) -> tuple[str, int] | None:
-    """(MATCH expression, lowest rowid to rank) for ``query``, or None when it has no words.
+def plan(ft: FullText, query: str, budget: PlanBudget) -> tuple[TextQuery, int] | None:
+    """(what to match, lowest memory id to rank) for ``query``, or None when it has no words.
 
     Terms found in more than `COMMON_FRACTION` of the memories are dropped if a
-    rarer one remains (they barely move BM25 but make FTS5 score most of the
+    rarer one remains (they barely move BM25 but make the index score most of the
     store). If the terms left hold more than the budget's postings, only the
     newest memories holding about that many are ranked (see `PlanBudget`).
-    Uses the connection's ``fts5vocab`` table (the store's read connections
-    have one); without it, nothing is pruned.
+    The counts are `FullText.memory_frequencies` (SQLite: the read connections'
+    ``fts5vocab`` table; PostgreSQL: the planner's estimates); where there are
+    none, nothing is pruned.
     """
-    planned = plan_terms(conn, query, budget)
-    if planned is None:
-        return None
-    terms, words, low = planned
-    if is_postgres(conn):
-        return fts.match_query(terms, words), low
-    return match_expression(terms, words), low
-
-
-def plan_terms(
-    conn: sqlite3.Connection, query: str, budget: PlanBudget
-) -> tuple[list[str], list[str], int] | None:
-    """`plan` before the expression: (terms kept, the query's words, lowest rowid to rank)."""
     words = query_words(query, budget.stop_words)
     terms = terms_of(words)
     if not terms:
         return None
-    terms, low = _prune(conn, terms, budget)
-    return terms, words, low
+    terms, low = _prune(ft, terms, budget)
+    return TextQuery(terms, words), low
 
 
-def _prune(conn: sqlite3.Connection, terms: list[str], budget: PlanBudget) -> tuple[list[str], int]:
-    """(terms to match, lowest rowid to rank) within ``budget``."""
+def _prune(ft: FullText, terms: list[str], budget: PlanBudget) -> tuple[list[str], int]:
+    """(terms to match, lowest memory id to rank) within ``budget``."""
     try:
-        total = conn.execute("SELECT max(rowid) FROM memories").fetchone()[0] or 0
-    except sqlite3.OperationalError:
+        total = ft.newest_memory_id()
+    except sqlite3.OperationalError:  # the store's errors (PostgreSQL's too) are sqlite3's
         return terms, 0
     if total < budget.prune_from:
         return terms, 0
-    freqs = doc_freqs(conn, terms)
+    freqs = ft.memory_frequencies(terms)
     if freqs is None:
         return terms, 0
     common = COMMON_FRACTION * total
@@ -235,20 +154,23 @@ def _prune(conn: sqlite3.Connection, terms: list[str], budget: PlanBudget) -> tu
     return terms, total - int(total * budget.max_postings / postings)
 
 
-def lexical_plan(conn: sqlite3.Connection, query: str) -> tuple[str, int] | None:
+def lexical_plan(ft: FullText, query: str) -> tuple[TextQuery, int] | None:
     """`plan` with the store's lexical-recall budget."""
-    return plan(conn, query, store_recall())
+    return plan(ft, query, store_recall())
 
 
-def _tier_sql(repo_ids: Sequence[int], column: str = "m.id") -> str:
-    if not repo_ids:
-        return "(1 = 0)"
-    inner = ",".join(str(int(i)) for i in repo_ids)
-    return f"EXISTS (SELECT 1 FROM memory_scopes ms WHERE ms.memory_id = {column} AND ms.scope_id IN ({inner}))"
+def seed_memories(ft: FullText, query: str, budget: PlanBudget, limit: int) -> list[MemoryMatch]:
+    """The ranker's lexical seeds: the best ``limit`` memories for ``query`` within
+    ``budget``, unfiltered (`FullText.seed_memories`)."""
+    planned = plan(ft, query, budget)
+    if planned is None:
+        return []
+    text, low = planned
+    return ft.seed_memories(text, low, limit)
 
 
-def lexical_search(
-    conn: sqlite3.Connection,
+def search_memories(
+    tx: StoreTx,
     query: str,
     selection: Sequence[str],
     memory_type: str | None,
@@ -258,71 +180,42 @@ def lexical_search(
 
     Ties on BM25 are broken by importance, then recency. The scope and
     memory_type filters apply before ranking, so unselected memories never
-    take a place in the result. Scores are ``-bm25`` (higher is better).
+    take a place in the result. Scores are larger-is-better (``-bm25`` on SQLite).
 
-    Cost: the common case ranks a small window of the best FTS5 matches and
+    Cost: the common case ranks a small window of the best matches and
     filters it (no scope or type lookups for the rest); when the filters leave
-    too few, one pass ranks every match with the filters applied in SQL (scope
-    links and the type index only, never the memory rows), then the window of
-    the best is re-sorted with the tie-breakers.
+    too few, one pass ranks every match with the filters applied in the query
+    (scope links and the type index only, never the memory rows), then the
+    window of the best is re-sorted with the tie-breakers.
     """
-    planned = lexical_plan(conn, query)
+    ft = tx.fulltext
+    planned = lexical_plan(ft, query)
     if planned is None:
         return []
-    match, low = planned
-    ids = scope_ids(conn, selection)
-    repo_ids = [sid for name, sid in ids.items() if name != GLOBAL]
+    text, low = planned
+    ids = scope_ids(tx.conn, selection)  # TRANSITIONAL: the scopes interface's lookup
+    allowed = MemoryFilter(
+        scope_ids=list(ids.values()),
+        repo_ids=[sid for name, sid in ids.items() if name != GLOBAL],
+        memory_type=memory_type,
+    )
     window = max(limit * CANDIDATE_FACTOR, MIN_CANDIDATES)
-    postgres = is_postgres(conn)
-    candidates = conn.execute(
-        fts.MEMORY_MATCHES
-        if postgres
-        else "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? AND rowid >= ? ORDER BY 2 LIMIT ?",
-        (match, low, window),
-    ).fetchall()
-    rows = _filter_candidates(conn, candidates, ids, repo_ids, memory_type)
-    enough = sum(r[1] for r in rows) >= limit if repo_ids else len(rows) >= limit
+    candidates = ft.best_memories(text, low, window)
+    rows = ft.memory_candidates([c.id for c in candidates], allowed)
+    enough = sum(r.in_repo for r in rows) >= limit if allowed.repo_ids else len(rows) >= limit
     if len(candidates) == window and not enough:
-        # (memory_type, rowid) seeks in the small type index, not the memory rows.
-        type_sql = (
-            "AND EXISTS (SELECT 1 FROM memories t INDEXED BY memories_type"
-            " WHERE t.memory_type = ? COLLATE NOCASE AND t.id = f.id)"
-            if memory_type
-            else ""
-        )
-        matches = (
-            fts.MEMORY_MATCHES_ALL
-            if postgres
-            else """(SELECT rowid AS id, bm25(memories_fts) AS score FROM memories_fts
-                     WHERE memories_fts MATCH ? AND rowid >= ?) f"""
-        )
-        candidates = conn.execute(
-            f"""SELECT f.id, f.score FROM {matches}
-                WHERE {visibility_sql(list(ids.values()), "f.id")} {type_sql}
-                ORDER BY {_tier_sql(repo_ids, "f.id")} DESC, f.score ASC, f.id DESC LIMIT ?""",
-            [match, low, *([memory_type] if memory_type else []), window],
-        ).fetchall()
-        rows = _filter_candidates(conn, candidates, ids, repo_ids, memory_type)
-    score = dict(candidates)
-    rows.sort(key=lambda r: (-r[1], score[r[0]], -r[2], -r[3], -r[0]))
-    return [(r[0], -score[r[0]]) for r in rows[:limit]]
+        candidates = ft.best_memories_filtered(text, low, allowed, window)
+        rows = ft.memory_candidates([c.id for c in candidates], allowed)
+    score = {c.id: c.score for c in candidates}
+    rows.sort(key=lambda r: (-r.in_repo, -score[r.id], -r.importance, -r.updated_at, -r.id))
+    return [(r.id, score[r.id]) for r in rows[:limit]]
 
 
-def _filter_candidates(
-    conn: sqlite3.Connection,
-    candidates: Sequence[tuple[int, float]],
-    ids: dict[str, int],
-    repo_ids: Sequence[int],
-    memory_type: str | None,
-) -> list[tuple[int, int, float, float]]:
-    """(id, tier, importance, updated_at) of the candidates that pass the scope and type filters."""
-    type_sql = "AND m.memory_type = ? COLLATE NOCASE" if memory_type else ""
-    rows: list[tuple[int, int, float, float]] = []
-    for start in range(0, len(candidates), db.SQL_CHUNK):
-        chunk = [c[0] for c in candidates[start : start + db.SQL_CHUNK]]
-        rows += conn.execute(
-            f"""SELECT m.id, {_tier_sql(repo_ids)}, m.importance, m.updated_at FROM memories m
-                WHERE m.id IN ({",".join("?" * len(chunk))}) AND {visibility_sql(list(ids.values()))} {type_sql}""",
-            [*chunk, *([memory_type] if memory_type else [])],
-        ).fetchall()
-    return rows
+def tx_of(conn: Any) -> StoreTx:
+    """TRANSITIONAL: a raw connection of the store seen as a `StoreTx`, for the callers not
+    yet converted (they pass a connection, not a transaction): `kg.search.search_nodes`
+    and `term_hits` (the graph's and the vectors' read helpers pass one) and
+    `ranker.rank.fts_candidates` (the ranker's own connection)."""
+    from .backends import SQLITE, tx_factory
+
+    return tx_factory(SQLITE if isinstance(conn, sqlite3.Connection) else "postgresql")(conn)

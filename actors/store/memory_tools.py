@@ -27,7 +27,7 @@ from .documents import entity_document, memory_document, relation_document
 from .entities import RelationSpec, missing_vectors, validate_entity, validate_relation_type
 from .interfaces import StoreTx
 from .interfaces.errors import StoreOperationalError
-from .lexical import lexical_search
+from .lexical import search_memories
 from .memories import (
     NewMemory,
     counts,
@@ -178,9 +178,8 @@ async def rank(
             if reasons is not None:
                 reasons.update(getattr(ranked, "reasons", {}))
             return [(int(i), float(s)) for i, s in ranked][:limit], "semantic", warnings
-    # TRANSITIONAL: the fulltext concept's search, through its module's function.
     ranked = await store.read(
-        lambda tx: lexical_search(tx.conn, query, selection, memory_type, limit),
+        lambda tx: search_memories(tx, query, selection, memory_type, limit),
         name="recall.lexical",
     )
     if reasons is not None:

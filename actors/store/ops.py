@@ -37,12 +37,10 @@ from .entities import (
     validate_relation_type,
 )
 from .lexical import (
-    doc_freqs,
     lexical_plan,
-    lexical_search,
-    match_expression,
     query_terms,
     query_words,
+    search_memories,
     terms_of,
 )
 from .memories import (
@@ -74,7 +72,6 @@ __all__ = [
     "clean_name",
     "counts",
     "delete_memory",
-    "doc_freqs",
     "drop_vector",
     "ensure_scope",
     "entity_document",
@@ -84,9 +81,7 @@ __all__ = [
     "insert_memory",
     "item_vectors",
     "lexical_plan",
-    "lexical_search",
     "list_memories",
-    "match_expression",
     "memory_document",
     "memory_scope_names",
     "missing_vectors",
@@ -100,6 +95,7 @@ __all__ = [
     "relation_document",
     "scope_counts",
     "scope_ids",
+    "search_memories",
     "terms_of",
     "update_memory",
     "upsert_entity",

@@ -4,7 +4,7 @@
 its vocabulary holds stems ("charities" is stored as "chariti"). FTS5 stems
 the words of a MATCH query itself; this module gives the same stems to the
 code that reads the vocabulary directly (document frequencies in
-`ops.lexical_plan` and the ranker's FTS5 plan).
+`lexical.plan`, for lexical recall and the ranker's seeds alike).
 
 It is M. F. Porter's algorithm (1980, with the later "bli" and "logi"
 rules of step 2) with the conventions of FTS5's implementation: it works on the UTF-8 bytes of a token that the

@@ -34,7 +34,7 @@ from ..code.service import CODE
 from ..code.tools import FindArgs, OutlineArgs, _file_outline, _root
 from ..session_state import SessionState
 from ..store.interfaces import StoreTx
-from ..store.lexical import lexical_search, query_terms
+from ..store.lexical import query_terms, search_memories
 from ..store.memory_tools import rank
 from ..store.records import MAX_ROW_ID
 from ..store.results import memory_fields
@@ -352,9 +352,8 @@ class Api:
         modes: dict[str, Json] = {}
         for mode in ("lexical", "semantic"):
             if mode == "lexical":
-                # TRANSITIONAL: the fulltext concept's search, until it is behind `tx.fulltext`.
                 ranked = await self.read(
-                    lambda tx: lexical_search(tx.conn, text, selection, memory_type, limit),
+                    lambda tx: search_memories(tx, text, selection, memory_type, limit),
                     "ui.overview.lexical",
                 )
                 ranking = "lexical"
