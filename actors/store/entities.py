@@ -20,6 +20,7 @@ from typing import Literal
 from ...protocol.errors import BadArgument
 from . import limits
 from .documents import canonical_name, clean_name
+from .interfaces import StoreTx
 from .ownership import Ownership
 
 
@@ -78,6 +79,22 @@ def match_entity(conn: sqlite3.Connection, name: str) -> tuple[int, str, str] | 
             f"in case or spacing: {shown}{more}; names are case-sensitive: give one exactly"
         )
     return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
+
+
+def match_entity_in(tx: StoreTx, name: str) -> tuple[int, str, str] | None:
+    """`match_entity` through the storage interfaces (`interfaces.graph.Graph`)."""
+    found = tx.graph.entity_named(name)
+    if found is not None:
+        return found.id, found.name, found.kind
+    rows = tx.graph.entities_canonical(canonical_name(name), MAX_CANDIDATES + 1)
+    if len(rows) > 1:
+        shown = ", ".join(repr(r.name) for r in rows[:MAX_CANDIDATES])
+        more = " ..." if len(rows) > MAX_CANDIDATES else ""
+        raise BadArgument(
+            f"entity {name!r}: no entity has exactly this name, and these differ from it only "
+            f"in case or spacing: {shown}{more}; names are case-sensitive: give one exactly"
+        )
+    return (rows[0].id, rows[0].name, rows[0].kind) if rows else None
 
 
 def find_entity(conn: sqlite3.Connection, name: str) -> dict[str, object] | None:

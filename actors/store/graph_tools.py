@@ -104,9 +104,10 @@ async def relate(ctx: CallContext, args: RelateArgs) -> RelateResult:
 async def graph(ctx: CallContext, args: GraphArgs) -> GraphResult:
     store = store_of(ctx.app)
     selection = await scoped((await policy_of(ctx)).select, args.scopes)
-    paths = await store.read_conn(
-        lambda conn: graph_paths(
-            conn, args.entity, args.direction, args.max_depth, args.limit, selection
-        )
+    paths = await store.read(
+        lambda tx: graph_paths(
+            tx, args.entity, args.direction, args.max_depth, args.limit, selection
+        ),
+        name="store.graph",
     )
     return msgspec.convert(paths, GraphResult)
