@@ -46,10 +46,8 @@ class Adjacency:
             self.cache[n] = []
         if not todo:
             return
-        outgoing = [True] if self.direction == "outgoing" else []
-        outgoing += [False] if self.direction == "incoming" else []
-        if self.direction == "both":
-            outgoing = [True, False]
+        sides = {"outgoing": [True], "incoming": [False], "both": [True, False]}
+        outgoing = sides.get(self.direction, [])
         for out in outgoing:
             for e in self.tx.graph.edges(todo, self.sc.ids, out, self.rtype):
                 edge = (e.id, e.source_id, e.relation_type, e.target_id)

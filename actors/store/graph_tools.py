@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 
 import msgspec
 
@@ -19,6 +18,7 @@ from .entities import (
     validate_entity,
     validate_relation_type,
 )
+from .interfaces import StoreTx
 from .memories import now
 from .ownership import Ownership
 from .paths import graph_paths
@@ -43,8 +43,8 @@ async def relate(ctx: CallContext, args: RelateArgs) -> RelateResult:
     vectors: dict[int, Vec] = {}  # 0: source, 1: target, 2: relation
     if embedder_of(app) is not None:
         spec = RelationSpec(source, relation_type, target)
-        ent_missing, rel_missing = await store.read_conn(
-            lambda conn: missing_vectors(conn, [source, target], [spec])
+        ent_missing, rel_missing = await store.read(
+            lambda tx: missing_vectors(tx, [source, target], [spec]), name="store.relate.missing"
         )
         docs = {
             0: entity_document(source.name, source.kind) if source.name in ent_missing else None,
@@ -57,38 +57,39 @@ async def relate(ctx: CallContext, args: RelateArgs) -> RelateResult:
             vectors = dict(zip(wanted, embedded.vectors, strict=True))
             warnings = embedded.warnings
 
-    def op(conn: sqlite3.Connection) -> Written:
+    def op(tx: StoreTx) -> Written:
         ts = now()
-        sids = [ensure_scope(conn, s) for s in scopes]
-        own = Ownership(conn, policy.writable)
+        # TRANSITIONAL: scopes, ownership and vectors are other concepts', on the connection.
+        sids = [ensure_scope(tx.conn, s) for s in scopes]
+        own = Ownership(tx.conn, policy.writable)
         changes = []
         kept: list[str] = []
         # The relation's metadata is what relate is asked to set: a change of a
         # shared relation's is refused (one transaction: nothing stays linked).
         # The kinds are a side note: a shared entity keeps its kind, with a warning.
-        src_id, src_new = upsert_entity(conn, source, sids, ts, own, kept)
-        tgt_id, tgt_new = upsert_entity(conn, target, sids, ts, own, kept)
+        src_id, src_new = upsert_entity(tx, source, sids, ts, own, kept)
+        tgt_id, tgt_new = upsert_entity(tx, target, sids, ts, own, kept)
         rel_id, rel_new = upsert_relation(
-            conn, src_id, relation_type, tgt_id, args.metadata, sids, ts, own, None
+            tx, src_id, relation_type, tgt_id, args.metadata, sids, ts, own, None
         )
         for kind, item, created, vec in (
             ("entity", src_id, src_new, 0),
             ("entity", tgt_id, tgt_new, 1),
             ("relation", rel_id, rel_new, 2),
         ):
-            if vec in vectors and put_vector(conn, kind, item, vectors[vec], replace=False):
+            if vec in vectors and put_vector(tx.conn, kind, item, vectors[vec], replace=False):
                 changes.append(change_of(kind, item, vectors[vec]))
             elif created:
                 changes.append(change_of(kind, item, None))
-        row = conn.execute("SELECT metadata FROM relations WHERE id = ?", (rel_id,)).fetchone()
-        entity = lambda i, spec: {"id": i, **(find_entity(conn, spec.name) or {})}  # noqa: E731
+        metadata = tx.graph.relation_metadata(rel_id)
+        entity = lambda i, spec: {"id": i, **(find_entity(tx, spec.name) or {})}  # noqa: E731
         return Written(
             {
                 "id": rel_id,
                 "source": entity(src_id, source),
                 "relation": relation_type,
                 "target": entity(tgt_id, target),
-                "metadata": json.loads(row[0]),
+                "metadata": json.loads(metadata or "{}"),
                 "created": rel_new,
                 "scopes": scopes,
                 "warnings": kept,
@@ -96,7 +97,7 @@ async def relate(ctx: CallContext, args: RelateArgs) -> RelateResult:
             changes,
         )
 
-    result = await store.write_conn(op, name="relate")
+    result = await store.write(op, name="store.relate")
     result["warnings"] = [*warnings, *result["warnings"]]
     return msgspec.convert(result, RelateResult)
 

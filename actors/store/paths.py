@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...protocol.errors import NotFound
-from .entities import match_entity_in
+from .entities import match_entity
 from .interfaces import StoreTx
 
 
@@ -19,7 +19,7 @@ def graph_paths(
     selection: Sequence[str],
 ) -> dict[str, Any]:
     """Simple paths (no entity twice) of length 1..max_depth around ``entity``, breadth first."""
-    found = match_entity_in(tx, entity)
+    found = match_entity(tx, entity)
     if found is None:
         raise NotFound(f"entity {entity!r} not found (entities are created by remember or relate)")
     start = {"id": found[0], "name": found[1], "kind": found[2]}
