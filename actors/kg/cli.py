@@ -67,7 +67,7 @@ def import_jsonl(args: argparse.Namespace, run: AppRunner, file: BinaryIO) -> in
             # The Writer applies the ownership rule (store.ownership): rows shared
             # with another repository are linked, never changed.
             w = Writer(tx, view, None)
-            counts = jsonl.import_graph(w, lines)
+            counts: dict[str, Any] = dict(jsonl.import_graph(w, lines))
             if w.warnings:
                 counts["warnings"] = w.warnings
             return Written(counts, w.changes)

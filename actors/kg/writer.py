@@ -20,6 +20,7 @@ from ..store.interfaces import StoreTx
 from ..store.interfaces.graph import NewEntity, NewObservation
 from ..store.ops import Vec
 from ..store.ownership import Ownership
+from ..store.vectors import ItemKind
 from ..store.writer import Change
 from .lookup import Ent
 from .view import Scoped, View
@@ -101,7 +102,9 @@ class Writer:
             self.batch.flush(self.ts, self.scope_id)
             self.batch = None
 
-    def change(self, kind: str, item: int, vec: Vec | None = None, deleted: bool = False) -> None:
+    def change(
+        self, kind: ItemKind, item: int, vec: Vec | None = None, deleted: bool = False
+    ) -> None:
         self.changes.append(ops.change_of(kind, item, vec, deleted))
 
     def add_observation(self, entity_id: int, content: str) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import msgspec
 
@@ -26,7 +27,7 @@ from .results import GraphResult, RelateResult
 from .scope_rows import ensure_scope
 from .services import embed, embedder_of, policy_of, scoped, store_of
 from .tool_args import GraphArgs, RelateArgs
-from .vectors import Vec, change_of, put_vector
+from .vectors import ItemKind, Vec, change_of, put_vector
 from .writer import Written
 
 
@@ -57,7 +58,7 @@ async def relate(ctx: CallContext, args: RelateArgs) -> RelateResult:
             vectors = dict(zip(wanted, embedded.vectors, strict=True))
             warnings = embedded.warnings
 
-    def op(tx: StoreTx) -> Written:
+    def op(tx: StoreTx) -> Written[dict[str, Any]]:
         ts = now()
         # TRANSITIONAL: scopes, ownership and vectors are other concepts', on the connection.
         sids = [ensure_scope(tx.conn, s) for s in scopes]
@@ -72,11 +73,12 @@ async def relate(ctx: CallContext, args: RelateArgs) -> RelateResult:
         rel_id, rel_new = upsert_relation(
             tx, src_id, relation_type, tgt_id, args.metadata, sids, ts, own, None
         )
-        for kind, item, created, vec in (
+        rows: tuple[tuple[ItemKind, int, bool, int], ...] = (
             ("entity", src_id, src_new, 0),
             ("entity", tgt_id, tgt_new, 1),
             ("relation", rel_id, rel_new, 2),
-        ):
+        )
+        for kind, item, created, vec in rows:
             if vec in vectors and put_vector(tx.conn, kind, item, vectors[vec], replace=False):
                 changes.append(change_of(kind, item, vectors[vec]))
             elif created:
@@ -97,7 +99,7 @@ async def relate(ctx: CallContext, args: RelateArgs) -> RelateResult:
             changes,
         )
 
-    result = await store.write(op, name="store.relate")
+    result: dict[str, Any] = await store.write(op, name="store.relate")
     result["warnings"] = [*warnings, *result["warnings"]]
     return msgspec.convert(result, RelateResult)
 
