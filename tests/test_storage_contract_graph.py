@@ -122,6 +122,8 @@ def test_observations_batches_and_their_counts(direct: Direct) -> None:
         ]
         assert g.observation_counts([eid, batch, 999_999], view) == {eid: 3, batch: 2}
         assert g.observations([], view) == []
+        assert g.observation_texts([batch, eid], view) == [(o.entity_id, o.content) for o in obs]
+        assert g.observation_texts([], view) == []
         assert g.duplicate_observations(view) == [(eid, mids[:2])]
         assert g.entity_named("Two") is not None
         assert g.counts(view).observations == 5

@@ -132,8 +132,8 @@ def observations_of(
 def observation_contents(tx: StoreTx, sc: Scoped, ids: Sequence[int]) -> dict[int, list[str]]:
     """Visible observation texts of each entity, oldest first (`observations_of` without the ids)."""
     out: dict[int, list[str]] = {i: [] for i in ids}
-    for o in tx.graph.observations(list(ids), sc.ids):
-        out[o.entity_id].append(o.content)
+    for eid, content in tx.graph.observation_texts(list(ids), sc.ids):
+        out[eid].append(content)
     return out
 
 

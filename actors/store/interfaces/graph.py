@@ -54,6 +54,15 @@ class Edge(msgspec.Struct, frozen=True):
     target_id: int
 
 
+class Link(msgspec.Struct, frozen=True):
+    """A relation by its endpoints' names (what an answer shows)."""
+
+    id: int
+    source: str
+    relation_type: str
+    target: str
+
+
 class NamedRelation(msgspec.Struct, frozen=True):
     """A relation with its endpoints' names (and kinds)."""
 
@@ -128,6 +137,10 @@ class Graph(Protocol):
         """The visible observations of the entities, by entity id then memory id."""
         ...
 
+    def observation_texts(self, entity_ids: Sequence[int], view: View) -> list[tuple[int, str]]:
+        """(entity id, text) of the visible observations, as `observations` orders them."""
+        ...
+
     def observation_counts(self, entity_ids: Sequence[int], view: View) -> dict[int, int]:
         """The number of visible observations of each entity that has any."""
         ...
@@ -144,13 +157,13 @@ class Graph(Protocol):
         """Up to ``limit`` visible entities with an id above ``after_id``, by id."""
         ...
 
-    def relations_after(self, view: View, after_id: int, limit: int) -> list[NamedRelation]:
+    def relations_after(self, view: View, after_id: int, limit: int) -> list[Link]:
         """Up to ``limit`` visible relations with an id above ``after_id``, by id."""
         ...
 
     def relations_touching(
         self, entity_ids: Sequence[int], view: View, sources_only: bool
-    ) -> list[NamedRelation]:
+    ) -> list[Link]:
         """Visible relations with an endpoint (or the source) among ``entity_ids``, by id."""
         ...
 
@@ -172,7 +185,7 @@ class Graph(Protocol):
         relation_type: str | None,
         offset: int,
         limit: int,
-    ) -> tuple[int, list[NamedRelation]]:
+    ) -> tuple[int, list[Link]]:
         """(how many visible relations match, a page of them by id)."""
         ...
 

@@ -14,6 +14,7 @@ from ..interfaces.graph import (
     Edge,
     Entity,
     Found,
+    Link,
     NamedRelation,
     NewEntity,
     NewObservation,
@@ -24,6 +25,8 @@ from ..interfaces.graph import (
 from .conn import PgConnection
 
 OBS = "lower(m.memory_type) = 'observation'"
+LINK = """SELECT r.id, s.name, r.relation_type, t.name
+    FROM relations r JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id"""
 NAMED = """SELECT r.id, r.source_id, s.name, s.kind, r.relation_type, r.target_id, t.name, t.kind
     FROM relations r JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id"""
 GIN_INDEXES = ["entities_fts", "entities_name_trgm", "entities_kind_trgm", "memories_fts"]
@@ -145,6 +148,16 @@ class PgGraph:
         )
         return [Observation(int(r[0]), int(r[1]), r[2]) for r in rows]
 
+    def observation_texts(self, entity_ids: Sequence[int], view: View) -> list[tuple[int, str]]:
+        rows = self._rows(
+            f"""SELECT me.entity_id, m.content FROM memory_entities me
+                JOIN memories m ON m.id = me.memory_id
+                WHERE me.entity_id = ANY(%s) AND {OBS} AND {_mem(view)}
+                ORDER BY me.entity_id, me.memory_id""",
+            [list(dict.fromkeys(entity_ids))],
+        )
+        return [(int(r[0]), r[1]) for r in rows]
+
     def observation_counts(self, entity_ids: Sequence[int], view: View) -> dict[int, int]:
         rows = self._rows(
             f"""SELECT me.entity_id, count(*) FROM memory_entities me
@@ -182,29 +195,29 @@ class PgGraph:
             )
         ]
 
-    def relations_after(self, view: View, after_id: int, limit: int) -> list[NamedRelation]:
+    def relations_after(self, view: View, after_id: int, limit: int) -> list[Link]:
         return [
-            _named(row)
+            Link(int(row[0]), row[1], row[2], row[3])
             for row in self._rows(
-                f"{NAMED} WHERE r.id > %s AND {_rel(view)} ORDER BY r.id LIMIT %s",
+                f"{LINK} WHERE r.id > %s AND {_rel(view)} ORDER BY r.id LIMIT %s",
                 [after_id, limit],
             )
         ]
 
     def relations_touching(
         self, entity_ids: Sequence[int], view: View, sources_only: bool
-    ) -> list[NamedRelation]:
+    ) -> list[Link]:
         ids = list(dict.fromkeys(entity_ids))
         if sources_only:
-            sql = f"{NAMED} WHERE r.source_id = ANY(%s) AND {_rel(view)} ORDER BY r.id"
+            sql = f"{LINK} WHERE r.source_id = ANY(%s) AND {_rel(view)} ORDER BY r.id"
             params: list[object] = [ids]
         else:
             sql = (
-                f"{NAMED} WHERE (r.source_id = ANY(%s) OR r.target_id = ANY(%s)) "
+                f"{LINK} WHERE (r.source_id = ANY(%s) OR r.target_id = ANY(%s)) "
                 f"AND {_rel(view)} ORDER BY r.id"
             )
             params = [ids, ids]
-        return [_named(row) for row in self._rows(sql, params)]
+        return [Link(int(r[0]), r[1], r[2], r[3]) for r in self._rows(sql, params)]
 
     def relations_of(self, entity_id: int, view: View) -> list[NamedRelation]:
         return [
@@ -251,7 +264,7 @@ class PgGraph:
         relation_type: str | None,
         offset: int,
         limit: int,
-    ) -> tuple[int, list[NamedRelation]]:
+    ) -> tuple[int, list[Link]]:
         conds = [_rel(view)]
         params: list[int | str] = []
         for value, col in ((source_id, "r.source_id"), (target_id, "r.target_id")):
@@ -264,9 +277,9 @@ class PgGraph:
         where = " AND ".join(conds)
         total = self._one(f"SELECT count(*) FROM relations r WHERE {where}", params)
         rows = self._rows(
-            f"{NAMED} WHERE {where} ORDER BY r.id LIMIT %s OFFSET %s", [*params, limit, offset]
+            f"{LINK} WHERE {where} ORDER BY r.id LIMIT %s OFFSET %s", [*params, limit, offset]
         )
-        return total, [_named(r) for r in rows]
+        return total, [Link(int(r[0]), r[1], r[2], r[3]) for r in rows]
 
     def type_counts(self, view: View, what: RowKind) -> list[tuple[str, int]]:
         if what == "entity":

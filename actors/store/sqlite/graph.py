@@ -13,6 +13,7 @@ from ..interfaces.graph import (
     Edge,
     Entity,
     Found,
+    Link,
     NamedRelation,
     NewEntity,
     NewObservation,
@@ -23,6 +24,8 @@ from ..interfaces.graph import (
 
 CHUNK = 500  # ids or names per ``IN (...)`` list (SQLite's parameter limit is far above)
 OBS = "m.memory_type = 'observation' COLLATE NOCASE"
+LINK = """SELECT r.id, s.name, r.relation_type, t.name
+    FROM relations r JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id"""
 NAMED = """SELECT r.id, r.source_id, s.name, s.kind, r.relation_type, r.target_id, t.name, t.kind
     FROM relations r JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id"""
 # SQLite has its JSON functions built in from 3.38 (before, only when compiled with them).
@@ -151,6 +154,18 @@ class SqliteGraph:
                 out.append(Observation(*row))
         return out
 
+    def observation_texts(self, entity_ids: Sequence[int], view: View) -> list[tuple[int, str]]:
+        out: list[tuple[int, str]] = []
+        for part in _chunks(list(dict.fromkeys(entity_ids))):
+            out += self.conn.execute(
+                f"""SELECT me.entity_id, m.content FROM memory_entities me
+                    JOIN memories m ON m.id = me.memory_id
+                    WHERE me.entity_id IN ({_marks(len(part))}) AND {OBS} AND {_mem(view)}
+                    ORDER BY me.entity_id, me.memory_id""",
+                part,
+            ).fetchall()
+        return out
+
     def observation_counts(self, entity_ids: Sequence[int], view: View) -> dict[int, int]:
         out: dict[int, int] = {}
         for part in _chunks(list(dict.fromkeys(entity_ids))):
@@ -191,25 +206,25 @@ class SqliteGraph:
             )
         ]
 
-    def relations_after(self, view: View, after_id: int, limit: int) -> list[NamedRelation]:
+    def relations_after(self, view: View, after_id: int, limit: int) -> list[Link]:
         return [
-            _named(row)
+            Link(*row)
             for row in self.conn.execute(
-                f"{NAMED} WHERE r.id > ? AND {_rel(view)} ORDER BY r.id LIMIT ?", (after_id, limit)
+                f"{LINK} WHERE r.id > ? AND {_rel(view)} ORDER BY r.id LIMIT ?", (after_id, limit)
             )
         ]
 
     def relations_touching(
         self, entity_ids: Sequence[int], view: View, sources_only: bool
-    ) -> list[NamedRelation]:
-        rows: dict[int, NamedRelation] = {}
+    ) -> list[Link]:
+        rows: dict[int, Link] = {}
         cols = ["r.source_id"] if sources_only else ["r.source_id", "r.target_id"]
         for part in _chunks(list(dict.fromkeys(entity_ids))):
             for col in cols:
                 for row in self.conn.execute(
-                    f"{NAMED} WHERE {col} IN ({_marks(len(part))}) AND {_rel(view)}", part
+                    f"{LINK} WHERE {col} IN ({_marks(len(part))}) AND {_rel(view)}", part
                 ):
-                    rows[row[0]] = _named(row)
+                    rows[row[0]] = Link(*row)
         return [rows[rid] for rid in sorted(rows)]
 
     def relations_of(self, entity_id: int, view: View) -> list[NamedRelation]:
@@ -257,7 +272,7 @@ class SqliteGraph:
         relation_type: str | None,
         offset: int,
         limit: int,
-    ) -> tuple[int, list[NamedRelation]]:
+    ) -> tuple[int, list[Link]]:
         conds = [_rel(view)]
         params: list[int | str] = []
         for value, col in ((source_id, "r.source_id"), (target_id, "r.target_id")):
@@ -270,9 +285,9 @@ class SqliteGraph:
         where = " AND ".join(conds)
         total = self._one(f"SELECT count(*) FROM relations r WHERE {where}", params)
         rows = self.conn.execute(
-            f"{NAMED} WHERE {where} ORDER BY r.id LIMIT ? OFFSET ?", [*params, limit, offset]
+            f"{LINK} WHERE {where} ORDER BY r.id LIMIT ? OFFSET ?", [*params, limit, offset]
         )
-        return total, [_named(r) for r in rows]
+        return total, [Link(*r) for r in rows]
 
     def type_counts(self, view: View, what: RowKind) -> list[tuple[str, int]]:
         if what == "entity":
