@@ -14,6 +14,7 @@ from memtrio.actors.kg.search import search_nodes
 from memtrio.actors.kg.view import Scoped, View
 from memtrio.actors.kg.writer import Writer
 from memtrio.actors.store import schema
+from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
 from memtrio.actors.store.writer import STORE, Change
 from memtrio.protocol.errors import DomainError
 from test_memory_embeddings import FakeEmbedder, app_with, chunks, vectors
@@ -78,14 +79,15 @@ def _conn(tmp_path: Path) -> sqlite3.Connection:
 
 def _write(conn: sqlite3.Connection, view: View, fn: object) -> object:
     conn.execute("BEGIN IMMEDIATE")
-    w = Writer(conn, view, None)
+    w = Writer(sqlite_tx(conn), view, None)
     result = fn(w)  # type: ignore[operator]
     conn.execute("COMMIT")
     return result
 
 
 def _read(conn: sqlite3.Connection, view: View, fn: object) -> object:
-    return fn(conn, Scoped(conn, view))  # type: ignore[operator]
+    tx = sqlite_tx(conn)
+    return fn(tx, Scoped(tx, view))  # type: ignore[operator]
 
 
 def test_each_repository_sees_and_changes_only_its_part_of_a_shared_entity(
@@ -160,10 +162,10 @@ def test_a_version_1_store_gets_its_entities_indexed_for_search_nodes(tmp_path: 
     )
     assert schema.migrate(conn) == schema.LATEST
     view = View(["global"], ["global"], "global")
-    found = _read(conn, view, lambda c, s: search_nodes(c, s, "serv", 0, 10, "names", None))
+    found = _read(conn, view, lambda t, s: search_nodes(t.conn, s, "serv", 0, 10, "names", None))
     assert found["entities"] == ["Old Service"]
     conn.execute("UPDATE entities SET name = 'Renamed Thing' WHERE id = 1")
-    found = _read(conn, view, lambda c, s: search_nodes(c, s, "renamed", 0, 10, "names", None))
+    found = _read(conn, view, lambda t, s: search_nodes(t.conn, s, "renamed", 0, 10, "names", None))
     assert found["entities"] == ["Renamed Thing"]
 
 
@@ -184,7 +186,7 @@ def test_search_words_match_inside_names_and_types(tmp_path: Path) -> None:
     )
 
     def search(query: str) -> list[str]:
-        return _read(conn, view, lambda c, s: search_nodes(c, s, query, 0, 10, "names", None))[
+        return _read(conn, view, lambda t, s: search_nodes(t.conn, s, query, 0, 10, "names", None))[
             "entities"
         ]
 
@@ -234,9 +236,9 @@ def test_create_entities_writes_its_rows_in_one_batch_as_row_by_row_would(
         (4, "teapot cooling", 3, "Beta", "entity"),
         (5, "teapot cooling", 3, "Beta", "entity"),
     ]
-    found = _read(conn, view, lambda c, s: search_nodes(c, s, "teapot", 0, 10, "names", None))
+    found = _read(conn, view, lambda t, s: search_nodes(t.conn, s, "teapot", 0, 10, "names", None))
     assert found["entities"] == ["Beta", "Alpha"]  # type: ignore[index]
-    assert _read(conn, view, lambda c, s: search_nodes(c, s, "inside", 0, 10, "names", None))[  # type: ignore[index]
+    assert _read(conn, view, lambda t, s: search_nodes(t.conn, s, "inside", 0, 10, "names", None))[  # type: ignore[index]
         "entities"
     ] == (["Alpha"] if nul else [])
     created = _write(conn, view, lambda w: writes.create_entities(w, [ent("Gamma", "t", ["x"])]))

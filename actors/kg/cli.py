@@ -11,13 +11,13 @@ scope plus ``global``.
 from __future__ import annotations
 
 import argparse
-import sqlite3
 from typing import Any, BinaryIO
 
 from ...protocol.plural import plural
 from ...supervisors.commands import emit
 from ...supervisors.context import AppContext, AppRunner
 from ..store.import_file import ImportRefused
+from ..store.interfaces import StoreTx
 from ..store.runner import check_export_target, export_output, refused, run_store_command, say
 from ..store.tools import store_of
 from ..store.writer import Written
@@ -33,15 +33,15 @@ def export_jsonl(args: argparse.Namespace, run: AppRunner) -> int:
         store = store_of(app)
         view = view_of(store.policy)
 
-        def write(conn: sqlite3.Connection, out: BinaryIO) -> int:
+        def write(tx: StoreTx, out: BinaryIO) -> int:
             count = 0
-            for line in jsonl.iter_lines(conn, Scoped(conn, view)):
+            for line in jsonl.iter_lines(tx, Scoped(tx, view)):
                 out.write((b"\n" if count else b"") + line.encode("utf-8"))
                 count += 1
             return count
 
         with export_output(args.file) as out:
-            count = await store.read_conn(lambda conn: write(conn, out))
+            count = await store.read(lambda tx: write(tx, out), name="kg.export_jsonl")
         if args.file not in (None, "-"):
             say(f"exported {plural(count, 'line')} (reference memory.jsonl format) to {args.file}")
         return 0
@@ -63,17 +63,17 @@ def import_jsonl(args: argparse.Namespace, run: AppRunner, file: BinaryIO) -> in
         store = store_of(app)
         view = view_of(store.policy)
 
-        def op(conn: sqlite3.Connection) -> Written:
+        def op(tx: StoreTx) -> Written:
             # The Writer applies the ownership rule (store.ownership): rows shared
             # with another repository are linked, never changed.
-            w = Writer(conn, view, None)
-            counts = jsonl.import_graph(w, lines)
+            w = Writer(tx, view, None)
+            counts: dict[str, Any] = dict(jsonl.import_graph(w, lines))
             if w.warnings:
                 counts["warnings"] = w.warnings
             return Written(counts, w.changes)
 
         try:
-            result: dict[str, Any] = await store.write_conn(op, name="import_jsonl")
+            result: dict[str, Any] = await store.write(op, name="kg.import_jsonl")
         except ImportRefused as exc:  # the file changed since it was checked
             raise refused(args, exc) from None
         result["scope"] = view.current

@@ -24,7 +24,6 @@ entityType or a relationType may be empty; an entity name may not.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable, Iterator
 from typing import Annotated, BinaryIO
 
@@ -40,14 +39,16 @@ from ..store.import_file import (
     printable,
     require_json,
 )
+from ..store.interfaces import StoreTx
 from ..store.writer import Change
-from .lookup import SQL_CHUNK, Ent, observation_contents, observation_texts, resolve
+from .lookup import observation_contents, observation_texts, resolve
 from .view import Scoped
 from .writer import Writer
 from .writes import create_relations
 
 FORMAT = "jsonl"
 MAX_ITEMS = limits.MAX_ITEMS
+PAGE = 500  # entities or relations read at a time by an export
 MAX_WARNINGS = 100  # an import reports this many (ownership) warnings, then counts the rest
 
 
@@ -74,29 +75,34 @@ def _entity_lines(name: str, kind: str, observations: list[str]) -> Iterator[str
     yield dumps({"type": "entity", "name": name, "entityType": kind, "observations": chunk})
 
 
-def iter_lines(conn: sqlite3.Connection, sc: Scoped) -> Iterator[str]:
+def iter_lines(tx: StoreTx, sc: Scoped) -> Iterator[str]:
     """Every visible entity and relation as reference-format lines (inside one read transaction).
 
-    Streams: entities are read a chunk at a time, with their observations.
+    Streams: entities and relations are read a page at a time, entities with their observations.
     """
-    rows = conn.execute(
-        f"SELECT e.id, e.name, e.kind, e.canonical_name FROM entities e WHERE {sc.entity()} ORDER BY e.id"
-    )
-    while part := rows.fetchmany(SQL_CHUNK):
-        ents = [Ent(*row) for row in part]
-        obs = observation_contents(conn, sc, [e.id for e in ents])
+    after = 0
+    while ents := tx.graph.entities_after(sc.ids, after, PAGE):
+        obs = observation_contents(tx, sc, [e.id for e in ents])
         for e in ents:
             yield from _entity_lines(e.name, e.kind, obs[e.id])
-    for src, rtype, tgt in conn.execute(
-        f"""SELECT s.name, r.relation_type, t.name FROM relations r JOIN entities s ON s.id = r.source_id
-            JOIN entities t ON t.id = r.target_id WHERE {sc.relation()} ORDER BY r.id"""
-    ):
-        yield dumps({"type": "relation", "from": src, "to": tgt, "relationType": rtype})
+        after = ents[-1].id
+    after = 0
+    while rels := tx.graph.relations_after(sc.ids, after, PAGE):
+        for r in rels:
+            yield dumps(
+                {
+                    "type": "relation",
+                    "from": r.source,
+                    "to": r.target,
+                    "relationType": r.relation_type,
+                }
+            )
+        after = rels[-1].id
 
 
-def export_lines(conn: sqlite3.Connection, sc: Scoped) -> list[str]:
+def export_lines(tx: StoreTx, sc: Scoped) -> list[str]:
     """`iter_lines` as a list (the ``export_graph`` tool pages it)."""
-    return list(iter_lines(conn, sc))
+    return list(iter_lines(tx, sc))
 
 
 # -- import records ------------------------------------------------------------------------
@@ -202,11 +208,8 @@ def import_graph(w: Writer, lines: Lines) -> dict[str, int]:
     ``reset`` change (in ``w.changes``), not one change per row, and
     ``w.warnings`` keeps the first `MAX_WARNINGS` warnings.
     """
-    conn = w.conn
     # Entities created by this import have ids above every id there was.
-    seq = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'entities'").fetchone()
-    top = conn.execute("SELECT max(id) FROM entities").fetchone()[0] or 0
-    fresh_above = max(top, seq[0] if seq else 0)
+    fresh_above = w.tx.graph.next_ids()[0] - 1
     counts = {
         "entities": 0,
         "existingEntities": 0,
@@ -233,8 +236,8 @@ def import_graph(w: Writer, lines: Lines) -> dict[str, int]:
 
 
 def _import_entity(w: Writer, rec: EntityRecord, fresh_above: int, counts: dict[str, int]) -> None:
-    conn, sc = w.conn, w.sc
-    ent = resolve(conn, sc, [rec.name], visible_only=False).get(rec.name)
+    tx, sc = w.tx, w.sc
+    ent = resolve(tx, sc, [rec.name], visible_only=False).get(rec.name)
     have: set[str] = set()
     if ent is None:
         ent = w.create_entity(rec.name, rec.entityType or "")
@@ -244,14 +247,13 @@ def _import_entity(w: Writer, rec: EntityRecord, fresh_above: int, counts: dict[
         counts["existingEntities"] += 1
     elif ent.id <= fresh_above:
         counts["existingEntities"] += 1
-        have = observation_texts(conn, sc, [ent.id])[ent.id]
+        have = observation_texts(tx, sc, [ent.id])[ent.id]
     added = w.add_new_observations(ent.id, rec.observations, have, repeats=ent.id > fresh_above)
     counts["observations"] += len(added)
 
 
 def _import_relation(w: Writer, rec: RelationRecord, counts: dict[str, int]) -> None:
-    conn, sc = w.conn, w.sc
-    found = resolve(conn, sc, [rec.from_, rec.to], visible_only=False)
+    found = resolve(w.tx, w.sc, [rec.from_, rec.to], visible_only=False)
     for name in (rec.from_, rec.to):
         if name not in found:
             found[name] = w.create_entity(name, "entity")

@@ -15,20 +15,23 @@ the entities that differ from it only in case or spacing (`near_names`).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ...protocol.errors import NotFound
 from ...protocol.plural import plural
 from ..store import ops
-from .view import Scoped
+from ..store.interfaces import StoreTx
+from ..store.interfaces.graph import Entity
+from .view import Scoped, as_tx
 
-SQL_CHUNK = 500  # ids per ``IN (...)`` list
+NEAR_NAMES = 500  # names looked up for a "did you mean" hint
 OBSERVATION = "observation"
-OBS_TYPE_SQL = "m.memory_type = 'observation' COLLATE NOCASE"
 
+# TRANSITIONAL: for the callers that still write SQL (kg.search, actors.vectors).
+SQL_CHUNK = 500  # ids per ``IN (...)`` list
+OBS_TYPE_SQL = "m.memory_type = 'observation' COLLATE NOCASE"
 T = TypeVar("T")
 
 
@@ -50,20 +53,18 @@ class Ent:
     visible: bool = True
 
 
+def ent_of(row: Entity) -> Ent:
+    return Ent(row.id, row.name, row.kind, row.canonical, row.visible)
+
+
 def resolve(
-    conn: sqlite3.Connection, sc: Scoped, names: Iterable[str], visible_only: bool = True
+    tx: StoreTx | Any, sc: Scoped, names: Iterable[str], visible_only: bool = True
 ) -> dict[str, Ent]:
-    """Entities by exact name (one query per chunk), keyed by name; invisible ones only if asked."""
-    wanted = list(dict.fromkeys(names))
+    """Entities by exact name, keyed by name; invisible ones only if asked."""
     out: dict[str, Ent] = {}
-    for part in chunks(wanted):
-        for eid, name, kind, cname, vis in conn.execute(
-            f"SELECT e.id, e.name, e.kind, e.canonical_name, {sc.entity()} FROM entities e "
-            f"WHERE e.name IN ({marks(len(part))})",
-            list(part),
-        ):
-            if vis or not visible_only:
-                out[name] = Ent(eid, name, kind, cname, bool(vis))
+    for row in as_tx(tx).graph.entities_by_names(list(dict.fromkeys(names)), sc.ids):
+        if row.visible or not visible_only:
+            out[row.name] = ent_of(row)
     return out
 
 
@@ -77,23 +78,19 @@ def missing(found: dict[str, Ent], names: Iterable[str]) -> list[str]:
     return [n for n in dict.fromkeys(names) if n not in found]
 
 
-def near_names(conn: sqlite3.Connection, sc: Scoped, names: Sequence[str], limit: int = 5) -> str:
+def near_names(tx: StoreTx, sc: Scoped, names: Sequence[str], limit: int = 5) -> str:
     """`` (names are case-sensitive: did you mean 'Alice'?)`` for visible entities whose
     names differ from ``names`` only in case or spacing; "" when there are none."""
-    canon = list(dict.fromkeys(ops.canonical_name(n) for n in names[:SQL_CHUNK]))
-    rows = conn.execute(
-        f"SELECT e.name FROM entities e WHERE e.canonical_name IN ({marks(len(canon))}) "
-        f"AND {sc.entity()} ORDER BY e.id LIMIT ?",
-        [*canon, limit + 1],
-    ).fetchall()
+    canon = list(dict.fromkeys(ops.canonical_name(n) for n in names[:NEAR_NAMES]))
+    rows = tx.graph.names_near(canon, sc.ids, limit + 1)
     if not rows:
         return ""
-    shown = ", ".join(repr(r[0]) for r in rows[:limit]) + (" ..." if len(rows) > limit else "")
+    shown = ", ".join(repr(r) for r in rows[:limit]) + (" ..." if len(rows) > limit else "")
     return f" (names are case-sensitive: did you mean {shown}?)"
 
 
 def require(
-    conn: sqlite3.Connection, sc: Scoped, found: dict[str, Ent], names: Iterable[str], what: str
+    tx: StoreTx, sc: Scoped, found: dict[str, Ent], names: Iterable[str], what: str
 ) -> None:
     """Error handling: raises `NotFound` listing (the first ten of) the names not in
     ``found``, and the entities whose names differ from them only in case or spacing."""
@@ -102,81 +99,51 @@ def require(
         shown = ", ".join(repr(n) for n in absent[:10]) + (" ..." if len(absent) > 10 else "")
         raise NotFound(
             f"{what}: {plural(len(absent), 'entity')} not found ({shown})"
-            f"{near_names(conn, sc, absent)}; "
+            f"{near_names(tx, sc, absent)}; "
             "create them with create_entities first (nothing was changed)"
         )
 
 
-def get_one(conn: sqlite3.Connection, sc: Scoped, name: str) -> Ent:
+def get_one(tx: StoreTx, sc: Scoped, name: str) -> Ent:
     """The visible entity ``name``. Error handling: raises `NotFound` when there is none."""
-    ent = resolve(conn, sc, [name]).get(name)
+    ent = resolve(tx, sc, [name]).get(name)
     if ent is None:
         raise NotFound(
-            f"entity {name!r} not found{near_names(conn, sc, [name])} "
+            f"entity {name!r} not found{near_names(tx, sc, [name])} "
             "(search_nodes finds entities by words of their names or observations)"
         )
     return ent
 
 
-def entity_rows(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Ent]:
-    out: dict[int, Ent] = {}
-    for part in chunks(list(ids)):
-        for eid, name, kind, cname in conn.execute(
-            f"SELECT id, name, kind, canonical_name FROM entities WHERE id IN ({marks(len(part))})",
-            list(part),
-        ):
-            out[eid] = Ent(eid, name, kind, cname)
-    return out
+def entity_rows(tx: StoreTx, ids: Sequence[int]) -> dict[int, Ent]:
+    return {row.id: ent_of(row) for row in tx.graph.entities_by_ids(list(ids))}
 
 
 def observations_of(
-    conn: sqlite3.Connection, sc: Scoped, ids: Sequence[int]
+    tx: StoreTx, sc: Scoped, ids: Sequence[int]
 ) -> dict[int, list[tuple[int, str]]]:
     """Visible observations (memory id, content) of each entity, oldest first."""
     out: dict[int, list[tuple[int, str]]] = {i: [] for i in ids}
-    for part in chunks(list(ids)):
-        for eid, mid, content in conn.execute(
-            f"""SELECT me.entity_id, m.id, m.content FROM memory_entities me JOIN memories m ON m.id = me.memory_id
-                WHERE me.entity_id IN ({marks(len(part))}) AND {OBS_TYPE_SQL} AND {sc.memory()}
-                ORDER BY me.entity_id, me.memory_id""",
-            list(part),
-        ):
-            out[eid].append((mid, content))
+    for o in tx.graph.observations(list(ids), sc.ids):
+        out[o.entity_id].append((o.memory_id, o.content))
     return out
 
 
-def observation_contents(
-    conn: sqlite3.Connection, sc: Scoped, ids: Sequence[int]
-) -> dict[int, list[str]]:
+def observation_contents(tx: StoreTx, sc: Scoped, ids: Sequence[int]) -> dict[int, list[str]]:
     """Visible observation texts of each entity, oldest first (`observations_of` without the ids)."""
     out: dict[int, list[str]] = {i: [] for i in ids}
-    for part in chunks(list(ids)):
-        for eid, content in conn.execute(
-            f"""SELECT me.entity_id, m.content FROM memory_entities me JOIN memories m ON m.id = me.memory_id
-                WHERE me.entity_id IN ({marks(len(part))}) AND {OBS_TYPE_SQL} AND {sc.memory()}
-                ORDER BY me.entity_id, me.memory_id""",
-            part,
-        ):
-            out[eid].append(content)
+    for eid, content in tx.graph.observation_texts(list(ids), sc.ids):
+        out[eid].append(content)
     return out
 
 
-def observation_counts(conn: sqlite3.Connection, sc: Scoped, ids: Sequence[int]) -> dict[int, int]:
+def observation_counts(tx: StoreTx, sc: Scoped, ids: Sequence[int]) -> dict[int, int]:
     """The number of visible observations of each entity (``summary`` mode), no text read."""
     out = dict.fromkeys(ids, 0)
-    for part in chunks(list(ids)):
-        for eid, n in conn.execute(
-            f"""SELECT me.entity_id, count(*) FROM memory_entities me JOIN memories m ON m.id = me.memory_id
-                WHERE me.entity_id IN ({marks(len(part))}) AND {OBS_TYPE_SQL} AND {sc.memory()}
-                GROUP BY me.entity_id""",
-            part,
-        ):
-            out[eid] = n
+    out.update(tx.graph.observation_counts(list(ids), sc.ids))
     return out
 
 
-def observation_texts(
-    conn: sqlite3.Connection, sc: Scoped, ids: Sequence[int]
-) -> dict[int, set[str]]:
+def observation_texts(tx: StoreTx, sc: Scoped, ids: Sequence[int]) -> dict[int, set[str]]:
     """The set of visible observation texts of each entity."""
-    return {eid: {c for _, c in v} for eid, v in observations_of(conn, sc, ids).items()}
+    return {eid: {c for _, c in v} for eid, v in observations_of(tx, sc, ids).items()}

@@ -6,12 +6,10 @@ retyped target is owned here) runs before anything is written.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...protocol.errors import BadArgument
-from ..store import ops
 from .lookup import Ent, observations_of, require, resolve
 from .records import JsonObject, full_entity
 from .writer import Writer
@@ -39,23 +37,20 @@ def merge_entities(
     """
     srcs = _sources(w, sources, target)
     tgt = _target(w, target, entity_type, srcs[0].kind)
-    conn = w.conn
-    have = {c for _, c in observations_of(conn, w.sc, [tgt.id])[tgt.id]}
+    graph = w.tx.graph
+    have = {c for _, c in observations_of(w.tx, w.sc, [tgt.id])[tgt.id]}
     merged_ids = {s.id for s in srcs} | {tgt.id}
     moved = Moved()
     for s in srcs:
         _move_observations(w, s, tgt, have, moved)
-        conn.execute(
-            "INSERT OR IGNORE INTO entity_scopes (entity_id, scope_id) SELECT ?, scope_id FROM entity_scopes WHERE entity_id = ?",
-            (tgt.id, s.id),
-        )
+        graph.copy_scopes(s.id, tgt.id)
         _repoint_relations(w, s, tgt, merged_ids, moved)
-        conn.execute("DELETE FROM entities WHERE id = ?", (s.id,))
+        graph.delete_entity(s.id)
         w.change("entity", s.id, deleted=True)
     w.touch([tgt.id])
     w.change("entity", tgt.id)
     return {
-        "target": full_entity(conn, w.sc, tgt),
+        "target": full_entity(w.tx, w.sc, tgt),
         "merged": [s.name for s in srcs],
         "observationsMoved": moved.observations,
         "duplicateObservationsDropped": moved.duplicate_observations,
@@ -72,8 +67,8 @@ def _sources(w: Writer, sources: Sequence[str], target: str) -> list[Ent]:
     this server may not write (the sources are renamed into the target and
     deleted, so each must be owned here).
     """
-    found = resolve(w.conn, w.sc, sources)
-    require(w.conn, w.sc, found, sources, "merge_entities")
+    found = resolve(w.tx, w.sc, sources)
+    require(w.tx, w.sc, found, sources, "merge_entities")
     srcs = [found[s] for s in dict.fromkeys(sources)]
     if any(s.name == target for s in srcs):
         raise BadArgument(
@@ -93,7 +88,7 @@ def _target(w: Writer, target: str, entity_type: str | None, default_type: str) 
     Error handling: `ownership.SharedRow` (before any change) when a shared
     target would change type: a shared target only gains this server's rows.
     """
-    tgt = resolve(w.conn, w.sc, [target], visible_only=False).get(target)
+    tgt = resolve(w.tx, w.sc, [target], visible_only=False).get(target)
     if tgt is not None and entity_type is not None and entity_type != tgt.kind:
         w.own.require(
             "entity", tgt.id, f"entity {tgt.name!r}",
@@ -110,68 +105,37 @@ def _target(w: Writer, target: str, entity_type: str | None, default_type: str) 
 
 def _move_observations(w: Writer, s: Ent, tgt: Ent, have: set[str], moved: Moved) -> None:
     """Move the source's memory links to the target, dropping observations the target has."""
-    conn = w.conn
-    for mid, content in observations_of(conn, w.sc, [s.id])[s.id]:
+    for mid, content in observations_of(w.tx, w.sc, [s.id])[s.id]:
         if content in have:
             w.drop_observation(mid, s.id)
             moved.duplicate_observations += 1
         else:
             have.add(content)
             moved.observations += 1
-    links = [
-        r[0]
-        for r in conn.execute(
-            "SELECT memory_id FROM memory_entities WHERE entity_id = ?", (s.id,)
-        ).fetchall()
-    ]
-    conn.executemany(
-        "INSERT OR IGNORE INTO memory_entities (memory_id, entity_id) VALUES (?, ?)",
-        [(mid, tgt.id) for mid in links],
-    )
-    conn.execute("DELETE FROM memory_entities WHERE entity_id = ?", (s.id,))
-    for mid in links:
+    for mid in w.tx.graph.move_memories(s.id, tgt.id):
         w.change("memory", mid)
 
 
 def _repoint_relations(w: Writer, s: Ent, tgt: Ent, merged_ids: set[int], moved: Moved) -> None:
     """Re-point the source's relations at the target: a self-loop between merged entities is
     dropped, a duplicate of an existing relation folded into it."""
-    conn = w.conn
-    for rid, src_id, rtype, tgt_id in conn.execute(
-        "SELECT id, source_id, relation_type, target_id FROM relations WHERE source_id = ? OR target_id = ? ORDER BY id",
-        (s.id, s.id),
-    ).fetchall():
+    graph = w.tx.graph
+    for edge in graph.all_edges_of(s.id):
+        rid, src_id, rtype, tgt_id = edge.id, edge.source_id, edge.relation_type, edge.target_id
         new_src = tgt.id if src_id == s.id else src_id
         new_tgt = tgt.id if tgt_id == s.id else tgt_id
         if new_src == new_tgt and src_id != tgt_id and {src_id, tgt_id} <= merged_ids:
-            conn.execute("DELETE FROM relations WHERE id = ?", (rid,))
+            graph.delete_relation(rid)
             w.change("relation", rid, deleted=True)
             moved.dropped_relations += 1
             continue
-        same = conn.execute(
-            "SELECT id FROM relations WHERE source_id = ? AND relation_type = ? AND target_id = ?",
-            (new_src, rtype, new_tgt),
-        ).fetchone()
+        same = graph.relation(new_src, rtype, new_tgt, w.sc.ids)
         if same is not None:
-            _fold_relation(conn, rid, same[0])
+            graph.fold_relation(rid, same.id)
             w.change("relation", rid, deleted=True)
-            w.change("relation", same[0])
+            w.change("relation", same.id)
             moved.dropped_relations += 1
         else:
-            conn.execute(
-                "UPDATE relations SET source_id = ?, target_id = ? WHERE id = ?",
-                (new_src, new_tgt, rid),
-            )
-            ops.drop_vector(conn, "relation", rid)  # its document names the old entity
+            graph.repoint_relation(rid, new_src, new_tgt)  # its vector goes: it names the old end
             w.change("relation", rid)
             moved.relations += 1
-
-
-def _fold_relation(conn: sqlite3.Connection, rid: int, into: int) -> None:
-    """Give relation ``into`` the memories and scopes of ``rid``, then delete ``rid``."""
-    for table, col in (("memory_relations", "memory_id"), ("relation_scopes", "scope_id")):
-        conn.execute(
-            f"INSERT OR IGNORE INTO {table} ({col}, relation_id) SELECT {col}, ? FROM {table} WHERE relation_id = ?",
-            (into, rid),
-        )
-    conn.execute("DELETE FROM relations WHERE id = ?", (rid,))

@@ -8,6 +8,7 @@ Every list-returning tool takes ``offset``/``limit`` and answers ``total`` and
 from __future__ import annotations
 
 from ...supervisors.context import CallContext
+from ..store.interfaces import StoreTx
 from . import jsonl, reads, traversal
 from . import results as X
 from .args import (
@@ -27,9 +28,10 @@ from .args import (
     SubgraphArgs,
     TypesArgs,
 )
-from .records import page
+from .records import JsonObject, page
 from .search import search_nodes as search
 from .transactions import read, read_small
+from .view import Scoped
 
 
 async def read_graph(ctx: CallContext, args: ReadGraphArgs) -> X.NodesPage:
@@ -39,10 +41,26 @@ async def read_graph(ctx: CallContext, args: ReadGraphArgs) -> X.NodesPage:
     )
 
 
+def _search(
+    tx: StoreTx,
+    sc: Scoped,
+    query: str,
+    offset: int,
+    limit: int,
+    mode: str,
+    entity_type: str | None,
+) -> JsonObject:
+    # TRANSITIONAL: kg.search (the full-text concept's) still runs its SQL on the connection.
+    return search(tx.conn, sc, query, offset, limit, mode, entity_type)
+
+
+_search.__name__ = "search_nodes"
+
+
 async def search_nodes(ctx: CallContext, args: SearchNodesArgs) -> X.NodesPage:
     return X.to_result(
         await read_small(
-            ctx, search, args.query, args.offset, args.limit, args.mode, args.entityType
+            ctx, _search, args.query, args.offset, args.limit, args.mode, args.entityType
         ),
         X.NodesPage,
     )

@@ -7,65 +7,57 @@ traversals (paths, neighbors, subgraphs) in `traversal`.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 
+from ..store.interfaces import StoreTx
 from .args import DescribeArgs, SearchRelationsArgs
-from .lookup import OBS_TYPE_SQL, Ent, get_one, in_order, missing, resolve
+from .lookup import ent_of, get_one, in_order, missing, resolve
 from .records import JsonObject, entities_page, full_entity, page, relation_out
 from .view import Scoped
 
 
 def type_filter(entity_type: str | None) -> tuple[str, list[str]]:
-    """The SQL condition (on alias ``e``) and parameters of an optional entityType filter."""
+    """TRANSITIONAL (kg.search, actors.vectors): the SQL condition (on alias ``e``) and
+    parameters of an optional entityType filter."""
     return ("AND e.kind = ?", [entity_type]) if entity_type is not None else ("", [])
 
 
 def read_graph(
-    conn: sqlite3.Connection,
+    tx: StoreTx,
     sc: Scoped,
     offset: int,
     limit: int,
     mode: str,
     entity_type: str | None,
 ) -> JsonObject:
-    tsql, tparams = type_filter(entity_type)
-    total = conn.execute(
-        f"SELECT count(*) FROM entities e WHERE {sc.entity()} {tsql}", tparams
-    ).fetchone()[0]
-    ents = [
-        Ent(*row)
-        for row in conn.execute(
-            f"SELECT e.id, e.name, e.kind, e.canonical_name FROM entities e WHERE {sc.entity()} {tsql} ORDER BY e.id LIMIT ? OFFSET ?",
-            [*tparams, limit, offset],
-        )
-    ]
-    return entities_page(conn, sc, ents, mode, total, offset, sources_only=True)
+    total = tx.graph.count_entities(sc.ids, entity_type)
+    ents = [ent_of(e) for e in tx.graph.entity_page(sc.ids, entity_type, offset, limit)]
+    return entities_page(tx, sc, ents, mode, total, offset, sources_only=True)
 
 
 def open_nodes(
-    conn: sqlite3.Connection, sc: Scoped, names: Sequence[str], offset: int, limit: int, mode: str
+    tx: StoreTx, sc: Scoped, names: Sequence[str], offset: int, limit: int, mode: str
 ) -> JsonObject:
-    found = resolve(conn, sc, names)
+    found = resolve(tx, sc, names)
     ordered = in_order(found, names)
     chosen = ordered[offset : offset + limit]
-    return entities_page(conn, sc, chosen, mode, len(ordered), offset, missing(found, names))
+    return entities_page(tx, sc, chosen, mode, len(ordered), offset, missing(found, names))
 
 
 def batch_get(
-    conn: sqlite3.Connection, sc: Scoped, names: Sequence[str], offset: int, limit: int, mode: str
+    tx: StoreTx, sc: Scoped, names: Sequence[str], offset: int, limit: int, mode: str
 ) -> JsonObject:
-    result = open_nodes(conn, sc, names, offset, limit, mode)
+    result = open_nodes(tx, sc, names, offset, limit, mode)
     result.pop("relations", None)
     return result
 
 
-def get_entity(conn: sqlite3.Connection, sc: Scoped, name: str) -> JsonObject | str:
-    return full_entity(conn, sc, get_one(conn, sc, name))
+def get_entity(tx: StoreTx, sc: Scoped, name: str) -> JsonObject | str:
+    return full_entity(tx, sc, get_one(tx, sc, name))
 
 
-def entity_exists(conn: sqlite3.Connection, sc: Scoped, names: Sequence[str]) -> JsonObject:
-    found = resolve(conn, sc, names)
+def entity_exists(tx: StoreTx, sc: Scoped, names: Sequence[str]) -> JsonObject:
+    found = resolve(tx, sc, names)
     unique = list(dict.fromkeys(names))
     return {
         "exists": {n: n in found for n in unique},
@@ -73,101 +65,76 @@ def entity_exists(conn: sqlite3.Connection, sc: Scoped, names: Sequence[str]) ->
     }
 
 
-def degree_of(conn: sqlite3.Connection, sc: Scoped, eid: int) -> dict[str, int]:
-    out_deg = conn.execute(
-        f"SELECT count(*) FROM relations r WHERE r.source_id = ? AND {sc.relation()}", (eid,)
-    ).fetchone()[0]
-    in_deg = conn.execute(
-        f"SELECT count(*) FROM relations r WHERE r.target_id = ? AND {sc.relation()}", (eid,)
-    ).fetchone()[0]
+def degree_of(tx: StoreTx, sc: Scoped, eid: int) -> dict[str, int]:
+    in_deg, out_deg = tx.graph.degree(eid, sc.ids)
     return {"in": in_deg, "out": out_deg, "total": in_deg + out_deg}
 
 
-def degree(conn: sqlite3.Connection, sc: Scoped, name: str) -> JsonObject:
-    ent = get_one(conn, sc, name)
-    return {"name": ent.name, **degree_of(conn, sc, ent.id)}
+def degree(tx: StoreTx, sc: Scoped, name: str) -> JsonObject:
+    ent = get_one(tx, sc, name)
+    return {"name": ent.name, **degree_of(tx, sc, ent.id)}
 
 
-def graph_stats(conn: sqlite3.Connection, sc: Scoped) -> JsonObject:
-    def one(sql: str) -> int:
-        return conn.execute(sql).fetchone()[0]
-
+def graph_stats(tx: StoreTx, sc: Scoped) -> JsonObject:
+    c = tx.graph.counts(sc.ids)
     return {
-        "entities": one(f"SELECT count(*) FROM entities e WHERE {sc.entity()}"),
-        "relations": one(f"SELECT count(*) FROM relations r WHERE {sc.relation()}"),
-        "observations": one(
-            f"""SELECT count(*) FROM memory_entities me JOIN memories m ON m.id = me.memory_id
-                WHERE {OBS_TYPE_SQL} AND {sc.memory()}"""
-        ),
-        "entityTypes": one(f"SELECT count(DISTINCT e.kind) FROM entities e WHERE {sc.entity()}"),
-        "relationTypes": one(
-            f"SELECT count(DISTINCT r.relation_type) FROM relations r WHERE {sc.relation()}"
-        ),
+        "entities": c.entities,
+        "relations": c.relations,
+        "observations": c.observations,
+        "entityTypes": c.entity_types,
+        "relationTypes": c.relation_types,
         "scopes": list(sc.view.selection),
     }
 
 
-def search_relations(conn: sqlite3.Connection, sc: Scoped, args: SearchRelationsArgs) -> JsonObject:
+def search_relations(tx: StoreTx, sc: Scoped, args: SearchRelationsArgs) -> JsonObject:
     """Relations filtered by any of their source, target and type, by id."""
-    conds = [sc.relation()]
-    params: list[int | str] = []
-    rtype, offset = args.relationType, args.offset
-    for name, col in ((args.from_, "r.source_id"), (args.to, "r.target_id")):
-        if name is not None:
-            ent = resolve(conn, sc, [name]).get(name)
-            if ent is None:
-                return {"relations": [], "total": 0, "nextOffset": None}
-            conds.append(f"{col} = ?")
-            params.append(ent.id)
-    if rtype is not None:
-        conds.append("r.relation_type = ?")
-        params.append(rtype)
-    where = " AND ".join(conds)
-    total = conn.execute(f"SELECT count(*) FROM relations r WHERE {where}", params).fetchone()[0]
-    rows = conn.execute(
-        f"""SELECT s.name, r.relation_type, t.name FROM relations r JOIN entities s ON s.id = r.source_id
-            JOIN entities t ON t.id = r.target_id WHERE {where} ORDER BY r.id LIMIT ? OFFSET ?""",
-        [*params, args.limit, offset],
-    ).fetchall()
+    ends: list[int | None] = []
+    for name in (args.from_, args.to):
+        if name is None:
+            ends.append(None)
+            continue
+        ent = resolve(tx, sc, [name]).get(name)
+        if ent is None:
+            return {"relations": [], "total": 0, "nextOffset": None}
+        ends.append(ent.id)
+    total, rows = tx.graph.find_relations(
+        sc.ids, ends[0], ends[1], args.relationType, args.offset, args.limit
+    )
     return {
-        "relations": [relation_out(*r) for r in rows],
+        "relations": [relation_out(r.source, r.relation_type, r.target) for r in rows],
         "total": total,
-        "nextOffset": page(total, offset, len(rows)),
+        "nextOffset": page(total, args.offset, len(rows)),
     }
 
 
-def describe_entity(conn: sqlite3.Connection, sc: Scoped, args: DescribeArgs) -> JsonObject:
+def describe_entity(tx: StoreTx, sc: Scoped, args: DescribeArgs) -> JsonObject:
     """One entity with its observations, degree and a page of its relations (outgoing first)."""
-    ent = get_one(conn, sc, args.name)
+    ent = get_one(tx, sc, args.name)
     offset = args.offset
-    rows = conn.execute(
-        f"""SELECT s.name, r.relation_type, t.name, r.source_id = ? FROM relations r
-            JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id
-            WHERE (r.source_id = ? OR r.target_id = ?) AND {sc.relation()}
-            ORDER BY r.source_id != ?, r.id""",
-        (ent.id, ent.id, ent.id, ent.id),
-    ).fetchall()
+    rows = tx.graph.relations_of(ent.id, sc.ids)
     chosen = rows[offset : offset + args.limit]
     return {
-        "entity": full_entity(conn, sc, ent),
-        "degree": degree_of(conn, sc, ent.id),
-        "outgoing": [{"relationType": r[1], "to": r[2]} for r in chosen if r[3]],
-        "incoming": [{"from": r[0], "relationType": r[1]} for r in chosen if not r[3]],
+        "entity": full_entity(tx, sc, ent),
+        "degree": degree_of(tx, sc, ent.id),
+        "outgoing": [
+            {"relationType": r.relation_type, "to": r.target}
+            for r in chosen
+            if r.source_id == ent.id
+        ],
+        "incoming": [
+            {"from": r.source, "relationType": r.relation_type}
+            for r in chosen
+            if r.source_id != ent.id
+        ],
         "total": len(rows),
         "nextOffset": page(len(rows), offset, len(chosen)),
     }
 
 
-def list_types(
-    conn: sqlite3.Connection, sc: Scoped, what: str, offset: int, limit: int
-) -> JsonObject:
-    if what == "entity":
-        sql = f"SELECT e.kind, count(*) FROM entities e WHERE {sc.entity()} GROUP BY e.kind"
-        key = "entityType"
-    else:
-        sql = f"SELECT r.relation_type, count(*) FROM relations r WHERE {sc.relation()} GROUP BY r.relation_type"
-        key = "relationType"
-    rows = conn.execute(f"{sql} ORDER BY 2 DESC, 1").fetchall()
+def list_types(tx: StoreTx, sc: Scoped, what: str, offset: int, limit: int) -> JsonObject:
+    rows = tx.graph.type_counts(sc.ids, "entity" if what == "entity" else "relation")
+    key = "entityType" if what == "entity" else "relationType"
     chosen = rows[offset : offset + limit]
     return {
         "types": [{key: t, "count": n} for t, n in chosen],

@@ -9,11 +9,12 @@ answers ``total`` and ``nextOffset`` (None on the last page).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
+from typing import Any
 
-from .lookup import Ent, chunks, marks, observation_contents, observation_counts
-from .view import Scoped
+from ..store.interfaces import StoreTx
+from .lookup import Ent, observation_contents, observation_counts
+from .view import Scoped, as_tx
 
 JsonObject = dict[str, object]
 Observations = dict[int, list[str]]  # by entity id: the observation texts, oldest first
@@ -32,24 +33,22 @@ def entity_out(ent: Ent, mode: str, obs: Observations | None = None) -> JsonObje
     return {"name": ent.name, "entityType": ent.kind, "observations": items}
 
 
-def entities_out(
-    conn: sqlite3.Connection, sc: Scoped, ents: Sequence[Ent], mode: str
-) -> list[JsonObject | str]:
+def entities_out(tx: StoreTx, sc: Scoped, ents: Sequence[Ent], mode: str) -> list[JsonObject | str]:
     ids = [e.id for e in ents]
     if mode == "names":
         return [e.name for e in ents]
     if mode == "summary":  # counted in SQL: a hub's thousands of texts are never read
-        counts = observation_counts(conn, sc, ids)
+        counts = observation_counts(tx, sc, ids)
         return [
             {"name": e.name, "entityType": e.kind, "observationCount": counts[e.id]} for e in ents
         ]
-    obs = observation_contents(conn, sc, ids)
+    obs = observation_contents(tx, sc, ids)
     return [entity_out(e, mode, obs) for e in ents]
 
 
-def full_entity(conn: sqlite3.Connection, sc: Scoped, ent: Ent) -> JsonObject | str:
+def full_entity(tx: StoreTx, sc: Scoped, ent: Ent) -> JsonObject | str:
     """One entity with its observations."""
-    return entities_out(conn, sc, [ent], "full")[0]
+    return entities_out(tx, sc, [ent], "full")[0]
 
 
 def relation_out(src: str, rtype: str, tgt: str) -> dict[str, str]:
@@ -57,25 +56,17 @@ def relation_out(src: str, rtype: str, tgt: str) -> dict[str, str]:
 
 
 def relations_touching(
-    conn: sqlite3.Connection, sc: Scoped, ids: Sequence[int], sources_only: bool = False
+    tx: StoreTx, sc: Scoped, ids: Sequence[int], sources_only: bool = False
 ) -> list[dict[str, str]]:
     """Visible relations with an endpoint (or, with ``sources_only``, the source) among ``ids``, by id."""
-    rows: dict[int, tuple[str, str, str]] = {}
-    conds = ["r.source_id"] if sources_only else ["r.source_id", "r.target_id"]
-    for part in chunks(list(ids)):
-        for cond in conds:
-            for rid, s, t, g in conn.execute(
-                f"""SELECT r.id, s.name, r.relation_type, t.name FROM relations r
-                    JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id
-                    WHERE {cond} IN ({marks(len(part))}) AND {sc.relation()}""",
-                list(part),
-            ):
-                rows[rid] = (s, t, g)
-    return [relation_out(*rows[rid]) for rid in sorted(rows)]
+    return [
+        relation_out(r.source, r.relation_type, r.target)
+        for r in tx.graph.relations_touching(list(ids), sc.ids, sources_only)
+    ]
 
 
 def entities_page(
-    conn: sqlite3.Connection,
+    tx: StoreTx | Any,
     sc: Scoped,
     chosen: Sequence[Ent],
     mode: str,
@@ -88,9 +79,10 @@ def entities_page(
 
     ``missing`` (the names asked for that are not entities) is listed when given.
     """
-    result: JsonObject = {"entities": entities_out(conn, sc, chosen, mode)}
+    tx = as_tx(tx)  # TRANSITIONAL: kg.search passes its connection
+    result: JsonObject = {"entities": entities_out(tx, sc, chosen, mode)}
     if mode != "names":
-        result["relations"] = relations_touching(conn, sc, [e.id for e in chosen], sources_only)
+        result["relations"] = relations_touching(tx, sc, [e.id for e in chosen], sources_only)
     if missing is not None:
         result["missing"] = missing
     result["total"] = total

@@ -8,13 +8,13 @@ in the same transaction, as ``remember`` does.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Concatenate, ParamSpec, TypeVar
 
 from ...supervisors.context import AppContext, CallContext
 from ..store import ops
 from ..store import tools as store_tools
+from ..store.interfaces import StoreTx
 from ..store.scopes import ScopePolicy
 from ..store.writer import Written
 from .records import JsonObject
@@ -33,30 +33,32 @@ def view_of(policy: ScopePolicy) -> View:
 
 async def read(
     ctx: CallContext,
-    fn: Callable[Concatenate[sqlite3.Connection, Scoped, P], T],
+    fn: Callable[Concatenate[StoreTx, Scoped, P], T],
     *args: P.args,
     **kwargs: P.kwargs,
 ) -> T:
-    """``fn(conn, scoped, *args, **kwargs)`` in one read transaction, with the calling
-    session's visibility filters."""
-    return await _read(ctx, lambda conn, sc: fn(conn, sc, *args, **kwargs), inline=False)
+    """``fn(tx, scoped, *args, **kwargs)`` in one read transaction, with the calling
+    session's visibility filters; the trace names it ``kg.<fn's name>``."""
+    return await _read(ctx, fn.__name__, lambda tx, sc: fn(tx, sc, *args, **kwargs), False)
 
 
 async def read_small(
     ctx: CallContext,
-    fn: Callable[Concatenate[sqlite3.Connection, Scoped, P], T],
+    fn: Callable[Concatenate[StoreTx, Scoped, P], T],
     *args: P.args,
     **kwargs: P.kwargs,
 ) -> T:
     """`read` for a read of a few indexed lookups (entities by name, a search's page):
     tried on the event loop first, within a budget (`db.ReadPool`)."""
-    return await _read(ctx, lambda conn, sc: fn(conn, sc, *args, **kwargs), inline=True)
+    return await _read(ctx, fn.__name__, lambda tx, sc: fn(tx, sc, *args, **kwargs), True)
 
 
-async def _read(ctx: CallContext, fn: Callable[[sqlite3.Connection, Scoped], T], inline: bool) -> T:
+async def _read(ctx: CallContext, name: str, fn: Callable[[StoreTx, Scoped], T], inline: bool) -> T:
     store = store_tools.store_of(ctx.app)
     view = view_of(await store_tools.policy_of(ctx))
-    result: T = await store.read_conn(lambda conn: fn(conn, Scoped(conn, view)), inline=inline)
+    result: T = await store.read(
+        lambda tx: fn(tx, Scoped(tx, view)), inline=inline, name=f"kg.{name}"
+    )
     return result
 
 
@@ -68,11 +70,11 @@ async def write(
     store = store_tools.store_of(ctx.app)
     view = view_of(await store_tools.policy_of(ctx))
 
-    def op(conn: sqlite3.Connection) -> Written:
-        w = Writer(conn, view, vectors)
+    def op(tx: StoreTx) -> Written:
+        w = Writer(tx, view, vectors)
         return Written((fn(w), w.warnings), w.changes)
 
-    result: tuple[T, list[str]] = await store.write_conn(op, name=name)
+    result: tuple[T, list[str]] = await store.write(op, name=f"kg.{name}")
     return result
 
 

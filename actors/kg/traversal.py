@@ -6,16 +6,14 @@ and caches them, so a traversal costs one round of queries per hop.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Sequence
 
+from ..store.interfaces import StoreTx
 from .args import AllPathsArgs, NeighborsArgs, PathArgs, SubgraphArgs
 from .lookup import (
-    chunks,
     entity_rows,
     get_one,
     in_order,
-    marks,
     missing,
     observation_contents,
     resolve,
@@ -34,35 +32,29 @@ class Adjacency:
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        tx: StoreTx,
         sc: Scoped,
         direction: str = "both",
         relation_type: str | None = None,
     ) -> None:
-        self.conn, self.sc, self.direction, self.rtype = conn, sc, direction, relation_type
+        self.tx, self.sc, self.direction, self.rtype = tx, sc, direction, relation_type
         self.cache: dict[int, list[Edge]] = {}
 
     def load(self, nodes: Iterable[int]) -> None:
         todo = [n for n in dict.fromkeys(nodes) if n not in self.cache]
         for n in todo:
             self.cache[n] = []
-        cols = []
-        if self.direction in ("outgoing", "both"):
-            cols.append("r.source_id")
-        if self.direction in ("incoming", "both"):
-            cols.append("r.target_id")
-        tsql = "AND r.relation_type = ?" if self.rtype is not None else ""
-        for part in chunks(todo):
-            for col in cols:
-                for edge in self.conn.execute(
-                    f"""SELECT r.id, r.source_id, r.relation_type, r.target_id FROM relations r
-                        WHERE {col} IN ({marks(len(part))}) {tsql} AND {self.sc.relation()} ORDER BY r.id""",
-                    [*part, *([self.rtype] if self.rtype is not None else [])],
-                ):
-                    key = edge[1] if col == "r.source_id" else edge[3]
-                    if edge[1] == edge[3] and col == "r.target_id" and len(cols) == 2:
-                        continue  # a self-loop, already listed as outgoing
-                    self.cache[key].append(edge)
+        if not todo:
+            return
+        sides = {"outgoing": [True], "incoming": [False], "both": [True, False]}
+        outgoing = sides.get(self.direction, [])
+        for out in outgoing:
+            for e in self.tx.graph.edges(todo, self.sc.ids, out, self.rtype):
+                edge = (e.id, e.source_id, e.relation_type, e.target_id)
+                key = edge[1] if out else edge[3]
+                if edge[1] == edge[3] and not out and len(outgoing) == 2:
+                    continue  # a self-loop, already listed as outgoing
+                self.cache[key].append(edge)
 
     def edges(self, node: int) -> list[Edge]:
         if node not in self.cache:
@@ -97,18 +89,18 @@ def nearest_first(dist: dict[int, int]) -> list[int]:
     return sorted(dist, key=lambda n: (dist[n], n))
 
 
-def _relations_out(conn: sqlite3.Connection, edges: Iterable[Edge]) -> list[dict[str, str]]:
+def _relations_out(tx: StoreTx, edges: Iterable[Edge]) -> list[dict[str, str]]:
     """Edges as relation records, with their endpoints' names."""
     edges = list(edges)
-    rows = entity_rows(conn, list({i for e in edges for i in (e[1], e[3])}))
+    rows = entity_rows(tx, list({i for e in edges for i in (e[1], e[3])}))
     return [relation_out(rows[e[1]].name, e[2], rows[e[3]].name) for e in edges]
 
 
 # -- paths -------------------------------------------------------------------------------
 
 
-def _path_out(conn: sqlite3.Connection, nodes: list[int], edges: list[Edge]) -> JsonObject:
-    rows = entity_rows(conn, list({*nodes, *(e[1] for e in edges), *(e[3] for e in edges)}))
+def _path_out(tx: StoreTx, nodes: list[int], edges: list[Edge]) -> JsonObject:
+    rows = entity_rows(tx, list({*nodes, *(e[1] for e in edges), *(e[3] for e in edges)}))
     return {
         "entities": [rows[n].name for n in nodes],
         "relations": [relation_out(rows[e[1]].name, e[2], rows[e[3]].name) for e in edges],
@@ -116,13 +108,13 @@ def _path_out(conn: sqlite3.Connection, nodes: list[int], edges: list[Edge]) -> 
     }
 
 
-def find_path(conn: sqlite3.Connection, sc: Scoped, args: PathArgs) -> JsonObject:
+def find_path(tx: StoreTx, sc: Scoped, args: PathArgs) -> JsonObject:
     """A shortest path (fewest relations) between two entities, breadth first."""
-    a, b = get_one(conn, sc, args.from_), get_one(conn, sc, args.to)
+    a, b = get_one(tx, sc, args.from_), get_one(tx, sc, args.to)
     depth = args.maxDepth
     if a.id == b.id:
-        return {"found": True, **_path_out(conn, [a.id], [])}
-    adj = Adjacency(conn, sc, "outgoing" if args.directed else "both")
+        return {"found": True, **_path_out(tx, [a.id], [])}
+    adj = Adjacency(tx, sc, "outgoing" if args.directed else "both")
     parent: dict[int, tuple[int, Edge] | None] = {a.id: None}
     frontier = [a.id]
     for _ in range(depth):
@@ -136,7 +128,7 @@ def find_path(conn: sqlite3.Connection, sc: Scoped, args: PathArgs) -> JsonObjec
                 parent[other] = (node, edge)
                 if other == b.id:
                     nodes, edges = _walk_back(parent, b.id)
-                    return {"found": True, **_path_out(conn, nodes, edges)}
+                    return {"found": True, **_path_out(tx, nodes, edges)}
                 nxt.append(other)
         if not nxt:
             break
@@ -157,13 +149,13 @@ def _walk_back(
     return nodes[::-1], edges[::-1]
 
 
-def find_all_paths(conn: sqlite3.Connection, sc: Scoped, args: AllPathsArgs) -> JsonObject:
+def find_all_paths(tx: StoreTx, sc: Scoped, args: AllPathsArgs) -> JsonObject:
     """Simple paths (no entity twice, so cycles end) between two entities, shortest first."""
-    a, b = get_one(conn, sc, args.from_), get_one(conn, sc, args.to)
+    a, b = get_one(tx, sc, args.from_), get_one(tx, sc, args.to)
     depth, limit = args.maxDepth, args.limit
-    adj = Adjacency(conn, sc, "outgoing" if args.directed else "both")
+    adj = Adjacency(tx, sc, "outgoing" if args.directed else "both")
     # Prune: only nodes that can still reach b within the remaining hops.
-    rev = Adjacency(conn, sc, "incoming" if args.directed else "both")
+    rev = Adjacency(tx, sc, "incoming" if args.directed else "both")
     to_b = bfs(rev, [b.id], depth)
     found: list[tuple[list[int], list[Edge]]] = []
     expansions = 0
@@ -197,7 +189,7 @@ def find_all_paths(conn: sqlite3.Connection, sc: Scoped, args: AllPathsArgs) -> 
         if truncated or a.id == b.id:
             break
     return {
-        "paths": [_path_out(conn, n, e) for n, e in found],
+        "paths": [_path_out(tx, n, e) for n, e in found],
         "truncated": truncated,
     }
 
@@ -205,17 +197,17 @@ def find_all_paths(conn: sqlite3.Connection, sc: Scoped, args: AllPathsArgs) -> 
 # -- neighborhoods -----------------------------------------------------------------------
 
 
-def extract_subgraph(conn: sqlite3.Connection, sc: Scoped, args: SubgraphArgs) -> JsonObject:
+def extract_subgraph(tx: StoreTx, sc: Scoped, args: SubgraphArgs) -> JsonObject:
     """The entities within ``depth`` hops of the named ones, nearest first, and the relations among them."""
     names, offset, mode = args.names, args.offset, args.mode
-    found = resolve(conn, sc, names)
-    adj = Adjacency(conn, sc)
+    found = resolve(tx, sc, names)
+    adj = Adjacency(tx, sc)
     dist = bfs(adj, [e.id for e in in_order(found, names)], args.depth)
     ordered = nearest_first(dist)
     chosen_ids = ordered[offset : offset + args.limit]
-    rows = entity_rows(conn, chosen_ids)
+    rows = entity_rows(tx, chosen_ids)
     chosen = [rows[i] for i in chosen_ids if i in rows]
-    result: JsonObject = {"entities": entities_out(conn, sc, chosen, mode)}
+    result: JsonObject = {"entities": entities_out(tx, sc, chosen, mode)}
     if mode != "names":
         adj.load(chosen_ids)
         rels: dict[int, Edge] = {}
@@ -223,28 +215,28 @@ def extract_subgraph(conn: sqlite3.Connection, sc: Scoped, args: SubgraphArgs) -
             for edge in adj.edges(n):
                 if edge[1] in dist and edge[3] in dist and edge[1] == n:
                     rels[edge[0]] = edge
-        result["relations"] = _relations_out(conn, (e for _, e in sorted(rels.items())))
+        result["relations"] = _relations_out(tx, (e for _, e in sorted(rels.items())))
     result["missing"] = missing(found, names)
     result["total"] = len(ordered)
     result["nextOffset"] = page(len(ordered), offset, len(chosen_ids))
     return result
 
 
-def get_neighbors(conn: sqlite3.Connection, sc: Scoped, args: NeighborsArgs) -> JsonObject:
+def get_neighbors(tx: StoreTx, sc: Scoped, args: NeighborsArgs) -> JsonObject:
     """The entities within ``depth`` hops of one entity, nearest first, with their distance."""
-    ent = get_one(conn, sc, args.name)
-    adj = Adjacency(conn, sc, args.direction, args.relationType)
+    ent = get_one(tx, sc, args.name)
+    adj = Adjacency(tx, sc, args.direction, args.relationType)
     dist = bfs(adj, [ent.id], args.depth)
     dist.pop(ent.id)
     ordered = nearest_first(dist)
     offset, mode = args.offset, args.mode
     chosen_ids = ordered[offset : offset + args.limit]
-    rows = entity_rows(conn, chosen_ids)
+    rows = entity_rows(tx, chosen_ids)
     neighbors: list[JsonObject | str]
     if mode == "names":
         neighbors = [rows[i].name for i in chosen_ids]
     else:
-        obs = observation_contents(conn, sc, chosen_ids) if mode == "full" else {}
+        obs = observation_contents(tx, sc, chosen_ids) if mode == "full" else {}
         neighbors = []
         for i in chosen_ids:
             item = entity_out(rows[i], "full" if mode == "full" else "summary", obs)

@@ -1,4 +1,4 @@
-"""The scopes one graph call sees and writes, and the SQL filters that apply them.
+"""The scopes one graph call sees and writes, and the scope ids that apply them.
 
 Scopes follow the memory tools' rules (``store.scopes``): reads see the
 entities, relations and observations of the selected scopes (the current
@@ -8,10 +8,13 @@ no scope at all is visible everywhere.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
+from typing import Any
 
-from ..store import ops
+from ..store import backends
+from ..store.dialect import POSTGRESQL
+from ..store.interfaces import StoreTx
+from ..store.interfaces.graph import View as ScopeIds
 
 
 @dataclass
@@ -24,24 +27,27 @@ class View:
 
 
 class Scoped:
-    """SQL visibility filters of a `View`, resolved to scope ids inside the transaction."""
+    """A `View` resolved to scope ids inside the transaction (`interfaces.graph.View`): what
+    the graph's reads of this call see."""
 
-    def __init__(self, conn: sqlite3.Connection, view: View) -> None:
+    def __init__(self, tx: StoreTx | Any, view: View) -> None:
+        tx = as_tx(tx)
         self.view = view
-        ids = ops.scope_ids(conn, [*view.selection, *view.writable])
-        self.read_ids = sorted({ids[s] for s in view.selection if s in ids})
-        self.write_ids = sorted({ids[s] for s in view.writable if s in ids})
-        self._inner = ",".join(str(i) for i in self.read_ids) or "NULL"
+        self.ids: ScopeIds = tx.graph.view(view.selection, view.writable)
+        self.read_ids = list(self.ids.read_ids)
+        self.write_ids = list(self.ids.write_ids)
         # Every scope of the store is read (one repository, or none but ``global``):
         # every row is visible, linked to a read scope or to none, so no filter is needed.
-        scopes = conn.execute("SELECT count(*) FROM scopes").fetchone()[0]
-        self.sees_all = len(self.read_ids) == scopes
+        self.sees_all = self.ids.sees_all
 
+    # TRANSITIONAL: the SQL visibility filters of the callers not yet behind the storage
+    # interfaces (kg.search, actors.vectors); the graph's own SQL is in store/*/graph.py.
     def _vis(self, table: str, col: str, alias: str) -> str:
         if self.sees_all:
             return "(1 = 1)"
+        inner = ",".join(str(int(i)) for i in self.read_ids) or "NULL"
         return (
-            f"(EXISTS (SELECT 1 FROM {table} x WHERE x.{col} = {alias}.id AND x.scope_id IN ({self._inner}))"
+            f"(EXISTS (SELECT 1 FROM {table} x WHERE x.{col} = {alias}.id AND x.scope_id IN ({inner}))"
             f" OR NOT EXISTS (SELECT 1 FROM {table} x WHERE x.{col} = {alias}.id))"
         )
 
@@ -53,3 +59,12 @@ class Scoped:
 
     def memory(self, alias: str = "m") -> str:
         return self._vis("memory_scopes", "memory_id", alias)
+
+
+def as_tx(tx: StoreTx | Any) -> StoreTx:
+    """``tx``, or TRANSITIONAL: a raw connection (of a caller not yet converted: kg.search,
+    actors.vectors) seen as a `StoreTx`."""
+    if hasattr(tx, "graph"):
+        return tx  # type: ignore[no-any-return]  # a StoreTx (Any when the caller's is untyped)
+    url = POSTGRESQL if getattr(tx, "dialect", None) == POSTGRESQL else None
+    return backends.tx_factory(url)(tx)

@@ -9,9 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..store.dialect import is_postgres
-from ..store.lexical import tx_of
-from .lookup import OBS_TYPE_SQL, Ent, observation_texts, observations_of, require, resolve
+from .lookup import Ent, observation_texts, observations_of, require, resolve
 from .records import JsonObject, relation_out
 from .writer import Writer
 
@@ -36,10 +34,10 @@ def create_entities(w: Writer, items: Sequence[EntityIn], upsert: bool = False) 
     whole call when it would change that type, before anything is written.
     """
     tool = "upsert_entities" if upsert else "create_entities"
-    found = resolve(w.conn, w.sc, [e.name for e in items], visible_only=False)
+    found = resolve(w.tx, w.sc, [e.name for e in items], visible_only=False)
     if upsert:
         _refuse_shared_type_changes(w, items, found, tool)
-    known = observation_texts(w.conn, w.sc, [e.id for e in found.values() if e.visible])
+    known = observation_texts(w.tx, w.sc, [e.id for e in found.values() if e.visible])
     out: list[JsonObject] = []
     seen: set[str] = set()
     w.start_batch()
@@ -115,11 +113,11 @@ def _place_entity(
 
 
 def add_observations(w: Writer, items: Sequence[tuple[str, list[str]]]) -> list[JsonObject]:
-    conn, sc = w.conn, w.sc
-    found = resolve(conn, sc, [name for name, _ in items])
-    require(conn, sc, found, [name for name, _ in items], "add_observations")
+    tx, sc = w.tx, w.sc
+    found = resolve(tx, sc, [name for name, _ in items])
+    require(tx, sc, found, [name for name, _ in items], "add_observations")
     ents = {found[name].id for name, _ in items}
-    known = observation_texts(conn, sc, list(ents))
+    known = observation_texts(tx, sc, list(ents))
     results: list[JsonObject] = []
     for name, contents in items:
         ent = found[name]
@@ -130,9 +128,9 @@ def add_observations(w: Writer, items: Sequence[tuple[str, list[str]]]) -> list[
 
 
 def create_relations(w: Writer, items: Sequence[tuple[str, str, str]]) -> list[dict[str, str]]:
-    conn, sc = w.conn, w.sc
-    found = resolve(conn, sc, [n for s, _, t in items for n in (s, t)])
-    require(conn, sc, found, [n for s, _, t in items for n in (s, t)], "create_relations")
+    tx, sc = w.tx, w.sc
+    found = resolve(tx, sc, [n for s, _, t in items for n in (s, t)])
+    require(tx, sc, found, [n for s, _, t in items for n in (s, t)], "create_relations")
     out = []
     seen: set[tuple[int, str, int]] = set()
     for src, rtype, tgt in items:
@@ -141,23 +139,14 @@ def create_relations(w: Writer, items: Sequence[tuple[str, str, str]]) -> list[d
         if key in seen:
             continue
         seen.add(key)
-        row = conn.execute(
-            f"SELECT r.id, {sc.relation()} FROM relations r WHERE r.source_id = ? AND r.relation_type = ? AND r.target_id = ?",
-            key,
-        ).fetchone()
-        if row is not None and row[1]:
+        row = tx.graph.relation(s.id, rtype, t.id, sc.ids)
+        if row is not None and row.visible:
             continue  # already there
         if row is None:
-            rid = conn.execute(
-                "INSERT INTO relations (source_id, target_id, relation_type, metadata, created_at) VALUES (?, ?, ?, '{}', ?)",
-                (s.id, t.id, rtype, w.ts),
-            ).lastrowid
+            rid = tx.graph.create_relation(s.id, t.id, rtype, "{}", w.ts)
         else:
-            rid = row[0]
-        conn.execute(
-            "INSERT OR IGNORE INTO relation_scopes (relation_id, scope_id) VALUES (?, ?)",
-            (rid, w.scope_id),
-        )
+            rid = row.id
+        tx.graph.link("relation", rid, [w.scope_id])
         w.change("relation", rid)
         out.append(relation_out(s.name, rtype, t.name))
     return out
@@ -172,21 +161,15 @@ def delete_entities(w: Writer, names: Sequence[str]) -> int:
     relations and itself are unlinked from the writable scopes (`release`),
     and observations of other scopes stay.
     """
-    conn, sc = w.conn, w.sc
-    found = resolve(conn, sc, names)
+    tx, sc = w.tx, w.sc
+    found = resolve(tx, sc, names)
     for ent in found.values():
         # Owned: then all its observations and relations are owned too.
         owned = w.own.owned("entity", ent.id)
-        for mid, _ in observations_of(conn, sc, [ent.id])[ent.id]:
+        for mid, _ in observations_of(tx, sc, [ent.id])[ent.id]:
             if owned or w.own.owned("memory", mid):
                 w.drop_observation(mid, ent.id)
-        rels = [
-            r[0]
-            for r in conn.execute(
-                f"SELECT r.id FROM relations r WHERE (r.source_id = ? OR r.target_id = ?) AND {sc.relation()}",
-                (ent.id, ent.id),
-            )
-        ]
+        rels = tx.graph.relation_ids_touching(ent.id, sc.ids)
         if owned:
             _delete_owned_entity(w, ent.id, rels)
         else:
@@ -199,14 +182,11 @@ def delete_entities(w: Writer, names: Sequence[str]) -> int:
 
 def _delete_owned_entity(w: Writer, eid: int, relations: list[int]) -> None:
     """Delete an entity owned here; its relations go with it, its memories lose their link."""
-    conn = w.conn
     for rid in relations:
         w.change("relation", rid, deleted=True)
-    for (mid,) in conn.execute(
-        "SELECT memory_id FROM memory_entities WHERE entity_id = ?", (eid,)
-    ).fetchall():
+    for mid in w.tx.graph.linked_memories(eid):
         w.change("memory", mid)  # loses its link
-    conn.execute("DELETE FROM entities WHERE id = ?", (eid,))  # cascades relations
+    w.tx.graph.delete_entity(eid)  # cascades relations
     w.change("entity", eid, deleted=True)
 
 
@@ -217,15 +197,15 @@ def delete_observations(w: Writer, items: Sequence[tuple[str, list[str]]]) -> in
     of another repository that is also ``global``) refuses the whole call
     before anything is deleted (``store.ownership``).
     """
-    conn, sc = w.conn, w.sc
-    found = resolve(conn, sc, [name for name, _ in items])
+    tx, sc = w.tx, w.sc
+    found = resolve(tx, sc, [name for name, _ in items])
     chosen: dict[tuple[int, int], None] = {}  # (memory id, entity id), once each
     for i, (name, contents) in enumerate(items):
         ent = found.get(name)
         if ent is None:
             continue  # as the reference server: unknown entities are ignored
         wanted = set(contents)
-        for mid, content in observations_of(conn, sc, [ent.id])[ent.id]:
+        for mid, content in observations_of(tx, sc, [ent.id])[ent.id]:
             if content in wanted:
                 w.own.require(
                     "memory", mid, f"the observation {_short(content)} of entity {ent.name!r}",
@@ -244,19 +224,16 @@ def _short(text: str, width: int = 60) -> str:
 
 
 def delete_relations(w: Writer, items: Sequence[tuple[str, str, str]]) -> int:
-    conn, sc = w.conn, w.sc
-    found = resolve(conn, sc, [n for s, _, t in items for n in (s, t)])
+    tx, sc = w.tx, w.sc
+    found = resolve(tx, sc, [n for s, _, t in items for n in (s, t)])
     removed = 0
     for src, rtype, tgt in items:
         s, t = found.get(src), found.get(tgt)
         if s is None or t is None:
             continue
-        row = conn.execute(
-            f"SELECT r.id FROM relations r WHERE r.source_id = ? AND r.relation_type = ? AND r.target_id = ? AND {sc.relation()}",
-            (s.id, rtype, t.id),
-        ).fetchone()
-        if row is not None:
-            w.drop_relation(row[0])
+        row = tx.graph.relation(s.id, rtype, t.id, sc.ids)
+        if row is not None and row.visible:
+            w.drop_relation(row.id)
             removed += 1
     return removed
 
@@ -267,21 +244,14 @@ def compact(w: Writer) -> JsonObject:
     Only copies owned here are dropped: one shared with a scope this server
     may not write stays (``store.ownership``).
     """
-    conn, sc = w.conn, w.sc
+    tx, sc = w.tx, w.sc
     removed = 0
-    postgres = is_postgres(conn)
-    ids_sql = "string_agg(m.id::text, ',')" if postgres else "group_concat(m.id)"
-    dupes = conn.execute(
-        f"""SELECT me.entity_id, {ids_sql} FROM memory_entities me JOIN memories m ON m.id = me.memory_id
-            WHERE {OBS_TYPE_SQL} AND {sc.memory()} GROUP BY me.entity_id, m.content HAVING count(*) > 1"""
-    ).fetchall()
-    for eid, ids in dupes:
-        for mid in sorted(int(i) for i in ids.split(","))[1:]:
+    for eid, ids in tx.graph.duplicate_observations(sc.ids):
+        for mid in ids[1:]:
             if w.own.owned("memory", mid):  # another repository's copy stays (store.ownership)
                 w.drop_observation(mid, eid)
                 removed += 1
     # The text indexes compacted (`FullText.optimize_indexes`: on PostgreSQL only those this
     # role owns; an agents' role leaves them to autovacuum: docs/operations.md).
-    # TRANSITIONAL `tx_of`: the graph's writer holds a connection, not a StoreTx.
-    indexes = tx_of(conn).fulltext.optimize_indexes()
+    indexes = tx.fulltext.optimize_indexes()
     return {"duplicateObservationsRemoved": removed, "indexesOptimized": indexes}

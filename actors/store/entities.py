@@ -12,14 +12,16 @@ write keep their kind and metadata (see `ownership`).
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from ...protocol.errors import BadArgument
-from . import limits
+from . import backends, limits
+from .dialect import POSTGRESQL
 from .documents import canonical_name, clean_name
+from .interfaces import StoreTx
+from .interfaces.graph import View
 from .ownership import Ownership
 
 
@@ -53,9 +55,21 @@ def validate_relation_type(relation: str) -> str:
 
 
 MAX_CANDIDATES = 10  # names listed when a name matches several entities
+EVERYTHING = View((), (), True)  # no scope filter: a relation is its (source, type, target)
+
+# Where a function here takes ``tx``, a caller not yet converted may still pass its raw
+# connection (TRANSITIONAL: memories.py, memory_tools.py, tests): `_tx` sees it as a StoreTx.
+TxOrConn = StoreTx | Any
 
 
-def match_entity(conn: sqlite3.Connection, name: str) -> tuple[int, str, str] | None:
+def _tx(tx: TxOrConn) -> StoreTx:
+    if hasattr(tx, "graph"):
+        return tx  # type: ignore[no-any-return]  # a StoreTx (Any for an untyped caller)
+    url = POSTGRESQL if getattr(tx, "dialect", None) == POSTGRESQL else None
+    return backends.tx_factory(url)(tx)
+
+
+def match_entity(tx: TxOrConn, name: str) -> tuple[int, str, str] | None:
     """(id, name, kind) of the entity ``name`` means to a memory tool: the one named
     exactly so, else the only one whose name differs from it in case or spacing
     alone (`documents.canonical_name`); None when there is none.
@@ -63,31 +77,29 @@ def match_entity(conn: sqlite3.Connection, name: str) -> tuple[int, str, str] | 
     Error handling: several such entities and none named exactly raise
     `BadArgument` listing them (the first `MAX_CANDIDATES`).
     """
-    row = conn.execute("SELECT id, name, kind FROM entities WHERE name = ?", (name,)).fetchone()
-    if row is not None:
-        return row[0], row[1], row[2]
-    rows = conn.execute(
-        "SELECT id, name, kind FROM entities WHERE canonical_name = ? ORDER BY id LIMIT ?",
-        (canonical_name(name), MAX_CANDIDATES + 1),
-    ).fetchall()
+    graph = _tx(tx).graph
+    found = graph.entity_named(name)
+    if found is not None:
+        return found.id, found.name, found.kind
+    rows = graph.entities_canonical(canonical_name(name), MAX_CANDIDATES + 1)
     if len(rows) > 1:
-        shown = ", ".join(repr(r[1]) for r in rows[:MAX_CANDIDATES])
+        shown = ", ".join(repr(r.name) for r in rows[:MAX_CANDIDATES])
         more = " ..." if len(rows) > MAX_CANDIDATES else ""
         raise BadArgument(
             f"entity {name!r}: no entity has exactly this name, and these differ from it only "
             f"in case or spacing: {shown}{more}; names are case-sensitive: give one exactly"
         )
-    return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
+    return (rows[0].id, rows[0].name, rows[0].kind) if rows else None
 
 
-def find_entity(conn: sqlite3.Connection, name: str) -> dict[str, object] | None:
+def find_entity(tx: TxOrConn, name: str) -> dict[str, object] | None:
     """`match_entity` as ``{id, name, kind}``."""
-    row = match_entity(conn, name)
+    row = match_entity(tx, name)
     return {"id": row[0], "name": row[1], "kind": row[2]} if row else None
 
 
 def upsert_entity(
-    conn: sqlite3.Connection,
+    tx: TxOrConn,
     spec: EntitySpec,
     scope_ids_: Sequence[int],
     ts: float,
@@ -102,7 +114,8 @@ def upsert_entity(
     this server may not write keeps its kind, and a different kind asked for is
     reported in ``warnings`` (see `ownership`). Error handling: `match_entity`'s.
     """
-    row = match_entity(conn, spec.name)
+    graph = _tx(tx).graph
+    row = match_entity(tx, spec.name)
     if row:
         entity_id, name, kind = row
         created = False
@@ -113,44 +126,31 @@ def upsert_entity(
                     own.kept(f"entity {name!r}", "kind", f"`{kind}`", f"`{spec.kind}`", foreign)
                 )
             elif kind == "entity":
-                conn.execute(
-                    "UPDATE entities SET kind = ?, updated_at = ? WHERE id = ?",
-                    (spec.kind, ts, entity_id),
-                )
+                graph.set_kind(entity_id, spec.kind, ts)
     else:
-        entity_id = conn.execute(
-            "INSERT INTO entities (name, canonical_name, kind, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
-            (spec.name, canonical_name(spec.name), spec.kind, ts, ts),
-        ).lastrowid
+        entity_id = graph.create_entity(spec.name, canonical_name(spec.name), spec.kind, ts)
         created = True
-    link_scopes(conn, "entity", entity_id, scope_ids_)
+    graph.link("entity", entity_id, scope_ids_)
     return entity_id, created
 
 
 def link_scopes(
-    conn: sqlite3.Connection,
+    tx: TxOrConn,
     kind: Literal["entity", "relation"],
     row_id: int,
     scope_ids_: Sequence[int],
 ) -> None:
     """Link an entity or relation row to each of ``scope_ids_`` (already linked ones stay)."""
-    conn.executemany(
-        f"INSERT OR IGNORE INTO {kind}_scopes ({kind}_id, scope_id) VALUES (?, ?)",
-        [(row_id, sid) for sid in scope_ids_],
-    )
+    _tx(tx).graph.link(kind, row_id, scope_ids_)
 
 
-def relation_label(
-    conn: sqlite3.Connection, source_id: int, relation_type: str, target_id: int
-) -> str:
-    names = dict(
-        conn.execute("SELECT id, name FROM entities WHERE id IN (?, ?)", (source_id, target_id))
-    )
+def relation_label(tx: TxOrConn, source_id: int, relation_type: str, target_id: int) -> str:
+    names = {e.id: e.name for e in _tx(tx).graph.entities_by_ids([source_id, target_id])}
     return f"relation {names.get(source_id)!r} -[{relation_type}]-> {names.get(target_id)!r}"
 
 
 def upsert_relation(
-    conn: sqlite3.Connection,
+    tx: TxOrConn,
     source_id: int,
     relation_type: str,
     target_id: int,
@@ -167,21 +167,19 @@ def upsert_relation(
     metadata change is refused (`ownership.SharedRow`, before any change of
     the relation) or, with a ``warnings`` list, kept and reported there.
     """
-    row = conn.execute(
-        "SELECT id, metadata FROM relations WHERE source_id = ? AND relation_type = ? AND target_id = ?",
-        (source_id, relation_type, target_id),
-    ).fetchone()
-    if row:
-        relation_id, old = row
+    graph = _tx(tx).graph
+    found = graph.relation(source_id, relation_type, target_id, EVERYTHING)
+    if found is not None:
+        relation_id = found.id
         created = False
-        stored = json.loads(old or "{}")
+        stored = json.loads(graph.relation_metadata(relation_id) or "{}")
         if not isinstance(stored, dict):  # an imported row may hold any JSON
             stored = {}
         merged = {**stored, **(metadata or {})}
         if merged != stored:
             foreign = own.foreign("relation", relation_id)
             if foreign:
-                label = relation_label(conn, source_id, relation_type, target_id)
+                label = relation_label(tx, source_id, relation_type, target_id)
                 if warnings is None:
                     raise own.refusal(label, "change its metadata", foreign)
                 shown = json.dumps(stored, sort_keys=True)
@@ -190,45 +188,36 @@ def upsert_relation(
             else:
                 text = json.dumps(merged, sort_keys=True)
                 limits.check_metadata_text(text, "merged metadata")
-                conn.execute("UPDATE relations SET metadata = ? WHERE id = ?", (text, relation_id))
+                graph.set_relation_metadata(relation_id, text)
     else:
-        relation_id = conn.execute(
-            "INSERT INTO relations (source_id, target_id, relation_type, metadata, created_at) VALUES (?, ?, ?, ?, ?)",
-            (source_id, target_id, relation_type, json.dumps(metadata or {}, sort_keys=True), ts),
-        ).lastrowid
+        text = json.dumps(metadata or {}, sort_keys=True)
+        relation_id = graph.create_relation(source_id, target_id, relation_type, text, ts)
         created = True
-    link_scopes(conn, "relation", relation_id, scope_ids_)
+    graph.link("relation", relation_id, scope_ids_)
     return relation_id, created
 
 
 def missing_vectors(
-    conn: sqlite3.Connection, entities: Sequence[EntitySpec], relations: Sequence[RelationSpec]
+    tx: TxOrConn, entities: Sequence[EntitySpec], relations: Sequence[RelationSpec]
 ) -> tuple[set[str], set[tuple[str, str, str]]]:
     """Which entities (by the name given) and relations (by the triple of names given)
     have no vector yet; names are matched as a write will (`match_entity`)."""
+    graph = _tx(tx).graph
 
-    def has_vector(kind: str, item: int) -> bool:
-        return (
-            conn.execute(
-                "SELECT 1 FROM vectors WHERE kind = ? AND item_id = ?", (kind, item)
-            ).fetchone()
-            is not None
-        )
+    def has_vector(kind: Literal["entity", "relation"], item: int) -> bool:
+        return not graph.without_vectors(kind, [item])
 
     ent_missing: set[str] = set()
     for spec in entities:
-        found = match_entity(conn, spec.name)
+        found = match_entity(tx, spec.name)
         if found is None or not has_vector("entity", found[0]):
             ent_missing.add(spec.name)
     rel_missing: set[tuple[str, str, str]] = set()
     for rel in relations:
-        source, target = match_entity(conn, rel.source.name), match_entity(conn, rel.target.name)
+        source, target = match_entity(tx, rel.source.name), match_entity(tx, rel.target.name)
         row = None
         if source is not None and target is not None:
-            row = conn.execute(
-                "SELECT id FROM relations WHERE source_id = ? AND relation_type = ? AND target_id = ?",
-                (source[0], rel.relation, target[0]),
-            ).fetchone()
-        if row is None or not has_vector("relation", row[0]):
+            row = graph.relation(source[0], rel.relation, target[0], EVERYTHING)
+        if row is None or not has_vector("relation", row.id):
             rel_missing.add((rel.source.name, rel.relation, rel.target.name))
     return ent_missing, rel_missing

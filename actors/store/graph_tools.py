@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import sqlite3
+from typing import Any
 
 import msgspec
 
@@ -19,6 +19,7 @@ from .entities import (
     validate_entity,
     validate_relation_type,
 )
+from .interfaces import StoreTx
 from .memories import now
 from .ownership import Ownership
 from .paths import graph_paths
@@ -26,7 +27,7 @@ from .results import GraphResult, RelateResult
 from .scope_rows import ensure_scope
 from .services import embed, embedder_of, policy_of, scoped, store_of
 from .tool_args import GraphArgs, RelateArgs
-from .vectors import Vec, change_of, put_vector
+from .vectors import ItemKind, Vec, change_of, put_vector
 from .writer import Written
 
 
@@ -43,8 +44,8 @@ async def relate(ctx: CallContext, args: RelateArgs) -> RelateResult:
     vectors: dict[int, Vec] = {}  # 0: source, 1: target, 2: relation
     if embedder_of(app) is not None:
         spec = RelationSpec(source, relation_type, target)
-        ent_missing, rel_missing = await store.read_conn(
-            lambda conn: missing_vectors(conn, [source, target], [spec])
+        ent_missing, rel_missing = await store.read(
+            lambda tx: missing_vectors(tx, [source, target], [spec]), name="store.relate.missing"
         )
         docs = {
             0: entity_document(source.name, source.kind) if source.name in ent_missing else None,
@@ -57,38 +58,40 @@ async def relate(ctx: CallContext, args: RelateArgs) -> RelateResult:
             vectors = dict(zip(wanted, embedded.vectors, strict=True))
             warnings = embedded.warnings
 
-    def op(conn: sqlite3.Connection) -> Written:
+    def op(tx: StoreTx) -> Written[dict[str, Any]]:
         ts = now()
-        sids = [ensure_scope(conn, s) for s in scopes]
-        own = Ownership(conn, policy.writable)
+        # TRANSITIONAL: scopes, ownership and vectors are other concepts', on the connection.
+        sids = [ensure_scope(tx.conn, s) for s in scopes]
+        own = Ownership(tx.conn, policy.writable)
         changes = []
         kept: list[str] = []
         # The relation's metadata is what relate is asked to set: a change of a
         # shared relation's is refused (one transaction: nothing stays linked).
         # The kinds are a side note: a shared entity keeps its kind, with a warning.
-        src_id, src_new = upsert_entity(conn, source, sids, ts, own, kept)
-        tgt_id, tgt_new = upsert_entity(conn, target, sids, ts, own, kept)
+        src_id, src_new = upsert_entity(tx, source, sids, ts, own, kept)
+        tgt_id, tgt_new = upsert_entity(tx, target, sids, ts, own, kept)
         rel_id, rel_new = upsert_relation(
-            conn, src_id, relation_type, tgt_id, args.metadata, sids, ts, own, None
+            tx, src_id, relation_type, tgt_id, args.metadata, sids, ts, own, None
         )
-        for kind, item, created, vec in (
+        rows: tuple[tuple[ItemKind, int, bool, int], ...] = (
             ("entity", src_id, src_new, 0),
             ("entity", tgt_id, tgt_new, 1),
             ("relation", rel_id, rel_new, 2),
-        ):
-            if vec in vectors and put_vector(conn, kind, item, vectors[vec], replace=False):
+        )
+        for kind, item, created, vec in rows:
+            if vec in vectors and put_vector(tx.conn, kind, item, vectors[vec], replace=False):
                 changes.append(change_of(kind, item, vectors[vec]))
             elif created:
                 changes.append(change_of(kind, item, None))
-        row = conn.execute("SELECT metadata FROM relations WHERE id = ?", (rel_id,)).fetchone()
-        entity = lambda i, spec: {"id": i, **(find_entity(conn, spec.name) or {})}  # noqa: E731
+        metadata = tx.graph.relation_metadata(rel_id)
+        entity = lambda i, spec: {"id": i, **(find_entity(tx, spec.name) or {})}  # noqa: E731
         return Written(
             {
                 "id": rel_id,
                 "source": entity(src_id, source),
                 "relation": relation_type,
                 "target": entity(tgt_id, target),
-                "metadata": json.loads(row[0]),
+                "metadata": json.loads(metadata or "{}"),
                 "created": rel_new,
                 "scopes": scopes,
                 "warnings": kept,
@@ -96,7 +99,7 @@ async def relate(ctx: CallContext, args: RelateArgs) -> RelateResult:
             changes,
         )
 
-    result = await store.write_conn(op, name="relate")
+    result: dict[str, Any] = await store.write(op, name="store.relate")
     result["warnings"] = [*warnings, *result["warnings"]]
     return msgspec.convert(result, RelateResult)
 
@@ -104,9 +107,10 @@ async def relate(ctx: CallContext, args: RelateArgs) -> RelateResult:
 async def graph(ctx: CallContext, args: GraphArgs) -> GraphResult:
     store = store_of(ctx.app)
     selection = await scoped((await policy_of(ctx)).select, args.scopes)
-    paths = await store.read_conn(
-        lambda conn: graph_paths(
-            conn, args.entity, args.direction, args.max_depth, args.limit, selection
-        )
+    paths = await store.read(
+        lambda tx: graph_paths(
+            tx, args.entity, args.direction, args.max_depth, args.limit, selection
+        ),
+        name="store.graph",
     )
     return msgspec.convert(paths, GraphResult)

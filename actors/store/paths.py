@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
 from ...protocol.errors import NotFound
-from .entities import find_entity
-from .scope_rows import scope_ids
+from .entities import match_entity
+from .interfaces import StoreTx
 
 
 def graph_paths(
-    conn: sqlite3.Connection,
+    tx: StoreTx,
     entity: str,
     direction: str,
     max_depth: int,
@@ -20,40 +19,31 @@ def graph_paths(
     selection: Sequence[str],
 ) -> dict[str, Any]:
     """Simple paths (no entity twice) of length 1..max_depth around ``entity``, breadth first."""
-    start = find_entity(conn, entity)
-    if start is None:
+    found = match_entity(tx, entity)
+    if found is None:
         raise NotFound(f"entity {entity!r} not found (entities are created by remember or relate)")
-    ids = list(scope_ids(conn, selection).values())
-    inner = ",".join(str(i) for i in ids) or "NULL"
-    vis = (
-        f"(EXISTS (SELECT 1 FROM relation_scopes rs WHERE rs.relation_id = r.id AND rs.scope_id IN ({inner}))"
-        " OR NOT EXISTS (SELECT 1 FROM relation_scopes rs WHERE rs.relation_id = r.id))"
-    )
-    names: dict[int, tuple[str, str]] = {start["id"]: (start["name"], start["kind"])}
+    start = {"id": found[0], "name": found[1], "kind": found[2]}
+    view = tx.graph.view(selection, [])
+    names: dict[int, tuple[str, str]] = {found[0]: (found[1], found[2])}
 
     def edges(node: int) -> list[tuple[int, int, str, int]]:
         """(relation id, source id, type, target id) touching node, in the asked direction."""
         out: list[tuple[int, int, str, int]] = []
-        queries = []
+        sides = []
         if direction in ("outgoing", "both"):
-            queries.append("r.source_id = ?")
+            sides.append(True)
         if direction in ("incoming", "both"):
-            queries.append("r.target_id = ?")
-        for cond in queries:
-            for rid, src, rtype, tgt, sname, skind, tname, tkind in conn.execute(
-                f"""SELECT r.id, r.source_id, r.relation_type, r.target_id, s.name, s.kind, t.name, t.kind
-                    FROM relations r JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id
-                    WHERE {cond} AND {vis} ORDER BY r.relation_type, r.id""",
-                (node,),
-            ):
-                names[src] = (sname, skind)
-                names[tgt] = (tname, tkind)
-                out.append((rid, src, rtype, tgt))
+            sides.append(False)
+        for outgoing in sides:
+            for r in tx.graph.edges_named(node, view, outgoing):
+                names[r.source_id] = (r.source, r.source_kind)
+                names[r.target_id] = (r.target, r.target_kind)
+                out.append((r.id, r.source_id, r.relation_type, r.target_id))
         return out
 
     paths: list[dict[str, Any]] = []
     frontier: list[tuple[int, list[tuple[int, int, str, int]], frozenset[int]]] = [
-        (start["id"], [], frozenset([start["id"]]))
+        (found[0], [], frozenset([found[0]]))
     ]
     truncated = False
     cache: dict[int, list[tuple[int, int, str, int]]] = {}
