@@ -54,15 +54,12 @@ class TcpSession(LineClient):
     """
 
     def __init__(self, stream: trio.SocketStream, label: str) -> None:
-        super().__init__()
+        super().__init__(stream)
         self.stream = stream
         self.label = label
 
     async def _write(self, data: bytes) -> None:
         await self.stream.send_all(data)
-
-    async def read_loop(self) -> None:
-        await self._read_lines(self.stream)
 
     async def vanish(self, *, reset: bool) -> None:
         """Drop the connection at once (a reset, or a FIN), whatever is in flight."""
@@ -97,7 +94,7 @@ async def open_tcp_session(
         await handshake(stream)  # the endpoint sends nothing more until the client speaks
     if token is not None:
         await stream.send_all(token.encode() + b"\n")
-    nursery.start_soon(session.read_loop)
+    session.read_in(nursery)
     return session
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import trio
 
-from ..client import server_env
+from ..client import chaos_env
 from ..harness import Ledger, Run, reply_error_text, reply_text
 from ..hostile import make_hostile_checkout
 
@@ -89,7 +89,7 @@ async def _cli(home: Path, *args: str) -> tuple[int | None, str]:
             capture_stdout=True,
             capture_stderr=True,
             check=False,
-            env=server_env(home),
+            env=chaos_env(home),
             cwd=str(home),
         )
         return done.returncode, done.stderr.decode("utf-8", "replace")
