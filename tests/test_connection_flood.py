@@ -251,7 +251,7 @@ async def test_an_authorised_session_outlives_auth_timeout(
             async with tcp_client(served.port, token="tok") as line:
                 await line.initialize()
                 await trio.sleep(1.5)  # three times auth_timeout, on one connection
-                assert (await line.call("ping"))["result"] == {}
+                assert (await line.request("ping"))["result"] == {}
                 report = await line.tool("server_status")
         elif kind == "ws":
             async with ws_client(served.url, token="tok", ssl_context=context) as frames:

@@ -203,7 +203,7 @@ def _line(obj: Any) -> bytes:
 
 
 async def _initialize(server: RawServer, version: str) -> None:
-    await server.request(
+    await server.send_request(
         0,
         "initialize",
         {
@@ -237,7 +237,7 @@ async def test_defect7_oversized_line_is_answered_with_its_top_level_id_only(hom
         beyond = await server.read()
         await server.send({"jsonrpc": "2.0", "id": 'a"b', "method": "tools/call", "params": args})
         escaped = await server.read()
-        await server.request(7, "ping")
+        await server.send_request(7, "ping")
         pong = await server.read()
     for reply in (no_id, after_params, at_the_end, beyond, escaped):
         assert reply["error"]["code"] == -32600 and "request limit" in reply["error"]["message"]
@@ -273,7 +273,7 @@ async def test_defect8_deep_valid_json_is_answered_with_its_id(home: Path) -> No
             f'{{"jsonrpc":"2.0","id":11,"method":"ping","params":{{"a":{huge}}}}}\n'.encode()
         )
         threaded = await server.read()
-        await server.request(10, "ping")
+        await server.send_request(10, "ping")
         pong = await server.read()
     assert (threaded["id"], threaded["error"]["code"]) == (11, -32600)
     assert (deep["id"], deep["error"]["code"]) == (7, -32600)
@@ -310,7 +310,7 @@ async def test_defect9_batch_is_served_after_2025_03_26(home: Path) -> None:
                 {"jsonrpc": "2.0", "id": 8, "result": {}},
             ]
         )
-        await server.request(20, "ping")
+        await server.send_request(20, "ping")
         after_notifications = await server.read()  # the batch above had nothing to answer
         await server.send([{**ping, "id": i} for i in range(jsonrpc.BATCH_LIMIT)])
         full = await server.read()
@@ -350,7 +350,7 @@ async def test_defect9_batch_answer_waits_for_its_calls_not_the_session(home: Pa
                 {"jsonrpc": "2.0", "id": 2, "method": "ping"},
             ]
         )
-        await server.request(3, "ping")
+        await server.send_request(3, "ping")
         first = await server.read()
         second = await server.read()
     assert first == {"jsonrpc": "2.0", "id": 3, "result": {}}  # not held up by the batch
@@ -402,7 +402,7 @@ async def test_defect9_batches_refused_before_initialize_and_in_other_revisions(
         refusals.append(await server.read())
         await server.send([init])  # initialize MUST NOT be part of a batch
         refusals.append(await server.read())
-        await server.request(3, "tools/list")
+        await server.send_request(3, "tools/list")
         still_uninitialized = await server.read()
         for version in ("2024-11-05", "2025-06-18", "2025-11-25"):
             await _initialize(server, version)

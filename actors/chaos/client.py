@@ -284,7 +284,7 @@ class LineClient:
         if not self._pipelined:
             await self.send_request(rid, method, params)
             reply = await self.read(timeout)
-            if reply.get("id") != rid:
+            if not isinstance(reply, dict) or reply.get("id") != rid:
                 raise AssertionError(f"expected the reply to {rid!r}, got {reply}")
             return reply
         receive = self.expect(rid)
@@ -352,11 +352,9 @@ class LineClient:
                 self._buffer += chunk
         return line
 
-    async def read(self, timeout: float = 30.0) -> Reply:
-        """Step by step: the next line, decoded (AssertionError when it is no JSON object)."""
-        reply = json.loads(await self.read_line(timeout))
-        assert isinstance(reply, dict), reply
-        return reply
+    async def read(self, timeout: float = 30.0) -> Any:
+        """Step by step: the next line, decoded (an object, or a batch's array)."""
+        return json.loads(await self.read_line(timeout))
 
     async def rest(self, timeout: float = 30.0) -> bytes:
         """Step by step: everything until the stream ends."""
@@ -374,7 +372,8 @@ class LineClient:
 
     async def read_loop(self) -> None:
         """Pipelined: read until EOF, routing each response to its waiter (every line is
-        checked: stdout belongs to the protocol). Started by `read_in`."""
+        checked: stdout belongs to the protocol). Started by `read_in`; cancelled, it
+        leaves the client to be driven step by step again."""
         self._pipelined = True
         try:
             while True:
@@ -388,8 +387,12 @@ class LineClient:
                 self._buffer += chunk
                 while (line := take_line(self._buffer)) is not None:
                     self._route(line)
+        except trio.Cancelled:
+            self._pipelined = False
+            raise
         finally:
-            self._gone.set()
+            if self._pipelined:
+                self._gone.set()
 
     def _route(self, line: bytes) -> None:
         obj, why = read_reply_line(line)
