@@ -23,6 +23,7 @@ from typing import IO, Any
 from .client import (
     AUTO_IDS_FROM,
     INITIALIZED,
+    PROTOCOL_VERSION,
     READ_SIZE,
     NoReply,
     Reply,
@@ -46,7 +47,9 @@ class BlockingClient:
         env: Mapping[str, str],
         cwd: Path,
         stderr: IO[bytes] | int | None = subprocess.DEVNULL,
+        timeout: float = 60.0,
     ) -> None:
+        self.timeout = timeout  # seconds a reply may take, unless a call says otherwise
         self.proc = subprocess.Popen(
             list(command),
             stdin=subprocess.PIPE,
@@ -67,9 +70,10 @@ class BlockingClient:
         cwd: Path | None = None,
         args: Sequence[str] = (),
         stderr: IO[bytes] | int | None = subprocess.DEVNULL,
+        timeout: float = 60.0,
     ) -> BlockingClient:
         """``memtrio mcp ARGS`` in `server_env` (``home``, then ``env``), started in ``cwd``."""
-        return cls(server_command(args), server_env(home, env), cwd or home, stderr)
+        return cls(server_command(args), server_env(home, env), cwd or home, stderr, timeout)
 
     @property
     def pid(self) -> int:
@@ -90,8 +94,9 @@ class BlockingClient:
     def send(self, obj: object) -> None:
         self.send_bytes(json.dumps(obj).encode() + b"\n")
 
-    def read_line(self, timeout: float = 30.0) -> bytes:
+    def read_line(self, timeout: float | None = None) -> bytes:
         """The next line of stdout, without its newline."""
+        timeout = self.timeout if timeout is None else timeout
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         deadline = time.monotonic() + timeout
@@ -108,7 +113,7 @@ class BlockingClient:
             self._buffer += chunk
         return line
 
-    def read(self, timeout: float = 30.0) -> Reply:
+    def read(self, timeout: float | None = None) -> Reply:
         reply = json.loads(self.read_line(timeout))
         assert isinstance(reply, dict), reply
         return reply
@@ -119,33 +124,71 @@ class BlockingClient:
         params: object = None,
         *,
         rid: RequestId | None = None,
-        timeout: float = 30.0,
+        timeout: float | None = None,
     ) -> Reply:
         """Send one request and return its reply (server notifications on the way skipped)."""
-        rid = self.new_id() if rid is None else rid
-        self.send(request_message(method, params, rid))
-        while True:
-            reply = self.read(timeout)
-            if "method" not in reply:
-                break
-        if reply.get("id") != rid:
-            raise AssertionError(f"expected the reply to {rid!r}, got {reply}")
-        return reply
+        return self.timed_request(method, params, rid=rid, timeout=timeout)[0]
 
-    def initialize(self, client: str = "memtrio-tools", timeout: float = 60.0) -> Reply:
-        reply = self.request("initialize", initialize_params(client), timeout=timeout)
+    def timed_request(
+        self,
+        method: str,
+        params: object = None,
+        *,
+        rid: RequestId | None = None,
+        timeout: float | None = None,
+    ) -> tuple[Reply, float]:
+        """The reply, and the milliseconds from writing the request's line to reading its
+        reply's (this client's own JSON encoding and decoding are not in them)."""
+        rid = self.new_id() if rid is None else rid
+        line = json.dumps(request_message(method, params, rid)).encode() + b"\n"
+        started = time.perf_counter()
+        self.send_bytes(line)
+        while True:
+            raw = self.read_line(timeout)
+            elapsed = (time.perf_counter() - started) * 1000
+            reply = json.loads(raw)
+            if not isinstance(reply, dict) or "method" not in reply:
+                break
+        if not isinstance(reply, dict) or reply.get("id") != rid:
+            raise AssertionError(f"expected the reply to {rid!r}, got {reply}")
+        return reply, elapsed
+
+    def initialize(
+        self,
+        client: str = "memtrio-tools",
+        version: str = PROTOCOL_VERSION,
+        timeout: float | None = None,
+    ) -> Reply:
+        """``initialize`` (RuntimeError when it fails), then ``notifications/initialized``."""
+        reply = self.request("initialize", initialize_params(client, version), timeout=timeout)
+        if "result" not in reply:
+            raise RuntimeError(f"initialize failed: {reply}")
         self.send(INITIALIZED)
         return reply
 
-    def call_tool(self, name: str, arguments: object = None, *, timeout: float = 60.0) -> Reply:
+    def call_tool(
+        self, name: str, arguments: object = None, *, timeout: float | None = None
+    ) -> Reply:
         """The raw reply to ``tools/call`` (a JSON-RPC error or a CallToolResult)."""
         return self.request("tools/call", tool_call_params(name, arguments), timeout=timeout)
 
-    def tool(self, name: str, arguments: object = None, *, timeout: float = 60.0) -> Any:
-        """The result of a ``tools/call`` that must succeed (AssertionError otherwise)."""
-        reply = self.call_tool(name, arguments, timeout=timeout)
-        assert "result" in reply and not reply["result"].get("isError"), reply
-        return reply["result"]
+    def timed_call(
+        self, name: str, arguments: object = None, *, timeout: float | None = None
+    ) -> tuple[dict[str, Any], float]:
+        """The result of a ``tools/call`` that must succeed (RuntimeError otherwise), and its
+        milliseconds as `timed_request` counts them."""
+        params = tool_call_params(name, arguments)
+        reply, ms = self.timed_request("tools/call", params, timeout=timeout)
+        result = reply.get("result")
+        if not isinstance(result, dict) or result.get("isError"):
+            raise RuntimeError(f"{name} failed: {json.dumps(reply)[:300]}")
+        return result, ms
+
+    def tool(
+        self, name: str, arguments: object = None, *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """The result of a ``tools/call`` that must succeed (RuntimeError otherwise)."""
+        return self.timed_call(name, arguments, timeout=timeout)[0]
 
     def close(self, timeout: float = 30.0) -> int:
         """A clean EOF, then the exit code; the child is killed if it does not exit within
