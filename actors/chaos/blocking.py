@@ -50,6 +50,7 @@ class BlockingClient:
         timeout: float = 60.0,
     ) -> None:
         self.timeout = timeout  # seconds a reply may take, unless a call says otherwise
+        self.started = time.perf_counter()  # just before the spawn (start-up benchmarks)
         self.proc = subprocess.Popen(
             list(command),
             stdin=subprocess.PIPE,
@@ -58,7 +59,6 @@ class BlockingClient:
             env=dict(env),
             cwd=str(cwd),
         )
-        self.started = time.perf_counter()
         self._buffer = bytearray()
         self._next_id = AUTO_IDS_FROM
 
