@@ -16,7 +16,7 @@ import os
 import select
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -48,6 +48,7 @@ class BlockingClient:
         cwd: Path,
         stderr: IO[bytes] | int | None = subprocess.DEVNULL,
         timeout: float = 60.0,
+        preexec: Callable[[], None] | None = None,
     ) -> None:
         self.timeout = timeout  # seconds a reply may take, unless a call says otherwise
         self.started = time.perf_counter()  # just before the spawn (start-up benchmarks)
@@ -58,6 +59,7 @@ class BlockingClient:
             stderr=stderr,
             env=dict(env),
             cwd=str(cwd),
+            preexec_fn=preexec,
         )
         self._buffer = bytearray()
         self._next_id = AUTO_IDS_FROM
@@ -71,9 +73,11 @@ class BlockingClient:
         args: Sequence[str] = (),
         stderr: IO[bytes] | int | None = subprocess.DEVNULL,
         timeout: float = 60.0,
+        preexec: Callable[[], None] | None = None,
     ) -> BlockingClient:
         """``memtrio mcp ARGS`` in `server_env` (``home``, then ``env``), started in ``cwd``."""
-        return cls(server_command(args), server_env(home, env), cwd or home, stderr, timeout)
+        command, environment = server_command(args), server_env(home, env)
+        return cls(command, environment, cwd or home, stderr, timeout, preexec)
 
     @property
     def pid(self) -> int:
