@@ -13,7 +13,6 @@ restart happened).
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -71,25 +70,15 @@ async def raw_server(
 ) -> AsyncIterator[RawServer]:
     """``memtrio mcp`` in ``home`` (stderr appended to ``stderr``, by default
     ``home/server-stderr.txt``); killed on exit."""
-    stderr_path = stderr or home / "server-stderr.txt"
-    errlog = open(stderr_path, "ab")  # noqa: SIM115 - closed below
-    process = await trio.lowlevel.open_process(
-        server_command(args),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=errlog,
-        env=server_env(home, env),
-        cwd=str(cwd or home),
-        preexec_fn=preexec,
-    )
+    env = server_env(home, env)
+    stderr_name = stderr or "server-stderr.txt"
+    server = await RawServer.spawn(server_command(args), env, home, cwd, stderr_name, preexec)
     try:
-        yield RawServer(process, home, stderr_path)
+        yield server
     finally:
-        if process.returncode is None:
-            process.kill()
-            with trio.move_on_after(5):
-                await process.wait()
-        errlog.close()
+        server.kill9()
+        with trio.move_on_after(5):
+            await server.process.wait()
 
 
 def trace_events(home: Path) -> list[dict[str, Any]]:

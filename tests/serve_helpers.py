@@ -24,7 +24,7 @@ from typing import Any
 import trio
 from launch import server_env
 from memtrio.actors.chaos.netclient import TcpSession
-from raw_server import INIT
+from raw_server import initialize_request
 from trio_websocket import WebSocketConnection, open_websocket_url
 
 LISTENING = re.compile(r"memtrio serve: listening on (\S+) \(pid (\d+)\)")
@@ -115,7 +115,7 @@ async def serve_process(
 
 
 def initialize_line(client: str = "net-test") -> dict[str, Any]:
-    return {**INIT, "params": {**INIT["params"], "clientInfo": {"name": client, "version": "1"}}}
+    return initialize_request(client=client)
 
 
 class LineClient(TcpSession):

@@ -33,7 +33,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import trio
 
@@ -63,6 +63,7 @@ CHAOS_ENV = {"MEMTRIO_CODE": "off", "PYTHONDONTWRITEBYTECODE": "1"}
 AUTO_IDS_FROM = 1_000_000
 READ_SIZE = 65536
 INITIALIZED: dict[str, object] = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+S = TypeVar("S", bound="ServerProcess")
 
 
 class ServerGone(Exception):
@@ -437,6 +438,31 @@ class ServerProcess(LineClient):
         assert self.process.stdin is not None
         await self.process.stdin.send_all(data)
 
+    @classmethod
+    async def spawn(
+        cls: type[S],
+        command: Sequence[str],
+        env: Mapping[str, str],
+        home: Path,
+        cwd: Path | None = None,
+        stderr_name: str | Path = "server-stderr.txt",
+        preexec: Callable[[], None] | None = None,
+    ) -> S:
+        """Start ``command`` in ``cwd`` (default ``home``) with ``env``; its stderr is
+        appended to ``home/stderr_name`` (an absolute path: that file)."""
+        stderr_path = home / stderr_name
+        with open(stderr_path, "ab") as errlog:
+            process = await trio.lowlevel.open_process(
+                list(command),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errlog,
+                env=dict(env),
+                cwd=str(cwd or home),
+                preexec_fn=preexec,
+            )
+        return cls(process, home, stderr_path)
+
     # -- lifecycle ---------------------------------------------------------
 
     def kill9(self) -> None:
@@ -483,17 +509,9 @@ async def start_server(
     """Spawn the server (its command prefixed by ``wrap``) and its reader task in ``nursery``;
     its stderr goes to ``home/stderr_name``."""
     home.mkdir(parents=True, exist_ok=True)
-    stderr_path = home / stderr_name
-    with open(stderr_path, "ab") as errlog:
-        process = await trio.lowlevel.open_process(
-            [*(wrap or []), *server_command()],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=errlog,
-            env=chaos_env(home, env),
-            cwd=str(cwd or home),
-            preexec_fn=preexec,
-        )
-    server = ServerProcess(process, home, stderr_path)
+    command = [*(wrap or []), *server_command()]
+    server = await ServerProcess.spawn(
+        command, chaos_env(home, env), home, cwd, stderr_name, preexec
+    )
     server.read_in(nursery)
     return server
