@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import re
 import signal
 import sqlite3
@@ -37,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import trio
+from memtrio.actors.chaos.client import server_env
 
 LISTENING = re.compile(rb"listening on (\S+) \(pid (\d+)\)")
 PROTOCOL = "2025-11-25"
@@ -307,11 +307,9 @@ def run_mode(mode: str, sessions: int, seconds: float, embeddings: bool) -> dict
         home = Path(tmp) / "home"
         work = Path(tmp) / "work"
         work.mkdir()
-        env = dict(os.environ)
-        env["MEMTRIO_HOME"] = str(home)
-        env["MEMTRIO_EMBEDDINGS"] = "on" if embeddings else "off"
-        env.pop("MEMTRIO_TRANSPORT", None)
-        env["MEMTRIO_SERVE_ATTACH"] = "existing"  # children attach to this serve, start none
+        # children attach to this serve, start none
+        settings = {"MEMTRIO_SERVE_ATTACH": "existing"}
+        env = server_env(home, {"MEMTRIO_EMBEDDINGS": "on" if embeddings else "off", **settings})
         server = Server(home, env, "http" if mode == "http" else "tcp")
         stats = Stats()
 

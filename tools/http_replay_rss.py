@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import signal
 import subprocess
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+from memtrio.actors.chaos.client import server_env
 
 LISTENING = re.compile(rb"listening on (\S+) \(pid (\d+)\)")
 PROTOCOL = "2025-11-25"
@@ -56,10 +56,7 @@ class Server:
     """One ``memtrio serve`` child on loopback; stderr drained by a thread."""
 
     def __init__(self, home: Path, extra_env: dict[str, str]) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRIO_")}
-        env.update(
-            MEMTRIO_HOME=str(home), MEMTRIO_EMBEDDINGS="off", MEMTRIO_CODE="off", **extra_env
-        )
+        env = server_env(home, {"MEMTRIO_CODE": "off", **extra_env})
         command = [sys.executable, "-m", "memtrio.supervisors.cli", "serve"]
         self.proc = subprocess.Popen(
             [*command, "--transport", "http", "--bind", "127.0.0.1:0"],
