@@ -182,3 +182,21 @@ def test_any_arguments_to_any_tool_get_one_well_formed_reply(
 def test_every_tool_is_covered() -> None:
     names = {t["name"] for t in TOOLS}
     assert {"remember", "recall", "code_outline", "find_symbol"} <= names
+
+
+def test_a_crashing_handler_is_an_internal_failure_not_a_refusal(tmp_path: Path) -> None:
+    """The property above must fail on a crash: a handler that raises (here the fault
+    point before every handler) is told from a refusal of bad input, which is not."""
+    home = tmp_path / "home"
+    home.mkdir()
+    srv = BlockingClient(
+        server_command(), server_env(home, {"MEMTRIO_FAULTS": "tool.call=raise"}), home
+    )
+    try:
+        srv.initialize(client="p")
+        crashed = srv.call_tool("recall", {"query": "anything"})
+        refused = srv.call_tool("recall", {"query": 7})
+    finally:
+        srv.kill()
+    assert internal_failure(crashed) is not None, crashed
+    assert refused["result"]["isError"] and internal_failure(refused) is None, refused

@@ -48,7 +48,7 @@ def run_once(pings: int, window: int, cpu: int | None) -> dict[str, float]:
     done = threading.Event()
 
     def write() -> None:
-        batch = []
+        batch: list[bytes] = []
         for i in range(pings):
             if not slots.acquire(blocking=False):
                 if batch:

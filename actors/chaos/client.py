@@ -334,7 +334,7 @@ class LineClient:
 
     # -- reading -----------------------------------------------------------
 
-    async def _receive_some(self) -> bytes:
+    async def _receive_some(self) -> bytes | bytearray:
         """More bytes of the stream (b"" at its end, or when it broke)."""
         assert self.receive is not None, "this client has no stream to read"
         try:
