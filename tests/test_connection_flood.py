@@ -257,8 +257,8 @@ async def test_an_authorised_session_outlives_auth_timeout(
             async with ws_client(served.url, token="tok", ssl_context=context) as frames:
                 await frames.initialize()
                 await trio.sleep(1.5)
-                assert (await frames.call("ping"))["result"] == {}
-                report = (await frames.call("tools/call", {"name": "server_status"}))["result"]
+                assert (await frames.request("ping"))["result"] == {}
+                report = (await frames.request("tools/call", {"name": "server_status"}))["result"]
         else:
             async with httpx2.AsyncClient(verify=context or True) as client:
                 auth = {"authorization": "Bearer tok"}

@@ -9,6 +9,7 @@ from pathlib import Path
 import trio
 from gitrepo import make_repo
 from mcp_client import ok, open_client
+from memtrio.actors.chaos.client import initialize_params
 from raw_server import raw_server, trace_events, wait_for_event
 
 
@@ -162,15 +163,7 @@ async def test_version_negotiation(home: Path) -> None:
                 ("1999-01-01", "2025-11-25"),
             ]
         ):
-            await server.send_request(
-                rid,
-                "initialize",
-                {
-                    "protocolVersion": asked,
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "0"},
-                },
-            )
+            await server.send_request(rid, "initialize", initialize_params("t", asked))
             reply = await server.read()
             assert reply["result"]["protocolVersion"] == answered
         await server.send_request(9, "no/such/method")

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-from memtrio.actors.chaos.client import server_env
+from memtrio.actors.chaos.client import initialize_params, request_message, server_env
 
 LISTENING = re.compile(rb"listening on (\S+) \(pid (\d+)\)")
 PROTOCOL = "2025-11-25"
@@ -135,16 +135,7 @@ def _workload(server: Server, answers: int, size: int) -> dict[str, Any]:
     url, pid = server.url, server.pid
     out: dict[str, Any] = {"answers": answers, "size": size}
     with httpx2.Client(timeout=120.0, headers={"accept": BOTH}) as http:
-        init = {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": PROTOCOL,
-                "capabilities": {},
-                "clientInfo": {"name": "http-replay-rss", "version": "1"},
-            },
-        }
+        init = request_message("initialize", initialize_params("http-replay-rss", PROTOCOL), 0)
         reply = http.post(url, json=init)
         reply.raise_for_status()
         session = {"mcp-session-id": reply.headers["mcp-session-id"]}
