@@ -13,7 +13,7 @@ from pathlib import Path
 import trio
 
 from ..client import chaos_env
-from ..harness import Ledger, Run, reply_error_text, reply_text
+from ..harness import Ledger, Run, crashed, reply_error_text, reply_text
 from ..hostile import make_hostile_checkout
 
 # How long one `memtrio` CLI run may take (seconds) before it counts as hung.
@@ -187,7 +187,9 @@ async def hostile_checkout(run: Run) -> None:
         error = reply_error_text(reply)
         if error is not None:
             out.errors_seen += 1
-        if succeeds and error is not None:
+        if crashed(out, f"{tool} {arguments}", reply):
+            pass
+        elif succeeds and error is not None:
             out.violations.append(f"{tool} {arguments} failed: {error[:160]}")
         elif not succeeds and error is None:
             out.violations.append(f"{tool} {arguments} was not refused: {reply_text(reply)[:160]}")
