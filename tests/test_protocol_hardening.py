@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import trio
 from memtrio.actors.answers import BatchAnswers
+from memtrio.actors.chaos.client import INITIALIZED
 from memtrio.actors.tool_calls import MAX_CALLS_IN_FLIGHT
 from memtrio.protocol import jsonrpc, jsonscan, mcp
 from raw_server import RawServer, initialize_request, raw_server
@@ -203,17 +204,9 @@ def _line(obj: Any) -> bytes:
 
 
 async def _initialize(server: RawServer, version: str) -> None:
-    await server.send_request(
-        0,
-        "initialize",
-        {
-            "protocolVersion": version,
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "0"},
-        },
-    )
+    await server.send(initialize_request(version, "t"))
     assert (await server.read())["result"]["protocolVersion"] == version
-    await server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    await server.send(INITIALIZED)
 
 
 async def test_defect7_oversized_line_is_answered_with_its_top_level_id_only(home: Path) -> None:
