@@ -175,7 +175,7 @@ class ToolCalls:
         except Exception as exc:  # noqa: BLE001 - a tool failure is a result, not a crash
             span["outcome"] = "error"
             trace.failure(self.state.name, "tool_failed", exc, tool=tool.name)
-            return mcp.tool_error(f"{tool.name} failed: {type(exc).__name__}: {exc}")
+            return mcp.tool_failure(tool.name, exc)
         return mcp.tool_result(
             value,
             structured_ok=self.state.structured_ok,

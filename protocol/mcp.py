@@ -5,6 +5,7 @@ Pure: builds and decodes values, performs no I/O.
 
 from __future__ import annotations
 
+import re
 from typing import TypeVar
 
 import msgspec
@@ -171,6 +172,21 @@ def tool_result(
 
 def tool_error(message: str) -> dict[str, object]:
     return {"content": [{"type": "text", "text": message}], "isError": True}
+
+
+# How `tool_failure` words a handler's unexpected exception: "<tool> failed: <Type>: ...".
+_TOOL_FAILURE = re.compile(r"^[\w.-]+ failed: [A-Za-z_][\w.]*: ")
+
+
+def tool_failure(tool: str, exc: Exception) -> dict[str, object]:
+    """The ``isError`` result of a tool whose handler raised an unexpected exception: a bug
+    of the server, not a refusal of the caller's input (those name what to do)."""
+    return tool_error(f"{tool} failed: {type(exc).__name__}: {exc}")
+
+
+def is_tool_failure(text: str) -> bool:
+    """Whether an ``isError`` text is a `tool_failure` (an internal error, not a refusal)."""
+    return _TOOL_FAILURE.match(text) is not None
 
 
 def paginate(items: list[T], cursor: str | None, page_size: int) -> tuple[list[T], str | None]:

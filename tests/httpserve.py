@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx2
 import msgspec
 import trio
+from memtrio.actors.chaos.client import initialize_params, request_message
 from memtrio.actors.net.connections import Connections
 from memtrio.actors.net.http import http_listener
 from memtrio.actors.net.listen import Listen
@@ -26,16 +27,7 @@ from memtrio.supervisors.app import build_context, default_features, open_app
 from memtrio.supervisors.context import AppContext, CallContext
 
 BOTH = "application/json, text/event-stream"
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "http-test", "version": "1"},
-    },
-}
+INIT = request_message("initialize", initialize_params("http-test"), 0)
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 

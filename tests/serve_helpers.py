@@ -9,7 +9,6 @@ draining stderr so the server never blocks on it.
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 import ssl
@@ -23,7 +22,9 @@ from typing import Any
 
 import trio
 from launch import server_env
-from raw_server import INIT
+from memtrio.actors.chaos import client as chaos_client
+from memtrio.actors.chaos.netclient import TcpSession
+from raw_server import initialize_request
 from trio_websocket import WebSocketConnection, open_websocket_url
 
 LISTENING = re.compile(r"memtrio serve: listening on (\S+) \(pid (\d+)\)")
@@ -114,60 +115,35 @@ async def serve_process(
 
 
 def initialize_line(client: str = "net-test") -> dict[str, Any]:
-    return {**INIT, "params": {**INIT["params"], "clientInfo": {"name": client, "version": "1"}}}
+    return initialize_request(client=client)
 
 
-class LineClient:
-    """A raw newline-delimited JSON-RPC client over one TCP connection."""
+class Steps(chaos_client.LineClient):
+    """What the tests add to the chaos client they drive step by step: an ``initialize``
+    that must succeed, and ``tool`` for a call that must get a result."""
 
-    def __init__(self, stream: trio.SocketStream) -> None:
-        self.stream = stream
-        self._buffer = b""
-        self._ids = itertools.count(1_000)
-
-    async def send_bytes(self, data: bytes) -> None:
-        await self.stream.send_all(data)
-
-    async def send(self, obj: Any) -> None:
-        await self.send_bytes(json.dumps(obj).encode() + b"\n")
-
-    async def read_raw(self, timeout: float = READ_TIMEOUT) -> bytes:
-        """The next line (EOFError when the server closes the connection)."""
-        with trio.fail_after(timeout):
-            while b"\n" not in self._buffer:
-                chunk = await self.stream.receive_some(65536)
-                if not chunk:
-                    raise EOFError(f"connection closed; partial: {self._buffer[:200]!r}")
-                self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        return line
-
-    async def read(self, timeout: float = READ_TIMEOUT) -> dict[str, Any]:
-        reply = json.loads(await self.read_raw(timeout))
-        assert isinstance(reply, dict)
-        return reply
-
-    async def call(self, method: str, params: Any = None) -> dict[str, Any]:
-        rid = next(self._ids)
-        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
-        if params is not None:
-            msg["params"] = params
-        await self.send(msg)
-        reply = await self.read()
-        assert reply.get("id") == rid, reply
-        return reply
-
-    async def initialize(self) -> dict[str, Any]:
-        await self.send(initialize_line())
-        reply = await self.read()
+    async def initialize(
+        self, timeout: float = READ_TIMEOUT, client: str = "net-test", rid: int | str | None = 0
+    ) -> dict[str, Any]:
+        """``initialize`` (id 0), which must succeed, then ``notifications/initialized``."""
+        reply = await super().initialize(timeout, client, rid)
         assert reply["id"] == 0 and "result" in reply, reply
-        await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return reply
 
     async def tool(self, name: str, **arguments: Any) -> dict[str, Any]:
-        reply = await self.call("tools/call", {"name": name, "arguments": arguments})
+        """The result of a ``tools/call`` (AssertionError on a JSON-RPC error)."""
+        reply = await self.call_tool(name, arguments, timeout=READ_TIMEOUT)
         assert "result" in reply, reply
-        return reply["result"]
+        result: dict[str, Any] = reply["result"]
+        return result
+
+
+class LineClient(TcpSession, Steps):
+    """A raw newline-delimited JSON-RPC client over one TCP connection, driven step by step
+    by a test: the chaos harness's TCP session (``memtrio.actors.chaos.netclient``)."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        super().__init__(stream, "test")
 
     async def aclose(self) -> None:
         await self.stream.aclose()
@@ -185,46 +161,24 @@ async def tcp_client(port: int, token: str | None = None) -> AsyncIterator[LineC
         await trio.aclose_forcefully(stream)
 
 
-class FrameClient:
-    """A raw JSON-RPC client over one WebSocket: one message per text frame."""
+class FrameClient(Steps):
+    """A raw JSON-RPC client over one WebSocket: the chaos client with one message per text
+    frame instead of one per line."""
 
     def __init__(self, ws: WebSocketConnection) -> None:
+        super().__init__()
         self.ws = ws
-        self._ids = itertools.count(1_000)
 
-    async def send(self, obj: Any) -> None:
-        await self.ws.send_message(json.dumps(obj))
+    async def _write(self, data: bytes) -> None:
+        await self.ws.send_message(data.decode().removesuffix("\n"))
 
-    async def read(self, timeout: float = READ_TIMEOUT) -> dict[str, Any]:
+    async def read_line(self, timeout: float = READ_TIMEOUT) -> bytes:
+        """The next frame (a text frame, without a newline of its own)."""
         with trio.fail_after(timeout):
             frame = await self.ws.get_message()
         assert isinstance(frame, str), f"a binary frame from the server: {frame!r}"
         assert not frame.endswith("\n"), f"a frame with its newline: {frame!r}"
-        reply = json.loads(frame)
-        assert isinstance(reply, dict)
-        return reply
-
-    async def call(self, method: str, params: Any = None) -> dict[str, Any]:
-        rid = next(self._ids)
-        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
-        if params is not None:
-            msg["params"] = params
-        await self.send(msg)
-        reply = await self.read()
-        assert reply.get("id") == rid, reply
-        return reply
-
-    async def initialize(self) -> dict[str, Any]:
-        await self.send(initialize_line())
-        reply = await self.read()
-        assert reply["id"] == 0 and "result" in reply, reply
-        await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        return reply
-
-    async def tool(self, name: str, **arguments: Any) -> dict[str, Any]:
-        reply = await self.call("tools/call", {"name": name, "arguments": arguments})
-        assert "result" in reply, reply
-        return reply["result"]
+        return frame.encode()
 
 
 @asynccontextmanager

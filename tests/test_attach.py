@@ -26,11 +26,11 @@ import msgspec
 import pytest
 import trio
 from gitrepo import make_repo
-from mcp_client import server_command, server_env
+from mcp_client import server_env
 from memtrio.actors.net import runtime, spawn
 from memtrio.actors.net.relay import GONE
 from memtrio.actors.net.relay_lines import InitializeRoot
-from raw_server import RawServer, trace_events
+from raw_server import RawServer, raw_server, trace_events
 
 SERVE = ("serve", "--transport", "tcp", "--bind", "127.0.0.1:0")
 # Features the attach tests do not need: no model, no code index. A child attaches to the
@@ -89,23 +89,9 @@ async def child(
     home: Path, cwd: Path, name: str, args: Sequence[str] = (), env: dict[str, str] | None = None
 ) -> AsyncIterator[RawServer]:
     """``memtrio mcp`` in ``cwd`` (stderr in ``home/../NAME-stderr.txt``); killed on exit."""
-    errlog = open(stderr_path(home, name), "ab")  # noqa: SIM115 - closed below
-    process = await trio.lowlevel.open_process(
-        server_command(args),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=errlog,
-        env=server_env(home, {**LIGHT, **(env or {})}),
-        cwd=str(cwd),
-    )
-    try:
-        yield RawServer(process, home)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            with trio.move_on_after(5):
-                await process.wait()
-        errlog.close()
+    env = {**LIGHT, **(env or {})}
+    async with raw_server(home, env, cwd, tuple(args), stderr=stderr_path(home, name)) as kid:
+        yield kid
 
 
 def stderr_path(home: Path, name: str) -> Path:
@@ -205,12 +191,12 @@ async def test_a_malformed_line_through_the_relay_gets_32700_and_the_session_goe
         await a.initialize()
         await a.send_bytes(b"this is not json\n")
         bad = await a.read()
-        pong = await a.call("ping")
+        pong = await a.request("ping")
         # EOF right after a request: its answer is written out, then the child exits 0.
-        await a.request(7, "tools/call", {"name": "server_status", "arguments": {}})
+        await a.send_request(7, "tools/call", {"name": "server_status", "arguments": {}})
         await a.close_stdin()
         last = await a.read()
-        rest = await a.rest_of_stdout()
+        rest = await a.rest()
         code = await a.wait()
     assert bad["error"]["code"] == -32700 and bad["id"] is None
     assert pong["result"] == {}

@@ -178,7 +178,9 @@ async def test_the_owner_killed_mid_burst_every_child_serves_on_and_nothing_acke
                 for pipe in pipes:
                     nursery.start_soon(serving_again, pipe, killed_at)
             for pipe in pipes:
-                assert pipe.violations == []  # every request answered once, nothing else
+                assert (
+                    pipe.violations == pipe.stats.orphans == []
+                )  # each answered once, nothing else
         assert len(back) == 3 and max(back) < BACK_WITHIN, back
         new_owner = the_owner(home)
         assert new_owner != owner
@@ -213,11 +215,11 @@ async def test_the_session_is_replayed_to_the_new_owner(
             while "error" in (reply := await pipe.call_tool("server_status", timeout=15)):
                 assert reply["error"]["code"] == relay.NOT_ACKNOWLEDGED, reply
             after = reply["result"]
-            assert pipe.violations == []
+            assert pipe.violations == pipe.stats.orphans == []
         assert the_owner(home) != owner
         assert "re-attached to memtrio serve pid" in stderr_of(home, "agent")
         # The relay holds back the answers to its own requests only, whatever the ids.
-        await kid.request("memtrio-relay/initialize-1", "ping")
+        await kid.send_request("memtrio-relay/initialize-1", "ping")
         assert (await kid.read())["id"] == "memtrio-relay/initialize-1"
         for result in (before, after):
             # 2025-03-26 has no structuredContent; a Claude client gets markdown + JSON.
@@ -443,5 +445,5 @@ async def test_a_batch_the_owner_refused_is_not_answered_again_when_it_dies(
         async with open_pipeline(kid) as pipe:
             while "error" in (reply := await pipe.call_tool("server_status", timeout=15)):
                 assert reply["error"]["code"] == relay.NOT_ACKNOWLEDGED, reply
-            assert pipe.violations == []  # nothing for 7 or 8
+            assert pipe.violations == pipe.stats.orphans == []  # nothing for 7 or 8
         assert await kid.close() == 0

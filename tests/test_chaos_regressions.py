@@ -29,7 +29,7 @@ async def test_store_crash_keeps_the_stdio_session_initialized(home: Path) -> No
             if "result" in reply:
                 break
         assert not reply["result"]["isError"], reply
-        assert "tools" in (await server.call("tools/list"))["result"]
+        assert "tools" in (await server.request("tools/list"))["result"]
 
 
 async def test_session_crash_mid_batch_answers_every_pipelined_request(home: Path) -> None:
@@ -74,7 +74,7 @@ async def test_deeply_nested_json_does_not_crash_the_session(home: Path) -> None
             await server.send_bytes(b"[" * 200_000 + b"\n")
             reply = await server.read()
             assert reply["error"]["code"] == jsonrpc.PARSE_ERROR
-            await server.request(i, "ping")
+            await server.send_request(i, "ping")
             assert (await server.read())["id"] == i
 
 
@@ -149,7 +149,7 @@ async def test_transport_restart_loses_no_request_in_a_restart_storm(home: Path)
         answered = 0
         for rid in range(1, 200):
             try:
-                await server.request(rid, "ping")
+                await server.send_request(rid, "ping")
                 reply = await server.read(timeout=10)
             except (EOFError, trio.BrokenResourceError):
                 break
@@ -298,7 +298,7 @@ async def test_session_restart_keeps_the_negotiated_revision_without_structured_
         await server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         before = await server.call_tool("stats")  # hit 3
         assert "structuredContent" not in before["result"], before
-        crashed = await server.call("ping")  # hit 4: the session crashes and restarts
+        crashed = await server.request("ping")  # hit 4: the session crashes and restarts
         assert crashed["error"]["code"] == jsonrpc.INTERNAL_ERROR
         after = await server.call_tool("stats")
         assert not after["result"]["isError"], after

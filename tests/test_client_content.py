@@ -65,7 +65,7 @@ async def test_content_shape_per_client_survives_a_session_restart(
         await start(server, version, client)
         before = await server.call_tool("remember", {"content": "the build uses trio"})  # hit 3
         assert_shape(before["result"], mode, version)
-        crashed = await server.call("ping")  # hit 4: the session crashes and restarts
+        crashed = await server.request("ping")  # hit 4: the session crashes and restarts
         assert crashed["error"]["code"] == jsonrpc.INTERNAL_ERROR
         after = await server.call_tool("recall", {"query": "build"})
         assert_shape(after["result"], mode, version)

@@ -251,14 +251,14 @@ async def test_an_authorised_session_outlives_auth_timeout(
             async with tcp_client(served.port, token="tok") as line:
                 await line.initialize()
                 await trio.sleep(1.5)  # three times auth_timeout, on one connection
-                assert (await line.call("ping"))["result"] == {}
+                assert (await line.request("ping"))["result"] == {}
                 report = await line.tool("server_status")
         elif kind == "ws":
             async with ws_client(served.url, token="tok", ssl_context=context) as frames:
                 await frames.initialize()
                 await trio.sleep(1.5)
-                assert (await frames.call("ping"))["result"] == {}
-                report = (await frames.call("tools/call", {"name": "server_status"}))["result"]
+                assert (await frames.request("ping"))["result"] == {}
+                report = (await frames.request("tools/call", {"name": "server_status"}))["result"]
         else:
             async with httpx2.AsyncClient(verify=context or True) as client:
                 auth = {"authorization": "Bearer tok"}

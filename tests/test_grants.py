@@ -30,6 +30,7 @@ import pytest
 import trio
 from gitrepo import make_repo
 from mcp_client import run_cli
+from memtrio.actors.chaos.client import INITIALIZED, request_message
 from memtrio.supervisors.grants import Grant, matches
 from raw_server import INIT
 from serve_helpers import Served, serve_process, tcp_client, ws_client
@@ -112,15 +113,12 @@ class Client:
         await self.send(init_message(root, roots_capable))
         reply = await self.read()
         if "result" in reply:
-            await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            await self.send(INITIALIZED)
         return reply
 
     async def call(self, method: str, params: Any = None) -> dict[str, Any]:
         rid = next(self._ids)
-        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
-        if params is not None:
-            msg["params"] = params
-        await self.send(msg)
+        await self.send(request_message(method, params, rid))
         while True:
             reply = await self.read()
             if reply.get("id") == rid:

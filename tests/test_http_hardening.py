@@ -40,6 +40,7 @@ from memtrio.actors.net.http_session import (
 from memtrio.actors.net.listen import Listen
 from memtrio.actors.ui.asgi import UiApp
 from memtrio.actors.ui.guard import Guard
+from memtrio.protocol import mcp
 from memtrio.supervisors import config as config_mod
 from memtrio.supervisors.app import build_context, default_features, open_app
 from serve_helpers import serve_process
@@ -522,6 +523,8 @@ HEADERS = {
 }
 QUERY_KEYS = ["q", "limit", "offset", "id", "since", "until", "min_importance", "scopes",
               "depth", "mode", "sort", "order", "type", "scope", "from", "to", "entity"]  # fmt: skip
+# The text items of tool results in a raw body.
+TOOL_TEXT = re.compile(rb'"type":"text","text":"((?:[^"\\]|\\.)*)"')
 BODIES = [
     b'{"jsonrpc":"2.0","id":1,"method":"ping"}',
     b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
@@ -581,6 +584,10 @@ def test_item7_fuzzed_headers_and_query_never_get_a_500_or_a_traceback(
     )
     assert status != 500 and status < 600, (status, head, rest[:300])
     assert b"Traceback" not in rest
+    # A JSON-RPC answer in the body (JSON or SSE) is no internal failure either.
+    assert b'"code":-32603' not in rest, rest[:300]
+    texts = (json.loads(b'"' + t + b'"') for t in TOOL_TEXT.findall(rest))
+    assert not any(map(mcp.is_tool_failure, texts)), rest[:300]
 
 
 def test_item7_the_fuzzed_server_logged_no_traceback(raw_server: RawServer) -> None:

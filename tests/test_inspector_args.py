@@ -297,7 +297,7 @@ async def test_every_tool_with_every_argument_as_the_inspector_sends_it(
 ) -> None:
     async with raw_server(home, cwd=repo) as server:
         await server.initialize()
-        listed = (await server.call("tools/list"))["result"]["tools"]
+        listed = (await server.request("tools/list"))["result"]["tools"]
         tools = {tool["name"]: tool["inputSchema"] for tool in listed}
         for name, schema in tools.items():
             check_plain_types(name, schema)

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from memtrio.actors.chaos.client import initialize_params, request_message
 from memtrio.actors.net import spawn
 from memtrio.supervisors import cli
 
@@ -45,16 +46,7 @@ PACKAGES = frozenset(
 )
 PREFIXES = ("memtrio.actors.ui", "memtrio.actors.net.http", "memtrio.actors.net.ws")
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "lean-startup", "version": "1"},
-    },
-}
+INITIALIZE = request_message("initialize", initialize_params("lean-startup", "2025-06-18"), 0)
 # `memtrio mcp` in a fresh interpreter; the modules it had imported when it wrote its
 # first reply (the protocol stream is written with os.write, by trio's FdStream).
 MCP_PROBE = """

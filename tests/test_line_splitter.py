@@ -50,7 +50,7 @@ async def test_reader_crash_loses_no_input(home: Path) -> None:
         await server.send_bytes(b'{"jsonrpc":"2.0","id":1,"me')  # read 3
         await wait_for_event(home, "restart", child="stdio.reader")  # the 4th read crashed
         await server.send_bytes(b'thod":"ping"}\n')
-        await server.request(2, "ping")
+        await server.send_request(2, "ping")
         replies = [await server.read(), await server.read()]
         await server.close_stdin()
         assert await server.wait() == 0

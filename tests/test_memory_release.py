@@ -79,7 +79,9 @@ def test_defect10_a_long_text_is_tokenized_only_as_far_as_its_windows_reach(
 
 
 async def remember(server: RawServer, rid: int, content: str) -> None:
-    await server.request(rid, "tools/call", {"name": "remember", "arguments": {"content": content}})
+    await server.send_request(
+        rid, "tools/call", {"name": "remember", "arguments": {"content": content}}
+    )
 
 
 async def warm_up(server: RawServer) -> int:
@@ -87,7 +89,9 @@ async def warm_up(server: RawServer) -> int:
     await server.initialize()
     await remember(server, 1, "warm up: loads the embedding model " * 4)
     assert not (await server.read(timeout=120))["result"]["isError"]
-    await server.request(2, "tools/call", {"name": "recall", "arguments": {"query": "warm up"}})
+    await server.send_request(
+        2, "tools/call", {"name": "recall", "arguments": {"query": "warm up"}}
+    )
     assert not (await server.read(timeout=120))["result"]["isError"]
     return rss_mb(server.process.pid)
 

@@ -206,7 +206,7 @@ async def test_2025_03_26_gets_no_output_schema_nor_structured_content(
         await server.send(initialize_request("2025-03-26"))
         assert (await server.read())["result"]["protocolVersion"] == "2025-03-26"
         await server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        listed = (await server.call("tools/list"))["result"]["tools"]
+        listed = (await server.request("tools/list"))["result"]["tools"]
         assert all("outputSchema" not in tool for tool in listed)
         replies: dict[str, dict[str, Any]] = {}
 

@@ -29,6 +29,12 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from launch import server_env
+from memtrio.actors.chaos.client import (
+    INITIALIZED,
+    initialize_params,
+    request_message,
+    tool_call_params,
+)
 from memtrio.actors.store import backends, dsn
 from memtrio.actors.store.pg import conn as pg_conn
 from memtrio.actors.store.pg import pool
@@ -299,23 +305,11 @@ async def test_a_served_store_url_password_reaches_no_output_log_or_tool_result(
     env = {**server_env(home), "MEMTRIO_LOG_LEVEL": "debug"}
     target = pg_server.database().replace("postgres:@", f"postgres:{ENC}@")
     requests = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {
-            "jsonrpc": "2.0",
-            "id": 2,
-            "method": "tools/call",
-            "params": {"name": "remember", "arguments": {"content": "deploys run on Fridays"}},
-        },
+        request_message("initialize", initialize_params("t", "2025-06-18"), 1),
+        INITIALIZED,
+        request_message(
+            "tools/call", tool_call_params("remember", {"content": "deploys run on Fridays"}), 2
+        ),
         {
             "jsonrpc": "2.0",
             "id": 3,

@@ -2,17 +2,16 @@
 
 Any JSON ``arguments`` (random values, or objects built from the tool's own
 ``inputSchema`` keys with values of any type) sent to any tool get exactly one
-well-formed JSON-RPC reply with the request's id, and the server keeps serving.
-The server is one ``memtrio mcp`` child for the whole module, driven with
-blocking line I/O (hypothesis tests are synchronous).
+well-formed JSON-RPC reply with the request's id, that reply is never an internal
+failure (-32603, or an ``isError`` result of a handler's unexpected exception: bad
+input is refused, not crashed on), and the server keeps serving. The server is one
+``memtrio mcp`` child for the whole module, driven with the blocking line client
+(hypothesis tests are synchronous).
 """
 
 from __future__ import annotations
 
-import itertools
-import json
-import select
-import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,11 @@ import pytest
 from gitrepo import make_repo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mcp_client import server_command, server_env
-from memtrio.protocol.jsonrpc import well_formed_reply
+from launch import server_command, server_env
+from memtrio.actors.chaos.blocking import BlockingClient
+from memtrio.actors.chaos.client import internal_failure
+from memtrio.protocol.jsonrpc import INVALID_PARAMS, well_formed_reply
+from raw_server import trace_events
 
 
 def _checkout(home: Path) -> Path:
@@ -38,87 +40,39 @@ def _checkout(home: Path) -> Path:
     return repo
 
 
-class LineServer:
-    def __init__(self, home: Path) -> None:
-        self.proc = subprocess.Popen(
-            server_command(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=open(home / "stderr.txt", "wb"),  # noqa: SIM115 - closed with the process
-            env=server_env(home, {"MEMTRIO_CODE": "on", "MEMTRIO_CODE_INDEX_THREADS": "1"}),
-            cwd=str(_checkout(home)),
-        )
-        self.buffer = b""
-        self.ids = itertools.count(1)
-
-    def send(self, obj: Any) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(obj).encode() + b"\n")
-        self.proc.stdin.flush()
-
-    def read(self, timeout: float = 30.0) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        while b"\n" not in self.buffer:
-            ready, _, _ = select.select([fd], [], [], timeout)
-            assert ready, f"no reply within {timeout} s"
-            chunk = __import__("os").read(fd, 65536)
-            assert chunk, "the server closed stdout"
-            self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return json.loads(line)
-
-    def request(self, method: str, params: Any = None) -> dict[str, Any]:
-        rid = next(self.ids)
-        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
-        if params is not None:
-            msg["params"] = params
-        self.send(msg)
-        reply = self.read()
-        assert reply.get("id") == rid, reply
-        return reply
+def start(home: Path) -> BlockingClient:
+    return BlockingClient(
+        server_command(),
+        server_env(home, {"MEMTRIO_CODE": "on", "MEMTRIO_CODE_INDEX_THREADS": "1"}),
+        _checkout(home),
+        stderr=open(home / "stderr.txt", "wb"),  # noqa: SIM115 - closed with the process
+    )
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LineServer]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BlockingClient]:
     home = tmp_path_factory.mktemp("property-tools")
-    srv = LineServer(home)
-    init = srv.request(
-        "initialize",
-        {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "p", "version": "1"},
-        },
-    )
-    assert "result" in init
-    srv.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    yield srv
-    assert srv.proc.stdin is not None
-    srv.proc.stdin.close()
-    assert srv.proc.wait(30) == 0
+    srv = start(home)
+    try:
+        assert "result" in srv.initialize(client="p")
+        yield srv
+        assert srv.close() == 0
+    finally:
+        srv.kill()
     text = (home / "stderr.txt").read_text(errors="replace")
     assert "Traceback" not in text, text[-2000:]
+    failed = [e for e in trace_events(home) if e.get("event") == "tool_failed"]
+    assert not failed, failed[:3]
 
 
 def _tools() -> list[dict[str, Any]]:
-    import tempfile
-
     with tempfile.TemporaryDirectory() as tmp:
-        srv = LineServer(Path(tmp))
+        srv = start(Path(tmp))
         try:
-            srv.request(
-                "initialize",
-                {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {},
-                    "clientInfo": {"name": "p", "version": "1"},
-                },
-            )
-            return srv.request("tools/list")["result"]["tools"]
+            srv.initialize(client="p")
+            return list(srv.request("tools/list")["result"]["tools"])
         finally:
-            srv.proc.kill()
-            srv.proc.wait()
+            srv.kill()
 
 
 TOOLS = _tools()
@@ -147,8 +101,58 @@ def schema_shaped(tool: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
     )
 
 
+# Strings a valid call carries: short text, words the tools may match, a scope name.
+words = st.sampled_from(["alpha", "Alpha", "mod0.py", "Thing0", "run", "global", "os", "x y"])
+strings = st.one_of(st.text(max_size=12), words)
+
+
+def valid(schema: dict[str, Any], defs: dict[str, Any]) -> st.SearchStrategy[Any]:
+    """Values that pass ``schema`` (the subset of JSON Schema the tools' structs produce),
+    so a call reaches its handler instead of stopping at argument validation."""
+    if "$ref" in schema:
+        return st.deferred(lambda: valid(defs[schema["$ref"].rsplit("/", 1)[-1]], defs))
+    if "anyOf" in schema:
+        return st.one_of([valid(s, defs) for s in schema["anyOf"]])
+    if "enum" in schema:
+        return st.sampled_from(schema["enum"])
+    kind = schema.get("type")
+    if kind == "string":
+        low, high = schema.get("minLength", 0), min(schema.get("maxLength", 40), 40)
+        return strings.filter(lambda v: low <= len(v) <= high) | st.text(
+            min_size=low, max_size=max(low, min(high, 12))
+        )
+    if kind == "integer":
+        low, high = schema.get("minimum", -5), schema.get("maximum", 10**6)
+        return st.integers(low, min(high, low + 50)) | st.sampled_from([low, high])
+    if kind == "number":
+        low, high = schema.get("minimum", -5.0), schema.get("maximum", 100.0)
+        return st.floats(low, high, allow_nan=False)
+    if kind == "boolean":
+        return st.booleans()
+    if kind == "null":
+        return st.none()
+    if kind == "array":
+        low, high = schema.get("minItems", 0), min(schema.get("maxItems", 3), 3)
+        return st.lists(valid(schema.get("items", {}), defs), min_size=low, max_size=max(low, high))
+    if kind == "object" and "properties" in schema:
+        props, required = schema["properties"], set(schema.get("required", ()))
+        return st.fixed_dictionaries(
+            {k: valid(v, defs) for k, v in props.items() if k in required},
+            optional={k: valid(v, defs) for k, v in props.items() if k not in required},
+        )
+    return json_values
+
+
+def schema_valid(tool: dict[str, Any]) -> st.SearchStrategy[Any]:
+    schema = tool.get("inputSchema", {})
+    return valid(schema, schema.get("$defs", {}))
+
+
 arguments_for = st.sampled_from(TOOLS).flatmap(
-    lambda tool: st.tuples(st.just(tool["name"]), st.one_of(json_values, schema_shaped(tool)))
+    lambda tool: st.tuples(
+        st.just(tool["name"]),
+        st.one_of(json_values, schema_shaped(tool), schema_valid(tool), schema_valid(tool)),
+    )
 )
 
 
@@ -159,22 +163,40 @@ arguments_for = st.sampled_from(TOOLS).flatmap(
 )
 @given(arguments_for)
 def test_any_arguments_to_any_tool_get_one_well_formed_reply(
-    server: LineServer, case: tuple[str, Any]
+    server: BlockingClient, case: tuple[str, Any]
 ) -> None:
     name, arguments = case
     reply = server.request("tools/call", {"name": name, "arguments": arguments})
     assert well_formed_reply(reply) is None, reply
+    # Bad input is refused in words that say what to do; a handler that crashed on it
+    # (-32603, or "recall failed: KeyError: ...") is a bug of the server, whatever its text.
+    assert internal_failure(reply) is None, (name, arguments, reply)
     if "result" in reply:
         result = reply["result"]
         assert isinstance(result.get("content"), list)
         assert isinstance(result.get("isError", False), bool)
-        if result.get("isError"):
-            text = " ".join(c.get("text", "") for c in result["content"])
-            assert "Traceback" not in text
     else:
-        assert reply["error"]["code"] in (-32602, -32603), reply
+        assert reply["error"]["code"] == INVALID_PARAMS, reply
 
 
 def test_every_tool_is_covered() -> None:
     names = {t["name"] for t in TOOLS}
     assert {"remember", "recall", "code_outline", "find_symbol"} <= names
+
+
+def test_a_crashing_handler_is_an_internal_failure_not_a_refusal(tmp_path: Path) -> None:
+    """The property above must fail on a crash: a handler that raises (here the fault
+    point before every handler) is told from a refusal of bad input, which is not."""
+    home = tmp_path / "home"
+    home.mkdir()
+    srv = BlockingClient(
+        server_command(), server_env(home, {"MEMTRIO_FAULTS": "tool.call=raise"}), home
+    )
+    try:
+        srv.initialize(client="p")
+        crashed = srv.call_tool("recall", {"query": "anything"})
+        refused = srv.call_tool("recall", {"query": 7})
+    finally:
+        srv.kill()
+    assert internal_failure(crashed) is not None, crashed
+    assert refused["result"]["isError"] and internal_failure(refused) is None, refused

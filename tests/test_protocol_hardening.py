@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import trio
 from memtrio.actors.answers import BatchAnswers
+from memtrio.actors.chaos.client import INITIALIZED
 from memtrio.actors.tool_calls import MAX_CALLS_IN_FLIGHT
 from memtrio.protocol import jsonrpc, jsonscan, mcp
 from raw_server import RawServer, initialize_request, raw_server
@@ -203,17 +204,9 @@ def _line(obj: Any) -> bytes:
 
 
 async def _initialize(server: RawServer, version: str) -> None:
-    await server.request(
-        0,
-        "initialize",
-        {
-            "protocolVersion": version,
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "0"},
-        },
-    )
+    await server.send(initialize_request(version, "t"))
     assert (await server.read())["result"]["protocolVersion"] == version
-    await server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    await server.send(INITIALIZED)
 
 
 async def test_defect7_oversized_line_is_answered_with_its_top_level_id_only(home: Path) -> None:
@@ -237,7 +230,7 @@ async def test_defect7_oversized_line_is_answered_with_its_top_level_id_only(hom
         beyond = await server.read()
         await server.send({"jsonrpc": "2.0", "id": 'a"b', "method": "tools/call", "params": args})
         escaped = await server.read()
-        await server.request(7, "ping")
+        await server.send_request(7, "ping")
         pong = await server.read()
     for reply in (no_id, after_params, at_the_end, beyond, escaped):
         assert reply["error"]["code"] == -32600 and "request limit" in reply["error"]["message"]
@@ -273,7 +266,7 @@ async def test_defect8_deep_valid_json_is_answered_with_its_id(home: Path) -> No
             f'{{"jsonrpc":"2.0","id":11,"method":"ping","params":{{"a":{huge}}}}}\n'.encode()
         )
         threaded = await server.read()
-        await server.request(10, "ping")
+        await server.send_request(10, "ping")
         pong = await server.read()
     assert (threaded["id"], threaded["error"]["code"]) == (11, -32600)
     assert (deep["id"], deep["error"]["code"]) == (7, -32600)
@@ -310,7 +303,7 @@ async def test_defect9_batch_is_served_after_2025_03_26(home: Path) -> None:
                 {"jsonrpc": "2.0", "id": 8, "result": {}},
             ]
         )
-        await server.request(20, "ping")
+        await server.send_request(20, "ping")
         after_notifications = await server.read()  # the batch above had nothing to answer
         await server.send([{**ping, "id": i} for i in range(jsonrpc.BATCH_LIMIT)])
         full = await server.read()
@@ -350,7 +343,7 @@ async def test_defect9_batch_answer_waits_for_its_calls_not_the_session(home: Pa
                 {"jsonrpc": "2.0", "id": 2, "method": "ping"},
             ]
         )
-        await server.request(3, "ping")
+        await server.send_request(3, "ping")
         first = await server.read()
         second = await server.read()
     assert first == {"jsonrpc": "2.0", "id": 3, "result": {}}  # not held up by the batch
@@ -402,7 +395,7 @@ async def test_defect9_batches_refused_before_initialize_and_in_other_revisions(
         refusals.append(await server.read())
         await server.send([init])  # initialize MUST NOT be part of a batch
         refusals.append(await server.read())
-        await server.request(3, "tools/list")
+        await server.send_request(3, "tools/list")
         still_uninitialized = await server.read()
         for version in ("2024-11-05", "2025-06-18", "2025-11-25"):
             await _initialize(server, version)

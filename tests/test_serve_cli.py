@@ -94,7 +94,7 @@ async def test_memtrio_mcp_serves_tcp_when_the_environment_says_so(home: Path) -
         assert served.url.startswith("tcp://127.0.0.1:")
         async with tcp_client(served.port) as client:
             assert "result" in await client.initialize()
-            assert (await client.call("ping"))["result"] == {}
+            assert (await client.request("ping"))["result"] == {}
         served.process.send_signal(signal.SIGINT)
         assert await served.wait() == 0
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from mcp import Client, StdioServerParameters, types
 from mcp_client import call as sdk_call
 from mcp_client import server_command, server_env
 from memtrio.actors import session_roots
+from memtrio.actors.chaos.client import INITIALIZED, LineClient, RequestId, initialize_params
 from memtrio.actors.code.feature import FEATURE as CODE
 from memtrio.actors.features import GRAPH, STATUS, STORE
 from memtrio.actors.session_state import SessionState
@@ -43,36 +43,29 @@ def uri(path: Path) -> str:
     return path.as_uri()
 
 
-@dataclass
-class Peer:
-    """The client end of one line session: raw JSON-RPC lines in, lines out.
+class Peer(LineClient):
+    """The client end of one line session: the chaos line client on a memory stream pair.
 
     ``roots`` (file URIs) answer the server's ``roots/list`` requests while
     ``auto_roots`` is set; otherwise those requests are kept in ``asked``.
     """
 
-    send_stream: trio.abc.SendStream
-    receive_stream: trio.abc.ReceiveStream
-    state: SessionState
-    roots: list[str] = field(default_factory=list)
-    auto_roots: bool = True
-    roots_error: dict[str, Any] | None = None
-    asked: list[dict[str, Any]] = field(default_factory=list)
-    buffer: bytes = b""
-    next_id: int = 0
+    def __init__(
+        self,
+        send_stream: trio.abc.SendStream,
+        receive_stream: trio.abc.ReceiveStream,
+        state: SessionState,
+    ) -> None:
+        super().__init__(receive_stream)
+        self.send_stream = send_stream
+        self.state = state
+        self.roots: list[str] = []
+        self.auto_roots = True
+        self.roots_error: dict[str, Any] | None = None
+        self.asked: list[dict[str, Any]] = []
 
-    async def send(self, obj: object) -> None:
-        await self.send_stream.send_all(json.dumps(obj).encode() + b"\n")
-
-    async def read(self) -> dict[str, Any]:
-        with trio.fail_after(10):
-            while b"\n" not in self.buffer:
-                chunk = await self.receive_stream.receive_some(65536)
-                assert chunk, "the server closed the session"
-                self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        message: dict[str, Any] = json.loads(line)
-        return message
+    async def _write(self, data: bytes) -> None:
+        await self.send_stream.send_all(data)
 
     async def answer_roots(self, request: dict[str, Any]) -> None:
         if self.roots_error is not None:
@@ -81,10 +74,10 @@ class Peer:
             roots = [{"uri": r, "name": f"root {i}"} for i, r in enumerate(self.roots)]
             await self.send({"jsonrpc": "2.0", "id": request["id"], "result": {"roots": roots}})
 
-    async def reply(self, rid: object) -> dict[str, Any]:
+    async def reply(self, rid: object, timeout: float = 10.0) -> dict[str, Any]:
         """The answer to our request ``rid`` (answering or keeping server requests meanwhile)."""
         while True:
-            message = await self.read()
+            message = await self.read(timeout)
             if message.get("method") == "roots/list":
                 if self.auto_roots:
                     await self.answer_roots(message)
@@ -93,30 +86,37 @@ class Peer:
                 continue
             assert "method" not in message, f"unexpected server request {message}"
             if message.get("id") == rid:
-                return message
+                result: dict[str, Any] = message
+                return result
 
-    async def request(self, method: str, params: object = None) -> dict[str, Any]:
-        self.next_id += 1
-        rid = self.next_id
-        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
-        if params is not None:
-            msg["params"] = params
-        await self.send(msg)
-        return await self.reply(rid)
+    async def request(
+        self,
+        method: str,
+        params: object = None,
+        *,
+        rid: RequestId | None = None,
+        timeout: float = 10.0,
+    ) -> dict[str, Any]:
+        rid = self.new_id() if rid is None else rid
+        await self.send_request(rid, method, params)
+        return await self.reply(rid, timeout)
 
     async def initialize(
-        self, *, roots: bool = True, meta: dict[str, object] | None = None
+        self,
+        timeout: float = 10.0,
+        client: str = "roots-test",
+        rid: RequestId | None = None,
+        *,
+        roots: bool = True,
+        meta: dict[str, object] | None = None,
     ) -> dict[str, Any]:
-        params: dict[str, Any] = {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {"roots": {"listChanged": True}} if roots else {},
-            "clientInfo": {"name": "roots-test", "version": "1"},
-        }
+        params: dict[str, Any] = initialize_params(client)
+        params["capabilities"] = {"roots": {"listChanged": True}} if roots else {}
         if meta is not None:
             params["_meta"] = meta
-        answer = await self.request("initialize", params)
+        answer = await self.request("initialize", params, rid=rid, timeout=timeout)
         if "result" in answer:
-            await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            await self.send(INITIALIZED)
         return answer
 
     async def call(self, tool: str, **arguments: object) -> tuple[bool, Any]:

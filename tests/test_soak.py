@@ -97,7 +97,7 @@ class Server:
         """Count a finished call; sample memory every 1/SAMPLES of the phase's calls."""
         self.done += 1
         if self.done % (TASKS * calls_per_task // SAMPLES) == 0:
-            self.rss[phase].append(self.pipeline.server.rss_bytes())
+            self.rss[phase].append(self.pipeline.rss_bytes())
 
 
 class Client:
@@ -221,7 +221,8 @@ async def serve_load(home: Path, index: int, acked: Acked, servers: list[Server]
             await raw.close_stdin()
             assert await raw.wait() == 0
         assert not pipeline.violations, pipeline.violations[:5]
-        assert pipeline.replies == TASKS * (MIXED_CALLS + READ_CALLS) + 1
+        assert not pipeline.stats.orphans, pipeline.stats.orphans[:5]
+        assert pipeline.stats.replies == TASKS * (MIXED_CALLS + READ_CALLS) + 1
 
 
 async def exported_graph(home: Path) -> tuple[dict[str, set[str]], set[tuple[str, str, str]]]:

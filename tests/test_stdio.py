@@ -9,6 +9,7 @@ from pathlib import Path
 import trio
 from gitrepo import make_repo
 from mcp_client import ok, open_client
+from memtrio.actors.chaos.client import initialize_params
 from raw_server import raw_server, trace_events, wait_for_event
 
 
@@ -37,7 +38,7 @@ async def test_official_client_initializes_lists_tools_and_calls_server_status(h
 async def test_every_bad_line_is_answered_and_the_session_keeps_serving(home: Path) -> None:
     async with raw_server(home) as server:
         await server.initialize()
-        await server.request(1, "ping")
+        await server.send_request(1, "ping")
         await server.send_bytes(b"this is not json\n")
         await server.send_bytes(b'{"jsonrpc": "2.0", "id": 2, "method": "pi\n')
         await server.send_bytes(b'["garbage", 1, {"x": null}]\n')
@@ -51,7 +52,7 @@ async def test_every_bad_line_is_answered_and_the_session_keeps_serving(home: Pa
             nursery.start_soon(server.send_bytes, big)
             replies = [await server.read() for _ in range(4)]
         await server.send_bytes(b'{"jsonrpc":"2.0","id":3,"method":"\xff\xfe"}\n')
-        await server.request(4, "ping")
+        await server.send_request(4, "ping")
         replies += [await server.read() for _ in range(3)]
         await server.close_stdin()
         code = await server.wait()
@@ -71,13 +72,13 @@ async def test_crashed_session_answers_restarts_and_serves_the_next_call(home: P
     # The 4th dispatched message crashes the Session actor.
     async with raw_server(home, env={"MEMTRIO_FAULTS": "session.dispatch=raise@4"}) as server:
         await server.initialize()  # hits 1 and 2 (initialize, notifications/initialized)
-        await server.request(1, "ping")  # hit 3
+        await server.send_request(1, "ping")  # hit 3
         assert (await server.read())["id"] == 1
-        await server.request(
+        await server.send_request(
             2, "tools/call", {"name": "server_status", "arguments": {}}
         )  # hit 4: crash
         crashed = await server.read()
-        await server.request(3, "tools/call", {"name": "server_status", "arguments": {}})
+        await server.send_request(3, "tools/call", {"name": "server_status", "arguments": {}})
         after = await server.read()
         await server.close_stdin()
         assert await server.wait() == 0
@@ -106,11 +107,11 @@ async def test_slow_call_does_not_block_ping(home: Path) -> None:
     # and a second call are answered while it still runs.
     async with raw_server(home, env={"MEMTRIO_FAULTS": "tool.call=hang@1"}) as server:
         await server.initialize()
-        await server.request(1, "tools/call", {"name": "server_status", "arguments": {}})
+        await server.send_request(1, "tools/call", {"name": "server_status", "arguments": {}})
         await wait_for_event(home, "fault_injected", point="tool.call", action="hang")
-        await server.request(2, "ping")
+        await server.send_request(2, "ping")
         pong = await server.read()
-        await server.request(3, "tools/call", {"name": "server_status", "arguments": {}})
+        await server.send_request(3, "tools/call", {"name": "server_status", "arguments": {}})
         status = await server.read()
     assert pong == {"jsonrpc": "2.0", "id": 2, "result": {}}
     assert status["id"] == 3 and status["result"]["isError"] is False
@@ -120,7 +121,7 @@ async def test_slow_call_does_not_block_ping(home: Path) -> None:
 async def test_cancelled_call_gets_no_reply_and_the_session_goes_on(home: Path) -> None:
     async with raw_server(home, env={"MEMTRIO_FAULTS": "tool.call=hang@1"}) as server:
         await server.initialize()
-        await server.request(5, "tools/call", {"name": "server_status", "arguments": {}})
+        await server.send_request(5, "tools/call", {"name": "server_status", "arguments": {}})
         await wait_for_event(home, "fault_injected", point="tool.call", action="hang")
         await server.send(
             {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}}
@@ -130,10 +131,10 @@ async def test_cancelled_call_gets_no_reply_and_the_session_goes_on(home: Path) 
             {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 999}}
         )
         await wait_for_event(home, "span", name="tools/call", request_id=5)  # call 5 has ended
-        await server.request(6, "tools/call", {"name": "server_status", "arguments": {}})
+        await server.send_request(6, "tools/call", {"name": "server_status", "arguments": {}})
         reply = await server.read()
         await server.close_stdin()
-        rest = await server.rest_of_stdout()
+        rest = await server.rest()
         assert await server.wait() == 0
     assert reply["id"] == 6
     assert reply["result"]["structuredContent"]["calls_in_flight"] == 1  # only itself
@@ -144,9 +145,9 @@ async def test_cancelled_call_gets_no_reply_and_the_session_goes_on(home: Path) 
 
 async def test_requests_before_initialize_get_a_clear_error(home: Path) -> None:
     async with raw_server(home) as server:
-        await server.request(1, "tools/list")
+        await server.send_request(1, "tools/list")
         reply = await server.read()
-        await server.request(2, "ping")
+        await server.send_request(2, "ping")
         pong = await server.read()
     assert reply["error"]["code"] == -32002
     assert "initialize" in reply["error"]["message"]
@@ -162,20 +163,12 @@ async def test_version_negotiation(home: Path) -> None:
                 ("1999-01-01", "2025-11-25"),
             ]
         ):
-            await server.request(
-                rid,
-                "initialize",
-                {
-                    "protocolVersion": asked,
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "0"},
-                },
-            )
+            await server.send_request(rid, "initialize", initialize_params("t", asked))
             reply = await server.read()
             assert reply["result"]["protocolVersion"] == answered
-        await server.request(9, "no/such/method")
+        await server.send_request(9, "no/such/method")
         missing = await server.read()
-        await server.request(10, "tools/call", {"name": "no_such_tool", "arguments": {}})
+        await server.send_request(10, "tools/call", {"name": "no_such_tool", "arguments": {}})
         unknown_tool = await server.read()
     assert missing["error"]["code"] == -32601
     assert (
@@ -187,7 +180,9 @@ async def test_version_negotiation(home: Path) -> None:
 async def test_bad_tool_arguments_are_an_iserror_result_naming_the_field(home: Path) -> None:
     async with raw_server(home) as server:
         await server.initialize()
-        await server.request(1, "tools/call", {"name": "server_status", "arguments": {"bogus": 1}})
+        await server.send_request(
+            1, "tools/call", {"name": "server_status", "arguments": {"bogus": 1}}
+        )
         reply = await server.read()
     assert reply["result"]["isError"] is True
     assert "bogus" in reply["result"]["content"][0]["text"]
@@ -196,10 +191,10 @@ async def test_bad_tool_arguments_are_an_iserror_result_naming_the_field(home: P
 async def test_eof_lets_in_flight_calls_finish_and_exits_zero(home: Path) -> None:
     async with raw_server(home, env={"MEMTRIO_FAULTS": "tool.call=delay:1"}) as server:
         await server.initialize()
-        await server.request(1, "tools/call", {"name": "server_status", "arguments": {}})
+        await server.send_request(1, "tools/call", {"name": "server_status", "arguments": {}})
         await wait_for_event(home, "fault_injected", point="tool.call")  # the call is running
         await server.close_stdin()
-        rest = await server.rest_of_stdout()
+        rest = await server.rest()
         code = await server.wait()
     replies = [json.loads(line) for line in rest.splitlines() if line]
     assert [r["id"] for r in replies] == [1]
@@ -210,10 +205,10 @@ async def test_eof_lets_in_flight_calls_finish_and_exits_zero(home: Path) -> Non
 async def test_sigterm_finishes_in_flight_calls_and_exits_zero(home: Path) -> None:
     async with raw_server(home, env={"MEMTRIO_FAULTS": "tool.call=delay:1"}) as server:
         await server.initialize()
-        await server.request(1, "tools/call", {"name": "server_status", "arguments": {}})
+        await server.send_request(1, "tools/call", {"name": "server_status", "arguments": {}})
         await wait_for_event(home, "fault_injected", point="tool.call")  # the call is running
         server.process.send_signal(signal.SIGTERM)
-        rest = await server.rest_of_stdout()
+        rest = await server.rest()
         code = await server.wait()
     replies = [json.loads(line) for line in rest.splitlines() if line]
     assert [r["id"] for r in replies] == [1]
@@ -224,9 +219,11 @@ async def test_sigterm_finishes_in_flight_calls_and_exits_zero(home: Path) -> No
 async def test_each_call_is_a_span_in_the_trace_log(home: Path) -> None:
     async with raw_server(home) as server:
         await server.initialize()
-        await server.request(1, "tools/call", {"name": "server_status", "arguments": {}})
+        await server.send_request(1, "tools/call", {"name": "server_status", "arguments": {}})
         await server.read()
-        await server.request(2, "tools/call", {"name": "server_status", "arguments": {"bad": True}})
+        await server.send_request(
+            2, "tools/call", {"name": "server_status", "arguments": {"bad": True}}
+        )
         await server.read()
         await server.close_stdin()
         assert await server.wait() == 0
@@ -261,7 +258,7 @@ async def test_with_every_feature_on_eof_stops_each_child_within_its_grace(
             ("server_status", {}),
         ]
         for i, (name, arguments) in enumerate(calls, 1):
-            await server.request(i, "tools/call", {"name": name, "arguments": arguments})
+            await server.send_request(i, "tools/call", {"name": name, "arguments": arguments})
             reply = await server.read()
             assert reply["result"]["isError"] is False, (name, reply)
         code = await server.close()

@@ -36,7 +36,7 @@ async def test_tcp_session_lists_tools_remembers_and_another_session_recalls(hom
         async with tcp_client(served.port) as first, tcp_client(served.port) as second:
             init = await first.initialize()
             assert init["result"]["serverInfo"]["name"] == "memtrio"
-            tools = (await first.call("tools/list"))["result"]["tools"]
+            tools = (await first.request("tools/list"))["result"]["tools"]
             assert {"remember", "recall", "server_status"} <= {t["name"] for t in tools}
             stored = await first.tool(
                 "remember", content="the deploy key lives in vault", scopes=["global"]
@@ -69,7 +69,7 @@ async def test_tcp_bad_lines_are_answered_and_the_session_keeps_serving(home: Pa
         oversized = await client.read()
         await client.send_bytes(b'{"jsonrpc": "2.0", "id": 8, "method": "pi\n')
         truncated = await client.read()
-        pong = await client.call("ping")
+        pong = await client.request("ping")
     assert bad["error"]["code"] == -32700 and bad["id"] is None
     assert oversized["error"]["code"] == -32600 and oversized["id"] == 7
     assert "request_limit" in oversized["error"]["message"]
@@ -89,10 +89,10 @@ async def test_a_session_crash_on_one_connection_leaves_the_other_serving(home: 
         assert "result" in await a.read()
         await b.send(_init(0))
         assert "result" in await b.read()
-        crashed = await a.call("ping")
+        crashed = await a.request("ping")
         assert crashed["error"]["code"] == -32603
-        assert (await b.call("ping"))["result"] == {}
-        assert (await a.call("ping"))["result"] == {}  # a's session was restarted
+        assert (await b.request("ping"))["result"] == {}
+        assert (await a.request("ping"))["result"] == {}  # a's session was restarted
         status = await status_of(b)
     restarts = {c["id"]: _session_restarts(c) for c in status["transports"]["live"]}
     assert sorted(restarts.values()) == [0, 1]
@@ -117,11 +117,11 @@ async def test_a_connection_over_the_limit_gets_one_error_line(home: Path) -> No
             async with tcp_client(served.port) as third:
                 refusal = await third.read()
                 try:
-                    await third.read_raw(timeout=5)
+                    await third.read_line(timeout=5)
                     raise AssertionError("the refused connection stayed open")
                 except EOFError:
                     pass
-            assert (await a.call("ping"))["result"] == {}
+            assert (await a.request("ping"))["result"] == {}
         # Both closed: a new connection is served again.
         with trio.fail_after(15):
             while True:
@@ -186,7 +186,7 @@ async def test_a_peer_vanishing_mid_call_ends_its_session_only(home: Path) -> No
                 )
                 await wait_for_event(home, "fault_injected", point="tool.call", action="hang")
             # `leaving` is gone with its call still running: the other session serves on.
-            assert (await other.call("ping"))["result"] == {}
+            assert (await other.request("ping"))["result"] == {}
             await wait_for_connections(other, 1)
             status = await status_of(other)
         assert served.process.returncode is None
@@ -232,7 +232,7 @@ async def test_tcp_token_first_line(home: Path) -> None:
         async with tcp_client(served.port) as bare:
             await bare.send_bytes(b"s3cret-token\n" + _line(_init(0)))  # in one segment
             assert "result" in await bare.read()
-            assert (await bare.call("ping"))["result"] == {}
+            assert (await bare.request("ping"))["result"] == {}
     for refusal in (wrong_line, wrong_token, missing):
         assert refusal["id"] is None and refusal["error"]["code"] == -32000
         assert "bearer token" in refusal["error"]["message"]
@@ -259,4 +259,4 @@ async def test_sigterm_does_not_wait_for_a_connection_that_never_sends_its_token
         with trio.fail_after(5):
             assert await served.process.wait() == 0
         with pytest.raises(EOFError):
-            await silent.read_raw(timeout=5)  # closed without a line
+            await silent.read_line(timeout=5)  # closed without a line

@@ -41,7 +41,7 @@ async def listed(
         await server.send(initialize_request(version))
         await server.read()
         await server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        await server.request(1, "tools/list")
+        await server.send_request(1, "tools/list")
         line = await server.read_line()
         await server.close()
     reply = json.loads(line)

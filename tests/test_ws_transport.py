@@ -42,7 +42,7 @@ async def test_ws_session_negotiates_mcp_lists_tools_remembers_and_recalls(home:
             assert first.ws.subprotocol == "mcp"
             assert second.ws.subprotocol is None
             await first.initialize()
-            tools = (await first.call("tools/list"))["result"]["tools"]
+            tools = (await first.request("tools/list"))["result"]["tools"]
             assert {"remember", "recall", "server_status"} <= {t["name"] for t in tools}
             stored = await first.tool(
                 "remember", content="ws sessions share one store", scopes=["global"]
@@ -106,9 +106,9 @@ async def test_a_session_crash_on_one_ws_connection_leaves_the_other_serving(hom
         assert "result" in await a.read()
         await b.send(initialize_line())
         assert "result" in await b.read()
-        assert (await a.call("ping"))["error"]["code"] == -32603
-        assert (await b.call("ping"))["result"] == {}
-        assert (await a.call("ping"))["result"] == {}
+        assert (await a.request("ping"))["error"]["code"] == -32603
+        assert (await b.request("ping"))["result"] == {}
+        assert (await a.request("ping"))["result"] == {}
         status = await status_of(b)
     restarts = sorted(
         next(x["restarts"] for x in c["actors"] if x["id"].endswith(".session"))
@@ -136,7 +136,7 @@ async def test_ws_origin_and_connection_limit(home: Path) -> None:
         async with ws_client(served.url, headers=[("Origin", "http://localhost:3000")]) as client:
             await client.initialize()
             full = await rejection(served.url)
-            assert (await client.call("ping"))["result"] == {}
+            assert (await client.request("ping"))["result"] == {}
     assert foreign.status_code == 403 and b"allowed_origins" in (foreign.body or b"")
     assert full.status_code == 503
     assert b"limit of 1 connection (" in (full.body or b"")
@@ -155,7 +155,7 @@ async def test_wss_with_a_certificate(home: Path, tmp_path: Path) -> None:
         assert served.url.startswith("wss://127.0.0.1:")
         async with ws_client(served.url, ssl_context=client_context) as client:
             await client.initialize()
-            assert (await client.call("ping"))["result"] == {}
+            assert (await client.request("ping"))["result"] == {}
         # A client that does not trust the certificate cannot connect.
         with trio.fail_after(10), pytest.raises(trio.BrokenResourceError) as caught:
             stream = await trio.open_ssl_over_tcp_stream(

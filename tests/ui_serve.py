@@ -18,19 +18,11 @@ import httpx2
 import trio
 from cdp import Page
 from mcp_client import server_env
+from memtrio.actors.chaos.client import initialize_params, request_message
 
 DASHBOARD = re.compile(r"memtrio serve: dashboard at (\S+)")
 LISTENING = re.compile(r"memtrio serve: listening on (\S+) ")
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "ui-test", "version": "1"},
-    },
-}
+INIT = request_message("initialize", initialize_params("ui-test"), 0)
 
 
 @dataclass

@@ -28,22 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "bench-attach", "version": "1"},
-    },
-}
-RECALL = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "tools/call",
-    "params": {"name": "recall", "arguments": {"query": "start-up"}},
-}
+from memtrio.actors.chaos.blocking import BlockingClient
+
 CLI = [sys.executable, "-m", "memtrio.supervisors.cli"]
 PAGE = os.sysconf("SC_PAGE_SIZE")
 # Seconds between the first recall and the second, after which the steady RSS is read.
@@ -63,41 +49,29 @@ def peak_mb(pid: int) -> float:
     raise RuntimeError(f"no VmHWM for pid {pid}")
 
 
-def line(obj: object) -> bytes:
-    return json.dumps(obj).encode() + b"\n"
-
-
 def one_child(home: Path, repo: Path, args: list[str], env: dict[str, str]) -> dict[str, object]:
     """Spawn one child, time initialize and the first recall, read its RSS, end it."""
-    started = time.perf_counter()
-    child = subprocess.Popen(
-        [*CLI, "mcp", *args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
+    # attach only to the serve started here: never start an owner that outlives the run
+    child = BlockingClient.memtrio(
+        home,
+        {"MEMTRIO_EMBEDDINGS": "on", "MEMTRIO_SERVE_ATTACH": "existing", **env},
+        repo,
+        args,
         stderr=subprocess.PIPE,
-        cwd=repo,
-        # attach only to the serve started here: never start an owner that outlives the run
-        env={**os.environ, "MEMTRIO_HOME": str(home), "MEMTRIO_SERVE_ATTACH": "existing", **env},
+        timeout=120,
     )
-    assert child.stdin is not None and child.stdout is not None and child.stderr is not None
-    child.stdin.write(line(INIT))
-    child.stdin.flush()
-    child.stdout.readline()
-    initialized = time.perf_counter() - started
-    child.stdin.write(line(RECALL))
-    child.stdin.flush()
-    child.stdout.readline()
-    recalled = time.perf_counter() - started
+    child.initialize("bench-attach")
+    initialized = time.perf_counter() - child.started
+    child.call_tool("recall", {"query": "start-up"})
+    recalled = time.perf_counter() - child.started
     rss = rss_mb(child.pid)
     time.sleep(SETTLE)  # what loads in the background (the ranker, the model) has loaded
-    child.stdin.write(line({**RECALL, "id": 2}))
-    child.stdin.flush()
-    child.stdout.readline()
+    child.call_tool("recall", {"query": "start-up"})
     steady = rss_mb(child.pid)
     peak = peak_mb(child.pid)
-    child.stdin.close()
-    child.wait(timeout=60)
-    attached = b"attaching to memtrio serve" in child.stderr.read()
+    child.close(60)
+    assert child.proc.stderr is not None
+    attached = b"attaching to memtrio serve" in child.proc.stderr.read()
     return {
         "initialize_s": initialized,
         "first_recall_s": recalled,

@@ -47,12 +47,13 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from memtrio.actors.chaos.blocking import BlockingClient
 
 REFERENCE_PACKAGE = "@modelcontextprotocol/server-memory"
 FIGURES = ("ping", "search_nodes", "search_nodes_hub", "open_nodes", "add_observations")
@@ -68,103 +69,23 @@ HUB_EVERY, HUB_AT = 97, 50
 CREATE_BATCH = 100
 SYLLABLES = "ka lo mi ne ru ta si vo pe da gu fe zi bo cha tri ment ion ser ver".split()
 BATCH = 1000
+# Seconds one call may take before the run gives up on the server.
+CALL_TIMEOUT = 3600.0
 WARMUP = 10
 
 
-class Server:
-    """A stdio MCP server driven line by line."""
-
-    def __init__(self, command: list[str], env: dict[str, str], cwd: Path) -> None:
-        self.proc = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-            cwd=cwd,
-        )
-        self.next_id = 0
-
-    def _send(self, msg: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(msg).encode() + b"\n")
-        self.proc.stdin.flush()
-
-    def request(self, method: str, params: Any, timeout_hint: str = "") -> dict[str, Any]:
-        return self.timed_request(method, params, timeout_hint)[0]
-
-    def timed_request(
-        self, method: str, params: Any, timeout_hint: str = ""
-    ) -> tuple[dict[str, Any], float]:
-        """The reply, and milliseconds from writing the request line to reading the reply
-        line (the client's own JSON encoding and parsing are not in it)."""
-        self.next_id += 1
-        rid = self.next_id
-        line = (
-            json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode()
-            + b"\n"
-        )
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        t0 = time.perf_counter()
-        self.proc.stdin.write(line)
-        self.proc.stdin.flush()
-        while True:
-            reply = self.proc.stdout.readline()
-            elapsed = (time.perf_counter() - t0) * 1000
-            if not reply:
-                raise RuntimeError(f"server closed stdout during {method} {timeout_hint}")
-            msg = json.loads(reply)
-            if msg.get("id") == rid:
-                return msg, elapsed
-
-    def initialize(self) -> None:
-        reply = self.request(
-            "initialize",
-            {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "bench_graph", "version": "1"},
-            },
-        )
-        if "result" not in reply:
-            raise RuntimeError(f"initialize failed: {reply}")
-        self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-        return self.timed_call(tool, args)[0]
-
-    def timed_call(self, tool: str, args: dict[str, Any]) -> tuple[dict[str, Any], float]:
-        reply, ms = self.timed_request("tools/call", {"name": tool, "arguments": args}, tool)
-        result = reply.get("result")
-        if result is None or result.get("isError"):
-            raise RuntimeError(f"{tool} failed: {json.dumps(reply)[:300]}")
-        return result, ms
-
-    def close(self) -> None:
-        try:
-            if self.proc.stdin:
-                self.proc.stdin.close()
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def memtrio_server(workdir: Path) -> Server:
+def memtrio_server(workdir: Path) -> BlockingClient:
     home = workdir / "home"
     home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRIO_")}
-    env.update(MEMTRIO_HOME=str(home), MEMTRIO_EMBEDDINGS="off", MEMTRIO_CODE="off")
-    env["MEMTRIO_SERVE_ATTACH"] = "off"  # the embedded server, no owner left behind
-    return Server([sys.executable, "-m", "memtrio.supervisors.cli", "mcp"], env, workdir)
+    return BlockingClient.memtrio(home, {"MEMTRIO_CODE": "off"}, workdir, timeout=CALL_TIMEOUT)
 
 
-def reference_server(workdir: Path) -> Server:
+def reference_server(workdir: Path) -> BlockingClient:
     npx = shutil.which("npx")
     if npx is None or shutil.which("node") is None:
         raise RuntimeError("Node.js/npx is not installed")
     env = dict(os.environ, MEMORY_FILE_PATH=str(workdir / "memory.jsonl"))
-    return Server([npx, "-y", REFERENCE_PACKAGE], env, workdir)
+    return BlockingClient([npx, "-y", REFERENCE_PACKAGE], env, workdir, timeout=CALL_TIMEOUT)
 
 
 class Workload:
@@ -246,7 +167,7 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def load(server: Server, work: Workload) -> dict[str, float]:
+def load(server: BlockingClient, work: Workload) -> dict[str, float]:
     """Create the graph; the create_entities figures (per entity, whole load and last 10%)."""
     per_entity: list[float] = []
     cpu0 = cpu_seconds(server.proc.pid)
@@ -258,7 +179,7 @@ def load(server: Server, work: Workload) -> dict[str, float]:
         created += ms / 1000
     cpu = cpu_seconds(server.proc.pid) - cpu0
     for batch in work.relation_batches():
-        server.call("create_relations", {"relations": batch})
+        server.tool("create_relations", {"relations": batch})
     tail = per_entity[-max(1, len(per_entity) // 10) :]
     return {
         "load_s": round(time.perf_counter() - started, 2),
@@ -274,13 +195,13 @@ def run_one(kind: str, size: int, calls: int, seed: int) -> dict[str, Any]:
         server = memtrio_server(workdir) if kind == "memtrio" else reference_server(workdir)
         row: dict[str, Any] = {"server": kind, "entities": size, "calls": calls}
         try:
-            server.initialize()
+            server.initialize("bench_graph", "2025-06-18")
             work = Workload(size, seed)
             row.update(load(server, work))
-            check = server.call("search_nodes", {"query": work.token(size // 2, 3)})
+            check = server.tool("search_nodes", {"query": work.token(size // 2, 3)})
             found = check.get("structuredContent") or json.loads(check["content"][0]["text"])
             assert [e["name"] for e in found["entities"]] == [work.name(size // 2)], found
-            hub = server.call("search_nodes", {"query": HUB_WORD})
+            hub = server.tool("search_nodes", {"query": HUB_WORD})
             hub_found = hub.get("structuredContent") or json.loads(hub["content"][0]["text"])
             row["hub_hits"] = hub_found.get("total", len(hub_found["entities"]))
             row["hub_returned"] = len(hub_found["entities"])
@@ -302,7 +223,7 @@ def run_one(kind: str, size: int, calls: int, seed: int) -> dict[str, Any]:
     return row
 
 
-def time_call(server: Server, tool: str, args: dict[str, Any]) -> float:
+def time_call(server: BlockingClient, tool: str, args: dict[str, Any]) -> float:
     """Milliseconds of one round trip (``ping`` is the protocol's, not a tool)."""
     if tool == "ping":
         return server.timed_request("ping", {})[1]

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import sqlite3
 import statistics
@@ -36,9 +35,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from memtrio.actors.chaos.blocking import BlockingClient
 from memtrio.actors.store import db, ops
 from memtrio.actors.store.scopes import default_scope
 
+# Seconds one call may take before the run gives up on the server.
+CALL_TIMEOUT = 3600.0
 SYLLABLES = "ka lo mi ne ru ta si vo pe da gu fe zi bo cha tri ment ion ser ver cache lock sched pars ing".split()
 
 
@@ -98,63 +100,17 @@ def preload(
     return time.perf_counter() - started
 
 
-class StdioServer:
-    """A minimal blocking JSON-RPC line client of `memtrio mcp` (no SDK overhead in the timings)."""
-
-    def __init__(self, home: Path, cwd: Path, durability: str) -> None:
-        env = {
-            **os.environ,
-            "MEMTRIO_DURABILITY": durability,
-            "MEMTRIO_HOME": str(home),
-            "MEMTRIO_EMBEDDINGS": "off",
-            "MEMTRIO_CODE": "off",
-            "MEMTRIO_LOG_LEVEL": "warning",
-            "MEMTRIO_SERVE_ATTACH": "off",  # the embedded server, no owner left behind
-        }
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memtrio.supervisors.cli", "mcp"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            cwd=cwd,
-            env=env,
-        )
-        self.next_id = 0
-        self.request(
-            "initialize",
-            {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "bench", "version": "1"},
-            },
-        )
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def send(self, msg: dict) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(msg).encode() + b"\n")
-        self.proc.stdin.flush()
-
-    def request(self, method: str, params: dict) -> dict:
-        self.next_id += 1
-        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        assert self.proc.stdout is not None
-        reply = json.loads(self.proc.stdout.readline())
-        if "error" in reply:
-            raise RuntimeError(f"{method}: {reply['error']}")
-        return reply["result"]
-
-    def tool(self, name: str, arguments: dict) -> tuple[float, dict]:
-        started = time.perf_counter()
-        result = self.request("tools/call", {"name": name, "arguments": arguments})
-        elapsed = (time.perf_counter() - started) * 1000
-        if result.get("isError"):
-            raise RuntimeError(f"{name} failed: {result['content'][0]['text']}")
-        return elapsed, result
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
+def start_server(home: Path, cwd: Path, durability: str) -> BlockingClient:
+    """``memtrio mcp`` in ``home``, initialized, spoken to with the blocking line client (no
+    SDK overhead in the timings)."""
+    env = {
+        "MEMTRIO_DURABILITY": durability,
+        "MEMTRIO_CODE": "off",
+        "MEMTRIO_LOG_LEVEL": "warning",
+    }
+    server = BlockingClient.memtrio(home, env, cwd, timeout=CALL_TIMEOUT)
+    server.initialize("bench")
+    return server
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -172,18 +128,19 @@ def bench_size(n: int, calls: int, seed: int, durability: str, repo_share: float
         subprocess.run(["git", "init", "-q", str(repo)], check=True)
         scope = default_scope(repo)
         load_s = preload(home, scope, n, z, rng, repo_share)
-        server = StdioServer(home, repo, durability)
+        server = start_server(home, repo, durability)
         try:
             for _ in range(20):  # warm-up: imports, SQLite page cache
                 server.tool("remember", {"content": sentence(z, rng)})
                 server.tool("recall", {"query": " ".join(z.draw(3)), "use_embeddings": False})
             remember = [
-                server.tool("remember", {"content": sentence(z, rng)})[0] for _ in range(calls)
+                server.timed_call("remember", {"content": sentence(z, rng)})[1]
+                for _ in range(calls)
             ]
             recall = []
             hits = 0
             for _ in range(calls):
-                elapsed, result = server.tool(
+                result, elapsed = server.timed_call(
                     "recall",
                     {"query": " ".join(z.draw(rng.randint(2, 4))), "use_embeddings": False},
                 )

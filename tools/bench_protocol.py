@@ -15,11 +15,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
+
+from memtrio.actors.chaos.blocking import BlockingClient
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -28,42 +29,18 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def run_once(pings: int, window: int, cpu: int | None) -> dict[str, float]:
-    home = tempfile.mkdtemp(prefix="memtrio-bench-")
-    env = {**os.environ, "MEMTRIO_HOME": home, "MEMTRIO_EMBEDDINGS": "off", "MEMTRIO_CODE": "off"}
-    env["MEMTRIO_SERVE_ATTACH"] = "off"  # the embedded server, no owner left behind
+    home = Path(tempfile.mkdtemp(prefix="memtrio-bench-"))
 
     def pin() -> None:
         if cpu is not None:
             os.sched_setaffinity(0, {cpu})
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memtrio.supervisors.cli", "mcp"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        preexec_fn=pin,
-        bufsize=0,
-    )
-    assert proc.stdin and proc.stdout
+    client = BlockingClient.memtrio(home, {"MEMTRIO_CODE": "off"}, preexec=pin)
     if cpu is not None:
         others = set(os.sched_getaffinity(0)) - {cpu}
         if others:
             os.sched_setaffinity(0, others)
-    init = {
-        "jsonrpc": "2.0",
-        "id": "init",
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "1"},
-        },
-    }
-    proc.stdin.write(json.dumps(init).encode() + b"\n")
-    reader = proc.stdout
-    reader.readline()
-    proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    client.initialize("bench")
 
     sent_at = [0.0] * pings
     latencies = [0.0] * pings
@@ -71,25 +48,22 @@ def run_once(pings: int, window: int, cpu: int | None) -> dict[str, float]:
     done = threading.Event()
 
     def write() -> None:
-        batch = []
+        batch: list[bytes] = []
         for i in range(pings):
             if not slots.acquire(blocking=False):
                 if batch:
-                    proc.stdin.write(b"".join(batch))
+                    client.send_bytes(b"".join(batch))
                     batch.clear()
                 slots.acquire()
             sent_at[i] = time.perf_counter()
             batch.append(b'{"jsonrpc":"2.0","id":%d,"method":"ping"}\n' % i)
             if len(batch) >= 16 or i == pings - 1:
-                proc.stdin.write(b"".join(batch))
+                client.send_bytes(b"".join(batch))
                 batch.clear()
 
     def read() -> None:
-        import io
-
-        buffered = io.BufferedReader(reader, 1 << 16)  # type: ignore[arg-type]
         for _ in range(pings):
-            line = buffered.readline()
+            line = client.read_line()
             now = time.perf_counter()
             rid = json.loads(line)["id"]
             latencies[rid] = now - sent_at[rid]
@@ -103,8 +77,7 @@ def run_once(pings: int, window: int, cpu: int | None) -> dict[str, float]:
     for t in threads:
         t.join()
     elapsed = time.perf_counter() - start
-    proc.stdin.close()
-    code = proc.wait(timeout=30)
+    code = client.close(30)
     if code != 0:
         raise SystemExit(f"server exited with {code}")
     return {

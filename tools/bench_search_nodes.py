@@ -26,11 +26,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import sqlite3
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -38,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 from bench_recall import SERVICES, THINGS, build_store, template_texts
+from memtrio.actors.chaos.blocking import BlockingClient
+from memtrio.actors.chaos.client import request_message, tool_call_params
 from memtrio.actors.kg import search
 from memtrio.actors.kg.view import Scoped, View
 from memtrio.actors.store import ops
@@ -76,47 +76,22 @@ def in_process(conn: sqlite3.Connection) -> dict[str, float]:
 
 
 def over_stdio(home: Path, mode: str) -> tuple[float, int]:
-    env = {
-        **os.environ,
-        "MEMTRIO_HOME": str(home),
-        "MEMTRIO_EMBEDDINGS": "off",
-        "MEMTRIO_CODE": "off",
-        "MEMTRIO_LOG_LEVEL": "warning",
-        "MEMTRIO_SERVE_ATTACH": "off",  # the embedded server, no owner left behind
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memtrio.supervisors.cli", "mcp"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env=env,
-        cwd=str(home),
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    ids = iter(range(1, 10**6))
-
-    def call(method: str, params: dict[str, object]) -> bytes:
-        line = {"jsonrpc": "2.0", "id": next(ids), "method": method, "params": params}
-        proc.stdin.write((json.dumps(line) + "\n").encode())
-        proc.stdin.flush()
-        return proc.stdout.readline()
-
-    info = {"name": "bench", "version": "1"}
-    call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": info})
-    proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    env = {"MEMTRIO_CODE": "off", "MEMTRIO_LOG_LEVEL": "warning"}
+    server = BlockingClient.memtrio(home, env, timeout=600)
+    server.initialize("bench")
     sizes: list[int] = []
 
     def one(q: str) -> None:
-        reply = call(
-            "tools/call", {"name": "search_nodes", "arguments": {"query": q, "mode": mode}}
-        )
+        params = tool_call_params("search_nodes", {"query": q, "mode": mode})
+        server.send(request_message("tools/call", params, server.new_id()))
+        reply = server.read_line() + b"\n"
         assert b'"isError":true' not in reply[:200]
         sizes.append(len(reply))
 
     try:
         return p50(one), int(statistics.median(sizes))
     finally:
-        proc.stdin.close()
-        proc.wait(timeout=60)
+        server.close(60)
 
 
 def build(workdir: Path) -> None:

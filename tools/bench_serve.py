@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import re
 import signal
 import sqlite3
@@ -37,14 +36,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import trio
+from memtrio.actors.chaos.client import (
+    PROTOCOL_VERSION,
+    initialize_params,
+    request_message,
+    server_env,
+)
 
 LISTENING = re.compile(rb"listening on (\S+) \(pid (\d+)\)")
-PROTOCOL = "2025-11-25"
-INIT_PARAMS = {
-    "protocolVersion": PROTOCOL,
-    "capabilities": {},
-    "clientInfo": {"name": "bench-serve", "version": "1"},
-}
+PROTOCOL = PROTOCOL_VERSION
+INIT = request_message("initialize", initialize_params("bench-serve", PROTOCOL), 0)
 WORDS = (
     "parser cache invalidation retry budget schema migration token bucket "
     "websocket heartbeat sqlite wal checkpoint embedding batch tree-sitter grammar "
@@ -178,7 +179,7 @@ async def http_session(url: str, index: int, until: float, stats: Stats) -> None
 
     headers = {"Accept": "application/json, text/event-stream"}
     async with httpx2.AsyncClient(timeout=120.0, headers=headers) as client:
-        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT_PARAMS}
+        init = INIT
         response = await client.post(url, json=init)
         if response.status_code != 200:
             stats.error(f"initialize: HTTP {response.status_code} {response.text[:200]}")
@@ -245,7 +246,7 @@ async def child_session(
         return json.loads(line)  # type: ignore[no-any-return]
 
     try:
-        await send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT_PARAMS})
+        await send(INIT)
         await receive()
         await send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         n = 0
@@ -307,11 +308,9 @@ def run_mode(mode: str, sessions: int, seconds: float, embeddings: bool) -> dict
         home = Path(tmp) / "home"
         work = Path(tmp) / "work"
         work.mkdir()
-        env = dict(os.environ)
-        env["MEMTRIO_HOME"] = str(home)
-        env["MEMTRIO_EMBEDDINGS"] = "on" if embeddings else "off"
-        env.pop("MEMTRIO_TRANSPORT", None)
-        env["MEMTRIO_SERVE_ATTACH"] = "existing"  # children attach to this serve, start none
+        # children attach to this serve, start none
+        settings = {"MEMTRIO_SERVE_ATTACH": "existing"}
+        env = server_env(home, {"MEMTRIO_EMBEDDINGS": "on" if embeddings else "off", **settings})
         server = Server(home, env, "http" if mode == "http" else "tcp")
         stats = Stats()
 

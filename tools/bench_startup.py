@@ -54,17 +54,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "bench-startup", "version": "1"},
-    },
-}
-INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+from memtrio.actors.chaos.blocking import BlockingClient
+from memtrio.actors.chaos.client import server_env
+
+INIT_VERSION = "2025-06-18"
+CLIENT = "bench-startup"
 SMALL_FILE = "def hello(name):\n    return f'hello {name}'\n\n\nclass Greeter:\n    pass\n"
 CLI_COMMANDS = (
     ("stats", ["stats"]),
@@ -151,71 +145,13 @@ def tree_rss_mb(pid: int) -> float:
     return total / 1e6
 
 
-class Server:
-    """One spawned stdio server; ``call`` writes a request and waits for its reply."""
-
-    def __init__(self, cmd: list[str], env: dict[str, str], cwd: Path) -> None:
-        self.t0 = time.perf_counter()
-        self.proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-            cwd=cwd,
-            bufsize=0,
-        )
-
-    def send(self, obj: dict[str, object]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(obj).encode() + b"\n")
-
-    def call(self, obj: dict[str, object]) -> dict[str, object]:
-        """Send ``obj`` and return its reply (notifications from the server skipped)."""
-        assert self.proc.stdout is not None
-        self.send(obj)
-        while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError(f"server exited before answering {obj.get('method')}")
-            reply = json.loads(line)
-            if reply.get("id") == obj["id"]:
-                if "error" in reply:
-                    raise RuntimeError(f"{obj.get('method')}: {reply['error']}")
-                return reply
-
-    def since_spawn(self) -> float:
-        return time.perf_counter() - self.t0
-
-    def close(self) -> None:
-        """End the server: EOF on its stdin, then a kill if it has not exited in time."""
-        assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=WAIT)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def tool(call_id: int, name: str, arguments: dict[str, object]) -> dict[str, object]:
-    params = {"name": name, "arguments": arguments}
-    return {"jsonrpc": "2.0", "id": call_id, "method": "tools/call", "params": params}
-
-
-def check_tool(reply: dict[str, object], name: str) -> None:
-    result = reply["result"]
-    assert isinstance(result, dict)
-    if result.get("isError"):
-        raise RuntimeError(f"{name} failed: {result.get('content')}")
-
-
 def memtrio_env(home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRIO_")}
-    return {**env, "MEMTRIO_HOME": str(home), "MEMTRIO_SERVE_ATTACH": "off", **extra}
+    """The servers' environment (`server_env`), with embeddings on as by default."""
+    return server_env(home, {"MEMTRIO_EMBEDDINGS": "on", **extra})
+
+
+def since_spawn(server: BlockingClient) -> float:
+    return time.perf_counter() - server.started
 
 
 def fresh_home(root: Path) -> Path:
@@ -224,12 +160,12 @@ def fresh_home(root: Path) -> Path:
 
 def time_initialize(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
     """Spawn -> ``initialize`` reply, in seconds (``initialize`` written at once, as a client does)."""
-    server = Server(cmd, env, cwd)
+    server = BlockingClient(cmd, env, cwd, timeout=WAIT)
     try:
-        server.call(INIT)
-        return server.since_spawn()
+        server.initialize(CLIENT, INIT_VERSION)
+        return since_spawn(server)
     finally:
-        server.close()
+        server.close(WAIT)
 
 
 def time_command(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
@@ -244,27 +180,27 @@ def time_command(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
 def first_calls(root: Path, repo: Path) -> dict[str, float]:
     """``--full``: one spawn for the first recall, another for the first code tool."""
     out: dict[str, float] = {}
-    server = Server([*memtrio_cmd(), "mcp"], memtrio_env(fresh_home(root)), repo)
+    server = BlockingClient(
+        [*memtrio_cmd(), "mcp"], memtrio_env(fresh_home(root)), repo, timeout=WAIT
+    )
     try:
-        server.call(INIT)
-        server.send(INITIALIZED)
-        out["rss after initialize_mb"] = tree_rss_mb(server.proc.pid)
-        reply = server.call(tool(1, "recall", {"query": "start-up time of the server"}))
-        check_tool(reply, "recall")
-        out["memtrio mcp: spawn -> first recall_s"] = server.since_spawn()
-        out["rss after first recall_mb"] = tree_rss_mb(server.proc.pid)
+        server.initialize(CLIENT, INIT_VERSION)
+        out["rss after initialize_mb"] = tree_rss_mb(server.pid)
+        server.tool("recall", {"query": "start-up time of the server"})
+        out["memtrio mcp: spawn -> first recall_s"] = since_spawn(server)
+        out["rss after first recall_mb"] = tree_rss_mb(server.pid)
     finally:
-        server.close()
-    server = Server([*memtrio_cmd(), "mcp"], memtrio_env(fresh_home(root)), repo)
+        server.close(WAIT)
+    server = BlockingClient(
+        [*memtrio_cmd(), "mcp"], memtrio_env(fresh_home(root)), repo, timeout=WAIT
+    )
     try:
-        server.call(INIT)
-        server.send(INITIALIZED)
-        reply = server.call(tool(1, "code_outline", {"path": "hello.py"}))
-        check_tool(reply, "code_outline")
-        out["memtrio mcp: spawn -> first code_outline_s"] = server.since_spawn()
-        out["rss after first code tool_mb"] = tree_rss_mb(server.proc.pid)
+        server.initialize(CLIENT, INIT_VERSION)
+        server.tool("code_outline", {"path": "hello.py"})
+        out["memtrio mcp: spawn -> first code_outline_s"] = since_spawn(server)
+        out["rss after first code tool_mb"] = tree_rss_mb(server.pid)
     finally:
-        server.close()
+        server.close(WAIT)
     return out
 
 
@@ -282,9 +218,14 @@ def first_child(root: Path, repo: Path) -> float:
 
 def start_owner(home: Path, repo: Path) -> None:
     """Start the owner of ``home`` as a first child does, and leave it running."""
-    server = Server([*memtrio_cmd(), "mcp"], memtrio_env(home, MEMTRIO_SERVE_ATTACH="auto"), repo)
+    server = BlockingClient(
+        [*memtrio_cmd(), "mcp"], memtrio_env(home, MEMTRIO_SERVE_ATTACH="auto"), repo, timeout=WAIT
+    )
     try:
-        server.call(INIT)
+        server.initialize("bench-startup")
+        # The first child answers initialize itself while its owner starts: a tool call
+        # waits for the owner (docs/transports.md, "Attach").
+        server.call_tool("stats", {})
     finally:
         server.close()
 

@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from memtrio.actors.chaos.blocking import BlockingClient
 
 DIMS = 384
 QUERIES = 300
@@ -187,47 +188,11 @@ def specs(sizes: list[int], quick: bool) -> list[dict[str, Any]]:
 # -- end to end: recall over stdio ---------------------------------------------------------
 
 
-class Server:
-    """A ``memtrio mcp`` child spoken to in raw JSON-RPC (one line each way)."""
-
-    def __init__(self, home: Path, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memtrio.supervisors.cli", "mcp", "--no-attach"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-            cwd=str(home),
-        )
-        self.next_id = 0
-
-    def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self.next_id += 1
-        line = json.dumps(
-            {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
-        )
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(line.encode() + b"\n")
-        self.proc.stdin.flush()
-        while True:
-            answer = json.loads(self.proc.stdout.readline())
-            if answer.get("id") == self.next_id:
-                return answer
-
-    def notify(self, method: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": method}).encode() + b"\n")
-        self.proc.stdin.flush()
-
-    def peak_rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=120)
+def peak_rss_mb(server: BlockingClient) -> float:
+    for line in Path(f"/proc/{server.pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def cached_store(size: int, cache: Path | None) -> tuple[Path, float]:
@@ -269,18 +234,18 @@ def end_to_end(size: int, calls: int, backend: str, cache: Path | None = None) -
     import bench_recall  # the queries
 
     home, build_s = cached_store(size, cache)
-    env = server_env(home, backend)  # its call timeout lets the first recall wait for a build
+    env = vectors_env(backend)
     server = start_server(home, env)
     first_s = recall(server, "warm up") / 1000
     times = sorted(
         recall(server, bench_recall.QUERIES[i % len(bench_recall.QUERIES)]) for i in range(calls)
     )
-    rss = server.peak_rss_mb()
-    server.close()
+    rss = peak_rss_mb(server)
+    server.close(120)
     # A restart: the saved hnsw graph is loaded and reconciled instead of built.
     again = start_server(home, env)
     restart_s = recall(again, "warm up") / 1000
-    again.close()
+    again.close(120)
     return {
         "memories": size,
         "backend": backend,
@@ -294,17 +259,16 @@ def end_to_end(size: int, calls: int, backend: str, cache: Path | None = None) -
     }
 
 
-def server_env(home: Path, backend: str) -> dict[str, str]:
-    env = {k: os.environ[k] for k in ("PATH", "HOME", "PYTHONPATH") if k in os.environ}
-    env.update(
-        MEMTRIO_HOME=str(home),
-        MEMTRIO_EMBEDDINGS="on",
-        MEMTRIO_CODE="off",
-        MEMTRIO_LOG_LEVEL="warning",
-        MEMTRIO_VECTORS_BACKEND=backend,
-    )
-    env["MEMTRIO_SERVER_CALL_TIMEOUT"] = "86400"
-    return env
+def vectors_env(backend: str) -> dict[str, str]:
+    """The server's settings: embeddings on, the ``backend`` vector index, and a call
+    timeout that lets the first recall wait for a build."""
+    return {
+        "MEMTRIO_EMBEDDINGS": "on",
+        "MEMTRIO_CODE": "off",
+        "MEMTRIO_LOG_LEVEL": "warning",
+        "MEMTRIO_VECTORS_BACKEND": backend,
+        "MEMTRIO_SERVER_CALL_TIMEOUT": "86400",
+    }
 
 
 def while_building(size: int, calls: int, cache: Path | None) -> dict[str, Any]:
@@ -320,14 +284,14 @@ def while_building(size: int, calls: int, cache: Path | None) -> dict[str, Any]:
     if saved.exists():
         saved.rename(aside)
     try:
-        server = start_server(home, server_env(home, "hnsw"))
+        server = start_server(home, vectors_env("hnsw"))
         first_s = recall(server, "warm up") / 1000
         times = sorted(
             recall(server, bench_recall.QUERIES[i % len(bench_recall.QUERIES)])
             for i in range(calls)
         )
         t0 = time.perf_counter()
-        server.close()
+        server.close(120)
         exit_s = time.perf_counter() - t0
     finally:
         shutil.rmtree(saved, ignore_errors=True)
@@ -367,29 +331,18 @@ def fts_seed_times(home: Path) -> dict[str, Any]:
     }
 
 
-def start_server(home: Path, env: dict[str, str]) -> Server:
-    server = Server(home, env)
-    server.call(
-        "initialize",
-        {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "bench_vectors", "version": "1"},
-        },
-    )
-    server.notify("notifications/initialized")
+def start_server(home: Path, env: dict[str, str]) -> BlockingClient:
+    server = BlockingClient.memtrio(home, env, args=("--no-attach",), timeout=86400)
+    server.initialize("bench_vectors")
     return server
 
 
-def recall(server: Server, query: str) -> float:
+def recall(server: BlockingClient, query: str) -> float:
     """One ``recall`` (semantic ranking asserted); its wall time in ms."""
     t0 = time.perf_counter()
-    answer = server.call(
-        "tools/call", {"name": "recall", "arguments": {"query": query, "limit": 10}}
-    )
-    assert "result" in answer and not answer["result"].get("isError"), answer
-    ranking = answer["result"].get("structuredContent", {}).get("ranking")
-    assert ranking != "lexical", answer  # semantic ranking, not the fallback
+    result = server.tool("recall", {"query": query, "limit": 10})
+    ranking = result.get("structuredContent", {}).get("ranking")
+    assert ranking != "lexical", result  # semantic ranking, not the fallback
     return (time.perf_counter() - t0) * 1000
 
 

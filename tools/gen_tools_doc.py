@@ -23,17 +23,18 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
-import select
 import subprocess
 import sys
 import tempfile
-import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from memtrio.actors.chaos.blocking import BlockingClient
 from memtrio.protocol.tools import json_type as value_type
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +43,6 @@ GROUPS = ("memory", "graph-read", "graph-write", "vectors", "code")
 READ_TIMEOUT = 30.0
 MAX_STRING = 160
 MAX_ITEMS = 4
-PASSTHROUGH = ("PATH", "HOME", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "PYTHONPATH")
 GIT = [
     "git",
     "-c",
@@ -200,80 +200,17 @@ STEPS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-class RawClient:
-    """A minimal JSON-RPC client over a `memtrio mcp` child's stdio, one request at a time."""
-
-    def __init__(self, home: Path, cwd: Path, args: tuple[str, ...] = ()) -> None:
-        env = {k: os.environ[k] for k in PASSTHROUGH if k in os.environ}
-        env.update(MEMTRIO_HOME=str(home), MEMTRIO_EMBEDDINGS="off", PYTHONUNBUFFERED="1")
-        env["MEMTRIO_SERVE_ATTACH"] = "off"  # the embedded server: no owner outlives the tool
-        env.update(VECTORS_ENV)
-        env["MEMTRIO_SERVER_OUTPUT_SCHEMA"] = "true"  # to document each result's fields
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "memtrio.supervisors.cli", "mcp", *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-            cwd=cwd,
-        )
-        self._buffer = b""
-        self._next_id = 1
-
-    def __enter__(self) -> RawClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-    def send(self, message: dict[str, Any]) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps(message).encode() + b"\n")
-        self.process.stdin.flush()
-
-    def read(self) -> dict[str, Any]:
-        """The next stdout line, decoded; fails after `READ_TIMEOUT` seconds or at EOF."""
-        assert self.process.stdout is not None
-        fd = self.process.stdout.fileno()
-        deadline = time.monotonic() + READ_TIMEOUT
-        while b"\n" not in self._buffer:
-            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                raise TimeoutError("memtrio mcp did not answer")
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                raise EOFError("memtrio mcp closed stdout")
-            self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        return json.loads(line)
-
-    def call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        rid = self._next_id
-        self._next_id += 1
-        self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params or {}})
-        while True:
-            reply = self.read()
-            if reply.get("id") == rid:
-                if "error" in reply:
-                    raise RuntimeError(f"{method}: {reply['error']}")
-                return reply["result"]
-
-    def initialize(self) -> None:
-        self.call(
-            "initialize",
-            {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "gen_tools_doc", "version": "1"},
-            },
-        )
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+@contextlib.contextmanager
+def served(home: Path, cwd: Path, args: tuple[str, ...] = ()) -> Iterator[BlockingClient]:
+    """An initialized ``memtrio mcp ARGS`` child (embedded: no owner outlives the tool) with
+    the vector tools and each tool's output schema, to document each result's fields."""
+    env = {**VECTORS_ENV, "MEMTRIO_SERVER_OUTPUT_SCHEMA": "true"}
+    client = BlockingClient.memtrio(home, env, cwd, args, timeout=READ_TIMEOUT)
+    try:
+        client.initialize("gen_tools_doc")
+        yield client
+    finally:
+        client.close(10)
 
 
 def make_repo(path: Path) -> Path:
@@ -295,8 +232,8 @@ def make_repo(path: Path) -> Path:
     return path.resolve()
 
 
-def list_tools(client: RawClient) -> list[dict[str, Any]]:
-    return client.call("tools/list")["tools"]
+def list_tools(client: BlockingClient) -> list[dict[str, Any]]:
+    return list(client.request("tools/list")["result"]["tools"])
 
 
 def tool_groups(tmp: Path, repo: Path) -> dict[str, str]:
@@ -305,8 +242,7 @@ def tool_groups(tmp: Path, repo: Path) -> dict[str, str]:
     for group in GROUPS:
         home = tmp / f"home-{group}"
         home.mkdir()
-        with RawClient(home, repo, ("--tools", group)) as client:
-            client.initialize()
+        with served(home, repo, ("--tools", group)) as client:
             for tool in list_tools(client):
                 seen.setdefault(tool["name"], []).append(group)
     return {
@@ -323,15 +259,13 @@ def fill(value: Any, memory_id: int, repo: Path) -> Any:
     return value
 
 
-def run_examples(client: RawClient, repo: Path) -> dict[str, tuple[dict[str, Any], Any]]:
+def run_examples(client: BlockingClient, repo: Path) -> dict[str, tuple[dict[str, Any], Any]]:
     """Every step called in order: tool -> (arguments, structured answer)."""
     examples: dict[str, tuple[dict[str, Any], Any]] = {}
     memory_id = 0
     for name, raw in STEPS:
         args = {key: fill(value, memory_id, repo) for key, value in raw.items()}
-        result = client.call("tools/call", {"name": name, "arguments": args})
-        if result.get("isError"):
-            raise RuntimeError(f"{name}({args}) failed: {result}")
+        result = client.tool(name, args)
         answer = result.get("structuredContent")
         if answer is None:
             text = "\n".join(c.get("text", "") for c in result.get("content", []))
@@ -579,8 +513,7 @@ def generate() -> str:
         # One parser worker, whatever the machine's CPUs: server_status lists them.
         (home / "config.toml").write_text("[code]\nindex_threads = 1\n")
         groups = tool_groups(tmp, repo)
-        with RawClient(home, repo) as client:
-            client.initialize()
+        with served(home, repo) as client:
             tools = list_tools(client)
             missing = {t["name"] for t in tools} ^ {name for name, _ in STEPS}
             if missing:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import signal
 import subprocess
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+from memtrio.actors.chaos.client import initialize_params, request_message, server_env
 
 LISTENING = re.compile(rb"listening on (\S+) \(pid (\d+)\)")
 PROTOCOL = "2025-11-25"
@@ -56,10 +56,7 @@ class Server:
     """One ``memtrio serve`` child on loopback; stderr drained by a thread."""
 
     def __init__(self, home: Path, extra_env: dict[str, str]) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRIO_")}
-        env.update(
-            MEMTRIO_HOME=str(home), MEMTRIO_EMBEDDINGS="off", MEMTRIO_CODE="off", **extra_env
-        )
+        env = server_env(home, {"MEMTRIO_CODE": "off", **extra_env})
         command = [sys.executable, "-m", "memtrio.supervisors.cli", "serve"]
         self.proc = subprocess.Popen(
             [*command, "--transport", "http", "--bind", "127.0.0.1:0"],
@@ -138,16 +135,7 @@ def _workload(server: Server, answers: int, size: int) -> dict[str, Any]:
     url, pid = server.url, server.pid
     out: dict[str, Any] = {"answers": answers, "size": size}
     with httpx2.Client(timeout=120.0, headers={"accept": BOTH}) as http:
-        init = {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": PROTOCOL,
-                "capabilities": {},
-                "clientInfo": {"name": "http-replay-rss", "version": "1"},
-            },
-        }
+        init = request_message("initialize", initialize_params("http-replay-rss", PROTOCOL), 0)
         reply = http.post(url, json=init)
         reply.raise_for_status()
         session = {"mcp-session-id": reply.headers["mcp-session-id"]}

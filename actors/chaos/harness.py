@@ -26,7 +26,15 @@ import trio
 
 from ..net import proof
 from .checks import check_store
-from .client import Caller, NoReply, ServerGone, ServerProcess, start_server
+from .client import (
+    Caller,
+    NoReply,
+    Reply,
+    ServerGone,
+    ServerProcess,
+    internal_failure,
+    start_server,
+)
 from .netclient import HttpSession, TcpSession, open_tcp_session
 from .serve import ServeFailed, ServeProcess, start_serve
 
@@ -135,6 +143,16 @@ def reply_error_text(reply: Mapping[str, Any]) -> str | None:
     if result.get("isError"):
         return _content_text(result)
     return None
+
+
+def crashed(out: Outcome, label: str, reply: Reply) -> bool:
+    """Whether ``reply``, which should be a clean refusal of bad input (a -32602 / -32600 /
+    -32700 or an ``isError`` naming what to do), shows a crash of the server instead
+    (`client.internal_failure`): that is recorded as a violation."""
+    why = internal_failure(reply)
+    if why is not None:
+        out.violations.append(f"{label}: not a refusal but an internal failure: {why}")
+    return why is not None
 
 
 def reply_text(reply: Mapping[str, Any]) -> str:

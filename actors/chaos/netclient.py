@@ -28,7 +28,19 @@ from dataclasses import dataclass, field
 
 import trio
 
-from .client import PROTOCOL_VERSION, LineClient, NoReply, Reply, RequestId, ServerGone, Stats
+from .client import (
+    INITIALIZED,
+    PROTOCOL_VERSION,
+    LineClient,
+    NoReply,
+    Reply,
+    RequestId,
+    ServerGone,
+    Stats,
+    initialize_params,
+    request_message,
+    tool_call_params,
+)
 
 BOTH = "application/json, text/event-stream"
 SSE = "text/event-stream"
@@ -54,15 +66,12 @@ class TcpSession(LineClient):
     """
 
     def __init__(self, stream: trio.SocketStream, label: str) -> None:
-        super().__init__()
+        super().__init__(stream)
         self.stream = stream
         self.label = label
 
     async def _write(self, data: bytes) -> None:
         await self.stream.send_all(data)
-
-    async def read_loop(self) -> None:
-        await self._read_lines(self.stream)
 
     async def vanish(self, *, reset: bool) -> None:
         """Drop the connection at once (a reset, or a FIN), whatever is in flight."""
@@ -97,7 +106,7 @@ async def open_tcp_session(
         await handshake(stream)  # the endpoint sends nothing more until the client speaks
     if token is not None:
         await stream.send_all(token.encode() + b"\n")
-    nursery.start_soon(session.read_loop)
+    session.read_in(nursery)
     return session
 
 
@@ -313,24 +322,13 @@ class HttpSession:
 
     async def initialize(self, timeout: float = 60.0) -> Reply:
         with trio.fail_after(timeout):
-            response = await self.post(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 0,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": PROTOCOL_VERSION,
-                        "capabilities": {},
-                        "clientInfo": {"name": "memtrio-chaos", "version": "1"},
-                    },
-                }
-            )
+            response = await self.post(request_message("initialize", initialize_params(), 0))
             reply = json.loads(await response.body())
             await response.close()
             self.sid = response.headers.get("mcp-session-id")
             if response.status != 200 or self.sid is None:
                 raise ServerGone(f"{self.label}: initialize answered {response.status}: {reply}")
-            done = await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            done = await self.post(INITIALIZED)
             await done.close()
             if done.status != 202:
                 self.violations.append(f"notifications/initialized answered {done.status}")
@@ -348,9 +346,7 @@ class HttpSession:
         if rid is None:
             self._next_id += 1
             rid = self._next_id
-        msg: dict[str, object] = {"jsonrpc": "2.0", "id": rid, "method": method}
-        if params is not None:
-            msg["params"] = params
+        msg = request_message(method, params, rid)
         try:
             with trio.fail_after(timeout):
                 if method == "tools/call" and self.drop is not None and self.drop():
@@ -368,9 +364,7 @@ class HttpSession:
             raise ServerGone(f"{self.label}: {type(exc).__name__}: {exc}") from None
 
     async def call_tool(self, name: str, arguments: object, *, timeout: float = 60.0) -> Reply:
-        reply = await self.request(
-            "tools/call", {"name": name, "arguments": arguments}, timeout=timeout
-        )
+        reply = await self.request("tools/call", tool_call_params(name, arguments), timeout=timeout)
         result = reply.get("result")
         if isinstance(result, dict) and result.get("isError"):
             self.stats.tool_errors += 1

@@ -13,6 +13,7 @@ import trio
 from trio_websocket import WebSocketConnection, connect_websocket
 
 from ..net.proof import prove
+from .client import initialize_params, request_message
 
 # The attach endpoint's proof: (its secret, the server's pid, the endpoint's port).
 Attach = tuple[bytes, int, int]
@@ -20,16 +21,7 @@ Attach = tuple[bytes, int, int]
 # Seconds the measuring client waits for one answer.
 ANSWER_TIMEOUT = 10.0
 PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "flood-probe", "version": "1"},
-    },
-}
+INITIALIZE = request_message("initialize", initialize_params("flood-probe"), 0)
 STATUS = b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"server_status","arguments":{}}}'
 INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import trio
 
 from ..net import runtime
-from .client import server_env
+from .client import chaos_env
 
 LISTENING = re.compile(r"memtrio serve: listening on (\S+) \(pid (\d+)\)")
 START_TIMEOUT = 60.0
@@ -124,7 +124,7 @@ async def start_serve(
             stdin=subprocess.DEVNULL,
             stdout=errlog,
             stderr=errlog,
-            env=server_env(home, env),
+            env=chaos_env(home, env),
             cwd=str(home),
             preexec_fn=None if nofile is None else descriptor_limit(nofile),
         )

@@ -12,7 +12,7 @@ from pathlib import Path
 import trio
 
 from ....protocol.plural import plural
-from ..client import server_command, server_env
+from ..client import chaos_env, server_command
 from ..harness import (
     Ledger,
     Run,
@@ -382,7 +382,7 @@ async def sdk_client_crashes(run: Run) -> None:
     params = StdioServerParameters(
         command=command[0],
         args=command[1:],
-        env=server_env(home, _sdk_server_env(run, calls)),
+        env=chaos_env(home, _sdk_server_env(run, calls)),
         cwd=str(home),
     )
     (home / "logs").mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ from typing import Any
 import trio
 
 from ..client import Reply, ServerProcess
-from ..harness import Outcome, Run, make_checkout, reply_error_text
+from ..harness import Outcome, Run, crashed, make_checkout, reply_error_text
 from .malformed_cases import ARGUMENT_TEXT_CASES, REQUEST_LIMIT, raw_cases, tool_cases
 
 
@@ -48,6 +48,8 @@ async def _before_initialize(server: ServerProcess, out: Outcome) -> None:
         )
         out.malformed += 1
         out.errors_expected += 1
+        if crashed(out, f"{method} before initialize", reply):
+            continue
         if reply.get("error", {}).get("code") != -32002:
             out.violations.append(
                 f"{method} before initialize: expected -32002, got {str(reply)[:160]}"
@@ -65,6 +67,8 @@ async def _raw_lines(run: Run, server: ServerProcess) -> None:
         out.errors_expected += expected == "error"
         await server.send_bytes(line + b"\n")
         replies = await _sentinel(server, n)
+        if any([crashed(out, label, r) for r in replies]):
+            continue
         kinds = ["error" if "error" in r else "result" for r in replies]
         if expected == "any" and len(kinds) == 1:
             out.errors_expected += kinds == ["error"]
@@ -99,6 +103,8 @@ async def _bad_argument_text(server: ServerProcess, out: Outcome) -> None:
             continue
         reply = await server.wait_reply(rid, receive, 30)
         out.malformed += 1
+        if crashed(out, label, reply):
+            continue
         if reply_error_text(reply) is None:
             if label.startswith("NUL"):
                 continue  # a NUL character is valid JSON text; storing it is fine
@@ -114,6 +120,8 @@ async def _nested_arguments(server: ServerProcess, out: Outcome) -> None:
     reply = await server.call_tool("recall", {"query": "x", "scopes": [[[[[[[[[[[]]]]]]]]]]]})
     out.malformed += 1
     out.errors_expected += 1
+    if crashed(out, "nested arguments", reply):
+        return
     if reply_error_text(reply) is None:
         out.violations.append("nested arguments were accepted")
 
@@ -134,6 +142,8 @@ async def _duplicate_ids(server: ServerProcess, out: Outcome) -> None:
     with trio.move_on_after(10):
         got.append(await server.wait_reply("dup", receive, 10))
     got += [r for r in server.take_unmatched() if r.get("id") == "dup"]
+    for reply in got:
+        crashed(out, "duplicate id", reply)
     if len(got) != 2:
         out.violations.append(f"duplicate id: {len(got)} replies to two requests with id 'dup'")
     # The second is refused while the first runs (or served if the first already
@@ -176,6 +186,8 @@ async def _wrong_arguments(
             out.errors_expected += 1
             reply = await server.call_tool(tool["name"], arguments, timeout=30)
             error = reply_error_text(reply)
+            if crashed(out, f"{tool['name']} {label}", reply):
+                continue
             if error is None:
                 out.violations.append(
                     f"{tool['name']} {label}: accepted {json.dumps(arguments)[:120]}"

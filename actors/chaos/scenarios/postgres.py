@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 
 import trio
 
-from ..client import server_env
+from ..client import chaos_env
 from ..harness import Ledger, Run, content_for, remember
 from ..netclient import TcpSession
 from ..pg import (
@@ -228,7 +228,7 @@ async def _race(run: Run, url: str, round_: int, ledger: Ledger) -> None:
         done.append(
             await trio.run_process(
                 [*command, "--json", "--store", url],
-                env=server_env(home, OFF),
+                env=chaos_env(home, OFF),
                 cwd=str(home),
                 capture_stdout=True,
                 capture_stderr=True,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import trio
 
-from ..client import server_env
-from ..harness import Ledger, Run, reply_error_text, reply_text
+from ..client import chaos_env
+from ..harness import Ledger, Run, crashed, reply_error_text, reply_text
 from ..hostile import make_hostile_checkout
 
 # How long one `memtrio` CLI run may take (seconds) before it counts as hung.
@@ -89,7 +89,7 @@ async def _cli(home: Path, *args: str) -> tuple[int | None, str]:
             capture_stdout=True,
             capture_stderr=True,
             check=False,
-            env=server_env(home),
+            env=chaos_env(home),
             cwd=str(home),
         )
         return done.returncode, done.stderr.decode("utf-8", "replace")
@@ -187,7 +187,9 @@ async def hostile_checkout(run: Run) -> None:
         error = reply_error_text(reply)
         if error is not None:
             out.errors_seen += 1
-        if succeeds and error is not None:
+        if crashed(out, f"{tool} {arguments}", reply):
+            pass
+        elif succeeds and error is not None:
             out.violations.append(f"{tool} {arguments} failed: {error[:160]}")
         elif not succeeds and error is None:
             out.violations.append(f"{tool} {arguments} was not refused: {reply_text(reply)[:160]}")
