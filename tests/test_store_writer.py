@@ -113,7 +113,9 @@ async def test_listeners_get_change_records_only_after_a_commit(home: Path) -> N
         assert seen[-1] == [Change(kind="memory", id=first.id)]
         await T.forget(ctx, T.ForgetArgs(first.id))
         assert seen[-1] == [Change(kind="memory", id=first.id, deleted=True)]
-        assert await store.write_conn(lambda conn: Written("value", [Change(kind="reset")])) == "value"
+        assert (
+            await store.write_conn(lambda conn: Written("value", [Change(kind="reset")])) == "value"
+        )
         assert seen[-1] == [Change(kind="reset")]
         remove()
         await T.remember(ctx, T.RememberArgs("unheard"))

@@ -252,9 +252,7 @@ async def recall(ctx: CallContext, args: RecallArgs) -> RecallResult:
     except StoreOperationalError as exc:
         # A full or read-only disk: answer from a read connection, uncounted.
         trace.warning(ACTOR, "recall_access_not_recorded", error=str(exc))
-        rows = await store.read(
-            lambda tx: ranked_rows(tx, selection, ranked), name="recall.rows"
-        )
+        rows = await store.read(lambda tx: ranked_rows(tx, selection, ranked), name="recall.rows")
         warnings.append(f"the access could not be recorded ({exc}); results are unaffected")
     return RecallResult(
         memories=[
