@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from ..protocol.tools import Tool
 from ..supervisors.context import AppContext, Component, Feature
+from .memory.feature import FEATURE as MEMORY
 from .status import FEATURE as STATUS
 from .store.feature import FEATURE as STORE
 
@@ -70,8 +71,8 @@ def declared_tools() -> list[Tool]:
     against (tests/test_tool_registry.py). Imports every feature: not for a server start."""
     from .code.tools import TOOLS as code
     from .kg.tools import TOOLS as graph
+    from .memory.tools import TOOLS as memory
     from .status import TOOLS as status
-    from .store.tools import TOOLS as memory
     from .vectors.tools import TOOLS as vectors
 
     return [*status, *memory, *graph, *vectors, *code]
@@ -83,4 +84,4 @@ RANKER = Deferred("ranker", _ranker)
 VECTORS = Deferred("vectors", _vectors)
 CODE = Deferred("code", _code)
 
-ALL_FEATURES: tuple[Feature, ...] = (STATUS, STORE, GRAPH, EMBEDDER, RANKER, VECTORS, CODE)
+ALL_FEATURES: tuple[Feature, ...] = (STATUS, STORE, MEMORY, GRAPH, EMBEDDER, RANKER, VECTORS, CODE)

@@ -51,7 +51,7 @@ from .supervisor import ChildSpec, Escalation, first_leaf
 # chaos harness); no command or an unknown one (``--help``, a typo) registers them all.
 # tests/test_lean_startup.py checks that these names are the ones each module registers.
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
-    "..actors.store.cli": (
+    "..actors.memory.cli": (
         "remember",
         "list",
         "show",

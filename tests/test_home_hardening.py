@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import trio
 from memtrio.actors.code.index import CodeIndex, index_path
-from memtrio.actors.store import tools as store_tools
+from memtrio.actors.memory import tools as store_tools
 from memtrio.actors.store.feature import FEATURE as STORE
 from memtrio.supervisors import config as config_mod
 from memtrio.supervisors import private, trace
@@ -432,7 +432,7 @@ def test_defect11_export_to_an_unusable_path_is_one_line(tmp_path: Path) -> None
 def test_defect11_an_unexpected_failure_is_one_line_with_the_traceback_in_the_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from memtrio.actors.store import cli as store_cli
+    from memtrio.actors.memory import cli as store_cli
 
     def broken(args: object, run: object) -> int:
         trace.LOG.configure(tmp_path / "log" / "memtrio.log", "info")

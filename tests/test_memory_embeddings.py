@@ -14,9 +14,9 @@ import msgspec
 import numpy as np
 import pytest
 from memtrio.actors.embedder.handle import EMBEDDER
+from memtrio.actors.memory import tools as T
 from memtrio.actors.ranker.handle import RANKER
 from memtrio.actors.store import ops
-from memtrio.actors.store import tools as T
 from memtrio.actors.store.feature import FEATURE
 from memtrio.actors.store.writer import STORE, Change
 from memtrio.protocol.errors import DomainError

@@ -20,7 +20,7 @@ import msgspec
 import pytest
 import test_ui_api as ui_api
 from mcp_client import fails, open_client, run_cli
-from memtrio.actors.store.tool_args import GraphArgs
+from memtrio.actors.memory.args import GraphArgs
 from memtrio.protocol.plural import plural, singular_of
 from memtrio.protocol.validation import describe_validation_error
 from memtrio.supervisors import config, environment

@@ -27,8 +27,8 @@ import test_inspector_args as inspector
 from mcp_client import ok, open_client, result_payload, run_cli
 from memtrio.actors.code.tools import TOOLS as CODE_TOOLS
 from memtrio.actors.kg.tools import TOOLS as KG_TOOLS
-from memtrio.actors.store.results import score_of, time_of
-from memtrio.actors.store.tools import TOOLS as MEMORY_TOOLS
+from memtrio.actors.memory.results import score_of, time_of
+from memtrio.actors.memory.tools import TOOLS as MEMORY_TOOLS
 from memtrio.protocol.tools import result_schema
 from raw_server import initialize_request, raw_server
 

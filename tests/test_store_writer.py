@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 import trio
+from memtrio.actors.memory import tools as T
 from memtrio.actors.store import ops, schema
-from memtrio.actors.store import tools as T
 from memtrio.actors.store.db import connect, db_path, open_write_connection
 from memtrio.actors.store.feature import FEATURE
 from memtrio.actors.store.writer import STORE, Change, Written

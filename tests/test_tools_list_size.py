@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from memtrio.actors.code.tools import TOOLS as CODE_TOOLS
 from memtrio.actors.kg.tools import TOOLS as KG_TOOLS
-from memtrio.actors.store.tools import TOOLS as MEMORY_TOOLS
+from memtrio.actors.memory.tools import TOOLS as MEMORY_TOOLS
 from memtrio.actors.vectors.tools import TOOLS as VECTOR_TOOLS
 from memtrio.protocol.mcp import SUPPORTED_VERSIONS
 from raw_server import initialize_request, raw_server

@@ -161,7 +161,7 @@ def cmd_reembed(args: argparse.Namespace, run: AppRunner) -> int:
             outcome["error"] = exc
         return 0
 
-    run(args, body, features={"store", "embedder"})
+    run(args, body, features={"store", "memory", "embedder"})
     if "error" in outcome:
         raise outcome["error"]
     failures = outcome["failed"]

@@ -19,7 +19,7 @@ from ...supervisors.context import AppContext, AppRunner
 from ..store.import_file import ImportRefused
 from ..store.interfaces import StoreTx
 from ..store.runner import check_export_target, export_output, refused, run_store_command, say
-from ..store.tools import store_of
+from ..store.services import store_of
 from ..store.writer import Written
 from . import jsonl
 from .transactions import view_of

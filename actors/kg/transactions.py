@@ -12,10 +12,11 @@ from collections.abc import Callable, Sequence
 from typing import Concatenate, ParamSpec, TypeVar
 
 from ...supervisors.context import AppContext, CallContext
+from ..embedder.embed import embed, embedder_of
 from ..store import ops
-from ..store import tools as store_tools
 from ..store.interfaces import StoreTx
 from ..store.scopes import ScopePolicy
+from ..store.services import policy_of, store_of
 from ..store.writer import Written
 from .records import JsonObject
 from .view import Scoped, View
@@ -54,8 +55,8 @@ async def read_small(
 
 
 async def _read(ctx: CallContext, name: str, fn: Callable[[StoreTx, Scoped], T], inline: bool) -> T:
-    store = store_tools.store_of(ctx.app)
-    view = view_of(await store_tools.policy_of(ctx))
+    store = store_of(ctx.app)
+    view = view_of(await policy_of(ctx))
     result: T = await store.read(
         lambda tx: fn(tx, Scoped(tx, view)), inline=inline, name=f"kg.{name}"
     )
@@ -67,8 +68,8 @@ async def write(
 ) -> tuple[T, list[str]]:
     """Run ``fn`` in one write transaction under the calling session's scopes; (its
     value, the `Writer`'s warnings)."""
-    store = store_tools.store_of(ctx.app)
-    view = view_of(await store_tools.policy_of(ctx))
+    store = store_of(ctx.app)
+    view = view_of(await policy_of(ctx))
 
     def op(tx: StoreTx) -> Written:
         w = Writer(tx, view, vectors)
@@ -89,14 +90,14 @@ async def embed_for(
     app: AppContext, observations: Sequence[str], entities: Sequence[tuple[str, str]]
 ) -> Vectors | None:
     """Vectors of observation texts and entity documents, or None when embeddings are off."""
-    if store_tools.embedder_of(app) is None:
+    if embedder_of(app) is None:
         return None
     obs = list(dict.fromkeys(observations))
     ents: dict[str, str] = {}
     for name, kind in entities:
         ents.setdefault(name, ops.entity_document(name, kind or "entity"))
     texts = [ops.memory_document(o) for o in obs]  # what `remember` would embed of each
-    embedded = await store_tools.embed(app, [*texts, *ents.values()], "observation")
+    embedded = await embed(app, [*texts, *ents.values()], "observation")
     if embedded is None:
         return None
     vecs = embedded.vectors

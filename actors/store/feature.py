@@ -1,10 +1,11 @@
-"""The memory-store feature: the StoreWriter actor, the nine memory tools, the scope instructions."""
+"""The store feature: the StoreWriter actor, its read pool, maintenance and (PostgreSQL) the
+change listener. The memory tools are the memory feature's (`actors.memory.feature`)."""
 
 from __future__ import annotations
 
 import trio
 
-from ...supervisors.context import AppContext, SessionView
+from ...supervisors.context import AppContext, ServiceKey
 from ...supervisors.supervisor import (
     ONE_FOR_ONE,
     PERMANENT,
@@ -17,50 +18,12 @@ from ...supervisors.supervisor import (
 )
 from . import db
 from .maintenance import MAINTENANCE, Maintenance, serve_maintenance
-from .scopes import GLOBAL, ScopePolicies, ScopePolicy
-from .tools import TOOLS
+from .scopes import ScopePolicies, ScopePolicy
 from .writer import STORE, Store, serve_store_writer
 
-
-def where(scope: str, session: SessionView) -> str:
-    """Where the session's default memory scope ``scope`` comes from, in a sentence or two."""
-    root, source = session.root, session.root_source
-    if source == "cwd":
-        if scope == GLOBAL:
-            return "This server was started outside a Git repository, so its default memory scope is `global`."
-        return (
-            f"Default memory scope: `{scope}` (the Git repository this server was started in); "
-            'memories are written there unless you pass `scopes: ["global"]` for knowledge useful in every project.'
-        )
-    if root is not None and scope != GLOBAL:
-        given = (
-            "your client's MCP roots" if source == "roots" else 'initialize `_meta["memtrio/root"]`'
-        )
-        return (
-            f"Default memory scope: `{scope}` (this session's repository {root}, from {given}); "
-            'memories are written there unless you pass `scopes: ["global"]` for knowledge useful in every project.'
-        )
-    if root is not None:
-        return f"This session's directory {root} is not inside a Git repository, so its default memory scope is `global`."
-    if source == "roots":
-        return (
-            "This session's repository comes from your client's MCP roots (the first `file://` root inside a "
-            "Git checkout), asked for once the session is initialized; `list_scopes` shows the current scope "
-            "(`global` until a root inside a Git checkout is known)."
-        )
-    return (
-        "This session has no repository (the client declared no MCP roots and passed no "
-        '`_meta["memtrio/root"]` at initialize), so its default memory scope is `global`.'
-    )
-
-
-def instructions(scope: str, session: SessionView) -> str:
-    return (
-        "memtrio memory: `remember` what you learn (decisions, conventions, pitfalls) and `recall` it in later "
-        f"sessions. {where(scope, session)} Reads cover the current repository plus `global`; use `list_scopes` "
-        "and pass a scope name to `recall` or `inspect` to read another repository. Writes may only go to the "
-        "current repository and `global`."
-    )
+# The scope rules of each session's repository, made when the store is set up (the memory
+# feature reads them for its session instructions).
+POLICIES: ServiceKey[ScopePolicies] = ServiceKey("store.policies")
 
 
 class _StoreFeature:
@@ -78,14 +41,10 @@ class _StoreFeature:
             url=None if url == "sqlite" else url,
         )
         maintenance = Maintenance(Mailbox("store.maintenance"))
-        app.add_tools(TOOLS)
+        app.publish(POLICIES, policies)  # set-up data, not an actor: the memory feature's
         if store.url is None:  # PostgreSQL's own autovacuum keeps a PostgreSQL store
             app.status_sections["maintenance"] = maintenance.status
 
-        async def scope_instructions(session: SessionView) -> str:
-            return instructions(await policies.scope_of(session.root), session)
-
-        app.session_instructions.append(scope_instructions)
         return StoreComponent(app, store, maintenance)
 
 

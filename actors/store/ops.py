@@ -9,8 +9,6 @@ the names used outside the store:
 - `entities`: entities and relations (`EntitySpec`, `upsert_entity`, ...);
 - `memories`: memory rows (`NewMemory`, `insert_memory`, `get_memory`, ...);
 - `lexical`: the FTS5 query planner and lexical recall;
-- `access`: returned memories counted and logged (`record_access`);
-- `paths`: relation paths around an entity (`graph_paths`).
 
 Every operation runs inside a transaction its caller opened (the StoreWriter
 for writes, the read pool for reads); none of them commits.
@@ -18,7 +16,6 @@ for writes, the read pool for reads); none of them commits.
 
 from __future__ import annotations
 
-from .access import ranked_rows, record_access
 from .documents import (
     canonical_name,
     clean_name,
@@ -56,7 +53,6 @@ from .memories import (
     visible,
     writable_memory,
 )
-from .paths import graph_paths
 from .scope_rows import ensure_scope, memory_scope_names, scope_counts, scope_ids
 from .scopes import GLOBAL
 from .vectors import Vec, change_of, drop_vector, item_vectors, put_vector, vecs_of
@@ -77,7 +73,6 @@ __all__ = [
     "entity_document",
     "find_entity",
     "get_memory",
-    "graph_paths",
     "insert_memory",
     "item_vectors",
     "lexical_plan",
@@ -90,8 +85,6 @@ __all__ = [
     "put_vector",
     "query_terms",
     "query_words",
-    "ranked_rows",
-    "record_access",
     "relation_document",
     "scope_counts",
     "scope_ids",

@@ -25,8 +25,8 @@ from . import db
 from .import_file import ImportRefused, printable
 
 # The features a command starts: the store alone, or with what embeddings and ranking need.
-STORE_ONLY = frozenset({"store"})
-WITH_RANKING = frozenset({"status", "store", "kg", "embedder", "ranker"})
+STORE_ONLY = frozenset({"store", "memory"})
+WITH_RANKING = frozenset({"status", "store", "memory", "kg", "embedder", "ranker"})
 
 
 def check_text(value: object, where: str) -> None:

@@ -32,14 +32,14 @@ from ...supervisors.context import AppContext, CallContext
 from ..code.checkout import show_path
 from ..code.service import CODE
 from ..code.tools import FindArgs, OutlineArgs, _file_outline, _root
+from ..memory.args import RecallArgs
+from ..memory.handlers import rank
+from ..memory.records import MAX_ROW_ID
+from ..memory.results import memory_fields
 from ..session_state import SessionState
 from ..store.interfaces import StoreTx
 from ..store.lexical import query_terms, search_memories
-from ..store.memory_tools import rank
-from ..store.records import MAX_ROW_ID
-from ..store.results import memory_fields
 from ..store.services import policy_of, scoped, store_of
-from ..store.tool_args import RecallArgs
 from . import queries
 from .explain import explain
 

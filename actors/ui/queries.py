@@ -15,10 +15,10 @@ import msgspec
 
 from ..chaos import traceview
 from ..code.overview import checkouts
+from ..memory.results import memory_fields
 from ..store.interfaces import StoreTx
 from ..store.interfaces.browse import SORTS, BrowsedMemory, MemoryFilter, Sort
 from ..store.memories import get_memory, visible
-from ..store.results import memory_fields
 
 __all__ = ["SORTS", "MemoryFilter"]
 

@@ -16,12 +16,12 @@ import numpy as np
 from ...protocol.errors import BadArgument, Conflict, NotFound
 from ...protocol.plural import plural
 from ...supervisors.context import CallContext
+from ..embedder.embed import embed, embedder_of
 from ..kg.lookup import Ent, missing, resolve
 from ..kg.search import term_hits
 from ..kg.view import Scoped, View
 from ..store import ops
 from ..store.interfaces import StoreTx
-from ..store.services import embed, embedder_of
 from . import args as A
 from . import ranking, table
 from . import results as X

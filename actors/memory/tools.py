@@ -8,11 +8,10 @@ share (the store handle, the embedder, argument checks) in `services`.
 from __future__ import annotations
 
 from ...protocol.tools import Tool
+from ..embedder.embed import embed, embedder_of
+from ..store.services import policy_of, store_of
 from . import results as R
-from .graph_tools import graph, relate
-from .memory_tools import forget, inspect, list_scopes, recall, remember, stats, update
-from .services import embed, embedder_of, policy_of, store_of
-from .tool_args import (
+from .args import (
     EntityArg,
     ForgetArgs,
     GraphArgs,
@@ -25,6 +24,8 @@ from .tool_args import (
     StatsArgs,
     UpdateArgs,
 )
+from .graph_tools import graph, relate
+from .handlers import forget, inspect, list_scopes, recall, remember, stats, update
 
 TOOLS = [
     Tool(

@@ -15,11 +15,11 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from ...protocol.errors import BadArgument, DomainError
-from . import limits
-from .documents import canonical_name
-from .import_file import ImportRefused, decode_line, printable
-from .limits import MAX_CONTENT, MAX_LINKS, Importance, MemoryType, Scopes
-from .scopes import GLOBAL, REPO_PREFIX, ScopeError, check_syntax
+from ..store import limits
+from ..store.documents import canonical_name
+from ..store.import_file import ImportRefused, decode_line, printable
+from ..store.limits import MAX_CONTENT, MAX_LINKS, Importance, MemoryType, Scopes
+from ..store.scopes import GLOBAL, REPO_PREFIX, ScopeError, check_syntax
 
 FORMAT = "memtrio-export"
 # Version 2 refers to an entity by its name exactly (the store's identity since schema

@@ -20,15 +20,15 @@ import msgspec
 from ...protocol.errors import BadArgument, DomainError
 from ...supervisors import trace
 from ...supervisors.context import AppContext, CallContext
+from ..embedder.embed import embed, embedder_of
 from ..ranker.handle import RANKER
-from . import limits
-from .access import ranked_rows, record_access
-from .documents import entity_document, memory_document, relation_document
-from .entities import RelationSpec, missing_vectors, validate_entity, validate_relation_type
-from .interfaces import StoreTx
-from .interfaces.errors import StoreOperationalError
-from .lexical import search_memories
-from .memories import (
+from ..store import limits
+from ..store.documents import entity_document, memory_document, relation_document
+from ..store.entities import RelationSpec, missing_vectors, validate_entity, validate_relation_type
+from ..store.interfaces import StoreTx
+from ..store.interfaces.errors import StoreOperationalError
+from ..store.lexical import search_memories
+from ..store.memories import (
     NewMemory,
     counts,
     delete_memory,
@@ -39,6 +39,27 @@ from .memories import (
     visible,
     visible_counts,
     writable_memory,
+)
+from ..store.scopes import GLOBAL, ScopePolicy
+from ..store.services import (
+    check_finite,
+    clean_text,
+    clean_type,
+    policy_of,
+    scoped,
+    store_of,
+)
+from ..store.vectors import Vec
+from ..store.writer import ACTOR, Written
+from .access import ranked_rows, record_access
+from .args import (
+    ForgetArgs,
+    InspectArgs,
+    ListScopesArgs,
+    RecallArgs,
+    RememberArgs,
+    StatsArgs,
+    UpdateArgs,
 )
 from .results import (
     ForgetResult,
@@ -53,28 +74,6 @@ from .results import (
     UpdateResult,
     memory_result,
 )
-from .scopes import GLOBAL, ScopePolicy
-from .services import (
-    check_finite,
-    clean_text,
-    clean_type,
-    embed,
-    embedder_of,
-    policy_of,
-    scoped,
-    store_of,
-)
-from .tool_args import (
-    ForgetArgs,
-    InspectArgs,
-    ListScopesArgs,
-    RecallArgs,
-    RememberArgs,
-    StatsArgs,
-    UpdateArgs,
-)
-from .vectors import Vec
-from .writer import ACTOR, Written
 
 TOKEN_CHARS = 4  # characters per token, the usual estimate for English text and code
 BUDGET_POOL = 100  # memories ranked, at most, to fill a max_tokens budget

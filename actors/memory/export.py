@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from .interfaces import StoreTx
+from ..store.interfaces import StoreTx
 from .records import FORMAT, VERSION
 
 

@@ -8,9 +8,10 @@ from typing import Any
 import msgspec
 
 from ...supervisors.context import CallContext
-from . import limits
-from .documents import entity_document, relation_document
-from .entities import (
+from ..embedder.embed import embed, embedder_of
+from ..store import limits
+from ..store.documents import entity_document, relation_document
+from ..store.entities import (
     RelationSpec,
     find_entity,
     missing_vectors,
@@ -19,16 +20,16 @@ from .entities import (
     validate_entity,
     validate_relation_type,
 )
-from .interfaces import StoreTx
-from .memories import now
-from .ownership import Ownership
+from ..store.interfaces import StoreTx
+from ..store.memories import now
+from ..store.ownership import Ownership
+from ..store.scope_rows import ensure_scope
+from ..store.services import policy_of, scoped, store_of
+from ..store.vectors import ItemKind, Vec, change_of, put_vector
+from ..store.writer import Written
+from .args import GraphArgs, RelateArgs
 from .paths import graph_paths
 from .results import GraphResult, RelateResult
-from .scope_rows import ensure_scope
-from .services import embed, embedder_of, policy_of, scoped, store_of
-from .tool_args import GraphArgs, RelateArgs
-from .vectors import ItemKind, Vec, change_of, put_vector
-from .writer import Written
 
 
 async def relate(ctx: CallContext, args: RelateArgs) -> RelateResult:

@@ -25,11 +25,15 @@ from typing import BinaryIO
 import msgspec
 
 from ...protocol.errors import DomainError
+from ..store.import_file import ImportRefused, numbered_lines, printable, record_type, require_json
+from ..store.interfaces import StoreTx
+from ..store.interfaces.recall_log import RecallEntry
+from ..store.interfaces.upkeep import EntityRow, IdTable, MemoryRow, RelationRow
+from ..store.scopes import ScopePolicy
+from ..store.scratch import ImportMap, KeySet
+from ..store.vectors import Vec, put_vector
+from ..store.writer import Change
 from .export import export_lines
-from .import_file import ImportRefused, numbered_lines, printable, record_type, require_json
-from .interfaces import StoreTx
-from .interfaces.recall_log import RecallEntry
-from .interfaces.upkeep import EntityRow, IdTable, MemoryRow, RelationRow
 from .records import (
     FORMAT,
     NAMES,
@@ -47,10 +51,6 @@ from .records import (
     decode_record,
     vector_bytes,
 )
-from .scopes import ScopePolicy
-from .scratch import ImportMap, KeySet
-from .vectors import Vec, put_vector
-from .writer import Change
 
 Key = int | str  # a row id, or a name or key of the file, in `KeySet`
 

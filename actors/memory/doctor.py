@@ -24,11 +24,11 @@ from ...supervisors.config import log_path
 from ...supervisors.context import AppContext, AppRunner
 from ...supervisors.errors import UserError
 from ...supervisors.git import git_output
-from . import backends, db, dsn
-from .interfaces import StoreTx
-from .runner import run_store_command
-from .services import store_of
-from .writer import Store
+from ..store import backends, db, dsn
+from ..store.interfaces import StoreTx
+from ..store.runner import run_store_command
+from ..store.services import store_of
+from ..store.writer import Store
 
 
 def _permissions(home: Path, log: Path, fix: bool) -> dict[str, Any]:

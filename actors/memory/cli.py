@@ -33,14 +33,11 @@ from ...supervisors.commands import (
 from ...supervisors.context import AppContext, AppRunner
 from ..kg import cli as kg_cli
 from ..kg import jsonl
-from . import limits, migrate, tools, transfer
-from .doctor import cmd_doctor
-from .import_file import ImportRefused, numbered_lines, open_import, printable
-from .interfaces import StoreTx
-from .memories import list_memories
-from .records import MAX_ROW_ID
-from .results import Memory, memory_result
-from .runner import (
+from ..store import limits
+from ..store.import_file import ImportRefused, numbered_lines, open_import, printable
+from ..store.interfaces import StoreTx
+from ..store.memories import list_memories
+from ..store.runner import (
     check_export_target,
     check_text,
     export_output,
@@ -49,7 +46,11 @@ from .runner import (
     say,
     tool_context,
 )
-from .writer import Change, Written
+from ..store.writer import Change, Written
+from . import migrate, tools, transfer
+from .doctor import cmd_doctor
+from .records import MAX_ROW_ID
+from .results import Memory, memory_result
 
 ArgsT = TypeVar("ArgsT", bound=msgspec.Struct)
 SubParsers = argparse._SubParsersAction  # what ``add_subparsers`` returns

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from .limits import Content, Importance, MemoryId, MemoryType, Name, Scopes
+from ..store.limits import Content, Importance, MemoryId, MemoryType, Name, Scopes
 
 
 class EntityArg(msgspec.Struct, forbid_unknown_fields=True):

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...protocol.errors import NotFound
-from .entities import match_entity
-from .interfaces import StoreTx
+from ..store.entities import match_entity
+from ..store.interfaces import StoreTx
 
 
 def graph_paths(

@@ -28,9 +28,10 @@ from typing import Any
 from ...protocol.plural import plural
 from ...supervisors.commands import CliError, add_common, emit, load_config
 from ...supervisors.context import AppRunner
-from . import backends, db, transfer
-from .direct import Direct
-from .interfaces import StoreTx
+from ..store import backends, db
+from ..store.direct import Direct
+from ..store.interfaces import StoreTx
+from . import transfer
 
 Digest = dict[str, dict[str, Any]]
 

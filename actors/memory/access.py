@@ -6,10 +6,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from .interfaces import StoreTx
-from .interfaces.recall_log import RecallEntry
-from .memories import get_memory, now, visible
-from .scopes import GLOBAL
+from ..store.interfaces import StoreTx
+from ..store.interfaces.recall_log import RecallEntry
+from ..store.memories import get_memory, now, visible
+from ..store.scopes import GLOBAL
 
 
 def ranked_rows(
