@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from memtrio.actors.store import limits, transfer
+from memtrio.actors.memory import transfer
+from memtrio.actors.store import limits
 from memtrio.actors.store.import_file import MAX_LINE_BYTES
 from memtrio.supervisors.cli import main
 

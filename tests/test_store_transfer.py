@@ -7,7 +7,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from memtrio.actors.store import db, ops, transfer
+from memtrio.actors.memory import transfer
+from memtrio.actors.store import db, ops
 from memtrio.actors.store.scopes import ScopePolicy
 from memtrio.actors.store.sqlite.tx import tx as as_tx
 
