@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterator
 
@@ -154,13 +153,13 @@ class SqliteSnapshot:
             for part, marks in _batches(second):
                 yield from self.conn.execute(f"{sql} WHERE {b} IN ({marks})", part)
         elif first and second:
-            # Both lists: the first in batches, the second as one JSON array (any length).
-            others = json.dumps(second)
+            # Both lists: the links of the first (memories: a few each, by the primary
+            # key) in batches, kept when their other end is in the second.
+            others = set(second)
             for part, marks in _batches(first):
-                yield from self.conn.execute(
-                    f"{sql} WHERE {a} IN ({marks}) AND {b} IN (SELECT value FROM json_each(?))",
-                    [*part, others],
-                )
+                for row in self.conn.execute(f"{sql} WHERE {a} IN ({marks})", part):
+                    if row[1] in others:
+                        yield row
 
     def memory_entities(
         self, memories: list[int] | None = None, entities: list[int] | None = None
