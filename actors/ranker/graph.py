@@ -41,6 +41,7 @@ from .terms import TermGraph, extract
 from .vectors import IndexChoice, ItemIndex
 
 KINDS = ("memory", "entity", "relation")
+STORED_KINDS: tuple[Kind, ...] = ("memory", "entity", "relation")  # KINDS, as the store names them
 # Node kinds: the three stored kinds, and the terms found in memories' text (`terms`).
 KIND_CODE = {"memory": 0, "entity": 1, "relation": 2, "term": 3}
 NODE_KINDS = len(KIND_CODE)
@@ -51,8 +52,9 @@ SQL_BATCH = 500  # ids re-read per step of `apply`
 
 def stored_kind(kind: str) -> Kind:
     """``kind`` (one of `KINDS`) as the storage interfaces name it."""
-    if kind == "memory" or kind == "entity" or kind == "relation":
-        return kind
+    for stored in STORED_KINDS:
+        if kind == stored:
+            return stored
     raise ValueError(f"not a stored kind: {kind!r}")
 
 
@@ -91,7 +93,7 @@ class ItemTable:
             setattr(self, name, arr)
 
     def set(
-        self, item_id: int, scopes: Sequence[int], type_code: int = 0, created: float = 0.0
+        self, item_id: int, scopes: Sequence[int], type_code: int = 0, created: object = 0.0
     ) -> None:
         self._ensure(item_id)
         if not self.present[item_id]:
