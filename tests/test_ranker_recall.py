@@ -669,3 +669,34 @@ async def test_a_large_hnsw_graph_is_built_in_the_background_and_then_serves(
         ranker.on_changes(changes)
         assert new in [m for m, _ in await ranker.recall(query, None, None, 3)]
     assert adopted and set(adopted) == {"hnsw"}  # built in the background, not at load
+
+
+async def test_a_text_that_is_not_utf8_in_the_store_does_not_stop_semantic_recall(
+    home: Path,
+) -> None:
+    """SQLite keeps any bytes in a TEXT column (a hand edit, an older memtrio). The driver
+    refused to decode such a memory, entity or scope name, so re-reading it failed the
+    ranker's cache (every recall fell back to lexical, the load failed at each start)."""
+    async with running(home) as (store, ranker):
+        await fill(store, ranker, UNRELATED)
+        [target] = await fill(
+            store, ranker, ["Auth tokens are refreshed every 15 minutes (since 4 May 2023)."]
+        )
+        bad, changes = await store.memory("placeholder, written over below")
+        entity, more = await store.entity("placeholder entity")
+        store.conn.execute(
+            "UPDATE memories SET content = CAST(x'ff20323032332066e9' AS TEXT),"
+            " memory_type = CAST(x'fe' AS TEXT) WHERE id = ?",
+            (bad,),
+        )
+        store.conn.execute(
+            "UPDATE entities SET canonical_name = CAST(x'c328' AS TEXT) WHERE id = ?", (entity,)
+        )
+        store.conn.execute("INSERT INTO scopes (name) VALUES (CAST(x'80' AS TEXT))")
+        ranker.on_changes(changes + more)  # re-read the rows that changed
+        ranked = await ranker.recall("why do logins expire", None, None, 5)
+        assert ranked[0][0] == target and ranked.warnings == []
+        ranker.on_changes([Change(kind="reset", id=0)])  # reload everything
+        ranked = await ranker.recall("why do logins expire", None, None, 5)
+        assert ranked[0][0] == target
+        assert ranker.stats()["items"]["memory"] == len(UNRELATED) + 2

@@ -438,3 +438,41 @@ def test_text_ends_count_characters_and_keep_the_last_three(direct: Direct) -> N
     assert direct.read(lambda tx: tx.snapshot.text_ends([], 5)) == []
     many = direct.read(lambda tx: len(tx.snapshot.text_ends(list(range(MANY)), 5)))
     assert many == 5
+
+
+def test_texts_that_are_not_utf8_are_read_with_replacements(direct: Direct) -> None:
+    """SQLite keeps any bytes in a TEXT column: the read must not fail on them (PostgreSQL
+    refuses them at write, so only the valid texts are read there)."""
+    if direct.url is not None:
+        pytest.skip("PostgreSQL stores only valid UTF-8")
+
+    def write(tx: StoreTx) -> None:
+        _memory(tx, 1, "placeholder")
+        _entity(tx, 10, "placeholder")
+        _sql(
+            tx,
+            "UPDATE memories SET content = CAST(x'ff2032303233' AS TEXT),"
+            " memory_type = CAST(x'fe' AS TEXT) WHERE id = 1",
+        )
+        _sql(tx, "UPDATE entities SET canonical_name = CAST(x'c328' AS TEXT) WHERE id = 10")
+        _sql(tx, "INSERT INTO scopes (id, name) VALUES (5, CAST(x'80' AS TEXT))")
+
+    direct.write(write)
+
+    def read(tx: StoreTx) -> dict[str, Any]:
+        s = tx.snapshot
+        return {
+            "memories": list(s.memories(text=True)),
+            "some": list(s.memories([1], text=True)),
+            "texts": list(s.memory_texts(dated_only=True)),
+            "entities": list(s.entities()),
+            "scopes": s.scope_ids(),
+            "ends": s.text_ends([1], 3),
+        }
+
+    got = direct.read(read)
+    assert got["memories"] == got["some"] == [MemoryItem(1, "\ufffd", NOW + 1, "\ufffd 2023")]
+    assert got["texts"] == [(1, "\ufffd 2023")]
+    assert got["entities"] == [EntityItem(10, "\ufffd(")]
+    assert got["scopes"] == {"\ufffd": 5}
+    assert got["ends"] == [TextEnds(1, 6, "023", "\ufffd 2")]

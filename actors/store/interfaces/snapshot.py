@@ -5,9 +5,10 @@ results are msgspec Structs or plain values, never rows, cursors or SQL.
 
 Kinds are ``memory``, ``entity`` and ``relation``. An argument ``ids=None`` means every
 item of the kind; a list means those ids only (any length: an implementation splits it
-as its database needs; ids not in the store are left out of the result). Stored values
-are handed over as stored (`Stored`): SQLite keeps any value in any column, and the
-reader (``ranker.stored``) converts them.
+as its database needs; ids not in the store are left out of the result). Texts are
+``str`` whatever the row holds (SQLite keeps any bytes in a TEXT column: invalid UTF-8
+is replaced, never a failed read); other values are handed over as stored (`Stored`:
+SQLite keeps any value in any column), and the reader (``ranker.stored``) converts them.
 """
 
 from __future__ import annotations
@@ -27,14 +28,14 @@ class MemoryItem(msgspec.Struct, frozen=True):
     """A memory's attributes the ranker keeps (``content`` only when asked for, else None)."""
 
     id: int
-    memory_type: Stored
+    memory_type: str
     created_at: Stored
-    content: Stored = None
+    content: str | None = None
 
 
 class EntityItem(msgspec.Struct, frozen=True):
     id: int
-    canonical_name: Stored
+    canonical_name: str
 
 
 class RelationItem(msgspec.Struct, frozen=True):
@@ -95,7 +96,7 @@ class Snapshot(Protocol):
         """The memories' attributes (``text``: with their content)."""
         ...
 
-    def memory_texts(self, dated_only: bool = False) -> Iterator[tuple[int, Stored]]:
+    def memory_texts(self, dated_only: bool = False) -> Iterator[tuple[int, str]]:
         """(id, content) of every memory; ``dated_only``: only those whose text holds four
         ASCII digits in a row (a year: a text without one has no date, `ranker.dates`)."""
         ...

@@ -13,7 +13,6 @@ from ..interfaces.snapshot import (
     Kind,
     MemoryItem,
     RelationItem,
-    Stored,
     TextEnds,
 )
 from .conn import PgConnection
@@ -120,7 +119,7 @@ class PgSnapshot:
         for row in rows:
             yield MemoryItem(*row)
 
-    def memory_texts(self, dated_only: bool = False) -> Iterator[tuple[int, Stored]]:
+    def memory_texts(self, dated_only: bool = False) -> Iterator[tuple[int, str]]:
         where = " WHERE content ~ '[0-9]{4}'" if dated_only else ""
         yield from self.conn.native(f"SELECT id, content FROM memories{where}")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from typing import Any
 
 from ..interfaces.snapshot import (
     EntityItem,
@@ -11,7 +12,6 @@ from ..interfaces.snapshot import (
     Kind,
     MemoryItem,
     RelationItem,
-    Stored,
     TextEnds,
 )
 
@@ -52,6 +52,16 @@ _PEERS: dict[tuple[str, str], str] = {
 }
 
 
+def _text(value: object) -> str:
+    """A text column read as bytes (`CAST(... AS BLOB)`), as ``str``: SQLite stores any
+    bytes in a TEXT column (by hand, or an older memtrio), and the driver refuses to
+    hand over a text that is not UTF-8, which would fail the whole read; invalid
+    sequences are replaced instead."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
 def _batches(ids: list[int]) -> Iterator[tuple[list[int], str]]:
     """``ids`` in lists of at most `BATCH`, each with its ``?,?,...`` marks."""
     for start in range(0, len(ids), BATCH):
@@ -80,7 +90,10 @@ class SqliteSnapshot:
         return Fingerprint(*row)
 
     def scope_ids(self) -> dict[str, int]:
-        return {name: sid for sid, name in self.conn.execute("SELECT id, name FROM scopes")}
+        return {
+            _text(name): sid
+            for sid, name in self.conn.execute("SELECT id, CAST(name AS BLOB) FROM scopes")
+        }
 
     def item_scopes(self, kind: Kind, ids: list[int] | None = None) -> Iterator[tuple[int, int]]:
         table, col = _SCOPES[kind]
@@ -93,29 +106,30 @@ class SqliteSnapshot:
             )
 
     def memories(self, ids: list[int] | None = None, text: bool = False) -> Iterator[MemoryItem]:
-        content = "content" if text else "NULL"
-        sql = f"SELECT id, memory_type, created_at, {content} FROM memories"
+        content = "CAST(content AS BLOB)" if text else "NULL"
+        sql = f"SELECT id, CAST(memory_type AS BLOB), created_at, {content} FROM memories"
+        for i, kind, created, body in self._rows(sql, ids):
+            yield MemoryItem(i, _text(kind), created, None if body is None else _text(body))
+
+    def _rows(self, sql: str, ids: list[int] | None) -> Iterator[Any]:
+        """The rows of ``sql`` (a SELECT without WHERE), of every id or of ``ids``."""
         if ids is None:
-            for row in self.conn.execute(sql):
-                yield MemoryItem(*row)
+            yield from self.conn.execute(sql)
             return
         for part, marks in _batches(ids):
-            for row in self.conn.execute(f"{sql} WHERE id IN ({marks})", part):
-                yield MemoryItem(*row)
+            yield from self.conn.execute(f"{sql} WHERE id IN ({marks})", part)
 
-    def memory_texts(self, dated_only: bool = False) -> Iterator[tuple[int, Stored]]:
+    def memory_texts(self, dated_only: bool = False) -> Iterator[tuple[int, str]]:
         where = f" WHERE {_HAS_YEAR}" if dated_only else ""
-        yield from self.conn.execute(f"SELECT id, content FROM memories{where}")
+        for i, content in self.conn.execute(
+            f"SELECT id, CAST(content AS BLOB) FROM memories{where}"
+        ):
+            yield i, _text(content)
 
     def entities(self, ids: list[int] | None = None) -> Iterator[EntityItem]:
-        sql = "SELECT id, canonical_name FROM entities"
-        if ids is None:
-            for row in self.conn.execute(sql):
-                yield EntityItem(*row)
-            return
-        for part, marks in _batches(ids):
-            for row in self.conn.execute(f"{sql} WHERE id IN ({marks})", part):
-                yield EntityItem(*row)
+        sql = "SELECT id, CAST(canonical_name AS BLOB) FROM entities"
+        for i, name in self._rows(sql, ids):
+            yield EntityItem(i, _text(name))
 
     def relations(
         self, ids: list[int] | None = None, touching: list[int] | None = None
@@ -226,9 +240,10 @@ class SqliteSnapshot:
         out: list[TextEnds] = []
         for part, marks in _batches(ids):
             for memory_id, length, tail, start in self.conn.execute(
-                "SELECT id, length(content), substr(rtrim(content), length(rtrim(content)) - 2),"
-                f" substr(content, 1, ?) FROM memories WHERE id IN ({marks})",
+                "SELECT id, length(content),"
+                " CAST(substr(rtrim(content), length(rtrim(content)) - 2) AS BLOB),"
+                f" CAST(substr(content, 1, ?) AS BLOB) FROM memories WHERE id IN ({marks})",
                 (head, *part),
             ):
-                out.append(TextEnds(int(memory_id), int(length), str(tail), str(start)))
+                out.append(TextEnds(int(memory_id), int(length), _text(tail), _text(start)))
         return out
