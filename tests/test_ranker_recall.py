@@ -675,12 +675,16 @@ async def test_a_text_that_is_not_utf8_in_the_store_does_not_stop_semantic_recal
     home: Path,
 ) -> None:
     """SQLite keeps any bytes in a TEXT column (a hand edit, an older memtrio). The driver
-    refused to decode such a memory, entity or scope name, so re-reading it failed the
-    ranker's cache (every recall fell back to lexical, the load failed at each start)."""
+    refused to decode such a memory, entity or scope name or vector, so re-reading it failed
+    the ranker's cache (every recall fell back to lexical, the load failed at each start)."""
     async with running(home) as (store, ranker):
-        await fill(store, ranker, UNRELATED)
+        unrelated = await fill(store, ranker, UNRELATED)
         [target] = await fill(
             store, ranker, ["Auth tokens are refreshed every 15 minutes (since 4 May 2023)."]
+        )
+        store.conn.execute(  # a vector written as a text, not even UTF-8
+            "UPDATE vectors SET vec = CAST(x'ff00ff00' AS TEXT) WHERE item_id = ?",
+            (unrelated[0],),
         )
         bad, changes = await store.memory("placeholder, written over below")
         entity, more = await store.entity("placeholder entity")

@@ -476,3 +476,21 @@ def test_texts_that_are_not_utf8_are_read_with_replacements(direct: Direct) -> N
     assert got["entities"] == [EntityItem(10, "\ufffd(")]
     assert got["scopes"] == {"\ufffd": 5}
     assert got["ends"] == [TextEnds(1, 6, "023", "\ufffd 2")]
+
+
+def test_a_vector_stored_as_text_is_read_as_its_bytes(direct: Direct) -> None:
+    """A hand-written ``vec`` of the TEXT type (not even UTF-8) is handed over as bytes,
+    for the index to keep or refuse by its length, never a failed read."""
+    if direct.url is not None:
+        pytest.skip("PostgreSQL's vec is bytea: nothing else can be stored")
+    direct.write(lambda tx: _vector(tx, "memory", 1, _vec(1, 0, 0, 0)))
+    direct.write(
+        lambda tx: _sql(
+            tx, "UPDATE vectors SET vec = CAST(x'ff00ff00000000000000000000000000' AS TEXT)"
+        )
+    )
+    raw = b"\xff\x00\xff\x00" + bytes(12)
+    rows = direct.read(lambda tx: list(tx.snapshot.vector_rows("memory", MODEL, REVISION, DIM)))
+    assert rows == [(1, raw)]
+    windows = direct.read(lambda tx: tx.snapshot.item_windows("memory", [1], MODEL, REVISION, DIM))
+    assert windows == {1: [raw]}

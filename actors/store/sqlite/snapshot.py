@@ -25,11 +25,13 @@ _SCOPES: dict[str, tuple[str, str]] = {
 }
 # Every stored vector of one kind and model: chunk 0 (``vectors``), then the other
 # windows of long texts (``vector_chunks``), counted only under a chunk 0 of the same
-# model. Parameters: (kind, model, revision, dim) twice.
+# model. Parameters: (kind, model, revision, dim) twice. ``vec`` as bytes whatever the
+# row holds (a TEXT, even one that is not UTF-8, would fail the read or the join).
 _VECTORS = """
-    SELECT item_id, vec FROM vectors WHERE kind = ? AND model = ? AND revision = ? AND dim = ?
+    SELECT item_id, CAST(vec AS BLOB) FROM vectors
+    WHERE kind = ? AND model = ? AND revision = ? AND dim = ?
     UNION ALL
-    SELECT c.item_id, c.vec FROM vector_chunks c
+    SELECT c.item_id, CAST(c.vec AS BLOB) FROM vector_chunks c
     JOIN vectors v ON v.kind = c.kind AND v.item_id = c.item_id
         AND v.model = c.model AND v.revision = c.revision
     WHERE c.kind = ? AND c.model = ? AND c.revision = ? AND c.dim = ?"""
@@ -214,7 +216,7 @@ class SqliteSnapshot:
         out: dict[int, list[bytes]] = {}
         for part, marks in _batches(ids):
             for item_id, blob in self.conn.execute(
-                f"""SELECT item_id, vec FROM vectors
+                f"""SELECT item_id, CAST(vec AS BLOB) FROM vectors
                     WHERE kind = ? AND model = ? AND revision = ? AND dim = ? AND item_id IN ({marks})""",
                 (kind, model, revision, dim, *part),
             ):
@@ -222,7 +224,7 @@ class SqliteSnapshot:
             if not out:
                 continue
             for item_id, blob in self.conn.execute(
-                f"""SELECT c.item_id, c.vec FROM vector_chunks c
+                f"""SELECT c.item_id, CAST(c.vec AS BLOB) FROM vector_chunks c
                     WHERE c.kind = ? AND c.model = ? AND c.revision = ? AND c.dim = ? AND c.item_id IN ({marks})
                     ORDER BY c.item_id, c.chunk""",
                 (kind, model, revision, dim, *part),
