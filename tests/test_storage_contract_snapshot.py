@@ -494,33 +494,3 @@ def test_a_vector_stored_as_text_is_read_as_its_bytes(direct: Direct) -> None:
     assert rows == [(1, raw)]
     windows = direct.read(lambda tx: tx.snapshot.item_windows("memory", [1], MODEL, REVISION, DIM))
     assert windows == {1: [raw]}
-
-
-def test_lexical_candidates_rank_stems_and_phrases_and_take_any_text(direct: Direct) -> None:
-    from memtrio.actors.store import lexical
-
-    texts = {
-        1: "model trains and a first aid kit",
-        2: "finished two model kits of tanks this week at last",
-        3: "the kitchen model of the new flat",
-        4: "I walked for two charities on consecutive days",
-        5: 'odd "quotes" AND (NOT near: 100%_off*',
-    }
-    direct.write(lambda tx: [_memory(tx, m, t) for m, t in texts.items()])
-    budget = lexical.PlanBudget(lexical.FUNCTION_WORDS, 5_000)
-
-    def ask(query: str, b: lexical.PlanBudget = budget) -> list[tuple[int, float]]:
-        return direct.read(lambda tx: tx.snapshot.lexical_candidates(query, b, 10))
-
-    kits = ask("How many model kits did I buy?")
-    assert {i for i, _ in kits[:2]} == {1, 2}  # both words before one of them
-    assert 3 in [i for i, _ in kits][2:]  # "model" alone
-    assert all(a[1] >= b[1] for a, b in zip(kits, kits[1:], strict=False))  # best first
-    assert [i for i, _ in ask("charity events")] == [4]  # by stem
-    assert ask("?! -- ...") == []  # no words
-    assert ask("") == []
-    assert [i for i, _ in ask('"quotes" AND (NOT near: 100%_off*')] == [5]  # syntax is text
-    assert len(direct.read(lambda tx: tx.snapshot.lexical_candidates("model", budget, 1))) == 1
-    # A tiny budget on a store "big" from the first memory: only the newest are ranked.
-    tiny = lexical.PlanBudget(lexical.FUNCTION_WORDS, 1, prune_from=0)
-    assert [i for i, _ in ask("odd model", tiny)] == [5]

@@ -14,12 +14,9 @@ SQLite keeps any value in any column), and the reader (``ranker.stored``) conver
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
 import msgspec
-
-if TYPE_CHECKING:
-    from ..lexical import PlanBudget
 
 Kind = Literal["memory", "entity", "relation"]
 # A value as a row holds it: SQLite keeps any type in any column (a BLOB where a text
@@ -162,14 +159,4 @@ class Snapshot(Protocol):
 
     def text_ends(self, ids: list[int], head: int) -> list[TextEnds]:
         """The length, last characters and first ``head`` characters of these memories."""
-        ...
-
-    def lexical_candidates(
-        self, query: str, budget: PlanBudget, limit: int
-    ) -> list[tuple[int, float]]:
-        """The best ``limit`` memories for ``query`` by the store's full-text index, unfiltered,
-        best first: (id, score, larger is better). The query's words match by stem, and
-        neighbouring words again when close together in the memory; where the words hold
-        more postings than ``budget`` allows, only the newest memories are ranked
-        (`lexical.plan_terms`). No words, or a query the index refuses: none."""
         ...

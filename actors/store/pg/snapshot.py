@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .. import lexical
 from ..interfaces.snapshot import (
     EntityItem,
     Fingerprint,
@@ -17,7 +16,6 @@ from ..interfaces.snapshot import (
     TextEnds,
 )
 from .conn import PgConnection
-from .fts import match_query
 
 _SCOPES: dict[str, tuple[str, str]] = {
     "memory": ("memory_scopes", "memory_id"),
@@ -69,10 +67,6 @@ _NEAREST = """SELECT item_id, max(cosine) AS best FROM (
         AND model = %s AND revision = %s
       ORDER BY embedding::vector(384) <=> %s::real[]::vector(384) LIMIT %s)
 ) near GROUP BY item_id ORDER BY best DESC"""
-# The memories matching a tsquery, from id ``low`` on, best first: (tsquery, low, limit).
-_MATCHES = """SELECT m.id, -ts_rank(m.fts, q, 1) AS score
-    FROM memories m, to_tsquery('english', %s) q
-    WHERE m.fts @@ q AND m.id >= %s ORDER BY score, m.id DESC LIMIT %s"""
 INDEXED_DIM = 384  # the dimension of the HNSW expression indexes (pg.schema)
 MIN_EF_SEARCH = 40  # pgvector's default hnsw.ef_search
 
@@ -249,15 +243,3 @@ class PgSnapshot:
             (head, ids),
         ).fetchall()
         return [TextEnds(int(i), int(n), str(tail), str(start)) for i, n, tail, start in rows]
-
-    def lexical_candidates(
-        self, query: str, budget: lexical.PlanBudget, limit: int
-    ) -> list[tuple[int, float]]:
-        # TRANSITIONAL: the plan (`lexical.plan_terms`, the fulltext concept's) still reads
-        # the planner's estimates through the connection's translating `execute`.
-        planned = lexical.plan_terms(self.conn, query, budget)  # type: ignore[arg-type] # the sqlite3-shaped PgConnection, until fulltext's interface plans
-        if planned is None:
-            return []
-        terms, words, low = planned
-        rows = self.conn.native(_MATCHES, (match_query(terms, words), low, limit)).fetchall()
-        return [(int(r), -float(sc)) for r, sc in rows]

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import math
 import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from .. import lexical
 from ..interfaces.snapshot import (
     EntityItem,
     Fingerprint,
@@ -251,52 +249,3 @@ class SqliteSnapshot:
             ):
                 out.append(TextEnds(int(memory_id), int(length), _text(tail), _text(start)))
         return out
-
-    def lexical_candidates(
-        self, query: str, budget: lexical.PlanBudget, limit: int
-    ) -> list[tuple[int, float]]:
-        planned = lexical.plan_terms(self.conn, query, budget)
-        if planned is None:
-            return []
-        terms, words, low = planned
-        try:
-            if low > 0:
-                return self._window_scores(lexical.phrases(terms, words), low, limit)
-            rows = self.conn.execute(
-                "SELECT rowid, -bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?"
-                " ORDER BY rank LIMIT ?",
-                (lexical.match_expression(terms, words), limit),
-            ).fetchall()
-        except sqlite3.OperationalError:
-            return []
-        return [(int(r), float(sc)) for r, sc in rows]
-
-    def _window_scores(self, phrases: list[str], low: int, limit: int) -> list[tuple[int, float]]:
-        """The best ``limit`` memories from rowid ``low`` on, by the sum of the IDFs of
-        the phrases each one matches (BM25 with every term frequency 1 and lengths average).
-
-        FTS5's ``bm25()`` would count each phrase's memories over the *whole* store
-        first (a scan of every doclist: 20-40 ms a query at 1,000,000 memories,
-        whatever the rowid window); here each phrase is matched inside the window
-        only and its document frequency estimated from the window's share of the
-        store (about 1 ms). The same IDF as FTS5's: ``ln(1 + (N - n + 0.5) / (n + 0.5))``.
-        """
-        newest = self.conn.execute("SELECT max(rowid) FROM memories").fetchone()[0] or 0
-        window = max(newest - low + 1, 1)
-        scores: dict[int, float] = {}
-        for phrase in phrases:
-            ids = [
-                r[0]
-                for r in self.conn.execute(
-                    "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? AND rowid >= ?",
-                    (phrase, low),
-                )
-            ]
-            if not ids:
-                continue
-            found = min(len(ids) * newest / window, newest)
-            idf = math.log(1 + (newest - found + 0.5) / (found + 0.5))
-            for rowid in ids:
-                scores[rowid] = scores.get(rowid, 0.0) + idf
-        best = sorted(scores.items(), key=lambda kv: (-kv[1], -kv[0]))[:limit]
-        return [(int(r), float(s)) for r, s in best]
