@@ -23,8 +23,9 @@ import stores
 from memtrio.actors.ranker import rank as rank_mod
 from memtrio.actors.ranker import sql_graph
 from memtrio.actors.ranker.graph import KIND_CODE, RecallCache, node, node_id, node_kind
-from memtrio.actors.store import backends
-from memtrio.actors.store.dialect import is_postgres
+from memtrio.actors.store import backends, db
+from memtrio.actors.store.interfaces import StoreTx
+from memtrio.actors.store.pg.snapshot import PgSnapshot
 from memtrio.actors.store.vectors import Vec, put_vector
 from memtrio.actors.store.writer import Change
 
@@ -123,7 +124,7 @@ def build(conn: sqlite3.Connection) -> Graph:
 
 @pytest.fixture
 def backends_pair(tmp_path: Path, pg_server: stores.PgServer) -> Iterator[dict[str, Any]]:
-    """name -> (writer connection, reader connection, graph) on SQLite and PostgreSQL."""
+    """name -> (writer connection, reader transaction view, graph) on SQLite and PostgreSQL."""
     out: dict[str, Any] = {}
     opened: list[sqlite3.Connection] = []
     try:
@@ -135,29 +136,25 @@ def backends_pair(tmp_path: Path, pg_server: stores.PgServer) -> Iterator[dict[s
             graph = build(writer)
             reader = backends.open_reader(path, url, 5000)
             opened.append(reader)
-            out[name] = (writer, reader, graph)
+            out[name] = (writer, backends.tx_factory(url)(reader), graph)
         yield out
     finally:
         for conn in opened:
             conn.close()
 
 
-def loaded(reader: sqlite3.Connection, terms: bool = False) -> RecallCache:
+def loaded(reader: StoreTx, terms: bool = False) -> RecallCache:
     """A cache as the ranker loads it (`Ranker._load_sync`)."""
     cache = RecallCache(
-        MODEL, REVISION, DIM, terms=terms, dates=True, stored_edges=not is_postgres(reader)
+        MODEL, REVISION, DIM, terms=terms, dates=True, stored_edges=reader.snapshot.keeps_graph()
     )
-    reader.execute("BEGIN")
-    try:
-        cache.load(reader)
-    finally:
-        reader.execute("ROLLBACK")
+    db.run_read(reader.conn, lambda _: cache.load(reader.snapshot))
     return cache
 
 
 def ranked(
     cache: RecallCache,
-    conn: sqlite3.Connection,
+    tx: StoreTx,
     qvec: np.ndarray,
     scopes: list[str] | None = None,
     p: rank_mod.Params = PARAMS,
@@ -167,7 +164,7 @@ def ranked(
         kind: cache.items[kind].allowed(cache.selected_scopes(scopes))
         for kind in ("memory", "entity", "relation")
     }
-    return rank_mod.rank(cache, conn, query, qvec, masks, 50, p, lexical=[])
+    return rank_mod.rank(cache, tx, query, qvec, masks, 50, p, lexical=[])
 
 
 def names(graph: Graph, ranking: list[tuple[int, float]]) -> list[str]:
@@ -220,7 +217,7 @@ def test_the_postgresql_cache_holds_no_graph_yet_walks_two_hops(
     # A memory written later (another process, say) is walked to once the cache knows it,
     # and the cache still keeps no edge.
     late = graph.memory("m-late", entities=["billing"])
-    cache.apply(reader, [Change(kind="memory", id=late)])
+    cache.apply(reader.snapshot, [Change(kind="memory", id=late)])
     assert cache.stats()["edges"] == 0
     assert dict(ranked(cache, reader, graph.query, ["a"], one)).get(late, 0.0) > 0
 
@@ -234,21 +231,22 @@ def test_an_entity_gaining_a_scope_through_a_memory_is_followed_without_the_grap
     assert not cache.items["entity"].allowed(cache.selected_scopes(["b"]))[far]
     mid = graph.memory("m-b-far", scope="b", entities=["far"])
     writer.execute("INSERT INTO entity_scopes VALUES (?, ?)", (far, graph.scope("b")))
-    cache.apply(reader, [Change(kind="memory", id=mid)])  # the memory only, as the store says
+    cache.apply(
+        reader.snapshot, [Change(kind="memory", id=mid)]
+    )  # the memory only, as the store says
     assert cache.items["entity"].allowed(cache.selected_scopes(["b"]))[far]
 
 
 class CountingConnection:
-    """A connection that counts the statements run on it."""
+    """A PostgreSQL connection that counts the statements run on it."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: Any) -> None:
         self.conn = conn
-        self.dialect = getattr(conn, "dialect", None)
         self.statements = 0
 
-    def execute(self, sql: str, params: Any = ()) -> Any:
+    def native(self, sql: str, params: Any = ()) -> Any:
         self.statements += 1
-        return self.conn.execute(sql, params)
+        return self.conn.native(sql, params)
 
 
 def test_the_neighbourhood_costs_a_bounded_number_of_queries(
@@ -257,10 +255,11 @@ def test_the_neighbourhood_costs_a_bounded_number_of_queries(
     _, reader, graph = backends_pair["postgresql"]
     cache = loaded(reader)
     masks = {kind: cache.items[kind].allowed(None) for kind in ("memory", "entity", "relation")}
-    counting = CountingConnection(reader)
+    counting = CountingConnection(reader.conn)
+    counted = PgSnapshot(counting)  # type: ignore[arg-type] # native() is all it calls
     start = [node("memory", graph.ids["m-seed"]), node("entity", graph.ids["stripe"])]
-    nodes = sql_graph.neighbourhood(counting, start, masks, cache.adj, 0, 2, 1_500)
-    links = sql_graph.subgraph_links(counting, nodes, cache.adj)
+    nodes = sql_graph.neighbourhood(counted, start, masks, cache.adj, 0, 2, 1_500)
+    links = sql_graph.subgraph_links(counted, nodes, cache.adj)
     # Two hops of at most six statements, then three for the edges between the nodes.
     assert counting.statements <= 2 * 6 + 3
     reached = {node_id(n) for n in nodes if node_kind(n) == KIND_CODE["memory"]}
@@ -279,4 +278,4 @@ def test_the_neighbourhood_costs_a_bounded_number_of_queries(
     assert node("entity", graph.ids["hub"]) not in links
     assert all(m in set(nodes) for peers in links.values() for m in peers)
     # A cap stops the walk.
-    assert len(sql_graph.neighbourhood(reader, start, masks, cache.adj, 0, 2, 5)) == 5
+    assert len(sql_graph.neighbourhood(reader.snapshot, start, masks, cache.adj, 0, 2, 5)) == 5

@@ -30,6 +30,7 @@ from memtrio.actors.ranker.service import Ranker, RankerError
 from memtrio.actors.ranker.vectors import IndexChoice, ItemIndex
 from memtrio.actors.store import ops, schema
 from memtrio.actors.store.db import db_path
+from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
 from memtrio.actors.store.writer import Change
 from memtrio.supervisors import config as config_mod
 from memtrio.supervisors import faults
@@ -560,13 +561,14 @@ def _mmr_cache() -> tuple[RecallCache, dict[str, np.ndarray], np.ndarray]:
 
 def test_diversification_keeps_a_duplicate_from_crowding_the_top() -> None:
     cache, masks, query = _mmr_cache()
+    empty = sqlite3.connect(":memory:", isolation_level=None)
     # The memories here are one thread (adjacent ids): neighbours off, MMR alone.
     seeds_only = rank_mod.Params(use_graph=False, use_lexical=False, neighbour_weight=0.0)
 
     def order(**kw: float) -> list[int]:
         params = replace(seeds_only, **kw)
-        # No lexical seeds, so no database connection is needed.
-        ranked = rank_mod.rank(cache, None, "q", query, masks, 3, params)  # type: ignore[arg-type]
+        # No lexical seeds: the store is only asked for its own nearest (SQLite: none).
+        ranked = rank_mod.rank(cache, sqlite_tx(empty), "q", query, masks, 3, params)
         return [item_id for item_id, _ in ranked]
 
     # Off: the equally relevant duplicate takes the second place.
@@ -628,10 +630,13 @@ def test_lexical_seeds_match_stems_and_prefer_phrases() -> None:
         "charity": "I walked for two charities on consecutive days",
     }.items():
         ids[key] = ops.insert_memory(conn, ops.NewMemory(text, scopes=["global"]))[0]["id"]
-    found = [rowid for rowid, _ in rank_mod.fts_candidates(conn, "How many model kits did I buy?")]
+    found = [
+        rowid
+        for rowid, _ in rank_mod.fts_candidates(sqlite_tx(conn), "How many model kits did I buy?")
+    ]
     assert found[:2] == [ids["phrase"], ids["scattered"]]
     assert found.index(ids["kitchen"]) > 1  # matched by "model" only, never by "kits"
-    charity = rank_mod.fts_candidates(conn, "charity events")
+    charity = rank_mod.fts_candidates(sqlite_tx(conn), "charity events")
     assert [rowid for rowid, _ in charity] == [ids["charity"]]
 
 
@@ -664,3 +669,38 @@ async def test_a_large_hnsw_graph_is_built_in_the_background_and_then_serves(
         ranker.on_changes(changes)
         assert new in [m for m, _ in await ranker.recall(query, None, None, 3)]
     assert adopted and set(adopted) == {"hnsw"}  # built in the background, not at load
+
+
+async def test_a_text_that_is_not_utf8_in_the_store_does_not_stop_semantic_recall(
+    home: Path,
+) -> None:
+    """SQLite keeps any bytes in a TEXT column (a hand edit, an older memtrio). The driver
+    refused to decode such a memory, entity or scope name or vector, so re-reading it failed
+    the ranker's cache (every recall fell back to lexical, the load failed at each start)."""
+    async with running(home) as (store, ranker):
+        unrelated = await fill(store, ranker, UNRELATED)
+        [target] = await fill(
+            store, ranker, ["Auth tokens are refreshed every 15 minutes (since 4 May 2023)."]
+        )
+        store.conn.execute(  # a vector written as a text, not even UTF-8
+            "UPDATE vectors SET vec = CAST(x'ff00ff00' AS TEXT) WHERE item_id = ?",
+            (unrelated[0],),
+        )
+        bad, changes = await store.memory("placeholder, written over below")
+        entity, more = await store.entity("placeholder entity")
+        store.conn.execute(
+            "UPDATE memories SET content = CAST(x'ff20323032332066e9' AS TEXT),"
+            " memory_type = CAST(x'fe' AS TEXT) WHERE id = ?",
+            (bad,),
+        )
+        store.conn.execute(
+            "UPDATE entities SET canonical_name = CAST(x'c328' AS TEXT) WHERE id = ?", (entity,)
+        )
+        store.conn.execute("INSERT INTO scopes (name) VALUES (CAST(x'80' AS TEXT))")
+        ranker.on_changes(changes + more)  # re-read the rows that changed
+        ranked = await ranker.recall("why do logins expire", None, None, 5)
+        assert ranked[0][0] == target and ranked.warnings == []
+        ranker.on_changes([Change(kind="reset", id=0)])  # reload everything
+        ranked = await ranker.recall("why do logins expire", None, None, 5)
+        assert ranked[0][0] == target
+        assert ranker.stats()["items"]["memory"] == len(UNRELATED) + 2

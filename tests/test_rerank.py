@@ -10,6 +10,7 @@ import numpy as np
 from mcp_client import ok, open_client
 from memtrio.actors.ranker import rerank
 from memtrio.actors.ranker.graph import RecallCache
+from memtrio.actors.store.sqlite.snapshot import SqliteSnapshot
 
 ON = {"MEMTRIO_EMBEDDINGS": "on"}
 
@@ -108,7 +109,7 @@ def test_texts_shape_reads_length_question_mark_and_subject() -> None:
         "INSERT INTO memories VALUES (?, ?)",
         [(1, "Nate: Have you seen it?"), (2, "the build uses ruff " * 20), (3, '"Quoted" start')],
     )
-    shape = rerank.texts_shape(conn, [1, 2, 3, 4])
+    shape = rerank.texts_shape(SqliteSnapshot(conn), [1, 2, 3, 4])
     assert shape[1] == rerank.Shape(23, True, "nate")
     assert shape[2].length == 400 and not shape[2].question and shape[2].subject is None
     assert shape[3].subject == "quoted"

@@ -145,6 +145,7 @@ def test_ranker_seeds_of_a_big_store_are_scored_in_the_newest_window_by_idf(
     conns: tuple[sqlite3.Connection, sqlite3.Connection], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from memtrio.actors.ranker import rank as rank_mod
+    from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
 
     w, r = conns
     for i in range(60):
@@ -157,7 +158,7 @@ def test_ranker_seeds_of_a_big_store_are_scored_in_the_newest_window_by_idf(
     monkeypatch.setattr(rank_mod, "FTS_BUDGET", budget)
     _, low = db.run_read(r, lambda c: lexical.plan(SqliteFullText(c), "filler text", budget))
     assert 0 < low <= both
-    ranked = db.run_read(r, lambda c: rank_mod.fts_candidates(c, "filler text"))
+    ranked = db.run_read(r, lambda c: rank_mod.fts_candidates(sqlite_tx(c), "filler text"))
     ids = [i for i, _ in ranked]
     assert ids[0] == both and ids[-1] == one and all(i >= low for i in ids)
     scores = dict(ranked)

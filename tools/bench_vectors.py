@@ -314,12 +314,13 @@ def fts_seed_times(home: Path) -> dict[str, Any]:
     import bench_recall
     from memtrio.actors.ranker import rank as rank_mod
     from memtrio.actors.store import db
+    from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
 
     conn = db.connect(db.db_path(home), read_only=True)
     times = []
     for query in bench_recall.QUERIES * 2:
         t0 = time.perf_counter()
-        db.run_read(conn, lambda c, q=query: rank_mod.fts_candidates(c, q))
+        db.run_read(conn, lambda c, q=query: rank_mod.fts_candidates(sqlite_tx(c), q))
         times.append((time.perf_counter() - t0) * 1000)
     conn.close()
     times = sorted(times[len(bench_recall.QUERIES) :])

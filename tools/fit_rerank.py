@@ -53,6 +53,7 @@ import eval_recall  # noqa: E402
 from memtrio.actors.embedder.model import OnnxEncoder, resolve_spec  # noqa: E402
 from memtrio.actors.ranker import rank, rerank  # noqa: E402
 from memtrio.actors.ranker.graph import KINDS, RecallCache  # noqa: E402
+from memtrio.actors.store.sqlite.tx import tx as sqlite_tx  # noqa: E402
 
 
 class Stack:
@@ -87,8 +88,9 @@ class Stack:
             "SELECT model, revision, dim FROM vectors LIMIT 1"
         ).fetchone()
         self.cache = RecallCache(model, revision, dim, dates=True)
+        self.tx = sqlite_tx(self.conn)  # the store seen as the ranker sees it
         self.conn.execute("BEGIN")
-        self.cache.load(self.conn)
+        self.cache.load(self.tx.snapshot)
         self.conn.execute("ROLLBACK")
         self.masks = {kind: self.cache.items[kind].allowed(None) for kind in KINDS}
 
@@ -101,14 +103,14 @@ class Stack:
         self.tvecs: list[np.ndarray | None] = [None] * len(self.qs)
         for i, vec in zip(named, tvecs, strict=True):
             self.tvecs[i] = vec
-        self.lexical = [rank.fts_candidates(self.conn, q["question"]) for q in self.qs]
+        self.lexical = [rank.fts_candidates(self.tx, q["question"]) for q in self.qs]
         turn_to_memory = {turn: m for m, turn in self.owner.items()}
         self.examples: list[tuple[list[int], np.ndarray, np.ndarray]] = []
         for q, qvec, lexical, tvec in zip(
             self.qs, self.qvecs, self.lexical, self.tvecs, strict=True
         ):
             query = rank.SeedQuery(
-                self.cache, self.conn, q["question"], qvec, self.masks, self.params, lexical, tvec
+                self.cache, self.tx, q["question"], qvec, self.masks, self.params, lexical, tvec
             )
             c = rank.rerank_candidates(query)
             ids, rows = c.ids, c.rows
@@ -125,7 +127,7 @@ class Stack:
                 q, qvec, lexical = self.qs[i], self.qvecs[i], self.lexical[i]
                 ranked = rank.rank(
                     self.cache,
-                    self.conn,
+                    self.tx,
                     q["question"],
                     qvec,
                     self.masks,

@@ -27,38 +27,35 @@ Thread-safety: none; the ranker serialises every use behind one lock.
 from __future__ import annotations
 
 import re
-import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..store.dialect import is_postgres
-from ..store.ops import item_vectors
+from ..store.interfaces import Snapshot
+from ..store.interfaces.snapshot import Kind
 from .dates import Day, memory_dates
 from .stored import as_number, as_text
 from .terms import TermGraph, extract
 from .vectors import IndexChoice, ItemIndex
 
 KINDS = ("memory", "entity", "relation")
+STORED_KINDS: tuple[Kind, ...] = ("memory", "entity", "relation")  # KINDS, as the store names them
 # Node kinds: the three stored kinds, and the terms found in memories' text (`terms`).
 KIND_CODE = {"memory": 0, "entity": 1, "relation": 2, "term": 3}
 NODE_KINDS = len(KIND_CODE)
 NO_SCOPE = -1  # an unscoped (legacy) item: visible in every selection
 MULTI_SCOPE = -2  # more than one scope: see ItemTable.multi
-SQL_BATCH = 500  # ids per IN (...) query
-_YEAR_GLOB = "content GLOB '*[0-9][0-9][0-9][0-9]*'"  # a 4-digit number (PostgreSQL: a regex)
-# Every stored vector of one kind and model: chunk 0 (``vectors``), then the other
-# windows of long texts (``vector_chunks``), counted only under a chunk 0 of the same
-# model. Parameters: (kind, model, revision, dim) twice.
-_VECTORS_SQL = """
-    SELECT item_id, vec FROM vectors WHERE kind = ? AND model = ? AND revision = ? AND dim = ?
-    UNION ALL
-    SELECT c.item_id, c.vec FROM vector_chunks c
-    JOIN vectors v ON v.kind = c.kind AND v.item_id = c.item_id
-        AND v.model = c.model AND v.revision = c.revision
-    WHERE c.kind = ? AND c.model = ? AND c.revision = ? AND c.dim = ?"""
+SQL_BATCH = 500  # ids re-read per step of `apply`
+
+
+def stored_kind(kind: str) -> Kind:
+    """``kind`` (one of `KINDS`) as the storage interfaces name it."""
+    for stored in STORED_KINDS:
+        if kind == stored:
+            return stored
+    raise ValueError(f"not a stored kind: {kind!r}")
 
 
 def node(kind: str, item_id: int) -> int:
@@ -96,7 +93,7 @@ class ItemTable:
             setattr(self, name, arr)
 
     def set(
-        self, item_id: int, scopes: Sequence[int], type_code: int = 0, created: float = 0.0
+        self, item_id: int, scopes: Sequence[int], type_code: int = 0, created: object = 0.0
     ) -> None:
         self._ensure(item_id)
         if not self.present[item_id]:
@@ -250,57 +247,43 @@ class RecallCache:
 
     # -- loading -------------------------------------------------------------
 
-    def load(self, conn: sqlite3.Connection) -> None:
-        """Read everything of the active model from ``conn`` (one read transaction)."""
-        self.data_version = conn.execute("PRAGMA data_version").fetchone()[0]
-        self.scope_ids = {name: sid for sid, name in conn.execute("SELECT id, name FROM scopes")}
+    def load(self, snap: Snapshot) -> None:
+        """Read everything of the active model from ``snap`` (one read transaction)."""
+        self.data_version = snap.version()
+        self.scope_ids = snap.scope_ids()
         grouped: dict[str, dict[int, list[int]]] = {k: {} for k in KINDS}
-        for kind, table, col in (
-            ("memory", "memory_scopes", "memory_id"),
-            ("entity", "entity_scopes", "entity_id"),
-            ("relation", "relation_scopes", "relation_id"),
-        ):
-            for item_id, scope_id in conn.execute(f"SELECT {col}, scope_id FROM {table}"):
+        for kind in KINDS:
+            for item_id, scope_id in snap.item_scopes(stored_kind(kind)):
                 grouped[kind].setdefault(item_id, []).append(scope_id)
         mem = self.items["memory"]
-        for item_id, memory_type, created in conn.execute(
-            "SELECT id, memory_type, created_at FROM memories"
-        ):
+        for m in snap.memories():
             mem.set(
-                item_id, grouped["memory"].get(item_id, ()), self.type_code(memory_type), created
+                m.id, grouped["memory"].get(m.id, ()), self.type_code(m.memory_type), m.created_at
             )
         ent = self.items["entity"]
-        for item_id, canonical in conn.execute("SELECT id, canonical_name FROM entities"):
-            ent.set(item_id, grouped["entity"].get(item_id, ()))
-            self._name_entity(item_id, canonical)
+        for e in snap.entities():
+            ent.set(e.id, grouped["entity"].get(e.id, ()))
+            self._name_entity(e.id, e.canonical_name)
         rel = self.items["relation"]
-        for item_id, source, target in conn.execute(
-            "SELECT id, source_id, target_id FROM relations"
-        ):
-            rel.set(item_id, grouped["relation"].get(item_id, ()))
+        for r in snap.relations():
+            rel.set(r.id, grouped["relation"].get(r.id, ()))
             if self.stored_edges:
-                self._link(node("relation", item_id), node("entity", source))
-                self._link(node("relation", item_id), node("entity", target))
+                self._link(node("relation", r.id), node("entity", r.source_id))
+                self._link(node("relation", r.id), node("entity", r.target_id))
         if self.stored_edges:
-            for memory_id, entity_id in conn.execute(
-                "SELECT memory_id, entity_id FROM memory_entities"
-            ):
+            for memory_id, entity_id in snap.memory_entities():
                 self._link(node("memory", memory_id), node("entity", entity_id))
-            for memory_id, relation_id in conn.execute(
-                "SELECT memory_id, relation_id FROM memory_relations"
-            ):
+            for memory_id, relation_id in snap.memory_relations():
                 self._link(node("memory", memory_id), node("relation", relation_id))
         if self.reads_text:
-            # Dates alone need a 4-digit year in the text (`dates.memory_dates`): SQLite
+            # Dates alone need a 4-digit year in the text (`dates.memory_dates`): the store
             # skips the rest without handing them over.
-            year = "content ~ '[0-9]{4}'" if is_postgres(conn) else _YEAR_GLOB
-            where = "" if self.terms is not None else f" WHERE {year}"
-            for memory_id, content in conn.execute(f"SELECT id, content FROM memories{where}"):
+            for memory_id, content in snap.memory_texts(dated_only=self.terms is None):
                 self._read_text(memory_id, content)
         for kind in KINDS:
             # Chunk 0 of every item, then the other windows of long texts (only under a
             # chunk 0 of the same model: a set is whole or absent).
-            rows, count = self.vector_rows(conn, kind)
+            rows, count = self.vector_rows(snap, stored_kind(kind))
             saved = None
             if self.index_dir is not None:
                 saved = self.choice.saved_path(
@@ -308,13 +291,10 @@ class RecallCache:
                 )
             self.index[kind].load_rows(rows, count, saved, defer=self.defer_builds)
 
-    def vector_rows(
-        self, conn: sqlite3.Connection, kind: str
-    ) -> tuple[Iterable[tuple[int, bytes]], int]:
+    def vector_rows(self, snap: Snapshot, kind: Kind) -> tuple[Iterator[tuple[int, bytes]], int]:
         """The (item id, float32 bytes) rows of ``kind`` of the cache's model, and their count."""
-        params = (kind, self.model, self.revision, self.dim)
-        count = conn.execute(f"SELECT count(*) FROM ({_VECTORS_SQL})", params * 2).fetchone()[0]
-        return conn.execute(_VECTORS_SQL, params * 2), count
+        model = (self.model, self.revision, self.dim)
+        return snap.vector_rows(kind, *model), snap.vector_count(kind, *model)
 
     @property
     def reads_text(self) -> bool:
@@ -354,7 +334,7 @@ class RecallCache:
 
     # -- incremental updates ---------------------------------------------------
 
-    def apply(self, conn: sqlite3.Connection, changes: Sequence[Any]) -> None:
+    def apply(self, snap: Snapshot, changes: Sequence[Any]) -> None:
         """Bring the cache up to date with store `Change` records (re-reading their rows)."""
         todo: dict[str, dict[int, Any]] = {k: {} for k in KINDS}
         for change in changes:
@@ -362,27 +342,27 @@ class RecallCache:
                 todo[change.kind][int(change.id)] = change
         if not any(todo.values()):
             return
-        self.scope_ids = {name: sid for sid, name in conn.execute("SELECT id, name FROM scopes")}
+        self.scope_ids = snap.scope_ids()
         for kind in KINDS:
             ids = list(todo[kind])
             for start in range(0, len(ids), SQL_BATCH):
-                self._refresh(conn, kind, ids[start : start + SQL_BATCH], todo[kind])
+                self._refresh(snap, kind, ids[start : start + SQL_BATCH], todo[kind])
         # A memory's entities and relations may have gained a scope (an existing entity
         # mentioned from another scope) without a change record of their own: re-read
         # the attributes of those the changed memories link to (not their links: an
         # entity may have thousands).
         linked: dict[str, set[int]] = {"entity": set(), "relation": set()}
-        for kind, n in self._memory_links(conn, list(todo["memory"])):
+        for kind, n in self._memory_links(snap, list(todo["memory"])):
             if node_id(n) not in todo[kind]:
                 linked[kind].add(node_id(n))
         for kind, ids_set in linked.items():
             ids = sorted(ids_set)
             for start in range(0, len(ids), SQL_BATCH):
-                self._touch(conn, kind, ids[start : start + SQL_BATCH])
+                self._touch(snap, kind, ids[start : start + SQL_BATCH])
 
-    def _memory_links(self, conn: sqlite3.Connection, ids: list[int]) -> list[tuple[str, int]]:
+    def _memory_links(self, snap: Snapshot, ids: list[int]) -> list[tuple[str, int]]:
         """(kind, node) of the entities and relations the memories ``ids`` link to: from the
-        cached graph, or without it (``stored_edges`` off) from ``conn``."""
+        cached graph, or without it (``stored_edges`` off) from ``snap``."""
         if self.stored_edges:
             return [
                 (KINDS[node_kind(n)], n)
@@ -392,80 +372,45 @@ class RecallCache:
             ]
         out: list[tuple[str, int]] = []
         for start in range(0, len(ids), SQL_BATCH):
-            marks = ",".join("?" * len(ids[start : start + SQL_BATCH]))
-            for kind, table, col in (
-                ("entity", "memory_entities", "entity_id"),
-                ("relation", "memory_relations", "relation_id"),
-            ):
-                sql = f"SELECT {col} FROM {table} WHERE memory_id IN ({marks})"
-                out += [
-                    (kind, node(kind, i))
-                    for (i,) in conn.execute(sql, ids[start : start + SQL_BATCH])
-                ]
+            part = ids[start : start + SQL_BATCH]
+            out += [("entity", node("entity", e)) for _, e in snap.memory_entities(part)]
+            out += [("relation", node("relation", r)) for _, r in snap.memory_relations(part)]
         return out
 
-    def _touch(self, conn: sqlite3.Connection, kind: str, ids: list[int]) -> None:
+    def _touch(self, snap: Snapshot, kind: str, ids: list[int]) -> None:
         """Re-read the scopes (and name / vector if unknown) of existing entities or relations."""
-        marks = ",".join("?" * len(ids))
-        table, col, rows_sql = {
-            "entity": (
-                "entity_scopes",
-                "entity_id",
-                f"SELECT id, canonical_name FROM entities WHERE id IN ({marks})",
-            ),
-            "relation": (
-                "relation_scopes",
-                "relation_id",
-                f"SELECT id, source_id FROM relations WHERE id IN ({marks})",
-            ),
-        }[kind]
         scopes: dict[int, list[int]] = {}
-        for item_id, scope_id in conn.execute(
-            f"SELECT {col}, scope_id FROM {table} WHERE {col} IN ({marks})", ids
-        ):
+        for item_id, scope_id in snap.item_scopes(stored_kind(kind), ids):
             scopes.setdefault(item_id, []).append(scope_id)
+        found: list[tuple[int, object]]
+        if kind == "entity":
+            found = [(e.id, e.canonical_name) for e in snap.entities(ids)]
+        else:
+            found = [(r.id, r.source_id) for r in snap.relations(ids)]
         fresh: list[int] = []
-        for item_id, value in conn.execute(rows_sql, ids):
+        for item_id, value in found:
             if not self.items[kind].has(item_id):
                 fresh.append(item_id)
             self.items[kind].set(item_id, scopes.get(item_id, ()))
             if kind == "entity" and self.entity_name.get(item_id) != value:
                 self._name_entity(item_id, value)
         if fresh:
-            self._refresh_vectors(conn, kind, fresh, {})
+            self._refresh_vectors(snap, kind, fresh, {})
 
-    def _refresh(
-        self, conn: sqlite3.Connection, kind: str, ids: list[int], changes: dict[int, Any]
-    ) -> None:
-        marks = ",".join("?" * len(ids))
+    def _refresh(self, snap: Snapshot, kind: str, ids: list[int], changes: dict[int, Any]) -> None:
         scopes: dict[int, list[int]] = {}
-        table, col = {
-            "memory": ("memory_scopes", "memory_id"),
-            "entity": ("entity_scopes", "entity_id"),
-            "relation": ("relation_scopes", "relation_id"),
-        }[kind]
-        for item_id, scope_id in conn.execute(
-            f"SELECT {col}, scope_id FROM {table} WHERE {col} IN ({marks})", ids
-        ):
+        for item_id, scope_id in snap.item_scopes(stored_kind(kind), ids):
             scopes.setdefault(item_id, []).append(scope_id)
-        alive: dict[int, tuple] = {}
+        alive: dict[int, tuple[Any, ...]] = {}
         if kind == "memory":
-            text = "content" if self.reads_text else "NULL"
-            for item_id, memory_type, created, content in conn.execute(
-                f"SELECT id, memory_type, created_at, {text} FROM memories WHERE id IN ({marks})",
-                ids,
-            ):
-                alive[item_id] = (memory_type, created, content)
+            for m in snap.memories(ids, text=self.reads_text):
+                alive[m.id] = (m.memory_type, m.created_at, m.content)
         elif kind == "entity":
-            for item_id, canonical in conn.execute(
-                f"SELECT id, canonical_name FROM entities WHERE id IN ({marks})", ids
-            ):
-                alive[item_id] = (canonical,)
+            for e in snap.entities(ids):
+                alive[e.id] = (e.canonical_name,)
         else:
-            for item_id, source, target in conn.execute(
-                f"SELECT id, source_id, target_id FROM relations WHERE id IN ({marks})", ids
-            ):
-                alive[item_id] = (source, target)
+            for r in snap.relations(ids):
+                alive[r.id] = (r.source_id, r.target_id)
         table_items = self.items[kind]
         for item_id in ids:
             n = node(kind, item_id)
@@ -492,42 +437,26 @@ class RecallCache:
                 self._link(n, node("entity", row[1]))
         live = [i for i in ids if i in alive]
         if live and not self.stored_edges:
-            self._refresh_vectors(conn, kind, live, changes)
+            self._refresh_vectors(snap, kind, live, changes)
         elif live:
-            lmarks = ",".join("?" * len(live))
             if kind == "memory":
-                for memory_id, entity_id in conn.execute(
-                    f"SELECT memory_id, entity_id FROM memory_entities WHERE memory_id IN ({lmarks})",
-                    live,
-                ):
+                for memory_id, entity_id in snap.memory_entities(memories=live):
                     self._link(node("memory", memory_id), node("entity", entity_id))
-                for memory_id, relation_id in conn.execute(
-                    f"SELECT memory_id, relation_id FROM memory_relations WHERE memory_id IN ({lmarks})",
-                    live,
-                ):
+                for memory_id, relation_id in snap.memory_relations(memories=live):
                     self._link(node("memory", memory_id), node("relation", relation_id))
             elif kind == "entity":
-                for memory_id, entity_id in conn.execute(
-                    f"SELECT memory_id, entity_id FROM memory_entities WHERE entity_id IN ({lmarks})",
-                    live,
-                ):
+                for memory_id, entity_id in snap.memory_entities(entities=live):
                     self._link(node("memory", memory_id), node("entity", entity_id))
-                for relation_id, source, target in conn.execute(
-                    f"SELECT id, source_id, target_id FROM relations WHERE source_id IN ({lmarks}) OR target_id IN ({lmarks})",
-                    live + live,
-                ):
-                    self._link(node("relation", relation_id), node("entity", source))
-                    self._link(node("relation", relation_id), node("entity", target))
+                for r in snap.relations(touching=live):
+                    self._link(node("relation", r.id), node("entity", r.source_id))
+                    self._link(node("relation", r.id), node("entity", r.target_id))
             else:
-                for memory_id, relation_id in conn.execute(
-                    f"SELECT memory_id, relation_id FROM memory_relations WHERE relation_id IN ({lmarks})",
-                    live,
-                ):
+                for memory_id, relation_id in snap.memory_relations(relations=live):
                     self._link(node("memory", memory_id), node("relation", relation_id))
-            self._refresh_vectors(conn, kind, live, changes)
+            self._refresh_vectors(snap, kind, live, changes)
 
     def _refresh_vectors(
-        self, conn: sqlite3.Connection, kind: str, ids: list[int], changes: dict[int, Any]
+        self, snap: Snapshot, kind: str, ids: list[int], changes: dict[int, Any]
     ) -> None:
         index = self.index[kind]
         width = self.dim * 4
@@ -548,7 +477,7 @@ class RecallCache:
                 reread.append(item_id)
         if not reread:
             return
-        found = item_vectors(conn, kind, reread, self.model, self.revision, self.dim)
+        found = snap.item_windows(stored_kind(kind), reread, self.model, self.revision, self.dim)
         for item_id in reread:
             blobs = [b for b in found.get(item_id, ()) if len(b) == width]
             if blobs:

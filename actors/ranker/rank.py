@@ -27,7 +27,6 @@ distribution itself, so that case skips igraph.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -35,9 +34,8 @@ import numpy as np
 
 from ..native import igraph  # OpenMP settings first (actors/native.py)
 from ..store import lexical
-from ..store.dialect import is_postgres
+from ..store.interfaces import Snapshot, StoreTx
 from ..store.interfaces.fulltext import FullText
-from ..store.pg import fts
 from . import rerank, sql_graph
 from .dates import query_dates
 from .graph import (
@@ -109,30 +107,27 @@ def fts_seeds(ft: FullText, query: str) -> list[tuple[int, float]]:
     return [(m.id, m.score) for m in lexical.seed_memories(ft, query, FTS_BUDGET, FTS_CANDIDATES)]
 
 
-def fts_candidates(conn: sqlite3.Connection, query: str) -> list[tuple[int, float]]:
-    """TRANSITIONAL: `fts_seeds` on a raw connection (the ranker's own)."""
-    return fts_seeds(lexical.tx_of(conn).fulltext, query)
+def fts_candidates(tx: StoreTx, query: str) -> list[tuple[int, float]]:
+    """`fts_seeds` in one transaction of the store (the ranker's own reader's, or the pool's)."""
+    return fts_seeds(tx.fulltext, query)
 
 
 # pgvector candidates fetched per wanted seed (the scope filter applies after the index).
 PG_DENSE_FACTOR = 4
 
 
-def pg_dense_memories(
-    cache: RecallCache, conn: sqlite3.Connection, qvec: np.ndarray, k: int, allowed: np.ndarray
+def store_dense_memories(
+    cache: RecallCache, snap: Snapshot, qvec: np.ndarray, k: int, allowed: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """PostgreSQL: the ``k`` allowed memories nearest ``qvec`` by pgvector's HNSW indexes
-    (every window, best cosine), or None when the in-process index must answer (another
-    dimension, or the scope filter left fewer than ``k`` of the candidates)."""
-    if not is_postgres(conn) or qvec.shape[-1] != 384:
-        return None
+    """The ``k`` allowed memories nearest ``qvec`` by the store's own vector index
+    (PostgreSQL: pgvector's HNSW indexes; every window, best cosine), or None when the
+    in-process index must answer (no such index, or the scope filter left fewer than
+    ``k`` of the candidates)."""
     n = PG_DENSE_FACTOR * k
     q = np.asarray(qvec, dtype=np.float32).reshape(-1).tolist()
-    conn.execute("SELECT set_config('hnsw.ef_search', ?, false)", (str(max(n, 40)),))
-    rows = conn.execute(
-        fts.DENSE_MEMORIES,
-        (q, cache.model, cache.revision, q, n, q, cache.model, cache.revision, q, n),
-    ).fetchall()
+    rows = snap.nearest_memories(q, cache.model, cache.revision, n)
+    if rows is None:
+        return None
     kept = [(i, c) for i, c in rows if i < len(allowed) and allowed[i]][:k]
     if len(kept) < k and len(rows) >= n:
         return None
@@ -141,11 +136,11 @@ def pg_dense_memories(
 
 
 def nearest_memories(
-    cache: RecallCache, conn: sqlite3.Connection, qvec: np.ndarray, k: int, allowed: np.ndarray
+    cache: RecallCache, snap: Snapshot, qvec: np.ndarray, k: int, allowed: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` allowed memories nearest the query and their cosines, best first
     (pgvector on PostgreSQL when it can answer, else the in-process index)."""
-    near = pg_dense_memories(cache, conn, qvec, k, allowed)
+    near = store_dense_memories(cache, snap, qvec, k, allowed)
     return near if near is not None else cache.index["memory"].search(qvec, k, allowed)
 
 
@@ -175,7 +170,7 @@ class SeedQuery:
     """What the seed functions read: the query, its vector, the selection, the settings."""
 
     cache: RecallCache
-    conn: sqlite3.Connection
+    tx: StoreTx
     query: str
     qvec: np.ndarray
     masks: dict[str, np.ndarray]
@@ -187,7 +182,7 @@ class SeedQuery:
         self,
     ) -> tuple[
         RecallCache,
-        sqlite3.Connection,
+        StoreTx,
         str,
         np.ndarray,
         dict[str, np.ndarray],
@@ -195,12 +190,12 @@ class SeedQuery:
         list[tuple[int, float]] | None,
     ]:
         """The fields in order, to unpack at the top of a seed function."""
-        return (self.cache, self.conn, self.query, self.qvec, self.masks, self.p, self.lexical)
+        return (self.cache, self.tx, self.query, self.qvec, self.masks, self.p, self.lexical)
 
 
 def seeds(
     cache: RecallCache,
-    conn: sqlite3.Connection,
+    tx: StoreTx,
     query: str,
     qvec: np.ndarray,
     masks: dict[str, np.ndarray],
@@ -211,7 +206,7 @@ def seeds(
 ) -> dict[int, float]:
     """The reset distribution of PPR: node -> weight (not normalised).
 
-    ``lexical``: `fts_candidates` already fetched (else they are fetched on ``conn``).
+    ``lexical``: `fts_candidates` already fetched (else they are fetched on ``tx``).
     ``notes``: if given, receives why each node is a seed (for ``explain``).
     ``tvec``: the vector of the query without its names (`rerank.topic_query`).
     """
@@ -224,7 +219,7 @@ def seeds(
         if notes is not None and note and n in out:
             notes.setdefault(n, []).append(note)
 
-    q = SeedQuery(cache, conn, query, qvec, masks, p, lexical, tvec)
+    q = SeedQuery(cache, tx, query, qvec, masks, p, lexical, tvec)
     (reranked_seeds if p.reranked else mixed_seeds)(q, add)
     if p.use_graph:
         graph_seeds(q, add)
@@ -233,14 +228,16 @@ def seeds(
 
 def rerank_candidates(q: SeedQuery) -> rerank.Candidates:
     """The candidates and features `reranked_seeds` scores (and `tools/fit_rerank.py` fits on)."""
-    cache, conn, query, qvec, masks, p, lexical = q.parts()
+    cache, tx, query, qvec, masks, p, lexical = q.parts()
     allowed = masks["memory"]
-    dense = nearest_memories(cache, conn, qvec, rerank.POOL, allowed)
+    dense = nearest_memories(cache, tx.snapshot, qvec, rerank.POOL, allowed)
     if lexical is None:
-        lexical = fts_candidates(conn, query)
+        lexical = fts_candidates(tx, query)
     wanted = query_dates(query) if cache.dates is not None and p.date_weight > 0 else []
     lex = lexical_seeds(date_first(cache, lexical, wanted), allowed, rerank.POOL)
-    ids, rows, lenders = rerank.features(cache, conn, query, qvec, allowed, lex, dense, q.tvec)
+    ids, rows, lenders = rerank.features(
+        cache, tx.snapshot, query, qvec, allowed, lex, dense, q.tvec
+    )
     return rerank.Candidates(dense, lex, ids, rows, lenders)
 
 
@@ -274,19 +271,19 @@ def reranked_seeds(q: SeedQuery, add: Callable[..., None]) -> None:
 
 def mixed_seeds(q: SeedQuery, add: Callable[..., None]) -> None:
     """Memory seeds: the cosine softmax and the FTS5 reciprocal ranks, in fixed shares."""
-    cache, conn, query, qvec, masks, p, lexical = q.parts()
+    cache, tx, query, qvec, masks, p, lexical = q.parts()
     k = p.seed_top_k
     dense_share = 1.0 if not p.use_lexical else 1 - p.lexical_share
     lexical_share = 1.0 if not p.use_dense else p.lexical_share
     if p.use_dense:
-        ids, cos = nearest_memories(cache, conn, qvec, k, masks["memory"])
+        ids, cos = nearest_memories(cache, tx.snapshot, qvec, k, masks["memory"])
         dense_mass = p.memory_seed_weight * dense_share
         weights = softmax(cos, p.seed_temperature).tolist()
         for r, (item_id, c, w) in enumerate(zip(ids.tolist(), cos.tolist(), weights, strict=True)):
             add(node("memory", item_id), dense_mass * w, f"dense: #{r + 1}, cosine {c:.3f}")
     if p.use_lexical:
         if lexical is None:
-            lexical = fts_candidates(conn, query)
+            lexical = fts_candidates(tx, query)
         wanted = query_dates(query) if cache.dates is not None and p.date_weight > 0 else []
         lex = lexical_seeds(date_first(cache, lexical, wanted), masks["memory"], k)
         if lex:
@@ -360,20 +357,21 @@ def personalized_pagerank(
     masks: dict[str, np.ndarray],
     damping: float,
     term_limit: int = 0,
-    conn: sqlite3.Connection | None = None,
+    snap: Snapshot | None = None,
 ) -> tuple[np.ndarray, np.ndarray, Mapping[int, set[int]]]:
     """PPR over the seeds' neighbourhood: (node ids, their rank) as arrays, and the links
-    walked. Without the stored graph in the cache (PostgreSQL: ``cache.stored_edges`` off)
-    the neighbourhood and its edges are read from ``conn`` (`sql_graph`)."""
+    walked. Without the stored graph in the cache (``cache.stored_edges`` off: the store
+    does not let readers keep it, `Snapshot.keeps_graph`) the neighbourhood and its edges
+    are read from ``snap`` (`sql_graph`)."""
     links: Mapping[int, set[int]]
-    if cache.stored_edges or conn is None:
+    if cache.stored_edges or snap is None:
         nodes = neighbourhood(cache, list(reset), masks, term_limit)
         links = cache.adj
     else:
         nodes = sql_graph.neighbourhood(
-            conn, list(reset), masks, cache.adj, term_limit, MAX_HOPS, MAX_NEIGHBOURHOOD
+            snap, list(reset), masks, cache.adj, term_limit, MAX_HOPS, MAX_NEIGHBOURHOOD
         )
-        links = sql_graph.subgraph_links(conn, nodes, cache.adj)
+        links = sql_graph.subgraph_links(snap, nodes, cache.adj)
     position = {n: i for i, n in enumerate(nodes)}
     edges: list[tuple[int, int]] = []
     # Every edge has a memory or relation end (there are no entity-entity or term
@@ -405,7 +403,7 @@ def personalized_pagerank(
 
 def rank(
     cache: RecallCache,
-    conn: sqlite3.Connection,
+    tx: StoreTx,
     query: str,
     qvec: np.ndarray,
     masks: dict[str, np.ndarray],
@@ -416,12 +414,12 @@ def rank(
 ) -> list[tuple[int, float]]:
     """The best ``limit`` memories for ``query`` as (memory id, score), best first
     (``tvec``: the vector of `rerank.topic_query`, None when the query has no names)."""
-    return rank_explained(cache, conn, query, qvec, masks, limit, p, lexical, tvec=tvec)[0]
+    return rank_explained(cache, tx, query, qvec, masks, limit, p, lexical, tvec=tvec)[0]
 
 
 def rank_explained(
     cache: RecallCache,
-    conn: sqlite3.Connection,
+    tx: StoreTx,
     query: str,
     qvec: np.ndarray,
     masks: dict[str, np.ndarray],
@@ -433,13 +431,13 @@ def rank_explained(
 ) -> tuple[list[tuple[int, float]], dict[int, list[str]]]:
     """`rank`, and with ``with_reasons`` why each memory is there (memory id -> reasons)."""
     notes: dict[int, list[str]] | None = {} if with_reasons else None
-    reset = seeds(cache, conn, query, qvec, masks, p, lexical, notes, tvec)
+    reset = seeds(cache, tx, query, qvec, masks, p, lexical, notes, tvec)
     if not reset:
         return [], {}
     links: Mapping[int, set[int]] = cache.adj
     if p.use_graph:
         nodes, scores, links = personalized_pagerank(
-            cache, reset, masks, p.damping, term_cap(masks, p), conn
+            cache, reset, masks, p.damping, term_cap(masks, p), tx.snapshot
         )
     else:
         nodes = np.fromiter(reset.keys(), dtype=np.int64, count=len(reset))

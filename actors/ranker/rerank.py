@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import math
 import re
-import sqlite3
 from typing import NamedTuple
 
 import numpy as np
 
+from ..store.interfaces import Snapshot
 from ..store.lexical import FUNCTION_WORDS
 from .graph import RecallCache
 from .signals import thread_neighbours
@@ -158,20 +158,12 @@ class Shape(NamedTuple):
     subject: str | None  # `subject` of its head
 
 
-def texts_shape(conn: sqlite3.Connection, ids: list[int]) -> dict[int, Shape]:
+def texts_shape(snap: Snapshot, ids: list[int]) -> dict[int, Shape]:
     """memory id -> its `Shape`, read without the whole text."""
     out: dict[int, Shape] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        rows = conn.execute(
-            "SELECT id, length(content), substr(rtrim(content), length(rtrim(content)) - 2),"
-            f" substr(content, 1, {HEAD}) FROM memories WHERE id IN ({marks})",
-            chunk,
-        ).fetchall()
-        for memory_id, length, tail, head in rows:
-            question = str(tail).rstrip().rstrip("\"'").endswith("?")
-            out[int(memory_id)] = Shape(int(length), question, subject(str(head)))
+    for t in snap.text_ends(ids, HEAD):
+        question = t.tail.rstrip().rstrip("\"'").endswith("?")
+        out[t.id] = Shape(t.length, question, subject(t.head))
     return out
 
 
@@ -188,7 +180,7 @@ def cosines(
 
 def features(
     cache: RecallCache,
-    conn: sqlite3.Connection,
+    snap: Snapshot,
     query: str,
     qvec: np.ndarray,
     allowed: np.ndarray,
@@ -219,7 +211,7 @@ def features(
     known = dict(zip(dense_ids.tolist(), dense[1].tolist(), strict=True))
     cos = cosines(cache, qvec, sorted(every), known)
     best_cos = max(cos.values(), default=0.0)
-    shape = texts_shape(conn, ids)
+    shape = texts_shape(snap, ids)
     names = query_names(query)
     tcos = topic_cosines(cache, tvec, names, shape, sorted(every)) or cos
     best_t = max(tcos.values(), default=0.0)

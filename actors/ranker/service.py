@@ -12,8 +12,8 @@ is never touched concurrently; the CPU work runs in a thread).
 The cache is loaded in the background when the actor starts (a server that
 never recalls pays nothing but that thread), and kept current from the
 store's change notifications (``store.add_listener``). Writes by another
-process are noticed by comparing row counts when ``PRAGMA data_version``
-moves without a notification; they trigger a full reload.
+process are noticed by comparing row counts when the store's version
+(`Snapshot.version`) moves without a notification; they trigger a full reload.
 
 Memories (and entities, relations) in the selection that have no vector of
 the active model (written with embeddings off, or under another model) are
@@ -29,7 +29,6 @@ stderr and in the log; the memory store then falls back to lexical ranking.
 from __future__ import annotations
 
 import math
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
@@ -44,12 +43,14 @@ from ...supervisors.context import AppContext
 from ...supervisors.supervisor import ChildContext, Mailbox
 from ..embedder.documents import read_documents, vector_writer
 from ..embedder.handle import EMBEDDER, EmbeddingError, EmbedResult
-from ..store import backends, db
-from ..store.dialect import is_postgres
+from ..store import db
+from ..store.interfaces import StoreTx
+from ..store.interfaces.snapshot import Fingerprint
+from ..store.reader import Reader, ReadError
 from ..store.writer import STORE, Change
 from . import rank as rank_mod
 from . import rerank
-from .graph import KINDS, RecallCache
+from .graph import KINDS, RecallCache, stored_kind
 from .handle import RANKER
 from .messages import RankerRequest, Recall
 from .vectors import DeferredBuild, IndexChoice
@@ -95,17 +96,6 @@ class Ranked(list):
         self.reasons = reasons or {}
 
 
-def _fingerprint(conn: sqlite3.Connection) -> tuple:
-    row = conn.execute(
-        """SELECT (SELECT max(id) FROM memories), (SELECT count(*) FROM memories),
-                  (SELECT max(id) FROM entities), (SELECT count(*) FROM entities),
-                  (SELECT max(id) FROM relations), (SELECT count(*) FROM relations),
-                  (SELECT count(*) FROM memory_entities), (SELECT count(*) FROM memory_relations),
-                  (SELECT count(*) FROM memory_scopes)"""
-    ).fetchone()
-    return tuple(row)
-
-
 class Ranker:
     """The client handle (published as `RANKER`) and the actor's state."""
 
@@ -118,10 +108,10 @@ class Ranker:
         self._pending: list[Change] = []
         self._notified = False  # change records arrived since the last sync
         self._cache: RecallCache | None = None
-        self._conn: sqlite3.Connection | None = None
+        self._reader: Reader | None = None  # the actor's own read connection
         self._nursery: trio.Nursery | None = None  # the running incarnation's (background builds)
         self._builds: list[DeferredBuild] = []  # hnsw graphs being built for the current cache
-        self._fingerprint: tuple | None = None
+        self._fingerprint: Fingerprint | None = None
         self._checked_at = 0.0  # monotonic time of the last look for other processes' writes
         self._load_error: str | None = None
         self._loaded = trio.Event()
@@ -206,7 +196,7 @@ class Ranker:
                         lambda tx: rank_mod.fts_seeds(tx.fulltext, query),
                         name="ranker.lexical_seeds",
                     )
-                except (DomainError, sqlite3.Error):
+                except (DomainError, ReadError):
                     lexical = None  # the actor queries its own connection instead
 
             async with trio.open_nursery() as nursery:
@@ -266,16 +256,7 @@ class Ranker:
         if store is not None:
             self._remove_listener = store.add_listener(self.on_changes)
         try:
-            self._conn = await trio.to_thread.run_sync(
-                lambda: backends.open_reader(
-                    self.path,
-                    self.app.config.store.url,
-                    self.app.config.store.busy_timeout_ms,
-                    db.Tuning(
-                        self.app.config.store.cache_size_mb, self.app.config.store.mmap_size_mb
-                    ),
-                )
-            )
+            self._reader = await trio.to_thread.run_sync(lambda: self._new_reader().open())
             self.app.publish(RANKER, self)
             task_status.started(self)
             async with trio.open_nursery() as nursery:
@@ -295,9 +276,18 @@ class Ranker:
             if self._remove_listener is not None:
                 self._remove_listener()
                 self._remove_listener = None
-            conn, self._conn = self._conn, None
-            if conn is not None:
-                conn.close()
+            reader, self._reader = self._reader, None
+            if reader is not None:
+                reader.close()
+
+    def _new_reader(self) -> Reader:
+        store = self.app.config.store
+        return Reader(
+            self.path,
+            store.url,
+            store.busy_timeout_ms,
+            db.Tuning(store.cache_size_mb, store.mmap_size_mb),
+        )
 
     def _model(self) -> tuple[str, str, int] | None:
         embedder = self.app.find(EMBEDDER)
@@ -321,25 +311,26 @@ class Ranker:
         )
 
     def _load_sync(self, model: tuple[str, str, int]) -> RecallCache:
-        assert self._conn is not None
-        cache = RecallCache(
-            *model,
-            self.index_choice(),
-            self.path.parent / INDEX_DIR,
-            terms=self.app.config.retrieval.terms,
-            dates=self.app.config.retrieval.dates,
-            defer_builds=True,
-            # PostgreSQL: the graph is read around the seeds at each recall (`sql_graph`).
-            stored_edges=not is_postgres(self._conn),
-        )
+        assert self._reader is not None
+
+        def load(tx: StoreTx) -> tuple[RecallCache, Fingerprint]:
+            cache = RecallCache(
+                *model,
+                self.index_choice(),
+                self.path.parent / INDEX_DIR,
+                terms=self.app.config.retrieval.terms,
+                dates=self.app.config.retrieval.dates,
+                defer_builds=True,
+                # A shared store (PostgreSQL): the graph is read around the seeds at each
+                # recall (`sql_graph`).
+                stored_edges=tx.snapshot.keeps_graph(),
+            )
+            cache.load(tx.snapshot)
+            return cache, tx.snapshot.fingerprint()
+
         started = time.perf_counter()
-        self._conn.execute("BEGIN")
-        try:
-            cache.load(self._conn)
-            fingerprint = _fingerprint(self._conn)
-        finally:
-            self._conn.execute("ROLLBACK")
-        self._fingerprint = fingerprint
+        with trace.span(ACTOR, "read", op="ranker.load_cache"):
+            cache, self._fingerprint = self._reader.read(load)
         trace.event(
             ACTOR,
             "cache_loaded",
@@ -358,7 +349,7 @@ class Ranker:
             self._cache = await trio.to_thread.run_sync(self._load_sync, model)
             self._start_builds(self._cache)
             self._load_error = None
-        except (sqlite3.Error, ValueError) as exc:
+        except (ReadError, ValueError) as exc:
             self._load_error = f"{type(exc).__name__}: {exc}"
             trace.error(
                 ACTOR,
@@ -370,31 +361,34 @@ class Ranker:
 
     def _sync(self, cache: RecallCache, pending: list[Change], notified: bool) -> RecallCache:
         """In a thread: apply ``pending`` changes; reload on a reset or on another process's writes."""
-        assert self._conn is not None
-        conn = self._conn
+        assert self._reader is not None
         for index in cache.index.values():
             index.adopt_build()  # a graph built in the background takes over
-        conn.execute("BEGIN")
-        try:
-            version = conn.execute("PRAGMA data_version").fetchone()[0]
+
+        def sync(tx: StoreTx) -> bool:
+            """Apply ``pending``; whether a full reload is needed instead."""
+            snap = tx.snapshot
+            version = snap.version()
             reload = any(c.kind == "reset" for c in pending) or len(pending) > RELOAD_THRESHOLD
             due = time.monotonic() - self._checked_at >= EXTERNAL_CHECK_INTERVAL
             if not reload and version != cache.data_version and not notified and due:
                 self._checked_at = time.monotonic()
-                reload = _fingerprint(conn) != self._fingerprint
+                reload = snap.fingerprint() != self._fingerprint
                 if reload:
                     trace.event(
                         ACTOR, "external_change", note="another process wrote the store; reloading"
                     )
             if not reload and pending:
-                cache.apply(conn, pending)
+                cache.apply(snap, pending)
             if not reload and (due or notified):
                 cache.data_version = version
             if not reload:
                 if pending:
-                    self._fingerprint = _fingerprint(conn)
-        finally:
-            conn.execute("ROLLBACK")
+                    self._fingerprint = snap.fingerprint()
+            return reload
+
+        with trace.span(ACTOR, "read", op="ranker.sync_cache", changes=len(pending)):
+            reload = self._reader.read(sync)
         if reload:
             return self._load_sync((cache.model, cache.revision, cache.dim))
         return cache
@@ -410,7 +404,7 @@ class Ranker:
                 self._pending.clear()
                 self._notified = False
                 cache = await trio.to_thread.run_sync(self._load_sync, model)
-            except (sqlite3.Error, ValueError) as exc:
+            except (ReadError, ValueError) as exc:
                 trace.warning(
                     ACTOR,
                     "semantic_recall_failed",
@@ -456,25 +450,22 @@ class Ranker:
         build = cache.index[kind].build
         if build is None:
             return
-        store = self.app.config.store
+
+        def build_from(tx: StoreTx) -> None:
+            rows, count = cache.vector_rows(tx.snapshot, stored_kind(kind))
+            build.run(rows, count)
 
         def run() -> None:
-            conn = backends.open_reader(
-                self.path,
-                store.url,
-                store.busy_timeout_ms,
-                db.Tuning(store.cache_size_mb, store.mmap_size_mb),
-            )
+            reader = self._new_reader()
             try:
-                conn.execute("BEGIN")
-                rows, count = cache.vector_rows(conn, kind)
-                build.run(rows, count)
+                with trace.span(ACTOR, "read", op="ranker.build_vector_index", kind=kind):
+                    reader.read(build_from)
             finally:
-                conn.close()
+                reader.close()
 
         try:
             await trio.to_thread.run_sync(run, abandon_on_cancel=True)
-        except (sqlite3.Error, OSError, ValueError, RuntimeError) as exc:
+        except (ReadError, OSError, ValueError, RuntimeError) as exc:
             trace.warning(ACTOR, "vector_index_build_failed", kind=kind, error=str(exc))
         finally:
             if build in self._builds and build.graph is not None:
@@ -525,21 +516,24 @@ class Ranker:
                 extra["backfilled"] = await self._backfill(missing)
                 cache = await self._current_cache()
                 masks = await trio.to_thread.run_sync(self._masks, cache, request)
-            assert self._conn is not None
-            conn = self._conn
-            ranked, reasons = await trio.to_thread.run_sync(
-                rank_mod.rank_explained,
-                cache,
-                conn,
-                request.query,
-                request.qvec,
-                masks,
-                request.limit,
-                request.params,
-                request.lexical,
-                request.explain,
-                request.tvec,
-            )
+            reader = self._reader
+            assert reader is not None
+
+            def ranking(tx: StoreTx) -> tuple[list[tuple[int, float]], dict[int, list[str]]]:
+                return rank_mod.rank_explained(
+                    cache,
+                    tx,
+                    request.query,
+                    request.qvec,
+                    masks,
+                    request.limit,
+                    request.params,
+                    request.lexical,
+                    request.explain,
+                    request.tvec,
+                )
+
+            ranked, reasons = await trio.to_thread.run_sync(reader.read, ranking)
             extra["results"] = len(ranked)
         return ranked, reasons
 
@@ -551,7 +545,11 @@ class Ranker:
         embedder = self.app.find(EMBEDDER)
         if store is None or embedder is None:
             return 0
-        docs = await store.read_conn(lambda conn: read_documents(conn, missing))
+        # TRANSITIONAL: the embedder's documents and vector writes are the vectors
+        # concept's; until its interface has them they run on the raw connection.
+        docs = await store.read(
+            lambda tx: read_documents(tx.conn, missing), name="ranker.backfill_documents"
+        )
         if not docs:
             return 0
         # Long texts take several windows each: bound the text per recall, not only the
@@ -571,6 +569,6 @@ class Ranker:
             trace.warning(ACTOR, "backfill_failed", error=str(exc))
             return 0
         op = vector_writer([(kind, item_id) for kind, item_id, _ in docs], result)
-        await store.write_conn(op, name="backfill_vectors")
+        await store.write(lambda tx: op(tx.conn), name="ranker.backfill_vectors")
         trace.event(ACTOR, "backfilled", count=len(docs), model=result.model)
         return len(docs)

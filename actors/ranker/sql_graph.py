@@ -1,9 +1,10 @@
-"""PostgreSQL: the seeds' neighbourhood for Personalized PageRank, read from the store.
+"""The seeds' neighbourhood for Personalized PageRank, read from the store.
 
-On SQLite the ranker keeps the whole memory / entity / relation graph in
-memory (`graph.RecallCache.adj`). On a PostgreSQL store, shared by many
-processes and possibly far larger, it keeps none of it: after the seeds are
-known, `neighbourhood` reads their neighbourhood from SQL, breadth first, hop
+Where the store says a reader may keep the graph (`Snapshot.keeps_graph`: SQLite)
+the ranker keeps the whole memory / entity / relation graph in memory
+(`graph.RecallCache.adj`). Where it may not (PostgreSQL: shared by many
+processes and possibly far larger), it keeps none of it: after the seeds are
+known, `neighbourhood` reads their neighbourhood from the store, breadth first, hop
 by hop (at most ``hops`` hops, ``cap`` nodes), with the edges the in-memory
 graph has:
 
@@ -11,10 +12,10 @@ graph has:
   (``memory_relations``), relation — its source and target entity
   (``relations``);
 - memory — term, when ``terms`` is on: those come from the memories' text and
-  live in the cache only (``cache.adj`` holds nothing else on PostgreSQL).
+  live in the cache only (``cache.adj`` holds nothing else then).
 
-Each hop is at most six indexed queries (one per kind of edge and direction,
-the frontier's ids as one array); the edges between the nodes reached are
+Each hop is at most six reads (`Snapshot.peers`, one per kind of edge and
+direction, and the relations' ends); the edges between the nodes reached are
 then read in three more, so a recall costs a bounded number of round trips
 whatever the store's size. A hub (an entity with thousands of memories) gives
 at most `HUB_ROWS` of its peers per hop, the first by id: the walk stops at
@@ -27,65 +28,28 @@ is outside every mask and is skipped, as on SQLite.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
+from ..store.interfaces import Snapshot
+from ..store.interfaces.snapshot import Kind
 from .graph import KIND_CODE, node, node_id, node_kind
 
 HUB_ROWS = 2_000  # peers of one node read per hop, at most
 
 MEMORY, ENTITY, RELATION, TERM = (KIND_CODE[k] for k in ("memory", "entity", "relation", "term"))
 
-# (frontier kind, SQL, kind of the peers): each statement takes the frontier's ids and
-# `HUB_ROWS`, and gives (frontier id, peer id). Every lookup is by an index:
-# memory_entities / memory_relations by their primary key (memory first) or their
-# reverse index, relations by id, by (source_id, ...) unique key and by target_id.
-_PEERS = (
-    (
-        MEMORY,
-        """SELECT f.id, p.entity_id FROM unnest(?::bigint[]) AS f(id) CROSS JOIN LATERAL
-           (SELECT entity_id FROM memory_entities WHERE memory_id = f.id
-            ORDER BY entity_id LIMIT ?) p""",
-        ENTITY,
-    ),
-    (
-        MEMORY,
-        """SELECT f.id, p.relation_id FROM unnest(?::bigint[]) AS f(id) CROSS JOIN LATERAL
-           (SELECT relation_id FROM memory_relations WHERE memory_id = f.id
-            ORDER BY relation_id LIMIT ?) p""",
-        RELATION,
-    ),
-    (
-        ENTITY,
-        """SELECT f.id, p.memory_id FROM unnest(?::bigint[]) AS f(id) CROSS JOIN LATERAL
-           (SELECT memory_id FROM memory_entities WHERE entity_id = f.id
-            ORDER BY memory_id LIMIT ?) p""",
-        MEMORY,
-    ),
-    (
-        ENTITY,
-        """SELECT f.id, p.id FROM unnest(?::bigint[]) AS f(id) CROSS JOIN LATERAL
-           ((SELECT id FROM relations WHERE source_id = f.id)
-            UNION (SELECT id FROM relations WHERE target_id = f.id) ORDER BY id LIMIT ?) p""",
-        RELATION,
-    ),
-    (
-        RELATION,
-        """SELECT f.id, p.memory_id FROM unnest(?::bigint[]) AS f(id) CROSS JOIN LATERAL
-           (SELECT memory_id FROM memory_relations WHERE relation_id = f.id
-            ORDER BY memory_id LIMIT ?) p""",
-        MEMORY,
-    ),
+# (frontier kind, kind of the peers): each hop reads, for each kind of the frontier's
+# nodes, their first `HUB_ROWS` peers of each kind they link to (`Snapshot.peers`).
+_PEERS: tuple[tuple[Kind, Kind], ...] = (
+    ("memory", "entity"),
+    ("memory", "relation"),
+    ("entity", "memory"),
+    ("entity", "relation"),
+    ("relation", "memory"),
 )
-# A relation's two entities: one row each, no hub to bound.
-_RELATION_ENDS = "SELECT id, source_id, target_id FROM relations WHERE id = ANY(?::bigint[])"
-# The edges between the nodes reached (by kind): (memory, entity), (memory, relation).
-_EDGES_MEMORY_ENTITY = """SELECT memory_id, entity_id FROM memory_entities
-    WHERE memory_id = ANY(?::bigint[]) AND entity_id = ANY(?::bigint[])"""
-_EDGES_MEMORY_RELATION = """SELECT memory_id, relation_id FROM memory_relations
-    WHERE memory_id = ANY(?::bigint[]) AND relation_id = ANY(?::bigint[])"""
+_CODE: dict[Kind, int] = {"memory": MEMORY, "entity": ENTITY, "relation": RELATION}
 
 
 def _by_kind(nodes: Iterable[int]) -> dict[int, list[int]]:
@@ -95,25 +59,20 @@ def _by_kind(nodes: Iterable[int]) -> dict[int, list[int]]:
     return out
 
 
-def _code_kind(code: int) -> str:
-    return next(k for k, c in KIND_CODE.items() if c == code)
-
-
 def _peers(
-    conn: sqlite3.Connection, frontier: list[int], cached: Mapping[int, set[int]]
+    snap: Snapshot, frontier: list[int], cached: Mapping[int, set[int]]
 ) -> dict[int, list[int]]:
-    """Node -> its peers (memories, entities, relations from SQL; terms from ``cached``)."""
+    """Node -> its peers (memories, entities, relations from the store; terms from ``cached``)."""
     ids = _by_kind(frontier)
     found: dict[int, set[int]] = {}
-    for kind, sql, peer in _PEERS:
-        if ids[kind]:
-            name, peer_name = _code_kind(kind), _code_kind(peer)
-            for a, b in conn.execute(sql, (ids[kind], HUB_ROWS)):
-                found.setdefault(node(name, int(a)), set()).add(node(peer_name, int(b)))
+    for kind, peer in _PEERS:
+        if ids[_CODE[kind]]:
+            for a, b in snap.peers(kind, ids[_CODE[kind]], peer, HUB_ROWS):
+                found.setdefault(node(kind, int(a)), set()).add(node(peer, int(b)))
     if ids[RELATION]:
-        for rel, source, target in conn.execute(_RELATION_ENDS, (ids[RELATION],)):
-            peers = found.setdefault(node("relation", int(rel)), set())
-            peers.update((node("entity", int(source)), node("entity", int(target))))
+        for r in snap.relations(ids[RELATION]):
+            peers = found.setdefault(node("relation", r.id), set())
+            peers.update((node("entity", r.source_id), node("entity", r.target_id)))
     for n in frontier:  # terms: a memory's, and a term's memories
         if node_kind(n) in (MEMORY, TERM) and n in cached:
             found.setdefault(n, set()).update(cached[n])
@@ -121,7 +80,7 @@ def _peers(
 
 
 def neighbourhood(
-    conn: sqlite3.Connection,
+    snap: Snapshot,
     start: list[int],
     masks: dict[str, np.ndarray],
     cached: Mapping[int, set[int]],
@@ -137,7 +96,7 @@ def neighbourhood(
     return walk(
         start,
         masks,
-        lambda frontier: _peers(conn, frontier, cached),
+        lambda frontier: _peers(snap, frontier, cached),
         lambda term: len(cached.get(term, ())),
         term_limit,
         hops,
@@ -157,7 +116,7 @@ def walk(
     """Allowed nodes within ``hops`` of ``start`` (breadth first, seeds first, at most ``cap``).
 
     ``peers_of(frontier)`` gives each frontier node's peers (the cache's
-    adjacency, or one hop read from SQL). A memory, entity or relation outside
+    adjacency, or one hop read from the store). A memory, entity or relation outside
     ``masks`` (or unknown to them) is not entered; a term is walked when it links
     2 to ``term_limit`` memories (``term_degree``).
     """
@@ -191,7 +150,7 @@ def walk(
 
 
 def subgraph_links(
-    conn: sqlite3.Connection, nodes: list[int], cached: Mapping[int, set[int]]
+    snap: Snapshot, nodes: list[int], cached: Mapping[int, set[int]]
 ) -> dict[int, set[int]]:
     """Every edge between ``nodes``, as adjacency sets (three queries, and the cached terms)."""
     ids = _by_kind(nodes)
@@ -205,15 +164,15 @@ def subgraph_links(
 
     memories, entities, relations = ids[MEMORY], ids[ENTITY], ids[RELATION]
     if memories and entities:
-        for m, e in conn.execute(_EDGES_MEMORY_ENTITY, (memories, entities)):
+        for m, e in snap.memory_entities(memories, entities):
             link(node("memory", int(m)), node("entity", int(e)))
     if memories and relations:
-        for m, r in conn.execute(_EDGES_MEMORY_RELATION, (memories, relations)):
+        for m, r in snap.memory_relations(memories, relations):
             link(node("memory", int(m)), node("relation", int(r)))
     if relations:
-        for r, source, target in conn.execute(_RELATION_ENDS, (relations,)):
-            link(node("relation", int(r)), node("entity", int(source)))
-            link(node("relation", int(r)), node("entity", int(target)))
+        for rel in snap.relations(relations):
+            link(node("relation", rel.id), node("entity", rel.source_id))
+            link(node("relation", rel.id), node("entity", rel.target_id))
     for n in nodes:
         if node_kind(n) == MEMORY:
             for t in cached.get(n, ()):

@@ -1,10 +1,245 @@
-"""`interfaces.snapshot.Snapshot` on PostgreSQL, in PostgreSQL's own dialect (`PgConnection.native`)."""
+"""`interfaces.snapshot.Snapshot` on PostgreSQL, in PostgreSQL's own dialect (`PgConnection.native`).
+
+Id lists travel as one array parameter each (``= ANY(%s)``), whatever their length.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+from ..interfaces.snapshot import (
+    EntityItem,
+    Fingerprint,
+    Kind,
+    MemoryItem,
+    RelationItem,
+    TextEnds,
+)
 from .conn import PgConnection
+
+_SCOPES: dict[str, tuple[str, str]] = {
+    "memory": ("memory_scopes", "memory_id"),
+    "entity": ("entity_scopes", "entity_id"),
+    "relation": ("relation_scopes", "relation_id"),
+}
+# Every stored vector of one kind and model: chunk 0 (``vectors``), then the other
+# windows of long texts (``vector_chunks``), counted only under a chunk 0 of the same
+# model. Parameters: (kind, model, revision, dim) twice.
+_VECTORS = """
+    SELECT item_id, vec FROM vectors WHERE kind = %s AND model = %s AND revision = %s AND dim = %s
+    UNION ALL
+    SELECT c.item_id, c.vec FROM vector_chunks c
+    JOIN vectors v ON v.kind = c.kind AND v.item_id = c.item_id
+        AND v.model = c.model AND v.revision = c.revision
+    WHERE c.kind = %s AND c.model = %s AND c.revision = %s AND c.dim = %s"""
+# (kind, peer) -> (frontier id, peer id) of the first ``limit`` peers of each frontier id,
+# by id: (ids, limit). Every lookup is by an index: memory_entities / memory_relations by
+# their primary key (memory first) or their reverse index, relations by their
+# (source_id, ...) unique key and by target_id.
+_PEERS: dict[tuple[str, str], str] = {
+    ("memory", "entity"): """SELECT f.id, p.entity_id FROM unnest(%s::bigint[]) AS f(id)
+        CROSS JOIN LATERAL (SELECT entity_id FROM memory_entities WHERE memory_id = f.id
+        ORDER BY entity_id LIMIT %s) p""",
+    ("memory", "relation"): """SELECT f.id, p.relation_id FROM unnest(%s::bigint[]) AS f(id)
+        CROSS JOIN LATERAL (SELECT relation_id FROM memory_relations WHERE memory_id = f.id
+        ORDER BY relation_id LIMIT %s) p""",
+    ("entity", "memory"): """SELECT f.id, p.memory_id FROM unnest(%s::bigint[]) AS f(id)
+        CROSS JOIN LATERAL (SELECT memory_id FROM memory_entities WHERE entity_id = f.id
+        ORDER BY memory_id LIMIT %s) p""",
+    ("entity", "relation"): """SELECT f.id, p.id FROM unnest(%s::bigint[]) AS f(id)
+        CROSS JOIN LATERAL ((SELECT id FROM relations WHERE source_id = f.id)
+        UNION (SELECT id FROM relations WHERE target_id = f.id) ORDER BY id LIMIT %s) p""",
+    ("relation", "memory"): """SELECT f.id, p.memory_id FROM unnest(%s::bigint[]) AS f(id)
+        CROSS JOIN LATERAL (SELECT memory_id FROM memory_relations WHERE relation_id = f.id
+        ORDER BY memory_id LIMIT %s) p""",
+}
+# The memories nearest a query vector by pgvector's HNSW indexes (cosine), every window
+# of a memory counted (its best):
+# (query, model, revision, query, n, query, model, revision, query, n).
+_NEAREST = """SELECT item_id, max(cosine) AS best FROM (
+    (SELECT item_id, 1 - (embedding::vector(384) <=> %s::real[]::vector(384)) AS cosine
+       FROM vectors WHERE kind = 'memory' AND dim = 384 AND embedding IS NOT NULL
+        AND model = %s AND revision = %s
+      ORDER BY embedding::vector(384) <=> %s::real[]::vector(384) LIMIT %s)
+    UNION ALL
+    (SELECT item_id, 1 - (embedding::vector(384) <=> %s::real[]::vector(384)) AS cosine
+       FROM vector_chunks WHERE kind = 'memory' AND dim = 384 AND embedding IS NOT NULL
+        AND model = %s AND revision = %s
+      ORDER BY embedding::vector(384) <=> %s::real[]::vector(384) LIMIT %s)
+) near GROUP BY item_id ORDER BY best DESC"""
+INDEXED_DIM = 384  # the dimension of the HNSW expression indexes (pg.schema)
+MIN_EF_SEARCH = 40  # pgvector's default hnsw.ef_search
 
 
 class PgSnapshot:
     def __init__(self, conn: PgConnection) -> None:
         self.conn = conn
+
+    def version(self) -> int:
+        # Every commit, anyone's, moves the horizon of the transaction's snapshot.
+        row = self.conn.native("SELECT pg_snapshot_xmax(pg_current_snapshot())::text").fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def keeps_graph(self) -> bool:
+        return False
+
+    def fingerprint(self) -> Fingerprint:
+        row = self.conn.native(
+            """SELECT (SELECT max(id) FROM memories), (SELECT count(*) FROM memories),
+                      (SELECT max(id) FROM entities), (SELECT count(*) FROM entities),
+                      (SELECT max(id) FROM relations), (SELECT count(*) FROM relations),
+                      (SELECT count(*) FROM memory_entities), (SELECT count(*) FROM memory_relations),
+                      (SELECT count(*) FROM memory_scopes)"""
+        ).fetchone()
+        assert row is not None
+        return Fingerprint(*row)
+
+    def scope_ids(self) -> dict[str, int]:
+        return {name: sid for sid, name in self.conn.native("SELECT id, name FROM scopes")}
+
+    def item_scopes(self, kind: Kind, ids: list[int] | None = None) -> Iterator[tuple[int, int]]:
+        table, col = _SCOPES[kind]
+        if ids is None:
+            yield from self.conn.native(f"SELECT {col}, scope_id FROM {table}")
+        elif ids:
+            yield from self.conn.native(
+                f"SELECT {col}, scope_id FROM {table} WHERE {col} = ANY(%s::bigint[])", (ids,)
+            )
+
+    def memories(self, ids: list[int] | None = None, text: bool = False) -> Iterator[MemoryItem]:
+        content = "content" if text else "NULL"
+        sql = f"SELECT id, memory_type, created_at, {content} FROM memories"
+        if ids is None:
+            rows = self.conn.native(sql)
+        elif ids:
+            rows = self.conn.native(f"{sql} WHERE id = ANY(%s::bigint[])", (ids,))
+        else:
+            return
+        for row in rows:
+            yield MemoryItem(*row)
+
+    def memory_texts(self, dated_only: bool = False) -> Iterator[tuple[int, str]]:
+        where = " WHERE content ~ '[0-9]{4}'" if dated_only else ""
+        yield from self.conn.native(f"SELECT id, content FROM memories{where}")
+
+    def entities(self, ids: list[int] | None = None) -> Iterator[EntityItem]:
+        sql = "SELECT id, canonical_name FROM entities"
+        if ids is None:
+            rows = self.conn.native(sql)
+        elif ids:
+            rows = self.conn.native(f"{sql} WHERE id = ANY(%s::bigint[])", (ids,))
+        else:
+            return
+        for row in rows:
+            yield EntityItem(*row)
+
+    def relations(
+        self, ids: list[int] | None = None, touching: list[int] | None = None
+    ) -> Iterator[RelationItem]:
+        sql = "SELECT id, source_id, target_id FROM relations"
+        if ids is None and touching is None:
+            for row in self.conn.native(sql):
+                yield RelationItem(*row)
+            return
+        if ids:
+            for row in self.conn.native(f"{sql} WHERE id = ANY(%s::bigint[])", (ids,)):
+                yield RelationItem(*row)
+        if touching:
+            for row in self.conn.native(
+                f"{sql} WHERE source_id = ANY(%s::bigint[]) OR target_id = ANY(%s::bigint[])",
+                (touching, touching),
+            ):
+                yield RelationItem(*row)
+
+    def _links(
+        self, table: str, a: str, b: str, first: list[int] | None, second: list[int] | None
+    ) -> Iterator[tuple[int, int]]:
+        sql = f"SELECT {a}, {b} FROM {table}"
+        if first is None and second is None:
+            yield from self.conn.native(sql)
+        elif second is None:
+            if first:
+                yield from self.conn.native(f"{sql} WHERE {a} = ANY(%s::bigint[])", (first,))
+        elif first is None:
+            if second:
+                yield from self.conn.native(f"{sql} WHERE {b} = ANY(%s::bigint[])", (second,))
+        elif first and second:
+            yield from self.conn.native(
+                f"{sql} WHERE {a} = ANY(%s::bigint[]) AND {b} = ANY(%s::bigint[])",
+                (first, second),
+            )
+
+    def memory_entities(
+        self, memories: list[int] | None = None, entities: list[int] | None = None
+    ) -> Iterator[tuple[int, int]]:
+        return self._links("memory_entities", "memory_id", "entity_id", memories, entities)
+
+    def memory_relations(
+        self, memories: list[int] | None = None, relations: list[int] | None = None
+    ) -> Iterator[tuple[int, int]]:
+        return self._links("memory_relations", "memory_id", "relation_id", memories, relations)
+
+    def peers(self, kind: Kind, ids: list[int], peer: Kind, limit: int) -> list[tuple[int, int]]:
+        if not ids:
+            return []
+        rows = self.conn.native(_PEERS[(kind, peer)], (ids, limit)).fetchall()
+        return [(int(a), int(b)) for a, b in rows]
+
+    def vector_count(self, kind: Kind, model: str, revision: str, dim: int) -> int:
+        params = (kind, model, revision, dim) * 2
+        row = self.conn.native(f"SELECT count(*) FROM ({_VECTORS}) v", params).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def vector_rows(
+        self, kind: Kind, model: str, revision: str, dim: int
+    ) -> Iterator[tuple[int, bytes]]:
+        yield from self.conn.native(_VECTORS, (kind, model, revision, dim) * 2)
+
+    def item_windows(
+        self, kind: Kind, ids: list[int], model: str, revision: str, dim: int
+    ) -> dict[int, list[bytes]]:
+        out: dict[int, list[bytes]] = {}
+        if not ids:
+            return out
+        for item_id, blob in self.conn.native(
+            """SELECT item_id, vec FROM vectors WHERE kind = %s AND model = %s
+                AND revision = %s AND dim = %s AND item_id = ANY(%s::bigint[])""",
+            (kind, model, revision, dim, ids),
+        ):
+            out[item_id] = [blob]
+        if not out:
+            return out
+        for item_id, blob in self.conn.native(
+            """SELECT item_id, vec FROM vector_chunks WHERE kind = %s AND model = %s
+                AND revision = %s AND dim = %s AND item_id = ANY(%s::bigint[])
+                ORDER BY item_id, chunk""",
+            (kind, model, revision, dim, list(out)),
+        ):
+            if item_id in out:
+                out[item_id].append(blob)
+        return out
+
+    def nearest_memories(
+        self, query: list[float], model: str, revision: str, n: int
+    ) -> list[tuple[int, float]] | None:
+        if len(query) != INDEXED_DIM:
+            return None
+        self.conn.native(
+            "SELECT set_config('hnsw.ef_search', %s, false)", (str(max(n, MIN_EF_SEARCH)),)
+        )
+        rows = self.conn.native(
+            _NEAREST, (query, model, revision, query, n, query, model, revision, query, n)
+        ).fetchall()
+        return [(int(i), float(c)) for i, c in rows]
+
+    def text_ends(self, ids: list[int], head: int) -> list[TextEnds]:
+        if not ids:
+            return []
+        rows = self.conn.native(
+            "SELECT id, length(content), substr(rtrim(content), length(rtrim(content)) - 2),"
+            " substr(content, 1, %s) FROM memories WHERE id = ANY(%s::bigint[])",
+            (head, ids),
+        ).fetchall()
+        return [TextEnds(int(i), int(n), str(tail), str(start)) for i, n, tail, start in rows]

@@ -1,0 +1,67 @@
+"""A read-only connection of one's own, seen through the storage interfaces: the ranker's.
+
+The read pool hands each read any of its connections; a reader that compares
+`interfaces.snapshot.Snapshot.version` from one read to the next (SQLite's
+``PRAGMA data_version`` is comparable only on one connection), or streams a whole
+table into an index, keeps a `Reader` instead. `Reader.read(fn)` runs ``fn(tx)`` in
+one read transaction (a consistent snapshot), in the calling thread.
+
+Thread-safety: none; one caller at a time (the ranker serialises its uses).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from . import backends, db
+from .interfaces import StoreTx
+
+T = TypeVar("T")
+
+
+class Reader:
+    """One read-only connection of the store at ``path`` / ``url``, opened on first use."""
+
+    def __init__(
+        self,
+        path: Path,
+        url: str | None,
+        busy_timeout_ms: int,
+        tuning: db.Tuning = db.DEFAULT_TUNING,
+    ) -> None:
+        self.path = path
+        self.url = None if url == backends.SQLITE else url
+        self.busy_timeout_ms = busy_timeout_ms
+        self.tuning = tuning
+        self.make_tx: Callable[[Any], StoreTx] = backends.tx_factory(self.url)
+        self._conn: Any = None
+
+    def open(self) -> Reader:
+        """Connect now (`db.StoreUnavailable` if the store cannot be reached)."""
+        if self._conn is None:
+            self._conn = backends.open_reader(
+                self.path, self.url, self.busy_timeout_ms, self.tuning
+            )
+        return self
+
+    def read(self, fn: Callable[[StoreTx], T]) -> T:
+        """``fn(tx)`` in one read transaction on this reader's connection."""
+        self.open()
+        make_tx = self.make_tx
+        return db.run_read(self._conn, lambda conn: fn(make_tx(conn)))
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except (sqlite3.Error, OSError):  # a lost server
+                pass
+
+
+# What a failed read raises, on either backend (PostgreSQL's errors are mapped onto it,
+# `pg.conn`): for callers that fall back on a failed read without naming a driver.
+ReadError = sqlite3.Error

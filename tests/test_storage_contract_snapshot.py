@@ -1,0 +1,496 @@
+"""The storage contract of `interfaces.snapshot.Snapshot` (the ranker's bulk reads), on
+SQLite and on PostgreSQL (the ``direct`` fixture): every method, with the edge cases a
+backend gets wrong (unicode, quotes, ``%`` and ``_`` in text, missing rows, empty lists,
+id lists longer than SQLite's parameter limit, ties, a year in the text or not).
+
+The rows are written here with plain SQL in each backend's dialect (setup only: the
+methods under test read them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from memtrio.actors.store.direct import Direct
+from memtrio.actors.store.interfaces import StoreTx
+from memtrio.actors.store.interfaces.snapshot import (
+    EntityItem,
+    Fingerprint,
+    MemoryItem,
+    RelationItem,
+    TextEnds,
+)
+
+MODEL, REVISION = "model-a", "r1"
+DIM = 4
+MANY = 40_000  # ids in one argument: more than SQLite's 32,766 parameters
+NOW = 1_700_000_000.5
+
+
+def _sql(tx: StoreTx, sql: str, *params: Any) -> None:
+    """One setup statement, written with ``?`` and run in the backend's own placeholder."""
+    if tx.backend == "postgresql":
+        tx.conn.native(sql.replace("?", "%s"), params)
+    else:
+        tx.conn.execute(sql, params)
+
+
+def _vec(*values: float) -> bytes:
+    return np.array(values, dtype=np.float32).tobytes()
+
+
+def _memory(tx: StoreTx, mid: int, content: str, memory_type: str = "observation") -> None:
+    _sql(
+        tx,
+        "INSERT INTO memories (id, content, memory_type, created_at, updated_at)"
+        " VALUES (?, ?, ?, ?, ?)",
+        mid,
+        content,
+        memory_type,
+        NOW + mid,
+        NOW + mid,
+    )
+
+
+def _entity(tx: StoreTx, eid: int, canonical: str) -> None:
+    _sql(
+        tx,
+        "INSERT INTO entities (id, name, canonical_name, kind, created_at, updated_at)"
+        " VALUES (?, ?, ?, 'entity', ?, ?)",
+        eid,
+        canonical,
+        canonical,
+        NOW,
+        NOW,
+    )
+
+
+def _relation(tx: StoreTx, rid: int, source: int, target: int, kind: str = "uses") -> None:
+    _sql(
+        tx,
+        "INSERT INTO relations (id, source_id, target_id, relation_type, created_at)"
+        " VALUES (?, ?, ?, ?, ?)",
+        rid,
+        source,
+        target,
+        kind,
+        NOW,
+    )
+
+
+def _scope(tx: StoreTx, sid: int, name: str) -> None:
+    _sql(tx, "INSERT INTO scopes (id, name) VALUES (?, ?)", sid, name)
+
+
+def _vector(
+    tx: StoreTx, kind: str, item_id: int, vec: bytes, model: str = MODEL, chunk: int = 0
+) -> None:
+    dim = len(vec) // 4
+    if chunk == 0:
+        _sql(
+            tx,
+            "INSERT INTO vectors (kind, item_id, model, revision, dim, vec) VALUES (?, ?, ?, ?, ?, ?)",
+            kind,
+            item_id,
+            model,
+            REVISION,
+            dim,
+            vec,
+        )
+    else:
+        _sql(
+            tx,
+            "INSERT INTO vector_chunks (kind, item_id, chunk, model, revision, dim, vec)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            kind,
+            item_id,
+            chunk,
+            model,
+            REVISION,
+            dim,
+            vec,
+        )
+
+
+def _graph(tx: StoreTx) -> None:
+    """Memories 1-4, entities 10-13, relations 20-22, scopes 1-3, their links."""
+    _scope(tx, 1, "global")
+    _scope(tx, 2, "it's a 100%_repo ✓")
+    _scope(tx, 3, "Global")  # differs from "global" in case only: a scope of its own
+    _memory(tx, 1, "Alice's 50%_off deal, 4 May 2023 ✓")
+    _memory(tx, 2, 'a "quoted" note', "Decision")
+    _memory(tx, 3, "ümlaut and ٢٠٢٣ (Arabic-Indic digits are no year)")
+    _memory(tx, 4, "build1234x")
+    for e, name in ((10, "alice"), (11, "Alice"), (12, "o'brien_%"), (13, "hub")):
+        _entity(tx, e, name)
+    _relation(tx, 20, 10, 11)
+    _relation(tx, 21, 12, 10, "knows")
+    _relation(tx, 22, 13, 13, "self")  # both ends the same entity
+    for m, s in ((1, 1), (1, 2), (2, 2), (3, 3)):
+        _sql(tx, "INSERT INTO memory_scopes (memory_id, scope_id) VALUES (?, ?)", m, s)
+    for e, s in ((10, 1), (11, 2), (12, 1), (12, 2)):
+        _sql(tx, "INSERT INTO entity_scopes (entity_id, scope_id) VALUES (?, ?)", e, s)
+    _sql(tx, "INSERT INTO relation_scopes (relation_id, scope_id) VALUES (?, ?)", 20, 1)
+    for m, e in ((1, 10), (1, 11), (2, 10), (3, 13), (4, 13), (2, 13), (1, 13)):
+        _sql(tx, "INSERT INTO memory_entities (memory_id, entity_id) VALUES (?, ?)", m, e)
+    for m, r in ((1, 20), (2, 21), (3, 20)):
+        _sql(tx, "INSERT INTO memory_relations (memory_id, relation_id) VALUES (?, ?)", m, r)
+
+
+@pytest.fixture
+def graph(direct: Direct) -> Direct:
+    direct.write(_graph)
+    return direct
+
+
+def test_version_moves_when_another_connection_commits(direct: Direct) -> None:
+    before = direct.read(lambda tx: tx.snapshot.version())
+    assert isinstance(before, int)
+    assert direct.read(lambda tx: tx.snapshot.version()) == before  # nothing committed
+    direct.write(lambda tx: _scope(tx, 9, "new"))
+    assert direct.read(lambda tx: tx.snapshot.version()) != before
+
+
+def test_only_a_local_store_lets_a_reader_keep_the_whole_graph(direct: Direct) -> None:
+    # SQLite: the ranker keeps the graph; PostgreSQL: it reads the seeds' neighbourhood.
+    assert direct.read(lambda tx: tx.snapshot.keeps_graph()) is (direct.url is None)
+
+
+def test_fingerprint_counts_rows_and_highest_ids(direct: Direct) -> None:
+    empty = direct.read(lambda tx: tx.snapshot.fingerprint())
+    assert empty == Fingerprint(None, 0, None, 0, None, 0, 0, 0, 0)
+    direct.write(_graph)
+    full = direct.read(lambda tx: tx.snapshot.fingerprint())
+    assert full == Fingerprint(4, 4, 13, 4, 22, 3, 7, 3, 4)
+    direct.write(lambda tx: _sql(tx, "DELETE FROM memory_scopes WHERE memory_id = ?", 3))
+    assert direct.read(lambda tx: tx.snapshot.fingerprint()) != full
+
+
+def test_scope_ids_by_exact_name(graph: Direct) -> None:
+    assert graph.read(lambda tx: tx.snapshot.scope_ids()) == {
+        "global": 1,
+        "it's a 100%_repo ✓": 2,
+        "Global": 3,
+    }
+
+
+def test_item_scopes_every_item_or_those_asked_for(graph: Direct) -> None:
+    def read(tx: StoreTx) -> dict[str, Any]:
+        s = tx.snapshot
+        return {
+            "memory": sorted(s.item_scopes("memory")),
+            "entity": sorted(s.item_scopes("entity")),
+            "relation": sorted(s.item_scopes("relation")),
+            "some": sorted(s.item_scopes("entity", [12, 999])),
+            "none": list(s.item_scopes("memory", [])),
+            "many": sorted(s.item_scopes("memory", list(range(MANY, 0, -1)))),
+        }
+
+    got = graph.read(read)
+    assert got["memory"] == [(1, 1), (1, 2), (2, 2), (3, 3)]
+    assert got["entity"] == [(10, 1), (11, 2), (12, 1), (12, 2)]
+    assert got["relation"] == [(20, 1)]
+    assert got["some"] == [(12, 1), (12, 2)]
+    assert got["none"] == []
+    assert got["many"] == got["memory"]
+
+
+def test_memories_with_and_without_their_text(graph: Direct) -> None:
+    def read(tx: StoreTx) -> dict[str, Any]:
+        s = tx.snapshot
+        return {
+            "all": sorted(s.memories(), key=lambda m: m.id),
+            "text": sorted(s.memories([2, 1, 77], text=True), key=lambda m: m.id),
+            "none": list(s.memories([])),
+            "many": sorted(m.id for m in s.memories(list(range(1, MANY)))),
+        }
+
+    got = graph.read(read)
+    assert got["all"][1] == MemoryItem(2, "Decision", NOW + 2, None)
+    assert [m.id for m in got["all"]] == [1, 2, 3, 4]
+    assert all(m.content is None for m in got["all"])
+    assert got["text"] == [
+        MemoryItem(1, "observation", NOW + 1, "Alice's 50%_off deal, 4 May 2023 ✓"),
+        MemoryItem(2, "Decision", NOW + 2, 'a "quoted" note'),
+    ]
+    assert got["none"] == []
+    assert got["many"] == [1, 2, 3, 4]
+
+
+def test_memory_texts_dated_only_keeps_the_texts_with_four_ascii_digits(graph: Direct) -> None:
+    every = graph.read(lambda tx: sorted(tx.snapshot.memory_texts()))
+    assert [i for i, _ in every] == [1, 2, 3, 4]
+    assert every[0] == (1, "Alice's 50%_off deal, 4 May 2023 ✓")
+    dated = graph.read(lambda tx: sorted(i for i, _ in tx.snapshot.memory_texts(dated_only=True)))
+    # The same rule on both backends (the PostgreSQL store once failed on SQLite's GLOB).
+    assert dated == [1, 4]
+
+
+def test_entities_by_exact_canonical_name(graph: Direct) -> None:
+    got = graph.read(lambda tx: sorted(tx.snapshot.entities(), key=lambda e: e.id))
+    assert got == [
+        EntityItem(10, "alice"),
+        EntityItem(11, "Alice"),
+        EntityItem(12, "o'brien_%"),
+        EntityItem(13, "hub"),
+    ]
+    some = graph.read(lambda tx: sorted(e.id for e in tx.snapshot.entities([13, 11, 5])))
+    assert some == [11, 13]
+    assert graph.read(lambda tx: list(tx.snapshot.entities([]))) == []
+    many = graph.read(lambda tx: sorted(e.id for e in tx.snapshot.entities(list(range(MANY)))))
+    assert many == [10, 11, 12, 13]
+
+
+def test_relations_by_id_or_touching_entities_each_once(graph: Direct) -> None:
+    def read(tx: StoreTx) -> dict[str, Any]:
+        s = tx.snapshot
+        return {
+            "all": sorted(s.relations(), key=lambda r: r.id),
+            "ids": sorted(r.id for r in s.relations([21, 99])),
+            "touching": sorted(r.id for r in s.relations(touching=[10])),
+            "self": [r.id for r in s.relations(touching=[13])],
+            # ends far apart in a long list: still once each
+            "far": sorted(r.id for r in s.relations(touching=[11, *range(100, 2_000), 12, 10, 13])),
+            "empty": list(s.relations([])) + list(s.relations(touching=[])),
+        }
+
+    got = graph.read(read)
+    assert got["all"] == [
+        RelationItem(20, 10, 11),
+        RelationItem(21, 12, 10),
+        RelationItem(22, 13, 13),
+    ]
+    assert got["ids"] == [21]
+    assert got["touching"] == [20, 21]
+    assert got["self"] == [22]
+    assert got["far"] == [20, 21, 22]
+    assert got["empty"] == []
+
+
+def test_links_of_memories_of_items_and_between_them(graph: Direct) -> None:
+    def read(tx: StoreTx) -> dict[str, Any]:
+        s = tx.snapshot
+        return {
+            "me": sorted(s.memory_entities()),
+            "mr": sorted(s.memory_relations()),
+            "of_memories": sorted(s.memory_entities(memories=[2, 4])),
+            "of_entities": sorted(s.memory_entities(entities=[10])),
+            "between": sorted(s.memory_entities([1, 2], [10, 12, 13])),
+            "between_many": sorted(s.memory_entities(list(range(1, MANY)), list(range(MANY)))),
+            "of_relations": sorted(s.memory_relations(relations=[20])),
+            "mr_between": sorted(s.memory_relations([1, 2], [21])),
+            "empty": [
+                *s.memory_entities(memories=[]),
+                *s.memory_entities([1], []),
+                *s.memory_relations([], [20]),
+            ],
+        }
+
+    got = graph.read(read)
+    assert got["me"] == [(1, 10), (1, 11), (1, 13), (2, 10), (2, 13), (3, 13), (4, 13)]
+    assert got["mr"] == [(1, 20), (2, 21), (3, 20)]
+    assert got["of_memories"] == [(2, 10), (2, 13), (4, 13)]
+    assert got["of_entities"] == [(1, 10), (2, 10)]
+    assert got["between"] == [(1, 10), (1, 13), (2, 10), (2, 13)]
+    assert got["between_many"] == got["me"]
+    assert got["of_relations"] == [(1, 20), (3, 20)]
+    assert got["mr_between"] == [(2, 21)]
+    assert got["empty"] == []
+
+
+def test_peers_give_each_item_its_first_peers_by_id(graph: Direct) -> None:
+    def read(tx: StoreTx) -> dict[str, Any]:
+        s = tx.snapshot
+        return {
+            "m-e": sorted(s.peers("memory", [1, 3, 99], "entity", 10)),
+            "m-e capped": sorted(s.peers("memory", [1], "entity", 2)),
+            "m-r": sorted(s.peers("memory", [1, 2], "relation", 10)),
+            "e-m capped": sorted(s.peers("entity", [13, 10], "memory", 2)),
+            "e-r": sorted(s.peers("entity", [10, 13], "relation", 10)),
+            "e-r capped": sorted(s.peers("entity", [10], "relation", 1)),
+            "r-m": sorted(s.peers("relation", [20, 21, 22], "memory", 10)),
+            "empty": s.peers("memory", [], "entity", 10),
+            "many": sorted(s.peers("entity", list(range(MANY)), "memory", 1)),
+        }
+
+    got = graph.read(read)
+    assert got["m-e"] == [(1, 10), (1, 11), (1, 13), (3, 13)]
+    assert got["m-e capped"] == [(1, 10), (1, 11)]
+    assert got["m-r"] == [(1, 20), (2, 21)]
+    assert got["e-m capped"] == [(10, 1), (10, 2), (13, 1), (13, 2)]  # the hub: its first two
+    assert got["e-r"] == [(10, 20), (10, 21), (13, 22)]  # as source or target, each once
+    assert got["e-r capped"] == [(10, 20)]
+    assert got["r-m"] == [(20, 1), (20, 3), (21, 2)]
+    assert got["empty"] == []
+    assert got["many"] == [(10, 1), (11, 1), (13, 1)]
+
+
+def _vectors(tx: StoreTx) -> None:
+    _vector(tx, "memory", 1, _vec(1, 0, 0, 0))
+    _vector(tx, "memory", 1, _vec(0, 1, 0, 0), chunk=1)
+    _vector(tx, "memory", 1, _vec(0, 0, 1, 0), chunk=2)
+    _vector(tx, "memory", 2, _vec(0, 0, 0, 1), model="model-b")
+    _vector(tx, "memory", 2, _vec(1, 1, 0, 0), model=MODEL, chunk=1)  # under another model's 0
+    _vector(tx, "memory", 3, _vec(1, 2), model=MODEL)  # another dimension
+    _vector(tx, "entity", 10, _vec(0.5, 0.5, 0.5, 0.5))
+
+
+def test_vector_rows_are_every_window_under_a_chunk_zero_of_the_model(graph: Direct) -> None:
+    graph.write(_vectors)
+
+    def read(tx: StoreTx) -> dict[str, Any]:
+        s = tx.snapshot
+        return {
+            "count": s.vector_count("memory", MODEL, REVISION, DIM),
+            "rows": sorted(s.vector_rows("memory", MODEL, REVISION, DIM)),
+            "entity": list(s.vector_rows("entity", MODEL, REVISION, DIM)),
+            "other": s.vector_count("relation", MODEL, REVISION, DIM),
+            "dim2": s.vector_count("memory", MODEL, REVISION, 2),
+        }
+
+    got = graph.read(read)
+    assert got["count"] == 3 == len(got["rows"])
+    assert got["rows"] == sorted(
+        [(1, _vec(1, 0, 0, 0)), (1, _vec(0, 1, 0, 0)), (1, _vec(0, 0, 1, 0))]
+    )
+    assert all(isinstance(v, bytes) for _, v in got["rows"])
+    assert got["entity"] == [(10, _vec(0.5, 0.5, 0.5, 0.5))]
+    assert got["other"] == 0
+    assert got["dim2"] == 1
+
+
+def test_item_windows_in_chunk_order(graph: Direct) -> None:
+    graph.write(_vectors)
+
+    def read(tx: StoreTx) -> dict[str, Any]:
+        s = tx.snapshot
+        return {
+            "some": s.item_windows("memory", [1, 2, 3, 4], MODEL, REVISION, DIM),
+            "many": s.item_windows("memory", list(range(MANY, 0, -1)), MODEL, REVISION, DIM),
+            "none": s.item_windows("memory", [], MODEL, REVISION, DIM),
+        }
+
+    got = graph.read(read)
+    windows = [_vec(1, 0, 0, 0), _vec(0, 1, 0, 0), _vec(0, 0, 1, 0)]
+    assert got["some"] == {1: windows}  # 2: another model's chunk 0; 3: another dim
+    assert got["many"] == {1: windows}
+    assert got["none"] == {}
+
+
+def test_nearest_memories_by_the_stores_own_index_or_none(direct: Direct) -> None:
+    rng = np.random.default_rng(3)
+    query = rng.standard_normal(384).astype(np.float32)
+    query /= np.linalg.norm(query)
+
+    def write(tx: StoreTx) -> None:
+        for mid in range(1, 7):
+            _memory(tx, mid, f"memory {mid}")
+            v = query + rng.standard_normal(384).astype(np.float32) * (mid / 4)
+            v /= np.linalg.norm(v)
+            _vector(tx, "memory", mid, v.astype(np.float32).tobytes())
+            if tx.backend == "postgresql":
+                tx.conn.native(
+                    "UPDATE vectors SET embedding = %s::real[]::vector WHERE kind = 'memory'"
+                    " AND item_id = %s",
+                    (v.tolist(), mid),
+                )
+
+    direct.write(write)
+    q = query.tolist()
+    near = direct.read(lambda tx: tx.snapshot.nearest_memories(q, MODEL, REVISION, 3))
+    other_dim = direct.read(lambda tx: tx.snapshot.nearest_memories(q[:8], MODEL, REVISION, 3))
+    other_model = direct.read(lambda tx: tx.snapshot.nearest_memories(q, "model-b", REVISION, 3))
+    assert other_dim is None
+    if direct.url is None:  # SQLite: no vector index in the store
+        assert near is None and other_model is None
+        return
+    assert near is not None and [i for i, _ in near] == [1, 2, 3]
+    assert near[0][1] > near[1][1] > near[2][1] and near[0][1] <= 1.0001
+    assert other_model == []
+
+
+def test_text_ends_count_characters_and_keep_the_last_three(direct: Direct) -> None:
+    texts = {
+        1: "Nate: Have you seen it?  ",
+        2: "ü",
+        3: "",
+        4: "héllo wörld ✓✓",
+        5: "50%_off 'quoted' \"x\"",
+    }
+
+    def write(tx: StoreTx) -> None:
+        for mid, text in texts.items():
+            _memory(tx, mid, text)
+
+    direct.write(write)
+    got = direct.read(
+        lambda tx: sorted(tx.snapshot.text_ends([5, 4, 3, 2, 1, 99], 5), key=lambda t: t.id)
+    )
+    assert got == [
+        TextEnds(1, 25, "it?", "Nate:"),
+        TextEnds(2, 1, "ü", "ü"),
+        TextEnds(3, 0, "", ""),
+        TextEnds(4, 14, "d ✓✓"[1:], "héllo"),
+        TextEnds(5, 20, '"x"', "50%_o"),
+    ]
+    assert direct.read(lambda tx: tx.snapshot.text_ends([], 5)) == []
+    many = direct.read(lambda tx: len(tx.snapshot.text_ends(list(range(MANY)), 5)))
+    assert many == 5
+
+
+def test_texts_that_are_not_utf8_are_read_with_replacements(direct: Direct) -> None:
+    """SQLite keeps any bytes in a TEXT column: the read must not fail on them (PostgreSQL
+    refuses them at write, so only the valid texts are read there)."""
+    if direct.url is not None:
+        pytest.skip("PostgreSQL stores only valid UTF-8")
+
+    def write(tx: StoreTx) -> None:
+        _memory(tx, 1, "placeholder")
+        _entity(tx, 10, "placeholder")
+        _sql(
+            tx,
+            "UPDATE memories SET content = CAST(x'ff2032303233' AS TEXT),"
+            " memory_type = CAST(x'fe' AS TEXT) WHERE id = 1",
+        )
+        _sql(tx, "UPDATE entities SET canonical_name = CAST(x'c328' AS TEXT) WHERE id = 10")
+        _sql(tx, "INSERT INTO scopes (id, name) VALUES (5, CAST(x'80' AS TEXT))")
+
+    direct.write(write)
+
+    def read(tx: StoreTx) -> dict[str, Any]:
+        s = tx.snapshot
+        return {
+            "memories": list(s.memories(text=True)),
+            "some": list(s.memories([1], text=True)),
+            "texts": list(s.memory_texts(dated_only=True)),
+            "entities": list(s.entities()),
+            "scopes": s.scope_ids(),
+            "ends": s.text_ends([1], 3),
+        }
+
+    got = direct.read(read)
+    assert got["memories"] == got["some"] == [MemoryItem(1, "\ufffd", NOW + 1, "\ufffd 2023")]
+    assert got["texts"] == [(1, "\ufffd 2023")]
+    assert got["entities"] == [EntityItem(10, "\ufffd(")]
+    assert got["scopes"] == {"\ufffd": 5}
+    assert got["ends"] == [TextEnds(1, 6, "023", "\ufffd 2")]
+
+
+def test_a_vector_stored_as_text_is_read_as_its_bytes(direct: Direct) -> None:
+    """A hand-written ``vec`` of the TEXT type (not even UTF-8) is handed over as bytes,
+    for the index to keep or refuse by its length, never a failed read."""
+    if direct.url is not None:
+        pytest.skip("PostgreSQL's vec is bytea: nothing else can be stored")
+    direct.write(lambda tx: _vector(tx, "memory", 1, _vec(1, 0, 0, 0)))
+    direct.write(
+        lambda tx: _sql(
+            tx, "UPDATE vectors SET vec = CAST(x'ff00ff00000000000000000000000000' AS TEXT)"
+        )
+    )
+    raw = b"\xff\x00\xff\x00" + bytes(12)
+    rows = direct.read(lambda tx: list(tx.snapshot.vector_rows("memory", MODEL, REVISION, DIM)))
+    assert rows == [(1, raw)]
+    windows = direct.read(lambda tx: tx.snapshot.item_windows("memory", [1], MODEL, REVISION, DIM))
+    assert windows == {1: [raw]}
