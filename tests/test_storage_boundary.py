@@ -150,6 +150,34 @@ def test_no_import_cycle_between_feature_packages() -> None:
     assert cycle is None, "feature packages import each other: " + " -> ".join(cycle or [])
 
 
+def _package_imports() -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for module, targets in GRAPH.items():
+        if module.startswith("actors."):
+            mine = _package(module)
+            out.setdefault(mine, set()).update(
+                _package(t) for t in targets if _package(t).startswith("actors.")
+            )
+            out[mine].discard(mine)
+    return out
+
+
+def test_the_architecture_doc_shows_the_package_imports_as_they_are() -> None:
+    """docs/architecture.md's table of which feature imports which is the import graph's."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    rows = re.findall(r"^  \| `(\w+)` \| (.+?) \|$", text, re.MULTILINE)
+    documented = {
+        name: set(re.findall(r"`(\w+)`", cell)) for name, cell in rows if "none of" not in cell
+    }
+    assert {"store", "kg", "memory", "ranker", "vectors", "embedder", "ui"} <= set(documented)
+    actual = _package_imports()
+    features = {"store", "embedder", "kg", "vectors", "ranker", "memory", "ui", "code", "net"}
+    for name, shown in documented.items():
+        real = {t.removeprefix("actors.") for t in actual.get(f"actors.{name}", set())}
+        real = {t for t in real if t in features | {"status", "chaos"}}
+        assert shown == real, f"docs/architecture.md: `{name}` imports {sorted(real)}"
+
+
 def test_the_storage_layer_imports_no_feature() -> None:
     bad = {
         module: sorted(t for t in targets if t.startswith("actors.") and not t.startswith(STORAGE))
