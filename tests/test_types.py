@@ -180,6 +180,6 @@ def test_every_type_ignore_names_its_code_and_says_why() -> None:
             for line, rest in _ignores(path):
                 if not _IGNORE_OK.match(rest):
                     bad.append(f"{rel}:{line}: type: ignore{rest}")
-    assert not bad, (
-        "write each as `# type: ignore[error-code]  # why it is needed`:\n" + "\n".join(bad)
+    assert not bad, "write each as `# type: ignore[error-code]  # why it is needed`:\n" + "\n".join(
+        bad
     )
