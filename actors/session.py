@@ -21,6 +21,8 @@ actor, so the restarted session serves the same client.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import msgspec
 import trio
 
@@ -242,7 +244,9 @@ class Session:
             ]
             await self._list_page(msg, answer, "tools", tools)
         elif method == "resources/list":
-            resources = [r.describe() for r in self.app.resources.values()]
+            resources: list[dict[str, object]] = [
+                dict(r.describe()) for r in self.app.resources.values()
+            ]
             await self._list_page(msg, answer, "resources", resources)
         elif method == "resources/read":
             await self.read_resource(msg, answer)
@@ -393,7 +397,7 @@ async def run_session(
         app.sessions.discard(state)
 
 
-def _answer_unserved(messages: list[jsonrpc.Decoded], slots: list[Answer]) -> None:
+def _answer_unserved(messages: Sequence[jsonrpc.Decoded], slots: list[Answer]) -> None:
     """The session stops in the middle of a batch: answer the elements not served yet
     (-32603; nothing for a notification), so the batch's array still goes out."""
     for msg, slot in zip(messages, slots, strict=True):

@@ -190,7 +190,7 @@ async def run_reader(
                 state.outgoing.extend([*splitter.finish(), Closed()])
                 await _hand_over(state, inbox)
                 break
-            state.outgoing.extend(splitter.feed(data))
+            state.outgoing.extend(splitter.feed(bytes(data)))  # bytes(b) is b: no copy
             await _hand_over(state, inbox)
     await ctx.shutdown.wait()
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from typing import TypeGuard
+from typing import Literal, TypeGuard, overload
 
 import msgspec
 
@@ -123,6 +123,10 @@ def _valid_id(value: object) -> TypeGuard[Id]:
     return value is None or (isinstance(value, (int, str)) and not isinstance(value, bool))
 
 
+@overload
+def decode_line(line: bytes, *, in_batch: Literal[True]) -> Message | Response | Failure: ...
+@overload
+def decode_line(line: bytes, *, in_batch: bool = False) -> Decoded: ...
 def decode_line(line: bytes, *, in_batch: bool = False) -> Decoded:
     """Decode one line (or one batch element) into what the session serves or answers.
 

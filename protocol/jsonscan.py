@@ -96,7 +96,8 @@ def top_level(buf: bytes, final: bool = True) -> Iterator[tuple[bytes | None, in
                 raise Truncated("the text ends inside a value" if final else "end of the prefix")
             raise Invalid(f"invalid character at byte {pos}")
         kind = m.lastgroup
-        tok = m.start(kind)  # type: ignore[arg-type]
+        assert kind is not None  # every alternative of the token pattern is a named group
+        tok = m.start(kind)
         pos = m.end()
         depth = len(stack)
         if kind == "str" and state in (_KEY_OR_CLOSE, _KEY):

@@ -80,7 +80,8 @@ class NoActors:
 
 
 class Feature(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def setup(self, app: AppContext) -> Component: ...
 
@@ -175,7 +176,7 @@ class AppContext:
 
     def find(self, key: ServiceKey[T]) -> T | None:
         """The live handle of ``key``, or None when that actor is off or not running."""
-        return self._services.get(key.name)  # type: ignore[return-value]
+        return self._services.get(key.name)  # type: ignore[return-value]  # published under its key: a T
 
     def service(self, key: ServiceKey[T]) -> T:
         """The live handle of ``key``.

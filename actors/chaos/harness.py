@@ -465,7 +465,8 @@ class Run:
         for client in self.clients:
             self.out.requests += client.stats.sent
             self.out.violations.extend(client.violations)
-        for process in [*self.servers, *self.owners]:
+        processes: list[ServerProcess | ServeProcess] = [*self.servers, *self.owners]
+        for process in processes:
             for last in unexpected_tracebacks(process.stderr_text()):
                 self.out.violations.append(
                     f"a Python traceback reached the server's stderr: {last[:160]}"
@@ -499,7 +500,7 @@ async def run_scenario(
             run.out.violations.append(f"harness error: {type(exc).__name__}: {exc}")
             run.out.notes.append("".join(traceback.format_exception(exc))[-2000:])
         finally:
-            processes = [*run.servers, *run.owners]
+            processes: list[ServerProcess | ServeProcess] = [*run.servers, *run.owners]
             for process in processes:
                 if process.process.returncode is None:
                     process.kill9()

@@ -128,7 +128,7 @@ def build(records: Iterator[dict[str, Any]]) -> dict[str, Trace]:
                 roots.append(span)
         for span in by_id.values():
             span.children.sort(key=lambda s: s.start)
-        loose = []
+        loose: list[dict[str, Any]] = []
         for ev in events.get(tid, []):
             owner = by_id.get(str(ev.get("span_id")))
             (owner.events if owner is not None else loose).append(ev)

@@ -287,6 +287,7 @@ def resolve_path(root: Path, path: str) -> str:
                 raise Forbidden(
                     f"path {path!r} goes through a symlink ({prefix}); symlinks are refused"
                 )
+    assert st is not None  # rel names at least one part, and a None was refused above
     if not stat.S_ISREG(st.st_mode):
         raise BadArgument(f"path {path!r} is not a regular file")
     return rel

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 
 from tree_sitter import Node, Parser, Query, QueryCursor, Range
-from tree_sitter_language_pack import get_language, get_parser
+from tree_sitter_language_pack import SupportedLanguage, get_language, get_parser
 
 from .languages import SPECS, Captures, Spec
 from .symbols import MAX_BYTES, Outline, Symbol
@@ -41,7 +41,7 @@ def _query(spec_name: str) -> Query:
 
 
 @functools.cache
-def _parser(grammar: str) -> Parser:
+def _parser(grammar: SupportedLanguage) -> Parser:
     return get_parser(grammar)
 
 
@@ -111,9 +111,10 @@ def _collect(
             continue
         kind, node = found
         if kind_fn is not None:
-            kind = kind_fn(kind, caps, src)
-            if kind is None:
+            renamed = kind_fn(kind, caps, src)
+            if renamed is None:
                 continue
+            kind = renamed
         raw, name = _names(spec, kind, caps, node, src)
         sp, ep = node.start_point, node.end_point
         er = ep[0] if ep[1] > 0 or ep[0] == sp[0] else ep[0] - 1

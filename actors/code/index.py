@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ...supervisors import private, trace
@@ -313,7 +313,7 @@ class CodeIndex:
         exact_sql = "(s.lname >= ? AND s.lname < ? AND (s.lname = ? OR s.lname GLOB ?))"
         exact_args = [q, q + "0", q, _glob_escape(q) + "/[0-9]*"]
 
-        def group(cond: str, args: list[object], room: int) -> tuple[list[MatchRow], int]:
+        def group(cond: str, args: Sequence[object], room: int) -> tuple[list[MatchRow], int]:
             count = conn.execute(
                 f"SELECT count(*) FROM symbols s WHERE {where} AND {cond}", (*common, *args)
             ).fetchone()[0]

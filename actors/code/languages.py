@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the grammars are loaded by `extract`, in the parser workers
     from tree_sitter import Node
+    from tree_sitter_language_pack import SupportedLanguage
 
 # A query match: capture name -> the nodes it captured.
 Captures = dict[str, list["Node"]]
@@ -34,7 +35,7 @@ NameFn = Callable[[str, str, Captures, bytes], str]
 @dataclass(frozen=True)
 class Spec:
     name: str  # language shown in results
-    grammar: str  # tree-sitter-language-pack name
+    grammar: SupportedLanguage  # tree-sitter-language-pack name
     query: str
     method_parents: frozenset[str] = frozenset()
     qualified_kinds: frozenset[str] = frozenset()  # nested names joined with "." (Elixir modules)

@@ -8,7 +8,7 @@ from ...protocol.messages import Request
 from .wire import ParseJob, ParseResult
 
 
-class Parse(Request, tag=True):
+class Parse(Request, frozen=True, tag=True):
     """Outline a batch of files; the answer is one `ParseResult` per job, in order
     (never an error: a file that cannot be parsed is answered with the reason it
     was skipped).

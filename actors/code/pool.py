@@ -115,6 +115,7 @@ def _describe_exit(code: int | None) -> str:
 
 
 async def _stop_process(proc: trio.Process, kill: bool = False) -> int | None:
+    code: int | None = None
     with trio.CancelScope(shield=True):
         if proc.stdin is not None:
             with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
@@ -124,7 +125,8 @@ async def _stop_process(proc: trio.Process, kill: bool = False) -> int | None:
                 return await proc.wait()
         with contextlib.suppress(OSError):
             proc.kill()
-        return await proc.wait()
+        code = await proc.wait()
+    return code
 
 
 class ParserPool:
@@ -134,7 +136,7 @@ class ParserPool:
     def __init__(self, workers: int, file_timeout: float) -> None:
         self.workers = workers
         self.file_timeout = file_timeout
-        self.mailbox = Mailbox("code.parse", size=math.inf)
+        self.mailbox = Mailbox[ParserRequest]("code.parse", size=math.inf)
         self.down: str | None = None  # why the pool gave up, once it has
         self._started = False  # the nested supervisor of this incarnation has started
         self._running = False  # a worker process of this incarnation has said it is ready

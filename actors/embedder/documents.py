@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from ..store.messages import Change
 from ..store.ops import (
     entity_document,
     memory_document,
@@ -21,7 +22,7 @@ from ..store.ops import (
     vecs_of,
 )
 from ..store.vectors import ItemKind, Target, vectors_of
-from ..store.writer import Change, Written
+from ..store.writer import Written
 from .handle import EmbedResult
 
 KINDS: tuple[ItemKind, ...] = ("memory", "entity", "relation")

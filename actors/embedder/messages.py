@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...protocol.messages import Request
 
 
-class Embed(Request, tag=True):
+class Embed(Request, frozen=True, tag=True):
     """Embed ``texts``, each as at most ``max_chunks`` windows; the answer is an `EmbedResult`.
 
     Workers batch several queued requests into one model call.
@@ -15,7 +15,7 @@ class Embed(Request, tag=True):
     max_chunks: int = 1
 
 
-class Warm(Request, tag=True):
+class Warm(Request, frozen=True, tag=True):
     """Load the model now, so the first `Embed` does not wait for it; answered with None
     (a model that cannot load is logged and reported by the next `Embed`)."""
 

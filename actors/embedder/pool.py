@@ -79,7 +79,7 @@ class EmbedderPool:
         self.config = config
         self.spec = spec
         self.spec_error = spec_error
-        self.mailbox = Mailbox("embedder", size=math.inf)
+        self.mailbox = Mailbox[EmbedderRequest]("embedder", size=math.inf)
         self._encoder: OnnxEncoder | None = None
         self._load_lock = threading.Lock()
         self._load_error: tuple[float, str] | None = None
@@ -333,12 +333,12 @@ class EmbedderPool:
                 if isinstance(exc, trio.Cancelled)
                 else f"crashed ({type(exc).__name__}: {exc})"
             )
-            error = EmbedderCrashed(
+            crashed = EmbedderCrashed(
                 f"the embedding worker {ctx.id} {reason} while embedding this batch of {plural(len(texts), 'text')}; "
                 "it is being restarted, retry the call"
             )
             for cmd in live:
-                cmd.reply.fail(error)
+                cmd.reply.fail(crashed)
             raise
         self.batches += 1
         self.texts += len(texts)

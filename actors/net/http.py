@@ -82,16 +82,14 @@ async def serve_asgi(
     Error handling: a certificate that cannot be loaded raises (``ssl.SSLError``,
     ``OSError``) before anything is accepted.
     """
-    # Our ASGI callables are typed with plain mappings, hypercorn's with TypedDicts.
-    wrapped = wrap_app(app, config.wsgi_max_body_size, "asgi")  # type: ignore[arg-type]
+    wrapped = wrap_app(app, config.wsgi_max_body_size, "asgi")  # type: ignore[arg-type]  # our ASGI callables take plain mappings, hypercorn's TypedDicts
     context = WorkerContext(None)
     ssl_context = config.create_ssl_context()
 
     async def handle(stream: trio.abc.Stream) -> None:
         if ssl_context is not None:
             stream = trio.SSLStream(stream, ssl_context, server_side=True, https_compatible=True)
-        # hypercorn annotates the stream as TLS; it serves any trio stream (plain: .socket).
-        await TCPServer(wrapped, config, context, ConnectionState({}), stream)  # type: ignore[arg-type]
+        await TCPServer(wrapped, config, context, ConnectionState({}), stream)  # type: ignore[arg-type]  # hypercorn annotates the stream as TLS; it serves any trio stream (plain: .socket)
 
     async with trio.open_nursery() as handlers:
         async with trio.open_nursery() as acceptor:

@@ -30,6 +30,7 @@ from ...supervisors import trace
 from ...supervisors.context import AppContext
 from ...supervisors.supervisor import ChildContext, ChildSpec
 from . import proof
+from .accept import GatedStream
 from .connections import Connections
 from .listen import Listen
 from .runtime import Runtime, Untrusted, publish, withdraw
@@ -53,7 +54,7 @@ def attach_listen(connections: Connections) -> Listen:
     )
 
 
-async def admit(secret: bytes, stream: trio.SocketStream) -> bytes | None:
+async def admit(secret: bytes, stream: GatedStream) -> bytes | None:
     """The attach endpoint's admission: the handshake of ``actors.net.proof`` for this
     process and the port the connection came in on; the bytes read past it, or None."""
     try:

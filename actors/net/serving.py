@@ -14,6 +14,8 @@ import sys
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
+import trio
+
 from ...supervisors.config import Config, ConfigError
 from ...supervisors.context import AppContext
 from ...supervisors.errors import UserError
@@ -152,7 +154,7 @@ def network_listener(
             "use --transport tcp or --transport ws"
         ) from None
     if "on_listening" in inspect.signature(http_listener).parameters:
-        return http_listener(app, listen, connections, on_listening=on_listening, extra=extra)  # type: ignore[call-arg]
+        return http_listener(app, listen, connections, on_listening=on_listening, extra=extra)  # type: ignore[call-arg]  # a build whose http_listener takes it (checked above)
     return announced(
         http_listener(app, listen, connections, extra), listen, connections, on_listening
     )
@@ -166,17 +168,19 @@ def announced(
     told = False
 
     class _Status:
-        def __init__(self, inner: object) -> None:
+        def __init__(self, inner: trio.TaskStatus[Any]) -> None:
             self.inner = inner
 
         def started(self, value: object = None) -> None:
             nonlocal told
-            self.inner.started(value)  # type: ignore[attr-defined]
+            self.inner.started(value)
             if not told:
                 told = True
                 on_listening(listen.host, _bound_port(listen, connections))
 
-    async def start(ctx: object, *, task_status: object = None) -> None:
+    async def start(
+        ctx: object, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         await spec.start(ctx, task_status=_Status(task_status))
 
     return ChildSpec(

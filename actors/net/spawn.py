@@ -109,7 +109,7 @@ def embedded(how: Launch) -> tuple[subprocess.Popen[bytes], socket.socket]:
         command += ["--log-level", how.log_level]
     try:
         process = subprocess.Popen(
-            command, stdin=theirs, stdout=theirs, cwd=how.cwd, close_fds=True
+            command, stdin=theirs.fileno(), stdout=theirs.fileno(), cwd=how.cwd, close_fds=True
         )
     except OSError:
         ours.close()

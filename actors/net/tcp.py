@@ -48,7 +48,7 @@ NO_PROOF = (
 
 # A listener's own admission check in place of the token line (the attach endpoint's
 # proof, ``actors.net.proof``): the bytes read past it, or None to refuse the connection.
-Handshake = Callable[[trio.SocketStream], Awaitable[bytes | None]]
+Handshake = Callable[[GatedStream], Awaitable[bytes | None]]
 
 
 class PrefixedStream(trio.abc.ReceiveStream):
@@ -58,7 +58,7 @@ class PrefixedStream(trio.abc.ReceiveStream):
         self._prefix = prefix
         self._stream = stream
 
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         if self._prefix:
             size = len(self._prefix) if max_bytes is None else max_bytes
             data, self._prefix = self._prefix[:size], self._prefix[size:]

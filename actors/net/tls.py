@@ -24,8 +24,11 @@ MAX_PEM = 1 << 20
 
 
 class HasTls(Protocol):
-    tls_cert: Path | None
-    tls_key: Path | None
+    @property
+    def tls_cert(self) -> Path | None: ...
+
+    @property
+    def tls_key(self) -> Path | None: ...
 
 
 def _read(label: str, path: Path) -> bytes:

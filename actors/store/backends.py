@@ -79,7 +79,7 @@ def open_writer(
     ``durability`` and ``tuning`` are SQLite's (PostgreSQL has its own settings).
     """
     if url is not None and url != SQLITE:
-        return _pg(url).open_write_connection(url)  # type: ignore[return-value]
+        return _pg(url).open_write_connection(url)
     return db.open_write_connection(
         path, busy_timeout_ms=busy_timeout_ms, durability=durability, tuning=tuning
     )
@@ -102,7 +102,7 @@ def open_reader(
 ) -> sqlite3.Connection:
     """One read-only connection (the ranker's own)."""
     if url is not None and url != SQLITE:
-        return _pg(url).open_reader(url)  # type: ignore[return-value]
+        return _pg(url).open_reader(url)
     return db.connect(path, busy_timeout_ms=busy_timeout_ms, read_only=True, tuning=tuning)
 
 

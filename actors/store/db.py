@@ -319,7 +319,7 @@ class ReadPool:
             await trio.lowlevel.checkpoint_if_cancelled()
             done, value = self._run_inline(op)
             if done:
-                return value  # type: ignore[return-value]
+                return value  # type: ignore[return-value]  # done: value is op's T
         try:
             conn = await self._free_recv.receive()
         except (trio.EndOfChannel, trio.ClosedResourceError):

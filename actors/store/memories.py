@@ -22,11 +22,11 @@ from ...protocol.errors import NotFound
 from .entities import EntitySpec, RelationSpec, upsert_entity, upsert_relation
 from .interfaces import StoreTx
 from .interfaces.memories import MemoryEdit, MemoryRow
+from .messages import Change
 from .ownership import Ownership
 from .scope_rows import as_tx
 from .scopes import GLOBAL, ScopePolicy
 from .vectors import Vec, change_of, drop_vector, note_vector, put_vector
-from .writer import Change
 
 
 def now() -> float:

@@ -11,7 +11,7 @@ from ...protocol.messages import Request
 from .interfaces import StoreTx
 
 
-class Transact(Request, tag=True):
+class Transact(Request, frozen=True, tag=True):
     """Run ``op(tx)`` in one write transaction on the only write connection, ``tx`` the
     transaction seen through the storage interfaces (`interfaces.StoreTx`).
 
@@ -49,7 +49,7 @@ class Change(msgspec.Struct, frozen=True):
     revision: str | None = None
 
 
-class RunMaintenance(Request, tag=True):
+class RunMaintenance(Request, frozen=True, tag=True):
     """Run the store's maintenance now (checkpoint, incremental vacuum, FTS5 merge),
     whatever its interval; the answer is the run's `maintenance.MaintenanceReport`."""
 

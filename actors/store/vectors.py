@@ -10,7 +10,7 @@ from typing import Literal, Protocol
 from .dialect import is_postgres
 from .interfaces import StoreTx
 from .interfaces.vectors import Vectors, Windows
-from .writer import Change
+from .messages import Change
 
 ItemKind = Literal["memory", "entity", "relation"]
 

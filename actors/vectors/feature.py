@@ -56,7 +56,9 @@ class VectorsComponent:
         service = self.service
 
         async def start(
-            ctx: ChildContext, *, task_status: trio.TaskStatus = trio.TASK_STATUS_IGNORED
+            ctx: ChildContext,
+            *,
+            task_status: trio.TaskStatus[VectorService] = trio.TASK_STATUS_IGNORED,
         ) -> None:
             await service.serve(ctx, task_status=task_status)
 

@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 # isort: off
 from .. import native  # noqa: F401 - loaded before usearch (actors/native.py)
-from usearch.index import Index
+from usearch.index import Index, ScalarKind
 
 # isort: on
 
@@ -165,7 +165,7 @@ class HnswVectors:
         return top_k(present, similarity(rows, q, self.metric), k)
 
     def _vectors(self, ids: Ids) -> Vectors:
-        got = self._index.get(ids, dtype=np.float32)
+        got = self._index.get(ids, dtype=ScalarKind.F32)
         return np.asarray(got, dtype=np.float32).reshape(len(ids), self.dims)
 
     def get(self, item_id: int) -> Vectors | None:

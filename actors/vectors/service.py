@@ -54,7 +54,8 @@ from ..kg.lookup import Ent
 from ..kg.view import Scoped, View
 from ..store.interfaces import StoreTx
 from ..store.interfaces.vectors import Visibility
-from ..store.writer import STORE, Change, Store
+from ..store.messages import Change
+from ..store.writer import STORE, Store
 from . import table
 from .arrays import MAX_REPORTED, ValueRule, value_rule
 from .index import VectorIndex, make_index

@@ -295,11 +295,9 @@ async def crash_ranker(run: Run) -> None:
         reply = await server.call_tool(
             "recall", {"query": "alpha bravo delta", "limit": 5}, timeout=60
         )
-        if reply_error_text(reply) is not None:
+        if (problem := reply_error_text(reply)) is not None:
             failed += 1
-            out.violations.append(
-                f"recall {i} failed while the ranker crashed: {reply_error_text(reply)[:160]}"
-            )
+            out.violations.append(f"recall {i} failed while the ranker crashed: {problem[:160]}")
     await run.stop(server)
     out.errors_seen = ledger.errors + failed
     out.errors_expected, out.errors_exact = 0, True
@@ -339,10 +337,8 @@ async def crash_code_workers(run: Run) -> None:
         else:
             ok_files += 1
     reply = await server.call_tool("find_symbol", {"query": "helper"}, timeout=120)
-    if reply_error_text(reply) is not None:
-        out.violations.append(
-            f"find_symbol failed after the worker crashes: {reply_error_text(reply)[:160]}"
-        )
+    if (problem := reply_error_text(reply)) is not None:
+        out.violations.append(f"find_symbol failed after the worker crashes: {problem[:160]}")
     await run.stop(server)
     out.notes.append(f"{ok_files}/{files - len(victims)} clean files outlined")
 

@@ -107,11 +107,11 @@ async def disk_full(run: Run) -> None:
     if not refused:
         out.violations.append("the disk never filled up: the scenario proved nothing")
     reply = await server.call_tool("stats", {}, timeout=30)
-    if reply_error_text(reply) is not None:
-        out.violations.append(f"stats on a full disk failed: {reply_error_text(reply)[:200]}")
+    if (problem := reply_error_text(reply)) is not None:
+        out.violations.append(f"stats on a full disk failed: {problem[:200]}")
     reply = await server.call_tool("recall", {"query": "alpha", "limit": 3}, timeout=30)
-    if reply_error_text(reply) is not None:
-        out.violations.append(f"recall on a full disk failed: {reply_error_text(reply)[:200]}")
+    if (problem := reply_error_text(reply)) is not None:
+        out.violations.append(f"recall on a full disk failed: {problem[:200]}")
     elif not reply["result"].get("structuredContent", {}).get("memories"):
         out.violations.append("recall on a full disk found nothing")
     await run.stop(server)
@@ -170,8 +170,8 @@ async def sqlite_full(run: Run) -> None:
         out.violations.append("the tmpfs never filled up: the scenario proved nothing")
     for tool, args in (("stats", {}), ("recall", {"query": "alpha", "limit": 3})):
         reply = await server.call_tool(tool, args, timeout=30)
-        if reply_error_text(reply) is not None:
-            out.violations.append(f"{tool} on a full disk failed: {reply_error_text(reply)[:200]}")
+        if (problem := reply_error_text(reply)) is not None:
+            out.violations.append(f"{tool} on a full disk failed: {problem[:200]}")
     code = await run.stop(server, expect_code=None)
     if code != 0:
         out.violations.append(f"the server on a full disk exited {code}")
@@ -230,8 +230,8 @@ async def _serve_readonly(run: Run, home: Path, ledger: Ledger, wrap: list[str] 
                 f"a write to a read-only home was {status}, expected a clean refusal"
             )
         reply = await server.call_tool("stats", {}, timeout=30)
-        if reply_error_text(reply) is not None:
-            out.notes.append(f"stats on a read-only home: {reply_error_text(reply)[:120]}")
+        if (problem := reply_error_text(reply)) is not None:
+            out.notes.append(f"stats on a read-only home: {problem[:120]}")
         out.errors_seen = ledger.errors
         await run.stop(server, expect_code=None)
 

@@ -59,8 +59,8 @@ async def kill9_bursts(run: Run, *, embeddings: bool = False, rounds: int | None
     # A last clean start after the final kill: the store opens and serves.
     server = await run.server(home, env)
     reply = await server.call_tool("stats", {}, timeout=60)
-    if reply_error_text(reply) is not None:
-        out.violations.append(f"stats after the last kill failed: {reply_error_text(reply)[:200]}")
+    if (problem := reply_error_text(reply)) is not None:
+        out.violations.append(f"stats after the last kill failed: {problem[:200]}")
     await run.stop(server)
     out.restarts += 1
     out.errors_seen = ledger.errors

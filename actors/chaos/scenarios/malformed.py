@@ -213,10 +213,8 @@ async def run_malformed(run: Run) -> None:
     await _wrong_arguments(server, out, tools)
     # Still serving.
     reply = await server.call_tool("stats", {})
-    if reply_error_text(reply) is not None:
-        out.violations.append(
-            f"stats after the malformed traffic failed: {reply_error_text(reply)[:200]}"
-        )
+    if (problem := reply_error_text(reply)) is not None:
+        out.violations.append(f"stats after the malformed traffic failed: {problem[:200]}")
     out.errors_seen = server.stats.errors + server.stats.tool_errors
     out.errors_exact = True
     await run.stop(server)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 
@@ -118,6 +119,8 @@ async def pg_kill9_burst(run: Run) -> None:
 
 async def _outage(run: Run, pg: Postgres, round_: int, ledger: Ledger) -> None:
     """One outage: writes before, during and after a stop and start of PostgreSQL."""
+    private = pg.server
+    assert private is not None  # a private server: `_postgres(run, private=True)`
     server = run.servers[-1]
     phase = "up"
     resumed: list[float] = []
@@ -157,13 +160,13 @@ async def _outage(run: Run, pg: Postgres, round_: int, ledger: Ledger) -> None:
         before = len(ledger.acked)
         while len(ledger.acked) < before + (10 if run.quick else 40):
             await trio.sleep(POLL)
-        await trio.to_thread.run_sync(pg.server.stop)  # type: ignore[union-attr]
+        await trio.to_thread.run_sync(private.stop)
         phase = "down"
         run.out.faults += 1
         while down_calls < 5:
             await trio.sleep(POLL)
         phase = "starting"
-        await trio.to_thread.run_sync(pg.server.start)  # type: ignore[union-attr]
+        await trio.to_thread.run_sync(private.start)
         restarted_at = trio.current_time()
         phase = "restarted"
         run.out.restarts += 1
@@ -221,7 +224,7 @@ async def _race(run: Run, url: str, round_: int, ledger: Ledger) -> None:
     """Start four processes at once; each one's memory is acked if it exited 0 with an id."""
     home = run.home(f"race-{round_}")
     contents = [content_for(f"{run.name}-{round_}", i, run.rng) for i in range(4)]
-    done: list[trio.CompletedProcess[bytes]] = []
+    done: list[subprocess.CompletedProcess[bytes]] = []
 
     async def one(content: str) -> None:
         command = [sys.executable, "-m", "memtrio.supervisors.cli", "remember", content]
@@ -242,7 +245,7 @@ async def _race(run: Run, url: str, round_: int, ledger: Ledger) -> None:
     run.out.requests += len(done)
     for proc in done:
         ledger.calls += 1
-        content = str(proc.args[4])  # type: ignore[index]
+        content = str(proc.args[4])
         if proc.returncode != 0:
             ledger.errors += 1
             run.out.violations.append(

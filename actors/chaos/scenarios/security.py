@@ -8,6 +8,7 @@ import os
 import sqlite3
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import trio
@@ -117,7 +118,7 @@ async def _refuse_hostile_imports(run: Run, home: Path) -> None:
 def _write_import_at_the_limits(path: Path) -> None:
     """A valid file at the limits: the biggest observation there may be, many small ones."""
     big = "memtrio import limit " * (65536 // 21)
-    records = (
+    records: Iterator[dict[str, object]] = (
         {
             "type": "entity",
             "name": f"E{i}",

@@ -100,8 +100,8 @@ async def _create_entities(run: Run, home: Path, count: int) -> None:
             for n in range(start, min(count, start + 500))
         ]
         reply = await server.call_tool("create_entities", {"entities": entities}, timeout=60)
-        if reply_error_text(reply) is not None:
-            run.out.violations.append(f"create_entities failed: {reply_error_text(reply)[:200]}")
+        if (problem := reply_error_text(reply)) is not None:
+            run.out.violations.append(f"create_entities failed: {problem[:200]}")
     await run.stop(server)
 
 

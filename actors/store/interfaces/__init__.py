@@ -26,6 +26,7 @@ from .vectors import Vectors
 
 __all__ = [
     "StoreTx",
+    "Browse",
     "FullText",
     "Graph",
     "IdMarks",

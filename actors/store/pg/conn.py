@@ -229,7 +229,7 @@ class PgConnection:
         text, returning = translate(sql)
         cur = self.raw.cursor()
         args = params if isinstance(params, dict) else tuple(params or ())
-        cur.execute(text.encode(), args)  # type: ignore[arg-type]
+        cur.execute(text.encode(), args)
         return Cursor(cur, returning)
 
     def _pragma(self, word: str) -> Cursor:
@@ -249,7 +249,7 @@ class PgConnection:
         cur = self.raw.cursor()
         args = params if isinstance(params, dict) else tuple(params or ())
         try:
-            cur.execute(sql.encode(), args)  # type: ignore[arg-type]
+            cur.execute(sql.encode(), args)
         except psycopg.Error as exc:
             raise self._failed(exc) from exc
         return cur
@@ -258,7 +258,7 @@ class PgConnection:
         """`native` for a batch of parameter rows (``executemany``)."""
         cur = self.raw.cursor()
         try:
-            cur.executemany(sql.encode(), [tuple(r) for r in rows])  # type: ignore[arg-type]
+            cur.executemany(sql.encode(), [tuple(r) for r in rows])
         except psycopg.Error as exc:
             raise self._failed(exc) from exc
 
@@ -267,7 +267,7 @@ class PgConnection:
         text = text.removesuffix(" RETURNING id")
         cur = self.raw.cursor()
         try:
-            cur.executemany(text.encode(), [tuple(r) for r in rows])  # type: ignore[arg-type]
+            cur.executemany(text.encode(), [tuple(r) for r in rows])
         except psycopg.Error as exc:
             raise self._failed(exc) from exc
         return Cursor(cur, False)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import psycopg
 import trio
@@ -59,9 +59,15 @@ def payload(origin: str, changes: Sequence[Change]) -> str:
     return text
 
 
-def announce(conn: object, origin: str, changes: Sequence[Change]) -> None:
+class Executes(Protocol):
+    """A connection that runs one statement (the writer's, whichever its type)."""
+
+    def execute(self, sql: str, params: Any = ..., /) -> object: ...
+
+
+def announce(conn: Executes, origin: str, changes: Sequence[Change]) -> None:
     """Inside the write transaction: notify the other processes of ``changes`` at commit."""
-    conn.execute("SELECT pg_notify(?, ?)", (CHANNEL, payload(origin, changes)))  # type: ignore[attr-defined]
+    conn.execute("SELECT pg_notify(?, ?)", (CHANNEL, payload(origin, changes)))
 
 
 def parse(text: str, origin: str) -> list[Change]:
