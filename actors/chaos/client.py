@@ -409,7 +409,7 @@ class LineClient:
         waiter = self._waiting.pop(rid, None) if isinstance(rid, (int, str)) else None
         if waiter is None:
             self._unmatched.append(obj)
-            self.stats.orphans.append(rid)
+            self.stats.orphans.append(rid if isinstance(rid, (int, str)) else None)
             return
         try:
             waiter.send_nowait(obj)

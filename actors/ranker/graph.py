@@ -133,9 +133,9 @@ class ItemTable:
             table[NO_SCOPE + 2] = True
             in_scope = table[self.scope + 2]
             if self.multi:
-                wanted = set(scope_ids.tolist())
+                wanted_set = set(scope_ids.tolist())
                 for item_id, scopes in self.multi.items():
-                    in_scope[item_id] = bool(scopes & wanted)
+                    in_scope[item_id] = bool(scopes & wanted_set)
             mask &= in_scope
         if type_code is not None:
             mask &= self.type == type_code
@@ -466,6 +466,7 @@ class RecallCache:
             vec = getattr(change, "vector", None)
             if (
                 vec is not None
+                and change is not None
                 and change.model == self.model
                 and change.revision == self.revision
                 and len(vec) >= width

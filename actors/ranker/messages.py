@@ -8,7 +8,7 @@ from ...protocol.messages import Request
 from .rank import Params
 
 
-class Recall(Request, tag=True):
+class Recall(Request, tag=True, frozen=True):
     """Rank memories for ``query`` (its embedding ``qvec``; ``tvec``: that of the query
     without its names, `rerank.topic_query`) within ``scopes`` (scope row ids;
     None: every scope), optionally of one ``memory_type``; at most ``limit``.

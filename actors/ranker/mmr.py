@@ -32,7 +32,9 @@ class _Windows:
         self.n = len(ids)
         self.rows = np.concatenate(blocks) if blocks else np.zeros((0, 1), dtype=np.float32)
         owner_arr = np.asarray(owner, dtype=np.int64)
-        self.starts = np.flatnonzero(np.r_[True, owner_arr[1:] != owner_arr[:-1]]) if owner else []
+        self.starts: np.ndarray[tuple[int], np.dtype[np.intp]] | list[int] = (
+            np.flatnonzero(np.r_[True, owner_arr[1:] != owner_arr[:-1]]) if owner else []
+        )
         self.present = owner_arr[self.starts] if owner else owner_arr
 
     def similarity_to(self, position: int) -> np.ndarray:

@@ -109,7 +109,7 @@ def neighbour_context(
 def date_matched(cache: RecallCache, memory_id: int, wanted: list[Day]) -> bool:
     """Whether the memory's dates (`dates.memory_dates`) meet one of the question's."""
     found = cache.dates.get(memory_id) if cache.dates is not None else None
-    return bool(found) and any(matches(c, found) for c in wanted)
+    return found is not None and bool(found) and any(matches(c, found) for c in wanted)
 
 
 def date_first(

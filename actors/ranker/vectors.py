@@ -481,7 +481,7 @@ class ItemIndex:
         if graph is not None and saved is not None and graph.load(saved):
             counts = reconcile_batches(graph, self._batches(rows, count))
             self._drop_skipped()
-            trace.event(ACTOR, "vector_index_loaded", path=str(saved), rows=self._rows, **counts)
+            trace.event(ACTOR, "vector_index_loaded", path=str(saved), rows=self._rows, **counts)  # type: ignore[arg-type]  # its keys are added/updated/removed, never `level`
             if any(counts.values()):
                 _save(graph, saved)  # the next start then has less to put right
             return self._rows

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from ...protocol.errors import DomainError
 from ...supervisors import private
@@ -125,7 +125,7 @@ def export_output(file: str | None) -> Iterator[BinaryIO]:
         else:
             # A new private (0600) file, renamed over FILE once complete.
             with private.replace_file(Path(file), binary=True) as out:
-                yield out
+                yield cast(BinaryIO, out)  # opened "wb": a binary file
     except BrokenPipeError:
         raise
     except OSError as exc:
