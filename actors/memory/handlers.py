@@ -2,7 +2,7 @@
 
 Every refusal raises a `DomainError` (an ``isError`` result saying why)
 before anything changes: scopes are validated first, embeddings are computed
-before the write (see `services.embed`), and the write re-checks what it
+before the write (see `embedder.embed.embed`), and the write re-checks what it
 depends on inside its transaction.
 
 Ranking: `recall` asks the ``ranker`` service (semantic + graph) when
