@@ -154,7 +154,7 @@ def test_import_keeps_the_vectors_of_rows_that_already_exist(tmp_path: Path) -> 
     # its own vector: import never changes an existing row, whoever owns it.
     a = open_store(tmp_path / "a.sqlite")
     remember(a, "from a", [REPO], entities=[ops.EntitySpec("Shared")])
-    tx(a, lambda c: ops.put_vector(c, "entity", 1, ops.Vec(b"\x00\x00\x80?", 1, "m", "r")))
+    tx(a, lambda c: ops.put_vector(as_tx(c), "entity", 1, ops.Vec(b"\x00\x00\x80?", 1, "m", "r")))
     records = [
         json.dumps(r) for r in db.run_read(a, lambda c: list(transfer.export_lines(as_tx(c))))
     ]
@@ -162,7 +162,7 @@ def test_import_keeps_the_vectors_of_rows_that_already_exist(tmp_path: Path) -> 
     b = open_store(tmp_path / "b.sqlite")
     remember(b, "b's own", [OTHER], entities=[ops.EntitySpec("Shared")])
     mine = b"\x00\x00\x00@"  # 2.0
-    tx(b, lambda c: ops.put_vector(c, "entity", 1, ops.Vec(mine, 1, "m", "r")))
+    tx(b, lambda c: ops.put_vector(as_tx(c), "entity", 1, ops.Vec(mine, 1, "m", "r")))
     tx(b, lambda c: transfer.import_records(as_tx(c), transfer.parse_lines(records)))
     assert b.execute("SELECT vec FROM vectors WHERE kind = 'entity'").fetchall() == [(mine,)]
 
