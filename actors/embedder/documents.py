@@ -10,7 +10,7 @@ The functions here run inside one transaction of the store (a `StoreTx`, through
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ..store.interfaces import StoreTx
 from ..store.ops import (
@@ -27,7 +27,7 @@ from .handle import EmbedResult
 KINDS: tuple[ItemKind, ...] = ("memory", "entity", "relation")
 
 
-def read_documents(tx: StoreTx, ids: dict[str, Sequence[int]]) -> list[tuple[str, int, str]]:
+def read_documents(tx: StoreTx, ids: Mapping[str, Sequence[int]]) -> list[tuple[str, int, str]]:
     """(kind, id, document text) of the given items that still exist."""
     vectors = tx.vectors
     out: list[tuple[str, int, str]] = []

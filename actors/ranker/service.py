@@ -552,7 +552,8 @@ class Ranker:
             return 0
         # Long texts take several windows each: bound the text per recall, not only the
         # items (the rest is embedded by the next recalls).
-        kept, chars = [], 0
+        kept: list[tuple[str, int, str]] = []
+        chars = 0
         for doc in docs:
             if kept and chars + len(doc[2]) > BACKFILL_CHARS:
                 break
