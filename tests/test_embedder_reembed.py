@@ -77,6 +77,22 @@ def test_reembed_fills_every_kind_and_is_idempotent(
     assert "reembedded 0 memories, 0 entities, 0 relations" in capsys.readouterr().out
 
 
+def test_reembed_embeds_texts_that_are_not_utf8_instead_of_failing(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SQLite keeps any bytes in a TEXT column (written by hand, by an older tool): their
+    documents are read with the invalid bytes replaced, never a failed run."""
+    make_store(home)
+    conn = sqlite3.connect(str(db_path(home)), isolation_level=None)
+    conn.execute("UPDATE memories SET content = CAST(x'ff2064656c6179' AS TEXT) WHERE id = 2")
+    conn.execute("UPDATE entities SET name = CAST(x'c328' AS TEXT) WHERE id = 1")
+    conn.close()
+    assert cli.main(["reembed", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["reembedded"] == {"memory": 3, "entity": 2, "relation": 1} and out["failed"] == []
+    assert len(vectors(home)) == 6
+
+
 def test_one_failing_record_is_reported_and_the_rest_migrates(
     home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

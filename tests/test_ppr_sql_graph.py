@@ -45,8 +45,9 @@ def _unit(rng: np.random.Generator, near: np.ndarray | None = None) -> np.ndarra
 class Graph:
     """Writes the graph through shared SQL; remembers ids by name."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, tx: StoreTx) -> None:
         self.conn = conn
+        self.tx = tx  # the same connection through the storage interfaces (vectors)
         self.ids: dict[str, int] = {}
         self.rng = np.random.default_rng(RNG_SEED)
         self.query = _unit(self.rng)
@@ -57,7 +58,7 @@ class Graph:
 
     def vec(self, kind: str, item_id: int, near_query: bool) -> None:
         v = _unit(self.rng, self.query if near_query else None)
-        put_vector(self.conn, kind, item_id, Vec(v.tobytes(), DIM, MODEL, REVISION))
+        put_vector(self.tx, kind, item_id, Vec(v.tobytes(), DIM, MODEL, REVISION))
 
     def memory(
         self, name: str, scope: str = "a", near: bool = False, text: str = "", **links: list[str]
@@ -99,10 +100,10 @@ class Graph:
         return rid
 
 
-def build(conn: sqlite3.Connection) -> Graph:
+def build(conn: sqlite3.Connection, tx: StoreTx) -> Graph:
     """Paths: seed m-seed -> billing -> m-two-hop; billing -(uses)- stripe -> m-stripe;
     a relation-linked memory; a memory three hops out; a hub; noise; scope b."""
-    g = Graph(conn)
+    g = Graph(conn, tx)
     g.entity("billing")
     g.entity("stripe", near=True)  # an entity seed
     g.entity("hub", scopes=("a", "b"))
@@ -133,7 +134,7 @@ def backends_pair(tmp_path: Path, pg_server: stores.PgServer) -> Iterator[dict[s
             path.parent.mkdir()
             writer = backends.open_writer(path, url, busy_timeout_ms=5000, durability="sync")
             opened.append(writer)
-            graph = build(writer)
+            graph = build(writer, backends.tx_factory(url)(writer))
             reader = backends.open_reader(path, url, 5000)
             opened.append(reader)
             out[name] = (writer, backends.tx_factory(url)(reader), graph)

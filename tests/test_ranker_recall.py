@@ -313,7 +313,7 @@ async def test_every_window_of_a_long_memory_is_loaded_and_searched(home: Path) 
         result = await store.app.service(EMBEDDER).embed([text], max_chunks=16)
         [vec] = ops.vecs_of(result)
         assert vec.count >= 2 and result.truncated == [False]
-        ops.put_vector(store.conn, "memory", mid, vec)
+        ops.put_vector(sqlite_tx(store.conn), "memory", mid, vec)
         # No change record (another process): the reload reads chunk 0 and the others.
         flat = {"use_lexical": False, "use_graph": False}
         ranked = await ranker.recall(DEEP_QUERY, None, None, 3, **flat)

@@ -31,7 +31,6 @@ TRANSITIONAL: set[str] = {
     "actors.memory.cli",
     "actors.memory.graph_tools",
     "actors.memory.handlers",
-    "actors.ranker.service",
     "actors.ui.queries",
     "actors.vectors.reads",
     "actors.vectors.service",

@@ -161,9 +161,9 @@ def test_export_of_vectors_joins_every_window_and_skips_vanished_rows(direct: Di
     direct.write(_graph)
     windows = Vec(b"\x00\x00\x80?" + b"\x00\x00\x00@" + b"\x00\x00@@", 1, "m", "r")
     # TRANSITIONAL: vectors are written through the vectors concept's module.
-    direct.write(lambda tx: put_vector(tx.conn, "memory", 1, windows))
-    direct.write(lambda tx: put_vector(tx.conn, "entity", 2, Vec(b"\x00\x00\x80?", 1, "m", "r")))
-    direct.write(lambda tx: put_vector(tx.conn, "relation", 1, Vec(b"\x00\x00\x80?", 1, "m", "r")))
+    direct.write(lambda tx: put_vector(tx, "memory", 1, windows))
+    direct.write(lambda tx: put_vector(tx, "entity", 2, Vec(b"\x00\x00\x80?", 1, "m", "r")))
+    direct.write(lambda tx: put_vector(tx, "relation", 1, Vec(b"\x00\x00\x80?", 1, "m", "r")))
     got = direct.read(lambda tx: [(v.kind, v.key, v.vec) for v in tx.upkeep.vectors()])
     assert got == [
         ("entity", ODD, b"\x00\x00\x80?"),

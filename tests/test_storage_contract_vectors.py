@@ -209,6 +209,59 @@ def test_existing_and_the_texts_of_items_that_still_exist(direct: Direct) -> Non
     assert direct.read(lambda tx: tx.vectors.memory_texts([])) == []
 
 
+def test_texts_and_vectors_that_are_not_utf8_are_read_with_replacements(direct: Direct) -> None:
+    """SQLite keeps any bytes in a TEXT column (by hand, an older memtrio): no read of the
+    vectors concept may fail on them (PostgreSQL refuses them at write)."""
+    if direct.url is not None:
+        pytest.skip("PostgreSQL stores only valid UTF-8")
+    bad = "CAST(x'ff80ff80' AS TEXT)"  # 4 bytes, no one of them a UTF-8 character
+
+    def fill(tx: StoreTx) -> None:
+        memories(tx, (1, "placeholder"))
+        entities(tx, (10, "placeholder", "kind"), (11, "b", "entity"))
+        relations(tx, (1, 10, "rel", 11))
+        sql = [
+            "UPDATE memories SET content = CAST(x'ff2032303233' AS TEXT) WHERE id = 1",
+            "UPDATE entities SET name = CAST(x'c328' AS TEXT), kind = CAST(x'fe' AS TEXT),"
+            " canonical_name = CAST(x'e282' AS TEXT) WHERE id = 10",
+            "UPDATE relations SET relation_type = CAST(x'80' AS TEXT) WHERE id = 1",
+            f"INSERT INTO vectors VALUES ('memory', 1, 'm', 'r', 1, {bad})",
+            f"INSERT INTO vector_chunks VALUES ('memory', 1, 1, 'm', 'r', 1, {bad})",
+            "INSERT INTO entity_embeddings (entity_id, model, dim, vec, updated_at)"
+            f" VALUES (10, CAST(x'ff' AS TEXT), 1, {bad}, 0)",
+        ]
+        for statement in sql:
+            seed(tx, statement, ())
+
+    direct.write(fill)
+
+    def read(tx: StoreTx) -> dict[str, Any]:
+        v = tx.vectors
+        return {
+            "memories": v.memory_texts([1]),
+            "entities": v.entity_texts([10]),
+            "relations": v.relation_texts([1]),
+            "visible": v.visible_entities([10], None, None),
+            "windows": v.windows_of("memory", [1], "m", "r", 1),
+            "first": [(w.item_id, w.vec) for w in v.windows_after(None, 5)],
+            "chunks": [(w.item_id, w.vec) for w in v.chunks_after(None, 5)],
+            "embeddings": v.embeddings_of([10]),
+            "scan": v.embeddings_after(0, None, 5),
+        }
+
+    got = direct.read(read)
+    assert got["memories"] == [MemoryText(1, "\ufffd 2023")]
+    assert got["entities"] == [EntityText(10, "\ufffd(", "\ufffd")]
+    assert got["relations"] == [RelationText(1, "\ufffd(", "\ufffd", "b")]
+    assert got["visible"] == {10: EntityRef(10, "\ufffd(", "\ufffd", "\ufffd")}
+    # The ranker's windows are bytes whatever the column holds; the scans (doctor) say
+    # what is stored: a text, here with its invalid bytes replaced.
+    assert got["windows"] == {1: [b"\xff\x80\xff\x80", b"\xff\x80\xff\x80"]}
+    assert got["first"] == got["chunks"] == [(1, "\ufffd" * 4)]
+    stored = EntityEmbedding(10, "\ufffd", 1, "\ufffd" * 4)  # type: ignore[arg-type] # as stored
+    assert got["embeddings"] == {10: stored} and got["scan"] == [stored]
+
+
 def test_windows_after_and_chunks_after_scan_the_tables_in_key_order(direct: Direct) -> None:
     def fill(tx: StoreTx) -> None:
         tx.vectors.put("relation", 1, Windows("m", "r", 1, [f32(1)]), replace=True)

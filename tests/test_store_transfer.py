@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from memtrio.actors.memory import transfer
 from memtrio.actors.store import db, ops
+from memtrio.actors.store.direct import Direct
+from memtrio.actors.store.interfaces import StoreTx
 from memtrio.actors.store.scopes import ScopePolicy
 from memtrio.actors.store.sqlite.tx import tx as as_tx
 
@@ -154,7 +157,7 @@ def test_import_keeps_the_vectors_of_rows_that_already_exist(tmp_path: Path) -> 
     # its own vector: import never changes an existing row, whoever owns it.
     a = open_store(tmp_path / "a.sqlite")
     remember(a, "from a", [REPO], entities=[ops.EntitySpec("Shared")])
-    tx(a, lambda c: ops.put_vector(c, "entity", 1, ops.Vec(b"\x00\x00\x80?", 1, "m", "r")))
+    tx(a, lambda c: ops.put_vector(as_tx(c), "entity", 1, ops.Vec(b"\x00\x00\x80?", 1, "m", "r")))
     records = [
         json.dumps(r) for r in db.run_read(a, lambda c: list(transfer.export_lines(as_tx(c))))
     ]
@@ -162,7 +165,7 @@ def test_import_keeps_the_vectors_of_rows_that_already_exist(tmp_path: Path) -> 
     b = open_store(tmp_path / "b.sqlite")
     remember(b, "b's own", [OTHER], entities=[ops.EntitySpec("Shared")])
     mine = b"\x00\x00\x00@"  # 2.0
-    tx(b, lambda c: ops.put_vector(c, "entity", 1, ops.Vec(mine, 1, "m", "r")))
+    tx(b, lambda c: ops.put_vector(as_tx(c), "entity", 1, ops.Vec(mine, 1, "m", "r")))
     tx(b, lambda c: transfer.import_records(as_tx(c), transfer.parse_lines(records)))
     assert b.execute("SELECT vec FROM vectors WHERE kind = 'entity'").fetchall() == [(mine,)]
 
@@ -176,3 +179,55 @@ def test_flush_where_no_writable_scope_exists_keeps_other_repositories(tmp_path:
     assert result == {"deleted_memories": 0, "deleted_entities": 0, "deleted_relations": 0}
     assert [r[0] for r in conn.execute("SELECT id FROM memories")] == [foreign]
     assert [r[0] for r in conn.execute("SELECT name FROM entities")] == ["theirs"]
+
+
+EXPORT = [
+    {"type": "header", "format": "memtrio-export", "version": 2, "schema_version": 7},
+    {"type": "scope", "id": 1, "name": REPO},
+    {"type": "entity", "id": 1, "name": "Shared", "canonical_name": "shared", "kind": "entity",
+     "created_at": 1.0, "updated_at": 1.0, "scopes": [REPO]},
+    {"type": "memory", "id": 1, "content": "100% it's_a \"memory\"", "memory_type": "observation",
+     "importance": 0.0, "created_at": 1.0, "updated_at": 1.0, "last_accessed_at": None,
+     "access_count": 0, "scopes": [REPO], "entities": ["Shared"], "relations": []},
+    {"type": "vector", "kind": "memory", "key": 1, "model": "m", "revision": "r", "dim": 1,
+     "vec": "AACAPw=="},
+    {"type": "vector", "kind": "entity", "key": "Shared", "model": "m", "revision": "r", "dim": 1,
+     "vec": "AAAAQA=="},
+]  # fmt: skip
+
+
+def test_import_stores_vectors_in_each_backends_own_sql(
+    direct: Direct, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The import's vectors go through the storage interface (`tx.vectors`): on PostgreSQL
+    nothing reaches the shim that rewrites SQLite SQL at run time (`PgConnection.execute`)."""
+    from memtrio.actors.store.pg.conn import PgConnection
+
+    rewritten: list[str] = []  # the statements given to the shim
+    execute, executemany = PgConnection.execute, PgConnection.executemany
+
+    def spy(original: Any) -> Any:
+        def run(self: PgConnection, sql: str, *args: Any) -> Any:
+            rewritten.append(sql)
+            return original(self, sql, *args)
+
+        return run
+
+    monkeypatch.setattr(PgConnection, "execute", spy(execute))
+    monkeypatch.setattr(PgConnection, "executemany", spy(executemany))
+    lines = [json.dumps(r) for r in EXPORT]
+    added = direct.write(lambda t: transfer.import_records(t, transfer.parse_lines(lines)))
+    assert added["memories"] == 1 and added["vectors"] == 2
+    assert not [sql for sql in rewritten if "vector" in sql]
+
+    def stored(t: StoreTx) -> tuple[dict[int, list[bytes]], dict[int, list[bytes]]]:
+        [mid] = t.vectors.existing("memory", range(1, 10))
+        [eid] = t.vectors.existing("entity", range(1, 10))
+        return (
+            t.vectors.windows_of("memory", [mid], "m", "r", 1),
+            t.vectors.windows_of("entity", [eid], "m", "r", 1),
+        )
+
+    memory, entity = direct.read(stored)
+    assert list(memory.values()) == [[b"\x00\x00\x80?"]]
+    assert list(entity.values()) == [[b"\x00\x00\x00@"]]

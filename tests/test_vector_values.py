@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from memtrio.actors.ranker.vectors import DeferredBuild, IndexChoice, ItemIndex, keys_of
 from memtrio.actors.store import schema
+from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
 from memtrio.actors.store.vectors import Vec, put_vector
 from memtrio.actors.vectors.arrays import MAX_NORM, ValueRule, value_rule
 from memtrio.actors.vectors.index import KINDS, METRICS, QUANTIZATIONS, make_index
@@ -102,7 +103,7 @@ def test_model_vector_that_is_not_finite_is_not_stored(tmp_path: Path) -> None:
     conn.execute(
         "INSERT INTO memories (content, created_at, updated_at) VALUES ('m', ?, ?)", (now, now)
     )
-    assert put_vector(conn, "memory", 1, Vec(pack(1, 0, 0), 3, "m", "r"))
+    assert put_vector(sqlite_tx(conn), "memory", 1, Vec(pack(1, 0, 0), 3, "m", "r"))
     # A model gone wrong: NaN. Nothing of it is stored, and the old vector goes (now missing).
-    assert not put_vector(conn, "memory", 1, Vec(pack(math.nan, 0, 0), 3, "m", "r2"))
+    assert not put_vector(sqlite_tx(conn), "memory", 1, Vec(pack(math.nan, 0, 0), 3, "m", "r2"))
     assert conn.execute("SELECT count(*) FROM vectors").fetchone() == (0,)

@@ -4,15 +4,15 @@ The document texts come from the store (``store.ops``: `memory_document`,
 `entity_document`, `relation_document`), so lazy re-embedding (the ranker)
 and ``memtrio reembed`` embed exactly what ``remember`` / ``relate`` embed.
 
-The functions here run inside one transaction of the store (`StoreTx`, through
-``tx.vectors``); a raw connection is still taken (TRANSITIONAL, `store.vectors.vectors_of`)
-for callers of other concepts not yet moved behind the storage interfaces.
+The functions here run inside one transaction of the store (a `StoreTx`, through
+``tx.vectors``): ``store.read(fn)`` / ``store.write(fn)`` or `store.direct.Direct`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
+from ..store.interfaces import StoreTx
 from ..store.messages import Change
 from ..store.ops import (
     entity_document,
@@ -21,16 +21,16 @@ from ..store.ops import (
     relation_document,
     vecs_of,
 )
-from ..store.vectors import ItemKind, Target, vectors_of
+from ..store.vectors import ItemKind
 from ..store.writer import Written
 from .handle import EmbedResult
 
 KINDS: tuple[ItemKind, ...] = ("memory", "entity", "relation")
 
 
-def read_documents(tx: Target, ids: dict[str, Sequence[int]]) -> list[tuple[str, int, str]]:
+def read_documents(tx: StoreTx, ids: Mapping[str, Sequence[int]]) -> list[tuple[str, int, str]]:
     """(kind, id, document text) of the given items that still exist."""
-    vectors = vectors_of(tx)
+    vectors = tx.vectors
     out: list[tuple[str, int, str]] = []
     for kind, wanted in ids.items():
         if kind == "memory":
@@ -51,29 +51,29 @@ def read_documents(tx: Target, ids: dict[str, Sequence[int]]) -> list[tuple[str,
 
 
 def stale_items(
-    tx: Target, kind: str, model: str, revision: str, after: int, limit: int
+    tx: StoreTx, kind: str, model: str, revision: str, after: int, limit: int
 ) -> list[int]:
     """Ids of ``kind`` after ``after`` (ascending) with no vector of ``model``/``revision``."""
-    return vectors_of(tx).lacking(kind, model, revision, after, limit)
+    return tx.vectors.lacking(kind, model, revision, after, limit)
 
 
-def count_stale(tx: Target, model: str, revision: str) -> dict[str, int]:
+def count_stale(tx: StoreTx, model: str, revision: str) -> dict[str, int]:
     """How many memories, entities and relations have no vector of ``model``/``revision``."""
-    vectors = vectors_of(tx)
+    vectors = tx.vectors
     return {kind: vectors.count_lacking(kind, model, revision) for kind in KINDS}
 
 
 def vector_writer(
     keys: Sequence[tuple[str, int]], result: EmbedResult
-) -> Callable[[Target], Written[int]]:
+) -> Callable[[StoreTx], Written[int]]:
     """A store write op saving text ``i``'s vectors (every window) for ``keys[i]``.
 
     Rows deleted meanwhile are skipped.
     """
     vecs = vecs_of(result)
 
-    def op(tx: Target) -> Written[int]:
-        vectors = vectors_of(tx)
+    def op(tx: StoreTx) -> Written[int]:
+        vectors = tx.vectors
         changes: list[Change] = []
         live: dict[str, set[int]] = {}
         for kind in {k for k, _ in keys}:

@@ -312,9 +312,8 @@ class _Importer:
             return
         # An existing row keeps its vectors: import never changes a row's
         # content, and the row may belong to another repository too.
-        # TRANSITIONAL: the vectors concept's writer, until it is behind `tx.vectors`.
         if put_vector(
-            self.tx.conn, rec.kind, item, Vec(data, rec.dim, rec.model, rec.revision), replace=False
+            self.tx, rec.kind, item, Vec(data, rec.dim, rec.model, rec.revision), replace=False
         ):
             self.added["vectors"] += 1
 

@@ -545,16 +545,15 @@ class Ranker:
         embedder = self.app.find(EMBEDDER)
         if store is None or embedder is None:
             return 0
-        # TRANSITIONAL: the embedder's documents and vector writes are the vectors
-        # concept's; until its interface has them they run on the raw connection.
         docs = await store.read(
-            lambda tx: read_documents(tx.conn, missing), name="ranker.backfill_documents"
+            lambda tx: read_documents(tx, missing), name="ranker.backfill_documents"
         )
         if not docs:
             return 0
         # Long texts take several windows each: bound the text per recall, not only the
         # items (the rest is embedded by the next recalls).
-        kept, chars = [], 0
+        kept: list[tuple[str, int, str]] = []
+        chars = 0
         for doc in docs:
             if kept and chars + len(doc[2]) > BACKFILL_CHARS:
                 break
@@ -569,6 +568,6 @@ class Ranker:
             trace.warning(ACTOR, "backfill_failed", error=str(exc))
             return 0
         op = vector_writer([(kind, item_id) for kind, item_id, _ in docs], result)
-        await store.write(lambda tx: op(tx.conn), name="ranker.backfill_vectors")
+        await store.write(op, name="ranker.backfill_vectors")
         trace.event(ACTOR, "backfilled", count=len(docs), model=result.model)
         return len(docs)

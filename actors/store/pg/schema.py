@@ -10,7 +10,7 @@ tables and triggers PostgreSQL does with its own means:
   unstemmed words) and trigram (``pg_trgm``) GIN indexes for substring search;
 - the semantic seeds: ``embedding``, a ``pgvector`` copy of each local model's
   vector (``vectors``: first windows, ``vector_chunks``: the others), with an
-  HNSW index (cosine) over the 384-dimension ones (`fts.DENSE_MEMORIES`);
+  HNSW index (cosine) over the 384-dimension ones (`snapshot._NEAREST`);
 - ids as SQLite's AUTOINCREMENT gives them: one more than the table's high-water
   mark in ``id_marks`` (SQLite's ``sqlite_sequence``, which the shared SQL
   names and `sql.translate` renames), set by a row trigger in the writing

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from ..interfaces.vectors import (
     EntityEmbedding,
@@ -48,9 +49,38 @@ def _visible(scopes: Visibility, table: str, col: str, alias: str) -> str:
     )
 
 
+def _text(value: object) -> str:
+    """A text column read as bytes (``CAST(... AS BLOB)``), as ``str``: SQLite keeps any bytes
+    in a TEXT column (written by hand, by an older memtrio) and the driver refuses to hand
+    over a text that is not UTF-8, which would fail the whole read; invalid sequences are
+    replaced instead (as `sqlite.snapshot` reads them)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
+# A ``vec`` as stored, its type kept for the feature's checks (``doctor`` reports a vector
+# stored as text): a TEXT is read as its bytes (``typeof`` says it was text), so one that
+# is not UTF-8 cannot fail the read.
+_AS_STORED = "CASE typeof({col}) WHEN 'text' THEN CAST({col} AS BLOB) ELSE {col} END, typeof({col})"
+
+
+def _stored(value: object, kind: str) -> Any:
+    """A ``vec`` selected with `_AS_STORED`: a TEXT as ``str`` (invalid UTF-8 replaced); any
+    other value as stored (``Any``: the interface's Structs hold it as stored, the feature
+    checks it)."""
+    if kind == "text" and isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
+
+
 _UPSERT = """INSERT INTO vectors (kind, item_id, model, revision, dim, vec) VALUES (?, ?, ?, ?, ?, ?)
     ON CONFLICT (kind, item_id) DO UPDATE SET model = excluded.model, revision = excluded.revision,
         dim = excluded.dim, vec = excluded.vec"""
+
+
+# The columns of an ``entity_embeddings`` row: model, dim, and the vec as stored (`_AS_STORED`).
+_EMBEDDING = "CAST(model AS BLOB), dim, " + _AS_STORED.format(col="vec")
 
 
 class SqliteVectors:
@@ -93,7 +123,7 @@ class SqliteVectors:
         for part in _parts(ids):
             key = (kind, model, revision, dim, *part)
             for item_id, blob in self.conn.execute(
-                f"""SELECT item_id, vec FROM vectors
+                f"""SELECT item_id, CAST(vec AS BLOB) FROM vectors
                     WHERE kind = ? AND model = ? AND revision = ? AND dim = ?
                       AND item_id IN ({_marks(len(part))})""",
                 key,
@@ -102,7 +132,7 @@ class SqliteVectors:
             if not out:
                 continue
             for item_id, blob in self.conn.execute(
-                f"""SELECT item_id, vec FROM vector_chunks
+                f"""SELECT item_id, CAST(vec AS BLOB) FROM vector_chunks
                     WHERE kind = ? AND model = ? AND revision = ? AND dim = ?
                       AND item_id IN ({_marks(len(part))})
                     ORDER BY item_id, chunk""",
@@ -146,51 +176,54 @@ class SqliteVectors:
         out: list[MemoryText] = []
         for part in _parts(ids):
             rows = self.conn.execute(
-                f"SELECT id, content FROM memories WHERE id IN ({_marks(len(part))}) ORDER BY id",
+                "SELECT id, CAST(content AS BLOB) FROM memories"
+                f" WHERE id IN ({_marks(len(part))}) ORDER BY id",
                 part,
             )
-            out.extend(MemoryText(int(i), c) for i, c in rows)
+            out.extend(MemoryText(int(i), _text(c)) for i, c in rows)
         return out
 
     def entity_texts(self, ids: Sequence[int]) -> list[EntityText]:
         out: list[EntityText] = []
         for part in _parts(ids):
             rows = self.conn.execute(
-                f"SELECT id, name, kind FROM entities WHERE id IN ({_marks(len(part))}) ORDER BY id",
+                "SELECT id, CAST(name AS BLOB), CAST(kind AS BLOB) FROM entities"
+                f" WHERE id IN ({_marks(len(part))}) ORDER BY id",
                 part,
             )
-            out.extend(EntityText(int(i), n, k) for i, n, k in rows)
+            out.extend(EntityText(int(i), _text(n), _text(k)) for i, n, k in rows)
         return out
 
     def relation_texts(self, ids: Sequence[int]) -> list[RelationText]:
         out: list[RelationText] = []
         for part in _parts(ids):
             rows = self.conn.execute(
-                f"""SELECT r.id, s.name, r.relation_type, t.name FROM relations r
+                f"""SELECT r.id, CAST(s.name AS BLOB), CAST(r.relation_type AS BLOB),
+                        CAST(t.name AS BLOB) FROM relations r
                     JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id
                     WHERE r.id IN ({_marks(len(part))}) ORDER BY r.id""",
                 part,
             )
-            out.extend(RelationText(int(i), s, rt, t) for i, s, rt, t in rows)
+            out.extend(RelationText(int(i), _text(s), _text(rt), _text(t)) for i, s, rt, t in rows)
         return out
 
     def windows_after(self, after: tuple[str, int] | None, limit: int) -> list[StoredWindow]:
         last = after or ("", -1)
         rows = self.conn.execute(
-            "SELECT kind, item_id, dim, vec FROM vectors WHERE (kind, item_id) > (?, ?) "
-            "ORDER BY kind, item_id LIMIT ?",
+            f"SELECT kind, item_id, dim, {_AS_STORED.format(col='vec')} FROM vectors "
+            "WHERE (kind, item_id) > (?, ?) ORDER BY kind, item_id LIMIT ?",
             (*last, limit),
         ).fetchall()
-        return [StoredWindow(k, int(i), 0, d, v) for k, i, d, v in rows]
+        return [StoredWindow(k, int(i), 0, d, _stored(v, t)) for k, i, d, v, t in rows]
 
     def chunks_after(self, after: tuple[str, int, int] | None, limit: int) -> list[StoredWindow]:
         last = after or ("", -1, -1)
         rows = self.conn.execute(
-            "SELECT kind, item_id, chunk, dim, vec FROM vector_chunks "
+            f"SELECT kind, item_id, chunk, dim, {_AS_STORED.format(col='vec')} FROM vector_chunks "
             "WHERE (kind, item_id, chunk) > (?, ?, ?) ORDER BY kind, item_id, chunk LIMIT ?",
             (*last, limit),
         ).fetchall()
-        return [StoredWindow(k, int(i), int(c), d, v) for k, i, c, d, v in rows]
+        return [StoredWindow(k, int(i), int(c), d, _stored(v, t)) for k, i, c, d, v, t in rows]
 
     # -- the clients' entity embeddings ------------------------------------------------------
 
@@ -216,28 +249,28 @@ class SqliteVectors:
     def embeddings_of(self, ids: Sequence[int]) -> dict[int, EntityEmbedding]:
         out: dict[int, EntityEmbedding] = {}
         for part in _parts(ids):
-            for eid, model, dim, vec in self.conn.execute(
-                "SELECT entity_id, model, dim, vec FROM entity_embeddings "
+            for eid, model, dim, vec, kind in self.conn.execute(
+                f"SELECT entity_id, {_EMBEDDING} FROM entity_embeddings "
                 f"WHERE entity_id IN ({_marks(len(part))})",
                 part,
             ):
-                out[eid] = EntityEmbedding(eid, model, dim, vec)
+                out[eid] = EntityEmbedding(eid, _text(model), dim, _stored(vec, kind))
         return out
 
     def embeddings_after(self, after: int, dim: int | None, limit: int) -> list[EntityEmbedding]:
         if dim is None:
             rows = self.conn.execute(
-                "SELECT entity_id, model, dim, vec FROM entity_embeddings WHERE entity_id > ? "
+                f"SELECT entity_id, {_EMBEDDING} FROM entity_embeddings WHERE entity_id > ? "
                 "ORDER BY entity_id LIMIT ?",
                 (after, limit),
             )
         else:
             rows = self.conn.execute(
-                "SELECT entity_id, model, dim, vec FROM entity_embeddings "
+                f"SELECT entity_id, {_EMBEDDING} FROM entity_embeddings "
                 "WHERE entity_id > ? AND dim = ? ORDER BY entity_id LIMIT ?",
                 (after, dim, limit),
             )
-        return [EntityEmbedding(int(e), m, d, v) for e, m, d, v in rows]
+        return [EntityEmbedding(int(e), _text(m), d, _stored(v, t)) for e, m, d, v, t in rows]
 
     def embedding_counts(self, dim: int) -> tuple[int, int]:
         row = self.conn.execute(
@@ -258,11 +291,12 @@ class SqliteVectors:
         for part in _parts(ids):
             params: list[object] = [*part] if entity_type is None else [*part, entity_type]
             for i, name, kind, canonical in self.conn.execute(
-                "SELECT e.id, e.name, e.kind, e.canonical_name FROM entities e "
+                "SELECT e.id, CAST(e.name AS BLOB), CAST(e.kind AS BLOB),"
+                " CAST(e.canonical_name AS BLOB) FROM entities e "
                 f"WHERE e.id IN ({_marks(len(part))}) AND {vis} {typed}",
                 params,
             ):
-                out[int(i)] = EntityRef(int(i), name, kind, canonical)
+                out[int(i)] = EntityRef(int(i), _text(name), _text(kind), _text(canonical))
         return out
 
     def embedded_entities(self, dim: int, scopes: Visibility, entity_type: str | None) -> set[int]:
