@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from ..store import dsn
-from ..store.pg.sql import ID_TABLES
 from .checks import StoreCheck, check_rows
 
 if TYPE_CHECKING:
@@ -196,8 +195,8 @@ def check_pg_store(url: str, acked: Mapping[int, str], refused: Iterable[str] = 
     """
     out = StoreCheck(acked=len(acked))
     with connect(url) as conn:
-        check_rows(conn.execute("SELECT id, content FROM memories").fetchall(), acked, refused, out)
-        twice = conn.execute(
+        check_rows(conn.native("SELECT id, content FROM memories").fetchall(), acked, refused, out)
+        twice = conn.native(
             "SELECT count(*) FROM (SELECT content FROM memories GROUP BY content "
             "HAVING count(*) > 1) AS d"
         ).fetchone()
@@ -218,7 +217,9 @@ def schema_marks(url: str) -> tuple[list[str], int, int]:
     with connect(url) as conn:
         versions = [
             str(r[0])
-            for r in conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
+            for r in conn.native("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
         ]
-        marks = len(conn.execute("SELECT name FROM id_marks").fetchall())
+        marks = len(conn.native("SELECT name FROM id_marks").fetchall())
+    from ..store.pg.schema import ID_TABLES
+
     return versions, marks, len(ID_TABLES)

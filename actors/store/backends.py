@@ -10,13 +10,14 @@ that no message or log line shows them.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from . import db, dsn
 from .interfaces import StoreTx
+from .messages import Change
 
 SQLITE = "sqlite"
 STORE_ORIGIN = "the store URL (--store, [store] url or MEMTRIO_STORE)"
@@ -52,12 +53,30 @@ def tx_factory(url: str | None) -> Callable[[Any], StoreTx]:
     """How a connection of the store at ``url`` is seen through the storage interfaces: the
     backend is chosen here, once, where the store is opened (`interfaces.StoreTx`)."""
     if url is not None and url != SQLITE:
+        _pg(url)  # `DriverMissing` (exit code 2) before psycopg is imported
         from .pg.tx import tx as pg_tx  # psycopg: PostgreSQL stores only
 
         return pg_tx
     from .sqlite.tx import tx as sqlite_tx
 
     return sqlite_tx
+
+
+# How a committed write tells the store's other processes what changed:
+# ``announce(conn, origin, changes)``, run inside the write transaction.
+Announce = Callable[[Any, str, Sequence[Change]], None]
+
+
+def announcer(url: str | None) -> Announce | None:
+    """The backend's way of telling other processes of a write (PostgreSQL: ``NOTIFY``,
+    `pg.notify`), or None (SQLite: other processes compare the data version)."""
+    return _pg_announce if url is not None and url != SQLITE else None
+
+
+def _pg_announce(conn: Any, origin: str, changes: Sequence[Change]) -> None:
+    from .pg.notify import announce  # psycopg: imported once a PostgreSQL store is open
+
+    announce(conn, origin, changes)
 
 
 def check_url(url: str, origin: str) -> None:

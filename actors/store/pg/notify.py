@@ -29,6 +29,7 @@ from ....supervisors import trace
 from ....supervisors.supervisor import ChildContext
 from ..dsn import redact
 from ..messages import Change
+from .conn import PgConnection
 
 logger = logging.getLogger(__name__)
 
@@ -59,9 +60,9 @@ def payload(origin: str, changes: Sequence[Change]) -> str:
     return text
 
 
-def announce(conn: object, origin: str, changes: Sequence[Change]) -> None:
+def announce(conn: PgConnection, origin: str, changes: Sequence[Change]) -> None:
     """Inside the write transaction: notify the other processes of ``changes`` at commit."""
-    conn.execute("SELECT pg_notify(?, ?)", (CHANNEL, payload(origin, changes)))  # type: ignore[attr-defined]
+    conn.native("SELECT pg_notify(%s, %s)", (CHANNEL, payload(origin, changes)))
 
 
 def parse(text: str, origin: str) -> list[Change]:
