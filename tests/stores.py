@@ -111,12 +111,25 @@ class _TestSql:
         self.raw = raw
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        parts = sql.replace("%", "%%").split("'")
-        text = "'".join(p.replace("?", "%s") if i % 2 == 0 else p for i, p in enumerate(parts))
-        return self.raw.execute(text, tuple(params))
+        return self.raw.execute(placeholders(sql), tuple(params))
 
     def commit(self) -> None:
         """Nothing: each statement commits (autocommit), as sqlite3's ``commit`` would."""
+
+
+def placeholders(sql: str) -> str:
+    """A test's statement, written with ``?`` for both stores, with PostgreSQL's ``%s``."""
+    parts = sql.replace("%", "%%").split("'")
+    return "'".join(p.replace("?", "%s") if i % 2 == 0 else p for i, p in enumerate(parts))
+
+
+def sql(conn: Any, statement: str, *params: Any) -> Any:
+    """Run a test's setup ``statement`` (written with ``?`` in SQL both stores take) on a
+    store connection of either backend (PostgreSQL: `PgConnection.native`); its cursor."""
+    native = getattr(conn, "native", None)
+    if native is None:
+        return conn.execute(statement, params)
+    return native(placeholders(statement), params)
 
 
 def rows(home: Path, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

@@ -30,6 +30,14 @@ class DriverMissing(db.StoreUnavailable):
     code = 2
 
 
+def _driver_missing(exc: ImportError) -> DriverMissing:
+    return DriverMissing(
+        f"a PostgreSQL store needs the psycopg driver, which cannot be imported here ({exc})",
+        "pip install 'memtrio[postgres]'",
+        Path("postgresql"),
+    )
+
+
 def _pg(url: str, origin: str = STORE_ORIGIN) -> ModuleType:
     """``pg.pool`` for ``url``, checked and its passwords registered (`dsn`).
 
@@ -39,11 +47,7 @@ def _pg(url: str, origin: str = STORE_ORIGIN) -> ModuleType:
     try:
         from .pg import pool
     except ImportError as exc:
-        raise DriverMissing(
-            f"a PostgreSQL store needs the psycopg driver, which cannot be imported here ({exc})",
-            "pip install 'memtrio[postgres]'",
-            Path("postgresql"),
-        ) from None
+        raise _driver_missing(exc) from None
     dsn.register(url)
     dsn.check(url, origin)
     return pool
@@ -53,8 +57,10 @@ def tx_factory(url: str | None) -> Callable[[Any], StoreTx]:
     """How a connection of the store at ``url`` is seen through the storage interfaces: the
     backend is chosen here, once, where the store is opened (`interfaces.StoreTx`)."""
     if url is not None and url != SQLITE:
-        _pg(url)  # `DriverMissing` (exit code 2) before psycopg is imported
-        from .pg.tx import tx as pg_tx  # psycopg: PostgreSQL stores only
+        try:
+            from .pg.tx import tx as pg_tx  # psycopg: PostgreSQL stores only
+        except ImportError as exc:
+            raise _driver_missing(exc) from None
 
         return pg_tx
     from .sqlite.tx import tx as sqlite_tx
