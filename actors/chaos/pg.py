@@ -75,9 +75,9 @@ def create_database(admin_url: str, prefix: str = "memtrio_chaos") -> str:
     import psycopg
 
     name = f"{prefix}_{os.getpid()}_{next(_numbers)}_{secrets.token_hex(3)}"
-    with _reported(admin_url), psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name}")
-        conn.execute(f"CREATE DATABASE {name}")
+    with _reported(admin_url), psycopg.connect(admin_url, autocommit=True) as raw:
+        raw.execute(f"DROP DATABASE IF EXISTS {name}")
+        raw.execute(f"CREATE DATABASE {name}")
     return with_database(admin_url, name)
 
 
@@ -86,8 +86,8 @@ def drop_database(admin_url: str, url: str) -> None:
     import psycopg
 
     name = urlsplit(url).path.lstrip("/")
-    with _reported(admin_url), psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    with _reported(admin_url), psycopg.connect(admin_url, autocommit=True) as raw:
+        raw.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 class PgServer:

@@ -9,7 +9,6 @@ that no message or log line shows them.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -98,13 +97,14 @@ def open_writer(
     busy_timeout_ms: int,
     durability: str,
     tuning: db.Tuning = db.DEFAULT_TUNING,
-) -> sqlite3.Connection:
+) -> db.StoreConnection:
     """The StoreWriter's connection, schema migrated (`db.StoreUnavailable` if it cannot be).
 
     ``durability`` and ``tuning`` are SQLite's (PostgreSQL has its own settings).
     """
     if url is not None and url != SQLITE:
-        return _pg(url).open_write_connection(url)  # type: ignore[return-value]
+        conn: db.StoreConnection = _pg(url).open_write_connection(url)
+        return conn
     return db.open_write_connection(
         path, busy_timeout_ms=busy_timeout_ms, durability=durability, tuning=tuning
     )
@@ -118,16 +118,18 @@ def open_read_pool(
     tuning: db.Tuning = db.DEFAULT_TUNING,
 ) -> db.ReadPool:
     if url is not None and url != SQLITE:
-        return _pg(url).open_read_pool(url, size)
+        pool: db.ReadPool = _pg(url).open_read_pool(url, size)
+        return pool
     return db.ReadPool(path, size, busy_timeout_ms, tuning)
 
 
 def open_reader(
     path: Path, url: str | None, busy_timeout_ms: int, tuning: db.Tuning = db.DEFAULT_TUNING
-) -> sqlite3.Connection:
+) -> db.StoreConnection:
     """One read-only connection (the ranker's own)."""
     if url is not None and url != SQLITE:
-        return _pg(url).open_reader(url)  # type: ignore[return-value]
+        conn: db.StoreConnection = _pg(url).open_reader(url)
+        return conn
     return db.connect(path, busy_timeout_ms=busy_timeout_ms, read_only=True, tuning=tuning)
 
 

@@ -20,7 +20,7 @@ import os
 import random
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -199,7 +199,7 @@ def connect(
     durability: str = "async",
     read_only: bool = False,
     tuning: Tuning = DEFAULT_TUNING,
-) -> sqlite3.Connection:
+) -> SqliteConnection:
     """Open one connection with the store's pragmas (WAL, foreign keys, busy timeout,
     synchronous by ``durability``, page cache and mmap by ``tuning``, temp tables in memory).
 
@@ -220,7 +220,7 @@ def connect(
 
 def _connect(
     path: Path, busy_timeout_ms: int, durability: str, read_only: bool, tuning: Tuning
-) -> sqlite3.Connection:
+) -> SqliteConnection:
     conn = sqlite3.connect(
         str(path),
         isolation_level=None,
@@ -286,7 +286,7 @@ def rollback_quietly(conn: StoreConnection) -> None:
 
 def open_write_connection(
     path: Path, *, busy_timeout_ms: int, durability: str, tuning: Tuning = DEFAULT_TUNING
-) -> sqlite3.Connection:
+) -> SqliteConnection:
     """The writer's connection, with the schema migrated to the latest version."""
     conn = connect(path, busy_timeout_ms=busy_timeout_ms, durability=durability, tuning=tuning)
     try:
@@ -340,22 +340,22 @@ class ReadPool:
         self._setup(conns, connect(path, busy_timeout_ms=0, read_only=True, tuning=tuning))
 
     @classmethod
-    def over(cls, conns: list[sqlite3.Connection]) -> ReadPool:
+    def over(cls, conns: Sequence[StoreConnection]) -> ReadPool:
         """A pool of other connections (the PostgreSQL store's), without inline reads."""
         pool = cls.__new__(cls)
         pool._setup(conns, None)
         return pool
 
-    def _setup(self, conns: list[sqlite3.Connection], inline: sqlite3.Connection | None) -> None:
-        self._conns = conns
+    def _setup(self, conns: Sequence[StoreConnection], inline: SqliteConnection | None) -> None:
+        self._conns = list(conns)
         self._inline = inline
-        self._free_send, self._free_recv = trio.open_memory_channel[sqlite3.Connection](len(conns))
+        self._free_send, self._free_recv = trio.open_memory_channel[StoreConnection](len(conns))
         for conn in self._conns:
             self._free_send.send_nowait(conn)
         self.limiter = trio.CapacityLimiter(len(conns))
         self.closed = False
 
-    async def run(self, op: Callable[[sqlite3.Connection], T], inline: bool = False) -> T:
+    async def run(self, op: Callable[[Any], T], inline: bool = False) -> T:
         """``op(conn)`` in one read transaction: in a thread, or first on the loop with ``inline``."""
         if inline and not self.closed and self._inline is not None:
             await trio.lowlevel.checkpoint_if_cancelled()
@@ -374,7 +374,7 @@ class ReadPool:
             else:
                 self._free_send.send_nowait(conn)
 
-    def _run_inline(self, op: Callable[[sqlite3.Connection], T]) -> tuple[bool, T | None]:
+    def _run_inline(self, op: Callable[[Any], T]) -> tuple[bool, T | None]:
         """(True, ``op``'s value), or (False, None) when it was over budget or the database busy."""
         conn = self._inline
         assert conn is not None
@@ -402,7 +402,7 @@ class ReadPool:
         self._free_recv.close()
 
 
-def _close_quietly(conn: sqlite3.Connection) -> None:
+def _close_quietly(conn: StoreConnection) -> None:
     try:
         conn.close()
     except sqlite3.Error:

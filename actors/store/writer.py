@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -268,7 +267,7 @@ async def serve_store_writer(
 
 
 async def _transact_one(
-    ctx: ChildContext, store: Store, conn: sqlite3.Connection, cmd: Transact, busy_ms: int
+    ctx: ChildContext, store: Store, conn: db.StoreConnection, cmd: Transact, busy_ms: int
 ) -> None:
     if cmd.reply.done:
         return  # the caller gave up (timed out) while this waited in the mailbox

@@ -212,7 +212,7 @@ class PgConnection:
         cur = self.raw.cursor()
         args = params if isinstance(params, dict) else tuple(params or ())
         try:
-            cur.execute(sql.encode(), args)  # type: ignore[arg-type]
+            cur.execute(sql.encode(), args)
         except psycopg.Error as exc:
             raise self._failed(exc) from exc
         return cur
@@ -221,7 +221,7 @@ class PgConnection:
         """`native` for a batch of parameter rows (``executemany``)."""
         cur = self.raw.cursor()
         try:
-            cur.executemany(sql.encode(), [tuple(r) for r in rows])  # type: ignore[arg-type]
+            cur.executemany(sql.encode(), [tuple(r) for r in rows])
         except psycopg.Error as exc:
             raise self._failed(exc) from exc
 

@@ -84,9 +84,9 @@ def parse(text: str, origin: str) -> list[Change]:
 
 
 def _listen(url: str) -> psycopg.Connection:
-    conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
-    conn.execute(f"LISTEN {CHANNEL}")
-    return conn
+    raw = psycopg.connect(url, autocommit=True, connect_timeout=10)
+    raw.execute(f"LISTEN {CHANNEL}")
+    return raw
 
 
 def _wait(conn: psycopg.Connection) -> list[str]:
