@@ -93,13 +93,43 @@ def connect(home: Path) -> Iterator[Any]:
         finally:
             conn.close()
         return
-    from memtrio.actors.store.pg.conn import PgConnection
+    import psycopg
 
-    pg = PgConnection.open(url)
+    pg = psycopg.connect(url, autocommit=True)
     try:
-        yield pg
+        yield _TestSql(pg)
     finally:
         pg.close()
+
+
+class _TestSql:
+    """The tests' own PostgreSQL connection, taking the tests' SQL as they write it for
+    both stores (``?`` placeholders, outside quotes, as ``%s``). Test code only: the
+    store itself runs PostgreSQL's own statements and rewrites none (`pg.conn`)."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self.raw.execute(placeholders(sql), tuple(params))
+
+    def commit(self) -> None:
+        """Nothing: each statement commits (autocommit), as sqlite3's ``commit`` would."""
+
+
+def placeholders(sql: str) -> str:
+    """A test's statement, written with ``?`` for both stores, with PostgreSQL's ``%s``."""
+    parts = sql.replace("%", "%%").split("'")
+    return "'".join(p.replace("?", "%s") if i % 2 == 0 else p for i, p in enumerate(parts))
+
+
+def sql(conn: Any, statement: str, *params: Any) -> Any:
+    """Run a test's setup ``statement`` (written with ``?`` in SQL both stores take) on a
+    store connection of either backend (PostgreSQL: `PgConnection.native`); its cursor."""
+    native = getattr(conn, "native", None)
+    if native is None:
+        return conn.execute(statement, params)
+    return native(placeholders(statement), params)
 
 
 def rows(home: Path, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import stores
 from memtrio.actors.kg import search
 from memtrio.actors.kg.view import Scoped, View
 from memtrio.actors.store import backends
@@ -30,7 +31,7 @@ def random_graph(conn: sqlite3.Connection, seed: int) -> None:
     rng = random.Random(seed)
 
     def insert(sql: str, *params: object) -> int:
-        return conn.execute(sql + " RETURNING id", params).fetchone()[0]
+        return stores.sql(conn, sql + " RETURNING id", *params).fetchone()[0]
 
     scope = {name: insert("INSERT INTO scopes (name) VALUES (?)", name) for name in SCOPES}
     entities = []
@@ -45,9 +46,11 @@ def random_graph(conn: sqlite3.Connection, seed: int) -> None:
             )
         )
         if rng.random() < 0.8:
-            conn.execute(
+            stores.sql(
+                conn,
                 "INSERT INTO entity_scopes (entity_id, scope_id) VALUES (?, ?)",
-                (entities[-1], scope[rng.choice(SCOPES)]),
+                entities[-1],
+                scope[rng.choice(SCOPES)],
             )
     for _ in range(rng.randint(20, 300)):
         text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 6)))
@@ -57,11 +60,13 @@ def random_graph(conn: sqlite3.Connection, seed: int) -> None:
             rng.choice(TYPES),
         )
         for s in rng.sample(SCOPES, rng.choice([0, 1, 1, 1, 2])):  # none: visible everywhere
-            conn.execute(
-                "INSERT INTO memory_scopes (memory_id, scope_id) VALUES (?, ?)", (m, scope[s])
+            stores.sql(
+                conn, "INSERT INTO memory_scopes (memory_id, scope_id) VALUES (?, ?)", m, scope[s]
             )
         for e in rng.sample(entities, rng.randint(0, 3)):
-            conn.execute("INSERT INTO memory_entities (memory_id, entity_id) VALUES (?, ?)", (m, e))
+            stores.sql(
+                conn, "INSERT INTO memory_entities (memory_id, entity_id) VALUES (?, ?)", m, e
+            )
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -42,7 +42,7 @@ async def test_the_postgresql_scenarios_pass_with_a_quick_seed(
     assert race.acked == 4 and "$MEMTRIO_CHAOS_PG_URL" in " ".join(race.notes)
     # They ran on databases of their own, dropped afterwards.
     with pg.connect(pg_server.uri) as conn:
-        left = conn.execute("SELECT datname FROM pg_database").fetchall()
+        left = conn.native("SELECT datname FROM pg_database").fetchall()
     assert not [d for (d,) in left if d.startswith("memtrio_chaos")]
 
 
@@ -70,7 +70,7 @@ def test_the_postgresql_check_finds_lost_changed_refused_and_doubled_writes(
     url = pg_server.database()
     assert run_cli("remember", "kept", "--store", url, home=tmp_path).returncode == 0
     with pg.connect(url) as conn:
-        (kept,) = conn.execute("SELECT id FROM memories").fetchone() or (0,)
+        (kept,) = conn.native("SELECT id FROM memories").fetchone() or (0,)
     assert pg.check_pg_store(url, {kept: "kept"}).violations == []
     for text in ("twice", "twice", "refused"):
         assert run_cli("remember", text, "--store", url, home=tmp_path).returncode == 0

@@ -106,13 +106,13 @@ def test_a_change_reaches_other_processes_only_when_it_commits(url: str) -> None
     writer = PgConnection.open(url)
     try:
         changed = [Change(kind="memory", id=5), Change(kind="entity", id=2, deleted=True)]
-        writer.execute("BEGIN IMMEDIATE")
+        writer.begin_write()
         notify.announce(writer, "here", changed)
-        writer.execute("ROLLBACK")
+        writer.rollback()
         assert notify._wait(listener) == []  # a rolled-back write announces nothing
-        writer.execute("BEGIN IMMEDIATE")
+        writer.begin_write()
         notify.announce(writer, "here", changed)
-        writer.execute("COMMIT")
+        writer.commit()
         (payload,) = notify._wait(listener)
         assert notify.parse(payload, "elsewhere") == changed
         assert notify.parse(payload, "here") == []  # a process ignores its own writes

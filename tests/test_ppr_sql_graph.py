@@ -53,8 +53,8 @@ class Graph:
         self.query = _unit(self.rng)
 
     def scope(self, name: str) -> int:
-        self.conn.execute("INSERT OR IGNORE INTO scopes (name) VALUES (?)", (name,))
-        return self.conn.execute("SELECT id FROM scopes WHERE name = ?", (name,)).fetchone()[0]
+        stores.sql(self.conn, "INSERT INTO scopes (name) VALUES (?) ON CONFLICT DO NOTHING", name)
+        return stores.sql(self.conn, "SELECT id FROM scopes WHERE name = ?", name).fetchone()[0]
 
     def vec(self, kind: str, item_id: int, near_query: bool) -> None:
         v = _unit(self.rng, self.query if near_query else None)
@@ -64,37 +64,47 @@ class Graph:
         self, name: str, scope: str = "a", near: bool = False, text: str = "", **links: list[str]
     ) -> int:
         now = time.time()
-        mid = self.conn.execute(
-            "INSERT INTO memories (content, memory_type, created_at, updated_at) VALUES (?, 'observation', ?, ?)",
-            (f"memory {name} {text}", now, now),
-        ).lastrowid
-        self.conn.execute("INSERT INTO memory_scopes VALUES (?, ?)", (mid, self.scope(scope)))
+        mid = stores.sql(
+            self.conn,
+            "INSERT INTO memories (content, memory_type, created_at, updated_at) VALUES (?, 'observation', ?, ?) RETURNING id",
+            f"memory {name} {text}",
+            now,
+            now,
+        ).fetchone()[0]
+        stores.sql(self.conn, "INSERT INTO memory_scopes VALUES (?, ?)", mid, self.scope(scope))
         for e in links.get("entities", []):
-            self.conn.execute("INSERT INTO memory_entities VALUES (?, ?)", (mid, self.ids[e]))
+            stores.sql(self.conn, "INSERT INTO memory_entities VALUES (?, ?)", mid, self.ids[e])
         for r in links.get("relations", []):
-            self.conn.execute("INSERT INTO memory_relations VALUES (?, ?)", (mid, self.ids[r]))
+            stores.sql(self.conn, "INSERT INTO memory_relations VALUES (?, ?)", mid, self.ids[r])
         self.vec("memory", mid, near)
         self.ids[name] = mid
         return mid
 
     def entity(self, name: str, scopes: tuple[str, ...] = ("a",), near: bool = False) -> int:
         now = time.time()
-        eid = self.conn.execute(
-            "INSERT INTO entities (name, canonical_name, kind, created_at, updated_at) VALUES (?, ?, 'entity', ?, ?)",
-            (name, name, now, now),
-        ).lastrowid
+        eid = stores.sql(
+            self.conn,
+            "INSERT INTO entities (name, canonical_name, kind, created_at, updated_at) VALUES (?, ?, 'entity', ?, ?) RETURNING id",
+            name,
+            name,
+            now,
+            now,
+        ).fetchone()[0]
         for s in scopes:
-            self.conn.execute("INSERT INTO entity_scopes VALUES (?, ?)", (eid, self.scope(s)))
+            stores.sql(self.conn, "INSERT INTO entity_scopes VALUES (?, ?)", eid, self.scope(s))
         self.vec("entity", eid, near)
         self.ids[name] = eid
         return eid
 
     def relation(self, name: str, source: str, target: str) -> int:
-        rid = self.conn.execute(
-            "INSERT INTO relations (source_id, target_id, relation_type, created_at) VALUES (?, ?, 'uses', ?)",
-            (self.ids[source], self.ids[target], time.time()),
-        ).lastrowid
-        self.conn.execute("INSERT INTO relation_scopes VALUES (?, ?)", (rid, self.scope("a")))
+        rid = stores.sql(
+            self.conn,
+            "INSERT INTO relations (source_id, target_id, relation_type, created_at) VALUES (?, ?, 'uses', ?) RETURNING id",
+            self.ids[source],
+            self.ids[target],
+            time.time(),
+        ).fetchone()[0]
+        stores.sql(self.conn, "INSERT INTO relation_scopes VALUES (?, ?)", rid, self.scope("a"))
         self.vec("relation", rid, False)
         self.ids[name] = rid
         return rid
@@ -231,7 +241,7 @@ def test_an_entity_gaining_a_scope_through_a_memory_is_followed_without_the_grap
     far = graph.ids["far"]
     assert not cache.items["entity"].allowed(cache.selected_scopes(["b"]))[far]
     mid = graph.memory("m-b-far", scope="b", entities=["far"])
-    writer.execute("INSERT INTO entity_scopes VALUES (?, ?)", (far, graph.scope("b")))
+    stores.sql(writer, "INSERT INTO entity_scopes VALUES (?, ?)", far, graph.scope("b"))
     cache.apply(
         reader.snapshot, [Change(kind="memory", id=mid)]
     )  # the memory only, as the store says

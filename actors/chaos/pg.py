@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from ..store import dsn
-from ..store.pg.sql import ID_TABLES
 from .checks import StoreCheck, check_rows
 
 if TYPE_CHECKING:
@@ -76,9 +75,9 @@ def create_database(admin_url: str, prefix: str = "memtrio_chaos") -> str:
     import psycopg
 
     name = f"{prefix}_{os.getpid()}_{next(_numbers)}_{secrets.token_hex(3)}"
-    with _reported(admin_url), psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name}")
-        conn.execute(f"CREATE DATABASE {name}")
+    with _reported(admin_url), psycopg.connect(admin_url, autocommit=True) as raw:
+        raw.execute(f"DROP DATABASE IF EXISTS {name}")
+        raw.execute(f"CREATE DATABASE {name}")
     return with_database(admin_url, name)
 
 
@@ -87,8 +86,8 @@ def drop_database(admin_url: str, url: str) -> None:
     import psycopg
 
     name = urlsplit(url).path.lstrip("/")
-    with _reported(admin_url), psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    with _reported(admin_url), psycopg.connect(admin_url, autocommit=True) as raw:
+        raw.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 class PgServer:
@@ -196,8 +195,8 @@ def check_pg_store(url: str, acked: Mapping[int, str], refused: Iterable[str] = 
     """
     out = StoreCheck(acked=len(acked))
     with connect(url) as conn:
-        check_rows(conn.execute("SELECT id, content FROM memories").fetchall(), acked, refused, out)
-        twice = conn.execute(
+        check_rows(conn.native("SELECT id, content FROM memories").fetchall(), acked, refused, out)
+        twice = conn.native(
             "SELECT count(*) FROM (SELECT content FROM memories GROUP BY content "
             "HAVING count(*) > 1) AS d"
         ).fetchone()
@@ -218,7 +217,9 @@ def schema_marks(url: str) -> tuple[list[str], int, int]:
     with connect(url) as conn:
         versions = [
             str(r[0])
-            for r in conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
+            for r in conn.native("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
         ]
-        marks = len(conn.execute("SELECT name FROM id_marks").fetchall())
+        marks = len(conn.native("SELECT name FROM id_marks").fetchall())
+    from ..store.pg.schema import ID_TABLES
+
     return versions, marks, len(ID_TABLES)

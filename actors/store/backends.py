@@ -9,14 +9,14 @@ that no message or log line shows them.
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from . import db, dsn
 from .interfaces import StoreTx
+from .messages import Change
 
 SQLITE = "sqlite"
 STORE_ORIGIN = "the store URL (--store, [store] url or MEMTRIO_STORE)"
@@ -29,6 +29,14 @@ class DriverMissing(db.StoreUnavailable):
     code = 2
 
 
+def _driver_missing(exc: ImportError) -> DriverMissing:
+    return DriverMissing(
+        f"a PostgreSQL store needs the psycopg driver, which cannot be imported here ({exc})",
+        "pip install 'memtrio[postgres]'",
+        Path("postgresql"),
+    )
+
+
 def _pg(url: str, origin: str = STORE_ORIGIN) -> ModuleType:
     """``pg.pool`` for ``url``, checked and its passwords registered (`dsn`).
 
@@ -38,11 +46,7 @@ def _pg(url: str, origin: str = STORE_ORIGIN) -> ModuleType:
     try:
         from .pg import pool
     except ImportError as exc:
-        raise DriverMissing(
-            f"a PostgreSQL store needs the psycopg driver, which cannot be imported here ({exc})",
-            "pip install 'memtrio[postgres]'",
-            Path("postgresql"),
-        ) from None
+        raise _driver_missing(exc) from None
     dsn.register(url)
     dsn.check(url, origin)
     return pool
@@ -52,12 +56,32 @@ def tx_factory(url: str | None) -> Callable[[Any], StoreTx]:
     """How a connection of the store at ``url`` is seen through the storage interfaces: the
     backend is chosen here, once, where the store is opened (`interfaces.StoreTx`)."""
     if url is not None and url != SQLITE:
-        from .pg.tx import tx as pg_tx  # psycopg: PostgreSQL stores only
+        try:
+            from .pg.tx import tx as pg_tx  # psycopg: PostgreSQL stores only
+        except ImportError as exc:
+            raise _driver_missing(exc) from None
 
         return pg_tx
     from .sqlite.tx import tx as sqlite_tx
 
     return sqlite_tx
+
+
+# How a committed write tells the store's other processes what changed:
+# ``announce(conn, origin, changes)``, run inside the write transaction.
+Announce = Callable[[Any, str, Sequence[Change]], None]
+
+
+def announcer(url: str | None) -> Announce | None:
+    """The backend's way of telling other processes of a write (PostgreSQL: ``NOTIFY``,
+    `pg.notify`), or None (SQLite: other processes compare the data version)."""
+    return _pg_announce if url is not None and url != SQLITE else None
+
+
+def _pg_announce(conn: Any, origin: str, changes: Sequence[Change]) -> None:
+    from .pg.notify import announce  # psycopg: imported once a PostgreSQL store is open
+
+    announce(conn, origin, changes)
 
 
 def check_url(url: str, origin: str) -> None:
@@ -73,13 +97,14 @@ def open_writer(
     busy_timeout_ms: int,
     durability: str,
     tuning: db.Tuning = db.DEFAULT_TUNING,
-) -> sqlite3.Connection:
+) -> db.StoreConnection:
     """The StoreWriter's connection, schema migrated (`db.StoreUnavailable` if it cannot be).
 
     ``durability`` and ``tuning`` are SQLite's (PostgreSQL has its own settings).
     """
     if url is not None and url != SQLITE:
-        return _pg(url).open_write_connection(url)
+        conn: db.StoreConnection = _pg(url).open_write_connection(url)
+        return conn
     return db.open_write_connection(
         path, busy_timeout_ms=busy_timeout_ms, durability=durability, tuning=tuning
     )
@@ -93,16 +118,18 @@ def open_read_pool(
     tuning: db.Tuning = db.DEFAULT_TUNING,
 ) -> db.ReadPool:
     if url is not None and url != SQLITE:
-        return _pg(url).open_read_pool(url, size)
+        pool: db.ReadPool = _pg(url).open_read_pool(url, size)
+        return pool
     return db.ReadPool(path, size, busy_timeout_ms, tuning)
 
 
 def open_reader(
     path: Path, url: str | None, busy_timeout_ms: int, tuning: db.Tuning = db.DEFAULT_TUNING
-) -> sqlite3.Connection:
+) -> db.StoreConnection:
     """One read-only connection (the ranker's own)."""
     if url is not None and url != SQLITE:
-        return _pg(url).open_reader(url)
+        conn: db.StoreConnection = _pg(url).open_reader(url)
+        return conn
     return db.connect(path, busy_timeout_ms=busy_timeout_ms, read_only=True, tuning=tuning)
 
 

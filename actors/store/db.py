@@ -2,7 +2,11 @@
 
 Every connection runs in autocommit mode (``isolation_level=None``) so that
 transactions are explicit: writes use ``BEGIN IMMEDIATE ... COMMIT``, reads a
-deferred ``BEGIN ... ROLLBACK`` for a consistent snapshot.
+deferred ``BEGIN ... ROLLBACK`` for a consistent snapshot. The store's connections
+are `SqliteConnection`s, whose `begin_write` / `begin_read` / ``commit`` /
+``rollback`` are what the writer, the read pool and `direct` call: PostgreSQL's
+connection (`pg.conn.PgConnection`) has the same four, in its own dialect, so the
+shared code never asks which database it runs on nor spells a transaction's SQL.
 
 Connections are used from worker threads (``trio.to_thread.run_sync``), one
 thread at a time per connection, so they are opened with
@@ -16,10 +20,10 @@ import os
 import random
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 import trio
 
@@ -52,6 +56,38 @@ BUSY_BACKOFF_START = 0.002
 INLINE_BUDGET = 0.005
 INLINE_CHECK_STEPS = 1000
 BUSY_BACKOFF_MAX = 0.1
+
+
+class StoreConnection(Protocol):
+    """A connection of the store, of either backend: its transaction control."""
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+    def begin_write(self, busy_timeout_ms: int = 0) -> None: ...
+
+    def begin_read(self) -> None: ...
+
+    def commit(self) -> None: ...
+
+    def rollback(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class SqliteConnection(sqlite3.Connection):
+    """A store connection (``sqlite3.connect(..., factory=SqliteConnection)``) with the
+    transaction control the shared code calls (``commit`` and ``rollback`` are sqlite3's:
+    with ``isolation_level=None`` they end the transaction `begin_write` or `begin_read`
+    opened, and do nothing when none is open)."""
+
+    def begin_write(self, busy_timeout_ms: int = 0) -> None:
+        """``BEGIN IMMEDIATE`` (the write lock), retrying SQLITE_BUSY until the busy timeout."""
+        begin_immediate(self, busy_timeout_ms)
+
+    def begin_read(self) -> None:
+        """A deferred ``BEGIN``: the snapshot starts with the first read."""
+        self.execute("BEGIN")
 
 
 def db_path(home: Path, file: str = "") -> Path:
@@ -163,7 +199,7 @@ def connect(
     durability: str = "async",
     read_only: bool = False,
     tuning: Tuning = DEFAULT_TUNING,
-) -> sqlite3.Connection:
+) -> SqliteConnection:
     """Open one connection with the store's pragmas (WAL, foreign keys, busy timeout,
     synchronous by ``durability``, page cache and mmap by ``tuning``, temp tables in memory).
 
@@ -184,9 +220,13 @@ def connect(
 
 def _connect(
     path: Path, busy_timeout_ms: int, durability: str, read_only: bool, tuning: Tuning
-) -> sqlite3.Connection:
+) -> SqliteConnection:
     conn = sqlite3.connect(
-        str(path), isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
+        str(path),
+        isolation_level=None,
+        check_same_thread=False,
+        timeout=busy_timeout_ms / 1000,
+        factory=SqliteConnection,
     )
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
@@ -238,14 +278,15 @@ def begin_immediate(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
     _with_busy_retry(lambda: conn.execute("BEGIN IMMEDIATE"), busy_timeout_ms)
 
 
-def rollback_quietly(conn: sqlite3.Connection) -> None:
+def rollback_quietly(conn: StoreConnection) -> None:
+    """End the open transaction, if any, without its changes (either backend's connection)."""
     if conn.in_transaction:
-        conn.execute("ROLLBACK")
+        conn.rollback()
 
 
 def open_write_connection(
     path: Path, *, busy_timeout_ms: int, durability: str, tuning: Tuning = DEFAULT_TUNING
-) -> sqlite3.Connection:
+) -> SqliteConnection:
     """The writer's connection, with the schema migrated to the latest version."""
     conn = connect(path, busy_timeout_ms=busy_timeout_ms, durability=durability, tuning=tuning)
     try:
@@ -259,9 +300,10 @@ def open_write_connection(
     return conn
 
 
-def run_read(conn: sqlite3.Connection, op: Callable[[sqlite3.Connection], T]) -> T:
-    """Run ``op`` in one read transaction (a consistent snapshot)."""
-    conn.execute("BEGIN")
+def run_read(conn: StoreConnection, op: Callable[[Any], T]) -> T:
+    """Run ``op`` in one read transaction (a consistent snapshot); ``conn`` is a store
+    connection of either backend (`SqliteConnection`, `pg.conn.PgConnection`)."""
+    conn.begin_read()
     try:
         return op(conn)
     finally:
@@ -298,22 +340,22 @@ class ReadPool:
         self._setup(conns, connect(path, busy_timeout_ms=0, read_only=True, tuning=tuning))
 
     @classmethod
-    def over(cls, conns: list[sqlite3.Connection]) -> ReadPool:
+    def over(cls, conns: Sequence[StoreConnection]) -> ReadPool:
         """A pool of other connections (the PostgreSQL store's), without inline reads."""
         pool = cls.__new__(cls)
         pool._setup(conns, None)
         return pool
 
-    def _setup(self, conns: list[sqlite3.Connection], inline: sqlite3.Connection | None) -> None:
-        self._conns = conns
+    def _setup(self, conns: Sequence[StoreConnection], inline: SqliteConnection | None) -> None:
+        self._conns = list(conns)
         self._inline = inline
-        self._free_send, self._free_recv = trio.open_memory_channel[sqlite3.Connection](len(conns))
+        self._free_send, self._free_recv = trio.open_memory_channel[StoreConnection](len(conns))
         for conn in self._conns:
             self._free_send.send_nowait(conn)
         self.limiter = trio.CapacityLimiter(len(conns))
         self.closed = False
 
-    async def run(self, op: Callable[[sqlite3.Connection], T], inline: bool = False) -> T:
+    async def run(self, op: Callable[[Any], T], inline: bool = False) -> T:
         """``op(conn)`` in one read transaction: in a thread, or first on the loop with ``inline``."""
         if inline and not self.closed and self._inline is not None:
             await trio.lowlevel.checkpoint_if_cancelled()
@@ -332,7 +374,7 @@ class ReadPool:
             else:
                 self._free_send.send_nowait(conn)
 
-    def _run_inline(self, op: Callable[[sqlite3.Connection], T]) -> tuple[bool, T | None]:
+    def _run_inline(self, op: Callable[[Any], T]) -> tuple[bool, T | None]:
         """(True, ``op``'s value), or (False, None) when it was over budget or the database busy."""
         conn = self._inline
         assert conn is not None
@@ -360,7 +402,7 @@ class ReadPool:
         self._free_recv.close()
 
 
-def _close_quietly(conn: sqlite3.Connection) -> None:
+def _close_quietly(conn: StoreConnection) -> None:
     try:
         conn.close()
     except sqlite3.Error:

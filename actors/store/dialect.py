@@ -1,8 +1,9 @@
-"""Which database a store connection talks to, for the few statements that differ.
+"""TRANSITIONAL: which database a raw store connection talks to.
 
-Most of the store's SQL is shared (`pg.sql` rewrites its SQLite spellings);
-full text, JSON rows, id high-water marks and PRAGMAs differ in meaning, and
-their call sites branch on `is_postgres` to the statements of `pg.fts`.
+Nothing new may ask this: each storage interface has a SQLite and a PostgreSQL
+implementation, chosen once where the store is opened (`backends.tx_factory`). The
+last callers are the shims that wrap a raw connection into a `interfaces.StoreTx`;
+this module goes with them.
 """
 
 from __future__ import annotations

@@ -45,10 +45,10 @@ class Direct:
         """``fn(tx)`` in one write transaction, committed; rolled back if ``fn`` raises.
         A `writer.Written` result gives its ``value``."""
         conn = self._writer
-        db.begin_immediate(conn, self.busy_timeout_ms)
+        conn.begin_write(self.busy_timeout_ms)
         try:
             result = fn(self.make_tx(conn))
-            conn.execute("COMMIT")
+            conn.commit()
         except BaseException:
             db.rollback_quietly(conn)
             raise

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -93,6 +92,8 @@ class Store:
         self._pool: db.ReadPool | None = None
         # The backend, chosen once: how a connection is seen through the interfaces.
         self.make_tx: Callable[[Any], StoreTx] = backends.tx_factory(url)
+        # How a commit tells the other processes of its changes (None: they compare versions).
+        self.announce: backends.Announce | None = backends.announcer(url)
 
     @property
     def default_scope(self) -> str:
@@ -159,15 +160,14 @@ def _name_of(op: Callable[..., object]) -> str:
     return name
 
 
-def _run_op(
-    conn: sqlite3.Connection, op: Callable[[sqlite3.Connection], T], busy_ms: int, commit: bool
-) -> T:
-    """In a worker thread: BEGIN IMMEDIATE, op, and (if ``commit``) COMMIT; rollback on error."""
-    db.begin_immediate(conn, busy_ms)
+def _run_op(conn: db.StoreConnection, op: Callable[[Any], T], busy_ms: int, commit: bool) -> T:
+    """In a worker thread: begin a write (SQLite: BEGIN IMMEDIATE; PostgreSQL: BEGIN and
+    the write lock), op, and (if ``commit``) commit; rollback on error."""
+    conn.begin_write(busy_ms)
     try:
         result = op(conn)
         if commit:
-            conn.execute("COMMIT")
+            conn.commit()
     except BaseException:
         db.rollback_quietly(conn)
         raise
@@ -175,12 +175,12 @@ def _run_op(
 
 
 def _announcing(
-    op: Callable[[sqlite3.Connection], T], origin: str
-) -> Callable[[sqlite3.Connection], T]:
-    """``op``, then (PostgreSQL) a notification of its changes, sent if it commits (`pg.notify`)."""
-    from .pg.notify import announce
+    op: Callable[[Any], T], announce: backends.Announce, origin: str
+) -> Callable[[Any], T]:
+    """``op``, then a notification of its changes to the other processes, sent if it
+    commits (PostgreSQL: `pg.notify`; ``announce`` is the backend's, `backends.announcer`)."""
 
-    def run(conn: sqlite3.Connection) -> T:
+    def run(conn: Any) -> T:
         result = op(conn)
         if isinstance(result, Written) and result.changes:
             announce(conn, origin, result.changes)
@@ -189,13 +189,11 @@ def _announcing(
     return run
 
 
-def _commit(conn: sqlite3.Connection) -> None:
-    conn.execute("COMMIT")
+def _commit(conn: db.StoreConnection) -> None:
+    conn.commit()
 
 
-async def _transact(
-    conn: sqlite3.Connection, op: Callable[[sqlite3.Connection], T], busy_ms: int
-) -> T:
+async def _transact(conn: db.StoreConnection, op: Callable[[Any], T], busy_ms: int) -> T:
     if not faults.ACTIVE:
         return await trio.to_thread.run_sync(_run_op, conn, op, busy_ms, True)
     result = await trio.to_thread.run_sync(_run_op, conn, op, busy_ms, False)
@@ -269,7 +267,7 @@ async def serve_store_writer(
 
 
 async def _transact_one(
-    ctx: ChildContext, store: Store, conn: sqlite3.Connection, cmd: Transact, busy_ms: int
+    ctx: ChildContext, store: Store, conn: db.StoreConnection, cmd: Transact, busy_ms: int
 ) -> None:
     if cmd.reply.done:
         return  # the caller gave up (timed out) while this waited in the mailbox
@@ -282,9 +280,9 @@ async def _transact_one(
                 try:
                     # A running op is never abandoned: its thread finishes first.
                     make_tx, tx_op = store.make_tx, cmd.op
-                    op: Callable[[sqlite3.Connection], object] = lambda c: tx_op(make_tx(c))  # noqa: E731
-                    if store.url is not None:
-                        op = _announcing(op, store.origin)
+                    op: Callable[[Any], object] = lambda c: tx_op(make_tx(c))  # noqa: E731
+                    if store.announce is not None:
+                        op = _announcing(op, store.announce, store.origin)
                     result = await _transact(conn, op, busy_ms)
                 except Exception as exc:  # noqa: BLE001 - the op's failure is the caller's
                     if conn.in_transaction:

@@ -1,21 +1,19 @@
-"""A PostgreSQL connection with the small part of sqlite3's interface the store's SQL modules use.
+"""One PostgreSQL connection of the store: native statements and explicit transactions.
 
-The store's operations are synchronous functions ``op(conn)`` run in a worker
-thread (`writer.Store`), written against ``sqlite3.Connection``: ``execute``
-and ``executemany`` returning a cursor (``fetchone``, ``fetchall``, iteration,
-``rowcount``, ``lastrowid``), ``in_transaction``, explicit ``BEGIN`` /
-``COMMIT`` / ``ROLLBACK``. `PgConnection` gives the same over one psycopg 3
-connection in autocommit mode (so transactions are explicit, as in `db`), and
-rewrites each statement once (`sql.translate`).
+The storage interfaces' PostgreSQL modules (`pg.memories`, `pg.graph`...) run their
+statements, written in PostgreSQL's own dialect, with `PgConnection.native` /
+`native_many`: ``%s`` placeholders, nothing rewritten. The connection is in
+autocommit mode, so transactions are explicit, and the store's shared code (the
+writer, the read pool, `direct`) opens and ends them through the same four methods
+as SQLite's connections (`db.SqliteConnection`):
 
-Transactions:
-
-- ``BEGIN IMMEDIATE`` (a write) is ``BEGIN`` plus the store's transaction-level
-  advisory lock, `WRITE_LOCK`: writers of every process take turns, exactly as
-  SQLite's one write lock makes them, so an op that reads then writes (the next
-  id of a batch, a uniqueness check) sees no other writer in between.
-- ``BEGIN`` (a read) is a ``REPEATABLE READ READ ONLY`` transaction: one
-  consistent snapshot, as a SQLite read transaction is.
+- `begin_write`: ``BEGIN`` plus the store's transaction-level advisory lock,
+  `WRITE_LOCK`: writers of every process take turns, exactly as SQLite's one write
+  lock makes them, so an op that reads then writes (the next id of a batch, a
+  uniqueness check) sees no other writer in between.
+- `begin_read`: a ``REPEATABLE READ READ ONLY`` transaction: one consistent
+  snapshot, as a SQLite read transaction is.
+- `commit` / `rollback`.
 
 Errors are raised as the ``sqlite3`` exceptions the store's code already
 handles (`PgIntegrityError` is an ``sqlite3.IntegrityError``...), the original
@@ -28,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import psycopg
@@ -36,7 +34,6 @@ from psycopg import pq
 from psycopg.types.numeric import FloatLoader, IntLoader
 
 from ..dsn import redact
-from .sql import translate
 
 # Reconnection after the server went away: the first attempt at once, then
 # exponential backoff between attempts (seconds); calls in between fail at once.
@@ -52,10 +49,6 @@ Params = Sequence[Any] | dict[str, Any] | None
 
 # The SQLite schema version whose records a PostgreSQL store holds (export headers say it).
 SQLITE_EQUIVALENT = 6
-PRAGMAS = {
-    "USER_VERSION": f"SELECT {SQLITE_EQUIVALENT}",
-    "DATA_VERSION": "SELECT pg_snapshot_xmax(pg_current_snapshot())::text",
-}
 
 
 class _NumericLoader(psycopg.adapt.Loader):
@@ -110,34 +103,6 @@ def _as_sqlite_error(exc: psycopg.Error, url: str) -> sqlite3.DatabaseError:
     return PgError(f"{type(exc).__name__}: {detail}")
 
 
-class Cursor:
-    """The rows of one statement, with sqlite3's ``lastrowid`` and ``rowcount``."""
-
-    def __init__(self, cur: psycopg.Cursor[tuple[Any, ...]], returning: bool) -> None:
-        self._cur = cur
-        self.lastrowid: int | None = None
-        self.rowcount = cur.rowcount
-        if returning:
-            rows = cur.fetchall() if cur.description else []
-            self.lastrowid = rows[-1][0] if rows else None
-
-    @property
-    def description(self) -> Any:
-        return self._cur.description
-
-    def fetchone(self) -> tuple[Any, ...] | None:
-        return self._cur.fetchone() if self._cur.description else None
-
-    def fetchall(self) -> list[tuple[Any, ...]]:
-        return self._cur.fetchall() if self._cur.description else []
-
-    def fetchmany(self, size: int) -> list[tuple[Any, ...]]:
-        return self._cur.fetchmany(size) if self._cur.description else []
-
-    def __iter__(self) -> Iterator[tuple[Any, ...]]:
-        return iter(self.fetchall())
-
-
 class PgConnection:
     """One psycopg connection behind the store's sqlite3-shaped interface (see module doc)."""
 
@@ -181,19 +146,49 @@ class PgConnection:
             raise _as_sqlite_error(exc, self.url) from exc
         self._delay, self._retry_at = RECONNECT_START, 0.0
 
-    def _begin(self, statement: str, lock: bool) -> Cursor:
+    def _begin(self, statement: str, lock: bool) -> None:
         """BEGIN (and the write lock); a connection found lost first is reopened, once."""
         self.revive()
         try:
-            self.raw.execute(statement)
-        except psycopg.OperationalError:
-            if not self.raw.closed:
-                raise
-            self.revive()  # the server restarted since our last statement: BEGIN did nothing
-            self.raw.execute(statement)
-        if lock:
-            self.raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-        return Cursor(self.raw.cursor(), False)
+            try:
+                self.raw.execute(statement.encode())
+            except psycopg.OperationalError:
+                if not self.raw.closed:
+                    raise
+                self.revive()  # the server restarted since our last statement: BEGIN did nothing
+                self.raw.execute(statement.encode())
+            if lock:
+                self.raw.execute(b"SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+        except psycopg.Error as exc:
+            raise self._failed(exc) from exc
+
+    def begin_write(self, busy_timeout_ms: int = 0) -> None:
+        """Open a write transaction: ``BEGIN`` and the store's write lock (`WRITE_LOCK`),
+        waited for as long as it takes (``busy_timeout_ms`` is SQLite's; PostgreSQL's
+        ``lock_timeout`` applies)."""
+        self._begin("BEGIN", lock=True)
+
+    def begin_read(self) -> None:
+        """Open a read transaction: one consistent snapshot (``REPEATABLE READ``), read only
+        on a read connection."""
+        mode = "READ ONLY" if self.read_only else "READ WRITE"
+        self._begin(f"BEGIN ISOLATION LEVEL REPEATABLE READ {mode}", lock=False)
+
+    def commit(self) -> None:
+        """Commit the open transaction (errors are the store's, as `native`'s)."""
+        try:
+            self.raw.execute(b"COMMIT")
+        except psycopg.Error as exc:
+            raise self._failed(exc) from exc
+
+    def rollback(self) -> None:
+        """Roll the open transaction back (nothing when none is open or the connection is lost)."""
+        if not self.in_transaction:
+            return
+        try:
+            self.raw.execute(b"ROLLBACK")
+        except psycopg.Error as exc:
+            raise self._failed(exc) from exc
 
     @property
     def closed(self) -> bool:
@@ -210,42 +205,10 @@ class PgConnection:
                 self.raw.close()
         return err
 
-    def execute(self, sql: str, params: Params = None) -> Cursor:
-        """Run one statement (see the module doc); errors are sqlite3's (`PgError` and kin)."""
-        try:
-            return self._execute(sql, params)
-        except psycopg.Error as exc:
-            raise self._failed(exc) from exc
-
-    def _execute(self, sql: str, params: Params) -> Cursor:
-        word = sql.strip().upper()
-        if word == "BEGIN IMMEDIATE":
-            return self._begin("BEGIN", lock=True)
-        if word == "BEGIN":
-            mode = "READ ONLY" if self.read_only else "READ WRITE"
-            return self._begin(f"BEGIN ISOLATION LEVEL REPEATABLE READ {mode}", lock=False)
-        if word.startswith("PRAGMA"):
-            return self._pragma(word)
-        text, returning = translate(sql)
-        cur = self.raw.cursor()
-        args = params if isinstance(params, dict) else tuple(params or ())
-        cur.execute(text.encode(), args)
-        return Cursor(cur, returning)
-
-    def _pragma(self, word: str) -> Cursor:
-        """The PRAGMAs shared code reads: ``user_version`` (the SQLite schema version whose
-        records the store holds) and ``data_version`` (a value that moves when anyone commits)."""
-        name = word.removeprefix("PRAGMA").strip()
-        if name not in PRAGMAS:
-            raise psycopg.NotSupportedError(f"PRAGMA {name} has no PostgreSQL equivalent")
-        cur = self.raw.cursor()
-        cur.execute(PRAGMAS[name].encode())
-        return Cursor(cur, False)
-
     def native(self, sql: str, params: Params = None) -> psycopg.Cursor[tuple[Any, ...]]:
         """Run ``sql`` as written, in PostgreSQL's own dialect (``%s`` placeholders, nothing
         translated): the statements of the storage interfaces' PostgreSQL modules.
-        Errors are the store's (`PgError` and kin), as `execute`'s."""
+        Errors are the store's (`PgError` and kin)."""
         cur = self.raw.cursor()
         args = params if isinstance(params, dict) else tuple(params or ())
         try:
@@ -261,16 +224,6 @@ class PgConnection:
             cur.executemany(sql.encode(), [tuple(r) for r in rows])
         except psycopg.Error as exc:
             raise self._failed(exc) from exc
-
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Cursor:
-        text, _ = translate(sql)
-        text = text.removesuffix(" RETURNING id")
-        cur = self.raw.cursor()
-        try:
-            cur.executemany(text.encode(), [tuple(r) for r in rows])
-        except psycopg.Error as exc:
-            raise self._failed(exc) from exc
-        return Cursor(cur, False)
 
     def close(self) -> None:
         self.raw.close()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 import psycopg
 import trio
@@ -29,6 +29,7 @@ from ....supervisors import trace
 from ....supervisors.supervisor import ChildContext
 from ..dsn import redact
 from ..messages import Change
+from .conn import PgConnection
 
 logger = logging.getLogger(__name__)
 
@@ -59,15 +60,9 @@ def payload(origin: str, changes: Sequence[Change]) -> str:
     return text
 
 
-class Executes(Protocol):
-    """A connection that runs one statement (the writer's, whichever its type)."""
-
-    def execute(self, sql: str, params: Any = ..., /) -> object: ...
-
-
-def announce(conn: Executes, origin: str, changes: Sequence[Change]) -> None:
+def announce(conn: PgConnection, origin: str, changes: Sequence[Change]) -> None:
     """Inside the write transaction: notify the other processes of ``changes`` at commit."""
-    conn.execute("SELECT pg_notify(?, ?)", (CHANNEL, payload(origin, changes)))
+    conn.native("SELECT pg_notify(%s, %s)", (CHANNEL, payload(origin, changes)))
 
 
 def parse(text: str, origin: str) -> list[Change]:
@@ -89,9 +84,9 @@ def parse(text: str, origin: str) -> list[Change]:
 
 
 def _listen(url: str) -> psycopg.Connection:
-    conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
-    conn.execute(f"LISTEN {CHANNEL}")
-    return conn
+    raw = psycopg.connect(url, autocommit=True, connect_timeout=10)
+    raw.execute(f"LISTEN {CHANNEL}")
+    return raw
 
 
 def _wait(conn: psycopg.Connection) -> list[str]:

@@ -86,4 +86,4 @@ def open_read_pool(url: str, size: int) -> ReadPool:
             conn.close()
         raise unavailable(exc, url) from None
 
-    return ReadPool.over(conns)  # type: ignore[arg-type]  # PgConnection stands in for sqlite3.Connection until issue #30 retires it
+    return ReadPool.over(conns)

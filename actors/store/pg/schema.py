@@ -12,9 +12,8 @@ tables and triggers PostgreSQL does with its own means:
   vector (``vectors``: first windows, ``vector_chunks``: the others), with an
   HNSW index (cosine) over the 384-dimension ones (`snapshot._NEAREST`);
 - ids as SQLite's AUTOINCREMENT gives them: one more than the table's high-water
-  mark in ``id_marks`` (SQLite's ``sqlite_sequence``, which the shared SQL
-  names and `sql.translate` renames), set by a row trigger in the writing
-  transaction, so a rolled-back write leaves no gap and a deleted id is never
+  mark in ``id_marks`` (what SQLite keeps in ``sqlite_sequence``), set by a
+  row trigger in the writing transaction, so a rolled-back write leaves no gap and a deleted id is never
   given again (a sequence would do neither); writers take turns
   (`conn.WRITE_LOCK`), so the mark is never contended;
 - the cascades SQLite's triggers do (vectors, chunks, embeddings of a deleted
@@ -30,7 +29,9 @@ version already current and do nothing. The version lives in ``meta``
 from __future__ import annotations
 
 from .conn import MIGRATE_LOCK, PgConnection
-from .sql import ID_TABLES
+
+# Tables whose rows get their id from the table's high-water mark in ``id_marks``.
+ID_TABLES = frozenset({"memories", "scopes", "entities", "relations", "recall_log"})
 
 # The dimension of the local model's vectors that the HNSW index covers.
 HNSW_DIM = 384
@@ -248,10 +249,10 @@ LATEST = len(MIGRATIONS)
 
 def version(conn: PgConnection) -> int:
     """The schema version of the database (0: empty)."""
-    exists = conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()
+    exists = conn.native("SELECT to_regclass('meta') IS NOT NULL").fetchone()
     if not exists or not exists[0]:
         return 0
-    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    row = conn.native("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     return int(row[0]) if row else 0
 
 
