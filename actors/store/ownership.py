@@ -82,11 +82,8 @@ class Ownership:
 
     def foreign(self, kind: Kind, item: int) -> list[str]:
         """The owner scopes of the row that this server may not write, by name (empty: owned here)."""
-        if not self.writable_ids:
-            # As SQL's `NOT IN (NULL)`, which this rule was first written as: a server that
-            # may write no stored scope sees no foreign scope (it writes nothing: the write
-            # tools are hidden from read-only grants, `session`).
-            return []
+        # With no writable scope stored yet (``writable_ids`` empty) every owner scope is
+        # foreign: a row of another repository never reads as owned here.
         return self.tx.scopes.foreign_owners(kind, item, self.writable_ids)
 
     def owned(self, kind: Kind, item: int) -> bool:
@@ -95,8 +92,6 @@ class Ownership:
         Each part of the owner union is its own EXISTS, so no union is built
         and a shared row is found at its first foreign link.
         """
-        if not self.writable_ids:
-            return True  # as `foreign`
         return not self.tx.scopes.has_foreign_owner(kind, item, self.writable_ids)
 
     def require(self, kind: Kind, item: int, label: str, action: str, where: str = "") -> None:
