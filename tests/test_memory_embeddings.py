@@ -257,10 +257,11 @@ async def test_recall_uses_the_ranker_when_asked_and_falls_back_to_lexical(home:
         assert (query, memory_type, limit) == ("anything", "Decision", 10) and len(scope_ids) == 2
 
         store = app.service(STORE)
-        foreign = await store.write_conn(
-            lambda conn: ops.insert_memory(
-                conn, ops.NewMemory("elsewhere", scopes=["repo:/else/.git"])
-            )[0]["id"]
+        foreign = await store.write(
+            lambda tx: ops.insert_memory(
+                tx, ops.NewMemory("elsewhere", scopes=["repo:/else/.git"])
+            )[0]["id"],
+            name="test.insert_foreign",
         )
         ranker.answer = [(foreign, 1.0), (a, 0.5), (a, 0.4)]
         result = builtins(await T.recall(ctx, T.RecallArgs("anything")))

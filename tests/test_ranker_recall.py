@@ -629,7 +629,9 @@ def test_lexical_seeds_match_stems_and_prefer_phrases() -> None:
         "kitchen": "the kitchen model of the new flat",
         "charity": "I walked for two charities on consecutive days",
     }.items():
-        ids[key] = ops.insert_memory(conn, ops.NewMemory(text, scopes=["global"]))[0]["id"]
+        ids[key] = ops.insert_memory(sqlite_tx(conn), ops.NewMemory(text, scopes=["global"]))[0][
+            "id"
+        ]
     found = [
         rowid
         for rowid, _ in rank_mod.fts_candidates(sqlite_tx(conn), "How many model kits did I buy?")

@@ -13,7 +13,7 @@ NAMES = ["Alice", "alice", "O'Brien", "100% _sure_", "Zoë \u2603", 'say "hi"']
 
 def _scope(tx: StoreTx, name: str) -> int:
     # The scopes concept's (not the graph's): created through its old function.
-    return ops.ensure_scope(tx.conn, name)
+    return tx.scopes.ensure(name)
 
 
 def _entity(tx: StoreTx, name: str, kind: str = "entity", scope: int | None = None) -> int:
@@ -210,7 +210,7 @@ def test_relations_reads_and_ordering(direct: Direct) -> None:
     direct.read(check)
 
     def other_scope(tx: StoreTx) -> None:
-        other = tx.graph.view([ops.ensure_scope(tx.conn, "repo:/b") and "repo:/b"], [])
+        other = tx.graph.view([tx.scopes.ensure("repo:/b") and "repo:/b"], [])
         found = tx.graph.relation(a, "knows", b, other)
         assert found is not None and not found.visible
         assert tx.graph.relations_touching([a], other, False) == []

@@ -13,6 +13,7 @@ from memtrio.actors.store.interfaces.fulltext import TextQuery
 from memtrio.actors.store.scopes import ScopePolicy
 from memtrio.actors.store.sqlite.fulltext import SqliteFullText, match_expression
 from memtrio.actors.store.sqlite.tx import SqliteTx
+from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
 from memtrio.protocol.errors import DomainError
 
 REPO = "repo:/r/.git"
@@ -32,7 +33,7 @@ def conns(tmp_path: Path) -> tuple[sqlite3.Connection, sqlite3.Connection]:
 
 def add(conn: sqlite3.Connection, content: str, scopes: list[str], ts: float, **kw: object) -> int:
     conn.execute("BEGIN IMMEDIATE")
-    result, _ = ops.insert_memory(conn, ops.NewMemory(content, scopes=scopes, **kw), ts)  # type: ignore[arg-type]
+    result, _ = ops.insert_memory(sqlite_tx(conn), ops.NewMemory(content, scopes=scopes, **kw), ts)  # type: ignore[arg-type]
     conn.execute("COMMIT")
     return result["id"]
 
@@ -86,7 +87,7 @@ def test_filters_apply_before_ranking(conns: tuple[sqlite3.Connection, sqlite3.C
 
 
 def _scopes(conn: sqlite3.Connection, memory_id: int) -> list[str]:
-    return db.run_read(conn, lambda c: ops.memory_scope_names(c, memory_id))
+    return db.run_read(conn, lambda c: sqlite_tx(c).scopes.of_memory(memory_id))
 
 
 def test_fts_syntax_never_errors_and_diacritics_fold(
@@ -175,8 +176,8 @@ def test_write_selection_refuses_foreign_memories(
     legacy = add(w, "legacy unscoped", [], 2)
     w.execute("BEGIN")
     with pytest.raises(DomainError, match="read-only"):
-        ops.writable_memory(w, shared, policy, policy.select(None))
-    assert ops.writable_memory(w, legacy, policy, policy.select(None))["id"] == legacy
+        ops.writable_memory(sqlite_tx(w), shared, policy, policy.select(None))
+    assert ops.writable_memory(sqlite_tx(w), legacy, policy, policy.select(None))["id"] == legacy
     w.execute("ROLLBACK")
 
 

@@ -33,7 +33,8 @@ def tx(conn: sqlite3.Connection, fn):  # type: ignore[no-untyped-def]
 
 def remember(conn: sqlite3.Connection, content: str, scopes: list[str], **kw: object) -> int:
     return tx(
-        conn, lambda c: ops.insert_memory(c, ops.NewMemory(content, scopes=scopes, **kw))[0]["id"]
+        conn,
+        lambda c: ops.insert_memory(as_tx(c), ops.NewMemory(content, scopes=scopes, **kw))[0]["id"],
     )  # type: ignore[arg-type]
 
 
@@ -64,7 +65,7 @@ def test_import_into_a_non_empty_store_renumbers_and_relinks(tmp_path: Path) -> 
     rows = dict(b.execute("SELECT content, id FROM memories"))
     assert rows["b's own first memory"] == 1 and rows["from a two"] == 2 and rows["from a one"] == 3
     b.execute("BEGIN")
-    moved = ops.get_memory(b, 3)
+    moved = ops.get_memory(as_tx(b), 3)
     b.execute("ROLLBACK")
     assert moved is not None and moved["scopes"] == [REPO]
     assert [e["name"] for e in moved["entities"]] == ["Shared"]

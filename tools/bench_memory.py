@@ -38,6 +38,7 @@ from pathlib import Path
 from memtrio.actors.chaos.blocking import BlockingClient
 from memtrio.actors.store import db, ops
 from memtrio.actors.store.scopes import default_scope
+from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
 
 # Seconds one call may take before the run gives up on the server.
 CALL_TIMEOUT = 3600.0
@@ -93,7 +94,7 @@ def preload(
             round(rng.random(), 2),
             scopes,
         )
-        ops.insert_memory(conn, new, ts + i)
+        ops.insert_memory(sqlite_tx(conn), new, ts + i)
     conn.execute("COMMIT")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()

@@ -68,7 +68,7 @@ class RowBatch:
         """Write the rows (entities, their scope links, memories, theirs, the entity links, vectors)."""
         self.tx.graph.insert_batch(self.entities, self.memories, ts, scope_id)
         for kind, item, vec in self.vectors:
-            ops.put_vector(self.tx.conn, kind, item, vec)  # TRANSITIONAL: the vectors concept's
+            ops.put_vector(self.tx, kind, item, vec)
         self.entities, self.memories, self.vectors = [], [], []
 
 
@@ -81,11 +81,10 @@ class Writer:
         self.view = view
         self.sc = Scoped(tx, view)
         self.ts = ops.now()
-        # TRANSITIONAL: scopes and ownership are the memories/scopes concept's, on the connection.
-        self.scope_id = ops.ensure_scope(tx.conn, view.current)
+        self.scope_id = tx.scopes.ensure(view.current)
         if self.scope_id not in self.sc.write_ids:
             self.sc = Scoped(tx, view)  # the current scope was just created
-        self.own = Ownership(tx.conn, view.writable)
+        self.own = Ownership(tx, view.writable)
         self.vectors = vectors or Vectors()
         self.changes: list[Change] = []
         self.warnings: list[str] = []
@@ -117,7 +116,7 @@ class Writer:
             return mid
         mid = self.tx.graph.add_observation(entity_id, content, self.ts, self.scope_id)
         if vec is not None:
-            ops.put_vector(self.tx.conn, "memory", mid, vec)  # TRANSITIONAL: vectors concept
+            ops.put_vector(self.tx, "memory", mid, vec)
         self.change("memory", mid, vec)
         return mid
 
@@ -149,7 +148,7 @@ class Writer:
         eid = self.tx.graph.create_entity(name, canon, kind, self.ts)
         self.link_entity(eid)
         if vec is not None:
-            ops.put_vector(self.tx.conn, "entity", eid, vec)  # TRANSITIONAL: vectors concept
+            ops.put_vector(self.tx, "entity", eid, vec)
         self.change("entity", eid, vec)
         return Ent(eid, name, kind, canon)
 

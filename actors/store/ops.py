@@ -5,7 +5,6 @@ the names used outside the store:
 
 - `documents`: entity names (`canonical_name`) and embedding documents;
 - `vectors`: stored embeddings (`Vec`, `put_vector`, `item_vectors`, ...);
-- `scope_rows`: scope rows by name (`ensure_scope`, `scope_ids`, ...);
 - `entities`: entities and relations (`EntitySpec`, `upsert_entity`, ...);
 - `memories`: memory rows (`NewMemory`, `insert_memory`, `get_memory`, ...);
 - `lexical`: the FTS5 query planner and lexical recall;
@@ -53,7 +52,6 @@ from .memories import (
     visible,
     writable_memory,
 )
-from .scope_rows import ensure_scope, memory_scope_names, scope_counts, scope_ids
 from .scopes import GLOBAL
 from .vectors import Vec, change_of, drop_vector, item_vectors, put_vector, vecs_of
 
@@ -69,7 +67,6 @@ __all__ = [
     "counts",
     "delete_memory",
     "drop_vector",
-    "ensure_scope",
     "entity_document",
     "find_entity",
     "get_memory",
@@ -78,7 +75,6 @@ __all__ = [
     "lexical_plan",
     "list_memories",
     "memory_document",
-    "memory_scope_names",
     "missing_vectors",
     "not_found",
     "now",
@@ -86,8 +82,6 @@ __all__ = [
     "query_terms",
     "query_words",
     "relation_document",
-    "scope_counts",
-    "scope_ids",
     "search_memories",
     "terms_of",
     "update_memory",

@@ -37,13 +37,12 @@ commands that call them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from ...protocol.errors import Forbidden
 from ...protocol.plural import noun
 from .interfaces import StoreTx
 from .interfaces.scopes import RowKind
-from .scope_rows import as_tx
 
 Kind = RowKind
 
@@ -67,10 +66,8 @@ class Ownership:
     are now, so a check sees the earlier changes of the same call.
     """
 
-    def __init__(self, tx: StoreTx | Any, writable: Sequence[str]) -> None:
-        # TRANSITIONAL: a raw connection is accepted too (`scope_rows.as_tx`), for the
-        # callers not yet converted.
-        self.tx = as_tx(tx)
+    def __init__(self, tx: StoreTx, writable: Sequence[str]) -> None:
+        self.tx = tx
         self.writable = list(dict.fromkeys(writable))
         ids = self.tx.scopes.ids(self.writable)
         self.writable_ids = [ids[name] for name in self.writable if name in ids]
