@@ -21,7 +21,7 @@ from .interfaces.memories import MemoryEdit
 from .ownership import Ownership
 from .scopes import GLOBAL, ScopePolicy
 from .vectors import Vec, change_of, drop_vector, note_vector, put_vector
-from .writer import Change
+from .messages import Change
 
 
 def now() -> float:
