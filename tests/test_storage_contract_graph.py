@@ -3,8 +3,8 @@ PostgreSQL (the `direct` fixture): the same cases, the same answers on both back
 
 from __future__ import annotations
 
-from memtrio.actors.store import ops
 from memtrio.actors.store.direct import Direct
+from memtrio.actors.store.documents import canonical_name
 from memtrio.actors.store.interfaces import StoreTx
 from memtrio.actors.store.interfaces.graph import NewEntity, NewObservation, View
 
@@ -17,7 +17,7 @@ def _scope(tx: StoreTx, name: str) -> int:
 
 
 def _entity(tx: StoreTx, name: str, kind: str = "entity", scope: int | None = None) -> int:
-    eid = tx.graph.create_entity(name, ops.canonical_name(name), kind, 1.0)
+    eid = tx.graph.create_entity(name, canonical_name(name), kind, 1.0)
     if scope is not None:
         tx.graph.link("entity", eid, [scope])
     return eid
@@ -33,11 +33,11 @@ def test_names_are_exact_and_canonical_lookups_forgive_case(direct: Direct) -> N
             assert got is not None and (got.id, got.name) == (eid, name)
         assert g.entity_named("ALICE") is None
         assert g.entity_named("100% _sure") is None  # no LIKE: % and _ are characters
-        assert [e.name for e in g.entities_canonical(ops.canonical_name("ALICE"), 10)] == [
+        assert [e.name for e in g.entities_canonical(canonical_name("ALICE"), 10)] == [
             "Alice",
             "alice",
         ]
-        assert len(g.entities_canonical(ops.canonical_name("alice"), 1)) == 1
+        assert len(g.entities_canonical(canonical_name("alice"), 1)) == 1
         view = View((), (), True)
         found = g.entities_by_names(["alice", "O'Brien", "nobody", "alice"], view)
         assert sorted(e.name for e in found) == ["O'Brien", "alice"]
@@ -49,7 +49,7 @@ def test_names_are_exact_and_canonical_lookups_forgive_case(direct: Direct) -> N
         assert sorted(
             e.name for e in g.entities_by_names([f"n{i}" for i in many] + NAMES, view)
         ) == sorted(NAMES)
-        assert g.names_near([ops.canonical_name("ALICE")], view, 5) == ["Alice", "alice"]
+        assert g.names_near([canonical_name("ALICE")], view, 5) == ["Alice", "alice"]
         assert g.names_near([], view, 5) == []
 
     direct.read(check)
@@ -92,7 +92,7 @@ def test_observations_batches_and_their_counts(direct: Direct) -> None:
         assert ne > eid and nm > m2
         g.insert_batch(
             [
-                NewEntity(ne, "Batch\u2603", ops.canonical_name("Batch\u2603"), "k"),
+                NewEntity(ne, "Batch\u2603", canonical_name("Batch\u2603"), "k"),
                 NewEntity(ne + 1, "Two", "two", "k"),
             ],
             [

@@ -1,6 +1,6 @@
 """What gets embedded for a stored row, and how vectors are written back.
 
-The document texts come from the store (``store.ops``: `memory_document`,
+The document texts come from the store (``store.documents``: `memory_document`,
 `entity_document`, `relation_document`), so lazy re-embedding (the ranker)
 and ``memtrio reembed`` embed exactly what ``remember`` / ``relate`` embed.
 
@@ -13,14 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..store.ops import (
-    entity_document,
-    memory_document,
-    put_vector,
-    relation_document,
-    vecs_of,
-)
-from ..store.vectors import ItemKind, Target, vectors_of
+from ..store.documents import entity_document, memory_document, relation_document
+from ..store.vectors import ItemKind, Target, put_vector, vecs_of, vectors_of
 from ..store.writer import Change, Written
 from .handle import EmbedResult
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ...protocol.errors import NotFound
 from ...protocol.plural import plural
-from ..store import ops
+from ..store.documents import canonical_name
 from ..store.interfaces import StoreTx
 from ..store.interfaces.graph import Entity
 from .view import Scoped
@@ -66,7 +66,7 @@ def missing(found: dict[str, Ent], names: Iterable[str]) -> list[str]:
 def near_names(tx: StoreTx, sc: Scoped, names: Sequence[str], limit: int = 5) -> str:
     """`` (names are case-sensitive: did you mean 'Alice'?)`` for visible entities whose
     names differ from ``names`` only in case or spacing; "" when there are none."""
-    canon = list(dict.fromkeys(ops.canonical_name(n) for n in names[:NEAR_NAMES]))
+    canon = list(dict.fromkeys(canonical_name(n) for n in names[:NEAR_NAMES]))
     rows = tx.graph.names_near(canon, sc.ids, limit + 1)
     if not rows:
         return ""

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import Counter
 
 from ...protocol.errors import BadArgument
-from ..store import ops
 from ..store.interfaces import StoreTx
 from ..store.interfaces.fulltext import FoundEntity, FullText, Visibility
+from ..store.lexical import query_terms
 from .lookup import Ent
 from .records import JsonObject, entities_page
 from .view import Scoped
@@ -40,7 +40,7 @@ def search_nodes(
 
     Error handling: a query without words raises `BadArgument`.
     """
-    terms = ops.query_terms(query)
+    terms = query_terms(query)
     if not terms:
         raise BadArgument(
             "search_nodes: the query has no words to search for; use read_graph to list entities"

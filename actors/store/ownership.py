@@ -30,7 +30,7 @@ A row is *owned here* when every owner scope is writable here; otherwise it is
   (its scopes were chosen by its author, like its content).
 
 Every write path of the store goes through this module: the memory tools
-(``store.ops``), the graph tools (``kg.writer``'s `Writer`) and the CLI
+(``actors.memory``), the graph tools (``kg.writer``'s `Writer`) and the CLI
 commands that call them.
 """
 

@@ -20,8 +20,8 @@ from ..embedder.embed import embed, embedder_of
 from ..kg.lookup import Ent, missing, resolve
 from ..kg.search import term_hits
 from ..kg.view import Scoped, View
-from ..store import ops
 from ..store.interfaces import StoreTx
+from ..store.lexical import query_terms
 from . import args as A
 from . import ranking, table
 from . import results as X
@@ -208,7 +208,7 @@ def text_ranking(tx: StoreTx, view: View, query: str, limit: int) -> list[Ent]:
     Each word scores like ``search_nodes`` (3 for the name or type, 1 per
     observation); the scores add up over the words, ties by id.
     """
-    terms = ops.query_terms(query)
+    terms = query_terms(query)
     if not terms:
         raise BadArgument("`queryText` has no words to search for")
     sc = Scoped(tx, view)
