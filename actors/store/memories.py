@@ -18,10 +18,10 @@ from ...protocol.errors import NotFound
 from .entities import EntitySpec, RelationSpec, upsert_entity, upsert_relation
 from .interfaces import StoreTx
 from .interfaces.memories import MemoryEdit
+from .messages import Change
 from .ownership import Ownership
 from .scopes import GLOBAL, ScopePolicy
 from .vectors import Vec, change_of, drop_vector, note_vector, put_vector
-from .messages import Change
 
 
 def now() -> float:
