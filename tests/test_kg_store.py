@@ -162,10 +162,10 @@ def test_a_version_1_store_gets_its_entities_indexed_for_search_nodes(tmp_path: 
     )
     assert schema.migrate(conn) == schema.LATEST
     view = View(["global"], ["global"], "global")
-    found = _read(conn, view, lambda t, s: search_nodes(t.conn, s, "serv", 0, 10, "names", None))
+    found = _read(conn, view, lambda t, s: search_nodes(t, s, "serv", 0, 10, "names", None))
     assert found["entities"] == ["Old Service"]
     conn.execute("UPDATE entities SET name = 'Renamed Thing' WHERE id = 1")
-    found = _read(conn, view, lambda t, s: search_nodes(t.conn, s, "renamed", 0, 10, "names", None))
+    found = _read(conn, view, lambda t, s: search_nodes(t, s, "renamed", 0, 10, "names", None))
     assert found["entities"] == ["Renamed Thing"]
 
 
@@ -186,7 +186,7 @@ def test_search_words_match_inside_names_and_types(tmp_path: Path) -> None:
     )
 
     def search(query: str) -> list[str]:
-        return _read(conn, view, lambda t, s: search_nodes(t.conn, s, query, 0, 10, "names", None))[
+        return _read(conn, view, lambda t, s: search_nodes(t, s, query, 0, 10, "names", None))[
             "entities"
         ]
 
@@ -236,9 +236,9 @@ def test_create_entities_writes_its_rows_in_one_batch_as_row_by_row_would(
         (4, "teapot cooling", 3, "Beta", "entity"),
         (5, "teapot cooling", 3, "Beta", "entity"),
     ]
-    found = _read(conn, view, lambda t, s: search_nodes(t.conn, s, "teapot", 0, 10, "names", None))
+    found = _read(conn, view, lambda t, s: search_nodes(t, s, "teapot", 0, 10, "names", None))
     assert found["entities"] == ["Beta", "Alpha"]  # type: ignore[index]
-    assert _read(conn, view, lambda t, s: search_nodes(t.conn, s, "inside", 0, 10, "names", None))[  # type: ignore[index]
+    assert _read(conn, view, lambda t, s: search_nodes(t, s, "inside", 0, 10, "names", None))[  # type: ignore[index]
         "entities"
     ] == (["Alpha"] if nul else [])
     created = _write(conn, view, lambda w: writes.create_entities(w, [ent("Gamma", "t", ["x"])]))

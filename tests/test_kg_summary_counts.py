@@ -93,10 +93,13 @@ def test_summary_counts_equal_the_full_pages_observations(
     conn = graph_store
     random_graph(conn, seed)
     for view in (View(["global"], ["global"], "global"), View(SCOPES, ["repo:a"], "repo:a")):
-        sc = Scoped(conn, view)
+        t = backends.tx_factory(None if isinstance(conn, sqlite3.Connection) else "postgresql")(
+            conn
+        )
+        sc = Scoped(t, view)
         for query in ("al", "om ti", "gamma"):
-            full = search.search_nodes(conn, sc, query, 0, 50, "full", None)
-            summary = search.search_nodes(conn, sc, query, 0, 50, "summary", None)
+            full = search.search_nodes(t, sc, query, 0, 50, "full", None)
+            summary = search.search_nodes(t, sc, query, 0, 50, "summary", None)
             expected = [
                 {
                     "name": e["name"],

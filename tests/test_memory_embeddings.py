@@ -16,8 +16,8 @@ import pytest
 from memtrio.actors.embedder.handle import EMBEDDER
 from memtrio.actors.memory import tools as T
 from memtrio.actors.ranker.handle import RANKER
-from memtrio.actors.store import ops
 from memtrio.actors.store.feature import FEATURE
+from memtrio.actors.store.memories import NewMemory, insert_memory
 from memtrio.actors.store.writer import STORE, Change
 from memtrio.protocol.errors import DomainError
 from memtrio.supervisors import config as config_mod
@@ -257,10 +257,11 @@ async def test_recall_uses_the_ranker_when_asked_and_falls_back_to_lexical(home:
         assert (query, memory_type, limit) == ("anything", "Decision", 10) and len(scope_ids) == 2
 
         store = app.service(STORE)
-        foreign = await store.write_conn(
-            lambda conn: ops.insert_memory(
-                conn, ops.NewMemory("elsewhere", scopes=["repo:/else/.git"])
-            )[0]["id"]
+        foreign = await store.write(
+            lambda tx: insert_memory(tx, NewMemory("elsewhere", scopes=["repo:/else/.git"]))[0][
+                "id"
+            ],
+            name="test.insert_foreign",
         )
         ranker.answer = [(foreign, 1.0), (a, 0.5), (a, 0.4)]
         result = builtins(await T.recall(ctx, T.RecallArgs("anything")))

@@ -29,8 +29,10 @@ import trio
 from gitrepo import make_repo
 from mcp import Client
 from mcp_client import fails, ok, open_client, server_env
-from memtrio.actors.store import ops, schema
+from memtrio.actors.store import schema
+from memtrio.actors.store.entities import EntitySpec, upsert_entity, upsert_relation
 from memtrio.actors.store.ownership import Ownership, SharedRow
+from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
 
 pytestmark = stores.both_stores  # the unit test at the end runs on SQLite either way
 
@@ -477,20 +479,22 @@ def test_owners_of_a_row_include_the_scopes_of_the_rows_that_use_it(tmp_path: Pa
     conn.execute("PRAGMA foreign_keys = ON")
     schema.migrate(conn)
     a, b = ("repo:/a/.git", "global"), ("repo:/b/.git", "global")
-    ids = {s: ops.ensure_scope(conn, s) for s in ("global", a[0], b[0])}
-    own = Ownership(conn, b)
+    ids = {s: sqlite_tx(conn).scopes.ensure(s) for s in ("global", a[0], b[0])}
+    own = Ownership(sqlite_tx(conn), b)
     warnings: list[str] = []
     # X is global only; A's relation X -[r]-> Y and A's memory about Y use it.
-    x, _ = ops.upsert_entity(conn, ops.EntitySpec("X", "lib"), [ids["global"]], 0.0, own, warnings)
-    y, _ = ops.upsert_entity(conn, ops.EntitySpec("Y"), [ids[a[0]]], 0.0, own, warnings)
-    rel, _ = ops.upsert_relation(conn, x, "r", y, None, [ids[a[0]]], 0.0, own, None)
+    x, _ = upsert_entity(
+        sqlite_tx(conn), EntitySpec("X", "lib"), [ids["global"]], 0.0, own, warnings
+    )
+    y, _ = upsert_entity(sqlite_tx(conn), EntitySpec("Y"), [ids[a[0]]], 0.0, own, warnings)
+    rel, _ = upsert_relation(sqlite_tx(conn), x, "r", y, None, [ids[a[0]]], 0.0, own, None)
     assert own.foreign("entity", x) == [a[0]] and not own.owned("entity", x)
     assert own.foreign("relation", rel) == [a[0]]
-    assert Ownership(conn, a).owned("entity", x)  # A may write every owner scope of X
+    assert Ownership(sqlite_tx(conn), a).owned("entity", x)  # A may write every owner scope of X
     # An explicit change is refused, naming A's scope; a link keeps the kind, with a warning.
     with pytest.raises(SharedRow, match=r"repo:/a/\.git.*read-only"):
         own.require("entity", x, "entity 'X'", "change its entityType")
-    ops.upsert_entity(conn, ops.EntitySpec("x", "service"), [ids[b[0]]], 0.0, own, warnings)
+    upsert_entity(sqlite_tx(conn), EntitySpec("x", "service"), [ids[b[0]]], 0.0, own, warnings)
     assert len(warnings) == 1 and "repo:/a/.git" in warnings[0]
     assert conn.execute("SELECT kind FROM entities WHERE id = ?", (x,)).fetchone()[0] == "lib"
     # Releasing X from B's side leaves it in A (never unscoped, so never visible everywhere).

@@ -28,9 +28,11 @@ from memtrio.actors.ranker.graph import RecallCache
 from memtrio.actors.ranker.handle import RANKER
 from memtrio.actors.ranker.service import Ranker, RankerError
 from memtrio.actors.ranker.vectors import IndexChoice, ItemIndex
-from memtrio.actors.store import ops, schema
+from memtrio.actors.store import schema
 from memtrio.actors.store.db import db_path
+from memtrio.actors.store.memories import NewMemory, insert_memory
 from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
+from memtrio.actors.store.vectors import put_vector, vecs_of
 from memtrio.actors.store.writer import Change
 from memtrio.supervisors import config as config_mod
 from memtrio.supervisors import faults
@@ -311,9 +313,9 @@ async def test_every_window_of_a_long_memory_is_loaded_and_searched(home: Path) 
         text = FILLER + NEEDLE + FILLER[:300]
         mid, _ = await store.memory(text, embed=False)
         result = await store.app.service(EMBEDDER).embed([text], max_chunks=16)
-        [vec] = ops.vecs_of(result)
+        [vec] = vecs_of(result)
         assert vec.count >= 2 and result.truncated == [False]
-        ops.put_vector(sqlite_tx(store.conn), "memory", mid, vec)
+        put_vector(sqlite_tx(store.conn), "memory", mid, vec)
         # No change record (another process): the reload reads chunk 0 and the others.
         flat = {"use_lexical": False, "use_graph": False}
         ranked = await ranker.recall(DEEP_QUERY, None, None, 3, **flat)
@@ -629,7 +631,7 @@ def test_lexical_seeds_match_stems_and_prefer_phrases() -> None:
         "kitchen": "the kitchen model of the new flat",
         "charity": "I walked for two charities on consecutive days",
     }.items():
-        ids[key] = ops.insert_memory(conn, ops.NewMemory(text, scopes=["global"]))[0]["id"]
+        ids[key] = insert_memory(sqlite_tx(conn), NewMemory(text, scopes=["global"]))[0]["id"]
     found = [
         rowid
         for rowid, _ in rank_mod.fts_candidates(sqlite_tx(conn), "How many model kits did I buy?")

@@ -7,7 +7,7 @@ import sqlite3
 import sysconfig
 from pathlib import Path
 
-from memtrio.actors.store import ops
+from memtrio.actors.store.lexical import query_words
 from memtrio.actors.store.stem import stem
 
 # Short and long tokens pass through; plurals, -ed/-ing, -y, steps 2 to 5; accents, non-ASCII.
@@ -47,8 +47,8 @@ def sqlite_stems(words: list[str]) -> list[str]:
 
 
 def test_edge_cases_match_sqlite() -> None:
-    """Tokens folded the way queries are (`ops.query_words`), then stemmed, as FTS5 does."""
-    words = [ops.query_words(w, frozenset())[0] for w in EDGE_CASES]
+    """Tokens folded the way queries are (`query_words`), then stemmed, as FTS5 does."""
+    words = [query_words(w, frozenset())[0] for w in EDGE_CASES]
     expected = sqlite_stems(EDGE_CASES)
     assert [stem(w) for w in words] == expected
     # Spot checks of what the index relies on.

@@ -24,18 +24,7 @@ BACKEND_WORDS = re.compile(r"\b(is_postgres|dialect)\b")
 # Modules not yet behind the storage interfaces (issue #30, under way): each entry is a
 # defect to remove, never one to add; the test fails when a listed module is clean
 # (take it off the list) and when an unlisted one reaches past the boundary.
-TRANSITIONAL: set[str] = {
-    "actors.kg.read_tools",
-    "actors.kg.writer",
-    "actors.memory.access",
-    "actors.memory.cli",
-    "actors.memory.graph_tools",
-    "actors.memory.handlers",
-    "actors.ui.queries",
-    "actors.vectors.reads",
-    "actors.vectors.service",
-    "actors.vectors.writes",
-}
+TRANSITIONAL: set[str] = set()
 
 
 def _outside(module: str) -> bool:

@@ -3,8 +3,8 @@ PostgreSQL (the `direct` fixture): the same cases, the same answers on both back
 
 from __future__ import annotations
 
-from memtrio.actors.store import ops
 from memtrio.actors.store.direct import Direct
+from memtrio.actors.store.documents import canonical_name
 from memtrio.actors.store.interfaces import StoreTx
 from memtrio.actors.store.interfaces.graph import NewEntity, NewObservation, View
 
@@ -13,11 +13,11 @@ NAMES = ["Alice", "alice", "O'Brien", "100% _sure_", "Zoë \u2603", 'say "hi"']
 
 def _scope(tx: StoreTx, name: str) -> int:
     # The scopes concept's (not the graph's): created through its old function.
-    return ops.ensure_scope(tx.conn, name)
+    return tx.scopes.ensure(name)
 
 
 def _entity(tx: StoreTx, name: str, kind: str = "entity", scope: int | None = None) -> int:
-    eid = tx.graph.create_entity(name, ops.canonical_name(name), kind, 1.0)
+    eid = tx.graph.create_entity(name, canonical_name(name), kind, 1.0)
     if scope is not None:
         tx.graph.link("entity", eid, [scope])
     return eid
@@ -33,11 +33,11 @@ def test_names_are_exact_and_canonical_lookups_forgive_case(direct: Direct) -> N
             assert got is not None and (got.id, got.name) == (eid, name)
         assert g.entity_named("ALICE") is None
         assert g.entity_named("100% _sure") is None  # no LIKE: % and _ are characters
-        assert [e.name for e in g.entities_canonical(ops.canonical_name("ALICE"), 10)] == [
+        assert [e.name for e in g.entities_canonical(canonical_name("ALICE"), 10)] == [
             "Alice",
             "alice",
         ]
-        assert len(g.entities_canonical(ops.canonical_name("alice"), 1)) == 1
+        assert len(g.entities_canonical(canonical_name("alice"), 1)) == 1
         view = View((), (), True)
         found = g.entities_by_names(["alice", "O'Brien", "nobody", "alice"], view)
         assert sorted(e.name for e in found) == ["O'Brien", "alice"]
@@ -49,7 +49,7 @@ def test_names_are_exact_and_canonical_lookups_forgive_case(direct: Direct) -> N
         assert sorted(
             e.name for e in g.entities_by_names([f"n{i}" for i in many] + NAMES, view)
         ) == sorted(NAMES)
-        assert g.names_near([ops.canonical_name("ALICE")], view, 5) == ["Alice", "alice"]
+        assert g.names_near([canonical_name("ALICE")], view, 5) == ["Alice", "alice"]
         assert g.names_near([], view, 5) == []
 
     direct.read(check)
@@ -92,7 +92,7 @@ def test_observations_batches_and_their_counts(direct: Direct) -> None:
         assert ne > eid and nm > m2
         g.insert_batch(
             [
-                NewEntity(ne, "Batch\u2603", ops.canonical_name("Batch\u2603"), "k"),
+                NewEntity(ne, "Batch\u2603", canonical_name("Batch\u2603"), "k"),
                 NewEntity(ne + 1, "Two", "two", "k"),
             ],
             [
@@ -210,7 +210,7 @@ def test_relations_reads_and_ordering(direct: Direct) -> None:
     direct.read(check)
 
     def other_scope(tx: StoreTx) -> None:
-        other = tx.graph.view([ops.ensure_scope(tx.conn, "repo:/b") and "repo:/b"], [])
+        other = tx.graph.view([tx.scopes.ensure("repo:/b") and "repo:/b"], [])
         found = tx.graph.relation(a, "knows", b, other)
         assert found is not None and not found.visible
         assert tx.graph.relations_touching([a], other, False) == []

@@ -288,11 +288,11 @@ def test_inspect_lists_a_memory_s_entities_in_code_point_order_on_every_backend(
 
     def op(tx: StoreTx) -> int:
         new = NewMemory("m", scopes=scopes, entities=[EntitySpec(n) for n in names])
-        result, _ = insert_memory(tx.conn, new, ts=1.0, writable=scopes)
+        result, _ = insert_memory(tx, new, ts=1.0, writable=scopes)
         return int(result["id"])
 
     mid = direct.write(op)
-    memory = direct.read(lambda tx: get_memory(tx.conn, mid))
+    memory = direct.read(lambda tx: get_memory(tx, mid))
     assert memory is not None
     assert [e["name"] for e in memory["entities"]] == sorted(names)
     assert memory["scopes"] == sorted(scopes)

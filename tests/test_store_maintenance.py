@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 import trio
-from memtrio.actors.store import ops
 from memtrio.actors.store.db import db_path
 from memtrio.actors.store.feature import FEATURE
 from memtrio.actors.store.maintenance import MAINTENANCE
+from memtrio.actors.store.memories import NewMemory, insert_memory
+from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
 from memtrio.actors.store.writer import STORE
 from memtrio.protocol.messages import ActorCrashed
 from memtrio.supervisors import config as config_mod
@@ -38,7 +39,8 @@ def pragma(conn: sqlite3.Connection, name: str) -> object:
 
 def write_memories(conn: sqlite3.Connection, texts: list[str]) -> list[int]:
     return [
-        ops.insert_memory(conn, ops.NewMemory(text, scopes=["global"]))[0]["id"] for text in texts
+        insert_memory(sqlite_tx(conn), NewMemory(text, scopes=["global"]))[0]["id"]
+        for text in texts
     ]
 
 

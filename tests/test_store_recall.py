@@ -8,11 +8,14 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from memtrio.actors.store import db, lexical, ops
+from memtrio.actors.store import db, lexical
 from memtrio.actors.store.interfaces.fulltext import TextQuery
+from memtrio.actors.store.lexical import lexical_plan, search_memories
+from memtrio.actors.store.memories import NewMemory, insert_memory, writable_memory
 from memtrio.actors.store.scopes import ScopePolicy
 from memtrio.actors.store.sqlite.fulltext import SqliteFullText, match_expression
 from memtrio.actors.store.sqlite.tx import SqliteTx
+from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
 from memtrio.protocol.errors import DomainError
 
 REPO = "repo:/r/.git"
@@ -32,7 +35,7 @@ def conns(tmp_path: Path) -> tuple[sqlite3.Connection, sqlite3.Connection]:
 
 def add(conn: sqlite3.Connection, content: str, scopes: list[str], ts: float, **kw: object) -> int:
     conn.execute("BEGIN IMMEDIATE")
-    result, _ = ops.insert_memory(conn, ops.NewMemory(content, scopes=scopes, **kw), ts)  # type: ignore[arg-type]
+    result, _ = insert_memory(sqlite_tx(conn), NewMemory(content, scopes=scopes, **kw), ts)  # type: ignore[arg-type]
     conn.execute("COMMIT")
     return result["id"]
 
@@ -47,7 +50,7 @@ def search(
     return [
         i
         for i, _ in db.run_read(
-            conn, lambda c: ops.search_memories(SqliteTx(c), query, selection, memory_type, limit)
+            conn, lambda c: search_memories(SqliteTx(c), query, selection, memory_type, limit)
         )
     ]
 
@@ -86,7 +89,7 @@ def test_filters_apply_before_ranking(conns: tuple[sqlite3.Connection, sqlite3.C
 
 
 def _scopes(conn: sqlite3.Connection, memory_id: int) -> list[str]:
-    return db.run_read(conn, lambda c: ops.memory_scope_names(c, memory_id))
+    return db.run_read(conn, lambda c: sqlite_tx(c).scopes.of_memory(memory_id))
 
 
 def test_fts_syntax_never_errors_and_diacritics_fold(
@@ -124,18 +127,18 @@ def test_very_common_words_are_pruned_when_a_selective_word_exists(
     for i in range(50):
         add(w, f"common filler text number {i}", [REPO], i)
     rare = add(w, "common filler zanzibar", [REPO], 100)
-    plan = db.run_read(r, lambda c: ops.lexical_plan(SqliteFullText(c), "zanzibar common"))
+    plan = db.run_read(r, lambda c: lexical_plan(SqliteFullText(c), "zanzibar common"))
     assert plan == (TextQuery(["zanzibar"], ["zanzibar", "common"]), 0)
     assert search(r, "zanzibar common") == [rare]
     # Only common words and more postings than the budget: the newest window is ranked.
     monkeypatch.setattr(lexical, "MAX_POSTINGS", 20)
-    match, low = db.run_read(r, lambda c: ops.lexical_plan(SqliteFullText(c), "common filler"))
+    match, low = db.run_read(r, lambda c: lexical_plan(SqliteFullText(c), "common filler"))
     assert match_expression(match) == '"common" OR "filler" OR NEAR("common" "filler", 4)'
     assert low > 0
     newest = search(r, "common filler", limit=50)
     assert newest and all(i >= low for i in newest)
     # A connection without the vocab table ranks everything (no pruning).
-    assert ops.lexical_plan(SqliteFullText(w), "zanzibar common") == (
+    assert lexical_plan(SqliteFullText(w), "zanzibar common") == (
         TextQuery(["zanzibar", "common"], ["zanzibar", "common"]),
         0,
     )
@@ -175,8 +178,8 @@ def test_write_selection_refuses_foreign_memories(
     legacy = add(w, "legacy unscoped", [], 2)
     w.execute("BEGIN")
     with pytest.raises(DomainError, match="read-only"):
-        ops.writable_memory(w, shared, policy, policy.select(None))
-    assert ops.writable_memory(w, legacy, policy, policy.select(None))["id"] == legacy
+        writable_memory(sqlite_tx(w), shared, policy, policy.select(None))
+    assert writable_memory(sqlite_tx(w), legacy, policy, policy.select(None))["id"] == legacy
     w.execute("ROLLBACK")
 
 
@@ -244,7 +247,7 @@ def test_query_words_close_together_rank_first(
     )
     assert plain == [scattered, phrase]
     assert search(r, "model kits") == [phrase, scattered]
-    planned = ops.lexical_plan(SqliteFullText(w), "the model kits")
+    planned = lexical_plan(SqliteFullText(w), "the model kits")
     assert planned is not None
     assert match_expression(planned[0]) == '"model" OR "kits" OR NEAR("model" "kits", 4)'
 

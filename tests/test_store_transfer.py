@@ -9,11 +9,14 @@ from typing import Any
 
 import pytest
 from memtrio.actors.memory import transfer
-from memtrio.actors.store import db, ops
+from memtrio.actors.store import db
 from memtrio.actors.store.direct import Direct
+from memtrio.actors.store.entities import EntitySpec, RelationSpec
 from memtrio.actors.store.interfaces import StoreTx
+from memtrio.actors.store.memories import NewMemory, get_memory, insert_memory
 from memtrio.actors.store.scopes import ScopePolicy
 from memtrio.actors.store.sqlite.tx import tx as as_tx
+from memtrio.actors.store.vectors import Vec, put_vector
 
 REPO = "repo:/r/.git"
 OTHER = "repo:/o/.git"
@@ -36,19 +39,20 @@ def tx(conn: sqlite3.Connection, fn):  # type: ignore[no-untyped-def]
 
 def remember(conn: sqlite3.Connection, content: str, scopes: list[str], **kw: object) -> int:
     return tx(
-        conn, lambda c: ops.insert_memory(c, ops.NewMemory(content, scopes=scopes, **kw))[0]["id"]
+        conn,
+        lambda c: insert_memory(as_tx(c), NewMemory(content, scopes=scopes, **kw))[0]["id"],
     )  # type: ignore[arg-type]
 
 
 def test_import_into_a_non_empty_store_renumbers_and_relinks(tmp_path: Path) -> None:
     a = open_store(tmp_path / "a.sqlite")
-    vec = ops.Vec(b"\x00\x00\x80?", 1, "m", "r")
-    remember(a, "from a one", [REPO], entities=[ops.EntitySpec("Shared")], vector=vec)
+    vec = Vec(b"\x00\x00\x80?", 1, "m", "r")
+    remember(a, "from a one", [REPO], entities=[EntitySpec("Shared")], vector=vec)
     remember(
         a,
         "from a two",
         ["global"],
-        relations=[ops.RelationSpec(ops.EntitySpec("x"), "uses", ops.EntitySpec("shared"))],
+        relations=[RelationSpec(EntitySpec("x"), "uses", EntitySpec("shared"))],
     )
     records = [
         json.loads(json.dumps(r))
@@ -56,7 +60,7 @@ def test_import_into_a_non_empty_store_renumbers_and_relinks(tmp_path: Path) -> 
     ]
 
     b = open_store(tmp_path / "b.sqlite")
-    remember(b, "b's own first memory", [OTHER], entities=[ops.EntitySpec("Shared", "library")])
+    remember(b, "b's own first memory", [OTHER], entities=[EntitySpec("Shared", "library")])
     added = tx(
         b,
         lambda c: transfer.import_records(
@@ -67,7 +71,7 @@ def test_import_into_a_non_empty_store_renumbers_and_relinks(tmp_path: Path) -> 
     rows = dict(b.execute("SELECT content, id FROM memories"))
     assert rows["b's own first memory"] == 1 and rows["from a two"] == 2 and rows["from a one"] == 3
     b.execute("BEGIN")
-    moved = ops.get_memory(b, 3)
+    moved = get_memory(as_tx(b), 3)
     b.execute("ROLLBACK")
     assert moved is not None and moved["scopes"] == [REPO]
     assert [e["name"] for e in moved["entities"]] == ["Shared"]
@@ -100,11 +104,9 @@ def test_a_malformed_import_changes_nothing(tmp_path: Path) -> None:
 
 def test_flush_keeps_what_this_server_may_not_write(tmp_path: Path) -> None:
     conn = open_store(tmp_path / "f.sqlite")
-    mine = remember(conn, "mine", [REPO], entities=[ops.EntitySpec("only-mine")])
+    mine = remember(conn, "mine", [REPO], entities=[EntitySpec("only-mine")])
     remember(conn, "global", ["global"])
-    shared = remember(
-        conn, "shared with other", ["global", OTHER], entities=[ops.EntitySpec("kept")]
-    )
+    shared = remember(conn, "shared with other", ["global", OTHER], entities=[EntitySpec("kept")])
     foreign = remember(conn, "foreign", [OTHER])
     result, _ = tx(conn, lambda c: transfer.flush(as_tx(c), ScopePolicy(REPO), everything=False))
     assert result["deleted_memories"] == 2
@@ -120,7 +122,7 @@ def test_flush_keeps_what_this_server_may_not_write(tmp_path: Path) -> None:
 
 def test_export_and_import_carry_every_window_of_a_long_memory(tmp_path: Path) -> None:
     a = open_store(tmp_path / "a.sqlite")
-    windows = ops.Vec(b"\x00\x00\x80?" + b"\x00\x00\x00@" + b"\x00\x00@@", 1, "m", "r")
+    windows = Vec(b"\x00\x00\x80?" + b"\x00\x00\x00@" + b"\x00\x00@@", 1, "m", "r")
     long_text = "a long memory " * 30  # over 254 characters
     remember(a, long_text, [REPO], vector=windows)
     assert a.execute("SELECT count(*) FROM vector_chunks").fetchone()[0] == 2
@@ -156,16 +158,16 @@ def test_import_keeps_the_vectors_of_rows_that_already_exist(tmp_path: Path) -> 
     # A row the import reuses (here an entity known to another repository) keeps
     # its own vector: import never changes an existing row, whoever owns it.
     a = open_store(tmp_path / "a.sqlite")
-    remember(a, "from a", [REPO], entities=[ops.EntitySpec("Shared")])
-    tx(a, lambda c: ops.put_vector(as_tx(c), "entity", 1, ops.Vec(b"\x00\x00\x80?", 1, "m", "r")))
+    remember(a, "from a", [REPO], entities=[EntitySpec("Shared")])
+    tx(a, lambda c: put_vector(as_tx(c), "entity", 1, Vec(b"\x00\x00\x80?", 1, "m", "r")))
     records = [
         json.dumps(r) for r in db.run_read(a, lambda c: list(transfer.export_lines(as_tx(c))))
     ]
 
     b = open_store(tmp_path / "b.sqlite")
-    remember(b, "b's own", [OTHER], entities=[ops.EntitySpec("Shared")])
+    remember(b, "b's own", [OTHER], entities=[EntitySpec("Shared")])
     mine = b"\x00\x00\x00@"  # 2.0
-    tx(b, lambda c: ops.put_vector(as_tx(c), "entity", 1, ops.Vec(mine, 1, "m", "r")))
+    tx(b, lambda c: put_vector(as_tx(c), "entity", 1, Vec(mine, 1, "m", "r")))
     tx(b, lambda c: transfer.import_records(as_tx(c), transfer.parse_lines(records)))
     assert b.execute("SELECT vec FROM vectors WHERE kind = 'entity'").fetchall() == [(mine,)]
 
@@ -174,7 +176,7 @@ def test_flush_where_no_writable_scope_exists_keeps_other_repositories(tmp_path:
     # Neither this repository's scope nor `global` holds a row yet: a flush here must
     # delete nothing of another repository (it deleted everything: `NOT IN (NULL)`).
     conn = open_store(tmp_path / "f.sqlite")
-    foreign = remember(conn, "foreign", [OTHER], entities=[ops.EntitySpec("theirs")])
+    foreign = remember(conn, "foreign", [OTHER], entities=[EntitySpec("theirs")])
     result, _ = tx(conn, lambda c: transfer.flush(as_tx(c), ScopePolicy(REPO), everything=False))
     assert result == {"deleted_memories": 0, "deleted_entities": 0, "deleted_relations": 0}
     assert [r[0] for r in conn.execute("SELECT id FROM memories")] == [foreign]

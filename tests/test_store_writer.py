@@ -12,9 +12,12 @@ from typing import Any
 import pytest
 import trio
 from memtrio.actors.memory import tools as T
-from memtrio.actors.store import ops, schema
+from memtrio.actors.store import schema
 from memtrio.actors.store.db import connect, db_path, open_write_connection
+from memtrio.actors.store.entities import EntitySpec
 from memtrio.actors.store.feature import FEATURE
+from memtrio.actors.store.interfaces import StoreTx
+from memtrio.actors.store.memories import NewMemory, insert_memory
 from memtrio.actors.store.writer import STORE, Change, Written
 from memtrio.protocol.errors import DomainError
 from memtrio.supervisors import config as config_mod
@@ -51,15 +54,15 @@ async def test_a_failing_op_is_rolled_back_and_the_writer_keeps_serving(home: Pa
     async with store_app(home) as app:
         store = app.service(STORE)
 
-        def half_then_fail(conn: sqlite3.Connection) -> None:
-            ops.insert_memory(
-                conn,
-                ops.NewMemory("half written", scopes=["global"], entities=[ops.EntitySpec("e")]),
+        def half_then_fail(tx: StoreTx) -> None:
+            insert_memory(
+                tx,
+                NewMemory("half written", scopes=["global"], entities=[EntitySpec("e")]),
             )
             raise DomainError("refused on purpose")
 
         with pytest.raises(DomainError, match="refused on purpose"):
-            await store.write_conn(half_then_fail)
+            await store.write(half_then_fail, name="test.half_then_fail")
         assert (
             count(home, "memories") == 0
             and count(home, "entities") == 0

@@ -4,7 +4,7 @@
 For each size (default 1,000 / 10,000 / 100,000 memories) the script:
 
 1. creates a fresh ``MEMTRIO_HOME`` and preloads that many synthetic memories
-   directly into SQLite with the store's own functions (``ops.insert_memory``,
+   directly into SQLite with the store's own functions (``insert_memory``,
    one transaction), 90% in the server's repository scope, 10% ``global``
    (``--repo-share``);
 2. starts ``memtrio mcp`` as a stdio child (``MEMTRIO_EMBEDDINGS=off``) and,
@@ -36,8 +36,10 @@ import time
 from pathlib import Path
 
 from memtrio.actors.chaos.blocking import BlockingClient
-from memtrio.actors.store import db, ops
+from memtrio.actors.store import db
+from memtrio.actors.store.memories import NewMemory, insert_memory
 from memtrio.actors.store.scopes import default_scope
+from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
 
 # Seconds one call may take before the run gives up on the server.
 CALL_TIMEOUT = 3600.0
@@ -87,13 +89,13 @@ def preload(
     ts = time.time() - n
     for i in range(n):
         scopes = [scope] if rng.random() < repo_share else ["global"]
-        new = ops.NewMemory(
+        new = NewMemory(
             sentence(z, rng),
             rng.choice(["observation", "decision", "convention", "pitfall"]),
             round(rng.random(), 2),
             scopes,
         )
-        ops.insert_memory(conn, new, ts + i)
+        insert_memory(sqlite_tx(conn), new, ts + i)
     conn.execute("COMMIT")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()

@@ -40,9 +40,9 @@ from memtrio.actors.chaos.blocking import BlockingClient
 from memtrio.actors.chaos.client import request_message, tool_call_params
 from memtrio.actors.kg import search
 from memtrio.actors.kg.view import Scoped, View
-from memtrio.actors.store import ops
 from memtrio.actors.store.db import db_path
-from memtrio.actors.store.lexical import tx_of
+from memtrio.actors.store.lexical import query_terms
+from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
 
 QUERIES = 40
 VIEW = View(["global"], ["global"], "global")
@@ -63,15 +63,12 @@ def p50(run: Callable[[str], object]) -> float:
 
 
 def in_process(conn: sqlite3.Connection) -> dict[str, float]:
-    sc = Scoped(conn, VIEW)
+    tx = sqlite_tx(conn)
+    sc = Scoped(tx, VIEW)
     return {
-        "scores": p50(
-            lambda q: search._scores(
-                tx_of(conn).fulltext, search.visibility(sc), ops.query_terms(q)
-            )
-        ),
-        "summary": p50(lambda q: search.search_nodes(conn, sc, q, 0, 100, "summary", None)),
-        "full": p50(lambda q: search.search_nodes(conn, sc, q, 0, 100, "full", None)),
+        "scores": p50(lambda q: search._scores(tx.fulltext, search.visibility(sc), query_terms(q))),
+        "summary": p50(lambda q: search.search_nodes(tx, sc, q, 0, 100, "summary", None)),
+        "full": p50(lambda q: search.search_nodes(tx, sc, q, 0, 100, "full", None)),
     }
 
 

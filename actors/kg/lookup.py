@@ -15,33 +15,18 @@ the entities that differ from it only in case or spacing (`near_names`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 from ...protocol.errors import NotFound
 from ...protocol.plural import plural
-from ..store import ops
+from ..store.documents import canonical_name
 from ..store.interfaces import StoreTx
 from ..store.interfaces.graph import Entity
-from .view import Scoped, as_tx
+from .view import Scoped
 
 NEAR_NAMES = 500  # names looked up for a "did you mean" hint
 OBSERVATION = "observation"
-
-# TRANSITIONAL: for the callers that still write SQL (kg.search, actors.vectors).
-SQL_CHUNK = 500  # ids per ``IN (...)`` list
-OBS_TYPE_SQL = "m.memory_type = 'observation' COLLATE NOCASE"
-T = TypeVar("T")
-
-
-def chunks(items: Sequence[T], size: int = SQL_CHUNK) -> Iterator[Sequence[T]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def marks(n: int) -> str:
-    return ",".join("?" * n)
 
 
 @dataclass
@@ -58,11 +43,11 @@ def ent_of(row: Entity) -> Ent:
 
 
 def resolve(
-    tx: StoreTx | Any, sc: Scoped, names: Iterable[str], visible_only: bool = True
+    tx: StoreTx, sc: Scoped, names: Iterable[str], visible_only: bool = True
 ) -> dict[str, Ent]:
     """Entities by exact name, keyed by name; invisible ones only if asked."""
     out: dict[str, Ent] = {}
-    for row in as_tx(tx).graph.entities_by_names(list(dict.fromkeys(names)), sc.ids):
+    for row in tx.graph.entities_by_names(list(dict.fromkeys(names)), sc.ids):
         if row.visible or not visible_only:
             out[row.name] = ent_of(row)
     return out
@@ -81,7 +66,7 @@ def missing(found: dict[str, Ent], names: Iterable[str]) -> list[str]:
 def near_names(tx: StoreTx, sc: Scoped, names: Sequence[str], limit: int = 5) -> str:
     """`` (names are case-sensitive: did you mean 'Alice'?)`` for visible entities whose
     names differ from ``names`` only in case or spacing; "" when there are none."""
-    canon = list(dict.fromkeys(ops.canonical_name(n) for n in names[:NEAR_NAMES]))
+    canon = list(dict.fromkeys(canonical_name(n) for n in names[:NEAR_NAMES]))
     rows = tx.graph.names_near(canon, sc.ids, limit + 1)
     if not rows:
         return ""

@@ -50,8 +50,7 @@ def _search(
     mode: str,
     entity_type: str | None,
 ) -> JsonObject:
-    # TRANSITIONAL: kg.search (the full-text concept's) still runs its SQL on the connection.
-    return search(tx.conn, sc, query, offset, limit, mode, entity_type)
+    return search(tx, sc, query, offset, limit, mode, entity_type)
 
 
 _search.__name__ = "search_nodes"

@@ -16,12 +16,6 @@ from .records import JsonObject, entities_page, full_entity, page, relation_out
 from .view import Scoped
 
 
-def type_filter(entity_type: str | None) -> tuple[str, list[str]]:
-    """TRANSITIONAL (kg.search, actors.vectors): the SQL condition (on alias ``e``) and
-    parameters of an optional entityType filter."""
-    return ("AND e.kind = ?", [entity_type]) if entity_type is not None else ("", [])
-
-
 def read_graph(
     tx: StoreTx,
     sc: Scoped,

@@ -10,11 +10,10 @@ answers ``total`` and ``nextOffset`` (None on the last page).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from ..store.interfaces import StoreTx
 from .lookup import Ent, observation_contents, observation_counts
-from .view import Scoped, as_tx
+from .view import Scoped
 
 JsonObject = dict[str, object]
 Observations = dict[int, list[str]]  # by entity id: the observation texts, oldest first
@@ -66,7 +65,7 @@ def relations_touching(
 
 
 def entities_page(
-    tx: StoreTx | Any,
+    tx: StoreTx,
     sc: Scoped,
     chosen: Sequence[Ent],
     mode: str,
@@ -79,7 +78,6 @@ def entities_page(
 
     ``missing`` (the names asked for that are not entities) is listed when given.
     """
-    tx = as_tx(tx)  # TRANSITIONAL: kg.search passes its connection
     result: JsonObject = {"entities": entities_out(tx, sc, chosen, mode)}
     if mode != "names":
         result["relations"] = relations_touching(tx, sc, [e.id for e in chosen], sources_only)

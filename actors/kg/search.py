@@ -8,12 +8,11 @@ ranking, the error for a query without words) are here.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from ...protocol.errors import BadArgument
-from ..store import ops
+from ..store.interfaces import StoreTx
 from ..store.interfaces.fulltext import FoundEntity, FullText, Visibility
-from ..store.lexical import tx_of
+from ..store.lexical import query_terms
 from .lookup import Ent
 from .records import JsonObject, entities_page
 from .view import Scoped
@@ -23,7 +22,7 @@ SUBSTRING_FROM = 3  # characters: a word this long also matches inside a name or
 
 
 def search_nodes(
-    conn: Any,
+    tx: StoreTx,
     sc: Scoped,
     query: str,
     offset: int,
@@ -41,15 +40,14 @@ def search_nodes(
 
     Error handling: a query without words raises `BadArgument`.
     """
-    terms = ops.query_terms(query)
+    terms = query_terms(query)
     if not terms:
         raise BadArgument(
             "search_nodes: the query has no words to search for; use read_graph to list entities"
         )
-    # TRANSITIONAL: the graph's read helper passes a connection, not a StoreTx.
-    ranked = ranked_entities(tx_of(conn).fulltext, visibility(sc), terms, entity_type)
+    ranked = ranked_entities(tx.fulltext, visibility(sc), terms, entity_type)
     chosen = [Ent(e.id, e.name, e.kind, e.canonical_name) for e in ranked[offset : offset + limit]]
-    return entities_page(conn, sc, chosen, mode, len(ranked), offset)
+    return entities_page(tx, sc, chosen, mode, len(ranked), offset)
 
 
 def visibility(sc: Scoped) -> Visibility:
@@ -92,7 +90,6 @@ def hits_of(ft: FullText, visible: Visibility, term: str) -> Counter[int]:
     return hits
 
 
-def term_hits(conn: Any, sc: Scoped, term: str) -> Counter[int]:
-    """TRANSITIONAL: `hits_of` on a raw connection, for callers not yet given a `StoreTx`
-    (the vectors' text ranking)."""
-    return hits_of(tx_of(conn).fulltext, visibility(sc), term)
+def term_hits(tx: StoreTx, sc: Scoped, term: str) -> Counter[int]:
+    """`hits_of` in the transaction ``tx`` (the vectors' text ranking)."""
+    return hits_of(tx.fulltext, visibility(sc), term)

@@ -13,7 +13,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from ...supervisors.context import AppContext, CallContext
 from ..embedder.embed import embed, embedder_of
-from ..store import ops
+from ..store.documents import entity_document, memory_document
 from ..store.interfaces import StoreTx
 from ..store.scopes import ScopePolicy
 from ..store.services import policy_of, store_of
@@ -95,8 +95,8 @@ async def embed_for(
     obs = list(dict.fromkeys(observations))
     ents: dict[str, str] = {}
     for name, kind in entities:
-        ents.setdefault(name, ops.entity_document(name, kind or "entity"))
-    texts = [ops.memory_document(o) for o in obs]  # what `remember` would embed of each
+        ents.setdefault(name, entity_document(name, kind or "entity"))
+    texts = [memory_document(o) for o in obs]  # what `remember` would embed of each
     embedded = await embed(app, [*texts, *ents.values()], "observation")
     if embedded is None:
         return None

@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ..store import ops
+from ..store.documents import canonical_name
 from ..store.interfaces import StoreTx
 from ..store.interfaces.graph import NewEntity, NewObservation
-from ..store.ops import Vec
+from ..store.memories import now
 from ..store.ownership import Ownership
-from ..store.vectors import ItemKind
+from ..store.vectors import ItemKind, Vec, change_of, put_vector
 from ..store.writer import Change
 from .lookup import Ent
 from .view import Scoped, View
@@ -68,7 +68,7 @@ class RowBatch:
         """Write the rows (entities, their scope links, memories, theirs, the entity links, vectors)."""
         self.tx.graph.insert_batch(self.entities, self.memories, ts, scope_id)
         for kind, item, vec in self.vectors:
-            ops.put_vector(self.tx.conn, kind, item, vec)  # TRANSITIONAL: the vectors concept's
+            put_vector(self.tx, kind, item, vec)
         self.entities, self.memories, self.vectors = [], [], []
 
 
@@ -80,12 +80,11 @@ class Writer:
         self.tx = tx
         self.view = view
         self.sc = Scoped(tx, view)
-        self.ts = ops.now()
-        # TRANSITIONAL: scopes and ownership are the memories/scopes concept's, on the connection.
-        self.scope_id = ops.ensure_scope(tx.conn, view.current)
+        self.ts = now()
+        self.scope_id = tx.scopes.ensure(view.current)
         if self.scope_id not in self.sc.write_ids:
             self.sc = Scoped(tx, view)  # the current scope was just created
-        self.own = Ownership(tx.conn, view.writable)
+        self.own = Ownership(tx, view.writable)
         self.vectors = vectors or Vectors()
         self.changes: list[Change] = []
         self.warnings: list[str] = []
@@ -105,7 +104,7 @@ class Writer:
     def change(
         self, kind: ItemKind, item: int, vec: Vec | None = None, deleted: bool = False
     ) -> None:
-        self.changes.append(ops.change_of(kind, item, vec, deleted))
+        self.changes.append(change_of(kind, item, vec, deleted))
 
     def add_observation(self, entity_id: int, content: str) -> int:
         vec = self.vectors.observations.get(content)
@@ -117,7 +116,7 @@ class Writer:
             return mid
         mid = self.tx.graph.add_observation(entity_id, content, self.ts, self.scope_id)
         if vec is not None:
-            ops.put_vector(self.tx.conn, "memory", mid, vec)  # TRANSITIONAL: vectors concept
+            put_vector(self.tx, "memory", mid, vec)
         self.change("memory", mid, vec)
         return mid
 
@@ -138,7 +137,7 @@ class Writer:
         return added
 
     def create_entity(self, name: str, kind: str) -> Ent:
-        canon = ops.canonical_name(name)  # not the identity: the key of forgiving lookups
+        canon = canonical_name(name)  # not the identity: the key of forgiving lookups
         vec = self.vectors.entities.get(name)
         if self.batch is not None:
             eid = self.batch.entity(name, canon, kind)
@@ -149,7 +148,7 @@ class Writer:
         eid = self.tx.graph.create_entity(name, canon, kind, self.ts)
         self.link_entity(eid)
         if vec is not None:
-            ops.put_vector(self.tx.conn, "entity", eid, vec)  # TRANSITIONAL: vectors concept
+            put_vector(self.tx, "entity", eid, vec)
         self.change("entity", eid, vec)
         return Ent(eid, name, kind, canon)
 

@@ -29,8 +29,7 @@ def ranked_rows(
         if memory_id in seen:
             continue
         seen.add(memory_id)
-        # TRANSITIONAL: the memories concept's reader, until it is behind `tx.memories`.
-        memory = get_memory(tx.conn, memory_id, details=False)
+        memory = get_memory(tx, memory_id, details=False)
         if memory is None or not visible(memory["scopes"], selection):
             continue  # deleted since it was ranked, or never to be returned here
         if accessed_at is not None:

@@ -184,9 +184,8 @@ def cmd_list(args: argparse.Namespace, run: AppRunner) -> int:
     async def body(app: AppContext) -> int:
         store = tools.store_of(app)
         selection = store.policy.select(_scopes(args))
-        # TRANSITIONAL: the memories concept's listing, until it is behind `tx.memories`.
         rows = await store.read(
-            lambda tx: list_memories(tx.conn, selection, args.type, args.limit, args.offset),
+            lambda tx: list_memories(tx, selection, args.type, args.limit, args.offset),
             name="memory.list",
         )
         memories = msgspec.to_builtins([memory_result(row, Memory) for row in rows])

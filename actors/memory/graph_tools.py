@@ -23,7 +23,6 @@ from ..store.entities import (
 from ..store.interfaces import StoreTx
 from ..store.memories import now
 from ..store.ownership import Ownership
-from ..store.scope_rows import ensure_scope
 from ..store.services import policy_of, scoped, store_of
 from ..store.vectors import ItemKind, Vec, change_of, put_vector
 from ..store.writer import Written
@@ -61,9 +60,8 @@ async def relate(ctx: CallContext, args: RelateArgs) -> RelateResult:
 
     def op(tx: StoreTx) -> Written[dict[str, Any]]:
         ts = now()
-        # TRANSITIONAL: scopes, ownership and vectors are other concepts', on the connection.
-        sids = [ensure_scope(tx.conn, s) for s in scopes]
-        own = Ownership(tx.conn, policy.writable)
+        sids = [tx.scopes.ensure(s) for s in scopes]
+        own = Ownership(tx, policy.writable)
         changes = []
         kept: list[str] = []
         # The relation's metadata is what relate is asked to set: a change of a
@@ -80,7 +78,7 @@ async def relate(ctx: CallContext, args: RelateArgs) -> RelateResult:
             ("relation", rel_id, rel_new, 2),
         )
         for kind, item, created, vec in rows:
-            if vec in vectors and put_vector(tx.conn, kind, item, vectors[vec], replace=False):
+            if vec in vectors and put_vector(tx, kind, item, vectors[vec], replace=False):
                 changes.append(change_of(kind, item, vectors[vec]))
             elif created:
                 changes.append(change_of(kind, item, None))

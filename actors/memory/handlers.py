@@ -104,9 +104,8 @@ async def remember(ctx: CallContext, args: RememberArgs) -> RememberResult:
     warnings: list[str] = []
     if embedder_of(app) is not None:
         endpoint_specs = [*entities, *(s for r in relations for s in (r.source, r.target))]
-        # TRANSITIONAL: the graph concept's query, through its module's function.
         ent_missing, rel_missing = await store.read(
-            lambda tx: missing_vectors(tx.conn, endpoint_specs, relations),
+            lambda tx: missing_vectors(tx, endpoint_specs, relations),
             name="remember.missing_vectors",
         )
         ent_docs: dict[str, str] = {}

@@ -14,11 +14,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from ...protocol.errors import BadArgument
-from . import backends, limits
-from .dialect import POSTGRESQL
+from . import limits
 from .documents import canonical_name, clean_name
 from .interfaces import StoreTx
 from .interfaces.graph import View
@@ -57,19 +56,8 @@ def validate_relation_type(relation: str) -> str:
 MAX_CANDIDATES = 10  # names listed when a name matches several entities
 EVERYTHING = View((), (), True)  # no scope filter: a relation is its (source, type, target)
 
-# Where a function here takes ``tx``, a caller not yet converted may still pass its raw
-# connection (TRANSITIONAL: memories.py, memory_tools.py, tests): `_tx` sees it as a StoreTx.
-TxOrConn = StoreTx | Any
 
-
-def _tx(tx: TxOrConn) -> StoreTx:
-    if hasattr(tx, "graph"):
-        return tx  # type: ignore[no-any-return]  # a StoreTx (Any for an untyped caller)
-    url = POSTGRESQL if getattr(tx, "dialect", None) == POSTGRESQL else None
-    return backends.tx_factory(url)(tx)
-
-
-def match_entity(tx: TxOrConn, name: str) -> tuple[int, str, str] | None:
+def match_entity(tx: StoreTx, name: str) -> tuple[int, str, str] | None:
     """(id, name, kind) of the entity ``name`` means to a memory tool: the one named
     exactly so, else the only one whose name differs from it in case or spacing
     alone (`documents.canonical_name`); None when there is none.
@@ -77,7 +65,7 @@ def match_entity(tx: TxOrConn, name: str) -> tuple[int, str, str] | None:
     Error handling: several such entities and none named exactly raise
     `BadArgument` listing them (the first `MAX_CANDIDATES`).
     """
-    graph = _tx(tx).graph
+    graph = tx.graph
     found = graph.entity_named(name)
     if found is not None:
         return found.id, found.name, found.kind
@@ -92,14 +80,14 @@ def match_entity(tx: TxOrConn, name: str) -> tuple[int, str, str] | None:
     return (rows[0].id, rows[0].name, rows[0].kind) if rows else None
 
 
-def find_entity(tx: TxOrConn, name: str) -> dict[str, object] | None:
+def find_entity(tx: StoreTx, name: str) -> dict[str, object] | None:
     """`match_entity` as ``{id, name, kind}``."""
     row = match_entity(tx, name)
     return {"id": row[0], "name": row[1], "kind": row[2]} if row else None
 
 
 def upsert_entity(
-    tx: TxOrConn,
+    tx: StoreTx,
     spec: EntitySpec,
     scope_ids_: Sequence[int],
     ts: float,
@@ -114,7 +102,7 @@ def upsert_entity(
     this server may not write keeps its kind, and a different kind asked for is
     reported in ``warnings`` (see `ownership`). Error handling: `match_entity`'s.
     """
-    graph = _tx(tx).graph
+    graph = tx.graph
     row = match_entity(tx, spec.name)
     if row:
         entity_id, name, kind = row
@@ -135,22 +123,22 @@ def upsert_entity(
 
 
 def link_scopes(
-    tx: TxOrConn,
+    tx: StoreTx,
     kind: Literal["entity", "relation"],
     row_id: int,
     scope_ids_: Sequence[int],
 ) -> None:
     """Link an entity or relation row to each of ``scope_ids_`` (already linked ones stay)."""
-    _tx(tx).graph.link(kind, row_id, scope_ids_)
+    tx.graph.link(kind, row_id, scope_ids_)
 
 
-def relation_label(tx: TxOrConn, source_id: int, relation_type: str, target_id: int) -> str:
-    names = {e.id: e.name for e in _tx(tx).graph.entities_by_ids([source_id, target_id])}
+def relation_label(tx: StoreTx, source_id: int, relation_type: str, target_id: int) -> str:
+    names = {e.id: e.name for e in tx.graph.entities_by_ids([source_id, target_id])}
     return f"relation {names.get(source_id)!r} -[{relation_type}]-> {names.get(target_id)!r}"
 
 
 def upsert_relation(
-    tx: TxOrConn,
+    tx: StoreTx,
     source_id: int,
     relation_type: str,
     target_id: int,
@@ -167,7 +155,7 @@ def upsert_relation(
     metadata change is refused (`ownership.SharedRow`, before any change of
     the relation) or, with a ``warnings`` list, kept and reported there.
     """
-    graph = _tx(tx).graph
+    graph = tx.graph
     found = graph.relation(source_id, relation_type, target_id, EVERYTHING)
     if found is not None:
         relation_id = found.id
@@ -198,11 +186,11 @@ def upsert_relation(
 
 
 def missing_vectors(
-    tx: TxOrConn, entities: Sequence[EntitySpec], relations: Sequence[RelationSpec]
+    tx: StoreTx, entities: Sequence[EntitySpec], relations: Sequence[RelationSpec]
 ) -> tuple[set[str], set[tuple[str, str, str]]]:
     """Which entities (by the name given) and relations (by the triple of names given)
     have no vector yet; names are matched as a write will (`match_entity`)."""
-    graph = _tx(tx).graph
+    graph = tx.graph
 
     def has_vector(kind: Literal["entity", "relation"], item: int) -> bool:
         return not graph.without_vectors(kind, [item])

@@ -14,15 +14,13 @@ implements in its own query language.
 from __future__ import annotations
 
 import re
-import sqlite3
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from .interfaces import StoreTx
+from .interfaces.errors import StoreOperationalError
 from .interfaces.fulltext import FullText, MemoryFilter, MemoryMatch, TextQuery
-from .scope_rows import scope_ids
 from .scopes import GLOBAL
 from .stem import stem
 
@@ -136,7 +134,7 @@ def _prune(ft: FullText, terms: list[str], budget: PlanBudget) -> tuple[list[str
     """(terms to match, lowest memory id to rank) within ``budget``."""
     try:
         total = ft.newest_memory_id()
-    except sqlite3.OperationalError:  # the store's errors (PostgreSQL's too) are sqlite3's
+    except StoreOperationalError:  # either backend's
         return terms, 0
     if total < budget.prune_from:
         return terms, 0
@@ -193,7 +191,7 @@ def search_memories(
     if planned is None:
         return []
     text, low = planned
-    ids = scope_ids(tx.conn, selection)  # TRANSITIONAL: the scopes interface's lookup
+    ids = tx.scopes.ids(selection)
     allowed = MemoryFilter(
         scope_ids=list(ids.values()),
         repo_ids=[sid for name, sid in ids.items() if name != GLOBAL],
@@ -209,13 +207,3 @@ def search_memories(
     score = {c.id: c.score for c in candidates}
     rows.sort(key=lambda r: (-r.in_repo, -score[r.id], -r.importance, -r.updated_at, -r.id))
     return [(r.id, score[r.id]) for r in rows[:limit]]
-
-
-def tx_of(conn: Any) -> StoreTx:
-    """TRANSITIONAL: a raw connection of the store seen as a `StoreTx`, for the callers not
-    yet converted (they pass a connection, not a transaction): `kg.search.search_nodes`
-    and `term_hits` (the graph's and the vectors' read helpers pass one) and
-    `ranker.rank.fts_candidates` (the ranker's own connection)."""
-    from .backends import SQLITE, tx_factory
-
-    return tx_factory(SQLITE if isinstance(conn, sqlite3.Connection) else "postgresql")(conn)

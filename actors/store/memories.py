@@ -5,10 +5,6 @@ for writes, the read pool for reads), seen through the storage interfaces
 (`interfaces.StoreTx`: ``tx.memories``, ``tx.scopes``); none of them commits
 or writes SQL. Visibility: the selected scopes see a memory in any of them,
 and an unscoped (legacy) memory everywhere (`visible`).
-
-TRANSITIONAL: each function still takes a raw connection too (`scope_rows.as_tx`),
-for the callers of other areas not yet converted; `visibility_sql`,
-`MEMORY_COLUMNS` and `_memory_row` are kept for them only.
 """
 
 from __future__ import annotations
@@ -21,10 +17,9 @@ from typing import Any
 from ...protocol.errors import NotFound
 from .entities import EntitySpec, RelationSpec, upsert_entity, upsert_relation
 from .interfaces import StoreTx
-from .interfaces.memories import MemoryEdit, MemoryRow
+from .interfaces.memories import MemoryEdit
 from .messages import Change
 from .ownership import Ownership
-from .scope_rows import as_tx
 from .scopes import GLOBAL, ScopePolicy
 from .vectors import Vec, change_of, drop_vector, note_vector, put_vector
 
@@ -47,7 +42,7 @@ class NewMemory:
 
 
 def insert_memory(
-    tx: StoreTx | Any,
+    tx: StoreTx,
     new: NewMemory,
     ts: float | None = None,
     writable: Sequence[str] | None = None,
@@ -59,18 +54,14 @@ def insert_memory(
     scopes; default: the memory's scopes and ``global``) keep their kind and
     metadata, and the result's ``warnings`` say so (see `ownership`).
     """
-    tx = as_tx(tx)
     ts = now() if ts is None else ts
     sids = [tx.scopes.ensure(name) for name in new.scopes]
     own = Ownership(tx, writable if writable is not None else [*new.scopes, GLOBAL])
     warnings: list[str] = []
     memory_id = tx.memories.insert(new.content, new.memory_type, new.importance, ts, sids)
     changes: list[Change] = []
-    # TRANSITIONAL: entities, relations and vectors are other concepts' (graph, vectors),
-    # still reached through their modules' functions of the raw connection.
-    conn = tx.conn
     if new.vector is not None:
-        put_vector(conn, "memory", memory_id, new.vector)
+        put_vector(tx, "memory", memory_id, new.vector)
     changes.append(change_of("memory", memory_id, new.vector))
     entities_out: list[dict[str, Any]] = []
     seen_entities: dict[str, int] = {}
@@ -78,11 +69,11 @@ def insert_memory(
     def entity(spec: EntitySpec) -> int:
         if spec.name in seen_entities:
             return seen_entities[spec.name]
-        entity_id, created = upsert_entity(conn, spec, sids, ts, own, warnings)
+        entity_id, created = upsert_entity(tx, spec, sids, ts, own, warnings)
         seen_entities[spec.name] = entity_id
         # The name as stored: a name differing in case or spacing only finds an entity.
         stored = tx.memories.link_entity(memory_id, entity_id)
-        note_vector(conn, "entity", entity_id, new.entity_vectors.get(spec.name), created, changes)
+        note_vector(tx, "entity", entity_id, new.entity_vectors.get(spec.name), created, changes)
         entities_out.append(
             {"id": entity_id, "name": stored, "kind": spec.kind, "created": created}
         )
@@ -95,11 +86,11 @@ def insert_memory(
         src = entity(rel.source)
         tgt = entity(rel.target)
         relation_id, created = upsert_relation(
-            conn, src, rel.relation, tgt, rel.metadata, sids, ts, own, warnings
+            tx, src, rel.relation, tgt, rel.metadata, sids, ts, own, warnings
         )
         tx.memories.link_relation(memory_id, relation_id)
         key = (rel.source.name, rel.relation, rel.target.name)
-        note_vector(conn, "relation", relation_id, new.relation_vectors.get(key), created, changes)
+        note_vector(tx, "relation", relation_id, new.relation_vectors.get(key), created, changes)
         relations_out.append(
             {
                 "id": relation_id,
@@ -119,18 +110,7 @@ def insert_memory(
     return result, changes
 
 
-# TRANSITIONAL (ui.queries): the columns of a memory row and the row as a dict.
-MEMORY_COLUMNS = (
-    "id, content, memory_type, importance, created_at, updated_at, last_accessed_at, access_count"
-)
-
-
-def _memory_row(row: Sequence[Any]) -> dict[str, Any]:
-    return MemoryRow(*row).as_dict()
-
-
-def get_memory(tx: StoreTx | Any, memory_id: int, details: bool = True) -> dict[str, Any] | None:
-    tx = as_tx(tx)
+def get_memory(tx: StoreTx, memory_id: int, details: bool = True) -> dict[str, Any] | None:
     row = tx.memories.get(memory_id)
     if row is None:
         return None
@@ -161,7 +141,7 @@ def not_found(memory_id: int, selection: Sequence[str]) -> NotFound:
 
 
 def writable_memory(
-    tx: StoreTx | Any,
+    tx: StoreTx,
     memory_id: int,
     policy: ScopePolicy,
     selection: Sequence[str],
@@ -172,7 +152,6 @@ def writable_memory(
     Error handling: an unselected memory raises `not_found`; a memory shared
     with a scope this server may not write raises `ownership.SharedRow`.
     """
-    tx = as_tx(tx)
     memory = get_memory(tx, memory_id, details=False)
     if memory is None or not visible(memory["scopes"], selection):
         raise not_found(memory_id, selection)
@@ -183,7 +162,7 @@ def writable_memory(
 
 
 def update_memory(
-    tx: StoreTx | Any,
+    tx: StoreTx,
     memory_id: int,
     policy: ScopePolicy,
     selection: Sequence[str],
@@ -194,7 +173,6 @@ def update_memory(
     vector: Vec | None,
     embeddings_on: bool,
 ) -> tuple[dict[str, Any], list[Change]]:
-    tx = as_tx(tx)
     memory = writable_memory(tx, memory_id, policy, selection, "update")
     ts = now()
     changed: list[str] = []
@@ -214,12 +192,11 @@ def update_memory(
     if changed:
         tx.memories.update(memory_id, MemoryEdit(content, memory_type, importance), ts)
     if "content" in changed:
-        # TRANSITIONAL: vectors are the vectors concept's (its module's functions of the connection).
         if vector is not None:
-            put_vector(tx.conn, "memory", memory_id, vector)
+            put_vector(tx, "memory", memory_id, vector)
         else:
             # Without an embedder the stale vector is dropped; the ranker re-embeds lazily.
-            drop_vector(tx.conn, "memory", memory_id)
+            drop_vector(tx, "memory", memory_id)
         changes.append(change_of("memory", memory_id, vector if embeddings_on else None))
     result = get_memory(tx, memory_id, details=False) or {}
     result["changed"] = changed
@@ -227,9 +204,8 @@ def update_memory(
 
 
 def delete_memory(
-    tx: StoreTx | Any, memory_id: int, policy: ScopePolicy, selection: Sequence[str]
+    tx: StoreTx, memory_id: int, policy: ScopePolicy, selection: Sequence[str]
 ) -> tuple[dict[str, Any], list[Change]]:
-    tx = as_tx(tx)
     memory = writable_memory(tx, memory_id, policy, selection, "forget")
     tx.memories.delete(memory_id)
     return {"id": memory_id, "forgotten": True, "scopes": memory["scopes"]}, [
@@ -237,24 +213,13 @@ def delete_memory(
     ]
 
 
-# TRANSITIONAL (store.lexical, ui.queries): the visibility test as SQLite text.
-def visibility_sql(ids: Sequence[int], column: str = "m.id") -> str:
-    """SQL true for a memory (``column``: its id) in one of the scopes ``ids``, or unscoped."""
-    inner = ",".join(str(int(i)) for i in ids) or "NULL"
-    return (
-        f"(EXISTS (SELECT 1 FROM memory_scopes ms WHERE ms.memory_id = {column} AND ms.scope_id IN ({inner}))"
-        f" OR NOT EXISTS (SELECT 1 FROM memory_scopes ms WHERE ms.memory_id = {column}))"
-    )
-
-
 def list_memories(
-    tx: StoreTx | Any,
+    tx: StoreTx,
     selection: Sequence[str],
     memory_type: str | None,
     limit: int,
     offset: int = 0,
 ) -> list[dict[str, Any]]:
-    tx = as_tx(tx)
     ids = tx.scopes.ids(selection)
     out = []
     for row in tx.memories.page(list(ids.values()), memory_type or None, limit, offset):
@@ -264,13 +229,12 @@ def list_memories(
     return out
 
 
-def visible_counts(tx: StoreTx | Any, selection: Sequence[str]) -> dict[str, int]:
+def visible_counts(tx: StoreTx, selection: Sequence[str]) -> dict[str, int]:
     """`counts` of what a reader of the scopes ``selection`` sees: rows linked to one of
     them or to none (a session whose grant does not cover the whole store). The recall
     log, which records every session's queries, is not counted (0)."""
-    tx = as_tx(tx)
     return tx.memories.visible_counts(list(tx.scopes.ids(selection).values())).as_dict()
 
 
-def counts(tx: StoreTx | Any) -> dict[str, int]:
-    return as_tx(tx).memories.counts().as_dict()
+def counts(tx: StoreTx) -> dict[str, int]:
+    return tx.memories.counts().as_dict()

@@ -30,20 +30,19 @@ A row is *owned here* when every owner scope is writable here; otherwise it is
   (its scopes were chosen by its author, like its content).
 
 Every write path of the store goes through this module: the memory tools
-(``store.ops``), the graph tools (``kg.writer``'s `Writer`) and the CLI
+(``actors.memory``), the graph tools (``kg.writer``'s `Writer`) and the CLI
 commands that call them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from ...protocol.errors import Forbidden
 from ...protocol.plural import noun
 from .interfaces import StoreTx
 from .interfaces.scopes import RowKind
-from .scope_rows import as_tx
 
 Kind = RowKind
 
@@ -67,10 +66,8 @@ class Ownership:
     are now, so a check sees the earlier changes of the same call.
     """
 
-    def __init__(self, tx: StoreTx | Any, writable: Sequence[str]) -> None:
-        # TRANSITIONAL: a raw connection is accepted too (`scope_rows.as_tx`), for the
-        # callers not yet converted.
-        self.tx = as_tx(tx)
+    def __init__(self, tx: StoreTx, writable: Sequence[str]) -> None:
+        self.tx = tx
         self.writable = list(dict.fromkeys(writable))
         ids = self.tx.scopes.ids(self.writable)
         self.writable_ids = [ids[name] for name in self.writable if name in ids]
@@ -82,11 +79,8 @@ class Ownership:
 
     def foreign(self, kind: Kind, item: int) -> list[str]:
         """The owner scopes of the row that this server may not write, by name (empty: owned here)."""
-        if not self.writable_ids:
-            # As SQL's `NOT IN (NULL)`, which this rule was first written as: a server that
-            # may write no stored scope sees no foreign scope (it writes nothing: the write
-            # tools are hidden from read-only grants, `session`).
-            return []
+        # With no writable scope stored yet (``writable_ids`` empty) every owner scope is
+        # foreign: a row of another repository never reads as owned here.
         return self.tx.scopes.foreign_owners(kind, item, self.writable_ids)
 
     def owned(self, kind: Kind, item: int) -> bool:
@@ -95,8 +89,6 @@ class Ownership:
         Each part of the owner union is its own EXISTS, so no union is built
         and a shared row is found at its first foreign link.
         """
-        if not self.writable_ids:
-            return True  # as `foreign`
         return not self.tx.scopes.has_foreign_owner(kind, item, self.writable_ids)
 
     def require(self, kind: Kind, item: int, label: str, action: str, where: str = "") -> None:

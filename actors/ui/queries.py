@@ -99,8 +99,7 @@ def memory_details(
     Unlike ``inspect`` this does not count as an access: looking at the dashboard
     must not change what recall ranks.
     """
-    # TRANSITIONAL: the memories concept's reader, until it is behind `tx.memories`.
-    memory = get_memory(tx.conn, memory_id)
+    memory = get_memory(tx, memory_id)
     if memory is None or not visible(memory["scopes"], selection):
         return None
     if history:

@@ -20,8 +20,8 @@ from ..embedder.embed import embed, embedder_of
 from ..kg.lookup import Ent, missing, resolve
 from ..kg.search import term_hits
 from ..kg.view import Scoped, View
-from ..store import ops
 from ..store.interfaces import StoreTx
+from ..store.lexical import query_terms
 from . import args as A
 from . import ranking, table
 from . import results as X
@@ -103,8 +103,7 @@ def with_vectors(
     without an embedding of the store's dimension, `Conflict` for one whose
     stored vector cannot be used (`table.stored_vector`).
     """
-    conn = tx.conn  # TRANSITIONAL: the graph's `resolve`
-    found = resolve(conn, Scoped(conn, view), names)
+    found = resolve(tx, Scoped(tx, view), names)
     unknown = missing(found, names)
     if unknown:
         raise NotFound(f"{what}: no such entities: {', '.join(map(repr, unknown))}")
@@ -129,8 +128,7 @@ async def get_embedding(ctx: CallContext, args: A.EntityArgs) -> X.Embedding:
     service, view = await service_view(ctx)
 
     def op(tx: StoreTx) -> tuple[Ent, table.Row | None]:
-        conn = tx.conn  # TRANSITIONAL: the graph's `resolve`
-        ent = resolve(conn, Scoped(conn, view), [args.entityName]).get(args.entityName)
+        ent = resolve(tx, Scoped(tx, view), [args.entityName]).get(args.entityName)
         if ent is None:
             raise NotFound(f"entity {args.entityName!r} not found")
         return ent, table.rows_of(tx, [ent.id]).get(ent.id)
@@ -210,14 +208,13 @@ def text_ranking(tx: StoreTx, view: View, query: str, limit: int) -> list[Ent]:
     Each word scores like ``search_nodes`` (3 for the name or type, 1 per
     observation); the scores add up over the words, ties by id.
     """
-    terms = ops.query_terms(query)
+    terms = query_terms(query)
     if not terms:
         raise BadArgument("`queryText` has no words to search for")
-    conn = tx.conn  # TRANSITIONAL: the full-text concept's `term_hits`
-    sc = Scoped(conn, view)
+    sc = Scoped(tx, view)
     scores: Counter[int] = Counter()
     for term in terms:
-        scores.update(term_hits(conn, sc, term))
+        scores.update(term_hits(tx, sc, term))
     seen = visible(tx, view, list(scores), None)
     ranked = sorted(seen.values(), key=lambda e: (-scores[e.id], e.id))
     return ranked[:limit]

@@ -391,12 +391,8 @@ class VectorService:
 
 
 def scopes_of(tx: StoreTx, view: View) -> Visibility:
-    """The scope ids ``view`` reads, or None when it sees every row of the store.
-
-    TRANSITIONAL: resolved by the graph concept's `Scoped` on ``tx.conn`` until the
-    scopes interface answers it.
-    """
-    sc = Scoped(tx.conn, view)
+    """The scope ids ``view`` reads, or None when it sees every row of the store."""
+    sc = Scoped(tx, view)
     return None if sc.sees_all else sc.read_ids
 
 

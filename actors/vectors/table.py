@@ -21,9 +21,9 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from ..store import ops
 from ..store.interfaces import StoreTx
 from ..store.interfaces.vectors import EntityEmbedding
+from ..store.memories import now
 from .arrays import Ids, ValueRule, Vectors
 
 LOAD_BATCH = 4096  # rows fetched at a time while the index is built
@@ -35,7 +35,7 @@ Row = EntityEmbedding
 
 def put(tx: StoreTx, entity_id: int, vec: bytes, dim: int, model: str) -> bool:
     """Store (or replace) an entity's embedding; True when it had none before."""
-    return tx.vectors.put_embedding(entity_id, model, dim, vec, ops.now())
+    return tx.vectors.put_embedding(entity_id, model, dim, vec, now())
 
 
 def delete(tx: StoreTx, entity_id: int) -> bool:

@@ -66,11 +66,10 @@ def writable_entity(tx: StoreTx, view: View, name: str, action: str) -> Ent:
     Error handling: `NotFound` for an unknown (or invisible) entity,
     `SharedRow` for one shared with a scope this server may not write.
     """
-    conn = tx.conn  # TRANSITIONAL: the graph's `resolve` and the scopes' `Ownership`
-    ent = resolve(conn, Scoped(conn, view), [name]).get(name)
+    ent = resolve(tx, Scoped(tx, view), [name]).get(name)
     if ent is None:
         raise NotFound(f"entity {name!r} not found; create it first (create_entities)")
-    Ownership(conn, view.writable).require("entity", ent.id, f"entity {ent.name!r}", action)
+    Ownership(tx, view.writable).require("entity", ent.id, f"entity {ent.name!r}", action)
     return ent
 
 

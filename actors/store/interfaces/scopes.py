@@ -38,7 +38,8 @@ class Scopes(Protocol):
 
     def foreign_owners(self, kind: RowKind, item: int, writable: Sequence[int]) -> list[str]:
         """The owner scopes of the row (see `store.ownership`) whose ids are not in
-        ``writable``, by name, sorted. ``writable`` is not empty."""
+        ``writable``, by name, sorted. ``writable`` may be empty (then every owner scope is
+        foreign: never read as SQL's ``NOT IN (NULL)``, which excludes every row)."""
         ...
 
     def has_foreign_owner(self, kind: RowKind, item: int, writable: Sequence[int]) -> bool:
@@ -49,5 +50,5 @@ class Scopes(Protocol):
         self, kind: Literal["entity", "relation"], item: int, writable: Sequence[int]
     ) -> None:
         """Link the row to its foreign owner scopes, then unlink it from the scopes
-        ``writable`` (see `Ownership.release`). ``writable`` is not empty."""
+        ``writable`` (see `Ownership.release`). ``writable`` may be empty."""
         ...

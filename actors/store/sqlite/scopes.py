@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from ..interfaces.scopes import RowKind
-from .params import chunks, id_list
+from .params import chunks
 
 # The link table of each kind of row, and its column naming the row.
 LINKS: dict[str, tuple[str, str]] = {
@@ -43,6 +43,12 @@ OWNER_PARTS: dict[str, list[str]] = {
     ],
 }
 OWNERS_SQL = {kind: " UNION ".join(parts) for kind, parts in OWNER_PARTS.items()}
+
+
+def _others(ids: Sequence[int]) -> str:
+    """The list of a ``NOT IN (...)`` excluding ``ids``: empty for none (SQLite's ``NOT IN ()``
+    is true for every row), never `id_list`'s ``NULL`` (``NOT IN (NULL)`` is true for none)."""
+    return ",".join(str(int(i)) for i in ids)
 
 
 class SqliteScopes:
@@ -86,7 +92,7 @@ class SqliteScopes:
     def foreign_owners(self, kind: RowKind, item: int, writable: Sequence[int]) -> list[str]:
         rows = self.conn.execute(
             f"""SELECT name FROM scopes WHERE id IN ({OWNERS_SQL[kind]})
-                AND id NOT IN ({id_list(writable)}) ORDER BY name""",
+                AND id NOT IN ({_others(writable)}) ORDER BY name""",
             {"id": item},
         ).fetchall()
         return [r[0] for r in rows]
@@ -94,7 +100,7 @@ class SqliteScopes:
     def has_foreign_owner(self, kind: RowKind, item: int, writable: Sequence[int]) -> bool:
         # Each part of the owner union is its own EXISTS: no union is built, and a shared
         # row is found at its first foreign link.
-        winner = id_list(writable)
+        winner = _others(writable)
         exists = " OR ".join(
             f"EXISTS (SELECT 1 FROM ({part}) WHERE scope_id NOT IN ({winner}))"
             for part in OWNER_PARTS[kind]
@@ -105,7 +111,7 @@ class SqliteScopes:
         self, kind: Literal["entity", "relation"], item: int, writable: Sequence[int]
     ) -> None:
         table, col = LINKS[kind]
-        winner = id_list(writable)
+        winner = _others(writable)
         self.conn.execute(
             f"""INSERT OR IGNORE INTO {table} ({col}, scope_id)
                 SELECT :id, id FROM scopes WHERE id IN ({OWNERS_SQL[kind]}) AND id NOT IN ({winner})""",
