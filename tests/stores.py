@@ -156,3 +156,9 @@ def snapshot(home: Path) -> dict[str, list[Any]]:
             t: sorted((tuple(r) for r in conn.execute(f"SELECT * FROM {t}").fetchall()), key=repr)
             for t in tables(home)
         }
+
+
+def raw(op: Any) -> Any:
+    """A function of the raw connection (a test's PRAGMA or setup SQL) as a function of the
+    store's transaction: the tests look under the storage interfaces on purpose."""
+    return lambda tx: op(tx.conn)

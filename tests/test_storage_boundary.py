@@ -1,7 +1,7 @@
 """The storage layer is a boundary (docs/architecture.md, "Storage").
 
 Outside ``actors/store`` nothing imports ``sqlite3`` or ``psycopg``, calls ``.execute``,
-holds a connection of the store (``tx.conn``, ``read_conn``/``write_conn``) or asks which
+holds a connection of the store (``tx.conn``, ``read_conn``/``write_conn``: all gone) or asks which
 backend it runs on; a request of an actor never carries a function of a connection; the
 feature packages import one another without a cycle. The two exceptions are named: the
 code index keeps its own database (``actors.code``), and the chaos checker reads a store

@@ -21,6 +21,7 @@ from memtrio.supervisors import config as config_mod
 from memtrio.supervisors import faults
 from memtrio.supervisors.app import build_context, open_app
 from memtrio.supervisors.context import AppContext
+from stores import raw
 
 QUIET = {"MEMTRIO_EMBEDDINGS": "off", "MEMTRIO_STORE_MAINTENANCE_INTERVAL": "3600"}
 
@@ -72,7 +73,7 @@ async def test_a_new_store_has_the_reference_pragmas_and_the_configured_cache(ho
             conn.close()
 
     async with store_app(home, MEMTRIO_STORE_CACHE_SIZE_MB="16") as app:
-        got = await app.service(STORE).read_conn(lambda c: pragma(c, "cache_size"))
+        got = await app.service(STORE).read(raw(lambda c: pragma(c, "cache_size")))
         assert got == -16 * 1024  # the read pool gets [store] cache_size_mb too
 
 
@@ -92,31 +93,31 @@ async def test_maintenance_frees_deleted_pages_checkpoints_and_merges_fts(home: 
         ids: list[int] = []
         for batch in range(20):  # one FTS5 segment per transaction
             texts = [f"note {batch} {i} " + "lorem ipsum dolor " * 200 for i in range(10)]
-            ids += await store.write_conn(lambda c, t=texts: write_memories(c, t))
+            ids += await store.write(raw(lambda c, t=texts: write_memories(c, t)))
 
         def delete_most(conn: sqlite3.Connection) -> None:
             conn.executemany("DELETE FROM memories WHERE id = ?", [(i,) for i in ids[10:]])
 
-        await store.write_conn(delete_most)
-        free_before = await store.read_conn(lambda c: pragma(c, "freelist_count"))
+        await store.write(raw(delete_most))
+        free_before = await store.read(raw(lambda c: pragma(c, "freelist_count")))
         segments = "SELECT count(DISTINCT segid) FROM memories_fts_idx"
-        segments_before = await store.read_conn(lambda c: c.execute(segments).fetchone()[0])
+        segments_before = await store.read(raw(lambda c: c.execute(segments).fetchone()[0]))
         assert free_before > 100 and segments_before > 1
 
         report = await app.service(MAINTENANCE).run_now()
 
         assert report.auto_vacuum == "incremental"
         assert report.pages_freed >= free_before and report.free_pages == 0
-        assert await store.read_conn(lambda c: pragma(c, "freelist_count")) == 0
+        assert await store.read(raw(lambda c: pragma(c, "freelist_count"))) == 0
         assert report.checkpointed == report.wal_frames and not report.checkpoint_busy
         assert report.fts_merged and report.fts_steps["memories_fts"] >= 1
-        assert await store.read_conn(lambda c: c.execute(segments).fetchone()[0]) == 1
+        assert await store.read(raw(lambda c: c.execute(segments).fetchone()[0])) == 1
 
         def search(conn: sqlite3.Connection) -> int:
             sql = "SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'lorem'"
             return conn.execute(sql).fetchone()[0]
 
-        assert await store.read_conn(search) == 10  # the merged index still answers
+        assert await store.read(raw(search)) == 10  # the merged index still answers
         status = app.service(MAINTENANCE).status()
         assert status["runs"] == 1 and status["last"]["pages_freed"] == report.pages_freed  # type: ignore[index]
     # The file shrank: the freed pages went back to the file system.
@@ -154,14 +155,14 @@ async def test_async_durability_flushes_the_wal_after_commits_and_sync_does_not(
         idle = handle.flushes
         await trio.sleep(2)
         assert handle.flushes == idle  # nothing committed: no checkpoint
-        await app.service(STORE).write_conn(lambda c: write_memories(c, ["flushed soon"]))
+        await app.service(STORE).write(raw(lambda c: write_memories(c, ["flushed soon"])))
         await wait_for(lambda: handle.flushes > idle)  # the commit is checkpointed
         await trio.sleep(1)
         after = handle.flushes
         await trio.sleep(2)
         assert handle.flushes == after  # then quiet again
     async with store_app(home, MEMTRIO_DURABILITY="sync") as app:
-        await app.service(STORE).write_conn(lambda c: write_memories(c, ["fsynced at commit"]))
+        await app.service(STORE).write(raw(lambda c: write_memories(c, ["fsynced at commit"])))
         await trio.sleep(2)
         assert app.service(MAINTENANCE).flushes == 0
 
@@ -174,7 +175,7 @@ async def test_a_crash_in_maintenance_restarts_it_alone(home: Path) -> None:
             with pytest.raises(ActorCrashed, match="InjectedFault"):
                 await handle.run_now()
             # The store never noticed; the actor came back under its own supervisor.
-            await app.service(STORE).write_conn(lambda c: write_memories(c, ["still writable"]))
+            await app.service(STORE).write(raw(lambda c: write_memories(c, ["still writable"])))
             with trio.fail_after(10):
                 while (
                     actor(app, "maintenance")["restarts"],

@@ -24,6 +24,7 @@ from memtrio.supervisors import config as config_mod
 from memtrio.supervisors import faults
 from memtrio.supervisors.app import build_context, open_app
 from memtrio.supervisors.context import AppContext
+from stores import raw
 
 
 class Ctx:
@@ -117,7 +118,7 @@ async def test_listeners_get_change_records_only_after_a_commit(home: Path) -> N
         await T.forget(ctx, T.ForgetArgs(first.id))
         assert seen[-1] == [Change(kind="memory", id=first.id, deleted=True)]
         assert (
-            await store.write_conn(lambda conn: Written("value", [Change(kind="reset")])) == "value"
+            await store.write(raw(lambda conn: Written("value", [Change(kind="reset")]))) == "value"
         )
         assert seen[-1] == [Change(kind="reset")]
         remove()
@@ -150,7 +151,7 @@ async def test_reads_run_in_threads_without_blocking_the_loop(home: Path) -> Non
         results: list[int] = []
 
         async def read() -> None:
-            results.append(await store.read_conn(blocked_read))
+            results.append(await store.read(raw(blocked_read)))
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(read)
@@ -166,7 +167,7 @@ async def test_reads_run_in_threads_without_blocking_the_loop(home: Path) -> Non
             conn.execute("INSERT INTO scopes (name) VALUES ('global')")
 
         with pytest.raises(sqlite3.OperationalError):
-            await store.read_conn(write_in_read)  # read connections are query-only
+            await store.read(raw(write_in_read))  # read connections are query-only
 
 
 async def test_write_connection_pragmas_and_durability(home: Path) -> None:
@@ -179,9 +180,9 @@ async def test_write_connection_pragmas_and_durability(home: Path) -> None:
                 for p in ("journal_mode", "foreign_keys", "synchronous", "busy_timeout")
             )
 
-        assert await store.write_conn(pragmas) == ("wal", 1, 2, 30000)
+        assert await store.write(raw(pragmas)) == ("wal", 1, 2, 30000)
     async with store_app(home, env={"MEMTRIO_STORE_BUSY_TIMEOUT_MS": "1234"}) as app:
-        assert (await app.service(STORE).write_conn(pragmas))[2:] == (1, 1234)
+        assert (await app.service(STORE).write(raw(pragmas)))[2:] == (1, 1234)
 
 
 def test_schema_migrates_forward_and_refuses_a_newer_database(tmp_path: Path) -> None:
@@ -240,14 +241,14 @@ async def test_a_broken_connection_crashes_the_writer_which_restarts(home: Path)
             conn.close()
 
         with pytest.raises(ActorCrashed):
-            await store.write_conn(break_connection)
+            await store.write(raw(break_connection))
         assert app.service(STORE) is store  # the same handle, served by a new incarnation
         result = await T.remember(Ctx(app), T.RememberArgs("after the restart"))
         assert result.id == 1
         assert app.root is not None and app.root.snapshot()[0]["restarts"] == 1
         assert (
-            await store.read_conn(
-                lambda conn: conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+            await store.read(
+                raw(lambda conn: conn.execute("SELECT count(*) FROM memories").fetchone()[0])
             )
             == 1
         )

@@ -30,6 +30,7 @@ from memtrio.protocol.errors import DomainError
 from memtrio.supervisors import config as config_mod
 from memtrio.supervisors.app import build_context, default_features, open_app
 from memtrio.supervisors.context import AppContext, CallContext
+from stores import raw
 
 TOKEN = "test-token-123"
 BASE = "http://127.0.0.1:8765"
@@ -503,11 +504,13 @@ async def test_a_memory_page_survives_recall_log_lines_of_another_shape(tmp_path
         odd = [("5", "[1.0]"), (f"[{mid}]", '{"a": 1}'), ('{"x": 1}', "2"), ("null", "null")]
         from memtrio.actors.store.services import store_of
 
-        await store_of(d.app).write_conn(
-            lambda c: c.executemany(
-                "INSERT INTO recall_log (ts, kind, query, scopes, ids, scores) "
-                "VALUES (1e9, 'recall', 'odd', '[\"global\"]', ?, ?)",
-                odd,
+        await store_of(d.app).write(
+            raw(
+                lambda c: c.executemany(
+                    "INSERT INTO recall_log (ts, kind, query, scopes, ids, scores) "
+                    "VALUES (1e9, 'recall', 'odd', '[\"global\"]', ?, ?)",
+                    odd,
+                )
             )
         )
         shown = await d.get("memory", id=mid)

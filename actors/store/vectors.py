@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from .dialect import is_postgres
 from .interfaces import StoreTx
-from .interfaces.vectors import Vectors, Windows
+from .interfaces.vectors import Windows
 from .messages import Change
 
 ItemKind = Literal["memory", "entity", "relation"]
@@ -78,23 +76,6 @@ def vecs_of(result: Embedding) -> list[Vec]:
     ]
 
 
-Target = StoreTx | sqlite3.Connection
-
-
-def vectors_of(target: Target) -> Vectors:
-    """``tx.vectors``; TRANSITIONAL: a raw connection (code of other concepts not yet moved
-    behind the storage interfaces) is seen through its backend's implementation."""
-    if isinstance(target, sqlite3.Connection):
-        from .sqlite.vectors import SqliteVectors
-
-        return SqliteVectors(target)
-    if is_postgres(target):
-        from .pg.vectors import PgVectors  # psycopg: PostgreSQL stores only
-
-        return PgVectors(target)  # type: ignore[arg-type] # a raw PgConnection (is_postgres)
-    return target.vectors
-
-
 def windows_of(vec: Vec) -> Windows:
     """A `Vec` as the storage interface takes it (`interfaces.vectors.Windows`)."""
     return Windows(
@@ -102,7 +83,7 @@ def windows_of(vec: Vec) -> Windows:
     )
 
 
-def put_vector(tx: Target, kind: str, item_id: int, vec: Vec, replace: bool = True) -> bool:
+def put_vector(tx: StoreTx, kind: str, item_id: int, vec: Vec, replace: bool = True) -> bool:
     """Store an item's vectors; with ``replace=False`` an existing set of the same model is kept.
 
     Chunk 0 goes to ``vectors``, the other windows to ``vector_chunks``
@@ -117,7 +98,7 @@ def put_vector(tx: Target, kind: str, item_id: int, vec: Vec, replace: bool = Tr
         if replace:
             drop_vector(tx, kind, item_id)
         return False
-    return vectors_of(tx).put(kind, item_id, windows_of(vec), replace=replace)
+    return tx.vectors.put(kind, item_id, windows_of(vec), replace=replace)
 
 
 def _finite(data: bytes) -> bool:
@@ -127,20 +108,20 @@ def _finite(data: bytes) -> bool:
     return len(data) % 4 == 0 and bool(np.isfinite(np.frombuffer(data, dtype="<f4")).all())
 
 
-def drop_vector(tx: Target, kind: str, item_id: int) -> None:
+def drop_vector(tx: StoreTx, kind: str, item_id: int) -> None:
     """Delete an item's vectors (its chunks go with the ``vectors`` row)."""
-    vectors_of(tx).drop(kind, item_id)
+    tx.vectors.drop(kind, item_id)
 
 
 def item_vectors(
-    tx: Target, kind: str, ids: Sequence[int], model: str, revision: str, dim: int
+    tx: StoreTx, kind: str, ids: Sequence[int], model: str, revision: str, dim: int
 ) -> dict[int, list[bytes]]:
     """The stored windows of ``ids`` under ``model``/``revision``, chunk 0 first.
 
     Chunks count only under a ``vectors`` row of the same model (a set is
     whole or absent).
     """
-    return vectors_of(tx).windows_of(kind, ids, model, revision, dim)
+    return tx.vectors.windows_of(kind, ids, model, revision, dim)
 
 
 def change_of(kind: ItemKind, item_id: int, vec: Vec | None, deleted: bool = False) -> Change:
@@ -151,7 +132,7 @@ def change_of(kind: ItemKind, item_id: int, vec: Vec | None, deleted: bool = Fal
 
 
 def note_vector(
-    tx: Target,
+    tx: StoreTx,
     kind: ItemKind,
     item_id: int,
     vec: Vec | None,

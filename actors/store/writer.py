@@ -122,13 +122,6 @@ class Store:
         except db.PoolClosed:
             raise Unavailable("the memory store is restarting; try again") from None
 
-    # TRANSITIONAL: operations not yet behind a storage interface (`interfaces.StoreTx.conn`).
-    async def write_conn(self, op: Callable[[Any], T], name: str = "") -> T:
-        return await self.write(lambda tx: op(tx.conn), name=name or _name_of(op))
-
-    async def read_conn(self, op: Callable[[Any], T], inline: bool = False) -> T:
-        return await self.read(lambda tx: op(tx.conn), inline, name=_name_of(op))
-
     def add_listener(self, fn: Listener) -> Callable[[], None]:
         self._listeners.append(fn)
 

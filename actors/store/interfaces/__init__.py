@@ -11,7 +11,7 @@ holds a connection or asks which database it runs on.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from .browse import Browse
 from .fulltext import FullText
@@ -45,12 +45,6 @@ class StoreTx(Protocol):
     @property
     def backend(self) -> str:
         """``sqlite`` or ``postgresql`` (for messages and the trace; never to branch on)."""
-        ...
-
-    @property
-    def conn(self) -> Any:
-        """TRANSITIONAL: the raw connection, for code not yet moved behind an interface.
-        Every use is a defect the architecture test will reject once the move is done."""
         ...
 
     @property
