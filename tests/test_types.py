@@ -31,10 +31,9 @@ PACKAGES = ("actors", "protocol", "supervisors")
 # file checks clean. Paths are relative to the repository root.
 EXCLUDED = frozenset(
     {
-        # Being moved onto the storage interfaces (issue #30): fixed as each part lands.
-        "actors/kg/view.py",
+        # The ranker's service: its embedder call and Params overrides need typing work that
+        # did not fit issue #30's session (9 errors); the last module excluded.
         "actors/ranker/service.py",
-        "actors/store/entities.py",
     }
 )
 
