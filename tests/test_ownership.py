@@ -32,7 +32,8 @@ from mcp_client import fails, ok, open_client, server_env
 from memtrio.actors.store import ops, schema
 from memtrio.actors.store.ownership import Ownership, SharedRow
 
-pytestmark = stores.both_stores  # the unit test at the end runs on SQLite either way
+# SQLite only: which scopes own a row (foreign owners, release) is driven on both backends by
+# tests/test_storage_contract_graph.py and _upkeep.py; the rules here are the feature's, above them.
 
 Triple = tuple[str, str, str]
 
