@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import trio
 from gitrepo import git
-from mcp_client import call, every_transport, fails, ok, open_client
+from mcp_client import call, every_transport, fails, ok, only_on, open_client
 from stores import both_stores, rows, snapshot
 
 # On PostgreSQL (stdio) only where the path differs from what tests/test_storage_contract*.py
@@ -341,6 +341,9 @@ async def test_a_fault_at_commit_is_an_error_result_and_stores_nothing(
         assert (await ok(client, "remember", content="third"))["id"] == 2
 
 
+@only_on(
+    "stdio", "http", reason="loads the model per server; the model path is transport-independent"
+)
 async def test_with_the_real_embedder_vectors_are_stored_with_the_rows(
     home: Path, tmp_path: Path
 ) -> None:
