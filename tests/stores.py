@@ -1,9 +1,13 @@
 """The store backends the end-to-end suites run over, and a way to look inside either.
 
-A module marked ``pytestmark = [every_transport, both_stores]`` runs each test
-over every transport on SQLite and once more over stdio on PostgreSQL (the
-transports do not depend on the store, so repeating them would only cost
-time). The PostgreSQL server is a private ``pgserver`` (PostgreSQL 18 with
+A test marked `both_stores` (``[every_transport, both_stores]``) runs over every
+transport on SQLite and once more over stdio on PostgreSQL (the transports do
+not depend on the store, so repeating them would only cost time). The storage
+contract suite (tests/test_storage_contract*.py) drives every storage interface
+on both backends, so an end-to-end test is marked only where the PostgreSQL path
+differs: transactions across processes, NOTIFY, reconnection, migration, and
+one smoke path per tool family; the rest run on SQLite
+(``pytest.mark.stores("sqlite")`` where the module's mark says both). The PostgreSQL server is a private ``pgserver`` (PostgreSQL 18 with
 ``vector`` and ``pg_trgm``) started once per test session in a temporary
 directory; each home gets a database of its own (``CREATE DATABASE``), as each
 SQLite home has its own file, so tests and servers stay independent. ``MEMTRIO_TEST_STORES=sqlite`` skips the PostgreSQL runs.
@@ -53,6 +57,24 @@ class PgServer(chaos_pg.PgServer):
     def __init__(self) -> None:
         super().__init__()
         self.homes: dict[str, str] = {}
+        self.skip_fsync()
+
+    def skip_fsync(self) -> None:
+        """No fsync for the tests' throwaway server (set at reload, kept across `start`).
+
+        What a test can do to PostgreSQL (kill a backend, stop or kill the server)
+        loses nothing without fsync: each commit's WAL is still written to the kernel
+        at commit (``synchronous_commit`` stays on); only a crash of the machine
+        would lose it, and the data directory is deleted at the end anyway. It saves
+        the flushes of every commit, ``CREATE DATABASE`` and the shutdown checkpoint
+        (about 30 s of the suite's teardown on two busy cores).
+        """
+        import psycopg
+
+        with psycopg.connect(self.uri, autocommit=True) as conn:
+            for setting in ("fsync", "full_page_writes"):
+                conn.execute(f"ALTER SYSTEM SET {setting} = off")
+            conn.execute("SELECT pg_reload_conf()")
 
     def database_for(self, home: Path) -> str:
         """The database of ``home`` (made at its first use)."""

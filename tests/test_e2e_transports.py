@@ -9,9 +9,8 @@ from pathlib import Path
 from gitrepo import make_repo
 from mcp_client import every_transport, ok, open_session
 from memtrio.actors.store.scopes import default_scope
-from stores import both_stores
 
-pytestmark = [every_transport, both_stores]
+pytestmark = [every_transport]  # the transports do not depend on the store
 
 MALFORMED = [
     ('{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {', -32700, None),

@@ -31,7 +31,10 @@ from memtrio.actors.store import schema
 from memtrio.actors.store.pg import schema as pg_schema
 from memtrio.actors.store.pg.conn import PgConnection
 
+# Names on PostgreSQL: the smoke path and the migration here; the store's name rules (exact,
+# canonical lookups, import) are driven on both backends by tests/test_storage_contract*.py.
 pytestmark = [stores.both_stores]
+SQLITE_ONLY = pytest.mark.stores("sqlite")
 
 ALICE = {"name": "Alice", "entityType": "person", "observations": ["likes tea"]}
 alice = {"name": "alice", "entityType": "cat", "observations": ["purrs"]}
@@ -71,6 +74,7 @@ async def test_alice_after_Alice_is_a_second_entity_with_its_own_rows(home: Path
     assert stores.rows(home, "SELECT name, canonical_name FROM entities") == [("Alice", "alice")]
 
 
+@SQLITE_ONLY
 async def test_memory_tools_find_an_entity_by_its_only_case_variant_or_list_them(
     home: Path,
 ) -> None:
@@ -97,6 +101,7 @@ def js_line(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
+@SQLITE_ONLY
 def test_importing_a_reference_file_with_Alice_and_alice_keeps_both(
     home: Path, tmp_path: Path
 ) -> None:
@@ -125,6 +130,7 @@ def test_importing_a_reference_file_with_Alice_and_alice_keeps_both(
     assert again.read_bytes() == source.read_bytes()
 
 
+@SQLITE_ONLY
 def test_an_export_of_format_1_is_still_read(home: Path, tmp_path: Path) -> None:
     """Format 1 (before schema version 7) refers to entities by canonical name."""
     records = [

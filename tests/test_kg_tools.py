@@ -32,7 +32,9 @@ from mcp_client import (
 )
 from stores import both_stores
 
-pytestmark = [every_transport, both_stores]
+# On PostgreSQL (stdio) one read and one write of the family (its smoke path, one server each);
+# every graph read and write is driven on both backends by tests/test_storage_contract*.py.
+pytestmark = [every_transport]
 
 KG_READ = {
     "read_graph", "search_nodes", "open_nodes", "batch_get_entities", "get_entity", "entity_exists",
@@ -259,6 +261,7 @@ def test_entity_exists(graph: ThreadedClient) -> None:
     assert exists == {"exists": {"A": True, "ghost": False}, "missing": ["ghost"]}
 
 
+@both_stores  # the graph tools' smoke path: reads
 def test_read_graph_pages_every_entity_and_relation_once(graph: ThreadedClient) -> None:
     seen: list[str] = []
     rels: list[dict] = []
@@ -401,6 +404,7 @@ def test_upsert_entities_updates_and_creates(edits: dict[str, Any]) -> None:
     ]  # fmt: skip
 
 
+@both_stores  # the graph tools' smoke path: writes
 def test_merge_entities_moves_observations_and_relations(edits: dict[str, Any]) -> None:
     seen = edits["merge_entities"]
     assert "target" in seen["into a source"]

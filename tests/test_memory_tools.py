@@ -8,10 +8,13 @@ from typing import Any
 import pytest
 import trio
 from gitrepo import git
-from mcp_client import call, every_transport, fails, ok, open_client
+from mcp_client import call, every_transport, fails, ok, only_on, open_client
 from stores import both_stores, rows, snapshot
 
-pytestmark = [every_transport, both_stores]
+# On PostgreSQL (stdio) only where the path differs from what tests/test_storage_contract*.py
+# drive on both backends: the family's smoke path, a transaction across processes, a commit
+# that fails. The other tests run on SQLite over every transport.
+pytestmark = [every_transport]
 
 MEMORY_TOOLS = {
     "remember",
@@ -40,6 +43,7 @@ def repos(tmp_path: Path) -> dict[str, Path]:
     return {"main": main, "wt": base / "wt", "clone": base / "clone"}
 
 
+@both_stores  # the memory tools' smoke path
 async def test_every_memory_tool_end_to_end(
     home: Path, repos: dict[str, Path], transport: str
 ) -> None:
@@ -279,6 +283,7 @@ async def test_worktrees_share_a_scope_and_clones_do_not(
         assert clone_scope in await fails(client, "remember", content="x", scopes=[main_scope])
 
 
+@both_stores  # transactions across processes
 async def test_two_servers_writing_at_once_lose_nothing(home: Path, tmp_path: Path) -> None:
     per_task, tasks = 25, 3
     outside = tmp_path / "outside"
@@ -315,6 +320,7 @@ async def test_two_servers_writing_at_once_lose_nothing(home: Path, tmp_path: Pa
     assert links == len(expected)
 
 
+@both_stores  # a transaction that fails at commit
 async def test_a_fault_at_commit_is_an_error_result_and_stores_nothing(
     home: Path, tmp_path: Path
 ) -> None:
@@ -335,6 +341,9 @@ async def test_a_fault_at_commit_is_an_error_result_and_stores_nothing(
         assert (await ok(client, "remember", content="third"))["id"] == 2
 
 
+@only_on(
+    "stdio", "http", reason="loads the model per server; the model path is transport-independent"
+)
 async def test_with_the_real_embedder_vectors_are_stored_with_the_rows(
     home: Path, tmp_path: Path
 ) -> None:

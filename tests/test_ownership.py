@@ -34,7 +34,8 @@ from memtrio.actors.store.entities import EntitySpec, upsert_entity, upsert_rela
 from memtrio.actors.store.ownership import Ownership, SharedRow
 from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
 
-pytestmark = stores.both_stores  # the unit test at the end runs on SQLite either way
+# SQLite only: which scopes own a row (foreign owners, release) is driven on both backends by
+# tests/test_storage_contract_graph.py and _upkeep.py; the rules here are the feature's, above them.
 
 Triple = tuple[str, str, str]
 

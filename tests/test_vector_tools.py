@@ -43,7 +43,11 @@ CORPUS = {
 }
 
 
+# The tests of the corpus server run on both stores (one server each: the family's smoke path);
+# those that start servers of their own run on SQLite: their store path is driven on both
+# backends by tests/test_storage_contract_vectors.py.
 pytestmark = stores.both_stores
+SQLITE_ONLY = pytest.mark.stores("sqlite")
 
 
 def cos(a: list[float], b: list[float]) -> float:
@@ -251,6 +255,7 @@ def test_merge_entities_keeps_the_index_consistent(vec: ThreadedClient) -> None:
     assert vec.ok("vector_store_stats")["indexSize"] == 5
 
 
+@SQLITE_ONLY
 async def test_vector_tools_are_served_only_with_vectors_and_the_same_home_works_both_ways(
     tmp_path: Path,
 ) -> None:
@@ -279,6 +284,7 @@ async def test_vector_tools_are_served_only_with_vectors_and_the_same_home_works
         assert not is_error and got["embedding"] == [0.0, 1.0, 0.0]
 
 
+@SQLITE_ONLY
 def test_another_repository_sees_none_of_these_vectors(
     vec: ThreadedClient, home: Path, tmp_path: Path
 ) -> None:
@@ -308,6 +314,7 @@ def model_vectors(home: Path) -> dict[str, list[float]]:
     return {name: list(struct.unpack(f"<{len(blob) // 4}f", blob)) for name, blob in rows}
 
 
+@SQLITE_ONLY
 async def test_text_queries_use_the_local_model_only_at_its_dimension(tmp_path: Path) -> None:
     on = {"MEMTRIO_EMBEDDINGS": "on"}
     async with open_client(
