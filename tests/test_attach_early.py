@@ -77,9 +77,9 @@ async def test_the_first_child_answers_initialize_and_tools_list_before_its_owne
         assert init["id"] == 0 and init["result"]["protocolVersion"] == VERSION
         assert "memtrio" in init["result"]["instructions"]
         await kid.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        early = await kid.call("tools/list", timeout=EARLY_WITHIN)
+        early = await kid.request("tools/list", timeout=EARLY_WITHIN)
         assert {"remember", "recall", "server_status"} <= set(tool_names(early))
-        assert (await kid.call("ping", timeout=EARLY_WITHIN))["result"] == {}
+        assert (await kid.request("ping", timeout=EARLY_WITHIN))["result"] == {}
         # No owner answered any of it: none runs yet.
         assert owner_pids(home) == [] and not runtime.runtime_path(home).exists()
 
@@ -89,7 +89,7 @@ async def test_the_first_child_answers_initialize_and_tools_list_before_its_owne
         assert owner == [report["pid"]] and report["pid"] != kid.process.pid
         # The session was replayed to it as the client negotiated it.
         assert report["protocol_version"] == VERSION
-        assert await kid.call("tools/list") == {**early, "id": early["id"] + 3}
+        assert await kid.request("tools/list") == {**early, "id": early["id"] + 3}
         assert f"attaching to memtrio serve pid {report['pid']}" in stderr_of(home, "first")
         assert await kid.close() == 0
 

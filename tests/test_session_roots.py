@@ -25,7 +25,7 @@ from mcp_client import server_command, server_env
 from memtrio.actors import session_roots
 from memtrio.actors.chaos.client import INITIALIZED, LineClient, RequestId, initialize_params
 from memtrio.actors.code.feature import FEATURE as CODE
-from memtrio.actors.features import GRAPH, STATUS, STORE
+from memtrio.actors.features import GRAPH, MEMORY, STATUS, STORE
 from memtrio.actors.session_state import SessionState
 from memtrio.actors.stdio import transport_children, transport_supervisor
 from memtrio.actors.store.scopes import default_scope
@@ -145,7 +145,7 @@ async def serving(
     home: Path,
     cwd: Path,
     sessions: int = 2,
-    features: Sequence[Feature] = (STATUS, STORE, GRAPH),
+    features: Sequence[Feature] = (STATUS, STORE, MEMORY, GRAPH),
 ) -> AsyncIterator[tuple[AppContext, list[Peer]]]:
     """The application in ``cwd`` with ``sessions`` network-like line sessions."""
     cfg = config_mod.load(home, env={"MEMTRIO_EMBEDDINGS": "off"})
@@ -317,7 +317,7 @@ async def test_code_tools_use_the_session_repository_or_ask_for_root(
     home: Path, repos: tuple[Path, Path, Path]
 ) -> None:
     repo_a, repo_b, server = repos
-    async with serving(home, server, features=(STATUS, STORE, CODE)) as (_, (a, b)):
+    async with serving(home, server, features=(STATUS, STORE, MEMORY, CODE)) as (_, (a, b)):
         a.roots = [uri(repo_a)]
         await a.initialize()
         await b.initialize(roots=False)
