@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from mcp_client import run_cli
-from raw_server import initialize_request
-
-
-def _call(number: int, tool: str, arguments: dict[str, object]) -> dict[str, object]:
-    return {
-        "jsonrpc": "2.0",
-        "id": number,
-        "method": "tools/call",
-        "params": {"name": tool, "arguments": arguments},
-    }
+from memtrio.actors.chaos.blocking import BlockingClient
 
 
 def test_every_memory_tool_names_its_store_operations_in_the_trace(home: Path) -> None:
@@ -29,16 +19,15 @@ def test_every_memory_tool_names_its_store_operations_in_the_trace(home: Path) -
         ("list_scopes", {}),
         ("forget", {"id": 1}),
     ]
-    lines = [initialize_request(), *(_call(i, t, a) for i, (t, a) in enumerate(calls, 1))]
-    served = run_cli(
-        "mcp",
-        home=home,
-        env={"MEMTRIO_CODE": "off"},
-        input="".join(json.dumps(m) + "\n" for m in lines),
-        timeout=60,
-    )
-    assert served.returncode == 0, served.stderr
-    assert served.stdout.count('"isError":true') == 0, served.stdout
+    # One call at a time, each answered before the next: tool calls run concurrently, and
+    # `inspect` must not overtake the `remember` it reads.
+    server = BlockingClient.memtrio(home, {"MEMTRIO_CODE": "off"})
+    try:
+        server.initialize("trace-names")
+        for tool, arguments in calls:
+            server.tool(tool, arguments)  # RuntimeError when the call fails
+    finally:
+        assert server.close() == 0
     out = run_cli("trace", "--home", str(home), "--last", str(len(calls)), timeout=60)
     assert out.returncode == 0, out.stderr
     for span in (
