@@ -17,6 +17,7 @@ from ..interfaces.browse import (
     Sort,
     TypeCount,
 )
+from .params import id_list
 
 _ORDER = {
     "created": "m.created_at",
@@ -29,11 +30,6 @@ _COLUMNS = (
     "m.id, m.content, m.memory_type, m.importance, m.created_at, m.updated_at, "
     "m.last_accessed_at, m.access_count"
 )
-
-
-def _ints(ids: list[int]) -> str:
-    """Ids inlined as integers (no parameter limit), or NULL (matches nothing)."""
-    return ",".join(str(int(i)) for i in ids) or "NULL"
 
 
 class SqliteBrowse:
@@ -49,7 +45,7 @@ class SqliteBrowse:
         return sorted(out)
 
     def _where(self, chosen: MemoryFilter) -> tuple[str, list[Any]]:
-        inner = _ints(self._scope_ids(chosen.selection))
+        inner = id_list(self._scope_ids(chosen.selection))
         clauses = [
             f"(EXISTS (SELECT 1 FROM memory_scopes ms WHERE ms.memory_id = m.id "
             f"AND ms.scope_id IN ({inner})) "
@@ -75,7 +71,7 @@ class SqliteBrowse:
             )
             params.append(chosen.only_scope)
         if chosen.ids is not None:
-            clauses.append(f"m.id IN ({_ints(chosen.ids)})")
+            clauses.append(f"m.id IN ({id_list(chosen.ids)})")
         return " AND ".join(clauses), params
 
     def page(
@@ -123,7 +119,7 @@ class SqliteBrowse:
         conn = self.conn
         read_ids = self._scope_ids(selection)
         sees_all = len(read_ids) == conn.execute("SELECT count(*) FROM scopes").fetchone()[0]
-        inner = _ints(read_ids)
+        inner = id_list(read_ids)
 
         def visible(table: str, col: str, alias: str) -> str:
             if sees_all:  # every row is linked to a read scope or to none
@@ -147,7 +143,7 @@ class SqliteBrowse:
             (limit,),
         ).fetchall()
         names = {eid: name for eid, name, _, _ in rows}
-        shown = _ints(list(names))
+        shown = id_list(list(names))
         links = conn.execute(
             f"""SELECT r.source_id, r.relation_type, r.target_id FROM relations r
                 WHERE r.source_id IN ({shown}) AND r.target_id IN ({shown}) AND {rel}
@@ -190,7 +186,7 @@ class SqliteBrowse:
     def relations_between(
         self, one: list[int], other: list[int], limit: int
     ) -> list[tuple[str, str, str]]:
-        a, b = _ints(one), _ints(other)
+        a, b = id_list(one), id_list(other)
         rows = self.conn.execute(
             f"""SELECT s.name, r.relation_type, t.name FROM relations r
                 JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id

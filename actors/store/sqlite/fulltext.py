@@ -24,6 +24,7 @@ from ..interfaces.fulltext import (
     Visibility,
 )
 from ..stem import stem
+from .params import marks
 
 # The FTS5 indexes `optimize_indexes` compacts (names from the schema, never from input).
 INDEXES = ("entities_fts", "entities_trigram", "memories_fts")
@@ -50,10 +51,6 @@ def phrases(query: TextQuery) -> list[str]:
 def match_expression(query: TextQuery) -> str:
     """An FTS5 MATCH expression: the `phrases` OR-ed."""
     return " OR ".join(phrases(query))
-
-
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
 
 
 def _ids_sql(ids: Sequence[int]) -> str:
@@ -212,7 +209,7 @@ class SqliteFullText:
             chunk = [int(i) for i in ids[start : start + SQL_CHUNK]]
             rows = self.conn.execute(
                 f"""SELECT m.id, {_in_repo(allowed, "m.id")}, m.importance, m.updated_at
-                    FROM memories m WHERE m.id IN ({_marks(len(chunk))})
+                    FROM memories m WHERE m.id IN ({marks(len(chunk))})
                     AND {_memory_visible(allowed, "m.id")} {type_sql}""",
                 [*chunk, *([allowed.memory_type] if allowed.memory_type else [])],
             ).fetchall()
@@ -257,7 +254,7 @@ class SqliteFullText:
             chunk = [int(i) for i in ids[start : start + SQL_CHUNK]]
             for row in self.conn.execute(
                 f"""SELECT e.id, e.name, e.kind, e.canonical_name FROM entities e
-                    WHERE e.id IN ({_marks(len(chunk))})
+                    WHERE e.id IN ({marks(len(chunk))})
                     AND {_visible("entity_scopes", "entity_id", "e", visible)} {kind_sql}""",
                 [*chunk, *kind_params],
             ):

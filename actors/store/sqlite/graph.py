@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TypeVar
 
 import msgspec
@@ -21,6 +21,7 @@ from ..interfaces.graph import (
     RowKind,
     View,
 )
+from .params import chunks, id_list, marks
 
 CHUNK = 500  # ids or names per ``IN (...)`` list (SQLite's parameter limit is far above)
 OBS = "m.memory_type = 'observation' COLLATE NOCASE"
@@ -34,20 +35,11 @@ _rows = msgspec.json.Encoder()
 T = TypeVar("T")
 
 
-def _chunks(items: Sequence[T]) -> Iterator[list[T]]:
-    for start in range(0, len(items), CHUNK):
-        yield list(items[start : start + CHUNK])
-
-
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
-
-
 def _vis(view: View, table: str, col: str, alias: str) -> str:
     """The condition that ``alias``'s row is visible in ``view`` (ids are ints: no parameter)."""
     if view.sees_all:
         return "(1 = 1)"
-    inner = ",".join(str(int(i)) for i in view.read_ids) or "NULL"
+    inner = id_list(view.read_ids)
     return (
         f"(EXISTS (SELECT 1 FROM {table} x WHERE x.{col} = {alias}.id AND x.scope_id IN ({inner}))"
         f" OR NOT EXISTS (SELECT 1 FROM {table} x WHERE x.{col} = {alias}.id))"
@@ -82,9 +74,9 @@ class SqliteGraph:
     def view(self, read: Sequence[str], write: Sequence[str]) -> View:
         names = list(dict.fromkeys([*read, *write]))
         ids: dict[str, int] = {}
-        for part in _chunks(names):
+        for part in chunks(names, CHUNK):
             for name, sid in self.conn.execute(
-                f"SELECT name, id FROM scopes WHERE name IN ({_marks(len(part))})", part
+                f"SELECT name, id FROM scopes WHERE name IN ({marks(len(part))})", part
             ):
                 ids[name] = sid
         read_ids = tuple(sorted({ids[s] for s in read if s in ids}))
@@ -110,10 +102,10 @@ class SqliteGraph:
 
     def entities_by_names(self, names: Sequence[str], view: View) -> list[Entity]:
         out = []
-        for part in _chunks(list(dict.fromkeys(names))):
+        for part in chunks(list(dict.fromkeys(names)), CHUNK):
             for eid, name, kind, canon, vis in self.conn.execute(
                 f"SELECT e.id, e.name, e.kind, e.canonical_name, {_ent(view)} FROM entities e "
-                f"WHERE e.name IN ({_marks(len(part))})",
+                f"WHERE e.name IN ({marks(len(part))})",
                 part,
             ):
                 out.append(Entity(eid, name, kind, canon, bool(vis)))
@@ -121,10 +113,10 @@ class SqliteGraph:
 
     def entities_by_ids(self, ids: Sequence[int]) -> list[Entity]:
         out = []
-        for part in _chunks(list(dict.fromkeys(ids))):
+        for part in chunks(list(dict.fromkeys(ids)), CHUNK):
             for row in self.conn.execute(
                 "SELECT id, name, kind, canonical_name FROM entities "
-                f"WHERE id IN ({_marks(len(part))})",
+                f"WHERE id IN ({marks(len(part))})",
                 part,
             ):
                 out.append(Entity(*row))
@@ -135,7 +127,7 @@ class SqliteGraph:
         if not canon:
             return []
         rows = self.conn.execute(
-            f"SELECT e.name FROM entities e WHERE e.canonical_name IN ({_marks(len(canon))}) "
+            f"SELECT e.name FROM entities e WHERE e.canonical_name IN ({marks(len(canon))}) "
             f"AND {_ent(view)} ORDER BY e.id LIMIT ?",
             [*canon, limit],
         )
@@ -143,11 +135,11 @@ class SqliteGraph:
 
     def observations(self, entity_ids: Sequence[int], view: View) -> list[Observation]:
         out = []
-        for part in _chunks(list(dict.fromkeys(entity_ids))):
+        for part in chunks(list(dict.fromkeys(entity_ids)), CHUNK):
             for row in self.conn.execute(
                 f"""SELECT me.entity_id, m.id, m.content FROM memory_entities me
                     JOIN memories m ON m.id = me.memory_id
-                    WHERE me.entity_id IN ({_marks(len(part))}) AND {OBS} AND {_mem(view)}
+                    WHERE me.entity_id IN ({marks(len(part))}) AND {OBS} AND {_mem(view)}
                     ORDER BY me.entity_id, me.memory_id""",
                 part,
             ):
@@ -156,11 +148,11 @@ class SqliteGraph:
 
     def observation_texts(self, entity_ids: Sequence[int], view: View) -> list[tuple[int, str]]:
         out: list[tuple[int, str]] = []
-        for part in _chunks(list(dict.fromkeys(entity_ids))):
+        for part in chunks(list(dict.fromkeys(entity_ids)), CHUNK):
             out += self.conn.execute(
                 f"""SELECT me.entity_id, m.content FROM memory_entities me
                     JOIN memories m ON m.id = me.memory_id
-                    WHERE me.entity_id IN ({_marks(len(part))}) AND {OBS} AND {_mem(view)}
+                    WHERE me.entity_id IN ({marks(len(part))}) AND {OBS} AND {_mem(view)}
                     ORDER BY me.entity_id, me.memory_id""",
                 part,
             ).fetchall()
@@ -168,11 +160,11 @@ class SqliteGraph:
 
     def observation_counts(self, entity_ids: Sequence[int], view: View) -> dict[int, int]:
         out: dict[int, int] = {}
-        for part in _chunks(list(dict.fromkeys(entity_ids))):
+        for part in chunks(list(dict.fromkeys(entity_ids)), CHUNK):
             for eid, n in self.conn.execute(
                 f"""SELECT me.entity_id, count(*) FROM memory_entities me
                     JOIN memories m ON m.id = me.memory_id
-                    WHERE me.entity_id IN ({_marks(len(part))}) AND {OBS} AND {_mem(view)}
+                    WHERE me.entity_id IN ({marks(len(part))}) AND {OBS} AND {_mem(view)}
                     GROUP BY me.entity_id""",
                 part,
             ):
@@ -219,10 +211,10 @@ class SqliteGraph:
     ) -> list[Link]:
         rows: dict[int, Link] = {}
         cols = ["r.source_id"] if sources_only else ["r.source_id", "r.target_id"]
-        for part in _chunks(list(dict.fromkeys(entity_ids))):
+        for part in chunks(list(dict.fromkeys(entity_ids)), CHUNK):
             for col in cols:
                 for row in self.conn.execute(
-                    f"{LINK} WHERE {col} IN ({_marks(len(part))}) AND {_rel(view)}", part
+                    f"{LINK} WHERE {col} IN ({marks(len(part))}) AND {_rel(view)}", part
                 ):
                     rows[row[0]] = Link(*row)
         return [rows[rid] for rid in sorted(rows)]
@@ -306,10 +298,10 @@ class SqliteGraph:
         tsql = "AND r.relation_type = ?" if relation_type is not None else ""
         extra = [relation_type] if relation_type is not None else []
         out = []
-        for part in _chunks(list(dict.fromkeys(node_ids))):
+        for part in chunks(list(dict.fromkeys(node_ids)), CHUNK):
             for row in self.conn.execute(
                 f"""SELECT r.id, r.source_id, r.relation_type, r.target_id FROM relations r
-                    WHERE {col} IN ({_marks(len(part))}) {tsql} AND {_rel(view)} ORDER BY r.id""",
+                    WHERE {col} IN ({marks(len(part))}) {tsql} AND {_rel(view)} ORDER BY r.id""",
                 [*part, *extra],
             ):
                 out.append(Edge(*row))
@@ -354,11 +346,11 @@ class SqliteGraph:
 
     def without_vectors(self, kind: RowKind, ids: Sequence[int]) -> set[int]:
         have: set[int] = set()
-        for part in _chunks(list(dict.fromkeys(ids))):
+        for part in chunks(list(dict.fromkeys(ids)), CHUNK):
             have.update(
                 r[0]
                 for r in self.conn.execute(
-                    f"SELECT item_id FROM vectors WHERE kind = ? AND item_id IN ({_marks(len(part))})",
+                    f"SELECT item_id FROM vectors WHERE kind = ? AND item_id IN ({marks(len(part))})",
                     [kind, *part],
                 )
             )

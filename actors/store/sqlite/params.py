@@ -21,3 +21,8 @@ def id_list(ids: Sequence[int]) -> str:
     """Integer ids as the text of an SQL list (``NULL`` for none: matches nothing). Each is
     converted with `int`, so no text reaches the statement."""
     return ",".join(str(int(i)) for i in ids) or "NULL"
+
+
+def marks(n: int) -> str:
+    """``n`` placeholders for an SQL list: ``?,?,?``."""
+    return ",".join("?" * n)

@@ -16,6 +16,7 @@ from ..interfaces.vectors import (
     Visibility,
     Windows,
 )
+from .params import id_list, marks
 
 SQL_CHUNK = 500  # ids per statement: well under SQLite's bound parameter limit
 TABLES = {"memory": "memories", "entity": "entities", "relation": "relations"}
@@ -25,10 +26,6 @@ def _parts(ids: Sequence[int]) -> Iterator[list[int]]:
     items = [int(i) for i in ids]
     for start in range(0, len(items), SQL_CHUNK):
         yield items[start : start + SQL_CHUNK]
-
-
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
 
 
 def _table(kind: str) -> str:
@@ -42,7 +39,7 @@ def _visible(scopes: Visibility, table: str, col: str, alias: str) -> str:
     """The condition that row ``alias`` of ``table``'s owner is visible in ``scopes``."""
     if scopes is None:
         return "(1 = 1)"
-    inner = ",".join(str(int(i)) for i in scopes) or "NULL"
+    inner = id_list(list(scopes))
     return (
         f"(EXISTS (SELECT 1 FROM {table} x WHERE x.{col} = {alias}.id AND x.scope_id IN ({inner}))"
         f" OR NOT EXISTS (SELECT 1 FROM {table} x WHERE x.{col} = {alias}.id))"
@@ -125,7 +122,7 @@ class SqliteVectors:
             for item_id, blob in self.conn.execute(
                 f"""SELECT item_id, CAST(vec AS BLOB) FROM vectors
                     WHERE kind = ? AND model = ? AND revision = ? AND dim = ?
-                      AND item_id IN ({_marks(len(part))})""",
+                      AND item_id IN ({marks(len(part))})""",
                 key,
             ):
                 out[item_id] = [blob]
@@ -134,7 +131,7 @@ class SqliteVectors:
             for item_id, blob in self.conn.execute(
                 f"""SELECT item_id, CAST(vec AS BLOB) FROM vector_chunks
                     WHERE kind = ? AND model = ? AND revision = ? AND dim = ?
-                      AND item_id IN ({_marks(len(part))})
+                      AND item_id IN ({marks(len(part))})
                     ORDER BY item_id, chunk""",
                 key,
             ):
@@ -167,7 +164,7 @@ class SqliteVectors:
             out.update(
                 int(r[0])
                 for r in self.conn.execute(
-                    f"SELECT id FROM {table} WHERE id IN ({_marks(len(part))})", part
+                    f"SELECT id FROM {table} WHERE id IN ({marks(len(part))})", part
                 )
             )
         return out
@@ -177,7 +174,7 @@ class SqliteVectors:
         for part in _parts(ids):
             rows = self.conn.execute(
                 "SELECT id, CAST(content AS BLOB) FROM memories"
-                f" WHERE id IN ({_marks(len(part))}) ORDER BY id",
+                f" WHERE id IN ({marks(len(part))}) ORDER BY id",
                 part,
             )
             out.extend(MemoryText(int(i), _text(c)) for i, c in rows)
@@ -188,7 +185,7 @@ class SqliteVectors:
         for part in _parts(ids):
             rows = self.conn.execute(
                 "SELECT id, CAST(name AS BLOB), CAST(kind AS BLOB) FROM entities"
-                f" WHERE id IN ({_marks(len(part))}) ORDER BY id",
+                f" WHERE id IN ({marks(len(part))}) ORDER BY id",
                 part,
             )
             out.extend(EntityText(int(i), _text(n), _text(k)) for i, n, k in rows)
@@ -201,7 +198,7 @@ class SqliteVectors:
                 f"""SELECT r.id, CAST(s.name AS BLOB), CAST(r.relation_type AS BLOB),
                         CAST(t.name AS BLOB) FROM relations r
                     JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id
-                    WHERE r.id IN ({_marks(len(part))}) ORDER BY r.id""",
+                    WHERE r.id IN ({marks(len(part))}) ORDER BY r.id""",
                 part,
             )
             out.extend(RelationText(int(i), _text(s), _text(rt), _text(t)) for i, s, rt, t in rows)
@@ -251,7 +248,7 @@ class SqliteVectors:
         for part in _parts(ids):
             for eid, model, dim, vec, kind in self.conn.execute(
                 f"SELECT entity_id, {_EMBEDDING} FROM entity_embeddings "
-                f"WHERE entity_id IN ({_marks(len(part))})",
+                f"WHERE entity_id IN ({marks(len(part))})",
                 part,
             ):
                 out[eid] = EntityEmbedding(eid, _text(model), dim, _stored(vec, kind))
@@ -293,7 +290,7 @@ class SqliteVectors:
             for i, name, kind, canonical in self.conn.execute(
                 "SELECT e.id, CAST(e.name AS BLOB), CAST(e.kind AS BLOB),"
                 " CAST(e.canonical_name AS BLOB) FROM entities e "
-                f"WHERE e.id IN ({_marks(len(part))}) AND {vis} {typed}",
+                f"WHERE e.id IN ({marks(len(part))}) AND {vis} {typed}",
                 params,
             ):
                 out[int(i)] = EntityRef(int(i), _text(name), _text(kind), _text(canonical))
