@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from . import backends, db
 from .interfaces import StoreTx
+from .writer import Written
 
 T = TypeVar("T")
 
@@ -52,7 +53,7 @@ class Direct:
         except BaseException:
             db.rollback_quietly(conn)
             raise
-        return getattr(result, "value", result) if _is_written(result) else result
+        return result.value if isinstance(result, Written) else result
 
     def read(self, fn: Callable[[StoreTx], T]) -> T:
         """``fn(tx)`` in one read transaction (a consistent snapshot) on a read-only connection."""
@@ -75,9 +76,3 @@ class Direct:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _is_written(result: object) -> bool:
-    from .writer import Written  # the actor module: only to unwrap its result type
-
-    return isinstance(result, Written)
