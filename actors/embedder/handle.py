@@ -95,7 +95,9 @@ class Embedder(Protocol):
 
     async def load(self) -> None: ...
 
-    async def embed(self, texts: list[str], max_chunks: int = 1) -> EmbedResult: ...
+    async def embed(
+        self, texts: list[str], max_chunks: int = 1, *, query: bool = False
+    ) -> EmbedResult: ...
 
 
 EMBEDDER: ServiceKey[Embedder] = ServiceKey("embedder")

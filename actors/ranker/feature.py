@@ -59,7 +59,7 @@ class StartingRanker:
     async def recall(
         self,
         query: str,
-        scope_ids: Sequence[int | str] | None = None,
+        scope_ids: Sequence[int] | None = None,
         memory_type: str | None = None,
         limit: int = 10,
         *,

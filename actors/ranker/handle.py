@@ -18,7 +18,7 @@ class RankerHandle(Protocol):
     async def recall(
         self,
         query: str,
-        scope_ids: Sequence[int | str] | None = None,
+        scope_ids: Sequence[int] | None = None,
         memory_type: str | None = None,
         limit: int = 10,
         *,

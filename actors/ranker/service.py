@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import trio
@@ -119,7 +120,7 @@ class Ranker:
 
     # -- the client call -------------------------------------------------------
 
-    def params(self, **overrides: object) -> rank_mod.Params:
+    def params(self, **overrides: Any) -> rank_mod.Params:
         r = self.app.config.retrieval
         base = rank_mod.Params(
             seed_top_k=r.seed_top_k,
@@ -148,7 +149,7 @@ class Ranker:
     async def recall(
         self,
         query: str,
-        scope_ids: Sequence[int | str] | None = None,
+        scope_ids: Sequence[int] | None = None,
         memory_type: str | None = None,
         limit: int = 10,
         *,
@@ -156,7 +157,7 @@ class Ranker:
         use_lexical: bool | None = None,
         explain: bool = False,
     ) -> Ranked:
-        """Rank memories for ``query`` among ``scope_ids`` (scope ids or names; None = all).
+        """Rank memories for ``query`` among ``scope_ids`` (scope row ids; None = all).
 
         Error handling: raises `RankerError` (after a stderr warning) when
         semantic ranking is impossible; the caller falls back to lexical.
@@ -209,6 +210,7 @@ class Ranker:
             raise RankerError(
                 f"semantic recall failed, falling back to lexical ranking: {failure}"
             ) from failure
+        assert result is not None  # embed_query set it, or failure
         warnings = []
         if result.truncated and result.truncated[0]:
             warnings.append(
@@ -568,6 +570,6 @@ class Ranker:
             trace.warning(ACTOR, "backfill_failed", error=str(exc))
             return 0
         op = vector_writer([(kind, item_id) for kind, item_id, _ in docs], result)
-        await store.write(op, name="ranker.backfill_vectors")
-        trace.event(ACTOR, "backfilled", count=len(docs), model=result.model)
+        stored: int = await store.write(op, name="ranker.backfill_vectors")
+        trace.event(ACTOR, "backfilled", count=len(docs), stored=stored, model=result.model)
         return len(docs)
