@@ -5,9 +5,10 @@ For each size (default 1,000 and 10,000 entities) and each server, in one run:
 
 1. start it as a stdio child in a fresh directory: ``memtrio mcp`` with
    ``MEMTRIO_EMBEDDINGS=off`` and a fresh ``MEMTRIO_HOME``, and the reference
-   server ``npx -y @modelcontextprotocol/server-memory`` with
-   ``MEMORY_FILE_PATH`` in a fresh directory (skipped with a message when
-   Node/npx is missing or the package cannot be fetched);
+   server started with ``node`` on its installed package (``npm install -g
+   @modelcontextprotocol/server-memory``; never ``npx``, whose package
+   resolution is not the server's time) with ``MEMORY_FILE_PATH`` in a fresh
+   directory (skipped with a message when Node or the package is missing);
 2. load the graph through its tools: ``create_entities`` in calls of 100
    entities with 5 observations each (8-12 words from a 5,000-word synthetic
    vocabulary plus a unique token ``kNNNNNN``; the first observation of every
@@ -53,9 +54,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_startup import INSTALL_REFERENCE, find_reference  # tools/, beside this script
 from memtrio.actors.chaos.blocking import BlockingClient
 
-REFERENCE_PACKAGE = "@modelcontextprotocol/server-memory"
 FIGURES = ("ping", "search_nodes", "search_nodes_hub", "open_nodes", "add_observations")
 FIGURE_LABELS = {
     "ping": "ping (the stdio floor)",
@@ -81,11 +82,12 @@ def memtrio_server(workdir: Path) -> BlockingClient:
 
 
 def reference_server(workdir: Path) -> BlockingClient:
-    npx = shutil.which("npx")
-    if npx is None or shutil.which("node") is None:
-        raise RuntimeError("Node.js/npx is not installed")
+    node = shutil.which("node")
+    script = find_reference(None)
+    if node is None or script is None:
+        raise RuntimeError(f"Node.js or the reference package is missing ({INSTALL_REFERENCE})")
     env = dict(os.environ, MEMORY_FILE_PATH=str(workdir / "memory.jsonl"))
-    return BlockingClient([npx, "-y", REFERENCE_PACKAGE], env, workdir, timeout=CALL_TIMEOUT)
+    return BlockingClient([node, str(script)], env, workdir, timeout=CALL_TIMEOUT)
 
 
 class Workload:
