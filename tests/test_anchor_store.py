@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import stores
-from memtrio.actors.memory import transfer
+from memtrio.actors.memory import migrate, transfer
 from memtrio.actors.store import schema
 from memtrio.actors.store.direct import Direct
 from memtrio.actors.store.interfaces import StoreTx
@@ -459,3 +459,26 @@ def test_a_store_of_the_previous_schema_keeps_every_row_and_takes_anchors(
     finally:
         store.close()
     assert _raw_rows(path, url) == before  # anchors change no other row
+
+
+def test_memtrio_migrate_copies_anchors_between_the_backends(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if os.environ.get("MEMTRIO_TEST_STORES") == "sqlite":
+        pytest.skip("MEMTRIO_TEST_STORES=sqlite")
+    url = request.getfixturevalue("pg_server").database()
+    source = Direct(tmp_path / "memtrio.sqlite", None)
+    target = Direct(tmp_path / "unused.sqlite", url)
+    try:
+        a = scope(source, A)
+        mid = memory(source, [a])
+        given = [anchor(), anchor("d/é.md", "", commit="", written_at=0.1 + 0.2)]
+        put(source, mid, given)
+        migrate.copy(source, target)
+        assert migrate.digest(source) == migrate.digest(target)
+        assert target.read(lambda tx: tx.anchors.of([mid])) == {mid: given}
+        pg_scope = target.read(lambda tx: tx.scopes.ids([A]))[A]
+        assert target.read(lambda tx: tx.anchors.at(["d/é.md"], [], [pg_scope])) == [mid]
+    finally:
+        source.close()
+        target.close()
