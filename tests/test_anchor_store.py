@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -248,8 +249,10 @@ def test_more_anchors_than_the_limit_are_refused_naming_it(direct: Direct) -> No
 def test_the_longest_path_and_symbol_allowed_are_stored_and_found(direct: Direct) -> None:
     a = scope(direct, A)
     mid = memory(direct, [a])
-    path = "d/" + "é" * (MAX_ANCHOR_PATH - 2)  # 2,046 bytes of UTF-8: past a B-tree entry's room
-    symbol = "名" * MAX_ANCHOR_SYMBOL
+    rng = random.Random(33)  # 4-byte UTF-8 characters that do not compress: 4,090 bytes,
+    path = "d/" + "".join(chr(rng.randrange(0x10000, 0x2FFFF)) for _ in range(MAX_ANCHOR_PATH - 2))
+    symbol = "".join(chr(rng.randrange(0x10000, 0x2FFFF)) for _ in range(MAX_ANCHOR_SYMBOL))
+    # (past what a PostgreSQL B-tree entry may hold)
     put(direct, mid, [anchor(path, symbol)])
     assert read(direct, lambda tx: tx.anchors.at([path], [], [a])) == [mid]
     assert read(direct, lambda tx: tx.anchors.at([], [symbol], [a])) == [mid]
