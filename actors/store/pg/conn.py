@@ -34,6 +34,7 @@ from psycopg import pq
 from psycopg.types.numeric import FloatLoader, IntLoader
 
 from ..dsn import redact
+from ..schema import LATEST as SQLITE_LATEST
 
 # Reconnection after the server went away: the first attempt at once, then
 # exponential backoff between attempts (seconds); calls in between fail at once.
@@ -47,8 +48,9 @@ MIGRATE_LOCK = 0x6D696772  # "migr"
 
 Params = Sequence[Any] | dict[str, Any] | None
 
-# The SQLite schema version whose records a PostgreSQL store holds (export headers say it).
-SQLITE_EQUIVALENT = 6
+# The SQLite schema version whose records a PostgreSQL store holds (export headers say it):
+# both backends hold the same records, so it is always SQLite's latest.
+SQLITE_EQUIVALENT = SQLITE_LATEST
 
 
 class _NumericLoader(psycopg.adapt.Loader):
