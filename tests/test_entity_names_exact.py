@@ -230,7 +230,9 @@ async def test_a_store_of_the_previous_schema_keeps_every_row_and_takes_alice(
         doctor = run_cli("doctor", "--json", home=home)
         report = json.loads(doctor.stdout)
         assert report["schema_version"] == report["latest_schema_version"]
-        assert report["latest_schema_version"] == (2 if store == "postgresql" else 7)
+        assert report["latest_schema_version"] == (
+            pg_schema.LATEST if store == "postgresql" else schema.LATEST
+        )
         assert every_row(home) == before
         async with open_client(home) as client:
             made = await ok(client, "create_entities", entities=[alice])

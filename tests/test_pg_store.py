@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import stores
 from mcp_client import run_cli
+from memtrio.actors.store.pg import schema as pg_schema
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ def test_every_memory_command_takes_store(home: Path, url: str) -> None:
     stats = json.loads(cli(home, "stats", "--json", url=url).stdout)
     assert stats["memories"] == 2 and stats["entities"] == 1
     doctor = json.loads(cli(home, "doctor", "--json", url=url).stdout)
-    assert doctor["schema_version"] == doctor["latest_schema_version"] == 2
+    assert doctor["schema_version"] == doctor["latest_schema_version"] == pg_schema.LATEST
     assert "vector" in doctor["extensions"] and "pg_trgm" in doctor["extensions"]
     assert doctor["integrity"] == "ok"
     # Nothing went to the home's SQLite file.

@@ -1,7 +1,7 @@
 """Export of the whole store as JSON lines (the format `records` reads back).
 
 One JSON object per line: a header, then scopes, entities, relations,
-memories, vectors and the recall log. Entities are keyed by name (exactly, as
+memories (with their code anchors, when they have some), vectors and the recall log. Entities are keyed by name (exactly, as
 the store identifies them), relations by (source, type, target), so an import
 into a store that already holds some of them reuses them.
 """
@@ -12,6 +12,8 @@ import base64
 import time
 from collections.abc import Iterator
 from typing import Any
+
+import msgspec
 
 from ..store.interfaces import StoreTx
 from .records import FORMAT, VERSION
@@ -43,12 +45,16 @@ def export_lines(tx: StoreTx) -> Iterator[dict[str, Any]]:
             "target": r.target, "metadata": r.metadata, "created_at": r.created_at, "scopes": r.scopes,
         }  # fmt: skip
     for m in upkeep.memories():
-        yield {
+        record = {
             "type": "memory", "id": m.id, "content": m.content, "memory_type": m.memory_type,
             "importance": m.importance, "created_at": m.created_at, "updated_at": m.updated_at,
             "last_accessed_at": m.last_accessed_at, "access_count": m.access_count,
             "scopes": m.scopes, "entities": m.entities, "relations": m.relations,
         }  # fmt: skip
+        anchors = tx.anchors.of([m.id]).get(m.id)
+        if anchors:  # only then: a memory without anchors is written as before
+            record["anchors"] = [msgspec.structs.asdict(a) for a in anchors]
+        yield record
     for v in upkeep.vectors():
         yield {
             "type": "vector", "kind": v.kind, "key": v.key, "model": v.model, "revision": v.revision,

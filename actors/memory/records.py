@@ -18,14 +18,17 @@ from ...protocol.errors import BadArgument, DomainError
 from ..store import limits
 from ..store.documents import canonical_name
 from ..store.import_file import ImportRefused, decode_line, printable
+from ..store.interfaces.anchors import MAX_ANCHORS, Anchor, check_anchors
 from ..store.limits import MAX_CONTENT, MAX_LINKS, Importance, MemoryType, Scopes
 from ..store.scopes import GLOBAL, REPO_PREFIX, ScopeError, check_syntax
 
 FORMAT = "memtrio-export"
 # Version 2 refers to an entity by its name exactly (the store's identity since schema
 # version 7); version 1 by its canonical name (casefolded), which import still reads.
-VERSION = 2
-READS = (1, 2)
+# Version 3 adds a memory's code anchors (``anchors``, schema version 8), written only
+# for a memory that has some: a file of versions 1 and 2 has none, and is read as before.
+VERSION = 3
+READS = (1, 2, 3)
 
 MAX_ROW_ID = 2**63 - 1  # SQLite's INTEGER
 MAX_TIMESTAMP = 253_402_300_799.0  # 9999-12-31 23:59:59 UTC, the last time `datetime` shows
@@ -81,6 +84,20 @@ class RelationRecord(Record, tag="relation", frozen=True):
     scopes: RowScopes = []
 
 
+class AnchorRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A memory's code anchor (`interfaces.anchors.Anchor`), checked by `check_anchors`."""
+
+    path: str
+    symbol: str
+    kind: str
+    commit: str
+    digest: str
+    written_at: float
+
+    def anchor(self) -> Anchor:
+        return Anchor(self.path, self.symbol, self.kind, self.commit, self.digest, self.written_at)
+
+
 class MemoryRecord(Record, tag="memory", frozen=True):
     id: RowId
     content: Annotated[str, msgspec.Meta(max_length=MAX_CONTENT)]
@@ -93,6 +110,7 @@ class MemoryRecord(Record, tag="memory", frozen=True):
     scopes: Scopes = []
     entities: Annotated[list[str], msgspec.Meta(max_length=MAX_LINKS)] = []
     relations: Annotated[list[tuple[str, str, str]], msgspec.Meta(max_length=MAX_LINKS)] = []
+    anchors: Annotated[list[AnchorRecord], msgspec.Meta(max_length=MAX_ANCHORS)] = []
 
 
 class VectorRecord(Record, tag="vector", frozen=True):
@@ -218,6 +236,7 @@ def check_record(rec: Record, number: int) -> None:
                 _entity_key(source, f"{at}: relations")
                 _entity_key(target, f"{at}: relations")
                 limits.check_type(rtype, f"{at}: relations", "relation type")
+            check_anchors([a.anchor() for a in rec.anchors], f"{at}: anchors")
         case VectorRecord():
             expected = {"memory": int, "entity": str, "relation": tuple}[rec.kind]
             if not isinstance(rec.key, expected) or (

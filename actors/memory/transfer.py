@@ -290,6 +290,8 @@ class _Importer:
             [self.entity(name) for name in rec.entities],
             [r for r in relations if r is not None],
         )
+        if rec.anchors:
+            self.tx.anchors.set(mid, [a.anchor() for a in rec.anchors])
 
     def vector_record(self, rec: VectorRecord, number: int) -> None:
         length = 0

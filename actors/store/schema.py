@@ -34,6 +34,12 @@ the knowledge-graph tools):
   the client's ``model`` label. Deleting the entity deletes it (a trigger).
   Unlike ``vectors`` (the local model's), nothing here is computed by memtrio.
 - recall_log: every recall and inspect, with query, scopes, ranked ids and scores.
+- memory_anchors (since version 8): a memory's code anchors, in the order they were
+  set (``position``): the repository-relative ``path``, the ``symbol`` as the code
+  index names it (``''``: the whole file), its ``kind``, the Git commit at write time
+  (``git_commit``, ``''`` outside Git), the ``digest`` of its normalised text and
+  ``written_at``. Deleting the memory deletes them (foreign key cascade). A memory's
+  scopes are its anchors' scopes: nothing else scopes them.
 """
 
 from __future__ import annotations
@@ -348,6 +354,25 @@ CREATE TRIGGER entities_embedding_delete AFTER DELETE ON entities BEGIN
 END;
 """
 
+# Version 8 (code anchors, issue #33): the code a memory describes, as it was when the
+# memory was written, so recall can say when that code changed. A new table only: every
+# existing row stays as it is, and existing memories have no anchors.
+SCHEMA_VERSION_8 = """
+CREATE TABLE memory_anchors (
+    memory_id  INTEGER NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+    position   INTEGER NOT NULL,
+    path       TEXT NOT NULL,
+    symbol     TEXT NOT NULL DEFAULT '',
+    kind       TEXT NOT NULL,
+    git_commit TEXT NOT NULL DEFAULT '',
+    digest     TEXT NOT NULL,
+    written_at REAL NOT NULL,
+    PRIMARY KEY (memory_id, position)
+) WITHOUT ROWID;
+CREATE INDEX memory_anchors_path ON memory_anchors (path, memory_id);
+CREATE INDEX memory_anchors_symbol ON memory_anchors (symbol, memory_id);
+"""
+
 MIGRATIONS: list[str] = [
     SCHEMA_VERSION_1,
     SCHEMA_VERSION_2,
@@ -356,6 +381,7 @@ MIGRATIONS: list[str] = [
     SCHEMA_VERSION_5,
     SCHEMA_VERSION_6,
     SCHEMA_VERSION_7,
+    SCHEMA_VERSION_8,
 ]
 LATEST = len(MIGRATIONS)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from .anchors import Anchors
 from .browse import Browse
 from .fulltext import FullText
 from .graph import Graph
@@ -26,6 +27,7 @@ from .vectors import Vectors
 
 __all__ = [
     "StoreTx",
+    "Anchors",
     "Browse",
     "FullText",
     "Graph",
@@ -76,3 +78,6 @@ class StoreTx(Protocol):
 
     @property
     def browse(self) -> Browse: ...
+
+    @property
+    def anchors(self) -> Anchors: ...

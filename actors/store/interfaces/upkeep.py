@@ -30,7 +30,8 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class StoreCounts(msgspec.Struct, frozen=True, kw_only=True):
-    """How many rows the store holds, by kind (``edges``: relations)."""
+    """How many rows the store holds, by kind (``edges``: relations; ``anchors``: the code
+    anchors of memories)."""
 
     memories: int
     scopes: int
@@ -38,6 +39,7 @@ class StoreCounts(msgspec.Struct, frozen=True, kw_only=True):
     edges: int
     vectors: int
     recall_log: int
+    anchors: int = 0
 
 
 class FlushCounts(msgspec.Struct, frozen=True, kw_only=True):

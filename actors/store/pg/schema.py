@@ -243,7 +243,27 @@ ALTER TABLE entities ADD CONSTRAINT entities_name_key UNIQUE (name);
 CREATE INDEX entities_canonical ON entities (canonical_name);
 """
 
-MIGRATIONS: list[str] = [SCHEMA_VERSION_1, SCHEMA_VERSION_2]
+# Version 3 (code anchors, SQLite's version 8): a memory's code anchors, as in
+# `store.schema`. A new table only: every existing row stays. The path and symbol
+# indexes are hash indexes (lookups are by equality): a B-tree entry is limited to
+# about 2,700 bytes, less than a path of 1,024 characters can take in UTF-8.
+SCHEMA_VERSION_3 = """
+CREATE TABLE memory_anchors (
+    memory_id  BIGINT NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+    position   INTEGER NOT NULL,
+    path       TEXT NOT NULL,
+    symbol     TEXT NOT NULL DEFAULT '',
+    kind       TEXT NOT NULL,
+    git_commit TEXT NOT NULL DEFAULT '',
+    digest     TEXT NOT NULL,
+    written_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (memory_id, position)
+);
+CREATE INDEX memory_anchors_path ON memory_anchors USING hash (path);
+CREATE INDEX memory_anchors_symbol ON memory_anchors USING hash (symbol);
+"""
+
+MIGRATIONS: list[str] = [SCHEMA_VERSION_1, SCHEMA_VERSION_2, SCHEMA_VERSION_3]
 LATEST = len(MIGRATIONS)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import cached_property
 
 from ..interfaces import (
+    Anchors,
     Browse,
     FullText,
     Graph,
@@ -16,6 +17,7 @@ from ..interfaces import (
     Upkeep,
     Vectors,
 )
+from .anchors import PgAnchors
 from .browse import PgBrowse
 from .conn import PgConnection
 from .fulltext import PgFullText
@@ -76,6 +78,10 @@ class PgTx:
     @cached_property
     def browse(self) -> Browse:
         return PgBrowse(self.conn)
+
+    @cached_property
+    def anchors(self) -> Anchors:
+        return PgAnchors(self.conn)
 
 
 def tx(conn: PgConnection) -> PgTx:

@@ -67,6 +67,7 @@ class PgUpkeep:
             edges=one("relations"),
             vectors=one("vectors"),
             recall_log=one("recall_log"),
+            anchors=one("memory_anchors"),
         )
 
     def _schema_version(self) -> int:

@@ -6,6 +6,7 @@ import sqlite3
 from functools import cached_property
 
 from ..interfaces import (
+    Anchors,
     Browse,
     FullText,
     Graph,
@@ -17,6 +18,7 @@ from ..interfaces import (
     Upkeep,
     Vectors,
 )
+from .anchors import SqliteAnchors
 from .browse import SqliteBrowse
 from .fulltext import SqliteFullText
 from .graph import SqliteGraph
@@ -76,6 +78,10 @@ class SqliteTx:
     @cached_property
     def browse(self) -> Browse:
         return SqliteBrowse(self.conn)
+
+    @cached_property
+    def anchors(self) -> Anchors:
+        return SqliteAnchors(self.conn)
 
 
 def tx(conn: sqlite3.Connection) -> SqliteTx:

@@ -54,6 +54,7 @@ class SqliteUpkeep:
             edges=one("relations"),
             vectors=one("vectors"),
             recall_log=one("recall_log"),
+            anchors=one("memory_anchors"),
         )
 
     def fts_tables(self) -> list[str]:
