@@ -122,6 +122,43 @@ async def anchors_for(
     return await stamped(repo, targets)
 
 
+MAX_FOUND_TEXTS = 64  # texts of one graph call searched for anchors; the rest anchor only by `code`
+
+
+async def text_anchors(
+    ctx: CallContext,
+    policy: ScopePolicy,
+    items: Sequence[tuple[Sequence[str], Wanted | None]],
+    warnings: list[str],
+) -> dict[str, list[Anchor]]:
+    """Anchors of the graph tools' observation texts, by text: each item's texts get its
+    explicit anchors (``Wanted``) or those found in each text (the first `MAX_FOUND_TEXTS`).
+
+    Error handling: as `anchors_for` (a bad explicit anchor refuses the whole call).
+    """
+    if not any(texts for texts, _ in items):
+        return {}
+    repo = await repo_of(ctx, policy)
+    out: dict[str, list[Anchor]] = {}
+    searched = 0
+    for texts, wanted in items:
+        if wanted:
+            if (why := no_repository(repo, [policy.current])) is not None:
+                raise BadArgument(why)
+            assert repo is not None
+            anchors = await stamped(repo, await resolve(repo, wanted))
+            out.update(dict.fromkeys(texts, anchors))
+            continue
+        if repo is None or wanted is not None:
+            continue
+        for text in dict.fromkeys(texts):
+            if text in out or searched >= MAX_FOUND_TEXTS:
+                continue
+            searched += 1
+            out[text] = await anchors_for(ctx, policy, [repo.scope], text, None, warnings)
+    return {text: anchors for text, anchors in out.items() if anchors}
+
+
 async def update_anchors(
     ctx: CallContext,
     policy: ScopePolicy,
@@ -141,7 +178,9 @@ async def update_anchors(
     if wanted is not None or content is not None:
         if repo is None and not wanted:
             return None
-        return await anchors_for(ctx, policy, scopes, content or current["content"], wanted, warnings)
+        return await anchors_for(
+            ctx, policy, scopes, content or current["content"], wanted, warnings
+        )
     if repo is None or repo.scope not in scopes:
         return None
     memory_id = int(current["id"])
@@ -182,9 +221,7 @@ async def reanchored(repo: Repo, stored: Sequence[Anchor]) -> list[Anchor]:
     """The memory's ``stored`` anchors, re-anchored to the code where it is now: a moved
     one to its new place, a deleted one dropped, each with today's digest and commit."""
     states = await repo.service.target_states(repo.root, [target_of(a) for a in stored])
-    wanted = list(
-        dict.fromkeys((s.path, s.symbol) for s in states if s.status != "deleted")
-    )
+    wanted = list(dict.fromkeys((s.path, s.symbol) for s in states if s.status != "deleted"))
     targets: list[CodeTarget] = []
     for one in wanted:  # one at a time: a target gone meanwhile is dropped, not fatal
         try:
@@ -219,9 +256,7 @@ def shown(anchor: Anchor, state: TargetState | None) -> dict[str, Any]:
     return out
 
 
-async def states_of(
-    repo: Repo, anchors: dict[int, list[Anchor]]
-) -> dict[int, list[TargetState]]:
+async def states_of(repo: Repo, anchors: dict[int, list[Anchor]]) -> dict[int, list[TargetState]]:
     """The status of every anchor of ``anchors`` (memory id -> anchors), in one code call."""
     flat = [(mid, a) for mid, items in anchors.items() for a in items]
     states = await repo.service.target_states(repo.root, [target_of(a) for _, a in flat])

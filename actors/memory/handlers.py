@@ -53,7 +53,6 @@ from ..store.vectors import Vec
 from ..store.writer import ACTOR, Written
 from .access import ranked_rows, record_access
 from .anchoring import anchors_for, code_states, penalized, update_anchors, where
-from .code_recall import code_candidates
 from .args import (
     ForgetArgs,
     InspectArgs,
@@ -63,6 +62,7 @@ from .args import (
     StatsArgs,
     UpdateArgs,
 )
+from .code_recall import code_candidates
 from .results import (
     ForgetResult,
     InspectResult,

@@ -113,7 +113,9 @@ class Memory(msgspec.Struct, kw_only=True, omit_defaults=True):
     scopes: Scopes
     code: Annotated[
         list[CodeAnchor],
-        msgspec.Meta(description="the code it describes, each anchor with its status (absent: none)"),
+        msgspec.Meta(
+            description="the code it describes, each anchor with its status (absent: none)"
+        ),
     ] = msgspec.field(default_factory=list)
     stale: Annotated[
         bool, msgspec.Meta(description="true: an anchor's code changed or was deleted since")

@@ -14,6 +14,7 @@ is gone: a rebase, a shallow clone) leaves ``diff`` saying so.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from ...protocol.errors import BadArgument, DomainError
@@ -44,9 +45,8 @@ async def review_stale(ctx: CallContext, args: ReviewStaleArgs) -> ReviewStaleRe
     found: list[dict[str, Any]] = []
     cursor, checked, more = args.cursor, 0, bool(scope_ids)
     while more and len(found) < args.limit and checked < MAX_CHECKED:
-        after = cursor
         page = await store.read(
-            lambda tx: _page(tx, scope_ids, after, BATCH), name="stale.page"
+            partial(_page, scope_ids=scope_ids, after=cursor), name="stale.page"
         )
         more = len(page) == BATCH
         states = await states_of(repo, {mid: anchors for mid, (_, anchors) in page.items()})
@@ -72,7 +72,7 @@ async def review_stale(ctx: CallContext, args: ReviewStaleArgs) -> ReviewStaleRe
 
 
 def _page(
-    tx: StoreTx, scope_ids: list[int], after: int, limit: int
+    tx: StoreTx, *, scope_ids: list[int], after: int, limit: int = BATCH
 ) -> dict[int, tuple[dict[str, Any], list[Anchor]]]:
     """The next ``limit`` anchored memories after ``after``: their rows and anchors."""
     ids = tx.anchors.anchored(scope_ids, after, limit)
