@@ -71,6 +71,30 @@ async def review_stale(ctx: CallContext, args: ReviewStaleArgs) -> ReviewStaleRe
     )
 
 
+async def stale_ids(ctx: CallContext) -> list[int]:
+    """The ids of the session repository's stale memories (of its first `MAX_CHECKED`
+    anchored ones); [] without a repository or the code feature. For the dashboard's filter."""
+    repo = await repo_of(ctx, await policy_of(ctx))
+    if repo is None:
+        return []
+    store = store_of(ctx.app)
+    scope_ids = await store.read(
+        lambda tx: list(tx.scopes.ids([repo.scope]).values()), name="stale.scope"
+    )
+    found: list[int] = []
+    cursor, checked, more = 0, 0, bool(scope_ids)
+    while more and checked < MAX_CHECKED:
+        page = await store.read(
+            partial(_page, scope_ids=scope_ids, after=cursor), name="stale.page"
+        )
+        more = len(page) == BATCH
+        states = await states_of(repo, {mid: anchors for mid, (_, anchors) in page.items()})
+        found += [mid for mid, got in states.items() if any(s.status in STALE for s in got)]
+        checked += len(page)
+        cursor = max(page, default=cursor)
+    return sorted(found)
+
+
 def _page(
     tx: StoreTx, *, scope_ids: list[int], after: int, limit: int = BATCH
 ) -> dict[int, tuple[dict[str, Any], list[Anchor]]]:
