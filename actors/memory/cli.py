@@ -512,12 +512,8 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
 
     _parser(sub, "scopes", "list stored scopes, the current one marked *", cmd_scopes)
     _parser(sub, "stats", "count memories, scopes, entities and edges", cmd_stats)
-    p = _parser(
-        sub,
-        "doctor",
-        "check paths, permissions, schema version, integrity and counts",
-        cmd_doctor,
-    )
+    doctor_help = "check paths, permissions, schema version, integrity and counts"
+    p = _parser(sub, "doctor", doctor_help, cmd_doctor)
     p.add_argument(
         "--fix",
         action="store_true",
@@ -541,4 +537,4 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
         help="default: detected (a memtrio export starts with its header; else the reference memory.jsonl)",
     )
     migrate.register(sub)
-    stale_cli.register(sub)
+    _parser(sub, "stale", stale_cli.HELP, stale_cli.cmd_stale)

@@ -22,6 +22,9 @@ from ..store.runner import STORE_ONLY, run_store_command, tool_context
 from .args import ReviewStaleArgs
 from .stale import review_stale
 
+HELP = (
+    "list the current repository's memories whose code changed or was deleted, with the diff since"
+)
 MAX_PAGES = 1000  # pages of `review_stale` one command reads, at most
 
 
@@ -80,14 +83,3 @@ def cmd_stale(args: argparse.Namespace, run: AppRunner) -> int:
         return 0
 
     return run_store_command(args, with_code(run), body)
-
-
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from .cli import _parser  # the memory commands' parser shape (cli imports this module)
-
-    _parser(
-        sub,
-        "stale",
-        "list the current repository's memories whose code changed or was deleted, with the diff since",
-        cmd_stale,
-    )
