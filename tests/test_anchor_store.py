@@ -141,6 +141,17 @@ def test_at_finds_memories_by_path_or_exact_symbol_ascending_once_each(direct: D
     assert at([f"p{i}.py" for i in range(2000)] + ["pkg/config.py"], []) == [m2]
 
 
+def test_at_with_a_name_no_anchor_can_hold_finds_nothing_and_fails_nothing(
+    direct: Direct,
+) -> None:
+    a = scope(direct, A)
+    mid = memory(direct, [a])
+    put(direct, mid, [anchor()])
+    odd = ["pkg/retry.py\x00", "\ud800", "x" * (MAX_ANCHOR_PATH + 1), "a\nb", ""]
+    assert read(direct, lambda tx: tx.anchors.at(odd, odd, [a])) == []
+    assert read(direct, lambda tx: tx.anchors.at([*odd, "pkg/retry.py"], odd, [a])) == [mid]
+
+
 def test_at_and_anchored_never_return_a_memory_of_another_scope(direct: Direct) -> None:
     a, b, g = scope(direct, A), scope(direct, B), scope(direct, "global")
     mine = memory(direct, [a])

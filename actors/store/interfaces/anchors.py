@@ -69,6 +69,28 @@ def _text(value: str, where: str, field: str, limit: int) -> None:
         )
 
 
+def storable(value: str, limit: int) -> bool:
+    """Whether a stored anchor's path or symbol (of at most ``limit`` characters) could be
+    ``value``: `Anchors.at` looks for no other (a NUL, a lone surrogate or an endless
+    name can match nothing, and some would fail the statement)."""
+    if len(value) > limit or _CONTROL.search(value):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def wanted(paths: Sequence[str], symbols: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The paths and symbols `Anchors.at` looks for: each once, sorted, only those an
+    anchor could hold (`storable`; the whole file's symbol ``""`` is no symbol)."""
+    return (
+        sorted({p for p in paths if p and storable(p, MAX_ANCHOR_PATH)}),
+        sorted({s for s in symbols if s and storable(s, MAX_ANCHOR_SYMBOL)}),
+    )
+
+
 def _path(path: str, where: str) -> None:
     """A repository-relative POSIX path: no way out of the checkout, nothing to normalise."""
     _text(path, where, "path", MAX_ANCHOR_PATH)
@@ -180,7 +202,8 @@ class Anchors(Protocol):
         """Ids, ascending and each once, of the memories in any of ``scope_ids`` with an
         anchor whose path is in ``paths`` or whose symbol is in ``symbols`` (exact
         comparison, case and all; the symbol ``""`` of whole-file anchors matches nothing:
-        a file is found by its path)."""
+        a file is found by its path). A path or symbol no anchor could hold (`wanted`: a
+        NUL, a lone surrogate, over the limits) matches nothing; it is never an error."""
         ...
 
     def anchored(self, scope_ids: Sequence[int], after: int, limit: int) -> list[int]:

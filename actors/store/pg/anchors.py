@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..interfaces.anchors import Anchor, check_anchors, no_memory
+from ..interfaces.anchors import Anchor, check_anchors, no_memory, wanted
 from .conn import PgConnection
 
 _COLUMNS = "path, symbol, kind, git_commit, digest, written_at"
@@ -76,8 +76,7 @@ class PgAnchors:
         self, paths: Sequence[str], symbols: Sequence[str], scope_ids: Sequence[int]
     ) -> list[int]:
         scopes = _ids(scope_ids)
-        wanted_paths = sorted(set(paths))
-        wanted_symbols = sorted({s for s in symbols if s})
+        wanted_paths, wanted_symbols = wanted(paths, symbols)
         if not scopes or not (wanted_paths or wanted_symbols):
             return []
         rows = self.conn.native(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from ..interfaces.anchors import Anchor, check_anchors, no_memory
+from ..interfaces.anchors import Anchor, check_anchors, no_memory, wanted
 from .params import chunks, id_list, marks
 
 _COLUMNS = "path, symbol, kind, git_commit, digest, written_at"
@@ -73,8 +73,8 @@ class SqliteAnchors:
             return []
         found: set[int] = set()
         scoped = _in_scopes(scope_ids)
-        wanted = (("path", sorted(set(paths))), ("symbol", sorted({s for s in symbols if s})))
-        for column, values in wanted:
+        by_path, by_symbol = wanted(paths, symbols)
+        for column, values in (("path", by_path), ("symbol", by_symbol)):
             for part in chunks(values):
                 found.update(
                     int(r[0])
