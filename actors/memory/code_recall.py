@@ -7,7 +7,8 @@ first: those the query ranked too in the query's order, then the others
 (newest first); the query's other results follow.
 
 Error handling: a ``code`` argument without the code feature or a session
-repository is a `BadArgument` saying what is missing.
+repository is a `BadArgument` saying what is missing; with scopes that leave the
+repository out it adds nothing (anchors are the repository's).
 """
 
 from __future__ import annotations
@@ -35,9 +36,11 @@ async def code_candidates(
 ) -> Ranked:
     """``ranked`` with the memories anchored near ``code`` first (at most ``pool`` of them)."""
     repo = await repo_of(ctx, policy)
-    if repo is None or repo.scope not in selection:
+    if repo is None:
         why = no_repository(repo, selection) or ""
         raise BadArgument(why.replace("`code` anchors need", "`code` needs"))
+    if repo.scope not in selection:
+        return ranked  # anchors are the repository's: none in the scopes searched
     near = await repo.service.near(repo.root, code.strip())
     if not near:
         return ranked

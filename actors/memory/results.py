@@ -191,7 +191,6 @@ class ReviewStaleResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     next_cursor: Annotated[
         int | None, msgspec.Meta(description="pass as cursor for the next page; absent: no more")
     ] = None
-    warnings: AlwaysWarnings
 
 
 class StatsResult(msgspec.Struct):

@@ -67,7 +67,6 @@ async def review_stale(ctx: CallContext, args: ReviewStaleArgs) -> ReviewStaleRe
         scope=repo.scope,
         checked=checked,
         next_cursor=cursor if more else None,
-        warnings=[],
     )
 
 
