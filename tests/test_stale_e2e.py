@@ -9,6 +9,7 @@ from typing import Any
 
 from gitrepo import git, make_repo
 from mcp_client import fails, ok, open_client, run_cli
+from memtrio.actors.memory.anchoring import penalized
 
 RETRY = (
     "class RetryPolicy:\n"
@@ -132,3 +133,60 @@ async def test_another_repositorys_session_sees_none_of_the_anchors(
         assert "code" not in shown and "stale" not in shown, shown
         recalled = await ok(client, "recall", query="retry delay", use_embeddings=False)
         assert recalled["memories"] == [], recalled
+
+
+def test_a_stale_memory_ranks_lower_but_is_never_hidden() -> None:
+    scope = "repo:/r/.git"
+    rows = [
+        {"id": 1, "score": 1.0, "scopes": [scope], "stale": True},
+        {"id": 2, "score": 0.9, "scopes": [scope]},
+        {"id": 3, "score": 0.5, "scopes": [scope]},
+        {"id": 4, "score": 2.0, "scopes": ["global"], "stale": True},
+    ]
+    penalized(rows, 0.15, [scope, "global"])
+    # 1.0 -> 0.85: below the fresh 0.9, above 0.5; the repository's memories stay first.
+    assert [r["id"] for r in rows] == [2, 1, 3, 4]
+    assert rows[1]["score"] == 0.85
+    penalized(rows, 0.0, [scope, "global"])  # 0 turns it off
+    assert [r["id"] for r in rows] == [2, 1, 3, 4]
+
+
+async def test_observations_are_anchored_and_update_follows_a_rename(
+    home: Path, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "repo", FILES)
+    async with open_client(home, cwd=repo) as client:
+        await ok(client, "create_entities", entities=[{"name": "Util", "entityType": "module"}])
+        await ok(
+            client,
+            "add_observations",
+            observations=[{"entityName": "Util", "contents": ["`old_name` returns x * 40 + 2"]}],
+        )
+        await ok(
+            client,
+            "add_observations",
+            observations=[
+                {
+                    "entityName": "Util",
+                    "contents": ["the loader reads the whole file"],
+                    "code": [{"path": "config/loader.py", "symbol": "load_config"}],
+                }
+            ],
+        )
+        refused = await fails(
+            client,
+            "add_observations",
+            observations=[{"entityName": "Util", "contents": ["x"], "code": [{"path": "nope.py"}]}],
+        )
+        assert "nope.py" in refused, refused
+        found = await ok(client, "recall", query="old_name returns", use_embeddings=False)
+        memory = next(m for m in found["memories"] if "old_name" in m["content"])
+        assert statuses(memory) == [("util.py", "old_name", "fresh")], memory
+        by_code = await ok(client, "recall", query="zzz", code="load_config", use_embeddings=False)
+        assert [m["content"] for m in by_code["memories"]] == ["the loader reads the whole file"]
+
+        (repo / "util.py").write_text(UTIL.replace("old_name", "new_name"))
+        # update without content or code: the anchor follows its code to the new name.
+        updated = await ok(client, "update", id=memory["id"], importance=0.5)
+        assert statuses(updated) == [("util.py", "new_name", "fresh")], updated
+        assert "code" in updated["changed"], updated
