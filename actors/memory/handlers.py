@@ -148,8 +148,7 @@ async def remember(ctx: CallContext, args: RememberArgs) -> RememberResult:
          "commit": a.commit, "status": "fresh"}
         for a in anchors
     ]  # fmt: skip
-    result = memory_fields(result)
-    result["memory_type"] = memory_type
+    result = {**memory_fields(result), "memory_type": memory_type}
     result["warnings"] = [*warnings, *result["warnings"]]
     return msgspec.convert(result, RememberResult)
 
