@@ -65,7 +65,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import trio
-
 from memtrio.actors.code.anchors import CodeTarget
 from memtrio.actors.code.index import CodeIndex, index_path
 from memtrio.actors.code.pool import ParserPool
