@@ -39,6 +39,7 @@ status check (no change since the last refresh: wall time and files parsed).
 Usage::
 
     python tools/eval_stale.py [--samples 300] [--seed 7] [--json OUT]
+    python tools/eval_stale.py --digest-cost
 
 Goals (issue #33): precision and recall >= 0.95, moved >= 0.9, 0 false stale.
 """
@@ -454,7 +455,9 @@ def edit(
                     body_indent = olines[cls.body[0].lineno - 1][: cls.body[0].col_offset]
                     old_indent = lines[node.lineno - 1][: node.col_offset]
                     moved = [
-                        (body_indent + ln[len(old_indent) :]) if ln.strip() else ln
+                        (body_indent + ln[min(len(old_indent), len(ln) - len(ln.lstrip())) :])
+                        if ln.strip()
+                        else ln
                         for ln in lines[first - 1 : last]
                     ]
                     end = cls.end_lineno or cls.lineno
@@ -508,6 +511,14 @@ def edit(
     return what
 
 
+def _parses(source: str) -> bool:
+    try:
+        ast.parse(source)
+    except SyntaxError:
+        return False
+    return True
+
+
 def build_sdist_history(root: Path, rng: random.Random, commits: int, per_commit: int) -> list[str]:
     """The sdist's files as the first commit, then ``commits`` scripted commits; their shas."""
     root.mkdir(parents=True)
@@ -543,7 +554,9 @@ def build_sdist_history(root: Path, rng: random.Random, commits: int, per_commit
                 continue
             before = dict(files)
             what = edit(files, path, qname, syms[qname][0].kind, rng, step)
-            if what is None:
+            if what is None or not all(
+                _parses(text) for p, text in files.items() if text != before.get(p)
+            ):
                 files = before
                 continue
             touched.update(p for p in files if files[p] != before.get(p))
@@ -624,6 +637,46 @@ async def main_async(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def digest_cost(repeats: int = 3) -> None:
+    """What the digests add to parsing: outline this checkout's tracked source files
+    in this process with and without them (best of ``repeats``)."""
+    from memtrio.actors.code import extract
+    from memtrio.actors.code.languages import language_for
+
+    files = []
+    for path in git(HERE, "ls-files").splitlines():
+        language = language_for(path)
+        if language is not None and (HERE / path).is_file():
+            data = (HERE / path).read_bytes()
+            try:
+                extract.check_content(path, data)
+            except extract.Skipped:
+                continue
+            files.append((language, data))
+    real = (extract.digest, extract.file_digest, extract.trivia_query)
+
+    def run() -> float:
+        t0 = time.perf_counter()
+        for language, data in files:
+            extract.outline(language, data)
+        return time.perf_counter() - t0
+
+    with_digests = min(run() for _ in range(repeats))
+    extract.digest = lambda *a: ""  # type: ignore[assignment]
+    extract.file_digest = lambda *a: ""  # type: ignore[assignment]
+    extract.trivia_query = lambda *a: None  # type: ignore[assignment]
+    try:
+        without = min(run() for _ in range(repeats))
+    finally:
+        extract.digest, extract.file_digest, extract.trivia_query = real
+    size = sum(len(d) for _, d in files) / 1e6
+    print(
+        f"digest cost: {len(files)} files, {size:.1f} MB: outline {without * 1000:.0f} ms"
+        f" without digests, {with_digests * 1000:.0f} ms with"
+        f" (+{(with_digests / without - 1) * 100:.0f} %), best of {repeats}, one process"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--samples", type=int, default=300, help="anchors per base commit")
@@ -634,7 +687,14 @@ def main() -> int:
     parser.add_argument("--projects", nargs="+", default=["self", "h11"])
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", help="also write the results as JSON to this file")
-    return trio.run(main_async, parser.parse_args())
+    parser.add_argument(
+        "--digest-cost", action="store_true", help="only measure what digests add to parsing"
+    )
+    args = parser.parse_args()
+    if args.digest_cost:
+        digest_cost()
+        return 0
+    return trio.run(main_async, args)
 
 
 if __name__ == "__main__":
