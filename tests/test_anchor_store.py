@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 import stores
-from memtrio.actors.memory import transfer
+from memtrio.actors.memory import migrate, transfer
 from memtrio.actors.store import schema
 from memtrio.actors.store.direct import Direct
 from memtrio.actors.store.interfaces import StoreTx
@@ -248,8 +249,10 @@ def test_more_anchors_than_the_limit_are_refused_naming_it(direct: Direct) -> No
 def test_the_longest_path_and_symbol_allowed_are_stored_and_found(direct: Direct) -> None:
     a = scope(direct, A)
     mid = memory(direct, [a])
-    path = "d/" + "é" * (MAX_ANCHOR_PATH - 2)  # 2,046 bytes of UTF-8: past a B-tree entry's room
-    symbol = "名" * MAX_ANCHOR_SYMBOL
+    rng = random.Random(33)  # 4-byte UTF-8 characters that do not compress: 4,090 bytes,
+    path = "d/" + "".join(chr(rng.randrange(0x10000, 0x2FFFF)) for _ in range(MAX_ANCHOR_PATH - 2))
+    symbol = "".join(chr(rng.randrange(0x10000, 0x2FFFF)) for _ in range(MAX_ANCHOR_SYMBOL))
+    # (past what a PostgreSQL B-tree entry may hold)
     put(direct, mid, [anchor(path, symbol)])
     assert read(direct, lambda tx: tx.anchors.at([path], [], [a])) == [mid]
     assert read(direct, lambda tx: tx.anchors.at([], [symbol], [a])) == [mid]
@@ -459,3 +462,26 @@ def test_a_store_of_the_previous_schema_keeps_every_row_and_takes_anchors(
     finally:
         store.close()
     assert _raw_rows(path, url) == before  # anchors change no other row
+
+
+def test_memtrio_migrate_copies_anchors_between_the_backends(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if os.environ.get("MEMTRIO_TEST_STORES") == "sqlite":
+        pytest.skip("MEMTRIO_TEST_STORES=sqlite")
+    url = request.getfixturevalue("pg_server").database()
+    source = Direct(tmp_path / "memtrio.sqlite", None)
+    target = Direct(tmp_path / "unused.sqlite", url)
+    try:
+        a = scope(source, A)
+        mid = memory(source, [a])
+        given = [anchor(), anchor("d/é.md", "", commit="", written_at=0.1 + 0.2)]
+        put(source, mid, given)
+        migrate.copy(source, target)
+        assert migrate.digest(source) == migrate.digest(target)
+        assert target.read(lambda tx: tx.anchors.of([mid])) == {mid: given}
+        pg_scope = target.read(lambda tx: tx.scopes.ids([A]))[A]
+        assert target.read(lambda tx: tx.anchors.at(["d/é.md"], [], [pg_scope])) == [mid]
+    finally:
+        source.close()
+        target.close()
