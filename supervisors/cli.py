@@ -65,6 +65,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
         "export",
         "import",
         "migrate",
+        "stale",
     ),
     "..actors.embedder.cli": ("reembed",),
     "..actors.code.cli": ("code",),

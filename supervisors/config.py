@@ -114,6 +114,7 @@ class RetrievalConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     list_penalty: float = 1.5  # ... for a question asking for several things ("how many ...")
     list_window: int = 6  # ... and its thread neighbours up to this many places away
     topic_query: bool = True  # re-ranker: embed the query without its names as well
+    stale_penalty: float = 0.15  # share of a stale memory's score taken off (its code changed)
 
 
 class CodeConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -291,6 +292,10 @@ _CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("retrieval", "position_penalty"): (lambda v: 0 <= v <= 100, "must be 0-100"),
     ("retrieval", "list_penalty"): (lambda v: 0 <= v <= 100, "must be 0-100"),
     ("retrieval", "list_window"): (lambda v: 1 <= v <= 50, "must be 1-50"),
+    ("retrieval", "stale_penalty"): (
+        lambda v: 0 <= v < 1,
+        "must be at least 0 and below 1 (a share of the score; 0 = off; a stale memory is never hidden)",
+    ),
     ("retrieval", "mmr_lambda"): (
         lambda v: 0 <= v <= 1,
         "must be between 0 and 1 (1 turns diversification off)",

@@ -186,7 +186,7 @@ async def test_code_off_hides_tools_and_command(repo: Path, home: Path) -> None:
     done = run_cli("code", "index", cwd=repo, home=home, env={"MEMTRIO_CODE": "off"})
     assert done.returncode != 0
     assert "code navigation is disabled" in done.stderr
-    assert not (home / "code-v1.sqlite").exists()
+    assert not (home / "code-v2.sqlite").exists()
 
 
 async def test_parser_crash_over_mcp_is_reported_and_replaced(tmp_path: Path, home: Path) -> None:
@@ -217,7 +217,7 @@ async def test_parser_crash_over_mcp_is_reported_and_replaced(tmp_path: Path, ho
 async def test_server_starts_without_code_tools_when_the_index_cannot_open(
     repo: Path, home: Path
 ) -> None:
-    (home / "code-v1.sqlite").mkdir()
+    (home / "code-v2.sqlite").mkdir()
     async with open_client(home, cwd=repo) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
         assert "remember" in names and "find_symbol" not in names

@@ -122,7 +122,7 @@ async def test_corrupt_index_is_recreated(tmp_path: Path, home: Path) -> None:
     index = CodeIndex(path)
     assert index.file_map(index.checkout_id("/x")) == {}
     index.close()
-    assert path.name == "code-v1.sqlite"
+    assert path.name == "code-v2.sqlite"
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -242,7 +242,7 @@ def test_outline_and_imports_formats() -> None:
 
 
 def test_index_file_is_versioned(home: Path) -> None:
-    assert index_path(home) == home / "code-v1.sqlite"
+    assert index_path(home) == home / "code-v2.sqlite"
     assert not os.path.exists(home / "code.sqlite")
 
 

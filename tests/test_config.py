@@ -191,6 +191,7 @@ OUT_OF_RANGE: dict[tuple[str, str], object] = {
     ("retrieval", "position_penalty"): -1,
     ("retrieval", "list_penalty"): 101,
     ("retrieval", "list_window"): 0,
+    ("retrieval", "stale_penalty"): 1.0,
     ("code", "index_threads"): 0,
     ("code", "max_files"): 0,
     ("vectors", "dims"): 4097,

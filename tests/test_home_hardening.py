@@ -129,7 +129,7 @@ async def test_defect5_the_library_creates_private_files_without_the_cli_umask(
                 index = CodeIndex(index_path(home))
                 index.checkout_id("/some/checkout")
                 assert {"memtrio.sqlite-wal", "memtrio.sqlite-shm"} <= set(modes(home))
-                assert {"code-v1.sqlite-wal", "logs/memtrio.log"} <= set(modes(home))
+                assert {"code-v2.sqlite-wal", "logs/memtrio.log"} <= set(modes(home))
                 assert_private(home)
                 index.close()
         finally:

@@ -57,6 +57,7 @@ STEPS: list[tuple[str, dict[str, str]]] = [
             "entities": '["Alpha", {"name": "Beta", "kind": "service"}]',
             "relations": '[{"source": "Alpha", "relation": "uses", "target": "Beta",'
             ' "metadata": {"why": "test"}}]',
+            "code": "[]",
         },
     ),
     (
@@ -69,6 +70,7 @@ STEPS: list[tuple[str, dict[str, str]]] = [
             "memory_type": "decision",
             "max_tokens": "500",
             "explain": "true",
+            "code": "app/service.py",
         },
     ),
     ("stats", {}),
@@ -104,8 +106,10 @@ STEPS: list[tuple[str, dict[str, str]]] = [
             "memory_type": "convention",
             "importance": "0.75",
             "scopes": SCOPES,
+            "code": "[]",
         },
     ),
+    ("review_stale", {"limit": "5", "cursor": "0"}),
     (
         "create_entities",
         {
@@ -133,7 +137,10 @@ STEPS: list[tuple[str, dict[str, str]]] = [
     ),
     (
         "add_observations",
-        {"observations": '[{"entityName": "Ada", "contents": ["first programmer"]}]'},
+        {
+            "observations": '[{"entityName": "Ada", "contents": ["first programmer"],'
+            ' "code": [{"path": "app/service.py", "symbol": "load_config"}]}]'
+        },
     ),
     (
         "upsert_entities",

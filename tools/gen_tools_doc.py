@@ -105,6 +105,7 @@ STEPS: list[tuple[str, dict[str, Any]]] = [
     ("graph", {"entity": "Alpha", "direction": "outgoing", "max_depth": 2, "scopes": SCOPES}),
     ("inspect", {"id": "{id}", "scopes": SCOPES}),
     ("update", {"id": "{id}", "importance": 0.75, "scopes": SCOPES}),
+    ("review_stale", {"limit": 5}),
     (
         "create_entities",
         {

@@ -32,7 +32,8 @@ import trio
 from ...protocol.errors import BadArgument, LimitExceeded, NotFound
 from ...protocol.plural import plural
 from ...supervisors.git import GitError, git
-from .checkout import show_path
+from .checkout import has_control, show_path
+from .files import Unsafe, read_file
 from .languages import language_for
 from .pool import ParserPool
 from .symbols import MAX_BYTES, Outline, Symbol
@@ -462,3 +463,68 @@ def _not_utf8(path: str) -> bool:
         return False
     except UnicodeEncodeError:
         return True
+
+
+async def file_change_diff(pool: ParserPool, root: Path, commit: str, path: str, limit: int) -> str:
+    """The symbol changes of one file ``path`` from ``commit`` to the working tree:
+    the ``code_diff`` file line and up to ``limit`` ``+``/``-``/``~`` lines (then a
+    ``<n> of <total> changed symbols`` line), "" when no symbol changed, a
+    ``skipped (<reason>): <path>`` line when a side cannot be compared, or a line
+    saying the commit is not in the repository.
+
+    The file in the working tree is read like the index reads it (no symlink is
+    followed); the one at ``commit`` with ``git cat-file``.
+
+    Error handling: `BadArgument` for a refused revision or a path that is not
+    checkout-relative.
+    """
+    _check_revision(commit)
+    parts = path.split("/")
+    if not path or has_control(path) or path.startswith("/") or ".." in parts or "" in parts:
+        raise BadArgument(f"path {path!r} is not a path relative to the checkout root")
+    language = language_for(path)
+    if language is None:
+        return f"skipped (unsupported file type): {show_path(path)}"
+    try:
+        sha = await _resolve(root, commit)
+    except NotFound:
+        return f"commit {commit[:12]} is not in this repository; no diff"
+    blobs: dict[str, bytes | int] = {}
+    try:
+        out = await git(
+            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{sha}:{path}"], root
+        )
+        blob = out.decode("ascii", "replace").strip()
+        if _is_sha(blob):
+            found = (await _blobs(root, [blob])).get(blob)
+            if found is None:
+                return f"skipped (object missing): {show_path(path)}"
+            blobs["old"] = found
+    except GitError:
+        pass  # not in that commit: added since
+    try:
+        data, st = await trio.to_thread.run_sync(read_file, str(root), path, MAX_BYTES)
+        blobs["new"] = data if data is not None else st.st_size
+    except (FileNotFoundError, NotADirectoryError):
+        pass  # deleted since
+    except Unsafe as exc:
+        return f"skipped ({exc}): {show_path(path)}"
+    except OSError as exc:
+        return f"skipped (cannot read: {exc.strerror or exc}): {show_path(path)}"
+    if not blobs or blobs.get("old") == blobs.get("new"):
+        return ""
+    status = "M" if len(blobs) == 2 else ("A" if "new" in blobs else "D")
+    change = _Change(status, "100644", "100644", "old", "new", path, path)
+    lines = await _file_diff(pool, change, language, blobs)
+    if lines and lines[0].startswith("skipped ("):
+        return lines[0]
+    symbols = lines[1:]
+    if not symbols:
+        return ""
+    shown = symbols[:limit]
+    tail = (
+        [f"{len(shown)} of {plural(len(symbols), 'changed symbol')}"]
+        if len(symbols) > len(shown)
+        else []
+    )
+    return "\n".join([lines[0], *shown, *tail])

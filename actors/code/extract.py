@@ -13,6 +13,7 @@ import functools
 from tree_sitter import Node, Parser, Query, QueryCursor, Range
 from tree_sitter_language_pack import SupportedLanguage, get_language, get_parser
 
+from .digest import Trivia, digest, file_digest, trivia_query
 from .languages import SPECS, Captures, Spec
 from .symbols import MAX_BYTES, Outline, Symbol
 
@@ -78,13 +79,23 @@ def _first_error_row(node: Node) -> int:
 
 
 class _Rec:
-    __slots__ = ("sb", "eb", "sr", "er", "kind", "name", "raw", "order")
+    __slots__ = ("sb", "eb", "sr", "er", "kind", "name", "raw", "order", "span")
 
     def __init__(
-        self, sb: int, eb: int, sr: int, er: int, kind: str, name: str, raw: str, order: int
+        self,
+        sb: int,
+        eb: int,
+        sr: int,
+        er: int,
+        kind: str,
+        name: str,
+        raw: str,
+        order: int,
+        span: tuple[int, int] | None,
     ) -> None:
         self.sb, self.eb, self.sr, self.er = sb, eb, sr, er
         self.kind, self.name, self.raw, self.order = kind, name, raw, order
+        self.span = span  # byte range of the name node, if any
 
 
 def _collect(
@@ -94,10 +105,10 @@ def _collect(
     recs: list[_Rec],
     problems: list[str],
     order_base: int,
-) -> None:
+) -> Node:
     """Add the symbols of ``src`` parsed as ``spec`` (only ``ranges`` of it, when
     given) to ``recs``, then those of the regions it embeds in other languages;
-    syntax errors are noted in ``problems``."""
+    syntax errors are noted in ``problems``. Returns the tree's root."""
     root = _parse(spec, src, ranges)
     if root.has_error:
         row = _first_error_row(root)
@@ -118,14 +129,27 @@ def _collect(
         raw, name = _names(spec, kind, caps, node, src)
         sp, ep = node.start_point, node.end_point
         er = ep[0] if ep[1] > 0 or ep[0] == sp[0] else ep[0] - 1
+        name_nodes = caps.get("name")
+        span = (name_nodes[0].start_byte, name_nodes[0].end_byte) if name_nodes else None
         recs.append(
-            _Rec(node.start_byte, node.end_byte, sp[0], er, kind, name, raw, order_base + pattern)
+            _Rec(
+                node.start_byte,
+                node.end_byte,
+                sp[0],
+                er,
+                kind,
+                name,
+                raw,
+                order_base + pattern,
+                span,
+            )
         )
     for lang, rs in embeds.items():
         sub = SPECS.get(lang)
         if sub is not None and rs:
             rs.sort(key=lambda r: r.start_byte)
             _collect(sub, src, _disjoint(rs), recs, problems, order_base + 1000)
+    return root
 
 
 def _definition(caps: Captures, embeds: dict[str, list[Range]]) -> tuple[str, Node] | None:
@@ -239,7 +263,8 @@ def outline(language: str, data: bytes) -> Outline:
     spec = SPECS[language]
     recs: list[_Rec] = []
     problems: list[str] = []
-    _collect(spec, data, None, recs, problems, 0)
+    root = _collect(spec, data, None, recs, problems, 0)
+    trivia = Trivia.of(trivia_query(spec.name, get_language(spec.grammar)), root)
     recs.sort(key=lambda r: (r.sb, -r.eb, r.order))
     lines = data.split(b"\n")
     symbols: list[Symbol] = []
@@ -283,13 +308,29 @@ def outline(language: str, data: bytes) -> Outline:
                 len(stack),
                 parent.name if parent is not None else "",
                 _signature(line, rec.raw, kind),
+                digest(data, rec.sb, rec.eb, trivia, rec.span),
             )
         )
         if kind not in _LEAF_KINDS:
             rec.kind = kind
             stack.append((rec.eb, rec))
     coverage = "complete" if not problems else "partial: " + "; ".join(problems[:2])
-    return Outline(language, coverage, symbols)
+    return Outline(language, coverage, symbols, file_digest(data, trivia))
 
 
-__all__ = ["MAX_BYTES", "Outline", "Skipped", "Symbol", "check_content", "outline"]
+def text_digest(language: str, data: bytes) -> str:
+    """The whole-file digest of ``data`` parsed as ``language`` (a key of ``SPECS``)."""
+    spec = SPECS[language]
+    root = _parse(spec, data, None)
+    return file_digest(data, Trivia.of(trivia_query(spec.name, get_language(spec.grammar)), root))
+
+
+__all__ = [
+    "MAX_BYTES",
+    "Outline",
+    "Skipped",
+    "Symbol",
+    "check_content",
+    "outline",
+    "text_digest",
+]

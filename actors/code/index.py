@@ -10,7 +10,10 @@ second per 150 MB on every server start).
 Tables: ``checkouts`` (one row per checkout root), ``files`` (path, language,
 the size and mtime it was indexed at, coverage or the reason it was skipped)
 and ``symbols`` (one row per symbol, in outline order, with a lower-cased
-name and its last segment for `find`).
+name and its last segment for `find`, its qualified name, and its digest).
+Files and symbols carry the digest of their text without whitespace and
+comments (see `digest`), indexed so that code anchors find moved code with one
+query.
 
 All methods are synchronous; `CodeService` runs them in one worker thread.
 """
@@ -24,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ...supervisors import private, trace
-from .symbols import Symbol
+from .symbols import Symbol, qualified_names
 from .wire import ParseResult
 
 # One file's parse result as stored: (path, language, size, mtime_ns, result).
@@ -33,9 +36,12 @@ FileRow = tuple[str, str, int, int, ParseResult]
 SymbolRow = tuple[str, str, int, int, int, str, str]
 # One `find` match: (path, start, end, kind, name, parent, signature, size, mtime_ns, lname).
 MatchRow = tuple[str, int, int, str, str, str, str, int, int, str]
+# One symbol a code anchor can name: (path, qualified name, kind, digest).
+PlaceRow = tuple[str, str, str, str]
 
 # Bump when the schema or what the extractor produces changes.
-VERSION = 1
+# 2: file and symbol digests, qualified names (code anchors, issue #33).
+VERSION = 2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -55,8 +61,10 @@ CREATE TABLE IF NOT EXISTS files(
     mtime_ns INTEGER NOT NULL,
     coverage TEXT,
     skipped TEXT,
+    digest TEXT NOT NULL DEFAULT '',
     UNIQUE(checkout, path)
 );
+CREATE INDEX IF NOT EXISTS files_digest ON files(checkout, digest);
 CREATE TABLE IF NOT EXISTS symbols(
     file INTEGER NOT NULL,
     seq INTEGER NOT NULL,
@@ -70,10 +78,14 @@ CREATE TABLE IF NOT EXISTS symbols(
     depth INTEGER NOT NULL,
     parent TEXT NOT NULL,
     signature TEXT NOT NULL,
+    qname TEXT NOT NULL,
+    digest TEXT NOT NULL,
     PRIMARY KEY(file, seq)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS symbols_lname ON symbols(checkout, lname);
 CREATE INDEX IF NOT EXISTS symbols_tail ON symbols(checkout, tail);
+CREATE INDEX IF NOT EXISTS symbols_qname ON symbols(checkout, qname);
+CREATE INDEX IF NOT EXISTS symbols_digest ON symbols(checkout, digest);
 """
 
 # Kinds find_symbol returns only when asked for by `kind`.
@@ -202,8 +214,8 @@ class CodeIndex:
                 outlines[fid] = symbols  # a file given twice keeps its last result
             # One statement for the symbols of every file, their rows made one at a time.
             conn.executemany(
-                "INSERT INTO symbols(file, seq, checkout, kind, name, lname, tail, start, end, depth, parent, signature)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO symbols(file, seq, checkout, kind, name, lname, tail, start, end, depth, parent, signature, qname, digest)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     (
                         fid,
@@ -218,9 +230,13 @@ class CodeIndex:
                         s.depth,
                         s.parent,
                         s.signature,
+                        qname,
+                        s.digest,
                     )
                     for fid, symbols in outlines.items()
-                    for seq, s in enumerate(symbols)
+                    for seq, (s, qname) in enumerate(
+                        zip(symbols, qualified_names(symbols), strict=True)
+                    )
                 ),
             )
             conn.execute("COMMIT")
@@ -237,6 +253,7 @@ class CodeIndex:
         outline = result.outline
         coverage = outline.coverage if outline is not None else None
         skipped = result.skipped if outline is None else None
+        digest = outline.digest if outline is not None else ""
         found = conn.execute(
             "SELECT id FROM files WHERE checkout = ? AND path = ?", (cid, path)
         ).fetchone()
@@ -244,13 +261,13 @@ class CodeIndex:
             fid = found[0]
             conn.execute("DELETE FROM symbols WHERE file = ?", (fid,))
             conn.execute(
-                "UPDATE files SET language = ?, size = ?, mtime_ns = ?, coverage = ?, skipped = ? WHERE id = ?",
-                (language, size, mtime_ns, coverage, skipped, fid),
+                "UPDATE files SET language = ?, size = ?, mtime_ns = ?, coverage = ?, skipped = ?, digest = ? WHERE id = ?",
+                (language, size, mtime_ns, coverage, skipped, digest, fid),
             )
         else:
             fid = conn.execute(
-                "INSERT INTO files(checkout, path, language, size, mtime_ns, coverage, skipped) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (cid, path, language, size, mtime_ns, coverage, skipped),
+                "INSERT INTO files(checkout, path, language, size, mtime_ns, coverage, skipped, digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (cid, path, language, size, mtime_ns, coverage, skipped, digest),
             ).lastrowid
         return fid, outline.symbols if outline is not None else []
 
@@ -347,6 +364,79 @@ class CodeIndex:
         )
         rows = (exact + suffix[: max(0, room)] + prefix)[:limit]
         return rows, exact_total + len(suffix) + prefix_total
+
+    # -- code anchors ------------------------------------------------------------
+    # Symbols of the kinds in HIDDEN_KINDS (imports, template usages) are never anchors.
+
+    def file_state(self, cid: int, path: str) -> tuple[str, str | None, str] | None:
+        """(language, skipped reason, digest) of one file of the index."""
+        return self.conn.execute(
+            "SELECT language, skipped, digest FROM files WHERE checkout = ? AND path = ?",
+            (cid, path),
+        ).fetchone()
+
+    def places(self, cid: int, path: str, qname: str) -> list[PlaceRow]:
+        """The anchorable symbols named ``qname`` in ``path``, in outline order."""
+        return self.conn.execute(
+            "SELECT f.path, s.qname, s.kind, s.digest FROM symbols s JOIN files f ON f.id = s.file"
+            f" WHERE s.checkout = ? AND s.qname = ? AND f.path = ? AND {_SHOWN} ORDER BY s.seq",
+            (cid, qname, path, *HIDDEN_KINDS),
+        ).fetchall()
+
+    def places_in(self, cid: int, path: str) -> list[PlaceRow]:
+        """The anchorable symbols of ``path``, in outline order."""
+        return self.conn.execute(
+            "SELECT f.path, s.qname, s.kind, s.digest FROM symbols s JOIN files f ON f.id = s.file"
+            f" WHERE f.checkout = ? AND f.path = ? AND {_SHOWN} ORDER BY s.seq",
+            (cid, path, *HIDDEN_KINDS),
+        ).fetchall()
+
+    def places_named(self, cid: int, qname: str, limit: int) -> list[PlaceRow]:
+        """Anchorable symbols whose qualified name is exactly ``qname``, by path and line."""
+        return self.conn.execute(
+            "SELECT f.path, s.qname, s.kind, s.digest FROM symbols s JOIN files f ON f.id = s.file"
+            f" WHERE s.checkout = ? AND s.qname = ? AND {_SHOWN} ORDER BY f.path, s.seq LIMIT ?",
+            (cid, qname, *HIDDEN_KINDS, limit),
+        ).fetchall()
+
+    def places_tailed(self, cid: int, tail: str, limit: int) -> list[PlaceRow]:
+        """Anchorable symbols whose name's last segment is ``tail`` (lower case), by path and line."""
+        return self.conn.execute(
+            "SELECT f.path, s.qname, s.kind, s.digest FROM symbols s JOIN files f ON f.id = s.file"
+            f" WHERE s.checkout = ? AND s.tail = ? AND {_SHOWN} ORDER BY f.path, s.seq LIMIT ?",
+            (cid, tail, *HIDDEN_KINDS, limit),
+        ).fetchall()
+
+    def places_with_digest(self, cid: int, digest: str, limit: int) -> list[PlaceRow]:
+        """Anchorable symbols whose digest is ``digest``, by path and line (an index lookup)."""
+        return self.conn.execute(
+            "SELECT f.path, s.qname, s.kind, s.digest FROM symbols s JOIN files f ON f.id = s.file"
+            f" WHERE s.checkout = ? AND s.digest = ? AND {_SHOWN} ORDER BY f.path, s.seq LIMIT ?",
+            (cid, digest, *HIDDEN_KINDS, limit),
+        ).fetchall()
+
+    def files_with_digest(self, cid: int, digest: str, limit: int) -> list[str]:
+        """Paths of the indexed files whose digest is ``digest``, sorted (an index lookup)."""
+        rows = self.conn.execute(
+            "SELECT path FROM files WHERE checkout = ? AND digest = ? AND skipped IS NULL"
+            " ORDER BY path LIMIT ?",
+            (cid, digest, limit),
+        )
+        return [row[0] for row in rows]
+
+    def imports_tailed(self, cid: int, tails: Sequence[str], limit: int) -> list[tuple[str, str]]:
+        """(path, import as written) of the imports whose last segment is one of ``tails``."""
+        if not tails:
+            return []
+        return self.conn.execute(
+            "SELECT f.path, s.name FROM symbols s JOIN files f ON f.id = s.file"
+            f" WHERE s.checkout = ? AND s.tail IN ({', '.join('?' * len(tails))})"
+            " AND s.kind = 'import' ORDER BY f.path, s.seq LIMIT ?",
+            (cid, *tails, limit),
+        ).fetchall()
+
+
+_SHOWN = f"s.kind NOT IN ({', '.join('?' * len(HIDDEN_KINDS))})"
 
 
 def _glob_escape(text: str) -> str:

@@ -26,8 +26,22 @@ import trio
 from ...protocol.errors import BadArgument, DomainError, Unavailable
 from ...supervisors import trace
 from ...supervisors.context import ServiceKey
+from ...supervisors.git import GitError, git
 from ...supervisors.supervisor import first_leaf
-from .checkout import Listing, checked_stat, stat_files
+from .anchors import (
+    MAX_PATH,
+    AnchorError,
+    CodeTarget,
+    TargetState,
+    candidates,
+    check_wanted,
+    find_all,
+    near_all,
+    resolve_all,
+    state_of,
+)
+from .checkout import Listing, checked_stat, has_control, resolve_path, stat_files
+from .diff import file_change_diff
 from .index import CodeIndex, FileRow, MatchRow, SymbolRow
 from .languages import language_for
 from .pool import PIPELINE, ParserPool
@@ -44,6 +58,8 @@ _TRANSIENT = (
     "parser worker stopped",
     CHANGED,
 )
+# Reasons a status check parses a file again before answering: the file may be fine.
+_RETRIED = (*_TRANSIENT, "parser worker")
 
 Progress = Callable[[int, int], None]
 # path -> (size, mtime_ns) of every file the index holds for one checkout.
@@ -299,6 +315,145 @@ class CodeService:
         await self.refresh(root)
         cid, _ = await self._file_map(root)
         return await self._guarded(self.index.find, cid, query, kind, limit)
+
+    # -- code anchors ------------------------------------------------------------
+
+    async def _settle(self, root: Path, cid: int, paths: set[str]) -> None:
+        """Parse again the files among ``paths`` that the last parse of failed for a
+        reason that says nothing about the file (a worker crashed, hung or was down).
+
+        Error handling: `Unavailable` naming the file when it fails again.
+        """
+
+        def failed() -> list[tuple[str, str]]:
+            out = []
+            for path in sorted(paths):
+                entry = self.index.file_state(cid, path)
+                if entry is not None and entry[1] is not None and entry[1].startswith(_RETRIED):
+                    out.append((path, entry[1]))
+            return out
+
+        retry = await self._guarded(failed)
+        if not retry:
+            return
+        _, known = await self._file_map(root)
+        for path, _ in retry:
+            known[path] = (-1, -1)  # differs from any file on disk: parsed again
+        await self.refresh(root)
+        still = await self._guarded(failed)
+        if still:
+            path, reason = still[0]
+            raise Unavailable(
+                f"the code of {path} could not be read ({reason}), so its anchors' status is"
+                " not known; retry"
+            )
+
+    async def resolve_targets(
+        self, root: Path, wanted: Sequence[tuple[str, str]]
+    ) -> list[CodeTarget]:
+        """The targets of explicit anchors: (path relative to ``root`` or absolute
+        inside it, symbol or "" for the whole file), without duplicates.
+
+        Error handling: `AnchorError` (a `BadArgument`) naming the anchor when its
+        path is refused by the path rules, is not a supported source file, is not
+        indexed, or its symbol is not in the file or is ambiguous.
+        """
+        checked = check_wanted(wanted)
+        rels = []
+        for number, (path, symbol) in enumerate(checked, start=1):
+            rel = await trio.to_thread.run_sync(_relative, root, number, path)
+            if language_for(rel) is None:
+                raise AnchorError(
+                    f"code anchor {rel}: not a supported source file; anchor a source file"
+                    " (see the code tools' languages), or leave code out"
+                )
+            rels.append((rel, symbol))
+        if not rels:
+            return []
+        cid = await _indexed(self, root)
+        await self._settle(root, cid, {rel for rel, _ in rels})
+        return await self._guarded(resolve_all, self.index, cid, rels)
+
+    async def find_targets(self, root: Path, text: str, limit: int = 8) -> list[CodeTarget]:
+        """The files and symbols a memory's text names, each resolving to exactly one
+        file or symbol of the checkout (ambiguous and unknown names give nothing), at
+        most ``limit``. Reads at most `anchors.MAX_TEXT` characters and looks up at
+        most `anchors.MAX_CANDIDATES` names."""
+        found = candidates(text)
+        if not found or limit <= 0:
+            return []
+        cid = await _indexed(self, root)
+        _, known = await self._file_map(root)
+        return await self._guarded(find_all, self.index, cid, found, list(known), limit)
+
+    async def target_states(self, root: Path, targets: Sequence[CodeTarget]) -> list[TargetState]:
+        """The status of each target, in order: fresh, changed, moved or deleted.
+
+        Error handling: `Unavailable` when a target's file could not be parsed
+        (a worker crashed or hung on it) twice in a row.
+        """
+        if not targets:
+            return []
+        cid = await _indexed(self, root)
+        await self._settle(root, cid, {t.path for t in targets})
+
+        def states() -> list[TargetState]:
+            return [state_of(self.index, cid, target) for target in targets]
+
+        return await self._guarded(states)
+
+    async def head_commit(self, root: Path) -> str:
+        """The commit checked out at ``root`` (HEAD), or "" outside Git or before the first commit."""
+        try:
+            out = await git(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], root)
+        except (GitError, OSError):
+            return ""
+        sha = out.decode("ascii", "replace").strip()
+        return sha if len(sha) in (40, 64) and all(c in "0123456789abcdef" for c in sha) else ""
+
+    async def near(self, root: Path, code: str) -> list[tuple[str, str]]:
+        """(path, symbol) pairs of the code around ``code`` (a path, ``path:symbol``,
+        or a symbol name): the file or the symbols it names; a file's symbols, a
+        symbol's nested symbols; and the files that import that file (one hop of the
+        index: imports; call sites are not indexed). A name nothing in the index
+        matches comes back as ("", name). At most `anchors.MAX_NEAR` pairs.
+
+        Error handling: `BadArgument` for an empty, over-long or control-character ``code``.
+        """
+        code = code.strip()
+        if not code or len(code) > MAX_PATH or has_control(code):
+            raise BadArgument(
+                f"code must be a file path or a symbol name of at most {MAX_PATH} characters"
+            )
+        cid = await _indexed(self, root)
+        _, known = await self._file_map(root)
+        return await self._guarded(near_all, self.index, cid, code, list(known))
+
+    async def anchor_diff(self, root: Path, commit: str, path: str, limit: int) -> str:
+        """The structural diff (`code_diff`'s symbol lines) of ``path`` from ``commit`` to
+        the working tree, at most ``limit`` symbol lines; "" when no symbol changed
+        (or ``commit`` is "")."""
+        if not commit:
+            return ""
+        return await file_change_diff(self.pool, root, commit, path, limit)
+
+
+# -- code anchors (see `anchors`) ---------------------------------------------------
+# Each method takes the checkout root (as `checkout.checkout_root` gives it) and
+# first brings that checkout's index up to date (only changed files are parsed).
+
+
+async def _indexed(service: CodeService, root: Path) -> int:
+    await service.refresh(root)
+    cid, _ = await service._file_map(root)
+    return cid
+
+
+def _relative(root: Path, number: int, path: str) -> str:
+    try:
+        return resolve_path(root, path)
+    except DomainError as exc:
+        raise AnchorError(f"code anchor {number} ({path!r}): {exc}") from None
 
 
 def _compare(stats: list[tuple[str, str, os.stat_result | None]], known: FileMap) -> _Changes:

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from ..memory.args import Code
 from ..store.limits import (
     MAX_ITEMS,
     check_name,
@@ -40,12 +41,14 @@ class EntityArg(msgspec.Struct, forbid_unknown_fields=True):
     name: Name
     entityType: str
     observations: Annotated[list[str], msgspec.Meta(max_length=MAX_ITEMS)] = []
+    code: Code | None = None
 
 
 class UpsertEntityArg(msgspec.Struct, forbid_unknown_fields=True):
     name: Name
     entityType: str | None = None
     observations: Annotated[list[str], msgspec.Meta(max_length=MAX_ITEMS)] = []
+    code: Code | None = None
 
 
 class RelationArg(msgspec.Struct, forbid_unknown_fields=True):
@@ -59,6 +62,7 @@ class RelationArg(msgspec.Struct, forbid_unknown_fields=True):
 class ObservationsArg(msgspec.Struct, forbid_unknown_fields=True):
     entityName: Name
     contents: Annotated[list[str], msgspec.Meta(max_length=MAX_ITEMS)]
+    code: Code | None = None
 
 
 class DeletionArg(msgspec.Struct, forbid_unknown_fields=True):

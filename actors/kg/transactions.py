@@ -15,6 +15,7 @@ from ...supervisors.context import AppContext, CallContext
 from ..embedder.embed import embed, embedder_of
 from ..store.documents import entity_document, memory_document
 from ..store.interfaces import StoreTx
+from ..store.interfaces.anchors import Anchor
 from ..store.scopes import ScopePolicy
 from ..store.services import policy_of, store_of
 from ..store.writer import Written
@@ -64,16 +65,24 @@ async def _read(ctx: CallContext, name: str, fn: Callable[[StoreTx, Scoped], T],
 
 
 async def write(
-    ctx: CallContext, name: str, fn: Callable[[Writer], T], vectors: Vectors | None = None
+    ctx: CallContext,
+    name: str,
+    fn: Callable[[Writer], T],
+    vectors: Vectors | None = None,
+    anchors: dict[str, list[Anchor]] | None = None,
 ) -> tuple[T, list[str]]:
     """Run ``fn`` in one write transaction under the calling session's scopes; (its
-    value, the `Writer`'s warnings)."""
+    value, the `Writer`'s warnings). ``anchors``: code anchors of the observation
+    texts it adds, stored on them in the same transaction."""
     store = store_of(ctx.app)
     view = view_of(await policy_of(ctx))
 
     def op(tx: StoreTx) -> Written:
-        w = Writer(tx, view, vectors)
-        return Written((fn(w), w.warnings), w.changes)
+        w = Writer(tx, view, vectors, anchors)
+        value = fn(w)
+        w.flush()
+        w.write_anchors()
+        return Written((value, w.warnings), w.changes)
 
     result: tuple[T, list[str]] = await store.write(op, name=f"kg.{name}")
     return result

@@ -13,6 +13,9 @@ from collections.abc import Sequence
 from msgspec import UNSET
 
 from ...supervisors.context import CallContext
+from ..memory.anchoring import text_anchors
+from ..memory.args import CodeArg
+from ..store.services import policy_of
 from . import results as X
 from . import writes
 from .args import (
@@ -49,11 +52,22 @@ async def _put_entities(
         [o for e in items for o in e.observations],
         [(e.name, e.entityType or "entity") for e in items],
     )
+    found: list[str] = []
+    anchors = await text_anchors(
+        ctx,
+        await policy_of(ctx),
+        [(e.observations, _wanted(e.code)) for e in entities],
+        found,
+    )
     name = "upsert_entities" if upsert else "create_entities"
     result, warnings = await write(
-        ctx, name, lambda w: writes.create_entities(w, items, upsert=upsert), vectors
+        ctx, name, lambda w: writes.create_entities(w, items, upsert=upsert), vectors, anchors
     )
-    return with_warnings({"entities": result}, warnings)
+    return with_warnings({"entities": result}, [*found, *warnings])
+
+
+def _wanted(code: Sequence[CodeArg] | None) -> list[tuple[str, str]] | None:
+    return None if code is None else [(c.path, c.symbol) for c in code]
 
 
 async def create_entities(ctx: CallContext, args: CreateEntitiesArgs) -> X.CreatedEntities:
@@ -76,11 +90,17 @@ async def create_relations(ctx: CallContext, args: RelationsArgs) -> X.CreatedRe
 async def add_observations(ctx: CallContext, args: AddObservationsArgs) -> X.ObservationsAdded:
     check_observations(args.observations)
     items = [(o.entityName, list(o.contents)) for o in args.observations]
+    found: list[str] = []
+    anchors = await text_anchors(
+        ctx, await policy_of(ctx), [(o.contents, _wanted(o.code)) for o in args.observations], found
+    )
     vectors = await embed_for(ctx.app, [c for _, cs in items for c in cs], [])
     results, warnings = await write(
-        ctx, "add_observations", lambda w: writes.add_observations(w, items), vectors
+        ctx, "add_observations", lambda w: writes.add_observations(w, items), vectors, anchors
     )
-    return X.to_result(with_warnings({"results": results}, warnings), X.ObservationsAdded)
+    return X.to_result(
+        with_warnings({"results": results}, [*found, *warnings]), X.ObservationsAdded
+    )
 
 
 def _done(message: str, count: int, warnings: list[str]) -> X.Deleted:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ..store.documents import canonical_name
 from ..store.interfaces import StoreTx
+from ..store.interfaces.anchors import Anchor
 from ..store.interfaces.graph import NewEntity, NewObservation
 from ..store.memories import now
 from ..store.ownership import Ownership
@@ -76,7 +77,13 @@ class Writer:
     """One write call's state: the timestamp, the scope id written, the ownership rule,
     the changes and warnings to report."""
 
-    def __init__(self, tx: StoreTx, view: View, vectors: Vectors | None) -> None:
+    def __init__(
+        self,
+        tx: StoreTx,
+        view: View,
+        vectors: Vectors | None,
+        anchors: dict[str, list[Anchor]] | None = None,
+    ) -> None:
         self.tx = tx
         self.view = view
         self.sc = Scoped(tx, view)
@@ -89,6 +96,16 @@ class Writer:
         self.changes: list[Change] = []
         self.warnings: list[str] = []
         self.batch: RowBatch | None = None
+        # Code anchors of observation texts (found or given before the write), and the
+        # new observations (memory ids) that get them once their rows are written.
+        self.anchors = anchors or {}
+        self.anchored: list[tuple[int, list[Anchor]]] = []
+
+    def write_anchors(self) -> None:
+        """Store the anchors of the observations this call added (after `flush`)."""
+        for mid, anchors in self.anchored:
+            self.tx.anchors.set(mid, anchors)
+        self.anchored = []
 
     def start_batch(self) -> None:
         """Collect new entities and observations (`RowBatch`) until `flush`: no read of
@@ -108,13 +125,18 @@ class Writer:
 
     def add_observation(self, entity_id: int, content: str) -> int:
         vec = self.vectors.observations.get(content)
+        anchors = self.anchors.get(content)
         if self.batch is not None:
             mid = self.batch.memory(content, entity_id)
             if vec is not None:
                 self.batch.vectors.append(("memory", mid, vec))
+            if anchors:
+                self.anchored.append((mid, anchors))
             self.change("memory", mid, vec)
             return mid
         mid = self.tx.graph.add_observation(entity_id, content, self.ts, self.scope_id)
+        if anchors:
+            self.anchored.append((mid, anchors))
         if vec is not None:
             put_vector(self.tx, "memory", mid, vec)
         self.change("memory", mid, vec)

@@ -21,6 +21,35 @@ class RelationArg(msgspec.Struct, forbid_unknown_fields=True):
     metadata: dict[str, Any] | None = None
 
 
+class CodeArg(msgspec.Struct, forbid_unknown_fields=True):
+    path: Annotated[
+        str,
+        msgspec.Meta(
+            min_length=1,
+            max_length=1024,
+            description="the file, relative to the repository's root (POSIX slashes)",
+        ),
+    ]
+    symbol: Annotated[
+        str,
+        msgspec.Meta(
+            max_length=512,
+            description='a symbol in it as find_symbol names it ("RetryPolicy.backoff"); "" or absent: the whole file',
+        ),
+    ] = ""
+
+
+MAX_CODE = 16  # anchors per memory (the store's limit too)
+Code = Annotated[
+    list[CodeArg],
+    msgspec.Meta(
+        max_length=MAX_CODE,
+        description="the code it describes (anchors, checked for staleness later); absent: found in "
+        "the text (paths and names that resolve to one file or symbol); []: none",
+    ),
+]
+
+
 class RememberArgs(msgspec.Struct, forbid_unknown_fields=True):
     content: Content
     memory_type: MemoryType = "observation"
@@ -43,6 +72,7 @@ class RememberArgs(msgspec.Struct, forbid_unknown_fields=True):
         ]
         | None
     ) = None
+    code: Code | None = None
 
 
 class RecallArgs(msgspec.Struct, forbid_unknown_fields=True):
@@ -66,6 +96,18 @@ class RecallArgs(msgspec.Struct, forbid_unknown_fields=True):
         bool,
         msgspec.Meta(description="say why each memory was returned"),
     ] = False
+    code: (
+        Annotated[
+            str,
+            msgspec.Meta(
+                min_length=1,
+                max_length=1024,
+                description="a path or symbol: memories anchored to it, to what it contains and to what "
+                "imports or calls it (one hop) come first",
+            ),
+        ]
+        | None
+    ) = None
 
 
 class StatsArgs(msgspec.Struct, forbid_unknown_fields=True):
@@ -108,6 +150,15 @@ class UpdateArgs(msgspec.Struct, forbid_unknown_fields=True):
     memory_type: MemoryType | None = None
     importance: Importance | None = None
     scopes: Scopes | None = None
+    code: Code | None = None
+
+
+class ReviewStaleArgs(msgspec.Struct, forbid_unknown_fields=True):
+    limit: Annotated[int, msgspec.Meta(ge=1, le=50, description="stale memories, at most")] = 10
+    cursor: Annotated[
+        int,
+        msgspec.Meta(ge=0, le=2**62, description="next_cursor of the previous page; 0: the first"),
+    ] = 0
 
 
 class ForgetArgs(msgspec.Struct, forbid_unknown_fields=True):

@@ -47,7 +47,8 @@ from ..store.runner import (
     tool_context,
 )
 from ..store.writer import Change, Written
-from . import migrate, tools, transfer
+from . import migrate, stale_cli, tools, transfer
+from .anchoring import code_states
 from .doctor import cmd_doctor
 from .records import MAX_ROW_ID
 from .results import Memory, memory_result
@@ -102,6 +103,7 @@ def _one_line(text: str, width: int = 100) -> str:
 
 def _memory_line(m: dict[str, Any]) -> str:
     extra = f" score={m['score']:.3g}" if "score" in m else ""
+    extra += " STALE" if m.get("stale") else ""
     return f"#{m['id']} [{m['memory_type']}] imp={m['importance']:g}{extra} {', '.join(m['scopes']) or '(unscoped)'}\n    {_one_line(m['content'])}"
 
 
@@ -116,6 +118,7 @@ def _memory_block(m: dict[str, Any]) -> str:
         lines.append("entities: " + ", ".join(f"{e['name']} ({e['kind']})" for e in m["entities"]))
     for r in m.get("relations", []):
         lines.append(f"relation: {r['source']} -[{r['relation']}]-> {r['target']}")
+    lines += [stale_cli.anchor_line(a) for a in m.get("code", [])]
     lines += ["", m["content"]]
     return "\n".join(lines)
 
@@ -188,6 +191,7 @@ def cmd_list(args: argparse.Namespace, run: AppRunner) -> int:
             lambda tx: list_memories(tx, selection, args.type, args.limit, args.offset),
             name="memory.list",
         )
+        await code_states(tool_context(app), store.policy, rows, [])
         memories = msgspec.to_builtins([memory_result(row, Memory) for row in rows])
         emit(
             args,
@@ -198,7 +202,7 @@ def cmd_list(args: argparse.Namespace, run: AppRunner) -> int:
         )
         return 0
 
-    return run_store_command(args, run, body)
+    return run_store_command(args, stale_cli.with_code(run), body)
 
 
 def cmd_show(args: argparse.Namespace, run: AppRunner) -> int:
@@ -208,7 +212,7 @@ def cmd_show(args: argparse.Namespace, run: AppRunner) -> int:
         emit(args, await tools.inspect(tool_context(app), targs), _memory_block)
         return 0
 
-    return run_store_command(args, run, body)
+    return run_store_command(args, stale_cli.with_code(run), body)
 
 
 def cmd_search(args: argparse.Namespace, run: AppRunner) -> int:
@@ -227,7 +231,7 @@ def cmd_search(args: argparse.Namespace, run: AppRunner) -> int:
         emit(args, result, human)
         return 0
 
-    return run_store_command(args, run, body, full=not args.lexical)
+    return run_store_command(args, stale_cli.with_code(run), body, full=not args.lexical)
 
 
 def cmd_graph(args: argparse.Namespace, run: AppRunner) -> int:
@@ -508,12 +512,8 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
 
     _parser(sub, "scopes", "list stored scopes, the current one marked *", cmd_scopes)
     _parser(sub, "stats", "count memories, scopes, entities and edges", cmd_stats)
-    p = _parser(
-        sub,
-        "doctor",
-        "check paths, permissions, schema version, integrity and counts",
-        cmd_doctor,
-    )
+    doctor_help = "check paths, permissions, schema version, integrity and counts"
+    p = _parser(sub, "doctor", doctor_help, cmd_doctor)
     p.add_argument(
         "--fix",
         action="store_true",
@@ -537,3 +537,4 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
         help="default: detected (a memtrio export starts with its header; else the reference memory.jsonl)",
     )
     migrate.register(sub)
+    _parser(sub, "stale", stale_cli.HELP, stale_cli.cmd_stale)

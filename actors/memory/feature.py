@@ -1,4 +1,4 @@
-"""The memory feature: the nine memory tools (`tools.TOOLS`) and the instructions that tell a
+"""The memory feature: the ten memory tools (`tools.TOOLS`) and the instructions that tell a
 session where its memories go (its repository's scope, or `global`)."""
 
 from __future__ import annotations

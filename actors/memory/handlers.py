@@ -52,6 +52,7 @@ from ..store.services import (
 from ..store.vectors import Vec
 from ..store.writer import ACTOR, Written
 from .access import ranked_rows, record_access
+from .anchoring import anchors_for, code_states, penalized, update_anchors, where
 from .args import (
     ForgetArgs,
     InspectArgs,
@@ -61,6 +62,7 @@ from .args import (
     StatsArgs,
     UpdateArgs,
 )
+from .code_recall import code_candidates
 from .results import (
     ForgetResult,
     InspectResult,
@@ -72,6 +74,7 @@ from .results import (
     ScoredMemory,
     StatsResult,
     UpdateResult,
+    memory_fields,
     memory_result,
 )
 
@@ -102,6 +105,8 @@ async def remember(ctx: CallContext, args: RememberArgs) -> RememberResult:
     ]
     new = NewMemory(content, memory_type, float(args.importance), scopes, entities, relations)
     warnings: list[str] = []
+    wanted = None if args.code is None else [(c.path, c.symbol) for c in args.code]
+    anchors = await anchors_for(ctx, policy, scopes, content, wanted, warnings)
     if embedder_of(app) is not None:
         endpoint_specs = [*entities, *(s for r in relations for s in (r.source, r.target))]
         ent_missing, rel_missing = await store.read(
@@ -129,14 +134,21 @@ async def remember(ctx: CallContext, args: RememberArgs) -> RememberResult:
             new.relation_vectors = dict(
                 zip(rel_docs, embedded.vectors[1 + len(ent_docs) :], strict=True)
             )
-            warnings = embedded.warnings
+            warnings += embedded.warnings
 
     def op(tx: StoreTx) -> Written[dict[str, Any]]:
         result, changes = insert_memory(tx, new, writable=policy.writable)
+        if anchors:
+            tx.anchors.set(int(result["id"]), anchors)
         return Written(result, changes)
 
     result: dict[str, Any] = await store.write(op, name="remember")
-    result["memory_type"] = memory_type
+    result["code"] = [
+        {"path": a.path, "symbol": a.symbol, "kind": a.kind, "since": a.written_at,
+         "commit": a.commit, "status": "fresh"}
+        for a in anchors
+    ]  # fmt: skip
+    result = {**memory_fields(result), "memory_type": memory_type}
     result["warnings"] = [*warnings, *result["warnings"]]
     return msgspec.convert(result, RememberResult)
 
@@ -229,6 +241,8 @@ async def recall(ctx: CallContext, args: RecallArgs) -> RecallResult:
     ranked, ranking, warnings = await rank(
         app, args.query, selection, memory_type, pool, args.use_embeddings, reasons
     )
+    if args.code is not None:
+        ranked = await code_candidates(ctx, policy, selection, args.code, ranked, pool, reasons)
     tokens: int | None = None
     if args.max_tokens is not None:
         budget = args.max_tokens
@@ -252,6 +266,8 @@ async def recall(ctx: CallContext, args: RecallArgs) -> RecallResult:
         trace.warning(ACTOR, "recall_access_not_recorded", error=str(exc))
         rows = await store.read(lambda tx: ranked_rows(tx, selection, ranked), name="recall.rows")
         warnings.append(f"the access could not be recorded ({exc}); results are unaffected")
+    await code_states(ctx, policy, rows, warnings)
+    penalized(rows, app.config.retrieval.stale_penalty, selection)
     return RecallResult(
         memories=[
             memory_result(
@@ -316,15 +332,22 @@ async def inspect(ctx: CallContext, args: InspectArgs) -> InspectResult:
         return updated
 
     found = await (store.read(op, name="inspect") if read_only else store.write(op, name="inspect"))
-    return memory_result(_shown(found, policy), InspectResult)
+    warnings: list[str] = []
+    await code_states(ctx, policy, [found], warnings)
+    return memory_result(_shown(found, policy), InspectResult, warnings=warnings)
 
 
 async def update(ctx: CallContext, args: UpdateArgs) -> UpdateResult:
     app = ctx.app
     store = store_of(app)
-    if args.content is None and args.memory_type is None and args.importance is None:
+    if (
+        args.content is None
+        and args.memory_type is None
+        and args.importance is None
+        and args.code is None
+    ):
         raise BadArgument(
-            "nothing to update: give at least one of `content`, `memory_type`, `importance`"
+            "nothing to update: give at least one of `content`, `memory_type`, `importance`, `code`"
         )
     content = clean_text(args.content, "content") if args.content is not None else None
     memory_type = clean_type(args.memory_type) if args.memory_type is not None else None
@@ -333,16 +356,17 @@ async def update(ctx: CallContext, args: UpdateArgs) -> UpdateResult:
     selection = await scoped(policy.write_selection, args.scopes)
     vector: Vec | None = None
     warnings: list[str] = []
-    if content is not None and embedder_of(app) is not None:
-        # Refuse before embedding; the write re-checks inside its transaction.
-        current = await store.read(
-            lambda tx: writable_memory(tx, args.id, policy, selection, "update"),
-            name="update.check",
-        )
-        if current["content"] != content:
-            embedded = await embed(app, [memory_document(content)], "memory")
-            if embedded is not None:
-                vector, warnings = embedded.vectors[0], embedded.warnings
+    # Refuse before anchoring or embedding; the write re-checks inside its transaction.
+    current = await store.read(
+        lambda tx: writable_memory(tx, args.id, policy, selection, "update"),
+        name="update.check",
+    )
+    wanted = None if args.code is None else [(c.path, c.symbol) for c in args.code]
+    anchors = await update_anchors(ctx, policy, current, content, wanted, warnings)
+    if content is not None and embedder_of(app) is not None and current["content"] != content:
+        embedded = await embed(app, [memory_document(content)], "memory")
+        if embedded is not None:
+            vector, warnings = embedded.vectors[0], [*warnings, *embedded.warnings]
     embeddings_on = vector is not None
 
     def op(tx: StoreTx) -> Written[dict[str, Any]]:
@@ -351,9 +375,15 @@ async def update(ctx: CallContext, args: UpdateArgs) -> UpdateResult:
             content=content, memory_type=memory_type, importance=args.importance,
             vector=vector, embeddings_on=embeddings_on,
         )  # fmt: skip
+        if anchors is not None:
+            before = tx.anchors.of([args.id]).get(args.id, [])
+            if [where(a) for a in before] != [where(a) for a in anchors]:
+                result["changed"] = [*result.get("changed", []), "code"]
+            tx.anchors.set(args.id, anchors)
         return Written(result, changes)
 
     result: dict[str, Any] = await store.write(op, name="update")
+    await code_states(ctx, policy, [result], warnings)
     return memory_result(_shown(result, policy), UpdateResult, warnings=warnings)
 
 

@@ -75,7 +75,31 @@ class LinkedRelation(RelationRef):
     created: Created
 
 
-class Memory(msgspec.Struct, kw_only=True):
+class MovedTo(msgspec.Struct):
+    path: str
+    symbol: str
+
+
+CodeStatus = Literal["fresh", "changed", "moved", "deleted"]
+
+
+class CodeAnchor(msgspec.Struct, kw_only=True, omit_defaults=True):
+    path: Annotated[str, msgspec.Meta(description="the file, relative to the repository's root")]
+    symbol: Annotated[str, msgspec.Meta(description='the symbol in it; "": the whole file')]
+    kind: str
+    status: Annotated[
+        CodeStatus | None,
+        msgspec.Meta(
+            description="against the working tree: fresh, changed (its text differs), moved (the same "
+            "text under another path or name: see moved_to), deleted; absent when it could not be checked"
+        ),
+    ] = None
+    since: Annotated[Time, msgspec.Meta(description="when it was anchored")]
+    commit: Annotated[str, msgspec.Meta(description="the Git commit then; '' outside Git")] = ""
+    moved_to: MovedTo | None = None
+
+
+class Memory(msgspec.Struct, kw_only=True, omit_defaults=True):
     id: int
     content: str
     memory_type: str
@@ -87,6 +111,15 @@ class Memory(msgspec.Struct, kw_only=True):
     ]
     access_count: Annotated[int, msgspec.Meta(description="times recall or inspect returned it")]
     scopes: Scopes
+    code: Annotated[
+        list[CodeAnchor],
+        msgspec.Meta(
+            description="the code it describes, each anchor with its status (absent: none)"
+        ),
+    ] = msgspec.field(default_factory=list)
+    stale: Annotated[
+        bool, msgspec.Meta(description="true: an anchor's code changed or was deleted since")
+    ] = False
 
 
 class ScoredMemory(Memory, kw_only=True, omit_defaults=True):
@@ -100,9 +133,10 @@ class ScoredMemory(Memory, kw_only=True, omit_defaults=True):
     ] = msgspec.field(default_factory=list)
 
 
-class InspectResult(Memory, kw_only=True):
+class InspectResult(Memory, kw_only=True, omit_defaults=True):
     entities: list[EntityRef]
     relations: list[RelationRef]
+    warnings: Warnings = msgspec.field(default_factory=list)
 
 
 class UpdateResult(Memory, kw_only=True, omit_defaults=True):
@@ -116,6 +150,10 @@ class RememberResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     scopes: Scopes
     entities: list[LinkedEntity]
     relations: list[LinkedRelation]
+    code: Annotated[
+        list[CodeAnchor],
+        msgspec.Meta(description="the code anchors stored (given in `code` or found in the text)"),
+    ] = msgspec.field(default_factory=list)
     warnings: AlwaysWarnings  # no default: never omitted
 
 
@@ -131,6 +169,28 @@ class RecallResult(msgspec.Struct, kw_only=True, omit_defaults=True):
         msgspec.Meta(description="with max_tokens: the estimated tokens of the memories returned"),
     ] = None
     warnings: AlwaysWarnings  # no default: never omitted
+
+
+class StaleMemory(Memory, kw_only=True, omit_defaults=True):
+    diff: Annotated[
+        str,
+        msgspec.Meta(
+            description="the structural diff (code_diff's lines) of its anchors' files from the "
+            "commit each was anchored at to the working tree"
+        ),
+    ] = ""
+
+
+class ReviewStaleResult(msgspec.Struct, kw_only=True, omit_defaults=True):
+    memories: Annotated[
+        list[StaleMemory],
+        msgspec.Meta(description="stale memories of the repository, oldest id first"),
+    ]
+    scope: Annotated[str, msgspec.Meta(description="the repository's scope")]
+    checked: Annotated[int, msgspec.Meta(description="anchored memories checked by this call")]
+    next_cursor: Annotated[
+        int | None, msgspec.Meta(description="pass as cursor for the next page; absent: no more")
+    ] = None
 
 
 class StatsResult(msgspec.Struct):
@@ -195,6 +255,17 @@ Row = Mapping[str, object]
 _TIMES = ("created_at", "updated_at", "last_accessed_at")
 
 
+def _code_fields(anchors: object) -> object:
+    if not isinstance(anchors, list):
+        return anchors
+    return [
+        {**a, "since": time_of(a["since"])}
+        if isinstance(a, dict) and isinstance(a.get("since"), int | float)
+        else a
+        for a in anchors
+    ]
+
+
 def memory_fields(row: Row) -> dict[str, object]:
     """A stored memory row (epoch times) as result fields (UTC datetimes)."""
     out = dict(row)
@@ -202,6 +273,8 @@ def memory_fields(row: Row) -> dict[str, object]:
         value = out.get(key)
         if isinstance(value, int | float):
             out[key] = time_of(value)
+    if "code" in out:
+        out["code"] = _code_fields(out["code"])
     score = out.get("score")
     if isinstance(score, int | float):
         out["score"] = score_of(score)

@@ -1,4 +1,5 @@
-"""The nine memory tools: remember, recall, stats, list_scopes, relate, graph, inspect, update, forget.
+"""The memory tools: remember, recall, stats, list_scopes, relate, graph, inspect, update, forget,
+review_stale.
 
 Their registration (names, descriptions, hints); the argument structs are in
 `tool_args`, the handlers in `memory_tools` and `graph_tools`, what they
@@ -21,11 +22,13 @@ from .args import (
     RelateArgs,
     RelationArg,
     RememberArgs,
+    ReviewStaleArgs,
     StatsArgs,
     UpdateArgs,
 )
 from .graph_tools import graph, relate
 from .handlers import forget, inspect, list_scopes, recall, remember, stats, update
+from .stale import review_stale
 
 TOOLS = [
     Tool(
@@ -34,7 +37,9 @@ TOOLS = [
         description=(
             "Store a memory (a decision, convention, pitfall, fact learned) for later sessions to recall, "
             "with the entities it mentions and the directed relations it states (created or reused, linked "
-            "atomically). Returns its id. A row another repository also uses keeps its values (see warnings)."
+            "atomically), anchored to the code it describes (`code`, or the paths and names in its text "
+            "that name one file or symbol of the repository). Returns its id. A row another repository "
+            "also uses keeps its values (see warnings)."
         ),
         args=RememberArgs,
         handler=remember,
@@ -45,7 +50,9 @@ TOOLS = [
         title="Recall",
         description=(
             "Find memories relevant to a query, best first, in the current repository (or `scopes`) plus "
-            "`global`. Returned memories count as accessed."
+            "`global`; with `code` (a path or symbol), the memories anchored to that code first. Each "
+            "anchored memory shows its code's status (fresh, changed, moved, deleted) and `stale`; stale "
+            "ones rank lower. Returned memories count as accessed."
         ),
         args=RecallArgs,
         handler=recall,
@@ -116,7 +123,8 @@ TOOLS = [
         title="Update a memory",
         description=(
             "Revise a memory by id: the content, memory_type and importance given replace the stored ones; "
-            "its scopes, entities and relations are kept."
+            "its scopes, entities and relations are kept. Its code anchors are renewed to the current code "
+            "(`code` given, else found in the new content, else the stored ones where their code is now)."
         ),
         args=UpdateArgs,
         handler=update,
@@ -133,6 +141,20 @@ TOOLS = [
         destructive=True,
         idempotent=True,
     ),
+    Tool(
+        name="review_stale",
+        title="Review stale memories",
+        description=(
+            "The current repository's memories whose code changed or was deleted since they were written, "
+            "each with its anchors' statuses and the structural diff since; `update` one (re-anchoring it "
+            "to the code as it is) or `forget` it. Pages with `cursor` (next_cursor)."
+        ),
+        args=ReviewStaleArgs,
+        handler=review_stale,
+        result=R.ReviewStaleResult,
+        read_only=True,
+        idempotent=True,
+    ),
 ]
 
 __all__ = [
@@ -146,6 +168,7 @@ __all__ = [
     "RelateArgs",
     "RelationArg",
     "RememberArgs",
+    "ReviewStaleArgs",
     "StatsArgs",
     "UpdateArgs",
     "embed",
@@ -158,6 +181,7 @@ __all__ = [
     "recall",
     "relate",
     "remember",
+    "review_stale",
     "stats",
     "store_of",
     "update",

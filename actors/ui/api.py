@@ -32,10 +32,12 @@ from ...supervisors.context import AppContext, CallContext
 from ..code.checkout import show_path
 from ..code.service import CODE
 from ..code.tools import FindArgs, OutlineArgs, _file_outline, _root
+from ..memory.anchoring import code_states
 from ..memory.args import RecallArgs
 from ..memory.handlers import rank
 from ..memory.records import MAX_ROW_ID
 from ..memory.results import memory_fields
+from ..memory.stale import stale_ids
 from ..session_state import SessionState
 from ..store.interfaces import StoreTx
 from ..store.lexical import query_terms, search_memories
@@ -235,6 +237,10 @@ class Api:
             )
             scores = dict(ranked)
             chosen = msgspec.structs.replace(chosen, ids=list(scores))
+        if query.get("stale") in ("1", "true"):  # the "stale only" filter
+            stale = set(await stale_ids(self.ctx))
+            keep = [i for i in chosen.ids if i in stale] if chosen.ids is not None else stale
+            chosen = msgspec.structs.replace(chosen, ids=sorted(keep))
         sort = query.get("sort", "relevance" if text else "created")
         descending = query.get("order", "desc") != "asc"
         if text and sort == "relevance":
@@ -252,6 +258,7 @@ class Api:
         for row in rows:
             if row["id"] in scores:
                 row["score"] = scores[row["id"]]
+        await code_states(self.ctx, await policy_of(self.ctx), rows, [])
         return {
             "memories": _rows(rows),
             "total": total,
@@ -272,6 +279,7 @@ class Api:
             raise ApiError(404, f"memory {memory_id} not found in scopes {', '.join(selection)}")
         policy = await policy_of(self.ctx)
         found["writable"] = all(s in policy.writable for s in found["scopes"])
+        await code_states(self.ctx, policy, [found], [])
         return memory_fields(found)
 
     async def export(self, body: dict[str, Any]) -> Json:

@@ -1,6 +1,8 @@
 """The chaos scenarios, one module per kind of fault; each scenario takes a `Run` and fills its
 `Outcome`.
 
+- `anchors`: ``stale-refresh-crash``, the parser worker dies during a code anchor's status
+  check (nothing lost, statuses recomputed on the next call);
 - `crashes`: actors crash at injected fault points under load (and with the official SDK client);
 - `kills`: the process dies (kill -9, an exit right before COMMIT) in the middle of writes;
 - `vectors`: kill -9 in the middle of vector_batch_upsert bursts (the vector table and index),
@@ -40,6 +42,7 @@ in the order listed.
 from __future__ import annotations
 
 from ..harness import Scenario
+from .anchors import stale_refresh_crash
 from .crashes import (
     commit_fault,
     crash_code_workers,
@@ -77,6 +80,7 @@ QUICK: dict[str, Scenario] = {
     "commit-fault": commit_fault,
     "crash-embedder": crash_embedder,
     "crash-code-workers": crash_code_workers,
+    "stale-refresh-crash": stale_refresh_crash,
     "kill9-bursts": kill9_bursts,
     "exit-at-commit": exit_at_commit,
     "malformed": run_malformed,

@@ -35,6 +35,7 @@ function params() {
     q: $("m-q").value, mode: $("m-mode").value, type: $("m-type").value,
     scope, scopes: scope && scope !== "global" ? scope : "",
     since: $("m-since").value, until: $("m-until").value, min_importance: $("m-imp").value,
+    stale: $("m-stale").checked ? "1" : "",
     sort: $("m-sort").value, order: $("m-order").value, offset: state.offset, limit: state.limit,
   };
 }
@@ -56,7 +57,8 @@ function row(m) {
   const tr = h("tr", { "data-id": m.id, onclick: (e) => { if (e.target.type !== "checkbox") open(m.id); } },
     h("td", {}, h("input", { type: "checkbox", value: m.id, "aria-label": `select ${m.id}` })),
     h("td", {}, m.id),
-    h("td", { class: "content" }, m.content.length > 160 ? m.content.slice(0, 160) + "…" : m.content),
+    h("td", { class: "content" }, m.stale ? h("span", { class: "tag stale", title: "its code changed or was deleted: update or forget it" }, "stale") : "",
+      m.content.length > 160 ? m.content.slice(0, 160) + "…" : m.content),
     h("td", { class: "entities" }, (m.entities || []).map((e) => h("span", { class: "tag entity", title: e.kind }, e.name))),
     h("td", {}, m.memory_type), h("td", {}, m.importance.toFixed(2)),
     h("td", { class: "score" }, m.score !== undefined ? m.score.toPrecision(3) : ""),
@@ -81,6 +83,8 @@ async function open(id) {
       ["scopes", m.scopes.map((s) => h("span", { class: "tag" }, s))],
       ["entities", m.entities.map((e) => h("span", { class: "tag" }, `${e.name} (${e.kind})`))],
       ["relations", m.relations.map((r) => h("div", {}, `${r.source} —${r.relation}→ ${r.target}`))],
+      ["code", (m.code || []).map((a) => h("div", { class: a.status === "changed" || a.status === "deleted" ? "stale" : "" },
+        `${a.path}${a.symbol ? ":" + a.symbol : ""} ${a.status || "unchecked"}${a.moved_to ? ` → ${a.moved_to.path}${a.moved_to.symbol ? ":" + a.moved_to.symbol : ""}` : ""} (since ${when(a.since)})`))],
       ["created", when(m.created_at)], ["updated", when(m.updated_at)],
       ["accessed", `${plural(m.access_count, "time")}, last ${when(m.last_accessed_at)}`],
     ];

@@ -1,0 +1,360 @@
+"""Code anchors against a real Git checkout and real parser workers: digests that
+ignore whitespace and comments, the four statuses, names found in a text,
+explicit anchors refused with a reason, `near`, `anchor_diff`, and a status
+check that parses nothing that did not change."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+from gitrepo import git, make_repo, write
+from memtrio.actors.code.anchors import (
+    MAX_CANDIDATES,
+    AnchorError,
+    CodeTarget,
+    TargetState,
+    candidates,
+    digest_text,
+)
+from memtrio.actors.code.index import CodeIndex, index_path
+from memtrio.actors.code.pool import ParserPool
+from memtrio.actors.code.service import CodeService
+from memtrio.actors.code.wire import ParseJob, ParseResult
+from memtrio.protocol.errors import BadArgument, Unavailable
+from memtrio.supervisors.supervisor import Supervisor
+
+RETRY = '''"""Retrying."""
+
+import time
+
+
+class RetryPolicy:
+    """How long to wait."""
+
+    def backoff(self, attempt):
+        # doubles the delay up to 30 s
+        return min(30, 2 ** attempt)
+
+    def give_up(self, attempt):
+        if attempt > 5:
+            return True
+        return False
+
+
+def load_config(path):
+    with open(path) as f:
+        return f.read()
+'''
+
+FILES: dict[str, str | bytes] = {
+    "app/retry.py": RETRY,
+    "app/main.py": "from app.retry import RetryPolicy\nfrom .retry import load_config\n\n\ndef main():\n    return RetryPolicy().backoff(1)\n",
+    "app/other.py": "def setup():\n    pass\n\n\ndef teardown():\n    pass\n",
+    "lib/a.py": "def setup():\n    return 1\n",
+    "web/util.js": "// helpers\nexport function formatDate(d) {\n  return d.toISOString();\n}\n",
+    "web/page.js": "import { formatDate } from './util.js';\nexport const x = formatDate(new Date());\n",
+    "README.md": "# not source\n",
+}
+
+
+@asynccontextmanager
+async def running_service(home: Path) -> AsyncIterator[CodeService]:
+    pool = ParserPool(2, 10.0)
+    service = CodeService(CodeIndex(index_path(home)), pool, 20000)
+    sup = Supervisor("test", pool.children())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(sup.run)
+        try:
+            yield service
+        finally:
+            await sup.stop()
+            service.index.close()
+
+
+def count_parses(service: CodeService) -> list[str]:
+    """The paths the service's parser pool is asked to parse from now on."""
+    parsed: list[str] = []
+    original = service.pool.parse_batch
+
+    async def counting(jobs: list[ParseJob]) -> list[ParseResult]:
+        parsed.extend(job.path for job in jobs)
+        return await original(jobs)
+
+    service.pool.parse_batch = counting  # type: ignore[method-assign]  # a spy on one instance
+    return parsed
+
+
+async def anchored(service: CodeService, root: Path) -> list[CodeTarget]:
+    return await service.resolve_targets(
+        root,
+        [
+            ("app/retry.py", "RetryPolicy.backoff"),
+            ("app/retry.py", "give_up"),  # a unique suffix of RetryPolicy.give_up
+            ("app/retry.py", "load_config"),
+            ("web/util.js", "formatDate"),
+            ("app/other.py", ""),
+        ],
+    )
+
+
+async def test_whitespace_and_comment_edits_keep_anchors_fresh(tmp_path: Path, home: Path) -> None:
+    root = make_repo(tmp_path / "repo", FILES)
+    async with running_service(home) as service:
+        targets = await anchored(service, root)
+        assert [(t.path, t.symbol, t.kind) for t in targets] == [
+            ("app/retry.py", "RetryPolicy.backoff", "method"),
+            ("app/retry.py", "RetryPolicy.give_up", "method"),
+            ("app/retry.py", "load_config", "function"),
+            ("web/util.js", "formatDate", "function"),
+            ("app/other.py", "", "file"),
+        ]
+        edited = (
+            RETRY.replace("# doubles the delay up to 30 s", "# doubled, capped at 30 seconds")
+            .replace("min(30, 2 ** attempt)", "min(30,\n                   2**attempt)  # cap")
+            .replace("        if attempt > 5:", "\n        # five tries\n        if attempt>5 :")
+            .replace("def load_config(path):", "def load_config( path ):\n    # read it all")
+        )
+        write(
+            root,
+            {
+                "app/retry.py": edited,
+                "web/util.js": "/* helpers */\nexport function formatDate( d ){\n\n  return d.toISOString() ; // iso\n}\n",
+                "app/other.py": "# lifecycle\ndef setup():\n    pass\n\n\n\ndef teardown():  # end\n    pass\n",
+            },
+        )
+        states = await service.target_states(root, targets)
+        assert [s.status for s in states] == ["fresh"] * 5
+
+
+async def test_changed_moved_and_deleted(tmp_path: Path, home: Path) -> None:
+    root = make_repo(tmp_path / "repo", FILES)
+    async with running_service(home) as service:
+        targets = await anchored(service, root)
+        # backoff: body changed; give_up: renamed; load_config: moved to another file;
+        # formatDate: deleted; app/other.py: the file renamed (git mv).
+        retry = (
+            RETRY.replace("min(30, 2 ** attempt)", "min(60, 3 ** attempt)")
+            .replace("def give_up(", "def should_stop(")
+            .split("\n\ndef load_config")[0]
+        )
+        write(
+            root,
+            {
+                "app/retry.py": retry,
+                "app/config.py": "def load_config(path):\n    with open(path) as f:\n        return f.read()\n",
+                "web/util.js": "export const unrelated = 1;\n",
+            },
+        )
+        git(root, "mv", "app/other.py", "app/lifecycle.py")
+        states = await service.target_states(root, targets)
+        assert states == [
+            TargetState("changed", "app/retry.py", "RetryPolicy.backoff"),
+            TargetState("moved", "app/retry.py", "RetryPolicy.should_stop"),
+            TargetState("moved", "app/config.py", "load_config"),
+            TargetState("deleted", "web/util.js", "formatDate"),
+            TargetState("moved", "app/lifecycle.py", ""),
+        ]
+        # Python indentation is structure: moving a statement out of a block changes the code.
+        target = (await service.resolve_targets(root, [("app/retry.py", "should_stop")]))[0]
+        write(
+            root,
+            {"app/retry.py": retry.replace("            return True\n", "        return True\n")},
+        )
+        assert (await service.target_states(root, [target]))[0].status == "changed"
+
+
+async def test_status_check_parses_only_changed_files(tmp_path: Path, home: Path) -> None:
+    files = dict(FILES)
+    files.update({f"pkg/m{i}.py": f"def f{i}():\n    return {i}\n" for i in range(30)})
+    root = make_repo(tmp_path / "repo", files)
+    async with running_service(home) as service:
+        targets = await anchored(service, root)
+        parsed = count_parses(service)
+        assert [s.status for s in await service.target_states(root, targets)] == ["fresh"] * 5
+        assert parsed == []
+        write(root, {"pkg/m3.py": "def f3():\n    return 33\n"})
+        await service.target_states(root, targets)
+        assert parsed == ["pkg/m3.py"]
+
+
+async def test_find_targets_anchors_only_names_that_resolve_to_one_place(
+    tmp_path: Path, home: Path
+) -> None:
+    root = make_repo(tmp_path / "repo", FILES)
+    async with running_service(home) as service:
+        found = await service.find_targets(
+            root,
+            "`RetryPolicy.backoff` doubles the delay; config loading lives in "
+            "`app/retry.py:load_config`, formatDate is in web/util.js. `setup` is "
+            "ambiguous, so is setup_thing; the word policy and `nothing_here` anchor nothing.",
+        )
+        assert [(t.path, t.symbol) for t in found] == [
+            ("app/retry.py", "RetryPolicy.backoff"),
+            ("app/retry.py", "load_config"),
+            ("web/util.js", "formatDate"),
+            ("web/util.js", ""),
+        ]
+        # qualified by module, and a bare snake_case name that is unique
+        found = await service.find_targets(root, "see retry.load_config and give_up")
+        assert [(t.path, t.symbol) for t in found] == [
+            ("app/retry.py", "load_config"),
+            ("app/retry.py", "RetryPolicy.give_up"),
+        ]
+        assert await service.find_targets(root, "`setup` and `main.py` or setup") == [
+            CodeTarget("app/main.py", "", "file", found_digest(service, root, "app/main.py"))
+        ]
+        assert await service.find_targets(root, "plain words only. Nothing here.") == []
+
+
+def found_digest(service: CodeService, root: Path, path: str) -> str:
+    cid = service.index.checkout_id(str(root))
+    entry = service.index.file_state(cid, path)
+    assert entry is not None
+    return entry[2]
+
+
+def test_long_texts_are_read_in_bounded_work() -> None:
+    text = " ".join(f"name_{i} Class{i}Name" for i in range(100_000))
+    assert len(candidates(text)) == MAX_CANDIDATES
+
+
+@pytest.mark.parametrize(
+    ("wanted", "message"),
+    [
+        ([("app/nope.py", "")], "no such file"),
+        ([("../etc/passwd", "")], "contains '..'"),
+        ([("README.md", "")], "not a supported source file"),
+        ([("app/retry.py", "RetryPolicy.nope")], "no symbol 'RetryPolicy.nope' in app/retry.py"),
+        ([("app/retry.py", "a\nb")], "control character"),
+        ([("app/retry.py", "x" * 600)], "longer than 512"),
+        ([("app/retry.py", "")] * 17, "at most 16"),
+        ([("", "")], "path is empty"),
+    ],
+)
+async def test_explicit_anchors_that_name_no_code_are_refused(
+    tmp_path: Path, home: Path, wanted: list[tuple[str, str]], message: str
+) -> None:
+    root = make_repo(tmp_path / "repo", FILES)
+    async with running_service(home) as service:
+        with pytest.raises(AnchorError, match=message.replace("(", r"\(")) as caught:
+            await service.resolve_targets(root, wanted)
+        assert isinstance(caught.value, BadArgument)
+
+
+async def test_ambiguous_explicit_symbol_is_refused(tmp_path: Path, home: Path) -> None:
+    root = make_repo(
+        tmp_path / "repo",
+        {
+            "m.py": "class A:\n    def run(self):\n        pass\n\n\nclass B:\n    def run(self):\n        pass\n"
+        },
+    )
+    async with running_service(home) as service:
+        with pytest.raises(AnchorError, match=r"ambiguous \(A.run, B.run\)"):
+            await service.resolve_targets(root, [("m.py", "run")])
+
+
+async def test_symlinked_anchor_is_refused(tmp_path: Path, home: Path) -> None:
+    root = make_repo(tmp_path / "repo", FILES)
+    (root / "link.py").symlink_to(root / "app" / "retry.py")
+    async with running_service(home) as service:
+        with pytest.raises(AnchorError, match="symlink"):
+            await service.resolve_targets(root, [("link.py", "")])
+        assert await service.find_targets(root, "see `link.py`") == []
+
+
+async def test_near_covers_symbols_and_importers(tmp_path: Path, home: Path) -> None:
+    root = make_repo(tmp_path / "repo", FILES)
+    async with running_service(home) as service:
+        assert await service.near(root, "app/retry.py") == [
+            ("app/retry.py", ""),
+            ("app/retry.py", "RetryPolicy"),
+            ("app/retry.py", "RetryPolicy.backoff"),
+            ("app/retry.py", "RetryPolicy.give_up"),
+            ("app/retry.py", "load_config"),
+            ("app/main.py", ""),
+        ]
+        assert await service.near(root, "RetryPolicy") == [
+            ("app/retry.py", "RetryPolicy"),
+            ("app/retry.py", "RetryPolicy.backoff"),
+            ("app/retry.py", "RetryPolicy.give_up"),
+            ("app/main.py", ""),
+        ]
+        assert await service.near(root, "web/util.js") == [
+            ("web/util.js", ""),
+            ("web/util.js", "formatDate"),
+            ("web/page.js", ""),
+        ]
+        assert await service.near(root, "gone_function") == [("", "gone_function")]
+        with pytest.raises(BadArgument):
+            await service.near(root, "x\ny")
+
+
+async def test_anchor_diff_and_head_commit(tmp_path: Path, home: Path) -> None:
+    root = make_repo(tmp_path / "repo", FILES)
+    async with running_service(home) as service:
+        commit = await service.head_commit(root)
+        assert commit == git(root, "rev-parse", "HEAD")
+        assert await service.anchor_diff(root, commit, "app/retry.py", 50) == ""
+        write(root, {"app/retry.py": RETRY.replace("min(30,", "min(60,")})
+        diff = await service.anchor_diff(root, commit, "app/retry.py", 50)
+        assert diff.splitlines()[0] == "app/retry.py\tmodified"
+        assert "~ 9-11\tmethod backoff" in diff
+        (root / "web" / "util.js").unlink()
+        assert "- 2-4\tfunction formatDate" in await service.anchor_diff(
+            root, commit, "web/util.js", 50
+        )
+        assert "not in this repository" in await service.anchor_diff(
+            root, "0" * 40, "app/retry.py", 50
+        )
+        with pytest.raises(BadArgument):
+            await service.anchor_diff(root, commit, "../x.py", 50)
+        with pytest.raises(BadArgument):
+            await service.anchor_diff(root, "--output=/tmp/x", "app/retry.py", 50)
+        outside = tmp_path / "plain"
+        outside.mkdir()
+        assert await service.head_commit(outside) == ""
+
+
+async def test_crashed_parse_during_status_check_is_retried(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_repo(tmp_path / "repo", FILES)
+    async with running_service(home) as service:
+        targets = await anchored(service, root)
+        write(root, {"app/retry.py": RETRY + "\n"})
+        original = service.pool.parse_batch
+        crashes = [1]
+
+        async def crash_once(jobs: list[ParseJob]) -> list[ParseResult]:
+            if crashes:
+                crashes.pop()
+                return [
+                    ParseResult(skipped="parser worker crashed (exit status 137) and was replaced")
+                    for _ in jobs
+                ]
+            return await original(jobs)
+
+        monkeypatch.setattr(service.pool, "parse_batch", crash_once)
+        assert [s.status for s in await service.target_states(root, targets)] == ["fresh"] * 5
+
+        async def crash_always(jobs: list[ParseJob]) -> list[ParseResult]:
+            return [
+                ParseResult(skipped="parser worker timed out after 10 s and was replaced")
+            ] * len(jobs)
+
+        monkeypatch.setattr(service.pool, "parse_batch", crash_always)
+        write(root, {"app/retry.py": RETRY + "\n\n"})
+        with pytest.raises(Unavailable, match="app/retry.py could not be read"):
+            await service.target_states(root, targets)
+
+
+def test_digest_text_ignores_whitespace_and_comments() -> None:
+    a = digest_text("rust", b"fn f(a: u32) -> u32 {\n    a + 1 // one\n}\n")
+    b = digest_text("rust", b"/* doc */\nfn f(a: u32)->u32{ a+1 }\n")
+    c = digest_text("rust", b"fn f(a: u32) -> u32 {\n    a + 2\n}\n")
+    assert a == b != c
+    assert digest_text("python", b"x = 'a  b'\n") != digest_text("python", b"x = 'ab'\n")
