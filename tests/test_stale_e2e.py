@@ -9,7 +9,7 @@ from typing import Any
 
 from gitrepo import git, make_repo
 from mcp_client import fails, ok, open_client, run_cli
-from memtrio.actors.memory.anchoring import penalized
+from memtrio.actors.anchors.anchoring import penalized
 
 RETRY = (
     "class RetryPolicy:\n"

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from ..memory.args import Code
+from ..anchors.args import Code
 from ..store.limits import (
     MAX_ITEMS,
     check_name,

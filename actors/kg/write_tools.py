@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from msgspec import UNSET
 
 from ...supervisors.context import CallContext
-from ..memory.anchoring import text_anchors
-from ..memory.args import CodeArg
+from ..anchors.anchoring import text_anchors
+from ..anchors.args import CodeArg
 from ..store.services import policy_of
 from . import results as X
 from . import writes

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from ..anchors.args import Code
 from ..store.limits import Content, Importance, MemoryId, MemoryType, Name, Scopes
 
 
@@ -19,35 +20,6 @@ class RelationArg(msgspec.Struct, forbid_unknown_fields=True):
     relation: Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
     target: Name
     metadata: dict[str, Any] | None = None
-
-
-class CodeArg(msgspec.Struct, forbid_unknown_fields=True):
-    path: Annotated[
-        str,
-        msgspec.Meta(
-            min_length=1,
-            max_length=1024,
-            description="the file, relative to the repository's root (POSIX slashes)",
-        ),
-    ]
-    symbol: Annotated[
-        str,
-        msgspec.Meta(
-            max_length=512,
-            description='a symbol in it as find_symbol names it ("RetryPolicy.backoff"); "" or absent: the whole file',
-        ),
-    ] = ""
-
-
-MAX_CODE = 16  # anchors per memory (the store's limit too)
-Code = Annotated[
-    list[CodeArg],
-    msgspec.Meta(
-        max_length=MAX_CODE,
-        description="the code it describes (anchors, checked for staleness later); absent: found in "
-        "the text (paths and names that resolve to one file or symbol); []: none",
-    ),
-]
 
 
 class RememberArgs(msgspec.Struct, forbid_unknown_fields=True):

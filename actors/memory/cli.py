@@ -31,6 +31,7 @@ from ...supervisors.commands import (
     emit,
 )
 from ...supervisors.context import AppContext, AppRunner
+from ..anchors.anchoring import code_states
 from ..kg import cli as kg_cli
 from ..kg import jsonl
 from ..store import limits
@@ -48,7 +49,6 @@ from ..store.runner import (
 )
 from ..store.writer import Change, Written
 from . import migrate, stale_cli, tools, transfer
-from .anchoring import code_states
 from .doctor import cmd_doctor
 from .records import MAX_ROW_ID
 from .results import Memory, memory_result

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 
 from ...protocol.errors import BadArgument
 from ...supervisors.context import CallContext
+from ..anchors.anchoring import no_repository, repo_of
 from ..store.interfaces import StoreTx
 from ..store.scopes import ScopePolicy
 from ..store.services import store_of
-from .anchoring import no_repository, repo_of
 
 Ranked = list[tuple[int, float]]
 

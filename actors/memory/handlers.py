@@ -20,6 +20,7 @@ import msgspec
 from ...protocol.errors import BadArgument, DomainError
 from ...supervisors import trace
 from ...supervisors.context import AppContext, CallContext
+from ..anchors.anchoring import anchors_for, code_states, penalized, update_anchors, where
 from ..embedder.embed import embed, embedder_of
 from ..ranker.handle import RANKER
 from ..store import limits
@@ -52,7 +53,6 @@ from ..store.services import (
 from ..store.vectors import Vec
 from ..store.writer import ACTOR, Written
 from .access import ranked_rows, record_access
-from .anchoring import anchors_for, code_states, penalized, update_anchors, where
 from .args import (
     ForgetArgs,
     InspectArgs,

@@ -19,11 +19,11 @@ from typing import Any
 
 from ...protocol.errors import BadArgument, DomainError
 from ...supervisors.context import CallContext
+from ..anchors.anchoring import STALE, Repo, no_repository, repo_of, shown, states_of
 from ..store.interfaces import StoreTx
 from ..store.interfaces.anchors import Anchor
 from ..store.memories import get_memory
 from ..store.services import policy_of, store_of
-from .anchoring import STALE, Repo, no_repository, repo_of, shown, states_of
 from .args import ReviewStaleArgs
 from .results import ReviewStaleResult, StaleMemory, memory_result
 

@@ -29,10 +29,10 @@ from ...protocol.errors import (
 from ...protocol.tools import format_validation_error
 from ...supervisors.config import log_path
 from ...supervisors.context import AppContext, CallContext
+from ..anchors.anchoring import code_states
 from ..code.checkout import show_path
 from ..code.service import CODE
 from ..code.tools import FindArgs, OutlineArgs, _file_outline, _root
-from ..memory.anchoring import code_states
 from ..memory.args import RecallArgs
 from ..memory.handlers import rank
 from ..memory.records import MAX_ROW_ID
