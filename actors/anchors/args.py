@@ -11,29 +11,18 @@ from ..store.interfaces.anchors import MAX_ANCHOR_PATH, MAX_ANCHOR_SYMBOL, MAX_A
 __all__ = ["Code", "CodeArg"]
 
 
+# One code anchor: a file relative to the repository root, and a symbol in it as
+# ``find_symbol`` names it ("RetryPolicy.backoff"); no symbol: the whole file. (No
+# docstring: msgspec would put it in every tool's schema, and tools/list has a budget.)
 class CodeArg(msgspec.Struct, forbid_unknown_fields=True):
-    path: Annotated[
-        str,
-        msgspec.Meta(
-            min_length=1,
-            max_length=MAX_ANCHOR_PATH,
-            description="the file, relative to the repository's root (POSIX slashes)",
-        ),
-    ]
-    symbol: Annotated[
-        str,
-        msgspec.Meta(
-            max_length=MAX_ANCHOR_SYMBOL,
-            description='a symbol in it as find_symbol names it ("RetryPolicy.backoff"); "" or absent: the whole file',
-        ),
-    ] = ""
+    path: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ANCHOR_PATH)]
+    symbol: Annotated[str, msgspec.Meta(max_length=MAX_ANCHOR_SYMBOL)] = ""
 
 
 Code = Annotated[
     list[CodeArg],
     msgspec.Meta(
         max_length=MAX_ANCHORS,
-        description="the code it describes (anchors, checked for staleness later); absent: found in "
-        "the text (paths and names that resolve to one file or symbol); []: none",
+        description="[{path, symbol}] it describes; absent: found in the text; []: none",
     ),
 ]

@@ -74,8 +74,7 @@ class RecallArgs(msgspec.Struct, forbid_unknown_fields=True):
             msgspec.Meta(
                 min_length=1,
                 max_length=1024,
-                description="a path or symbol: memories anchored to it, to what it contains and to what "
-                "imports or calls it (one hop) come first",
+                description="a path or symbol: memories anchored to it or one import/call away first",
             ),
         ]
         | None

@@ -35,11 +35,10 @@ TOOLS = [
         name="remember",
         title="Remember",
         description=(
-            "Store a memory (a decision, convention, pitfall, fact learned) for later sessions to recall, "
-            "with the entities it mentions and the directed relations it states (created or reused, linked "
-            "atomically), anchored to the code it describes (`code`, or the paths and names in its text "
-            "that name one file or symbol of the repository). Returns its id. A row another repository "
-            "also uses keeps its values (see warnings)."
+            "Store a memory (decision, convention, pitfall, fact) for later sessions, with the entities "
+            "it mentions and the relations it states (created or reused, atomically) and anchors to the "
+            "code it describes (`code`, else names in its text that match one file or symbol). Returns "
+            "its id. A row another repository also uses keeps its values (see warnings)."
         ),
         args=RememberArgs,
         handler=remember,
@@ -50,9 +49,8 @@ TOOLS = [
         title="Recall",
         description=(
             "Find memories relevant to a query, best first, in the current repository (or `scopes`) plus "
-            "`global`; with `code` (a path or symbol), the memories anchored to that code first. Each "
-            "anchored memory shows its code's status (fresh, changed, moved, deleted) and `stale`; stale "
-            "ones rank lower. Returned memories count as accessed."
+            "`global`; `code`: those anchored to it first. Anchored ones show their code's status; "
+            "`stale` ones rank lower. Returned memories count as accessed."
         ),
         args=RecallArgs,
         handler=recall,
@@ -123,8 +121,7 @@ TOOLS = [
         title="Update a memory",
         description=(
             "Revise a memory by id: the content, memory_type and importance given replace the stored ones; "
-            "its scopes, entities and relations are kept. Its code anchors are renewed to the current code "
-            "(`code` given, else found in the new content, else the stored ones where their code is now)."
+            "its scopes, entities and relations are kept; its anchors follow the code (`code`, else found)."
         ),
         args=UpdateArgs,
         handler=update,
@@ -145,9 +142,8 @@ TOOLS = [
         name="review_stale",
         title="Review stale memories",
         description=(
-            "The current repository's memories whose code changed or was deleted since they were written, "
-            "each with its anchors' statuses and the structural diff since; `update` one (re-anchoring it "
-            "to the code as it is) or `forget` it. Pages with `cursor` (next_cursor)."
+            "Memories whose code changed or was deleted since written, with the diff since; `update` "
+            "(re-anchors) or `forget` each. Pages with `cursor`."
         ),
         args=ReviewStaleArgs,
         handler=review_stale,
