@@ -167,6 +167,22 @@ async def test_changed_moved_and_deleted(tmp_path: Path, home: Path) -> None:
         assert (await service.target_states(root, [target]))[0].status == "changed"
 
 
+async def test_method_alone_in_its_class_keeps_its_digest_when_siblings_come(
+    tmp_path: Path, home: Path
+) -> None:
+    # The class's block starts and ends with its only method: it is not part of the method.
+    root = make_repo(tmp_path / "repo", {"m.py": "class A:\n    def m(self):\n        return 1\n"})
+    async with running_service(home) as service:
+        target = (await service.resolve_targets(root, [("m.py", "A.m")]))[0]
+        write(
+            root,
+            {
+                "m.py": "class A:\n    x = 1\n\n    def m(self):\n        return 1\n\n    def n(self):\n        pass\n"
+            },
+        )
+        assert await service.target_states(root, [target]) == [TargetState("fresh", "m.py", "A.m")]
+
+
 async def test_status_check_parses_only_changed_files(tmp_path: Path, home: Path) -> None:
     files = dict(FILES)
     files.update({f"pkg/m{i}.py": f"def f{i}():\n    return {i}\n" for i in range(30)})

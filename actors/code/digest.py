@@ -44,6 +44,7 @@ _SPACE = re.compile(rb"\s+")
 NAME_MARK = b"\x00"  # where the symbol's own name was
 _GAP_MARK = b"\x01"  # whitespace between two word characters
 
+_LAST = 1 << 62  # sorts after any byte offset
 # (start, end) byte ranges, sorted by start.
 Ranges = list[tuple[int, int]]
 
@@ -112,10 +113,12 @@ def normal(src: bytes, start: int, end: int, trivia: Trivia, name: tuple[int, in
         cs, ce = cuts[at]
         edits.append((max(cs, start), 1, min(ce, end), b" "))
         at += 1
-    for bs, be in trivia.blocks:
+    blocks = trivia.blocks
+    for index in range(bisect.bisect_right(blocks, (start, _LAST)), len(blocks)):
+        bs, be = blocks[index]
         if bs >= end:
             break
-        if bs >= start and be <= end:
+        if be <= end:  # not an enclosing block that starts with this symbol
             edits.append((bs, 2, bs, b"{"))
             edits.append((be, 0, be, b"}"))
     if name is not None and start <= name[0] < name[1] <= end:
