@@ -10,17 +10,10 @@ from ..interfaces.upkeep import (
     FlushCounts,
     MemoryRow,
     RelationRow,
-    Scoped,
     StoreCounts,
     VectorRow,
 )
 
-# The table linking each kind of row to its scopes (names from here, never from input).
-SCOPE_LINKS: dict[Scoped, str] = {
-    "entity": "entity_scopes",
-    "relation": "relation_scopes",
-    "memory": "memory_scopes",
-}
 _ID_TABLES = frozenset({"entities", "relations", "memories"})
 # What a flush deletes, counted before and after it.
 FLUSHED = ("memories", "entities", "relations")

@@ -19,11 +19,11 @@ from ..interfaces.upkeep import (
     StoreCounts,
     VectorRow,
 )
+from ..rows.scopes import SCOPE_LINKS
 from ..rows.upkeep import (
     ENTITY_COLUMNS,
     FLUSHED,
     MEMORY_COLUMNS,
-    SCOPE_LINKS,
     VECTOR_COLUMNS,
     entity_row,
     entity_values,
