@@ -21,22 +21,8 @@ from ..interfaces.upkeep import (
     StoreCounts,
     VectorRow,
 )
+from ..rows import upkeep as shared
 from ..rows.scopes import SCOPE_LINKS
-from ..rows.upkeep import (
-    ENTITY_COLUMNS,
-    FLUSHED,
-    MEMORY_COLUMNS,
-    VECTOR_COLUMNS,
-    entity_row,
-    entity_values,
-    flush_counts,
-    id_table,
-    memory_row,
-    memory_values,
-    relation_row,
-    store_counts,
-    vector_row,
-)
 from . import schema as pg_schema
 from .conn import SQLITE_EQUIVALENT, PgConnection
 
@@ -64,7 +50,7 @@ class PgUpkeep:
         return int(self._one(f"SELECT count(*) FROM {table}"))
 
     def counts(self) -> StoreCounts:
-        return store_counts(self._count)
+        return shared.store_counts(self._count)
 
     def _schema_version(self) -> int:
         if not self._one("SELECT to_regclass('meta') IS NOT NULL"):
@@ -127,7 +113,7 @@ class PgUpkeep:
     # -- flush ----------------------------------------------------------------------------
 
     def _counts(self) -> list[int]:
-        return [self._count(table) for table in FLUSHED]
+        return [self._count(table) for table in shared.FLUSHED]
 
     def flush(self, writable: Sequence[str], everything: bool) -> FlushCounts:
         native = self.conn.native
@@ -169,7 +155,7 @@ class PgUpkeep:
                 "WHERE r.source_id = e.id OR r.target_id = e.id))",
                 args,
             )
-        return flush_counts(before, self._counts())
+        return shared.flush_counts(before, self._counts())
 
     # -- export -----------------------------------------------------------------------------
 
@@ -191,8 +177,8 @@ class PgUpkeep:
             yield ScopeRow(id=sid, name=name)
 
     def entities(self) -> Iterator[EntityRow]:
-        for row in self._stream(f"SELECT {ENTITY_COLUMNS} FROM entities ORDER BY id"):
-            yield entity_row(row, self._scopes_of("entity", row[0]))
+        for row in self._stream(f"SELECT {shared.ENTITY_COLUMNS} FROM entities ORDER BY id"):
+            yield shared.entity_row(row, self._scopes_of("entity", row[0]))
 
     def relations(self) -> Iterator[RelationRow]:
         for row in self._stream(
@@ -200,10 +186,10 @@ class PgUpkeep:
                FROM relations r JOIN entities s ON s.id = r.source_id
                JOIN entities t ON t.id = r.target_id ORDER BY r.id"""
         ):
-            yield relation_row(row, self._scopes_of("relation", row[0]))
+            yield shared.relation_row(row, self._scopes_of("relation", row[0]))
 
     def memories(self) -> Iterator[MemoryRow]:
-        for row in self._stream(f"SELECT {MEMORY_COLUMNS} FROM memories ORDER BY id"):
+        for row in self._stream(f"SELECT {shared.MEMORY_COLUMNS} FROM memories ORDER BY id"):
             mid = row[0]
             entities = self.conn.native(
                 "SELECT e.name FROM memory_entities me JOIN entities e ON e.id = me.entity_id "
@@ -214,10 +200,12 @@ class PgUpkeep:
                 "SELECT relation_id FROM memory_relations WHERE memory_id = %s", (mid,)
             ).fetchall()
             triples = [self._triple(rid) for (rid,) in relations]
-            yield memory_row(row, self._scopes_of("memory", mid), entities, triples)
+            yield shared.memory_row(row, self._scopes_of("memory", mid), entities, triples)
 
     def vectors(self) -> Iterator[VectorRow]:
-        for row in self._stream(f"SELECT {VECTOR_COLUMNS} FROM vectors ORDER BY kind, item_id"):
+        for row in self._stream(
+            f"SELECT {shared.VECTOR_COLUMNS} FROM vectors ORDER BY kind, item_id"
+        ):
             kind, item, model, revision = row[:4]
             key: int | str | list[str] | None
             if kind == "memory":
@@ -233,18 +221,18 @@ class PgUpkeep:
                 "AND revision = %s ORDER BY chunk",
                 (kind, item, model, revision),
             ).fetchall()
-            yield vector_row(row, key, chunks)
+            yield shared.vector_row(row, key, chunks)
 
     # -- import -----------------------------------------------------------------------------
 
     def next_id(self, table: IdTable, at_least: int) -> int:
-        name = id_table(table)
+        name = shared.id_table(table)
         top = self._one(f"SELECT max(id) FROM {name}") or 0
         seq = self._one("SELECT seq FROM id_marks WHERE name = %s", (name,)) or 0
         return int(max(top, seq, at_least)) + 1
 
     def id_free(self, table: IdTable, item: int) -> bool:
-        name = id_table(table)
+        name = shared.id_table(table)
         return self._one(f"SELECT 1 FROM {name} WHERE id = %s", (item,)) is None
 
     def add_scope(self, name: str) -> int:
@@ -268,9 +256,9 @@ class PgUpkeep:
     def add_entity(self, row: EntityRow) -> int:
         return int(
             self._one(
-                f"INSERT INTO entities ({ENTITY_COLUMNS}) "
+                f"INSERT INTO entities ({shared.ENTITY_COLUMNS}) "
                 "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
-                entity_values(row),
+                shared.entity_values(row),
             )
         )
 
@@ -303,9 +291,9 @@ class PgUpkeep:
     def add_memory(self, row: MemoryRow) -> int:
         return int(
             self._one(
-                f"INSERT INTO memories ({MEMORY_COLUMNS}) "
+                f"INSERT INTO memories ({shared.MEMORY_COLUMNS}) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                memory_values(row),
+                shared.memory_values(row),
             )  # fmt: skip
         )
 

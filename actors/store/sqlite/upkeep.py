@@ -19,22 +19,8 @@ from ..interfaces.upkeep import (
     StoreCounts,
     VectorRow,
 )
+from ..rows import upkeep as shared
 from ..rows.scopes import SCOPE_LINKS
-from ..rows.upkeep import (
-    ENTITY_COLUMNS,
-    FLUSHED,
-    MEMORY_COLUMNS,
-    VECTOR_COLUMNS,
-    entity_row,
-    entity_values,
-    flush_counts,
-    id_table,
-    memory_row,
-    memory_values,
-    relation_row,
-    store_counts,
-    vector_row,
-)
 
 _AUTO_VACUUM = {0: "none", 1: "full", 2: "incremental"}
 _TRIPLE = """SELECT s.name, r.relation_type, t.name FROM relations r
@@ -51,7 +37,7 @@ class SqliteUpkeep:
         return int(self.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
     def counts(self) -> StoreCounts:
-        return store_counts(self._count)
+        return shared.store_counts(self._count)
 
     def fts_tables(self) -> list[str]:
         return [
@@ -130,7 +116,7 @@ class SqliteUpkeep:
     # -- flush ----------------------------------------------------------------------------
 
     def _counts(self) -> list[int]:
-        return [self._count(table) for table in FLUSHED]
+        return [self._count(table) for table in shared.FLUSHED]
 
     def flush(self, writable: Sequence[str], everything: bool) -> FlushCounts:
         conn = self.conn
@@ -164,7 +150,7 @@ class SqliteUpkeep:
                 "AND NOT EXISTS (SELECT 1 FROM relations r "
                 "WHERE r.source_id = e.id OR r.target_id = e.id))"
             )
-        return flush_counts(before, self._counts())
+        return shared.flush_counts(before, self._counts())
 
     # -- export -----------------------------------------------------------------------------
 
@@ -186,8 +172,8 @@ class SqliteUpkeep:
             yield ScopeRow(id=sid, name=name)
 
     def entities(self) -> Iterator[EntityRow]:
-        for row in self.conn.execute(f"SELECT {ENTITY_COLUMNS} FROM entities ORDER BY id"):
-            yield entity_row(row, self._scopes_of("entity", row[0]))
+        for row in self.conn.execute(f"SELECT {shared.ENTITY_COLUMNS} FROM entities ORDER BY id"):
+            yield shared.entity_row(row, self._scopes_of("entity", row[0]))
 
     def relations(self) -> Iterator[RelationRow]:
         for row in self.conn.execute(
@@ -195,10 +181,10 @@ class SqliteUpkeep:
                FROM relations r JOIN entities s ON s.id = r.source_id
                JOIN entities t ON t.id = r.target_id ORDER BY r.id"""
         ):
-            yield relation_row(row, self._scopes_of("relation", row[0]))
+            yield shared.relation_row(row, self._scopes_of("relation", row[0]))
 
     def memories(self) -> Iterator[MemoryRow]:
-        for row in self.conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories ORDER BY id"):
+        for row in self.conn.execute(f"SELECT {shared.MEMORY_COLUMNS} FROM memories ORDER BY id"):
             mid = row[0]
             entities = self.conn.execute(
                 "SELECT e.name FROM memory_entities me JOIN entities e ON e.id = me.entity_id "
@@ -209,11 +195,11 @@ class SqliteUpkeep:
                 "SELECT relation_id FROM memory_relations WHERE memory_id = ?", (mid,)
             ).fetchall()
             triples = [self._triple(rid) for (rid,) in relations]
-            yield memory_row(row, self._scopes_of("memory", mid), entities, triples)
+            yield shared.memory_row(row, self._scopes_of("memory", mid), entities, triples)
 
     def vectors(self) -> Iterator[VectorRow]:
         for row in self.conn.execute(
-            f"SELECT {VECTOR_COLUMNS} FROM vectors ORDER BY kind, item_id"
+            f"SELECT {shared.VECTOR_COLUMNS} FROM vectors ORDER BY kind, item_id"
         ):
             kind, item, model, revision = row[:4]
             key: int | str | list[str] | None
@@ -234,12 +220,12 @@ class SqliteUpkeep:
                 "AND revision = ? ORDER BY chunk",
                 (kind, item, model, revision),
             )
-            yield vector_row(row, key, chunks)
+            yield shared.vector_row(row, key, chunks)
 
     # -- import -----------------------------------------------------------------------------
 
     def next_id(self, table: IdTable, at_least: int) -> int:
-        name = id_table(table)
+        name = shared.id_table(table)
         top = self.conn.execute(f"SELECT max(id) FROM {name}").fetchone()[0] or 0
         seq = self.conn.execute(
             "SELECT seq FROM sqlite_sequence WHERE name = ?", (name,)
@@ -247,7 +233,7 @@ class SqliteUpkeep:
         return int(max(top, seq[0] if seq else 0, at_least)) + 1
 
     def id_free(self, table: IdTable, item: int) -> bool:
-        name = id_table(table)
+        name = shared.id_table(table)
         return self.conn.execute(f"SELECT 1 FROM {name} WHERE id = ?", (item,)).fetchone() is None
 
     def _scope_id(self, name: str) -> int | None:
@@ -276,8 +262,8 @@ class SqliteUpkeep:
 
     def add_entity(self, row: EntityRow) -> int:
         cur = self.conn.execute(
-            f"INSERT INTO entities ({ENTITY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
-            entity_values(row),
+            f"INSERT INTO entities ({shared.ENTITY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+            shared.entity_values(row),
         )
         return int(cur.lastrowid or row.id)
 
@@ -307,8 +293,8 @@ class SqliteUpkeep:
 
     def add_memory(self, row: MemoryRow) -> int:
         cur = self.conn.execute(
-            f"INSERT INTO memories ({MEMORY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            memory_values(row),
+            f"INSERT INTO memories ({shared.MEMORY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            shared.memory_values(row),
         )  # fmt: skip
         return int(cur.lastrowid or row.id)
 
