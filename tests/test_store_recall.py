@@ -14,7 +14,6 @@ from memtrio.actors.store.lexical import lexical_plan, search_memories
 from memtrio.actors.store.memories import NewMemory, insert_memory, writable_memory
 from memtrio.actors.store.scopes import ScopePolicy
 from memtrio.actors.store.sqlite.fulltext import SqliteFullText, match_expression
-from memtrio.actors.store.sqlite.tx import SqliteTx
 from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
 from memtrio.protocol.errors import DomainError
 
@@ -50,7 +49,7 @@ def search(
     return [
         i
         for i, _ in db.run_read(
-            conn, lambda c: search_memories(SqliteTx(c), query, selection, memory_type, limit)
+            conn, lambda c: search_memories(sqlite_tx(c), query, selection, memory_type, limit)
         )
     ]
 

@@ -182,17 +182,13 @@ def _announcing(
     return run
 
 
-def _commit(conn: db.StoreConnection) -> None:
-    conn.commit()
-
-
 async def _transact(conn: db.StoreConnection, op: Callable[[Any], T], busy_ms: int) -> T:
     if not faults.ACTIVE:
         return await trio.to_thread.run_sync(_run_op, conn, op, busy_ms, True)
     result = await trio.to_thread.run_sync(_run_op, conn, op, busy_ms, False)
     try:
         await faults.hit("store.commit")
-        await trio.to_thread.run_sync(_commit, conn)
+        await trio.to_thread.run_sync(conn.commit)
     except BaseException:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(db.rollback_quietly, conn)

@@ -9,30 +9,26 @@ from __future__ import annotations
 from typing import Any
 
 from ..interfaces.browse import (
-    SORTS,
     BrowsedMemory,
-    EntityRef,
-    GraphLink,
-    GraphNode,
     GraphOverview,
     MemoryFilter,
     MemoryPage,
     Sort,
     TypeCount,
 )
+from ..rows.browse import browsed_memory, conditions, node_names, order_by, overview, type_counts
+from ..rows.memories import COLUMNS
 from .conn import PgConnection
 
-_ORDER = {
-    "created": "m.created_at",
-    "updated": "m.updated_at",
-    "importance": "m.importance",
-    "accessed": "m.access_count",
-    "id": "m.id",
+_CONDITIONS = {
+    "memory_type": "lower(m.memory_type) = lower(%s)",
+    "since": "m.created_at >= %s",
+    "until": "m.created_at < %s",
+    "min_importance": "m.importance >= %s",
+    "only_scope": "EXISTS (SELECT 1 FROM memory_scopes ms JOIN scopes s ON s.id = ms.scope_id "
+    "WHERE ms.memory_id = m.id AND s.name = %s)",
+    "ids": "m.id = ANY(%s)",
 }
-_COLUMNS = (
-    "m.id, m.content, m.memory_type, m.importance, m.created_at, m.updated_at, "
-    "m.last_accessed_at, m.access_count"
-)
 
 
 class PgBrowse:
@@ -52,27 +48,9 @@ class PgBrowse:
             "OR NOT EXISTS (SELECT 1 FROM memory_scopes ms WHERE ms.memory_id = m.id))"
         ]
         params: list[Any] = [self._scope_ids(chosen.selection)]
-        if chosen.memory_type:
-            clauses.append("lower(m.memory_type) = lower(%s)")
-            params.append(chosen.memory_type)
-        if chosen.since is not None:
-            clauses.append("m.created_at >= %s")
-            params.append(chosen.since)
-        if chosen.until is not None:
-            clauses.append("m.created_at < %s")
-            params.append(chosen.until)
-        if chosen.min_importance is not None:
-            clauses.append("m.importance >= %s")
-            params.append(chosen.min_importance)
-        if chosen.only_scope:
-            clauses.append(
-                "EXISTS (SELECT 1 FROM memory_scopes ms JOIN scopes s ON s.id = ms.scope_id "
-                "WHERE ms.memory_id = m.id AND s.name = %s)"
-            )
-            params.append(chosen.only_scope)
-        if chosen.ids is not None:
-            clauses.append("m.id = ANY(%s)")
-            params.append([int(i) for i in chosen.ids])
+        for name, value in conditions(chosen):
+            clauses.append(_CONDITIONS[name])
+            params.append(value)
         return " AND ".join(clauses), params
 
     def page(
@@ -82,10 +60,9 @@ class PgBrowse:
         total = self.conn.native(
             f"SELECT count(*) FROM memories m WHERE {where}", params
         ).fetchone()
-        key = _ORDER[sort if sort in SORTS else "id"]
-        order = f"{key} {'DESC' if descending else 'ASC'}, m.id DESC"
+        order = order_by(sort, descending)
         rows = self.conn.native(
-            f"SELECT {_COLUMNS} FROM memories m WHERE {where} ORDER BY {order} LIMIT %s OFFSET %s",
+            f"SELECT {COLUMNS} FROM memories m WHERE {where} ORDER BY {order} LIMIT %s OFFSET %s",
             [*params, limit, offset],
         ).fetchall()
         return MemoryPage(
@@ -105,19 +82,14 @@ class PgBrowse:
             'ORDER BY e.name COLLATE "C"',
             (mid,),
         ).fetchall()
-        return BrowsedMemory(
-            id=mid, content=row[1], memory_type=row[2], importance=row[3], created_at=row[4],
-            updated_at=row[5], last_accessed_at=row[6], access_count=row[7],
-            scopes=[s for (s,) in scopes],
-            entities=[EntityRef(id=i, name=n, kind=k) for i, n, k in entities],
-        )  # fmt: skip
+        return browsed_memory(row, scopes, entities)
 
     def memory_types(self) -> list[TypeCount]:
         rows = self.conn.native(
             'SELECT min(memory_type COLLATE "C"), count(*) FROM memories '
             "GROUP BY lower(memory_type) ORDER BY count(*) DESC, 1"
         ).fetchall()
-        return [TypeCount(name=name, memories=int(count)) for name, count in rows]
+        return type_counts(rows)
 
     def graph_overview(self, selection: list[str], limit: int, edges: int) -> GraphOverview:
         native = self.conn.native
@@ -147,22 +119,14 @@ class PgBrowse:
                 ORDER BY coalesce(g.d, 0) DESC, e.id LIMIT %(limit)s""",
             {"read": read_ids, "limit": limit},
         ).fetchall()
-        names = {int(eid): name for eid, name, _, _ in rows}
+        names = node_names(rows)
         links = native(
             f"""SELECT r.source_id, r.relation_type, r.target_id FROM relations r
                 WHERE r.source_id = ANY(%(shown)s) AND r.target_id = ANY(%(shown)s) AND {rel}
                 ORDER BY r.id LIMIT %(edges)s""",
             {"read": read_ids, "shown": list(names), "edges": edges + 1},
         ).fetchall()
-        return GraphOverview(
-            nodes=[GraphNode(name=n, kind=k, degree=int(d)) for _, n, k, d in rows],
-            links=[
-                GraphLink(source=names[s], relation_type=t, target=names[o])
-                for s, t, o in links[:edges]
-            ],
-            total=total,
-            truncated=total > len(rows) or len(links) > edges,
-        )
+        return overview(rows, links, total, edges)
 
     def entities_named(self, canonical_names: list[str]) -> dict[int, str]:
         rows = self.conn.native(

@@ -22,6 +22,16 @@ from ..interfaces.graph import (
     RowKind,
     View,
 )
+from ..rows.graph import (
+    edge,
+    entity,
+    found,
+    link,
+    named,
+    observation,
+    relation_filter,
+    seen_entity,
+)
 from .conn import PgConnection
 
 OBS = "lower(m.memory_type) = 'observation'"
@@ -55,20 +65,6 @@ def _mem(view: View, alias: str = "m") -> str:
     return _vis(view, "memory_scopes", "memory_id", alias)
 
 
-def _named(row: Sequence[Any]) -> NamedRelation:
-    return NamedRelation(
-        int(row[0]), int(row[1]), row[2], row[3], row[4], int(row[5]), row[6], row[7]
-    )
-
-
-def _entity(row: Sequence[Any], visible: bool = True) -> Entity:
-    return Entity(int(row[0]), row[1], row[2], row[3], visible)
-
-
-def _edge(row: Sequence[Any]) -> Edge:
-    return Edge(int(row[0]), int(row[1]), row[2], int(row[3]))
-
-
 class PgGraph:
     def __init__(self, conn: PgConnection) -> None:
         self.conn = conn
@@ -98,11 +94,11 @@ class PgGraph:
         rows = self._rows(
             "SELECT id, name, kind, canonical_name FROM entities WHERE name = %s", [name]
         )
-        return _entity(rows[0]) if rows else None
+        return entity(rows[0]) if rows else None
 
     def entities_canonical(self, canonical: str, limit: int) -> list[Entity]:
         return [
-            _entity(row)
+            entity(row)
             for row in self._rows(
                 "SELECT id, name, kind, canonical_name FROM entities WHERE canonical_name = %s "
                 "ORDER BY id LIMIT %s",
@@ -116,11 +112,11 @@ class PgGraph:
             "WHERE e.name = ANY(%s)",
             [list(dict.fromkeys(names))],
         )
-        return [_entity(row, bool(row[4])) for row in rows]
+        return [seen_entity(row) for row in rows]
 
     def entities_by_ids(self, ids: Sequence[int]) -> list[Entity]:
         return [
-            _entity(row)
+            entity(row)
             for row in self._rows(
                 "SELECT id, name, kind, canonical_name FROM entities WHERE id = ANY(%s)",
                 [list(dict.fromkeys(ids))],
@@ -146,7 +142,7 @@ class PgGraph:
                 ORDER BY me.entity_id, me.memory_id""",
             [list(dict.fromkeys(entity_ids))],
         )
-        return [Observation(int(r[0]), int(r[1]), r[2]) for r in rows]
+        return [observation(r) for r in rows]
 
     def observation_texts(self, entity_ids: Sequence[int], view: View) -> list[tuple[int, str]]:
         rows = self._rows(
@@ -177,7 +173,7 @@ class PgGraph:
     def entity_page(self, view: View, kind: str | None, offset: int, limit: int) -> list[Entity]:
         tsql, tparams = ("AND e.kind = %s", [kind]) if kind is not None else ("", [])
         return [
-            _entity(row)
+            entity(row)
             for row in self._rows(
                 f"SELECT e.id, e.name, e.kind, e.canonical_name FROM entities e "
                 f"WHERE {_ent(view)} {tsql} ORDER BY e.id LIMIT %s OFFSET %s",
@@ -187,7 +183,7 @@ class PgGraph:
 
     def entities_after(self, view: View, after_id: int, limit: int) -> list[Entity]:
         return [
-            _entity(row)
+            entity(row)
             for row in self._rows(
                 f"SELECT e.id, e.name, e.kind, e.canonical_name FROM entities e "
                 f"WHERE e.id > %s AND {_ent(view)} ORDER BY e.id LIMIT %s",
@@ -197,7 +193,7 @@ class PgGraph:
 
     def relations_after(self, view: View, after_id: int, limit: int) -> list[Link]:
         return [
-            Link(int(row[0]), row[1], row[2], row[3])
+            link(row)
             for row in self._rows(
                 f"{LINK} WHERE r.id > %s AND {_rel(view)} ORDER BY r.id LIMIT %s",
                 [after_id, limit],
@@ -217,11 +213,11 @@ class PgGraph:
                 f"AND {_rel(view)} ORDER BY r.id"
             )
             params = [ids, ids]
-        return [Link(int(r[0]), r[1], r[2], r[3]) for r in self._rows(sql, params)]
+        return [link(r) for r in self._rows(sql, params)]
 
     def relations_of(self, entity_id: int, view: View) -> list[NamedRelation]:
         return [
-            _named(row)
+            named(row)
             for row in self._rows(
                 f"{NAMED} WHERE (r.source_id = %s OR r.target_id = %s) AND {_rel(view)} "
                 "ORDER BY r.source_id <> %s, r.id",
@@ -267,19 +263,15 @@ class PgGraph:
     ) -> tuple[int, list[Link]]:
         conds = [_rel(view)]
         params: list[int | str] = []
-        for value, col in ((source_id, "r.source_id"), (target_id, "r.target_id")):
-            if value is not None:
-                conds.append(f"{col} = %s")
-                params.append(value)
-        if relation_type is not None:
-            conds.append("r.relation_type = %s")
-            params.append(relation_type)
+        for col, value in relation_filter(source_id, target_id, relation_type):
+            conds.append(f"{col} = %s")
+            params.append(value)
         where = " AND ".join(conds)
         total = self._one(f"SELECT count(*) FROM relations r WHERE {where}", params)
         rows = self._rows(
             f"{LINK} WHERE {where} ORDER BY r.id LIMIT %s OFFSET %s", [*params, limit, offset]
         )
-        return total, [Link(int(r[0]), r[1], r[2], r[3]) for r in rows]
+        return total, [link(r) for r in rows]
 
     def type_counts(self, view: View, what: RowKind) -> list[tuple[str, int]]:
         if what == "entity":
@@ -302,12 +294,12 @@ class PgGraph:
                 WHERE {col} = ANY(%s) {tsql} AND {_rel(view)} ORDER BY r.id""",
             [list(dict.fromkeys(node_ids)), *extra],
         )
-        return [_edge(r) for r in rows]
+        return [edge(r) for r in rows]
 
     def edges_named(self, node_id: int, view: View, outgoing: bool) -> list[NamedRelation]:
         col = "r.source_id" if outgoing else "r.target_id"
         return [
-            _named(row)
+            named(row)
             for row in self._rows(
                 f"{NAMED} WHERE {col} = %s AND {_rel(view)} ORDER BY r.relation_type, r.id",
                 [node_id],
@@ -322,7 +314,7 @@ class PgGraph:
             "WHERE r.source_id = %s AND r.relation_type = %s AND r.target_id = %s",
             [source_id, relation_type, target_id],
         )
-        return Found(int(rows[0][0]), bool(rows[0][1])) if rows else None
+        return found(rows[0] if rows else None)
 
     def relation_ids_touching(self, entity_id: int, view: View) -> list[int]:
         return [
@@ -509,7 +501,7 @@ class PgGraph:
 
     def all_edges_of(self, entity_id: int) -> list[Edge]:
         return [
-            _edge(row)
+            edge(row)
             for row in self._rows(
                 "SELECT id, source_id, relation_type, target_id FROM relations "
                 "WHERE source_id = %s OR target_id = %s ORDER BY id",

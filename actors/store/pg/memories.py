@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from ..interfaces.memories import (
     LinkedEntity,
@@ -12,30 +11,13 @@ from ..interfaces.memories import (
     MemoryRow,
     StoreCounts,
 )
+from ..rows.memories import COLUMNS, linked_entity, linked_relation, memory_row
 from .conn import PgConnection
-
-COLUMNS = (
-    "m.id, m.content, m.memory_type, m.importance, m.created_at, m.updated_at,"
-    " m.last_accessed_at, m.access_count"
-)
 
 # A memory (``m``) in one of the scope ids ``%(scopes)s``, or unscoped.
 VISIBLE = """(EXISTS (SELECT 1 FROM memory_scopes ms
                      WHERE ms.memory_id = m.id AND ms.scope_id = ANY(%(scopes)s::bigint[]))
              OR NOT EXISTS (SELECT 1 FROM memory_scopes ms WHERE ms.memory_id = m.id))"""
-
-
-def _row(row: Sequence[Any]) -> MemoryRow:
-    return MemoryRow(
-        int(row[0]),
-        row[1],
-        row[2],
-        float(row[3]),
-        float(row[4]),
-        float(row[5]),
-        None if row[6] is None else float(row[6]),
-        int(row[7]),
-    )
 
 
 def _seen(table: str, col: str, alias: str) -> str:
@@ -110,7 +92,7 @@ class PgMemories:
         row = self.conn.native(
             f"SELECT {COLUMNS} FROM memories m WHERE m.id = %s", (memory_id,)
         ).fetchone()
-        return None if row is None else _row(row)
+        return None if row is None else memory_row(row)
 
     def entities_of(self, memory_id: int) -> list[LinkedEntity]:
         rows = self.conn.native(
@@ -119,7 +101,7 @@ class PgMemories:
             ' ORDER BY e.name COLLATE "C"',
             (memory_id,),
         ).fetchall()
-        return [LinkedEntity(int(r[0]), r[1], r[2]) for r in rows]
+        return [linked_entity(r) for r in rows]
 
     def relations_of(self, memory_id: int) -> list[LinkedRelation]:
         rows = self.conn.native(
@@ -129,7 +111,7 @@ class PgMemories:
                WHERE mr.memory_id = %s ORDER BY r.id""",
             (memory_id,),
         ).fetchall()
-        return [LinkedRelation(int(r[0]), r[1], r[2], r[3]) for r in rows]
+        return [linked_relation(r) for r in rows]
 
     def update(self, memory_id: int, edit: MemoryEdit, ts: float) -> None:
         self.conn.native(
@@ -153,7 +135,7 @@ class PgMemories:
             " ORDER BY m.id DESC LIMIT %(limit)s OFFSET %(offset)s",
             {"scopes": list(scopes), "type": memory_type, "limit": limit, "offset": offset},
         ).fetchall()
-        return [_row(r) for r in rows]
+        return [memory_row(r) for r in rows]
 
     def counts(self) -> StoreCounts:
         row = self.conn.native(COUNTS).fetchone()

@@ -3,17 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from ..interfaces.recall_log import RecallEntry
+from ..rows.recall_log import COLUMNS, recall_entry, values
 from .conn import PgConnection
-
-_COLUMNS = "ts, kind, query, scopes, ids, scores"
-
-
-def _entry(row: tuple[Any, ...]) -> RecallEntry:
-    ts, kind, query, scopes, ids, scores = row
-    return RecallEntry(ts=ts, kind=kind, query=query, scopes=scopes, ids=ids, scores=scores)
 
 
 class PgRecallLog:
@@ -29,8 +22,8 @@ class PgRecallLog:
 
     def append(self, entry: RecallEntry) -> None:
         self.conn.native(
-            f"INSERT INTO recall_log ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)",
-            (entry.ts, entry.kind, entry.query, entry.scopes, entry.ids, entry.scores),
+            f"INSERT INTO recall_log ({COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)",
+            values(entry),
         )
 
     def append_new(self, entry: RecallEntry) -> bool:
@@ -46,17 +39,17 @@ class PgRecallLog:
     def newest(self, limit: int, kind: str | None = None) -> list[RecallEntry]:
         if kind is None:
             cur = self.conn.native(
-                f"SELECT {_COLUMNS} FROM recall_log ORDER BY id DESC LIMIT %s", (limit,)
+                f"SELECT {COLUMNS} FROM recall_log ORDER BY id DESC LIMIT %s", (limit,)
             )
         else:
             cur = self.conn.native(
-                f"SELECT {_COLUMNS} FROM recall_log WHERE kind = %s ORDER BY id DESC LIMIT %s",
+                f"SELECT {COLUMNS} FROM recall_log WHERE kind = %s ORDER BY id DESC LIMIT %s",
                 (kind, limit),
             )
-        return [_entry(r) for r in cur.fetchall()]
+        return [recall_entry(r) for r in cur.fetchall()]
 
     def entries(self) -> Iterator[RecallEntry]:
-        cur = self.conn.native(f"SELECT {_COLUMNS} FROM recall_log ORDER BY id")
+        cur = self.conn.native(f"SELECT {COLUMNS} FROM recall_log ORDER BY id")
         while rows := cur.fetchmany(500):
             for row in rows:
-                yield _entry(row)
+                yield recall_entry(row)

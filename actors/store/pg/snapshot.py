@@ -15,13 +15,9 @@ from ..interfaces.snapshot import (
     RelationItem,
     TextEnds,
 )
+from ..rows.scopes import scope_link
 from .conn import PgConnection
 
-_SCOPES: dict[str, tuple[str, str]] = {
-    "memory": ("memory_scopes", "memory_id"),
-    "entity": ("entity_scopes", "entity_id"),
-    "relation": ("relation_scopes", "relation_id"),
-}
 # Every stored vector of one kind and model: chunk 0 (``vectors``), then the other
 # windows of long texts (``vector_chunks``), counted only under a chunk 0 of the same
 # model. Parameters: (kind, model, revision, dim) twice.
@@ -99,7 +95,7 @@ class PgSnapshot:
         return {name: sid for sid, name in self.conn.native("SELECT id, name FROM scopes")}
 
     def item_scopes(self, kind: Kind, ids: list[int] | None = None) -> Iterator[tuple[int, int]]:
-        table, col = _SCOPES[kind]
+        table, col = scope_link(kind)
         if ids is None:
             yield from self.conn.native(f"SELECT {col}, scope_id FROM {table}")
         elif ids:

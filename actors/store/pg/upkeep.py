@@ -21,24 +21,14 @@ from ..interfaces.upkeep import (
     StoreCounts,
     VectorRow,
 )
+from ..rows import upkeep as shared
+from ..rows.scopes import SCOPE_LINKS
 from . import schema as pg_schema
 from .conn import SQLITE_EQUIVALENT, PgConnection
 
-_SCOPE_LINKS = {
-    "entity": "entity_scopes",
-    "relation": "relation_scopes",
-    "memory": "memory_scopes",
-}
-_ID_TABLES = frozenset({"entities", "relations", "memories"})
 _TRIPLE = """SELECT s.name, r.relation_type, t.name FROM relations r
     JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id WHERE r.id = %s"""
 _BATCH = 500  # rows fetched at a time by the export's streams
-
-
-def _table(table: str) -> str:
-    if table not in _ID_TABLES:
-        raise ValueError(f"not a table of ids: {table!r}")
-    return table
 
 
 class PgUpkeep:
@@ -56,19 +46,11 @@ class PgUpkeep:
 
     # -- health and maintenance ---------------------------------------------------------
 
-    def counts(self) -> StoreCounts:
-        def one(table: str) -> int:
-            return int(self._one(f"SELECT count(*) FROM {table}"))
+    def _count(self, table: str) -> int:
+        return int(self._one(f"SELECT count(*) FROM {table}"))
 
-        return StoreCounts(
-            memories=one("memories"),
-            scopes=one("scopes"),
-            entities=one("entities"),
-            edges=one("relations"),
-            vectors=one("vectors"),
-            recall_log=one("recall_log"),
-            anchors=one("memory_anchors"),
-        )
+    def counts(self) -> StoreCounts:
+        return shared.store_counts(self._count)
 
     def _schema_version(self) -> int:
         if not self._one("SELECT to_regclass('meta') IS NOT NULL"):
@@ -130,12 +112,8 @@ class PgUpkeep:
 
     # -- flush ----------------------------------------------------------------------------
 
-    def _counts(self) -> tuple[int, int, int]:
-        return (
-            int(self._one("SELECT count(*) FROM memories")),
-            int(self._one("SELECT count(*) FROM entities")),
-            int(self._one("SELECT count(*) FROM relations")),
-        )
+    def _counts(self) -> list[int]:
+        return [self._count(table) for table in shared.FLUSHED]
 
     def flush(self, writable: Sequence[str], everything: bool) -> FlushCounts:
         native = self.conn.native
@@ -177,17 +155,12 @@ class PgUpkeep:
                 "WHERE r.source_id = e.id OR r.target_id = e.id))",
                 args,
             )
-        after = self._counts()
-        return FlushCounts(
-            deleted_memories=before[0] - after[0],
-            deleted_entities=before[1] - after[1],
-            deleted_relations=before[2] - after[2],
-        )
+        return shared.flush_counts(before, self._counts())
 
     # -- export -----------------------------------------------------------------------------
 
     def _scopes_of(self, kind: Scoped, item: int) -> list[str]:
-        table = _SCOPE_LINKS[kind]
+        table = SCOPE_LINKS[kind]
         rows = self.conn.native(
             f"SELECT s.name FROM {table} x JOIN scopes s ON s.id = x.scope_id "
             f"WHERE x.{kind}_id = %s",
@@ -204,52 +177,36 @@ class PgUpkeep:
             yield ScopeRow(id=sid, name=name)
 
     def entities(self) -> Iterator[EntityRow]:
-        for eid, name, cname, kind, created, updated in self._stream(
-            "SELECT id, name, canonical_name, kind, created_at, updated_at FROM entities ORDER BY id"
-        ):
-            yield EntityRow(
-                id=eid, name=name, canonical_name=cname, kind=kind, created_at=created,
-                updated_at=updated, scopes=self._scopes_of("entity", eid),
-            )  # fmt: skip
+        for row in self._stream(f"SELECT {shared.ENTITY_COLUMNS} FROM entities ORDER BY id"):
+            yield shared.entity_row(row, self._scopes_of("entity", row[0]))
 
     def relations(self) -> Iterator[RelationRow]:
-        for rid, src, rtype, tgt, meta, created in self._stream(
+        for row in self._stream(
             """SELECT r.id, s.name, r.relation_type, t.name, r.metadata, r.created_at
                FROM relations r JOIN entities s ON s.id = r.source_id
                JOIN entities t ON t.id = r.target_id ORDER BY r.id"""
         ):
-            yield RelationRow(
-                id=rid, source=src, relation_type=rtype, target=tgt, metadata=meta,
-                created_at=created, scopes=self._scopes_of("relation", rid),
-            )  # fmt: skip
+            yield shared.relation_row(row, self._scopes_of("relation", row[0]))
 
     def memories(self) -> Iterator[MemoryRow]:
-        native = self.conn.native
-        for row in self._stream(
-            "SELECT id, content, memory_type, importance, created_at, updated_at, "
-            "last_accessed_at, access_count FROM memories ORDER BY id"
-        ):
+        for row in self._stream(f"SELECT {shared.MEMORY_COLUMNS} FROM memories ORDER BY id"):
             mid = row[0]
-            entities = native(
+            entities = self.conn.native(
                 "SELECT e.name FROM memory_entities me JOIN entities e ON e.id = me.entity_id "
                 "WHERE me.memory_id = %s",
                 (mid,),
             ).fetchall()
-            relations = native(
+            relations = self.conn.native(
                 "SELECT relation_id FROM memory_relations WHERE memory_id = %s", (mid,)
             ).fetchall()
-            yield MemoryRow(
-                id=mid, content=row[1], memory_type=row[2], importance=row[3],
-                created_at=row[4], updated_at=row[5], last_accessed_at=row[6],
-                access_count=row[7], scopes=self._scopes_of("memory", mid),
-                entities=sorted(r[0] for r in entities),
-                relations=sorted(t for (rid,) in relations if (t := self._triple(rid)) is not None),
-            )  # fmt: skip
+            triples = [self._triple(rid) for (rid,) in relations]
+            yield shared.memory_row(row, self._scopes_of("memory", mid), entities, triples)
 
     def vectors(self) -> Iterator[VectorRow]:
-        for kind, item, model, revision, dim, vec in self._stream(
-            "SELECT kind, item_id, model, revision, dim, vec FROM vectors ORDER BY kind, item_id"
+        for row in self._stream(
+            f"SELECT {shared.VECTOR_COLUMNS} FROM vectors ORDER BY kind, item_id"
         ):
+            kind, item, model, revision = row[:4]
             key: int | str | list[str] | None
             if kind == "memory":
                 key = item
@@ -264,21 +221,18 @@ class PgUpkeep:
                 "AND revision = %s ORDER BY chunk",
                 (kind, item, model, revision),
             ).fetchall()
-            yield VectorRow(
-                kind=kind, key=key, model=model, revision=revision, dim=dim,
-                vec=bytes(vec) + b"".join(bytes(r[0]) for r in chunks),
-            )  # fmt: skip
+            yield shared.vector_row(row, key, chunks)
 
     # -- import -----------------------------------------------------------------------------
 
     def next_id(self, table: IdTable, at_least: int) -> int:
-        name = _table(table)
+        name = shared.id_table(table)
         top = self._one(f"SELECT max(id) FROM {name}") or 0
         seq = self._one("SELECT seq FROM id_marks WHERE name = %s", (name,)) or 0
         return int(max(top, seq, at_least)) + 1
 
     def id_free(self, table: IdTable, item: int) -> bool:
-        name = _table(table)
+        name = shared.id_table(table)
         return self._one(f"SELECT 1 FROM {name} WHERE id = %s", (item,)) is None
 
     def add_scope(self, name: str) -> int:
@@ -288,7 +242,7 @@ class PgUpkeep:
         return int(self._one("INSERT INTO scopes (name) VALUES (%s) RETURNING id", (name,)))
 
     def link_scopes(self, kind: Scoped, item: int, names: Sequence[str]) -> None:
-        table = _SCOPE_LINKS[kind]
+        table = SCOPE_LINKS[kind]
         for name in names:
             self.conn.native(
                 f"INSERT INTO {table} ({kind}_id, scope_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
@@ -302,9 +256,9 @@ class PgUpkeep:
     def add_entity(self, row: EntityRow) -> int:
         return int(
             self._one(
-                "INSERT INTO entities (id, name, canonical_name, kind, created_at, updated_at) "
+                f"INSERT INTO entities ({shared.ENTITY_COLUMNS}) "
                 "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
-                (row.id, row.name, row.canonical_name, row.kind, row.created_at, row.updated_at),
+                shared.entity_values(row),
             )
         )
 
@@ -337,19 +291,9 @@ class PgUpkeep:
     def add_memory(self, row: MemoryRow) -> int:
         return int(
             self._one(
-                "INSERT INTO memories (id, content, memory_type, importance, created_at, "
-                "updated_at, last_accessed_at, access_count) "
+                f"INSERT INTO memories ({shared.MEMORY_COLUMNS}) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                (
-                    row.id,
-                    row.content,
-                    row.memory_type,
-                    row.importance,
-                    row.created_at,
-                    row.updated_at,
-                    row.last_accessed_at,
-                    row.access_count,
-                ),
+                shared.memory_values(row),
             )  # fmt: skip
         )
 

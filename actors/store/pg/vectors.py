@@ -20,9 +20,8 @@ from ..interfaces.vectors import (
     Visibility,
     Windows,
 )
+from ..rows.vectors import item_table, later_windows
 from .conn import PgConnection
-
-TABLES = {"memory": "memories", "entity": "entities", "relation": "relations"}
 
 _UPSERT = """INSERT INTO vectors (kind, item_id, model, revision, dim, vec, embedding)
     VALUES (%s, %s, %s, %s, %s, %s, %s::real[]::vector)
@@ -32,13 +31,6 @@ _UPSERT = """INSERT INTO vectors (kind, item_id, model, revision, dim, vec, embe
 
 def _ids(ids: Sequence[int]) -> list[int]:
     return [int(i) for i in ids]
-
-
-def _table(kind: str) -> str:
-    try:
-        return TABLES[kind]
-    except KeyError:
-        raise ValueError(f"no such kind of item: {kind!r}") from None
 
 
 def _floats(blob: bytes, dim: int) -> list[float]:
@@ -100,7 +92,7 @@ class PgVectors:
                         blob,
                         _floats(blob, dim),
                     )
-                    for i, blob in enumerate(windows.chunks[1:], start=1)
+                    for i, blob in later_windows(windows)
                 ],
             )
         return True
@@ -136,7 +128,7 @@ class PgVectors:
 
     def lacking(self, kind: str, model: str, revision: str, after: int, limit: int) -> list[int]:
         rows = self.conn.native(
-            f"""SELECT t.id FROM {_table(kind)} t
+            f"""SELECT t.id FROM {item_table(kind)} t
                 WHERE t.id > %s AND NOT EXISTS (
                     SELECT 1 FROM vectors v
                     WHERE v.kind = %s AND v.item_id = t.id AND v.model = %s AND v.revision = %s)
@@ -147,7 +139,7 @@ class PgVectors:
 
     def count_lacking(self, kind: str, model: str, revision: str) -> int:
         row = self.conn.native(
-            f"""SELECT count(*) FROM {_table(kind)} t
+            f"""SELECT count(*) FROM {item_table(kind)} t
                 WHERE NOT EXISTS (
                     SELECT 1 FROM vectors v
                     WHERE v.kind = %s AND v.item_id = t.id AND v.model = %s AND v.revision = %s)""",
@@ -159,7 +151,7 @@ class PgVectors:
         wanted = _ids(ids)
         if not wanted:
             return set()
-        rows = self.conn.native(f"SELECT id FROM {_table(kind)} WHERE id = ANY(%s)", (wanted,))
+        rows = self.conn.native(f"SELECT id FROM {item_table(kind)} WHERE id = ANY(%s)", (wanted,))
         return {int(r[0]) for r in rows}
 
     def memory_texts(self, ids: Sequence[int]) -> list[MemoryText]:

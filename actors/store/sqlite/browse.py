@@ -6,30 +6,25 @@ import sqlite3
 from typing import Any
 
 from ..interfaces.browse import (
-    SORTS,
     BrowsedMemory,
-    EntityRef,
-    GraphLink,
-    GraphNode,
     GraphOverview,
     MemoryFilter,
     MemoryPage,
     Sort,
     TypeCount,
 )
+from ..rows.browse import browsed_memory, conditions, node_names, order_by, overview, type_counts
+from ..rows.memories import COLUMNS
 from .params import id_list
 
-_ORDER = {
-    "created": "m.created_at",
-    "updated": "m.updated_at",
-    "importance": "m.importance",
-    "accessed": "m.access_count",
-    "id": "m.id",
+_CONDITIONS = {
+    "memory_type": "m.memory_type = ? COLLATE NOCASE",
+    "since": "m.created_at >= ?",
+    "until": "m.created_at < ?",
+    "min_importance": "m.importance >= ?",
+    "only_scope": "EXISTS (SELECT 1 FROM memory_scopes ms JOIN scopes s ON s.id = ms.scope_id "
+    "WHERE ms.memory_id = m.id AND s.name = ?)",
 }
-_COLUMNS = (
-    "m.id, m.content, m.memory_type, m.importance, m.created_at, m.updated_at, "
-    "m.last_accessed_at, m.access_count"
-)
 
 
 class SqliteBrowse:
@@ -52,26 +47,12 @@ class SqliteBrowse:
             "OR NOT EXISTS (SELECT 1 FROM memory_scopes ms WHERE ms.memory_id = m.id))"
         ]
         params: list[Any] = []
-        if chosen.memory_type:
-            clauses.append("m.memory_type = ? COLLATE NOCASE")
-            params.append(chosen.memory_type)
-        if chosen.since is not None:
-            clauses.append("m.created_at >= ?")
-            params.append(chosen.since)
-        if chosen.until is not None:
-            clauses.append("m.created_at < ?")
-            params.append(chosen.until)
-        if chosen.min_importance is not None:
-            clauses.append("m.importance >= ?")
-            params.append(chosen.min_importance)
-        if chosen.only_scope:
-            clauses.append(
-                "EXISTS (SELECT 1 FROM memory_scopes ms JOIN scopes s ON s.id = ms.scope_id "
-                "WHERE ms.memory_id = m.id AND s.name = ?)"
-            )
-            params.append(chosen.only_scope)
-        if chosen.ids is not None:
-            clauses.append(f"m.id IN ({id_list(chosen.ids)})")
+        for name, value in conditions(chosen):
+            if name == "ids":  # inline: any number of ids, no parameter limit
+                clauses.append(f"m.id IN ({id_list(value)})")
+            else:
+                clauses.append(_CONDITIONS[name])
+                params.append(value)
         return " AND ".join(clauses), params
 
     def page(
@@ -81,10 +62,9 @@ class SqliteBrowse:
         total = self.conn.execute(
             f"SELECT count(*) FROM memories m WHERE {where}", params
         ).fetchone()[0]
-        key = _ORDER[sort if sort in SORTS else "id"]
-        order = f"{key} {'DESC' if descending else 'ASC'}, m.id DESC"
+        order = order_by(sort, descending)
         rows = self.conn.execute(
-            f"SELECT {_COLUMNS} FROM memories m WHERE {where} ORDER BY {order} LIMIT ? OFFSET ?",
+            f"SELECT {COLUMNS} FROM memories m WHERE {where} ORDER BY {order} LIMIT ? OFFSET ?",
             [*params, limit, offset],
         ).fetchall()
         return MemoryPage(memories=[self._memory(row) for row in rows], total=int(total))
@@ -101,19 +81,14 @@ class SqliteBrowse:
             "JOIN entities e ON e.id = me.entity_id WHERE me.memory_id = ? ORDER BY e.name",
             (mid,),
         ).fetchall()
-        return BrowsedMemory(
-            id=mid, content=row[1], memory_type=row[2], importance=row[3], created_at=row[4],
-            updated_at=row[5], last_accessed_at=row[6], access_count=row[7],
-            scopes=[s for (s,) in scopes],
-            entities=[EntityRef(id=i, name=n, kind=k) for i, n, k in entities],
-        )  # fmt: skip
+        return browsed_memory(row, scopes, entities)
 
     def memory_types(self) -> list[TypeCount]:
         rows = self.conn.execute(
             "SELECT min(memory_type), count(*) FROM memories GROUP BY memory_type COLLATE NOCASE "
             "ORDER BY count(*) DESC, 1"
         )
-        return [TypeCount(name=name, memories=count) for name, count in rows]
+        return type_counts(rows)
 
     def graph_overview(self, selection: list[str], limit: int, edges: int) -> GraphOverview:
         conn = self.conn
@@ -142,23 +117,14 @@ class SqliteBrowse:
                 ORDER BY coalesce(g.d, 0) DESC, e.id LIMIT ?""",
             (limit,),
         ).fetchall()
-        names = {eid: name for eid, name, _, _ in rows}
-        shown = id_list(list(names))
+        shown = id_list(list(node_names(rows)))
         links = conn.execute(
             f"""SELECT r.source_id, r.relation_type, r.target_id FROM relations r
                 WHERE r.source_id IN ({shown}) AND r.target_id IN ({shown}) AND {rel}
                 ORDER BY r.id LIMIT ?""",
             (edges + 1,),
         ).fetchall()
-        return GraphOverview(
-            nodes=[GraphNode(name=n, kind=k, degree=d) for _, n, k, d in rows],
-            links=[
-                GraphLink(source=names[s], relation_type=t, target=names[o])
-                for s, t, o in links[:edges]
-            ],
-            total=int(total),
-            truncated=total > len(rows) or len(links) > edges,
-        )
+        return overview(rows, links, int(total), edges)
 
     def entities_named(self, canonical_names: list[str]) -> dict[int, str]:
         out: dict[int, str] = {}

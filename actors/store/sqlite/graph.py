@@ -21,6 +21,16 @@ from ..interfaces.graph import (
     RowKind,
     View,
 )
+from ..rows.graph import (
+    edge,
+    entity,
+    found,
+    link,
+    named,
+    observation,
+    relation_filter,
+    seen_entity,
+)
 from .params import chunks, id_list, marks
 
 CHUNK = 500  # ids or names per ``IN (...)`` list (SQLite's parameter limit is far above)
@@ -58,10 +68,6 @@ def _mem(view: View, alias: str = "m") -> str:
     return _vis(view, "memory_scopes", "memory_id", alias)
 
 
-def _named(row: tuple[int, int, str, str, str, int, str, str]) -> NamedRelation:
-    return NamedRelation(*row)
-
-
 class SqliteGraph:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -88,11 +94,11 @@ class SqliteGraph:
         row = self.conn.execute(
             "SELECT id, name, kind, canonical_name FROM entities WHERE name = ?", (name,)
         ).fetchone()
-        return Entity(*row) if row else None
+        return entity(row) if row else None
 
     def entities_canonical(self, canonical: str, limit: int) -> list[Entity]:
         return [
-            Entity(*row)
+            entity(row)
             for row in self.conn.execute(
                 "SELECT id, name, kind, canonical_name FROM entities WHERE canonical_name = ? "
                 "ORDER BY id LIMIT ?",
@@ -103,12 +109,12 @@ class SqliteGraph:
     def entities_by_names(self, names: Sequence[str], view: View) -> list[Entity]:
         out = []
         for part in chunks(list(dict.fromkeys(names)), CHUNK):
-            for eid, name, kind, canon, vis in self.conn.execute(
+            for row in self.conn.execute(
                 f"SELECT e.id, e.name, e.kind, e.canonical_name, {_ent(view)} FROM entities e "
                 f"WHERE e.name IN ({marks(len(part))})",
                 part,
             ):
-                out.append(Entity(eid, name, kind, canon, bool(vis)))
+                out.append(seen_entity(row))
         return out
 
     def entities_by_ids(self, ids: Sequence[int]) -> list[Entity]:
@@ -119,7 +125,7 @@ class SqliteGraph:
                 f"WHERE id IN ({marks(len(part))})",
                 part,
             ):
-                out.append(Entity(*row))
+                out.append(entity(row))
         return out
 
     def names_near(self, canonicals: Sequence[str], view: View, limit: int) -> list[str]:
@@ -143,7 +149,7 @@ class SqliteGraph:
                     ORDER BY me.entity_id, me.memory_id""",
                 part,
             ):
-                out.append(Observation(*row))
+                out.append(observation(row))
         return out
 
     def observation_texts(self, entity_ids: Sequence[int], view: View) -> list[tuple[int, str]]:
@@ -180,7 +186,7 @@ class SqliteGraph:
     def entity_page(self, view: View, kind: str | None, offset: int, limit: int) -> list[Entity]:
         tsql, tparams = ("AND e.kind = ?", [kind]) if kind is not None else ("", [])
         return [
-            Entity(*row)
+            entity(row)
             for row in self.conn.execute(
                 f"SELECT e.id, e.name, e.kind, e.canonical_name FROM entities e "
                 f"WHERE {_ent(view)} {tsql} ORDER BY e.id LIMIT ? OFFSET ?",
@@ -190,7 +196,7 @@ class SqliteGraph:
 
     def entities_after(self, view: View, after_id: int, limit: int) -> list[Entity]:
         return [
-            Entity(*row)
+            entity(row)
             for row in self.conn.execute(
                 f"SELECT e.id, e.name, e.kind, e.canonical_name FROM entities e "
                 f"WHERE e.id > ? AND {_ent(view)} ORDER BY e.id LIMIT ?",
@@ -200,7 +206,7 @@ class SqliteGraph:
 
     def relations_after(self, view: View, after_id: int, limit: int) -> list[Link]:
         return [
-            Link(*row)
+            link(row)
             for row in self.conn.execute(
                 f"{LINK} WHERE r.id > ? AND {_rel(view)} ORDER BY r.id LIMIT ?", (after_id, limit)
             )
@@ -216,12 +222,12 @@ class SqliteGraph:
                 for row in self.conn.execute(
                     f"{LINK} WHERE {col} IN ({marks(len(part))}) AND {_rel(view)}", part
                 ):
-                    rows[row[0]] = Link(*row)
+                    rows[row[0]] = link(row)
         return [rows[rid] for rid in sorted(rows)]
 
     def relations_of(self, entity_id: int, view: View) -> list[NamedRelation]:
         return [
-            _named(row)
+            named(row)
             for row in self.conn.execute(
                 f"{NAMED} WHERE (r.source_id = ? OR r.target_id = ?) AND {_rel(view)} "
                 "ORDER BY r.source_id != ?, r.id",
@@ -267,19 +273,15 @@ class SqliteGraph:
     ) -> tuple[int, list[Link]]:
         conds = [_rel(view)]
         params: list[int | str] = []
-        for value, col in ((source_id, "r.source_id"), (target_id, "r.target_id")):
-            if value is not None:
-                conds.append(f"{col} = ?")
-                params.append(value)
-        if relation_type is not None:
-            conds.append("r.relation_type = ?")
-            params.append(relation_type)
+        for col, value in relation_filter(source_id, target_id, relation_type):
+            conds.append(f"{col} = ?")
+            params.append(value)
         where = " AND ".join(conds)
         total = self._one(f"SELECT count(*) FROM relations r WHERE {where}", params)
         rows = self.conn.execute(
             f"{LINK} WHERE {where} ORDER BY r.id LIMIT ? OFFSET ?", [*params, limit, offset]
         )
-        return total, [Link(*r) for r in rows]
+        return total, [link(r) for r in rows]
 
     def type_counts(self, view: View, what: RowKind) -> list[tuple[str, int]]:
         if what == "entity":
@@ -304,14 +306,14 @@ class SqliteGraph:
                     WHERE {col} IN ({marks(len(part))}) {tsql} AND {_rel(view)} ORDER BY r.id""",
                 [*part, *extra],
             ):
-                out.append(Edge(*row))
+                out.append(edge(row))
         out.sort(key=lambda e: e.id)
         return out
 
     def edges_named(self, node_id: int, view: View, outgoing: bool) -> list[NamedRelation]:
         col = "r.source_id" if outgoing else "r.target_id"
         return [
-            _named(row)
+            named(row)
             for row in self.conn.execute(
                 f"{NAMED} WHERE {col} = ? AND {_rel(view)} ORDER BY r.relation_type, r.id",
                 (node_id,),
@@ -326,7 +328,7 @@ class SqliteGraph:
             "WHERE r.source_id = ? AND r.relation_type = ? AND r.target_id = ?",
             (source_id, relation_type, target_id),
         ).fetchone()
-        return Found(row[0], bool(row[1])) if row else None
+        return found(row)
 
     def relation_ids_touching(self, entity_id: int, view: View) -> list[int]:
         return [
@@ -555,7 +557,7 @@ class SqliteGraph:
 
     def all_edges_of(self, entity_id: int) -> list[Edge]:
         return [
-            Edge(*row)
+            edge(row)
             for row in self.conn.execute(
                 "SELECT id, source_id, relation_type, target_id FROM relations "
                 "WHERE source_id = ? OR target_id = ? ORDER BY id",

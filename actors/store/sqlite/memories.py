@@ -13,16 +13,8 @@ from ..interfaces.memories import (
     MemoryRow,
     StoreCounts,
 )
+from ..rows.memories import COLUMNS, linked_entity, linked_relation, memory_row
 from .params import id_list
-
-COLUMNS = (
-    "m.id, m.content, m.memory_type, m.importance, m.created_at, m.updated_at,"
-    " m.last_accessed_at, m.access_count"
-)
-
-
-def _row(row: Sequence[Any]) -> MemoryRow:
-    return MemoryRow(*row)
 
 
 def _visible(scopes: Sequence[int], column: str = "m.id") -> str:
@@ -73,11 +65,11 @@ class SqliteMemories:
         row = self.conn.execute(
             f"SELECT {COLUMNS} FROM memories m WHERE m.id = ?", (memory_id,)
         ).fetchone()
-        return None if row is None else _row(row)
+        return None if row is None else memory_row(row)
 
     def entities_of(self, memory_id: int) -> list[LinkedEntity]:
         return [
-            LinkedEntity(*r)
+            linked_entity(r)
             for r in self.conn.execute(
                 "SELECT e.id, e.name, e.kind FROM memory_entities me"
                 " JOIN entities e ON e.id = me.entity_id WHERE me.memory_id = ? ORDER BY e.name",
@@ -87,7 +79,7 @@ class SqliteMemories:
 
     def relations_of(self, memory_id: int) -> list[LinkedRelation]:
         return [
-            LinkedRelation(*r)
+            linked_relation(r)
             for r in self.conn.execute(
                 """SELECT r.id, s.name, r.relation_type, t.name FROM memory_relations mr
                    JOIN relations r ON r.id = mr.relation_id
@@ -120,7 +112,7 @@ class SqliteMemories:
             " ORDER BY m.id DESC LIMIT ? OFFSET ?",
             [*params, limit, offset],
         ).fetchall()
-        return [_row(r) for r in rows]
+        return [memory_row(r) for r in rows]
 
     def _one(self, sql: str) -> int:
         return int(self.conn.execute(sql).fetchone()[0])

@@ -6,13 +6,7 @@ import sqlite3
 from collections.abc import Iterator
 
 from ..interfaces.recall_log import RecallEntry
-
-_COLUMNS = "ts, kind, query, scopes, ids, scores"
-
-
-def _entry(row: tuple[float, str, str, str, str, str]) -> RecallEntry:
-    ts, kind, query, scopes, ids, scores = row
-    return RecallEntry(ts=ts, kind=kind, query=query, scopes=scopes, ids=ids, scores=scores)
+from ..rows.recall_log import COLUMNS, recall_entry, values
 
 
 class SqliteRecallLog:
@@ -27,8 +21,8 @@ class SqliteRecallLog:
 
     def append(self, entry: RecallEntry) -> None:
         self.conn.execute(
-            f"INSERT INTO recall_log ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
-            (entry.ts, entry.kind, entry.query, entry.scopes, entry.ids, entry.scores),
+            f"INSERT INTO recall_log ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+            values(entry),
         )
 
     def append_new(self, entry: RecallEntry) -> bool:
@@ -44,15 +38,15 @@ class SqliteRecallLog:
     def newest(self, limit: int, kind: str | None = None) -> list[RecallEntry]:
         if kind is None:
             rows = self.conn.execute(
-                f"SELECT {_COLUMNS} FROM recall_log ORDER BY id DESC LIMIT ?", (limit,)
+                f"SELECT {COLUMNS} FROM recall_log ORDER BY id DESC LIMIT ?", (limit,)
             )
         else:
             rows = self.conn.execute(
-                f"SELECT {_COLUMNS} FROM recall_log WHERE kind = ? ORDER BY id DESC LIMIT ?",
+                f"SELECT {COLUMNS} FROM recall_log WHERE kind = ? ORDER BY id DESC LIMIT ?",
                 (kind, limit),
             )
-        return [_entry(r) for r in rows]
+        return [recall_entry(r) for r in rows]
 
     def entries(self) -> Iterator[RecallEntry]:
-        for row in self.conn.execute(f"SELECT {_COLUMNS} FROM recall_log ORDER BY id"):
-            yield _entry(row)
+        for row in self.conn.execute(f"SELECT {COLUMNS} FROM recall_log ORDER BY id"):
+            yield recall_entry(row)

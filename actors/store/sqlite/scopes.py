@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from ..interfaces.scopes import RowKind
-from .params import chunks
+from .params import chunks, marks
 
 # The link table of each kind of row, and its column naming the row.
 LINKS: dict[str, tuple[str, str]] = {
@@ -66,10 +66,9 @@ class SqliteScopes:
     def ids(self, names: Sequence[str]) -> dict[str, int]:
         out: dict[str, int] = {}
         for part in chunks(list(dict.fromkeys(names))):
-            marks = ",".join("?" * len(part))
             out.update(
                 self.conn.execute(
-                    f"SELECT name, id FROM scopes WHERE name IN ({marks})", part
+                    f"SELECT name, id FROM scopes WHERE name IN ({marks(len(part))})", part
                 ).fetchall()
             )
         return out

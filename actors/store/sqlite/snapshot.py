@@ -14,15 +14,11 @@ from ..interfaces.snapshot import (
     RelationItem,
     TextEnds,
 )
+from ..rows.scopes import scope_link
+from . import params as sql_params
 
 BATCH = 500  # ids per IN (...) list (well under SQLite's parameter limit)
 
-# (table, item column) of each kind's scopes.
-_SCOPES: dict[str, tuple[str, str]] = {
-    "memory": ("memory_scopes", "memory_id"),
-    "entity": ("entity_scopes", "entity_id"),
-    "relation": ("relation_scopes", "relation_id"),
-}
 # Every stored vector of one kind and model: chunk 0 (``vectors``), then the other
 # windows of long texts (``vector_chunks``), counted only under a chunk 0 of the same
 # model. Parameters: (kind, model, revision, dim) twice. ``vec`` as bytes whatever the
@@ -66,9 +62,8 @@ def _text(value: object) -> str:
 
 def _batches(ids: list[int]) -> Iterator[tuple[list[int], str]]:
     """``ids`` in lists of at most `BATCH`, each with its ``?,?,...`` marks."""
-    for start in range(0, len(ids), BATCH):
-        part = ids[start : start + BATCH]
-        yield part, ",".join("?" * len(part))
+    for part in sql_params.chunks(ids, BATCH):
+        yield part, sql_params.marks(len(part))
 
 
 class SqliteSnapshot:
@@ -98,7 +93,7 @@ class SqliteSnapshot:
         }
 
     def item_scopes(self, kind: Kind, ids: list[int] | None = None) -> Iterator[tuple[int, int]]:
-        table, col = _SCOPES[kind]
+        table, col = scope_link(kind)
         if ids is None:
             yield from self.conn.execute(f"SELECT {col}, scope_id FROM {table}")
             return

@@ -19,22 +19,12 @@ from ..interfaces.upkeep import (
     StoreCounts,
     VectorRow,
 )
+from ..rows import upkeep as shared
+from ..rows.scopes import SCOPE_LINKS
 
 _AUTO_VACUUM = {0: "none", 1: "full", 2: "incremental"}
-_SCOPE_LINKS = {
-    "entity": "entity_scopes",
-    "relation": "relation_scopes",
-    "memory": "memory_scopes",
-}
-_ID_TABLES = frozenset({"entities", "relations", "memories"})
 _TRIPLE = """SELECT s.name, r.relation_type, t.name FROM relations r
     JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id WHERE r.id = ?"""
-
-
-def _table(table: str) -> str:
-    if table not in _ID_TABLES:
-        raise ValueError(f"not a table of ids: {table!r}")
-    return table
 
 
 class SqliteUpkeep:
@@ -43,19 +33,11 @@ class SqliteUpkeep:
 
     # -- health and maintenance ---------------------------------------------------------
 
-    def counts(self) -> StoreCounts:
-        def one(table: str) -> int:
-            return int(self.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+    def _count(self, table: str) -> int:
+        return int(self.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
-        return StoreCounts(
-            memories=one("memories"),
-            scopes=one("scopes"),
-            entities=one("entities"),
-            edges=one("relations"),
-            vectors=one("vectors"),
-            recall_log=one("recall_log"),
-            anchors=one("memory_anchors"),
-        )
+    def counts(self) -> StoreCounts:
+        return shared.store_counts(self._count)
 
     def fts_tables(self) -> list[str]:
         return [
@@ -133,13 +115,8 @@ class SqliteUpkeep:
 
     # -- flush ----------------------------------------------------------------------------
 
-    def _counts(self) -> tuple[int, int, int]:
-        c = self.conn
-        return (
-            c.execute("SELECT count(*) FROM memories").fetchone()[0],
-            c.execute("SELECT count(*) FROM entities").fetchone()[0],
-            c.execute("SELECT count(*) FROM relations").fetchone()[0],
-        )
+    def _counts(self) -> list[int]:
+        return [self._count(table) for table in shared.FLUSHED]
 
     def flush(self, writable: Sequence[str], everything: bool) -> FlushCounts:
         conn = self.conn
@@ -173,17 +150,12 @@ class SqliteUpkeep:
                 "AND NOT EXISTS (SELECT 1 FROM relations r "
                 "WHERE r.source_id = e.id OR r.target_id = e.id))"
             )
-        after = self._counts()
-        return FlushCounts(
-            deleted_memories=before[0] - after[0],
-            deleted_entities=before[1] - after[1],
-            deleted_relations=before[2] - after[2],
-        )
+        return shared.flush_counts(before, self._counts())
 
     # -- export -----------------------------------------------------------------------------
 
     def _scopes_of(self, kind: Scoped, item: int) -> list[str]:
-        table = _SCOPE_LINKS[kind]
+        table = SCOPE_LINKS[kind]
         rows = self.conn.execute(
             f"SELECT s.name FROM {table} x JOIN scopes s ON s.id = x.scope_id "
             f"WHERE x.{kind}_id = ?",
@@ -200,78 +172,60 @@ class SqliteUpkeep:
             yield ScopeRow(id=sid, name=name)
 
     def entities(self) -> Iterator[EntityRow]:
-        for eid, name, cname, kind, created, updated in self.conn.execute(
-            "SELECT id, name, canonical_name, kind, created_at, updated_at FROM entities ORDER BY id"
-        ):
-            yield EntityRow(
-                id=eid, name=name, canonical_name=cname, kind=kind, created_at=created,
-                updated_at=updated, scopes=self._scopes_of("entity", eid),
-            )  # fmt: skip
+        for row in self.conn.execute(f"SELECT {shared.ENTITY_COLUMNS} FROM entities ORDER BY id"):
+            yield shared.entity_row(row, self._scopes_of("entity", row[0]))
 
     def relations(self) -> Iterator[RelationRow]:
-        for rid, src, rtype, tgt, meta, created in self.conn.execute(
+        for row in self.conn.execute(
             """SELECT r.id, s.name, r.relation_type, t.name, r.metadata, r.created_at
                FROM relations r JOIN entities s ON s.id = r.source_id
                JOIN entities t ON t.id = r.target_id ORDER BY r.id"""
         ):
-            yield RelationRow(
-                id=rid, source=src, relation_type=rtype, target=tgt, metadata=meta,
-                created_at=created, scopes=self._scopes_of("relation", rid),
-            )  # fmt: skip
+            yield shared.relation_row(row, self._scopes_of("relation", row[0]))
 
     def memories(self) -> Iterator[MemoryRow]:
-        conn = self.conn
-        for row in conn.execute(
-            "SELECT id, content, memory_type, importance, created_at, updated_at, "
-            "last_accessed_at, access_count FROM memories ORDER BY id"
-        ):
+        for row in self.conn.execute(f"SELECT {shared.MEMORY_COLUMNS} FROM memories ORDER BY id"):
             mid = row[0]
-            entities = conn.execute(
+            entities = self.conn.execute(
                 "SELECT e.name FROM memory_entities me JOIN entities e ON e.id = me.entity_id "
                 "WHERE me.memory_id = ?",
                 (mid,),
             ).fetchall()
-            relations = conn.execute(
+            relations = self.conn.execute(
                 "SELECT relation_id FROM memory_relations WHERE memory_id = ?", (mid,)
             ).fetchall()
-            yield MemoryRow(
-                id=mid, content=row[1], memory_type=row[2], importance=row[3],
-                created_at=row[4], updated_at=row[5], last_accessed_at=row[6],
-                access_count=row[7], scopes=self._scopes_of("memory", mid),
-                entities=sorted(r[0] for r in entities),
-                relations=sorted(t for (rid,) in relations if (t := self._triple(rid)) is not None),
-            )  # fmt: skip
+            triples = [self._triple(rid) for (rid,) in relations]
+            yield shared.memory_row(row, self._scopes_of("memory", mid), entities, triples)
 
     def vectors(self) -> Iterator[VectorRow]:
-        conn = self.conn
-        for kind, item, model, revision, dim, vec in conn.execute(
-            "SELECT kind, item_id, model, revision, dim, vec FROM vectors ORDER BY kind, item_id"
+        for row in self.conn.execute(
+            f"SELECT {shared.VECTOR_COLUMNS} FROM vectors ORDER BY kind, item_id"
         ):
+            kind, item, model, revision = row[:4]
             key: int | str | list[str] | None
             if kind == "memory":
                 key = item
             elif kind == "entity":
-                found = conn.execute("SELECT name FROM entities WHERE id = ?", (item,)).fetchone()
+                found = self.conn.execute(
+                    "SELECT name FROM entities WHERE id = ?", (item,)
+                ).fetchone()
                 key = found[0] if found else None
             else:
                 key = self._triple(item)
             if key is None:
                 continue  # a vector of a row that no longer exists
             # A long text's windows: chunk 0 is in `vectors`, the others (same model) follow it.
-            chunks = conn.execute(
+            chunks = self.conn.execute(
                 "SELECT vec FROM vector_chunks WHERE kind = ? AND item_id = ? AND model = ? "
                 "AND revision = ? ORDER BY chunk",
                 (kind, item, model, revision),
             )
-            yield VectorRow(
-                kind=kind, key=key, model=model, revision=revision, dim=dim,
-                vec=bytes(vec) + b"".join(bytes(r[0]) for r in chunks),
-            )  # fmt: skip
+            yield shared.vector_row(row, key, chunks)
 
     # -- import -----------------------------------------------------------------------------
 
     def next_id(self, table: IdTable, at_least: int) -> int:
-        name = _table(table)
+        name = shared.id_table(table)
         top = self.conn.execute(f"SELECT max(id) FROM {name}").fetchone()[0] or 0
         seq = self.conn.execute(
             "SELECT seq FROM sqlite_sequence WHERE name = ?", (name,)
@@ -279,7 +233,7 @@ class SqliteUpkeep:
         return int(max(top, seq[0] if seq else 0, at_least)) + 1
 
     def id_free(self, table: IdTable, item: int) -> bool:
-        name = _table(table)
+        name = shared.id_table(table)
         return self.conn.execute(f"SELECT 1 FROM {name} WHERE id = ?", (item,)).fetchone() is None
 
     def _scope_id(self, name: str) -> int | None:
@@ -295,7 +249,7 @@ class SqliteUpkeep:
         )
 
     def link_scopes(self, kind: Scoped, item: int, names: Sequence[str]) -> None:
-        table = _SCOPE_LINKS[kind]
+        table = SCOPE_LINKS[kind]
         for name in names:
             self.conn.execute(
                 f"INSERT OR IGNORE INTO {table} ({kind}_id, scope_id) VALUES (?, ?)",
@@ -308,9 +262,8 @@ class SqliteUpkeep:
 
     def add_entity(self, row: EntityRow) -> int:
         cur = self.conn.execute(
-            "INSERT INTO entities (id, name, canonical_name, kind, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (row.id, row.name, row.canonical_name, row.kind, row.created_at, row.updated_at),
+            f"INSERT INTO entities ({shared.ENTITY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+            shared.entity_values(row),
         )
         return int(cur.lastrowid or row.id)
 
@@ -340,12 +293,8 @@ class SqliteUpkeep:
 
     def add_memory(self, row: MemoryRow) -> int:
         cur = self.conn.execute(
-            "INSERT INTO memories (id, content, memory_type, importance, created_at, updated_at, "
-            "last_accessed_at, access_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                row.id, row.content, row.memory_type, row.importance, row.created_at,
-                row.updated_at, row.last_accessed_at, row.access_count,
-            ),
+            f"INSERT INTO memories ({shared.MEMORY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            shared.memory_values(row),
         )  # fmt: skip
         return int(cur.lastrowid or row.id)
 

@@ -16,23 +16,16 @@ from ..interfaces.vectors import (
     Visibility,
     Windows,
 )
+from ..rows.vectors import item_table, later_windows
 from .params import id_list, marks
 
 SQL_CHUNK = 500  # ids per statement: well under SQLite's bound parameter limit
-TABLES = {"memory": "memories", "entity": "entities", "relation": "relations"}
 
 
 def _parts(ids: Sequence[int]) -> Iterator[list[int]]:
     items = [int(i) for i in ids]
     for start in range(0, len(items), SQL_CHUNK):
         yield items[start : start + SQL_CHUNK]
-
-
-def _table(kind: str) -> str:
-    try:
-        return TABLES[kind]
-    except KeyError:
-        raise ValueError(f"no such kind of item: {kind!r}") from None
 
 
 def _visible(scopes: Visibility, table: str, col: str, alias: str) -> str:
@@ -105,7 +98,7 @@ class SqliteVectors:
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [
                     (kind, item_id, i, windows.model, windows.revision, windows.dim, blob)
-                    for i, blob in enumerate(windows.chunks[1:], start=1)
+                    for i, blob in later_windows(windows)
                 ],
             )
         return True
@@ -141,7 +134,7 @@ class SqliteVectors:
 
     def lacking(self, kind: str, model: str, revision: str, after: int, limit: int) -> list[int]:
         rows = self.conn.execute(
-            f"""SELECT t.id FROM {_table(kind)} t
+            f"""SELECT t.id FROM {item_table(kind)} t
                 LEFT JOIN vectors v ON v.kind = ? AND v.item_id = t.id AND v.model = ? AND v.revision = ?
                 WHERE t.id > ? AND v.item_id IS NULL ORDER BY t.id LIMIT ?""",
             (kind, model, revision, after, limit),
@@ -150,7 +143,7 @@ class SqliteVectors:
 
     def count_lacking(self, kind: str, model: str, revision: str) -> int:
         row = self.conn.execute(
-            f"""SELECT count(*) FROM {_table(kind)} t
+            f"""SELECT count(*) FROM {item_table(kind)} t
                 LEFT JOIN vectors v ON v.kind = ? AND v.item_id = t.id AND v.model = ? AND v.revision = ?
                 WHERE v.item_id IS NULL""",
             (kind, model, revision),
@@ -158,7 +151,7 @@ class SqliteVectors:
         return int(row[0])
 
     def existing(self, kind: str, ids: Sequence[int]) -> set[int]:
-        table = _table(kind)
+        table = item_table(kind)
         out: set[int] = set()
         for part in _parts(ids):
             out.update(
