@@ -23,6 +23,6 @@ Code = Annotated[
     list[CodeArg],
     msgspec.Meta(
         max_length=MAX_ANCHORS,
-        description="code it is about; absent: found in text; []: none",
+        description="absent: found in text; []: none",
     ),
 ]

@@ -26,9 +26,9 @@ from .service import CODE
 
 Root = Annotated[
     str | None,
-    msgspec.Meta(description="absolute, in the checkout; default: this repo"),
+    msgspec.Meta(description="absolute; default: this repo"),
 ]
-Offset = Annotated[int, msgspec.Meta(ge=0, description="a previous next_offset")]
+Offset = Annotated[int, msgspec.Meta(ge=0)]
 PathArg = Annotated[
     str, msgspec.Meta(description="relative to root, or absolute")
 ]
@@ -212,9 +212,8 @@ TOOLS = [
     Tool(
         name="code_outline",
         description=(
-            "A source file's definitions (and imports); use it instead of reading the file. Lines "
-            "'path<TAB>language<TAB>coverage', 'start-end<TAB>kind name[<TAB>signature]' (1-based, nested "
-            "by two spaces), 'next_offset <n> of <total>' if more."
+            "A source file's definitions (and imports), nested, with line ranges and signatures; use it "
+            "instead of reading the file."
         ),
         args=OutlineArgs,
         handler=code_outline,
@@ -226,8 +225,7 @@ TOOLS = [
     Tool(
         name="code_imports",
         description=(
-            "A source file's imports as written (not resolved): 'start-end<TAB>name' lines after "
-            "'path<TAB>language<TAB>coverage'."
+            "A source file's imports as written (not resolved to files), with their line ranges."
         ),
         args=ImportsArgs,
         handler=code_imports,
@@ -239,9 +237,8 @@ TOOLS = [
     Tool(
         name="find_symbol",
         description=(
-            "Definitions of a name in the checkout: exact (also Elixir name/arity), then ending in .query, "
-            "then prefix matches; imports, HEEx components, EEx only with kind. Lines "
-            "'path:start-end<TAB>kind name[<TAB>in parent][<TAB>stale|missing][<TAB>signature]'."
+            "Definitions of a name in the checkout, a line each: exact (also Elixir name/arity), then "
+            "ending in .query, then prefix matches; imports, HEEx components, EEx only with kind."
         ),
         args=FindArgs,
         handler=find_symbol,
@@ -254,7 +251,7 @@ TOOLS = [
         name="code_diff",
         description=(
             "Symbols added (+), removed (-), modified (~) per file from the merge base of base and head "
-            "to head, like a pull request (rename: removal plus addition)."
+            "to head (rename: removal plus addition)."
         ),
         args=DiffArgs,
         handler=code_diff,

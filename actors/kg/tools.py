@@ -37,7 +37,7 @@ _r = functools.partial(grouped_tool, READ, read_only=True, idempotent=True)
 TOOLS = [
     _w("create_entities", "Create Entities",
        "Create entities {name, entityType, observations}, skipping existing ones; returns those created. "
-       "One another repository has is linked, its type kept (see warnings).",
+       "One another repository has is linked, type kept (see warnings).",
        A.CreateEntitiesArgs, W.create_entities, X.CreatedEntities),
     _w("create_relations", "Create Relations",
        "Create relations {from, to, relationType} (active voice, e.g. works_at) between existing "
@@ -67,24 +67,24 @@ TOOLS = [
        "Drop repeated observations of an entity (oldest kept); optimize the full-text indexes.",
        A.NoArgs, W.compact, X.Compacted, destructive=True, idempotent=True),
     _r("read_graph", "Read Graph",
-       "The graph, a page of entities at a time, with the relations leaving them.",
+       "A page of entities with their outgoing relations.",
        A.ReadGraphArgs, R.read_graph, X.NodesPage),
     _r("search_nodes", "Search Nodes",
        "Entities whose name, type or observations contain every query word (as prefix), best first, "
        "with their relations.",
        A.SearchNodesArgs, R.search_nodes, X.NodesPage),
     _r("open_nodes", "Open Nodes",
-       "Entities by name with the relations touching them; `missing` lists unknown names.",
+       "Entities by name with their relations; `missing`: unknown names.",
        A.OpenNodesArgs, R.open_nodes, X.NamedNodesPage),
     _r("batch_get_entities", "Batch Get Entities",
-       "Entities by name, without relations; `missing` lists unknown names.",
+       "Entities by name, no relations; `missing`: unknown names.",
        A.BatchGetArgs, R.batch_get_entities, X.NamedNodesPage),
     _r("get_entity", "Get Entity", "One entity by name.",
        A.NameArgs, R.get_entity, X.Entity),
     _r("entity_exists", "Entities Exist", "Which of the names are entities.",
        A.ExistsArgs, R.entity_exists, X.ExistsResult),
     _r("graph_stats", "Graph Statistics",
-       "Counts of entities, relations, observations, entity types and relation types.",
+       "Counts of entities, relations, observations, entity and relation types.",
        A.NoArgs, R.graph_stats, X.GraphStats),
     _r("search_relations", "Search Relations",
        "Relations filtered by any of from, to and relationType.",
@@ -110,7 +110,6 @@ TOOLS = [
     _r("list_relation_types", "List Relation Types", "Relation types with their counts, most used first.",
        A.TypesArgs, R.list_relation_types, X.RelationTypes),
     _r("export_graph", "Export Graph",
-       "The graph as the reference server's memory.jsonl (entities then relations, a JSON object a "
-       "line), paged by lines; join pages with a newline.",
+       "The graph as the reference server's memory.jsonl, paged by lines; join pages with a newline.",
        A.ExportArgs, R.export_graph, X.ExportPage),
 ]  # fmt: skip

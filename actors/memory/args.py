@@ -30,7 +30,7 @@ class RememberArgs(msgspec.Struct, forbid_unknown_fields=True):
     entities: (
         Annotated[
             list[str | EntityArg],
-            msgspec.Meta(max_length=100, description="names or {name, kind}"),
+            msgspec.Meta(max_length=100),
         ]
         | None
     ) = None
@@ -56,7 +56,7 @@ class RecallArgs(msgspec.Struct, forbid_unknown_fields=True):
             msgspec.Meta(
                 ge=1,
                 le=1_000_000,
-                description="in tokens (chars/4): the best that fit",
+                description="token budget (chars/4)",
             ),
         ]
         | None
@@ -123,10 +123,7 @@ class UpdateArgs(msgspec.Struct, forbid_unknown_fields=True):
 
 class ReviewStaleArgs(msgspec.Struct, forbid_unknown_fields=True):
     limit: Annotated[int, msgspec.Meta(ge=1, le=50)] = 10
-    cursor: Annotated[
-        int,
-        msgspec.Meta(ge=0, le=2**62, description="a next_cursor; 0: first page"),
-    ] = 0
+    cursor: Annotated[int, msgspec.Meta(ge=0, le=2**62)] = 0
 
 
 class ForgetArgs(msgspec.Struct, forbid_unknown_fields=True):

@@ -35,9 +35,9 @@ TOOLS = [
         name="remember",
         title="Remember",
         description=(
-            "Store a memory (decision, convention, pitfall, fact) for later sessions, atomically with its "
-            "entities, relations (created or reused) and code anchors (`code`, else file/symbol names in "
-            "it). Returns its id. Rows another repository shares keep their values (see warnings)."
+            "Store a memory for later sessions, atomically with its entities, relations (created or "
+            "reused) and code anchors (`code`, else file/symbol names in it). Returns its id. Shared rows "
+            "keep their values (see warnings)."
         ),
         args=RememberArgs,
         handler=remember,
@@ -58,7 +58,7 @@ TOOLS = [
     Tool(
         name="stats",
         title="Store statistics",
-        description="Counts of memories, scopes, entities and relations in the store.",
+        description="Counts of memories, scopes, entities and relations.",
         args=StatsArgs,
         handler=stats,
         result=R.StatsResult,
@@ -69,8 +69,8 @@ TOOLS = [
         name="list_scopes",
         title="List scopes",
         description=(
-            "Stored scopes plus the current one and `global`, with is_current and writable. Pass one "
-            "in `scopes` (recall, inspect) to read another repository."
+            "All scopes (stored, current, `global`) with is_current and writable; pass one in `scopes` "
+            "to read another repository."
         ),
         args=ListScopesArgs,
         handler=list_scopes,
@@ -119,7 +119,7 @@ TOOLS = [
         title="Update a memory",
         description=(
             "Revise a memory by id: content, memory_type, importance given replace the stored ones; "
-            "scopes, entities, relations kept; anchors redone (`code`, else found)."
+            "scopes, entities, relations kept; re-anchored (`code`, else found)."
         ),
         args=UpdateArgs,
         handler=update,
@@ -140,7 +140,7 @@ TOOLS = [
         name="review_stale",
         title="Review stale memories",
         description=(
-            "Memories whose code changed or went since written, with the diff; `update` (re-anchors) "
+            "Memories whose code changed or vanished since written, with the diff; `update` (re-anchors) "
             "or `forget` each. Pages by `cursor`."
         ),
         args=ReviewStaleArgs,
