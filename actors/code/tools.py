@@ -29,9 +29,7 @@ Root = Annotated[
     msgspec.Meta(description="absolute; default: this repo"),
 ]
 Offset = Annotated[int, msgspec.Meta(ge=0)]
-PathArg = Annotated[
-    str, msgspec.Meta(description="relative to root, or absolute")
-]
+PathArg = Annotated[str, msgspec.Meta(description="relative to root, or absolute")]
 
 
 class OutlineArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

@@ -32,7 +32,7 @@ Embedding = Annotated[
         description="length: [vectors] dims",
     ),
 ]
-Model = str
+Model = str  # the label of the model that made the embedding
 TopK = Annotated[int, msgspec.Meta(ge=1, le=MAX_TOP_K)]
 Text = Annotated[
     str,
