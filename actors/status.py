@@ -85,9 +85,8 @@ TOOLS = [
     Tool(
         name="server_status",
         description=(
-            "This memtrio server: version, protocol version, data directory, "
-            "features, calls in flight, each actor's state and restarts, and this "
-            "session's repository (root) and where it came from."
+            "Version, protocol, data directory, features, calls in flight, actors' state "
+            "and restarts, the session's repository (root) and its source."
         ),
         args=StatusArgs,
         handler=server_status,

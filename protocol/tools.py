@@ -161,6 +161,8 @@ def struct_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
     schema.setdefault("properties", {})
     for obj in (schema, *schema.get("$defs", {}).values()):
         obj.pop("title", None)  # the struct's class name: nothing a caller fills in
+        if obj.get("required") == []:
+            del obj["required"]  # msgspec's empty list: absent means the same, in fewer bytes
         props = obj.get("properties", {})
         for name, prop in props.items():
             props[name] = plain_property(prop)

@@ -23,6 +23,6 @@ Code = Annotated[
     list[CodeArg],
     msgspec.Meta(
         max_length=MAX_ANCHORS,
-        description="[{path, symbol}] it describes; absent: found in the text; []: none",
+        description="absent: found in text; []: none",
     ),
 ]

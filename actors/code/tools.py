@@ -26,14 +26,10 @@ from .service import CODE
 
 Root = Annotated[
     str | None,
-    msgspec.Meta(
-        description="an absolute directory in the checkout; default: the session's repository"
-    ),
+    msgspec.Meta(description="absolute; default: this repo"),
 ]
-Offset = Annotated[int, msgspec.Meta(ge=0, description="from a previous next_offset")]
-PathArg = Annotated[
-    str, msgspec.Meta(description="relative to the checkout root, or absolute inside it")
-]
+Offset = Annotated[int, msgspec.Meta(ge=0)]
+PathArg = Annotated[str, msgspec.Meta(description="relative to root, or absolute")]
 
 
 class OutlineArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -42,7 +38,7 @@ class OutlineArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     limit: Annotated[int, msgspec.Meta(ge=1, le=500)] = 200
     depth: Annotated[
         Annotated[int, msgspec.Meta(ge=0)] | None,
-        msgspec.Meta(description="0: top-level symbols only, 1: and their children; omitted: all"),
+        msgspec.Meta(description="0: top level, 1: and children; omitted: all"),
     ] = None
     root: Root = None
 
@@ -59,12 +55,12 @@ class FindArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         str,
         msgspec.Meta(
             min_length=1,
-            description="symbol name, case ignored",
+            description="case ignored",
         ),
     ]
     kind: Annotated[
         str | None,
-        msgspec.Meta(description="function, method, class, module, import, component, ..."),
+        msgspec.Meta(description="function, class, import, component, ..."),
     ] = None
     limit: Annotated[int, msgspec.Meta(ge=1, le=100)] = 20
     root: Root = None
@@ -75,11 +71,11 @@ class DiffArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         str,
         msgspec.Meta(
             min_length=1,
-            description="branch, tag or commit; compared from its merge base with head",
+            description="branch, tag or commit",
         ),
     ]
     head: Annotated[str, msgspec.Meta(min_length=1)] = "HEAD"
-    limit: Annotated[int, msgspec.Meta(ge=1, le=1000, description="changed files to report")] = 200
+    limit: Annotated[int, msgspec.Meta(ge=1, le=1000, description="files")] = 200
     root: Root = None
 
 
@@ -214,9 +210,8 @@ TOOLS = [
     Tool(
         name="code_outline",
         description=(
-            "The definitions (and imports) in one source file; use it instead of reading the file. Text: "
-            "a 'path<TAB>language<TAB>coverage' line, 'start-end<TAB>kind name[<TAB>signature]' lines "
-            "(1-based, nested by two spaces), then 'next_offset <n> of <total>' when more remain."
+            "A source file's definitions (and imports), nested, with line ranges and signatures; use it "
+            "instead of reading the file."
         ),
         args=OutlineArgs,
         handler=code_outline,
@@ -228,8 +223,7 @@ TOOLS = [
     Tool(
         name="code_imports",
         description=(
-            "The imports of one source file, as written (not resolved to files): 'start-end<TAB>name' "
-            "lines after a 'path<TAB>language<TAB>coverage' line."
+            "A source file's imports as written (not resolved to files), with their line ranges."
         ),
         args=ImportsArgs,
         handler=code_imports,
@@ -241,10 +235,8 @@ TOOLS = [
     Tool(
         name="find_symbol",
         description=(
-            "Where a name is defined in the checkout: exact names first (Elixir name/arity too), then "
-            "names ending in .query, then prefixes. Imports, HEEx components and EEx expressions only with "
-            "kind. A 'path:start-end<TAB>kind name[<TAB>in parent][<TAB>stale|missing][<TAB>signature]' "
-            "line per match; empty when none."
+            "Definitions of a name in the checkout, a line each: exact (also Elixir name/arity), then "
+            "ending in .query, then prefix matches; imports, HEEx components, EEx only with kind."
         ),
         args=FindArgs,
         handler=find_symbol,
@@ -256,8 +248,8 @@ TOOLS = [
     Tool(
         name="code_diff",
         description=(
-            "The symbols added (+), removed (-) or modified (~) from the merge base of base and head to "
-            "head, file by file, like a pull request (a rename is a removal plus an addition)."
+            "Symbols added (+), removed (-), modified (~) per file from the merge base of base and head "
+            "to head (rename: removal plus addition)."
         ),
         args=DiffArgs,
         handler=code_diff,

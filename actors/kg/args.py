@@ -54,9 +54,7 @@ class UpsertEntityArg(msgspec.Struct, forbid_unknown_fields=True):
 class RelationArg(msgspec.Struct, forbid_unknown_fields=True):
     from_: Name = msgspec.field(name="from")
     to: Name
-    relationType: Annotated[
-        str, msgspec.Meta(min_length=1, description="active voice, e.g. works_at")
-    ]
+    relationType: Annotated[str, msgspec.Meta(min_length=1)]
 
 
 class ObservationsArg(msgspec.Struct, forbid_unknown_fields=True):
@@ -200,8 +198,8 @@ class TypesArgs(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class ExportArgs(msgspec.Struct, forbid_unknown_fields=True):
-    offset: Annotated[int, msgspec.Meta(ge=0, description="in lines")] = 0
-    limit: Annotated[int, msgspec.Meta(ge=1, le=100_000, description="lines per page")] = 10_000
+    offset: Annotated[int, msgspec.Meta(ge=0)] = 0
+    limit: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 10_000
 
 
 # -- checks ------------------------------------------------------------------------------

@@ -36,18 +36,18 @@ _r = functools.partial(grouped_tool, READ, read_only=True, idempotent=True)
 
 TOOLS = [
     _w("create_entities", "Create Entities",
-       "Create new entities {name, entityType, observations}; existing ones are skipped. Returns those "
-       "created. An entity another repository has is linked with its type kept (see warnings).",
+       "Create entities {name, entityType, observations}, skipping existing ones; returns those created. "
+       "One another repository has is linked, type kept (see warnings).",
        A.CreateEntitiesArgs, W.create_entities, X.CreatedEntities),
     _w("create_relations", "Create Relations",
-       "Create new relations {from, to, relationType}, in active voice, between existing entities; existing "
-       "ones are skipped. Returns those created.",
+       "Create relations {from, to, relationType} (active voice, e.g. works_at) between existing "
+       "entities, skipping existing ones; returns those created.",
        A.RelationsArgs, W.create_relations, X.CreatedRelations),
     _w("add_observations", "Add Observations",
-       "Add observations to existing entities; those already present are skipped. Returns the added ones.",
+       "Add observations to existing entities, skipping those present; returns those added.",
        A.AddObservationsArgs, W.add_observations, X.ObservationsAdded),
     _w("delete_entities", "Delete Entities",
-       "Delete entities with their relations and observations; unknown names are ignored.",
+       "Delete entities with their relations and observations; unknown names ignored.",
        A.DeleteEntitiesArgs, W.delete_entities, X.Deleted, destructive=True, idempotent=True),
     _w("delete_observations", "Delete Observations",
        "Delete specific observations from entities.",
@@ -56,35 +56,35 @@ TOOLS = [
        "Delete relations {from, to, relationType}.",
        A.RelationsArgs, W.delete_relations, X.Deleted, destructive=True, idempotent=True),
     _w("upsert_entities", "Upsert Entities",
-       "Create missing entities and update existing ones: a given entityType replaces the stored one "
-       "(refused for an entity another repository also uses), new observations are added.",
+       "Create missing entities, update existing: a given entityType replaces the stored one (refused "
+       "if another repository uses it), new observations added.",
        A.UpsertEntitiesArgs, W.upsert_entities, X.UpsertedEntities, idempotent=True),
     _w("merge_entities", "Merge Entities",
-       "Fold `sources` into `target` (created if missing): observations move and relations are re-pointed "
-       "(duplicates and self-loops dropped), then the sources are deleted.",
+       "Fold `sources` into `target` (created if missing): observations move, relations re-pointed "
+       "(duplicates, self-loops dropped), sources deleted.",
        A.MergeEntitiesArgs, W.merge_entities, X.Merged, destructive=True),
     _w("compact", "Compact Graph",
-       "Remove repeated observations of an entity (the oldest kept) and optimize the full-text indexes.",
+       "Drop repeated observations of an entity (oldest kept); optimize the full-text indexes.",
        A.NoArgs, W.compact, X.Compacted, destructive=True, idempotent=True),
     _r("read_graph", "Read Graph",
-       "The knowledge graph, a page of entities at a time, with the relations leaving them.",
+       "A page of entities with their outgoing relations.",
        A.ReadGraphArgs, R.read_graph, X.NodesPage),
     _r("search_nodes", "Search Nodes",
-       "Entities whose name, type or observations contain every word of the query (as prefixes), best "
-       "first, with the relations touching them.",
+       "Entities whose name, type or observations contain every query word (as prefix), best first, "
+       "with their relations.",
        A.SearchNodesArgs, R.search_nodes, X.NodesPage),
     _r("open_nodes", "Open Nodes",
-       "Entities by name with the relations touching them; `missing` lists unknown names.",
+       "Entities by name with their relations; `missing`: unknown names.",
        A.OpenNodesArgs, R.open_nodes, X.NamedNodesPage),
     _r("batch_get_entities", "Batch Get Entities",
-       "Entities by name, without relations; `missing` lists unknown names.",
+       "Entities by name, no relations; `missing`: unknown names.",
        A.BatchGetArgs, R.batch_get_entities, X.NamedNodesPage),
     _r("get_entity", "Get Entity", "One entity by name.",
        A.NameArgs, R.get_entity, X.Entity),
     _r("entity_exists", "Entities Exist", "Which of the names are entities.",
        A.ExistsArgs, R.entity_exists, X.ExistsResult),
     _r("graph_stats", "Graph Statistics",
-       "Counts of entities, relations, observations, entity types and relation types.",
+       "Counts of entities, relations, observations, entity and relation types.",
        A.NoArgs, R.graph_stats, X.GraphStats),
     _r("search_relations", "Search Relations",
        "Relations filtered by any of from, to and relationType.",
@@ -97,10 +97,10 @@ TOOLS = [
        "A shortest path between two entities, in either direction unless directed.",
        A.PathArgs, R.find_path, X.PathResult),
     _r("find_all_paths", "Find All Paths",
-       "Paths between two entities that visit no entity twice, shortest first; truncated says if more exist.",
+       "Paths between two entities visiting no entity twice, shortest first; truncated: more exist.",
        A.AllPathsArgs, R.find_all_paths, X.AllPaths),
     _r("extract_subgraph", "Extract Subgraph",
-       "The entities within `depth` hops of the given ones, nearest first, with the relations among them.",
+       "Entities within `depth` hops of the given ones, nearest first, with the relations among them.",
        A.SubgraphArgs, R.extract_subgraph, X.NamedNodesPage),
     _r("get_neighbors", "Get Neighbors",
        "Entities within `depth` hops of one entity, with their distance.",
@@ -110,7 +110,6 @@ TOOLS = [
     _r("list_relation_types", "List Relation Types", "Relation types with their counts, most used first.",
        A.TypesArgs, R.list_relation_types, X.RelationTypes),
     _r("export_graph", "Export Graph",
-       "The graph as the reference server's memory.jsonl (a JSON object a line, entities then relations), "
-       "a page of lines at a time; join the pages with a newline.",
+       "The graph as the reference server's memory.jsonl, paged by lines; join pages with a newline.",
        A.ExportArgs, R.export_graph, X.ExportPage),
 ]  # fmt: skip

@@ -30,17 +30,14 @@ class RememberArgs(msgspec.Struct, forbid_unknown_fields=True):
     entities: (
         Annotated[
             list[str | EntityArg],
-            msgspec.Meta(max_length=100, description="entities it mentions: names or {name, kind}"),
+            msgspec.Meta(max_length=100),
         ]
         | None
     ) = None
     relations: (
         Annotated[
             list[RelationArg],
-            msgspec.Meta(
-                max_length=100,
-                description="relations it states",
-            ),
+            msgspec.Meta(max_length=100),
         ]
         | None
     ) = None
@@ -59,14 +56,14 @@ class RecallArgs(msgspec.Struct, forbid_unknown_fields=True):
             msgspec.Meta(
                 ge=1,
                 le=1_000_000,
-                description="token budget (characters / 4): the best memories that fit",
+                description="token budget (chars/4)",
             ),
         ]
         | None
     ) = None
     explain: Annotated[
         bool,
-        msgspec.Meta(description="say why each memory was returned"),
+        msgspec.Meta(description="say why each matched"),
     ] = False
     code: (
         Annotated[
@@ -74,7 +71,7 @@ class RecallArgs(msgspec.Struct, forbid_unknown_fields=True):
             msgspec.Meta(
                 min_length=1,
                 max_length=1024,
-                description="a path or symbol: memories anchored to it or one import/call away first",
+                description="path or symbol: memories anchored to it (or an import/call away) first",
             ),
         ]
         | None
@@ -125,11 +122,8 @@ class UpdateArgs(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class ReviewStaleArgs(msgspec.Struct, forbid_unknown_fields=True):
-    limit: Annotated[int, msgspec.Meta(ge=1, le=50, description="stale memories, at most")] = 10
-    cursor: Annotated[
-        int,
-        msgspec.Meta(ge=0, le=2**62, description="next_cursor of the previous page; 0: the first"),
-    ] = 0
+    limit: Annotated[int, msgspec.Meta(ge=1, le=50)] = 10
+    cursor: Annotated[int, msgspec.Meta(ge=0, le=2**62)] = 0
 
 
 class ForgetArgs(msgspec.Struct, forbid_unknown_fields=True):

@@ -35,10 +35,9 @@ TOOLS = [
         name="remember",
         title="Remember",
         description=(
-            "Store a memory (decision, convention, pitfall, fact) for later sessions, with the entities "
-            "it mentions and the relations it states (created or reused, atomically) and anchors to the "
-            "code it describes (`code`, else names in its text that match one file or symbol). Returns "
-            "its id. A row another repository also uses keeps its values (see warnings)."
+            "Store a memory for later sessions, atomically with its entities, relations (created or "
+            "reused) and code anchors (`code`, else file/symbol names in it). Returns its id. Shared rows "
+            "keep their values (see warnings)."
         ),
         args=RememberArgs,
         handler=remember,
@@ -48,9 +47,8 @@ TOOLS = [
         name="recall",
         title="Recall",
         description=(
-            "Find memories relevant to a query, best first, in the current repository (or `scopes`) plus "
-            "`global`; `code`: those anchored to it first. Anchored ones show their code's status; "
-            "`stale` ones rank lower. Returned memories count as accessed."
+            "Memories relevant to a query, best first, from this repository (or `scopes`) and `global`, "
+            "with their code's status (`stale` ranks lower). Counts as an access."
         ),
         args=RecallArgs,
         handler=recall,
@@ -60,7 +58,7 @@ TOOLS = [
     Tool(
         name="stats",
         title="Store statistics",
-        description="Counts of memories, scopes, entities and relations in the store.",
+        description="Counts of memories, scopes, entities and relations.",
         args=StatsArgs,
         handler=stats,
         result=R.StatsResult,
@@ -71,8 +69,8 @@ TOOLS = [
         name="list_scopes",
         title="List scopes",
         description=(
-            "Every stored scope plus the current one and `global`, each with is_current and writable. "
-            "Pass a name in `scopes` (recall, inspect) to read another repository."
+            "All scopes (stored, current, `global`) with is_current and writable; pass one in `scopes` "
+            "to read another repository."
         ),
         args=ListScopesArgs,
         handler=list_scopes,
@@ -84,8 +82,8 @@ TOOLS = [
         name="relate",
         title="Relate entities",
         description=(
-            "Record a directed relation `source -[relation]-> target` between two entities (created if new), "
-            "with optional kinds and JSON metadata. Idempotent per (source, relation, target)."
+            "Record `source -[relation]-> target` (entities created if new), with optional kinds and "
+            "JSON metadata. Idempotent per triple."
         ),
         args=RelateArgs,
         handler=relate,
@@ -96,7 +94,7 @@ TOOLS = [
         name="graph",
         title="Graph around an entity",
         description=(
-            "The relation paths around an entity, up to max_depth hops; a path never revisits an entity."
+            "Relation paths around an entity, up to max_depth hops, never revisiting an entity."
         ),
         args=GraphArgs,
         handler=graph,
@@ -108,8 +106,8 @@ TOOLS = [
         name="inspect",
         title="Inspect a memory",
         description=(
-            "One memory by id with its scopes, entities and relations (another repository's memory needs "
-            "its scope in `scopes`). Counts as an access."
+            "One memory by id with its scopes, entities and relations (another repository's needs its "
+            "scope in `scopes`). Counts as an access."
         ),
         args=InspectArgs,
         handler=inspect,
@@ -120,8 +118,8 @@ TOOLS = [
         name="update",
         title="Update a memory",
         description=(
-            "Revise a memory by id: the content, memory_type and importance given replace the stored ones; "
-            "its scopes, entities and relations are kept; its anchors follow the code (`code`, else found)."
+            "Revise a memory by id: content, memory_type, importance given replace the stored ones; "
+            "scopes, entities, relations kept; re-anchored (`code`, else found)."
         ),
         args=UpdateArgs,
         handler=update,
@@ -131,7 +129,7 @@ TOOLS = [
     Tool(
         name="forget",
         title="Forget a memory",
-        description="Delete a memory by id, with its links to scopes, entities and relations.",
+        description="Delete a memory by id with its links to scopes, entities, relations.",
         args=ForgetArgs,
         handler=forget,
         result=R.ForgetResult,
@@ -142,8 +140,8 @@ TOOLS = [
         name="review_stale",
         title="Review stale memories",
         description=(
-            "Memories whose code changed or was deleted since written, with the diff since; `update` "
-            "(re-anchors) or `forget` each. Pages with `cursor`."
+            "Memories whose code changed or vanished since written, with the diff; `update` (re-anchors) "
+            "or `forget` each. Pages by `cursor`."
         ),
         args=ReviewStaleArgs,
         handler=review_stale,

@@ -34,7 +34,7 @@ MemoryType = Annotated[
     msgspec.Meta(
         min_length=1,
         max_length=64,
-        description="free-form, e.g. decision, convention, pitfall; case ignored",
+        description="e.g. decision, pitfall; case ignored",
     ),
 ]
 Importance = Annotated[float, msgspec.Meta(ge=0.0, le=1.0, description="breaks ranking ties")]
@@ -43,7 +43,7 @@ Scopes = Annotated[
     list[str],
     msgspec.Meta(
         max_length=MAX_SCOPES,
-        description="`global` or `repo:/abs/path`; default: the current repository (reads add `global`)",
+        description="`global`, `repo:/abs/path`; default: this repo",
     ),
 ]
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ENTITY_NAME)]

@@ -29,16 +29,16 @@ Embedding = Annotated[
     msgspec.Meta(
         min_length=1,
         max_length=MAX_DIMS,
-        description="as many numbers as [vectors] dims",
+        description="length: [vectors] dims",
     ),
 ]
-Model = Annotated[str, msgspec.Meta(description="the model that made it")]
+Model = str  # the label of the model that made the embedding
 TopK = Annotated[int, msgspec.Meta(ge=1, le=MAX_TOP_K)]
 Text = Annotated[
     str,
     msgspec.Meta(
         min_length=1,
-        description="instead of a vector: a text the local model embeds",
+        description="text to embed instead of a vector",
     ),
 ]
 
@@ -115,7 +115,7 @@ class HybridArgs(msgspec.Struct, forbid_unknown_fields=True):
         float,
         msgspec.Meta(
             ge=0.0,
-            description="multiply each score by 1 + boost x degree / highest degree",
+            description="score x (1 + boost x degree / max degree)",
         ),
     ] = 0.0
     text: Text | None = None

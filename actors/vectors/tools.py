@@ -24,43 +24,42 @@ _r = functools.partial(grouped_tool, GROUP, read_only=True, idempotent=True)
 
 TOOLS = [
     _w("vector_upsert_embedding", "Upsert Embedding",
-       "Attach your own embedding to an existing entity, replacing any it had.",
+       "Set an existing entity's embedding (your own), replacing any.",
        A.UpsertArgs, W.upsert_embedding, X.Upserted, idempotent=True),
     _w("vector_batch_upsert", "Batch Upsert Embeddings",
-       "Upsert embeddings in one transaction; an item that cannot be stored (unknown entity, wrong "
-       "dimension, a value not finite as float32) is reported in errors, the others are stored.",
+       "Upsert embeddings in one transaction; items that cannot be stored (unknown entity, wrong "
+       "dimension, non-finite) are listed in errors, the rest stored.",
        A.BatchUpsertArgs, W.batch_upsert, X.BatchUpserted, idempotent=True),
     _r("vector_get_embedding", "Get Embedding", "An entity's stored embedding and model label.",
        A.EntityArgs, R.get_embedding, X.Embedding),
     _r("vector_search_entities", "Vector Search",
-       "The entities the session sees nearest an embedding (or `text`), best first.",
+       "Entities the session sees nearest an embedding (or `text`), best first.",
        A.SearchArgs, R.search_entities, X.SearchResults),
     _r("vector_search_by_entity", "More Like This",
        "The entities nearest an entity's own embedding.",
        A.ByEntityArgs, R.search_by_entity, X.SearchResults),
     _r("vector_recommend", "Recommend",
-       "Entities like the `positive` examples and unlike the `negative` ones (the mean of the positive "
-       "embeddings minus that of the negative ones); the examples are not returned.",
+       "Entities like the `positive` and unlike the `negative` ones (by mean embedding), examples "
+       "excluded.",
        A.RecommendArgs, R.recommend, X.SearchResults),
     _r("vector_mmr_search", "MMR Search",
-       "Diverse nearest entities by Maximal Marginal Relevance: of the fetchK nearest, topK picked one by "
-       "one maximising lambda x relevance - (1 - lambda) x similarity to those picked.",
+       "Diverse nearest entities: topK of the fetchK nearest, by Maximal Marginal Relevance.",
        A.MmrArgs, R.mmr_search, X.SearchResults),
     _r("hybrid_search", "Hybrid Search",
-       "Vector and full-text search (names, types, observations; any word) fused by Reciprocal Rank "
-       "Fusion: score = vecWeight / (60 + vector rank) + textWeight / (60 + text rank).",
+       "Vector and full-text search (names, types, observations; any word) fused by weighted "
+       "Reciprocal Rank Fusion (k = 60).",
        A.HybridArgs, R.hybrid_search, X.HybridResults),
     _w("vector_delete_embedding", "Delete Embedding",
-       "Remove an entity's embedding; the entity, its observations and relations stay.",
+       "Remove an entity's embedding; the entity itself stays.",
        A.EntityArgs, W.delete_embedding, X.Deleted, destructive=True, idempotent=True),
     _w("vector_reindex", "Reindex Vectors",
-       "Rebuild the vector index from the stored embeddings (retrains IVF; after a large ingestion).",
+       "Rebuild the vector index (retrains IVF; after large ingestions).",
        A.NoArgs, R.reindex, X.Reindexed, idempotent=True),
     _w("vector_refresh_graph_cache", "Refresh Graph Cache",
-       "Rebuild the adjacency cache of hybrid_search's centralityBoost (after changing relations).",
+       "Rebuild hybrid_search's centralityBoost adjacency cache (after relations change).",
        A.NoArgs, R.refresh_graph_cache, X.GraphCache, idempotent=True),
     _r("vector_store_stats", "Vector Store Statistics",
-       "Embedding count, dimension, metric, index backend and size, graph cache size, and the "
-       "stored embeddings skipped as unusable (skipped, skippedRows).",
+       "Embedding count, dimension, metric, index backend and size, graph cache size, unusable "
+       "embeddings skipped.",
        A.NoArgs, R.store_stats, X.VectorStats),
 ]  # fmt: skip
