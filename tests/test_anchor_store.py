@@ -289,6 +289,16 @@ def test_the_store_counts_its_anchors(direct: Direct) -> None:
     assert read(direct, lambda tx: tx.upkeep.counts()).anchors == 2
 
 
+def test_stats_counts_the_anchors_of_the_memories_a_reader_sees(direct: Direct) -> None:
+    a, b = scope(direct, A), scope(direct, B)
+    put(direct, memory(direct, [a]), [anchor(), anchor("x.py", "")])
+    put(direct, memory(direct, [b]), [anchor()])
+    put(direct, memory(direct, []), [anchor("y.py", "")])  # unscoped: seen everywhere
+    assert read(direct, lambda tx: tx.memories.counts()).anchors == 4
+    assert read(direct, lambda tx: tx.memories.visible_counts([a])).anchors == 3
+    assert read(direct, lambda tx: tx.memories.visible_counts([b])).anchors == 2
+
+
 # -- export / import -------------------------------------------------------------------------
 
 

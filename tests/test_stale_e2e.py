@@ -51,7 +51,8 @@ async def test_anchors_report_changed_moved_deleted_and_update_reanchors(
             client, "remember", content="x", code=[{"path": "retry.py", "symbol": "Nope"}]
         )
         assert "Nope" in refused, refused
-        assert (await ok(client, "stats"))["memories"] == 4
+        counted = await ok(client, "stats")
+        assert (counted["memories"], counted["anchors"]) == (4, 4), counted
 
         # A whitespace- and comment-only edit leaves the anchor fresh.
         (repo / "config/loader.py").write_text(

@@ -251,17 +251,17 @@ def test_counts_and_visible_counts(direct: Direct) -> None:
     _memory(direct, [])
     everything = direct.read(lambda tx: tx.memories.counts())
     assert everything == StoreCounts(
-        memories=3, scopes=3, entities=2, edges=1, vectors=0, recall_log=0
+        memories=3, scopes=3, entities=2, edges=1, vectors=0, recall_log=0, anchors=0
     )
     assert everything.as_dict()["edges"] == 1
     seen_by_a = direct.read(lambda tx: tx.memories.visible_counts([ids[A]]))
     # A sees its memory and the unscoped one; X and Y and the relation are B's.
     assert seen_by_a == StoreCounts(
-        memories=2, scopes=1, entities=0, edges=0, vectors=0, recall_log=0
+        memories=2, scopes=1, entities=0, edges=0, vectors=0, recall_log=0, anchors=0
     )
     seen_by_b = direct.read(lambda tx: tx.memories.visible_counts([ids[B], ids["global"]]))
     assert seen_by_b == StoreCounts(
-        memories=2, scopes=2, entities=2, edges=1, vectors=0, recall_log=0
+        memories=2, scopes=2, entities=2, edges=1, vectors=0, recall_log=0, anchors=0
     )
     assert direct.read(lambda tx: tx.memories.visible_counts([])).memories == 1
 

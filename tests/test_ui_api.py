@@ -23,6 +23,10 @@ import trio
 from gitrepo import make_repo
 from mcp_client import run_cli, server_env
 from memtrio.actors.session_state import SessionState
+from memtrio.actors.store.interfaces import StoreTx
+from memtrio.actors.store.interfaces.anchors import Anchor
+from memtrio.actors.store.scopes import default_scope
+from memtrio.actors.store.services import store_of
 from memtrio.actors.ui import api as api_mod
 from memtrio.actors.ui.asgi import UiApp
 from memtrio.actors.ui.guard import STATIC, Guard
@@ -557,3 +561,93 @@ async def test_code_symbols_and_outlines_are_rows(tmp_path: Path) -> None:
             assert reply.json()["error"] == str(refused.value) or path == ""
         missing = await d.get("symbols", q="  ")
         assert missing.status_code == 400 and "`q`" in missing.json()["error"]
+
+
+RETRY = (
+    "class RetryPolicy:\n"
+    "    def backoff(self, attempt):\n"
+    "        return min(30, 2 ** attempt)\n"
+    "\n"
+    "    def jitter(self):\n"
+    "        return 0\n"
+)
+HELPERS = "def helper_one():\n    return 1\n"
+
+
+async def test_the_stale_filter_lists_only_this_repositorys_stale_memories_with_statuses(
+    tmp_path: Path,
+) -> None:
+    async with dashboard(tmp_path, files={"retry.py": RETRY, "helpers.py": HELPERS}) as d:
+        fresh = (
+            await d.tool(
+                "remember", content="helper_one returns 1",
+                code=[{"path": "helpers.py", "symbol": "helper_one"}],
+            )
+        )["id"]  # fmt: skip
+        changed = (
+            await d.tool(
+                "remember", content="The retry delay doubles, capped at 30 s",
+                code=[{"path": "retry.py", "symbol": "RetryPolicy.backoff"}],
+            )
+        )["id"]  # fmt: skip
+        gone = (
+            await d.tool(
+                "remember", content="jitter is a stub",
+                code=[{"path": "retry.py", "symbol": "RetryPolicy.jitter"}],
+            )
+        )["id"]  # fmt: skip
+        plain = (await d.tool("remember", content="Run ruff before every commit", code=[]))["id"]
+        # Another repository's memory anchored to a path of this checkout with another
+        # digest: were it checked here, it would be `changed`; it is not this repository's.
+        theirs_scope = default_scope(d.other)
+
+        def theirs_op(tx: StoreTx) -> int:
+            mid = tx.memories.insert(
+                "their retry backoff", "note", 0.5, 1000.0, [tx.scopes.ensure(theirs_scope)]
+            )
+            tx.anchors.set(
+                mid, [Anchor("retry.py", "RetryPolicy.backoff", "method", "", "other", 1000.0)]
+            )
+            return mid
+
+        theirs = await store_of(d.app).write(theirs_op, name="test.theirs")
+        assert (await d.get("memories", stale="1")).json()["memories"] == []
+
+        (d.repo / "retry.py").write_text(
+            RETRY.replace("min(30, 2 ** attempt)", "min(60, 3 ** attempt)").replace(
+                "\n    def jitter(self):\n        return 0\n", ""
+            )
+        )
+        only = (await d.get("memories", stale="1")).json()
+        assert [m["id"] for m in only["memories"]] == [gone, changed], only
+        assert only["total"] == 2 and all(m["stale"] for m in only["memories"])
+        assert [(m["id"], [a["status"] for a in m["code"]]) for m in only["memories"]] == [
+            (gone, ["deleted"]),
+            (changed, ["changed"]),
+        ]
+        # With a search, the filter keeps the stale matches only.
+        searched = (await d.get("memories", stale="1", q="retry delay")).json()
+        assert [m["id"] for m in searched["memories"]] == [changed], searched
+        # Unfiltered, every memory of the repository, each anchored one with its status.
+        listed = {m["id"]: m for m in (await d.get("memories")).json()["memories"]}
+        assert set(listed) == {fresh, changed, gone, plain}, listed
+        assert listed[fresh]["stale"] is False and listed[fresh]["code"][0]["status"] == "fresh"
+        assert "code" not in listed[plain] and "stale" not in listed[plain]
+        # The other repository's memory, read there, is not checked against this checkout.
+        elsewhere = (await d.get("memories", stale="1", scopes=theirs_scope)).json()
+        assert elsewhere["memories"] == [], elsewhere
+
+        # The memory view carries each anchor: where, since when, its status.
+        view = (await d.get("memory", id=changed)).json()
+        assert view["stale"] is True
+        [anchor] = view["code"]
+        assert (anchor["path"], anchor["symbol"], anchor["kind"], anchor["status"]) == (
+            "retry.py",
+            "RetryPolicy.backoff",
+            "method",
+            "changed",
+        )
+        assert anchor["since"] and len(anchor["commit"]) == 40
+        assert (await d.get("memory", id=fresh)).json()["stale"] is False
+        shown = (await d.get("memory", id=theirs, scopes=theirs_scope)).json()
+        assert "code" not in shown and "stale" not in shown, shown

@@ -22,6 +22,7 @@ import cdp
 import pytest
 from cdp import Browser, Page, find_chromium, launch, open_page
 from gitrepo import make_repo
+from mcp_client import ok, open_client
 from ui_serve import DEMO_SOURCE, SHOWN_ERRORS, open_cold, seed_demo, serve_ui
 
 CHROMIUM = find_chromium()
@@ -480,3 +481,39 @@ def test_closing_the_browser_waits_for_its_process_group_before_removing_its_pro
             process.stdout.close()
         with contextlib.suppress(OSError):
             profile.cleanup()
+
+
+@needs_chromium
+async def test_a_stale_memory_shows_its_badge_and_the_stale_only_filter_keeps_it(
+    browser: Browser, tmp_path: Path
+) -> None:
+    retry = "class RetryPolicy:\n    def backoff(self, attempt):\n        return 2 ** attempt\n"
+    helpers = "def helper_one():\n    return 1\n"
+    repo = make_repo(tmp_path / "repo", {"retry.py": retry, "helpers.py": helpers})
+    home = tmp_path / "home"
+    # Written by an agent's stdio session in the repository (an HTTP session has no
+    # repository until its client lists roots).
+    async with open_client(home, cwd=repo) as client:
+        stale = (await ok(client, "remember", content="The retry delay doubles",
+                          code=[{"path": "retry.py", "symbol": "RetryPolicy.backoff"}]))["id"]  # fmt: skip
+        fresh = (await ok(client, "remember", content="helper_one returns 1",
+                          code=[{"path": "helpers.py", "symbol": "helper_one"}]))["id"]  # fmt: skip
+    async with serve_ui(home, repo) as served:
+        (repo / "retry.py").write_text(retry.replace("2 ** attempt", "3 ** attempt"))
+        badges = (
+            "Object.fromEntries([...document.querySelectorAll('#m-table tbody tr')]"
+            ".map(r => [r.dataset.id, !!r.querySelector('.tag.stale')]))"
+        )
+        async with open_page(browser) as page:
+            await show(page, served.dashboard, "memories")
+            await page.wait_for("document.querySelectorAll('#m-table tbody tr').length === 2")
+            assert await page.eval(badges) == {str(stale): True, str(fresh): False}
+            await page.click("#m-stale")
+            await submit(page, "m-form")
+            await page.wait_for("document.querySelectorAll('#m-table tbody tr').length === 1")
+            assert await page.eval(badges) == {str(stale): True}
+            await page.click(f'#m-table tbody tr[data-id="{stale}"] td.content')
+            await page.wait_for(f"{text_of('#d-facts')}.includes('RetryPolicy.backoff changed')")
+            assert await page.eval("!!document.querySelector('#d-facts dd .stale')")
+            assert await page.eval(SHOWN_ERRORS) == [] and page.errors == []
+            await page.screenshot(tmp_path / "shots" / "stale.png")

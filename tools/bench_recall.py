@@ -28,6 +28,20 @@ Usage::
     python tools/bench_recall.py                  # 10k and 100k
     python tools/bench_recall.py --sizes 10000 --calls 100
     python tools/bench_recall.py --named --set MEMTRIO_RETRIEVAL_TOPIC_QUERY=false
+    python tools/bench_recall.py --anchors --sizes 10000 --calls 100 --rounds 5
+
+``--anchors`` (issue #33) measures what code anchors add to ``recall``: the
+session's repository is a real Git checkout (a copy of this repository's
+``actors/`` committed in a temporary repository, indexed by the real parser
+workers), the memories are in its scope, and two servers run side by side in
+it on copies of the same store: one whose memories have no anchors, one whose
+every memory has 1-2 anchors (real ``Anchor`` rows, written with the store's
+``Anchors.set``, digests from the code index) to functions, methods and
+classes of the checkout. After anchoring, a few files are edited (bodies
+changed, a function deleted), so some anchors are ``changed`` or ``deleted``
+and their statuses are computed for real. The two servers get the same
+queries, alternating which goes first, for ``--rounds`` rounds of ``--calls``
+recalls; the p50 ratio (anchors / none) is the issue's goal (<= 1.10).
 """
 
 from __future__ import annotations
@@ -36,23 +50,35 @@ import argparse
 import json
 import os
 import random
+import shutil
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import trio
 from mcp import Client, StdioServerParameters
+from memtrio.actors.code.anchors import CodeTarget
+from memtrio.actors.code.index import CodeIndex, index_path
+from memtrio.actors.code.pool import ParserPool
+from memtrio.actors.code.service import CodeService
 from memtrio.actors.embedder.feature import FEATURE as EMBEDDER_FEATURE
 from memtrio.actors.embedder.handle import EMBEDDER
 from memtrio.actors.store import schema
 from memtrio.actors.store.db import db_path
+from memtrio.actors.store.direct import Direct
+from memtrio.actors.store.interfaces.anchors import Anchor
+from memtrio.actors.store.scopes import GLOBAL, default_scope
 from memtrio.supervisors import config as config_mod
 from memtrio.supervisors.app import build_context, open_app
+from memtrio.supervisors.supervisor import Supervisor
 
 TOPICS = [
     "The {svc} service retries failed {thing} requests {n} times with exponential backoff.",
@@ -163,7 +189,9 @@ def build_store(
     revision: str,
     seed: int,
     long_share: float = 0.0,
+    scope: str = GLOBAL,
 ) -> None:
+    """The synthetic store; its memories, entities and relations are in ``scope``."""
     rng = np.random.default_rng(seed)
     prng = random.Random(seed)
     conn = sqlite3.connect(str(db_path(home)), isolation_level=None)
@@ -171,7 +199,10 @@ def build_store(
     conn.execute("PRAGMA synchronous = OFF")
     schema.migrate(conn)
     conn.execute("BEGIN")
-    conn.execute("INSERT INTO scopes (id, name) VALUES (1, 'global')")
+    if scope == GLOBAL:
+        conn.execute("INSERT INTO scopes (id, name) VALUES (1, 'global')")
+    else:  # the repository's scope is the one every row is linked to (id 1)
+        conn.execute("INSERT INTO scopes (id, name) VALUES (1, ?), (2, 'global')", (scope,))
     n_entities = max(50, size // 50)
     t = now()
     entity_names = [f"{prng.choice(SERVICES)}-{prng.choice(THINGS)}-{i}" for i in range(n_entities)]
@@ -274,13 +305,16 @@ def build_store(
 NAMES = ["Alice", "Bob", "Carol", "Dave"]
 
 
-def server_params(home: Path, settings: dict[str, str] | None = None) -> StdioServerParameters:
+def server_params(
+    home: Path, settings: dict[str, str] | None = None, repo: Path | None = None
+) -> StdioServerParameters:
+    """A ``memtrio mcp`` on ``home``; in ``repo`` with the code feature on, if given."""
     env = {k: os.environ[k] for k in ("PATH", "HOME", "PYTHONPATH") if k in os.environ}
     env.update(
         {
             "MEMTRIO_HOME": str(home),
             "MEMTRIO_EMBEDDINGS": "on",
-            "MEMTRIO_CODE": "off",
+            "MEMTRIO_CODE": "off" if repo is None else "on",
             "MEMTRIO_LOG_LEVEL": "warning",
             "MEMTRIO_SERVE_ATTACH": "off",  # the embedded server, no owner left behind
             **(settings or {}),
@@ -290,13 +324,16 @@ def server_params(home: Path, settings: dict[str, str] | None = None) -> StdioSe
         command=sys.executable,
         args=["-m", "memtrio.supervisors.cli", "mcp"],
         env=env,
-        cwd=str(home),
+        cwd=str(home if repo is None else repo),
     )
 
 
-def server_pid() -> int | None:
+def server_pid(exclude: set[int] | None = None) -> int | None:
+    """This process's ``memtrio mcp`` child (one not in ``exclude``)."""
     me = os.getpid()
     for entry in Path("/proc").iterdir():
+        if exclude and entry.name.isdigit() and int(entry.name) in exclude:
+            continue
         if not entry.name.isdigit():
             continue
         try:
@@ -375,6 +412,234 @@ async def measure_server(
     }
 
 
+# -- --anchors: recall with code anchors on every memory (issue #33) -----------------
+
+GIT = ["git", "-c", "user.email=bench@example.com", "-c", "user.name=bench"]
+GIT += ["-c", "commit.gpgsign=false"]
+ANCHOR_KINDS = ("function", "method", "class")
+EDITED_FILES = 12  # files edited after anchoring: their anchored symbols become stale
+
+
+def run_git(root: Path, *args: str) -> str:
+    return subprocess.run(
+        [*GIT, "-C", str(root), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def make_checkout(repo: Path) -> Path:
+    """A Git repository holding a copy of this repository's ``actors/`` (real source
+    files), in one commit; its resolved root."""
+    source = Path(__file__).resolve().parent.parent / "actors"
+    shutil.copytree(source, repo / "actors", ignore=shutil.ignore_patterns("__pycache__"))
+    run_git(repo.parent, "init", "-q", "-b", "main", str(repo))
+    run_git(repo, "add", "-A")
+    run_git(repo, "commit", "-qm", "a copy of memtrio's actors/")
+    return repo.resolve()
+
+
+@asynccontextmanager
+async def code_service(home: Path) -> AsyncIterator[CodeService]:
+    """The code service with its real parser workers, on ``home``'s code index (the
+    measured server reuses that index)."""
+    pool = ParserPool(2, 30.0)
+    service = CodeService(CodeIndex(index_path(home)), pool, 20_000)
+    sup = Supervisor("bench", pool.children())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(sup.run)
+        try:
+            yield service
+        finally:
+            await sup.stop()
+            service.index.close()
+
+
+async def code_targets(home: Path, repo: Path) -> list[CodeTarget]:
+    """The functions, methods and classes of ``repo`` (each once in its file), as the
+    code index has them (with their digests)."""
+    async with code_service(home) as service:
+        report = await service.refresh(repo)
+        cid = await service.db(service.index.checkout_id, str(repo))
+        targets = []
+        for path in sorted(await service.db(service.index.file_map, cid)):
+            rows = await service.db(service.index.places_in, cid, path)
+            names = [r[1] for r in rows]
+            targets += [
+                CodeTarget(path, qname, kind, digest)
+                for _, qname, kind, digest in rows
+                if kind in ANCHOR_KINDS and names.count(qname) == 1
+            ]
+    print(f"indexed {report.indexed} files: {len(targets)} symbols", file=sys.stderr)
+    return targets
+
+
+def anchor_all(home: Path, size: int, targets: list[CodeTarget], commit: str, seed: int) -> int:
+    """Give each of the ``size`` memories 1-2 anchors to ``targets`` through the store's
+    `Anchors.set`; the anchor rows written."""
+    prng = random.Random(seed)
+    written = time.time()
+
+    def write(tx: Any) -> int:
+        rows = 0
+        for memory_id in range(1, size + 1):
+            picks = prng.sample(targets, prng.randint(1, 2))
+            tx.anchors.set(
+                memory_id,
+                [Anchor(t.path, t.symbol, t.kind, commit, t.digest, written) for t in picks],
+            )
+            rows += len(picks)
+        return rows
+
+    with Direct(db_path(home)) as store:
+        return store.write(write)
+
+
+def edit_checkout(repo: Path, targets: list[CodeTarget], seed: int) -> tuple[int, int]:
+    """Edit `EDITED_FILES` anchored files after anchoring (uncommitted, as an agent's
+    work in progress): a line added to every function's body, and one function deleted
+    in each. (files edited, symbols in them)."""
+    prng = random.Random(seed)
+    paths = sorted({t.path for t in targets if t.kind == "function"})
+    chosen = prng.sample(paths, min(EDITED_FILES, len(paths)))
+    symbols = 0
+    for path in chosen:
+        file = repo / path
+        lines = file.read_text().splitlines(keepends=True)
+        out = []
+        for line in lines:
+            out.append(line)
+            stripped = line.lstrip()
+            if stripped.startswith(("def ", "async def ")) and line.rstrip().endswith(":"):
+                indent = line[: len(line) - len(stripped)] + "    "
+                out.append(f"{indent}_edited = True  # bench: the body changed\n")
+        file.write_text("".join(out))
+        symbols += sum(1 for t in targets if t.path == path)
+    return len(chosen), symbols
+
+
+def server_pids() -> set[int]:
+    found: set[int] = set()
+    while (pid := server_pid(found)) is not None:
+        found.add(pid)
+    return found
+
+
+async def measure_anchors(
+    plain: Path, anchored: Path, repo: Path, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Recall on both stores side by side: the same queries, alternating which server
+    goes first, ``args.rounds`` rounds of ``args.calls`` recalls."""
+    settings = dict(item.split("=", 1) for item in args.set)
+    names = ("none", "anchors")
+    async with AsyncExitStack() as stack:
+        clients = []
+        pids = []
+        first_s = []
+        for home in (plain, anchored):  # one after the other: each one's pid is known
+            before = server_pids()
+            client = await stack.enter_async_context(
+                Client(server_params(home, settings, repo), read_timeout_seconds=600)
+            )
+            t0 = time.perf_counter()
+            out = await client.call_tool("recall", {"query": "warm up", "limit": 10})
+            assert not out.is_error, out.content
+            first_s.append(round(time.perf_counter() - t0, 2))
+            (pid,) = server_pids() - before
+            clients.append(client)
+            pids.append(pid)
+        cpu = {pid: cpu_seconds(pid) for pid in pids}
+        stale_seen = 0
+        shown = 0
+        rounds: list[dict[str, float]] = []
+        all_ms: dict[str, list[float]] = {n: [] for n in names}
+        cpu_ms: dict[str, float] = dict.fromkeys(names, 0.0)
+        for r in range(args.rounds):
+            ms: dict[str, list[float]] = {n: [] for n in names}
+            for i in range(args.calls):
+                query = QUERIES[(r * args.calls + i) % len(QUERIES)]
+                order = (0, 1) if (r * args.calls + i) % 2 == 0 else (1, 0)
+                for k in order:
+                    t0 = time.perf_counter()
+                    out = await clients[k].call_tool("recall", {"query": query, "limit": 10})
+                    ms[names[k]].append((time.perf_counter() - t0) * 1000)
+                    assert not out.is_error, out.content
+                    if k == 1:
+                        memories = out.structured_content["memories"]
+                        shown += sum(1 for m in memories if m.get("code"))
+                        stale_seen += sum(1 for m in memories if m.get("stale"))
+                        assert all("code" in m for m in memories), memories[:1]
+                    else:
+                        assert not any("code" in m for m in out.structured_content["memories"])
+            rounds.append({n: statistics.median(ms[n]) for n in names})
+            for n in names:
+                all_ms[n] += ms[n]
+        for name, pid in zip(names, pids, strict=True):
+            cpu_ms[name] = (cpu_seconds(pid) - cpu[pid]) * 1000 / (args.rounds * args.calls)
+        load = os.getloadavg()[0]
+    p50 = {n: statistics.median(all_ms[n]) for n in names}
+    return {
+        "first_recall_s (none, anchors)": first_s,
+        "recalls_per_server": args.rounds * args.calls,
+        "p50_ms_by_round (none/anchors)": [
+            f"{row['none']:.1f}/{row['anchors']:.1f}" for row in rounds
+        ],
+        "recall_p50_ms_none": round(p50["none"], 1),
+        "recall_p50_ms_anchors": round(p50["anchors"], 1),
+        "p50_ratio": round(p50["anchors"] / p50["none"], 3),
+        "median_round_ratio": round(
+            statistics.median(row["anchors"] / row["none"] for row in rounds), 3
+        ),
+        "recall_p99_ms_none": round(pct(all_ms["none"], 99), 1),
+        "recall_p99_ms_anchors": round(pct(all_ms["anchors"], 99), 1),
+        "server_cpu_ms_per_recall_none": round(cpu_ms["none"], 2),
+        "server_cpu_ms_per_recall_anchors": round(cpu_ms["anchors"], 2),
+        "memories_shown_with_anchors": shown,
+        "of_them_stale": stale_seen,
+        "load_avg_1min": round(load, 2),
+    }
+
+
+async def anchors_run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    workdir = Path(tempfile.mkdtemp(prefix="memtrio-bench-anchors-"))
+    try:
+        return await anchors_in(workdir, args)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+async def anchors_in(workdir: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    rng = random.Random(7)
+    base = template_texts(rng, args.templates)
+    vecs, model, revision, _ = await embed_all(workdir / "embed", base)
+    repo = make_checkout(workdir / "repo")
+    scope = default_scope(repo)
+    commit = run_git(repo, "rev-parse", "HEAD")
+    results = []
+    for size in args.sizes:
+        plain, anchored = workdir / f"n{size}-none", workdir / f"n{size}-anchors"
+        plain.mkdir(parents=True)
+        build_store(plain, size, base, vecs, model, revision, seed=size, scope=scope)
+        anchored.mkdir(parents=True)
+        shutil.copy2(db_path(plain), db_path(anchored))
+        targets = await code_targets(anchored, repo)
+        rows = anchor_all(anchored, size, targets, commit, seed=size)
+        files, symbols = edit_checkout(repo, targets, seed=size)
+        print(
+            f"{size} memories, {rows} anchors to {len(targets)} symbols; "
+            f"edited {files} files holding {symbols} of the symbols",
+            file=sys.stderr,
+        )
+        row = {
+            "memories": size,
+            "anchors": rows,
+            "symbols": len(targets),
+            **await measure_anchors(plain, anchored, repo, args),
+        }
+        run_git(repo, "checkout", "-q", "--", ".")  # the next size starts from the commit
+        print(json.dumps(row), file=sys.stderr)
+        results.append(row)
+    return results
+
+
 async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
     rng = random.Random(7)
     workdir = Path(tempfile.mkdtemp(prefix="memtrio-bench-"))
@@ -423,12 +688,27 @@ def main() -> int:
         metavar="KEY=VALUE",
         help="a MEMTRIO_* setting of the measured server, e.g. MEMTRIO_RETRIEVAL_TOPIC_QUERY=false",
     )
+    parser.add_argument(
+        "--anchors",
+        action="store_true",
+        help="recall with and without code anchors on every memory, side by side (issue #33)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="--anchors: rounds of --calls recalls per server"
+    )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     bad = [s for s in args.set if not s.startswith("MEMTRIO_") or "=" not in s]
     if bad:
         parser.error(f"--set {bad[0]!r}: give MEMTRIO_NAME=VALUE")
-    results = trio.run(main_async, args)
+    results = trio.run(anchors_run if args.anchors else main_async, args)
+    if args.anchors:
+        for row in results:
+            for key, value in row.items():
+                print(f"{key}: {value}")
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=2))
+        return 0
     keys = list(results[0])
     print("| " + " | ".join(keys) + " |")
     print("| " + " | ".join("---" for _ in keys) + " |")

@@ -200,6 +200,7 @@ class StatsResult(msgspec.Struct):
     edges: int
     vectors: int
     recall_log: int
+    anchors: Annotated[int, msgspec.Meta(description="code anchors of the memories counted")]
     current_scope: str
 
 

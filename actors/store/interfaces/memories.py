@@ -59,6 +59,7 @@ class StoreCounts(msgspec.Struct, frozen=True):
     edges: int
     vectors: int
     recall_log: int
+    anchors: int  # code anchors of the memories counted (`interfaces.anchors`)
 
     def as_dict(self) -> dict[str, int]:
         return {f: getattr(self, f) for f in self.__struct_fields__}
@@ -119,6 +120,6 @@ class Memories(Protocol):
 
     def visible_counts(self, scopes: Sequence[int]) -> StoreCounts:
         """What a reader of the scope ids ``scopes`` sees, counted: rows linked to one of them
-        or to none; the scopes themselves; vectors of the rows seen; the recall log (every
-        session's queries) is not counted (0)."""
+        or to none; the scopes themselves; vectors and code anchors of the rows seen; the
+        recall log (every session's queries) is not counted (0)."""
         ...

@@ -43,10 +43,12 @@ VISIBLE_COUNTS = f"""SELECT
     (SELECT count(*) FROM vectors v WHERE
         (v.kind = 'memory' AND v.item_id IN ({_SEEN["memory"]}))
         OR (v.kind = 'entity' AND v.item_id IN ({_SEEN["entity"]}))
-        OR (v.kind = 'relation' AND v.item_id IN ({_SEEN["relation"]})))"""
+        OR (v.kind = 'relation' AND v.item_id IN ({_SEEN["relation"]}))),
+    (SELECT count(*) FROM memory_anchors a WHERE a.memory_id IN ({_SEEN["memory"]}))"""
 COUNTS = """SELECT (SELECT count(*) FROM memories), (SELECT count(*) FROM scopes),
     (SELECT count(*) FROM entities), (SELECT count(*) FROM relations),
-    (SELECT count(*) FROM vectors), (SELECT count(*) FROM recall_log)"""
+    (SELECT count(*) FROM vectors), (SELECT count(*) FROM recall_log),
+    (SELECT count(*) FROM memory_anchors)"""
 
 
 class PgMemories:
@@ -145,5 +147,7 @@ class PgMemories:
     def visible_counts(self, scopes: Sequence[int]) -> StoreCounts:
         row = self.conn.native(VISIBLE_COUNTS, {"scopes": list(scopes)}).fetchone()
         assert row is not None
-        memories, scope_count, entities, edges, vectors = (int(v) for v in row)
-        return StoreCounts(memories, scope_count, entities, edges, vectors, recall_log=0)
+        memories, scope_count, entities, edges, vectors, anchors = (int(v) for v in row)
+        return StoreCounts(
+            memories, scope_count, entities, edges, vectors, recall_log=0, anchors=anchors
+        )

@@ -126,6 +126,7 @@ class SqliteMemories:
             edges=one("SELECT count(*) FROM relations"),
             vectors=one("SELECT count(*) FROM vectors"),
             recall_log=one("SELECT count(*) FROM recall_log"),
+            anchors=one("SELECT count(*) FROM memory_anchors"),
         )
 
     def visible_counts(self, scopes: Sequence[int]) -> StoreCounts:
@@ -153,4 +154,7 @@ class SqliteMemories:
             edges=one(f"SELECT count(*) FROM ({visible['relation']}) q"),
             vectors=one(f"SELECT count(*) FROM vectors v WHERE {vectors}"),
             recall_log=0,
+            anchors=one(
+                f"SELECT count(*) FROM memory_anchors a WHERE a.memory_id IN ({visible['memory']})"
+            ),
         )
