@@ -653,7 +653,7 @@ def digest_cost(repeats: int = 3) -> None:
             except extract.Skipped:
                 continue
             files.append((language, data))
-    real = (extract.digest, extract.file_digest, extract.trivia_query)
+    real = (extract.digests, extract.trivia_patterns)
 
     def run() -> float:
         t0 = time.perf_counter()
@@ -662,13 +662,14 @@ def digest_cost(repeats: int = 3) -> None:
         return time.perf_counter() - t0
 
     with_digests = min(run() for _ in range(repeats))
-    extract.digest = lambda *a: ""  # type: ignore[assignment]
-    extract.file_digest = lambda *a: ""  # type: ignore[assignment]
-    extract.trivia_query = lambda *a: None  # type: ignore[assignment]
+    extract.digests = lambda src, trivia, spans: ([""] * len(spans), "")  # type: ignore[assignment]
+    extract.trivia_patterns = lambda *a: ""  # type: ignore[assignment]
+    extract._query.cache_clear()
     try:
         without = min(run() for _ in range(repeats))
     finally:
-        extract.digest, extract.file_digest, extract.trivia_query = real
+        extract.digests, extract.trivia_patterns = real
+        extract._query.cache_clear()
     size = sum(len(d) for _, d in files) / 1e6
     print(
         f"digest cost: {len(files)} files, {size:.1f} MB: outline {without * 1000:.0f} ms"
