@@ -39,6 +39,7 @@ import bisect
 import functools
 import hashlib
 import itertools
+import operator
 import re
 
 from tree_sitter import Language
@@ -189,48 +190,41 @@ def _events(src: bytes, trivia: Trivia, spans: list[Span]) -> tuple[bytes, list[
     At one offset, ends come first, innermost first (by start, descending), a
     sentinel before a ``}`` of a block that starts where its span does; then
     block starts (``{``), then sentinels of what starts there; then a comment."""
-    # (offset, kind, order among ends, sequence, payload)
-    events: list[tuple[int, int, int, int, int]] = []
-    add = events.append
-    for i, (start, end, name) in enumerate(spans):
-        add((start, _BEGIN, 0, 4 * i, 0))
-        add((end, _END, -start, 4 * i + 1, 0))
-        if name is not None and start <= name[0] < name[1] <= end:
-            add((name[0], _BEGIN, 0, 4 * i + 2, 0))
-            add((name[1], _END, -name[0], 4 * i + 3, 0))
-    for bs, be in trivia.blocks:
-        if be <= bs:
-            raise _Unsliceable
-        add((bs, _OPEN, 0, 0, 0))
-        add((be, _END, -bs, _LAST, 0))  # after a sentinel of a span starting at bs
-    for cs, ce in trivia.cuts:
-        add((cs, _CUT, 0, 0, ce))
+    # (offset, kind, order among ends, sequence, offset after it, what it puts there)
+    Event = tuple[int, int, int, int, int, bytes]
+    named = [
+        (i, start, end, name)
+        for i, (start, end, name) in enumerate(spans)
+        if name is not None and start <= name[0] < name[1] <= end
+    ]
+    blocks = trivia.blocks
+    if any(be <= bs for bs, be in blocks):
+        raise _Unsliceable
+    events: list[Event] = [
+        *[(start, _BEGIN, 0, 4 * i, start, _SENTINEL) for i, (start, _, _) in enumerate(spans)],
+        *[(end, _END, -start, 4 * i + 1, end, _SENTINEL) for i, (start, end, _) in enumerate(spans)],
+        *[(name[0], _BEGIN, 0, 4 * i + 2, name[0], _SENTINEL) for i, _, _, name in named],
+        *[(name[1], _END, -name[0], 4 * i + 3, name[1], _SENTINEL) for i, _, _, name in named],
+        *[(bs, _OPEN, 0, 0, bs, b"{") for bs, _ in blocks],
+        # after the sentinel of a span starting at bs
+        *[(be, _END, -bs, _LAST, be, b"}") for bs, be in blocks],
+        *[(cs, _CUT, 0, 0, ce, b" ") for cs, ce in trivia.cuts],
+    ]
     events.sort()
-    parts: list[bytes] = []
+    ats, _, _, seqs, resumes, inserts = zip(*events)
+    froms = (0, *resumes)
+    tos = (*ats, len(src))
+    if any(map(operator.gt, froms, tos)):
+        raise _Unsliceable  # something starts or ends inside a comment
+    pieces = list(map(src.__getitem__, map(slice, froms, tos)))
+    text = b"".join(itertools.chain.from_iterable(zip(pieces, inserts))) + pieces[-1]
     places = [-1] * (4 * len(spans))
-    pos = 0
-    sentinels = 0
-    for at, kind, _, seq, cut_end in events:
-        if at < pos:
-            raise _Unsliceable  # inside a comment
-        parts.append(src[pos:at])
-        pos = at
-        if kind == _CUT:
-            parts.append(b" ")
-            pos = cut_end
-        elif kind == _OPEN:
-            parts.append(b"{")
-        elif seq == _LAST:
-            parts.append(b"}")
-        else:
-            parts.append(_SENTINEL)
-            places[seq] = sentinels
-            sentinels += 1
-    parts.append(src[pos:])
+    for number, seq in enumerate([q for q, put in zip(seqs, inserts) if put is _SENTINEL]):
+        places[seq] = number
     for i in range(len(spans)):
         if places[4 * i + 2] < 0:
             places[4 * i + 2] = places[4 * i + 3] = places[4 * i]
-    return b"".join(parts), places
+    return text, places
 
 
 def _normalise(text: bytes) -> bytes:
