@@ -180,10 +180,9 @@ _END, _OPEN, _BEGIN, _CUT = 0, 1, 2, 3
 
 def _events(src: bytes, trivia: Trivia, spans: list[Span]) -> tuple[bytes, list[int]]:
     """``src`` with its comments cut (one space each), its block markers in, and a
-    sentinel at each start and end of the spans' ranges and names; and where each
-    of those sentinels is, by its number: ``places[4 * i + k]`` for span ``i``,
-    k = 0 its start, 1 its end, 2 and 3 its name's start and end (the same sentinel
-    as its start when it has no name).
+    sentinel at each start and end of the spans' ranges and names; and what each
+    sentinel stands for, in text order: ``4 * i + k`` for span ``i``, k = 0 its
+    start, 1 its end, 2 and 3 its name's start and end (none when it has no name).
 
     Which markers a span's slice holds follows `normal`: a block's ``{`` and
     ``}`` only when the block starts after the span's start and ends by its end.
@@ -202,7 +201,10 @@ def _events(src: bytes, trivia: Trivia, spans: list[Span]) -> tuple[bytes, list[
         raise _Unsliceable
     events: list[Event] = [
         *[(start, _BEGIN, 0, 4 * i, start, _SENTINEL) for i, (start, _, _) in enumerate(spans)],
-        *[(end, _END, -start, 4 * i + 1, end, _SENTINEL) for i, (start, end, _) in enumerate(spans)],
+        *[
+            (end, _END, -start, 4 * i + 1, end, _SENTINEL)
+            for i, (start, end, _) in enumerate(spans)
+        ],
         *[(name[0], _BEGIN, 0, 4 * i + 2, name[0], _SENTINEL) for i, _, _, name in named],
         *[(name[1], _END, -name[0], 4 * i + 3, name[1], _SENTINEL) for i, _, _, name in named],
         *[(bs, _OPEN, 0, 0, bs, b"{") for bs, _ in blocks],
@@ -211,27 +213,22 @@ def _events(src: bytes, trivia: Trivia, spans: list[Span]) -> tuple[bytes, list[
         *[(cs, _CUT, 0, 0, ce, b" ") for cs, ce in trivia.cuts],
     ]
     events.sort()
-    ats, _, _, seqs, resumes, inserts = zip(*events)
+    ats, _, _, seqs, resumes, inserts = zip(*events, strict=True)
     froms = (0, *resumes)
     tos = (*ats, len(src))
     if any(map(operator.gt, froms, tos)):
         raise _Unsliceable  # something starts or ends inside a comment
     pieces = list(map(src.__getitem__, map(slice, froms, tos)))
-    text = b"".join(itertools.chain.from_iterable(zip(pieces, inserts))) + pieces[-1]
-    places = [-1] * (4 * len(spans))
-    for number, seq in enumerate([q for q, put in zip(seqs, inserts) if put is _SENTINEL]):
-        places[seq] = number
-    for i in range(len(spans)):
-        if places[4 * i + 2] < 0:
-            places[4 * i + 2] = places[4 * i + 3] = places[4 * i]
-    return text, places
+    last = pieces.pop()
+    text = b"".join(itertools.chain.from_iterable(zip(pieces, inserts, strict=True))) + last
+    return text, [seq for seq, put in zip(seqs, inserts, strict=True) if put is _SENTINEL]
 
 
 def _normalise(text: bytes) -> bytes:
     """What `normal` does to whitespace, on a text with sentinels in it: each run of
     whitespace between two word characters (sentinels skipped) becomes one gap
     mark, any other whitespace goes. Where a run meets a sentinel, its gap mark may
-    land on either side of the sentinel (`_slice` drops it at a slice's ends)."""
+    land on either side of the sentinel (`digests` drops it at a slice's ends)."""
     text = b" ".join(text.split())
     text = _LONE_SPACE.sub(b"", text)
     text = _LONE_SPACE.sub(b"", text[::-1])[::-1]
@@ -244,38 +241,36 @@ def digests(src: bytes, trivia: Trivia, spans: list[Span]) -> tuple[list[str], s
     try:
         if _SENTINEL in src:
             raise _Unsliceable
-        text, places = _events(src, trivia, [*spans, whole])
+        text, order = _events(src, trivia, [*spans, whole])
     except _Unsliceable:
         return (
             [digest(src, start, end, trivia, name) for start, end, name in spans],
             digest(src, 0, len(src), trivia, None),
         )
     pieces = _normalise(text).split(_SENTINEL)
-    # offset in `out` of sentinel k: at[k + 1]
-    at = list(itertools.accumulate(map(len, pieces), initial=0))
     out = memoryview(b"".join(pieces))
+    # where each sentinel is in `out`, by what it stands for (-1: a name there is not)
+    at = [-1] * (4 * len(spans) + 4)
+    for seq, offset in zip(order, itertools.accumulate(map(len, pieces[:-1])), strict=True):
+        at[seq] = offset
     found: list[str] = []
-    for i in range(len(spans) + 1):
-        start = at[places[4 * i] + 1]
-        end = at[places[4 * i + 1] + 1]
-        if places[4 * i + 2] == places[4 * i]:  # no name
-            found.append(_hex(_slice(out, start, end)))
+    places = iter(at)
+    # A gap mark at an end of a slice goes: the word beyond it is not in the slice.
+    for start, end, name_start, name_end in zip(places, places, places, places, strict=True):
+        if start < end and out[start] == _GAP:
+            start += 1
+        if start < end and out[end - 1] == _GAP:
+            end -= 1
+        if name_start < 0:
+            found.append(_hex(out[start:end]))
             continue
-        name_start = at[places[4 * i + 2] + 1]
-        name_end = at[places[4 * i + 3] + 1]
-        h = hashlib.blake2b(_slice(out, start, name_start), digest_size=16)
+        if start < name_start and out[name_start - 1] == _GAP:
+            name_start -= 1
+        if name_end < end and out[name_end] == _GAP:
+            name_end += 1
+        h = hashlib.blake2b(out[start:name_start], digest_size=16)
         h.update(NAME_MARK)
-        h.update(_slice(out, name_end, end))
+        h.update(out[name_end:end])
         found.append(h.hexdigest())
     file_digest = found.pop()
     return found, file_digest
-
-
-def _slice(out: memoryview, start: int, end: int) -> memoryview:
-    """``out[start:end]`` without a gap mark at either end (whitespace there had no
-    word character on that side within the slice)."""
-    if start < end and out[start] == _GAP:
-        start += 1
-    if start < end and out[end - 1] == _GAP:
-        end -= 1
-    return out[start:end]
