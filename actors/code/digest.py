@@ -29,8 +29,8 @@ one normalised text, with its name's slice replaced by the placeholder. Which
 block markers a slice holds is settled by where the sentinels sit among them
 (see `_events`), so a slice is exactly what `normal` makes of the symbol's
 text on its own; `normal` remains the reference, and the path for the rare
-file that the sentinels cannot describe (a sentinel byte in the text, a
-symbol starting inside a comment, an empty block).
+file that the sentinels cannot describe (a sentinel or gap-mark byte in the
+text, a symbol starting inside a comment, an empty block).
 """
 
 from __future__ import annotations
@@ -239,8 +239,8 @@ def digests(src: bytes, trivia: Trivia, spans: list[Span]) -> tuple[list[str], s
     """The digest of each span's text with its name (see `digest`), and the file's."""
     whole: Span = (0, len(src), None)
     try:
-        if _SENTINEL in src:
-            raise _Unsliceable
+        if _SENTINEL in src or _GAP_MARK in src:
+            raise _Unsliceable  # a gap mark of the text's own would pass for one of ours
         text, order = _events(src, trivia, [*spans, whole])
     except _Unsliceable:
         return (
