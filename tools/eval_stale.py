@@ -39,7 +39,7 @@ status check (no change since the last refresh: wall time and files parsed).
 Usage::
 
     python tools/eval_stale.py [--samples 300] [--seed 7] [--json OUT]
-    python tools/eval_stale.py --digest-cost
+    python tools/eval_stale.py --digest-cost [--tree-files 2500]
 
 Goals (issue #33): precision and recall >= 0.95, moved >= 0.9, 0 false stale.
 """
@@ -637,17 +637,17 @@ async def main_async(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def digest_cost(repeats: int = 3) -> None:
-    """What the digests add to parsing: outline this checkout's tracked source files
-    in this process with and without them (best of ``repeats``)."""
+def digest_cost(tree: Path, repeats: int = 3) -> None:
+    """What the digests add to parsing: outline the tracked source files of the Git
+    checkout ``tree`` in this process with and without them (best of ``repeats``)."""
     from memtrio.actors.code import extract
     from memtrio.actors.code.languages import language_for
 
     files = []
-    for path in git(HERE, "ls-files").splitlines():
+    for path in git(tree, "ls-files").splitlines():
         language = language_for(path)
-        if language is not None and (HERE / path).is_file():
-            data = (HERE / path).read_bytes()
+        if language is not None and (tree / path).is_file():
+            data = (tree / path).read_bytes()
             try:
                 extract.check_content(path, data)
             except extract.Skipped:
@@ -691,9 +691,23 @@ def main() -> int:
     parser.add_argument(
         "--digest-cost", action="store_true", help="only measure what digests add to parsing"
     )
+    parser.add_argument(
+        "--tree-files",
+        type=int,
+        help="with --digest-cost: on the tree of tools/bench_code.py with this many files,"
+        " not on this repository",
+    )
     args = parser.parse_args()
+    if args.digest_cost and args.tree_files:
+        sys.path.insert(0, str(HERE / "tools"))
+        from bench_code import build_tree, default_sources
+
+        with tempfile.TemporaryDirectory(prefix="memtrio-digest-cost-") as tmp:
+            build_tree(default_sources(), Path(tmp) / "tree", args.tree_files)
+            digest_cost(Path(tmp) / "tree")
+        return 0
     if args.digest_cost:
-        digest_cost()
+        digest_cost(HERE)
         return 0
     return trio.run(main_async, args)
 
