@@ -374,3 +374,50 @@ def test_digest_text_ignores_whitespace_and_comments() -> None:
     c = digest_text("rust", b"fn f(a: u32) -> u32 {\n    a + 2\n}\n")
     assert a == b != c
     assert digest_text("python", b"x = 'a  b'\n") != digest_text("python", b"x = 'ab'\n")
+
+
+def test_each_symbols_slice_of_the_file_digests_like_the_symbol_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The outline digests every symbol from one normalised text of its file (sliced
+    at sentinels); each must equal the digest of the symbol's own text normalised on
+    its own (`digest.normal`), block markers, name placeholder and gap marks at the
+    slice's ends included: in every language, and on variants of each case with
+    whitespace, comment openers, brackets and control bytes put in or cut out
+    (broken code too, and texts holding the gap-mark byte, which take the slow
+    path). A gap mark of the text's own next to a symbol's name once did not."""
+    import random
+
+    from memtrio.actors.code import extract
+    from memtrio.actors.code.digest import Span, Trivia, digest
+    from test_code_languages import CASES
+
+    seen: list[tuple[bytes, Trivia, list[Span], tuple[list[str], str]]] = []
+    real = extract.digests
+
+    def keep(src: bytes, trivia: Trivia, spans: list[Span]) -> tuple[list[str], str]:
+        found = real(src, trivia, spans)
+        seen.append((src, trivia, spans, found))
+        return found
+
+    monkeypatch.setattr(extract, "digests", keep)
+    pieces = [" ", "\n", "\t", "\n    ", "\r\n", "#", "//", "/*", "*/", "--", "<!--", "-->"]
+    pieces += ["x", "(", ")", "{", "}", ":", "'", '"', "é", "\x01"]
+    rng = random.Random(33)
+    for language, (_, source, _) in sorted(CASES.items()):
+        for _ in range(30):
+            data = bytearray(source.encode())
+            for _ in range(rng.randint(0, 6)):
+                at = rng.randint(0, len(data))
+                if rng.random() < 0.3:
+                    del data[at : at + rng.randint(1, 3)]
+                else:
+                    data[at:at] = rng.choice(pieces).encode()
+            seen.clear()
+            extract.outline(language, bytes(data))
+            src, trivia, spans, (symbols, whole) = seen[0]
+            alone = [digest(src, start, end, trivia, name) for start, end, name in spans]
+            assert (symbols, whole) == (alone, digest(src, 0, len(src), trivia, None)), (
+                language,
+                bytes(data),
+            )

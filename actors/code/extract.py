@@ -1,9 +1,10 @@
 """Outline one source file: its symbols (definitions and imports) and coverage.
 
 Pure and synchronous; it runs inside the parser worker processes (see
-``worker``). Per file the Python work is one query cursor over the tree and a
-few attribute reads per captured symbol: nesting comes from byte ranges, not
-from walking the tree in Python.
+``worker``). Per file the Python work is one query cursor over the tree (the
+outline's patterns and, for the digests, the comments and blocks: see
+``digest``) and a few attribute reads per captured symbol: nesting comes from
+byte ranges, not from walking the tree in Python.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import functools
 from tree_sitter import Node, Parser, Query, QueryCursor, Range
 from tree_sitter_language_pack import SupportedLanguage, get_language, get_parser
 
-from .digest import Trivia, digest, file_digest, trivia_query
+from .digest import BLOCK_CAPTURE, COMMENT_CAPTURE, Span, Trivia, digests, trivia_patterns
 from .languages import SPECS, Captures, Spec
 from .symbols import MAX_BYTES, Outline, Symbol
 
@@ -36,9 +37,16 @@ class Skipped(Exception):
 
 
 @functools.cache
-def _query(spec_name: str) -> Query:
+def _query(spec_name: str) -> tuple[Query, int]:
+    """A language's outline query with its trivia patterns (comments and blocks, for
+    the digests) appended, and the index of the first trivia pattern."""
     spec = SPECS[spec_name]
-    return Query(get_language(spec.grammar), spec.query)
+    language = get_language(spec.grammar)
+    outline_only = Query(language, spec.query)
+    trivia = trivia_patterns(spec.name, language)
+    if not trivia:
+        return outline_only, outline_only.pattern_count
+    return Query(language, spec.query + "\n" + trivia), outline_only.pattern_count
 
 
 @functools.cache
@@ -105,10 +113,11 @@ def _collect(
     recs: list[_Rec],
     problems: list[str],
     order_base: int,
-) -> Node:
+) -> Trivia:
     """Add the symbols of ``src`` parsed as ``spec`` (only ``ranges`` of it, when
     given) to ``recs``, then those of the regions it embeds in other languages;
-    syntax errors are noted in ``problems``. Returns the tree's root."""
+    syntax errors are noted in ``problems``. Returns the comments and blocks of
+    ``spec``'s own tree (not of the embedded regions')."""
     root = _parse(spec, src, ranges)
     if root.has_error:
         row = _first_error_row(root)
@@ -116,7 +125,16 @@ def _collect(
         problems.append(f"syntax error{where} at line {row + 1}")
     embeds: dict[str, list[Range]] = {}
     kind_fn = spec.kind_fn
-    for pattern, caps in QueryCursor(_query(spec.name)).matches(root):
+    comments: list[tuple[int, int]] = []
+    blocks: list[tuple[int, int]] = []
+    query, first_trivia = _query(spec.name)
+    for pattern, caps in QueryCursor(query).matches(root):
+        if pattern >= first_trivia:
+            for node in caps.get(COMMENT_CAPTURE, ()):
+                comments.append((node.start_byte, node.end_byte))
+            for node in caps.get(BLOCK_CAPTURE, ()):
+                blocks.append((node.start_byte, node.end_byte))
+            continue
         found = _definition(caps, embeds)
         if found is None:
             continue
@@ -149,7 +167,7 @@ def _collect(
         if sub is not None and rs:
             rs.sort(key=lambda r: r.start_byte)
             _collect(sub, src, _disjoint(rs), recs, problems, order_base + 1000)
-    return root
+    return Trivia(comments, blocks)
 
 
 def _definition(caps: Captures, embeds: dict[str, list[Range]]) -> tuple[str, Node] | None:
@@ -263,11 +281,12 @@ def outline(language: str, data: bytes) -> Outline:
     spec = SPECS[language]
     recs: list[_Rec] = []
     problems: list[str] = []
-    root = _collect(spec, data, None, recs, problems, 0)
-    trivia = Trivia.of(trivia_query(spec.name, get_language(spec.grammar)), root)
+    trivia = _collect(spec, data, None, recs, problems, 0)
     recs.sort(key=lambda r: (r.sb, -r.eb, r.order))
     lines = data.split(b"\n")
-    symbols: list[Symbol] = []
+    # each symbol's fields but its digest, and its byte range and name's
+    fields: list[tuple[str, str, int, int, int, str, str]] = []
+    spans: list[Span] = []
     stack: list[tuple[int, _Rec]] = []  # (end byte, record) of open parents
     last_range = (-1, -1)  # byte range of the previous record, and the names seen on it
     last_names: set[str] = set()
@@ -299,8 +318,8 @@ def outline(language: str, data: bytes) -> Outline:
                 name = f"{parent.name}.{name}"
                 rec.name = name
         line = lines[rec.sr].decode("utf-8", "replace") if rec.sr < len(lines) else ""
-        symbols.append(
-            Symbol(
+        fields.append(
+            (
                 kind,
                 name,
                 rec.sr + 1,
@@ -308,21 +327,21 @@ def outline(language: str, data: bytes) -> Outline:
                 len(stack),
                 parent.name if parent is not None else "",
                 _signature(line, rec.raw, kind),
-                digest(data, rec.sb, rec.eb, trivia, rec.span),
             )
         )
+        spans.append((rec.sb, rec.eb, rec.span))
         if kind not in _LEAF_KINDS:
             rec.kind = kind
             stack.append((rec.eb, rec))
     coverage = "complete" if not problems else "partial: " + "; ".join(problems[:2])
-    return Outline(language, coverage, symbols, file_digest(data, trivia))
+    symbol_digests, file_digest = digests(data, trivia, spans)
+    symbols = [Symbol(*f, d) for f, d in zip(fields, symbol_digests, strict=True)]
+    return Outline(language, coverage, symbols, file_digest)
 
 
 def text_digest(language: str, data: bytes) -> str:
     """The whole-file digest of ``data`` parsed as ``language`` (a key of ``SPECS``)."""
-    spec = SPECS[language]
-    root = _parse(spec, data, None)
-    return file_digest(data, Trivia.of(trivia_query(spec.name, get_language(spec.grammar)), root))
+    return outline(language, data).digest
 
 
 __all__ = [
