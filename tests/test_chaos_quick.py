@@ -16,8 +16,9 @@ from test_pg_chaos import PG_SCENARIOS
 
 # The quick set's PostgreSQL scenarios run in tests/test_pg_chaos.py, on the session's
 # server and with assertions of their own; here they would only run a second time
-# (about 15 s, each on a private server it starts).
-ELSEWHERE = PG_SCENARIOS
+# (about 15 s, each on a private server it starts). The connection flood is
+# tests/test_connection_flood.py's, on every transport (about 10 s more here).
+ELSEWHERE = (*PG_SCENARIOS, "net-connection-flood")
 
 
 def test_memtrio_chaos_quick_passes(tmp_path: Path) -> None:
@@ -42,7 +43,6 @@ def test_memtrio_chaos_quick_passes(tmp_path: Path) -> None:
         "net-clients-vanish",
         "net-handler-crash",
         "net-owner-killed",
-        "net-connection-flood",
     )
     for name in (*transports, "owner-killed-reattach"):
         assert by_name[name]["faults"] > 0 and by_name[name]["acked"] > 0, by_name[name]
