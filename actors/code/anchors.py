@@ -137,22 +137,35 @@ def pick_symbol(rows: list[PlaceRow], symbol: str, path: str) -> PlaceRow:
 # -- statuses -----------------------------------------------------------------
 
 
-def state_of(index: CodeIndex, cid: int, target: CodeTarget) -> TargetState:
-    """The status of one target against the index of checkout ``cid`` (refreshed)."""
+def state_in_place(index: CodeIndex, cid: int, target: CodeTarget) -> TargetState | None:
+    """The status of one target when its own file decides it: ``fresh`` or ``changed``
+    (the file, or the name in it, is still there); None when it is ``moved`` or
+    ``deleted``, which the whole index decides (see `state_of`). Reads only the
+    target's own file's rows, so it needs only that file to be up to date."""
     if not target.symbol:
         entry = index.file_state(cid, target.path)
-        if entry is not None:
-            _, skipped, digest = entry
-            same = skipped is None and digest == target.digest
-            return TargetState(FRESH if same else CHANGED, target.path, "")
+        if entry is None:
+            return None
+        _, skipped, digest = entry
+        same = skipped is None and digest == target.digest
+        return TargetState(FRESH if same else CHANGED, target.path, "")
+    rows = index.places(cid, target.path, target.symbol)
+    if not rows:
+        return None
+    same = any(r[3] == target.digest for r in rows)
+    return TargetState(FRESH if same else CHANGED, target.path, target.symbol)
+
+
+def state_of(index: CodeIndex, cid: int, target: CodeTarget) -> TargetState:
+    """The status of one target against the index of checkout ``cid`` (refreshed)."""
+    state = state_in_place(index, cid, target)
+    if state is not None:
+        return state
+    if not target.symbol:
         others = [p for p in index.files_with_digest(cid, target.digest, _ROWS) if p != target.path]
         if others and target.digest:
             return TargetState(MOVED, _closest_path(others, target.path), "")
         return TargetState(DELETED, target.path, "")
-    rows = index.places(cid, target.path, target.symbol)
-    if rows:
-        same = any(r[3] == target.digest for r in rows)
-        return TargetState(FRESH if same else CHANGED, target.path, target.symbol)
     found = [
         r
         for r in index.places_with_digest(cid, target.digest, _ROWS)
