@@ -137,19 +137,28 @@ def pick_symbol(rows: list[PlaceRow], symbol: str, path: str) -> PlaceRow:
 # -- statuses -----------------------------------------------------------------
 
 
-def state_in_place(index: CodeIndex, cid: int, target: CodeTarget) -> TargetState | None:
-    """The status of one target when its own file decides it: ``fresh`` or ``changed``
-    (the file, or the name in it, is still there); None when it is ``moved`` or
+def states_in_place(
+    index: CodeIndex, cid: int, targets: Sequence[CodeTarget]
+) -> list[TargetState | None]:
+    """The status of each target that its own file decides: ``fresh`` or ``changed``
+    (the file, or the name in it, is still there); None for one that is ``moved`` or
     ``deleted``, which the whole index decides (see `state_of`). Reads only the
-    target's own file's rows, so it needs only that file to be up to date."""
+    targets' own files' rows (two queries for all), so it needs only those files
+    to be up to date."""
+    files = index.file_states(cid, sorted({t.path for t in targets if not t.symbol}))
+    places = index.places_at(cid, [(t.path, t.symbol) for t in targets if t.symbol])
+    return [_in_place(t, files.get(t.path), places.get((t.path, t.symbol), [])) for t in targets]
+
+
+def _in_place(
+    target: CodeTarget, entry: tuple[str, str | None, str] | None, rows: list[PlaceRow]
+) -> TargetState | None:
     if not target.symbol:
-        entry = index.file_state(cid, target.path)
         if entry is None:
             return None
         _, skipped, digest = entry
         same = skipped is None and digest == target.digest
         return TargetState(FRESH if same else CHANGED, target.path, "")
-    rows = index.places(cid, target.path, target.symbol)
     if not rows:
         return None
     same = any(r[3] == target.digest for r in rows)
@@ -158,7 +167,12 @@ def state_in_place(index: CodeIndex, cid: int, target: CodeTarget) -> TargetStat
 
 def state_of(index: CodeIndex, cid: int, target: CodeTarget) -> TargetState:
     """The status of one target against the index of checkout ``cid`` (refreshed)."""
-    state = state_in_place(index, cid, target)
+    if not target.symbol:
+        entry = index.file_state(cid, target.path)
+        rows = []
+    else:
+        entry, rows = None, index.places(cid, target.path, target.symbol)
+    state = _in_place(target, entry, rows)
     if state is not None:
         return state
     if not target.symbol:

@@ -39,8 +39,8 @@ from .anchors import (
     find_all,
     near_all,
     resolve_all,
-    state_in_place,
     state_of,
+    states_in_place,
 )
 from .checkout import Listing, checked_stat, has_control, resolve_path, stat_files
 from .diff import file_change_diff
@@ -468,13 +468,13 @@ class CodeService:
                     return None
                 if not stat.S_ISREG(st.st_mode) or held != (st.st_size, st.st_mtime_ns):
                     return None
+        entries = self.index.file_states(cid, paths)
         for path in paths:
-            entry = self.index.file_state(cid, path)
+            entry = entries.get(path)
             if entry is None or (entry[1] is not None and entry[1].startswith(_RETRIED)):
                 return None
         states = []
-        for target in targets:
-            state = state_in_place(self.index, cid, target)
+        for state in states_in_place(self.index, cid, targets):
             if state is None:
                 return None  # moved or deleted: decided by the whole, refreshed, index
             states.append(state)
