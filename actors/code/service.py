@@ -439,7 +439,7 @@ class CodeService:
     ) -> list[TargetState] | None:
         """The statuses of ``targets`` when the index already holds the working tree's
         version of each target's file and each is ``fresh`` or ``changed`` in place
-        (`state_in_place`), else None (the caller refreshes and checks everything).
+        (`anchors.states_in_place`), else None (the caller refreshes and checks everything).
 
         Up to date means: the checkout's listing is unchanged since the last refresh
         took it (no file added, removed or newly ignored), the file is among the
