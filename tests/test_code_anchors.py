@@ -5,9 +5,10 @@ check that parses nothing that did not change."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 import trio
@@ -26,6 +27,8 @@ from memtrio.actors.code.service import CodeService
 from memtrio.actors.code.wire import ParseJob, ParseResult
 from memtrio.protocol.errors import BadArgument, Unavailable
 from memtrio.supervisors.supervisor import Supervisor
+
+T = TypeVar("T")
 
 RETRY = '''"""Retrying."""
 
@@ -192,9 +195,54 @@ async def test_status_check_parses_only_changed_files(tmp_path: Path, home: Path
         parsed = count_parses(service)
         assert [s.status for s in await service.target_states(root, targets)] == ["fresh"] * 5
         assert parsed == []
+        # A file no anchor is in decides no status: nothing is parsed for it.
         write(root, {"pkg/m3.py": "def f3():\n    return 33\n"})
+        assert [s.status for s in await service.target_states(root, targets)] == ["fresh"] * 5
+        assert parsed == []
+        # An anchored file changed: the refresh parses the changed files, and only them.
+        write(root, {"app/other.py": "def setup():\n    return 2\n"})
+        states = await service.target_states(root, targets)
+        assert [s.status for s in states] == ["fresh"] * 4 + ["changed"]
+        assert sorted(parsed) == ["app/other.py", "pkg/m3.py"]
+
+
+async def test_status_check_of_unchanged_files_is_one_thread_call(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each thread hand-off costs the server more CPU than the check itself: a recall's
+    # status check of unchanged code (the common case) makes one, and stats only the
+    # anchored files, not every file of the checkout.
+    files = dict(FILES)
+    files.update({f"pkg/m{i}.py": f"def f{i}():\n    return {i}\n" for i in range(30)})
+    root = make_repo(tmp_path / "repo", files)
+    async with running_service(home) as service:
+        targets = await anchored(service, root)
         await service.target_states(root, targets)
-        assert parsed == ["pkg/m3.py"]
+        hops: list[str] = []
+        original = trio.to_thread.run_sync
+
+        async def counting(fn: Callable[..., T], *args: object, **kwargs: Any) -> T:
+            hops.append(getattr(fn, "__name__", repr(fn)))
+            return await original(fn, *args, **kwargs)
+
+        monkeypatch.setattr(trio.to_thread, "run_sync", counting)
+        states = await service.target_states(root, targets)
+        assert [s.status for s in states] == ["fresh"] * 5
+        assert len(hops) == 1, hops
+
+
+async def test_anchored_file_newly_ignored_is_deleted(tmp_path: Path, home: Path) -> None:
+    # The file is still on disk, unchanged, but Git no longer lists it: it is not
+    # the checkout's code any more, whatever the index last held.
+    root = make_repo(tmp_path / "repo", FILES)
+    async with running_service(home) as service:
+        targets = await anchored(service, root)
+        assert [s.status for s in await service.target_states(root, targets)] == ["fresh"] * 5
+        git(root, "rm", "-q", "--cached", "web/util.js")
+        write(root, {".gitignore": "web/util.js\n"})
+        states = await service.target_states(root, targets)
+        assert states[3] == TargetState("deleted", "web/util.js", "formatDate")
+        assert [s.status for s in states[:3]] == ["fresh"] * 3
 
 
 async def test_find_targets_anchors_only_names_that_resolve_to_one_place(

@@ -39,9 +39,12 @@ every memory has 1-2 anchors (real ``Anchor`` rows, written with the store's
 ``Anchors.set``, digests from the code index) to functions, methods and
 classes of the checkout. After anchoring, a few files are edited (bodies
 changed, a function deleted), so some anchors are ``changed`` or ``deleted``
-and their statuses are computed for real. The two servers get the same
-queries, alternating which goes first, for ``--rounds`` rounds of ``--calls``
-recalls; the p50 ratio (anchors / none) is the issue's goal (<= 1.10).
+and their statuses are computed for real. Once both servers are idle (the
+background work their first recall starts, the ranker's vector index build,
+is done: it would otherwise be counted against the server started last), the
+two servers get the same queries, alternating which goes first, for
+``--rounds`` rounds of ``--calls`` recalls; the p50 ratio (anchors / none) is
+the issue's goal (<= 1.10). Server CPU is reported overall and per round.
 """
 
 from __future__ import annotations
@@ -516,6 +519,23 @@ def edit_checkout(repo: Path, targets: list[CodeTarget], seed: int) -> tuple[int
     return len(chosen), symbols
 
 
+IDLE_CPU_S = 0.05  # a server using less CPU than this over a second is idle
+SETTLE_MAX_S = 120.0
+
+
+async def settled(pids: list[int]) -> float:
+    """Wait until every server of ``pids`` is idle (its background work after the first
+    recall done: the ranker builds its vector index in a thread then, which would
+    otherwise be counted against whichever server started last); the seconds waited."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < SETTLE_MAX_S:
+        before = [cpu_seconds(pid) for pid in pids]
+        await trio.sleep(1.0)
+        if all(cpu_seconds(pid) - b < IDLE_CPU_S for pid, b in zip(pids, before, strict=True)):
+            break
+    return round(time.perf_counter() - t0, 1)
+
+
 def server_pids() -> set[int]:
     found: set[int] = set()
     while (pid := server_pid(found)) is not None:
@@ -546,14 +566,17 @@ async def measure_anchors(
             (pid,) = server_pids() - before
             clients.append(client)
             pids.append(pid)
+        settle_s = await settled(pids)
         cpu = {pid: cpu_seconds(pid) for pid in pids}
         stale_seen = 0
         shown = 0
         rounds: list[dict[str, float]] = []
         all_ms: dict[str, list[float]] = {n: [] for n in names}
         cpu_ms: dict[str, float] = dict.fromkeys(names, 0.0)
+        cpu_rounds: list[dict[str, float]] = []
         for r in range(args.rounds):
             ms: dict[str, list[float]] = {n: [] for n in names}
+            round_cpu = {pid: cpu_seconds(pid) for pid in pids}
             for i in range(args.calls):
                 query = QUERIES[(r * args.calls + i) % len(QUERIES)]
                 order = (0, 1) if (r * args.calls + i) % 2 == 0 else (1, 0)
@@ -570,6 +593,12 @@ async def measure_anchors(
                     else:
                         assert not any("code" in m for m in out.structured_content["memories"])
             rounds.append({n: statistics.median(ms[n]) for n in names})
+            cpu_rounds.append(
+                {
+                    n: (cpu_seconds(pid) - round_cpu[pid]) * 1000 / args.calls
+                    for n, pid in zip(names, pids, strict=True)
+                }
+            )
             for n in names:
                 all_ms[n] += ms[n]
         for name, pid in zip(names, pids, strict=True):
@@ -578,6 +607,7 @@ async def measure_anchors(
     p50 = {n: statistics.median(all_ms[n]) for n in names}
     return {
         "first_recall_s (none, anchors)": first_s,
+        "settled_s (both idle before measuring)": settle_s,
         "recalls_per_server": args.rounds * args.calls,
         "p50_ms_by_round (none/anchors)": [
             f"{row['none']:.1f}/{row['anchors']:.1f}" for row in rounds
@@ -592,6 +622,9 @@ async def measure_anchors(
         "recall_p99_ms_anchors": round(pct(all_ms["anchors"], 99), 1),
         "server_cpu_ms_per_recall_none": round(cpu_ms["none"], 2),
         "server_cpu_ms_per_recall_anchors": round(cpu_ms["anchors"], 2),
+        "server_cpu_ms_by_round (none/anchors)": [
+            f"{row['none']:.1f}/{row['anchors']:.1f}" for row in cpu_rounds
+        ],
         "memories_shown_with_anchors": shown,
         "of_them_stale": stale_seen,
         "load_avg_1min": round(load, 2),

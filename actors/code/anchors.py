@@ -137,22 +137,49 @@ def pick_symbol(rows: list[PlaceRow], symbol: str, path: str) -> PlaceRow:
 # -- statuses -----------------------------------------------------------------
 
 
+def states_in_place(
+    index: CodeIndex, cid: int, targets: Sequence[CodeTarget]
+) -> list[TargetState | None]:
+    """The status of each target that its own file decides: ``fresh`` or ``changed``
+    (the file, or the name in it, is still there); None for one that is ``moved`` or
+    ``deleted``, which the whole index decides (see `state_of`). Reads only the
+    targets' own files' rows (two queries for all), so it needs only those files
+    to be up to date."""
+    files = index.file_states(cid, sorted({t.path for t in targets if not t.symbol}))
+    places = index.places_at(cid, [(t.path, t.symbol) for t in targets if t.symbol])
+    return [_in_place(t, files.get(t.path), places.get((t.path, t.symbol), [])) for t in targets]
+
+
+def _in_place(
+    target: CodeTarget, entry: tuple[str, str | None, str] | None, rows: list[PlaceRow]
+) -> TargetState | None:
+    if not target.symbol:
+        if entry is None:
+            return None
+        _, skipped, digest = entry
+        same = skipped is None and digest == target.digest
+        return TargetState(FRESH if same else CHANGED, target.path, "")
+    if not rows:
+        return None
+    same = any(r[3] == target.digest for r in rows)
+    return TargetState(FRESH if same else CHANGED, target.path, target.symbol)
+
+
 def state_of(index: CodeIndex, cid: int, target: CodeTarget) -> TargetState:
     """The status of one target against the index of checkout ``cid`` (refreshed)."""
     if not target.symbol:
         entry = index.file_state(cid, target.path)
-        if entry is not None:
-            _, skipped, digest = entry
-            same = skipped is None and digest == target.digest
-            return TargetState(FRESH if same else CHANGED, target.path, "")
+        rows = []
+    else:
+        entry, rows = None, index.places(cid, target.path, target.symbol)
+    state = _in_place(target, entry, rows)
+    if state is not None:
+        return state
+    if not target.symbol:
         others = [p for p in index.files_with_digest(cid, target.digest, _ROWS) if p != target.path]
         if others and target.digest:
             return TargetState(MOVED, _closest_path(others, target.path), "")
         return TargetState(DELETED, target.path, "")
-    rows = index.places(cid, target.path, target.symbol)
-    if rows:
-        same = any(r[3] == target.digest for r in rows)
-        return TargetState(FRESH if same else CHANGED, target.path, target.symbol)
     found = [
         r
         for r in index.places_with_digest(cid, target.digest, _ROWS)

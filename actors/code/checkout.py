@@ -140,7 +140,9 @@ class Listing:
             paths.append(f"{self._git_dir}/info/exclude")
         return paths
 
-    def _changed(self) -> bool:
+    def changed(self) -> bool:
+        """Whether the listing must be taken again (a watched mtime changed, or it is
+        older than `LISTING_MAX_AGE`); stats files: call it in a thread."""
         if time.monotonic() - self._taken > LISTING_MAX_AGE:
             return True
         for path, stamp in self._stamps.items():
@@ -154,7 +156,7 @@ class Listing:
 
     async def current(self) -> list[tuple[str, str]]:
         """The checkout's supported files (path, language), sorted."""
-        if not await trio.to_thread.run_sync(self._changed):
+        if not await trio.to_thread.run_sync(self.changed):
             return self.files
         if self._git_dir is None:
             out = await git(["rev-parse", "--absolute-git-dir"], self.root)

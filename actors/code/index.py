@@ -90,6 +90,7 @@ CREATE INDEX IF NOT EXISTS symbols_digest ON symbols(checkout, digest);
 
 # Kinds find_symbol returns only when asked for by `kind`.
 HIDDEN_KINDS = ("import", "component", "slot", "expression")
+LOOKUP_CHUNK = 400  # names or paths per batched lookup (SQLite's variable limit is higher)
 _QUOTES = "\"'`<>;() "
 
 
@@ -374,6 +375,40 @@ class CodeIndex:
             "SELECT language, skipped, digest FROM files WHERE checkout = ? AND path = ?",
             (cid, path),
         ).fetchone()
+
+    def file_states(self, cid: int, paths: Sequence[str]) -> dict[str, tuple[str, str | None, str]]:
+        """`file_state` of each of ``paths`` the index holds, in one query per
+        `LOOKUP_CHUNK` paths."""
+        out: dict[str, tuple[str, str | None, str]] = {}
+        for at in range(0, len(paths), LOOKUP_CHUNK):
+            part = paths[at : at + LOOKUP_CHUNK]
+            for path, language, skipped, digest in self.conn.execute(
+                "SELECT path, language, skipped, digest FROM files WHERE checkout = ?"
+                f" AND path IN ({', '.join('?' * len(part))})",
+                (cid, *part),
+            ):
+                out[path] = (language, skipped, digest)
+        return out
+
+    def places_at(
+        self, cid: int, wanted: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], list[PlaceRow]]:
+        """`places` of each (path, qname) of ``wanted`` that has any, in one query per
+        `LOOKUP_CHUNK` names (by the qualified-name index, then the paths kept)."""
+        out: dict[tuple[str, str], list[PlaceRow]] = {}
+        keep = set(wanted)
+        names = sorted({qname for _, qname in wanted})
+        for at in range(0, len(names), LOOKUP_CHUNK):
+            part = names[at : at + LOOKUP_CHUNK]
+            for row in self.conn.execute(
+                "SELECT f.path, s.qname, s.kind, s.digest FROM symbols s JOIN files f ON f.id = s.file"
+                f" WHERE s.checkout = ? AND s.qname IN ({', '.join('?' * len(part))}) AND {_SHOWN}"
+                " ORDER BY s.seq",
+                (cid, *part, *HIDDEN_KINDS),
+            ):
+                if (row[0], row[1]) in keep:
+                    out.setdefault((row[0], row[1]), []).append(row)
+        return out
 
     def places(self, cid: int, path: str, qname: str) -> list[PlaceRow]:
         """The anchorable symbols named ``qname`` in ``path``, in outline order."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,9 +40,11 @@ from .anchors import (
     near_all,
     resolve_all,
     state_of,
+    states_in_place,
 )
 from .checkout import Listing, checked_stat, has_control, resolve_path, stat_files
 from .diff import file_change_diff
+from .files import CheckoutDir, Unsafe
 from .index import CodeIndex, FileRow, MatchRow, SymbolRow
 from .languages import language_for
 from .pool import PIPELINE, ParserPool
@@ -104,6 +107,9 @@ class CodeService:
         self._maps: dict[Path, tuple[int, FileMap]] = {}
         self._truncated: dict[Path, tuple[int, int]] = {}
         self._listings: dict[Path, Listing] = {}
+        # The paths the last refresh indexed from each checkout's listing (the listing's
+        # first max_files files), with that listing's file list (by identity).
+        self._listed: dict[Path, tuple[list[tuple[str, str]], frozenset[str]]] = {}
         self._counts: dict[Path, tuple[int, int]] = {}
 
     async def db(self, fn: Callable[..., T], *args: object) -> T:
@@ -172,12 +178,10 @@ class CodeService:
         """
         async with self._lock(root):
             t0 = time.perf_counter()
-            listing = await self._listing(root).current()
+            cid, known = await self._file_map(root)
+            listing, changes = await self._scan(root, known)
             total = len(listing)
             truncated = total > self.max_files
-            stats = await trio.to_thread.run_sync(stat_files, root, listing[: self.max_files])
-            cid, known = await self._file_map(root)
-            changes = _compare(stats, known)
             if changes.links or changes.deleted:
                 await self._store(cid, known, changes.links, changes.deleted)
             if changes.todo:
@@ -214,6 +218,29 @@ class CodeService:
         if listing is None:
             listing = self._listings[root] = Listing(root)
         return listing
+
+    async def _scan(self, root: Path, known: FileMap) -> tuple[list[tuple[str, str]], _Changes]:
+        """The checkout's listing and how its files differ from ``known``. While the
+        listing is unchanged (no Git call needed), one thread call does it all: the
+        listing check, the stat pass and the comparison. Called under the checkout's lock."""
+        cached = self._listing(root)
+
+        def compare(files: list[tuple[str, str]]) -> _Changes:
+            return _compare(stat_files(root, files[: self.max_files]), known)
+
+        def unchanged() -> tuple[list[tuple[str, str]], _Changes] | None:
+            if cached.changed():
+                return None
+            return cached.files, compare(cached.files)
+
+        got = await trio.to_thread.run_sync(unchanged)
+        if got is None:
+            files = await cached.current()
+            got = files, await trio.to_thread.run_sync(compare, files)
+        files = got[0]
+        if self._listed.get(root, (None,))[0] is not files:
+            self._listed[root] = (files, frozenset(path for path, _ in files[: self.max_files]))
+        return got
 
     async def _parse_all(
         self,
@@ -336,9 +363,10 @@ class CodeService:
         retry = await self._guarded(failed)
         if not retry:
             return
-        _, known = await self._file_map(root)
-        for path, _ in retry:
-            known[path] = (-1, -1)  # differs from any file on disk: parsed again
+        async with self._lock(root):
+            _, known = await self._file_map(root)
+            for path, _ in retry:
+                known[path] = (-1, -1)  # differs from any file on disk: parsed again
         await self.refresh(root)
         still = await self._guarded(failed)
         if still:
@@ -394,6 +422,10 @@ class CodeService:
         """
         if not targets:
             return []
+        async with self._lock(root):
+            settled = await self._guarded(self._states_in_place, root, targets)
+        if settled is not None:
+            return settled
         cid = await _indexed(self, root)
         await self._settle(root, cid, {t.path for t in targets})
 
@@ -401,6 +433,52 @@ class CodeService:
             return [state_of(self.index, cid, target) for target in targets]
 
         return await self._guarded(states)
+
+    def _states_in_place(
+        self, root: Path, targets: Sequence[CodeTarget]
+    ) -> list[TargetState] | None:
+        """The statuses of ``targets`` when the index already holds the working tree's
+        version of each target's file and each is ``fresh`` or ``changed`` in place
+        (`anchors.states_in_place`), else None (the caller refreshes and checks everything).
+
+        Up to date means: the checkout's listing is unchanged since the last refresh
+        took it (no file added, removed or newly ignored), the file is among the
+        files that refresh indexed, its size and mtime on disk are those the index
+        holds, and its last parse did not fail for a reason that says nothing about
+        the file. Those files' statuses are then what a full refresh would give, so
+        the other files of the checkout are not stat'ed. Runs in the database thread,
+        under the checkout's lock.
+        """
+        cached = self._maps.get(root)
+        listing = self._listings.get(root)
+        listed = self._listed.get(root)
+        if cached is None or listing is None or listed is None or listed[0] is not listing.files:
+            return None
+        if listing.changed():
+            return None
+        cid, known = cached
+        paths = sorted({t.path for t in targets})
+        with CheckoutDir(str(root)) as tree:
+            for path in paths:
+                if path not in listed[1] or (held := known.get(path)) is None:
+                    return None
+                try:
+                    st = tree.lstat(path)
+                except (Unsafe, OSError):
+                    return None
+                if not stat.S_ISREG(st.st_mode) or held != (st.st_size, st.st_mtime_ns):
+                    return None
+        entries = self.index.file_states(cid, paths)
+        for path in paths:
+            entry = entries.get(path)
+            if entry is None or (entry[1] is not None and entry[1].startswith(_RETRIED)):
+                return None
+        states = []
+        for state in states_in_place(self.index, cid, targets):
+            if state is None:
+                return None  # moved or deleted: decided by the whole, refreshed, index
+            states.append(state)
+        return states
 
     async def head_commit(self, root: Path) -> str:
         """The commit checked out at ``root`` (HEAD), or "" outside Git or before the first commit."""
