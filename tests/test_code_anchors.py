@@ -5,8 +5,7 @@ check that parses nothing that did not change."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,12 +20,10 @@ from memtrio.actors.code.anchors import (
     candidates,
     digest_text,
 )
-from memtrio.actors.code.index import CodeIndex, index_path
-from memtrio.actors.code.pool import ParserPool
 from memtrio.actors.code.service import CodeService
+from memtrio.actors.code.standalone import count_parses, standalone_service
 from memtrio.actors.code.wire import ParseJob, ParseResult
 from memtrio.protocol.errors import BadArgument, Unavailable
-from memtrio.supervisors.supervisor import Supervisor
 
 T = TypeVar("T")
 
@@ -64,33 +61,6 @@ FILES: dict[str, str | bytes] = {
 }
 
 
-@asynccontextmanager
-async def running_service(home: Path) -> AsyncIterator[CodeService]:
-    pool = ParserPool(2, 10.0)
-    service = CodeService(CodeIndex(index_path(home)), pool, 20000)
-    sup = Supervisor("test", pool.children())
-    async with trio.open_nursery() as nursery:
-        await nursery.start(sup.run)
-        try:
-            yield service
-        finally:
-            await sup.stop()
-            service.index.close()
-
-
-def count_parses(service: CodeService) -> list[str]:
-    """The paths the service's parser pool is asked to parse from now on."""
-    parsed: list[str] = []
-    original = service.pool.parse_batch
-
-    async def counting(jobs: list[ParseJob]) -> list[ParseResult]:
-        parsed.extend(job.path for job in jobs)
-        return await original(jobs)
-
-    service.pool.parse_batch = counting  # type: ignore[method-assign]  # a spy on one instance
-    return parsed
-
-
 async def anchored(service: CodeService, root: Path) -> list[CodeTarget]:
     return await service.resolve_targets(
         root,
@@ -106,7 +76,7 @@ async def anchored(service: CodeService, root: Path) -> list[CodeTarget]:
 
 async def test_whitespace_and_comment_edits_keep_anchors_fresh(tmp_path: Path, home: Path) -> None:
     root = make_repo(tmp_path / "repo", FILES)
-    async with running_service(home) as service:
+    async with standalone_service(home) as (service, _):
         targets = await anchored(service, root)
         assert [(t.path, t.symbol, t.kind) for t in targets] == [
             ("app/retry.py", "RetryPolicy.backoff", "method"),
@@ -135,7 +105,7 @@ async def test_whitespace_and_comment_edits_keep_anchors_fresh(tmp_path: Path, h
 
 async def test_changed_moved_and_deleted(tmp_path: Path, home: Path) -> None:
     root = make_repo(tmp_path / "repo", FILES)
-    async with running_service(home) as service:
+    async with standalone_service(home) as (service, _):
         targets = await anchored(service, root)
         # backoff: body changed; give_up: renamed; load_config: moved to another file;
         # formatDate: deleted; app/other.py: the file renamed (git mv).
@@ -175,7 +145,7 @@ async def test_method_alone_in_its_class_keeps_its_digest_when_siblings_come(
 ) -> None:
     # The class's block starts and ends with its only method: it is not part of the method.
     root = make_repo(tmp_path / "repo", {"m.py": "class A:\n    def m(self):\n        return 1\n"})
-    async with running_service(home) as service:
+    async with standalone_service(home) as (service, _):
         target = (await service.resolve_targets(root, [("m.py", "A.m")]))[0]
         write(
             root,
@@ -190,7 +160,7 @@ async def test_status_check_parses_only_changed_files(tmp_path: Path, home: Path
     files = dict(FILES)
     files.update({f"pkg/m{i}.py": f"def f{i}():\n    return {i}\n" for i in range(30)})
     root = make_repo(tmp_path / "repo", files)
-    async with running_service(home) as service:
+    async with standalone_service(home) as (service, _):
         targets = await anchored(service, root)
         parsed = count_parses(service)
         assert [s.status for s in await service.target_states(root, targets)] == ["fresh"] * 5
@@ -215,7 +185,7 @@ async def test_status_check_of_unchanged_files_is_one_thread_call(
     files = dict(FILES)
     files.update({f"pkg/m{i}.py": f"def f{i}():\n    return {i}\n" for i in range(30)})
     root = make_repo(tmp_path / "repo", files)
-    async with running_service(home) as service:
+    async with standalone_service(home) as (service, _):
         targets = await anchored(service, root)
         await service.target_states(root, targets)
         hops: list[str] = []
@@ -235,7 +205,7 @@ async def test_anchored_file_newly_ignored_is_deleted(tmp_path: Path, home: Path
     # The file is still on disk, unchanged, but Git no longer lists it: it is not
     # the checkout's code any more, whatever the index last held.
     root = make_repo(tmp_path / "repo", FILES)
-    async with running_service(home) as service:
+    async with standalone_service(home) as (service, _):
         targets = await anchored(service, root)
         assert [s.status for s in await service.target_states(root, targets)] == ["fresh"] * 5
         git(root, "rm", "-q", "--cached", "web/util.js")
@@ -249,7 +219,7 @@ async def test_find_targets_anchors_only_names_that_resolve_to_one_place(
     tmp_path: Path, home: Path
 ) -> None:
     root = make_repo(tmp_path / "repo", FILES)
-    async with running_service(home) as service:
+    async with standalone_service(home) as (service, _):
         found = await service.find_targets(
             root,
             "`RetryPolicy.backoff` doubles the delay; config loading lives in "
@@ -303,7 +273,7 @@ async def test_explicit_anchors_that_name_no_code_are_refused(
     tmp_path: Path, home: Path, wanted: list[tuple[str, str]], message: str
 ) -> None:
     root = make_repo(tmp_path / "repo", FILES)
-    async with running_service(home) as service:
+    async with standalone_service(home) as (service, _):
         with pytest.raises(AnchorError, match=message.replace("(", r"\(")) as caught:
             await service.resolve_targets(root, wanted)
         assert isinstance(caught.value, BadArgument)
@@ -316,7 +286,7 @@ async def test_ambiguous_explicit_symbol_is_refused(tmp_path: Path, home: Path) 
             "m.py": "class A:\n    def run(self):\n        pass\n\n\nclass B:\n    def run(self):\n        pass\n"
         },
     )
-    async with running_service(home) as service:
+    async with standalone_service(home) as (service, _):
         with pytest.raises(AnchorError, match=r"ambiguous \(A.run, B.run\)"):
             await service.resolve_targets(root, [("m.py", "run")])
 
@@ -324,7 +294,7 @@ async def test_ambiguous_explicit_symbol_is_refused(tmp_path: Path, home: Path) 
 async def test_symlinked_anchor_is_refused(tmp_path: Path, home: Path) -> None:
     root = make_repo(tmp_path / "repo", FILES)
     (root / "link.py").symlink_to(root / "app" / "retry.py")
-    async with running_service(home) as service:
+    async with standalone_service(home) as (service, _):
         with pytest.raises(AnchorError, match="symlink"):
             await service.resolve_targets(root, [("link.py", "")])
         assert await service.find_targets(root, "see `link.py`") == []
@@ -332,7 +302,7 @@ async def test_symlinked_anchor_is_refused(tmp_path: Path, home: Path) -> None:
 
 async def test_near_covers_symbols_and_importers(tmp_path: Path, home: Path) -> None:
     root = make_repo(tmp_path / "repo", FILES)
-    async with running_service(home) as service:
+    async with standalone_service(home) as (service, _):
         assert await service.near(root, "app/retry.py") == [
             ("app/retry.py", ""),
             ("app/retry.py", "RetryPolicy"),
@@ -359,7 +329,7 @@ async def test_near_covers_symbols_and_importers(tmp_path: Path, home: Path) -> 
 
 async def test_anchor_diff_and_head_commit(tmp_path: Path, home: Path) -> None:
     root = make_repo(tmp_path / "repo", FILES)
-    async with running_service(home) as service:
+    async with standalone_service(home) as (service, _):
         commit = await service.head_commit(root)
         assert commit == git(root, "rev-parse", "HEAD")
         assert await service.anchor_diff(root, commit, "app/retry.py", 50) == ""
@@ -387,7 +357,7 @@ async def test_crashed_parse_during_status_check_is_retried(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = make_repo(tmp_path / "repo", FILES)
-    async with running_service(home) as service:
+    async with standalone_service(home) as (service, _):
         targets = await anchored(service, root)
         write(root, {"app/retry.py": RETRY + "\n"})
         original = service.pool.parse_batch

@@ -14,8 +14,8 @@ import trio
 from gitrepo import make_repo, write
 from memtrio.actors.code.checkout import checkout_root, resolve_path, show_path
 from memtrio.actors.code.index import CodeIndex, index_path
-from memtrio.actors.code.pool import ParserPool
 from memtrio.actors.code.service import CODE, MAX_PARSE_BATCH, CodeService, _batches
+from memtrio.actors.code.standalone import standalone_service
 from memtrio.actors.code.tools import format_imports, format_matches, format_outline
 from memtrio.protocol.errors import DomainError
 from memtrio.supervisors.supervisor import Supervisor
@@ -34,16 +34,11 @@ FILES: dict[str, str | bytes] = {
 async def running_service(
     home: Path, workers: int = 2, file_timeout: float = 10.0, max_files: int = 20000
 ) -> AsyncIterator[tuple[CodeService, Supervisor]]:
-    pool = ParserPool(workers, file_timeout)
-    service = CodeService(CodeIndex(index_path(home)), pool, max_files)
-    root_sup = Supervisor("test", pool.children())
-    async with trio.open_nursery() as nursery:
-        await nursery.start(root_sup.run)
-        try:
-            yield service, root_sup.child("code.parsers")
-        finally:
-            await root_sup.stop()
-            service.index.close()
+    """`standalone_service` and its parser workers' own supervisor (``code.parsers``)."""
+    async with standalone_service(
+        home, workers=workers, file_timeout=file_timeout, max_files=max_files, name="test"
+    ) as (service, root_sup):
+        yield service, root_sup.child("code.parsers")
 
 
 async def test_refresh_reads_only_changed_files(tmp_path: Path, home: Path) -> None:

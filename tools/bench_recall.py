@@ -60,8 +60,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -69,9 +68,7 @@ import numpy as np
 import trio
 from mcp import Client, StdioServerParameters
 from memtrio.actors.code.anchors import CodeTarget
-from memtrio.actors.code.index import CodeIndex, index_path
-from memtrio.actors.code.pool import ParserPool
-from memtrio.actors.code.service import CodeService
+from memtrio.actors.code.standalone import standalone_service
 from memtrio.actors.embedder.feature import FEATURE as EMBEDDER_FEATURE
 from memtrio.actors.embedder.handle import EMBEDDER
 from memtrio.actors.store import schema
@@ -81,7 +78,6 @@ from memtrio.actors.store.interfaces.anchors import Anchor
 from memtrio.actors.store.scopes import GLOBAL, default_scope
 from memtrio.supervisors import config as config_mod
 from memtrio.supervisors.app import build_context, open_app
-from memtrio.supervisors.supervisor import Supervisor
 
 TOPICS = [
     "The {svc} service retries failed {thing} requests {n} times with exponential backoff.",
@@ -440,26 +436,10 @@ def make_checkout(repo: Path) -> Path:
     return repo.resolve()
 
 
-@asynccontextmanager
-async def code_service(home: Path) -> AsyncIterator[CodeService]:
-    """The code service with its real parser workers, on ``home``'s code index (the
-    measured server reuses that index)."""
-    pool = ParserPool(2, 30.0)
-    service = CodeService(CodeIndex(index_path(home)), pool, 20_000)
-    sup = Supervisor("bench", pool.children())
-    async with trio.open_nursery() as nursery:
-        await nursery.start(sup.run)
-        try:
-            yield service
-        finally:
-            await sup.stop()
-            service.index.close()
-
-
 async def code_targets(home: Path, repo: Path) -> list[CodeTarget]:
     """The functions, methods and classes of ``repo`` (each once in its file), as the
     code index has them (with their digests)."""
-    async with code_service(home) as service:
+    async with standalone_service(home, file_timeout=30.0, name="bench") as (service, _):
         report = await service.refresh(repo)
         cid = await service.db(service.index.checkout_id, str(repo))
         targets = []

@@ -60,18 +60,13 @@ import tempfile
 import time
 import tokenize
 from collections import Counter
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import trio
 from memtrio.actors.code.anchors import CodeTarget
-from memtrio.actors.code.index import CodeIndex, index_path
-from memtrio.actors.code.pool import ParserPool
 from memtrio.actors.code.service import CodeService
-from memtrio.actors.code.wire import ParseJob, ParseResult
-from memtrio.supervisors.supervisor import Supervisor
+from memtrio.actors.code.standalone import count_parses, standalone_service
 
 HERE = Path(__file__).resolve().parent.parent
 SDIST = HERE / "tests" / "data" / "h11-0.16.0.tar.gz"
@@ -218,32 +213,6 @@ def raw_changed(anchor: tuple[str, str], base: OSym, after: Oracle) -> bool:
 
 
 # -- the service -------------------------------------------------------------------------
-
-
-@asynccontextmanager
-async def running_service(home: Path) -> AsyncIterator[CodeService]:
-    pool = ParserPool(2, 30.0)
-    service = CodeService(CodeIndex(index_path(home)), pool, 20000)
-    sup = Supervisor("eval", pool.children())
-    async with trio.open_nursery() as nursery:
-        await nursery.start(sup.run)
-        try:
-            yield service
-        finally:
-            await sup.stop()
-            service.index.close()
-
-
-def count_parses(service: CodeService) -> list[str]:
-    parsed: list[str] = []
-    original = service.pool.parse_batch
-
-    async def counting(jobs: list[ParseJob]) -> list[ParseResult]:
-        parsed.extend(job.path for job in jobs)
-        return await original(jobs)
-
-    service.pool.parse_batch = counting  # type: ignore[method-assign]
-    return parsed
 
 
 async def sample_targets(
@@ -602,7 +571,10 @@ async def main_async(args: argparse.Namespace) -> int:
         work = Path(tmp)
         results: dict[str, dict[str, object]] = {}
         total = Score()
-        async with running_service(work / "home") as service:
+        async with standalone_service(work / "home", file_timeout=30.0, name="eval") as (
+            service,
+            _,
+        ):
             t0 = time.perf_counter()
             if "self" in args.projects:
                 own = await eval_self(service, work, rng, args.samples, args.bases, args.ks)
