@@ -20,6 +20,7 @@ PAGES = {
     "mcp": ("docs/transports.md", "docs/configuration.md"),
     "serve": ("docs/transports.md",),
     "remember": ("docs/memory.md",),
+    "stale": ("docs/memory.md",),
     "list": ("docs/memory.md",),
     "show": ("docs/memory.md",),
     "search": ("docs/memory.md",),
