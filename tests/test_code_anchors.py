@@ -5,6 +5,7 @@ check that parses nothing that did not change."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -439,3 +440,36 @@ def test_each_symbols_slice_of_the_file_digests_like_the_symbol_alone(
                 language,
                 bytes(data),
             )
+
+
+async def test_a_write_does_not_wait_for_a_cold_index_past_find_wait(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first write in a large repository builds its code index: past `FIND_WAIT` the
+    memory is stored without found anchors and a warning says why; the index goes on at
+    the next call, which finds them."""
+    from memtrio.actors.anchors import anchoring
+
+    monkeypatch.setattr(anchoring, "FIND_WAIT", 0.5)
+    root = make_repo(tmp_path / "repo", FILES)
+    async with standalone_service(home) as (service, _):
+        original = service.pool.parse_batch
+        slow = [True]
+
+        async def parse_slowly(jobs: list[ParseJob]) -> list[ParseResult]:
+            if slow[0]:
+                await trio.sleep(30)  # a repository far larger than this one
+            return await original(jobs)
+
+        service.pool.parse_batch = parse_slowly  # type: ignore[method-assign]  # a slow pool
+        repo = anchoring.Repo(service, root, "repo:test")
+        warnings: list[str] = []
+        started = time.monotonic()
+        assert await anchoring.found(repo, "`RetryPolicy.backoff` doubles it", warnings) == []
+        assert time.monotonic() - started < 5
+        assert len(warnings) == 1 and "still being built" in warnings[0], warnings
+        slow[0] = False
+        later: list[str] = []
+        targets = await anchoring.found(repo, "`RetryPolicy.backoff` doubles it", later)
+        assert [(t.path, t.symbol) for t in targets] == [("app/retry.py", "RetryPolicy.backoff")]
+        assert later == []

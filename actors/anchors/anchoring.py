@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import trio
+
 from ...protocol.errors import BadArgument, DomainError
 from ...supervisors import trace
 from ...supervisors.context import CallContext
@@ -44,6 +46,11 @@ from ..store.services import store_of
 
 ACTOR = "memory.anchors"
 MAX_FOUND = 8  # anchors found in one text, at most
+# Seconds a write waits for the session repository's code index when it looks for
+# anchors in a text: the first write in a large repository builds the index (about
+# 2,000 files a second of CPU); past this it is stored without found anchors, with a
+# warning, and the index goes on from where it stopped at the next call.
+FIND_WAIT = 10.0
 STALE = frozenset({"changed", "deleted"})  # statuses that make a memory stale
 
 Wanted = Sequence[tuple[str, str]]  # explicit anchors: (path, symbol or "")
@@ -114,12 +121,25 @@ async def anchors_for(
         targets = await resolve(repo, wanted)
     else:
         try:
-            targets = await repo.service.find_targets(repo.root, text, MAX_FOUND)
+            targets = await found(repo, text, warnings)
         except (DomainError, OSError) as exc:
             trace.warning(ACTOR, "find_targets_failed", error=f"{type(exc).__name__}: {exc}")
             warnings.append(f"code anchors could not be found ({exc}); none were stored")
             return []
     return await stamped(repo, targets)
+
+
+async def found(repo: Repo, text: str, warnings: list[str]) -> list[CodeTarget]:
+    """The targets named in ``text`` (`CodeService.find_targets`), or none, with a
+    warning, when the repository's code index is not ready within `FIND_WAIT` seconds."""
+    with trio.move_on_after(FIND_WAIT):
+        return await repo.service.find_targets(repo.root, text, MAX_FOUND)
+    trace.warning(ACTOR, "find_targets_waited", root=str(repo.root), seconds=FIND_WAIT)
+    warnings.append(
+        "code anchors were not looked for: the repository's code index is still being built "
+        "(it goes on at the next call); pass `code` to anchor this memory explicitly"
+    )
+    return []
 
 
 MAX_FOUND_TEXTS = 64  # texts of one graph call searched for anchors; the rest anchor only by `code`
@@ -190,9 +210,7 @@ async def update_anchors(
     try:
         if stored:
             return await reanchored(repo, stored)
-        return await stamped(
-            repo, await repo.service.find_targets(repo.root, current["content"], MAX_FOUND)
-        )
+        return await stamped(repo, await found(repo, current["content"], warnings))
     except (DomainError, OSError) as exc:
         trace.warning(ACTOR, "reanchor_failed", error=f"{type(exc).__name__}: {exc}")
         warnings.append(f"the code anchors could not be renewed ({exc}); they were kept")
