@@ -30,6 +30,7 @@ from .config import Config, ConfigError, log_path
 from .context import AppContext, Component, Feature, FeatureDisabled, FeatureUnavailable
 from .errors import UserError, find_user_error
 from .supervisor import REST_FOR_ONE, ChildSpec, Escalation, Supervisor, leaves
+from .threads import EXIT_SETTLE, settle
 
 
 def default_features() -> list[Feature]:
@@ -250,6 +251,10 @@ def serve(
         # The one line (docs/architecture.md): the user's remedy when there is one.
         print(redact(f"memtrio: {known or failures[0]}"), file=sys.stderr)  # no password
         code = known.code if known is not None else 1
+    # Native code still running in an abandoned thread (the model loading when a client
+    # left during start-up) aborts the process if the interpreter finalises under it.
+    if not settle(EXIT_SETTLE):
+        trace.warning("app", "threads_still_running", waited=EXIT_SETTLE)
     trace.event("app", "exit", code=code)
     trace.LOG.close()
     return code

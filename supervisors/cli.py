@@ -44,6 +44,7 @@ from .commands import (
 from .context import VERSION, AppContext, AppRunner
 from .errors import find_user_error, one_line
 from .supervisor import ChildSpec, Escalation, first_leaf
+from .threads import EXIT_SETTLE, settle
 
 # Feature modules that add subcommands (each has register(subparsers)), with the commands
 # each adds. Only the module of the command being run is imported, so one command never
@@ -136,6 +137,8 @@ def run_with_app(
         if known is not None:
             raise known from None
         raise
+    finally:
+        settle(EXIT_SETTLE)  # see supervisors/threads.py
 
 
 def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:

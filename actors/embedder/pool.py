@@ -49,6 +49,7 @@ from ...supervisors.supervisor import (
     Mailbox,
     Supervisor,
 )
+from ...supervisors.threads import finishing
 from .. import loader
 from .handle import (
     EmbedderCrashed,
@@ -303,7 +304,7 @@ class EmbedderPool:
     async def _warm(self, request: Warm) -> None:
         """Load the model in a thread (a failure is logged by `encoder` and remembered)."""
         with contextlib.suppress(ModelError):
-            await trio.to_thread.run_sync(self.encoder, abandon_on_cancel=True)
+            await trio.to_thread.run_sync(finishing(self.encoder), abandon_on_cancel=True)
         request.reply.set(None)
 
     async def _serve(self, batch: list[Embed], ctx: ChildContext) -> None:
@@ -320,7 +321,7 @@ class EmbedderPool:
                 # encode is abandoned and the worker restarts, so the pool recovers.
                 with trio.fail_after(self.config.timeout):
                     results = await trio.to_thread.run_sync(
-                        self._encode, live, abandon_on_cancel=True
+                        finishing(self._encode), live, abandon_on_cancel=True
                     )
         except ModelError as exc:
             error = EmbedderUnavailable(f"the embedding model cannot load: {exc}")
