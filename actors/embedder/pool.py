@@ -321,7 +321,7 @@ class EmbedderPool:
                 # encode is abandoned and the worker restarts, so the pool recovers.
                 with trio.fail_after(self.config.timeout):
                     results = await trio.to_thread.run_sync(
-                        finishing(self._encode), live, abandon_on_cancel=True
+                        self._encode, live, abandon_on_cancel=True
                     )
         except ModelError as exc:
             error = EmbedderUnavailable(f"the embedding model cannot load: {exc}")

@@ -42,7 +42,6 @@ from ...protocol.errors import DomainError
 from ...supervisors import faults, trace
 from ...supervisors.context import AppContext
 from ...supervisors.supervisor import ChildContext, Mailbox
-from ...supervisors.threads import finishing
 from ..embedder.documents import read_documents, vector_writer
 from ..embedder.handle import EMBEDDER, EmbeddingError, EmbedResult
 from ..store import db
@@ -467,7 +466,7 @@ class Ranker:
                 reader.close()
 
         try:
-            await trio.to_thread.run_sync(finishing(run), abandon_on_cancel=True)
+            await trio.to_thread.run_sync(run, abandon_on_cancel=True)
         except (ReadError, OSError, ValueError, RuntimeError) as exc:
             trace.warning(ACTOR, "vector_index_build_failed", kind=kind, error=str(exc))
         finally:
