@@ -596,6 +596,8 @@ def test_item7_the_fuzzed_server_logged_no_traceback(raw_server: RawServer) -> N
         b"GET", b"/mcp", [(b"accept", SSE.encode()), (b"last-event-id", b"0-" + b"9" * 5000),
                           (b"authorization", f"Bearer {TOKEN}".encode()),
                           (b"mcp-session-id", raw_server.sid.encode())], b"")  # fmt: skip
-    assert status == 400
+    # 400: the bad Last-Event-ID; 404: a fuzzed DELETE with the session's id (Hypothesis
+    # draws one in some runs) ended the session first. Either way nothing escaped:
+    assert status in (400, 404), status
     log = raw_server.stderr()
     assert "Traceback" not in log and "Error in ASGI" not in log, log[-3000:]
