@@ -3,7 +3,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 import stores  # noqa: E402 - after the path is set up
+import turns  # noqa: E402
 from mcp_client import TRANSPORTS, selected_transport  # noqa: E402
 from memtrio.actors.net.spawn import kill_owners  # noqa: E402
 from memtrio.actors.store.direct import Direct  # noqa: E402
@@ -24,6 +25,13 @@ os.environ["MEMTRIO_SERVE_ATTACH"] = "off"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
+        turns.open_run()
+    config.addinivalue_line(
+        "markers",
+        "exclusive: a test that runs with no other test beside it in a parallel run "
+        "(it measures latency or waits on a short deadline: tests/turns.py)",
+    )
     config.addinivalue_line(
         "markers",
         "transports(*names, reason=...): the MCP transports open_client runs the test over, "
@@ -34,6 +42,30 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "stores(*names): the store backends a module's tests run on (tests/stores.py)",
     )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        turns.close_run()
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook (without it: -p no:xdist)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    return turns.workers(os.cpu_count())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    """In a parallel run, an ``exclusive`` test (and a ``slow`` one: the soak tests
+    measure memory and latency) waits for the machine to itself."""
+    where = turns.directory()
+    if where is None:
+        return (yield)
+    alone = any(item.get_closest_marker(mark) for mark in ("exclusive", "slow"))
+    with turns.turn(where, alone=alone):
+        return (yield)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

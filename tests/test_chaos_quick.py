@@ -28,8 +28,12 @@ def test_memtrio_chaos_quick_passes(tmp_path: Path) -> None:
     proc = run_cli(
         "chaos", "--quick", "--seed", "1", "--json", "--keep", str(tmp_path), *chosen, timeout=400
     )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    report = json.loads(proc.stdout)
+    try:
+        report = json.loads(proc.stdout)
+    except ValueError:
+        report = {"scenarios": []}
+    failed = [s for s in report["scenarios"] if not s["ok"]]
+    assert proc.returncode == 0, (failed or proc.stdout[-4000:], proc.stderr[-2000:])
     totals = report["totals"]
     assert [s["name"] for s in report["scenarios"]] == here
     assert totals["lost"] == 0 and totals["failed"] == 0

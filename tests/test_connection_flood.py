@@ -22,6 +22,7 @@ import httpx2
 import pytest
 import trio
 import trustme
+import turns
 from httpserve import call, initialize
 from memtrio.actors.chaos.flood import Figures, Probe, measure, percentile
 from memtrio.actors.chaos.serve import start_serve
@@ -248,6 +249,7 @@ def check_flood(runs: list[Figures], attached: list[float], stderr: str, kind: s
     assert max(attached) < 1.0, attached
 
 
+@turns.exclusive
 @pytest.mark.parametrize("kind", ["tcp", "http", "ws"])
 async def test_unauthenticated_flood_does_not_starve_an_authorised_client(
     tmp_path: Path, kind: str
@@ -258,6 +260,7 @@ async def test_unauthenticated_flood_does_not_starve_an_authorised_client(
 
 
 @pytest.mark.slow
+@turns.exclusive
 @pytest.mark.parametrize("kind", ["tcp", "http", "ws"])
 async def test_the_flood_load_test_holds_p99_under_100_ms(tmp_path: Path, kind: str) -> None:
     """Issue 29's load test: p99 under 100 ms during the flood (a quiet machine: ``-m slow``)."""

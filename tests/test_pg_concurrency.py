@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import stores
 import trio
+import turns
 from serve_helpers import LineClient, Served, serve_process, structured, tcp_client
 
 TCP = ["--transport", "tcp", "--bind", "127.0.0.1:0"]
@@ -93,6 +94,7 @@ async def run_load(tmp_path: Path, url: str, memories: int, entities: int) -> No
     assert acked["entities"] <= {n for (n,) in names} and len(names) == len(set(names))
 
 
+@turns.exclusive  # a recall within a second of the write, through NOTIFY
 async def test_two_serve_processes_and_eight_clients_share_one_store(
     tmp_path: Path, pg_server: stores.PgServer
 ) -> None:
