@@ -280,11 +280,15 @@ async def sample(
     samples: int,
     fresh_samples: int,
     interval: float,
+    deadline: float = math.inf,
 ) -> None:
     """``samples`` pings on the kept session and ``fresh_samples`` on new connections,
-    interleaved, one every ``interval`` seconds; a failure counts as `ANSWER_TIMEOUT`."""
+    interleaved, one every ``interval`` seconds; a failure counts as `ANSWER_TIMEOUT`.
+    No ping starts after ``deadline`` (trio time): the samples taken until then stand."""
     every = max(1, (samples + fresh_samples) // max(1, fresh_samples))
     for n in range(samples + fresh_samples):
+        if trio.current_time() >= deadline:
+            return
         fresh = n % every == 0 and len(figures.fresh) < fresh_samples
         into = figures.fresh if fresh else figures.established
         try:
@@ -313,10 +317,12 @@ async def measure(
     interval: float = 0.02,
     flood: bool = True,
     ramp_timeout: float = 20.0,
+    budget: float = math.inf,
 ) -> Figures:
     """An authorised client's ping latencies on ``kind`` while (``flood``) a flood process
     holds ``connections`` unauthenticated connections: ``samples`` pings on a kept
-    session, ``fresh_samples`` on new connections, one every ``interval`` seconds.
+    session, ``fresh_samples`` on new connections, one every ``interval`` seconds, for
+    at most ``budget`` seconds (then fewer samples: `Figures.summary` counts them).
     Ends the flood process (by its pid) before it returns."""
     figures = Figures(kind)
     seconds = ramp_timeout + (samples + fresh_samples) * (interval + 0.1) + 10
@@ -340,7 +346,8 @@ async def measure(
             gc.collect()
             gc.disable()
             try:
-                await sample(probe, nursery, figures, samples, fresh_samples, interval)
+                deadline = trio.current_time() + budget
+                await sample(probe, nursery, figures, samples, fresh_samples, interval, deadline)
             finally:
                 if collecting:
                     gc.enable()
