@@ -298,6 +298,46 @@ async def _hold(stream: trio.SocketStream) -> None:
     await trio.sleep_forever()
 
 
+async def test_an_owner_killed_as_it_is_probed_is_stale_and_a_live_one_that_closes_is_kept(
+    home: Path,
+) -> None:
+    """A child once served embedded for good after its owner was killed: the probe had
+    connected while the owner died, the dying listener closed the connection unproven,
+    and that read as a live server declining to prove itself. A server that is gone
+    within `attach.EXIT_WAIT` of closing the probe's connection is stale; a live one
+    that closes it is still declined, its file kept."""
+    from memtrio.actors.net import attach
+
+    dying = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+
+        async def die_then_close(stream: trio.SocketStream) -> None:
+            dying.kill()  # the owner is killed as the probe's connection arrives
+            await trio.to_thread.run_sync(dying.wait)
+            await stream.aclose()
+
+        async def close(stream: trio.SocketStream) -> None:
+            await stream.aclose()
+
+        async with trio.open_nursery() as nursery:
+            for handler, pid in ((die_then_close, dying.pid), (close, os.getpid())):
+                listeners = await nursery.start(
+                    partial(trio.serve_tcp, handler, 0, host="127.0.0.1")
+                )
+                path = runtime.publish(home, stale(pid, listeners[0].socket.getsockname()[1]))
+                if pid == dying.pid:
+                    assert await attach.find_owner(home) is None
+                    assert not path.exists()  # stale: the next child starts an owner
+                else:
+                    with pytest.raises(attach.Declined, match="did not prove itself"):
+                        await attach.find_owner(home)
+                    assert path.exists()
+            nursery.cancel_scope.cancel()
+    finally:
+        dying.kill()
+        dying.wait()
+
+
 @pytest.mark.parametrize(
     "how", ["--no-attach", '[serve] attach = "off"', "[serve] attach = false (earlier)"]
 )

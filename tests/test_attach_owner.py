@@ -147,7 +147,10 @@ async def test_the_owner_killed_mid_burst_every_child_serves_on_and_nothing_acke
 ) -> None:
     acked: dict[int, str] = {}
     retried: list[str] = []
-    async with children(home, checkouts(tmp_path, 3)) as kids:
+    # Each call spends 20 ms in the owner, so calls are in flight there at the kill even
+    # when the children are slow to forward (two busy cores).
+    slow = {"MEMTRIO_FAULTS": "session.dispatch=delay:0.02"}
+    async with children(home, checkouts(tmp_path, 3), env=slow) as kids:
         owner = the_owner(home)
         async with AsyncExitStack() as stack:
             pipes = [await stack.enter_async_context(open_pipeline(kid)) for kid in kids]

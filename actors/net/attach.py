@@ -54,6 +54,9 @@ PROBE_TIMEOUT = 0.3
 # the ping: it is alive and listening, only busy (fifty children starting at once on two
 # cores); giving up on it would start a second, embedded server with its own model.
 BUSY_PROBE_TIMEOUT = 5.0
+# How long a server whose listener closed the probe's connection unproven may take to be
+# gone (then it was being killed: the runtime file is stale) before it is a live one.
+EXIT_WAIT = 1.0
 PROBE_ID = "memtrio-attach-probe"
 READ_SIZE = 65536
 # How long the early answers (Relay.answer_early) wait for this child to launch the owner
@@ -86,7 +89,8 @@ async def find_owner(home: Path) -> Owner | None:
     listener there proves it holds that secret (``actors.net.proof``): until
     then the child sends it nothing but a random nonce.
 
-    A runtime file whose process is dead, whose endpoint refuses the connection,
+    A runtime file whose process is dead (or dies within `EXIT_WAIT` of leaving the
+    probe unanswered: it was killed as it was probed), whose endpoint refuses the connection,
     that is not a runtime file, or whose listener gave a wrong proof (the port
     was taken over; one line on stderr says so) is stale: it is removed (if it
     did not change meanwhile) and the answer is None.
@@ -124,14 +128,31 @@ async def find_owner(home: Path) -> Owner | None:
     except proof.NoProof as exc:
         why = f"the listener on {found.host}:{found.port} did not prove itself: {exc}"
         if not exc.wrong:
+            if await exited(found.pid):  # it was exiting (killed) as the probe connected
+                runtime_file.remove_if_unchanged(home, raw)
+                return None
             raise Declined(why) from None
         runtime_file.remove_if_unchanged(home, raw)
         say(f"ignoring {runtime_file.runtime_path(home)} (removed: stale): {why}")
         return None
     if answer is None:
+        if await exited(found.pid):
+            runtime_file.remove_if_unchanged(home, raw)
+            return None
         raise Declined(f"pid {found.pid} did not answer on {found.host}:{found.port} in time")
     stream, leftover = answer
     return Owner(found.pid, stream, leftover, ui=found.ui)
+
+
+async def exited(pid: int, within: float = EXIT_WAIT) -> bool:
+    """Whether ``pid`` is gone, or goes within ``within`` seconds: a server killed as the
+    probe connected accepts, then closes the connection as it dies (its socket goes with
+    it), which must not read as a live server declining to prove itself."""
+    with trio.move_on_after(within):
+        while runtime_file.pid_alive(pid):
+            await trio.sleep(0.02)
+        return True
+    return False
 
 
 async def probe(
