@@ -146,9 +146,17 @@ def graph(direct: Direct) -> Direct:
 
 
 def test_version_moves_when_another_connection_commits(direct: Direct) -> None:
-    before = direct.read(lambda tx: tx.snapshot.version())
-    assert isinstance(before, int)
-    assert direct.read(lambda tx: tx.snapshot.version()) == before  # nothing committed
+    def version() -> int:
+        value = direct.read(lambda tx: tx.snapshot.version())
+        assert isinstance(value, int)
+        return value
+
+    # Nothing committed, the same version. PostgreSQL's moves with any commit on the
+    # server, any database's (the session's server serves other tests' stores, whose
+    # servers may still be ending): two reads in a row agree at least once in five.
+    pairs = [(version(), version()) for _ in range(5)]
+    assert any(a == b for a, b in pairs), pairs
+    before = version()
     direct.write(lambda tx: _scope(tx, 9, "new"))
     assert direct.read(lambda tx: tx.snapshot.version()) != before
 
