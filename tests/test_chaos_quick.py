@@ -21,9 +21,20 @@ from test_pg_chaos import PG_SCENARIOS
 ELSEWHERE = (*PG_SCENARIOS, "net-connection-flood")
 
 
-def test_memtrio_chaos_quick_passes(tmp_path: Path) -> None:
+# The quick set runs in this many parts, one CLI run each, so that a parallel run
+# (tests/turns.py) spreads its minute over both workers.
+PARTS = 3
+
+
+def quick_here() -> list[str]:
     here = [n for n in runner.select(None, quick=True) if n not in ELSEWHERE]
     assert len(here) == len(runner.select(None, quick=True)) - len(ELSEWHERE)
+    return here
+
+
+@pytest.mark.parametrize("part", range(PARTS))
+def test_memtrio_chaos_quick_passes(tmp_path: Path, part: int) -> None:
+    here = quick_here()[part::PARTS]
     chosen = [arg for name in here for arg in ("--scenario", name)]
     proc = run_cli(
         "chaos", "--quick", "--seed", "1", "--json", "--keep", str(tmp_path), *chosen, timeout=400
@@ -37,19 +48,34 @@ def test_memtrio_chaos_quick_passes(tmp_path: Path) -> None:
     totals = report["totals"]
     assert [s["name"] for s in report["scenarios"]] == here
     assert totals["lost"] == 0 and totals["failed"] == 0
-    assert totals["faults"] > 10 and totals["malformed"] > 200 and totals["acked"] > 100
+    assert totals["faults"] > 3 and totals["acked"] > 30, totals
     by_name = {s["name"]: s for s in report["scenarios"]}
-    assert by_name["kill9-bursts"]["acked"] > 0
-    assert by_name["storm-session"]["restarts"] >= 30
+    # What each scenario must have done, not only passed (those of this part).
+    musts = {
+        "kill9-bursts": lambda s: s["acked"] > 0,
+        "storm-session": lambda s: s["restarts"] >= 30,
+        "malformed": lambda s: s["malformed"] > 200,
+    }
     # The transport scenarios injected their faults and checked acknowledged writes.
     transports = (
         "net-drop-resume",
         "net-clients-vanish",
         "net-handler-crash",
         "net-owner-killed",
+        "owner-killed-reattach",
     )
-    for name in (*transports, "owner-killed-reattach"):
-        assert by_name[name]["faults"] > 0 and by_name[name]["acked"] > 0, by_name[name]
+    for name in transports:
+        musts[name] = lambda s: s["faults"] > 0 and s["acked"] > 0
+    for name, must in musts.items():
+        if name in by_name:
+            assert must(by_name[name]), by_name[name]
+
+
+def test_the_quick_parts_cover_the_quick_set_once() -> None:
+    here = quick_here()
+    parts = [here[part::PARTS] for part in range(PARTS)]
+    assert sorted(name for part in parts for name in part) == sorted(here)
+    assert all(parts)
 
 
 def _store(tmp_path: Path) -> Path:
