@@ -51,7 +51,8 @@ class LinkedRelation(msgspec.Struct, frozen=True):
 
 
 class StoreCounts(msgspec.Struct, frozen=True):
-    """Rows of the store, by what a person calls them (``stats``)."""
+    """Rows of the store, by what a person calls them (``stats``, ``doctor``): ``edges``
+    are relations, ``anchors`` the code anchors of the memories counted."""
 
     memories: int
     scopes: int

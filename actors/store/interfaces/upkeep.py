@@ -14,6 +14,8 @@ from typing import Literal, Protocol
 
 import msgspec
 
+from .memories import StoreCounts
+
 # The tables whose rows an import may give ids of its own.
 IdTable = Literal["entities", "relations", "memories"]
 # What a scope is linked to (`Upkeep.link_scopes`).
@@ -27,19 +29,6 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
     busy: bool
     wal_frames: int
     checkpointed: int
-
-
-class StoreCounts(msgspec.Struct, frozen=True, kw_only=True):
-    """How many rows the store holds, by kind (``edges``: relations; ``anchors``: the code
-    anchors of memories)."""
-
-    memories: int
-    scopes: int
-    entities: int
-    edges: int
-    vectors: int
-    recall_log: int
-    anchors: int = 0
 
 
 class FlushCounts(msgspec.Struct, frozen=True, kw_only=True):

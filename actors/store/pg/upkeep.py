@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ..interfaces.memories import StoreCounts
 from ..interfaces.upkeep import (
     Checkpoint,
     EntityRow,
@@ -18,7 +19,6 @@ from ..interfaces.upkeep import (
     RelationRow,
     Scoped,
     ScopeRow,
-    StoreCounts,
     VectorRow,
 )
 from ..rows import upkeep as shared

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from ..interfaces.memories import StoreCounts
 from ..interfaces.upkeep import (
     EntityRow,
     FlushCounts,
     MemoryRow,
     RelationRow,
-    StoreCounts,
     VectorRow,
 )
 

@@ -14,6 +14,7 @@ from ..interfaces.memories import (
     StoreCounts,
 )
 from ..rows.memories import COLUMNS, linked_entity, linked_relation, memory_row
+from ..rows.upkeep import store_counts
 from .params import id_list
 
 
@@ -118,16 +119,7 @@ class SqliteMemories:
         return int(self.conn.execute(sql).fetchone()[0])
 
     def counts(self) -> StoreCounts:
-        one = self._one
-        return StoreCounts(
-            memories=one("SELECT count(*) FROM memories"),
-            scopes=one("SELECT count(*) FROM scopes"),
-            entities=one("SELECT count(*) FROM entities"),
-            edges=one("SELECT count(*) FROM relations"),
-            vectors=one("SELECT count(*) FROM vectors"),
-            recall_log=one("SELECT count(*) FROM recall_log"),
-            anchors=one("SELECT count(*) FROM memory_anchors"),
-        )
+        return store_counts(lambda table: self._one(f"SELECT count(*) FROM {table}"))
 
     def visible_counts(self, scopes: Sequence[int]) -> StoreCounts:
         ids = id_list(scopes)

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from .. import schema
+from ..interfaces.memories import StoreCounts
 from ..interfaces.upkeep import (
     Checkpoint,
     EntityRow,
@@ -16,7 +17,6 @@ from ..interfaces.upkeep import (
     RelationRow,
     Scoped,
     ScopeRow,
-    StoreCounts,
     VectorRow,
 )
 from ..rows import upkeep as shared
