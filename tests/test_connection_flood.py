@@ -27,12 +27,14 @@ import turns
 from httpserve import call, initialize
 from memtrio.actors.chaos.flood import Figures, Probe, measure, percentile
 from memtrio.actors.chaos.serve import start_serve
-from memtrio.actors.net import accept
+from memtrio.actors.net import accept, vouch
 from memtrio.actors.net import admission as admission_module
 from memtrio.actors.net.accept import GatedListener, gate, serve_gated
 from memtrio.actors.net.admission import Admission, Budget
+from memtrio.actors.net.auth import BearerAuth
 from memtrio.actors.net.connections import Connections
 from memtrio.actors.net.throttle import Throttle
+from memtrio.actors.net.vouch import Vouch
 from serve_helpers import serve_process, tcp_client, ws_client
 
 P99_LIMIT = 0.100
@@ -65,7 +67,7 @@ async def closed_by_server(stream: trio.SocketStream, within: float) -> bool:
 
 
 async def gated_echo(
-    nursery: trio.Nursery, admission: Admission, seen: list[bytes]
+    nursery: trio.Nursery, admission: Admission, seen: list[bytes], shows: Vouch | None = None
 ) -> tuple[int, list[GatedListener]]:
     """A gated listener whose handler authorises a connection whose first line is ``token``."""
 
@@ -82,7 +84,7 @@ async def gated_echo(
             await stream.send_all(b"ok\n")
             await trio.sleep_forever()
 
-    listeners = gate(await trio.open_tcp_listeners(0, host="127.0.0.1"), admission)
+    listeners = gate(await trio.open_tcp_listeners(0, host="127.0.0.1"), admission, vouch=shows)
     nursery.start_soon(admission.expire)
     await nursery.start(partial(serve_gated, handler_nursery=nursery), handler, listeners)
     return listeners[0].socket.getsockname()[1], listeners
@@ -135,6 +137,53 @@ async def test_a_full_pool_turns_silent_newcomers_away_and_admits_a_client_that_
         for stream in [*held, client]:
             await stream.aclose()
         nursery.cancel_scope.cancel()
+
+
+async def test_bytes_without_the_token_displace_no_pending_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A flood whose connections each send a request without the token at once used to
+    displace a pending connection with every reconnection: a churn of thousands a
+    second that kept a real client's new connection waiting 1-3 s. Only a newcomer
+    whose first bytes show the token displaces one now; the others wait on probation
+    and are turned away, as silent ones are."""
+    monkeypatch.setattr(admission_module, "EVICT_MIN_AGE", 30.0)
+    admission = small_admission(limit=4, timeout=30.0)
+    seen: list[bytes] = []
+    async with trio.open_nursery() as nursery:
+        port, _ = await gated_echo(nursery, admission, seen, vouch.first_line(BearerAuth("token")))
+        held = [await silent_client(port) for _ in range(4)]
+        await trio.sleep(0.1)
+        assert len(admission.pending) == 4
+        liars = []
+        for _ in range(10):
+            liar = await silent_client(port)
+            await liar.send_all(b"Bearer not-the-token\n")
+            liars.append(liar)
+        for liar in liars:
+            assert await closed_by_server(liar, 3.0)
+        assert admission.evicted == 0 and len(admission.pending) == 4
+        client = await silent_client(port)
+        await client.send_all(b"token\n")
+        with trio.fail_after(3):
+            assert await client.receive_some(16) == b"ok\n"
+        assert seen == [b"token\n"] and admission.evicted == 1
+        for stream in [*held, client]:
+            await stream.aclose()
+        nursery.cancel_scope.cancel()
+
+
+def test_a_vouch_reads_the_token_as_the_transports_do() -> None:
+    auth = BearerAuth("s3cret")
+    line, header = vouch.first_line(auth), vouch.authorization_header(auth)
+    assert line is not None and header is not None
+    assert line(b"Bearer s3cret\n{}") and line(b"s3cret\n")
+    assert not line(b"Bearer s3cret") and not line(b"Bearer wrong\n")  # no line yet; wrong
+    request = b"POST /mcp HTTP/1.1\r\nHost: x\r\n%s\r\n\r\n{}"
+    assert header(request % b"AUTHORIZATION: bearer s3cret")
+    assert not header(request % b"Authorization: Bearer wrong")
+    assert not header(request % b"X-Token: s3cret") and not header(b"POST /mcp HTTP/1.1\r\nAuth")
+    assert vouch.first_line(BearerAuth(None)) is None  # auth off: any newcomer may displace
 
 
 async def test_accept_pauses_on_emfile_instead_of_dying(

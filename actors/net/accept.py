@@ -7,11 +7,12 @@ connections and their deadline; ``actors.net.bind``: binding the address).
 - **The budget.** A connection over the process's socket budget is closed at once,
   so ``accept`` never fails with ``EMFILE`` for everyone; the attach endpoint has a
   reserve the public listener cannot take.
-- **The pending pool.** A newcomer to a full pool that has already sent bytes takes
-  the place of a pending connection (`Admission.victim`); one that has sent nothing
-  waits on probation, without a task, for at most `PROBATION` seconds. A flood of
-  silent connections costs an ``accept`` and a ``close`` each; a client that sends
-  its credentials with the connection always gets in.
+- **The pending pool.** A newcomer to a full pool whose first bytes show a valid
+  token (``actors.net.vouch``; any bytes under TLS) takes the place of a pending
+  connection (`Admission.victim`); one that has sent nothing, or bytes without the
+  token, waits on probation, without a task, for at most `PROBATION` seconds. A
+  flood of such connections costs an ``accept`` and a ``close`` each; a client that
+  sends its credentials with the connection always gets in.
 - **Accept errors.** ``EMFILE``/``ENFILE`` (descriptors exhausted by something else)
   make the accept loop pause `ACCEPT_RETRY` seconds and retry; it never spins and
   never dies of them.
@@ -38,6 +39,7 @@ import trio
 from ...supervisors import trace
 from .admission import Admission, Ticket
 from .throttle import Throttle
+from .vouch import Vouch, peek
 
 # Seconds a silent newcomer to a full pool may wait on probation for its first bytes, and
 # how often the waiting ones are looked at.
@@ -122,10 +124,13 @@ class GatedListener(trio.abc.AsyncResource):
         listener: trio.SocketListener,
         admission: Admission,
         tls: ssl.SSLContext | None = None,
+        vouch: Vouch | None = None,
     ) -> None:
         self.listener = listener
         self.admission = admission
         self.tls = tls
+        # Encrypted bytes show no token: under TLS any bytes count (`actors.net.vouch`).
+        self.vouch = vouch if tls is None else None
         self.socket = listener.socket
         self.pauses = 0
         self._pause_log = Throttle(first=1)
@@ -173,7 +178,7 @@ class GatedListener(trio.abc.AsyncResource):
         now = trio.current_time()
         spoke = waiting(stream.socket)
         if admission.full:
-            victim = admission.victim(spoke, now)
+            victim = admission.victim(self._vouched(stream, spoke), now)
             if victim is None:
                 if len(self.probation) >= admission.unauth_limit:
                     self._leave_probation(now)
@@ -198,13 +203,20 @@ class GatedListener(trio.abc.AsyncResource):
         """Make room on a full probation: its oldest newcomer is admitted if its bytes have
         arrived meanwhile (displacing a pending connection), else closed."""
         stream, _ = self.probation.popleft()
-        if not waiting(stream.socket):
+        if not self._vouched(stream, waiting(stream.socket)):
             self._turn_away(stream)
             return
         victim = self.admission.victim(True, now)
         if victim is not None:
             self.admission.evict(victim)
         self._start(stream, now, True)
+
+    def _vouched(self, stream: trio.SocketStream, spoke: bool) -> bool:
+        """Whether ``stream`` may take a pending connection's place: its first bytes have
+        arrived and (with a `vouch`) show a valid token."""
+        if not spoke:
+            return False
+        return self.vouch is None or self.vouch(peek(stream.socket))
 
     def _turn_away(self, stream: trio.SocketStream) -> None:
         self.admission.refuse("unauth_limit")
@@ -225,7 +237,7 @@ class GatedListener(trio.abc.AsyncResource):
             while self.probation:
                 stream, since = self.probation.popleft()
                 spoke = waiting(stream.socket)
-                if spoke or not admission.full:
+                if self._vouched(stream, spoke) or not admission.full:
                     victim = admission.victim(True, now) if admission.full else None
                     if victim is not None:
                         admission.evict(victim)
@@ -286,7 +298,9 @@ def gate(
     listeners: list[trio.SocketListener],
     admission: Admission,
     tls: ssl.SSLContext | None = None,
+    vouch: Vouch | None = None,
 ) -> list[GatedListener]:
-    """``listeners``, each counting its connections in ``admission`` (planned now)."""
+    """``listeners``, each counting its connections in ``admission`` (planned now);
+    ``vouch``: what a newcomer's first bytes must show to displace a pending one."""
     admission.plan()
-    return [GatedListener(listener, admission, tls) for listener in listeners]
+    return [GatedListener(listener, admission, tls, vouch) for listener in listeners]

@@ -34,6 +34,7 @@ from hypercorn.utils import wrap_app
 from ...supervisors import trace
 from ...supervisors.context import AppContext
 from ...supervisors.supervisor import PERMANENT, ChildContext, ChildSpec
+from . import vouch
 from .accept import GatedListener, gate, serve_gated
 from .admission import Admission, peer_key
 from .auth import BearerAuth
@@ -171,7 +172,11 @@ async def serve_http(
     admission = connections.admission(
         "http", unauth_limit=listen.unauth_limit, auth_timeout=listen.auth_timeout
     )
-    listeners = gate(await open_listeners(listen.host, listen.port, listen.bind_hint), admission)
+    bound = await open_listeners(listen.host, listen.port, listen.bind_hint)
+    auth = BearerAuth(listen.token, listen.grants, listen.allowed_roots)
+    # Under TLS (hypercorn's, after the gate) the first bytes show no token: no vouch.
+    shows = None if listen.tls else vouch.authorization_header(auth)
+    listeners = gate(bound, admission, vouch=shows)
     try:
         async with trio.open_nursery() as nursery:
             server = HttpServer(app, listen, connections, nursery, extra)

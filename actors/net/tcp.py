@@ -29,6 +29,7 @@ from ...supervisors.grants import Grant
 from ...supervisors.supervisor import ChildContext, ChildSpec
 from ..session_state import SessionState
 from ..stdio import transport_children
+from . import vouch
 from .accept import GatedStream, gate, serve_gated
 from .auth import BearerAuth
 from .bind import open_listeners
@@ -259,7 +260,9 @@ def tcp_listener(
             name, unauth_limit=listen.unauth_limit, auth_timeout=listen.auth_timeout, attach=attach
         )
         listeners = gate(
-            await open_listeners(listen.host, listen.port, listen.bind_hint), admission
+            await open_listeners(listen.host, listen.port, listen.bind_hint),
+            admission,
+            vouch=None if attach else vouch.first_line(server.auth),
         )
         bound = listeners[0].socket.getsockname()
         host, port = str(bound[0]), int(bound[1])

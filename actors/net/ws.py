@@ -35,6 +35,7 @@ from ...protocol.plural import plural
 from ...supervisors import trace
 from ...supervisors.context import AppContext
 from ...supervisors.supervisor import ChildContext, ChildSpec
+from . import vouch
 from .accept import gate, serve_gated
 from .admission import Admission, peer_key
 from .auth import CHALLENGE, BearerAuth
@@ -281,7 +282,9 @@ def ws_listener(
         )
         server = WsServer(app, listen, connections, admission)
         bound_listeners = await open_listeners(listen.host, listen.port, listen.bind_hint)
-        listeners = gate(bound_listeners, admission, ssl_context)
+        listeners = gate(
+            bound_listeners, admission, ssl_context, vouch.authorization_header(server.auth)
+        )
         bound = listeners[0].socket.getsockname()
         host, port = str(bound[0]), int(bound[1])
         with connections.listening(app.status_sections, name, listen.url(port)):
