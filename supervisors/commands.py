@@ -78,8 +78,31 @@ def cli_flag(path: str) -> str:
     return f"`{flag}`" if flag else path
 
 
+def as_sentence(line: str) -> str:
+    """A command's help line as the description of its own ``--help``: capitalised, ended."""
+    line = line.strip()
+    if not line:
+        return line
+    return line[0].upper() + line[1:] + ("" if line[-1] in ".!?)" else ".")
+
+
+class SubParsers(argparse._SubParsersAction):  # type: ignore[type-arg]  # argparse's own generic
+    """Subcommands whose ``--help`` opens with a description: the help line of the
+    command list, as a sentence, unless the command gives its own."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        if kwargs.get("description") is None and kwargs.get("help"):
+            kwargs["description"] = as_sentence(kwargs["help"])
+        return super().add_parser(name, **kwargs)
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse, with a usage error as one line (and exit code 2)."""
+    """argparse, with a usage error as one line (and exit code 2), and every subcommand's
+    ``--help`` opening with a description (`SubParsers`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", SubParsers)
 
     def error(self, message: str) -> NoReturn:
         command = self.prog.partition(" ")[2]

@@ -85,6 +85,23 @@ def test_every_command_has_a_help_line() -> None:
     assert [" ".join(words) for words, _, line in found if not line] == []
 
 
+@pytest.mark.parametrize("words", [w for w, _, _ in commands()], ids=" ".join)
+def test_every_command_help_opens_with_a_description(
+    words: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``memtrio mcp --help`` (and every other command's, groups too) says what the
+    command does under its usage, not only in the parent's command list."""
+    with pytest.raises(SystemExit):
+        main([*words, "--help"])
+    out = capsys.readouterr().out
+    usage, _, rest = out.partition("\n\n")
+    assert usage.startswith("usage: memtrio")
+    first = rest.split("\n", 1)[0]
+    assert first and not first.startswith(" ") and not first.endswith(":"), (
+        f"memtrio {' '.join(words)} --help has no description line: {rest[:200]!r}"
+    )
+
+
 def test_every_option_and_argument_has_a_help_text() -> None:
     missing = [
         f"memtrio {' '.join(words)} {action.option_strings[-1] if action.option_strings else action.dest}"

@@ -290,3 +290,48 @@ def test_configuration_doc_lists_every_key_with_its_default() -> None:
         assert (missing, unknown) == ([], []), f"[{section}] missing {missing}, unknown {unknown}"
         for key, value in values.items():
             assert documented[section][key] == value, f"[{section}] {key}"
+
+
+# -- options before the command, as git and pip take them ------------------------------------
+
+
+def test_options_before_the_command_are_the_commands_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``memtrio --home X list`` used to answer ``invalid choice: 'X'``."""
+    monkeypatch.setenv("MEMTRIO_EMBEDDINGS", "off")
+    monkeypatch.setenv("MEMTRIO_CODE", "off")
+    monkeypatch.delenv("MEMTRIO_HOME", raising=False)
+    home = tmp_path / "home"
+    code, _, err = run(capsys, "--home", str(home), "remember", "--scope", "global", "a note")
+    assert code == 0, err
+    code, out, err = run(capsys, "--home", str(home), "--log-level", "off", "list", "--json")
+    assert code == 0, err
+    assert [m["content"] for m in json.loads(out)] == ["a note"]
+    code, out, err = run(capsys, f"--home={home}", "stats", "--json")
+    assert code == 0 and json.loads(out)["memories"] == 1, err
+    # A word that names a command can be an option's value: the home called "list".
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "--home", "list", "list")
+    assert code == 0 and (tmp_path / "list").is_dir(), err
+
+
+def test_options_before_a_command_group_reach_the_subcommand(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for argv in (
+        ["--embedding-batch-size", "4", "mcp", "--help"],
+        ["--log-level", "off", "code", "index", "--help"],
+    ):
+        with pytest.raises(SystemExit) as done:
+            main(argv)
+        assert done.value.code == 0, capsys.readouterr().err
+        command = " ".join(w for w in argv if w in ("mcp", "code", "index"))
+        assert f"usage: memtrio {command}" in capsys.readouterr().out
+
+
+def test_an_option_no_command_takes_is_still_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--bogus", "list"])
+    assert done.value.code == 2
+    assert "--bogus" in capsys.readouterr().err
