@@ -55,6 +55,11 @@ TOOL_PHRASES = (
     ("the server's directory", "the current directory"),
     ("pass root as an absolute directory inside one", "run it inside one or pass `--root DIR`"),
     ("restart memtrio in that repository", "run memtrio in that repository"),
+    ("point root at", "point `--root` at"),
+    ("review_stale lists", "memtrio stale lists"),
+    ("memories of the session's repository", "memories of the current directory's repository"),
+    ("open the session in a Git checkout", "run it inside a Git checkout"),
+    ("this session has none", "the current directory is in none"),
 )
 _TOOL_ARG = re.compile(r"`(?:\$\.)?(\w+)((?:\[\d+\])?)`")
 _ROOT_VALUE = re.compile(r"(?<![\w-])root (?=')")

@@ -335,3 +335,40 @@ def test_an_option_no_command_takes_is_still_an_error(capsys: pytest.CaptureFixt
         main(["--bogus", "list"])
     assert done.value.code == 2
     assert "--bogus" in capsys.readouterr().err
+
+
+# -- outside a checkout, a message that says what the user can still do ----------------------
+
+
+@pytest.fixture
+def outside_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    monkeypatch.chdir(outside)
+    monkeypatch.setenv("MEMTRIO_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MEMTRIO_EMBEDDINGS", "off")
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    monkeypatch.delenv("MEMTRIO_CODE", raising=False)
+    monkeypatch.delenv("MEMTRIO_FAULTS", raising=False)
+    return outside
+
+
+def test_code_index_root_outside_a_checkout_does_not_ask_for_root(
+    outside_checkout: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--root DIR`` on a plain directory used to answer "run it inside one or pass
+    `--root DIR`", which is what the user had just done."""
+    code, _, err = run(capsys, "code", "index", "--root", str(outside_checkout))
+    assert code == 1 and "is not inside a Git checkout" in err, err
+    assert "pass `--root DIR`" not in err
+    assert "point `--root` at a directory of a checkout" in err and "git init" in err
+
+
+def test_stale_outside_a_checkout_names_no_argument_it_lacks(
+    outside_checkout: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``memtrio stale`` has no ``code`` argument; its refusal used to say "leave `code` out"."""
+    code, _, err = run(capsys, "stale")
+    assert code == 1, err
+    assert "`code`" not in err and "review_stale" not in err, err
+    assert "memtrio stale lists" in err and "run it inside a Git checkout" in err

@@ -448,3 +448,36 @@ async def test_stdio_keeps_the_server_directory_whatever_the_client_roots(
         assert status["session"]["root"] == str(repo_a)
         assert status["session"]["root_source"] == "cwd"
     assert asked == []
+
+
+@pytest.mark.parametrize(
+    ("scope", "root", "source"),
+    [
+        ("global", Path("/tmp/plain"), "cwd"),
+        ("global", Path("/tmp/plain"), "initialize"),
+        ("global", None, "none"),
+        ("global", None, "roots"),
+        ("repo:/src/app/.git", Path("/src/app"), "cwd"),
+        ("repo:/src/app/.git", Path("/src/app"), "roots"),
+    ],
+)
+def test_the_instructions_never_contradict_the_sessions_scope(
+    scope: str, root: Path | None, source: str
+) -> None:
+    """Outside a Git repository the instructions said both "its default memory scope is
+    `global`" and "reads cover the current repository plus `global`"."""
+    from types import SimpleNamespace
+
+    from memtrio.actors.memory.feature import instructions
+
+    session = SimpleNamespace(
+        name="s", protocol_version=None, root=root, root_source=source, grant=None
+    )
+    text = instructions(scope, session)  # type: ignore[arg-type]  # a SessionView's fields
+    if scope == "global" and source != "roots":
+        assert "current repository" not in text
+        assert "cover `global` alone" in text
+    elif scope == "global":
+        assert "Once the repository is known" in text
+    else:
+        assert f"`{scope}`" in text and "current repository plus `global`" in text

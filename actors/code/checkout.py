@@ -62,9 +62,14 @@ async def _checkout_root(root: str | None, default: Path, default_name: str) -> 
             .strip()
         )
     except GitError:
-        where = f"root {root!r}" if root is not None else f"{default_name} {str(default)!r}"
+        if root is not None:  # the caller named it: say what it lacks, not "pass root"
+            raise BadArgument(
+                f"root {root!r} is not inside a Git checkout (no Git repository in it or above "
+                "it); point root at a directory of a checkout, or run `git init` there first"
+            ) from None
         raise BadArgument(
-            f"{where} is not inside a Git checkout; pass root as an absolute directory inside one"
+            f"{default_name} {str(default)!r} is not inside a Git checkout; "
+            "pass root as an absolute directory inside one"
         ) from None
     found = Path(os.path.realpath(top))
     # A repository's own config can move its work tree anywhere (core.worktree):

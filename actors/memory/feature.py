@@ -42,12 +42,30 @@ def where(scope: str, session: SessionView) -> str:
     )
 
 
+def reach(scope: str, session: SessionView) -> str:
+    """Which scopes the session reads and writes, agreeing with `where`: a session with no
+    repository reads and writes `global` alone (no "current repository" to speak of)."""
+    if scope != GLOBAL:
+        return (
+            "Reads cover the current repository plus `global`; use `list_scopes` and pass a scope name "
+            "to `recall` or `inspect` to read another repository. Writes may only go to the current "
+            "repository and `global`."
+        )
+    if session.root_source == "roots" and session.root is None:
+        return (
+            "Once the repository is known, reads cover it plus `global` and writes may go to either; "
+            "until then both are `global` alone."
+        )
+    return (
+        "Reads and writes cover `global` alone; use `list_scopes` and pass a repository's scope name "
+        "to `recall` or `inspect` to read that repository's memories."
+    )
+
+
 def instructions(scope: str, session: SessionView) -> str:
     return (
         "memtrio memory: `remember` what you learn (decisions, conventions, pitfalls) and `recall` it in later "
-        f"sessions. {where(scope, session)} Reads cover the current repository plus `global`; use `list_scopes` "
-        "and pass a scope name to `recall` or `inspect` to read another repository. Writes may only go to the "
-        "current repository and `global`."
+        f"sessions. {where(scope, session)} {reach(scope, session)}"
     )
 
 

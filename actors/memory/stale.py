@@ -19,7 +19,7 @@ from typing import Any
 
 from ...protocol.errors import BadArgument, DomainError
 from ...supervisors.context import CallContext
-from ..anchors.anchoring import STALE, Repo, no_repository, repo_of, shown, states_of
+from ..anchors.anchoring import STALE, Repo, repo_of, shown, states_of
 from ..store.interfaces import StoreTx
 from ..store.interfaces.anchors import Anchor
 from ..store.memories import get_memory
@@ -30,6 +30,11 @@ from .results import ReviewStaleResult, StaleMemory, memory_result
 BATCH = 64  # anchored memories checked per code call
 MAX_CHECKED = 2048  # anchored memories one page checks, at most (then next_cursor)
 DIFF_LINES = 40  # lines of one anchor file's diff
+NO_REPOSITORY = (
+    "review_stale lists the memories of the session's repository whose code changed, and this "
+    "session has none: open the session in a Git checkout, with [code] enabled (memories of "
+    "`global` have no code anchors)"
+)
 
 
 async def review_stale(ctx: CallContext, args: ReviewStaleArgs) -> ReviewStaleResult:
@@ -37,8 +42,7 @@ async def review_stale(ctx: CallContext, args: ReviewStaleArgs) -> ReviewStaleRe
     policy = await policy_of(ctx)
     repo = await repo_of(ctx, policy)
     if repo is None:
-        why = no_repository(None, ()) or ""
-        raise BadArgument(why.replace("`code` anchors need", "review_stale needs"))
+        raise BadArgument(NO_REPOSITORY)
     scope_ids = await store.read(
         lambda tx: list(tx.scopes.ids([repo.scope]).values()), name="stale.scope"
     )
