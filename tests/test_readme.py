@@ -315,17 +315,24 @@ def test_every_docs_file_the_docs_quote_exists() -> None:
 # Paths of one machine: its checkouts, its temporary files, its interpreter. Generic
 # examples (/home/me/..., /srv/...) are fine.
 MACHINE_PATH = re.compile(
-    r"/work/|/root/|/tmp/|/Users/|\.pyenv|/usr/local/|site-packages/|/home/(?!me/|me\b)\w"
+    r"/work/|/root/|/tmp/|/Users/|\.pyenv|/usr/local/|site-packages/|(?<!\w)/home/(?!me/|me\b)\w"
     r"|(?<![\w.])\.\./shared/"
 )
+# tools/ may name where the evaluation data sits beside a checkout (``../shared/eval``).
+TOOLS_MACHINE_PATH = re.compile(MACHINE_PATH.pattern.rpartition("|")[0])
 
 
 def test_docs_name_no_machine_paths() -> None:
+    """README, every file under docs/ (the raw runs of docs/bench-runs/ too) and tools/."""
+    pages = [README, *(p for p in sorted((ROOT / "docs").rglob("*")) if p.is_file())]
+    tools = [p for p in sorted((ROOT / "tools").rglob("*")) if p.is_file()]
     found = [
-        f"{page.relative_to(ROOT)}:{n}: {line.strip()}"
-        for page in [README, *DOCS]
-        for n, line in enumerate(read(page).splitlines(), 1)
-        if MACHINE_PATH.search(line)
+        f"{page.relative_to(ROOT)}:{n}: {line.strip()[:160]}"
+        for pages_of, pattern in ((pages, MACHINE_PATH), (tools, TOOLS_MACHINE_PATH))
+        for page in pages_of
+        if page.suffix not in (".png", ".jpg", ".pyc")
+        for n, line in enumerate(page.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+        if pattern.search(line)
     ]
     assert found == []
 
@@ -339,8 +346,16 @@ def test_machine_path_pattern_catches_what_it_should() -> None:
         "/home/alice/project",
     ):
         assert MACHINE_PATH.search(bad), bad
-    for fine in ("repo:/home/me/project/.git", "the home /srv/mem", "~/.memtrio", "docs/x.md"):
+    for fine in (
+        "repo:/home/me/project/.git",
+        "the home /srv/mem",
+        "~/.memtrio",
+        "docs/x.md",
+        "beside it (DIR/home/vector-index/)",
+    ):
         assert not MACHINE_PATH.search(fine), fine
+    assert TOOLS_MACHINE_PATH.search("PYTHONPATH=/work/wt/leancode-py python3 tools/x.py")
+    assert not TOOLS_MACHINE_PATH.search("default ../shared/eval/<dataset>")
 
 
 TOOL_COMMAND = re.compile(r"python3? (tools/[\w.]+\.py)([^`\n|#]*)")
@@ -363,3 +378,11 @@ def test_every_tools_command_in_the_docs_names_a_script_and_flags_it_has() -> No
                     problems.append(f"{page.name}: {script} takes no {flag}")
     assert commands >= 10
     assert problems == []
+
+
+def test_the_home_table_names_the_code_index_file_memtrio_writes(tmp_path: Path) -> None:
+    from memtrio.actors.code.index import index_path
+
+    name = index_path(tmp_path).name
+    table = read(README).split("## Where data, config and logs live", 1)[1]
+    assert f"`{name}`" in table and not re.search(rf"`code-v(?!{name[6:-7]}\b)\d+\.sqlite`", table)

@@ -118,3 +118,24 @@ def test_serve_stop_leaves_a_reused_pid_alone(home: Path) -> None:
     finally:
         other.kill()
         other.wait()
+
+
+def test_doctor_says_which_server_of_the_home_runs_and_how_to_stop_it(home: Path) -> None:
+    """``memtrio mcp`` leaves an owner running ten minutes after its last session: the
+    README points at ``memtrio doctor`` to see it, and ``memtrio serve --stop`` to end it."""
+
+    def server_line() -> str:
+        done = memtrio(home, "doctor", "--json", env={"MEMTRIO_EMBEDDINGS": "off"})
+        return str(json.loads(done.stdout)["server"])
+
+    assert server_line().startswith("none running")
+    attach = {"MEMTRIO_EMBEDDINGS": "off", "MEMTRIO_SERVE_ATTACH": "auto"}
+    answered = memtrio(home, "mcp", stdin=PING, env=attach)
+    assert b'"result":{}' in answered.stdout, answered.stderr.decode()
+    (pid,) = spawn.owner_pids(home)
+    line = server_line()
+    assert f"pid {pid}, the owner memtrio mcp attaches to" in line
+    assert "10 min after its last session" in line and "memtrio serve --stop" in line
+    stopped = memtrio(home, "serve", "--stop")
+    assert stopped.returncode == 0, stopped.stderr.decode()
+    assert server_line().startswith("none running")

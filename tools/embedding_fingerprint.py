@@ -16,7 +16,7 @@
 
 Run ``dump`` from each checkout with its own interpreter (the text set is built
 here, from a fixed seed, so both dumps embed the same texts), e.g.
-``/old/venv/bin/python tools/embedding_fingerprint.py dump /tmp/old.npz``.
+``/old/venv/bin/python tools/embedding_fingerprint.py dump old.npz``.
 Uses only `resolve_spec` and `OnnxEncoder.{tokenize,windows,run_rows}`, which
 every version since issue #16 has.
 """

@@ -141,6 +141,28 @@ async def _database_report(store: Store) -> dict[str, Any]:
     return {"database": backends.shown(store.path, store.url), **report}
 
 
+def server_line(home: Path, idle_exit: float) -> str:
+    """Which ``memtrio serve`` of ``home`` runs (its runtime file), in one line: the owner
+    ``memtrio mcp`` starts keeps running after its last session, and this says so."""
+    from ..net import runtime
+
+    try:
+        found, _ = runtime.read(home)
+    except runtime.Untrusted as exc:
+        return f"not known: {exc}"
+    except OSError as exc:
+        return f"not known: {runtime.RUN_DIR}/{runtime.RUNTIME_FILE}: {exc.strerror}"
+    if found is None or not runtime.pid_alive(found.pid):
+        return "none running (the first memtrio mcp starts the owner of this home)"
+    stop = "memtrio serve --stop stops it"
+    if found.url:
+        return f"memtrio serve pid {found.pid} at {found.url}; {stop}"
+    idle = (
+        f"exits {idle_exit / 60:g} min after its last session" if idle_exit else "never idles out"
+    )
+    return f"memtrio serve pid {found.pid}, the owner memtrio mcp attaches to ({idle}); {stop}"
+
+
 def cmd_doctor(args: argparse.Namespace, run: AppRunner) -> int:
     cfg, home = load_config(args)
     perms = _permissions(home, log_path(cfg, home), args.fix)
@@ -156,6 +178,7 @@ def cmd_doctor(args: argparse.Namespace, run: AppRunner) -> int:
             "git": git_output(["--version"], app.cwd) or "not found",
             "embeddings": "on" if app.config.embedding.enabled else "off",
             "durability": app.config.store.durability,
+            "server": server_line(app.home, app.config.serve.idle_exit),
             "permissions": perms,
             "vectors": await _vector_report(app, store),
         }
