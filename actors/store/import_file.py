@@ -161,7 +161,7 @@ def decode_line(decoder: msgspec.json.Decoder[T], number: int, line: bytes) -> T
     except msgspec.ValidationError as exc:
         raise ImportRefused(
             f"line {number}: malformed {_record_type(line)}: "
-            f"{printable(describe_validation_error(exc, decoder.type))}"
+            f"{printable(describe_validation_error(exc, decoder.type, noun='field'))}"
         ) from None
     except msgspec.DecodeError as exc:
         raise ImportRefused(f"line {number}: {_not_json(line, exc)}") from None
