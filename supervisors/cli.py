@@ -28,7 +28,15 @@ import trio
 from ..actors.net import serving
 from ..actors.store import dsn
 from . import environment, trace
-from .app import build_context, configure_observability, default_features, open_app, serve
+from .app import (
+    HomeError,
+    build_context,
+    configure_observability,
+    default_features,
+    open_app,
+    prepare_home,
+    serve,
+)
 from .commands import (
     Parser,
     add_common,
@@ -169,12 +177,23 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
         or ranking_overrides(args)
     )
     if args.no_attach or own:
-        return _serve_stdio(args, *stdio.protect_stdout())
+        proto_in, proto_out = stdio.protect_stdout()
+        if args.answer_failures:
+            limit = load_config(args)[0].server.request_limit
+            return _serve_or_refuse(args, proto_in, proto_out, limit)
+        return _serve_stdio(args, proto_in, proto_out)
     cfg, home = load_config(args)
     ui = serving.mcp_ui_requested(args)
     proto_in, proto_out = stdio.protect_stdout()
     # A store file of its own (MEMTRIO_STORE_FILE, MEMORY_FILE_PATH): the owner may serve another.
     if cfg.serve.attach != "off" and not cfg.store.file:
+        limit = cfg.server.request_limit
+        try:
+            prepare_home(home, home_origin(args))
+        except HomeError as exc:  # the one line; the client gets it as its answers
+            print(f"memtrio: {exc}", file=sys.stderr, flush=True)
+            attach.refuse(proto_in, proto_out, limit, str(exc))
+            return exc.code
         root = Path.cwd().resolve()
         code = attach.attach(
             home,
@@ -189,7 +208,32 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
         )
         if code is not None:
             return code
+        return _serve_or_refuse(args, proto_in, proto_out, limit)
     return _serve_stdio(args, proto_in, proto_out)
+
+
+def _serve_or_refuse(args: argparse.Namespace, proto_in: int, proto_out: int, limit: int) -> int:
+    """The embedded server of a ``memtrio mcp`` that attaches by default and has no owner to
+    attach to (or that such a child started to relay to: ``--answer-failures``). If it
+    cannot serve either (a newer or damaged store, a full disk, ...), its one line on
+    stderr, and every request of the client answered with it until EOF
+    (``actors.net.attach.refuse``): the client learns why at once instead of waiting."""
+    from ..actors.net import attach
+
+    keep_in, keep_out = os.dup(proto_in), os.dup(proto_out)
+    try:
+        code = _serve_stdio(args, proto_in, proto_out)
+    except (Exception, BaseExceptionGroup) as exc:  # noqa: BLE001 - every failure: one line
+        code, line = report_line(exc, "mcp")
+        if code in (1, 2):
+            attach.refuse(keep_in, keep_out, limit, line)
+            return code
+        os.close(keep_in)
+        os.close(keep_out)
+        return code
+    os.close(keep_in)
+    os.close(keep_out)
+    return code
 
 
 def _early_answers(args: argparse.Namespace) -> Callable[[bytes], Awaitable[bytes | None]]:
@@ -403,6 +447,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="the owner binds the web dashboard (or MEMTRIO_MCP_UI=1); its URL, with a "
         "per-launch token, is printed once on stderr",
     )
+    # Internal: the embedded server a `memtrio mcp` child relays to when it could start no
+    # owner (actors.net.spawn.embedded) answers its requests with its failure, not silence.
+    mcp.add_argument("--answer-failures", action="store_true", help=argparse.SUPPRESS)
     add_vector_options(mcp)
     add_store_options(mcp)
     add_ranking_options(mcp)
@@ -492,11 +539,18 @@ def _run_command(args: argparse.Namespace) -> int:
 def report(exc: BaseException, command: str = "") -> int:
     """Print ``exc`` as the one line of a failed command (`_report`), without any password
     (`dsn.redact`: a connection string in an unforeseen error's text); its exit code."""
+    return report_line(exc, command)[0]
+
+
+def report_line(exc: BaseException, command: str = "") -> tuple[int, str]:
+    """`report`: its exit code, and the line it printed (without ``memtrio: ``)."""
     lines = io.StringIO()
     with contextlib.redirect_stderr(lines):
         code = _report(exc, command)
-    sys.stderr.write(dsn.redact(lines.getvalue()))
-    return code
+    text = dsn.redact(lines.getvalue())
+    sys.stderr.write(text)
+    said = text.strip().splitlines()
+    return code, said[-1].removeprefix("memtrio: ") if said else ""
 
 
 def _report(exc: BaseException, command: str = "") -> int:

@@ -73,6 +73,9 @@ REATTACH_PERIOD = 60.0
 EARLY_METHODS = frozenset({"initialize", "ping", "tools/list", "notifications/initialized"})
 # JSON-RPC error code of a request the owner went away before answering.
 NOT_ACKNOWLEDGED = -32004
+# JSON-RPC error code of every request of a session no server could be started for
+# (`Relay.refuse`); its message is the reason, which says what to do.
+NO_SERVER = -32005
 NOT_ACKNOWLEDGED_MESSAGE = (
     "not acknowledged, retry: the memtrio server of this session (pid {pid}) went away "
     "before answering; the call may or may not have taken effect, and the session goes "
@@ -89,10 +92,18 @@ class Owner:
     leftover: bytes = b""  # bytes received after the probe's answer
     ui: str = ""  # its dashboard's URL ("" without one)
     process: subprocess.Popen[bytes] | None = None  # when this child started it
+    embedded: bool = False  # this child's own embedded server (no owner could be started)
 
 
 class NoOwner(Exception):
     """There is no owner to attach to; the message says why."""
+
+
+class GaveUp(NoOwner):
+    """No owner can be started, for good: the one that was refused to start saying why (a
+    newer or damaged store, a full disk), or the last of `attach.MAX_OWNER_STARTS` that
+    exited at start. The message is the reason; the session is answered with it
+    (`Relay.refuse`)."""
 
 
 # Answers one whole line of the client's (a request of `EARLY_METHODS`) as the server's
@@ -409,14 +420,64 @@ class Relay:
     # -- the loop ---------------------------------------------------------------------------
 
     async def run(self, owner: Owner) -> int:
-        """Relay until the client ends the session; the exit code."""
+        """Relay until the client ends the session; the exit code.
+
+        Error handling: when no new owner can be started (`GaveUp`), one line says why
+        and the rest of the session is answered with it (`refuse`).
+        """
         try:
             return await self._run(owner)
         except ClientGone:
             return 0
+        except GaveUp as exc:
+            say(str(exc))
+            return await self.refuse(str(exc))
         finally:
             for process in self.processes:
                 process.poll()  # reap an owner of ours that exited
+
+    async def refuse(self, reason: str) -> int:
+        """Answer every request of the client (those read already, then each line of stdin
+        until EOF) with the JSON-RPC error `NO_SERVER` whose message is ``reason``: no server
+        can serve this session, and the client learns why at once instead of waiting on a
+        call that nobody will answer. Exit code 1 (0 if the client closed stdout).
+        """
+        try:
+            for rid in self.in_flight.take():
+                await self.write_out(jsonrpc.error_response(rid, NO_SERVER, reason))
+            while True:
+                while self.outbox:
+                    piece = self.outbox.popleft()
+                    if piece.whole:
+                        ids = _request_ids(piece.data)
+                    else:  # a line longer than the limit: one answer, at its end
+                        ids = [None] if piece.last else []
+                    for rid in ids:
+                        await self.write_out(jsonrpc.error_response(rid, NO_SERVER, reason))
+                if self.stdin_eof:
+                    return 1
+                try:
+                    chunk = await self.stdin.receive_some(READ_SIZE)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    chunk = b""
+                if chunk:
+                    self.outbox.extend(self.rewriter.lines.feed(chunk))
+                else:
+                    self.stdin_eof = True
+                    self.outbox.extend(self.rewriter.lines.finish())
+        except ClientGone:
+            return 0
+
+    def close(self) -> None:
+        """Close the relay's ends of stdin and stdout (copies of the protocol's descriptors).
+
+        Closing them restores the blocking mode trio changed on the descriptions they share
+        with the protocol's descriptors: done now, before an embedded server in this process
+        makes them non-blocking again, and not whenever the garbage collector gets to it
+        (then its event loop would block in a read of stdin and answer nothing).
+        """
+        self.stdin.close()
+        self.stdout.close()
 
     async def _run(self, owner: Owner) -> int:
         self.show_dashboard(owner)
@@ -467,6 +528,8 @@ class Relay:
                 owner: Owner | None = None
                 try:
                     owner = await self.find()
+                except GaveUp:
+                    raise
                 except NoOwner as exc:
                     why = f": {exc}"
                 if owner is not None:
@@ -514,7 +577,7 @@ class Relay:
                         await self.write_out(line)
             if answer is None:
                 return False  # gone again, or no answer in time
-            if answer.error is not None:
+            if answer.error is not None and not owner.embedded:  # that one said why itself
                 refused = bytes(answer.error)[:300].decode(errors="replace")
                 say(f"memtrio serve pid {owner.pid} refused the session's initialize: {refused}")
             if session.initialized:
@@ -558,6 +621,26 @@ def _answer_to(line: bytes, rid: str) -> jsonrpc.Response | None:
         return None
     decoded = jsonrpc.decode_line(line)
     return decoded if isinstance(decoded, jsonrpc.Response) and decoded.id == rid else None
+
+
+def _request_ids(line: bytes) -> list[jsonrpc.Id]:
+    """The ids ``line`` must be answered under: each request's (a batch's too), the id of a
+    request that is not valid when it can be read, None for a line that is not JSON; none
+    for notifications and blank lines."""
+    if not line.strip():
+        return []
+    decoded = jsonrpc.decode_line(line)
+    messages: Sequence[jsonrpc.Decoded] = [decoded]
+    if isinstance(decoded, jsonrpc.Batch):
+        messages = [jsonrpc.decode_line(e, in_batch=True) for e in decoded.elements]
+    ids: list[jsonrpc.Id] = []
+    for message in messages:
+        if isinstance(message, jsonrpc.Message):
+            if message.has_id:
+                ids.append(message.id)
+        elif isinstance(message, jsonrpc.Failure):
+            ids.append(message.id)
+    return ids
 
 
 def _early_method(line: bytes) -> str | None:
