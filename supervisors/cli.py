@@ -280,6 +280,9 @@ def _serve_stdio(args: argparse.Namespace, proto_in: int, proto_out: int) -> int
     from ..actors import stdio
 
     app = start(args)
+    # One client, which may never embed: the model loads on its first embedding, not at
+    # initialize (a server shared by many sessions warms it: AppContext.warm_on_initialize).
+    app.warm_on_initialize = False
     after: list[ChildSpec] = []
     if serving.mcp_ui_requested(args):
         from ..actors.ui import cli as ui_cli
@@ -336,6 +339,7 @@ def serve_network(args: argparse.Namespace, transport: str | None) -> int:
     connections = Connections(listen.max_connections)
     announce = serving.announcer(listen)
     public: list[str] = []
+    dashboards: list[str] = []
     ui = ui_cli.dashboard(app, listen) if serving.ui_requested(args) else None
     idle = getattr(args, "idle_exit", None)
 
@@ -344,10 +348,18 @@ def serve_network(args: argparse.Namespace, transport: str | None) -> int:
         announce(host, port)
         if ui is not None:
             url = ui_cli.dashboard_url(listen, port, ui)
+            dashboards.append(url)
             print(f"memtrio serve: dashboard at {url}", file=sys.stderr, flush=True)
 
     def after() -> list[ChildSpec]:
-        children = owner.attach_children(app, connections, lambda: public[-1] if public else "")
+        # The runtime file names the dashboard too: `memtrio serve --ui --detach` prints it
+        # from there, and `memtrio mcp --ui` children show it.
+        children = owner.attach_children(
+            app,
+            connections,
+            lambda: public[-1] if public else "",
+            lambda: dashboards[-1] if dashboards else "",
+        )
         if idle:
             children.append(owner.idle_exit_child(app, connections, idle))
         return children

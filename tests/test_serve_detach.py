@@ -14,6 +14,7 @@ import re
 import socket
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -118,3 +119,22 @@ def test_serve_stop_leaves_a_reused_pid_alone(home: Path) -> None:
     finally:
         other.kill()
         other.wait()
+
+
+def test_serve_ui_detach_prints_the_dashboard_and_records_it_in_the_runtime_file(
+    home: Path,
+) -> None:
+    # Issue 37, item 5: the detached server's dashboard address was only in logs/serve.log,
+    # and run/serve.json said "ui": "", unlike the foreground and memtrio mcp --ui.
+    started = memtrio(home, "serve", "--ui", "--detach", "--bind", "127.0.0.1:0")
+    err = started.stderr.decode()
+    assert started.returncode == 0, err
+    shown = re.search(r"memtrio serve: dashboard at (http://127\.0\.0\.1:\d+/\S+)", err)
+    assert shown is not None, err
+    found, _ = runtime.read(home)
+    assert found is not None and found.ui == shown.group(1), (found, err)
+    with urllib.request.urlopen(found.ui, timeout=10) as page:  # the token opens it
+        assert page.status == 200
+    # A memtrio mcp --ui attached to it names the same dashboard.
+    attached = memtrio(home, "mcp", "--ui", stdin=PING, env={"MEMTRIO_SERVE_ATTACH": "existing"})
+    assert f"memtrio: dashboard at {found.ui}" in attached.stderr.decode()
