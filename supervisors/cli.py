@@ -28,15 +28,7 @@ import trio
 from ..actors.net import serving
 from ..actors.store import dsn
 from . import environment, trace
-from .app import (
-    HomeError,
-    build_context,
-    configure_observability,
-    default_features,
-    open_app,
-    prepare_home,
-    serve,
-)
+from .app import build_context, configure_observability, default_features, open_app, serve
 from .commands import (
     Parser,
     add_common,
@@ -187,6 +179,8 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
     proto_in, proto_out = stdio.protect_stdout()
     # A store file of its own (MEMTRIO_STORE_FILE, MEMORY_FILE_PATH): the owner may serve another.
     if cfg.serve.attach != "off" and not cfg.store.file:
+        from .app import HomeError, early_answers, prepare_home
+
         limit = cfg.server.request_limit
         try:
             prepare_home(home, home_origin(args))
@@ -204,7 +198,7 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
             mode=cfg.serve.attach,
             launch=spawn.Launch(home, root, ui=ui, log_level=args.log_level),
             ui=ui,
-            early=partial(_early_answers, args),
+            early=partial(early_answers, cfg, home, home_origin(args)),
         )
         if code is not None:
             return code
@@ -234,43 +228,6 @@ def _serve_or_refuse(args: argparse.Namespace, proto_in: int, proto_out: int, li
     os.close(keep_in)
     os.close(keep_out)
     return code
-
-
-def _early_answers(args: argparse.Namespace) -> Callable[[bytes], Awaitable[bytes | None]]:
-    """What the first ``memtrio mcp`` child of a home answers its client with while the owner
-    it started is not there yet (``actors.net.relay.Relay.answer_early``): a Session of this
-    child's own application, every feature set up as the owner sets them up (same home,
-    configuration and directory) but no actor started and no model loaded, so
-    ``initialize`` and ``tools/list`` say what the owner will say."""
-    from ..actors.session import Session
-    from ..actors.session_state import SessionState
-    from ..protocol.messages import Outbound
-    from .app import setup_features
-    from .supervisor import Mailbox
-
-    cfg, home = load_config(args)
-    app = build_context(cfg, home, home_origin=home_origin(args))
-    setup_features(app, default_features())
-    app.warm_ups.clear()  # the owner loads the model; this child never does
-    outbox: Mailbox[Outbound] = Mailbox("early.outbox", 64)
-    session = Session(app, SessionState(name="early.session"), outbox)
-
-    async def answer(line: bytes) -> bytes | None:
-        if b"notifications/initialized" in line:
-            return b""  # noted by the relay and replayed to the owner, which acts on it
-        failed = False
-        try:
-            await session.handle_line(line.strip())
-        except Exception:  # noqa: BLE001 - not answered here: the owner answers it
-            failed = True
-        out = []
-        while True:
-            try:
-                out.append(outbox.receive_channel.receive_nowait().line)
-            except trio.WouldBlock:
-                return None if failed else b"".join(out)
-
-    return answer
 
 
 def _serve_stdio(args: argparse.Namespace, proto_in: int, proto_out: int) -> int:

@@ -23,9 +23,15 @@ The first child does not make its client wait for the owner it starts: while the
 owner starts, it answers ``initialize``, ``ping`` and ``tools/list`` itself
 (``early``: the answers of a Session of its own application, features set up but
 no actor started, built by the command line), then replays the session to the
-owner (``actors.net.relay``). If no owner can be started after all, the session
+owner (``actors.net.relay``). If no owner can be launched after all, the session
 goes on with an embedded ``memtrio mcp --no-attach`` started as this child's child
 (`spawn.embedded`), to which the relay replays it the same way.
+
+An owner that refuses to start saying why (a newer or damaged store, a full disk) is
+final: the child prints that line and answers its session with it (`GaveUp`,
+``Relay.refuse``), as an embedded server would meet the same store. Owners that exit
+without a reason are started at most `MAX_OWNER_STARTS` times in a row, with a
+backoff (`Starts`), and then the child gives up the same way.
 
 Relaying, and carrying the session over to a new owner when this one goes away
 (its calls in flight answered "not acknowledged, retry", the session replayed), is
@@ -479,7 +485,7 @@ def refuse(proto_in: int, proto_out: int, limit: int, reason: str) -> int:
         return None
 
     async def main() -> int:
-        relay = Relay(nobody, Path.cwd(), proto_in, proto_out, limit)
+        relay = Relay(nobody, Path(os.sep), proto_in, proto_out, limit)  # no initialize to root
         try:
             return await relay.refuse(reason)
         finally:

@@ -45,12 +45,12 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import trio
 
 from ...protocol import jsonrpc, mcp
+from . import relay_lines
 from .relay_lines import READ_SIZE, InitializeRoot, Piece, ServerLines
 
 # Ids of the requests the relay itself sends to a new owner (the replayed session):
@@ -68,9 +68,6 @@ REPLAY_TIMEOUT = 10.0
 # seconds) stops trying: something kills every owner.
 MAX_REATTACHES = 5
 REATTACH_PERIOD = 60.0
-# What the first child answers itself while its owner starts (`Relay.answer_early`):
-# lifecycle requests whose answers depend on the configuration alone, never on the store.
-EARLY_METHODS = frozenset({"initialize", "ping", "tools/list", "notifications/initialized"})
 # JSON-RPC error code of a request the owner went away before answering.
 NOT_ACKNOWLEDGED = -32004
 # JSON-RPC error code of every request of a session no server could be started for
@@ -300,7 +297,7 @@ class Relay:
                 if not piece.data.strip():
                     self.outbox.popleft()
                     continue
-                method = _early_method(piece.data)
+                method = relay_lines.early_method(piece.data)
                 if method is None or (method == "initialize" and self.rewriter.done):
                     return  # not answerable here (a second initialize: the owner's)
                 line = self.rewriter.rewrite(piece.data) if method == "initialize" else piece.data
@@ -311,7 +308,7 @@ class Relay:
                 self.outbox.popleft()
                 if method == "initialize":
                     self.session.initialize = line
-                    version = _result_version(reply)
+                    version = relay_lines.result_version(reply)
                     self.session.acknowledged = version is not None
                     self.session.protocol_version = version
                     self.rewriter.done = version is not None
@@ -373,7 +370,7 @@ class Relay:
                 and not self.session.acknowledged
             ):
                 self.session.acknowledged = True
-                self.session.protocol_version = _protocol_version(response.result)
+                self.session.protocol_version = relay_lines.protocol_version(response.result)
         return True
 
     async def downstream(self, lines: ServerLines) -> None:
@@ -449,7 +446,7 @@ class Relay:
                 while self.outbox:
                     piece = self.outbox.popleft()
                     if piece.whole:
-                        ids = _request_ids(piece.data)
+                        ids = relay_lines.request_ids(piece.data)
                     else:  # a line longer than the limit: one answer, at its end
                         ids = [None] if piece.last else []
                     for rid in ids:
@@ -560,7 +557,7 @@ class Relay:
             return True
         self.replays += 1
         rid = f"{RELAY_ID}initialize-{self.replays}"
-        request = _replayed(session.initialize, rid)
+        request = relay_lines.replayed(session.initialize, rid)
         if request is None:
             return True
         if session.protocol_version:
@@ -571,7 +568,7 @@ class Relay:
             with trio.move_on_after(REPLAY_TIMEOUT):
                 while (got := await lines.next()) is not None:
                     line, whole = got
-                    if whole and (answer := _answer_to(line, rid)) is not None:
+                    if whole and (answer := relay_lines.answer_to(line, rid)) is not None:
                         break
                     if not whole or self.note_server_line(line):
                         await self.write_out(line)
@@ -584,7 +581,7 @@ class Relay:
                 note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
                 await owner.stream.send_all(msgspec.json.encode(note) + b"\n")
             level_id = f"{RELAY_ID}set-level-{self.replays}"
-            level = _replayed(session.log_level, level_id) if session.log_level else None
+            level = relay_lines.replayed(session.log_level, level_id) if session.log_level else None
             if level is not None:
                 self.relay_ids.add(level_id)
                 await owner.stream.send_all(msgspec.json.encode(level) + b"\n")
@@ -600,72 +597,3 @@ class Relay:
         if line not in self.shown_ui:
             self.shown_ui.add(line)
             print(line, file=sys.stderr, flush=True)
-
-
-def _replayed(line: bytes, rid: str) -> dict[str, Any] | None:
-    """The request of ``line`` under the relay's id ``rid``; None if it cannot be."""
-    try:
-        msg = msgspec.json.decode(line)
-    except (msgspec.DecodeError, RecursionError):
-        return None
-    if not isinstance(msg, dict) or not isinstance(msg.get("params", {}), dict):
-        return None
-    msg["id"] = rid
-    msg.setdefault("params", {})
-    return msg
-
-
-def _answer_to(line: bytes, rid: str) -> jsonrpc.Response | None:
-    """``line`` if it is the answer to the relay's request ``rid``, else None."""
-    if rid.encode() not in line:
-        return None
-    decoded = jsonrpc.decode_line(line)
-    return decoded if isinstance(decoded, jsonrpc.Response) and decoded.id == rid else None
-
-
-def _request_ids(line: bytes) -> list[jsonrpc.Id]:
-    """The ids ``line`` must be answered under: each request's (a batch's too), the id of a
-    request that is not valid when it can be read, None for a line that is not JSON; none
-    for notifications and blank lines."""
-    if not line.strip():
-        return []
-    decoded = jsonrpc.decode_line(line)
-    messages: Sequence[jsonrpc.Decoded] = [decoded]
-    if isinstance(decoded, jsonrpc.Batch):
-        messages = [jsonrpc.decode_line(e, in_batch=True) for e in decoded.elements]
-    ids: list[jsonrpc.Id] = []
-    for message in messages:
-        if isinstance(message, jsonrpc.Message):
-            if message.has_id:
-                ids.append(message.id)
-        elif isinstance(message, jsonrpc.Failure):
-            ids.append(message.id)
-    return ids
-
-
-def _early_method(line: bytes) -> str | None:
-    """The method of ``line`` if `Relay.answer_early` answers it (a request of
-    `EARLY_METHODS`, or ``notifications/initialized``), else None."""
-    decoded = jsonrpc.decode_line(line)
-    if not isinstance(decoded, jsonrpc.Message) or decoded.method not in EARLY_METHODS:
-        return None
-    if decoded.has_id == (decoded.method == "notifications/initialized"):
-        return None  # a request sent as a notification, or the other way round
-    return decoded.method
-
-
-def _result_version(reply: bytes) -> str | None:
-    """The protocol version an ``initialize`` answer negotiated; None for an error."""
-    decoded = jsonrpc.decode_line(reply.strip()) if reply.strip() else None
-    if not isinstance(decoded, jsonrpc.Response) or decoded.result is None:
-        return None
-    return _protocol_version(decoded.result)
-
-
-def _protocol_version(result: msgspec.Raw) -> str | None:
-    try:
-        value = msgspec.json.decode(result)
-    except (msgspec.DecodeError, RecursionError):
-        return None
-    version = value.get("protocolVersion") if isinstance(value, dict) else None
-    return version if isinstance(version, str) else None
