@@ -443,7 +443,7 @@ async def start_answering(
         try:
             answer = early()
         except Exception as exc:  # noqa: BLE001 - the owner answers instead, a moment later
-            say(f"not answering before the owner is up: {type(exc).__name__}: {exc}")
+            say(f"not answering before the owner is up: {exc}")
             return
         try:
             await relay.answer_early(answer, ready)
