@@ -91,7 +91,7 @@ def as_sentence(line: str) -> str:
     return line[0].upper() + line[1:] + ("" if line[-1] in ".!?)" else ".")
 
 
-class SubParsers(argparse._SubParsersAction):  # type: ignore[type-arg]  # argparse's own generic
+class SubParsers(argparse._SubParsersAction):  # argparse's own class, subclassed
     """Subcommands whose ``--help`` opens with a description: the help line of the
     command list, as a sentence, unless the command gives its own."""
 
