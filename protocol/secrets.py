@@ -28,8 +28,8 @@ linear in the length of the text (a 1 MB text of one character scans in millisec
 from __future__ import annotations
 
 import base64
-import bisect
 import binascii
+import bisect
 import json
 import math
 import re
@@ -190,15 +190,18 @@ _ASSIGN = (
     r"(?P<name>(?:[_.\-][\w.\-]{0,40})?)(?:\[\d{0,5}\])?[\"']?"
     r"(?:[ \t]{0,5}(?:===|!==|=>|:=|==|!=|=|:)|[ \t]{1,5}(?=\"))[ \t]{0,5}@?"
 )
+_COMPARED = r"[ \t]{0,5}(?:===?|!==?)[ \t]{0,5}[\w.]{0,40}?"  # "value" == name
 # A name ending so holds where or what the credential is, not the credential.
 NOT_SECRET_NAMES = re.compile(
     r"(?i)[_.\-](?:file|path|dir|name|type|length|len|size|count|limit|hash|sha\d*|digest|id"
     r"|url|uri|env|var|field|prefix|header|endpoint|format|ttl|timeout|expiry|expires|policy"
     r"|mode|source|store|count|max|min)$"
 )
+_N = str(MAX_VALUE)
+_DQ = r"\"(?P<dq>[^\"\n]{1," + _N + r"})\""
 _VALUE = (
-    r"(?:\"(?P<dq>[^\"\n]{1,%d})\"|'(?P<sq>[^'\n]{1,%d})'|`(?P<bq>[^`\n]{1,%d})`"
-    r"|(?P<bare>[^\s\"'`,;:=][^\s\"'`,;]{0,%d}))" % ((MAX_VALUE,) * 3 + (MAX_VALUE - 1,))
+    r"(?:" + _DQ + r"|'(?P<sq>[^'\n]{1," + _N + r"})'|`(?P<bq>[^`\n]{1," + _N + r"})`"
+    r"|(?P<bare>[^\s\"'`,;:=][^\s\"'`,;]{0," + str(MAX_VALUE - 1) + r"}))"
 )
 
 RULES: tuple[Rule, ...] = (
@@ -247,11 +250,9 @@ RULES: tuple[Rule, ...] = (
     Rule("credential-assignment", _rx(
         r"(?=[aAsStTcCpPrReEmM])(?i:" + _KEY_NAMES + r")" + _ASSIGN + _VALUE), random_looking),
     Rule("password-comparison", _rx(
-        r"\"(?P<dq>[^\"\n]{1,%d})\"[ \t]{0,5}(?:===?|!==?)[ \t]{0,5}[\w.]{0,40}?(?i:%s)"
-        % (MAX_VALUE, _PASSWORD_NAMES)), password_like),
-    Rule("credential-comparison", _rx(
-        r"\"(?P<dq>[^\"\n]{1,%d})\"[ \t]{0,5}(?:===?|!==?)[ \t]{0,5}[\w.]{0,40}?(?i:%s)"
-        % (MAX_VALUE, _KEY_NAMES)), random_looking),
+        _DQ + _COMPARED + r"(?i:" + _PASSWORD_NAMES + r")"), password_like),
+    Rule("credential-comparison", _rx(_DQ + _COMPARED + r"(?i:" + _KEY_NAMES + r")"),
+        random_looking),
 )  # fmt: skip
 
 
@@ -273,7 +274,9 @@ def _span(rule: Rule, match: re.Match[str], text: str) -> tuple[int, int] | None
     groups = match.re.groupindex
     if "name" in groups and NOT_SECRET_NAMES.search(match.group("name")):
         return None
-    name = next((g for g in ("secret", "dq", "sq", "bq", "bare") if g in groups and match.group(g)), None)
+    name = next(
+        (g for g in ("secret", "dq", "sq", "bq", "bare") if g in groups and match.group(g)), None
+    )
     start, end = match.span(name) if name else match.span()
     if rule.kind == "private-key":
         closing = _PEM_END.search(text, end)
@@ -302,7 +305,9 @@ def find_secrets(text: str) -> list[Finding]:
             start, end = span
             covered = end
             at = bisect.bisect_left(starts, start)
-            if (at > 0 and found[at - 1].end > start) or (at < len(found) and found[at].start < end):
+            if (at > 0 and found[at - 1].end > start) or (
+                at < len(found) and found[at].start < end
+            ):
                 continue  # inside a secret found by an earlier rule
             starts.insert(at, start)
             found.insert(at, Finding(rule.kind, start, end))
