@@ -21,7 +21,7 @@ from typing import TypeVar, cast
 import msgspec
 
 from .errors import BadArgument
-from .secrets import SecretsMode, find_secrets, redact
+from .secrets import MARKER, SecretsMode, find_secrets, redact
 
 T = TypeVar("T")
 MAX_LISTED = 5  # secrets a refusal names; the rest are counted
@@ -50,12 +50,12 @@ class _Walk:
         findings = find_secrets(value)
         if not findings:
             return value
-        shown = ", ".join(f.shown(value) for f in findings)
         label = where or "the text"
         if self.mode == "refuse":
             self.found += [f"{label}: {f.shown(value)}" for f in findings]
             return value
-        self.found.append(f"{label}: {shown} replaced by a [REDACTED:...] marker")
+        replaced = ", ".join(f"{f.shown(value)} by {MARKER.format(kind=f.kind)}" for f in findings)
+        self.found.append(f"{label}: a secret was replaced: {replaced}")
         return redact(value, findings)
 
     def value(self, value: object, where: str, depth: int = 0) -> object:

@@ -6,8 +6,9 @@ anything else that keeps user text call it. What is found:
 
 - well-known formats, by their documented prefix and shape: AWS access key ids, GitHub,
   GitLab, Slack, Stripe, Google API, OpenAI, Anthropic, Hugging Face, SendGrid, Twilio,
-  Mailchimp, PyPI, npm, Telegram, Discord, Square and Azure storage keys, private key
-  blocks (PEM, OpenSSH, PGP) and JSON Web Tokens;
+  Mailchimp, PyPI, npm, Telegram, Discord, Sourcegraph, Notion, HashiCorp Vault,
+  Facebook, Heroku, Grafana, Sentry, Square and Azure storage keys, private key blocks
+  (PEM, OpenSSH, PGP) and JSON Web Tokens;
 - credentials by their context: ``Authorization: Bearer ...`` / ``Basic ...`` values, the
   password of a URL (``scheme://user:password@host``), and the value of an assignment
   whose name says it holds a credential (``password = ...``, ``api_key: ...``,
@@ -176,19 +177,16 @@ def _rx(pattern: str, flags: int = 0) -> re.Pattern[str]:
 
 _B = r"(?<![A-Za-z0-9_\-])"  # not inside a run of token characters
 _E = r"(?![A-Za-z0-9_\-])"
-_KEY_NAMES = (
-    r"(?:api[_.\-]?key|apikey|api[_.\-]?token|access[_.\-]?key(?:[_.\-]?id)?|secret[_.\-]?key"
-    r"|secret[_.\-]?access[_.\-]?key|access[_.\-]?token|auth[_.\-]?token|refresh[_.\-]?token"
-    r"|client[_.\-]?secret|private[_.\-]?key|secret|token|credentials?|auth[_.\-]?key"
-    r"|signing[_.\-]?key|encryption[_.\-]?key|app[_.\-]?key|master[_.\-]?key|session[_.\-]?key)"
-)
-_PASSWORD_NAMES = r"(?:password|passwd|passphrase|pass|pwd)"
+# The names of credentials (any case); what follows the name is `_ASSIGN`'s ``name`` group
+# (``client_secret``, ``aws_secret_access_key``, ``api_key``, ``GITHUB_TOKEN`` all match).
+_KEY_NAMES = r"(?:secret|token|credentials?|apikey|accesskey|privatekey|auth|[_.\-]key)"
+_PASSWORD_NAMES = r"(?:pass(?:word|wd|phrase)?|pwd)"
 # name, then up to 40 more name characters, a quote, then the assignment operator
 # the rest of the name (``_super_secure``, not a plural ``s``), an index, a closing quote,
 # then the assignment or comparison operator (or, before a double quote, none)
 _ASSIGN = (
     r"(?P<name>(?:[_.\-][\w.\-]{0,40})?)(?:\[\d{0,5}\])?[\"']?"
-    r"(?:[ \t]{0,5}(?:===|!==|=>|:=|==|!=|=|:)|[ \t]{1,5}(?=\"))[ \t]{0,5}@?"
+    r"(?:[ \t]{0,5}(?:===|!==|=>|:{1,3}=|\?=|==|!=|=|:)|[ \t]{1,5}(?=\"))[ \t]{0,5}@?"
 )
 _COMPARED = r"[ \t]{0,5}(?:===?|!==?)[ \t]{0,5}[\w.]{0,40}?"  # "value" == name
 # A name ending so holds where or what the credential is, not the credential.
@@ -211,7 +209,8 @@ RULES: tuple[Rule, ...] = (
     Rule("gitlab-token", _rx(
         _B + r"(?:glpat|gldt|glrt|glptt|glsoat|glcbt|glimt|glagent|gloas|glft|glffct|glsa)-"
         r"[A-Za-z0-9_\-]{20,250}" + _E + r"|" + _B + r"GR1348941[A-Za-z0-9_\-]{20,250}" + _E)),
-    Rule("slack-token", _rx(_B + r"xox(?:[abposre]|e\.xox[bp])-[A-Za-z0-9\-]{10,250}" + _E)),
+    Rule("slack-token", _rx(
+        _B + r"(?:xox(?:[abposre]|e\.xox[bp])|xapp-\d)-[A-Za-z0-9\-]{10,250}" + _E)),
     Rule("slack-webhook", _rx(
         r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/+\-]{20,200}")),
     Rule("stripe-key", _rx(_B + r"(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{10,247}" + _E)),
@@ -229,6 +228,15 @@ RULES: tuple[Rule, ...] = (
     Rule("telegram-bot-token", _rx(r"(?<![\w:])\d{8,10}:AA[A-Za-z0-9_\-]{33}" + _E)),
     Rule("discord-bot-token", _rx(
         _B + r"[MNO][A-Za-z0-9_\-]{23,25}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,38}" + _E)),
+    Rule("sourcegraph-token", _rx(
+        _B + r"sgp_(?:local_|[A-Fa-f0-9]{16}_)?[A-Fa-f0-9]{40}" + _E)),
+    Rule("notion-token", _rx(_B + r"ntn_\d{11}[A-Za-z0-9]{35}" + _E)),
+    Rule("vault-token", _rx(_B + r"hv[sb]\.[A-Za-z0-9_\-]{24,400}" + _E)),
+    Rule("facebook-token", _rx(_B + r"EAA[A-Za-z0-9]{90,400}" + _E)),
+    Rule("heroku-key", _rx(_B + r"HRKU-[A-Za-z0-9_\-]{60}" + _E)),
+    Rule("grafana-token", _rx(
+        _B + r"(?:glc_[A-Za-z0-9+/]{32,400}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})" + _E)),
+    Rule("sentry-token", _rx(_B + r"(?:sntrys_eyJ[A-Za-z0-9+/=_\-]{30,1000}|sntryu_[a-f0-9]{64})" + _E)),
     Rule("square-token", _rx(_B + r"sq0(?:csp|atp)-[A-Za-z0-9_\-]{22,60}" + _E)),
     Rule("azure-storage-key", _rx(r"AccountKey=(?P<secret>[A-Za-z0-9+/]{86}==)")),
     Rule("json-web-token", _rx(
@@ -246,9 +254,9 @@ RULES: tuple[Rule, ...] = (
     Rule("npm-auth-token", _rx(r":_auth(?:Token)?[ \t]{0,5}=[ \t]{0,5}(?P<secret>[^\s\"']{8,512})"),
         not_placeholder),
     Rule("password-assignment", _rx(
-        r"(?=[pP])(?i:" + _PASSWORD_NAMES + r")" + _ASSIGN + _VALUE), password_like),
+        r"(?i:" + _PASSWORD_NAMES + r")" + _ASSIGN + _VALUE), password_like),
     Rule("credential-assignment", _rx(
-        r"(?=[aAsStTcCpPrReEmM])(?i:" + _KEY_NAMES + r")" + _ASSIGN + _VALUE), random_looking),
+        r"(?i:" + _KEY_NAMES + r")" + _ASSIGN + _VALUE), random_looking),
     Rule("password-comparison", _rx(
         _DQ + _COMPARED + r"(?i:" + _PASSWORD_NAMES + r")"), password_like),
     Rule("credential-comparison", _rx(_DQ + _COMPARED + r"(?i:" + _KEY_NAMES + r")"),
