@@ -41,16 +41,17 @@ def _path(where: str, key: str | int) -> str:
 
 
 class _Walk:
-    def __init__(self, mode: SecretsMode, skip: frozenset[str]) -> None:
+    def __init__(self, mode: SecretsMode, skip: frozenset[str], prefix: str) -> None:
         self.mode = mode
         self.skip = skip
+        self.prefix = prefix
         self.found: list[str] = []  # refuse: every secret; redact: the warnings
 
     def text(self, value: str, where: str) -> str:
         findings = find_secrets(value)
         if not findings:
             return value
-        label = where or "the text"
+        label = ": ".join(part for part in (self.prefix, where) if part) or "the text"
         if self.mode == "refuse":
             self.found += [f"{label}: {f.shown(value)}" for f in findings]
             return value
@@ -101,19 +102,20 @@ def screen(
 ) -> tuple[T, list[str]]:
     """``value`` as ``mode`` lets it be stored, and the warnings to report (see the module).
 
-    ``where`` prefixes the paths named (an import's ``line 12``); fields named in ``skip``
+    ``where`` comes before the paths named (an import's ``line 12: content``); fields in ``skip``
     are left as they are (binary payloads such as an export's base64 vectors).
     Error handling: ``refuse`` raises `SecretRefused` when a string holds a secret.
     """
     if mode == "allow":
         return value, []
-    walk = _Walk(mode, skip)
-    screened = walk.value(value, where)
+    walk = _Walk(mode, skip, where)
+    screened = walk.value(value, "")
     if mode == "refuse" and walk.found:
         listed = "; ".join(walk.found[:MAX_LISTED])
         more = f" (and {len(walk.found) - MAX_LISTED} more)" if len(walk.found) > MAX_LISTED else ""
+        verb = "looks like a secret" if len(walk.found) == 1 else "look like secrets"
         raise SecretRefused(
-            f'refused: {listed}{more} looks like a secret, and [store] secrets is "refuse": '
+            f'refused: {listed}{more} {verb}, and [store] secrets is "refuse": '
             "nothing was stored; remove the secret (keep it in a secret manager and write "
             'where it is), or set secrets to "redact" to store it replaced by a marker'
         )

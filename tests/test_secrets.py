@@ -101,7 +101,7 @@ def test_redact_keeps_the_struct_and_lists_what_it_replaced() -> None:
     assert isinstance(screened, Arg)
     assert screened.name == "svc [REDACTED:aws-access-key-id]"
     assert screened.items == ("plain", "Bearer [REDACTED:bearer-token]")
-    assert [w.split(":")[0] for w in warnings] == ["line 3.name", "line 3.items[1]"]
+    assert [w.split(": a secret")[0] for w in warnings] == ["line 3: name", "line 3: items[1]"]
     assert all(AWS not in w for w in warnings)
     assert screen(arg, "allow") == (arg, [])
     clean = Arg("svc", ("plain",))
