@@ -240,3 +240,48 @@ def test_import_of_a_reference_memory_jsonl_screens_names_types_and_observations
         )
     else:
         assert done.returncode == 0 and leaked(export, [41, 42, 43]) == [41, 42, 43]
+
+
+# -- the class of bug: no write path without the screen ----------------------------------
+
+DELETIONS = {
+    "forget", "delete_entities", "delete_observations", "delete_relations",
+    "vector_delete_embedding", "compact",
+}  # fmt: skip
+
+
+def test_every_tool_that_writes_is_screened_unless_it_only_deletes() -> None:
+    """A new tool that writes is screened (`Tool.screened`) unless it only removes rows and
+    is listed here; its arguments' strings, however nested, are then all screened."""
+    from memtrio.actors.features import declared_tools
+
+    unscreened = {t.name for t in declared_tools() if t.writes and not t.screened}
+    assert unscreened == DELETIONS
+
+
+def test_every_screened_tool_can_carry_its_warnings() -> None:
+    """``redact`` reports what it replaced in the result's ``warnings``: every screened tool
+    with arguments has one (`screening.with_warnings`)."""
+    from memtrio.actors.features import declared_tools
+
+    missing = [
+        t.name
+        for t in declared_tools()
+        if t.screened
+        and t.args.__struct_fields__
+        and (t.result is None or "warnings" not in t.result.__struct_fields__)
+    ]
+    assert missing == []
+
+
+def test_handlers_are_called_only_through_the_screen() -> None:
+    """The sessions, the dashboard and the CLI call a tool's handler through
+    `screening.run_tool`; no other module calls ``tool.handler(...)`` itself."""
+    root = Path(__file__).resolve().parent.parent
+    callers = [
+        str(p.relative_to(root))
+        for folder in ("actors", "supervisors")
+        for p in sorted((root / folder).rglob("*.py"))
+        if ".handler(" in p.read_text(encoding="utf-8")
+    ]
+    assert callers == ["actors/screening.py"]
