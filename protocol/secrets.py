@@ -31,13 +31,15 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
-import json
+import functools
 import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 SecretsMode = Literal["refuse", "redact", "allow"]
 MODES: tuple[SecretsMode, ...] = ("refuse", "redact", "allow")
@@ -73,11 +75,29 @@ Check = Callable[[str], bool]
 
 @dataclass(frozen=True)
 class Rule:
-    """``pattern``'s group ``secret`` (or the whole match) is a ``kind`` when ``check`` agrees."""
+    """``source``'s group ``secret`` (or the whole match) is a ``kind`` when ``check`` agrees.
+
+    The pattern is compiled on first use (`pattern`): importing this module compiles
+    nothing, so a process that never writes pays nothing for it at start-up."""
 
     kind: str
-    pattern: re.Pattern[str]
+    source: str
     check: Check | None = None
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        return _regex(self.source)
+
+
+@functools.cache
+def _regex(source: str, flags: int = 0) -> re.Pattern[str]:
+    """``source`` compiled, once (patterns compile on first use: importing this module
+    costs no compilation)."""
+    return re.compile(source, flags)
+
+
+def _reference(value: str) -> bool:
+    return _regex(_REFERENCE, re.VERBOSE | re.DOTALL).match(value) is not None
 
 
 PLACEHOLDER_WORDS = frozenset(
@@ -89,11 +109,8 @@ PLACEHOLDER_WORDS = frozenset(
     }
 )  # fmt: skip
 CODE_WORDS = frozenset({"lambda", "function", "new", "await", "self", "this", "none", "nil"})
-_REFERENCE = re.compile(
-    r"""^(?:[a-z_][a-z0-9_]{0,60}(?:\.[a-z_][a-z0-9_]{0,60}){1,10}[:;,]?|\$\{?[A-Za-z_][\w.]{0,100}\}?|\{.{0,200}|[A-Za-z_][\w.]{0,100}\(.{0,400}|%\(?\w{0,40}\)?s|\{\{.{0,200}\}\}|<[^<>]{0,200}>
-    |\[REDACTED:[\w-]{1,40}\]|\$\d|os\.environ.{0,200}|process\.env.{0,200}|getenv.{0,200})$""",
-    re.VERBOSE | re.DOTALL,
-)
+_REFERENCE = r"""^(?:[a-z_][a-z0-9_]{0,60}(?:\.[a-z_][a-z0-9_]{0,60}){1,10}[:;,]?|\$\{?[A-Za-z_][\w.]{0,100}\}?|\{.{0,200}|[A-Za-z_][\w.]{0,100}\(.{0,400}|%\(?\w{0,40}\)?s|\{\{.{0,200}\}\}|<[^<>]{0,200}>
+    |\[REDACTED:[\w-]{1,40}\]|\$\d|os\.environ.{0,200}|process\.env.{0,200}|getenv.{0,200})$"""
 
 
 def placeholder(value: str) -> bool:
@@ -104,7 +121,7 @@ def placeholder(value: str) -> bool:
         return True
     if core.startswith(("/", "~/", "./", "../")) and "/" in core[1:]:
         return True  # a file's path: where the secret is kept
-    if core.lower() in PLACEHOLDER_WORDS or _REFERENCE.match(core) or _REFERENCE.match(value):
+    if core.lower() in PLACEHOLDER_WORDS or _reference(core) or _reference(value):
         return True
     lowered = core.lower()
     if lowered.split(" ", 1)[0].rstrip(":") in CODE_WORDS:
@@ -112,7 +129,7 @@ def placeholder(value: str) -> bool:
     return "example" in lowered or "xxxx" in lowered or "*" * 3 in core or "fake" in lowered
 
 
-_WORDS = re.compile(r"[A-Za-z][a-z]{1,30}(?:[_\-./:]{1,2}[A-Za-z]?[a-z0-9]{1,30}){1,30}")
+_WORDS = r"[A-Za-z][a-z]{1,30}(?:[_\-./:]{1,2}[A-Za-z]?[a-z0-9]{1,30}){1,30}"
 
 
 def entropy(value: str) -> float:
@@ -126,7 +143,7 @@ def random_looking(value: str) -> bool:
     """A generated credential rather than a word: long, letters and digits, high entropy."""
     if len(value) < MIN_RANDOM or placeholder(value) or any(c.isspace() for c in value):
         return False
-    if _WORDS.fullmatch(value):
+    if _regex(_WORDS).fullmatch(value):
         return False  # an identifier, a file or module name: words joined by _ - . / :
     return _classes(value) >= 2 and entropy(value) >= MIN_ENTROPY
 
@@ -160,8 +177,8 @@ def not_placeholder(value: str) -> bool:
 
 def _json_part(part: str) -> bool:
     try:
-        decoded = json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
-    except (ValueError, binascii.Error, UnicodeDecodeError):
+        decoded = msgspec.json.decode(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+    except (ValueError, binascii.Error, msgspec.DecodeError):
         return False
     return isinstance(decoded, dict)
 
@@ -171,8 +188,9 @@ def jwt_like(token: str) -> bool:
     return _json_part(token.split(".", 1)[0])
 
 
-def _rx(pattern: str, flags: int = 0) -> re.Pattern[str]:
-    return re.compile(pattern, flags)
+def _rx(pattern: str) -> str:
+    """A rule's pattern, compiled by `Rule.pattern` when first used."""
+    return pattern
 
 
 _B = r"(?<![A-Za-z0-9_\-])"  # not inside a run of token characters
@@ -190,8 +208,8 @@ _ASSIGN = (
 )
 _COMPARED = r"[ \t]{0,5}(?:===?|!==?)[ \t]{0,5}[\w.]{0,40}?"  # "value" == name
 # A name ending so holds where or what the credential is, not the credential.
-NOT_SECRET_NAMES = re.compile(
-    r"(?i)[_.\-](?:file|path|dir|name|type|length|len|size|count|limit|hash|sha\d*|digest|id"
+NOT_SECRET_NAMES = (  # matched against the name in lower case
+    r"[_.\-](?:file|path|dir|name|type|length|len|size|count|limit|hash|sha\d*|digest|id"
     r"|url|uri|env|var|field|prefix|header|endpoint|format|ttl|timeout|expiry|expires|policy"
     r"|mode|source|store|count|max|min)$"
 )
@@ -274,20 +292,20 @@ def _basic_credentials(value: str) -> bool:
     return ":" in text and not placeholder(text.split(":", 1)[1])
 
 
-_PEM_END = re.compile(r"-----END[ A-Z0-9]{0,40} PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END = r"-----END[ A-Z0-9]{0,40} PRIVATE KEY(?: BLOCK)?-----"
 
 
 def _span(rule: Rule, match: re.Match[str], text: str) -> tuple[int, int] | None:
     """Where the secret of ``match`` is, or None when the rule's check refuses it."""
     groups = match.re.groupindex
-    if "name" in groups and NOT_SECRET_NAMES.search(match.group("name")):
+    if "name" in groups and _regex(NOT_SECRET_NAMES).search(match.group("name").lower()):
         return None
     name = next(
         (g for g in ("secret", "dq", "sq", "bq", "bare") if g in groups and match.group(g)), None
     )
     start, end = match.span(name) if name else match.span()
     if rule.kind == "private-key":
-        closing = _PEM_END.search(text, end)
+        closing = _regex(_PEM_END).search(text, end)
         stop = closing.end() if closing else len(text)
         body = text[end : closing.start() if closing else len(text)]
         return (start, stop) if body.strip(" \t\r\n.") else None
