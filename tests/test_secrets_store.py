@@ -62,7 +62,8 @@ WRITES: list[tuple[str, dict[str, Any], str, list[int]]] = [
                                         "model": f"m {secret(14)}"}]}, "items[0].model", [14]),
 ]  # fmt: skip
 RECALLED = 15  # the secret of a recall's query (the recall log keeps queries)
-ALL = [*range(1, 16)]
+LONG = 16  # the secret at the end of a long memory
+ALL = [*range(1, 17)]
 
 
 async def seed(client: Any) -> None:
@@ -101,6 +102,9 @@ async def run_writes(home: Path, mode: str) -> dict[str, tuple[bool, Any]]:
         answers["recall"] = await call(
             client, "recall", query=f"what is {secret(RECALLED)}", use_embeddings=False
         )
+        # Over screening.THREAD_BYTES: screened on a worker thread, to the same effect.
+        long_text = "a long note. " * 4000 + f"deploy key {secret(LONG)}"
+        answers["remember-long"] = await call(client, "remember", content=long_text)
     return answers
 
 
@@ -112,6 +116,7 @@ async def test_refuse_stores_none_and_names_each_secret_s_argument(home: Path) -
         assert f"{path}: github-token `ghp_...` (40 characters" in text, (tool, text)
         assert '[store] secrets is "refuse"' in text
         assert leaked(text, numbers) == [] and BASE[:8] not in text, (tool, text)
+    assert answers["remember-long"][0], answers["remember-long"]
     is_error, recalled = answers["recall"]
     assert not is_error, "a read is never refused"
     assert any("recall log keeps the query" in w for w in recalled["warnings"])
@@ -129,6 +134,7 @@ async def test_redact_stores_markers_and_warns(home: Path) -> None:
         assert "by [REDACTED:github-token]" in warnings
         assert leaked(warnings, ALL) == []
     assert any("recall log" in w for w in answers["recall"][1]["warnings"])
+    assert "content: a secret was replaced" in " ".join(answers["remember-long"][1]["warnings"])
     export = exported(home)
     assert leaked(export, ALL) == []
     assert leaked(stored_bytes(home), ALL) == []
