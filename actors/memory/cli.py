@@ -26,14 +26,17 @@ from ...supervisors.commands import (
     CliError,
     add_common,
     add_ranking_options,
+    add_secrets_option,
     cli_flag,
     cli_words,
     emit,
+    load_config,
 )
 from ...supervisors.context import AppContext, AppRunner
 from ..anchors.anchoring import code_states
 from ..kg import cli as kg_cli
 from ..kg import jsonl
+from ..screening import run_tool
 from ..store import limits
 from ..store.import_file import ImportRefused, numbered_lines, open_import, printable
 from ..store.interfaces import StoreTx
@@ -166,7 +169,7 @@ def cmd_remember(args: argparse.Namespace, run: AppRunner) -> int:
     )  # fmt: skip
 
     async def body(app: AppContext) -> int:
-        result = await tools.remember(tool_context(app), targs)
+        result = await run_tool(tools.tool_named("remember"), tool_context(app), targs)
         emit(
             args,
             result,
@@ -368,7 +371,11 @@ def cmd_export(args: argparse.Namespace, run: AppRunner) -> int:
 
 
 def cmd_import(args: argparse.Namespace, run: AppRunner) -> int:
-    """Check the whole file (both formats), then write it in one transaction; or refuse it all."""
+    """Check the whole file (both formats), then write it in one transaction; or refuse it all.
+
+    Secrets in the file are screened by ``[store] secrets`` while it is checked (refused,
+    naming the line and field, or replaced by a marker with a warning line each)."""
+    secrets = load_config(args)[0].store.secrets
     try:
         with open_import(args.file) as file:
             if args.format is None:
@@ -377,8 +384,8 @@ def cmd_import(args: argparse.Namespace, run: AppRunner) -> int:
             else:
                 reference = args.format == "jsonl"
             if reference:
-                return kg_cli.import_jsonl(args, run, file)
-            return _import_memtrio(args, run, transfer.check_file(file))
+                return kg_cli.import_jsonl(args, run, file, secrets)
+            return _import_memtrio(args, run, transfer.check_file(file, secrets))
     except ImportRefused as exc:
         raise refused(args, exc) from None
 
@@ -391,14 +398,17 @@ def _import_memtrio(args: argparse.Namespace, run: AppRunner, checked: transfer.
             return Written(transfer.import_records(tx, checked), [Change(kind="reset")])
 
         try:
-            result: dict[str, int] = await store.write(op, name="memory.import")
+            result: dict[str, Any] = await store.write(op, name="memory.import")
         except ImportRefused as exc:  # the file changed since it was checked
             raise refused(args, exc) from None
+        if checked.warnings:
+            result["warnings"] = checked.warnings
         emit(
             args, result,
             lambda r: f"added {_counts(r['memories'], r['entities'], r['relations'])}, "
             f"{plural(r['vectors'], 'vector')} ({plural(r['skipped_memories'], 'memory')} "
-            f"{'was' if r['skipped_memories'] == 1 else 'were'} already present)",
+            f"{'was' if r['skipped_memories'] == 1 else 'were'} already present)"
+            + "".join(f"\nwarning: {w}" for w in r.get("warnings", [])),
         )  # fmt: skip
         return 0
 
@@ -465,6 +475,7 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
         metavar="SRC:REL:TGT",
         help="a relation the memory states (repeatable)",
     )
+    add_secrets_option(p)
 
     p = _parser(sub, "list", "list memories, newest first", cmd_list)
     _scope_flag(p, read_scope)
@@ -482,6 +493,7 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
     _type_flag(p, "only this memory type (ignores case)")
     p.add_argument("--limit", type=int, default=10, help="at most N results (default 10)")
     p.add_argument("--lexical", action="store_true", help="FTS5 ranking only (no embeddings)")
+    add_secrets_option(p)
     add_ranking_options(p)
 
     p = _parser(sub, "graph", "show relation paths around an entity", cmd_graph)
@@ -536,5 +548,6 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
         choices=["memtrio", "jsonl"],
         help="default: detected (a memtrio export starts with its header; else the reference memory.jsonl)",
     )
+    add_secrets_option(p)
     migrate.register(sub)
     _parser(sub, "stale", stale_cli.HELP, stale_cli.cmd_stale)

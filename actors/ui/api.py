@@ -38,6 +38,7 @@ from ..memory.handlers import rank
 from ..memory.records import MAX_ROW_ID
 from ..memory.results import memory_fields
 from ..memory.stale import stale_ids
+from ..screening import run_tool
 from ..session_state import SessionState
 from ..store.interfaces import StoreTx
 from ..store.lexical import query_terms, search_memories
@@ -188,7 +189,7 @@ class Api:
             args = msgspec.convert(arguments, tool.args)
         except msgspec.ValidationError as exc:
             raise ApiError(400, format_validation_error(exc, tool.args)) from None
-        return msgspec.to_builtins(await tool.handler(self.ctx, args))
+        return msgspec.to_builtins(await run_tool(tool, self.ctx, args))
 
     async def read(self, op: Callable[[StoreTx], T], name: str) -> T:
         return await store_of(self.app).read(op, name=name)

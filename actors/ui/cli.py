@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import trio
 
-from ...supervisors.commands import add_common
+from ...supervisors.commands import add_common, add_secrets_option
 from ...supervisors.context import AppContext, AppRunner
 from ...supervisors.supervisor import ChildContext, ChildSpec
 from ..net.bind import open_listeners
@@ -101,6 +101,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "ui", help="a local web dashboard of the memories, graph, code index and server"
     )
     add_common(parser)
+    add_secrets_option(parser)  # the dashboard's edits (update) are screened too
     parser.add_argument(
         "--bind",
         metavar="HOST:PORT",
