@@ -25,8 +25,8 @@ import trio
 import turns
 from httpserve import initialize, serving
 from mcp_client import run_cli
-from memtrio.actors.chaos.flood import start_flood
-from memtrio.actors.chaos.probe import Probe
+from memtrio.actors.chaos.flood import client_hello, forged_hello, start_flood
+from memtrio.actors.chaos.probe import INITIALIZE, Probe
 from memtrio.actors.net import accept, proof, runtime
 from memtrio.actors.net.accept import gate, serve_gated
 from memtrio.actors.net.admission import Admission, Budget
@@ -79,7 +79,7 @@ async def ping_throughout(
 async def run_flood(kind: str, port: int, seconds: float = FLOOD_SECONDS) -> dict[str, object]:
     """Flood ``127.0.0.1:port`` with `FLOOD` connections of ``kind`` for ``seconds`` (the
     flood process ends by itself; killed if it does not); its final stats."""
-    process, out = await start_flood(kind, "127.0.0.1", port, FLOOD, seconds)
+    process, out = await start_flood(kind, "127.0.0.1", port, FLOOD, seconds, nice=0)
     data = b""
     try:
         with trio.fail_after(seconds + 30):
@@ -218,6 +218,47 @@ async def test_item7_same_port_binds_the_port_of_the_incarnation_before() -> Non
     assert again[0].socket.getsockname()[1] == number
     for listener in again:
         await listener.aclose()
+
+
+async def test_item7_a_tls_handshake_displaced_as_its_client_hello_arrives_does_not_crash_it(
+    home: Path, tmp_path: Path
+) -> None:
+    """The race of the issue, made likely: with one pending place, a connection accepted
+    silent sends its ClientHello just as a newcomer sends one. The newcomer displaces it
+    while its handler is about to answer the hello; the first time, the ``http`` child
+    died (``ClosedResourceError: can't send data after sending EOF``) and came back on
+    another port: every later connection was refused."""
+    tls, context = tls_files(tmp_path)
+    args = ["--transport", "http", "--bind", "127.0.0.1:0", "--auth-token", "tok", *tls]
+    env = {**FAST, "MEMTRIO_SERVE_UNAUTH_LIMIT": "1"}
+    hello = client_hello("127.0.0.1")
+    async with serve_process(home, args, env=env) as served:
+        refused = 0
+        for _ in range(30):
+            try:
+                silent = await trio.open_tcp_stream("127.0.0.1", served.port)
+            except OSError:
+                refused += 1
+                continue
+            await trio.sleep(0.03)  # accepted, pending, silent
+
+            async def newcomer() -> None:
+                with suppress(OSError, trio.BrokenResourceError):
+                    stream = await trio.open_tcp_stream("127.0.0.1", served.port)
+                    await stream.send_all(hello)
+                    await trio.sleep(0.03)
+                    await stream.aclose()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(newcomer)
+                with suppress(OSError, trio.BrokenResourceError):
+                    await silent.send_all(hello)
+            await trio.sleep(0.02)
+            await trio.aclose_forcefully(silent)
+        log = served.stderr_text()
+        assert refused == 0 and "child_crashed" not in log, log[-2000:]
+        async with httpx2.AsyncClient(verify=context, timeout=5) as http:
+            assert await initialize(http, served.url, {"authorization": "Bearer tok"})
 
 
 @turns.exclusive
@@ -360,6 +401,86 @@ def test_item11_only_a_child_that_holds_the_secret_vouches_for_its_hello() -> No
     assert not proof.hello_vouch(proof.new_secret(), 4242, 5151)(line)  # another secret
     assert not proof.hello_vouch(secret, 4242, 5152)(line)  # another port
     assert not vouch(b"GET / HTTP/1.1\r\n\r\n") and not vouch(b"")
+
+
+class HeldBeforeProof(trio.abc.Stream):
+    """A child's connection whose proof (its second line) waits for `release`: the child
+    stays in the middle of its handshake, pending in the endpoint's pool."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.sent = 0
+        self.answered = trio.Event()  # the endpoint answered the hello
+        self.release = trio.Event()
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        self.sent += 1
+        if self.sent == 2:
+            self.answered.set()
+            await self.release.wait()
+        await self.stream.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.stream.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        return bytes(await self.stream.receive_some(max_bytes))
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+async def test_item11_forged_hellos_do_not_displace_a_child_in_the_middle_of_its_handshake(
+    home: Path,
+) -> None:
+    """The attach endpoint's pool holds 8 pending connections. Forged hellos fill it, a
+    child connects (its hello answered, its proof not yet sent), then 12 more forged
+    hellos come: each took the place of the oldest pending connection, the child's
+    included, and the child served embedded. Now they wait on probation and are closed:
+    the child finishes its handshake and is served."""
+    args = ["--transport", "tcp", "--bind", "127.0.0.1:0"]
+    async with serve_process(home, args, env=FAST) as served:
+        found = await runtime_file(home)
+        assert found.pid == served.process.pid
+        secret = bytes.fromhex(found.secret)
+        forged: list[trio.SocketStream] = []
+
+        async def forge(count: int) -> None:
+            for _ in range(count):
+                stream = await trio.open_tcp_stream(found.host, found.port)
+                await stream.send_all(forged_hello())
+                forged.append(stream)
+                await trio.sleep(0.01)
+
+        try:
+            await forge(8)  # the pool is full of connections that will never prove anything
+            await trio.sleep(0.2)
+            child = HeldBeforeProof(await trio.open_tcp_stream(found.host, found.port))
+            async with trio.open_nursery() as nursery:
+                proving: list[bytes] = []
+
+                async def prove() -> None:
+                    proving.append(await proof.prove(child, secret, found.pid, found.port))
+
+                nursery.start_soon(prove)
+                with trio.fail_after(5):
+                    await child.answered.wait()
+                await forge(12)  # more than the pool: the child would be the oldest's turn
+                await trio.sleep(0.6)  # past the probation of the forged newcomers
+                child.release.set()
+            init = json.dumps(INITIALIZE).encode()
+            await child.send_all(init + b"\n")
+            reply = proving[0]
+            with trio.fail_after(5):
+                while b"\n" not in reply:
+                    data = await child.receive_some(65536)
+                    assert data, "the endpoint closed the child's connection"
+                    reply += data
+            assert json.loads(reply.partition(b"\n")[0])["result"]["serverInfo"], reply[:300]
+            await child.aclose()
+        finally:
+            for stream in forged:
+                await trio.aclose_forcefully(stream)
 
 
 @turns.exclusive

@@ -32,6 +32,7 @@ import ipaddress
 import json
 import math
 import os
+import random
 import resource
 import secrets
 import signal
@@ -89,6 +90,18 @@ def client_hello(host: str) -> bytes:
 def forged_hello() -> bytes:
     """An attach ``hello`` line of the right shape whose nonce proves nothing."""
     return b"memtrio-attach/1 hello " + secrets.token_hex(32).encode() + b"\n"
+
+
+def hesitation(kind: str, index: int) -> float:
+    """Seconds flood connection ``index`` waits between connecting and its first bytes.
+
+    TLS: every other connection waits up to `TRICKLE` / 10 seconds, as a real client's
+    ClientHello may come after the server accepted the connection: the server then
+    counts it silent, displaces it first, and may do so while its handshake is being
+    served (the crash of issue 37, item 7). Otherwise none."""
+    if kind == "tls" and index % 2:
+        return random.uniform(0.0, TRICKLE / 10)
+    return 0.0
 
 
 def opening(kind: str, index: int, host: str) -> tuple[bytes, bytes, bool]:
@@ -179,6 +192,7 @@ async def _hold_one(
         stats.peak = max(stats.peak, stats.open)
         try:
             with trio.move_on_at(deadline) as scope:
+                await trio.sleep(hesitation(kind, index))
                 await _occupy(stream, first, then, answered, stats)
         finally:
             stats.open -= 1
@@ -279,16 +293,20 @@ class Figures:
 
 
 async def start_flood(
-    kind: str, host: str, port: int, connections: int, seconds: float
+    kind: str, host: str, port: int, connections: int, seconds: float, nice: int = 19
 ) -> tuple[trio.Process, trio.abc.ReceiveStream]:
+    """Start the flood process (see the module's text); its process and its stdout.
+
+    ``nice``: its CPU priority, the lowest by default: as from another host, a flood
+    measured for latency must not take the CPU the server and the measuring client
+    need (on one machine it shares their cores). 0 floods as hard as this machine can,
+    as an attacker on the same machine would."""
     process = await trio.lowlevel.open_process(
         [sys.executable, "-m", "memtrio.actors.chaos.flood", "--kind", kind, "--host", host,
          "--port", str(port), "--connections", str(connections), "--seconds", str(seconds)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
-        # Lowest CPU priority: as from another host, the flood must not take the CPU the
-        # server and the measuring client need (on one machine it shares their cores).
-        preexec_fn=lambda: os.nice(19),
+        preexec_fn=lambda: os.nice(nice),
     )  # fmt: skip
     assert process.stdout is not None
     return process, process.stdout
