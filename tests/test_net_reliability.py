@@ -32,6 +32,10 @@ from memtrio.actors.net.accept import gate, serve_gated
 from memtrio.actors.net.admission import Admission, Budget
 from memtrio.actors.net.auth import BearerAuth
 from memtrio.actors.net.bind import SamePort
+from memtrio.actors.net.connections import Connections
+from memtrio.actors.net.http_session import HttpSession, ReplayBudget, ReplayLimits
+from memtrio.supervisors import config as config_mod
+from memtrio.supervisors.app import build_context
 from memtrio.supervisors.grants import Grant, TokenGrant, token_digest
 from serve_helpers import serve_process
 from test_connection_flood import tls_files
@@ -514,3 +518,89 @@ async def test_item11_a_flood_of_forged_hellos_never_turns_a_child_away(home: Pa
         assert int(str(stats["opened"])) >= FLOOD // 2, stats
         assert gate_stats["refused"] > 0, gate_stats  # forged hellos were turned away
         assert served.process.returncode is None
+
+
+# -- item 12: the replay budget holds for streamed answers -----------------------------
+
+MIB = 1024 * 1024
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+async def test_item12_many_sessions_streaming_large_answers_stay_within_replay_total_bytes(
+    home: Path,
+) -> None:
+    """12 sessions, never deleted, each reading streamed answers of 2 MB, with
+    ``replay_total_bytes`` 16 MiB: each idle session's router kept its last answer
+    outside the replay log (2 MB a session: the RSS grew 40 MiB, the issue's run 114 MiB
+    against 64). Now the RSS grows by the log's total at most, and the answer being
+    written counts in it."""
+    total = 16
+    env = {
+        **FAST,
+        "MEMTRIO_HTTP_REPLAY_TOTAL_BYTES": str(total * MIB),
+        "MEMTRIO_HTTP_REPLAY_BYTES": str(4 * MIB),
+    }
+    args = ["--transport", "http", "--bind", "127.0.0.1:0"]
+    sse = {"accept": "application/json, text/event-stream"}
+    async with (
+        serve_process(home, args, env=env) as served,
+        httpx2.AsyncClient(timeout=120) as http,
+    ):
+        pid = served.process.pid
+        sessions = [await initialize(http, served.url) for _ in range(12)]
+        content = ("replay log bound " * 60_000)[:1_000_000]
+        stored = await http.post(
+            served.url,
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                  "params": {"name": "remember", "arguments": {"content": content}}},
+            headers={**sse, "mcp-session-id": sessions[0]},
+        )  # fmt: skip
+        memory = next(
+            json.loads(line[5:])["result"]["structuredContent"]["id"]
+            for line in stored.text.splitlines()
+            if line.startswith("data:") and len(line) > 6
+        )
+
+        async def streamed(sid: str, rid: int) -> None:
+            got = await http.post(
+                served.url,
+                json={"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                      "params": {"name": "inspect", "arguments": {"id": memory}}},
+                headers={**sse, "mcp-session-id": sid},
+            )  # fmt: skip
+            assert got.status_code == 200 and len(got.content) > 1_900_000, got.text[:300]
+
+        await streamed(sessions[0], 2)  # warm: the answer's path has run once
+        baseline = rss_mib(pid)
+        peak = baseline
+        for rid in range(10, 12):
+            for sid in sessions:
+                await streamed(sid, rid)
+                peak = max(peak, rss_mib(pid))
+        await trio.sleep(1.0)
+        idle = rss_mib(pid)
+    figures = {"baseline": baseline, "peak": peak, "idle": idle}
+    assert idle - baseline <= total, figures
+    assert peak - baseline <= total + 4, figures  # an answer being made is not yet counted
+
+
+async def test_item12_frames_being_written_count_against_replay_total_bytes(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    app = build_context(config_mod.load(home, env=FAST), home, tmp_path)
+    budget = ReplayBudget(ReplayLimits(events=1000, session_bytes=MIB, total_bytes=256 * 1024))
+    session = HttpSession(app, "sid", Connections(4).open("http", "test"), budget)
+    for i in range(6):
+        line = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"i": i}}
+        session.deliver(json.dumps({**line, "pad": "x" * 32 * 1024}).encode() + b"\n")
+    kept = budget.used
+    assert kept > 150 * 1024
+    with budget.hold(160 * 1024):  # a large frame being written
+        assert budget.used + budget.sending <= 256 * 1024, (budget.used, budget.sending)
+        assert budget.used < kept  # the oldest events made room
+    assert budget.sending == 0 and budget.used == session.kept_bytes
