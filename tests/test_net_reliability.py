@@ -28,12 +28,14 @@ from mcp_client import run_cli
 from memtrio.actors.chaos.flood import client_hello, forged_hello, start_flood
 from memtrio.actors.chaos.probe import INITIALIZE, Probe
 from memtrio.actors.net import accept, proof, runtime
+from memtrio.actors.net import http as http_module
 from memtrio.actors.net.accept import gate, serve_gated
 from memtrio.actors.net.admission import Admission, Budget
 from memtrio.actors.net.auth import BearerAuth
 from memtrio.actors.net.bind import SamePort
 from memtrio.actors.net.connections import Connections
 from memtrio.actors.net.http_session import HttpSession, ReplayBudget, ReplayLimits
+from memtrio.actors.net.listen import Listen
 from memtrio.supervisors import config as config_mod
 from memtrio.supervisors.app import build_context
 from memtrio.supervisors.grants import Grant, TokenGrant, token_digest
@@ -210,6 +212,45 @@ async def test_item7_a_listener_restarted_by_its_supervisor_keeps_its_port(
         assert [entry["url"] for entry in served.connections.listeners] == [url]
         async with httpx2.AsyncClient(timeout=5) as http:
             assert await initialize(http, url)  # the URL everyone knows serves again
+
+
+async def test_item7_a_connection_that_fails_on_a_listener_without_a_gate_ends_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The dashboard's listener (``memtrio ui``, ``mcp --ui``) serves through `serve_asgi`
+    without a gate: a failure of one connection's server ended the listener too."""
+    real = http_module.TCPServer
+    made: list[int] = []
+
+    def failing_first(*args: object) -> object:
+        made.append(1)
+        if len(made) == 1:
+            raise RuntimeError("injected: one connection's failure")
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(http_module, "TCPServer", failing_first)
+
+    async def app(
+        scope: dict[str, object], receive: object, send: Callable[..., Awaitable[None]]
+    ) -> None:
+        if scope["type"] == "http":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"ok"})
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    url = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}/"
+    config = http_module.hypercorn_config(Listen(transport="http", host="127.0.0.1", port=0))
+    stopping = trio.Event()
+    async with trio.open_nursery() as nursery:
+        serve = partial(
+            http_module.serve_asgi, app, config, listeners, shutdown_trigger=stopping.wait
+        )
+        await nursery.start(serve)
+        async with httpx2.AsyncClient(timeout=5) as http:
+            with pytest.raises(httpx2.TransportError):
+                await http.get(url)
+            assert (await http.get(url)).text == "ok"  # the listener serves on
+        stopping.set()
 
 
 async def test_item7_same_port_binds_the_port_of_the_incarnation_before() -> None:

@@ -43,6 +43,7 @@ from .connections import Connections
 from .http_asgi import Asgi, HttpServer
 from .http_wire import PATH, Receive, Scope, Send
 from .listen import Listen
+from .throttle import Throttle
 
 # Seconds hypercorn waits for open connections once the sessions have ended.
 HYPERCORN_GRACE = 2.0
@@ -87,10 +88,24 @@ async def serve_asgi(
     context = WorkerContext(None)
     ssl_context = config.create_ssl_context()
 
+    failures = Throttle()
+
     async def handle(stream: trio.abc.Stream) -> None:
         if ssl_context is not None:
             stream = trio.SSLStream(stream, ssl_context, server_side=True, https_compatible=True)
         await TCPServer(wrapped, config, context, ConnectionState({}), stream)  # type: ignore[arg-type]  # hypercorn annotates the stream as TLS; it serves any trio stream (plain: .socket)
+
+    async def handle_alone(stream: trio.abc.Stream) -> None:
+        """`handle` for a listener without a gate (`run_gated` does this for the others):
+        a connection's failure ends that connection, never the listener."""
+        try:
+            await handle(stream)
+        except Exception as exc:  # ExceptionGroup included; Cancelled is a BaseException
+            if failures.due():
+                trace.warning("http", "connection_error", error=f"{type(exc).__name__}: {exc}"[:300],
+                              count=failures.count)  # fmt: skip
+        finally:
+            await trio.aclose_forcefully(stream)
 
     async with trio.open_nursery() as handlers:
         async with trio.open_nursery() as acceptor:
@@ -99,7 +114,7 @@ async def serve_asgi(
                 await acceptor.start(partial(serve_gated, handler_nursery=handlers), handle, gated)
             else:
                 await acceptor.start(
-                    partial(trio.serve_listeners, handler_nursery=handlers), handle, listeners
+                    partial(trio.serve_listeners, handler_nursery=handlers), handle_alone, listeners
                 )
             task_status.started()
             await shutdown_trigger()
