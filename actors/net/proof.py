@@ -21,7 +21,9 @@ random throughout) still completes the handshake; it only has no such priority.
 So:
 
 - a listener that did not read the file (another user's, one on a port taken
-  over after the server died) cannot answer, and it learns only a random nonce:
+  over after the server died) cannot answer, and it learns only the child's nonce
+  (its tag is an HMAC over its own random half, the hello role, pid and port: it
+  proves nothing in a handshake, whose proofs are over both nonces and other roles):
   the child sends nothing else (no token, no ``initialize``, no memory) until
   the server has proved itself;
 - a connection to the endpoint (another local user's) that cannot answer the
