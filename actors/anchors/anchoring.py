@@ -10,7 +10,9 @@ anchor keeps the head commit and the time it was written (its ``since``).
 Reading (`code_states`): the anchors of the memories a call returns, each
 ``fresh``, ``changed``, ``moved`` or ``deleted`` against the repository's
 working tree (`CodeService.target_states`, after the code index's incremental
-refresh). A memory with a changed or deleted anchor is ``stale``.
+refresh). A memory with a changed or deleted anchor is ``stale`` (`is_stale`), except
+that a file anchor does not count where the memory also names symbols of that
+file: only those symbols do.
 
 Anchors belong to a repository: only a memory in the session's repository scope
 is anchored, and only its anchors are checked. Without the code feature or a
@@ -375,7 +377,20 @@ async def code_states(
             continue
         got = states.get(int(row["id"])) if states is not None else None
         row["code"] = [shown(a, got[i] if got else None) for i, a in enumerate(items)]
-        row["stale"] = bool(got) and any(s.status in STALE for s in got or ())
+        row["stale"] = bool(got) and is_stale(items, got or [])
+
+
+def is_stale(anchors: Sequence[Anchor], states: Sequence[TargetState]) -> bool:
+    """Whether a memory with ``anchors`` (and their ``states``, in the same order) is
+    stale: one of its anchors changed or was deleted. A whole-file anchor does not count
+    in a file where the memory also names symbols: the memory is about those symbols, and
+    an edit elsewhere in the file (another function) leaves it as true as it was."""
+    named = {a.path for a in anchors if a.symbol}
+    return any(
+        s.status in STALE
+        for a, s in zip(anchors, states, strict=True)
+        if a.symbol or a.path not in named
+    )
 
 
 def penalized(rows: list[dict[str, Any]], penalty: float, selection: Sequence[str]) -> None:
