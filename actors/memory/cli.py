@@ -459,8 +459,7 @@ def _type_flag(parser: argparse.ArgumentParser, help_text: str) -> None:
 DIRECTIONS = ("both", "incoming", "outgoing")  # of `memtrio graph`: the relations it follows
 
 
-def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
-    read_scope = "`global` or `repo:/abs/path` to read (repeatable; default: current repository), plus `global`"
+def _register_remember(sub: SubParsers[argparse.ArgumentParser]) -> None:
     p = _parser(
         sub,
         "remember",
@@ -492,6 +491,11 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
         "file must be indexed, the symbol unique); without --code, the files and symbols "
         "the text names are anchored, as the remember tool does; --code '' anchors nothing",
     )
+
+
+def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
+    read_scope = "`global` or `repo:/abs/path` to read (repeatable; default: current repository), plus `global`"
+    _register_remember(sub)
 
     p = _parser(sub, "list", "list memories, newest first", cmd_list)
     _scope_flag(p, read_scope)
