@@ -116,6 +116,51 @@ def test_sentence_starts_are_found_as_before(text: str) -> None:
     assert terms._sentence_starts(text) == old_sentence_starts(text)
 
 
+def old_candidates(text: str) -> list[tuple[str, str]]:
+    """`candidates` as it was before it was made linear (quadratic on a long word)."""
+    text = text[:MAX_TEXT]
+    spans: list[tuple[int, str, str]] = []
+    for match in anchors._BACKTICKED.finditer(text):
+        inner = match.group(1).strip().removesuffix("()").rstrip(".,;:")
+        if not inner:
+            continue
+        if anchors._looks_like_path(inner):
+            spans.append((match.start(), "path", inner))
+        elif anchors._DOTTED.fullmatch(inner):
+            spans.append((match.start(), "name", inner.replace("::", ".")))
+    for match in anchors._PATHLIKE.finditer(text):
+        if anchors._looks_like_path(match.group(0)):
+            spans.append((match.start(), "path", match.group(0)))
+    for match in anchors._QUALIFIED.finditer(text):
+        word = match.group(0)
+        if "." in word or "::" in word or OLD_CAMEL.search(word) or anchors._SNAKE.search(word):
+            spans.append((match.start(), "name", word.replace("::", ".")))
+    spans.sort(key=lambda s: s[0])
+    found: list[tuple[str, str]] = []
+    for _, kind, value in spans:
+        if (kind, value) not in found and len(found) < anchors.MAX_CANDIDATES:
+            found.append((kind, value))
+    return found
+
+
+TEXTS = st.lists(
+    st.sampled_from(
+        ["a", "B", "c_d", "eF", "Gh", ".", "/", "::", "`", " ", "py", ".py", ":", "x1", "-", "()"]
+    ),
+    max_size=60,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(TEXTS, st.integers(min_value=1, max_value=80))
+def test_candidates_find_what_they_found_before(text: str, repeat: int) -> None:
+    """The linear scan (and its stop at the 64th distinct name of each pattern) finds
+    the same names, in the same order, as the old one."""
+    many = " ".join(f"{text}{i % repeat}" for i in range(100))
+    for sample in (text, many):
+        assert candidates(sample) == old_candidates(sample)
+
+
 def test_candidates_keep_their_order_and_limit() -> None:
     text = "The file app/retry.py and RetryPolicy.backoff matter, `get_x`, getX and Foo::bar"
     assert candidates(text) == [
@@ -142,7 +187,9 @@ async def test_hostile_observations_never_hold_another_sessions_ping(
     the call within seconds, and what the per-call budget left unsearched is said."""
     repo = make_repo(tmp_path / "repo", {"app/retry.py": "class RetryPolicy:\n    pass\n"})
     observations = ["a" * (N - 1) + chr(ord("a") + i) for i in range(12)]
-    assert sum(len(o) for o in observations) > getattr(anchoring, "FIND_CHARS", 0)  # past the per-call budget
+    assert sum(len(o) for o in observations) > getattr(
+        anchoring, "FIND_CHARS", 0
+    )  # past the per-call budget
     waits: list[float] = []
     env = {"MEMTRIO_EMBEDDINGS": "off"}
     args = ["--transport", "tcp", "--bind", "127.0.0.1:0"]
