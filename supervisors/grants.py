@@ -27,10 +27,12 @@ import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from pathlib import Path
 
 import msgspec
 
 from ..protocol.errors import Forbidden
+from .git import git_output
 
 # The pattern that allows every path (the default of ``[serve] allowed_roots``).
 ANY = "**"
@@ -259,6 +261,24 @@ def resolved_path(grant: Grant | None, raw: str, what: str) -> str:
     if grant is not None and not grant.allows(real):
         raise OutsideGrant(refusal(grant, what))
     return real
+
+
+def check_repository(grant: Grant | None, directory: str, what: str) -> None:
+    """Refuse the Git repository ``directory`` lies in when its common Git directory (its
+    history, shared by its linked worktrees) is outside ``grant``: a linked worktree of
+    another repository placed inside a granted one is not that repository (blocking: runs
+    git; call it off the event loop). Nothing is checked without a restricted grant, or
+    outside a repository.
+
+    Error handling: raises `OutsideGrant` naming ``what``, as `check_path` words it.
+    """
+    if grant is None or not grant.restricted:
+        return
+    common = git_output(
+        ["rev-parse", "--path-format=absolute", "--git-common-dir"], Path(directory)
+    )
+    if common and not grant.allows(os.path.realpath(os.path.join(directory, common))):
+        raise OutsideGrant(refusal(grant, what))
 
 
 def refusal(grant: Grant, what: str) -> str:

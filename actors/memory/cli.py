@@ -34,6 +34,7 @@ from ...supervisors.commands import (
 )
 from ...supervisors.context import AppContext, AppRunner
 from ..anchors.anchoring import code_states
+from ..code.anchors import split_path
 from ..kg import cli as kg_cli
 from ..kg import jsonl
 from ..screening import run_tool
@@ -166,6 +167,7 @@ def cmd_remember(args: argparse.Namespace, run: AppRunner) -> int:
     targs = _args(
         tools.RememberArgs, content=content, memory_type=args.type, importance=args.importance,
         scopes=_scopes(args), entities=args.entity, relations=relations or None,
+        code=_code_anchors(args.code),
     )  # fmt: skip
 
     async def body(app: AppContext) -> int:
@@ -175,12 +177,28 @@ def cmd_remember(args: argparse.Namespace, run: AppRunner) -> int:
             result,
             lambda r: (
                 f"remembered #{r['id']} in {', '.join(r['scopes'])}"
+                + "".join(f"\n{stale_cli.anchor_line(a)}" for a in r.get("code", []))
                 + "".join(f"\nwarning: {w}" for w in r.get("warnings", []))
             ),
         )
         return 0
 
-    return run_store_command(args, run, body, full=True)
+    # The code feature runs as it does for the tool: anchors are found or checked.
+    return run_store_command(args, stale_cli.with_code(run), body, full=True)
+
+
+def _code_anchors(given: list[str] | None) -> list[dict[str, str]] | None:
+    """``--code PATH[:SYMBOL]`` values as the tools' ``code`` argument (None: find them in the
+    text, as the tool does without ``code``; ``--code ''`` alone: anchor nothing)."""
+    if given is None:
+        return None
+    anchors = []
+    for text in given:
+        if not text:
+            continue
+        path, symbol = split_path(text)
+        anchors.append({"path": path, "symbol": symbol})
+    return anchors
 
 
 def cmd_list(args: argparse.Namespace, run: AppRunner) -> int:
@@ -221,7 +239,7 @@ def cmd_show(args: argparse.Namespace, run: AppRunner) -> int:
 def cmd_search(args: argparse.Namespace, run: AppRunner) -> int:
     targs = _args(
         tools.RecallArgs, query=args.query, scopes=_scopes(args), limit=args.limit,
-        use_embeddings=not args.lexical, memory_type=args.type,
+        use_embeddings=not args.lexical, memory_type=args.type, code=args.code,
     )  # fmt: skip
 
     async def body(app: AppContext) -> int:
@@ -451,8 +469,7 @@ def _type_flag(parser: argparse.ArgumentParser, help_text: str) -> None:
 DIRECTIONS = ("both", "incoming", "outgoing")  # of `memtrio graph`: the relations it follows
 
 
-def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
-    read_scope = "`global` or `repo:/abs/path` to read (repeatable; default: current repository), plus `global`"
+def _register_remember(sub: SubParsers[argparse.ArgumentParser]) -> None:
     p = _parser(
         sub,
         "remember",
@@ -476,6 +493,20 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
         help="a relation the memory states (repeatable)",
     )
     add_secrets_option(p)
+    p.add_argument(
+        "--code",
+        action="append",
+        metavar="PATH[:SYMBOL]",
+        help="anchor the memory to this file (or a symbol in it, as find_symbol names it: "
+        "app/retry.py:RetryPolicy.backoff) of the current repository (repeatable; the "
+        "file must be indexed, the symbol unique); without --code, the files and symbols "
+        "the text names are anchored, as the remember tool does; --code '' anchors nothing",
+    )
+
+
+def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
+    read_scope = "`global` or `repo:/abs/path` to read (repeatable; default: current repository), plus `global`"
+    _register_remember(sub)
 
     p = _parser(sub, "list", "list memories, newest first", cmd_list)
     _scope_flag(p, read_scope)
@@ -494,6 +525,12 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--limit", type=int, default=10, help="at most N results (default 10)")
     p.add_argument("--lexical", action="store_true", help="FTS5 ranking only (no embeddings)")
     add_secrets_option(p)
+    p.add_argument(
+        "--code",
+        metavar="PATH|SYMBOL",
+        help="memories anchored to this file or symbol (or an import away) first, "
+        "as recall's code argument",
+    )
     add_ranking_options(p)
 
     p = _parser(sub, "graph", "show relation paths around an entity", cmd_graph)
