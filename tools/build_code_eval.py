@@ -112,7 +112,9 @@ def symbols(text: str) -> list[tuple[str, str]]:
     return found
 
 
-def build(commit: str, per_file: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+def build(
+    commit: str, per_file: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
     files = sources(archive(commit))
     notes: list[dict[str, Any]] = []
     questions: list[dict[str, Any]] = []
@@ -126,7 +128,9 @@ def build(commit: str, per_file: int) -> tuple[list[dict[str, Any]], list[dict[s
             asked.add(question)
             taken += 1
             nid = f"code/{len(notes):04d}"
-            notes.append({"id": nid, "position": len(notes), "path": path, "symbol": name, "content": para})
+            notes.append(
+                {"id": nid, "position": len(notes), "path": path, "symbol": name, "content": para}
+            )
             questions.append(
                 {
                     "id": f"code/q{len(questions):04d}",
@@ -154,7 +158,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--out", required=True, help="directory for notes.jsonl, questions.jsonl, meta.json")
+    parser.add_argument(
+        "--out", required=True, help="directory for notes.jsonl, questions.jsonl, meta.json"
+    )
     parser.add_argument("--commit", default=COMMIT, help="the commit whose files are the checkout")
     parser.add_argument("--per-file", type=int, default=PER_FILE, help="notes per file at most")
     args = parser.parse_args()
@@ -168,7 +174,9 @@ def main() -> int:
     for name, rows in (("notes.jsonl", notes), ("questions.jsonl", questions)):
         (out / name).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
-    print(f"{meta['notes']} notes in {meta['files_with_notes']} files, {meta['questions']} questions")
+    print(
+        f"{meta['notes']} notes in {meta['files_with_notes']} files, {meta['questions']} questions"
+    )
     return 0
 
 

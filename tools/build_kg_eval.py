@@ -266,7 +266,14 @@ def build(per_category: int) -> tuple[str, list[dict[str, Any]], dict[str, Any]]
         for kind, value, _ in p["facts"]:
             if kind == "depends" and value in names and names[value] != p["name"]:
                 lines.append(
-                    dumps({"type": "relation", "from": p["name"], "to": names[value], "relationType": RELATION})
+                    dumps(
+                        {
+                            "type": "relation",
+                            "from": p["name"],
+                            "to": names[value],
+                            "relationType": RELATION,
+                        }
+                    )
                 )
     qs = questions(packages, per_category)
     meta = {
@@ -278,7 +285,9 @@ def build(per_category: int) -> tuple[str, list[dict[str, Any]], dict[str, Any]]
         "observations": sum(len(p["facts"]) for p in packages),
         "relations": len(lines) - len(packages),
         "questions": len(qs),
-        "categories": {c: sum(q["category"] == c for q in qs) for c in sorted({q["category"] for q in qs})},
+        "categories": {
+            c: sum(q["category"] == c for q in qs) for c in sorted({q["category"] for q in qs})
+        },
         "packages": {p["name"]: p["version"] for p in packages},
     }
     return "\n".join(lines), qs, meta
@@ -288,14 +297,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--out", required=True, help="directory for memory.jsonl, questions.jsonl, meta.json")
-    parser.add_argument("--per-category", type=int, default=PER_CATEGORY, help="questions per category at most")
+    parser.add_argument(
+        "--out", required=True, help="directory for memory.jsonl, questions.jsonl, meta.json"
+    )
+    parser.add_argument(
+        "--per-category", type=int, default=PER_CATEGORY, help="questions per category at most"
+    )
     args = parser.parse_args()
     graph, qs, meta = build(args.per_category)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "memory.jsonl").write_text(graph)  # no newline after the last line, as the reference
-    (out / "questions.jsonl").write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in qs))
+    (out / "questions.jsonl").write_text(
+        "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in qs)
+    )
     (out / "meta.json").write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n")
     print(
         f"{meta['entities']} packages, {meta['observations']} observations, "
