@@ -86,8 +86,13 @@ def clip(text: str) -> str:
     return text[: MAX_TEXT - 3].rsplit(" ", 1)[0] + "..."
 
 
+def one(meta: md.PackageMetadata, key: str) -> str:
+    """A metadata field's (first) value, "" when absent."""
+    return (meta.get_all(key) or [""])[0]
+
+
 def licence(meta: md.PackageMetadata) -> str | None:
-    expression = (meta.get("License-Expression") or "").strip()
+    expression = (one(meta, "License-Expression") or "").strip()
     if expression:
         return expression
     classifiers = [
@@ -96,7 +101,7 @@ def licence(meta: md.PackageMetadata) -> str | None:
     classifiers = [c for c in classifiers if c != "OSI Approved"]
     if classifiers:
         return " and ".join(dict.fromkeys(classifiers))
-    field = (meta.get("License") or "").strip()
+    field = (one(meta, "License") or "").strip()
     if field and "\n" not in field and len(field) <= 80 and field.upper() != "UNKNOWN":
         return field
     return None
@@ -104,9 +109,9 @@ def licence(meta: md.PackageMetadata) -> str | None:
 
 def authors(meta: md.PackageMetadata) -> str | None:
     for key, mail in (("Author", "Author-email"), ("Maintainer", "Maintainer-email")):
-        names = (meta.get(key) or "").strip()
+        names = (one(meta, key) or "").strip()
         if not names:
-            names = EMAIL.sub("", meta.get(mail) or "").strip(" ,")
+            names = EMAIL.sub("", one(meta, mail) or "").strip(" ,")
         names = " ".join(EMAIL.sub("", names).split()).strip(" ,")
         if names and names.upper() != "UNKNOWN":
             return names
@@ -121,7 +126,7 @@ def source_url(meta: md.PackageMetadata) -> str | None:
     for label in SOURCE_LABELS:
         if urls.get(label):
             return urls[label]
-    home = (meta.get("Home-page") or "").strip()
+    home = (one(meta, "Home-page") or "").strip()
     return home if home and home.upper() != "UNKNOWN" else None
 
 
@@ -145,13 +150,13 @@ def package(dist: md.Distribution) -> dict[str, Any]:
     def add(kind: str, value: str, text: str) -> None:
         facts.append((kind, value, clip(text)))
 
-    summary = (meta.get("Summary") or "").strip()
+    summary = (one(meta, "Summary") or "").strip()
     if summary and summary.upper() != "UNKNOWN":
         add("summary", "", summary)
     lic = licence(meta)
     if lic:
         add("license", lic, f"licensed under {lic}")
-    python = (meta.get("Requires-Python") or "").strip()
+    python = (one(meta, "Requires-Python") or "").strip()
     if python:
         add("python", python, f"requires Python {python}")
     for dep in requirements(dist):
@@ -159,7 +164,7 @@ def package(dist: md.Distribution) -> dict[str, Any]:
     who = authors(meta)
     if who:
         add("author", who, f"written by {who}")
-    keywords = (meta.get("Keywords") or "").strip()
+    keywords = (one(meta, "Keywords") or "").strip()
     if keywords:
         add("keywords", keywords, f"keywords: {keywords}")
     for c in meta.get_all("Classifier") or []:

@@ -268,8 +268,8 @@ def summarize(rows: dict[str, dict[str, list[dict[str, Any]]]], rounds: int) -> 
         has_base = mode != "default" and all("default" in rows[f] for f in fams)
         for m in METRICS:
             strata = [[r[m] for r in rows[f][mode]] for f in fams]
-            base = [[r[m] for r in rows[f]["default"]] for f in fams] if has_base else None
-            entry[m] = bootstrap(strata, base, rounds)
+            paired = [[r[m] for r in rows[f]["default"]] for f in fams] if has_base else None
+            entry[m] = bootstrap(strata, paired, rounds)
         entry["recall_ms_p50"] = round(
             statistics.median(r["ms"] for f in fams for r in rows[f][mode]), 2
         )
@@ -311,12 +311,12 @@ def tables(summary: dict[str, Any], deltas: bool = True) -> str:
     lines.append("| --- | --- | " + " | ".join("---" for _ in modes) + " | --- |")
     for family, fam in summary["families"].items():
         first = next(iter(fam.values()))
-        cells = [
+        means = [
             f"{fam[m]['hit@1']['mean']:.3f} / {fam[m]['recall@5']['mean']:.3f}" if m in fam else "-"
             for m in modes
         ]
         ms = ", ".join(f"{fam[m]['recall_ms_p50']:.1f}" if m in fam else "-" for m in modes)
-        lines.append(f"| {family} | {first['questions']} | " + " | ".join(cells) + f" | {ms} |")
+        lines.append(f"| {family} | {first['questions']} | " + " | ".join(means) + f" | {ms} |")
     for family, fam in summary["families"].items():
         lines += ["", f"### {family}", "", head, rule]
         for mode, e in fam.items():
@@ -331,15 +331,19 @@ def tables(summary: dict[str, Any], deltas: bool = True) -> str:
                 "",
                 f"| {'store' if key == 'stores' else 'category'} | questions | "
                 + " | ".join(f"{m} hit@1 / recall@5" for m in fmodes)
-                + " |",
-                "| --- | --- | " + " | ".join("---" for _ in fmodes) + " |",
+                + f" | {fmodes[0]} p50 ms |",
+                "| --- | --- | " + " | ".join("---" for _ in fmodes) + " | --- |",
             ]
             for name, part in first[key].items():
-                cells = [
+                parts = [
                     f"{fam[m][key][name]['hit@1']:.3f} / {fam[m][key][name]['recall@5']:.3f}"
                     for m in fmodes
                 ]
-                lines.append(f"| {name} | {part['questions']} | " + " | ".join(cells) + " |")
+                lines.append(
+                    f"| {name} | {part['questions']} | "
+                    + " | ".join(parts)
+                    + f" | {part['recall_ms_p50']:.1f} |"
+                )
     return "\n".join(lines)
 
 
