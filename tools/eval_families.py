@@ -34,7 +34,8 @@ unit), **MRR@10** (1 / rank of the first gold unit, 0 when none is in the 10),
 **recall@5** (the share of the gold units in the first 5; one gold: hit@5),
 **neighbour@1** (the first is not gold but a unit written at most 2 places
 before or after a gold one in the same store: a neighbour lifted above the
-answer), and the recall's wall time seen by the client. Per family: the mean
+answer), and the recall's wall time seen by the client (each server answers
+one recall first, untimed: it loads the model and checks the code index). Per family: the mean
 over its questions with a 95 % percentile bootstrap interval (resampling
 questions), the paired difference of each mode from ``default`` under the same
 resamples, the median latency, and every store's means. **Overall**: the mean
@@ -51,19 +52,20 @@ mode of eval_recall's ``MODES`` works too. Filled stores are cached
 
 Usage::
 
-    python tools/eval_families.py --markdown docs/bench-runs/eval-families.md --json docs/bench-runs/eval-families.json
+    python tools/eval_families.py --markdown docs/bench-runs/eval-families.md --json docs/bench-runs/eval-families-rows.json.gz
+    python tools/eval_families.py --rows docs/bench-runs/eval-families-rows.json.gz
     python tools/eval_families.py --families kg,code,code-query --modes default,no-rerank
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import io
 import json
 import math
 import os
-import random
 import re
 import shutil
 import statistics
@@ -77,6 +79,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import trio
 from mcp import Client, StdioServerParameters
 
@@ -193,26 +196,23 @@ def bootstrap(
     """The mean of the strata's means (one stratum: the plain mean), its 95 % interval
     resampling values within each stratum, and with ``base`` (the same questions under
     another mode, in the same order) the paired difference and its interval."""
-    strata = [s for s in strata if s]
-
-    def value(groups: list[list[float]]) -> float:
-        return mean([mean(g) for g in groups])
-
-    out: dict[str, Any] = {"mean": round(value(strata), 4)}
-    if base is not None:
-        base = [b for b in base if b]
-        out["delta"] = round(out["mean"] - value(base), 4)
-    rng = random.Random(seed)
-    samples, deltas = [], []
-    for _ in range(rounds):
-        picks = [[rng.randrange(len(s)) for _ in s] for s in strata]
-        samples.append(value([[s[i] for i in p] for s, p in zip(strata, picks, strict=True)]))
-        if base is not None:
-            other = value([[s[i] for i in p] for s, p in zip(base, picks, strict=True)])
-            deltas.append(samples[-1] - other)
-    out["ci"] = interval(samples)
-    if base is not None:
-        out["delta_ci"] = interval(deltas)
+    keep = [i for i, s in enumerate(strata) if s]
+    xs = [np.asarray(strata[i], dtype=float) for i in keep]
+    bs = [np.asarray(base[i], dtype=float) for i in keep] if base is not None else None
+    out: dict[str, Any] = {"mean": round(float(np.mean([x.mean() for x in xs])), 4)}
+    if bs is not None:
+        out["delta"] = round(out["mean"] - float(np.mean([b.mean() for b in bs])), 4)
+    rng = np.random.default_rng(seed)
+    samples = np.zeros(rounds)
+    deltas = np.zeros(rounds)
+    for k, x in enumerate(xs):  # each stratum resampled on its own, the same picks for base
+        picks = rng.integers(0, len(x), size=(rounds, len(x)))
+        samples += x[picks].mean(axis=1)
+        if bs is not None:
+            deltas += x[picks].mean(axis=1) - bs[k][picks].mean(axis=1)
+    out["ci"] = interval([float(v) for v in samples / len(xs)])
+    if bs is not None:
+        out["delta_ci"] = interval([float(v) for v in deltas / len(xs)])
     return out
 
 
@@ -286,6 +286,20 @@ def cell(c: dict[str, Any], delta: bool) -> str:
     return text
 
 
+def compact(summary: dict[str, Any]) -> str:
+    """Markdown: every family and mode on one row, the means (and the median latency)."""
+    lines = [
+        "| family | questions | mode | hit@1 | MRR@10 | recall@5 | neighbour@1 | p50 ms |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for family, fam in summary["families"].items():
+        for i, (mode, e) in enumerate(fam.items()):
+            cells = " | ".join(f"{e[m]['mean']:.3f}" for m in METRICS)
+            name = f"{family} | {e['questions']}" if i == 0 else " | "
+            lines.append(f"| {name} | {mode} | {cells} | {e['recall_ms_p50']:.1f} |")
+    return "\n".join(lines)
+
+
 def tables(summary: dict[str, Any], deltas: bool = True) -> str:
     """Markdown: the overall table, then one per family (modes as rows) and its stores."""
     head = "| mode | hit@1 | MRR@10 | recall@5 | neighbour@1 | recall p50 ms |"
@@ -303,6 +317,7 @@ def tables(summary: dict[str, Any], deltas: bool = True) -> str:
             )
     if notes:
         lines += ["", *(f"- {n}" for n in notes)]
+    lines += ["", "### Every family", "", compact(summary)]
     lines += ["", "### hit@1 / recall@5 by family", ""]
     modes = list(summary["overall"])
     lines.append(
@@ -549,6 +564,13 @@ async def run_store(store: Store, mode: str, settings: dict[str, str]) -> list[d
     env = {"MEMTRIO_EMBEDDINGS": "on", **store.env, **settings, **eval_recall.MODES[mode]}
     lexical = env.get("MEMTRIO_EMBEDDINGS") == eval_recall.OFF
     async with Client(server(store.home, store.cwd, env), read_timeout_seconds=300) as client:
+        # not timed: the server's first recall loads the model (and checks the code index)
+        first = store.questions[0]
+        await eval_recall.tool(
+            client, "recall", query=first.question, limit=LIMIT, use_embeddings=not lexical,
+            **({"code": first.code} if first.code else {}),
+            **({"scopes": store.scopes} if store.scopes is not None else {}),
+        )  # fmt: skip
         for q in store.questions:
             args: dict[str, Any] = {
                 "query": q.question,
@@ -635,8 +657,19 @@ def main() -> int:
     )
     parser.add_argument("--rounds", type=int, default=1000, help="bootstrap resamples")
     parser.add_argument("--markdown", help="write the tables here too")
-    parser.add_argument("--json", help="write the summary and every question's row here")
+    parser.add_argument(
+        "--json",
+        help="write every question's row (metrics, latency) here, gzipped if it ends in .gz",
+    )
+    parser.add_argument(
+        "--rows", help="no run: the tables of the rows a previous --json wrote (.json or .json.gz)"
+    )
     args = parser.parse_args()
+    if args.rows:
+        raw = Path(args.rows).read_bytes()
+        saved = json.loads(gzip.decompress(raw) if args.rows.endswith(".gz") else raw)
+        print(tables(summarize(saved["rows"], args.rounds)), flush=True)
+        return 0
     families = list(FAMILIES) if args.families == "all" else args.families.split(",")
     bad = [f for f in families if f not in FAMILIES]
     if bad:
@@ -653,8 +686,7 @@ def main() -> int:
         families.remove("faq")
     started = time.perf_counter()
     result = trio.run(evaluate, args, families)
-    summary = summarize(result["rows"], args.rounds)
-    text = tables(summary)
+    text = tables(summarize(result["rows"], args.rounds))
     print(text, flush=True)
     print(f"  all families: {time.perf_counter() - started:.0f} s", file=sys.stderr)
     if args.markdown:
@@ -665,8 +697,13 @@ def main() -> int:
             + "\n"
         )
     if args.json:
+        for by_mode in result["rows"].values():  # the metrics, not the returned ids
+            for rows in by_mode.values():
+                for r in rows:
+                    r.pop("ranked", None)
+        data = (json.dumps(result) + "\n").encode()
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({**result, "summary": summary}) + "\n")
+        Path(args.json).write_bytes(gzip.compress(data) if args.json.endswith(".gz") else data)
     return 0
 
 
