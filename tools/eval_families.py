@@ -46,9 +46,10 @@ Modes (``--modes``): ``default``; ``no-rerank`` (``[retrieval] rerank =
 false``); ``semantic`` (graph and lexical seeds off); ``lexical``
 (``recall(use_embeddings=false)``: FTS5 only); ``bm25``, a plain Okapi BM25 over
 the stored texts computed in this process (k1 1.2, b 0.75, lowercase ``\\w+``
-tokens, no stemming, no stop words), the reference of the FAQ set; any other
-mode of eval_recall's ``MODES`` works too. Filled stores are cached
-(``--cache``) as eval_recall caches them, so a rerun only ranks.
+tokens, no stemming, no stop words), the reference of the FAQ set (not run on
+``code``: it cannot take ``code=``); any other mode of eval_recall's ``MODES``
+works too. Filled stores are cached (``--cache``) as eval_recall caches them,
+so a rerun only ranks; ``--rows`` prints the tables of a saved run again.
 
 Usage::
 
