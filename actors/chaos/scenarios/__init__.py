@@ -29,6 +29,9 @@
   connections that never authenticate against a serve with RLIMIT_NOFILE 400: an
   authorised client's pings all succeed, attached sessions keep writing, the pending
   connections are gone once the flood ends).
+- `coherence`: ``recall-other-process``, a second server forgets, remembers and updates
+  memories interleaved with the first's own writes: the first's recall finds every memory
+  the other wrote and none it forgot, and agrees with a fresh server's recall;
 - `postgres`: a shared PostgreSQL store (``MEMTRIO_CHAOS_PG_URL``, else a private
   ``pgserver``, else skipped): ``pg-kill9-burst`` (one of two servers on one database
   killed mid-burst), ``pg-restart-burst`` (PostgreSQL stopped and restarted mid-burst),
@@ -43,6 +46,7 @@ from __future__ import annotations
 
 from ..harness import Scenario
 from .anchors import stale_refresh_crash
+from .coherence import recall_other_process
 from .crashes import (
     commit_fault,
     crash_code_workers,
@@ -99,6 +103,7 @@ QUICK: dict[str, Scenario] = {
     "poisoned-vector-row": poisoned_vector_row,
     "net-connection-flood": net_connection_flood,
     "owner-killed-reattach": owner_killed_reattach,
+    "recall-other-process": recall_other_process,
     # A shared PostgreSQL store (skipped without one; a few seconds each):
     "pg-kill9-burst": pg_kill9_burst,
     "pg-restart-burst": pg_restart_burst,
