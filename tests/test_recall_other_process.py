@@ -185,3 +185,78 @@ async def test_recall_sees_every_kind_of_write_by_another_process(
         assert not set(removed) & set(seen)
         truth = await fresh_recall(home, [PAYROLL_QUERY, SECOND], limit=3)
         assert [await recall(a, PAYROLL_QUERY, 3), await recall(a, SECOND, 3)] == truth
+
+
+async def test_recall_sees_a_store_filled_by_migrate_while_it_runs(
+    tmp_path: Path, pg_server: Any
+) -> None:
+    # `memtrio migrate --from` copies a PostgreSQL store into the empty SQLite store a
+    # server already runs on (in one transaction, outside any server).
+    url = pg_server.database()
+    source, home = tmp_path / "source", tmp_path / "home"
+    source.mkdir()
+    home.mkdir()
+    await cli(source, "remember", PAYROLL, "--store", url)
+    async with server(home) as a:
+        assert await recall(a, PAYROLL_QUERY) == []  # the cache is loaded, empty
+        done = await trio.to_thread.run_sync(
+            lambda: run_cli("migrate", "--from", url, home=home, env=OFF, timeout=180)
+        )
+        # Copied and checked; only the recall log differs (a's recall above wrote a line).
+        assert "memory: 1 " in done.stdout and " ok" in done.stdout, done.stdout
+        assert [line for line in done.stdout.splitlines() if "DIFFERS" in line] in (
+            [],
+            [line for line in done.stdout.splitlines() if line.strip().startswith("recall_log")],
+        ), done.stdout
+        own = (await ok(a, "remember", content=UNRELATED[0]))["id"]
+        seen = await recall(a, PAYROLL_QUERY)
+        assert len(seen) == 2 and seen[0] != own, seen
+        assert seen == (await fresh_recall(home, [PAYROLL_QUERY]))[0]
+
+
+VECTORS = {"MEMTRIO_VECTORS": "on", "MEMTRIO_VECTORS_DIMS": "3", "MEMTRIO_VECTORS_BACKEND": "exact"}
+
+
+def names(found: dict[str, Any]) -> list[str]:
+    return [hit["entityName"] for hit in found["results"]]
+
+
+async def test_the_vector_index_and_its_graph_follow_another_servers_writes(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**OFF, **VECTORS}
+    async with server(home, env) as a, server(home, env) as b:
+        places = [{"name": n, "entityType": "place", "observations": []} for n in ("alpha", "beta")]
+        await ok(a, "create_entities", entities=places)
+        await ok(a, "vector_upsert_embedding", entityName="alpha", embedding=[1.0, 0.0, 0.0])
+        await ok(a, "vector_upsert_embedding", entityName="beta", embedding=[0.6, 0.8, 0.0])
+        up = [0.0, 0.0, 1.0]
+        assert names(await ok(a, "vector_search_entities", embedding=up, topK=1)) == ["alpha"]
+        hybrid = {"queryText": "place", "queryEmbedding": [1.0, 0.0, 0.0], "textWeight": 0.0}
+        boosted = {**hybrid, "centralityBoost": 10.0, "topK": 2}
+        assert names(await ok(a, "hybrid_search", **boosted)) == ["alpha", "beta"]
+
+        # Another server adds an entity with a vector: a's index has it at once.
+        gamma = [{"name": "gamma", "entityType": "place", "observations": []}]
+        await ok(b, "create_entities", entities=gamma)
+        await ok(b, "vector_upsert_embedding", entityName="gamma", embedding=up)
+        assert names(await ok(a, "vector_search_entities", embedding=up, topK=1)) == ["gamma"]
+
+        # It moves one vector and deletes another; a writes one of its own in between.
+        await ok(b, "vector_upsert_embedding", entityName="beta", embedding=[0.1, 0.0, 1.0])
+        await ok(a, "vector_upsert_embedding", entityName="alpha", embedding=[1.0, 0.1, 0.0])
+        await ok(b, "vector_delete_embedding", entityName="gamma")
+        assert names(await ok(a, "vector_search_entities", embedding=up, topK=1)) == ["beta"]
+
+        # Relations by the other server make beta the hub the centrality boost lifts.
+        await ok(b, "vector_upsert_embedding", entityName="beta", embedding=[0.6, 0.8, 0.0])
+        relations = [
+            {"from": "alpha", "to": "beta", "relationType": "near"},
+            {"from": "gamma", "to": "beta", "relationType": "near"},
+        ]
+        await ok(b, "create_relations", relations=relations)
+        expected = names(await ok(b, "hybrid_search", **boosted))
+        assert expected == ["beta", "alpha"]
+        assert names(await ok(a, "hybrid_search", **boosted)) == expected
