@@ -1,0 +1,197 @@
+"""The dashboard's rough edges a new user met (issue 39, items 10 and 11), each in headless
+Chromium (``tests/cdp.py``) against ``memtrio serve --ui``: a search ordered by relevance,
+a memory opened without stretching the table, the pager, a stale memory's diff, a query
+box that shows the query, a jump to a code hit under the page header, a graph drawn over
+its whole canvas, and the Server page counting the dashboard itself. Screenshots go to
+the test's tmp folder."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cdp import Browser, Page, find_chromium, launch, open_page
+from gitrepo import make_repo
+from mcp_client import ok, open_client
+from ui_serve import SHOWN_ERRORS, open_cold, serve_ui
+
+CHROMIUM = find_chromium()
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="no chromium on PATH (apt-get install chromium; .ci/run installs it)",
+)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One headless Chromium for the whole module."""
+    if CHROMIUM is None:
+        pytest.skip("no chromium on PATH")
+    running = launch(CHROMIUM)
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+async def submit(page: Page, form: str) -> None:
+    await page.eval(f"document.getElementById({json.dumps(form)}).requestSubmit()")
+
+
+def text_of(selector: str) -> str:
+    return f"(document.querySelector({json.dumps(selector)}) || {{}}).textContent || ''"
+
+
+def rect(selector: str) -> str:
+    """The element's bounding box in the viewport, as {top, bottom, left, right, height}."""
+    return (
+        f"(() => {{ const r = document.querySelector({json.dumps(selector)})"
+        ".getBoundingClientRect(); return {top: r.top, bottom: r.bottom, left: r.left,"
+        " right: r.right, height: r.height, width: r.width}; })()"
+    )
+
+
+RETRY = (
+    "class RetryPolicy:\n    def backoff(self, attempt):\n        return min(30, 2 ** attempt)\n"
+)
+
+
+# The first row's height, and the height of the tallest content of its cells.
+ROW_AND_CONTENT = (
+    "(() => { const tr = document.querySelector('#m-table tbody tr');"
+    " const tallest = Math.max(...[...tr.cells].map(td => { const r = document.createRange();"
+    " r.selectNodeContents(td); return r.getBoundingClientRect().height; }));"
+    " return [tr.getBoundingClientRect().height, tallest]; })()"
+)
+
+
+@needs_chromium
+async def test_memories_search_by_relevance_open_a_memory_page_and_see_what_changed(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """A search stayed sorted by "created" (the best match 9th of 10); opening a memory
+    stretched the first row into a blank block; ← was active on page 1; a stale memory
+    listed its anchors but not what changed."""
+    repo = make_repo(tmp_path / "repo", {"retry.py": RETRY})
+    home = tmp_path / "home"
+    # Written by an agent's stdio session in the repository (an HTTP session has no
+    # repository until its client lists roots).
+    async with open_client(home, cwd=repo) as client:
+        best = (await ok(
+            client, "remember", content="The retry backoff doubles the retry delay on every retry",
+            code=[{"path": "retry.py", "symbol": "RetryPolicy.backoff"}],
+        ))["id"]  # fmt: skip
+        for i in range(9):  # newer, each matching the query by one word
+            await ok(client, "remember", content=f"Note {i}: the nightly job has a retry budget")
+    (repo / "retry.py").write_text(RETRY.replace("min(30", "min(60"))  # stale now
+    async with serve_ui(home, repo) as served:
+        async with open_page(browser) as page:
+            await open_cold(page, served.dashboard, "memories")
+            assert await page.eval("document.getElementById('m-prev').disabled") is True
+            assert await page.eval("document.getElementById('m-next').disabled") is True
+            await page.fill("#m-q", "retry")
+            assert await page.eval("document.getElementById('m-sort').value") == "relevance"
+            await submit(page, "m-form")
+            await page.wait_for(f"{text_of('#m-status')} === 'ranking: lexical'")
+            rows = await page.eval(
+                "[...document.querySelectorAll('#m-table tbody tr')].map(r => +r.dataset.id)"
+            )
+            assert rows[0] == best and len(rows) == 10, rows
+            scores = await page.eval(
+                "[...document.querySelectorAll('#m-table tbody td.score')].map(c => +c.textContent)"
+            )
+            assert scores == sorted(scores, reverse=True), scores
+            await page.screenshot(tmp_path / "shots" / "memories-search.png")
+
+            await page.click(f'#m-table tbody tr[data-id="{best}"] td.content')
+            await page.wait_for("!!document.getElementById('d-diff')")
+            diff = await page.eval(text_of("#d-diff"))
+            assert "backoff" in diff, diff
+            await page.screenshot(tmp_path / "shots" / "memories-open.png")
+            row, content = await page.eval(ROW_AND_CONTENT)
+            assert row <= content + 24, (row, content)  # no blank block below its text
+
+            # Clearing the query lists by creation again, newest first.
+            await page.fill("#m-q", "")
+            assert await page.eval("document.getElementById('m-sort').value") == "created"
+            # A sort the user picks stays picked.
+            await page.eval(
+                "(() => { const s = document.getElementById('m-sort'); s.value = 'importance';"
+                " s.dispatchEvent(new Event('change')); })()"
+            )
+            await page.fill("#m-q", "retry")
+            assert await page.eval("document.getElementById('m-sort').value") == "importance"
+            assert await page.eval(SHOWN_ERRORS) == [] and page.errors == []
+
+
+LONG_QUERY = "which retry policy do the nightly jobs use when the upstream API times out twice"
+
+
+@needs_chromium
+async def test_recall_box_shows_the_whole_query_and_server_counts_the_dashboard(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """The Recall query box cut the query off; the Server page said "0 sessions" while the
+    dashboard was in use and never showed its requests."""
+    repo = make_repo(tmp_path / "repo", {"README.md": "demo\n"})
+    async with serve_ui(tmp_path / "home", repo, {"MEMTRIO_CODE": "off"}) as served:
+        await served.mcp.ok("remember", content="Nightly jobs retry twice, then page on-call")
+        await served.mcp.ok("recall", query="nightly jobs", use_embeddings=False)
+        async with open_page(browser) as page:
+            await open_cold(page, served.dashboard, "recall")
+            await page.fill("#r-q", LONG_QUERY)
+            box = await page.eval(
+                "(() => { const q = document.getElementById('r-q');"
+                " return [q.scrollWidth, q.clientWidth]; })()"
+            )
+            assert box[0] <= box[1], box  # nothing of the query is scrolled out of sight
+            await page.screenshot(tmp_path / "shots" / "recall-query.png")
+
+            await page.goto(served.dashboard.split("?")[0] + "#memories")
+            await page.wait_for("document.getElementById('page-memories').dataset.loaded === '1'")
+            await page.fill("#m-q", "nightly")
+            await submit(page, "m-form")
+            await page.wait_for(f"{text_of('#m-status')} === 'ranking: lexical'")
+            await page.goto(served.dashboard.split("?")[0] + "#server")
+            await page.wait_for("!!document.querySelector('#s-tree [data-actor]')")
+            summary = await page.eval(text_of("#s-summary"))
+            # The test's MCP session and the dashboard's own.
+            assert "· 2 sessions ·" in summary, summary
+            traces = await page.wait_for(
+                f"{text_of('#s-traces')}.includes('dashboard /api/memories') && {text_of('#s-traces')}"
+            )
+            assert "dashboard /api/server" not in traces  # its own refresh is not activity
+            await page.screenshot(tmp_path / "shots" / "server.png")
+            assert await page.eval(SHOWN_ERRORS) == [] and page.errors == []
+
+
+LONG_FILE = "".join(f"def step_{i:03d}(x):\n    return x + {i}\n\n\n" for i in range(150))
+
+
+@needs_chromium
+async def test_jumping_to_a_code_hit_keeps_the_page_header(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """A jump to a hit far down a file's outline scrolled the page header (the tabs) away."""
+    repo = make_repo(tmp_path / "repo", {"pipeline.py": LONG_FILE})
+    async with serve_ui(tmp_path / "home", repo) as served:
+        async with open_page(browser) as page:
+            await open_cold(page, served.dashboard, "code")
+            await page.fill("#c-q", "step_140")
+            await submit(page, "c-form")
+            await page.wait_for("document.querySelectorAll('#c-results tbody a').length === 1")
+            await page.click("#c-results tbody a")
+            await page.wait_for("!!document.querySelector('#c-outline tr.hit')")
+            await page.wait_for("window.scrollY > 0")  # the hit is far below the fold
+            header, hit = (
+                await page.eval(rect("header")),
+                await page.eval(rect("#c-outline tr.hit")),
+            )
+            assert header["top"] >= 0 and header["height"] > 0, header
+            assert hit["top"] >= header["bottom"] and hit["bottom"] <= 900, (header, hit)
+            assert await page.eval("document.querySelector('#tabs a.active').textContent") == (
+                "Code"
+            )
+            await page.screenshot(tmp_path / "shots" / "code-jump.png")
