@@ -195,3 +195,41 @@ async def test_jumping_to_a_code_hit_keeps_the_page_header(
                 "Code"
             )
             await page.screenshot(tmp_path / "shots" / "code-jump.png")
+
+
+# The drawn entities' extent on the screen, and the canvas's, as [left, top, right, bottom].
+DRAWING_AND_CANVAS = (
+    "(() => { const boxes = [...document.querySelectorAll('#g-svg g.node, #g-svg g.label')]"
+    ".map(g => g.getBoundingClientRect());"
+    " const c = document.getElementById('g-svg').getBoundingClientRect();"
+    " return [[Math.min(...boxes.map(b => b.left)), Math.min(...boxes.map(b => b.top)),"
+    " Math.max(...boxes.map(b => b.right)), Math.max(...boxes.map(b => b.bottom))],"
+    " [c.left, c.top, c.right, c.bottom]]; })()"
+)
+
+
+@needs_chromium
+async def test_the_graph_drawing_fills_its_canvas(browser: Browser, tmp_path: Path) -> None:
+    """A few entities were drawn at their natural size in the middle of a canvas mostly left
+    blank (less than 60% of its width, a third of its height)."""
+    repo = make_repo(tmp_path / "repo", {"README.md": "demo\n"})
+    async with serve_ui(tmp_path / "home", repo, {"MEMTRIO_CODE": "off"}) as served:
+        await served.mcp.ok(
+            "remember", content="Checkout calls Payments, which stores cards in Vault",
+            entities=["Checkout", "Payments", "Vault", "Orders", "billing team"],
+            relations=[{"source": "Checkout", "relation": "calls", "target": "Payments"},
+                       {"source": "Payments", "relation": "stores_in", "target": "Vault"},
+                       {"source": "Checkout", "relation": "writes", "target": "Orders"},
+                       {"source": "billing team", "relation": "owns", "target": "Payments"}],
+        )  # fmt: skip
+        async with open_page(browser) as page:
+            for width, height in ((1400, 900), (1920, 1080)):
+                await open_cold(page, served.dashboard, "graph", width, height)
+                await page.wait_for("document.querySelectorAll('#g-svg g.node').length === 5")
+                await page.screenshot(tmp_path / "shots" / f"graph-{width}.png")
+                (x0, y0, x1, y1), (c0, d0, c1, d1) = await page.eval(DRAWING_AND_CANVAS)
+                filled = max((x1 - x0) / (c1 - c0), (y1 - y0) / (d1 - d0))
+                assert filled >= 0.75, (width, filled)  # the limiting side is (nearly) filled
+                middle = ((x0 + x1) / 2 - (c0 + c1) / 2, (y0 + y1) / 2 - (d0 + d1) / 2)
+                assert abs(middle[0]) < 0.1 * (c1 - c0) and abs(middle[1]) < 0.1 * (d1 - d0)
+            assert await page.eval(SHOWN_ERRORS) == [] and page.errors == []
