@@ -67,17 +67,12 @@ ROW_AND_CONTENT = (
 )
 
 
-@needs_chromium
-async def test_memories_search_by_relevance_open_a_memory_page_and_see_what_changed(
-    browser: Browser, tmp_path: Path
-) -> None:
-    """A search stayed sorted by "created" (the best match 9th of 10); opening a memory
-    stretched the first row into a blank block; ← was active on page 1; a stale memory
-    listed its anchors but not what changed."""
-    repo = make_repo(tmp_path / "repo", {"retry.py": RETRY})
-    home = tmp_path / "home"
-    # Written by an agent's stdio session in the repository (an HTTP session has no
-    # repository until its client lists roots).
+async def seed_retry_notes(home: Path, repo: Path) -> int:
+    """Ten memories of ``repo`` matching "retry", the best match the oldest, anchored to
+    `RetryPolicy.backoff`, whose code then changes (it is stale); the best's id.
+
+    Written by an agent's stdio session in the repository (an HTTP session has no
+    repository until its client lists roots)."""
     async with open_client(home, cwd=repo) as client:
         best = (await ok(
             client, "remember", content="The retry backoff doubles the retry delay on every retry",
@@ -85,14 +80,26 @@ async def test_memories_search_by_relevance_open_a_memory_page_and_see_what_chan
         ))["id"]  # fmt: skip
         for i in range(9):  # newer, each matching the query by one word
             await ok(client, "remember", content=f"Note {i}: the nightly job has a retry budget")
-    (repo / "retry.py").write_text(RETRY.replace("min(30", "min(60"))  # stale now
-    async with serve_ui(home, repo) as served:
+    (repo / "retry.py").write_text(RETRY.replace("min(30", "min(60"))
+    return int(best)
+
+
+def sort_is(value: str) -> str:
+    return f"document.getElementById('m-sort').value === {json.dumps(value)}"
+
+
+@needs_chromium
+async def test_a_search_is_ordered_by_relevance_as_soon_as_a_query_is_typed(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """A search stayed sorted by "created": the best match came last of ten."""
+    repo = make_repo(tmp_path / "repo", {"retry.py": RETRY})
+    best = await seed_retry_notes(tmp_path / "home", repo)
+    async with serve_ui(tmp_path / "home", repo) as served:
         async with open_page(browser) as page:
             await open_cold(page, served.dashboard, "memories")
-            assert await page.eval("document.getElementById('m-prev').disabled") is True
-            assert await page.eval("document.getElementById('m-next').disabled") is True
             await page.fill("#m-q", "retry")
-            assert await page.eval("document.getElementById('m-sort').value") == "relevance"
+            assert await page.eval(sort_is("relevance"))
             await submit(page, "m-form")
             await page.wait_for(f"{text_of('#m-status')} === 'ranking: lexical'")
             rows = await page.eval(
@@ -104,37 +111,74 @@ async def test_memories_search_by_relevance_open_a_memory_page_and_see_what_chan
             )
             assert scores == sorted(scores, reverse=True), scores
             await page.screenshot(tmp_path / "shots" / "memories-search.png")
-
-            await page.click(f'#m-table tbody tr[data-id="{best}"] td.content')
-            await page.wait_for("!!document.getElementById('d-diff')")
-            diff = await page.eval(text_of("#d-diff"))
-            assert "backoff" in diff, diff
-            await page.screenshot(tmp_path / "shots" / "memories-open.png")
-            row, content = await page.eval(ROW_AND_CONTENT)
-            assert row <= content + 24, (row, content)  # no blank block below its text
-
-            # Clearing the query lists by creation again, newest first.
+            # Clearing the query lists by creation again; a sort the user picks stays picked.
             await page.fill("#m-q", "")
-            assert await page.eval("document.getElementById('m-sort').value") == "created"
-            # A sort the user picks stays picked.
+            assert await page.eval(sort_is("created"))
             await page.eval(
                 "(() => { const s = document.getElementById('m-sort'); s.value = 'importance';"
                 " s.dispatchEvent(new Event('change')); })()"
             )
             await page.fill("#m-q", "retry")
-            assert await page.eval("document.getElementById('m-sort').value") == "importance"
+            assert await page.eval(sort_is("importance"))
             assert await page.eval(SHOWN_ERRORS) == [] and page.errors == []
+
+
+@needs_chromium
+async def test_the_pager_is_disabled_where_there_is_no_page(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """The ← pager was active on page 1 (and → on the last page)."""
+    repo = make_repo(tmp_path / "repo", {"retry.py": RETRY})
+    await seed_retry_notes(tmp_path / "home", repo)
+    async with serve_ui(tmp_path / "home", repo) as served:
+        async with open_page(browser) as page:
+            await open_cold(page, served.dashboard, "memories")
+            assert await page.eval(text_of("#m-page")) == "1-10 of 10"
+            assert await page.eval("document.getElementById('m-prev').disabled") is True
+            assert await page.eval("document.getElementById('m-next').disabled") is True
+
+
+@needs_chromium
+async def test_opening_a_memory_leaves_the_first_row_its_height(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """Opening a memory stretched the first table row into a large blank block."""
+    repo = make_repo(tmp_path / "repo", {"retry.py": RETRY})
+    best = await seed_retry_notes(tmp_path / "home", repo)
+    async with serve_ui(tmp_path / "home", repo) as served:
+        async with open_page(browser) as page:
+            await open_cold(page, served.dashboard, "memories")
+            await page.click(f'#m-table tbody tr[data-id="{best}"] td.content')
+            await page.wait_for("document.getElementById('d-content').value.includes('retry')")
+            await page.screenshot(tmp_path / "shots" / "memories-open.png")
+            row, content = await page.eval(ROW_AND_CONTENT)
+            assert row <= content + 24, (row, content)  # no blank block below its text
+
+
+@needs_chromium
+async def test_a_stale_memorys_detail_shows_what_changed(browser: Browser, tmp_path: Path) -> None:
+    """A stale memory's detail listed its anchors but not what changed."""
+    repo = make_repo(tmp_path / "repo", {"retry.py": RETRY})
+    best = await seed_retry_notes(tmp_path / "home", repo)
+    async with serve_ui(tmp_path / "home", repo) as served:
+        async with open_page(browser) as page:
+            await open_cold(page, served.dashboard, "memories")
+            await page.click(f'#m-table tbody tr[data-id="{best}"] td.content')
+            await page.wait_for("document.getElementById('d-content').value.includes('retry')")
+            await page.wait_for(f"{text_of('#d-facts')}.includes('RetryPolicy.backoff changed')")
+            diff = await page.eval(text_of("#d-diff"))
+            # review_stale's structural diff: the file, and the symbol that changed.
+            assert "retry.py" in diff and "~" in diff and "backoff" in diff, diff
+            assert await page.eval(SHOWN_ERRORS) == [] and page.errors == []
+            await page.screenshot(tmp_path / "shots" / "memories-stale.png")
 
 
 LONG_QUERY = "which retry policy do the nightly jobs use when the upstream API times out twice"
 
 
 @needs_chromium
-async def test_recall_box_shows_the_whole_query_and_server_counts_the_dashboard(
-    browser: Browser, tmp_path: Path
-) -> None:
-    """The Recall query box cut the query off; the Server page said "0 sessions" while the
-    dashboard was in use and never showed its requests."""
+async def test_the_recall_box_shows_the_whole_query(browser: Browser, tmp_path: Path) -> None:
+    """The Recall query box cut the query off."""
     repo = make_repo(tmp_path / "repo", {"README.md": "demo\n"})
     async with serve_ui(tmp_path / "home", repo, {"MEMTRIO_CODE": "off"}) as served:
         await served.mcp.ok("remember", content="Nightly jobs retry twice, then page on-call")
@@ -149,18 +193,32 @@ async def test_recall_box_shows_the_whole_query_and_server_counts_the_dashboard(
             assert box[0] <= box[1], box  # nothing of the query is scrolled out of sight
             await page.screenshot(tmp_path / "shots" / "recall-query.png")
 
-            await page.goto(served.dashboard.split("?")[0] + "#memories")
-            await page.wait_for("document.getElementById('page-memories').dataset.loaded === '1'")
+
+@needs_chromium
+async def test_the_server_page_counts_the_dashboard(browser: Browser, tmp_path: Path) -> None:
+    """The Server page left the dashboard out of its sessions ("0 sessions" while it was in
+    use) and never showed the dashboard's requests."""
+    repo = make_repo(tmp_path / "repo", {"README.md": "demo\n"})
+    async with serve_ui(tmp_path / "home", repo, {"MEMTRIO_CODE": "off"}) as served:
+        for note in (
+            "Nightly jobs retry twice, then page on-call",
+            "Releases are tagged from main",
+            "Run ruff before every commit",
+        ):
+            await served.mcp.ok("remember", content=note)
+        async with open_page(browser) as page:
+            await open_cold(page, served.dashboard, "memories")
             await page.fill("#m-q", "nightly")
             await submit(page, "m-form")
             await page.wait_for(f"{text_of('#m-status')} === 'ranking: lexical'")
-            await page.goto(served.dashboard.split("?")[0] + "#server")
+            await page.eval("location.hash = '#server'")
             await page.wait_for("!!document.querySelector('#s-tree [data-actor]')")
             summary = await page.eval(text_of("#s-summary"))
             # The test's MCP session and the dashboard's own.
             assert "· 2 sessions ·" in summary, summary
             traces = await page.wait_for(
-                f"{text_of('#s-traces')}.includes('dashboard /api/memories') && {text_of('#s-traces')}"
+                f"{text_of('#s-traces')}.includes('dashboard /api/memories')"
+                f" && {text_of('#s-traces')}"
             )
             assert "dashboard /api/server" not in traces  # its own refresh is not activity
             await page.screenshot(tmp_path / "shots" / "server.png")
