@@ -94,7 +94,10 @@ def diversify(
     for _ in range(min(limit, len(pool))):
         gain = np.where(free, lam * relevance - (1 - lam) * penalty, -np.inf)
         best = int(np.argmax(gain))
-        out.append((pool[best][0], chosen_score(top, float(gain[best]) / lam)))
+        memory, score = pool[best]
+        if (1 - lam) * penalty[best] > 0:  # else, unpenalised: its own score, exactly
+            score = chosen_score(top, float(gain[best]) / lam)
+        out.append((memory, score))
         free[best] = False
         penalty = np.maximum(penalty, windows.similarity_to(best))
     out += ranked[len(pool) : limit]
@@ -105,5 +108,6 @@ def diversify(
 def chosen_score(top: float, relevance: float) -> float:
     """The score of relevance ``relevance`` (on `diversify`'s square-root scale, less the
     similarity penalty) against the best score ``top``: the inverse of that scale, signed,
-    so that it grows with the gain that chose the memory."""
+    so that it grows with the gain that chose the memory (below 0 for a near-duplicate
+    whose penalty outweighs its relevance)."""
     return top * relevance * abs(relevance)
