@@ -198,6 +198,28 @@ async def test_the_recall_box_shows_the_whole_query(browser: Browser, tmp_path: 
 
 
 @needs_chromium
+async def test_the_recall_page_names_an_observations_entity(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """A knowledge-graph observation was listed as its bare text ("written in Go": which
+    service?)."""
+    repo = make_repo(tmp_path / "repo", {"README.md": "demo\n"})
+    async with serve_ui(tmp_path / "home", repo, {"MEMTRIO_CODE": "off"}) as served:
+        await served.mcp.ok(
+            "create_entities",
+            entities=[{"name": "billing-api", "entityType": "service",
+                       "observations": ["written in Go"]}],
+        )  # fmt: skip
+        await served.mcp.ok("recall", query="written in Go", use_embeddings=False)
+        async with open_page(browser) as page:
+            await open_cold(page, served.dashboard, "recall")
+            for column in ("#r-lexical", "#r-semantic"):
+                item = await page.eval(text_of(f"{column} li[data-id]"))
+                assert item.startswith("billing-apiwritten in Go"), (column, item)
+            await page.screenshot(tmp_path / "shots" / "recall-entity.png")
+
+
+@needs_chromium
 async def test_the_server_page_counts_the_dashboard(browser: Browser, tmp_path: Path) -> None:
     """The Server page left the dashboard out of its sessions ("0 sessions" while it was in
     use) and never showed the dashboard's requests."""
