@@ -145,19 +145,19 @@ def code_checkouts(conn: Any) -> list[dict[str, Any]]:
     return out
 
 
-# The Server page's own refresh (every 3 s) is not shown as activity: it would push
-# every other request out of the list.
-POLLING_ROUTES = ("server", "traces")
+# Not shown as activity: the Server page's own refresh (every 3 s) and the header every
+# page loads; they would push every other request out of the list.
+QUIET_ROUTES = ("server", "traces", "overview")
 
 
 def dashboard_route(trace: traceview.Trace) -> str | None:
-    """The ``/api/...`` route of a dashboard request's trace (None: not one, or the Server
-    page's own refresh)."""
+    """The ``/api/...`` route of a dashboard request's trace (None: not one, or one of
+    `QUIET_ROUTES`)."""
     rec = trace.root.record
     route = rec.get("route")
     if rec.get("actor") != "ui" or rec.get("name") != "api" or not isinstance(route, str):
         return None
-    return None if route in POLLING_ROUTES else route
+    return None if route in QUIET_ROUTES else route
 
 
 def recent_traces(log: Path, limit: int) -> list[dict[str, Any]]:
