@@ -108,7 +108,10 @@ def _one_line(text: str, width: int = 100) -> str:
 def _memory_line(m: dict[str, Any]) -> str:
     extra = f" score={m['score']:.3g}" if "score" in m else ""
     extra += " STALE" if m.get("stale") else ""
-    return f"#{m['id']} [{m['memory_type']}] imp={m['importance']:g}{extra} {', '.join(m['scopes']) or '(unscoped)'}\n    {_one_line(m['content'])}"
+    # A search's observation names its entity ("runs on port 8080": of which service?).
+    about = ", ".join(e["name"] for e in m.get("entities") or [])
+    tail = f" · about {about}" if about else ""
+    return f"#{m['id']} [{m['memory_type']}] imp={m['importance']:g}{extra} {', '.join(m['scopes']) or '(unscoped)'}{tail}\n    {_one_line(m['content'])}"
 
 
 def _memory_block(m: dict[str, Any]) -> str:

@@ -99,6 +99,19 @@ async def stale_ids(ctx: CallContext) -> list[int]:
     return sorted(found)
 
 
+async def stale_diff(ctx: CallContext, memory_id: int) -> str:
+    """The structural diff ``review_stale`` gives the memory ``memory_id``: each of its
+    anchored files from the commit it was anchored at to the working tree ("" without a
+    repository, the code feature or anchors). For the dashboard's view of a stale memory."""
+    repo = await repo_of(ctx, await policy_of(ctx))
+    if repo is None:
+        return ""
+    anchors = await store_of(ctx.app).read(
+        lambda tx: tx.anchors.of([memory_id]).get(memory_id, []), name="stale.anchors"
+    )
+    return await _diff(repo, anchors, DIFF_LINES) if anchors else ""
+
+
 def _page(
     tx: StoreTx, *, scope_ids: list[int], after: int, limit: int = BATCH
 ) -> dict[int, tuple[dict[str, Any], list[Anchor]]]:
