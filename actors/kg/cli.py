@@ -17,6 +17,7 @@ from ...protocol.plural import plural
 from ...protocol.secrets import SecretsMode
 from ...supervisors.commands import emit
 from ...supervisors.context import AppContext, AppRunner
+from ..embedder.unembedded import unembedded, unembedded_line
 from ..store.import_file import ImportRefused
 from ..store.interfaces import StoreTx
 from ..store.runner import check_export_target, export_output, refused, run_store_command, say
@@ -81,6 +82,9 @@ def import_jsonl(
         except ImportRefused as exc:  # the file changed since it was checked
             raise refused(args, exc) from None
         result["scope"] = view.current
+        missing = await unembedded(app)
+        if missing is not None:
+            result["unembedded"] = missing
 
         def human(r: dict[str, Any]) -> str:
             text = (
@@ -94,7 +98,9 @@ def import_jsonl(
                     f"{'was not an entity' if r['createdEndpoints'] == 1 else 'were not entities'} "
                     "in the file and created with type `entity`"
                 )
-            return text + "".join(f"\nwarning: {w}" for w in r.get("warnings", []))
+            text += "".join(f"\nwarning: {w}" for w in r.get("warnings", []))
+            line = unembedded_line(r.get("unembedded", {}))
+            return text if line is None else f"{text}\n{line}"
 
         emit(args, result, human)
         return 0

@@ -33,12 +33,20 @@ from ...supervisors.commands import (
     load_config,
 )
 from ...supervisors.context import AppContext, AppRunner
+from ...supervisors.progress import Progress
 from ..anchors.anchoring import code_states
+from ..embedder.unembedded import unembedded, unembedded_line
 from ..kg import cli as kg_cli
 from ..kg import jsonl
 from ..screening import run_tool
 from ..store import limits
-from ..store.import_file import ImportRefused, numbered_lines, open_import, printable
+from ..store.import_file import (
+    ImportRefused,
+    count_lines,
+    numbered_lines,
+    open_import,
+    printable,
+)
 from ..store.interfaces import StoreTx
 from ..store.memories import list_memories
 from ..store.runner import (
@@ -348,10 +356,12 @@ def cmd_export(args: argparse.Namespace, run: AppRunner) -> int:
 
     def write(tx: StoreTx, out: BinaryIO) -> dict[str, int]:
         counts = dict.fromkeys(("memory", "entity", "relation", "vector"), 0)
-        for rec in transfer.export_lines(tx):
-            out.write(json.dumps(rec, ensure_ascii=False, sort_keys=True).encode("utf-8") + b"\n")
-            if rec["type"] in counts:
-                counts[rec["type"]] += 1
+        with Progress("export", migrate.record_count(tx), "records") as bar:
+            for rec in bar.track(transfer.export_lines(tx)):
+                line = json.dumps(rec, ensure_ascii=False, sort_keys=True).encode("utf-8")
+                out.write(line + b"\n")
+                if rec["type"] in counts:
+                    counts[rec["type"]] += 1
         return counts
 
     async def body(app: AppContext) -> int:
@@ -385,17 +395,24 @@ def cmd_import(args: argparse.Namespace, run: AppRunner) -> int:
                 reference = args.format == "jsonl"
             if reference:
                 return kg_cli.import_jsonl(args, run, file, secrets)
-            return _import_memtrio(args, run, transfer.check_file(file, secrets))
+            lines = count_lines(file)
+            with Progress("import: check", lines, "lines") as bar:
+                checked = transfer.check_file(file, secrets, bar)
+            return _import_memtrio(args, run, checked, lines)
     except ImportRefused as exc:
         raise refused(args, exc) from None
 
 
-def _import_memtrio(args: argparse.Namespace, run: AppRunner, checked: transfer.Checked) -> int:
+def _import_memtrio(
+    args: argparse.Namespace, run: AppRunner, checked: transfer.Checked, lines: int
+) -> int:
     async def body(app: AppContext) -> int:
         store = tools.store_of(app)
 
         def op(tx: StoreTx) -> Written[dict[str, int]]:
-            return Written(transfer.import_records(tx, checked), [Change(kind="reset")])
+            with Progress("import: write", lines, "lines") as bar:
+                added = transfer.import_records(tx, checked, bar)
+            return Written(added, [Change(kind="reset")])
 
         try:
             result: dict[str, Any] = await store.write(op, name="memory.import")
@@ -403,12 +420,16 @@ def _import_memtrio(args: argparse.Namespace, run: AppRunner, checked: transfer.
             raise refused(args, exc) from None
         if checked.warnings:
             result["warnings"] = checked.warnings
+        missing = await unembedded(app)
+        if missing is not None:
+            result["unembedded"] = missing
         emit(
             args, result,
             lambda r: f"added {_counts(r['memories'], r['entities'], r['relations'])}, "
             f"{plural(r['vectors'], 'vector')} ({plural(r['skipped_memories'], 'memory')} "
             f"{'was' if r['skipped_memories'] == 1 else 'were'} already present)"
-            + "".join(f"\nwarning: {w}" for w in r.get("warnings", [])),
+            + "".join(f"\nwarning: {w}" for w in r.get("warnings", []))
+            + "".join(f"\n{line}" for line in [unembedded_line(r.get("unembedded", {}))] if line),
         )  # fmt: skip
         return 0
 

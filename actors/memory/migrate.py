@@ -91,7 +91,7 @@ def _open(where: Location, busy_timeout_ms: int) -> Direct:
     return Direct(sqlite_file, url, busy_timeout_ms=busy_timeout_ms, durability="sync")
 
 
-def _record_count(tx: StoreTx) -> int:
+def record_count(tx: StoreTx) -> int:
     """About how many records `transfer.export_lines` writes (the progress's total)."""
     c = tx.upkeep.counts()
     return 1 + c.scopes + c.entities + c.edges + c.memories + c.vectors + c.recall_log
@@ -99,7 +99,7 @@ def _record_count(tx: StoreTx) -> int:
 
 def _digest_of(tx: StoreTx, label: str) -> Digest:
     out: dict[str, tuple[int, Any]] = {}
-    with Progress(label, _record_count(tx), "records") as bar:
+    with Progress(label, record_count(tx), "records") as bar:
         for rec in bar.track(transfer.export_lines(tx)):
             if rec["type"] == "header":
                 continue
@@ -126,7 +126,7 @@ def copy(source: Direct, target: Direct) -> dict[str, int]:
     with tempfile.TemporaryFile() as spool:
 
         def export(tx: StoreTx) -> int:
-            with Progress("migrate: export", _record_count(tx), "records") as bar:
+            with Progress("migrate: export", record_count(tx), "records") as bar:
                 for rec in bar.track(transfer.export_lines(tx)):
                     line = json.dumps(rec, ensure_ascii=False, sort_keys=True).encode() + b"\n"
                     spool.write(line)
