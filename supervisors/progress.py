@@ -28,6 +28,7 @@ T = TypeVar("T")
 
 PIPE_INTERVAL = 5.0  # seconds between two progress lines when stderr is not a terminal
 TTY_INTERVAL = 0.1  # seconds between two redraws of the bar on a terminal
+FALLBACK_COLUMNS = 80  # the bar's width on a terminal that reports none
 PIPE_FORMAT = "{desc}: {n_fmt}/{total_fmt}{unit} ({percentage:.0f}%), {rate_fmt}, {remaining} left"
 PIPE_FORMAT_OPEN = "{desc}: {n_fmt}{unit}, {rate_fmt}"  # no total known
 
@@ -75,13 +76,19 @@ class Progress:
         if tty:
             from tqdm import tqdm  # only when a job starts: the CLI's start-up stays lean
 
+            try:
+                columns = os.get_terminal_size(self.stream.fileno()).columns
+            except (AttributeError, ValueError, OSError):
+                columns = 0
             self._bar = tqdm(
                 total=total,
                 desc=label,
                 unit=f" {unit}",
                 file=self.stream,
                 mininterval=TTY_INTERVAL,
-                dynamic_ncols=True,
+                # A terminal that does not tell its width (0 columns) gets a standard one.
+                ncols=None if columns else FALLBACK_COLUMNS,
+                dynamic_ncols=bool(columns),
                 leave=True,
             )
 
