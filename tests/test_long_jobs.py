@@ -190,8 +190,14 @@ def test_import_says_how_many_are_unembedded_and_what_to_run(
     assert any("6 memories in the searched scopes have no vector" in w for w in warnings), warnings
     assert any("memtrio reembed" in w for w in warnings)
 
+    # reembed counts texts of every kind under one unit, a line every interval, piped.
+    redone = piped(["reembed"], {**on, "MEMTRIO_PROGRESS": ""}, tmp_path)
+    assert redone.returncode == 0, redone.stderr
+    lines = [m for m in map(PIPED_LINE.match, redone.stderr.splitlines()) if m]
+    assert lines and {(m["label"], m["unit"]) for m in lines} == {("reembed", "texts")}
+    assert lines[-1]["n"] == lines[-1]["total"], redone.stderr
+
     # Once everything has a vector, neither says anything.
-    assert piped(["reembed"], on, tmp_path).returncode == 0
     again = piped(["search", "--json", "retry backoff"], on, tmp_path)
     assert not any("no vector" in w for w in json.loads(again.stdout)["warnings"])
 
