@@ -41,6 +41,13 @@ def _interval() -> float:
         return PIPE_INTERVAL
 
 
+def _tqdm() -> Any:
+    """tqdm's bar class, imported when a job starts: the CLI's start-up stays lean."""
+    from tqdm import tqdm  # type: ignore[import-untyped]  # tqdm ships no type hints
+
+    return tqdm
+
+
 class Progress:
     """The progress of one job: ``label`` (what it does), ``total`` units (None: unknown).
 
@@ -74,13 +81,11 @@ class Progress:
         except (AttributeError, ValueError):
             tty = False
         if tty:
-            from tqdm import tqdm  # only when a job starts: the CLI's start-up stays lean
-
             try:
                 columns = os.get_terminal_size(self.stream.fileno()).columns
             except (AttributeError, ValueError, OSError):
                 columns = 0
-            self._bar = tqdm(
+            self._bar = _tqdm()(
                 total=total,
                 desc=label,
                 unit=f" {unit}",
@@ -115,10 +120,8 @@ class Progress:
             self._line(now)
 
     def _line(self, now: float) -> None:
-        from tqdm import tqdm
-
         known = self.total is not None and self.total > 0
-        text = tqdm.format_meter(
+        text = _tqdm().format_meter(
             self.done,
             self.total if known else None,
             now - self.started,
