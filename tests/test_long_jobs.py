@@ -45,10 +45,18 @@ def export_file(path: Path, memories: int) -> Path:
     ]
     records += [
         {
-            "type": "memory", "id": i, "content": f"imported note {i} about retry backoff",
-            "memory_type": "observation", "importance": 0.0, "created_at": 1.0 + i,
-            "updated_at": 1.0 + i, "last_accessed_at": None, "access_count": 0,
-            "scopes": ["global"], "entities": [], "relations": [],
+            "type": "memory",
+            "id": i,
+            "content": f"imported note {i} about retry backoff",
+            "memory_type": "observation",
+            "importance": 0.0,
+            "created_at": 1.0 + i,
+            "updated_at": 1.0 + i,
+            "last_accessed_at": None,
+            "access_count": 0,
+            "scopes": ["global"],
+            "entities": [],
+            "relations": [],
         }  # fmt: skip
         for i in range(1, memories + 1)
     ]
@@ -121,7 +129,9 @@ def test_import_and_migrate_show_progress_piped_and_on_a_terminal(
     assert "copied the home's SQLite store to" in out and "memory: 40" in out
     assert "migrate:" not in out  # progress never reaches stdout
     # tqdm's bar: count/total, the rate and elapsed<left, redrawn in place
-    assert re.search(r"migrate: import: 100%\|[^|]*\| 42/42 \[[\d:]+<[\d:]+, +[\d.]+ records/s\]", shown), shown
+    assert re.search(
+        r"migrate: import: 100%\|[^|]*\| 42/42 \[[\d:]+<[\d:]+, +[\d.]+ records/s\]", shown
+    ), shown
     assert "\r" in shown
 
 
@@ -217,7 +227,10 @@ def test_migrate_copies_between_sqlite_homes_with_the_same_checks(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
     quiet = {**env, "MEMTRIO_PROGRESS": "off"}
-    assert piped(["import", str(export_file(tmp_path / "d.jsonl", 4))], quiet, tmp_path).returncode == 0
+    assert (
+        piped(["import", str(export_file(tmp_path / "d.jsonl", 4))], quiet, tmp_path).returncode
+        == 0
+    )
     done = piped(["migrate", "--json", "--to", "./other"], quiet, tmp_path)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
@@ -256,3 +269,20 @@ def test_migrate_says_in_one_line_what_it_accepts(
     assert len(err) == 1 and says in err[0], err
     assert "postgresql:// URL, a memtrio home (a directory) or a SQLite file" in err[0]
     assert not (tmp_path / "backup").exists()
+
+
+def test_export_and_chaos_show_progress_piped(tmp_path: Path, env: dict[str, str]) -> None:
+    quiet = {**env, "MEMTRIO_PROGRESS": "off"}
+    assert (
+        piped(["import", str(export_file(tmp_path / "d.jsonl", 6))], quiet, tmp_path).returncode
+        == 0
+    )
+    done = piped(["export", "-o", str(tmp_path / "out.jsonl")], env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "export: 8/8 records (100%)" in done.stderr, done.stderr  # header, scope, 6 memories
+
+    chaos = piped(
+        ["chaos", "--quick", "--seed", "1", "--scenario", "crash-reader", "--json"], env, tmp_path
+    )
+    assert "chaos: 1/1 scenarios (100%)" in chaos.stderr, chaos.stderr
+    assert json.loads(chaos.stdout)["totals"]["scenarios"] == 1  # stdout stays the report

@@ -158,7 +158,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Embed every memory, entity and relation (all scopes) that has no vector of the current "
             "model and revision. Safe to re-run: current rows are skipped. Failures are printed with "
-            "their kind and id and make the exit code 1; the rest still migrates."
+            "their kind and id and make the exit code 1; the rest still migrates. Progress (texts "
+            "of every kind) goes to stderr."
         ),
     )
     add_common(parser)

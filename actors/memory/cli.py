@@ -563,6 +563,12 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
         help="memtrio: the whole store (default); jsonl: the knowledge graph as the reference memory server's memory.jsonl",
     )
     p = _parser(sub, "import", "read a JSON-lines export into the store", cmd_import)
+    p.description = (
+        "Read a JSON-lines export into the store: every line is checked first, then all are "
+        "written in one transaction (progress on stderr). With embeddings on, a last line says "
+        "how many memories, entities and relations are left without a vector of the current "
+        "model, and to run memtrio reembed."
+    )
     p.add_argument("file", help="the export file ('-' reads stdin)")
     p.add_argument(
         "--format",
