@@ -402,8 +402,8 @@ async def test_content_types_and_security_headers(tmp_path: Path) -> None:
 def test_the_static_files_ship_in_the_package() -> None:
     pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text()
     data = msgspec.toml.decode(pyproject)["tool"]["setuptools"]
-    assert "memtrio.actors.ui" in data["packages"]
-    patterns = data["package-data"]["memtrio.actors.ui"]
+    assert "memtrio.actors.ui.static" in data["packages"]
+    patterns = data["package-data"]["memtrio.actors.ui.static"]
     suffixes = {p.rsplit(".", 1)[1] for p in patterns}
     assert {f.suffix[1:] for f in STATIC.iterdir()} <= suffixes
 

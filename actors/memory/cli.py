@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import sys
 from collections.abc import Callable
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -30,39 +29,27 @@ from ...supervisors.commands import (
     cli_flag,
     cli_words,
     emit,
-    load_config,
 )
 from ...supervisors.context import AppContext, AppRunner
-from ...supervisors.progress import Progress
 from ..anchors.anchoring import code_states
-from ..embedder.unembedded import unembedded, unembedded_line
-from ..kg import cli as kg_cli
-from ..kg import jsonl
+from ..code.anchors import split_path
 from ..screening import run_tool
 from ..store import limits
-from ..store.import_file import (
-    ImportRefused,
-    count_lines,
-    numbered_lines,
-    open_import,
-    printable,
-)
+from ..store.import_file import printable
 from ..store.interfaces import StoreTx
 from ..store.memories import list_memories
 from ..store.runner import (
-    check_export_target,
     check_text,
-    export_output,
-    refused,
     run_store_command,
-    say,
     tool_context,
 )
-from ..store.writer import Change, Written
+from ..store.writer import Written
 from . import migrate, stale_cli, tools, transfer
 from .doctor import cmd_doctor
 from .records import MAX_ROW_ID
 from .results import Memory, memory_result
+from .transfer_cli import cmd_export, cmd_import
+from .transfer_cli import counts_line as _counts
 
 ArgsT = TypeVar("ArgsT", bound=msgspec.Struct)
 SubParsers = argparse._SubParsersAction  # what ``add_subparsers`` returns
@@ -115,7 +102,10 @@ def _one_line(text: str, width: int = 100) -> str:
 def _memory_line(m: dict[str, Any]) -> str:
     extra = f" score={m['score']:.3g}" if "score" in m else ""
     extra += " STALE" if m.get("stale") else ""
-    return f"#{m['id']} [{m['memory_type']}] imp={m['importance']:g}{extra} {', '.join(m['scopes']) or '(unscoped)'}\n    {_one_line(m['content'])}"
+    # A search's observation names its entity ("runs on port 8080": of which service?).
+    about = ", ".join(e["name"] for e in m.get("entities") or [])
+    tail = f" · about {about}" if about else ""
+    return f"#{m['id']} [{m['memory_type']}] imp={m['importance']:g}{extra} {', '.join(m['scopes']) or '(unscoped)'}{tail}\n    {_one_line(m['content'])}"
 
 
 def _memory_block(m: dict[str, Any]) -> str:
@@ -132,13 +122,6 @@ def _memory_block(m: dict[str, Any]) -> str:
     lines += [stale_cli.anchor_line(a) for a in m.get("code", [])]
     lines += ["", m["content"]]
     return "\n".join(lines)
-
-
-def _counts(memories: int, entities: int, relations: int) -> str:
-    """``1 memory, 0 entities, 2 relations``."""
-    return ", ".join(
-        (plural(memories, "memory"), plural(entities, "entity"), plural(relations, "relation"))
-    )
 
 
 def _scopes(args: argparse.Namespace) -> list[str] | None:
@@ -174,6 +157,7 @@ def cmd_remember(args: argparse.Namespace, run: AppRunner) -> int:
     targs = _args(
         tools.RememberArgs, content=content, memory_type=args.type, importance=args.importance,
         scopes=_scopes(args), entities=args.entity, relations=relations or None,
+        code=_code_anchors(args.code),
     )  # fmt: skip
 
     async def body(app: AppContext) -> int:
@@ -183,12 +167,28 @@ def cmd_remember(args: argparse.Namespace, run: AppRunner) -> int:
             result,
             lambda r: (
                 f"remembered #{r['id']} in {', '.join(r['scopes'])}"
+                + "".join(f"\n{stale_cli.anchor_line(a)}" for a in r.get("code", []))
                 + "".join(f"\nwarning: {w}" for w in r.get("warnings", []))
             ),
         )
         return 0
 
-    return run_store_command(args, run, body, full=True)
+    # The code feature runs as it does for the tool: anchors are found or checked.
+    return run_store_command(args, stale_cli.with_code(run), body, full=True)
+
+
+def _code_anchors(given: list[str] | None) -> list[dict[str, str]] | None:
+    """``--code PATH[:SYMBOL]`` values as the tools' ``code`` argument (None: find them in the
+    text, as the tool does without ``code``; ``--code ''`` alone: anchor nothing)."""
+    if given is None:
+        return None
+    anchors = []
+    for text in given:
+        if not text:
+            continue
+        path, symbol = split_path(text)
+        anchors.append({"path": path, "symbol": symbol})
+    return anchors
 
 
 def cmd_list(args: argparse.Namespace, run: AppRunner) -> int:
@@ -229,7 +229,7 @@ def cmd_show(args: argparse.Namespace, run: AppRunner) -> int:
 def cmd_search(args: argparse.Namespace, run: AppRunner) -> int:
     targs = _args(
         tools.RecallArgs, query=args.query, scopes=_scopes(args), limit=args.limit,
-        use_embeddings=not args.lexical, memory_type=args.type,
+        use_embeddings=not args.lexical, memory_type=args.type, code=args.code,
     )  # fmt: skip
 
     async def body(app: AppContext) -> int:
@@ -344,98 +344,6 @@ def cmd_stats(args: argparse.Namespace, run: AppRunner) -> int:
     return run_store_command(args, run, body)
 
 
-def cmd_export(args: argparse.Namespace, run: AppRunner) -> int:
-    if args.output is not None:
-        if args.file is not None and args.file != args.output:
-            raise CliError(
-                f"export: give the output file once (FILE or -o/--output), not {args.file!r} and {args.output!r}"
-            )
-        args.file = args.output
-    if args.format == "jsonl":
-        return kg_cli.export_jsonl(args, run)
-
-    def write(tx: StoreTx, out: BinaryIO) -> dict[str, int]:
-        counts = dict.fromkeys(("memory", "entity", "relation", "vector"), 0)
-        with Progress("export", migrate.record_count(tx), "records") as bar:
-            for rec in bar.track(transfer.export_lines(tx)):
-                line = json.dumps(rec, ensure_ascii=False, sort_keys=True).encode("utf-8")
-                out.write(line + b"\n")
-                if rec["type"] in counts:
-                    counts[rec["type"]] += 1
-        return counts
-
-    async def body(app: AppContext) -> int:
-        store = tools.store_of(app)
-        with export_output(args.file) as out:
-            counts = await store.read(lambda tx: write(tx, out), name="memory.export")
-        if args.file not in (None, "-"):
-            say(
-                f"exported {_counts(counts['memory'], counts['entity'], counts['relation'])}, "
-                f"{plural(counts['vector'], 'vector')} to {args.file}"
-            )
-        return 0
-
-    if args.file not in (None, "-"):
-        check_export_target(args.file)
-    return run_store_command(args, run, body)
-
-
-def cmd_import(args: argparse.Namespace, run: AppRunner) -> int:
-    """Check the whole file (both formats), then write it in one transaction; or refuse it all.
-
-    Secrets in the file are screened by ``[store] secrets`` while it is checked (refused,
-    naming the line and field, or replaced by a marker with a warning line each)."""
-    secrets = load_config(args)[0].store.secrets
-    try:
-        with open_import(args.file) as file:
-            if args.format is None:
-                first = next(numbered_lines(file), None)
-                reference = first is not None and jsonl.is_reference_format(*first)
-            else:
-                reference = args.format == "jsonl"
-            if reference:
-                return kg_cli.import_jsonl(args, run, file, secrets)
-            lines = count_lines(file)
-            with Progress("import: check", lines, "lines") as bar:
-                checked = transfer.check_file(file, secrets, bar)
-            return _import_memtrio(args, run, checked, lines)
-    except ImportRefused as exc:
-        raise refused(args, exc) from None
-
-
-def _import_memtrio(
-    args: argparse.Namespace, run: AppRunner, checked: transfer.Checked, lines: int
-) -> int:
-    async def body(app: AppContext) -> int:
-        store = tools.store_of(app)
-
-        def op(tx: StoreTx) -> Written[dict[str, int]]:
-            with Progress("import: write", lines, "lines") as bar:
-                added = transfer.import_records(tx, checked, bar)
-            return Written(added, [Change(kind="reset")])
-
-        try:
-            result: dict[str, Any] = await store.write(op, name="memory.import")
-        except ImportRefused as exc:  # the file changed since it was checked
-            raise refused(args, exc) from None
-        if checked.warnings:
-            result["warnings"] = checked.warnings
-        missing = await unembedded(app)
-        if missing is not None:
-            result["unembedded"] = missing
-        emit(
-            args, result,
-            lambda r: f"added {_counts(r['memories'], r['entities'], r['relations'])}, "
-            f"{plural(r['vectors'], 'vector')} ({plural(r['skipped_memories'], 'memory')} "
-            f"{'was' if r['skipped_memories'] == 1 else 'were'} already present)"
-            + "".join(f"\nwarning: {w}" for w in r.get("warnings", []))
-            + "".join(f"\n{line}" for line in [unembedded_line(r.get("unembedded", {}))] if line),
-        )  # fmt: skip
-        return 0
-
-    return run_store_command(args, run, body)
-
-
 # -- registration ----------------------------------------------------------------
 
 
@@ -472,8 +380,7 @@ def _type_flag(parser: argparse.ArgumentParser, help_text: str) -> None:
 DIRECTIONS = ("both", "incoming", "outgoing")  # of `memtrio graph`: the relations it follows
 
 
-def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
-    read_scope = "`global` or `repo:/abs/path` to read (repeatable; default: current repository), plus `global`"
+def _register_remember(sub: SubParsers[argparse.ArgumentParser]) -> None:
     p = _parser(
         sub,
         "remember",
@@ -497,6 +404,20 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
         help="a relation the memory states (repeatable)",
     )
     add_secrets_option(p)
+    p.add_argument(
+        "--code",
+        action="append",
+        metavar="PATH[:SYMBOL]",
+        help="anchor the memory to this file (or a symbol in it, as find_symbol names it: "
+        "app/retry.py:RetryPolicy.backoff) of the current repository (repeatable; the "
+        "file must be indexed, the symbol unique); without --code, the files and symbols "
+        "the text names are anchored, as the remember tool does; --code '' anchors nothing",
+    )
+
+
+def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
+    read_scope = "`global` or `repo:/abs/path` to read (repeatable; default: current repository), plus `global`"
+    _register_remember(sub)
 
     p = _parser(sub, "list", "list memories, newest first", cmd_list)
     _scope_flag(p, read_scope)
@@ -515,6 +436,12 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--limit", type=int, default=10, help="at most N results (default 10)")
     p.add_argument("--lexical", action="store_true", help="FTS5 ranking only (no embeddings)")
     add_secrets_option(p)
+    p.add_argument(
+        "--code",
+        metavar="PATH|SYMBOL",
+        help="memories anchored to this file or symbol (or an import away) first, "
+        "as recall's code argument",
+    )
     add_ranking_options(p)
 
     p = _parser(sub, "graph", "show relation paths around an entity", cmd_graph)

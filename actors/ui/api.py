@@ -37,7 +37,7 @@ from ..memory.args import RecallArgs
 from ..memory.handlers import rank
 from ..memory.records import MAX_ROW_ID
 from ..memory.results import memory_fields
-from ..memory.stale import stale_ids
+from ..memory.stale import stale_diff, stale_ids
 from ..screening import run_tool
 from ..session_state import SessionState
 from ..store.interfaces import StoreTx
@@ -163,6 +163,8 @@ class Api:
         405 wrong method, 400 bad JSON or arguments, and the status of the
         tool's `DomainError` with its message.
         """
+        # The dashboard is a session of the server once it is used: `server_status` counts it.
+        self.app.sessions.add(self.session)
         try:
             if method == "GET" and name in self.get_routes:
                 return await self.get_routes[name](query)
@@ -281,6 +283,8 @@ class Api:
         policy = await policy_of(self.ctx)
         found["writable"] = all(s in policy.writable for s in found["scopes"])
         await code_states(self.ctx, policy, [found], [])
+        if found.get("stale"):  # what changed, as review_stale shows it
+            found["diff"] = await stale_diff(self.ctx, memory_id)
         return memory_fields(found)
 
     async def export(self, body: dict[str, Any]) -> Json:

@@ -32,6 +32,9 @@
 - `owners`: ``owner-cannot-start``, a ``memtrio mcp`` child whose owner cannot start
   (a newer or damaged store, a full disk, a hostile ``run/`` or ``logs/``, an older
   runtime file): answered within 10 s, served or refused in one line, at most 3 owners;
+- `coherence`: ``recall-other-process``, a second server forgets, remembers and updates
+  memories interleaved with the first's own writes: the first's recall finds every memory
+  the other wrote and none it forgot, and agrees with a fresh server's recall;
 - `postgres`: a shared PostgreSQL store (``MEMTRIO_CHAOS_PG_URL``, else a private
   ``pgserver``, else skipped): ``pg-kill9-burst`` (one of two servers on one database
   killed mid-burst), ``pg-restart-burst`` (PostgreSQL stopped and restarted mid-burst),
@@ -46,6 +49,7 @@ from __future__ import annotations
 
 from ..harness import Scenario
 from .anchors import stale_refresh_crash
+from .coherence import recall_other_process
 from .crashes import (
     commit_fault,
     crash_code_workers,
@@ -104,6 +108,7 @@ QUICK: dict[str, Scenario] = {
     "net-connection-flood": net_connection_flood,
     "owner-killed-reattach": owner_killed_reattach,
     "owner-cannot-start": owner_cannot_start,
+    "recall-other-process": recall_other_process,
     # A shared PostgreSQL store (skipped without one; a few seconds each):
     "pg-kill9-burst": pg_kill9_burst,
     "pg-restart-burst": pg_restart_burst,
