@@ -55,9 +55,10 @@ def unembedded_warning(counts: dict[str, int]) -> str | None:
     if not any(counts.values()):
         return None
     parts = ", ".join(plural(counts[k], k) for k in KINDS if counts.get(k))
-    verb = "has" if sum(counts.values()) == 1 else "have"
+    one = sum(counts.values()) == 1
+    verb, ranks = ("has", "ranks by its") if one else ("have", "rank by their")
     return (
         f"{parts} in the searched scopes {verb} no vector of the current model yet and "
-        f"rank by their words only (each recall embeds at most {BACKFILL_LIMIT} of each "
+        f"{ranks} words only (each recall embeds at most {BACKFILL_LIMIT} of each "
         "kind); run memtrio reembed"
     )
