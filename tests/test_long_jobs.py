@@ -286,3 +286,27 @@ def test_export_and_chaos_show_progress_piped(tmp_path: Path, env: dict[str, str
     )
     assert "chaos: 1/1 scenarios (100%)" in chaos.stderr, chaos.stderr
     assert json.loads(chaos.stdout)["totals"]["scenarios"] == 1  # stdout stays the report
+
+
+def test_the_reference_format_shows_progress_both_ways(tmp_path: Path, env: dict[str, str]) -> None:
+    graph = tmp_path / "memory.jsonl"
+    graph.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "type": "entity",
+                    "name": f"E{i}",
+                    "entityType": "service",
+                    "observations": [f"o{i}"],
+                }
+            )
+            + "\n"
+            for i in range(9)
+        )
+    )
+    done = piped(["import", str(graph)], env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "import: check: 9/9 lines (100%)" in done.stderr, done.stderr
+    assert "import: write: 9/9 lines (100%)" in done.stderr, done.stderr
+    out = piped(["export", "--format", "jsonl", "-o", str(tmp_path / "out.jsonl")], env, tmp_path)
+    assert out.returncode == 0 and re.search(r"^export: 9 lines, ", out.stderr, re.M), out.stderr
