@@ -72,6 +72,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "..actors.code.cli": ("code",),
     "..actors.chaos.cli": ("chaos", "trace"),
     "..actors.ui.cli": ("ui",),
+    "..actors.hooks.cli": ("context", "hook", "install"),
 }
 OWN_COMMANDS = ("mcp", "serve")  # this module's
 

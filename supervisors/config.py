@@ -178,6 +178,18 @@ class VectorsConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     ivf_nprobe: int = 8  # ivf cells searched per query
 
 
+class HooksConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The agent-lifecycle hooks (docs/hooks.md): ``memtrio hook`` and ``memtrio context``."""
+
+    context_tokens: int = 1500  # session start: the budget of memtrio context (chars/4)
+    prompt_tokens: int = 600  # prompt time: the budget of the memories injected
+    # prompt time: the share of a prompt's words the best memory must hold to be injected
+    # (chosen on faq-notes-dev: docs/hooks.md, "Prompt-time threshold")
+    prompt_threshold: float = 0.5
+    timeout: float = 5.0  # seconds a hook may take; then it prints nothing and exits 0
+    digest: bool = False  # pre-compact and session-end store a digest of the session
+
+
 class ToolsConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     enabled: list[str] = msgspec.field(
         default_factory=lambda: ["memory", "graph-read", "graph-write", "vectors", "code"]
@@ -195,6 +207,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     http: HttpConfig = msgspec.field(default_factory=HttpConfig)
     vectors: VectorsConfig = msgspec.field(default_factory=VectorsConfig)
     tools: ToolsConfig = msgspec.field(default_factory=ToolsConfig)
+    hooks: HooksConfig = msgspec.field(default_factory=HooksConfig)
     # Not a section: the `LENIENT` sections given invalid settings -> the error (their
     # keys are then all defaults, and their feature warns and stays off).
     invalid: dict[str, str] = msgspec.field(default_factory=dict)
@@ -248,6 +261,10 @@ _CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
         lambda v: 1024 <= v <= MAX_INT32,
         f"must be at least 1024 bytes (and at most {MAX_INT32})",
     ),
+    ("hooks", "context_tokens"): (lambda v: 1 <= v <= 1_000_000, "must be 1-1000000"),
+    ("hooks", "prompt_tokens"): (lambda v: 1 <= v <= 1_000_000, "must be 1-1000000"),
+    ("hooks", "prompt_threshold"): (lambda v: 0 <= v <= 1, "must be 0-1"),
+    ("hooks", "timeout"): (lambda v: 0 < v <= 600, "must be > 0 and at most 600 seconds"),
     ("server", "shutdown_grace"): (lambda v: 0 <= v <= 3600, "must be 0-3600 seconds"),
     ("server", "call_timeout"): (lambda v: 0 < v <= 86400, "must be > 0 and at most 86400 seconds"),
     ("log", "path"): (lambda v: "\0" not in v, "must not contain a NUL character"),
