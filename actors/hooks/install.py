@@ -82,8 +82,8 @@ def _app_config_dir(app: str) -> Path:
     if sys.platform == "darwin":
         return home / "Library" / "Application Support" / app
     if sys.platform == "win32":
-        return Path(os.environ.get("APPDATA", home / "AppData" / "Roaming")) / app
-    return Path(os.environ.get("XDG_CONFIG_HOME", home / ".config")) / app
+        return Path(os.environ.get("APPDATA") or home / "AppData" / "Roaming") / app
+    return Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config") / app
 
 
 def server_entry(command: str, vscode: bool = False) -> dict[str, Any]:
@@ -307,19 +307,30 @@ def planned(target: Target, uninstall: bool) -> tuple[str, str]:
     after = target.edit(json.loads(json.dumps(doc)), uninstall)
     if after == doc:
         return before, before
-    return before, _render("json", after)
+    return before, _kept_text(target.path, after) or _render("json", after)
+
+
+def _kept_text(path: Path, doc: dict[str, Any]) -> str | None:
+    """The backup's text when it holds ``doc`` (an uninstall after an install gives the file
+    back as it was, its layout too)."""
+    try:
+        text = path.with_name(path.name + BACKUP_SUFFIX).read_text(encoding="utf-8")
+        return text if doc and json.loads(text) == doc else None
+    except (OSError, ValueError):
+        return None
 
 
 def write(path: Path, before: str, after: str) -> str | None:
     """Write ``after`` to ``path`` (atomically, mode kept), the old content to the backup;
     remove the file when ``after`` is empty. Returns the backup's path, if any."""
     backup = None
+    if not after:  # the file held memtrio's entries only: memtrio created it
+        path.unlink(missing_ok=True)
+        path.with_name(path.name + BACKUP_SUFFIX).unlink(missing_ok=True)
+        return None
     if before:
         backup = path.with_name(path.name + BACKUP_SUFFIX)
         backup.write_text(before, encoding="utf-8")
-    if not after:
-        path.unlink(missing_ok=True)
-        return str(backup) if backup else None
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.memtrio-tmp")
     tmp.write_text(after, encoding="utf-8")
