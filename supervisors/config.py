@@ -31,6 +31,8 @@ from .config_file import ConfigError as ConfigError  # raised here, defined with
 from .config_file import at as _at
 from .config_file import line_of as _line_of
 from .config_file import read_toml as _read_toml
+from .config_hooks import CHECKS as _HOOK_CHECKS
+from .config_hooks import HooksConfig
 from .config_show import assigned as _assigned
 from .config_show import closest as _closest
 from .config_show import show as _show
@@ -178,18 +180,6 @@ class VectorsConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     ivf_nprobe: int = 8  # ivf cells searched per query
 
 
-class HooksConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """The agent-lifecycle hooks (docs/hooks.md): ``memtrio hook`` and ``memtrio context``."""
-
-    context_tokens: int = 1500  # session start: the budget of memtrio context (chars/4)
-    prompt_tokens: int = 600  # prompt time: the budget of the memories injected
-    # prompt time: the share of a prompt's words the best memory must hold to be injected
-    # (chosen on faq-notes-dev: docs/hooks.md, "Prompt-time threshold")
-    prompt_threshold: float = 0.5
-    timeout: float = 5.0  # seconds a hook may take; then it prints nothing and exits 0
-    digest: bool = False  # pre-compact and session-end store a digest of the session
-
-
 class ToolsConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     enabled: list[str] = msgspec.field(
         default_factory=lambda: ["memory", "graph-read", "graph-write", "vectors", "code"]
@@ -261,10 +251,6 @@ _CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
         lambda v: 1024 <= v <= MAX_INT32,
         f"must be at least 1024 bytes (and at most {MAX_INT32})",
     ),
-    ("hooks", "context_tokens"): (lambda v: 1 <= v <= 1_000_000, "must be 1-1000000"),
-    ("hooks", "prompt_tokens"): (lambda v: 1 <= v <= 1_000_000, "must be 1-1000000"),
-    ("hooks", "prompt_threshold"): (lambda v: 0 <= v <= 1, "must be 0-1"),
-    ("hooks", "timeout"): (lambda v: 0 < v <= 600, "must be > 0 and at most 600 seconds"),
     ("server", "shutdown_grace"): (lambda v: 0 <= v <= 3600, "must be 0-3600 seconds"),
     ("server", "call_timeout"): (lambda v: 0 < v <= 86400, "must be > 0 and at most 86400 seconds"),
     ("log", "path"): (lambda v: "\0" not in v, "must not contain a NUL character"),
@@ -359,6 +345,7 @@ _CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("code", "max_files"): (lambda v: 1 <= v <= 100_000_000, "must be >= 1"),
     ("code", "file_timeout"): (lambda v: 0 < v <= 3600, "must be > 0 and at most 3600 seconds"),
 }
+_CHECKS.update(_HOOK_CHECKS)
 
 
 def default_home() -> Path:

@@ -31,11 +31,12 @@ from typing import Any
 import msgspec
 
 from ...supervisors import trace
-from ...supervisors.app import log_path
 from ...supervisors.commands import load_config, resolve_home
+from ...supervisors.config import log_path
 from ...supervisors.context import AppContext, AppRunner
 from ..store.runner import STORE_ONLY
 from . import context as C
+from .digest import store_digest
 
 ACTOR = "hooks"
 # Bytes of hook input read at most (Claude Code's input is a few hundred bytes; a prompt
@@ -161,9 +162,7 @@ def cmd_hook(args: argparse.Namespace, run: AppRunner) -> int:
         args.out_text, args.out_best = "", None
         if args.event in ("pre-compact", "session-end"):
             if cfg.hooks.digest:
-                from .digest import store_digest
-
-                store_digest(args, run, hook, args.event)
+                store_digest(args, run, hook.session_id, hook.transcript_path)
         elif args.event == "session-start" or hook.prompt.strip():
             # Session start shows which memories' code changed: the code feature too.
             features = STORE_ONLY | {"code"} if args.event == "session-start" else STORE_ONLY

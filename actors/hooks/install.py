@@ -22,7 +22,6 @@ import difflib
 import json
 import os
 import re
-import subprocess
 import sys
 import tomllib
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from typing import Any
 
 from ...supervisors.commands import CliError
 from ...supervisors.context import AppRunner
+from .digest import toplevel
 
 CLIENTS = ("claude-code", "claude-desktop", "codex", "cursor", "vscode")
 SERVER = "memtrio"
@@ -63,17 +63,7 @@ class Target:
 
 def _project_root() -> Path:
     """The Git repository of the current directory (its top), else the directory itself."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--show-toplevel"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-    except OSError:
-        return Path.cwd()
-    return Path(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip() else Path.cwd()
+    return toplevel(Path.cwd()) or Path.cwd()
 
 
 def _app_config_dir(app: str) -> Path:
@@ -254,7 +244,7 @@ def targets(client: str, scope: str, merge: Merge) -> list[Target]:
         base = (
             root / ".codex"
             if scope == "project"
-            else Path(os.environ.get("CODEX_HOME", home / ".codex"))
+            else Path(os.environ.get("CODEX_HOME") or home / ".codex")
         )
         return [
             Target(base / "config.toml", "toml", merge.codex_toml()),
