@@ -10,6 +10,7 @@ cannot help). Neither loads the embedding model: both read the store directly.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +19,8 @@ from ...supervisors.context import AppContext
 from ..anchors.anchoring import code_states
 from ..memory.access import ranked_rows
 from ..memory.handlers import estimate_tokens
-from ..store.lexical import FUNCTION_WORDS, query_words, search_memories
+from ..store.interfaces import StoreTx
+from ..store.lexical import FUNCTION_WORDS, query_words, search_memories, terms_of
 from ..store.memories import list_memories
 from ..store.runner import tool_context
 from ..store.scopes import GLOBAL
@@ -31,8 +33,9 @@ GUIDING_TYPES = ("convention", "decision", "preference", "instruction", "rule", 
 POOL = 400
 # Characters of one memory shown, at most (the rest is behind ``memtrio show ID``).
 MAX_LINE = 400
-# Prompt-time recall: the lexical matches considered.
+# Prompt-time recall: the lexical matches considered, and shown at most.
 PROMPT_POOL = 10
+PROMPT_SHOWN = 5
 
 
 @dataclass
@@ -131,18 +134,26 @@ async def session_context(app: AppContext, max_tokens: int) -> Context:
     return _fill(groups, max_tokens)
 
 
-def coverage(prompt_terms: set[str], content: str) -> float:
-    """The share of ``prompt_terms`` (stems) that ``content`` holds."""
-    if not prompt_terms:
+def coverage(weights: dict[str, float], content: str) -> float:
+    """The weighted share of the prompt's words (stem -> weight) that ``content`` holds."""
+    total = sum(weights.values())
+    if not total:
         return 0.0
     have = {stem(w) for w in query_words(content, FUNCTION_WORDS)}
-    return len(prompt_terms & have) / len(prompt_terms)
+    return sum(w for s, w in weights.items() if s in have) / total
 
 
-def prompt_stems(prompt: str) -> set[str]:
-    """The stems of the prompt's words, function words dropped (none if only those)."""
-    words = [w for w in query_words(prompt, FUNCTION_WORDS) if w not in FUNCTION_WORDS]
-    return {stem(w) for w in words}
+def prompt_words(prompt: str) -> list[str]:
+    """The prompt's distinct words, one per stem, function words dropped (none if only those)."""
+    return terms_of([w for w in query_words(prompt, FUNCTION_WORDS) if w not in FUNCTION_WORDS])
+
+
+def word_weights(tx: StoreTx, words: list[str]) -> dict[str, float]:
+    """Each word's weight (by stem): its inverse document frequency in the store, so that a
+    word most memories hold counts for little and one none holds for much."""
+    counts = tx.fulltext.memory_frequencies(words) or {}
+    n = tx.fulltext.newest_memory_id()
+    return {stem(w): math.log(1 + (n + 1) / (counts.get(w, 0) + 0.5)) for w in words}
 
 
 async def prompt_context(
@@ -151,26 +162,25 @@ async def prompt_context(
     threshold: float,
     max_tokens: int,
     selection: list[str] | None = None,
+    shown: int = PROMPT_SHOWN,
 ) -> tuple[Context, float]:
-    """The memories relevant to ``prompt`` within ``max_tokens``, and the best one's
-    coverage of the prompt's words; empty when that coverage is under ``threshold``.
-
-    Only the memories that cover ``threshold`` of the prompt themselves are shown.
+    """The memories relevant to ``prompt`` within ``max_tokens``, and their relevance: the
+    share of the prompt's words (weighted by `word_weights`) the best-covering match
+    holds. Empty when that is under ``threshold``; else the ``shown`` best lexical
+    matches (BM25 order).
     """
     store = store_of(app)
     chosen = selection if selection is not None else store.policy.select(None)
-    ranked = await store.read(
-        lambda tx: search_memories(tx, prompt, chosen, None, PROMPT_POOL),
-        name="context.prompt",
-    )
-    rows = await store.read(lambda tx: ranked_rows(tx, chosen, ranked), name="context.rows")
-    terms = prompt_stems(prompt)
-    scored = sorted(
-        ((coverage(terms, m["content"]), i, m) for i, m in enumerate(rows)),
-        key=lambda t: (-t[0], t[1]),
-    )
-    best = scored[0][0] if scored else 0.0
+    words = prompt_words(prompt)
+    if not words:
+        return Context(sections=[]), 0.0
+
+    def read(tx: StoreTx) -> tuple[list[dict[str, Any]], dict[str, float]]:
+        ranked = search_memories(tx, prompt, chosen, None, PROMPT_POOL)
+        return ranked_rows(tx, chosen, ranked), word_weights(tx, words)
+
+    rows, weights = await store.read(read, name="context.prompt")
+    best = max((coverage(weights, m["content"]) for m in rows), default=0.0)
     if best < threshold or best == 0.0:
         return Context(sections=[]), best
-    relevant = [m for c, _, m in scored if c >= threshold]
-    return _fill([("Memories relevant to this prompt", relevant)], max_tokens), best
+    return _fill([("Memories relevant to this prompt", rows[:shown])], max_tokens), best
