@@ -14,7 +14,7 @@ class HooksConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     prompt_tokens: int = 600  # prompt time: the budget of the memories injected
     # Prompt time: the share of a prompt's words the best memory must hold to be injected
     # (chosen on faq-notes-dev: docs/hooks.md, "Prompt-time threshold").
-    prompt_threshold: float = 0.5
+    prompt_threshold: float = 0.4
     timeout: float = 5.0  # seconds a hook may take; then it prints nothing and exits 0
     digest: bool = False  # pre-compact and session-end store a digest of the session
 

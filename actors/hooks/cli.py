@@ -54,8 +54,8 @@ def _features(run: AppRunner, features: frozenset[str]) -> AppRunner:
 
 def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
     help_text = (
-        "what an agent should know about this repository now, within a token budget: "
-        "conventions and decisions, memories whose code changed, recent ones, the global tier"
+        "what an agent should know about this repository now, within a token budget "
+        "(conventions and decisions, memories whose code changed, recent ones, the global tier)"
     )
     p = sub.add_parser("context", help=help_text, description=help_text)
     add_common(p)
@@ -85,8 +85,8 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_context)
 
     help_text = (
-        "run an agent-lifecycle hook: reads the client's hook JSON on stdin, prints its "
-        "answer; never fails the agent (exit 0, nothing printed, on any error)"
+        "run an agent-lifecycle hook (the client's hook JSON on stdin, its answer on stdout); "
+        "it never fails the agent (on any error: exit 0, nothing printed)"
     )
     h = sub.add_parser("hook", help=help_text, description=help_text)
     add_common(h)
