@@ -102,13 +102,19 @@ def measure(home: Path, repo: Path, runs: int) -> dict[str, list[float]]:
         "hook user-prompt-submit": ([*MEMTRIO, "hook", "user-prompt-submit"], prompt_in),
     }
     times: dict[str, list[float]] = {name: [] for name in cases}
+    answered: dict[str, int] = {name: 0 for name in cases}
     for name, (argv, data) in cases.items():  # warm the page cache once
         _, out = timed(argv, data, repo, env)
         if name.startswith("hook") and not out:
             raise SystemExit(f"{name} printed nothing: check the trace log in {home}/logs")
     for _ in range(runs):
         for name, (argv, data) in cases.items():
-            times[name].append(timed(argv, data, repo, env)[0])
+            seconds, out = timed(argv, data, repo, env)
+            times[name].append(seconds)
+            answered[name] += bool(out)
+    for name in cases:
+        if name.startswith("hook"):
+            print(f"  {name}: {answered[name]} of {runs} runs answered (the others timed out)")
     return times
 
 
