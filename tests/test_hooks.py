@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -312,3 +313,33 @@ def test_context_fits_its_budget_and_ranks_by_query(
     assert main(["context", "--format", "claude-code"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+
+
+def test_the_hooks_install_writes_run_and_answer(
+    seeded: tuple[Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``memtrio install claude-code --home H``: the commands it writes, run as Claude Code
+    runs them (no MEMTRIO_HOME), inject the memories of H."""
+    home, repo = seeded
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    assert main(["install", "claude-code", "--home", str(home)]) == 0
+    capsys.readouterr()
+    settings = json.loads((repo / ".claude" / "settings.json").read_text())
+    (group,) = settings["hooks"]["SessionStart"]
+    assert group["matcher"] == "startup|resume|clear|compact"
+    command = shlex.split(group["hooks"][0]["command"])
+    assert command[:3] == ["memtrio", "hook", "session-start"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRIO_")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "memtrio.supervisors.cli", *command[1:]],
+        input=json.dumps({"cwd": str(repo), "source": "compact"}).encode(),
+        capture_output=True,
+        env={**env, "MEMTRIO_EMBEDDINGS": "off"},
+        timeout=120,
+    )
+    assert CONVENTION in additional_context(proc, "SessionStart")
+    server = json.loads((repo / ".mcp.json").read_text())["mcpServers"]["memtrio"]
+    assert server == {"command": "memtrio", "args": ["mcp", "--home", str(home)]}

@@ -5,6 +5,7 @@ memtrio did not write is never changed."""
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import tomllib
 from pathlib import Path
@@ -234,3 +235,21 @@ def test_the_command_option_names_the_executable(
     assert command == "/usr/local/bin/memtrio hook user-prompt-submit"
     install(capsys, "claude-code", "--command", "/usr/local/bin/memtrio", "--uninstall")
     assert not (project / ".claude" / "settings.json").exists()
+
+
+def test_home_is_written_into_every_entry_and_a_new_home_replaces_it(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = project / ".codex" / "config.toml"
+    config.parent.mkdir()
+    config.write_text(CODEX_TOML)
+    for home in ("/srv/a home", "/srv/b"):
+        assert install(capsys, "codex", "--home", home)[0] == 0
+        parsed = tomllib.loads(config.read_text())
+        assert parsed["mcp_servers"]["memtrio"]["args"] == ["mcp", "--home", home]
+        hooks = json.loads((project / ".codex" / "hooks.json").read_text())["hooks"]
+        assert [len(groups) for groups in hooks.values()] == [1, 1, 1]
+        assert hooks["PreCompact"][0]["hooks"][0]["command"].endswith(f"--home {shlex.quote(home)}")
+    assert config.read_text().count("[mcp_servers.memtrio]") == 1
+    install(capsys, "codex", "--uninstall")
+    assert config.read_text() == CODEX_TOML

@@ -22,6 +22,7 @@ import difflib
 import json
 import os
 import re
+import shlex
 import sys
 import tomllib
 from collections.abc import Callable
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...supervisors.commands import CliError
+from ...supervisors.commands import CliError, resolve_home
 from ...supervisors.context import AppRunner
 from .digest import toplevel
 
@@ -76,9 +77,22 @@ def _app_config_dir(app: str) -> Path:
     return Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config") / app
 
 
-def server_entry(command: str, vscode: bool = False) -> dict[str, Any]:
-    entry: dict[str, Any] = {"command": command, "args": ["mcp"]}
+def server_entry(command: str, vscode: bool = False, home: str = "") -> dict[str, Any]:
+    """The MCP server entry ``memtrio install`` writes (``--home``: that home's server)."""
+    entry: dict[str, Any] = {
+        "command": command,
+        "args": ["mcp", *(["--home", home] if home else [])],
+    }
     return {"type": "stdio", **entry} if vscode else entry
+
+
+def _is_ours_server(entry: Any, command: str, vscode: bool) -> bool:
+    """An entry ``memtrio install`` wrote: memtrio's command and arguments, for any home."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("args"), list):
+        return False
+    args = entry["args"]
+    home = args[2] if len(args) == 3 and args[1] == "--home" else ""
+    return entry == server_entry(command, vscode, str(home))
 
 
 def _is_ours_hook(hook: Any, command: str) -> bool:
@@ -88,20 +102,23 @@ def _is_ours_hook(hook: Any, command: str) -> bool:
 class Merge:
     """The edits of one install: what they changed, what they left (``notes``)."""
 
-    def __init__(self, command: str) -> None:
+    def __init__(self, command: str, home: str = "") -> None:
         self.command = command
+        self.home = home
+        # What each hook's command ends with: the home, when one was given.
+        self.suffix = f" --home {shlex.quote(home)}" if home else ""
         self.notes: list[str] = []
 
     def servers(self, key: str, vscode: bool = False) -> Callable[[Any, bool], Any]:
         """Edit ``{key: {"memtrio": entry}}``."""
-        wanted = server_entry(self.command, vscode)
+        wanted = server_entry(self.command, vscode, self.home)
 
         def edit(doc: dict[str, Any], uninstall: bool) -> dict[str, Any]:
             servers = doc.get(key)
             if servers is not None and not isinstance(servers, dict):
                 raise CliError(f'"{key}" is not an object: left for you to fix')
             current = (servers or {}).get(SERVER)
-            if current is not None and current != wanted:
+            if current is not None and not _is_ours_server(current, self.command, vscode):
                 self.notes.append(
                     f'a "{SERVER}" server memtrio did not write is in "{key}": left as it is'
                 )
@@ -145,7 +162,7 @@ class Merge:
                 if not uninstall:
                     handler = {
                         "type": "command",
-                        "command": f"{self.command} hook {ours}{flag}",
+                        "command": f"{self.command} hook {ours}{flag}{self.suffix}",
                         "timeout": CLIENT_TIMEOUT,
                     }
                     kept.append(
@@ -177,7 +194,9 @@ class Merge:
                 h for h in hooks.get("sessionStart", []) if not _is_ours_hook(h, self.command)
             ]
             if not uninstall:
-                entries.append({"command": f"{self.command} hook session-start --client cursor"})
+                entries.append(
+                    {"command": f"{self.command} hook session-start --client cursor{self.suffix}"}
+                )
             if entries:
                 hooks["sessionStart"] = entries
             else:
@@ -201,7 +220,7 @@ class Merge:
                 TOML_BEGIN,
                 f"[mcp_servers.{SERVER}]",
                 f"command = {json.dumps(self.command)}",
-                'args = ["mcp"]',
+                f"args = {json.dumps(server_entry(self.command, home=self.home)['args'])}",
                 TOML_END,
             ]
         )
@@ -215,8 +234,16 @@ class Merge:
                     f"a [mcp_servers.{SERVER}] memtrio did not write is there: left as it is"
                 )
                 return text
-            if uninstall or found:
-                return without if uninstall else text
+            if uninstall:
+                return without
+            if found:  # memtrio's block, brought up to date where it is
+                was = found.group()
+                now = (
+                    ("\n" if was.startswith("\n") else "")
+                    + block
+                    + ("\n" if was.endswith("\n") else "")
+                )
+                return text[: found.start()] + now + text[found.end() :]
             sep = "" if not without else ("\n" if without.endswith("\n") else "\n\n")
             return f"{without}{sep}{block}\n"
 
@@ -331,7 +358,8 @@ def write(path: Path, before: str, after: str) -> str | None:
 
 
 def cmd_install(args: argparse.Namespace, run: AppRunner) -> int:
-    merge = Merge(args.command_path)
+    home = str(resolve_home(args)) if args.home else ""
+    merge = Merge(args.command_path, home)
     plans = [(t, *planned(t, args.uninstall)) for t in targets(args.client, args.scope, merge)]
     for target, before, after in plans:
         shown = str(target.path)
@@ -368,6 +396,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         help="project: the files of the current repository (default; claude-desktop: user "
         "only); user: the client's files for every project",
+    )
+    p.add_argument(
+        "--home",
+        help="the memtrio home the client's server and hooks use (written into the entries "
+        "as --home; default: none written, so $MEMTRIO_HOME or ~/.memtrio)",
     )
     p.add_argument("--dry-run", action="store_true", help="print the changes, write nothing")
     p.add_argument("--uninstall", action="store_true", help="remove what install wrote")
