@@ -43,7 +43,7 @@ from ..protocol import jsonrpc, mcp
 from ..protocol.messages import Outbound
 from ..supervisors import trace
 from ..supervisors.git import git_output
-from ..supervisors.grants import Grant, OutsideGrant, check_path, refusal, resolved_path
+from ..supervisors.grants import Grant, OutsideGrant, check_path, check_repository, resolved_path
 from ..supervisors.supervisor import Mailbox
 from .session_state import SessionState
 
@@ -75,10 +75,7 @@ def granted_root(path: str, grant: Grant | None, what: str) -> Path:
     Error handling: raises `OutsideGrant` naming ``what`` (never the resolved path).
     """
     real = resolved_path(grant, path, what)
-    if grant is not None and grant.restricted:
-        common = git_output(["rev-parse", "--path-format=absolute", "--git-common-dir"], Path(real))
-        if common and not grant.allows(os.path.realpath(os.path.join(real, common))):
-            raise OutsideGrant(refusal(grant, what))
+    check_repository(grant, real, what)
     return Path(real)
 
 

@@ -19,6 +19,9 @@ session whose token is read-only gets an ``isError`` result for each tool that
 writes (`Tool.writes`, from the tool's declaration), and a session whose
 client's roots were all refused gets the refusal for each tool that uses the
 repository (every group but ``core``).
+
+Secrets (``[store] secrets``) are screened here too, for every tool that keeps text
+(`screening.run_tool`): refused, or redacted with a warning in the result.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from ..supervisors import faults, trace
 from ..supervisors.context import AppContext, CallContext
 from ..supervisors.grants import Grant, read_only_refusal, scrub
 from .answers import Answer, decode_params
+from .screening import run_tool
 from .session_roots import wait_for_root
 from .session_state import CallState, SessionState
 
@@ -168,7 +172,7 @@ class ToolCalls:
         try:
             if faults.ACTIVE:
                 await faults.hit("tool.call")
-            value = await tool.handler(CallContext(self.app, self.state, rid), args)
+            value = await run_tool(tool, CallContext(self.app, self.state, rid), args)
         except DomainError as exc:
             span["outcome"] = exc.kind
             return mcp.tool_error(str(exc))

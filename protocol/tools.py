@@ -52,11 +52,22 @@ class Tool:
     # The struct every successful call returns (None: the tool answers plain text).
     result: type[msgspec.Struct] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # Whether the store keeps text of the arguments, which are then screened for secrets
+    # (``[store] secrets``, ``actors.screening``). None: every tool that writes, but those
+    # that only delete (destructive ones name the rows to remove).
+    keeps_text: bool | None = None
 
     @property
     def writes(self) -> bool:
         """Whether the tool changes what the store holds (a read-only grant may not call it)."""
         return not self.read_only if self.access == "auto" else self.access == "write"
+
+    @property
+    def screened(self) -> bool:
+        """Whether the tool's arguments are screened for secrets before its handler runs."""
+        if self.keeps_text is not None:
+            return self.keeps_text
+        return self.writes and not self.destructive
 
     @functools.cached_property
     def decoder(self) -> msgspec.json.Decoder:
@@ -126,13 +137,14 @@ def grouped_tool(
     read_only: bool = False,
     destructive: bool = False,
     idempotent: bool = False,
+    keeps_text: bool | None = None,
 ) -> Tool:
     """A `Tool` of ``group`` built from positional fields: what the long tool tables of the
     graph and vector features use (``functools.partial(grouped_tool, GROUP, ...)``)."""
     return Tool(
         name=name, title=title, description=description, args=args, handler=handler,
         result=result, group=group, read_only=read_only, destructive=destructive,
-        idempotent=idempotent,
+        idempotent=idempotent, keeps_text=keeps_text,
     )  # fmt: skip
 
 

@@ -127,22 +127,22 @@ def describe_validation_error(
     """
     text = str(exc)
     found = _AT.match(text)
-    if found is None:  # an error of the whole object: no path
-        if decoded is None or not text.startswith(("Object contains", "Object missing")):
-            return text
-        found = {"what": text, "path": ""}
-    path = found["path"]
+    if found is not None:
+        what, path = found["what"], found["path"]
+    elif decoded is not None and text.startswith(("Object contains", "Object missing")):
+        what, path = text, ""  # an error of the whole object: no path
+    else:
+        return text
     if decoded is None:
-        return in_words(found["what"], name(path.removeprefix(".")), noun)
-    unknown = _UNKNOWN.match(found["what"])
+        return in_words(what, name(path.removeprefix(".")), noun)
+    unknown = _UNKNOWN.match(what)
     if unknown:
         return _unknown_field(unknown[1], decoded, path, name, noun)
     values = allowed_values(decoded, path)
     field = name(path.removeprefix("."))
     if not values:
-        return in_words(found["what"], field, noun)
+        return in_words(what, field, noun)
     choices = ", ".join(str(v) for v in values)
-    what = found["what"]
     if what.startswith(_ENUM_VALUE):
         value = what.removeprefix(_ENUM_VALUE)
         shown = value if len(value) <= SHOWN else value[: SHOWN - 1] + "…"

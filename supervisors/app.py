@@ -17,7 +17,7 @@ import ctypes
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -265,3 +265,40 @@ async def _watch_signals(app: AppContext) -> None:
         async for signum in signals:
             trace.event("app", "signal", signal=signal.Signals(signum).name)
             app.request_shutdown(0)
+
+
+def early_answers(
+    config: Config, home: Path, home_origin: str = ""
+) -> Callable[[bytes], Awaitable[bytes | None]]:
+    """What the first ``memtrio mcp`` child of a home answers its client with while the owner
+    it started is not there yet (``actors.net.relay.Relay.answer_early``): a Session of this
+    child's own application, every feature set up as the owner sets them up (same home,
+    configuration and directory) but no actor started and no model loaded, so
+    ``initialize`` and ``tools/list`` say what the owner will say."""
+    from ..actors.session import Session
+    from ..actors.session_state import SessionState
+    from ..protocol.messages import Outbound
+    from .supervisor import Mailbox
+
+    app = build_context(config, home, home_origin=home_origin)
+    setup_features(app, default_features())
+    app.warm_ups.clear()  # the owner loads the model; this child never does
+    outbox: Mailbox[Outbound] = Mailbox("early.outbox", 64)
+    session = Session(app, SessionState(name="early.session"), outbox)
+
+    async def answer(line: bytes) -> bytes | None:
+        if b"notifications/initialized" in line:
+            return b""  # noted by the relay and replayed to the owner, which acts on it
+        failed = False
+        try:
+            await session.handle_line(line.strip())
+        except Exception:  # noqa: BLE001 - not answered here: the owner answers it
+            failed = True
+        out = []
+        while True:
+            try:
+                out.append(outbox.receive_channel.receive_nowait().line)
+            except trio.WouldBlock:
+                return None if failed else b"".join(out)
+
+    return answer

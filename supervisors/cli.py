@@ -43,6 +43,7 @@ from .commands import (
 )
 from .context import VERSION, AppContext, AppRunner
 from .errors import find_user_error, one_line
+from .hoist import hoist_options
 from .supervisor import ChildSpec, Escalation, first_leaf
 from .threads import EXIT_SETTLE, settle
 
@@ -75,6 +76,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "..actors.hooks.cli": ("context", "hook", "install"),
 }
 OWN_COMMANDS = ("mcp", "serve")  # this module's
+COMMANDS = tuple(c for names in COMMAND_MODULES.values() for c in names)
 
 
 def start(
@@ -170,12 +172,25 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
         or ranking_overrides(args)
     )
     if args.no_attach or own:
-        return _serve_stdio(args, *stdio.protect_stdout())
+        proto_in, proto_out = stdio.protect_stdout()
+        if args.answer_failures:
+            limit = load_config(args)[0].server.request_limit
+            return _serve_or_refuse(args, proto_in, proto_out, limit)
+        return _serve_stdio(args, proto_in, proto_out)
     cfg, home = load_config(args)
     ui = serving.mcp_ui_requested(args)
     proto_in, proto_out = stdio.protect_stdout()
     # A store file of its own (MEMTRIO_STORE_FILE, MEMORY_FILE_PATH): the owner may serve another.
     if cfg.serve.attach != "off" and not cfg.store.file:
+        from .app import HomeError, early_answers, prepare_home
+
+        limit = cfg.server.request_limit
+        try:
+            prepare_home(home, home_origin(args))
+        except HomeError as exc:  # the one line; the client gets it as its answers
+            print(f"memtrio: {exc}", file=sys.stderr, flush=True)
+            attach.refuse(proto_in, proto_out, limit, str(exc))
+            return exc.code
         root = Path.cwd().resolve()
         code = attach.attach(
             home,
@@ -186,48 +201,36 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
             mode=cfg.serve.attach,
             launch=spawn.Launch(home, root, ui=ui, log_level=args.log_level),
             ui=ui,
-            early=partial(_early_answers, args),
+            early=partial(early_answers, cfg, home, home_origin(args)),
         )
         if code is not None:
             return code
+        return _serve_or_refuse(args, proto_in, proto_out, limit)
     return _serve_stdio(args, proto_in, proto_out)
 
 
-def _early_answers(args: argparse.Namespace) -> Callable[[bytes], Awaitable[bytes | None]]:
-    """What the first ``memtrio mcp`` child of a home answers its client with while the owner
-    it started is not there yet (``actors.net.relay.Relay.answer_early``): a Session of this
-    child's own application, every feature set up as the owner sets them up (same home,
-    configuration and directory) but no actor started and no model loaded, so
-    ``initialize`` and ``tools/list`` say what the owner will say."""
-    from ..actors.session import Session
-    from ..actors.session_state import SessionState
-    from ..protocol.messages import Outbound
-    from .app import setup_features
-    from .supervisor import Mailbox
+def _serve_or_refuse(args: argparse.Namespace, proto_in: int, proto_out: int, limit: int) -> int:
+    """The embedded server of a ``memtrio mcp`` that attaches by default and has no owner to
+    attach to (or that such a child started to relay to: ``--answer-failures``). If it
+    cannot serve either (a newer or damaged store, a full disk, ...), its one line on
+    stderr, and every request of the client answered with it until EOF
+    (``actors.net.attach.refuse``): the client learns why at once instead of waiting."""
+    from ..actors.net import attach
 
-    cfg, home = load_config(args)
-    app = build_context(cfg, home, home_origin=home_origin(args))
-    setup_features(app, default_features())
-    app.warm_ups.clear()  # the owner loads the model; this child never does
-    outbox: Mailbox[Outbound] = Mailbox("early.outbox", 64)
-    session = Session(app, SessionState(name="early.session"), outbox)
-
-    async def answer(line: bytes) -> bytes | None:
-        if b"notifications/initialized" in line:
-            return b""  # noted by the relay and replayed to the owner, which acts on it
-        failed = False
-        try:
-            await session.handle_line(line.strip())
-        except Exception:  # noqa: BLE001 - not answered here: the owner answers it
-            failed = True
-        out = []
-        while True:
-            try:
-                out.append(outbox.receive_channel.receive_nowait().line)
-            except trio.WouldBlock:
-                return None if failed else b"".join(out)
-
-    return answer
+    keep_in, keep_out = os.dup(proto_in), os.dup(proto_out)
+    try:
+        code = _serve_stdio(args, proto_in, proto_out)
+    except (Exception, BaseExceptionGroup) as exc:  # noqa: BLE001 - every failure: one line
+        code, line = report_line(exc, "mcp")
+        if code in (1, 2):
+            attach.refuse(keep_in, keep_out, limit, line)
+            return code
+        os.close(keep_in)
+        os.close(keep_out)
+        return code
+    os.close(keep_in)
+    os.close(keep_out)
+    return code
 
 
 def _serve_stdio(args: argparse.Namespace, proto_in: int, proto_out: int) -> int:
@@ -237,6 +240,9 @@ def _serve_stdio(args: argparse.Namespace, proto_in: int, proto_out: int) -> int
     from ..actors import stdio
 
     app = start(args)
+    # One client, which may never embed: the model loads on its first embedding, not at
+    # initialize (a server shared by many sessions warms it: AppContext.warm_on_initialize).
+    app.warm_on_initialize = False
     after: list[ChildSpec] = []
     if serving.mcp_ui_requested(args):
         from ..actors.ui import cli as ui_cli
@@ -293,6 +299,7 @@ def serve_network(args: argparse.Namespace, transport: str | None) -> int:
     connections = Connections(listen.max_connections)
     announce = serving.announcer(listen)
     public: list[str] = []
+    dashboards: list[str] = []
     ui = ui_cli.dashboard(app, listen) if serving.ui_requested(args) else None
     idle = getattr(args, "idle_exit", None)
 
@@ -301,10 +308,18 @@ def serve_network(args: argparse.Namespace, transport: str | None) -> int:
         announce(host, port)
         if ui is not None:
             url = ui_cli.dashboard_url(listen, port, ui)
+            dashboards.append(url)
             print(f"memtrio serve: dashboard at {url}", file=sys.stderr, flush=True)
 
     def after() -> list[ChildSpec]:
-        children = owner.attach_children(app, connections, lambda: public[-1] if public else "")
+        # The runtime file names the dashboard too: `memtrio serve --ui --detach` prints it
+        # from there, and `memtrio mcp --ui` children show it.
+        children = owner.attach_children(
+            app,
+            connections,
+            lambda: public[-1] if public else "",
+            lambda: dashboards[-1] if dashboards else "",
+        )
         if idle:
             children.append(owner.idle_exit_child(app, connections, idle))
         return children
@@ -366,67 +381,6 @@ def _idle_seconds(text: str) -> float:
     return value
 
 
-def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return dict(action.choices)
-    return {}
-
-
-def _takes_value(parser: argparse.ArgumentParser, word: str) -> bool | None:
-    """Whether option ``word`` of ``parser`` reads the next word as its value; None when
-    ``parser`` has no such option (abbreviations count, as argparse allows them)."""
-    if "=" in word or not word.startswith("--") and len(word) > 2:
-        return False  # --home=X, -fPATH
-    matches = [
-        action
-        for option, action in parser._option_string_actions.items()
-        if option == word or (word.startswith("--") and option.startswith(word))
-    ]
-    exact = parser._option_string_actions.get(word)
-    action = exact or (matches[0] if len({id(a) for a in matches}) == 1 else None)
-    if action is None:
-        return None
-    return action.nargs is None and not isinstance(
-        action, (argparse._StoreConstAction, argparse._CountAction, argparse._HelpAction)
-    )
-
-
-def hoist_options(argv: Sequence[str]) -> list[str]:
-    """``memtrio --home X list`` as ``memtrio list --home X``: options written before the
-    command (as git and pip allow) move to just after its words (``code index``), where
-    the command's parser reads them. ``--help``/``--version`` alone, or options the
-    command does not take, stay where they are (and argparse says so).
-
-    A word that names a command can also be an option's value (``--home list list``):
-    the command is the first one after which the options before it parse whole.
-    """
-    argv = list(argv)
-    if not argv or not argv[0].startswith("-") or argv[0] in ("-h", "--help", "--version"):
-        return argv
-    known = OWN_COMMANDS + tuple(c for names in COMMAND_MODULES.values() for c in names)
-    for at, word in enumerate(argv):
-        if word == "--":
-            break
-        if word not in known:
-            continue
-        path = [word]
-        parser = _subcommands(build_parser(word))[word]
-        rest = argv[at + 1 :]
-        while (children := _subcommands(parser)) and rest and rest[0] in children:
-            parser = children[rest[0]]
-            path.append(rest.pop(0))
-        leading, i = argv[:at], 0
-        while i < len(leading):
-            takes = _takes_value(parser, leading[i])
-            if takes is None or not leading[i].startswith("-"):
-                break
-            i += 2 if takes else 1
-        if i == len(leading):
-            return [*path, *leading, *rest]
-    return argv
-
-
 def command_of(argv: Sequence[str]) -> str | None:
     """The subcommand ``argv`` runs: its first word, unless that is an option (``-h``,
     ``--version``: the full parser answers those)."""
@@ -465,6 +419,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="the owner binds the web dashboard (or MEMTRIO_MCP_UI=1); its URL, with a "
         "per-launch token, is printed once on stderr",
     )
+    # Internal: the embedded server a `memtrio mcp` child relays to when it could start no
+    # owner (actors.net.spawn.embedded) answers its requests with its failure, not silence.
+    mcp.add_argument("--answer-failures", action="store_true", help=argparse.SUPPRESS)
     add_vector_options(mcp)
     add_store_options(mcp)
     add_ranking_options(mcp)
@@ -518,7 +475,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     if argv is None:
         argv = sys.argv[1:]
-    argv = hoist_options(argv)
+    argv = hoist_options(argv, build_parser, OWN_COMMANDS + COMMANDS)
     parser = build_parser(command_of(argv))
     args = parser.parse_args(argv)
     args.argv = list(argv)
@@ -555,11 +512,18 @@ def _run_command(args: argparse.Namespace) -> int:
 def report(exc: BaseException, command: str = "") -> int:
     """Print ``exc`` as the one line of a failed command (`_report`), without any password
     (`dsn.redact`: a connection string in an unforeseen error's text); its exit code."""
+    return report_line(exc, command)[0]
+
+
+def report_line(exc: BaseException, command: str = "") -> tuple[int, str]:
+    """`report`: its exit code, and the line it printed (without ``memtrio: ``)."""
     lines = io.StringIO()
     with contextlib.redirect_stderr(lines):
         code = _report(exc, command)
-    sys.stderr.write(dsn.redact(lines.getvalue()))
-    return code
+    text = dsn.redact(lines.getvalue())
+    sys.stderr.write(text)
+    said = text.strip().splitlines()
+    return code, said[-1].removeprefix("memtrio: ") if said else ""
 
 
 def _report(exc: BaseException, command: str = "") -> int:

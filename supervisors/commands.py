@@ -91,7 +91,7 @@ def as_sentence(line: str) -> str:
     return line[0].upper() + line[1:] + ("" if line[-1] in ".!?)" else ".")
 
 
-class SubParsers(argparse._SubParsersAction):  # type: ignore[type-arg]  # argparse's own generic
+class SubParsers(argparse._SubParsersAction):  # argparse's own class, subclassed
     """Subcommands whose ``--help`` opens with a description: the help line of the
     command list, as a sentence, unless the command gives its own."""
 
@@ -177,6 +177,11 @@ VECTOR_FLAGS: dict[str, tuple[str, str, str]] = {
     "--ivf-nprobe": ("ivf_nprobe", "N", "ivf cells probed per query (default 8)"),
 }
 
+SECRETS_HELP = (
+    "credentials in what is written: refuse the write, redact them to a [REDACTED:kind] "
+    "marker with a warning (default), or allow them ([store] secrets, MEMTRIO_SECRETS)"
+)
+
 # The ``[store]`` flags of ``memtrio mcp`` and ``memtrio serve`` (the reference's names).
 STORE_FLAGS: dict[str, tuple[str, str, str]] = {
     "--cache-size-mb": ("cache_size_mb", "MB", "SQLite page cache per connection (default 8)"),
@@ -191,6 +196,7 @@ STORE_FLAGS: dict[str, tuple[str, str, str]] = {
         "MS",
         "durability async: WAL checkpoint period, the power-loss window (default 250)",
     ),
+    "--secrets": ("secrets", "MODE", SECRETS_HELP),
 }
 
 
@@ -269,6 +275,13 @@ def add_store_options(parser: argparse.ArgumentParser) -> None:
     """The ``[store]`` flags (docs/configuration.md) of the serving commands."""
     for flag, (key, metavar, text) in STORE_FLAGS.items():
         parser.add_argument(flag, dest=f"store_{key}", metavar=metavar, help=text)
+
+
+def add_secrets_option(parser: argparse.ArgumentParser) -> None:
+    """``--secrets``, of the commands that write what a user gives (remember, import, ...)."""
+    parser.add_argument(
+        "--secrets", dest="store_secrets", choices=["refuse", "redact", "allow"], help=SECRETS_HELP
+    )
 
 
 def store_overrides(args: argparse.Namespace) -> dict[str, str]:

@@ -73,6 +73,9 @@ class StoreConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     mmap_size_mb: int = 0  # memory-mapped I/O per connection, 0 = off (--mmap-size)
     wal_flush_ms: int = 250  # durability async: the WAL checkpoint period (--wal-flush-ms)
     maintenance_interval: float = 300.0  # seconds between checkpoint + vacuum + FTS merge runs
+    # Credentials in what a write stores (docs/configuration.md, "Secrets"): refuse the
+    # write, redact them to a [REDACTED:kind] marker with a warning, or allow them.
+    secrets: Literal["refuse", "redact", "allow"] = "redact"
 
 
 class EmbeddingConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -230,6 +233,7 @@ ALIASES: dict[str, tuple[str, str]] = {
     "MEMTRIO_REQUEST_LIMIT": ("server", "request_limit"),
     "MEMTRIO_CONTENT": ("server", "content"),
     "MEMTRIO_VECTORS": ("vectors", "enabled"),
+    "MEMTRIO_SECRETS": ("store", "secrets"),
 }
 
 _ONOFF = {

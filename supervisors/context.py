@@ -148,6 +148,12 @@ class AppContext:
     # what their first call would otherwise wait for (the embedding model) without
     # delaying the server's start or that answer. Each must return at once.
     warm_ups: list[Callable[[], None]] = field(default_factory=list)
+    # Whether `client_ready` runs the `warm_ups`. Yes for a server many sessions share
+    # (``memtrio serve``, the owner of attached children: one load, and no session's first
+    # recall waits for it); no for an embedded ``memtrio mcp``, one client that may never
+    # embed, whose model then loads on its first embedding (about 160 MiB it would hold
+    # for nothing otherwise; docs/recall.md, "Lazy loading").
+    warm_on_initialize: bool = True
     # Extra sections of ``server_status`` (``transports``: the network listeners and
     # their connections), each a callable returning a JSON-able value.
     status_sections: dict[str, Callable[[], object]] = field(default_factory=dict)
@@ -198,8 +204,9 @@ class AppContext:
             self.shutdown_requested.set()
 
     def client_ready(self) -> None:
-        """A client is initialized: run the `warm_ups` (the first time only)."""
-        if not self._warmed:
+        """A client is initialized: run the `warm_ups` (the first time only, and only if
+        `warm_on_initialize`)."""
+        if not self._warmed and self.warm_on_initialize:
             self._warmed = True
             for warm in self.warm_ups:
                 warm()

@@ -27,10 +27,12 @@ import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from pathlib import Path
 
 import msgspec
 
 from ..protocol.errors import Forbidden
+from .git import git_output
 
 # The pattern that allows every path (the default of ``[serve] allowed_roots``).
 ANY = "**"
@@ -73,6 +75,17 @@ def patterns_problem(patterns: Sequence[object]) -> str | None:
 
 
 _GRANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+# What an operator hashes by mistake for a token: nothing (``printf %s "$UNSET" |
+# sha256sum``), or a line break or blank (``echo "$UNSET" | sha256sum``). A presented
+# token is trimmed, so a blank one is the empty token: a grant for the SHA-256 of a
+# blank would open the server to ``Authorization: Bearer`` with nothing after it.
+BLANK_TOKENS: dict[str, str] = {
+    "": 'an empty token (printf %s "$UNSET" | sha256sum)',
+    "\n": 'an empty line (echo "$UNSET" | sha256sum)',
+    "\r\n": "an empty line (CRLF)",
+    " ": "a space",
+    "\t": "a tab",
+}
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 # Names the server gives its own grants.
 RESERVED_NAMES = frozenset({"default", "open", "attach"})
@@ -103,6 +116,13 @@ def token_table_problem(
         return (
             f"{name!r}: token_sha256 must be 64 hex digits (for example the output of "
             "`printf %s TOKEN | sha256sum`)"
+        )
+    blank = blank_digest(bytes.fromhex(token_sha256)) if token_sha256 else None
+    if blank is not None:
+        return (
+            f"{name!r}: token_sha256 is the SHA-256 of {blank}, not of a token: it would "
+            "let in a request whose Authorization header is 'Bearer' alone; hash the token "
+            "itself (printf %s TOKEN | sha256sum, with TOKEN set)"
         )
     problem = patterns_problem(allowed_roots)
     return f"{name!r}: allowed_roots: {problem}" if problem is not None else None
@@ -243,6 +263,24 @@ def resolved_path(grant: Grant | None, raw: str, what: str) -> str:
     return real
 
 
+def check_repository(grant: Grant | None, directory: str, what: str) -> None:
+    """Refuse the Git repository ``directory`` lies in when its common Git directory (its
+    history, shared by its linked worktrees) is outside ``grant``: a linked worktree of
+    another repository placed inside a granted one is not that repository (blocking: runs
+    git; call it off the event loop). Nothing is checked without a restricted grant, or
+    outside a repository.
+
+    Error handling: raises `OutsideGrant` naming ``what``, as `check_path` words it.
+    """
+    if grant is None or not grant.restricted:
+        return
+    common = git_output(
+        ["rev-parse", "--path-format=absolute", "--git-common-dir"], Path(directory)
+    )
+    if common and not grant.allows(os.path.realpath(os.path.join(directory, common))):
+        raise OutsideGrant(refusal(grant, what))
+
+
 def refusal(grant: Grant, what: str) -> str:
     return f"{what} is outside this session's grant: {grant.describe()}"
 
@@ -281,6 +319,14 @@ def token_digest(token: str | bytes) -> bytes:
     """The SHA-256 of a token (what `TokenGrant` keeps and ``token_sha256`` names in hex)."""
     raw = token.encode() if isinstance(token, str) else bytes(token)
     return hashlib.sha256(raw).digest()
+
+
+_BLANK_DIGESTS = {token_digest(text): why for text, why in BLANK_TOKENS.items()}
+
+
+def blank_digest(digest: bytes) -> str | None:
+    """What blank ``digest`` is the SHA-256 of (`BLANK_TOKENS`), or None for any other."""
+    return _BLANK_DIGESTS.get(digest)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ import msgspec
 import pytest
 from launch import server_env
 from memtrio.supervisors import cli, commands, config
+from memtrio.supervisors.hoist import hoist_options
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -75,6 +76,7 @@ def inline_commands(page: Path) -> Iterator[tuple[int, str]]:
 def parse(words: list[str]) -> str | None:
     """The parser's complaint about ``memtrio WORDS``, or None if it parses."""
     err = io.StringIO()
+    words = hoist_options(words, cli.build_parser, cli.OWN_COMMANDS + cli.COMMANDS)
     try:
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
             cli.build_parser(cli.command_of(words)).parse_args(words)
@@ -106,7 +108,9 @@ def subparser(words: list[str]) -> tuple[argparse.ArgumentParser | None, list[st
 
 
 def names_a_command(words: list[str]) -> str | None:
-    """Why the quoted ``memtrio WORDS`` is not a command with those options, or None."""
+    """Why the quoted ``memtrio WORDS`` is not a command with those options, or None
+    (options before the command are the command's, as `cli.main` reads them)."""
+    words = hoist_options(words, cli.build_parser, cli.OWN_COMMANDS + cli.COMMANDS)
     parser, rest = subparser(words)
     if parser is None:
         return f"no command {' '.join(words[: len(words) - len(rest) + 1])!r}"

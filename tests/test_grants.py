@@ -28,7 +28,7 @@ from typing import Any
 import httpx2
 import pytest
 import trio
-from gitrepo import make_repo
+from gitrepo import git, make_repo, write
 from mcp_client import run_cli
 from memtrio.actors.chaos.client import INITIALIZED, request_message
 from memtrio.supervisors.grants import Grant, matches
@@ -355,6 +355,52 @@ async def test_code_tools_refuse_a_checkout_outside_the_grant(site: Site) -> Non
             assert "beta_main" not in text_of(refused)
         own = await alpha.tool("find_symbol", query="alpha_main", root=str(site.alpha))
         assert own["isError"] is False and "alpha_main" in text_of(own), own
+
+
+async def test_code_tools_refuse_a_linked_worktree_of_a_repository_outside_the_grant(
+    site: Site,
+) -> None:
+    """Regression (issue #37, item 10): a linked worktree of ``outside/secret`` placed
+    inside ``allowed/alpha`` passed the code tools' path checks, and ``code_outline`` and
+    ``code_diff`` returned the other repository's symbols and history. Its Git common
+    directory is outside the grant: as a ``root``, as a path under the session's
+    checkout and as the session's repository, it is refused."""
+    write(site.secret, {"plan.py": "def secret_plan():\n    return 'launch'\n"})
+    git(site.secret, "add", "-A")
+    git(site.secret, "commit", "-q", "-m", "the plan")
+    worktree = site.alpha / "wt"
+    git(site.secret, "worktree", "add", "-q", "-b", "wt", str(worktree))
+    env = {"MEMTRIO_EMBEDDINGS": "off"}
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("code_outline", {"path": "plan.py", "root": str(worktree)}),
+        ("code_imports", {"path": "plan.py", "root": str(worktree)}),
+        ("find_symbol", {"query": "secret_plan", "root": str(worktree)}),
+        ("code_diff", {"base": "HEAD~1", "root": str(worktree)}),
+        ("code_outline", {"path": "wt/plan.py"}),
+        ("code_outline", {"path": str(worktree / "plan.py")}),
+        ("code_imports", {"path": "wt/plan.py"}),
+    ]
+    async with serve_process(site.home, serve_args(site, "tcp"), env) as served:
+        async with session(served, "tcp", site.tokens["alpha"]) as alpha:
+            refused = await alpha.initialize(str(worktree))
+            assert refused["error"]["code"] == -32602 and OUTSIDE in text_of(refused), refused
+        await code_calls_refused(served, site, calls)
+
+
+async def code_calls_refused(
+    served: Served, site: Site, calls: list[tuple[str, dict[str, Any]]]
+) -> None:
+    """Each of ``calls`` refused to an alpha session, which still reads its own code."""
+    async with session(served, "tcp", site.tokens["alpha"]) as alpha:
+        assert "result" in await alpha.initialize(str(site.alpha))
+        for name, arguments in calls:
+            answer = await alpha.tool(name, **arguments)
+            assert answer["isError"] is True and OUTSIDE in text_of(answer), (name, answer)
+            assert "secret_plan" not in text_of(answer) and "the plan" not in text_of(answer)
+        own = await alpha.tool("code_outline", path="a.py")
+        assert own["isError"] is False and "alpha_main" in text_of(own), own
+        found = await alpha.tool("find_symbol", query="secret_plan")
+        assert found["isError"] is False and "secret_plan" not in text_of(found), found
 
 
 # -- attach ---------------------------------------------------------------------------

@@ -510,8 +510,8 @@ def test_defect6_a_file_changed_between_check_and_write_changes_nothing(
     path.write_text(memtrio_file(m_memory(1), m_memory(2)))
     check_file = transfer.check_file
 
-    def then_edit(file: Any) -> transfer.Checked:
-        checked = check_file(file)
+    def then_edit(file: Any, *rest: Any) -> transfer.Checked:
+        checked = check_file(file, *rest)
         # Same inode, so the second read sees it: line 5 is written before line 6 fails.
         path.write_text(memtrio_file(m_memory(1), m_memory(2, scopes=GLOBAL)))
         return checked

@@ -176,6 +176,25 @@ async def test_enum_arguments_name_the_field_and_list_the_allowed_values(home: P
         assert "max_depth: expected an integer <= 3" in text
 
 
+async def test_an_unknown_argument_lists_the_accepted_ones_and_the_one_meant(home: Path) -> None:
+    """Issue #39 item 7: ``find_path {source, target}`` answered only ``Object contains
+    unknown field `source``` (the arguments are ``from``/``to``)."""
+    async with open_client(home) as client:
+        text = await fails(client, "find_path", source="A", target="B")
+        assert "unknown argument `source` (did you mean `from`?)" in text, text
+        assert "accepted: `from`, `to`" in text
+        text = await fails(client, "get_neighbors", entity="Alpha")
+        assert "unknown argument `entity` (did you mean `name`?)" in text, text
+        text = await fails(client, "merge_entities", source=["A"], target="B")
+        assert "unknown argument `source` (did you mean `sources`?)" in text, text
+        text = await fails(client, "recall", query="x", limt=3)
+        assert "unknown argument `limt` (did you mean `limit`?)" in text, text
+        text = await fails(client, "recall", query="x", limit="3")
+        assert "limit: expected an integer, got a string" in text, text
+        text = await fails(client, "recall", query="x", colour="red")
+        assert "unknown argument `colour`; accepted: `query`" in text, text
+
+
 class Kind(enum.Enum):
     A = "a"
     B = "b"

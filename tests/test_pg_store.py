@@ -112,13 +112,14 @@ def test_a_change_reaches_other_processes_only_when_it_commits(url: str) -> None
         writer.rollback()
         assert notify._wait(listener) == []  # a rolled-back write announces nothing
         writer.begin_write()
-        notify.announce(writer, "here", changed)
+        notify.announce(writer, "here", changed, (7, 9))
         writer.commit()
         (payload,) = notify._wait(listener)
-        assert notify.parse(payload, "elsewhere") == changed
-        assert notify.parse(payload, "here") == []  # a process ignores its own writes
+        assert notify.parse(payload, "elsewhere") == notify.Notice(changed, (7, 9))
+        assert notify.parse(payload, "here").changes == []  # a process ignores its own writes
         many = [Change(kind="memory", id=i) for i in range(2000)]
-        assert notify.parse(notify.payload("here", many), "elsewhere") == [Change(kind="reset")]
+        reset = notify.parse(notify.payload("here", many, (3, 4)), "elsewhere")
+        assert reset == notify.Notice([Change(kind="reset")], (3, 4))
     finally:
         writer.close()
         listener.close()

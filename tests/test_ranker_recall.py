@@ -593,7 +593,10 @@ def test_memory_similarity_uses_the_closest_windows_and_ignores_missing_vectors(
     assert sim[0, 1] == pytest.approx(1.0) and sim[1, 0] == pytest.approx(1.0)
     assert sim[0, 3] == pytest.approx(0.0) and not sim[2].any() and not sim[:, 2].any()
     ranked = [(1, 1.0), (2, 0.9), (9, 0.8), (3, 0.7)]
-    assert mmr.diversify(cache, ranked, 4, 0.5) == [(1, 1.0), (9, 0.8), (3, 0.7), (2, 0.9)]
+    # 2, a copy of a window of 1, comes last, with the score it was chosen by (below 3's).
+    diversified = mmr.diversify(cache, ranked, 4, 0.5)
+    assert diversified[:3] == [(1, 1.0), (9, 0.8), (3, 0.7)] and diversified[3][0] == 2
+    assert diversified[3][1] < 0.7
     assert mmr.diversify(cache, ranked, 2, 1.0) == ranked[:2]
 
 
@@ -606,8 +609,13 @@ def test_diversification_of_a_long_result_reorders_only_the_best_pool() -> None:
     out = mmr.diversify(cache, ranked, 140, 0.5)
     pool = mmr.MMR_MAX_POOL
     assert len(out) == 140 and out[0] == (1, 1.0)
-    assert sorted(out[:pool]) == ranked[:pool] and out[:pool] != ranked[:pool]
-    assert out[pool:] == ranked[pool:140]  # beyond the pool: score order
+    assert sorted(m for m, _ in out) == list(range(1, 141))
+    in_pool = [m for m, _ in out if m <= pool]
+    assert in_pool != list(range(1, pool + 1))  # the pool is diversified
+    # Beyond the pool: their own scores, in their order, merged by score with the pool's
+    # (whose moved-down memories report the lower score they were chosen by).
+    assert [(m, s) for m, s in out if m > pool] == ranked[pool:140]
+    assert [s for _, s in out] == sorted((s for _, s in out), reverse=True)
 
 
 def test_mmr_lambda_is_a_validated_retrieval_key(home: Path) -> None:

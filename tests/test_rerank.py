@@ -33,9 +33,12 @@ def test_diversify_moves_a_chosen_memorys_neighbour_down_unless_clearly_better()
     # 2 is written next to 1: log(0.4) - 1 < log(0.3), so 7 comes second.
     assert [m for m, _ in rerank.diversify(cache, ranked, allowed, 3, 1.0)] == [1, 7, 2]
     assert rerank.diversify(cache, ranked, allowed, 3, 0.0) == ranked  # off
-    # A neighbour far better than the rest keeps its place; scores are kept as ranked.
+    # A neighbour far better than the rest keeps its place, reporting the score it was
+    # chosen by (its own less the penalty), so the list stays in score order.
     clear = [(1, 0.5), (2, 0.45), (7, 0.01)]
-    assert rerank.diversify(cache, clear, allowed, 3, 1.0) == clear
+    kept = rerank.diversify(cache, clear, allowed, 3, 1.0)
+    assert [m for m, _ in kept] == [1, 2, 7]
+    assert np.allclose([s for _, s in kept], [0.5, 0.45 * np.exp(-1.0), 0.01])
     # Memories of two threads (an hour apart) are not neighbours.
     split = thread_cache(10, gap_after=1)
     allowed = split.items["memory"].allowed(None)

@@ -14,6 +14,7 @@ import re
 import socket
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -139,3 +140,22 @@ def test_doctor_says_which_server_of_the_home_runs_and_how_to_stop_it(home: Path
     stopped = memtrio(home, "serve", "--stop")
     assert stopped.returncode == 0, stopped.stderr.decode()
     assert server_line().startswith("none running")
+
+
+def test_serve_ui_detach_prints_the_dashboard_and_records_it_in_the_runtime_file(
+    home: Path,
+) -> None:
+    # Issue 37, item 5: the detached server's dashboard address was only in logs/serve.log,
+    # and run/serve.json said "ui": "", unlike the foreground and memtrio mcp --ui.
+    started = memtrio(home, "serve", "--ui", "--detach", "--bind", "127.0.0.1:0")
+    err = started.stderr.decode()
+    assert started.returncode == 0, err
+    shown = re.search(r"memtrio serve: dashboard at (http://127\.0\.0\.1:\d+/\S+)", err)
+    assert shown is not None, err
+    found, _ = runtime.read(home)
+    assert found is not None and found.ui == shown.group(1), (found, err)
+    with urllib.request.urlopen(found.ui, timeout=10) as page:  # the token opens it
+        assert page.status == 200
+    # A memtrio mcp --ui attached to it names the same dashboard.
+    attached = memtrio(home, "mcp", "--ui", stdin=PING, env={"MEMTRIO_SERVE_ATTACH": "existing"})
+    assert f"memtrio: dashboard at {found.ui}" in attached.stderr.decode()

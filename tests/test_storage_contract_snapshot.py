@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from memtrio.actors.store.direct import Direct
 from memtrio.actors.store.interfaces import StoreTx
+from memtrio.actors.store.interfaces.recall_log import RecallEntry
 from memtrio.actors.store.interfaces.snapshot import (
     EntityItem,
-    Fingerprint,
     MemoryItem,
     RelationItem,
     TextEnds,
@@ -145,35 +145,86 @@ def graph(direct: Direct) -> Direct:
     return direct
 
 
-def test_version_moves_when_another_connection_commits(direct: Direct) -> None:
-    def version() -> int:
-        value = direct.read(lambda tx: tx.snapshot.version())
-        assert isinstance(value, int)
-        return value
+def _change_mark(direct: Direct) -> int:
+    value = direct.read(lambda tx: tx.snapshot.change_mark())
+    assert isinstance(value, int)
+    return value
 
-    # Nothing committed, the same version. PostgreSQL's moves with any commit on the
-    # server, any database's (the session's server serves other tests' stores, whose
-    # servers may still be ending): two reads in a row agree at least once in five.
-    pairs = [(version(), version()) for _ in range(5)]
-    assert any(a == b for a, b in pairs), pairs
-    before = version()
-    direct.write(lambda tx: _scope(tx, 9, "new"))
-    assert direct.read(lambda tx: tx.snapshot.version()) != before
+
+# One write to each table an in-memory cache reads, on the `graph` fixture's rows
+# (statements in order: each leaves the rows the next one needs).
+CACHED_WRITES = [
+    ("memory inserted", "INSERT INTO memories (id, content, memory_type, created_at, updated_at)"
+     " VALUES (5, 'new', 'note', 1, 1)"),
+    ("memory text", "UPDATE memories SET content = 'changed' WHERE id = 1"),
+    ("memory type", "UPDATE memories SET memory_type = 'decision' WHERE id = 1"),
+    ("memory time", "UPDATE memories SET created_at = 7 WHERE id = 1"),
+    ("memory scope", "DELETE FROM memory_scopes WHERE memory_id = 3"),
+    ("memory deleted", "DELETE FROM memories WHERE id = 4"),
+    ("entity renamed", "UPDATE entities SET name = 'hub2', canonical_name = 'hub2' WHERE id = 13"),
+    ("entity type", "UPDATE entities SET kind = 'service' WHERE id = 13"),
+    ("entity scope", "INSERT INTO entity_scopes (entity_id, scope_id) VALUES (13, 1)"),
+    ("mention", "DELETE FROM memory_entities WHERE memory_id = 1 AND entity_id = 13"),
+    ("relation", "INSERT INTO relations (id, source_id, target_id, relation_type, created_at)"
+     " VALUES (23, 10, 12, 'likes', 1)"),
+    ("relation scope", "INSERT INTO relation_scopes (relation_id, scope_id) VALUES (23, 1)"),
+    ("memory relation", "INSERT INTO memory_relations (memory_id, relation_id) VALUES (2, 23)"),
+    ("relation deleted", "DELETE FROM relations WHERE id = 21"),
+    ("scope", "INSERT INTO scopes (id, name) VALUES (8, 'repo:/x')"),
+    ("vector", "INSERT INTO vectors (kind, item_id, model, revision, dim, vec)"
+     " VALUES ('memory', 2, 'm', 'r', 1, ?)"),
+    ("vector replaced", "UPDATE vectors SET model = 'm2' WHERE item_id = 2"),
+    ("chunk", "INSERT INTO vector_chunks (kind, item_id, chunk, model, revision, dim, vec)"
+     " VALUES ('memory', 2, 1, 'm2', 'r', 1, ?)"),
+    ("embedding", "INSERT INTO entity_embeddings (entity_id, model, dim, vec, updated_at)"
+     " VALUES (10, '', 1, ?, 1)"),
+    ("embedding deleted", "DELETE FROM entity_embeddings WHERE entity_id = 10"),
+    ("entity deleted", "DELETE FROM entities WHERE id = 12"),
+]  # fmt: skip
+
+
+def test_the_change_mark_moves_on_every_write_a_cache_reads(graph: Direct) -> None:
+    for what, sql in CACHED_WRITES:
+        before = _change_mark(graph)
+        params = (_vec(1.0),) if "?" in sql else ()
+        graph.write(lambda tx, sql=sql, params=params: _sql(tx, sql, *params))
+        assert _change_mark(graph) > before, what
+
+
+def test_a_delete_then_an_insert_moves_the_change_mark_though_the_counts_stay(
+    graph: Direct,
+) -> None:
+    # The bug of issue #37 (3): forget a memory, then remember one. Row counts are what
+    # they were; the mark says something changed, and by how many writes.
+    def counts(tx: StoreTx) -> tuple[int, int, int]:
+        c = tx.upkeep.counts()
+        return (c.memories, c.entities, c.edges)
+
+    before_counts, before = graph.read(counts), _change_mark(graph)
+    graph.write(lambda tx: _sql(tx, "DELETE FROM memories WHERE id = ?", 4))
+    deleted = _change_mark(graph)
+    graph.write(lambda tx: _memory(tx, tx.marks.next_id("memories"), "The zebra migration"))
+    assert graph.read(counts) == before_counts
+    assert before < deleted < _change_mark(graph)
+
+
+def test_writes_no_cache_reads_leave_the_change_mark(graph: Direct) -> None:
+    # Every recall writes the recall log and counts accesses: that must not make every
+    # other process reload its caches.
+    before = _change_mark(graph)
+    entry = RecallEntry(ts=5.0, kind="recall", query="q", scopes="[]", ids="[1]", scores="[0.5]")
+
+    def recall(tx: StoreTx) -> None:
+        tx.recall_log.count_access(1, 5.0)
+        tx.recall_log.append(entry)
+
+    graph.write(recall)
+    assert _change_mark(graph) == before
 
 
 def test_only_a_local_store_lets_a_reader_keep_the_whole_graph(direct: Direct) -> None:
     # SQLite: the ranker keeps the graph; PostgreSQL: it reads the seeds' neighbourhood.
     assert direct.read(lambda tx: tx.snapshot.keeps_graph()) is (direct.url is None)
-
-
-def test_fingerprint_counts_rows_and_highest_ids(direct: Direct) -> None:
-    empty = direct.read(lambda tx: tx.snapshot.fingerprint())
-    assert empty == Fingerprint(None, 0, None, 0, None, 0, 0, 0, 0)
-    direct.write(_graph)
-    full = direct.read(lambda tx: tx.snapshot.fingerprint())
-    assert full == Fingerprint(4, 4, 13, 4, 22, 3, 7, 3, 4)
-    direct.write(lambda tx: _sql(tx, "DELETE FROM memory_scopes WHERE memory_id = ?", 3))
-    assert direct.read(lambda tx: tx.snapshot.fingerprint()) != full
 
 
 def test_scope_ids_by_exact_name(graph: Direct) -> None:

@@ -71,14 +71,20 @@ class Dash:
 
 @asynccontextmanager
 async def dashboard(
-    tmp_path: Path, static: Path = STATIC, files: dict[str, str | bytes] | None = None
+    tmp_path: Path,
+    static: Path = STATIC,
+    files: dict[str, str | bytes] | None = None,
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[Dash]:
-    """The dashboard of a repository (``files`` in it: the code index runs, else it is off)."""
+    """The dashboard of a repository (``files`` in it: the code index runs, else it is off;
+    ``env``: more configuration, as environment variables)."""
     repo = make_repo(tmp_path / "repo", {"README.md": "x\n", **(files or {})})
     other = make_repo(tmp_path / "other", {"README.md": "y\n"})
     home = tmp_path / "home"
     code = "on" if files else "off"
-    cfg = config_mod.load(home, env={"MEMTRIO_EMBEDDINGS": "off", "MEMTRIO_CODE": code})
+    cfg = config_mod.load(
+        home, env={"MEMTRIO_EMBEDDINGS": "off", "MEMTRIO_CODE": code, **(env or {})}
+    )
     app = build_context(cfg, home, repo)
     async with open_app(app, default_features()):
         ui = UiApp(app, Guard(TOKEN), static)
@@ -169,6 +175,27 @@ async def test_edit_and_forget_change_what_the_tools_see(tmp_path: Path) -> None
         assert (await d.tool("recall", query="mypy push", use_embeddings=False))["memories"] == []
         bad = await d.post("update", {"id": ids["queue"], "importance": 3})
         assert bad.status_code == 400 and "importance" in bad.json()["error"]
+
+
+@pytest.mark.parametrize("mode", ["refuse", "redact"])
+async def test_an_edit_holding_a_secret_is_screened_as_the_tool_screens_it(
+    tmp_path: Path, mode: str
+) -> None:
+    """Issue 37 item 6: the dashboard's edits go through the same screen as the tools."""
+    token = "ghp_" + "Zq7Lk2Pw9Xc4Vb1Nm8Rt5Yh3Jd6Fs0Ga2Ke9"
+    async with dashboard(tmp_path, env={"MEMTRIO_SECRETS": mode}) as d:
+        ids = await seed(d)
+        edited = await d.post("update", {"id": ids["lint"], "content": f"CI token {token}"})
+        shown = await d.get("memory", id=ids["lint"])
+        assert token not in edited.text and token not in shown.text
+        if mode == "refuse":
+            assert edited.status_code == 400, edited.text
+            assert "content: github-token `ghp_...`" in edited.json()["error"]
+            assert shown.json()["content"] == "Run ruff before every commit"
+        else:
+            assert edited.status_code == 200, edited.text
+            assert "by [REDACTED:github-token]" in " ".join(edited.json()["warnings"])
+            assert shown.json()["content"] == "CI token [REDACTED:github-token]"
 
 
 async def test_export_of_a_selection(tmp_path: Path) -> None:
@@ -375,8 +402,8 @@ async def test_content_types_and_security_headers(tmp_path: Path) -> None:
 def test_the_static_files_ship_in_the_package() -> None:
     pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text()
     data = msgspec.toml.decode(pyproject)["tool"]["setuptools"]
-    assert "memtrio.actors.ui" in data["packages"]
-    patterns = data["package-data"]["memtrio.actors.ui"]
+    assert "memtrio.actors.ui.static" in data["packages"]
+    patterns = data["package-data"]["memtrio.actors.ui.static"]
     suffixes = {p.rsplit(".", 1)[1] for p in patterns}
     assert {f.suffix[1:] for f in STATIC.iterdir()} <= suffixes
 

@@ -10,12 +10,20 @@ anchor keeps the head commit and the time it was written (its ``since``).
 Reading (`code_states`): the anchors of the memories a call returns, each
 ``fresh``, ``changed``, ``moved`` or ``deleted`` against the repository's
 working tree (`CodeService.target_states`, after the code index's incremental
-refresh). A memory with a changed or deleted anchor is ``stale``.
+refresh). A memory with a changed or deleted anchor is ``stale`` (`is_stale`), except
+that a file anchor does not count where the memory also names symbols of that
+file: only those symbols do.
 
 Anchors belong to a repository: only a memory in the session's repository scope
 is anchored, and only its anchors are checked. Without the code feature or a
 session repository, nothing is found or checked (an explicit ``code`` is
 refused, saying why) and statuses are omitted.
+
+Work: finding anchors in text is bounded per call (`Budget`): one deadline
+(`FIND_WAIT`) and `FIND_CHARS` characters of text for all the texts of a call
+(a ``remember``, or every observation of a graph call), each text read in a
+worker thread in time linear in its length (`code.anchors.candidates`); texts
+past the budget are stored without found anchors, with one warning.
 
 Error handling: a bad explicit anchor is a `BadArgument` naming it (nothing is
 written); a failure of the code index while *finding* anchors or computing
@@ -36,7 +44,7 @@ import trio
 from ...protocol.errors import BadArgument, DomainError
 from ...supervisors import trace
 from ...supervisors.context import CallContext
-from ..code.anchors import AnchorError, CodeTarget, TargetState
+from ..code.anchors import MAX_TEXT, AnchorError, CodeTarget, TargetState
 from ..code.checkout import checkout_root
 from ..code.service import CODE, CodeService
 from ..store.interfaces.anchors import Anchor
@@ -51,9 +59,45 @@ MAX_FOUND = 8  # anchors found in one text, at most
 # 2,000 files a second of CPU); past this it is stored without found anchors, with a
 # warning, and the index goes on from where it stopped at the next call.
 FIND_WAIT = 10.0
+# Characters of text one call searches for anchors, all its texts together (each text
+# counts at most `code.anchors.MAX_TEXT`): the text of a `remember` fits whole, a graph
+# call's observations up to this; the scan costs about a microsecond a character.
+FIND_CHARS = 200_000
 STALE = frozenset({"changed", "deleted"})  # statuses that make a memory stale
 
 Wanted = Sequence[tuple[str, str]]  # explicit anchors: (path, symbol or "")
+
+
+@dataclass
+class Budget:
+    """What one call may spend finding anchors in its texts: a deadline (trio time) and
+    characters; texts it left unsearched are counted for the call's one warning."""
+
+    deadline: float
+    chars: int = FIND_CHARS
+    skipped: int = 0
+
+    @classmethod
+    def start(cls) -> Budget:
+        return cls(trio.current_time() + FIND_WAIT)
+
+    def take(self, text: str) -> bool:
+        """Whether ``text`` may be searched (and charge it), else count it as skipped."""
+        cost = min(len(text), MAX_TEXT)
+        if self.chars < cost or trio.current_time() >= self.deadline:
+            self.skipped += 1
+            return False
+        self.chars -= cost
+        return True
+
+    def warn(self, warnings: list[str]) -> None:
+        """Add the call's one warning about the texts it did not search, if any."""
+        if self.skipped:
+            warnings.append(
+                f"code anchors were not looked for in {self.skipped} text(s): one call searches "
+                f"at most {FIND_CHARS:,} characters within {FIND_WAIT:g} s; pass `code` to "
+                "anchor them explicitly"
+            )
 
 
 @dataclass(frozen=True)
@@ -103,9 +147,11 @@ async def anchors_for(
     text: str,
     wanted: Wanted | None,
     warnings: list[str],
+    budget: Budget | None = None,
 ) -> list[Anchor]:
     """The anchors to store on a memory in ``scopes`` with ``text``: ``wanted`` (explicit,
-    each checked) or those found in ``text`` (``wanted`` None).
+    each checked) or those found in ``text`` (``wanted`` None), within ``budget`` (the
+    call's; None: a budget of its own).
 
     Error handling: an explicit anchor that does not resolve, or explicit anchors
     without a repository, raise `BadArgument` (nothing is written); finding anchors
@@ -121,7 +167,7 @@ async def anchors_for(
         targets = await resolve(repo, wanted)
     else:
         try:
-            targets = await found(repo, text, warnings)
+            targets = await found(repo, text, warnings, budget)
         except (DomainError, OSError) as exc:
             trace.warning(ACTOR, "find_targets_failed", error=f"{type(exc).__name__}: {exc}")
             warnings.append(f"code anchors could not be found ({exc}); none were stored")
@@ -129,10 +175,21 @@ async def anchors_for(
     return await stamped(repo, targets)
 
 
-async def found(repo: Repo, text: str, warnings: list[str]) -> list[CodeTarget]:
-    """The targets named in ``text`` (`CodeService.find_targets`), or none, with a
-    warning, when the repository's code index is not ready within `FIND_WAIT` seconds."""
-    with trio.move_on_after(FIND_WAIT):
+async def found(
+    repo: Repo, text: str, warnings: list[str], budget: Budget | None = None
+) -> list[CodeTarget]:
+    """The targets named in ``text`` (`CodeService.find_targets`) within ``budget`` (the
+    call's, which warns of what it skipped; None: one of its own): none when the budget
+    is spent, or, with a warning, when the repository's code index is not ready by the
+    budget's deadline."""
+    if budget is None:
+        budget = Budget.start()
+        targets = await found(repo, text, warnings, budget)
+        budget.warn(warnings)
+        return targets
+    if not budget.take(text):
+        return []
+    with trio.move_on_at(budget.deadline):
         return await repo.service.find_targets(repo.root, text, MAX_FOUND)
     trace.warning(ACTOR, "find_targets_waited", root=str(repo.root), seconds=FIND_WAIT)
     warnings.append(
@@ -161,6 +218,7 @@ async def text_anchors(
     repo = await repo_of(ctx, policy)
     out: dict[str, list[Anchor]] = {}
     searched = 0
+    budget = Budget.start()
     for texts, wanted in items:
         if wanted:
             if (why := no_repository(repo, [policy.current])) is not None:
@@ -175,7 +233,8 @@ async def text_anchors(
             if text in out or searched >= MAX_FOUND_TEXTS:
                 continue
             searched += 1
-            out[text] = await anchors_for(ctx, policy, [repo.scope], text, None, warnings)
+            out[text] = await anchors_for(ctx, policy, [repo.scope], text, None, warnings, budget)
+    budget.warn(warnings)
     return {text: anchors for text, anchors in out.items() if anchors}
 
 
@@ -318,7 +377,20 @@ async def code_states(
             continue
         got = states.get(int(row["id"])) if states is not None else None
         row["code"] = [shown(a, got[i] if got else None) for i, a in enumerate(items)]
-        row["stale"] = bool(got) and any(s.status in STALE for s in got or ())
+        row["stale"] = bool(got) and is_stale(items, got or [])
+
+
+def is_stale(anchors: Sequence[Anchor], states: Sequence[TargetState]) -> bool:
+    """Whether a memory with ``anchors`` (and their ``states``, in the same order) is
+    stale: one of its anchors changed or was deleted. A whole-file anchor does not count
+    in a file where the memory also names symbols: the memory is about those symbols, and
+    an edit elsewhere in the file (another function) leaves it as true as it was."""
+    named = {a.path for a in anchors if a.symbol}
+    return any(
+        s.status in STALE
+        for a, s in zip(anchors, states, strict=True)
+        if a.symbol or a.path not in named
+    )
 
 
 def penalized(rows: list[dict[str, Any]], penalty: float, selection: Sequence[str]) -> None:

@@ -14,19 +14,29 @@ What a flood connection does, by transport (it never sends the token):
 - tcp: nothing, or a first line trickled one byte every `TRICKLE` seconds that never ends;
 - http: nothing, request headers trickled that never end, or complete requests
   without the token (each answered 401) again and again on the same connection;
-- ws: nothing, or an opening handshake trickled that never ends.
+- ws: nothing, or an opening handshake trickled that never ends;
+- tls (a TLS listener, http or ws): a TLS ClientHello, then nothing (the handshake is
+  never finished; under TLS any first bytes count, so each one displaces a pending
+  connection, whose handshake the server is in the middle of);
+- attach (the attach endpoint of ``memtrio serve``): a ``hello`` line of the right
+  shape with a random nonce (``actors.net.proof``), the server's answer read, then
+  nothing: it never proves it holds the secret.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import ipaddress
 import json
 import math
 import os
+import random
 import resource
+import secrets
 import signal
+import ssl
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -38,6 +48,8 @@ import trio
 from .probe import ANSWER_TIMEOUT, PING, Probe
 
 KINDS = ("tcp", "http", "ws")
+# What the flood process can send besides: TLS ClientHellos, forged attach hellos.
+FLOOD_KINDS = (*KINDS, "tls", "attach")
 # Seconds between the bytes of a connection that trickles.
 TRICKLE = 0.5
 # Seconds before a flood connection the server shut is opened again.
@@ -59,9 +71,46 @@ class FloodStats:
     not_401: int = 0
 
 
+@functools.cache
+def client_hello(host: str) -> bytes:
+    """The first flight of a TLS client (its ClientHello), made once without a connection:
+    the server cannot tell one sent again from a fresh one before the handshake goes on."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = context.wrap_bio(incoming, outgoing, server_side=False, server_hostname=host)
+    try:
+        tls.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return outgoing.read()
+
+
+def forged_hello() -> bytes:
+    """An attach ``hello`` line of the right shape whose nonce proves nothing."""
+    return b"memtrio-attach/1 hello " + secrets.token_hex(32).encode() + b"\n"
+
+
+def hesitation(kind: str, index: int) -> float:
+    """Seconds flood connection ``index`` waits between connecting and its first bytes.
+
+    TLS: every other connection waits up to `TRICKLE` / 10 seconds, as a real client's
+    ClientHello may come after the server accepted the connection: the server then
+    counts it silent, displaces it first, and may do so while its handshake is being
+    served (the crash of issue 37, item 7). Otherwise none."""
+    if kind == "tls" and index % 2:
+        return random.uniform(0.0, TRICKLE / 10)
+    return 0.0
+
+
 def opening(kind: str, index: int, host: str) -> tuple[bytes, bytes, bool]:
     """(the first bytes flood connection ``index`` sends, what it sends every `TRICKLE`
     seconds after, whether those are whole requests that get answers)."""
+    if kind == "tls":
+        return client_hello(host), b"", False
+    if kind == "attach":
+        return forged_hello(), b"", False
     if kind == "tcp":
         return (b"", b"", False) if index % 2 == 0 else (b"Bearer not-the-", b"x", False)
     if kind == "ws":
@@ -143,6 +192,7 @@ async def _hold_one(
         stats.peak = max(stats.peak, stats.open)
         try:
             with trio.move_on_at(deadline) as scope:
+                await trio.sleep(hesitation(kind, index))
                 await _occupy(stream, first, then, answered, stats)
         finally:
             stats.open -= 1
@@ -183,7 +233,7 @@ async def hold(kind: str, host: str, port: int, connections: int, seconds: float
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m memtrio.actors.chaos.flood")
-    parser.add_argument("--kind", choices=KINDS, required=True)
+    parser.add_argument("--kind", choices=FLOOD_KINDS, required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--connections", type=int, default=1000)
@@ -242,17 +292,21 @@ class Figures:
         }
 
 
-async def _start_flood(
-    kind: str, host: str, port: int, connections: int, seconds: float
+async def start_flood(
+    kind: str, host: str, port: int, connections: int, seconds: float, nice: int = 19
 ) -> tuple[trio.Process, trio.abc.ReceiveStream]:
+    """Start the flood process (see the module's text); its process and its stdout.
+
+    ``nice``: its CPU priority, the lowest by default: as from another host, a flood
+    measured for latency must not take the CPU the server and the measuring client
+    need (on one machine it shares their cores). 0 floods as hard as this machine can,
+    as an attacker on the same machine would."""
     process = await trio.lowlevel.open_process(
         [sys.executable, "-m", "memtrio.actors.chaos.flood", "--kind", kind, "--host", host,
          "--port", str(port), "--connections", str(connections), "--seconds", str(seconds)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
-        # Lowest CPU priority: as from another host, the flood must not take the CPU the
-        # server and the measuring client need (on one machine it shares their cores).
-        preexec_fn=lambda: os.nice(19),
+        preexec_fn=lambda: os.nice(nice),
     )  # fmt: skip
     assert process.stdout is not None
     return process, process.stdout
@@ -333,7 +387,7 @@ async def measure(
         async with trio.open_nursery() as nursery:
             await probe.open(nursery)
             if flood:
-                process, out = await _start_flood(kind, host, port, connections, seconds)
+                process, out = await start_flood(kind, host, port, connections, seconds)
                 nursery.start_soon(_lines, out, reports)
                 with trio.move_on_after(ramp_timeout):
                     while not any("holding" in r for r in reports):

@@ -124,7 +124,11 @@ class Probe:
         init = json.dumps(INITIALIZE).encode()
         if self.kind == "tcp":
             self.tcp = await trio.open_tcp_stream(self.host, self.port)
-            await self.tcp.send_all(f"Bearer {self.token}\n".encode() + init + b"\n")
+            if self.attach is not None:
+                self.tcp_buffer = await prove(self.tcp, *self.attach)
+                await self.tcp.send_all(init + b"\n")
+            else:
+                await self.tcp.send_all(f"Bearer {self.token}\n".encode() + init + b"\n")
             await self._tcp_line()
             await self.tcp.send_all(INITIALIZED + b"\n")
         elif self.kind == "http":

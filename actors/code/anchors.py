@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import msgspec
 
@@ -230,8 +230,16 @@ _QUALIFIED = re.compile(rf"(?<![\w./-]){_IDENT}(?:(?:\.|::){_IDENT})*(?![\w/-])"
 _PATHLIKE = re.compile(
     rf"(?<![\w./-])(?:[\w.-]+/)*[\w-][\w.-]*\.[A-Za-z0-9]{{1,10}}(?::{_IDENT}(?:\.{_IDENT})*)?(?![\w/])"
 )
-_CAMEL = re.compile(r"[A-Z][a-z0-9]+[A-Z]|[a-z][a-z0-9]*[A-Z]")
+# A camelCase hump: a run of lowercase letters and digits followed by an uppercase
+# letter, with a lowercase letter in the run or an uppercase one just before it
+# (`RetryPolicy`, `getX`, `X2Y`). Only a run's first character may start a match (the
+# look-behind) and the run is never backtracked into (`++`), so a word is read once:
+# `[a-z][a-z0-9]*[A-Z]` searched anywhere read a run once per start, quadratic on a
+# long word (20,000 letters: seconds holding the GIL).
+_HUMP = re.compile(r"(?<![a-z0-9])[a-z0-9]++(?=[A-Z])")
+_LOWER = re.compile(r"[a-z]")
 _SNAKE = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]")
+_DOTTED = re.compile(rf"{_IDENT}(?:(?:\.|::){_IDENT})*")
 
 
 def candidates(text: str) -> list[tuple[str, str]]:
@@ -239,37 +247,75 @@ def candidates(text: str) -> list[tuple[str, str]]:
     (a file name with an extension, maybe with ``:symbol``), or ``name`` (backticked,
     CamelCase, camelCase, snake_case or qualified ``a.b``). In order of appearance,
     without duplicates, at most `MAX_CANDIDATES`; only the first `MAX_TEXT`
-    characters are read."""
+    characters are read, in time linear in their number (each pattern reads the text
+    once, and stops at its `MAX_CANDIDATES`-th distinct name: no later one can make
+    the list)."""
     text = text[:MAX_TEXT]
-    found: list[tuple[str, str]] = []
-    seen: set[tuple[str, str]] = set()
-
-    def add(kind: str, value: str) -> None:
-        key = (kind, value)
-        if key not in seen and len(found) < MAX_CANDIDATES:
-            seen.add(key)
-            found.append(key)
-
-    spans: list[tuple[int, str, str]] = []
-    for match in _BACKTICKED.finditer(text):
-        inner = match.group(1).strip().removesuffix("()").rstrip(".,;:")
-        if not inner:
-            continue
-        if _looks_like_path(inner):
-            spans.append((match.start(), "path", inner))
-        elif re.fullmatch(rf"{_IDENT}(?:(?:\.|::){_IDENT})*", inner):
-            spans.append((match.start(), "name", inner.replace("::", ".")))
-    for match in _PATHLIKE.finditer(text):
-        if _looks_like_path(match.group(0)):
-            spans.append((match.start(), "path", match.group(0)))
-    for match in _QUALIFIED.finditer(text):
-        word = match.group(0)
-        if "." in word or "::" in word or _CAMEL.search(word) or _SNAKE.search(word):
-            spans.append((match.start(), "name", word.replace("::", ".")))
+    spans = [
+        *_first(_BACKTICKED.finditer(text), _backticked),
+        *_first(_PATHLIKE.finditer(text), _pathlike),
+        *_first(_QUALIFIED.finditer(text), _qualified),
+    ]
     spans.sort(key=lambda s: s[0])
+    found: list[tuple[str, str]] = []
     for _, kind, value in spans:
-        add(kind, value)
+        if (kind, value) not in found and len(found) < MAX_CANDIDATES:
+            found.append((kind, value))
     return found
+
+
+def _first(
+    matches: Iterable[re.Match[str]], judge: Callable[[re.Match[str]], tuple[str, str] | None]
+) -> list[tuple[int, str, str]]:
+    """(start, kind, value) of the matches ``judge`` keeps, up to the `MAX_CANDIDATES`-th
+    distinct (kind, value); a match with the text of one already judged is skipped."""
+    out: list[tuple[int, str, str]] = []
+    judged: set[str] = set()
+    keys: set[tuple[str, str]] = set()
+    for match in matches:
+        raw = match.group(0)
+        if raw in judged:
+            continue
+        judged.add(raw)
+        key = judge(match)
+        if key is None:
+            continue
+        out.append((match.start(), *key))
+        keys.add(key)
+        if len(keys) >= MAX_CANDIDATES:
+            break
+    return out
+
+
+def _backticked(match: re.Match[str]) -> tuple[str, str] | None:
+    inner = match.group(1).strip().removesuffix("()").rstrip(".,;:")
+    if not inner:
+        return None
+    if _looks_like_path(inner):
+        return "path", inner
+    if _DOTTED.fullmatch(inner):
+        return "name", inner.replace("::", ".")
+    return None
+
+
+def _pathlike(match: re.Match[str]) -> tuple[str, str] | None:
+    return ("path", match.group(0)) if _looks_like_path(match.group(0)) else None
+
+
+def _qualified(match: re.Match[str]) -> tuple[str, str] | None:
+    word = match.group(0)
+    if "." in word or "::" in word or _camel(word) or _SNAKE.search(word):
+        return "name", word.replace("::", ".")
+    return None
+
+
+def _camel(word: str) -> bool:
+    """Whether ``word`` is camelCase or CamelCase (`_HUMP`), in time linear in its length."""
+    for hump in _HUMP.finditer(word):
+        start = hump.start()
+        if _LOWER.search(hump.group()) or (start > 0 and "A" <= word[start - 1] <= "Z"):
+            return True
+    return False
 
 
 def _looks_like_path(text: str) -> bool:

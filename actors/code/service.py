@@ -405,9 +405,9 @@ class CodeService:
     async def find_targets(self, root: Path, text: str, limit: int = 8) -> list[CodeTarget]:
         """The files and symbols a memory's text names, each resolving to exactly one
         file or symbol of the checkout (ambiguous and unknown names give nothing), at
-        most ``limit``. Reads at most `anchors.MAX_TEXT` characters and looks up at
-        most `anchors.MAX_CANDIDATES` names."""
-        found = candidates(text)
+        most ``limit``. Reads at most `anchors.MAX_TEXT` characters, in a worker thread
+        and in time linear in the text, and looks up at most `anchors.MAX_CANDIDATES` names."""
+        found = await trio.to_thread.run_sync(candidates, text)
         if not found or limit <= 0:
             return []
         cid = await _indexed(self, root)

@@ -18,7 +18,7 @@ from ...protocol.errors import BadArgument
 from ...protocol.plural import plural
 from ...protocol.tools import Tool
 from ...supervisors.context import CallContext
-from ...supervisors.grants import check_path, resolved_path
+from ...supervisors.grants import check_path, check_repository, resolved_path
 from .checkout import checkout_root, resolve_path, show_path
 from .diff import structural_diff
 from .index import MatchRow, SymbolRow
@@ -167,6 +167,8 @@ async def _root(ctx: CallContext, root: str | None) -> Path:
         check_path(grant, root, what)
     found = await checkout_root(root, session.root or ctx.app.cwd, name)
     await trio.to_thread.run_sync(resolved_path, grant, str(found), what)
+    # ... and so must its repository: a linked worktree of another one is that one.
+    await trio.to_thread.run_sync(check_repository, grant, str(found), what)
     return found
 
 
@@ -177,6 +179,11 @@ async def _file_outline(
     service = ctx.app.service(CODE)
     root = await _root(ctx, root_arg)
     rel = resolve_path(root, path)
+    grant = getattr(ctx.session, "grant", None)
+    if "/" in rel and grant is not None and grant.restricted:
+        # A file inside another repository's worktree placed in this checkout.
+        where = str(root / rel.rsplit("/", 1)[0])
+        await trio.to_thread.run_sync(check_repository, grant, where, f"path {path[:200]!r}")
     return (rel, *await service.file_outline(root, rel))
 
 

@@ -101,13 +101,20 @@ class _EmbedderFeature:
         else:
             app.instructions.append(
                 f"Embeddings: local model {pool.model} ({plural(pool.dim, 'dimension')}, "
-                f"long memories embedded as windows of {pool.chunk_tokens} tokens, loaded in the background once a client is initialized). "
+                f"long memories embedded as windows of {pool.chunk_tokens} tokens, {when_loaded(app)}). "
                 "recall ranks memories by meaning "
                 "(embeddings + Personalized PageRank over linked entities), not just shared words; "
                 "pass use_embeddings=false for lexical ranking."
             )
             app.warm_ups.append(pool.warm)
         return EmbedderComponent(app, pool)
+
+
+def when_loaded(app: AppContext) -> str:
+    """When the model loads, as the ``initialize`` instructions say it."""
+    if app.warm_on_initialize:
+        return "loaded in the background once a client is initialized"
+    return "loaded on the first embedding"
 
 
 class EmbedderComponent:

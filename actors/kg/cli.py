@@ -14,6 +14,7 @@ import argparse
 from typing import Any, BinaryIO
 
 from ...protocol.plural import plural
+from ...protocol.secrets import SecretsMode
 from ...supervisors.commands import emit
 from ...supervisors.context import AppContext, AppRunner
 from ..store.import_file import ImportRefused
@@ -51,11 +52,14 @@ def export_jsonl(args: argparse.Namespace, run: AppRunner) -> int:
     return run_store_command(args, run, body)
 
 
-def import_jsonl(args: argparse.Namespace, run: AppRunner, file: BinaryIO) -> int:
-    """Import an open reference-format file: every line checked first, then one transaction."""
-
+def import_jsonl(
+    args: argparse.Namespace, run: AppRunner, file: BinaryIO, secrets: SecretsMode = "allow"
+) -> int:
+    """Import an open reference-format file: every line checked (and screened for secrets by
+    ``secrets``) first, then one transaction."""
+    screened: list[str] = []
     try:
-        lines = jsonl.check_file(file)
+        lines = jsonl.check_file(file, secrets, screened)
     except ImportRefused as exc:
         raise refused(args, exc) from None
 
@@ -67,9 +71,9 @@ def import_jsonl(args: argparse.Namespace, run: AppRunner, file: BinaryIO) -> in
             # The Writer applies the ownership rule (store.ownership): rows shared
             # with another repository are linked, never changed.
             w = Writer(tx, view, None)
-            counts: dict[str, Any] = dict(jsonl.import_graph(w, lines))
-            if w.warnings:
-                counts["warnings"] = w.warnings
+            counts: dict[str, Any] = dict(jsonl.import_graph(w, lines, secrets))
+            if w.warnings or screened:
+                counts["warnings"] = [*screened, *w.warnings]
             return Written(counts, w.changes)
 
         try:

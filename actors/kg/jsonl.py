@@ -30,6 +30,8 @@ from typing import Annotated, BinaryIO
 import msgspec
 
 from ...protocol.errors import DomainError
+from ...protocol.screening import screen
+from ...protocol.secrets import SecretsMode
 from ..store import limits
 from ..store.import_file import (
     MAX_LINE_BYTES,
@@ -152,8 +154,12 @@ def is_reference_format(number: int, first_line: bytes) -> bool:
     )
 
 
-def _decode(number: int, line: bytes) -> EntityRecord | RelationRecord:
-    """One line, decoded and within the graph tools' limits (`store.limits`)."""
+def _decode(
+    number: int, line: bytes, secrets: SecretsMode = "allow", warnings: list[str] | None = None
+) -> EntityRecord | RelationRecord:
+    """One line, decoded, within the graph tools' limits (`store.limits`) and screened for
+    secrets by ``secrets`` (``protocol.screening``: names, types, observations), what was
+    replaced added to ``warnings``."""
     rec = decode_line(_decoder, number, line)
     at = f"line {number}"
     try:
@@ -166,36 +172,43 @@ def _decode(number: int, line: bytes) -> EntityRecord | RelationRecord:
             limits.check_name(rec.from_, f"{at}: from")
             limits.check_name(rec.to, f"{at}: to")
             limits.check_type(rec.relationType, f"{at}: relationType", "relationType")
+        screened, found = screen(rec, secrets, at)
     except DomainError as exc:
         raise ImportRefused(printable(str(exc), 600)) from None
-    return rec
+    if warnings is not None:
+        warnings += found
+    return screened
 
 
 Lines = Callable[[], Iterator[tuple[int, bytes]]]
 
 
-def check(lines: Lines) -> int:
-    """Check every line before anything is written; returns the number of records.
+def check(lines: Lines, secrets: SecretsMode = "allow", warnings: list[str] | None = None) -> int:
+    """Check every line before anything is written; returns the number of records. The
+    secrets ``secrets`` replaces are added to ``warnings``.
 
-    Error handling: the first bad line raises `ImportRefused` naming it.
+    Error handling: the first bad line raises `ImportRefused` naming it (a secret under
+    ``refuse`` too).
     """
     count = 0
     for number, line in lines():
-        _decode(number, line)
+        _decode(number, line, secrets, warnings)
         count += 1
     if count == 0:
         raise ImportRefused("the file is empty (no records)")
     return count
 
 
-def check_file(file: BinaryIO) -> Lines:
+def check_file(
+    file: BinaryIO, secrets: SecretsMode = "allow", warnings: list[str] | None = None
+) -> Lines:
     """`check` an open file; returns what `import_graph` reads again."""
     lines: Lines = lambda: numbered_lines(file)  # noqa: E731
-    check(lines)
+    check(lines, secrets, warnings)
     return lines
 
 
-def import_graph(w: Writer, lines: Lines) -> dict[str, int]:
+def import_graph(w: Writer, lines: Lines, secrets: SecretsMode = "allow") -> dict[str, int]:
     """Add the checked lines' graph in the caller's write transaction (into the current scope).
 
     Line by line, so memory stays bounded by one line. A new entity gets its
@@ -220,7 +233,7 @@ def import_graph(w: Writer, lines: Lines) -> dict[str, int]:
     }
     more = 0  # warnings past MAX_WARNINGS
     for number, line in lines():
-        rec = _decode(number, line)
+        rec = _decode(number, line, secrets)
         if isinstance(rec, EntityRecord):
             _import_entity(w, rec, fresh_above, counts)
         else:

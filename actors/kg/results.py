@@ -24,7 +24,9 @@ S = TypeVar("S", bound=msgspec.Struct)
 
 Warnings = Annotated[
     list[str] | UnsetType,
-    msgspec.Meta(description="what was kept (another repository's row); only when there is one"),
+    msgspec.Meta(
+        description="what was kept (another repository's row) or replaced (a secret); only when there is one"
+    ),
 ]
 NextOffset = Annotated[
     int | None, msgspec.Meta(description="the offset of the next page; null on the last page")

@@ -62,7 +62,8 @@ TOOLS = [
     _w("merge_entities", "Merge Entities",
        "Fold `sources` into `target` (created if missing): observations move, relations re-pointed "
        "(duplicates, self-loops dropped), sources deleted.",
-       A.MergeEntitiesArgs, W.merge_entities, X.Merged, destructive=True),
+       A.MergeEntitiesArgs, W.merge_entities, X.Merged, destructive=True,
+       keeps_text=True),  # the target is created when missing
     _w("compact", "Compact Graph",
        "Drop repeated observations of an entity (oldest kept); optimize the full-text indexes.",
        A.NoArgs, W.compact, X.Compacted, destructive=True, idempotent=True),

@@ -37,6 +37,10 @@ def ranked_rows(
             memory["access_count"] += 1
             memory["last_accessed_at"] = accessed_at
         memory["score"] = float(score)
+        # An observation says little without its entity ("runs on port 8080": which service?).
+        memory["entities"] = [
+            {"id": e.id, "name": e.name, "kind": e.kind} for e in tx.memories.entities_of(memory_id)
+        ]
         rows.append(memory)
     repos = {s for s in selection if s != GLOBAL}
     rows.sort(key=lambda m: 0 if repos.intersection(m["scopes"]) else 1)

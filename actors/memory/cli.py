@@ -26,14 +26,18 @@ from ...supervisors.commands import (
     CliError,
     add_common,
     add_ranking_options,
+    add_secrets_option,
     cli_flag,
     cli_words,
     emit,
+    load_config,
 )
 from ...supervisors.context import AppContext, AppRunner
 from ..anchors.anchoring import code_states
+from ..code.anchors import split_path
 from ..kg import cli as kg_cli
 from ..kg import jsonl
+from ..screening import run_tool
 from ..store import limits
 from ..store.import_file import ImportRefused, numbered_lines, open_import, printable
 from ..store.interfaces import StoreTx
@@ -104,7 +108,10 @@ def _one_line(text: str, width: int = 100) -> str:
 def _memory_line(m: dict[str, Any]) -> str:
     extra = f" score={m['score']:.3g}" if "score" in m else ""
     extra += " STALE" if m.get("stale") else ""
-    return f"#{m['id']} [{m['memory_type']}] imp={m['importance']:g}{extra} {', '.join(m['scopes']) or '(unscoped)'}\n    {_one_line(m['content'])}"
+    # A search's observation names its entity ("runs on port 8080": of which service?).
+    about = ", ".join(e["name"] for e in m.get("entities") or [])
+    tail = f" · about {about}" if about else ""
+    return f"#{m['id']} [{m['memory_type']}] imp={m['importance']:g}{extra} {', '.join(m['scopes']) or '(unscoped)'}{tail}\n    {_one_line(m['content'])}"
 
 
 def _memory_block(m: dict[str, Any]) -> str:
@@ -163,21 +170,38 @@ def cmd_remember(args: argparse.Namespace, run: AppRunner) -> int:
     targs = _args(
         tools.RememberArgs, content=content, memory_type=args.type, importance=args.importance,
         scopes=_scopes(args), entities=args.entity, relations=relations or None,
+        code=_code_anchors(args.code),
     )  # fmt: skip
 
     async def body(app: AppContext) -> int:
-        result = await tools.remember(tool_context(app), targs)
+        result = await run_tool(tools.tool_named("remember"), tool_context(app), targs)
         emit(
             args,
             result,
             lambda r: (
                 f"remembered #{r['id']} in {', '.join(r['scopes'])}"
+                + "".join(f"\n{stale_cli.anchor_line(a)}" for a in r.get("code", []))
                 + "".join(f"\nwarning: {w}" for w in r.get("warnings", []))
             ),
         )
         return 0
 
-    return run_store_command(args, run, body, full=True)
+    # The code feature runs as it does for the tool: anchors are found or checked.
+    return run_store_command(args, stale_cli.with_code(run), body, full=True)
+
+
+def _code_anchors(given: list[str] | None) -> list[dict[str, str]] | None:
+    """``--code PATH[:SYMBOL]`` values as the tools' ``code`` argument (None: find them in the
+    text, as the tool does without ``code``; ``--code ''`` alone: anchor nothing)."""
+    if given is None:
+        return None
+    anchors = []
+    for text in given:
+        if not text:
+            continue
+        path, symbol = split_path(text)
+        anchors.append({"path": path, "symbol": symbol})
+    return anchors
 
 
 def cmd_list(args: argparse.Namespace, run: AppRunner) -> int:
@@ -218,7 +242,7 @@ def cmd_show(args: argparse.Namespace, run: AppRunner) -> int:
 def cmd_search(args: argparse.Namespace, run: AppRunner) -> int:
     targs = _args(
         tools.RecallArgs, query=args.query, scopes=_scopes(args), limit=args.limit,
-        use_embeddings=not args.lexical, memory_type=args.type,
+        use_embeddings=not args.lexical, memory_type=args.type, code=args.code,
     )  # fmt: skip
 
     async def body(app: AppContext) -> int:
@@ -368,7 +392,11 @@ def cmd_export(args: argparse.Namespace, run: AppRunner) -> int:
 
 
 def cmd_import(args: argparse.Namespace, run: AppRunner) -> int:
-    """Check the whole file (both formats), then write it in one transaction; or refuse it all."""
+    """Check the whole file (both formats), then write it in one transaction; or refuse it all.
+
+    Secrets in the file are screened by ``[store] secrets`` while it is checked (refused,
+    naming the line and field, or replaced by a marker with a warning line each)."""
+    secrets = load_config(args)[0].store.secrets
     try:
         with open_import(args.file) as file:
             if args.format is None:
@@ -377,8 +405,8 @@ def cmd_import(args: argparse.Namespace, run: AppRunner) -> int:
             else:
                 reference = args.format == "jsonl"
             if reference:
-                return kg_cli.import_jsonl(args, run, file)
-            return _import_memtrio(args, run, transfer.check_file(file))
+                return kg_cli.import_jsonl(args, run, file, secrets)
+            return _import_memtrio(args, run, transfer.check_file(file, secrets))
     except ImportRefused as exc:
         raise refused(args, exc) from None
 
@@ -391,14 +419,17 @@ def _import_memtrio(args: argparse.Namespace, run: AppRunner, checked: transfer.
             return Written(transfer.import_records(tx, checked), [Change(kind="reset")])
 
         try:
-            result: dict[str, int] = await store.write(op, name="memory.import")
+            result: dict[str, Any] = await store.write(op, name="memory.import")
         except ImportRefused as exc:  # the file changed since it was checked
             raise refused(args, exc) from None
+        if checked.warnings:
+            result["warnings"] = checked.warnings
         emit(
             args, result,
             lambda r: f"added {_counts(r['memories'], r['entities'], r['relations'])}, "
             f"{plural(r['vectors'], 'vector')} ({plural(r['skipped_memories'], 'memory')} "
-            f"{'was' if r['skipped_memories'] == 1 else 'were'} already present)",
+            f"{'was' if r['skipped_memories'] == 1 else 'were'} already present)"
+            + "".join(f"\nwarning: {w}" for w in r.get("warnings", [])),
         )  # fmt: skip
         return 0
 
@@ -441,8 +472,7 @@ def _type_flag(parser: argparse.ArgumentParser, help_text: str) -> None:
 DIRECTIONS = ("both", "incoming", "outgoing")  # of `memtrio graph`: the relations it follows
 
 
-def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
-    read_scope = "`global` or `repo:/abs/path` to read (repeatable; default: current repository), plus `global`"
+def _register_remember(sub: SubParsers[argparse.ArgumentParser]) -> None:
     p = _parser(
         sub,
         "remember",
@@ -465,6 +495,21 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
         metavar="SRC:REL:TGT",
         help="a relation the memory states (repeatable)",
     )
+    add_secrets_option(p)
+    p.add_argument(
+        "--code",
+        action="append",
+        metavar="PATH[:SYMBOL]",
+        help="anchor the memory to this file (or a symbol in it, as find_symbol names it: "
+        "app/retry.py:RetryPolicy.backoff) of the current repository (repeatable; the "
+        "file must be indexed, the symbol unique); without --code, the files and symbols "
+        "the text names are anchored, as the remember tool does; --code '' anchors nothing",
+    )
+
+
+def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
+    read_scope = "`global` or `repo:/abs/path` to read (repeatable; default: current repository), plus `global`"
+    _register_remember(sub)
 
     p = _parser(sub, "list", "list memories, newest first", cmd_list)
     _scope_flag(p, read_scope)
@@ -482,6 +527,13 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
     _type_flag(p, "only this memory type (ignores case)")
     p.add_argument("--limit", type=int, default=10, help="at most N results (default 10)")
     p.add_argument("--lexical", action="store_true", help="FTS5 ranking only (no embeddings)")
+    add_secrets_option(p)
+    p.add_argument(
+        "--code",
+        metavar="PATH|SYMBOL",
+        help="memories anchored to this file or symbol (or an import away) first, "
+        "as recall's code argument",
+    )
     add_ranking_options(p)
 
     p = _parser(sub, "graph", "show relation paths around an entity", cmd_graph)
@@ -536,5 +588,6 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
         choices=["memtrio", "jsonl"],
         help="default: detected (a memtrio export starts with its header; else the reference memory.jsonl)",
     )
+    add_secrets_option(p)
     migrate.register(sub)
     _parser(sub, "stale", stale_cli.HELP, stale_cli.cmd_stale)

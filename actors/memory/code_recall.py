@@ -3,8 +3,10 @@
 The memories anchored to a path or symbol, to the symbols a path contains, and
 to the files and symbols that import or call it within one hop of the code
 index (`CodeService.near`) are candidates alongside the query's. They come
-first: those the query ranked too in the query's order, then the others
-(newest first); the query's other results follow.
+first, those anchored to the code itself before those anchored only to a file
+that imports it; in each group those the query ranked too in the query's order,
+then the others (newest first); the query's other results follow. Scores are
+lifted to match that order.
 
 Error handling: a ``code`` argument without the code feature or a session
 repository is a `BadArgument` saying what is missing; with scopes that leave the
@@ -19,6 +21,7 @@ from ...protocol.errors import BadArgument
 from ...supervisors.context import CallContext
 from ..anchors.anchoring import no_repository, repo_of
 from ..store.interfaces import StoreTx
+from ..store.interfaces.anchors import Anchor
 from ..store.scopes import ScopePolicy
 from ..store.services import store_of
 
@@ -44,36 +47,69 @@ async def code_candidates(
     near = await repo.service.near(repo.root, code.strip())
     if not near:
         return ranked
-    pairs = set(near)
-    files = {p for p, s in near if not s}
-    paths = sorted({p for p, _ in near})
-    symbols = sorted({s for _, s in near if s})
+    told = _Near(near)
 
-    def op(tx: StoreTx) -> list[int]:
+    def op(tx: StoreTx) -> dict[int, int]:
         scope_ids = list(tx.scopes.ids([repo.scope]).values())
         if not scope_ids:
-            return []
+            return {}
+        paths = sorted({p for p, _ in near})
+        symbols = sorted({s for _, s in near if s})
         found = tx.anchors.at(paths, symbols, scope_ids)
         anchors = tx.anchors.of(found)
-        # `at` matches a symbol's name in any file: keep the anchors of the pairs asked for.
-        return [
-            mid
-            for mid in found
-            if any(a.path in files or (a.path, a.symbol) in pairs for a in anchors.get(mid, []))
-        ]
+        # `at` matches a symbol's name in any file: keep the anchors of the pairs asked
+        # for, each memory at its nearest anchor's distance.
+        hops = {mid: told.hop(anchors.get(mid, [])) for mid in found}
+        return {mid: hop for mid, hop in hops.items() if hop is not None}
 
     anchored = await store_of(ctx.app).read(op, name="recall.code")
     if not anchored:
         return ranked
-    chosen = set(anchored[-pool:])
-    scores = dict(ranked)
-    top = max((s for _, s in ranked), default=1.0)
-    boost = abs(top) + 1.0
-    first = [(mid, scores[mid] + boost) for mid, _ in ranked if mid in chosen]
-    rest = sorted(chosen - scores.keys(), reverse=True)  # newest first
-    floor = min((s for _, s in first), default=boost)
+    chosen = set(sorted(anchored, key=lambda mid: (anchored[mid], -mid))[:pool])  # nearest, newest
     if reasons is not None:
         for mid in chosen:
-            reasons.setdefault(mid, []).insert(0, f"code: anchored to or near {code.strip()!r}")
-    merged = [*first, *((mid, floor) for mid in rest)]
-    return [*merged, *((m, s) for m, s in ranked if m not in chosen)][: max(pool, len(ranked))]
+            why = "anchored to" if anchored[mid] == 0 else "anchored to code that imports"
+            reasons.setdefault(mid, []).insert(0, f"code: {why} {code.strip()!r}")
+    return anchored_first(ranked, {mid: anchored[mid] for mid in chosen}, pool)
+
+
+class _Near:
+    """`CodeService.near`'s pairs told apart: the code asked for (a file with its symbols,
+    or the symbols named and those nested in them) and the files that import it."""
+
+    def __init__(self, near: Sequence[tuple[str, str]]) -> None:
+        self.direct = {pair for pair in near if pair[1] or pair == near[0]}
+        # A file asked for: any anchor in it; a symbol: a whole-file anchor of its file too.
+        self.files = {path for path, symbol in self.direct if not symbol}
+        self.holding = {path for path, _ in self.direct if path}
+        self.importers = {path for path, symbol in near if not symbol and (path, symbol) != near[0]}
+
+    def hop(self, anchors: Sequence[Anchor]) -> int | None:
+        """0: an anchor is on the code asked for; 1: only on a file that imports it; None:
+        neither."""
+        if any(
+            a.path in self.files
+            or (a.path, a.symbol) in self.direct
+            or (not a.symbol and a.path in self.holding)
+            for a in anchors
+        ):
+            return 0
+        return 1 if any(a.path in self.importers for a in anchors) else None
+
+
+def anchored_first(ranked: Ranked, hops: dict[int, int], pool: int) -> Ranked:
+    """``ranked`` with the anchored memories first: those on the code asked for, then those
+    on its importers; in each, the ones the query ranked in its order (their score lifted
+    above every other), then the others (newest first) at the lowest lifted score. The
+    scores stay in order."""
+    scores = dict(ranked)
+    top = max((abs(s) for _, s in ranked), default=0.0)
+    step = 2 * top + 1.0  # more than the query scores' spread: each hop lifted above the next
+    merged: Ranked = []
+    for hop in sorted(set(hops.values())):
+        lift = step * (max(hops.values()) - hop + 1)
+        first = [(mid, scores[mid] + lift) for mid, _ in ranked if hops.get(mid) == hop]
+        rest = sorted((m for m, h in hops.items() if h == hop and m not in scores), reverse=True)
+        floor = min((s for _, s in first), default=lift)
+        merged += [*first, *((mid, floor) for mid in rest)]
+    return [*merged, *((m, s) for m, s in ranked if m not in hops)][: max(pool, len(ranked))]

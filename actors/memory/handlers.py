@@ -23,6 +23,7 @@ from ...supervisors.context import AppContext, CallContext
 from ..anchors.anchoring import anchors_for, code_states, penalized, update_anchors, where
 from ..embedder.embed import embed, embedder_of
 from ..ranker.handle import RANKER
+from ..screening import logged_query
 from ..store import limits
 from ..store.documents import entity_document, memory_document, relation_document
 from ..store.entities import RelationSpec, missing_vectors, validate_entity, validate_relation_type
@@ -250,6 +251,8 @@ async def recall(ctx: CallContext, args: RecallArgs) -> RecallResult:
             lambda tx: ranked_rows(tx, selection, ranked), name="recall.candidates"
         )
         ranked, tokens = within_budget(candidates, budget, args.limit)
+    logged, screened = logged_query(app, args.query)  # the recall log keeps no secret
+    warnings += screened
     try:
         if policy.grant is not None and policy.grant.read_only:
             # A read-only token leaves no trace: no access counted, no recall log line.
@@ -258,7 +261,7 @@ async def recall(ctx: CallContext, args: RecallArgs) -> RecallResult:
             )
         else:
             rows = await store.write(
-                lambda tx: record_access(tx, "recall", args.query, selection, ranked),
+                lambda tx: record_access(tx, "recall", logged, selection, ranked),
                 name="recall",
             )
     except StoreOperationalError as exc:

@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from ...protocol.errors import BadArgument, DomainError
+from ...protocol.screening import screen
+from ...protocol.secrets import SecretsMode
 from ..store import limits
 from ..store.documents import canonical_name
 from ..store.import_file import ImportRefused, decode_line, printable
@@ -255,11 +257,27 @@ _KEY_SHAPE = {
 }
 
 
-def decode_record(number: int, line: bytes) -> Record:
-    """Line ``number`` decoded and checked (`check_record`). Error handling: raises `ImportRefused`."""
+def decode_record(
+    number: int, line: bytes, secrets: SecretsMode = "allow", warnings: list[str] | None = None
+) -> Record:
+    """Line ``number`` decoded and checked (`check_record`), then screened for secrets by
+    the ``secrets`` mode (``protocol.screening``; an entity's canonical name follows its
+    redacted name), what was replaced added to ``warnings``. Error handling: raises
+    `ImportRefused`, a secret under ``refuse`` too."""
     rec = decode_line(_decoder, number, line)
     try:
         check_record(rec, number)
+        screened, found = screen(rec, secrets, f"line {number}", skip=NOT_TEXT)
     except DomainError as exc:
         raise ImportRefused(printable(str(exc), 600)) from None
-    return rec
+    if isinstance(screened, EntityRecord) and isinstance(rec, EntityRecord):
+        if screened.name != rec.name:
+            screened = msgspec.structs.replace(
+                screened, canonical_name=canonical_name(screened.name)
+            )
+    if warnings is not None:
+        warnings += found
+    return screened
+
+
+NOT_TEXT = frozenset({"vec", "canonical_name"})  # a vector's base64; derived from `name`

@@ -124,6 +124,13 @@ class Memory(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 class ScoredMemory(Memory, kw_only=True, omit_defaults=True):
     score: Score
+    entities: Annotated[
+        list[EntityRef],
+        msgspec.Meta(
+            description="the knowledge-graph entities it is about (an observation: its "
+            "entity); absent: none"
+        ),
+    ] = msgspec.field(default_factory=list)
     explain: Annotated[
         list[str],
         msgspec.Meta(

@@ -2,7 +2,8 @@
 
 A page walks the repository's anchored memories in id order (`Anchors.anchored`),
 checks their anchors against the working tree in one code call per batch, and
-returns the stale ones (an anchor changed or deleted), each with the structural
+returns the stale ones (an anchor changed or deleted; a file anchor only where
+the memory names no symbol of that file: `is_stale`), each with the structural
 diff of its anchors' files from the commit they were anchored at
 (`CodeService.anchor_diff`), so that an agent can ``update`` (re-anchoring it)
 or ``forget`` it. Reading records no access.
@@ -19,7 +20,7 @@ from typing import Any
 
 from ...protocol.errors import BadArgument, DomainError
 from ...supervisors.context import CallContext
-from ..anchors.anchoring import STALE, Repo, repo_of, shown, states_of
+from ..anchors.anchoring import Repo, is_stale, repo_of, shown, states_of
 from ..store.interfaces import StoreTx
 from ..store.interfaces.anchors import Anchor
 from ..store.memories import get_memory
@@ -57,7 +58,7 @@ async def review_stale(ctx: CallContext, args: ReviewStaleArgs) -> ReviewStaleRe
         for mid, (row, anchors) in page.items():
             cursor, checked = mid, checked + 1
             got = states.get(mid, [])
-            if not any(s.status in STALE for s in got):
+            if not is_stale(anchors, got):
                 continue
             row["code"] = [shown(a, s) for a, s in zip(anchors, got, strict=True)]
             row["stale"] = True
@@ -92,10 +93,23 @@ async def stale_ids(ctx: CallContext) -> list[int]:
         )
         more = len(page) == BATCH
         states = await states_of(repo, {mid: anchors for mid, (_, anchors) in page.items()})
-        found += [mid for mid, got in states.items() if any(s.status in STALE for s in got)]
+        found += [mid for mid, got in states.items() if is_stale(page[mid][1], got)]
         checked += len(page)
         cursor = max(page, default=cursor)
     return sorted(found)
+
+
+async def stale_diff(ctx: CallContext, memory_id: int) -> str:
+    """The structural diff ``review_stale`` gives the memory ``memory_id``: each of its
+    anchored files from the commit it was anchored at to the working tree ("" without a
+    repository, the code feature or anchors). For the dashboard's view of a stale memory."""
+    repo = await repo_of(ctx, await policy_of(ctx))
+    if repo is None:
+        return ""
+    anchors = await store_of(ctx.app).read(
+        lambda tx: tx.anchors.of([memory_id]).get(memory_id, []), name="stale.anchors"
+    )
+    return await _diff(repo, anchors, DIFF_LINES) if anchors else ""
 
 
 def _page(

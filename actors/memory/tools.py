@@ -151,6 +151,12 @@ TOOLS = [
     ),
 ]
 
+
+def tool_named(name: str) -> Tool:
+    """The memory tool ``name`` (what the CLI calls through ``screening.run_tool``)."""
+    return next(tool for tool in TOOLS if tool.name == name)
+
+
 __all__ = [
     "TOOLS",
     "EntityArg",
@@ -178,5 +184,6 @@ __all__ = [
     "review_stale",
     "stats",
     "store_of",
+    "tool_named",
     "update",
 ]

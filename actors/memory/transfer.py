@@ -25,6 +25,7 @@ from typing import BinaryIO
 import msgspec
 
 from ...protocol.errors import DomainError
+from ...protocol.secrets import SecretsMode
 from ..store.import_file import ImportRefused, numbered_lines, printable, record_type, require_json
 from ..store.interfaces import StoreTx
 from ..store.interfaces.recall_log import RecallEntry
@@ -63,6 +64,8 @@ class Checked:
     schema_version: int
     max_ids: dict[str, int] = field(default_factory=dict)
     version: int = VERSION  # of the format: 1 refers to entities by canonical name
+    secrets: SecretsMode = "allow"  # how the records are screened (``[store] secrets``)
+    warnings: list[str] = field(default_factory=list)  # the secrets replaced, by line
 
 
 def entity_key(rec: EntityRecord, version: int) -> str:
@@ -74,17 +77,22 @@ def _key(triple: Iterable[str]) -> str:
     return json.dumps(list(triple), ensure_ascii=False)
 
 
-def check(lines: Callable[[], Iterator[tuple[int, bytes]]]) -> Checked:
+def check(
+    lines: Callable[[], Iterator[tuple[int, bytes]]], secrets: SecretsMode = "allow"
+) -> Checked:
     """Check every line of an export (``lines()`` yields them, numbered) before anything is written.
 
     Checks each record's types and limits, the order of the records (the
     header first, then scopes, entities, relations, memories, vectors, the
     recall log, as `export_lines` writes them), that ids and keys are not
     repeated, and that every entity, relation and memory a record refers to
-    is defined above it. Error handling: the first failure raises
-    `ImportRefused` naming its line.
+    is defined above it; the records are screened for secrets by ``secrets`` (a memory,
+    an entity name, a relation's fields, the recall log's queries, a vector's model label:
+    `records.decode_record`), so what is checked is what will be written. Error handling:
+    the first failure raises `ImportRefused` naming its line (a secret under ``refuse``).
     """
     seen = KeySet()
+    warnings: list[str] = []
     max_ids = {"entities": 0, "relations": 0, "memories": 0}
     schema_version = 0
     version = VERSION
@@ -94,7 +102,7 @@ def check(lines: Callable[[], Iterator[tuple[int, bytes]]]) -> Checked:
             if rank < 0 and record_type(line) != "header":
                 require_json(number, line)
                 raise ImportRefused("not a memtrio export: the first line must be its header")
-            rec = decode_record(number, line)
+            rec = decode_record(number, line, secrets, warnings)
             at = f"line {number}"
             order = ORDER[type(rec)]
             if order < rank or (order == 0 and rank == 0):
@@ -147,7 +155,7 @@ def check(lines: Callable[[], Iterator[tuple[int, bytes]]]) -> Checked:
             raise ImportRefused("the file is empty (no records)")
     finally:
         seen.close()
-    return Checked(lines, schema_version, max_ids, version)
+    return Checked(lines, schema_version, max_ids, version, secrets, warnings)
 
 
 def _once(seen: KeySet, kind: str, key: Key, at: str) -> None:
@@ -162,9 +170,9 @@ def _defined(seen: KeySet, kind: str, key: Key, at: str) -> None:
         raise ImportRefused(f"{at}: refers to {kind} {shown}, which the file does not define above")
 
 
-def check_file(file: BinaryIO) -> Checked:
+def check_file(file: BinaryIO, secrets: SecretsMode = "allow") -> Checked:
     """`check` an open import file; `import_records` reads it again from its start."""
-    return check(lambda: numbered_lines(file))
+    return check(lambda: numbered_lines(file), secrets)
 
 
 def parse_lines(lines: Iterable[str]) -> Checked:
@@ -341,7 +349,7 @@ def import_records(tx: StoreTx, checked: Checked) -> dict[str, int]:
     importer = _Importer(tx, checked)
     try:
         for number, line in checked.lines():
-            importer.write(number, decode_record(number, line))
+            importer.write(number, decode_record(number, line, checked.secrets))
     except DomainError as exc:  # the file changed since it was checked
         raise ImportRefused(printable(str(exc), 600)) from None
     finally:

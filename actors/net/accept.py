@@ -193,7 +193,8 @@ class GatedListener(trio.abc.AsyncResource):
 
     def _start(self, stream: trio.SocketStream, now: float, spoke: bool) -> None:
         assert self._handler is not None and self._nursery is not None
-        gated = GatedStream(stream, self.admission.admit(stream, now, spoke))
+        vouched = self.vouch is not None and self._vouched(stream, spoke)
+        gated = GatedStream(stream, self.admission.admit(stream, now, spoke, vouched))
         served: trio.abc.Stream = gated
         if self.tls is not None:
             served = trio.SSLStream(gated, self.tls, server_side=True, https_compatible=True)
@@ -266,8 +267,16 @@ def ticket_of(stream: trio.abc.Stream) -> Ticket:
 async def run_gated(handler: Handler, stream: trio.abc.Stream) -> None:
     """Serve one accepted ``stream`` with ``handler``; close it afterwards.
 
+    Error handling: whatever the handler raises (a TLS handshake whose socket the
+    gate shut meanwhile raises ``ClosedResourceError``, a library's bug in a
+    transport's handshake or framing, an ``OSError`` of a connection that went
+    away) ends this connection only: it is counted (`Admission.fail`, rate-limited
+    log) and never reaches the listener, whose nursery would otherwise die with it
+    and take every live session and the port down.
+
     Cancellation: the handler is cancelled when the listener shuts the connection
-    down while it is still pending (`Ticket.shut`)."""
+    down while it is still pending (`Ticket.shut`); a cancellation of the listener
+    itself propagates."""
     ticket = ticket_of(stream)
     try:
         with trio.CancelScope() as scope:
@@ -275,6 +284,8 @@ async def run_gated(handler: Handler, stream: trio.abc.Stream) -> None:
             if ticket.shut_down:
                 scope.cancel()
             await handler(stream)
+    except Exception as exc:  # ExceptionGroup included; Cancelled is a BaseException
+        ticket.admission.fail(ticket, exc)
     finally:
         ticket.scope = None
         await trio.aclose_forcefully(stream)

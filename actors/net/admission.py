@@ -148,6 +148,9 @@ class Ticket:
     accepted: float
     pending: bool = True
     spoke: bool = False  # some bytes arrived from the peer
+    # Its first bytes showed a valid token (`actors.net.vouch`; the attach endpoint: a
+    # child's hello): never displaced for a newcomer while one that did not is pending.
+    vouched: bool = False
     busy: int = 0  # requests being served while pending (HTTP): not shut down meanwhile
     closed: bool = False
     shut_down: bool = False  # ended by its listener (evicted, expired): nothing to answer
@@ -203,7 +206,9 @@ class Admission:
         self.expired = 0
         self.evicted = 0
         self.refused = 0
+        self.failed = 0  # connections whose handler raised (`fail`)
         self._refusal_log = Throttle()
+        self._failure_log = Throttle()
         self._eviction_log = Throttle(first=1)
         self._expiry_log = Throttle(first=1)
         self._ids = itertools.count(1)
@@ -234,12 +239,15 @@ class Admission:
     def over_budget(self) -> bool:
         return self.budget.open >= self.budget.limit - self.reserve
 
-    def admit(self, stream: trio.SocketStream, now: float, spoke: bool) -> Ticket:
+    def admit(
+        self, stream: trio.SocketStream, now: float, spoke: bool, vouched: bool = False
+    ) -> Ticket:
         """Register ``stream`` (counted in the budget already) as a pending connection
-        (``spoke``: its first bytes have arrived)."""
+        (``spoke``: its first bytes have arrived; ``vouched``: they show a valid token)."""
         peer, host = socket_peer(stream.socket)
         ticket = Ticket(next(self._ids), self, stream, peer, host, now + self.auth_timeout, now)
         ticket.spoke = spoke
+        ticket.vouched = vouched
         self.pending[ticket.id] = ticket
         self.by_peer[peer] = ticket
         self.open += 1
@@ -263,11 +271,14 @@ class Admission:
         A newcomer whose first bytes have already arrived (a client sends its
         credentials with the connection) displaces the oldest connection that has sent
         nothing, else the oldest one not answering a request, of the peer address
-        holding the most pending connections. A newcomer that has sent nothing
-        displaces only a silent connection pending for `EVICT_MIN_AGE` seconds or more
-        (None: it waits on probation, see `GatedListener`).
+        holding the most pending connections; a connection whose bytes showed a valid
+        token (``vouched``: a client completing its handshake) only when every pending
+        one did. A newcomer that has sent nothing displaces only a silent connection
+        pending for `EVICT_MIN_AGE` seconds or more (None: it waits on probation, see
+        `GatedListener`).
         """
         pool = [t for t in self.pending.values() if not t.busy] or list(self.pending.values())
+        pool = [t for t in pool if not t.vouched] or pool
         if not pool:
             return None
         if not newcomer_spoke:
@@ -361,6 +372,15 @@ class Admission:
                         total=self.expired, auth_timeout=self.auth_timeout)  # fmt: skip
         ticket.shut()
 
+    def fail(self, ticket: Ticket, exc: Exception) -> None:
+        """The handler of ``ticket``'s connection raised ``exc``: count it and log it
+        (rate-limited: a flood of failing handshakes must not flood the log)."""
+        self.failed += 1
+        if self._failure_log.due():
+            trace.event(self.name, "connection_error", level="warning", peer=ticket.peer,
+                        pending=ticket.pending, shut_down=ticket.shut_down,
+                        error=f"{type(exc).__name__}: {exc}"[:300], count=self.failed)  # fmt: skip
+
     def begin(self, ticket: Ticket) -> None:
         """A request of pending ``ticket`` is being served (HTTP)."""
         ticket.busy += 1
@@ -387,4 +407,5 @@ class Admission:
             "expired": self.expired,
             "evicted": self.evicted,
             "refused": self.refused,
+            "failed": self.failed,
         }

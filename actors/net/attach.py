@@ -23,9 +23,15 @@ The first child does not make its client wait for the owner it starts: while the
 owner starts, it answers ``initialize``, ``ping`` and ``tools/list`` itself
 (``early``: the answers of a Session of its own application, features set up but
 no actor started, built by the command line), then replays the session to the
-owner (``actors.net.relay``). If no owner can be started after all, the session
+owner (``actors.net.relay``). If no owner can be launched after all, the session
 goes on with an embedded ``memtrio mcp --no-attach`` started as this child's child
 (`spawn.embedded`), to which the relay replays it the same way.
+
+An owner that refuses to start saying why (a newer or damaged store, a full disk) is
+final: the child prints that line and answers its session with it (`GaveUp`,
+``Relay.refuse``), as an embedded server would meet the same store. Owners that exit
+without a reason are started at most `MAX_OWNER_STARTS` times in a row, with a
+backoff (`Starts`), and then the child gives up the same way.
 
 Relaying, and carrying the session over to a new owner when this one goes away
 (its calls in flight answered "not acknowledged, retry", the session replayed), is
@@ -38,6 +44,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
@@ -46,7 +53,7 @@ import trio
 from . import proof, spawn
 from . import runtime as runtime_file
 from .listen import is_loopback
-from .relay import ClientGone, EarlyAnswer, NoOwner, Owner, Relay, say
+from .relay import ClientGone, EarlyAnswer, GaveUp, NoOwner, Owner, Relay, say
 
 # How long the server may take to accept the probe's connection.
 PROBE_TIMEOUT = 0.3
@@ -65,6 +72,39 @@ READ_SIZE = 65536
 LAUNCH_HEAD_START = 0.1
 # How long a child waits, at the end, for the embedded server it relayed to (embedded_owner).
 EMBEDDED_EXIT = 30.0
+# A child starts at most this many owners in a row that do not come up (each exited at
+# start, or published nothing): then it gives up (`GaveUp`) and answers its client with
+# the last reason. One that refused to start saying why (exit 1 or 2 with its one line: a
+# newer or damaged store, a full disk, a bad configuration) is not retried at all: the
+# next one would meet the same store, and so would an embedded server.
+MAX_OWNER_STARTS = 3
+# The pause before the second start in a row; it doubles before each next one.
+START_BACKOFF = 0.5
+
+
+@dataclass
+class Starts:
+    """The owners a child launched in a row that did not come up (see `MAX_OWNER_STARTS`)."""
+
+    failed: int = 0
+    why: str = ""
+
+    async def before_launch(self, home: Path) -> None:
+        """Wait out the backoff before the next launch; `GaveUp` when none is left."""
+        if self.failed >= MAX_OWNER_STARTS:
+            raise GaveUp(
+                f"gave up starting the owner memtrio serve of {home} after {self.failed} "
+                f"attempts: {self.why}"
+            )
+        if self.failed:
+            await trio.sleep(START_BACKOFF * 2 ** (self.failed - 1))
+
+    def failure(self, exc: spawn.OwnerFailed) -> None:
+        """Count a launch that did not come up; `GaveUp` when it said why it refused."""
+        self.failed += 1
+        self.why = str(exc)
+        if exc.reason:
+            raise GaveUp(exc.reason)
 
 
 class Declined(NoOwner):
@@ -89,7 +129,8 @@ async def find_owner(home: Path) -> Owner | None:
     listener there proves it holds that secret (``actors.net.proof``): until
     then the child sends it nothing but a random nonce.
 
-    A runtime file whose process is dead (or dies within `EXIT_WAIT` of leaving the
+    A runtime file whose process is dead (whatever else it holds, an older server's
+    file without a secret included; or whose process dies within `EXIT_WAIT` of leaving the
     probe unanswered: it was killed as it was probed), whose endpoint refuses the connection,
     that is not a runtime file, or whose listener gave a wrong proof (the port
     was taken over; one line on stderr says so) is stale: it is removed (if it
@@ -109,6 +150,11 @@ async def find_owner(home: Path) -> Owner | None:
         if raw:
             runtime_file.remove_if_unchanged(home, raw)
         return None
+    if not runtime_file.pid_alive(found.pid):
+        # Stale whatever else it holds: the file of an older memtrio serve (a token, no
+        # secret) or one naming another host is no reason to decline once its server is gone.
+        runtime_file.remove_if_unchanged(home, raw)
+        return None
     if not is_loopback(found.host):
         raise Declined(f"it names {found.host!r}, not a loopback address")
     secret = proof.parse_secret(found.secret)
@@ -117,9 +163,6 @@ async def find_owner(home: Path) -> Owner | None:
             "it holds no valid attach secret (an older memtrio serve wrote it, or it is damaged); "
             "restart that server"
         )
-    if not runtime_file.pid_alive(found.pid):
-        runtime_file.remove_if_unchanged(home, raw)
-        return None
     try:
         answer = await probe(found.host, found.port, secret, found.pid)
     except ConnectionRefusedError:
@@ -222,38 +265,54 @@ def _is_pong(line: bytes) -> bool:
 
 
 async def start_owner(
-    home: Path, launch: spawn.Launch, launched: trio.Event | None = None
+    home: Path,
+    launch: spawn.Launch,
+    launched: trio.Event | None = None,
+    starts: Starts | None = None,
 ) -> Owner | None:
     """Start the owner of ``home`` (``actors.net.spawn``) unless another child just did;
     the owner, connected (None if it published but does not answer).
 
     Under the home's owner lock: look again (the child that held the lock may have
     started one), else launch ``memtrio serve --owner`` and wait until it publishes.
+    ``starts`` counts the launches in a row that did not come up (`Starts`: a backoff
+    between them, and at most `MAX_OWNER_STARTS`).
 
     Error handling: `Declined` as `find_owner` (an untrusted ``run/`` included);
-    `spawn.OwnerFailed` when it could not be started (the message says why).
+    `spawn.OwnerFailed` when it could not be started (the message says why); `GaveUp`
+    when the owner refused to start saying why, or ``starts`` is spent.
     """
+    starts = starts if starts is not None else Starts()
     try:
         async with spawn.owner_lock(home):
             owner = await find_owner(home)
             if owner is not None:
+                starts.failed = 0
                 return owner
+            await starts.before_launch(home)
             process, log_start = spawn.launch(launch)
             if launched is not None:
                 launched.set()
-            await spawn.wait_published(home, process, log_start)
+            try:
+                await spawn.wait_published(home, process, log_start)
+            except spawn.OwnerFailed as exc:
+                starts.failure(exc)
+                raise
             owner = await find_owner(home)
-            if owner is not None:
-                owner.process = process
-                say(
-                    f"started memtrio serve pid {owner.pid}, the owner of {home} "
-                    f"(its log: {spawn.log_path(home)})"
-                )
+            if owner is None:
+                starts.failure(spawn.OwnerFailed(f"memtrio serve pid {process.pid} went away"))
+                return None
+            starts.failed = 0
+            owner.process = process
+            say(
+                f"started memtrio serve pid {owner.pid}, the owner of {home} "
+                f"(its log: {spawn.log_path(home)})"
+            )
             return owner
     except runtime_file.Untrusted as exc:
         raise Declined(f"{exc}, so someone else may have written it") from None
     except OSError as exc:
-        raise spawn.OwnerFailed(f"{type(exc).__name__}: {exc}") from None
+        raise spawn.OwnerFailed(spawn.os_reason(exc)) from None
 
 
 def attach(
@@ -281,12 +340,13 @@ def attach(
     """
 
     starts = mode == "auto" and launch is not None
+    launches = Starts()
 
     async def find() -> Owner | None:
         owner = await find_owner(home)
         if owner is None and starts and launch is not None:
             try:
-                owner = await start_owner(home, launch)
+                owner = await start_owner(home, launch, starts=launches)
             except spawn.OwnerFailed as exc:
                 why = f"the owner memtrio serve of {home} could not be started: {exc}"
                 raise NoOwner(why) from None
@@ -294,8 +354,15 @@ def attach(
 
     async def main() -> int | None:
         # The relay's streams close their descriptors when it is dropped: it gets copies,
-        # so the embedded server still has the protocol's when there is no owner after all.
+        # so the embedded server still has the protocol's when there is no owner after all
+        # (they are closed before it starts: Relay.close).
         relay = Relay(find, root, os.dup(proto_in), os.dup(proto_out), limit, starts=starts, ui=ui)
+        try:
+            return await relay_session(relay)
+        finally:
+            relay.close()
+
+    async def relay_session(relay: Relay) -> int | None:
         try:
             owner = await find_owner(home)
             if owner is None and starts and launch is not None:
@@ -307,13 +374,17 @@ def attach(
                     except runtime_file.Untrusted as exc:
                         raise Declined(f"{exc}, so someone else may have written it") from None
                     except OSError as exc:
-                        raise NoOwner(f"{type(exc).__name__}: {exc}") from None
-                    owner = await start_answering(home, relay, launch, early)
+                        raise NoOwner(spawn.os_reason(exc)) from None
+                    owner = await start_answering(home, relay, launch, early, launches)
         except ClientGone:
             return 0  # the client closed stdout while answered early: nothing to serve
         except Declined as exc:
             decline(home, str(exc))
             owner = None
+        except GaveUp as exc:
+            # The owner said why it cannot start; an embedded server would meet the same.
+            say(str(exc))
+            return await relay.refuse(str(exc))
         except NoOwner as exc:
             say(f"serving embedded: {exc}")
             owner = None
@@ -337,14 +408,18 @@ def attach(
 
 
 async def start_answering(
-    home: Path, relay: Relay, how: spawn.Launch, early: Callable[[], EarlyAnswer]
+    home: Path,
+    relay: Relay,
+    how: spawn.Launch,
+    early: Callable[[], EarlyAnswer],
+    starts: Starts | None = None,
 ) -> Owner | None:
     """Start the owner of ``home`` (`start_owner`) while ``relay`` answers the client early
     (``Relay.answer_early`` with the answers of ``early()``, built once the owner has been
     launched); the owner, connected.
 
-    Error handling: as `start_owner`, an `OwnerFailed` raised as `NoOwner`; `ClientGone`
-    when the client closed stdout meanwhile.
+    Error handling: as `start_owner`, an `OwnerFailed` raised as `NoOwner` (`GaveUp` as
+    itself); `ClientGone` when the client closed stdout meanwhile.
     """
     ready, launched = trio.Event(), trio.Event()
     found: list[Owner | None] = [None]
@@ -352,7 +427,7 @@ async def start_answering(
 
     async def starting() -> None:
         try:
-            found[0] = await start_owner(home, how, launched)
+            found[0] = await start_owner(home, how, launched, starts)
         except (NoOwner, spawn.OwnerFailed) as exc:
             failed.append(exc)
         finally:
@@ -368,7 +443,7 @@ async def start_answering(
         try:
             answer = early()
         except Exception as exc:  # noqa: BLE001 - the owner answers instead, a moment later
-            say(f"not answering before the owner is up: {type(exc).__name__}: {exc}")
+            say(f"not answering before the owner is up: {exc}")
             return
         try:
             await relay.answer_early(answer, ready)
@@ -397,7 +472,26 @@ def embedded_owner(launch: spawn.Launch) -> Owner:
     process, end = spawn.embedded(launch)
     say(f"serving embedded in pid {process.pid}")
     stream = trio.SocketStream(trio.socket.from_stdlib_socket(end))
-    return Owner(process.pid, stream, process=process)
+    return Owner(process.pid, stream, process=process, embedded=True)
+
+
+def refuse(proto_in: int, proto_out: int, limit: int, reason: str) -> int:
+    """Answer the session on ``proto_in``/``proto_out`` (this function's to close) with the
+    JSON-RPC error ``relay.NO_SERVER`` saying ``reason``, each request until EOF
+    (`Relay.refuse`): a ``memtrio mcp`` that attaches by default and cannot serve (no owner,
+    and the embedded server could not start either); exit code 1."""
+
+    async def nobody() -> Owner | None:
+        return None
+
+    async def main() -> int:
+        relay = Relay(nobody, Path(os.sep), proto_in, proto_out, limit)  # no initialize to root
+        try:
+            return await relay.refuse(reason)
+        finally:
+            relay.close()
+
+    return trio.run(main)
 
 
 def _reap(process: subprocess.Popen[bytes]) -> None:

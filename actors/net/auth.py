@@ -7,14 +7,16 @@ answers with the `Grant` it opens (``supervisors.grants``): the single token
 (``--auth-token-file``) opens the grant ``default``, every ``[[serve.tokens]]``
 entry its own; each grant is bounded by ``[serve] allowed_roots``. Tokens are
 kept as their SHA-256 and compared in constant time (`hmac.compare_digest`),
-every one of them on each lookup.
+every one of them on each lookup. A blank token (empty once trimmed) is never a
+token: none is kept (`BearerAuth` refuses one, and a grant for the SHA-256 of a
+blank, see ``supervisors.grants.blank_digest``) and none is ever accepted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...supervisors.grants import ANY, Grant, TokenGrant, token_digest, with_bound
+from ...supervisors.grants import ANY, Grant, TokenGrant, blank_digest, token_digest, with_bound
 
 # The challenge of a 401 (RFC 6750).
 CHALLENGE = 'Bearer realm="memtrio"'
@@ -29,6 +31,10 @@ class BearerAuth:
 
     ``token`` is the single token (a full grant), ``grants`` the per-token grants,
     ``roots`` the server's bound on every grant (``[serve] allowed_roots``).
+
+    Error handling: a blank ``token``, or a grant whose digest is the SHA-256 of a
+    blank, raises `ValueError` (``actors.net.listen`` refuses both at start with a
+    line saying why; this is the last line of defence).
     """
 
     __slots__ = ("_open", "_tokens")
@@ -40,6 +46,12 @@ class BearerAuth:
         roots: Sequence[str] = (ANY,),
     ) -> None:
         bound = tuple(roots)
+        for entry in grants:
+            blank = blank_digest(entry.digest)
+            if blank is not None:
+                raise ValueError(f"the token of grant {entry.grant.name!r} is {blank}")
+        if token is not None and not token.strip():
+            raise ValueError("the bearer token is blank")
         tokens = [TokenGrant(g.digest, with_bound(g.grant, bound)) for g in grants]
         if token:
             tokens.insert(
@@ -58,8 +70,10 @@ class BearerAuth:
             return self._open
         if presented is None:
             return None
-        raw = presented.encode() if isinstance(presented, str) else bytes(presented)
-        digest = token_digest(raw.strip())
+        raw = (presented.encode() if isinstance(presented, str) else bytes(presented)).strip()
+        if not raw:
+            return None  # a blank token opens nothing, whatever the tables say
+        digest = token_digest(raw)
         found: Grant | None = None
         for entry in self._tokens:  # every entry, whichever matches: no early exit
             if entry.matches(digest) and found is None:

@@ -4,6 +4,10 @@ Every listener of ``memtrio serve`` (http, tcp, ws, the attach endpoint) and ``m
 ui`` binds through `open_listeners`: an address in use, not of this machine, a
 privileged port or an unknown host is a `ListenError`, one line naming the address
 and what to do, exit code 2 (never a supervisor's "gave up" line).
+
+A listener restarted by its supervisor binds again through its `SamePort`, so it
+comes back on the port it had (the one the system chose for port 0), which
+``run/serve.json``, the announced URL and every client already know.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import socket as stdlib_socket
 
 import trio
 
+from ...supervisors import trace
 from ...supervisors.errors import UserError
 
 
@@ -80,3 +85,38 @@ async def open_listeners(host: str, port: int, flag: str = "--bind") -> list[tri
         return await trio.open_tcp_listeners(port, host=host)
     except OSError as exc:
         raise ListenError(bind_message(host, port, exc, flag)) from None
+
+
+class SamePort:
+    """The port of one listener across its incarnations (a supervisor restarts it).
+
+    The first `open` binds ``port`` as asked (0: a port the system chooses) and
+    remembers the port bound; a later one binds that port again, so a listener
+    given ``--bind 127.0.0.1:0`` does not come back elsewhere while the runtime
+    file and its clients name the old port. Only if that port was taken meanwhile
+    (by another program) does it bind what was asked, and its caller publishes the
+    new port (``on_listening``).
+    """
+
+    def __init__(self, host: str, port: int, flag: str = "--bind") -> None:
+        self.host = host
+        self.asked = port
+        self.flag = flag
+        self.port = 0  # the port bound last; 0 before the first `open`
+
+    async def open(self) -> list[trio.SocketListener]:
+        """The bound listeners (`open_listeners`), on the port of the last incarnation if any.
+
+        Error handling: `ListenError` as `open_listeners`, for the port asked.
+        """
+        if self.port and self.port != self.asked:
+            try:
+                listeners = await trio.open_tcp_listeners(self.port, host=self.host)
+            except OSError as exc:
+                trace.warning("net", "port_not_kept", port=self.port, error=str(exc))
+            else:
+                trace.event("net", "port_kept", port=self.port)
+                return listeners
+        listeners = await open_listeners(self.host, self.asked, self.flag)
+        self.port = int(listeners[0].socket.getsockname()[1])
+        return listeners

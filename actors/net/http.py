@@ -38,11 +38,12 @@ from . import vouch
 from .accept import GatedListener, gate, serve_gated
 from .admission import Admission, peer_key
 from .auth import BearerAuth
-from .bind import open_listeners
+from .bind import SamePort
 from .connections import Connections
 from .http_asgi import Asgi, HttpServer
 from .http_wire import PATH, Receive, Scope, Send
 from .listen import Listen
+from .throttle import Throttle
 
 # Seconds hypercorn waits for open connections once the sessions have ended.
 HYPERCORN_GRACE = 2.0
@@ -87,10 +88,24 @@ async def serve_asgi(
     context = WorkerContext(None)
     ssl_context = config.create_ssl_context()
 
+    failures = Throttle()
+
     async def handle(stream: trio.abc.Stream) -> None:
         if ssl_context is not None:
             stream = trio.SSLStream(stream, ssl_context, server_side=True, https_compatible=True)
         await TCPServer(wrapped, config, context, ConnectionState({}), stream)  # type: ignore[arg-type]  # hypercorn annotates the stream as TLS; it serves any trio stream (plain: .socket)
+
+    async def handle_alone(stream: trio.abc.Stream) -> None:
+        """`handle` for a listener without a gate (`run_gated` does this for the others):
+        a connection's failure ends that connection, never the listener."""
+        try:
+            await handle(stream)
+        except Exception as exc:  # ExceptionGroup included; Cancelled is a BaseException
+            if failures.due():
+                trace.warning("http", "connection_error", error=f"{type(exc).__name__}: {exc}"[:300],
+                              count=failures.count)  # fmt: skip
+        finally:
+            await trio.aclose_forcefully(stream)
 
     async with trio.open_nursery() as handlers:
         async with trio.open_nursery() as acceptor:
@@ -99,7 +114,7 @@ async def serve_asgi(
                 await acceptor.start(partial(serve_gated, handler_nursery=handlers), handle, gated)
             else:
                 await acceptor.start(
-                    partial(trio.serve_listeners, handler_nursery=handlers), handle, listeners
+                    partial(trio.serve_listeners, handler_nursery=handlers), handle_alone, listeners
                 )
             task_status.started()
             await shutdown_trigger()
@@ -108,15 +123,15 @@ async def serve_asgi(
         handlers.cancel_scope.deadline = trio.current_time() + config.graceful_timeout
 
 
-def authorising(app: Asgi, admission: Admission, token: str | None) -> Asgi:
+def authorising(app: Asgi, admission: Admission, auth: BearerAuth) -> Asgi:
     """``app``, marking a pending connection authorised by its first request to ``/mcp``
-    that carries the token (any request with auth off; never a CORS preflight), or by a
-    dashboard API request (``/api/``) the dashboard answers with success.
+    that carries one of the tokens of ``auth`` (the single token or a ``[[serve.tokens]]``
+    one; any request with auth off; never a CORS preflight), or by a dashboard API
+    request (``/api/``) the dashboard answers with success.
 
     A pending connection's requests are `Admission.begin`/`done` brackets: it is not
     shut while one is being answered.
     """
-    auth = BearerAuth(token)
 
     async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
         client = scope.get("client") if scope["type"] == "http" else None
@@ -159,9 +174,11 @@ async def serve_http(
     listen: Listen,
     connections: Connections,
     extra: Asgi | None = None,
+    port: SamePort | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve ``listen`` until a graceful stop; record the bound URL in ``connections``.
+    """Serve ``listen`` until a graceful stop; record the bound URL in ``connections``
+    (``port``: the listener's port across restarts, see `SamePort`).
 
     Error handling: failing to bind (address in use, bad certificate) raises, so
     the supervisor sees the listener fail to start; a failure inside one session
@@ -172,7 +189,8 @@ async def serve_http(
     admission = connections.admission(
         "http", unauth_limit=listen.unauth_limit, auth_timeout=listen.auth_timeout
     )
-    bound = await open_listeners(listen.host, listen.port, listen.bind_hint)
+    port = port or SamePort(listen.host, listen.port, listen.bind_hint)
+    bound = await port.open()
     auth = BearerAuth(listen.token, listen.grants, listen.allowed_roots)
     # Under TLS (hypercorn's, after the gate) the first bytes show no token: no vouch.
     shows = None if listen.tls else vouch.authorization_header(auth)
@@ -182,7 +200,7 @@ async def serve_http(
             server = HttpServer(app, listen, connections, nursery, extra)
             serve = partial(
                 serve_asgi,
-                authorising(server, admission, listen.token),
+                authorising(server, admission, auth),
                 hypercorn_config(listen),
                 listeners,
                 shutdown_trigger=stopping.wait,
@@ -224,6 +242,7 @@ def http_listener(
     on every other path); registers ``server_status``'s ``transports`` section."""
     app.status_sections["transports"] = connections.snapshot
     grace = app.config.server.shutdown_grace
+    port = SamePort(listen.host, listen.port, listen.bind_hint)  # kept across restarts
 
     async def start(
         ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -234,6 +253,7 @@ def http_listener(
             listen=listen,
             connections=connections,
             extra=extra,
+            port=port,
             task_status=task_status,
         )
 

@@ -65,6 +65,9 @@ from .http_wire import (
 from .listen import Listen
 
 Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
+# Copies of an SSE frame in memory while it is written: the frame, and hypercorn's HTTP/1.1
+# chunk of it (h11 joins the chunk's size line, the frame and its end into one bytes).
+FRAME_COPIES = 2
 
 
 class HttpServer:
@@ -398,7 +401,13 @@ class HttpServer:
                         chunk = b"".join(
                             sse_event(session.event_id(stream, seq), data) for seq, data in events
                         )
-                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                        # The frame and hypercorn's copy of it (its HTTP/1.1 chunk) count
+                        # against [http] replay_total_bytes until written.
+                        with session.budget.hold(FRAME_COPIES * len(chunk)):
+                            await send(
+                                {"type": "http.response.body", "body": chunk, "more_body": True}
+                            )
+                        del chunk
                         after = events[-1][0]
                 except EventsLost as lost:
                     # The client read too slowly: end the stream; a resume from its last

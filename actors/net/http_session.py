@@ -34,7 +34,8 @@ import itertools
 import re
 import secrets
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import msgspec
@@ -104,12 +105,15 @@ class ReplayBudget:
     Each kept event of any session has a ticket here, in the order it was kept;
     over `ReplayLimits.total_bytes` the oldest event of the listener goes first
     (the event being added is the one never dropped, so a single answer larger
-    than every bound is still delivered).
+    than every bound is still delivered). The SSE frames being written count too
+    (`hold`): while a large answer is sent, older events make room for it, so the
+    memory of streamed answers, kept and in flight, stays within the total.
     """
 
     def __init__(self, limits: ReplayLimits) -> None:
         self.limits = limits
         self.used = 0
+        self.sending = 0  # bytes of SSE frames being written (`hold`)
         self._tickets = itertools.count(1)
         self._kept: OrderedDict[int, tuple[HttpSession, int]] = OrderedDict()
 
@@ -118,10 +122,25 @@ class ReplayBudget:
         ticket = next(self._tickets)
         self._kept[ticket] = (session, sequence)
         self.used += size
-        while self.used > self.limits.total_bytes and len(self._kept) > 1:
+        self._fit(keep=1)
+        return ticket
+
+    def _fit(self, keep: int) -> None:
+        """Drop the oldest kept events while over the total (at least ``keep`` stay)."""
+        while self.used + self.sending > self.limits.total_bytes and len(self._kept) > keep:
             _, (owner, old) = self._kept.popitem(last=False)
             owner.drop_event(old, ticketed=False)
-        return ticket
+
+    @contextmanager
+    def hold(self, size: int) -> Iterator[None]:
+        """Count ``size`` bytes being written (an SSE frame and the HTTP layer's copy of
+        it) against the total while the block runs; older events make room for them."""
+        self.sending += size
+        try:
+            self._fit(keep=0)
+            yield
+        finally:
+            self.sending -= size
 
     def give_back(self, ticket: int, size: int, ticketed: bool = True) -> None:
         """An event left its session's log (``ticketed``: its ticket is still here)."""
@@ -409,6 +428,9 @@ async def run_router(
     with ctx.cancel_on_shutdown(trio.CancelScope()):
         async for out in receive:
             session.deliver(out.line)
+            # The line delivered is no longer this task's: an idle session must not keep
+            # its last answer (megabytes, outside the replay log's bounds) until the next.
+            del out
     while True:
         try:
             session.deliver(receive.receive_nowait().line)

@@ -147,7 +147,7 @@ def sse_event(event_id: str, data: bytes) -> bytes:
     """One SSE event (``data`` is one JSON text; empty: a priming event)."""
     if not data:
         return f"id: {event_id}\nretry: {RETRY_MS}\ndata: \n\n".encode()
-    return f"id: {event_id}\nevent: message\ndata: ".encode() + data + b"\n\n"
+    return b"".join((f"id: {event_id}\nevent: message\ndata: ".encode(), data, b"\n\n"))  # one copy
 
 
 async def read_body(receive: Receive, limit: int, declared: str | None) -> bytes:

@@ -123,7 +123,7 @@ def token_grants(config: Config, single: str | None) -> tuple[TokenGrant, ...]:
                 read_token_file(Path(entry.token_file).expanduser(), f"{label} token_file")
             )
         else:
-            digest = bytes.fromhex(entry.token_sha256)
+            digest = bytes.fromhex(entry.token_sha256)  # never a blank's (`serve_grants`)
         if digest in seen:
             raise ConfigError(
                 f"{label} has the same token as {seen[digest]}; give each grant its own token"

@@ -56,12 +56,19 @@ def attach_listen(connections: Connections) -> Listen:
 
 async def admit(secret: bytes, stream: GatedStream) -> bytes | None:
     """The attach endpoint's admission: the handshake of ``actors.net.proof`` for this
-    process and the port the connection came in on; the bytes read past it, or None."""
+    process and the port the connection came in on; the bytes read past it, or None.
+
+    A connection whose hello shows the secret (`proof.hello_nonce`) is marked vouched in
+    its listener's pool, so no other newcomer displaces it while it completes the
+    handshake (`Admission.victim`)."""
     try:
         port = int(stream.socket.getsockname()[1])
     except OSError:
         return None
-    return await proof.answer(stream, secret, os.getpid(), port)
+    ticket = stream.ticket
+    return await proof.answer(
+        stream, secret, os.getpid(), port, on_vouched=lambda: setattr(ticket, "vouched", True)
+    )
 
 
 def attach_children(
@@ -117,6 +124,7 @@ def attach_children(
         name="attach",
         on_listening=on_listening,
         handshake=partial(admit, secret),
+        shows=lambda port: proof.hello_vouch(secret, os.getpid(), port),
         attach=True,
     )
     listener = spec.start

@@ -10,12 +10,20 @@ hold the secret of ``run/serve.json``, which never travels.
     "memtrio-attach/1 client <mc>"          ──────────▶   checks mc = HMAC(S, client|pid|port|cn|sn)
     then newline-delimited JSON-RPC, as on the TCP transport
 
-``cn`` and ``sn`` are fresh random nonces (32 bytes, hex), HMAC is HMAC-SHA256,
+``cn`` and ``sn`` are fresh nonces (32 bytes, hex), HMAC is HMAC-SHA256,
 ``pid`` and ``port`` those the runtime file names (the server's own pid and the
-port it accepted the connection on). So:
+port it accepted the connection on). ``sn`` is random; ``cn`` is 16 random bytes
+``r`` then the first 16 bytes of HMAC(S, hello|pid|port|r) (`hello_nonce`), so the
+endpoint's gate can tell a child's hello from a forged one before it spends a
+task or an HMAC of its own proof on it (`hello_vouch`: a forged hello waits on
+probation and never displaces a child). A hello of an older child (a nonce
+random throughout) still completes the handshake; it only has no such priority.
+So:
 
 - a listener that did not read the file (another user's, one on a port taken
-  over after the server died) cannot answer, and it learns only a random nonce:
+  over after the server died) cannot answer, and it learns only the child's nonce
+  (its tag is an HMAC over its own random half, the hello role, pid and port: it
+  proves nothing in a handshake, whose proofs are over both nonces and other roles):
   the child sends nothing else (no token, no ``initialize``, no memory) until
   the server has proved itself;
 - a connection to the endpoint (another local user's) that cannot answer the
@@ -29,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import trio
@@ -62,6 +71,40 @@ def parse_secret(text: str) -> bytes | None:
     except ValueError:
         return None
     return secret if len(secret) == SECRET_BYTES else None
+
+
+def _hello_tag(secret: bytes, pid: int, port: int, random_half: bytes) -> bytes:
+    message = b"|".join((VERSION, b"hello", b"%d" % pid, b"%d" % port, random_half.hex().encode()))
+    return hmac.new(secret, message, hashlib.sha256).digest()[: NONCE_BYTES // 2]
+
+
+def hello_nonce(secret: bytes, pid: int, port: int) -> bytes:
+    """A child's nonce: 16 random bytes and the first 16 of their HMAC under ``secret``
+    (bound to the endpoint's ``pid`` and ``port``), `NONCE_BYTES` in all."""
+    random_half = secrets.token_bytes(NONCE_BYTES // 2)
+    return random_half + _hello_tag(secret, pid, port, random_half)
+
+
+def hello_vouch(secret: bytes, pid: int, port: int) -> Callable[[bytes], bool]:
+    """The gate's check of a newcomer's first bytes on the attach endpoint (a
+    ``actors.net.vouch.Vouch``): whether they start with the hello line of a child that
+    holds ``secret`` (`hello_nonce`). Costs one HMAC for a line of the right shape,
+    nothing for any other bytes."""
+
+    def vouch(data: bytes) -> bool:
+        line, newline, _ = data.partition(b"\n")
+        hello = _fields(line if newline else None, b"hello", 1)
+        if hello is None or len(hello[0]) != 2 * NONCE_BYTES:
+            return False
+        return _vouches(secret, pid, port, bytes.fromhex(hello[0].decode("ascii")))
+
+    return vouch
+
+
+def _vouches(secret: bytes, pid: int, port: int, nonce: bytes) -> bool:
+    """Whether a child's ``nonce`` is a `hello_nonce` of ``secret``."""
+    random_half, tag = nonce[: NONCE_BYTES // 2], nonce[NONCE_BYTES // 2 :]
+    return hmac.compare_digest(tag, _hello_tag(secret, pid, port, random_half))
 
 
 def mac(secret: bytes, role: bytes, pid: int, port: int, client: bytes, server: bytes) -> bytes:
@@ -116,9 +159,11 @@ async def answer(
     pid: int,
     port: int,
     timeout: float = HANDSHAKE_TIMEOUT,
+    on_vouched: Callable[[], None] | None = None,
 ) -> bytes | None:
     """The server's side: challenge the peer on ``stream`` and prove this server; the bytes
     received past the peer's proof, or None when the peer did not prove it holds ``secret``.
+    ``on_vouched()`` is called once the peer's hello shows it holds ``secret`` (`hello_nonce`).
 
     Error handling: never raises for the peer's failures (a broken connection,
     garbage, silence past ``timeout``): they are None.
@@ -129,6 +174,8 @@ async def answer(
         if hello is None or len(hello[0]) != 2 * NONCE_BYTES:
             return None
         client_nonce = bytes.fromhex(hello[0].decode())
+        if on_vouched is not None and _vouches(secret, pid, port, client_nonce):
+            on_vouched()
         server_nonce = secrets.token_bytes(NONCE_BYTES)
         proof = mac(secret, b"server", pid, port, client_nonce, server_nonce)
         line = b" ".join((VERSION, b"server", server_nonce.hex().encode(), proof)) + b"\n"
@@ -157,7 +204,7 @@ async def prove(
     prove it holds ``secret`` (nothing but the child's nonce was sent to it);
     `trio.BrokenResourceError` / `OSError` of the connection propagate.
     """
-    client_nonce = secrets.token_bytes(NONCE_BYTES)
+    client_nonce = hello_nonce(secret, pid, port)
     await stream.send_all(b" ".join((VERSION, b"hello", client_nonce.hex().encode())) + b"\n")
     reader = LineReader(stream)
     line = await reader.line()

@@ -45,12 +45,12 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import trio
 
 from ...protocol import jsonrpc, mcp
+from . import relay_lines
 from .relay_lines import READ_SIZE, InitializeRoot, Piece, ServerLines
 
 # Ids of the requests the relay itself sends to a new owner (the replayed session):
@@ -68,11 +68,11 @@ REPLAY_TIMEOUT = 10.0
 # seconds) stops trying: something kills every owner.
 MAX_REATTACHES = 5
 REATTACH_PERIOD = 60.0
-# What the first child answers itself while its owner starts (`Relay.answer_early`):
-# lifecycle requests whose answers depend on the configuration alone, never on the store.
-EARLY_METHODS = frozenset({"initialize", "ping", "tools/list", "notifications/initialized"})
 # JSON-RPC error code of a request the owner went away before answering.
 NOT_ACKNOWLEDGED = -32004
+# JSON-RPC error code of every request of a session no server could be started for
+# (`Relay.refuse`); its message is the reason, which says what to do.
+NO_SERVER = -32005
 NOT_ACKNOWLEDGED_MESSAGE = (
     "not acknowledged, retry: the memtrio server of this session (pid {pid}) went away "
     "before answering; the call may or may not have taken effect, and the session goes "
@@ -89,10 +89,18 @@ class Owner:
     leftover: bytes = b""  # bytes received after the probe's answer
     ui: str = ""  # its dashboard's URL ("" without one)
     process: subprocess.Popen[bytes] | None = None  # when this child started it
+    embedded: bool = False  # this child's own embedded server (no owner could be started)
 
 
 class NoOwner(Exception):
     """There is no owner to attach to; the message says why."""
+
+
+class GaveUp(NoOwner):
+    """No owner can be started, for good: the one that was refused to start saying why (a
+    newer or damaged store, a full disk), or the last of `attach.MAX_OWNER_STARTS` that
+    exited at start. The message is the reason; the session is answered with it
+    (`Relay.refuse`)."""
 
 
 # Answers one whole line of the client's (a request of `EARLY_METHODS`) as the server's
@@ -289,7 +297,7 @@ class Relay:
                 if not piece.data.strip():
                     self.outbox.popleft()
                     continue
-                method = _early_method(piece.data)
+                method = relay_lines.early_method(piece.data)
                 if method is None or (method == "initialize" and self.rewriter.done):
                     return  # not answerable here (a second initialize: the owner's)
                 line = self.rewriter.rewrite(piece.data) if method == "initialize" else piece.data
@@ -300,7 +308,7 @@ class Relay:
                 self.outbox.popleft()
                 if method == "initialize":
                     self.session.initialize = line
-                    version = _result_version(reply)
+                    version = relay_lines.result_version(reply)
                     self.session.acknowledged = version is not None
                     self.session.protocol_version = version
                     self.rewriter.done = version is not None
@@ -362,7 +370,7 @@ class Relay:
                 and not self.session.acknowledged
             ):
                 self.session.acknowledged = True
-                self.session.protocol_version = _protocol_version(response.result)
+                self.session.protocol_version = relay_lines.protocol_version(response.result)
         return True
 
     async def downstream(self, lines: ServerLines) -> None:
@@ -409,14 +417,64 @@ class Relay:
     # -- the loop ---------------------------------------------------------------------------
 
     async def run(self, owner: Owner) -> int:
-        """Relay until the client ends the session; the exit code."""
+        """Relay until the client ends the session; the exit code.
+
+        Error handling: when no new owner can be started (`GaveUp`), one line says why
+        and the rest of the session is answered with it (`refuse`).
+        """
         try:
             return await self._run(owner)
         except ClientGone:
             return 0
+        except GaveUp as exc:
+            say(str(exc))
+            return await self.refuse(str(exc))
         finally:
             for process in self.processes:
                 process.poll()  # reap an owner of ours that exited
+
+    async def refuse(self, reason: str) -> int:
+        """Answer every request of the client (those read already, then each line of stdin
+        until EOF) with the JSON-RPC error `NO_SERVER` whose message is ``reason``: no server
+        can serve this session, and the client learns why at once instead of waiting on a
+        call that nobody will answer. Exit code 1 (0 if the client closed stdout).
+        """
+        try:
+            for rid in self.in_flight.take():
+                await self.write_out(jsonrpc.error_response(rid, NO_SERVER, reason))
+            while True:
+                while self.outbox:
+                    piece = self.outbox.popleft()
+                    if piece.whole:
+                        ids = relay_lines.request_ids(piece.data)
+                    else:  # a line longer than the limit: one answer, at its end
+                        ids = [None] if piece.last else []
+                    for rid in ids:
+                        await self.write_out(jsonrpc.error_response(rid, NO_SERVER, reason))
+                if self.stdin_eof:
+                    return 1
+                try:
+                    chunk = await self.stdin.receive_some(READ_SIZE)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    chunk = b""
+                if chunk:
+                    self.outbox.extend(self.rewriter.lines.feed(chunk))
+                else:
+                    self.stdin_eof = True
+                    self.outbox.extend(self.rewriter.lines.finish())
+        except ClientGone:
+            return 0
+
+    def close(self) -> None:
+        """Close the relay's ends of stdin and stdout (copies of the protocol's descriptors).
+
+        Closing them restores the blocking mode trio changed on the descriptions they share
+        with the protocol's descriptors: done now, before an embedded server in this process
+        makes them non-blocking again, and not whenever the garbage collector gets to it
+        (then its event loop would block in a read of stdin and answer nothing).
+        """
+        self.stdin.close()
+        self.stdout.close()
 
     async def _run(self, owner: Owner) -> int:
         self.show_dashboard(owner)
@@ -467,6 +525,8 @@ class Relay:
                 owner: Owner | None = None
                 try:
                     owner = await self.find()
+                except GaveUp:
+                    raise
                 except NoOwner as exc:
                     why = f": {exc}"
                 if owner is not None:
@@ -497,7 +557,7 @@ class Relay:
             return True
         self.replays += 1
         rid = f"{RELAY_ID}initialize-{self.replays}"
-        request = _replayed(session.initialize, rid)
+        request = relay_lines.replayed(session.initialize, rid)
         if request is None:
             return True
         if session.protocol_version:
@@ -508,20 +568,20 @@ class Relay:
             with trio.move_on_after(REPLAY_TIMEOUT):
                 while (got := await lines.next()) is not None:
                     line, whole = got
-                    if whole and (answer := _answer_to(line, rid)) is not None:
+                    if whole and (answer := relay_lines.answer_to(line, rid)) is not None:
                         break
                     if not whole or self.note_server_line(line):
                         await self.write_out(line)
             if answer is None:
                 return False  # gone again, or no answer in time
-            if answer.error is not None:
+            if answer.error is not None and not owner.embedded:  # that one said why itself
                 refused = bytes(answer.error)[:300].decode(errors="replace")
                 say(f"memtrio serve pid {owner.pid} refused the session's initialize: {refused}")
             if session.initialized:
                 note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
                 await owner.stream.send_all(msgspec.json.encode(note) + b"\n")
             level_id = f"{RELAY_ID}set-level-{self.replays}"
-            level = _replayed(session.log_level, level_id) if session.log_level else None
+            level = relay_lines.replayed(session.log_level, level_id) if session.log_level else None
             if level is not None:
                 self.relay_ids.add(level_id)
                 await owner.stream.send_all(msgspec.json.encode(level) + b"\n")
@@ -537,52 +597,3 @@ class Relay:
         if line not in self.shown_ui:
             self.shown_ui.add(line)
             print(line, file=sys.stderr, flush=True)
-
-
-def _replayed(line: bytes, rid: str) -> dict[str, Any] | None:
-    """The request of ``line`` under the relay's id ``rid``; None if it cannot be."""
-    try:
-        msg = msgspec.json.decode(line)
-    except (msgspec.DecodeError, RecursionError):
-        return None
-    if not isinstance(msg, dict) or not isinstance(msg.get("params", {}), dict):
-        return None
-    msg["id"] = rid
-    msg.setdefault("params", {})
-    return msg
-
-
-def _answer_to(line: bytes, rid: str) -> jsonrpc.Response | None:
-    """``line`` if it is the answer to the relay's request ``rid``, else None."""
-    if rid.encode() not in line:
-        return None
-    decoded = jsonrpc.decode_line(line)
-    return decoded if isinstance(decoded, jsonrpc.Response) and decoded.id == rid else None
-
-
-def _early_method(line: bytes) -> str | None:
-    """The method of ``line`` if `Relay.answer_early` answers it (a request of
-    `EARLY_METHODS`, or ``notifications/initialized``), else None."""
-    decoded = jsonrpc.decode_line(line)
-    if not isinstance(decoded, jsonrpc.Message) or decoded.method not in EARLY_METHODS:
-        return None
-    if decoded.has_id == (decoded.method == "notifications/initialized"):
-        return None  # a request sent as a notification, or the other way round
-    return decoded.method
-
-
-def _result_version(reply: bytes) -> str | None:
-    """The protocol version an ``initialize`` answer negotiated; None for an error."""
-    decoded = jsonrpc.decode_line(reply.strip()) if reply.strip() else None
-    if not isinstance(decoded, jsonrpc.Response) or decoded.result is None:
-        return None
-    return _protocol_version(decoded.result)
-
-
-def _protocol_version(result: msgspec.Raw) -> str | None:
-    try:
-        value = msgspec.json.decode(result)
-    except (msgspec.DecodeError, RecursionError):
-        return None
-    version = value.get("protocolVersion") if isinstance(value, dict) else None
-    return version if isinstance(version, str) else None

@@ -10,6 +10,7 @@ away never reaches the client.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,12 @@ from typing import Any
 import msgspec
 import trio
 
+from ...protocol import jsonrpc
+
 READ_SIZE = 65536
+# What the first child answers itself while its owner starts (``Relay.answer_early``):
+# lifecycle requests whose answers depend on the configuration alone, never on the store.
+EARLY_METHODS = frozenset({"initialize", "ping", "tools/list", "notifications/initialized"})
 ROOT_META = "memtrio/root"
 # A server line longer than this is passed on as it arrives, not held whole.
 SERVER_LINE_LIMIT = 256 * 1024 * 1024
@@ -156,3 +162,75 @@ class ServerLines:
                 self.eof = True
                 continue
             self.buffer += data
+
+
+# -- what the relay reads in a line ----------------------------------------------------
+
+
+def replayed(line: bytes, rid: str) -> dict[str, Any] | None:
+    """The request of ``line`` under the relay's id ``rid``; None if it cannot be."""
+    try:
+        msg = msgspec.json.decode(line)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    if not isinstance(msg, dict) or not isinstance(msg.get("params", {}), dict):
+        return None
+    msg["id"] = rid
+    msg.setdefault("params", {})
+    return msg
+
+
+def answer_to(line: bytes, rid: str) -> jsonrpc.Response | None:
+    """``line`` if it is the answer to the relay's request ``rid``, else None."""
+    if rid.encode() not in line:
+        return None
+    decoded = jsonrpc.decode_line(line)
+    return decoded if isinstance(decoded, jsonrpc.Response) and decoded.id == rid else None
+
+
+def request_ids(line: bytes) -> list[jsonrpc.Id]:
+    """The ids ``line`` must be answered under: each request's (a batch's too), the id of a
+    request that is not valid when it can be read, None for a line that is not JSON; none
+    for notifications and blank lines."""
+    if not line.strip():
+        return []
+    decoded = jsonrpc.decode_line(line)
+    messages: Sequence[jsonrpc.Decoded] = [decoded]
+    if isinstance(decoded, jsonrpc.Batch):
+        messages = [jsonrpc.decode_line(e, in_batch=True) for e in decoded.elements]
+    ids: list[jsonrpc.Id] = []
+    for message in messages:
+        if isinstance(message, jsonrpc.Message):
+            if message.has_id:
+                ids.append(message.id)
+        elif isinstance(message, jsonrpc.Failure):
+            ids.append(message.id)
+    return ids
+
+
+def early_method(line: bytes) -> str | None:
+    """The method of ``line`` if `Relay.answer_early` answers it (a request of
+    `EARLY_METHODS`, or ``notifications/initialized``), else None."""
+    decoded = jsonrpc.decode_line(line)
+    if not isinstance(decoded, jsonrpc.Message) or decoded.method not in EARLY_METHODS:
+        return None
+    if decoded.has_id == (decoded.method == "notifications/initialized"):
+        return None  # a request sent as a notification, or the other way round
+    return decoded.method
+
+
+def result_version(reply: bytes) -> str | None:
+    """The protocol version an ``initialize`` answer negotiated; None for an error."""
+    decoded = jsonrpc.decode_line(reply.strip()) if reply.strip() else None
+    if not isinstance(decoded, jsonrpc.Response) or decoded.result is None:
+        return None
+    return protocol_version(decoded.result)
+
+
+def protocol_version(result: msgspec.Raw) -> str | None:
+    try:
+        value = msgspec.json.decode(result)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    version = value.get("protocolVersion") if isinstance(value, dict) else None
+    return version if isinstance(version, str) else None

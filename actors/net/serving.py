@@ -164,8 +164,10 @@ def announced(
     spec: ChildSpec, listen: Listen, connections: Connections, on_listening: Announce
 ) -> ChildSpec:
     """``spec``, calling ``on_listening`` once its start has reported ready (for a listener
-    that does not take ``on_listening``: the port is read from ``connections.listeners``)."""
-    told = False
+    that does not take ``on_listening``: the port is read from ``connections.listeners``),
+    and again whenever a restart reports a port other than the one told last (so the
+    runtime file and the announced URL follow it)."""
+    told = 0
 
     class _Status:
         def __init__(self, inner: trio.TaskStatus[Any]) -> None:
@@ -174,9 +176,10 @@ def announced(
         def started(self, value: object = None) -> None:
             nonlocal told
             self.inner.started(value)
-            if not told:
-                told = True
-                on_listening(listen.host, _bound_port(listen, connections))
+            port = _bound_port(listen, connections)
+            if port != told:
+                told = port
+                on_listening(listen.host, port)
 
     async def start(
         ctx: object, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED

@@ -64,11 +64,30 @@ TAIL_BYTES = 4096
 
 class OwnerFailed(Exception):
     """The owner could not be started; the message says why and where its log is.
-    ``code``: the exit code of the server, when it exited."""
+    ``code``: the exit code of the server, when it exited. ``reason``: the one line the
+    server gave when it refused to start (exit 1 or 2: a newer or damaged store, a full
+    disk, a bad configuration: what the user must fix, without its ``memtrio: ``), ""
+    when it did not say (killed, crashed, too slow)."""
 
-    def __init__(self, message: str, code: int | None = None) -> None:
+    def __init__(self, message: str, code: int | None = None, reason: str = "") -> None:
         super().__init__(message)
         self.code = code
+        self.reason = reason
+
+
+# The exit codes of a memtrio command that refused to start with one line saying why
+# (``supervisors.errors.UserError``: 1, a configuration error: 2).
+REFUSED_CODES = (1, 2)
+SAID = "memtrio: "
+
+
+def os_reason(exc: OSError) -> str:
+    """An `OSError` in words, without its class name: ``cannot use PATH: <what>``."""
+    if exc.filename and exc.errno in (errno.ENOTDIR, errno.EEXIST):
+        return f"{exc.filename} (or a directory above it) is not a directory; move it away"
+    what = exc.strerror or str(exc)
+    what = what[:1].lower() + what[1:]
+    return f"cannot use {exc.filename}: {what}" if exc.filename else what
 
 
 @dataclass(frozen=True)
@@ -96,13 +115,14 @@ def embedded(how: Launch) -> tuple[subprocess.Popen[bytes], socket.socket]:
     end of a socket pair: the process and the other end (for the relay of a child that
     answered its client early and then found no owner to start, ``actors.net.attach``).
     Its stderr is this process's; it is this child's child (not detached): it ends at
-    EOF on the socket, when this child closes it or dies.
+    EOF on the socket, when this child closes it or dies. If it cannot serve (its store
+    cannot be opened, say), it answers each request with why (``--answer-failures``).
 
     Error handling: an `OSError` (no interpreter) propagates.
     """
     ours, theirs = socket.socketpair()
     command = [sys.executable, "-m", "memtrio.supervisors.cli", "mcp", "--no-attach"]
-    command += ["--home", str(how.home)]
+    command += ["--answer-failures", "--home", str(how.home)]
     if how.ui:
         command.append("--ui")
     if how.log_level:
@@ -147,7 +167,11 @@ async def owner_lock(home: Path, timeout: float = LOCK_TIMEOUT) -> AsyncIterator
         fd = os.open(run / LOCK_FILE, flags, private.FILE_MODE)
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # a symbolic link where the lock belongs
-            raise runtime.Untrusted(f"{run / LOCK_FILE} is a symbolic link") from None
+            raise runtime.Untrusted(f"{run / LOCK_FILE} is a symbolic link (remove it)") from None
+        if exc.errno == errno.EISDIR:
+            raise OwnerFailed(
+                f"{run / LOCK_FILE} is a directory, not the owner lock; remove it"
+            ) from None
         raise
     try:
         try:
@@ -233,8 +257,12 @@ async def wait_published(
                     return found
             code = process.poll()
             if code is not None:
+                last = _last_line(path, log_start)
+                said = last.startswith(SAID) and code in REFUSED_CODES
                 raise OwnerFailed(
-                    f"it exited with code {code}{_last_line(path, log_start)} (see {path})", code
+                    f"it exited with code {code}{': ' + last if last else ''} (see {path})",
+                    code,
+                    reason=last.removeprefix(SAID) if said else "",
                 )
             await trio.sleep(POLL)
     stop(process)
@@ -254,14 +282,14 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 def _last_line(path: Path, start: int) -> str:
-    """``: <the last line the owner logged>`` (in ``path``, from ``start``), or ""."""
+    """The last line the owner logged (in ``path``, from ``start``), or ""."""
     try:
         with open(path, "rb") as log:
             log.seek(max(start, log.seek(0, os.SEEK_END) - TAIL_BYTES))
             lines = log.read().decode("utf-8", "replace").strip().splitlines()
     except OSError:
         return ""
-    return f": {lines[-1].strip()}" if lines else ""
+    return lines[-1].strip() if lines else ""
 
 
 def is_serve(pid: int) -> bool:

@@ -32,7 +32,7 @@ from ..stdio import transport_children
 from . import vouch
 from .accept import GatedStream, gate, serve_gated
 from .auth import BearerAuth
-from .bind import open_listeners
+from .bind import SamePort
 from .connections import Connection, Connections
 from .listen import Listen
 
@@ -236,6 +236,7 @@ def tcp_listener(
     name: str = "tcp",
     on_listening: Callable[[str, int], None] | None = None,
     handshake: Handshake | None = None,
+    shows: Callable[[int], vouch.Vouch] | None = None,
     attach: bool = False,
 ) -> ChildSpec:
     """The root's child serving MCP on ``listen.host:listen.port`` over TCP (``attach``:
@@ -245,12 +246,17 @@ def tcp_listener(
     It records its address in ``connections.listeners``, registers the
     ``transports`` section of ``server_status`` and calls ``on_listening(host,
     port)`` once bound (port 0: the port the system chose). ``handshake``, when
-    given, admits a connection instead of the token line.
+    given, admits a connection instead of the token line; ``shows(port)`` is then what
+    a newcomer's first bytes must show to displace a pending connection (without it:
+    the token line, `vouch.first_line`).
+
+    A restart binds the port of the incarnation before (`SamePort`).
 
     Cancellation: on a graceful stop it stops accepting, then ends every
     connection it serves (each session drains its running calls within
     ``[server] shutdown_grace``) before it returns.
     """
+    same_port = SamePort(listen.host, listen.port, listen.bind_hint)
 
     async def start(
         ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -259,13 +265,11 @@ def tcp_listener(
         admission = connections.admission(
             name, unauth_limit=listen.unauth_limit, auth_timeout=listen.auth_timeout, attach=attach
         )
-        listeners = gate(
-            await open_listeners(listen.host, listen.port, listen.bind_hint),
-            admission,
-            vouch=None if attach else vouch.first_line(server.auth),
-        )
-        bound = listeners[0].socket.getsockname()
+        bound_listeners = await same_port.open()
+        bound = bound_listeners[0].socket.getsockname()
         host, port = str(bound[0]), int(bound[1])
+        shown = shows(port) if shows is not None else vouch.first_line(server.auth)
+        listeners = gate(bound_listeners, admission, vouch=shown)
         with connections.listening(app.status_sections, name, listen.url(port)):
             try:
                 async with trio.open_nursery() as handlers:

@@ -39,7 +39,7 @@ from . import vouch
 from .accept import gate, serve_gated
 from .admission import Admission, peer_key
 from .auth import CHALLENGE, BearerAuth
-from .bind import open_listeners
+from .bind import SamePort
 from .connections import Connection, Connections
 from .listen import Listen, is_loopback
 from .tcp import limit_message, session_children
@@ -273,6 +273,7 @@ def ws_listener(
     returns.
     """
     ssl_context = server_ssl_context(listen)
+    same_port = SamePort(listen.host, listen.port, listen.bind_hint)  # kept across restarts
 
     async def start(
         ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -281,7 +282,7 @@ def ws_listener(
             name, unauth_limit=listen.unauth_limit, auth_timeout=listen.auth_timeout
         )
         server = WsServer(app, listen, connections, admission)
-        bound_listeners = await open_listeners(listen.host, listen.port, listen.bind_hint)
+        bound_listeners = await same_port.open()
         listeners = gate(
             bound_listeners, admission, ssl_context, vouch.authorization_header(server.auth)
         )

@@ -188,7 +188,6 @@ class RecallCache:
         self.max_name_words = 1
         self.terms: TermGraph | None = TermGraph() if terms else None
         self.dates: dict[int, frozenset[Day]] | None = {} if dates else None
-        self.data_version: int | None = None
         self._has_vector: dict[
             str, tuple[int, np.ndarray]
         ] = {}  # kind -> (index version, mask by id)
@@ -249,7 +248,6 @@ class RecallCache:
 
     def load(self, snap: Snapshot) -> None:
         """Read everything of the active model from ``snap`` (one read transaction)."""
-        self.data_version = snap.version()
         self.scope_ids = snap.scope_ids()
         grouped: dict[str, dict[int, list[int]]] = {k: {} for k in KINDS}
         for kind in KINDS:

@@ -72,9 +72,14 @@ def diversify(
     to the memories already chosen``. Relevance is the square root of the score
     relative to the best one: the softmax-sharpened seeds make PageRank masses
     span orders of magnitude, and on the raw scale any similarity penalty
-    would drop every memory after the first few. Scores are kept as ranked.
-    The best ``candidates`` (at least ``limit``, at most `MMR_MAX_POOL`) take part; a
-    larger ``limit`` gets the rest in score order.
+    would drop every memory after the first few. The best ``candidates`` (at
+    least ``limit``, at most `MMR_MAX_POOL`) take part; a larger ``limit`` gets the
+    rest in score order.
+
+    Each chosen memory's score becomes the one its place was chosen by (`chosen_score`),
+    so the list stays in score order: a memory similar to none already chosen keeps
+    its score, a near-duplicate moved down reports less. A memory's gain can only fall
+    as memories are chosen, so the greedy picks come out best first.
     """
     pool = ranked[: max(candidates, min(limit, MMR_MAX_POOL))]
     if len(pool) <= 1:
@@ -84,11 +89,25 @@ def diversify(
     windows = _Windows(cache, [item_id for item_id, _ in pool])
     penalty = np.zeros(len(pool))
     free = np.ones(len(pool), dtype=bool)
-    chosen: list[int] = []
+    top = float(scores.max())
+    out: list[tuple[int, float]] = []
     for _ in range(min(limit, len(pool))):
         gain = np.where(free, lam * relevance - (1 - lam) * penalty, -np.inf)
         best = int(np.argmax(gain))
-        chosen.append(best)
+        memory, score = pool[best]
+        if (1 - lam) * penalty[best] > 0:  # else, unpenalised: its own score, exactly
+            score = chosen_score(top, float(gain[best]) / lam)
+        out.append((memory, score))
         free[best] = False
         penalty = np.maximum(penalty, windows.similarity_to(best))
-    return [pool[i] for i in chosen] + ranked[len(pool) : limit]
+    out += ranked[len(pool) : limit]
+    out.sort(key=lambda pair: -pair[1])  # stable: only a longer tail's memories move
+    return out
+
+
+def chosen_score(top: float, relevance: float) -> float:
+    """The score of relevance ``relevance`` (on `diversify`'s square-root scale, less the
+    similarity penalty) against the best score ``top``: the inverse of that scale, signed,
+    so that it grows with the gain that chose the memory (below 0 for a near-duplicate
+    whose penalty outweighs its relevance)."""
+    return top * relevance * abs(relevance)

@@ -343,7 +343,8 @@ def diversify(
 ) -> list[tuple[int, float]]:
     """Re-order ``ranked`` (best first): greedily the memory with the best log score, less
     ``penalty`` if it is a thread neighbour (up to ``window`` places) of one already chosen;
-    the first ``limit``. Scores are kept as ranked."""
+    the first ``limit``. A memory moved down this way reports the score it was chosen by
+    (its score times ``exp(-penalty)``), so the list stays in score order."""
     pool = ranked[: max(DIVERSIFY_POOL, min(limit, 2 * DIVERSIFY_POOL))]
     if penalty <= 0 or len(pool) <= 1:
         return ranked[:limit]
@@ -352,12 +353,17 @@ def diversify(
     chosen: list[int] = []
     taken: set[int] = set()
     free = set(range(len(pool)))
+    out: list[tuple[int, float]] = []
     while free and len(chosen) < limit:
         best = max(
             sorted(free),
             key=lambda i: log_score[i] - (penalty if adjacent[i] & taken else 0.0),
         )
         chosen.append(best)
-        taken.add(pool[best][0])
+        memory, score = pool[best]
+        out.append((memory, score * math.exp(-penalty) if adjacent[best] & taken else score))
+        taken.add(memory)
         free.discard(best)
-    return [pool[i] for i in chosen] + ranked[len(pool) : limit]
+    # A neighbour's penalty only grows as memories are chosen: the picks come out best
+    # first; a longer tail (not diversified) merges in by score (a stable sort).
+    return sorted(out + ranked[len(pool) : limit], key=lambda pair: -pair[1])

@@ -12,8 +12,9 @@ is never touched concurrently; the CPU work runs in a thread).
 The cache is loaded in the background when the actor starts (a server that
 never recalls pays nothing but that thread), and kept current from the
 store's change notifications (``store.add_listener``). Writes by another
-process are noticed by comparing row counts when the store's version
-(`Snapshot.version`) moves without a notification; they trigger a full reload.
+process are noticed by the store's change mark (`Snapshot.change_mark`, read in
+the transaction of each recall): a mark beyond the cache's and not told by the
+store handle (`store.coherence`) triggers a full reload.
 
 Memories (and entities, relations) in the selection that have no vector of
 the active model (written with embeddings off, or under another model) are
@@ -45,8 +46,8 @@ from ...supervisors.supervisor import ChildContext, Mailbox
 from ..embedder.documents import read_documents, vector_writer
 from ..embedder.handle import EMBEDDER, EmbeddingError, EmbedResult
 from ..store import db
+from ..store.coherence import STALE, WAITING, CacheMark
 from ..store.interfaces import StoreTx
-from ..store.interfaces.snapshot import Fingerprint
 from ..store.reader import Reader, ReadError
 from ..store.writer import STORE, Change
 from . import rank as rank_mod
@@ -64,9 +65,6 @@ BACKFILL_LIMIT = (
 # 256 tokens): a few long memories may fill it, short ones stop at BACKFILL_LIMIT.
 BACKFILL_CHARS = 64_000
 RELOAD_THRESHOLD = 20_000  # pending changes beyond which a full reload is cheaper
-# Other processes' writes are looked for at most this often: every recall writes the
-# recall log (moving data_version), and counting rows costs ~4 ms at 100,000 memories.
-EXTERNAL_CHECK_INTERVAL = 1.0  # seconds
 
 
 INDEX_DIR = "vector-index"  # in the home: saved hnsw graphs (actors.ranker.vectors)
@@ -107,13 +105,12 @@ class Ranker:
         self.path = path
         self.mailbox = mailbox if mailbox is not None else Mailbox("ranker", size=math.inf)
         self._pending: list[Change] = []
-        self._notified = False  # change records arrived since the last sync
         self._cache: RecallCache | None = None
         self._reader: Reader | None = None  # the actor's own read connection
         self._nursery: trio.Nursery | None = None  # the running incarnation's (background builds)
         self._builds: list[DeferredBuild] = []  # hnsw graphs being built for the current cache
-        self._fingerprint: Fingerprint | None = None
-        self._checked_at = 0.0  # monotonic time of the last look for other processes' writes
+        # The store's change mark the cache is current at (`store.coherence`).
+        self._mark: CacheMark | None = None
         self._load_error: str | None = None
         self._loaded = trio.Event()
         self._remove_listener: Callable[[], None] | None = None
@@ -236,7 +233,6 @@ class Ranker:
     def on_changes(self, changes: Iterable[Change]) -> None:
         """The store's listener: called in the trio thread after each commit; cheap."""
         self._pending.extend(changes)
-        self._notified = True
 
     def stats(self) -> dict[str, object]:
         cache = self._cache
@@ -315,7 +311,8 @@ class Ranker:
     def _load_sync(self, model: tuple[str, str, int]) -> RecallCache:
         assert self._reader is not None
 
-        def load(tx: StoreTx) -> tuple[RecallCache, Fingerprint]:
+        def load(tx: StoreTx) -> tuple[RecallCache, CacheMark]:
+            mark = CacheMark(tx.snapshot.change_mark())  # first: a later write moves it on
             cache = RecallCache(
                 *model,
                 self.index_choice(),
@@ -328,11 +325,11 @@ class Ranker:
                 stored_edges=tx.snapshot.keeps_graph(),
             )
             cache.load(tx.snapshot)
-            return cache, tx.snapshot.fingerprint()
+            return cache, mark
 
         started = time.perf_counter()
         with trace.span(ACTOR, "read", op="ranker.load_cache"):
-            cache, self._fingerprint = self._reader.read(load)
+            cache, self._mark = self._reader.read(load)
         trace.event(
             ACTOR,
             "cache_loaded",
@@ -361,32 +358,36 @@ class Ranker:
             )
         self._loaded.set()
 
-    def _sync(self, cache: RecallCache, pending: list[Change], notified: bool) -> RecallCache:
+    def _sync(self, cache: RecallCache, pending: list[Change]) -> RecallCache:
         """In a thread: apply ``pending`` changes; reload on a reset or on another process's writes."""
         assert self._reader is not None
         for index in cache.index.values():
             index.adopt_build()  # a graph built in the background takes over
+        store = self.app.find(STORE)
+        told = store.told if store is not None else None
+        grace = store.untold_grace if store is not None else 0.0
 
         def sync(tx: StoreTx) -> bool:
             """Apply ``pending``; whether a full reload is needed instead."""
             snap = tx.snapshot
-            version = snap.version()
             reload = any(c.kind == "reset" for c in pending) or len(pending) > RELOAD_THRESHOLD
-            due = time.monotonic() - self._checked_at >= EXTERNAL_CHECK_INTERVAL
-            if not reload and version != cache.data_version and not notified and due:
-                self._checked_at = time.monotonic()
-                reload = snap.fingerprint() != self._fingerprint
-                if reload:
-                    trace.event(
-                        ACTOR, "external_change", note="another process wrote the store; reloading"
-                    )
+            mark = self._mark
+            state = (
+                STALE
+                if mark is None
+                else mark.check(snap.change_mark(), told, grace, time.monotonic())
+            )
+            if state == STALE and not reload:
+                reload = True
+                trace.event(
+                    ACTOR, "external_change", note="another process wrote the store; reloading"
+                )
+            elif state == WAITING:
+                trace.event(
+                    ACTOR, "untold_change", note="waiting for another process's notification"
+                )
             if not reload and pending:
                 cache.apply(snap, pending)
-            if not reload and (due or notified):
-                cache.data_version = version
-            if not reload:
-                if pending:
-                    self._fingerprint = snap.fingerprint()
             return reload
 
         with trace.span(ACTOR, "read", op="ranker.sync_cache", changes=len(pending)):
@@ -404,7 +405,6 @@ class Ranker:
         if cache is None or (cache.model, cache.revision, cache.dim) != model:
             try:
                 self._pending.clear()
-                self._notified = False
                 cache = await trio.to_thread.run_sync(self._load_sync, model)
             except (ReadError, ValueError) as exc:
                 trace.warning(
@@ -421,8 +421,7 @@ class Ranker:
             self._start_builds(cache)
             return cache
         pending, self._pending = self._pending, []
-        notified, self._notified = self._notified, False
-        synced = await trio.to_thread.run_sync(self._sync, cache, pending, notified)
+        synced = await trio.to_thread.run_sync(self._sync, cache, pending)
         self._start_builds(synced)  # a replaced cache's, or an index grown past its threshold
         self._cache = synced
         return synced

@@ -42,17 +42,22 @@ MAX_QUOTED_WORDS = 6
 MAX_TERM_CHARS = 60
 MAX_TEXT_CHARS = 20_000  # of a memory read for terms (a long memory: its beginning)
 
+# Every pattern below reads a text in time linear in its length, whatever the text:
+# no two quantifiers may share characters they could trade (`[ \t]+x?[ \t]*`, `\w*_\w+`,
+# `[\w.-]*[A-Za-z][\w.-]*` once were, and a line of spaces or underscores took
+# seconds to minutes, holding the GIL); `tests/test_text_scans_linear.py` checks it.
 _SENTENCE_END = re.compile(r"[.!?:;\n]")
+_ALNUM = re.compile(r"[^\W_]")  # str.isalnum, as a pattern
 _CAP_RUN = re.compile(
-    r"(?<![\w'’])([A-Z][\w'’&-]*(?:[ \t]+(?:of|de|la|von|van|the|and|&)?[ \t]*[A-Z][\w'’&-]*)*)"
+    r"(?<![\w'’])([A-Z][\w'’&-]*+(?:[ \t]++(?:(?:of|de|la|von|van|the|and|&)[ \t]*+)?[A-Z][\w'’&-]*+)*+)"
 )
 _WORD = re.compile(r"[^\s,;!?()\[\]{}<>\"“”]+")
 _QUOTED = re.compile(r"\"([^\"\n]{1,80})\"|“([^”\n]{1,80})”|(?<!\w)‘([^’\n]{1,80})’(?!\w)")
 _IDENT = re.compile(
-    r"^(?:[A-Za-z_][\w]*(?:(?:\.|::)[A-Za-z_]\w*)+|[A-Za-z]\w*_\w+|_\w+|[a-z]+[A-Z]\w*|[A-Z][a-z0-9]+[A-Z]\w*)(?:\(\))?$"
+    r"^(?:[A-Za-z_]\w*+(?:(?:\.|::)[A-Za-z_]\w*+)++|[A-Za-z](?=\w*_\w)\w++|_\w++|[a-z]++[A-Z]\w*+|[A-Z][a-z0-9]++[A-Z]\w*+)(?:\(\))?$"
 )
 _PATH = re.compile(
-    r"^(?:[~.]{0,2}/)?(?:[\w.@-]+/)+[\w.@-]*[A-Za-z][\w.@-]*$|^[\w-]+\.[A-Za-z]{1,5}$"
+    r"^(?:[~.]{0,2}/)?(?:[\w.@-]++/)++(?=[\w.@-]*[A-Za-z])[\w.@-]*+$|^[\w-]++\.[A-Za-z]{1,5}$"
 )
 _EXTENSIONS = frozenset(
     """py pyi js ts tsx jsx md rst txt json toml yaml yml ini cfg c h cc cpp hpp rs go java kt rb php
@@ -78,11 +83,12 @@ def _sentence_starts(text: str) -> set[int]:
     for m in _SENTENCE_END.finditer(text):
         starts.add(m.end())
     out: set[int] = set()
-    for s in starts:
-        i = s
-        while i < len(text) and not text[i].isalnum():
-            i += 1
-        out.add(i)
+    first = -1  # the first alphanumeric at or after the last start looked from
+    for s in sorted(starts):
+        if first < s:  # else none lies between s and `first`: one scan serves both
+            found = _ALNUM.search(text, s)
+            first = found.start() if found is not None else len(text)
+        out.add(first)
     return out
 
 

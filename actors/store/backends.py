@@ -68,20 +68,21 @@ def tx_factory(url: str | None) -> Callable[[Any], StoreTx]:
 
 
 # How a committed write tells the store's other processes what changed:
-# ``announce(conn, origin, changes)``, run inside the write transaction.
-Announce = Callable[[Any, str, Sequence[Change]], None]
+# ``announce(conn, origin, changes, (mark before, mark after))``, run inside the write
+# transaction (the marks: `Snapshot.change_mark` before and after the write).
+Announce = Callable[[Any, str, Sequence[Change], tuple[int, int]], None]
 
 
 def announcer(url: str | None) -> Announce | None:
     """The backend's way of telling other processes of a write (PostgreSQL: ``NOTIFY``,
-    `pg.notify`), or None (SQLite: other processes compare the data version)."""
+    `pg.notify`), or None (SQLite: other processes find the change mark moved, `coherence`)."""
     return _pg_announce if url is not None and url != SQLITE else None
 
 
-def _pg_announce(conn: Any, origin: str, changes: Sequence[Change]) -> None:
+def _pg_announce(conn: Any, origin: str, changes: Sequence[Change], marks: tuple[int, int]) -> None:
     from .pg.notify import announce  # psycopg: imported once a PostgreSQL store is open
 
-    announce(conn, origin, changes)
+    announce(conn, origin, changes, marks)
 
 
 def check_url(url: str, origin: str) -> None:

@@ -178,10 +178,14 @@ def unavailable(exc: BaseException, path: Path) -> StoreUnavailable:
             "or choose another home with --home or MEMTRIO_HOME",
             path,
         )
+    if code == sqlite3.SQLITE_IOERR:  # a write refused: a file-size limit, a failing disk
+        return StoreUnavailable(
+            f"cannot write the memory store {path} ({detail})",
+            "free some space (or raise the file-size limit), then run memtrio doctor",
+            path,
+        )
     return StoreUnavailable(
-        f"cannot open the memory store {path} ({type(exc).__name__}: {detail})",
-        "run memtrio doctor",
-        path,
+        f"cannot open the memory store {path} ({detail})", "run memtrio doctor", path
     )
 
 

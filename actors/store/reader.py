@@ -1,9 +1,8 @@
 """A read-only connection of one's own, seen through the storage interfaces: the ranker's.
 
-The read pool hands each read any of its connections; a reader that compares
-`interfaces.snapshot.Snapshot.version` from one read to the next (SQLite's
-``PRAGMA data_version`` is comparable only on one connection), or streams a whole
-table into an index, keeps a `Reader` instead. `Reader.read(fn)` runs ``fn(tx)`` in
+The read pool hands each read any of its connections; a reader that streams a
+whole table into an index, and must not hold a pool connection while it does,
+keeps a `Reader` instead. `Reader.read(fn)` runs ``fn(tx)`` in
 one read transaction (a consistent snapshot), in the calling thread.
 
 Thread-safety: none; one caller at a time (the ranker serialises its uses).

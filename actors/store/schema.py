@@ -40,6 +40,8 @@ the knowledge-graph tools):
   (``git_commit``, ``''`` outside Git), the ``digest`` of its normalised text and
   ``written_at``. Deleting the memory deletes them (foreign key cascade). A memory's
   scopes are its anchors' scopes: nothing else scopes them.
+- change_mark (since version 9): one row, ``seq``, moved by triggers on every change
+  to a table an in-memory cache reads (`MARKED_CHANGES`); never lowered.
 """
 
 from __future__ import annotations
@@ -373,6 +375,53 @@ CREATE INDEX memory_anchors_path ON memory_anchors (path, memory_id);
 CREATE INDEX memory_anchors_symbol ON memory_anchors (symbol, memory_id);
 """
 
+# The tables (and, for memories and entities, the columns) that the in-memory caches
+# read: the recall ranker's (`ranker.graph`) and the vector tools' index
+# (`vectors.service`). A change to any of them moves ``change_mark``.
+MARKED_CHANGES: dict[str, str] = {
+    "memories": "content, memory_type, created_at",
+    "entities": "name, canonical_name, kind",
+    "scopes": "",
+    "memory_scopes": "",
+    "entity_scopes": "",
+    "relations": "",
+    "relation_scopes": "",
+    "memory_entities": "",
+    "memory_relations": "",
+    "vectors": "",
+    "vector_chunks": "",
+    "entity_embeddings": "",
+}
+
+
+def _change_mark_triggers() -> str:
+    out = []
+    for table, columns in MARKED_CHANGES.items():
+        for event in ("INSERT", "DELETE", "UPDATE"):
+            on = f"UPDATE OF {columns}" if event == "UPDATE" and columns else event
+            out.append(
+                f"CREATE TRIGGER {table}_change_{event.lower()} AFTER {on} ON {table} BEGIN\n"
+                "    UPDATE change_mark SET seq = seq + 1;\nEND;"
+            )
+    return "\n".join(out)
+
+
+# Version 9 (issue #37): the store's change counter. Every row inserted, deleted or
+# changed in a table a cache reads (`MARKED_CHANGES`; the recall log, access counts and
+# code anchors are not read by any cache) adds one to ``change_mark.seq``, whoever
+# writes: this memtrio, another process, a hand edit. It never goes down, so a delete
+# followed by an insert (same counts, same highest ids) still moves it. A cache
+# remembers the mark it read its rows at, and the StoreWriter the marks of its own
+# commits (`store.marks.ToldMarks`): a mark beyond both is another process's write.
+SCHEMA_VERSION_9 = f"""
+CREATE TABLE change_mark (
+    id  INTEGER PRIMARY KEY CHECK (id = 1),
+    seq INTEGER NOT NULL
+);
+INSERT INTO change_mark (id, seq) VALUES (1, 0);
+{_change_mark_triggers()}
+"""
+
 MIGRATIONS: list[str] = [
     SCHEMA_VERSION_1,
     SCHEMA_VERSION_2,
@@ -382,6 +431,7 @@ MIGRATIONS: list[str] = [
     SCHEMA_VERSION_6,
     SCHEMA_VERSION_7,
     SCHEMA_VERSION_8,
+    SCHEMA_VERSION_9,
 ]
 LATEST = len(MIGRATIONS)
 

@@ -10,9 +10,11 @@ back and the caller gets the exception: nothing is half-written.
 An op may return `Written(value, changes)`: the caller receives ``value`` and,
 after the commit, every listener registered with `Store.add_listener` is called
 with ``changes`` (a list of `Change`). The recall ranker uses this to keep its
-in-memory vectors current. Changes made by *another process* on the same
-database are not reported (a listener that needs them compares
-``PRAGMA data_version``).
+in-memory vectors current. Every write also notes the store's change mark
+before and after it (`Snapshot.change_mark`) in ``Store.told``: a cache that
+finds the mark beyond what was told knows another process wrote (SQLite: never
+reported; PostgreSQL: reported through `pg.notify` when announced), and
+reloads (`coherence`).
 
 Reads (`Store.read`) run on a small pool of read connections in threads and
 never block the trio loop, except those asked ``inline`` (a few indexed lookups),
@@ -35,6 +37,7 @@ from ...supervisors import faults, trace
 from ...supervisors.context import ServiceKey
 from ...supervisors.supervisor import ChildContext, Mailbox
 from . import backends, db
+from .coherence import NOTIFY_GRACE, ToldMarks
 from .interfaces import StoreTx
 from .messages import Change, StoreRequest, Transact
 from .scopes import ScopePolicies, ScopePolicy
@@ -92,8 +95,11 @@ class Store:
         self._pool: db.ReadPool | None = None
         # The backend, chosen once: how a connection is seen through the interfaces.
         self.make_tx: Callable[[Any], StoreTx] = backends.tx_factory(url)
-        # How a commit tells the other processes of its changes (None: they compare versions).
+        # How a commit tells the other processes of its changes (None: they compare marks).
         self.announce: backends.Announce | None = backends.announcer(url)
+        # The change marks of the writes told to the listeners (`coherence`): this
+        # process's commits, and the other processes' announced ones.
+        self.told = ToldMarks()
 
     @property
     def default_scope(self) -> str:
@@ -131,6 +137,13 @@ class Store:
 
         return remove
 
+    @property
+    def untold_grace(self) -> float:
+        """How long a cache waits for a write's notification before it reloads for it
+        (`coherence.CacheMark.check`): `NOTIFY_GRACE` where other processes announce their
+        writes (PostgreSQL), 0 where they cannot (SQLite)."""
+        return NOTIFY_GRACE if self.announce is not None else 0.0
+
     def _notify(self, changes: Sequence[Change]) -> None:
         for fn in list(self._listeners):
             try:
@@ -167,16 +180,25 @@ def _run_op(conn: db.StoreConnection, op: Callable[[Any], T], busy_ms: int, comm
     return result
 
 
-def _announcing(
-    op: Callable[[Any], T], announce: backends.Announce, origin: str
+def _marked(
+    op: Callable[[StoreTx], T],
+    make_tx: Callable[[Any], StoreTx],
+    span: list[int],
+    announce: backends.Announce | None,
+    origin: str,
 ) -> Callable[[Any], T]:
-    """``op``, then a notification of its changes to the other processes, sent if it
-    commits (PostgreSQL: `pg.notify`; ``announce`` is the backend's, `backends.announcer`)."""
+    """``op`` on the transaction, noting in ``span`` the store's change mark before and
+    after it (`coherence`: the writes this process tells its listeners of), then, if
+    ``announce`` (PostgreSQL: `pg.notify`; `backends.announcer`), a notification of its
+    changes and marks to the other processes, sent if it commits."""
 
     def run(conn: Any) -> T:
-        result = op(conn)
-        if isinstance(result, Written) and result.changes:
-            announce(conn, origin, result.changes)
+        tx = make_tx(conn)
+        span[:] = [tx.snapshot.change_mark()] * 2
+        result = op(tx)
+        span[1] = tx.snapshot.change_mark()
+        if announce is not None and isinstance(result, Written) and result.changes:
+            announce(conn, origin, result.changes, (span[0], span[1]))
         return result
 
     return run
@@ -268,10 +290,8 @@ async def _transact_one(
             with trace.span(ACTOR, "write", op=cmd.name) as extra:
                 try:
                     # A running op is never abandoned: its thread finishes first.
-                    make_tx, tx_op = store.make_tx, cmd.op
-                    op: Callable[[Any], object] = lambda c: tx_op(make_tx(c))  # noqa: E731
-                    if store.announce is not None:
-                        op = _announcing(op, store.announce, store.origin)
+                    span: list[int] = []
+                    op = _marked(cmd.op, store.make_tx, span, store.announce, store.origin)
                     result = await _transact(conn, op, busy_ms)
                 except Exception as exc:  # noqa: BLE001 - the op's failure is the caller's
                     if conn.in_transaction:
@@ -282,6 +302,8 @@ async def _transact_one(
         finally:
             if token is not None:
                 trace.current.reset(token)
+        # Told before the listeners run: a cache that sees this mark has its records.
+        store.told.add(*span)
         if isinstance(result, Written):
             if result.changes:
                 store._notify(result.changes)

@@ -37,7 +37,8 @@ from ..memory.args import RecallArgs
 from ..memory.handlers import rank
 from ..memory.records import MAX_ROW_ID
 from ..memory.results import memory_fields
-from ..memory.stale import stale_ids
+from ..memory.stale import stale_diff, stale_ids
+from ..screening import run_tool
 from ..session_state import SessionState
 from ..store.interfaces import StoreTx
 from ..store.lexical import query_terms, search_memories
@@ -162,6 +163,8 @@ class Api:
         405 wrong method, 400 bad JSON or arguments, and the status of the
         tool's `DomainError` with its message.
         """
+        # The dashboard is a session of the server once it is used: `server_status` counts it.
+        self.app.sessions.add(self.session)
         try:
             if method == "GET" and name in self.get_routes:
                 return await self.get_routes[name](query)
@@ -188,7 +191,7 @@ class Api:
             args = msgspec.convert(arguments, tool.args)
         except msgspec.ValidationError as exc:
             raise ApiError(400, format_validation_error(exc, tool.args)) from None
-        return msgspec.to_builtins(await tool.handler(self.ctx, args))
+        return msgspec.to_builtins(await run_tool(tool, self.ctx, args))
 
     async def read(self, op: Callable[[StoreTx], T], name: str) -> T:
         return await store_of(self.app).read(op, name=name)
@@ -280,6 +283,8 @@ class Api:
         policy = await policy_of(self.ctx)
         found["writable"] = all(s in policy.writable for s in found["scopes"])
         await code_states(self.ctx, policy, [found], [])
+        if found.get("stale"):  # what changed, as review_stale shows it
+            found["diff"] = await stale_diff(self.ctx, memory_id)
         return memory_fields(found)
 
     async def export(self, body: dict[str, Any]) -> Json:

@@ -13,10 +13,10 @@ from urllib.parse import quote
 
 import trio
 
-from ...supervisors.commands import add_common
+from ...supervisors.commands import add_common, add_secrets_option
 from ...supervisors.context import AppContext, AppRunner
 from ...supervisors.supervisor import ChildContext, ChildSpec
-from ..net.bind import open_listeners
+from ..net.bind import SamePort
 from ..net.http import hypercorn_config, serve_asgi
 from ..net.listen import Listen, resolve_listen
 from ..net.serving import mcp_ui_requested, ui_requested  # noqa: F401 - re-exported
@@ -51,14 +51,20 @@ def dashboard_url(listen: Listen, port: int, ui: UiApp) -> str:
 
 
 async def serve_dashboard(
-    listen: Listen, ui: UiApp, until: Callable[[], Awaitable[object]], on_url: Callable[[str], None]
+    listen: Listen,
+    ui: UiApp,
+    until: Callable[[], Awaitable[object]],
+    on_url: Callable[[str], None],
+    port: SamePort | None = None,
 ) -> None:
-    """Bind ``listen``, serve the dashboard ``ui`` there, call ``on_url(url)`` once it
-    listens, and stop when ``until()`` returns.
+    """Bind ``listen`` (through ``port``: the port of an earlier incarnation, see
+    `SamePort`), serve the dashboard ``ui`` there, call ``on_url(url)`` once it listens,
+    and stop when ``until()`` returns.
 
-    Error handling: an address that cannot be bound raises `ConfigError` (`open_listeners`).
+    Error handling: an address that cannot be bound raises `ListenError` (`open_listeners`).
     """
-    listeners = await open_listeners(listen.host, listen.port, listen.bind_hint)
+    port = port or SamePort(listen.host, listen.port, listen.bind_hint)
+    listeners = await port.open()
     stopping = trio.Event()
     async with trio.open_nursery() as nursery:
         serve = partial(
@@ -78,6 +84,7 @@ def dashboard_child(app: AppContext, on_url: Callable[[str], None]) -> ChildSpec
     """
     listen = resolve_listen(app.config, transport="http", bind=DEFAULT_BIND)
     ui = dashboard(app, listen)
+    port = SamePort(listen.host, listen.port, listen.bind_hint)  # kept across restarts
 
     async def start(
         ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -86,13 +93,14 @@ def dashboard_child(app: AppContext, on_url: Callable[[str], None]) -> ChildSpec
             on_url(url)
             task_status.started()
 
-        await serve_dashboard(listen, ui, ctx.shutdown.wait, listening)
+        await serve_dashboard(listen, ui, ctx.shutdown.wait, listening, port)
 
     return ChildSpec(
         "dashboard",
         start,
         why="the dashboard of memtrio mcp --ui; permanent: it holds no state (a restart "
-        "gets a new port, republished by the attach endpoint after it)",
+        "binds its port again; a new one, were it taken, is republished by the attach "
+        "endpoint after it)",
     )
 
 
@@ -101,6 +109,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "ui", help="a local web dashboard of the memories, graph, code index and server"
     )
     add_common(parser)
+    add_secrets_option(parser)  # the dashboard's edits (update) are screened too
     parser.add_argument(
         "--bind",
         metavar="HOST:PORT",

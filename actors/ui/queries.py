@@ -145,21 +145,45 @@ def code_checkouts(conn: Any) -> list[dict[str, Any]]:
     return out
 
 
+# Not shown as activity: the Server page's own refresh (every 3 s) and the header every
+# page loads; they would push every other request out of the list.
+QUIET_ROUTES = ("server", "traces", "overview")
+
+
+def dashboard_route(trace: traceview.Trace) -> str | None:
+    """The ``/api/...`` route of a dashboard request's trace (None: not one, or one of
+    `QUIET_ROUTES`)."""
+    rec = trace.root.record
+    route = rec.get("route")
+    if rec.get("actor") != "ui" or rec.get("name") != "api" or not isinstance(route, str):
+        return None
+    return None if route in QUIET_ROUTES else route
+
+
 def recent_traces(log: Path, limit: int) -> list[dict[str, Any]]:
     """The last ``limit`` requests of the trace log as span timelines (offsets in ms from
-    the request's start), newest first."""
+    the request's start), newest first: the MCP sessions' tool calls and the dashboard's
+    own requests (``dashboard /api/memories``)."""
     try:
-        traces = traceview.requests(traceview.build(traceview.read_records(log)))
+        built = traceview.build(traceview.read_records(log))
     except traceview.TraceError:
         return []
+    routes = {t.trace_id: dashboard_route(t) for t in built.values()}
+    tools = {t.trace_id for t in traceview.requests(built)}
+    traces = sorted(
+        (t for t in built.values() if t.trace_id in tools or routes[t.trace_id]),
+        key=lambda t: t.end,
+    )
     out = []
     for trace in reversed(traces[-limit:]):
         origin = min(s.start for s in trace.roots)
         spans: list[dict[str, Any]] = []
         for root in trace.roots:
             _walk(root, 0, origin, spans)
+        route = routes[trace.trace_id]
         out.append(
-            {"trace_id": trace.trace_id, "tool": trace.root.record.get("tool"),
+            {"trace_id": trace.trace_id,
+             "tool": f"dashboard /api/{route}" if route else trace.root.record.get("tool"),
              "duration_ms": round(trace.root.duration, 3),
              "outcome": trace.root.record.get("outcome", "ok"),
              "at": memory_fields({"created_at": trace.end})["created_at"], "spans": spans}

@@ -13,6 +13,8 @@ from typing import Annotated
 
 import msgspec
 
+from ..kg.results import Warnings
+
 StatValue = int | float | str | bool
 
 
@@ -23,6 +25,7 @@ class Upserted(msgspec.Struct, kw_only=True):
     dims: int
     model: str
     created: Annotated[bool, msgspec.Meta(description="false: an embedding was replaced")]
+    warnings: Warnings = msgspec.UNSET  # a secret in `model` replaced ([store] secrets)
 
 
 class BatchError(msgspec.Struct, kw_only=True):
@@ -37,6 +40,7 @@ class BatchUpserted(msgspec.Struct, kw_only=True):
     upserted: Annotated[int, msgspec.Meta(description="items stored")]
     failed: Annotated[int, msgspec.Meta(description="items refused (see errors)")]
     errors: list[BatchError]
+    warnings: Warnings = msgspec.UNSET  # secrets in `model` labels replaced ([store] secrets)
 
 
 class Embedding(msgspec.Struct, kw_only=True):

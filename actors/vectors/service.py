@@ -10,7 +10,12 @@ root supervisor is rest_for_one), and keeps it current:
 - an entity deleted by another tool (``delete_entities``, ``merge_entities``)
   reaches the index through the store's change notifications: its id is
   marked dirty, and the next call (`synced`) refreshes it from the table; a
-  ``reset`` (flush, import) rebuilds the whole index.
+  ``reset`` (flush, import) rebuilds the whole index;
+- a write by another process (another server on the same store, the CLI) is
+  found by the store's change mark (`Snapshot.change_mark`, `store.coherence`):
+  the next call finds the mark beyond the index's and not told by this
+  process's store handle, and rebuilds the whole index. The centrality boost's
+  adjacency (`graph`) is kept for one change mark: any write rebuilds it.
 
 An hnsw graph (a table of ``[vectors] exact_below`` vectors or more, when the
 actor starts or after a reset) is built in the background: the actor serves
@@ -52,6 +57,7 @@ from ...supervisors.context import AppContext, ServiceKey
 from ...supervisors.supervisor import ChildContext
 from ..kg.lookup import Ent
 from ..kg.view import Scoped, View
+from ..store.coherence import STALE, CacheMark
 from ..store.interfaces import StoreTx
 from ..store.interfaces.vectors import Visibility
 from ..store.messages import Change
@@ -88,6 +94,8 @@ class VectorService:
         self._dirty: set[int] = set()
         self._reset = False
         self._graphs: dict[tuple[str, ...], GraphDegrees] = {}
+        self._graphs_mark: int | None = None  # the change mark ``_graphs`` were read at
+        self._mark: CacheMark | None = None  # the change mark the index is current at
         self._nursery: trio.Nursery | None = None  # where graphs are built in the background
         self._generation = 0  # each rebuild's number: a graph built for an older one is dropped
         self._pending: set[int] | None = None  # ids refreshed while a graph is being built
@@ -182,7 +190,8 @@ class VectorService:
             index = self.exact_index()
         skipped: dict[int, str] = {}
 
-        def load(tx: StoreTx) -> None:
+        def load(tx: StoreTx) -> int:
+            mark = tx.snapshot.change_mark()  # first: a later write moves it on
             rows: list[tuple[int, object]] = []
             for row in table.scan(tx, dims):
                 rows.append((row.entity_id, row.vec))
@@ -191,8 +200,9 @@ class VectorService:
                     rows = []
             if rows:
                 skipped.update(self._add(index, rows))
+            return mark
 
-        await store.read(load, name="vectors.load_index")
+        self._mark = CacheMark(await store.read(load, name="vectors.load_index"))
         await trio.to_thread.run_sync(index.reindex)
         self.index = index
         self.skipped = skipped
@@ -302,12 +312,27 @@ class VectorService:
             self.skipped.update(bad)
             self._warn_skipped(bad)
 
+    async def _stale(self, store: Store) -> bool:
+        """Whether another process wrote the store since the index was read, untold to
+        this process (`store.coherence`)."""
+        mark = self._mark
+        if mark is None:
+            return True
+        now = await store.read(_change_mark, inline=True, name="vectors.change_mark")
+        state = mark.check(now, store.told, store.untold_grace, time.monotonic())
+        if state == STALE:
+            trace.event(
+                ACTOR, "external_change", note="another process wrote the store; rebuilding"
+            )
+        return state == STALE
+
     @asynccontextmanager
     async def synced(self) -> AsyncIterator[VectorIndex]:
-        """The index, current with the table's committed deletes, held for one call."""
+        """The index, current with the table's committed writes (this process's deletes,
+        and any other process's writes), held for one call."""
         async with self.lock:
             store = self.store
-            if self._reset:
+            if self._reset or await self._stale(store):
                 await self._rebuild(store, defer=True)
             elif self._dirty:
                 dirty, self._dirty = self._dirty, set()
@@ -368,10 +393,13 @@ class VectorService:
     # -- the graph cache ---------------------------------------------------------------
 
     async def graph(self, view: View, refresh: bool = False) -> GraphDegrees:
-        """The adjacency cache of the view's scope selection (built now if absent or ``refresh``)."""
+        """The adjacency cache of the view's scope selection (built now if absent, if
+        ``refresh``, or if anything was written to the store since it was built)."""
         key = tuple(view.selection)
-        if refresh:
+        mark = await self.store.read(_change_mark, inline=True, name="vectors.change_mark")
+        if refresh or mark != self._graphs_mark:
             self._graphs.clear()
+            self._graphs_mark = mark
         cached = self._graphs.get(key)
         if cached is not None:
             return cached
@@ -388,6 +416,10 @@ class VectorService:
         built = await self.store.read(op, name="vectors.graph_degrees")
         self._graphs[key] = built
         return built
+
+
+def _change_mark(tx: StoreTx) -> int:
+    return tx.snapshot.change_mark()
 
 
 def scopes_of(tx: StoreTx, view: View) -> Visibility:

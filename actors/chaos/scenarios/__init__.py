@@ -29,6 +29,12 @@
   connections that never authenticate against a serve with RLIMIT_NOFILE 400: an
   authorised client's pings all succeed, attached sessions keep writing, the pending
   connections are gone once the flood ends).
+- `owners`: ``owner-cannot-start``, a ``memtrio mcp`` child whose owner cannot start
+  (a newer or damaged store, a full disk, a hostile ``run/`` or ``logs/``, an older
+  runtime file): answered within 10 s, served or refused in one line, at most 3 owners;
+- `coherence`: ``recall-other-process``, a second server forgets, remembers and updates
+  memories interleaved with the first's own writes: the first's recall finds every memory
+  the other wrote and none it forgot, and agrees with a fresh server's recall;
 - `postgres`: a shared PostgreSQL store (``MEMTRIO_CHAOS_PG_URL``, else a private
   ``pgserver``, else skipped): ``pg-kill9-burst`` (one of two servers on one database
   killed mid-burst), ``pg-restart-burst`` (PostgreSQL stopped and restarted mid-burst),
@@ -43,6 +49,7 @@ from __future__ import annotations
 
 from ..harness import Scenario
 from .anchors import stale_refresh_crash
+from .coherence import recall_other_process
 from .crashes import (
     commit_fault,
     crash_code_workers,
@@ -60,6 +67,7 @@ from .disk import disk_full, readonly_home, sqlite_busy, sqlite_full
 from .flood import net_connection_flood
 from .kills import exit_at_commit, kill9_bursts, kill9_embeddings
 from .malformed import run_malformed
+from .owners import owner_cannot_start
 from .postgres import pg_kill9_burst, pg_migrate_race, pg_restart_burst
 from .security import hostile_checkout, import_limits
 from .storms import storm_embedder, storm_session, storm_store
@@ -99,6 +107,8 @@ QUICK: dict[str, Scenario] = {
     "poisoned-vector-row": poisoned_vector_row,
     "net-connection-flood": net_connection_flood,
     "owner-killed-reattach": owner_killed_reattach,
+    "owner-cannot-start": owner_cannot_start,
+    "recall-other-process": recall_other_process,
     # A shared PostgreSQL store (skipped without one; a few seconds each):
     "pg-kill9-burst": pg_kill9_burst,
     "pg-restart-burst": pg_restart_burst,

@@ -44,20 +44,6 @@ class RelationItem(msgspec.Struct, frozen=True):
     target_id: int
 
 
-class Fingerprint(msgspec.Struct, frozen=True):
-    """Row counts and highest ids: they differ when another process wrote the store."""
-
-    max_memory: int | None
-    memories: int
-    max_entity: int | None
-    entities: int
-    max_relation: int | None
-    relations: int
-    memory_entities: int
-    memory_relations: int
-    memory_scopes: int
-
-
 class TextEnds(msgspec.Struct, frozen=True):
     """The shape of a memory's text without the whole of it (`Snapshot.text_ends`)."""
 
@@ -70,10 +56,12 @@ class TextEnds(msgspec.Struct, frozen=True):
 class Snapshot(Protocol):
     """Bulk reads for the in-memory indexes (the ranker's graph, the vector index), in one transaction of the store (`StoreTx.snapshot`)."""
 
-    def version(self) -> int:
-        """A number that moves when the store changes under this reader: on SQLite, when
-        another connection commits (``PRAGMA data_version``: comparable only on one
-        connection); on PostgreSQL, when anyone commits (the snapshot's xmax)."""
+    def change_mark(self) -> int:
+        """The store's change counter as this transaction sees it: it moves on every write
+        to a table a cache reads, by any process (schema triggers: `store.schema`
+        ``change_mark``), and never goes down. A cache that read its rows at mark ``m``
+        is current while the mark is ``m`` or every write past ``m`` was told to it
+        (`store.marks`)."""
         ...
 
     def keeps_graph(self) -> bool:
@@ -81,8 +69,6 @@ class Snapshot(Protocol):
         local store, SQLite), or should read the neighbourhood it needs at each use (a
         store shared by many processes and possibly far larger, PostgreSQL: `peers`)."""
         ...
-
-    def fingerprint(self) -> Fingerprint: ...
 
     def scope_ids(self) -> dict[str, int]:
         """Scope name -> its id, every scope."""

@@ -3,9 +3,10 @@
 Every write transaction that reports changes (`writer.Written`) also sends
 ``pg_notify(CHANNEL, payload)``: the notification is transactional, so it is
 delivered when, and only if, the write commits. The payload names the
-sending store handle (``origin``) and the changed rows (kind, id, deleted),
-or asks for a reset when they do not fit `MAX_PAYLOAD` (PostgreSQL's limit is
-8000 bytes).
+sending store handle (``origin``), the store's change marks before and after
+the write (``m``: the receiver records them as told, `coherence`) and the
+changed rows (kind, id, deleted), or asks for a reset when they do not fit
+`MAX_PAYLOAD` (PostgreSQL's limit is 8000 bytes).
 
 Each process with a PostgreSQL store runs `serve_change_listener`: one
 connection that LISTENs, and hands the changes of *other* processes to the
@@ -20,13 +21,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import psycopg
 import trio
 
 from ....supervisors import trace
 from ....supervisors.supervisor import ChildContext
+from ..coherence import ToldMarks
 from ..dsn import redact
 from ..messages import Change
 from .conn import PgConnection
@@ -38,6 +40,7 @@ class ChangeSink(Protocol):
     """What the listener reports to: the store handle (`writer.Store`)."""
 
     origin: str
+    told: ToldMarks
 
     def _notify(self, changes: Sequence[Change]) -> None: ...
 
@@ -52,35 +55,50 @@ RECONNECT_MAX = 5.0
 ACTOR = "store.listener"
 
 
-def payload(origin: str, changes: Sequence[Change]) -> str:
+def payload(origin: str, changes: Sequence[Change], marks: tuple[int, int] = (0, 0)) -> str:
     rows = [[c.kind, c.id, 1 if c.deleted else 0] for c in changes]
-    text = json.dumps({"o": origin, "c": rows}, separators=(",", ":"))
+    mark = list(marks)
+    text = json.dumps({"o": origin, "m": mark, "c": rows}, separators=(",", ":"))
     if len(text) > MAX_PAYLOAD or any(c.kind == "reset" for c in changes):
-        text = json.dumps({"o": origin, "reset": 1}, separators=(",", ":"))
+        text = json.dumps({"o": origin, "m": mark, "reset": 1}, separators=(",", ":"))
     return text
 
 
-def announce(conn: PgConnection, origin: str, changes: Sequence[Change]) -> None:
-    """Inside the write transaction: notify the other processes of ``changes`` at commit."""
-    conn.native("SELECT pg_notify(%s, %s)", (CHANNEL, payload(origin, changes)))
+def announce(
+    conn: PgConnection, origin: str, changes: Sequence[Change], marks: tuple[int, int] = (0, 0)
+) -> None:
+    """Inside the write transaction: notify the other processes of ``changes`` at commit,
+    with the store's change marks before and after them (`coherence`)."""
+    conn.native("SELECT pg_notify(%s, %s)", (CHANNEL, payload(origin, changes, marks)))
 
 
-def parse(text: str, origin: str) -> list[Change]:
-    """The changes of one notification, or [] when it is ours (or unreadable)."""
+class Notice(NamedTuple):
+    """One notification of another process: its changes and the marks they moved."""
+
+    changes: list[Change]
+    marks: tuple[int, int] = (0, 0)
+
+
+def parse(text: str, origin: str) -> Notice:
+    """The changes of one notification (none when it is ours, or unreadable)."""
     try:
         body = json.loads(text)
     except ValueError:
-        return []
+        return Notice([])
     if not isinstance(body, dict) or body.get("o") == origin:
-        return []
+        return Notice([])
+    mark = body.get("m")
+    marks = (0, 0)
+    if isinstance(mark, list) and len(mark) == 2 and all(type(m) is int for m in mark):
+        marks = (mark[0], mark[1])
     if body.get("reset"):
-        return [Change(kind="reset")]
+        return Notice([Change(kind="reset")], marks)
     out = []
     for row in body.get("c", ()):
         kind, item, deleted = row
         if kind in ("memory", "entity", "relation"):
             out.append(Change(kind=kind, id=int(item), deleted=bool(deleted)))
-    return out
+    return Notice(out, marks)
 
 
 def _listen(url: str) -> psycopg.Connection:
@@ -127,11 +145,11 @@ async def serve_change_listener(
             first = False
             try:
                 while True:
-                    changes = [
-                        c
-                        for text in await trio.to_thread.run_sync(_wait, conn)
-                        for c in parse(text, store.origin)
-                    ]
+                    changes: list[Change] = []
+                    for text in await trio.to_thread.run_sync(_wait, conn):
+                        notice = parse(text, store.origin)
+                        store.told.add(*notice.marks)  # told before the listeners run
+                        changes += notice.changes
                     if changes:
                         store._notify(changes)
             except psycopg.Error as exc:

@@ -17,7 +17,9 @@ tables and triggers PostgreSQL does with its own means:
   given again (a sequence would do neither); writers take turns
   (`conn.WRITE_LOCK`), so the mark is never contended;
 - the cascades SQLite's triggers do (vectors, chunks, embeddings of a deleted
-  item) are PL/pgSQL triggers.
+  item) are PL/pgSQL triggers;
+- the change counter ``change_mark`` (since version 4) is moved by a statement
+  trigger on each table a cache reads (SQLite's are row triggers).
 
 `migrate` runs each migration in one transaction holding
 ``pg_advisory_xact_lock(MIGRATE_LOCK)``: of several processes starting at
@@ -28,6 +30,7 @@ version already current and do nothing. The version lives in ``meta``
 
 from __future__ import annotations
 
+from ..schema import MARKED_CHANGES
 from .conn import MIGRATE_LOCK, PgConnection
 
 # Tables whose rows get their id from the table's high-water mark in ``id_marks``.
@@ -263,7 +266,38 @@ CREATE INDEX memory_anchors_path ON memory_anchors USING hash (path);
 CREATE INDEX memory_anchors_symbol ON memory_anchors USING hash (symbol);
 """
 
-MIGRATIONS: list[str] = [SCHEMA_VERSION_1, SCHEMA_VERSION_2, SCHEMA_VERSION_3]
+
+def _change_mark_triggers() -> str:
+    out = []
+    for table, columns in MARKED_CHANGES.items():
+        update = f"UPDATE OF {columns}" if columns else "UPDATE"
+        out.append(
+            f"CREATE TRIGGER {table}_change AFTER INSERT OR DELETE OR {update} ON {table}\n"
+            "    FOR EACH STATEMENT EXECUTE FUNCTION change_mark_bump();"
+        )
+    return "\n".join(out)
+
+
+# Version 4 (the change counter, SQLite's version 9): ``change_mark.seq`` moves on every
+# statement that changes a table a cache reads (`store.schema.MARKED_CHANGES`), as
+# SQLite's row triggers move it on every row. A statement trigger (one bump per
+# statement, not per row) keeps a bulk import from updating the one row once per row;
+# writers take turns (`conn.WRITE_LOCK`), so the row is never contended.
+SCHEMA_VERSION_4 = f"""
+CREATE TABLE change_mark (
+    id  INTEGER PRIMARY KEY CHECK (id = 1),
+    seq BIGINT NOT NULL
+);
+INSERT INTO change_mark (id, seq) VALUES (1, 0);
+CREATE FUNCTION change_mark_bump() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE change_mark SET seq = seq + 1;
+    RETURN NULL;
+END $$;
+{_change_mark_triggers()}
+"""
+
+MIGRATIONS: list[str] = [SCHEMA_VERSION_1, SCHEMA_VERSION_2, SCHEMA_VERSION_3, SCHEMA_VERSION_4]
 LATEST = len(MIGRATIONS)
 
 

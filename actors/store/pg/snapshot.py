@@ -9,7 +9,6 @@ from collections.abc import Iterator
 
 from ..interfaces.snapshot import (
     EntityItem,
-    Fingerprint,
     Kind,
     MemoryItem,
     RelationItem,
@@ -71,25 +70,12 @@ class PgSnapshot:
     def __init__(self, conn: PgConnection) -> None:
         self.conn = conn
 
-    def version(self) -> int:
-        # Every commit, anyone's, moves the horizon of the transaction's snapshot.
-        row = self.conn.native("SELECT pg_snapshot_xmax(pg_current_snapshot())::text").fetchone()
-        assert row is not None
-        return int(row[0])
+    def change_mark(self) -> int:
+        row = self.conn.native("SELECT seq FROM change_mark").fetchone()
+        return int(row[0]) if row else 0
 
     def keeps_graph(self) -> bool:
         return False
-
-    def fingerprint(self) -> Fingerprint:
-        row = self.conn.native(
-            """SELECT (SELECT max(id) FROM memories), (SELECT count(*) FROM memories),
-                      (SELECT max(id) FROM entities), (SELECT count(*) FROM entities),
-                      (SELECT max(id) FROM relations), (SELECT count(*) FROM relations),
-                      (SELECT count(*) FROM memory_entities), (SELECT count(*) FROM memory_relations),
-                      (SELECT count(*) FROM memory_scopes)"""
-        ).fetchone()
-        assert row is not None
-        return Fingerprint(*row)
 
     def scope_ids(self) -> dict[str, int]:
         return {name: sid for sid, name in self.conn.native("SELECT id, name FROM scopes")}

@@ -8,7 +8,6 @@ from typing import Any
 
 from ..interfaces.snapshot import (
     EntityItem,
-    Fingerprint,
     Kind,
     MemoryItem,
     RelationItem,
@@ -70,21 +69,12 @@ class SqliteSnapshot:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
 
-    def version(self) -> int:
-        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+    def change_mark(self) -> int:
+        row = self.conn.execute("SELECT seq FROM change_mark").fetchone()
+        return int(row[0]) if row else 0
 
     def keeps_graph(self) -> bool:
         return True
-
-    def fingerprint(self) -> Fingerprint:
-        row = self.conn.execute(
-            """SELECT (SELECT max(id) FROM memories), (SELECT count(*) FROM memories),
-                      (SELECT max(id) FROM entities), (SELECT count(*) FROM entities),
-                      (SELECT max(id) FROM relations), (SELECT count(*) FROM relations),
-                      (SELECT count(*) FROM memory_entities), (SELECT count(*) FROM memory_relations),
-                      (SELECT count(*) FROM memory_scopes)"""
-        ).fetchone()
-        return Fingerprint(*row)
 
     def scope_ids(self) -> dict[str, int]:
         return {

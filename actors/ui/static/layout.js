@@ -9,6 +9,7 @@ const K = 120; // ideal relation length
 const ITERATIONS = 300;
 const PAD = 3; // clearance kept around boxes
 const MARGIN = 24, GAP = 48;
+const MAX_ZOOM = 2; // a small drawing is enlarged to fill its canvas, its names at most 24px
 const ALONG = [0.5, 0.42, 0.58, 0.34, 0.66, 0.27, 0.73, 0.2, 0.8];
 const ACROSS = [0, 11, -11, 22, -22, 33, -33, 44, -44];
 
@@ -142,7 +143,8 @@ function placeLabel(text, candidates, taken) {
 }
 
 // {nodes: [{name, x, y, r, labelY}], edges: [{source, relation, target, x1..y2 | loop, label}], viewBox}
-// for a drawing area of at least ``width`` x ``height`` (the viewBox grows, never shrinks).
+// for a drawing area of ``width`` x ``height`` (the viewBox has its proportions and holds the
+// whole drawing, enlarged at most MAX_ZOOM times).
 export function layout(names, edges, center, width = 900, height = 620) {
   const n = names.length;
   const index = new Map(names.map((name, i) => [name, i]));
@@ -170,7 +172,10 @@ export function layout(names, edges, center, width = 900, height = 620) {
     x0 = Math.min(x0, box.x); y0 = Math.min(y0, box.y); x1 = Math.max(x1, box.x + box.w); y1 = Math.max(y1, box.y + box.h);
   }
   for (const e of placed) if (e.loop) y0 = Math.min(y0, y[index.get(e.source)] - R - 48);
-  const w = Math.max(x1 - x0 + 2 * MARGIN, width), h = Math.max(y1 - y0 + 2 * MARGIN, height);
+  // The drawing fills its canvas: shrunk to fit, or enlarged (at most MAX_ZOOM times), in a
+  // viewBox of the canvas's own proportions, centred.
+  const scale = Math.min(width / (x1 - x0 + 2 * MARGIN), height / (y1 - y0 + 2 * MARGIN), MAX_ZOOM);
+  const w = width / scale, h = height / scale;
   const left = (x0 + x1) / 2 - w / 2, top = (y0 + y1) / 2 - h / 2;
   return {
     nodes: names.map((name, i) => ({ name, x: x[i], y: y[i], r: R, labelY: y[i] + R + 14 })),

@@ -1,10 +1,17 @@
 // Memories: search, filter, sort, page; open one, edit it, forget it, export a selection.
 import { $, api, h, plural, report, say, when } from "./api.js";
 
-const state = { offset: 0, limit: 50, total: 0, rows: [], open: null };
+const state = { offset: 0, limit: 50, total: 0, rows: [], open: null, sortChosen: false };
+
+// Until a sort is picked, a search lists by relevance and the whole list by creation.
+function followQuery() {
+  if (!state.sortChosen) $("m-sort").value = $("m-q").value.trim() ? "relevance" : "created";
+}
 
 export function start() {
-  $("m-form").addEventListener("submit", (e) => { e.preventDefault(); state.offset = 0; load(); });
+  $("m-sort").addEventListener("change", () => { state.sortChosen = true; });
+  $("m-q").addEventListener("input", followQuery);
+  $("m-form").addEventListener("submit", (e) => { e.preventDefault(); followQuery(); state.offset = 0; load(); });
   $("m-prev").addEventListener("click", () => { state.offset = Math.max(0, state.offset - state.limit); load(); });
   $("m-next").addEventListener("click", () => { if (state.offset + state.limit < state.total) { state.offset += state.limit; load(); } });
   $("m-all").addEventListener("change", (e) => { for (const box of document.querySelectorAll("#m-table tbody input")) box.checked = e.target.checked; });
@@ -48,6 +55,8 @@ export async function load() {
     body.replaceChildren(...page.memories.map(row));
     const last = Math.min(state.offset + state.limit, page.total);
     $("m-page").textContent = page.total ? `${state.offset + 1}-${last} of ${page.total}` : (page.ranking ? "no memory matches" : "no memories yet");
+    $("m-prev").disabled = state.offset === 0;
+    $("m-next").disabled = state.offset + state.limit >= page.total;
     say("m-status", page.ranking ? `ranking: ${page.ranking}${page.cut ? ` · the ${page.cut} best, as recall returns them` : ""}` : "");
   } catch (error) { report("m-status", error); }
   $("page-memories").dataset.loaded = "1";
@@ -85,6 +94,7 @@ async function open(id) {
       ["relations", m.relations.map((r) => h("div", {}, `${r.source} —${r.relation}→ ${r.target}`))],
       ["code", (m.code || []).map((a) => h("div", { class: a.status === "changed" || a.status === "deleted" ? "stale" : "" },
         `${a.path}${a.symbol ? ":" + a.symbol : ""} ${a.status || "unchecked"}${a.moved_to ? ` → ${a.moved_to.path}${a.moved_to.symbol ? ":" + a.moved_to.symbol : ""}` : ""} (since ${when(a.since)})`))],
+      ...(m.diff ? [["changed", h("pre", { id: "d-diff", class: "diff" }, m.diff)]] : []),
       ["created", when(m.created_at)], ["updated", when(m.updated_at)],
       ["accessed", `${plural(m.access_count, "time")}, last ${when(m.last_accessed_at)}`],
     ];

@@ -28,7 +28,8 @@ function reason(r) {
 
 function list(where, mode) {
   $(where).replaceChildren(...(mode.memories.length ? mode.memories.map((m) => h("li", { "data-id": m.id },
-    h("div", {}, m.content), h("div", {}, h("span", { class: "score" }, `score ${m.score} · #${m.id} · ${m.memory_type} `), m.why.map(reason))))
+    h("div", {}, (m.entities || []).map((e) => h("span", { class: "tag entity", title: e.kind }, e.name)), m.content),
+    h("div", {}, h("span", { class: "score" }, `score ${m.score} · #${m.id} · ${m.memory_type} `), m.why.map(reason))))
     : [h("li", { class: "muted" }, "nothing")]));
 }
 
