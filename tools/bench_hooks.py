@@ -86,7 +86,8 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def measure(home: Path, repo: Path, runs: int) -> dict[str, list[float]]:
+def measure(home: Path, repo: Path, runs: int) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """The wall times of each command, and how many of a hook's runs printed an answer."""
     env = env_for(home)
     start_in = json.dumps(
         {"session_id": "bench", "transcript_path": "", "cwd": str(repo),
@@ -112,18 +113,17 @@ def measure(home: Path, repo: Path, runs: int) -> dict[str, list[float]]:
             seconds, out = timed(argv, data, repo, env)
             times[name].append(seconds)
             answered[name] += bool(out)
-    for name in cases:
-        if name.startswith("hook"):
-            print(f"  {name}: {answered[name]} of {runs} runs answered (the others timed out)")
-    return times
+    return times, answered
 
 
-def report(title: str, times: dict[str, list[float]]) -> None:
+def report(title: str, measured: tuple[dict[str, list[float]], dict[str, int]]) -> None:
+    times, answered = measured
     print(f"{title}:")
     for name, values in times.items():
         print(
             f"  {name:34s} p50 {pct(values, 0.5):6.3f} s  p95 {pct(values, 0.95):6.3f} s"
             f"  (mean {statistics.fmean(values):.3f} s, n={len(values)})"
+            + (f", {answered[name]} answered" if name.startswith("hook") else "")
         )
 
 
