@@ -343,3 +343,25 @@ def test_the_hooks_install_writes_run_and_answer(
     assert CONVENTION in additional_context(proc, "SessionStart")
     server = json.loads((repo / ".mcp.json").read_text())["mcpServers"]["memtrio"]
     assert server == {"command": "memtrio", "args": ["mcp", "--home", str(home)]}
+
+
+def test_a_secret_in_a_command_never_reaches_the_store(
+    seeded: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The digest goes through the store's write path: [store] secrets (default: redact)."""
+    home, repo = seeded
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    path = tmp_path / "t.jsonl"
+    use = {"type": "tool_use", "id": "t1", "name": "Bash"}
+    entries = [
+        {"type": "assistant", "message": {"content": [{**use, "input": {"command": f"GH_TOKEN={token} gh pr create"}}]}},
+        {"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}},
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    (home / "config.toml").write_text("[hooks]\ndigest = true\n")
+    payload = {"session_id": "s-secret", "transcript_path": str(path), "cwd": str(repo)}
+    silent(hook(home, "session-end", payload))
+    assert main(["list", "--type", "session", "--json"]) == 0
+    (found,) = json.loads(capsys.readouterr().out)
+    assert "gh pr create" in found["content"] and token not in found["content"]
+    assert token.encode() not in (home / "memtrio.sqlite").read_bytes()

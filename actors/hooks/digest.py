@@ -6,8 +6,9 @@ when they change).
 The transcript the hook names (Claude Code's JSONL: ``assistant`` messages with
 ``tool_use`` blocks, ``user`` messages with their ``tool_result``) is read, never
 stored: only the file paths and the commands go into the digest. The memory goes
-through the ``remember`` and ``update`` tools, so every rule of the store's write path
-applies to it (scopes, limits, the secret screen). A second hook of the same session
+through the ``remember`` and ``update`` tools as a tool call does (`run_tool`), so every
+rule of the store's write path applies to it (scopes, limits, the ``[store] secrets``
+screen: a credential in a command is redacted, or the digest refused). A second hook of the same session
 (``pre-compact`` then ``session-end``) updates the session's digest instead of adding
 one. No model loads: the memory is stored without a vector, recalled lexically until
 the next ``memtrio reembed`` (or a server that embeds it).
@@ -27,6 +28,7 @@ from ...supervisors.git import git_output
 from ..anchors.args import CodeArg
 from ..memory import tools
 from ..memory.args import RememberArgs, UpdateArgs
+from ..screening import run_tool
 from ..store.memories import list_memories
 from ..store.runner import STORE_ONLY, tool_context
 from ..store.services import store_of
@@ -153,11 +155,11 @@ def store_digest(
         )
         mine = next((m for m in rows if marker in m["content"]), None)
         if mine is None:
-            await tools.remember(
-                ctx, RememberArgs(content=text, memory_type=DIGEST_TYPE, code=anchors)
-            )
+            made = RememberArgs(content=text, memory_type=DIGEST_TYPE, code=anchors)
+            await run_tool(tools.tool_named("remember"), ctx, made)
         elif mine["content"] != text:
-            await tools.update(ctx, UpdateArgs(id=int(mine["id"]), content=text, code=anchors))
+            changed = UpdateArgs(id=int(mine["id"]), content=text, code=anchors)
+            await run_tool(tools.tool_named("update"), ctx, changed)
         return 0
 
     run(args, body, features=STORE_ONLY | {"code"}, extra_config={"log": {"stderr_level": "off"}})
