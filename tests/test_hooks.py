@@ -106,6 +106,7 @@ def test_session_start_injects_context_for_every_source(seeded: tuple[Path, Path
         assert text.index("flaky test") < text.index("Prefer pathlib")
     answered = [e for e in trace_events(home) if e["event"] == "answered"]
     assert len(answered) == len(SOURCES) and all(e["injected"] for e in answered)
+    assert not (home / "run").exists()  # no server was started
 
 
 def test_user_prompt_submit_injects_only_memories_that_bear_on_the_prompt(
@@ -295,6 +296,10 @@ def test_digest_is_off_by_default_then_one_memory_per_session(
     assert not found[0].get("stale")
     (repo / "app.py").write_text("def run():\n    return 3\n")  # the digest's code changed
     assert digests()[0]["stale"] is True
+    assert main(["context"]) == 0
+    text = capsys.readouterr().out
+    changed = text.split("## Code changed since", 1)[1].split("\n## ", 1)[0]
+    assert "session sess-42" in changed and "(code changed: app.py changed)" in changed
 
 
 def test_context_fits_its_budget_and_ranks_by_query(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...supervisors.context import AppContext
-from ..anchors.anchoring import code_states
+from ..anchors.anchoring import STALE, code_states
 from ..memory.access import ranked_rows
 from ..memory.handlers import estimate_tokens
 from ..store.interfaces import StoreTx
@@ -71,9 +71,9 @@ def _short(text: str) -> str:
 def _line(m: dict[str, Any]) -> str:
     line = f"- #{m['id']} [{m['memory_type']}] {_short(m['content'])}"
     changed = [
-        f"{a['path']}{':' + a['symbol'] if a.get('symbol') else ''} {a.get('status', '')}".strip()
+        f"{a['path']}{':' + a['symbol'] if a.get('symbol') else ''} {a['status']}"
         for a in m.get("code", [])
-        if a.get("status") not in (None, "current", "unchanged")
+        if a.get("status") in STALE
     ]
     if m.get("stale") and changed:
         line += f" (code changed: {', '.join(changed)})"
