@@ -15,15 +15,16 @@ SubParsers = argparse._SubParsersAction
 
 
 def cmd_context(args: argparse.Namespace, run: AppRunner) -> int:
+    """Print what an agent should know here now (see docs/hooks.md, "memtrio context")."""
     if not 1 <= args.max_tokens <= 1_000_000:
         raise CliError("--max-tokens must be 1 to 1000000")
+    if args.threshold is not None and not 0 <= args.threshold <= 1:
+        raise CliError("--threshold must be 0 to 1 (a share of the query's words)")
 
     async def body(app: AppContext) -> int:
         if args.query is not None:
-            found, _ = await C.prompt_context(
-                app, args.query, app.config.hooks.prompt_threshold if args.threshold is None
-                else args.threshold, args.max_tokens,
-            )  # fmt: skip
+            least = app.config.hooks.prompt_threshold if args.threshold is None else args.threshold
+            found, _ = await C.prompt_context(app, args.query, least, args.max_tokens)
             heading = hook.PROMPT_HEADING
         else:
             found = await C.session_context(app, args.max_tokens)
@@ -45,6 +46,8 @@ def cmd_context(args: argparse.Namespace, run: AppRunner) -> int:
 
 
 def _features(run: AppRunner, features: frozenset[str]) -> AppRunner:
+    """``run`` starting exactly ``features``."""
+
     def wrapped(args: argparse.Namespace, body: Any, **kw: Any) -> int:
         kw["features"] = features
         return run(args, body, **kw)
