@@ -370,3 +370,16 @@ def test_a_secret_in_a_command_never_reaches_the_store(
     (found,) = json.loads(capsys.readouterr().out)
     assert "gh pr create" in found["content"] and token not in found["content"]
     assert token.encode() not in (home / "memtrio.sqlite").read_bytes()
+
+
+def test_codex_gets_claude_codes_output_shape(seeded: tuple[Path, Path]) -> None:
+    home, repo = seeded
+    asked = {"session_id": "s", "cwd": str(repo), "hook_event_name": "UserPromptSubmit"}
+    proc = hook(
+        home,
+        "user-prompt-submit",
+        {**asked, "prompt": "which line length does ruff use?", "model": "gpt-5"},
+        "--client",
+        "codex",
+    )
+    assert CONVENTION in additional_context(proc, "UserPromptSubmit")
