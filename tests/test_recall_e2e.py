@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 from mcp_client import call, every_transport, ok, only_on, open_client
 from stores import both_stores, rows
 
