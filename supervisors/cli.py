@@ -26,7 +26,7 @@ from typing import Any
 import trio
 
 from ..actors.net import serving
-from ..actors.store import dsn
+from ..actors.store import backends, dsn
 from . import environment, trace
 from .app import build_context, configure_observability, default_features, open_app, serve
 from .commands import (
@@ -87,8 +87,8 @@ def start(
     Error handling: `ConfigError` (exit 2) or `HomeError` (exit 1), one line each.
     """
     cfg, home = load_config(args, extra_config)
-    if cfg.store.url != "sqlite":
-        dsn.register(cfg.store.url)  # no log line or message shows its password from now on
+    # No log line or message shows the store URL's passwords from now on.
+    backends.load(cfg.store.url).register_secrets()
     app = build_context(cfg, home, home_origin=home_origin(args))
     configure_observability(cfg, home)
     for name, closest in getattr(args, "unknown_env", ())[: environment.MAX_WARNINGS]:

@@ -20,6 +20,7 @@ import stores
 from memtrio.actors.kg import search
 from memtrio.actors.kg.view import Scoped, View
 from memtrio.actors.store import backends
+from memtrio.actors.store.interfaces import StoreTx
 
 WORDS = ["alpha", "alpine", "beta", "gamma", "gamut", "delta", "omega", "omen", "ticket", "tick"]
 TYPES = ["observation", "Observation", "OBSERVATION", "note", "decision", "fact"]
@@ -70,32 +71,31 @@ def random_graph(conn: sqlite3.Connection, seed: int) -> None:
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def graph_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[sqlite3.Connection]:
-    """A fresh store's write connection on each backend (``MEMTRIO_TEST_STORES`` narrows them)."""
+def graph_store(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[sqlite3.Connection, StoreTx]]:
+    """A fresh store's write connection, and its transaction, on each backend (``MEMTRIO_TEST_STORES`` narrows them)."""
     chosen = os.environ.get("MEMTRIO_TEST_STORES")
     if chosen and request.param not in chosen.split(","):
         pytest.skip(f"MEMTRIO_TEST_STORES={chosen}")
     url = request.getfixturevalue("pg_server").database() if request.param == "postgresql" else None
-    conn = backends.open_writer(
-        tmp_path / "memtrio.sqlite", url, busy_timeout_ms=5000, durability="sync"
-    )
+    backend = backends.load(url, tmp_path / "memtrio.sqlite")
+    conn = backend.open_writer(busy_timeout_ms=5000, durability="sync")
     try:
-        yield conn
+        yield conn, backend.tx_maker()(conn)
     finally:
         conn.close()
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_summary_counts_equal_the_full_pages_observations(
-    graph_store: sqlite3.Connection, seed: int
+    graph_store: tuple[sqlite3.Connection, StoreTx], seed: int
 ) -> None:
     """``summary`` counts observations in SQL; ``full`` lists them: the two must agree."""
-    conn = graph_store
+    conn, tx = graph_store
     random_graph(conn, seed)
     for view in (View(["global"], ["global"], "global"), View(SCOPES, ["repo:a"], "repo:a")):
-        t = backends.tx_factory(None if isinstance(conn, sqlite3.Connection) else "postgresql")(
-            conn
-        )
+        t = tx
         sc = Scoped(t, view)
         for query in ("al", "om ti", "gamma"):
             full = search.search_nodes(t, sc, query, 0, 50, "full", None)

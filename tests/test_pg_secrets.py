@@ -118,7 +118,7 @@ def every_message(url: str, pw: str, log: Path) -> str:
         backends.check_url(url, "--store")  # registers the URL's passwords, as opening does
     except config.ConfigError as exc:
         out.append(str(exc))
-    out.append(backends.shown(Path(), url))
+    out.append(backends.load(url).shown)
     out.append(str(pool.unavailable(driver_error(url, pw), url)))
     original = driver_error(url, pw)
     out.append(str(pg_conn._as_sqlite_error(original, url)))

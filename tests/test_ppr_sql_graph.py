@@ -142,12 +142,13 @@ def backends_pair(tmp_path: Path, pg_server: stores.PgServer) -> Iterator[dict[s
         for name, url in (("sqlite", None), ("postgresql", pg_server.database())):
             path = tmp_path / name / "memtrio.sqlite"
             path.parent.mkdir()
-            writer = backends.open_writer(path, url, busy_timeout_ms=5000, durability="sync")
+            backend = backends.load(url, path)
+            writer = backend.open_writer(busy_timeout_ms=5000, durability="sync")
             opened.append(writer)
-            graph = build(writer, backends.tx_factory(url)(writer))
-            reader = backends.open_reader(path, url, 5000)
+            graph = build(writer, backend.tx_maker()(writer))
+            reader = backend.open_reader(5000)
             opened.append(reader)
-            out[name] = (writer, backends.tx_factory(url)(reader), graph)
+            out[name] = (writer, backend.tx_maker()(reader), graph)
         yield out
     finally:
         for conn in opened:

@@ -59,6 +59,84 @@ def _crossings(path: Path) -> list[str]:
     return found
 
 
+# The one place a store's address is looked at and a backend chosen (`backends.load`), and
+# the backends' own classes (each knows itself). ``supervisors.config`` checks the setting's
+# syntax (its default word and the URL schemes it takes): the supervisors import no actor.
+BACKEND_CHOICE = {
+    "actors.store.backends",
+    "actors.store.sqlite.backend",
+    "actors.store.pg.backend",
+    "supervisors.config",
+}
+BACKEND_NAMES = {"sqlite", "postgresql", "postgres", "SQLITE", "POSTGRESQL"}
+BACKEND_CLASSES = {"SqliteBackend", "PgBackend"}
+
+
+def _names_a_backend(node: ast.expr) -> bool:
+    """A backend's name or URL scheme spelt out: ``"sqlite"``, ``SQLITE``, ``"postgresql://"``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value in BACKEND_NAMES or node.value.startswith(("postgresql:", "postgres:"))
+    if isinstance(node, ast.Name | ast.Attribute):
+        name = node.id if isinstance(node, ast.Name) else node.attr
+        return name in BACKEND_NAMES or name in BACKEND_CLASSES
+    if isinstance(node, ast.Tuple):
+        return any(_names_a_backend(e) for e in node.elts)
+    return False
+
+
+def _backend_comparisons(path: Path) -> list[str]:
+    """Where ``path`` asks which backend the store is, rather than what it can do: a URL
+    or a backend's name compared with a backend's (or a URL with None: SQLite's spelling),
+    a URL's scheme tested, an ``isinstance`` of a backend's class."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            url_none = any(
+                (isinstance(s, ast.Attribute) and s.attr == "url")
+                or (isinstance(s, ast.Name) and s.id == "url")
+                for s in sides
+            ) and any(isinstance(s, ast.Constant) and s.value is None for s in sides)
+            if url_none or any(_names_a_backend(s) for s in sides):
+                found.append(f"a backend comparison (line {node.lineno})")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name):
+            called = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+            if called in ("startswith", "isinstance") and any(
+                _names_a_backend(a) for a in node.args[-1:]
+            ):
+                found.append(f"a backend test by {called} (line {node.lineno})")
+    return found
+
+
+def test_the_backend_is_chosen_in_one_place() -> None:
+    """Outside `backends.load` (and the backends' own classes), code holds a `Backend` and
+    asks `Backend.has` what it can do: no comparison of a URL or a backend's name."""
+    found = {
+        module_name(path): hits
+        for path in source_files()
+        if module_name(path) not in BACKEND_CHOICE and (hits := _backend_comparisons(path))
+    }
+    assert not found, f"backend comparisons outside actors/store/backends.py: {found}"
+
+
+def test_the_backend_check_sees_a_comparison(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "def f(store, url, tx, b):\n"
+        "    a = store.url is None\n"
+        "    b = url != 'sqlite'\n"
+        "    c = tx.backend == 'postgresql'\n"
+        "    d = url.startswith(('postgresql://', 'postgres://'))\n"
+        "    e = url == backends.SQLITE\n"
+        "    f = isinstance(b, PgBackend)\n"
+        "    return b.has(Capability.FILE_UPKEEP) and url == 'other'\n"
+    )
+    assert [f.split(" (line ")[1] for f in _backend_comparisons(sample)] == [
+        f"{n})" for n in range(2, 8)
+    ]
+
+
 def _violations() -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for path in source_files():

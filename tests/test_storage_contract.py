@@ -14,7 +14,7 @@ from memtrio.actors.store.interfaces import StoreTx
 
 def test_each_transaction_sees_its_backend_through_the_interfaces(direct: Direct) -> None:
     seen = direct.read(lambda tx: tx.backend)
-    assert seen == ("postgresql" if direct.url else "sqlite")
+    assert seen == direct.backend.name
     assert direct.write(lambda tx: tx.backend) == seen
 
 

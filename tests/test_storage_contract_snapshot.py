@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from memtrio.actors.store.backend import Capability
 from memtrio.actors.store.direct import Direct
 from memtrio.actors.store.interfaces import StoreTx
 from memtrio.actors.store.interfaces.recall_log import RecallEntry
@@ -224,7 +225,9 @@ def test_writes_no_cache_reads_leave_the_change_mark(graph: Direct) -> None:
 
 def test_only_a_local_store_lets_a_reader_keep_the_whole_graph(direct: Direct) -> None:
     # SQLite: the ranker keeps the graph; PostgreSQL: it reads the seeds' neighbourhood.
-    assert direct.read(lambda tx: tx.snapshot.keeps_graph()) is (direct.url is None)
+    assert direct.read(lambda tx: tx.snapshot.keeps_graph()) is direct.backend.has(
+        Capability.WHOLE_GRAPH_READS
+    )
 
 
 def test_scope_ids_by_exact_name(graph: Direct) -> None:
@@ -462,7 +465,7 @@ def test_nearest_memories_by_the_stores_own_index_or_none(direct: Direct) -> Non
     other_dim = direct.read(lambda tx: tx.snapshot.nearest_memories(q[:8], MODEL, REVISION, 3))
     other_model = direct.read(lambda tx: tx.snapshot.nearest_memories(q, "model-b", REVISION, 3))
     assert other_dim is None
-    if direct.url is None:  # SQLite: no vector index in the store
+    if not direct.backend.has(Capability.STORED_VECTOR_INDEX):
         assert near is None and other_model is None
         return
     assert near is not None and [i for i, _ in near] == [1, 2, 3]
@@ -502,8 +505,8 @@ def test_text_ends_count_characters_and_keep_the_last_three(direct: Direct) -> N
 def test_texts_that_are_not_utf8_are_read_with_replacements(direct: Direct) -> None:
     """SQLite keeps any bytes in a TEXT column: the read must not fail on them (PostgreSQL
     refuses them at write, so only the valid texts are read there)."""
-    if direct.url is not None:
-        pytest.skip("PostgreSQL stores only valid UTF-8")
+    if not direct.backend.has(Capability.ANY_BYTES_IN_COLUMNS):
+        pytest.skip("this backend stores only valid UTF-8")
 
     def write(tx: StoreTx) -> None:
         _memory(tx, 1, "placeholder")
@@ -540,8 +543,8 @@ def test_texts_that_are_not_utf8_are_read_with_replacements(direct: Direct) -> N
 def test_a_vector_stored_as_text_is_read_as_its_bytes(direct: Direct) -> None:
     """A hand-written ``vec`` of the TEXT type (not even UTF-8) is handed over as bytes,
     for the index to keep or refuse by its length, never a failed read."""
-    if direct.url is not None:
-        pytest.skip("PostgreSQL's vec is bytea: nothing else can be stored")
+    if not direct.backend.has(Capability.ANY_BYTES_IN_COLUMNS):
+        pytest.skip("this backend's vec column holds bytes only (PostgreSQL's bytea)")
     direct.write(lambda tx: _vector(tx, "memory", 1, _vec(1, 0, 0, 0)))
     direct.write(
         lambda tx: _sql(

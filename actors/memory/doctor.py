@@ -25,7 +25,7 @@ from ...supervisors.context import AppContext, AppRunner
 from ...supervisors.errors import UserError
 from ...supervisors.git import git_output
 from ...supervisors.progress import Progress
-from ..store import backends, db, dsn
+from ..store import backends, db
 from ..store.interfaces import StoreTx
 from ..store.runner import run_store_command
 from ..store.services import store_of
@@ -139,7 +139,7 @@ async def _database_report(store: Store) -> dict[str, Any]:
         return {**tx.upkeep.health(), "counts": msgspec.structs.asdict(tx.upkeep.counts())}
 
     report = await store.write(check, name="doctor.health")
-    return {"database": backends.shown(store.path, store.url), **report}
+    return {"database": store.backend.shown, **report}
 
 
 def server_line(home: Path, idle_exit: float) -> str:
@@ -216,9 +216,7 @@ def cmd_doctor(args: argparse.Namespace, run: AppRunner) -> int:
         message = _doctor_remedy(exc)
         result = {
             "home": str(home),
-            "database": str(db.db_path(home, cfg.store.file))
-            if cfg.store.url == "sqlite"
-            else dsn.shown(cfg.store.url),
+            "database": backends.load(cfg.store.url, db.db_path(home, cfg.store.file)).shown,
             "cwd": os.getcwd(),
             "error": message,
             "permissions": perms,

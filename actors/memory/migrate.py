@@ -38,13 +38,14 @@ from ...supervisors.commands import CliError, add_common, emit, load_config
 from ...supervisors.context import AppRunner
 from ...supervisors.progress import Progress
 from ..store import backends, db
+from ..store.backend import Backend
 from ..store.direct import Direct
 from ..store.interfaces import StoreTx
 from . import transfer
 
 Digest = dict[str, dict[str, Any]]
-# A store: (``sqlite``, its file) or (a PostgreSQL URL, unused).
-Location = tuple[str, Path]
+# A store: its backend (`backends.load`).
+Location = Backend
 SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 WHERE = "a postgresql:// URL, a memtrio home (a directory) or a SQLite file (*.sqlite, *.db)"
 
@@ -71,24 +72,22 @@ def location(text: str, flag: str) -> Location:
                 f"(./{text} for a home of that name here)",
                 2,
             )
-        backends.check_url(text, f"the URL of migrate {flag}")
-        return text, Path()
+        return backends.check_url(text, f"the URL of migrate {flag}")
     path = Path(os.path.abspath(Path(text).expanduser()))
     if path.is_dir() or (not path.exists() and path.suffix.lower() not in SQLITE_SUFFIXES):
         if flag == "--from" and not path.is_dir():
             raise CliError(f"migrate {flag}: {text} does not exist; give {WHERE}", 2)
         if flag == "--to":
             private.make_dir(path)  # a new home, private like every home
-        return backends.SQLITE, db.db_path(path)
+        return backends.load(None, db.db_path(path))
     if flag == "--from" and not path.is_file():
         raise CliError(f"migrate {flag}: {text} does not exist; give {WHERE}", 2)
-    return backends.SQLITE, path
+    return backends.load(None, path)
 
 
 def _open(where: Location, busy_timeout_ms: int) -> Direct:
     """The store at ``where``, schema migrated."""
-    url, sqlite_file = where
-    return Direct(sqlite_file, url, busy_timeout_ms=busy_timeout_ms, durability="sync")
+    return Direct(backend=where, busy_timeout_ms=busy_timeout_ms, durability="sync")
 
 
 def record_count(tx: StoreTx) -> int:
@@ -158,12 +157,10 @@ def cmd_migrate(args: argparse.Namespace, run: AppRunner) -> int:
     if (args.to is None) == (args.source is None):
         raise CliError("migrate: give exactly one of --to WHERE or --from WHERE")
     cfg, home = load_config(args)
-    configured: Location = (cfg.store.url, db.db_path(home, cfg.store.file))
-    if cfg.store.url != backends.SQLITE:
-        configured = (cfg.store.url, Path())
+    configured = backends.load(cfg.store.url, db.db_path(home, cfg.store.file))
     given = location(args.to, "--to") if args.to else location(args.source, "--from")
     source, target = (configured, given) if args.to else (given, configured)
-    if _same(source, target):
+    if source.same_store(target):
         raise CliError("migrate: the source and the target are the same store")
     report = migrate(source, target, cfg.store.busy_timeout_ms)
     report = {"from": _shown(source, configured), "to": _shown(target, configured), **report}
@@ -179,21 +176,9 @@ def cmd_migrate(args: argparse.Namespace, run: AppRunner) -> int:
     return 1 if report["differ"] else 0
 
 
-def _same(a: Location, b: Location) -> bool:
-    if a[0] != backends.SQLITE or b[0] != backends.SQLITE:
-        return a[0] == b[0]
-    try:
-        return a[1].resolve() == b[1].resolve() or a[1].samefile(b[1])
-    except OSError:
-        return False
-
-
 def _shown(where: Location, configured: Location) -> str:
     """Where ``where`` is, for the report (a URL without its passwords)."""
-    url, path = where
-    if url != backends.SQLITE:
-        return backends.shown(Path(), url)
-    return "the home's SQLite store" if where == configured else str(path)
+    return where.configured_name if where is configured else where.shown
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -46,7 +46,7 @@ from ...supervisors.supervisor import ChildContext, Mailbox
 from ..embedder.documents import read_documents, vector_writer
 from ..embedder.handle import EMBEDDER, EmbeddingError, EmbedResult
 from ..embedder.unembedded import BACKFILL_LIMIT, unembedded_warning
-from ..store import db
+from ..store import backends, db
 from ..store.coherence import STALE, WAITING, CacheMark
 from ..store.interfaces import StoreTx
 from ..store.reader import Reader, ReadError
@@ -284,8 +284,7 @@ class Ranker:
     def _new_reader(self) -> Reader:
         store = self.app.config.store
         return Reader(
-            self.path,
-            store.url,
+            backends.load(store.url, self.path),
             store.busy_timeout_ms,
             db.Tuning(store.cache_size_mb, store.mmap_size_mb),
         )

@@ -5,7 +5,7 @@ storage contract suite.
 the write lock on PostgreSQL) and commits it; `Direct.read(fn)` runs ``fn(tx)`` in one
 read transaction on a read-only connection. ``tx`` is the transaction seen through the
 storage interfaces (`interfaces.StoreTx`), exactly as the StoreWriter and the read pool
-give it: the backend is chosen once, here, from the URL.
+give it: the backend is chosen once, here, from the URL (`backends.load`), or given.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from . import backends, db
+from .backend import Backend
 from .interfaces import StoreTx
 from .writer import Written
 
@@ -23,22 +24,23 @@ T = TypeVar("T")
 
 
 class Direct:
-    """One write connection and one read connection of the store at ``path`` / ``url``."""
+    """One write connection and one read connection of the store at ``path`` / ``url``
+    (or of ``backend``, when given: ``path`` and ``url`` are then not looked at)."""
 
     def __init__(
         self,
-        path: Path,
+        path: Path = Path(),
         url: str | None = None,
         *,
         busy_timeout_ms: int = 5000,
         durability: str = "full",
+        backend: Backend | None = None,
     ) -> None:
-        self.path = path
-        self.url = None if url == backends.SQLITE else url
+        self.backend: Backend = backend if backend is not None else backends.load(url, path)
         self.busy_timeout_ms = busy_timeout_ms
-        self.make_tx: Callable[[Any], StoreTx] = backends.tx_factory(self.url)
-        self._writer: Any = backends.open_writer(
-            path, self.url, busy_timeout_ms=busy_timeout_ms, durability=durability
+        self.make_tx: Callable[[Any], StoreTx] = self.backend.tx_maker()
+        self._writer: Any = self.backend.open_writer(
+            busy_timeout_ms=busy_timeout_ms, durability=durability
         )
         self._reader: Any = None
 
@@ -58,7 +60,7 @@ class Direct:
     def read(self, fn: Callable[[StoreTx], T]) -> T:
         """``fn(tx)`` in one read transaction (a consistent snapshot) on a read-only connection."""
         if self._reader is None:
-            self._reader = backends.open_reader(self.path, self.url, self.busy_timeout_ms)
+            self._reader = self.backend.open_reader(self.busy_timeout_ms)
         make_tx = self.make_tx
         return db.run_read(self._reader, lambda conn: fn(make_tx(conn)))
 

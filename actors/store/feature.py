@@ -16,7 +16,8 @@ from ...supervisors.supervisor import (
     Supervisor,
     supervisor_child,
 )
-from . import db
+from . import backends, db
+from .backend import Capability
 from .maintenance import MAINTENANCE, Maintenance, serve_maintenance
 from .scopes import ScopePolicies, ScopePolicy
 from .writer import STORE, Store, serve_store_writer
@@ -32,17 +33,13 @@ class _StoreFeature:
     def setup(self, app: AppContext) -> StoreComponent:
         policy = ScopePolicy.for_directory(app.cwd)
         policies = ScopePolicies({app.cwd: policy.current})
-        url = app.config.store.url
+        path = db.db_path(app.home, app.config.store.file)
         store = Store(
-            db.db_path(app.home, app.config.store.file),
-            policy,
-            Mailbox("store"),
-            policies,
-            url=None if url == "sqlite" else url,
+            path, policy, Mailbox("store"), policies, backends.load(app.config.store.url, path)
         )
         maintenance = Maintenance(Mailbox("store.maintenance"))
         app.publish(POLICIES, policies)  # set-up data, not an actor: the memory feature's
-        if store.url is None:  # PostgreSQL's own autovacuum keeps a PostgreSQL store
+        if store.backend.has(Capability.FILE_UPKEEP):  # a server keeps its own database
             app.status_sections["maintenance"] = maintenance.status
 
         return StoreComponent(app, store, maintenance)
@@ -91,8 +88,8 @@ class StoreComponent:
                 why="owns the only write connection; every memory tool needs it, so it always comes back",
             ),
         ]
-        url = store.url
-        if url is None:  # upkeep of the SQLite file (PostgreSQL runs its own autovacuum)
+        backend = store.backend
+        if backend.has(Capability.FILE_UPKEEP):  # a server (PostgreSQL) keeps its own database
             specs.append(
                 supervisor_child(
                     self._maintenance_supervisor,
@@ -107,16 +104,13 @@ class StoreComponent:
                     ),
                 )
             )
-        if url is not None:
-            try:
-                from .pg.notify import serve_change_listener  # psycopg: PostgreSQL stores only
-            except ImportError:  # the store says how to install the driver (backends)
-                return specs
+        serve_changes = backend.change_listener()  # None: other processes' writes are not announced
+        if serve_changes is not None:
 
             async def listen(
                 ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
             ) -> None:
-                await serve_change_listener(ctx, store, url, task_status=task_status)
+                await serve_changes(ctx, store, task_status=task_status)
 
             specs.append(
                 ChildSpec(

@@ -12,38 +12,31 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
-from . import backends, db
+from . import db
+from .backend import Backend
 from .interfaces import StoreTx
 
 T = TypeVar("T")
 
 
 class Reader:
-    """One read-only connection of the store at ``path`` / ``url``, opened on first use."""
+    """One read-only connection of the store of ``backend``, opened on first use."""
 
     def __init__(
-        self,
-        path: Path,
-        url: str | None,
-        busy_timeout_ms: int,
-        tuning: db.Tuning = db.DEFAULT_TUNING,
+        self, backend: Backend, busy_timeout_ms: int, tuning: db.Tuning = db.DEFAULT_TUNING
     ) -> None:
-        self.path = path
-        self.url = None if url == backends.SQLITE else url
+        self.backend = backend
         self.busy_timeout_ms = busy_timeout_ms
         self.tuning = tuning
-        self.make_tx: Callable[[Any], StoreTx] = backends.tx_factory(self.url)
+        self.make_tx: Callable[[Any], StoreTx] = backend.tx_maker()
         self._conn: Any = None
 
     def open(self) -> Reader:
         """Connect now (`db.StoreUnavailable` if the store cannot be reached)."""
         if self._conn is None:
-            self._conn = backends.open_reader(
-                self.path, self.url, self.busy_timeout_ms, self.tuning
-            )
+            self._conn = self.backend.open_reader(self.busy_timeout_ms, self.tuning)
         return self
 
     def read(self, fn: Callable[[StoreTx], T]) -> T:

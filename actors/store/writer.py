@@ -37,6 +37,7 @@ from ...supervisors import faults, trace
 from ...supervisors.context import ServiceKey
 from ...supervisors.supervisor import ChildContext, Mailbox
 from . import backends, db
+from .backend import Announce, Backend
 from .coherence import NOTIFY_GRACE, ToldMarks
 from .interfaces import StoreTx
 from .messages import Change, StoreRequest, Transact
@@ -82,10 +83,11 @@ class Store:
         policy: ScopePolicy,
         mailbox: Mailbox,
         policies: ScopePolicies | None = None,
-        url: str | None = None,
+        backend: Backend | None = None,
     ) -> None:
-        self.path = path
-        self.url = url  # a postgresql:// URL, or None for the SQLite file at ``path``
+        self.path = path  # the SQLite file (the default backend's; its maintenance's)
+        # The backend, chosen once where the store is set up (`backends.load`).
+        self.backend: Backend = backend if backend is not None else backends.load(None, path)
         # Names this handle's writes in change notifications (PostgreSQL: `pg.notify`).
         self.origin = f"{os.getpid()}-{secrets.token_hex(6)}"
         self.policy = policy
@@ -93,10 +95,10 @@ class Store:
         self.mailbox = mailbox
         self._listeners: list[Listener] = []
         self._pool: db.ReadPool | None = None
-        # The backend, chosen once: how a connection is seen through the interfaces.
-        self.make_tx: Callable[[Any], StoreTx] = backends.tx_factory(url)
+        # How a connection is seen through the interfaces.
+        self.make_tx: Callable[[Any], StoreTx] = self.backend.tx_maker()
         # How a commit tells the other processes of its changes (None: they compare marks).
-        self.announce: backends.Announce | None = backends.announcer(url)
+        self.announce: Announce | None = self.backend.announcer()
         # The change marks of the writes told to the listeners (`coherence`): this
         # process's commits, and the other processes' announced ones.
         self.told = ToldMarks()
@@ -184,12 +186,12 @@ def _marked(
     op: Callable[[StoreTx], T],
     make_tx: Callable[[Any], StoreTx],
     span: list[int],
-    announce: backends.Announce | None,
+    announce: Announce | None,
     origin: str,
 ) -> Callable[[Any], T]:
     """``op`` on the transaction, noting in ``span`` the store's change mark before and
     after it (`coherence`: the writes this process tells its listeners of), then, if
-    ``announce`` (PostgreSQL: `pg.notify`; `backends.announcer`), a notification of its
+    ``announce`` (PostgreSQL: `pg.notify`; `Backend.announcer`), a notification of its
     changes and marks to the other processes, sent if it commits."""
 
     def run(conn: Any) -> T:
@@ -236,9 +238,7 @@ async def serve_store_writer(
     actor, which fails the in-flight reply and lets the supervisor restart it.
     """
     conn = await trio.to_thread.run_sync(
-        lambda: backends.open_writer(
-            store.path,
-            store.url,
+        lambda: store.backend.open_writer(
             busy_timeout_ms=busy_timeout_ms,
             durability=durability,
             tuning=tuning,
@@ -247,9 +247,7 @@ async def serve_store_writer(
     pool: db.ReadPool | None = None
     try:
         pool = await trio.to_thread.run_sync(
-            lambda: backends.open_read_pool(
-                store.path, store.url, read_connections, busy_timeout_ms, tuning
-            )
+            lambda: store.backend.open_read_pool(read_connections, busy_timeout_ms, tuning)
         )
         store._pool = pool
         if publish is not None:
@@ -257,7 +255,7 @@ async def serve_store_writer(
         trace.event(
             ACTOR,
             "store_opened",
-            path=backends.shown(store.path, store.url),
+            path=store.backend.shown,
             scope=store.default_scope,
             restarts=ctx.restarts,
         )

@@ -5,7 +5,7 @@ A unit of work is a function of one `StoreTx` (a transaction of the store), run 
 (one read transaction on the read pool). Each concept is a `typing.Protocol` of its own
 module here; each backend implements every one of them in its own dialect
 (`sqlite.*` for SQLite, `pg.*` for PostgreSQL), and the backend is chosen once, where
-the store is opened (`backends.select`). Nothing outside ``actors/store`` writes SQL,
+the store is opened (`backends.load`: a `backend.Backend` with its capabilities). Nothing outside ``actors/store`` writes SQL,
 holds a connection or asks which database it runs on.
 """
 
@@ -46,7 +46,8 @@ class StoreTx(Protocol):
 
     @property
     def backend(self) -> str:
-        """``sqlite`` or ``postgresql`` (for messages and the trace; never to branch on)."""
+        """The backend's name, ``sqlite`` or ``postgresql`` (for messages and the trace;
+        never to branch on: `backend.Backend.has` says what a backend can do)."""
         ...
 
     @property
