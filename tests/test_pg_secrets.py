@@ -121,7 +121,7 @@ def every_message(url: str, pw: str, log: Path) -> str:
     out.append(backends.load(url).shown)
     out.append(str(pool.unavailable(driver_error(url, pw), url)))
     original = driver_error(url, pw)
-    out.append(str(pg_conn._as_sqlite_error(original, url)))
+    out.append(str(pg_conn._as_store_error(original, url)))
     out.append(str(original))  # chained: tracebacks in the log show it
     trace.event("store", "failed", url=url, error=str(driver_error(url, pw)))
     err = io.StringIO()

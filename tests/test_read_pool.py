@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import trio
 from memtrio.actors.store import db
+from memtrio.actors.store.interfaces.errors import StoreOperationalError
 
 # About 300,000 SQLite VM steps: far over any budget when the budget is zero.
 COUNT_TO_100K = (
@@ -64,8 +65,9 @@ async def test_a_failing_inline_read_fails_as_it_would_in_a_thread(
 ) -> None:
     pool = _pool(tmp_path)
     try:
-        with pytest.raises(sqlite3.OperationalError):
+        with pytest.raises(StoreOperationalError) as failed:
             await pool.run(lambda c: c.execute("SELECT * FROM no_such_table").fetchall(), True)
+        assert isinstance(failed.value.__cause__, sqlite3.OperationalError)
         assert hops == [db.run_read]  # an SQLite error is checked again in the thread
         with pytest.raises(KeyError):
             await pool.run(lambda c: {}["x"], True)

@@ -137,6 +137,52 @@ def test_the_backend_check_sees_a_comparison(tmp_path: Path) -> None:
     ]
 
 
+# The modules of the store that speak to a driver: SQLite's connection, schema, upkeep and
+# scratch files, and each backend's package. Every other module catches the store's own
+# errors (`interfaces.errors`), never a driver's.
+DRIVER_MODULES = {
+    "actors.store.db",
+    "actors.store.schema",
+    "actors.store.maintenance",
+    "actors.store.scratch",
+}
+DRIVER_PACKAGES = ("actors.store.sqlite.", "actors.store.pg.")
+
+
+def _driver_catches(path: Path) -> list[str]:
+    """The ``except`` clauses of ``path`` that name a driver's error (``sqlite3.Error``...)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ExceptHandler) and node.type is not None:
+            for name in ast.walk(node.type):
+                if isinstance(name, ast.Name) and name.id in DRIVERS | {"ReadError"}:
+                    found.append(f"except {ast.unparse(node.type)} (line {node.lineno})")
+                    break
+    return found
+
+
+def test_outside_the_backends_only_the_stores_own_errors_are_caught() -> None:
+    found = {
+        module_name(path): hits
+        for path in source_files()
+        if module_name(path).startswith("actors.")
+        and not module_name(path).startswith((*DRIVER_PACKAGES, *EXCEPTIONS))
+        and module_name(path) not in DRIVER_MODULES
+        and (hits := _driver_catches(path))
+    }
+    assert not found, f"a driver's errors caught outside the backends: {found}"
+
+
+def test_the_catch_check_sees_a_drivers_error(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "try:\n    pass\nexcept (sqlite3.Error, OSError):\n    pass\n"
+        "try:\n    pass\nexcept StoreError:\n    pass\n"
+    )
+    assert _driver_catches(sample) == ["except (sqlite3.Error, OSError) (line 3)"]
+
+
 def _violations() -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for path in source_files():

@@ -7,9 +7,19 @@ fixture (tests/conftest.py): a fresh store of each backend opened without its ac
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 from memtrio.actors.store.direct import Direct
 from memtrio.actors.store.interfaces import StoreTx
+from memtrio.actors.store.interfaces.errors import (
+    StoreBusy,
+    StoreConflict,
+    StoreConnectionLost,
+    StoreError,
+    StoreOperationalError,
+)
+from stores import sql
 
 
 def test_each_transaction_sees_its_backend_through_the_interfaces(direct: Direct) -> None:
@@ -28,3 +38,41 @@ def test_a_failed_write_commits_nothing_and_the_store_goes_on(direct: Direct) ->
     with pytest.raises(Refused):
         direct.write(fails)
     assert direct.write(lambda tx: 1) == 1
+
+
+def test_a_refused_row_is_the_stores_conflict_with_the_drivers_error_as_its_cause(
+    direct: Direct,
+) -> None:
+    """A driver's error leaves the store as the store's own (`interfaces.errors`), the
+    driver's error chained as ``__cause__``; nothing of the failed write is kept."""
+    insert = "INSERT INTO scopes (id, name) VALUES (7, 'kept')"
+    direct.write(lambda tx: sql(tx.conn, insert))
+    with pytest.raises(StoreConflict) as refused:
+        direct.write(
+            lambda tx: (
+                sql(tx.conn, "INSERT INTO scopes (id, name) VALUES (8, 'x')"),
+                sql(tx.conn, insert),
+            )
+        )
+    assert not isinstance(refused.value, (sqlite3.Error, OSError))
+    assert refused.value.__cause__ is not None
+    assert type(refused.value.__cause__).__module__.split(".")[0] in ("sqlite3", "psycopg")
+    assert direct.read(lambda tx: tx.snapshot.scope_ids()) == {"kept": 7}
+
+
+def test_a_statement_the_store_cannot_run_is_the_stores_error_on_reads_and_writes(
+    direct: Direct,
+) -> None:
+    for run in (direct.read, direct.write):
+        with pytest.raises(StoreError) as failed:
+            run(lambda tx: sql(tx.conn, "SELECT nothing FROM no_such_table"))
+        assert not isinstance(failed.value, sqlite3.Error)
+        assert failed.value.__cause__ is not None
+    with pytest.raises(StoreOperationalError):  # a read transaction writes nothing
+        direct.read(lambda tx: sql(tx.conn, "INSERT INTO scopes (name) VALUES ('no')"))
+    assert direct.write(lambda tx: 1) == 1  # the store goes on
+
+
+def test_the_stores_errors_are_its_own_not_a_drivers() -> None:
+    for cls in (StoreError, StoreConflict, StoreOperationalError, StoreBusy, StoreConnectionLost):
+        assert all(base.__module__ in (StoreError.__module__, "builtins") for base in cls.__mro__)

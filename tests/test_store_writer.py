@@ -17,6 +17,7 @@ from memtrio.actors.store.db import connect, db_path, open_write_connection
 from memtrio.actors.store.entities import EntitySpec
 from memtrio.actors.store.feature import FEATURE
 from memtrio.actors.store.interfaces import StoreTx
+from memtrio.actors.store.interfaces.errors import StoreOperationalError
 from memtrio.actors.store.memories import NewMemory, insert_memory
 from memtrio.actors.store.writer import STORE, Change, Written
 from memtrio.protocol.errors import DomainError
@@ -166,8 +167,9 @@ async def test_reads_run_in_threads_without_blocking_the_loop(home: Path) -> Non
         def write_in_read(conn: sqlite3.Connection) -> None:
             conn.execute("INSERT INTO scopes (name) VALUES ('global')")
 
-        with pytest.raises(sqlite3.OperationalError):
+        with pytest.raises(StoreOperationalError) as refused:
             await store.read(raw(write_in_read))  # read connections are query-only
+        assert isinstance(refused.value.__cause__, sqlite3.OperationalError)
 
 
 async def test_write_connection_pragmas_and_durability(home: Path) -> None:

@@ -49,7 +49,8 @@ from ..embedder.unembedded import BACKFILL_LIMIT, unembedded_warning
 from ..store import backends, db
 from ..store.coherence import STALE, WAITING, CacheMark
 from ..store.interfaces import StoreTx
-from ..store.reader import Reader, ReadError
+from ..store.interfaces.errors import StoreError
+from ..store.reader import Reader
 from ..store.writer import STORE, Change
 from . import rank as rank_mod
 from . import rerank
@@ -194,7 +195,7 @@ class Ranker:
                         lambda tx: rank_mod.fts_seeds(tx.fulltext, query),
                         name="ranker.lexical_seeds",
                     )
-                except (DomainError, ReadError):
+                except (DomainError, StoreError):
                     lexical = None  # the actor queries its own connection instead
 
             async with trio.open_nursery() as nursery:
@@ -350,7 +351,7 @@ class Ranker:
             self._cache = await trio.to_thread.run_sync(self._load_sync, model)
             self._start_builds(self._cache)
             self._load_error = None
-        except (ReadError, ValueError) as exc:
+        except (StoreError, ValueError) as exc:
             self._load_error = f"{type(exc).__name__}: {exc}"
             trace.error(
                 ACTOR,
@@ -408,7 +409,7 @@ class Ranker:
             try:
                 self._pending.clear()
                 cache = await trio.to_thread.run_sync(self._load_sync, model)
-            except (ReadError, ValueError) as exc:
+            except (StoreError, ValueError) as exc:
                 trace.warning(
                     ACTOR,
                     "semantic_recall_failed",
@@ -468,7 +469,7 @@ class Ranker:
 
         try:
             await trio.to_thread.run_sync(run, abandon_on_cancel=True)
-        except (ReadError, OSError, ValueError, RuntimeError) as exc:
+        except (StoreError, OSError, ValueError, RuntimeError) as exc:
             trace.warning(ACTOR, "vector_index_build_failed", kind=kind, error=str(exc))
         finally:
             if build in self._builds and build.graph is not None:

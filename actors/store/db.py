@@ -21,6 +21,7 @@ import random
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -30,6 +31,8 @@ import trio
 from ...supervisors import private
 from ...supervisors.errors import UserError
 from . import schema
+from .interfaces.errors import StoreError, StoreOperationalError
+from .sqlite import errors as sqlite_errors
 
 DB_NAME = "memtrio.sqlite"
 
@@ -74,6 +77,11 @@ class StoreConnection(Protocol):
 
     def close(self) -> None: ...
 
+    def errors(self) -> AbstractContextManager[None]:
+        """A block whose driver errors are raised as the store's (`interfaces.errors`),
+        the driver's error chained as ``__cause__``."""
+        ...
+
 
 class SqliteConnection(sqlite3.Connection):
     """A store connection (``sqlite3.connect(..., factory=SqliteConnection)``) with the
@@ -88,6 +96,9 @@ class SqliteConnection(sqlite3.Connection):
     def begin_read(self) -> None:
         """A deferred ``BEGIN``: the snapshot starts with the first read."""
         self.execute("BEGIN")
+
+    def errors(self) -> AbstractContextManager[None]:
+        return sqlite_errors.mapped()
 
 
 def db_path(home: Path, file: str = "") -> Path:
@@ -133,6 +144,8 @@ def unavailable(exc: BaseException, path: Path) -> StoreUnavailable:
     """What a failure to open or write the database at ``path`` means, and what to do."""
     if isinstance(exc, StoreUnavailable):
         return exc
+    if isinstance(exc, StoreError) and isinstance(exc.__cause__, sqlite3.Error):
+        exc = exc.__cause__  # the driver's error says which SQLite failure it was
     # A failed ROLLBACK after the real failure ("cannot rollback - no transaction is
     # active" after SQLITE_FULL) hides it: the first SQLite error is the one to explain.
     while isinstance(exc.__context__, sqlite3.Error):
@@ -306,12 +319,15 @@ def open_write_connection(
 
 def run_read(conn: StoreConnection, op: Callable[[Any], T]) -> T:
     """Run ``op`` in one read transaction (a consistent snapshot); ``conn`` is a store
-    connection of either backend (`SqliteConnection`, `pg.conn.PgConnection`)."""
-    conn.begin_read()
-    try:
-        return op(conn)
-    finally:
-        rollback_quietly(conn)
+    connection of either backend (`SqliteConnection`, `pg.conn.PgConnection`).
+
+    Error handling: the driver's errors are raised as the store's (`interfaces.errors`)."""
+    with conn.errors():
+        conn.begin_read()
+        try:
+            return op(conn)
+        finally:
+            rollback_quietly(conn)
 
 
 class PoolClosed(RuntimeError):
@@ -387,7 +403,7 @@ class ReadPool:
         conn.set_progress_handler(lambda: time.thread_time() > deadline, INLINE_CHECK_STEPS)
         try:
             return True, run_read(conn, op)
-        except sqlite3.OperationalError:  # interrupted, or busy: the thread's run will tell
+        except StoreOperationalError:  # interrupted, or busy: the thread's run will tell
             return False, None
         finally:
             conn.set_progress_handler(None, 0)
@@ -408,6 +424,7 @@ class ReadPool:
 
 def _close_quietly(conn: StoreConnection) -> None:
     try:
-        conn.close()
-    except sqlite3.Error:
+        with conn.errors():
+            conn.close()
+    except StoreError:
         pass

@@ -10,7 +10,6 @@ give it: the backend is chosen once, here, from the URL (`backends.load`), or gi
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,6 +17,7 @@ from typing import Any, TypeVar
 from . import backends, db
 from .backend import Backend
 from .interfaces import StoreTx
+from .interfaces.errors import StoreError
 from .writer import Written
 
 T = TypeVar("T")
@@ -48,13 +48,14 @@ class Direct:
         """``fn(tx)`` in one write transaction, committed; rolled back if ``fn`` raises.
         A `writer.Written` result gives its ``value``."""
         conn = self._writer
-        conn.begin_write(self.busy_timeout_ms)
-        try:
-            result = fn(self.make_tx(conn))
-            conn.commit()
-        except BaseException:
-            db.rollback_quietly(conn)
-            raise
+        with conn.errors():
+            conn.begin_write(self.busy_timeout_ms)
+            try:
+                result = fn(self.make_tx(conn))
+                conn.commit()
+            except BaseException:
+                db.rollback_quietly(conn)
+                raise
         return result.value if isinstance(result, Written) else result
 
     def read(self, fn: Callable[[StoreTx], T]) -> T:
@@ -68,8 +69,9 @@ class Direct:
         for conn in (self._reader, self._writer):
             if conn is not None:
                 try:
-                    conn.close()
-                except (sqlite3.Error, OSError):  # closing twice, or a lost server
+                    with conn.errors():
+                        conn.close()
+                except (StoreError, OSError):  # closing twice, or a lost server
                     pass
         self._reader = self._writer = None
 

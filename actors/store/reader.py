@@ -10,13 +10,13 @@ Thread-safety: none; one caller at a time (the ranker serialises its uses).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from . import db
 from .backend import Backend
 from .interfaces import StoreTx
+from .interfaces.errors import StoreError
 
 T = TypeVar("T")
 
@@ -49,11 +49,7 @@ class Reader:
         conn, self._conn = self._conn, None
         if conn is not None:
             try:
-                conn.close()
-            except (sqlite3.Error, OSError):  # a lost server
+                with conn.errors():
+                    conn.close()
+            except (StoreError, OSError):  # a lost server
                 pass
-
-
-# What a failed read raises, on either backend (PostgreSQL's errors are mapped onto it,
-# `pg.conn`): for callers that fall back on a failed read without naming a driver.
-ReadError = sqlite3.Error

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sqlite3
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -23,6 +22,7 @@ from ...supervisors.context import AppContext, AppRunner, CallContext
 from ...supervisors.supervisor import Escalation, root_cause
 from . import db
 from .import_file import ImportRefused, printable
+from .interfaces.errors import StoreError
 
 # The features a command starts: the store alone, or with what embeddings and ranking need.
 STORE_ONLY = frozenset({"store", "memory"})
@@ -76,7 +76,7 @@ def run_store_command(
             # Raised outside the actor tree, so it is not wrapped in a nursery's group.
             failure.append(exc)
             return 1
-        except sqlite3.Error as exc:  # the database refused the command (read-only, full, damaged)
+        except StoreError as exc:  # the database refused the command (read-only, full, damaged)
             failure.append(db.unavailable(exc, path))
             return 1
         except Exception as exc:  # noqa: BLE001 - the command failed, not the store's start
@@ -90,7 +90,7 @@ def run_store_command(
         cause = root_cause(exc)
         if isinstance(cause, KeyboardInterrupt):
             raise cause from None
-        if isinstance(cause, sqlite3.Error):
+        if isinstance(cause, StoreError):
             raise db.unavailable(cause, path) from None
         raise CliError(
             f"the memory store could not start ({type(cause).__name__}: {cause}); "

@@ -2,10 +2,12 @@
 
 The StoreWriter owns the one write connection of this process. It serves
 `Transact` requests (see ``messages``) from a supervisor-owned `Mailbox`; each one's ``op`` is a
-synchronous function ``op(conn) -> result`` run in a worker thread inside one
-``BEGIN IMMEDIATE ... COMMIT`` transaction. If the op raises, or the fault
-point ``store.commit`` (right before COMMIT) raises, the transaction is rolled
-back and the caller gets the exception: nothing is half-written.
+synchronous function ``op(tx) -> result`` (``tx``: the transaction seen through the
+storage interfaces) run in a worker thread inside one write transaction (SQLite's
+``BEGIN IMMEDIATE ... COMMIT``). If the op raises, or the fault point ``store.commit``
+(right before COMMIT) raises, the transaction is rolled back and the caller gets the
+exception (a driver's error as the store's, `interfaces.errors`): nothing is
+half-written.
 
 An op may return `Written(value, changes)`: the caller receives ``value`` and,
 after the commit, every listener registered with `Store.add_listener` is called
@@ -171,15 +173,21 @@ def _name_of(op: Callable[..., object]) -> str:
 def _run_op(conn: db.StoreConnection, op: Callable[[Any], T], busy_ms: int, commit: bool) -> T:
     """In a worker thread: begin a write (SQLite: BEGIN IMMEDIATE; PostgreSQL: BEGIN and
     the write lock), op, and (if ``commit``) commit; rollback on error."""
-    conn.begin_write(busy_ms)
-    try:
-        result = op(conn)
-        if commit:
-            conn.commit()
-    except BaseException:
-        db.rollback_quietly(conn)
-        raise
+    with conn.errors():
+        conn.begin_write(busy_ms)
+        try:
+            result = op(conn)
+            if commit:
+                conn.commit()
+        except BaseException:
+            db.rollback_quietly(conn)
+            raise
     return result
+
+
+def _commit(conn: db.StoreConnection) -> None:
+    with conn.errors():
+        conn.commit()
 
 
 def _marked(
@@ -212,7 +220,7 @@ async def _transact(conn: db.StoreConnection, op: Callable[[Any], T], busy_ms: i
     result = await trio.to_thread.run_sync(_run_op, conn, op, busy_ms, False)
     try:
         await faults.hit("store.commit")
-        await trio.to_thread.run_sync(conn.commit)
+        await trio.to_thread.run_sync(_commit, conn)
     except BaseException:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(db.rollback_quietly, conn)

@@ -15,18 +15,17 @@ as SQLite's connections (`db.SqliteConnection`):
   snapshot, as a SQLite read transaction is.
 - `commit` / `rollback`.
 
-Errors are raised as the ``sqlite3`` exceptions the store's code already
-handles (`PgIntegrityError` is an ``sqlite3.IntegrityError``...), the original
-psycopg error chained; a lost server is `StoreConnectionLost`, whose message
-says nothing was written.
+Errors are raised as the store's own (`interfaces.errors`: a refused row is
+`StoreConflict`, a lock not granted in time `StoreBusy`...), the original psycopg
+error chained as ``__cause__``; a lost server is `StoreConnectionLost`, whose
+message says nothing was written.
 """
 
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import psycopg
@@ -34,6 +33,13 @@ from psycopg import pq
 from psycopg.types.numeric import FloatLoader, IntLoader
 
 from ..dsn import redact
+from ..interfaces.errors import (
+    StoreBusy,
+    StoreConflict,
+    StoreConnectionLost,
+    StoreError,
+    StoreOperationalError,
+)
 from ..schema import LATEST as SQLITE_LATEST
 
 # Reconnection after the server went away: the first attempt at once, then
@@ -69,30 +75,24 @@ def _connect(url: str) -> psycopg.Connection[tuple[Any, ...]]:
     return raw
 
 
-class PgError(sqlite3.DatabaseError):
-    """A PostgreSQL error, as the sqlite3 error the store's code already handles."""
+# SQLSTATEs of a lock not granted in time: lock_not_available (``lock_timeout``), a
+# deadlock, a serialization failure.
+_BUSY = ("55P03", "40P01", "40001")
+# A write refused because the transaction or the server is read-only (a read transaction, a
+# standby): operational, as SQLite's read-only database is.
+_READ_ONLY = ("25006",)
 
 
-class PgIntegrityError(sqlite3.IntegrityError):
-    """A constraint of the PostgreSQL store refused a row."""
-
-
-class PgOperationalError(sqlite3.OperationalError):
-    """The PostgreSQL store could not run the statement (lost connection, lock timeout...)."""
-
-
-class StoreConnectionLost(PgOperationalError):
-    """The connection to the PostgreSQL server is gone: nothing of the transaction was
-    committed; the next use of the store reconnects."""
-
-
-def _as_sqlite_error(exc: psycopg.Error, url: str) -> sqlite3.DatabaseError:
-    """``exc`` as the sqlite3 error the store's code handles; its text, and that of ``exc``
-    (chained: tracebacks in the trace log show it), without ``url``'s passwords."""
+def _as_store_error(exc: psycopg.Error, url: str) -> StoreError:
+    """``exc`` as the store's error (`interfaces.errors`); its text, and that of ``exc``
+    (chained by the caller: tracebacks in the trace log show it), without ``url``'s
+    passwords."""
     detail = " ".join(redact(str(exc), url).split()) or type(exc).__name__
     exc.args = (detail,)
     if isinstance(exc, psycopg.errors.IntegrityError):
-        return PgIntegrityError(detail)
+        return StoreConflict(detail)
+    if exc.sqlstate in _BUSY:
+        return StoreBusy(detail)
     if isinstance(exc, psycopg.OperationalError) and (
         exc.sqlstate is None or exc.sqlstate.startswith(("08", "57P"))
     ):
@@ -100,9 +100,9 @@ def _as_sqlite_error(exc: psycopg.Error, url: str) -> sqlite3.DatabaseError:
             f"the PostgreSQL store is unreachable ({detail}); this call was not acknowledged "
             "(memtrio reconnects with backoff): try again"
         )
-    if isinstance(exc, psycopg.OperationalError):
-        return PgOperationalError(detail)
-    return PgError(f"{type(exc).__name__}: {detail}")
+    if isinstance(exc, psycopg.OperationalError) or exc.sqlstate in _READ_ONLY:
+        return StoreOperationalError(detail)
+    return StoreError(f"{type(exc).__name__}: {detail}")
 
 
 class PgConnection:
@@ -145,7 +145,7 @@ class PgConnection:
         except psycopg.Error as exc:
             self._retry_at = now + self._delay
             self._delay = min(self._delay * 2, RECONNECT_MAX)
-            raise _as_sqlite_error(exc, self.url) from exc
+            raise _as_store_error(exc, self.url) from exc
         self._delay, self._retry_at = RECONNECT_START, 0.0
 
     def _begin(self, statement: str, lock: bool) -> None:
@@ -196,12 +196,20 @@ class PgConnection:
     def closed(self) -> bool:
         return self.raw.closed
 
-    def _failed(self, exc: psycopg.Error) -> sqlite3.DatabaseError:
+    @contextlib.contextmanager
+    def errors(self) -> Iterator[None]:
+        """A block whose psycopg errors are raised as the store's (`_failed`), chained."""
+        try:
+            yield
+        except psycopg.Error as exc:
+            raise self._failed(exc) from exc
+
+    def _failed(self, exc: psycopg.Error) -> StoreError:
         """``exc`` as the store's error; a connection lost with its server (`StoreConnectionLost`:
         the server went away, or libpq was left mid-pipeline by it) is closed here, so it holds
         no transaction any more (the server rolled it back) and its next use reopens it
         (`revive`): the call fails, the writer goes on."""
-        err = _as_sqlite_error(exc, self.url)
+        err = _as_store_error(exc, self.url)
         if isinstance(err, StoreConnectionLost) and not self.raw.closed:
             with contextlib.suppress(Exception):
                 self.raw.close()
@@ -210,7 +218,7 @@ class PgConnection:
     def native(self, sql: str, params: Params = None) -> psycopg.Cursor[tuple[Any, ...]]:
         """Run ``sql`` as written, in PostgreSQL's own dialect (``%s`` placeholders, nothing
         translated): the statements of the storage interfaces' PostgreSQL modules.
-        Errors are the store's (`PgError` and kin)."""
+        Errors are the store's (`interfaces.errors`)."""
         cur = self.raw.cursor()
         args = params if isinstance(params, dict) else tuple(params or ())
         try:

@@ -24,6 +24,7 @@ from ..interfaces.fulltext import (
     Visibility,
 )
 from ..stem import stem
+from .errors import mapped
 from .params import marks
 
 # The FTS5 indexes `optimize_indexes` compacts (names from the schema, never from input).
@@ -90,7 +91,8 @@ class SqliteFullText:
         self.conn = conn
 
     def newest_memory_id(self) -> int:
-        row = self.conn.execute("SELECT max(rowid) FROM memories").fetchone()
+        with mapped():  # its callers fall back on the store's error (`lexical`)
+            row = self.conn.execute("SELECT max(rowid) FROM memories").fetchone()
         return int(row[0] or 0)
 
     def memory_frequencies(self, terms: Sequence[str]) -> dict[str, int] | None:
