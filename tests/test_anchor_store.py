@@ -277,9 +277,9 @@ def test_a_flush_of_a_scope_deletes_its_memories_anchors_only(direct: Direct) ->
     mine, theirs = memory(direct, [a]), memory(direct, [b])
     put(direct, mine, [anchor()])
     put(direct, theirs, [anchor()])
-    direct.write(lambda tx: tx.upkeep.flush([A], everything=False))
+    direct.write(lambda tx: tx.imports.flush([A], everything=False))
     assert read(direct, lambda tx: tx.anchors.of([mine, theirs])) == {theirs: [anchor()]}
-    direct.write(lambda tx: tx.upkeep.flush([], everything=True))
+    direct.write(lambda tx: tx.imports.flush([], everything=True))
     assert read(direct, lambda tx: tx.anchors.count()) == 0
 
 
@@ -461,7 +461,7 @@ def test_a_store_of_the_previous_schema_keeps_every_row_and_takes_anchors(
     assert len(before["memories"]) == 2
     store = Direct(path, url)  # opening migrates
     try:
-        health = store.write(lambda tx: tx.upkeep.health())
+        health = store.write(lambda tx: tx.health.report())
         assert health["schema_version"] == health["latest_schema_version"]
         assert health["latest_schema_version"] == (pg_schema.LATEST if url else schema.LATEST)
         assert _raw_rows(path, url) == before

@@ -183,6 +183,55 @@ def test_the_catch_check_sees_a_drivers_error(tmp_path: Path) -> None:
     assert _driver_catches(sample) == ["except (sqlite3.Error, OSError) (line 3)"]
 
 
+MAX_INTERFACE_METHODS = 20
+
+
+def _interface_sizes() -> dict[str, int]:
+    """Each storage interface (a Protocol of ``actors/store/interfaces``): how many methods
+    and properties it asks for, its bases' included."""
+    import importlib
+    import inspect
+
+    sizes: dict[str, int] = {}
+    for path in sorted((ROOT / "actors" / "store" / "interfaces").glob("*.py")):
+        module = importlib.import_module("memtrio." + module_name(path))
+        for name, cls in vars(module).items():
+            if (
+                inspect.isclass(cls)
+                and cls.__module__ == module.__name__
+                and getattr(cls, "_is_protocol", False)
+            ):
+                sizes[name] = len(
+                    {
+                        attr
+                        for klass in cls.__mro__
+                        if klass.__module__.startswith("memtrio.actors.store.interfaces")
+                        for attr, value in vars(klass).items()
+                        if not attr.startswith("_")
+                        and callable(value)
+                        or isinstance(value, property)
+                    }
+                )
+    return sizes
+
+
+def test_each_storage_interface_is_small() -> None:
+    """Interfaces split by what callers use (issue #41): none asks for 20 methods or more."""
+    sizes = _interface_sizes()
+    assert {"Graph", "GraphWrites", "Upkeep", "Import", "Vectors", "Embeddings"} <= set(sizes)
+    # A transaction gathers the interfaces (one property each): the interfaces are sized.
+    sizes = {name: n for name, n in sizes.items() if name not in ("ReadTx", "StoreTx")}
+    large = {name: n for name, n in sizes.items() if n >= MAX_INTERFACE_METHODS}
+    assert not large, f"storage interfaces of {MAX_INTERFACE_METHODS} methods or more: {large}"
+
+
+def test_a_read_transaction_offers_no_interface_that_only_writes() -> None:
+    from memtrio.actors.store.interfaces import ReadTx, StoreTx
+
+    write_only = {"graph_writes", "graph_merge", "imports", "health", "file_upkeep"}
+    assert write_only <= set(vars(StoreTx)) and not write_only & set(dir(ReadTx))
+
+
 def _violations() -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for path in source_files():

@@ -14,7 +14,7 @@ ODD = "50% off_under 'q' \"d\" \\ ünï 🧠"
 def _memory(
     tx: StoreTx, mid: int, content: str, mtype: str, importance: float, scopes: tuple[str, ...]
 ) -> None:
-    tx.upkeep.add_memory(
+    tx.imports.add_memory(
         MemoryRow(
             id=mid,
             content=content,
@@ -26,11 +26,11 @@ def _memory(
             access_count=mid % 3,
         )  # fmt: skip
     )
-    tx.upkeep.link_scopes("memory", mid, list(scopes))
+    tx.imports.link_scopes("memory", mid, list(scopes))
 
 
 def _entity(tx: StoreTx, eid: int, name: str, scopes: tuple[str, ...] = ()) -> None:
-    tx.upkeep.add_entity(
+    tx.imports.add_entity(
         EntityRow(
             id=eid,
             name=name,
@@ -40,18 +40,18 @@ def _entity(tx: StoreTx, eid: int, name: str, scopes: tuple[str, ...] = ()) -> N
             updated_at=1.0,
         )  # fmt: skip
     )
-    tx.upkeep.link_scopes("entity", eid, list(scopes))
+    tx.imports.link_scopes("entity", eid, list(scopes))
 
 
 def _relation(tx: StoreTx, rid: int, src: int, dst: int, scopes: tuple[str, ...] = ()) -> None:
-    tx.upkeep.add_relation(
+    tx.imports.add_relation(
         RelationRow(
             id=rid, source="", relation_type="uses", target="", metadata="{}", created_at=1.0
         ),
         src,
         dst,
     )
-    tx.upkeep.link_scopes("relation", rid, list(scopes))
+    tx.imports.link_scopes("relation", rid, list(scopes))
 
 
 def _fill(tx: StoreTx) -> None:
@@ -68,7 +68,7 @@ def _fill(tx: StoreTx) -> None:
     _relation(tx, 2, 1, 4, ("repo:a",))
     _relation(tx, 3, 3, 1, ("repo:b",))
     _relation(tx, 4, 2, 4, ("repo:a",))
-    tx.upkeep.link_memory(2, [1, 2, 4], [1])
+    tx.imports.link_memory(2, [1, 2, 4], [1])
 
 
 SEL = ["repo:a", "global"]

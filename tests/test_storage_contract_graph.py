@@ -17,9 +17,9 @@ def _scope(tx: StoreTx, name: str) -> int:
 
 
 def _entity(tx: StoreTx, name: str, kind: str = "entity", scope: int | None = None) -> int:
-    eid = tx.graph.create_entity(name, canonical_name(name), kind, 1.0)
+    eid = tx.graph_writes.create_entity(name, canonical_name(name), kind, 1.0)
     if scope is not None:
-        tx.graph.link("entity", eid, [scope])
+        tx.graph_writes.link("entity", eid, [scope])
     return eid
 
 
@@ -213,8 +213,10 @@ def test_relations_reads_and_ordering(direct: Direct) -> None:
         other = tx.graph.view([tx.scopes.ensure("repo:/b") and "repo:/b"], [])
         found = tx.graph.relation(a, "knows", b, other)
         assert found is not None and not found.visible
-        assert tx.graph.relations_touching([a], other, False) == []
-        assert [r.id for r in tx.graph.relations_touching([b], other, True)] == [r4]  # no scope
+        assert tx.graph_edges.relations_touching([a], other, False) == []
+        assert [r.id for r in tx.graph_edges.relations_touching([b], other, True)] == [
+            r4
+        ]  # no scope
 
     direct.write(other_scope)
 

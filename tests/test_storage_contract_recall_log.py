@@ -12,7 +12,7 @@ from memtrio.actors.store.interfaces.upkeep import MemoryRow
 
 
 def _memory(tx: StoreTx, mid: int) -> int:
-    return tx.upkeep.add_memory(
+    return tx.imports.add_memory(
         MemoryRow(
             id=mid,
             content=f"memory {mid}",
@@ -41,7 +41,7 @@ def test_count_access_counts_each_call_and_keeps_the_last_time(direct: Direct) -
     direct.write(lambda tx: tx.recall_log.count_access(1, 10.5))
     direct.write(lambda tx: tx.recall_log.count_access(1, 11.25))
     direct.write(lambda tx: tx.recall_log.count_access(999, 12.0))  # missing: nothing, no error
-    rows = {m.id: m for m in direct.read(lambda tx: list(tx.upkeep.memories()))}
+    rows = {m.id: m for m in direct.read(lambda tx: list(tx.export.memories()))}
     assert (rows[1].access_count, rows[1].last_accessed_at) == (2, 11.25)
     assert (rows[2].access_count, rows[2].last_accessed_at) == (0, None)
 

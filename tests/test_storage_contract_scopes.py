@@ -19,12 +19,12 @@ def _b_rows(tx: StoreTx) -> tuple[int, int, int]:
     """B's memory, entity and relation, each linked to B's scope only."""
     b = tx.scopes.ensure(B)
     memory = tx.memories.insert("B's note", "fact", 0.5, 1.0, [b])
-    x = tx.graph.create_entity("X", "x", "entity", 1.0)
-    y = tx.graph.create_entity("Y", "y", "entity", 1.0)
-    tx.graph.link("entity", x, [b])
-    tx.graph.link("entity", y, [b])
-    rel = tx.graph.create_relation(x, y, "uses", "{}", 1.0)
-    tx.graph.link("relation", rel, [b])
+    x = tx.graph_writes.create_entity("X", "x", "entity", 1.0)
+    y = tx.graph_writes.create_entity("Y", "y", "entity", 1.0)
+    tx.graph_writes.link("entity", x, [b])
+    tx.graph_writes.link("entity", y, [b])
+    rel = tx.graph_writes.create_relation(x, y, "uses", "{}", 1.0)
+    tx.graph_writes.link("relation", rel, [b])
     return memory, x, rel
 
 

@@ -288,32 +288,34 @@ def test_windows_after_and_chunks_after_scan_the_tables_in_key_order(direct: Dir
 
 def test_put_embedding_says_whether_the_entity_had_none_and_replaces(direct: Direct) -> None:
     direct.write(lambda tx: entities(tx, (1, "Ada", "person")))
-    assert direct.write(lambda tx: tx.vectors.put_embedding(1, "", 2, f32(1, 2), 1.0))
-    assert not direct.write(lambda tx: tx.vectors.put_embedding(1, "m'%_", 2, f32(3, 4), 2.0))
-    assert direct.read(lambda tx: tx.vectors.embeddings_of([1, 2])) == {
+    assert direct.write(lambda tx: tx.embeddings.put_embedding(1, "", 2, f32(1, 2), 1.0))
+    assert not direct.write(lambda tx: tx.embeddings.put_embedding(1, "m'%_", 2, f32(3, 4), 2.0))
+    assert direct.read(lambda tx: tx.embeddings.embeddings_of([1, 2])) == {
         1: EntityEmbedding(1, "m'%_", 2, f32(3, 4))
     }
-    assert direct.write(lambda tx: tx.vectors.delete_embedding(1))
-    assert not direct.write(lambda tx: tx.vectors.delete_embedding(1))
-    assert direct.read(lambda tx: tx.vectors.embeddings_of([1])) == {}
-    assert direct.read(lambda tx: tx.vectors.embeddings_of([])) == {}
+    assert direct.write(lambda tx: tx.embeddings.delete_embedding(1))
+    assert not direct.write(lambda tx: tx.embeddings.delete_embedding(1))
+    assert direct.read(lambda tx: tx.embeddings.embeddings_of([1])) == {}
+    assert direct.read(lambda tx: tx.embeddings.embeddings_of([])) == {}
 
 
 def test_embeddings_of_many_ids_and_the_scan_by_dimension(direct: Direct) -> None:
     def fill(tx: StoreTx) -> None:
         for i in range(1, MANY + 1):
-            tx.vectors.put_embedding(i, "", 1 if i % 3 else 2, f32(i) if i % 3 else f32(i, i), 0.0)
+            tx.embeddings.put_embedding(
+                i, "", 1 if i % 3 else 2, f32(i) if i % 3 else f32(i, i), 0.0
+            )
 
     direct.write(fill)
-    assert len(direct.read(lambda tx: tx.vectors.embeddings_of(list(range(MANY + 10))))) == MANY
-    ones = direct.read(lambda tx: tx.vectors.embeddings_after(-1, 1, 5))
+    assert len(direct.read(lambda tx: tx.embeddings.embeddings_of(list(range(MANY + 10))))) == MANY
+    ones = direct.read(lambda tx: tx.embeddings.embeddings_after(-1, 1, 5))
     assert [e.entity_id for e in ones] == [1, 2, 4, 5, 7]
-    later = direct.read(lambda tx: tx.vectors.embeddings_after(5, None, 3))
+    later = direct.read(lambda tx: tx.embeddings.embeddings_after(5, None, 3))
     assert [(e.entity_id, e.dim) for e in later] == [(6, 2), (7, 1), (8, 1)]
-    assert direct.read(lambda tx: tx.vectors.embeddings_after(MANY, None, 3)) == []
+    assert direct.read(lambda tx: tx.embeddings.embeddings_after(MANY, None, 3)) == []
     twos = MANY // 3
-    assert direct.read(lambda tx: tx.vectors.embedding_counts(1)) == (MANY - twos, twos)
-    assert direct.read(lambda tx: tx.vectors.embedding_counts(7)) == (0, MANY)
+    assert direct.read(lambda tx: tx.embeddings.embedding_counts(1)) == (MANY - twos, twos)
+    assert direct.read(lambda tx: tx.embeddings.embedding_counts(7)) == (0, MANY)
 
 
 # -- the entities the vector tools read -------------------------------------------------------
@@ -321,18 +323,20 @@ def test_embeddings_of_many_ids_and_the_scan_by_dimension(direct: Direct) -> Non
 
 def test_visible_entities_follow_the_scopes_and_the_exact_type(direct: Direct) -> None:
     direct.write(scoped)
-    everything = direct.read(lambda tx: tx.vectors.visible_entities([1, 2, 3, 4], None, None))
+    everything = direct.read(lambda tx: tx.embeddings.visible_entities([1, 2, 3, 4], None, None))
     assert everything == {
         1: EntityRef(1, "Mine", "tool", "mine"),
         2: EntityRef(2, "Theirs", "tool", "theirs"),
         3: EntityRef(3, "Free", "Tool", "free"),
     }
-    repo = direct.read(lambda tx: tx.vectors.visible_entities([1, 2, 3], [1], None))
+    repo = direct.read(lambda tx: tx.embeddings.visible_entities([1, 2, 3], [1], None))
     assert sorted(repo) == [1, 3]
-    assert sorted(direct.read(lambda tx: tx.vectors.visible_entities([1, 2, 3], [], None))) == [3]
-    typed = direct.read(lambda tx: tx.vectors.visible_entities([1, 2, 3], None, "tool"))
+    assert sorted(direct.read(lambda tx: tx.embeddings.visible_entities([1, 2, 3], [], None))) == [
+        3
+    ]
+    typed = direct.read(lambda tx: tx.embeddings.visible_entities([1, 2, 3], None, "tool"))
     assert sorted(typed) == [1, 2]  # types compare exactly: "Tool" is another type
-    assert direct.read(lambda tx: tx.vectors.visible_entities([], None, None)) == {}
+    assert direct.read(lambda tx: tx.embeddings.visible_entities([], None, None)) == {}
 
 
 def test_embedded_entities_and_count_embedded_see_only_visible_ones_of_the_dimension(
@@ -340,42 +344,42 @@ def test_embedded_entities_and_count_embedded_see_only_visible_ones_of_the_dimen
 ) -> None:
     def fill(tx: StoreTx) -> None:
         scoped(tx)
-        tx.vectors.put_embedding(1, "", 2, f32(1, 0), 0.0)
-        tx.vectors.put_embedding(2, "", 2, f32(0, 1), 0.0)
-        tx.vectors.put_embedding(3, "", 3, f32(0, 1, 0), 0.0)
+        tx.embeddings.put_embedding(1, "", 2, f32(1, 0), 0.0)
+        tx.embeddings.put_embedding(2, "", 2, f32(0, 1), 0.0)
+        tx.embeddings.put_embedding(3, "", 3, f32(0, 1, 0), 0.0)
 
     direct.write(fill)
-    assert direct.read(lambda tx: tx.vectors.embedded_entities(2, None, None)) == {1, 2}
-    assert direct.read(lambda tx: tx.vectors.embedded_entities(2, [1], None)) == {1}
-    assert direct.read(lambda tx: tx.vectors.embedded_entities(3, [1], "Tool")) == {3}
-    assert direct.read(lambda tx: tx.vectors.embedded_entities(3, [1], "tool")) == set()
-    assert direct.read(lambda tx: tx.vectors.count_embedded(2, None)) == 2
-    assert direct.read(lambda tx: tx.vectors.count_embedded(2, [2])) == 1
-    assert direct.read(lambda tx: tx.vectors.count_embedded(2, [])) == 0
+    assert direct.read(lambda tx: tx.embeddings.embedded_entities(2, None, None)) == {1, 2}
+    assert direct.read(lambda tx: tx.embeddings.embedded_entities(2, [1], None)) == {1}
+    assert direct.read(lambda tx: tx.embeddings.embedded_entities(3, [1], "Tool")) == {3}
+    assert direct.read(lambda tx: tx.embeddings.embedded_entities(3, [1], "tool")) == set()
+    assert direct.read(lambda tx: tx.embeddings.count_embedded(2, None)) == 2
+    assert direct.read(lambda tx: tx.embeddings.count_embedded(2, [2])) == 1
+    assert direct.read(lambda tx: tx.embeddings.count_embedded(2, [])) == 0
 
 
 def test_relation_ends_of_the_visible_relations(direct: Direct) -> None:
     direct.write(scoped)
-    assert sorted(direct.read(lambda tx: tx.vectors.relation_ends(None))) == [
+    assert sorted(direct.read(lambda tx: tx.embeddings.relation_ends(None))) == [
         (1, 3),
         (2, 3),
         (3, 1),
     ]
-    assert sorted(direct.read(lambda tx: tx.vectors.relation_ends([1]))) == [(1, 3), (3, 1)]
-    assert direct.read(lambda tx: tx.vectors.relation_ends([])) == [(3, 1)]
+    assert sorted(direct.read(lambda tx: tx.embeddings.relation_ends([1]))) == [(1, 3), (3, 1)]
+    assert direct.read(lambda tx: tx.embeddings.relation_ends([])) == [(3, 1)]
 
 
 def test_deleting_an_item_deletes_its_vectors_and_embedding(direct: Direct) -> None:
     def fill(tx: StoreTx) -> None:
         entities(tx, (1, "Ada", "person"))
         tx.vectors.put("entity", 1, Windows("m", "r", 1, [f32(1), f32(2)]), replace=True)
-        tx.vectors.put_embedding(1, "", 1, f32(1), 0.0)
+        tx.embeddings.put_embedding(1, "", 1, f32(1), 0.0)
 
     direct.write(fill)
     direct.write(lambda tx: seed(tx, "DELETE FROM entities WHERE id = ?", (1,)))
     assert direct.read(lambda tx: tx.vectors.windows_of("entity", [1], "m", "r", 1)) == {}
     assert direct.read(lambda tx: tx.vectors.chunks_after(None, 5)) == []
-    assert direct.read(lambda tx: tx.vectors.embeddings_of([1])) == {}
+    assert direct.read(lambda tx: tx.embeddings.embeddings_of([1])) == {}
 
 
 # -- the boundary ------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from ..store.documents import entity_document, memory_document, relation_document
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx, StoreTx
 from ..store.messages import Change
 from ..store.vectors import ItemKind, put_vector, vecs_of
 from ..store.writer import Written
@@ -22,7 +22,7 @@ from .handle import EmbedResult
 KINDS: tuple[ItemKind, ...] = ("memory", "entity", "relation")
 
 
-def read_documents(tx: StoreTx, ids: Mapping[str, Sequence[int]]) -> list[tuple[str, int, str]]:
+def read_documents(tx: ReadTx, ids: Mapping[str, Sequence[int]]) -> list[tuple[str, int, str]]:
     """(kind, id, document text) of the given items that still exist."""
     vectors = tx.vectors
     out: list[tuple[str, int, str]] = []
@@ -51,7 +51,7 @@ def stale_items(
     return tx.vectors.lacking(kind, model, revision, after, limit)
 
 
-def count_stale(tx: StoreTx, model: str, revision: str) -> dict[str, int]:
+def count_stale(tx: ReadTx, model: str, revision: str) -> dict[str, int]:
     """How many memories, entities and relations have no vector of ``model``/``revision``."""
     vectors = tx.vectors
     return {kind: vectors.count_lacking(kind, model, revision) for kind in KINDS}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ...protocol.plural import plural
 from ...supervisors.context import AppContext
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx
 from ..store.writer import STORE
 from .documents import KINDS, count_stale
 from .model import ModelError, resolve_spec
@@ -30,7 +30,7 @@ async def unembedded(app: AppContext) -> dict[str, int] | None:
         return None
     store = app.service(STORE)
 
-    def count(tx: StoreTx) -> dict[str, int]:
+    def count(tx: ReadTx) -> dict[str, int]:
         return count_stale(tx, spec.model_id, spec.revision)
 
     counts: dict[str, int] = await store.read(count, name="embedder.count_unembedded")

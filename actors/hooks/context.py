@@ -19,7 +19,7 @@ from ...supervisors.context import AppContext
 from ..anchors.anchoring import STALE, code_states
 from ..memory.access import ranked_rows
 from ..memory.handlers import estimate_tokens
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx
 from ..store.lexical import FUNCTION_WORDS, query_words, search_memories, terms_of
 from ..store.memories import list_memories
 from ..store.runner import tool_context
@@ -148,7 +148,7 @@ def prompt_words(prompt: str) -> list[str]:
     return terms_of([w for w in query_words(prompt, FUNCTION_WORDS) if w not in FUNCTION_WORDS])
 
 
-def word_weights(tx: StoreTx, words: list[str]) -> dict[str, float]:
+def word_weights(tx: ReadTx, words: list[str]) -> dict[str, float]:
     """Each word's weight (by stem): its inverse document frequency in the store, so that a
     word most memories hold counts for little and one none holds for much."""
     counts = tx.fulltext.memory_frequencies(words) or {}
@@ -175,7 +175,7 @@ async def prompt_context(
     if not words:
         return Context(sections=[]), 0.0
 
-    def read(tx: StoreTx) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    def read(tx: ReadTx) -> tuple[list[dict[str, Any]], dict[str, float]]:
         ranked = search_memories(tx, prompt, chosen, None, PROMPT_POOL)
         return ranked_rows(tx, chosen, ranked), word_weights(tx, words)
 

@@ -20,7 +20,7 @@ from ...supervisors.context import AppContext, AppRunner
 from ...supervisors.progress import Progress
 from ..embedder.unembedded import unembedded, unembedded_line
 from ..store.import_file import ImportRefused, count_lines, numbered_lines
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx, StoreTx
 from ..store.runner import check_export_target, export_output, refused, run_store_command, say
 from ..store.services import store_of
 from ..store.writer import Written
@@ -36,7 +36,7 @@ def export_jsonl(args: argparse.Namespace, run: AppRunner) -> int:
         store = store_of(app)
         view = view_of(store.policy)
 
-        def write(tx: StoreTx, out: BinaryIO) -> int:
+        def write(tx: ReadTx, out: BinaryIO) -> int:
             count = 0
             with Progress("export", None, "lines") as bar:  # the total is not known ahead
                 for line in bar.track(jsonl.iter_lines(tx, Scoped(tx, view))):

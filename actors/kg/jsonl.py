@@ -41,7 +41,7 @@ from ..store.import_file import (
     printable,
     require_json,
 )
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx
 from ..store.writer import Change
 from .lookup import observation_contents, observation_texts, resolve
 from .view import Scoped
@@ -77,19 +77,19 @@ def _entity_lines(name: str, kind: str, observations: list[str]) -> Iterator[str
     yield dumps({"type": "entity", "name": name, "entityType": kind, "observations": chunk})
 
 
-def iter_lines(tx: StoreTx, sc: Scoped) -> Iterator[str]:
+def iter_lines(tx: ReadTx, sc: Scoped) -> Iterator[str]:
     """Every visible entity and relation as reference-format lines (inside one read transaction).
 
     Streams: entities and relations are read a page at a time, entities with their observations.
     """
     after = 0
-    while ents := tx.graph.entities_after(sc.ids, after, PAGE):
+    while ents := tx.graph_edges.entities_after(sc.ids, after, PAGE):
         obs = observation_contents(tx, sc, [e.id for e in ents])
         for e in ents:
             yield from _entity_lines(e.name, e.kind, obs[e.id])
         after = ents[-1].id
     after = 0
-    while rels := tx.graph.relations_after(sc.ids, after, PAGE):
+    while rels := tx.graph_edges.relations_after(sc.ids, after, PAGE):
         for r in rels:
             yield dumps(
                 {
@@ -102,7 +102,7 @@ def iter_lines(tx: StoreTx, sc: Scoped) -> Iterator[str]:
         after = rels[-1].id
 
 
-def export_lines(tx: StoreTx, sc: Scoped) -> list[str]:
+def export_lines(tx: ReadTx, sc: Scoped) -> list[str]:
     """`iter_lines` as a list (the ``export_graph`` tool pages it)."""
     return list(iter_lines(tx, sc))
 
@@ -222,7 +222,7 @@ def import_graph(w: Writer, lines: Lines, secrets: SecretsMode = "allow") -> dic
     ``w.warnings`` keeps the first `MAX_WARNINGS` warnings.
     """
     # Entities created by this import have ids above every id there was.
-    fresh_above = w.tx.graph.next_ids()[0] - 1
+    fresh_above = w.tx.graph_writes.next_ids()[0] - 1
     counts = {
         "entities": 0,
         "existingEntities": 0,

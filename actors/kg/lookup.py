@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from ...protocol.errors import NotFound
 from ...protocol.plural import plural
 from ..store.documents import canonical_name
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx, StoreTx
 from ..store.interfaces.graph import Entity
 from .view import Scoped
 
@@ -43,7 +43,7 @@ def ent_of(row: Entity) -> Ent:
 
 
 def resolve(
-    tx: StoreTx, sc: Scoped, names: Iterable[str], visible_only: bool = True
+    tx: ReadTx, sc: Scoped, names: Iterable[str], visible_only: bool = True
 ) -> dict[str, Ent]:
     """Entities by exact name, keyed by name; invisible ones only if asked."""
     out: dict[str, Ent] = {}
@@ -63,7 +63,7 @@ def missing(found: dict[str, Ent], names: Iterable[str]) -> list[str]:
     return [n for n in dict.fromkeys(names) if n not in found]
 
 
-def near_names(tx: StoreTx, sc: Scoped, names: Sequence[str], limit: int = 5) -> str:
+def near_names(tx: ReadTx, sc: Scoped, names: Sequence[str], limit: int = 5) -> str:
     """`` (names are case-sensitive: did you mean 'Alice'?)`` for visible entities whose
     names differ from ``names`` only in case or spacing; "" when there are none."""
     canon = list(dict.fromkeys(canonical_name(n) for n in names[:NEAR_NAMES]))
@@ -89,7 +89,7 @@ def require(
         )
 
 
-def get_one(tx: StoreTx, sc: Scoped, name: str) -> Ent:
+def get_one(tx: ReadTx, sc: Scoped, name: str) -> Ent:
     """The visible entity ``name``. Error handling: raises `NotFound` when there is none."""
     ent = resolve(tx, sc, [name]).get(name)
     if ent is None:
@@ -100,7 +100,7 @@ def get_one(tx: StoreTx, sc: Scoped, name: str) -> Ent:
     return ent
 
 
-def entity_rows(tx: StoreTx, ids: Sequence[int]) -> dict[int, Ent]:
+def entity_rows(tx: ReadTx, ids: Sequence[int]) -> dict[int, Ent]:
     return {row.id: ent_of(row) for row in tx.graph.entities_by_ids(list(ids))}
 
 
@@ -114,7 +114,7 @@ def observations_of(
     return out
 
 
-def observation_contents(tx: StoreTx, sc: Scoped, ids: Sequence[int]) -> dict[int, list[str]]:
+def observation_contents(tx: ReadTx, sc: Scoped, ids: Sequence[int]) -> dict[int, list[str]]:
     """Visible observation texts of each entity, oldest first (`observations_of` without the ids)."""
     out: dict[int, list[str]] = {i: [] for i in ids}
     for eid, content in tx.graph.observation_texts(list(ids), sc.ids):
@@ -122,7 +122,7 @@ def observation_contents(tx: StoreTx, sc: Scoped, ids: Sequence[int]) -> dict[in
     return out
 
 
-def observation_counts(tx: StoreTx, sc: Scoped, ids: Sequence[int]) -> dict[int, int]:
+def observation_counts(tx: ReadTx, sc: Scoped, ids: Sequence[int]) -> dict[int, int]:
     """The number of visible observations of each entity (``summary`` mode), no text read."""
     out = dict.fromkeys(ids, 0)
     out.update(tx.graph.observation_counts(list(ids), sc.ids))

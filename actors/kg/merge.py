@@ -37,13 +37,13 @@ def merge_entities(
     """
     srcs = _sources(w, sources, target)
     tgt = _target(w, target, entity_type, srcs[0].kind)
-    graph = w.tx.graph
+    graph, merge = w.tx.graph_writes, w.tx.graph_merge
     have = {c for _, c in observations_of(w.tx, w.sc, [tgt.id])[tgt.id]}
     merged_ids = {s.id for s in srcs} | {tgt.id}
     moved = Moved()
     for s in srcs:
         _move_observations(w, s, tgt, have, moved)
-        graph.copy_scopes(s.id, tgt.id)
+        merge.copy_scopes(s.id, tgt.id)
         _repoint_relations(w, s, tgt, merged_ids, moved)
         graph.delete_entity(s.id)
         w.change("entity", s.id, deleted=True)
@@ -112,15 +112,15 @@ def _move_observations(w: Writer, s: Ent, tgt: Ent, have: set[str], moved: Moved
         else:
             have.add(content)
             moved.observations += 1
-    for mid in w.tx.graph.move_memories(s.id, tgt.id):
+    for mid in w.tx.graph_merge.move_memories(s.id, tgt.id):
         w.change("memory", mid)
 
 
 def _repoint_relations(w: Writer, s: Ent, tgt: Ent, merged_ids: set[int], moved: Moved) -> None:
     """Re-point the source's relations at the target: a self-loop between merged entities is
     dropped, a duplicate of an existing relation folded into it."""
-    graph = w.tx.graph
-    for edge in graph.all_edges_of(s.id):
+    graph, merge = w.tx.graph_writes, w.tx.graph_merge
+    for edge in merge.all_edges_of(s.id):
         rid, src_id, rtype, tgt_id = edge.id, edge.source_id, edge.relation_type, edge.target_id
         new_src = tgt.id if src_id == s.id else src_id
         new_tgt = tgt.id if tgt_id == s.id else tgt_id
@@ -129,13 +129,13 @@ def _repoint_relations(w: Writer, s: Ent, tgt: Ent, merged_ids: set[int], moved:
             w.change("relation", rid, deleted=True)
             moved.dropped_relations += 1
             continue
-        same = graph.relation(new_src, rtype, new_tgt, w.sc.ids)
+        same = w.tx.graph.relation(new_src, rtype, new_tgt, w.sc.ids)
         if same is not None:
-            graph.fold_relation(rid, same.id)
+            merge.fold_relation(rid, same.id)
             w.change("relation", rid, deleted=True)
             w.change("relation", same.id)
             moved.dropped_relations += 1
         else:
-            graph.repoint_relation(rid, new_src, new_tgt)  # its vector goes: it names the old end
+            merge.repoint_relation(rid, new_src, new_tgt)  # its vector goes: it names the old end
             w.change("relation", rid)
             moved.relations += 1

@@ -8,7 +8,7 @@ Every list-returning tool takes ``offset``/``limit`` and answers ``total`` and
 from __future__ import annotations
 
 from ...supervisors.context import CallContext
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx
 from . import jsonl, reads, traversal
 from . import results as X
 from .args import (
@@ -42,7 +42,7 @@ async def read_graph(ctx: CallContext, args: ReadGraphArgs) -> X.NodesPage:
 
 
 def _search(
-    tx: StoreTx,
+    tx: ReadTx,
     sc: Scoped,
     query: str,
     offset: int,

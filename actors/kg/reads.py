@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx
 from .args import DescribeArgs, SearchRelationsArgs
 from .lookup import ent_of, get_one, in_order, missing, resolve
 from .records import JsonObject, entities_page, full_entity, page, relation_out
@@ -17,7 +17,7 @@ from .view import Scoped
 
 
 def read_graph(
-    tx: StoreTx,
+    tx: ReadTx,
     sc: Scoped,
     offset: int,
     limit: int,
@@ -30,7 +30,7 @@ def read_graph(
 
 
 def open_nodes(
-    tx: StoreTx, sc: Scoped, names: Sequence[str], offset: int, limit: int, mode: str
+    tx: ReadTx, sc: Scoped, names: Sequence[str], offset: int, limit: int, mode: str
 ) -> JsonObject:
     found = resolve(tx, sc, names)
     ordered = in_order(found, names)
@@ -39,18 +39,18 @@ def open_nodes(
 
 
 def batch_get(
-    tx: StoreTx, sc: Scoped, names: Sequence[str], offset: int, limit: int, mode: str
+    tx: ReadTx, sc: Scoped, names: Sequence[str], offset: int, limit: int, mode: str
 ) -> JsonObject:
     result = open_nodes(tx, sc, names, offset, limit, mode)
     result.pop("relations", None)
     return result
 
 
-def get_entity(tx: StoreTx, sc: Scoped, name: str) -> JsonObject | str:
+def get_entity(tx: ReadTx, sc: Scoped, name: str) -> JsonObject | str:
     return full_entity(tx, sc, get_one(tx, sc, name))
 
 
-def entity_exists(tx: StoreTx, sc: Scoped, names: Sequence[str]) -> JsonObject:
+def entity_exists(tx: ReadTx, sc: Scoped, names: Sequence[str]) -> JsonObject:
     found = resolve(tx, sc, names)
     unique = list(dict.fromkeys(names))
     return {
@@ -59,17 +59,17 @@ def entity_exists(tx: StoreTx, sc: Scoped, names: Sequence[str]) -> JsonObject:
     }
 
 
-def degree_of(tx: StoreTx, sc: Scoped, eid: int) -> dict[str, int]:
+def degree_of(tx: ReadTx, sc: Scoped, eid: int) -> dict[str, int]:
     in_deg, out_deg = tx.graph.degree(eid, sc.ids)
     return {"in": in_deg, "out": out_deg, "total": in_deg + out_deg}
 
 
-def degree(tx: StoreTx, sc: Scoped, name: str) -> JsonObject:
+def degree(tx: ReadTx, sc: Scoped, name: str) -> JsonObject:
     ent = get_one(tx, sc, name)
     return {"name": ent.name, **degree_of(tx, sc, ent.id)}
 
 
-def graph_stats(tx: StoreTx, sc: Scoped) -> JsonObject:
+def graph_stats(tx: ReadTx, sc: Scoped) -> JsonObject:
     c = tx.graph.counts(sc.ids)
     return {
         "entities": c.entities,
@@ -81,7 +81,7 @@ def graph_stats(tx: StoreTx, sc: Scoped) -> JsonObject:
     }
 
 
-def search_relations(tx: StoreTx, sc: Scoped, args: SearchRelationsArgs) -> JsonObject:
+def search_relations(tx: ReadTx, sc: Scoped, args: SearchRelationsArgs) -> JsonObject:
     """Relations filtered by any of their source, target and type, by id."""
     ends: list[int | None] = []
     for name in (args.from_, args.to):
@@ -102,7 +102,7 @@ def search_relations(tx: StoreTx, sc: Scoped, args: SearchRelationsArgs) -> Json
     }
 
 
-def describe_entity(tx: StoreTx, sc: Scoped, args: DescribeArgs) -> JsonObject:
+def describe_entity(tx: ReadTx, sc: Scoped, args: DescribeArgs) -> JsonObject:
     """One entity with its observations, degree and a page of its relations (outgoing first)."""
     ent = get_one(tx, sc, args.name)
     offset = args.offset
@@ -126,7 +126,7 @@ def describe_entity(tx: StoreTx, sc: Scoped, args: DescribeArgs) -> JsonObject:
     }
 
 
-def list_types(tx: StoreTx, sc: Scoped, what: str, offset: int, limit: int) -> JsonObject:
+def list_types(tx: ReadTx, sc: Scoped, what: str, offset: int, limit: int) -> JsonObject:
     rows = tx.graph.type_counts(sc.ids, "entity" if what == "entity" else "relation")
     key = "entityType" if what == "entity" else "relationType"
     chosen = rows[offset : offset + limit]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx
 from .lookup import Ent, observation_contents, observation_counts
 from .view import Scoped
 
@@ -32,7 +32,7 @@ def entity_out(ent: Ent, mode: str, obs: Observations | None = None) -> JsonObje
     return {"name": ent.name, "entityType": ent.kind, "observations": items}
 
 
-def entities_out(tx: StoreTx, sc: Scoped, ents: Sequence[Ent], mode: str) -> list[JsonObject | str]:
+def entities_out(tx: ReadTx, sc: Scoped, ents: Sequence[Ent], mode: str) -> list[JsonObject | str]:
     ids = [e.id for e in ents]
     if mode == "names":
         return [e.name for e in ents]
@@ -45,7 +45,7 @@ def entities_out(tx: StoreTx, sc: Scoped, ents: Sequence[Ent], mode: str) -> lis
     return [entity_out(e, mode, obs) for e in ents]
 
 
-def full_entity(tx: StoreTx, sc: Scoped, ent: Ent) -> JsonObject | str:
+def full_entity(tx: ReadTx, sc: Scoped, ent: Ent) -> JsonObject | str:
     """One entity with its observations."""
     return entities_out(tx, sc, [ent], "full")[0]
 
@@ -55,17 +55,17 @@ def relation_out(src: str, rtype: str, tgt: str) -> dict[str, str]:
 
 
 def relations_touching(
-    tx: StoreTx, sc: Scoped, ids: Sequence[int], sources_only: bool = False
+    tx: ReadTx, sc: Scoped, ids: Sequence[int], sources_only: bool = False
 ) -> list[dict[str, str]]:
     """Visible relations with an endpoint (or, with ``sources_only``, the source) among ``ids``, by id."""
     return [
         relation_out(r.source, r.relation_type, r.target)
-        for r in tx.graph.relations_touching(list(ids), sc.ids, sources_only)
+        for r in tx.graph_edges.relations_touching(list(ids), sc.ids, sources_only)
     ]
 
 
 def entities_page(
-    tx: StoreTx,
+    tx: ReadTx,
     sc: Scoped,
     chosen: Sequence[Ent],
     mode: str,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ...protocol.errors import BadArgument
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx
 from ..store.interfaces.fulltext import FoundEntity, FullText, Visibility
 from ..store.lexical import query_terms
 from .lookup import Ent
@@ -22,7 +22,7 @@ SUBSTRING_FROM = 3  # characters: a word this long also matches inside a name or
 
 
 def search_nodes(
-    tx: StoreTx,
+    tx: ReadTx,
     sc: Scoped,
     query: str,
     offset: int,
@@ -90,6 +90,6 @@ def hits_of(ft: FullText, visible: Visibility, term: str) -> Counter[int]:
     return hits
 
 
-def term_hits(tx: StoreTx, sc: Scoped, term: str) -> Counter[int]:
+def term_hits(tx: ReadTx, sc: Scoped, term: str) -> Counter[int]:
     """`hits_of` in the transaction ``tx`` (the vectors' text ranking)."""
     return hits_of(tx.fulltext, visibility(sc), term)

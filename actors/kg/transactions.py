@@ -14,7 +14,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 from ...supervisors.context import AppContext, CallContext
 from ..embedder.embed import embed, embedder_of
 from ..store.documents import entity_document, memory_document
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx, StoreTx
 from ..store.interfaces.anchors import Anchor
 from ..store.scopes import ScopePolicy
 from ..store.services import policy_of, store_of
@@ -35,7 +35,7 @@ def view_of(policy: ScopePolicy) -> View:
 
 async def read(
     ctx: CallContext,
-    fn: Callable[Concatenate[StoreTx, Scoped, P], T],
+    fn: Callable[Concatenate[ReadTx, Scoped, P], T],
     *args: P.args,
     **kwargs: P.kwargs,
 ) -> T:
@@ -46,7 +46,7 @@ async def read(
 
 async def read_small(
     ctx: CallContext,
-    fn: Callable[Concatenate[StoreTx, Scoped, P], T],
+    fn: Callable[Concatenate[ReadTx, Scoped, P], T],
     *args: P.args,
     **kwargs: P.kwargs,
 ) -> T:
@@ -55,7 +55,7 @@ async def read_small(
     return await _read(ctx, fn.__name__, lambda tx, sc: fn(tx, sc, *args, **kwargs), True)
 
 
-async def _read(ctx: CallContext, name: str, fn: Callable[[StoreTx, Scoped], T], inline: bool) -> T:
+async def _read(ctx: CallContext, name: str, fn: Callable[[ReadTx, Scoped], T], inline: bool) -> T:
     store = store_of(ctx.app)
     view = view_of(await policy_of(ctx))
     result: T = await store.read(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx
 from .args import AllPathsArgs, NeighborsArgs, PathArgs, SubgraphArgs
 from .lookup import (
     entity_rows,
@@ -32,7 +32,7 @@ class Adjacency:
 
     def __init__(
         self,
-        tx: StoreTx,
+        tx: ReadTx,
         sc: Scoped,
         direction: str = "both",
         relation_type: str | None = None,
@@ -49,7 +49,7 @@ class Adjacency:
         sides = {"outgoing": [True], "incoming": [False], "both": [True, False]}
         outgoing = sides.get(self.direction, [])
         for out in outgoing:
-            for e in self.tx.graph.edges(todo, self.sc.ids, out, self.rtype):
+            for e in self.tx.graph_edges.edges(todo, self.sc.ids, out, self.rtype):
                 edge = (e.id, e.source_id, e.relation_type, e.target_id)
                 key = edge[1] if out else edge[3]
                 if edge[1] == edge[3] and not out and len(outgoing) == 2:
@@ -89,7 +89,7 @@ def nearest_first(dist: dict[int, int]) -> list[int]:
     return sorted(dist, key=lambda n: (dist[n], n))
 
 
-def _relations_out(tx: StoreTx, edges: Iterable[Edge]) -> list[dict[str, str]]:
+def _relations_out(tx: ReadTx, edges: Iterable[Edge]) -> list[dict[str, str]]:
     """Edges as relation records, with their endpoints' names."""
     edges = list(edges)
     rows = entity_rows(tx, list({i for e in edges for i in (e[1], e[3])}))
@@ -99,7 +99,7 @@ def _relations_out(tx: StoreTx, edges: Iterable[Edge]) -> list[dict[str, str]]:
 # -- paths -------------------------------------------------------------------------------
 
 
-def _path_out(tx: StoreTx, nodes: list[int], edges: list[Edge]) -> JsonObject:
+def _path_out(tx: ReadTx, nodes: list[int], edges: list[Edge]) -> JsonObject:
     rows = entity_rows(tx, list({*nodes, *(e[1] for e in edges), *(e[3] for e in edges)}))
     return {
         "entities": [rows[n].name for n in nodes],
@@ -108,7 +108,7 @@ def _path_out(tx: StoreTx, nodes: list[int], edges: list[Edge]) -> JsonObject:
     }
 
 
-def find_path(tx: StoreTx, sc: Scoped, args: PathArgs) -> JsonObject:
+def find_path(tx: ReadTx, sc: Scoped, args: PathArgs) -> JsonObject:
     """A shortest path (fewest relations) between two entities, breadth first."""
     a, b = get_one(tx, sc, args.from_), get_one(tx, sc, args.to)
     depth = args.maxDepth
@@ -149,7 +149,7 @@ def _walk_back(
     return nodes[::-1], edges[::-1]
 
 
-def find_all_paths(tx: StoreTx, sc: Scoped, args: AllPathsArgs) -> JsonObject:
+def find_all_paths(tx: ReadTx, sc: Scoped, args: AllPathsArgs) -> JsonObject:
     """Simple paths (no entity twice, so cycles end) between two entities, shortest first."""
     a, b = get_one(tx, sc, args.from_), get_one(tx, sc, args.to)
     depth, limit = args.maxDepth, args.limit
@@ -197,7 +197,7 @@ def find_all_paths(tx: StoreTx, sc: Scoped, args: AllPathsArgs) -> JsonObject:
 # -- neighborhoods -----------------------------------------------------------------------
 
 
-def extract_subgraph(tx: StoreTx, sc: Scoped, args: SubgraphArgs) -> JsonObject:
+def extract_subgraph(tx: ReadTx, sc: Scoped, args: SubgraphArgs) -> JsonObject:
     """The entities within ``depth`` hops of the named ones, nearest first, and the relations among them."""
     names, offset, mode = args.names, args.offset, args.mode
     found = resolve(tx, sc, names)
@@ -222,7 +222,7 @@ def extract_subgraph(tx: StoreTx, sc: Scoped, args: SubgraphArgs) -> JsonObject:
     return result
 
 
-def get_neighbors(tx: StoreTx, sc: Scoped, args: NeighborsArgs) -> JsonObject:
+def get_neighbors(tx: ReadTx, sc: Scoped, args: NeighborsArgs) -> JsonObject:
     """The entities within ``depth`` hops of one entity, nearest first, with their distance."""
     ent = get_one(tx, sc, args.name)
     adj = Adjacency(tx, sc, args.direction, args.relationType)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx
 from ..store.interfaces.graph import View as ScopeIds
 
 
@@ -27,7 +27,7 @@ class Scoped:
     """A `View` resolved to scope ids inside the transaction (`interfaces.graph.View`): what
     the graph's reads of this call see."""
 
-    def __init__(self, tx: StoreTx, view: View) -> None:
+    def __init__(self, tx: ReadTx, view: View) -> None:
         self.view = view
         self.ids: ScopeIds = tx.graph.view(view.selection, view.writable)
         self.read_ids = list(self.ids.read_ids)

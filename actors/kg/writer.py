@@ -48,7 +48,7 @@ class RowBatch:
 
     def __init__(self, tx: StoreTx) -> None:
         self.tx = tx
-        self.next_entity, self.next_memory = tx.graph.next_ids()
+        self.next_entity, self.next_memory = tx.graph_writes.next_ids()
         self.entities: list[NewEntity] = []
         self.memories: list[NewObservation] = []
         self.vectors: list[tuple[str, int, Vec]] = []
@@ -67,7 +67,7 @@ class RowBatch:
 
     def flush(self, ts: float, scope_id: int) -> None:
         """Write the rows (entities, their scope links, memories, theirs, the entity links, vectors)."""
-        self.tx.graph.insert_batch(self.entities, self.memories, ts, scope_id)
+        self.tx.graph_writes.insert_batch(self.entities, self.memories, ts, scope_id)
         for kind, item, vec in self.vectors:
             put_vector(self.tx, kind, item, vec)
         self.entities, self.memories, self.vectors = [], [], []
@@ -134,7 +134,7 @@ class Writer:
                 self.anchored.append((mid, anchors))
             self.change("memory", mid, vec)
             return mid
-        mid = self.tx.graph.add_observation(entity_id, content, self.ts, self.scope_id)
+        mid = self.tx.graph_writes.add_observation(entity_id, content, self.ts, self.scope_id)
         if anchors:
             self.anchored.append((mid, anchors))
         if vec is not None:
@@ -167,7 +167,7 @@ class Writer:
                 self.batch.vectors.append(("entity", eid, vec))
             self.change("entity", eid, vec)
             return Ent(eid, name, kind, canon)
-        eid = self.tx.graph.create_entity(name, canon, kind, self.ts)
+        eid = self.tx.graph_writes.create_entity(name, canon, kind, self.ts)
         self.link_entity(eid)
         if vec is not None:
             put_vector(self.tx, "entity", eid, vec)
@@ -183,7 +183,7 @@ class Writer:
         """
         if asked_type is not None:
             self.note_kept_type(eid, asked_type, where)
-        self.tx.graph.link("entity", eid, [self.scope_id])
+        self.tx.graph_writes.link("entity", eid, [self.scope_id])
 
     def note_kept_type(self, eid: int, asked_type: str, where: str = "") -> None:
         """Warn when a shared entity keeps a type other than ``asked_type``."""
@@ -207,7 +207,7 @@ class Writer:
 
     def set_type(self, ent: Ent, kind: str) -> None:
         """Change an entity's type (the caller checked it is owned here)."""
-        self.tx.graph.set_kind(ent.id, kind, self.ts)
+        self.tx.graph_writes.set_kind(ent.id, kind, self.ts)
         ent.kind = kind
 
     def drop_observation(self, mid: int, entity_id: int) -> None:
@@ -219,17 +219,17 @@ class Writer:
         `ownership.SharedRow` (callers skip or refuse those first).
         """
         self.own.require("memory", mid, f"observation {mid}", "delete it")
-        if not self.tx.graph.observation_elsewhere(mid, entity_id):
-            self.tx.graph.delete_memory(mid)
+        if not self.tx.graph_writes.observation_elsewhere(mid, entity_id):
+            self.tx.graph_writes.delete_memory(mid)
             self.change("memory", mid, deleted=True)
             return
-        self.tx.graph.unlink_observation(mid, entity_id)
+        self.tx.graph_writes.unlink_observation(mid, entity_id)
         self.change("memory", mid)
 
     def drop_relation(self, rid: int) -> None:
         """Delete a relation owned here; unlink a shared one from the writable scopes only."""
         if self.own.owned("relation", rid):
-            self.tx.graph.delete_relation(rid)
+            self.tx.graph_writes.delete_relation(rid)
             self.change("relation", rid, deleted=True)
         else:
             self.own.release("relation", rid)
@@ -237,4 +237,4 @@ class Writer:
 
     def touch(self, ids: Iterable[int]) -> None:
         """Stamp ``updated_at`` of the entities owned here (a shared one's stays as it is)."""
-        self.tx.graph.touch([i for i in set(ids) if self.own.owned("entity", i)], self.ts)
+        self.tx.graph_writes.touch([i for i in set(ids) if self.own.owned("entity", i)], self.ts)

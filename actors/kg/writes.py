@@ -143,10 +143,10 @@ def create_relations(w: Writer, items: Sequence[tuple[str, str, str]]) -> list[d
         if row is not None and row.visible:
             continue  # already there
         if row is None:
-            rid = tx.graph.create_relation(s.id, t.id, rtype, "{}", w.ts)
+            rid = tx.graph_writes.create_relation(s.id, t.id, rtype, "{}", w.ts)
         else:
             rid = row.id
-        tx.graph.link("relation", rid, [w.scope_id])
+        tx.graph_writes.link("relation", rid, [w.scope_id])
         w.change("relation", rid)
         out.append(relation_out(s.name, rtype, t.name))
     return out
@@ -169,7 +169,7 @@ def delete_entities(w: Writer, names: Sequence[str]) -> int:
         for mid, _ in observations_of(tx, sc, [ent.id])[ent.id]:
             if owned or w.own.owned("memory", mid):
                 w.drop_observation(mid, ent.id)
-        rels = tx.graph.relation_ids_touching(ent.id, sc.ids)
+        rels = tx.graph_edges.relation_ids_touching(ent.id, sc.ids)
         if owned:
             _delete_owned_entity(w, ent.id, rels)
         else:
@@ -184,9 +184,9 @@ def _delete_owned_entity(w: Writer, eid: int, relations: list[int]) -> None:
     """Delete an entity owned here; its relations go with it, its memories lose their link."""
     for rid in relations:
         w.change("relation", rid, deleted=True)
-    for mid in w.tx.graph.linked_memories(eid):
+    for mid in w.tx.graph_writes.linked_memories(eid):
         w.change("memory", mid)  # loses its link
-    w.tx.graph.delete_entity(eid)  # cascades relations
+    w.tx.graph_writes.delete_entity(eid)  # cascades relations
     w.change("entity", eid, deleted=True)
 
 
@@ -246,7 +246,7 @@ def compact(w: Writer) -> JsonObject:
     """
     tx, sc = w.tx, w.sc
     removed = 0
-    for eid, ids in tx.graph.duplicate_observations(sc.ids):
+    for eid, ids in tx.graph_writes.duplicate_observations(sc.ids):
         for mid in ids[1:]:
             if w.own.owned("memory", mid):  # another repository's copy stays (store.ownership)
                 w.drop_observation(mid, eid)

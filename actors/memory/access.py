@@ -6,14 +6,14 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx
 from ..store.interfaces.recall_log import RecallEntry
 from ..store.memories import get_memory, now, visible
 from ..store.scopes import GLOBAL
 
 
 def ranked_rows(
-    tx: StoreTx,
+    tx: ReadTx,
     selection: Sequence[str],
     ranked: Sequence[tuple[int, float]],
     accessed_at: float | None = None,
@@ -48,7 +48,7 @@ def ranked_rows(
 
 
 def record_access(
-    tx: StoreTx,
+    tx: ReadTx,
     kind: str,
     query: str,
     selection: Sequence[str],

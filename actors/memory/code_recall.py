@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from ...protocol.errors import BadArgument
 from ...supervisors.context import CallContext
 from ..anchors.anchoring import no_repository, repo_of
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx
 from ..store.interfaces.anchors import Anchor
 from ..store.scopes import ScopePolicy
 from ..store.services import store_of
@@ -49,7 +49,7 @@ async def code_candidates(
         return ranked
     told = _Near(near)
 
-    def op(tx: StoreTx) -> dict[int, int]:
+    def op(tx: ReadTx) -> dict[int, int]:
         scope_ids = list(tx.scopes.ids([repo.scope]).values())
         if not scope_ids:
             return {}

@@ -136,7 +136,7 @@ async def _database_report(store: Store) -> dict[str, Any]:
     """Where the database is, its size, schema version, integrity and counts."""
 
     def check(tx: StoreTx) -> dict[str, Any]:
-        return {**tx.upkeep.health(), "counts": msgspec.structs.asdict(tx.upkeep.counts())}
+        return {**tx.health.report(), "counts": msgspec.structs.asdict(tx.upkeep.counts())}
 
     report = await store.write(check, name="doctor.health")
     return {"database": store.backend.shown, **report}

@@ -15,16 +15,16 @@ from typing import Any
 
 import msgspec
 
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx
 from .records import FORMAT, VERSION
 
 
-def export_lines(tx: StoreTx) -> Iterator[dict[str, Any]]:
+def export_lines(tx: ReadTx) -> Iterator[dict[str, Any]]:
     """Every record of the store, in a stable order (run inside one read transaction).
 
     Streams: rows are read as they are written out, never all at once.
     """
-    upkeep = tx.upkeep
+    upkeep = tx.export
     yield {
         "type": "header",
         "format": FORMAT,
@@ -63,7 +63,7 @@ def export_lines(tx: StoreTx) -> Iterator[dict[str, Any]]:
     yield from _recall_log(tx)
 
 
-def _recall_log(tx: StoreTx) -> Iterator[dict[str, Any]]:
+def _recall_log(tx: ReadTx) -> Iterator[dict[str, Any]]:
     """The recall log's records, oldest first."""
     for entry in tx.recall_log.entries():
         yield {

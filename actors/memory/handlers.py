@@ -27,7 +27,7 @@ from ..screening import logged_query
 from ..store import limits
 from ..store.documents import entity_document, memory_document, relation_document
 from ..store.entities import RelationSpec, missing_vectors, validate_entity, validate_relation_type
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx, StoreTx
 from ..store.interfaces.errors import StoreOperationalError
 from ..store.lexical import search_memories
 from ..store.memories import (
@@ -323,7 +323,7 @@ async def inspect(ctx: CallContext, args: InspectArgs) -> InspectResult:
     selection = await scoped(policy.select, args.scopes)
     read_only = policy.grant is not None and policy.grant.read_only  # no access recorded
 
-    def op(tx: StoreTx) -> dict[str, Any]:
+    def op(tx: ReadTx) -> dict[str, Any]:
         memory = get_memory(tx, args.id)
         if memory is None or not visible(memory["scopes"], selection):
             raise not_found(args.id, selection)

@@ -40,7 +40,7 @@ from ...supervisors.progress import Progress
 from ..store import backends, db
 from ..store.backend import Backend
 from ..store.direct import Direct
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx
 from . import transfer
 
 Digest = dict[str, dict[str, Any]]
@@ -90,13 +90,13 @@ def _open(where: Location, busy_timeout_ms: int) -> Direct:
     return Direct(backend=where, busy_timeout_ms=busy_timeout_ms, durability="sync")
 
 
-def record_count(tx: StoreTx) -> int:
+def record_count(tx: ReadTx) -> int:
     """About how many records `transfer.export_lines` writes (the progress's total)."""
     c = tx.upkeep.counts()
     return 1 + c.scopes + c.entities + c.edges + c.memories + c.vectors + c.recall_log
 
 
-def _digest_of(tx: StoreTx, label: str) -> Digest:
+def _digest_of(tx: ReadTx, label: str) -> Digest:
     out: dict[str, tuple[int, Any]] = {}
     with Progress(label, record_count(tx), "records") as bar:
         for rec in bar.track(transfer.export_lines(tx)):
@@ -124,7 +124,7 @@ def copy(source: Direct, target: Direct) -> dict[str, int]:
         )
     with tempfile.TemporaryFile() as spool:
 
-        def export(tx: StoreTx) -> int:
+        def export(tx: ReadTx) -> int:
             with Progress("migrate: export", record_count(tx), "records") as bar:
                 for rec in bar.track(transfer.export_lines(tx)):
                     line = json.dumps(rec, ensure_ascii=False, sort_keys=True).encode() + b"\n"

@@ -7,11 +7,11 @@ from typing import Any
 
 from ...protocol.errors import NotFound
 from ..store.entities import match_entity
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx
 
 
 def graph_paths(
-    tx: StoreTx,
+    tx: ReadTx,
     entity: str,
     direction: str,
     max_depth: int,
@@ -35,7 +35,7 @@ def graph_paths(
         if direction in ("incoming", "both"):
             sides.append(False)
         for outgoing in sides:
-            for r in tx.graph.edges_named(node, view, outgoing):
+            for r in tx.graph_edges.edges_named(node, view, outgoing):
                 names[r.source_id] = (r.source, r.source_kind)
                 names[r.target_id] = (r.target, r.target_kind)
                 out.append((r.id, r.source_id, r.relation_type, r.target_id))

@@ -197,7 +197,7 @@ class _Importer:
 
     def __init__(self, tx: StoreTx, checked: Checked) -> None:
         self.tx = tx
-        self.upkeep = tx.upkeep
+        self.upkeep = tx.imports
         self.added = dict.fromkeys(
             ("memories", "entities", "relations", "vectors", "recall_log", "skipped_memories"), 0
         )
@@ -377,7 +377,7 @@ def flush(
     tx: StoreTx, policy: ScopePolicy, everything: bool
 ) -> tuple[dict[str, int], list[Change]]:
     """Delete memories (and orphaned entities/relations) of the writable scopes, or everything."""
-    deleted = tx.upkeep.flush(list(policy.writable), everything)
+    deleted = tx.imports.flush(list(policy.writable), everything)
     return msgspec.structs.asdict(deleted), [Change(kind="reset")]
 
 

@@ -20,7 +20,7 @@ from ..embedder.unembedded import unembedded, unembedded_line
 from ..kg import cli as kg_cli
 from ..kg import jsonl
 from ..store.import_file import ImportRefused, count_lines, numbered_lines, open_import
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx, StoreTx
 from ..store.runner import check_export_target, export_output, refused, run_store_command, say
 from ..store.writer import Change, Written
 from . import migrate, tools, transfer
@@ -43,7 +43,7 @@ def cmd_export(args: argparse.Namespace, run: AppRunner) -> int:
     if args.format == "jsonl":
         return kg_cli.export_jsonl(args, run)
 
-    def write(tx: StoreTx, out: BinaryIO) -> dict[str, int]:
+    def write(tx: ReadTx, out: BinaryIO) -> dict[str, int]:
         counts = dict.fromkeys(("memory", "entity", "relation", "vector"), 0)
         with Progress("export", migrate.record_count(tx), "records") as bar:
             for rec in bar.track(transfer.export_lines(tx)):

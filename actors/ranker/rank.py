@@ -34,7 +34,7 @@ import numpy as np
 
 from ..native import igraph  # OpenMP settings first (actors/native.py)
 from ..store import lexical
-from ..store.interfaces import Snapshot, StoreTx
+from ..store.interfaces import ReadTx, Snapshot, StoreTx
 from ..store.interfaces.fulltext import FullText
 from . import rerank, sql_graph
 from .dates import query_dates
@@ -107,7 +107,7 @@ def fts_seeds(ft: FullText, query: str) -> list[tuple[int, float]]:
     return [(m.id, m.score) for m in lexical.seed_memories(ft, query, FTS_BUDGET, FTS_CANDIDATES)]
 
 
-def fts_candidates(tx: StoreTx, query: str) -> list[tuple[int, float]]:
+def fts_candidates(tx: ReadTx, query: str) -> list[tuple[int, float]]:
     """`fts_seeds` in one transaction of the store (the ranker's own reader's, or the pool's)."""
     return fts_seeds(tx.fulltext, query)
 
@@ -170,7 +170,7 @@ class SeedQuery:
     """What the seed functions read: the query, its vector, the selection, the settings."""
 
     cache: RecallCache
-    tx: StoreTx
+    tx: ReadTx
     query: str
     qvec: np.ndarray
     masks: dict[str, np.ndarray]
@@ -182,7 +182,7 @@ class SeedQuery:
         self,
     ) -> tuple[
         RecallCache,
-        StoreTx,
+        ReadTx,
         str,
         np.ndarray,
         dict[str, np.ndarray],
@@ -195,7 +195,7 @@ class SeedQuery:
 
 def seeds(
     cache: RecallCache,
-    tx: StoreTx,
+    tx: ReadTx,
     query: str,
     qvec: np.ndarray,
     masks: dict[str, np.ndarray],
@@ -419,7 +419,7 @@ def rank(
 
 def rank_explained(
     cache: RecallCache,
-    tx: StoreTx,
+    tx: ReadTx,
     query: str,
     qvec: np.ndarray,
     masks: dict[str, np.ndarray],

@@ -48,7 +48,7 @@ from ..embedder.handle import EMBEDDER, EmbeddingError, EmbedResult
 from ..embedder.unembedded import BACKFILL_LIMIT, unembedded_warning
 from ..store import backends, db
 from ..store.coherence import STALE, WAITING, CacheMark
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx
 from ..store.interfaces.errors import StoreError
 from ..store.reader import Reader
 from ..store.writer import STORE, Change
@@ -314,7 +314,7 @@ class Ranker:
     def _load_sync(self, model: tuple[str, str, int]) -> RecallCache:
         assert self._reader is not None
 
-        def load(tx: StoreTx) -> tuple[RecallCache, CacheMark]:
+        def load(tx: ReadTx) -> tuple[RecallCache, CacheMark]:
             mark = CacheMark(tx.snapshot.change_mark())  # first: a later write moves it on
             cache = RecallCache(
                 *model,
@@ -370,7 +370,7 @@ class Ranker:
         told = store.told if store is not None else None
         grace = store.untold_grace if store is not None else 0.0
 
-        def sync(tx: StoreTx) -> bool:
+        def sync(tx: ReadTx) -> bool:
             """Apply ``pending``; whether a full reload is needed instead."""
             snap = tx.snapshot
             reload = any(c.kind == "reset" for c in pending) or len(pending) > RELOAD_THRESHOLD
@@ -455,7 +455,7 @@ class Ranker:
         if build is None:
             return
 
-        def build_from(tx: StoreTx) -> None:
+        def build_from(tx: ReadTx) -> None:
             rows, count = cache.vector_rows(tx.snapshot, stored_kind(kind))
             build.run(rows, count)
 
@@ -525,7 +525,7 @@ class Ranker:
             reader = self._reader
             assert reader is not None
 
-            def ranking(tx: StoreTx) -> tuple[list[tuple[int, float]], dict[int, list[str]]]:
+            def ranking(tx: ReadTx) -> tuple[list[tuple[int, float]], dict[int, list[str]]]:
                 return rank_mod.rank_explained(
                     cache,
                     tx,

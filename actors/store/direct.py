@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from . import backends, db
 from .backend import Backend
-from .interfaces import StoreTx
+from .interfaces import ReadTx, StoreTx
 from .interfaces.errors import StoreError
 from .writer import Written
 
@@ -58,7 +58,7 @@ class Direct:
                 raise
         return result.value if isinstance(result, Written) else result
 
-    def read(self, fn: Callable[[StoreTx], T]) -> T:
+    def read(self, fn: Callable[[ReadTx], T]) -> T:
         """``fn(tx)`` in one read transaction (a consistent snapshot) on a read-only connection."""
         if self._reader is None:
             self._reader = self.backend.open_reader(self.busy_timeout_ms)

@@ -19,7 +19,7 @@ from typing import Literal
 from ...protocol.errors import BadArgument
 from . import limits
 from .documents import canonical_name, clean_name
-from .interfaces import StoreTx
+from .interfaces import ReadTx, StoreTx
 from .interfaces.graph import View
 from .ownership import Ownership
 
@@ -57,7 +57,7 @@ MAX_CANDIDATES = 10  # names listed when a name matches several entities
 EVERYTHING = View((), (), True)  # no scope filter: a relation is its (source, type, target)
 
 
-def match_entity(tx: StoreTx, name: str) -> tuple[int, str, str] | None:
+def match_entity(tx: ReadTx, name: str) -> tuple[int, str, str] | None:
     """(id, name, kind) of the entity ``name`` means to a memory tool: the one named
     exactly so, else the only one whose name differs from it in case or spacing
     alone (`documents.canonical_name`); None when there is none.
@@ -102,7 +102,7 @@ def upsert_entity(
     this server may not write keeps its kind, and a different kind asked for is
     reported in ``warnings`` (see `ownership`). Error handling: `match_entity`'s.
     """
-    graph = tx.graph
+    graph = tx.graph_writes
     row = match_entity(tx, spec.name)
     if row:
         entity_id, name, kind = row
@@ -129,10 +129,10 @@ def link_scopes(
     scope_ids_: Sequence[int],
 ) -> None:
     """Link an entity or relation row to each of ``scope_ids_`` (already linked ones stay)."""
-    tx.graph.link(kind, row_id, scope_ids_)
+    tx.graph_writes.link(kind, row_id, scope_ids_)
 
 
-def relation_label(tx: StoreTx, source_id: int, relation_type: str, target_id: int) -> str:
+def relation_label(tx: ReadTx, source_id: int, relation_type: str, target_id: int) -> str:
     names = {e.id: e.name for e in tx.graph.entities_by_ids([source_id, target_id])}
     return f"relation {names.get(source_id)!r} -[{relation_type}]-> {names.get(target_id)!r}"
 
@@ -155,12 +155,12 @@ def upsert_relation(
     metadata change is refused (`ownership.SharedRow`, before any change of
     the relation) or, with a ``warnings`` list, kept and reported there.
     """
-    graph = tx.graph
-    found = graph.relation(source_id, relation_type, target_id, EVERYTHING)
+    graph = tx.graph_writes
+    found = tx.graph.relation(source_id, relation_type, target_id, EVERYTHING)
     if found is not None:
         relation_id = found.id
         created = False
-        stored = json.loads(graph.relation_metadata(relation_id) or "{}")
+        stored = json.loads(tx.graph.relation_metadata(relation_id) or "{}")
         if not isinstance(stored, dict):  # an imported row may hold any JSON
             stored = {}
         merged = {**stored, **(metadata or {})}
@@ -186,7 +186,7 @@ def upsert_relation(
 
 
 def missing_vectors(
-    tx: StoreTx, entities: Sequence[EntitySpec], relations: Sequence[RelationSpec]
+    tx: ReadTx, entities: Sequence[EntitySpec], relations: Sequence[RelationSpec]
 ) -> tuple[set[str], set[tuple[str, str, str]]]:
     """Which entities (by the name given) and relations (by the triple of names given)
     have no vector yet; names are matched as a write will (`match_entity`)."""

@@ -18,7 +18,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .interfaces import StoreTx
+from .interfaces import ReadTx
 from .interfaces.errors import StoreOperationalError
 from .interfaces.fulltext import FullText, MemoryFilter, MemoryMatch, TextQuery
 from .scopes import GLOBAL
@@ -168,7 +168,7 @@ def seed_memories(ft: FullText, query: str, budget: PlanBudget, limit: int) -> l
 
 
 def search_memories(
-    tx: StoreTx,
+    tx: ReadTx,
     query: str,
     selection: Sequence[str],
     memory_type: str | None,

@@ -41,6 +41,7 @@ from ...supervisors import faults, trace
 from ...supervisors.context import ServiceKey
 from ...supervisors.supervisor import ChildContext, Mailbox
 from . import db
+from .interfaces import FileUpkeep, StoreTx
 from .messages import MaintenanceRequest, RunMaintenance
 from .sqlite.upkeep import SqliteUpkeep
 from .writer import Store
@@ -106,6 +107,15 @@ class Maintenance:
 MAINTENANCE: ServiceKey[Maintenance] = ServiceKey("store.maintenance")
 
 
+def _file_upkeep(tx: StoreTx) -> FileUpkeep:
+    """The file's upkeep steps (the maintenance actor runs only where the backend has
+    `Capability.FILE_UPKEEP`, `feature`)."""
+    steps = tx.file_upkeep
+    if steps is None:
+        raise RuntimeError(f"the {tx.backend} store has no file upkeep steps")
+    return steps
+
+
 async def run_maintenance(upkeep: SqliteUpkeep, store: Store, lock: trio.Lock) -> MaintenanceReport:
     """One run: FTS5 merge, incremental vacuum (which gives back the pages the merge
     freed), then a checkpoint of it all (see the module doc). ``upkeep`` is this actor's
@@ -122,7 +132,7 @@ async def run_maintenance(upkeep: SqliteUpkeep, store: Store, lock: trio.Lock) -
         for _ in range(MAX_STEPS):
             steps[table] += 1
             if await store.write(
-                lambda tx, table=table: tx.upkeep.fts_merge_step(table, FTS_MERGE_PAGES),
+                lambda tx, table=table: _file_upkeep(tx).fts_merge_step(table, FTS_MERGE_PAGES),
                 name="store.fts_merge",
             ):
                 break
@@ -131,13 +141,15 @@ async def run_maintenance(upkeep: SqliteUpkeep, store: Store, lock: trio.Lock) -
     freed, left = 0, 0
     for _ in range(MAX_STEPS if mode == "incremental" else 0):
         step_freed, left = await store.write(
-            lambda tx: tx.upkeep.vacuum_step(VACUUM_STEP_PAGES), name="store.incremental_vacuum"
+            lambda tx: _file_upkeep(tx).vacuum_step(VACUUM_STEP_PAGES),
+            name="store.incremental_vacuum",
         )
         freed += step_freed
         if left == 0 or step_freed == 0:
             break
     if mode != "incremental":
-        left = await store.read(lambda tx: tx.upkeep.free_pages(), name="store.free_pages")
+        async with lock:  # this actor's own connection, as the checkpoint's
+            left = await trio.to_thread.run_sync(upkeep.free_pages)
     async with lock:
         point = await trio.to_thread.run_sync(upkeep.checkpoint)
     return MaintenanceReport(

@@ -16,7 +16,7 @@ from typing import Any
 
 from ...protocol.errors import NotFound
 from .entities import EntitySpec, RelationSpec, upsert_entity, upsert_relation
-from .interfaces import StoreTx
+from .interfaces import ReadTx, StoreTx
 from .interfaces.memories import MemoryEdit
 from .messages import Change
 from .ownership import Ownership
@@ -110,7 +110,7 @@ def insert_memory(
     return result, changes
 
 
-def get_memory(tx: StoreTx, memory_id: int, details: bool = True) -> dict[str, Any] | None:
+def get_memory(tx: ReadTx, memory_id: int, details: bool = True) -> dict[str, Any] | None:
     row = tx.memories.get(memory_id)
     if row is None:
         return None
@@ -141,7 +141,7 @@ def not_found(memory_id: int, selection: Sequence[str]) -> NotFound:
 
 
 def writable_memory(
-    tx: StoreTx,
+    tx: ReadTx,
     memory_id: int,
     policy: ScopePolicy,
     selection: Sequence[str],
@@ -214,7 +214,7 @@ def delete_memory(
 
 
 def list_memories(
-    tx: StoreTx,
+    tx: ReadTx,
     selection: Sequence[str],
     memory_type: str | None,
     limit: int,
@@ -229,12 +229,12 @@ def list_memories(
     return out
 
 
-def visible_counts(tx: StoreTx, selection: Sequence[str]) -> dict[str, int]:
+def visible_counts(tx: ReadTx, selection: Sequence[str]) -> dict[str, int]:
     """`counts` of what a reader of the scopes ``selection`` sees: rows linked to one of
     them or to none (a session whose grant does not cover the whole store). The recall
     log, which records every session's queries, is not counted (0)."""
     return tx.memories.visible_counts(list(tx.scopes.ids(selection).values())).as_dict()
 
 
-def counts(tx: StoreTx) -> dict[str, int]:
+def counts(tx: ReadTx) -> dict[str, int]:
     return tx.memories.counts().as_dict()

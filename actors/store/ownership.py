@@ -41,7 +41,7 @@ from typing import Literal
 
 from ...protocol.errors import Forbidden
 from ...protocol.plural import noun
-from .interfaces import StoreTx
+from .interfaces import ReadTx
 from .interfaces.scopes import RowKind
 
 Kind = RowKind
@@ -66,7 +66,7 @@ class Ownership:
     are now, so a check sees the earlier changes of the same call.
     """
 
-    def __init__(self, tx: StoreTx, writable: Sequence[str]) -> None:
+    def __init__(self, tx: ReadTx, writable: Sequence[str]) -> None:
         self.tx = tx
         self.writable = list(dict.fromkeys(writable))
         ids = self.tx.scopes.ids(self.writable)

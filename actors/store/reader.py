@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from . import db
 from .backend import Backend
-from .interfaces import StoreTx
+from .interfaces import ReadTx, StoreTx
 from .interfaces.errors import StoreError
 
 T = TypeVar("T")
@@ -39,7 +39,7 @@ class Reader:
             self._conn = self.backend.open_reader(self.busy_timeout_ms, self.tuning)
         return self
 
-    def read(self, fn: Callable[[StoreTx], T]) -> T:
+    def read(self, fn: Callable[[ReadTx], T]) -> T:
         """``fn(tx)`` in one read transaction on this reader's connection."""
         self.open()
         make_tx = self.make_tx

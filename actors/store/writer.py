@@ -41,7 +41,7 @@ from ...supervisors.supervisor import ChildContext, Mailbox
 from . import backends, db
 from .backend import Announce, Backend
 from .coherence import NOTIFY_GRACE, ToldMarks
-from .interfaces import StoreTx
+from .interfaces import ReadTx, StoreTx
 from .messages import Change, StoreRequest, Transact
 from .scopes import ScopePolicies, ScopePolicy
 
@@ -119,7 +119,7 @@ class Store:
         name = name or _name_of(op)
         return await self.mailbox.call(Transact(op=op, name=name, trace=trace.current.get()))
 
-    async def read(self, op: Callable[[StoreTx], T], inline: bool = False, name: str = "") -> T:
+    async def read(self, op: Callable[[ReadTx], T], inline: bool = False, name: str = "") -> T:
         """``op(tx)`` in one read transaction; ``inline``: a small indexed read, tried on
         the event loop first (`db.ReadPool`); ``name`` as for `write`."""
         pool = self._pool

@@ -40,7 +40,7 @@ from ..memory.results import memory_fields
 from ..memory.stale import stale_diff, stale_ids
 from ..screening import run_tool
 from ..session_state import SessionState
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx
 from ..store.lexical import query_terms, search_memories
 from ..store.services import policy_of, scoped, store_of
 from . import queries
@@ -193,7 +193,7 @@ class Api:
             raise ApiError(400, format_validation_error(exc, tool.args)) from None
         return msgspec.to_builtins(await run_tool(tool, self.ctx, args))
 
-    async def read(self, op: Callable[[StoreTx], T], name: str) -> T:
+    async def read(self, op: Callable[[ReadTx], T], name: str) -> T:
         return await store_of(self.app).read(op, name=name)
 
     async def selection(self, query: Query) -> list[str]:
@@ -302,7 +302,7 @@ class Api:
             )
         selection = await scoped((await policy_of(self.ctx)).select, body.get("scopes") or None)
 
-        def op(tx: StoreTx) -> list[Json]:
+        def op(tx: ReadTx) -> list[Json]:
             found = (queries.memory_details(tx, i, selection, history=False) for i in ids)
             return [memory_fields({k: v for k, v in m.items() if k != "history"})
                     for m in found if m is not None]  # fmt: skip
@@ -374,7 +374,7 @@ class Api:
                 ranked, ranking, _ = await rank(self.app, text, selection, memory_type, limit, True)
             ids = [i for i, _ in ranked]
 
-            def op(tx: StoreTx, ids: list[int] = ids, ranking: str = ranking) -> Json:
+            def op(tx: ReadTx, ids: list[int] = ids, ranking: str = ranking) -> Json:
                 chosen = queries.MemoryFilter(selection=selection, ids=ids)
                 rows, _ = queries.page_of_memories(tx, chosen, "id", True, 0, len(ids) or 1)
                 return rows, explain(tx, text, ids, ranking)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..store.documents import canonical_name
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx
 from ..store.lexical import query_terms, query_words
 from ..store.stem import stem
 
@@ -25,7 +25,7 @@ MAX_NAME_WORDS = 6
 MAX_LINKS = 3
 
 
-def named_entities(tx: StoreTx, query: str) -> dict[int, str]:
+def named_entities(tx: ReadTx, query: str) -> dict[int, str]:
     """Entities whose whole name occurs in ``query`` (id -> name)."""
     words = [w for w in query.split() if w]
     candidates = {
@@ -40,7 +40,7 @@ def named_entities(tx: StoreTx, query: str) -> dict[int, str]:
 
 
 def explain(
-    tx: StoreTx, query: str, ids: Sequence[int], ranking: str
+    tx: ReadTx, query: str, ids: Sequence[int], ranking: str
 ) -> dict[int, list[dict[str, Any]]]:
     """For each memory id: the reasons it matches ``query`` (see the module docstring)."""
     stems = {stem(t): t for t in query_terms(query)}

@@ -16,7 +16,7 @@ import msgspec
 from ..chaos import traceview
 from ..code.overview import checkouts
 from ..memory.results import memory_fields
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx
 from ..store.interfaces.browse import SORTS, BrowsedMemory, MemoryFilter, Sort
 from ..store.memories import get_memory, visible
 
@@ -37,7 +37,7 @@ def _as_dict(memory: BrowsedMemory) -> dict[str, Any]:
 
 
 def page_of_memories(
-    tx: StoreTx,
+    tx: ReadTx,
     chosen: MemoryFilter,
     sort: str,
     descending: bool,
@@ -50,7 +50,7 @@ def page_of_memories(
     return [_as_dict(m) for m in page.memories], page.total
 
 
-def graph_overview(tx: StoreTx, selection: list[str], limit: int, edges: int) -> dict[str, Any]:
+def graph_overview(tx: ReadTx, selection: list[str], limit: int, edges: int) -> dict[str, Any]:
     """What the Graph page opens on: the whole visible graph when it has at most ``limit``
     entities, else the ``limit`` most connected ones (by relation count); with the
     relations among them (at most ``edges``) and each one's degree."""
@@ -67,7 +67,7 @@ def graph_overview(tx: StoreTx, selection: list[str], limit: int, edges: int) ->
     }
 
 
-def recent_queries(tx: StoreTx, selection: Sequence[str], limit: int) -> list[dict[str, Any]]:
+def recent_queries(tx: ReadTx, selection: Sequence[str], limit: int) -> list[dict[str, Any]]:
     """The last ``limit`` distinct recall queries (newest first) that read only scopes of
     ``selection`` (this repository's and ``global``: another repository's recalls are not
     shown), with when and how many memories each returned."""
@@ -91,7 +91,7 @@ def recent_queries(tx: StoreTx, selection: Sequence[str], limit: int) -> list[di
 
 
 def memory_details(
-    tx: StoreTx, memory_id: int, selection: Sequence[str], history: bool = True
+    tx: ReadTx, memory_id: int, selection: Sequence[str], history: bool = True
 ) -> dict[str, Any] | None:
     """A memory with its scopes, entities, relations and (``history``) its access history
     (None: not visible).
@@ -107,7 +107,7 @@ def memory_details(
     return memory
 
 
-def access_history(tx: StoreTx, memory_id: int) -> list[dict[str, Any]]:
+def access_history(tx: ReadTx, memory_id: int) -> list[dict[str, Any]]:
     """The recalls and inspections that returned ``memory_id``, newest first."""
     found = []
     for entry in tx.recall_log.newest(HISTORY_SCAN):
@@ -129,7 +129,7 @@ def access_history(tx: StoreTx, memory_id: int) -> list[dict[str, Any]]:
     return found
 
 
-def memory_types(tx: StoreTx) -> list[dict[str, Any]]:
+def memory_types(tx: ReadTx) -> list[dict[str, Any]]:
     return [{"name": t.name, "memories": t.memories} for t in tx.browse.memory_types()]
 
 

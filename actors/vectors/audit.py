@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx
 from ..store.interfaces.vectors import StoredWindow
 from .arrays import MAX_REPORTED, ValueRule
 from .table import LOAD_BATCH, scan, usable_rows
@@ -51,7 +51,7 @@ class Findings:
         return out
 
 
-def _embedding_rows(tx: StoreTx) -> Iterator[list[tuple[int, object, object]]]:
+def _embedding_rows(tx: ReadTx) -> Iterator[list[tuple[int, object, object]]]:
     """(entity id, dim, vec) of ``entity_embeddings``, a batch at a time."""
     batch: list[tuple[int, object, object]] = []
     for row in scan(tx, None):
@@ -63,7 +63,7 @@ def _embedding_rows(tx: StoreTx) -> Iterator[list[tuple[int, object, object]]]:
         yield batch
 
 
-def _model_rows(tx: StoreTx, table: str) -> Iterator[list[StoredWindow]]:
+def _model_rows(tx: ReadTx, table: str) -> Iterator[list[StoredWindow]]:
     """The windows of ``vectors`` or ``vector_chunks``, a batch at a time."""
     if table == "vector_chunks":
         after: tuple[str, int, int] | None = None
@@ -99,7 +99,7 @@ def _check(
     return bad
 
 
-def audit(tx: StoreTx, dims: int, rule: ValueRule, model_rule: ValueRule) -> dict[str, Any]:
+def audit(tx: ReadTx, dims: int, rule: ValueRule, model_rule: ValueRule) -> dict[str, Any]:
     """The unusable stored vectors of the store (see the module doc), as doctor reports them.
 
     ``dims``/``rule``: ``[vectors] dims`` and the tools' index rule; ``model_rule``:

@@ -20,7 +20,7 @@ from ..embedder.embed import embed, embedder_of
 from ..kg.lookup import Ent, missing, resolve
 from ..kg.search import term_hits
 from ..kg.view import Scoped, View
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx
 from ..store.lexical import query_terms
 from . import args as A
 from . import ranking, table
@@ -90,7 +90,7 @@ def unusable(ent: Ent, problem: str) -> Conflict:
 
 
 def with_vectors(
-    tx: StoreTx,
+    tx: ReadTx,
     view: View,
     names: Sequence[str],
     dims: int,
@@ -127,7 +127,7 @@ def with_vectors(
 async def get_embedding(ctx: CallContext, args: A.EntityArgs) -> X.Embedding:
     service, view = await service_view(ctx)
 
-    def op(tx: StoreTx) -> tuple[Ent, table.Row | None]:
+    def op(tx: ReadTx) -> tuple[Ent, table.Row | None]:
         ent = resolve(tx, Scoped(tx, view), [args.entityName]).get(args.entityName)
         if ent is None:
             raise NotFound(f"entity {args.entityName!r} not found")
@@ -168,7 +168,7 @@ async def recommend(ctx: CallContext, args: A.RecommendArgs) -> X.SearchResults:
     """Entities like the positive examples and unlike the negative ones; the examples are left out."""
     service, view = await service_view(ctx)
 
-    def op(tx: StoreTx) -> tuple[list[Ent], np.ndarray, list[Ent], np.ndarray]:
+    def op(tx: ReadTx) -> tuple[list[Ent], np.ndarray, list[Ent], np.ndarray]:
         pos, pvecs = with_vectors(tx, view, args.positive, service.dims, "positive", service.rule)
         if not args.negative:
             return pos, pvecs, [], np.zeros((0, service.dims), dtype=np.float32)
@@ -202,7 +202,7 @@ async def mmr_search(ctx: CallContext, args: A.MmrArgs) -> X.SearchResults:
     return hits([(ents[i], score) for i, score in picked])
 
 
-def text_ranking(tx: StoreTx, view: View, query: str, limit: int) -> list[Ent]:
+def text_ranking(tx: ReadTx, view: View, query: str, limit: int) -> list[Ent]:
     """Entities matching any word of ``query`` (names, types, observations), best first.
 
     Each word scores like ``search_nodes`` (3 for the name or type, 1 per
@@ -267,8 +267,8 @@ async def refresh_graph_cache(ctx: CallContext, args: A.NoArgs) -> X.GraphCache:
 async def store_stats(ctx: CallContext, args: A.NoArgs) -> X.VectorStats:
     service, view = await service_view(ctx)
 
-    def op(tx: StoreTx) -> int:
-        return tx.vectors.count_embedded(service.dims, scopes_of(tx, view))
+    def op(tx: ReadTx) -> int:
+        return tx.embeddings.count_embedded(service.dims, scopes_of(tx, view))
 
     async with service.synced() as index:
         size, figures = len(index), index.stats()

@@ -58,7 +58,7 @@ from ...supervisors.supervisor import ChildContext
 from ..kg.lookup import Ent
 from ..kg.view import Scoped, View
 from ..store.coherence import STALE, CacheMark
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx
 from ..store.interfaces.vectors import Visibility
 from ..store.messages import Change
 from ..store.writer import STORE, Store
@@ -190,7 +190,7 @@ class VectorService:
             index = self.exact_index()
         skipped: dict[int, str] = {}
 
-        def load(tx: StoreTx) -> int:
+        def load(tx: ReadTx) -> int:
             mark = tx.snapshot.change_mark()  # first: a later write moves it on
             rows: list[tuple[int, object]] = []
             for row in table.scan(tx, dims):
@@ -384,8 +384,8 @@ class VectorService:
     async def _allowed(self, view: View, entity_type: str | None, skip: set[int]) -> set[int]:
         dims = self.dims
 
-        def op(tx: StoreTx) -> set[int]:
-            found = tx.vectors.embedded_entities(dims, scopes_of(tx, view), entity_type)
+        def op(tx: ReadTx) -> set[int]:
+            found = tx.embeddings.embedded_entities(dims, scopes_of(tx, view), entity_type)
             return found - skip
 
         return await self.store.read(op, name="vectors.allowed")
@@ -404,10 +404,10 @@ class VectorService:
         if cached is not None:
             return cached
 
-        def op(tx: StoreTx) -> GraphDegrees:
+        def op(tx: ReadTx) -> GraphDegrees:
             degrees: Counter[int] = Counter()
             edges = 0
-            for src, tgt in tx.vectors.relation_ends(scopes_of(tx, view)):
+            for src, tgt in tx.embeddings.relation_ends(scopes_of(tx, view)):
                 degrees[src] += 1
                 degrees[tgt] += 1
                 edges += 1
@@ -418,19 +418,19 @@ class VectorService:
         return built
 
 
-def _change_mark(tx: StoreTx) -> int:
+def _change_mark(tx: ReadTx) -> int:
     return tx.snapshot.change_mark()
 
 
-def scopes_of(tx: StoreTx, view: View) -> Visibility:
+def scopes_of(tx: ReadTx, view: View) -> Visibility:
     """The scope ids ``view`` reads, or None when it sees every row of the store."""
     sc = Scoped(tx, view)
     return None if sc.sees_all else sc.read_ids
 
 
-def visible(tx: StoreTx, view: View, ids: Sequence[int], entity_type: str | None) -> dict[int, Ent]:
+def visible(tx: ReadTx, view: View, ids: Sequence[int], entity_type: str | None) -> dict[int, Ent]:
     """The entities of ``ids`` the view sees (of ``entity_type`` when given), by id."""
-    found = tx.vectors.visible_entities(ids, scopes_of(tx, view), entity_type)
+    found = tx.embeddings.visible_entities(ids, scopes_of(tx, view), entity_type)
     return {i: Ent(e.id, e.name, e.kind, e.canonical) for i, e in found.items()}
 
 

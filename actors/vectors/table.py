@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from ..store.interfaces import StoreTx
+from ..store.interfaces import ReadTx, StoreTx
 from ..store.interfaces.vectors import EntityEmbedding
 from ..store.memories import now
 from .arrays import Ids, ValueRule, Vectors
@@ -35,34 +35,34 @@ Row = EntityEmbedding
 
 def put(tx: StoreTx, entity_id: int, vec: bytes, dim: int, model: str) -> bool:
     """Store (or replace) an entity's embedding; True when it had none before."""
-    return tx.vectors.put_embedding(entity_id, model, dim, vec, now())
+    return tx.embeddings.put_embedding(entity_id, model, dim, vec, now())
 
 
 def delete(tx: StoreTx, entity_id: int) -> bool:
     """Delete an entity's embedding; True when it had one."""
-    return tx.vectors.delete_embedding(entity_id)
+    return tx.embeddings.delete_embedding(entity_id)
 
 
-def rows_of(tx: StoreTx, ids: Sequence[int]) -> dict[int, Row]:
+def rows_of(tx: ReadTx, ids: Sequence[int]) -> dict[int, Row]:
     """The stored embeddings of ``ids`` (those that have one)."""
-    return tx.vectors.embeddings_of(ids)
+    return tx.embeddings.embeddings_of(ids)
 
 
-def scan(tx: StoreTx, dim: int | None) -> Iterator[Row]:
+def scan(tx: ReadTx, dim: int | None) -> Iterator[Row]:
     """Every stored embedding (of dimension ``dim``; None: of any) in id order, a batch at
     a time."""
     last = -1
     while True:
-        batch = tx.vectors.embeddings_after(last, dim, LOAD_BATCH)
+        batch = tx.embeddings.embeddings_after(last, dim, LOAD_BATCH)
         if not batch:
             return
         yield from batch
         last = batch[-1].entity_id
 
 
-def counts(tx: StoreTx, dim: int) -> tuple[int, int]:
+def counts(tx: ReadTx, dim: int) -> tuple[int, int]:
     """(embeddings of dimension ``dim``, embeddings of any other dimension) in the whole table."""
-    return tx.vectors.embedding_counts(dim)
+    return tx.embeddings.embedding_counts(dim)
 
 
 def blob_problem(vec: object, dim: int) -> str | None:

@@ -16,17 +16,26 @@ from typing import Protocol
 from .anchors import Anchors
 from .browse import Browse
 from .fulltext import FullText
-from .graph import Graph
+from .graph import Graph, GraphEdges, GraphMerge, GraphWrites
 from .marks import IdMarks
 from .memories import Memories
 from .recall_log import RecallLog
 from .scopes import Scopes
 from .snapshot import Snapshot
-from .upkeep import Upkeep
-from .vectors import Vectors
+from .upkeep import Export, FileUpkeep, Health, Import, Upkeep
+from .vectors import Embeddings, Vectors
 
 __all__ = [
+    "ReadTx",
     "StoreTx",
+    "Embeddings",
+    "Export",
+    "FileUpkeep",
+    "GraphEdges",
+    "GraphMerge",
+    "GraphWrites",
+    "Health",
+    "Import",
     "Anchors",
     "Browse",
     "FullText",
@@ -41,8 +50,13 @@ __all__ = [
 ]
 
 
-class StoreTx(Protocol):
-    """One transaction of the store, read or write, seen through the storage interfaces."""
+class ReadTx(Protocol):
+    """One read transaction of the store, seen through the storage interfaces that read
+    (`writer.Store.read`, `direct.Direct.read`, `reader.Reader.read`): the interfaces
+    that only write (`StoreTx`'s own) are not there, so the type checker refuses a write
+    in a read op, as the read connections refuse it at run time (``query_only``, ``READ
+    ONLY``). ``memories``, ``scopes``, ``vectors``, ``recall_log`` and ``anchors`` still
+    hold their few writes beside their reads."""
 
     @property
     def backend(self) -> str:
@@ -60,7 +74,16 @@ class StoreTx(Protocol):
     def graph(self) -> Graph: ...
 
     @property
+    def graph_edges(self) -> GraphEdges: ...
+
+    @property
     def vectors(self) -> Vectors: ...
+
+    @property
+    def embeddings(self) -> Embeddings: ...
+
+    @property
+    def marks(self) -> IdMarks: ...
 
     @property
     def fulltext(self) -> FullText: ...
@@ -69,10 +92,10 @@ class StoreTx(Protocol):
     def recall_log(self) -> RecallLog: ...
 
     @property
-    def marks(self) -> IdMarks: ...
+    def upkeep(self) -> Upkeep: ...
 
     @property
-    def upkeep(self) -> Upkeep: ...
+    def export(self) -> Export: ...
 
     @property
     def snapshot(self) -> Snapshot: ...
@@ -82,3 +105,25 @@ class StoreTx(Protocol):
 
     @property
     def anchors(self) -> Anchors: ...
+
+
+class StoreTx(ReadTx, Protocol):
+    """One write transaction of the store (`writer.Store.write`): a `ReadTx` and the
+    interfaces that only write."""
+
+    @property
+    def graph_writes(self) -> GraphWrites: ...
+
+    @property
+    def graph_merge(self) -> GraphMerge: ...
+
+    @property
+    def imports(self) -> Import: ...
+
+    @property
+    def health(self) -> Health: ...
+
+    @property
+    def file_upkeep(self) -> FileUpkeep | None:
+        """The file's upkeep steps where the backend has `Capability.FILE_UPKEEP`, else None."""
+        ...

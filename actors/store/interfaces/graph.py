@@ -105,9 +105,8 @@ class NewObservation(msgspec.Struct, frozen=True):
 
 
 class Graph(Protocol):
-    """The knowledge graph, in one transaction of the store (`StoreTx.graph`)."""
-
-    # -- views and lookups ---------------------------------------------------------------
+    """The knowledge graph's lookups and reads of a tool call, in one transaction of the
+    store (`ReadTx.graph`): views, entities by name or id, observations, pages, counts."""
 
     def view(self, read: Sequence[str], write: Sequence[str]) -> View:
         """The `View` of scopes named ``read`` and ``write`` (scopes that do not exist are left out)."""
@@ -145,26 +144,10 @@ class Graph(Protocol):
         """The number of visible observations of each entity that has any."""
         ...
 
-    # -- reads ---------------------------------------------------------------------------
-
     def count_entities(self, view: View, kind: str | None) -> int: ...
 
     def entity_page(self, view: View, kind: str | None, offset: int, limit: int) -> list[Entity]:
         """Visible entities (of ``kind`` when given), by id."""
-        ...
-
-    def entities_after(self, view: View, after_id: int, limit: int) -> list[Entity]:
-        """Up to ``limit`` visible entities with an id above ``after_id``, by id."""
-        ...
-
-    def relations_after(self, view: View, after_id: int, limit: int) -> list[Link]:
-        """Up to ``limit`` visible relations with an id above ``after_id``, by id."""
-        ...
-
-    def relations_touching(
-        self, entity_ids: Sequence[int], view: View, sources_only: bool
-    ) -> list[Link]:
-        """Visible relations with an endpoint (or the source) among ``entity_ids``, by id."""
         ...
 
     def relations_of(self, entity_id: int, view: View) -> list[NamedRelation]:
@@ -193,6 +176,37 @@ class Graph(Protocol):
         """Entity types or relation types with their visible counts, most first, then by type."""
         ...
 
+    def relation(
+        self, source_id: int, relation_type: str, target_id: int, view: View
+    ) -> Found | None: ...
+
+    def relation_metadata(self, relation_id: int) -> str | None:
+        """A relation's metadata JSON text (None: no such relation)."""
+        ...
+
+    def without_vectors(self, kind: RowKind, ids: Sequence[int]) -> set[int]:
+        """The ids of ``ids`` whose rows have no vector."""
+        ...
+
+
+class GraphEdges(Protocol):
+    """The knowledge graph's relations walked or paged by id, in one transaction of the store
+    (`ReadTx.graph_edges`): the traversal's edges, an export's pages."""
+
+    def entities_after(self, view: View, after_id: int, limit: int) -> list[Entity]:
+        """Up to ``limit`` visible entities with an id above ``after_id``, by id."""
+        ...
+
+    def relations_after(self, view: View, after_id: int, limit: int) -> list[Link]:
+        """Up to ``limit`` visible relations with an id above ``after_id``, by id."""
+        ...
+
+    def relations_touching(
+        self, entity_ids: Sequence[int], view: View, sources_only: bool
+    ) -> list[Link]:
+        """Visible relations with an endpoint (or the source) among ``entity_ids``, by id."""
+        ...
+
     def edges(
         self,
         node_ids: Sequence[int],
@@ -207,23 +221,14 @@ class Graph(Protocol):
         """Visible relations whose source (``outgoing``) or target is ``node_id``, by type then id."""
         ...
 
-    def relation(
-        self, source_id: int, relation_type: str, target_id: int, view: View
-    ) -> Found | None: ...
-
     def relation_ids_touching(self, entity_id: int, view: View) -> list[int]:
         """Ids of the visible relations with ``entity_id`` at either end."""
         ...
 
-    def relation_metadata(self, relation_id: int) -> str | None:
-        """A relation's metadata JSON text (None: no such relation)."""
-        ...
 
-    def without_vectors(self, kind: RowKind, ids: Sequence[int]) -> set[int]:
-        """The ids of ``ids`` whose rows have no vector."""
-        ...
-
-    # -- writes ----------------------------------------------------------------------------
+class GraphWrites(Protocol):
+    """The knowledge graph's writes, in one write transaction of the store
+    (`StoreTx.graph_writes`): entities, observations, relations and their scopes."""
 
     def next_ids(self) -> tuple[int, int]:
         """(next entity id, next memory id), as the id sequences would give them (the caller
@@ -280,7 +285,10 @@ class Graph(Protocol):
         """(entity id, memory ids) of visible observations repeated on one entity."""
         ...
 
-    # -- merge -----------------------------------------------------------------------------
+
+class GraphMerge(Protocol):
+    """The steps of merging one entity into another, in one write transaction of the store
+    (`StoreTx.graph_merge`)."""
 
     def copy_scopes(self, from_entity: int, to_entity: int) -> None: ...
 

@@ -98,15 +98,23 @@ class VectorRow(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Upkeep(Protocol):
-    """Maintenance and whole-store work, in one transaction of the store (`StoreTx.upkeep`)."""
-
-    # -- health and maintenance ---------------------------------------------------------
+    """The whole store's counts and data version, in one transaction of the store
+    (`ReadTx.upkeep`)."""
 
     def counts(self) -> StoreCounts:
         """How many rows of each kind the store holds."""
         ...
 
-    def health(self) -> dict[str, str | int]:
+    def data_version(self) -> int:
+        """A number that moves when anyone commits (outside a transaction)."""
+        ...
+
+
+class Health(Protocol):
+    """The database's health as ``memtrio doctor`` reports it, in one write transaction of
+    the store (`StoreTx.health`)."""
+
+    def report(self) -> dict[str, str | int]:
         """What ``memtrio doctor`` reports of the database, in the order it shows it: at
         least ``schema_version``, ``latest_schema_version``, ``integrity`` and
         ``fts_integrity`` (``ok`` when sound), and the backend's own facts (journal mode,
@@ -114,9 +122,11 @@ class Upkeep(Protocol):
         (SQLite's FTS5 integrity check is written as an insert)."""
         ...
 
-    def record_version(self) -> int:
-        """The SQLite schema version whose records the store holds (an export's header)."""
-        ...
+
+class FileUpkeep(Protocol):
+    """The upkeep steps of a store that is a file memtrio keeps itself (SQLite: WAL checkpoints,
+    incremental vacuum, full-text index merges), in one transaction of the store
+    (`StoreTx.file_upkeep`): only a backend with `Capability.FILE_UPKEEP` offers them."""
 
     def auto_vacuum(self) -> str:
         """``none``, ``full`` or ``incremental`` (SQLite's mode; PostgreSQL: ``none``)."""
@@ -143,19 +153,14 @@ class Upkeep(Protocol):
         """A PASSIVE WAL checkpoint, outside any transaction (PostgreSQL: nothing to do)."""
         ...
 
-    def data_version(self) -> int:
-        """A number that moves when anyone commits (outside a transaction)."""
+
+class Export(Protocol):
+    """The whole store's records streamed for an export, in one read transaction of the store
+    (`ReadTx.export`)."""
+
+    def record_version(self) -> int:
+        """The SQLite schema version whose records the store holds (an export's header)."""
         ...
-
-    # -- flush ----------------------------------------------------------------------------
-
-    def flush(self, writable: Sequence[str], everything: bool) -> FlushCounts:
-        """Delete every row (``everything``), or the memories whose scopes are all in
-        ``writable`` and the relations and entities of only those scopes that nothing
-        refers to any more."""
-        ...
-
-    # -- export -----------------------------------------------------------------------------
 
     def scopes(self) -> Iterator[ScopeRow]:
         """Every scope, by id (streamed, as the export methods below)."""
@@ -177,7 +182,16 @@ class Upkeep(Protocol):
         """Every stored vector of an item that exists, by kind and item id."""
         ...
 
-    # -- import -----------------------------------------------------------------------------
+
+class Import(Protocol):
+    """The whole store's writes: importing exported records, and the flush, in one write
+    transaction of the store (`StoreTx.imports`)."""
+
+    def flush(self, writable: Sequence[str], everything: bool) -> FlushCounts:
+        """Delete every row (``everything``), or the memories whose scopes are all in
+        ``writable`` and the relations and entities of only those scopes that nothing
+        refers to any more."""
+        ...
 
     def next_id(self, table: IdTable, at_least: int) -> int:
         """An id above every id ``table`` holds or gave (AUTOINCREMENT's high mark) and

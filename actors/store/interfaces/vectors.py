@@ -87,7 +87,7 @@ Visibility = list[int] | None
 
 
 class Vectors(Protocol):
-    """Stored embeddings, in one transaction of the store (`StoreTx.vectors`)."""
+    """The local model's stored windows, in one transaction of the store (`ReadTx.vectors`)."""
 
     # -- the local model's windows (``vectors``, ``vector_chunks``) -------------------------
 
@@ -140,6 +140,11 @@ class Vectors(Protocol):
     def chunks_after(self, after: tuple[str, int, int] | None, limit: int) -> list[StoredWindow]:
         """`windows_after` for ``vector_chunks`` (key: kind, item id, chunk)."""
         ...
+
+
+class Embeddings(Protocol):
+    """The clients' entity embeddings, and the entities the vector tools read as a scope
+    selection sees them, in one transaction of the store (`ReadTx.embeddings`)."""
 
     # -- the clients' entity embeddings (``entity_embeddings``) -----------------------------
 

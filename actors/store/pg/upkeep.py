@@ -11,7 +11,6 @@ from typing import Any
 
 from ..interfaces.memories import StoreCounts
 from ..interfaces.upkeep import (
-    Checkpoint,
     EntityRow,
     FlushCounts,
     IdTable,
@@ -58,7 +57,7 @@ class PgUpkeep:
         value = self._one("SELECT value FROM meta WHERE key = 'schema_version'")
         return int(value) if value is not None else 0
 
-    def health(self) -> dict[str, str | int]:
+    def report(self) -> dict[str, str | int]:
         server = self._one("SHOW server_version")
         extensions = dict(
             self.conn.native(
@@ -88,24 +87,6 @@ class PgUpkeep:
 
     def record_version(self) -> int:
         return SQLITE_EQUIVALENT
-
-    def auto_vacuum(self) -> str:
-        return "none"
-
-    def free_pages(self) -> int:
-        return 0
-
-    def vacuum_step(self, pages: int) -> tuple[int, int]:
-        return 0, 0
-
-    def fts_tables(self) -> list[str]:
-        return []
-
-    def fts_merge_step(self, table: str, pages: int) -> bool:
-        raise ValueError(f"not a full-text index: {table!r}")
-
-    def checkpoint(self) -> Checkpoint:
-        return Checkpoint(busy=False, wal_frames=0, checkpointed=0)
 
     def data_version(self) -> int:
         return int(self._one("SELECT pg_snapshot_xmax(pg_current_snapshot())::text"))

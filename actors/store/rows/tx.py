@@ -9,14 +9,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from ..interfaces import (
     Anchors,
     Browse,
+    Embeddings,
+    Export,
+    FileUpkeep,
     FullText,
     Graph,
+    GraphEdges,
+    GraphMerge,
+    GraphWrites,
+    Health,
     IdMarks,
+    Import,
     Memories,
     RecallLog,
     Scopes,
@@ -28,6 +36,18 @@ from ..interfaces import (
 C = TypeVar("C")
 
 
+class WholeGraph(Graph, GraphEdges, GraphWrites, GraphMerge, Protocol):
+    """What a backend's one graph class implements: every graph interface."""
+
+
+class WholeVectors(Vectors, Embeddings, Protocol):
+    """What a backend's one vectors class implements: both vector interfaces."""
+
+
+class WholeStore(Upkeep, Health, Export, Import, Protocol):
+    """What a backend's one upkeep class implements: every whole-store interface."""
+
+
 @dataclass(frozen=True)
 class Concepts(Generic[C]):
     """A backend's implementation of each concept, made from its connection ``C``."""
@@ -35,15 +55,16 @@ class Concepts(Generic[C]):
     backend: str  # ``sqlite`` or ``postgresql``
     memories: Callable[[C], Memories]
     scopes: Callable[[C], Scopes]
-    graph: Callable[[C], Graph]
-    vectors: Callable[[C], Vectors]
+    graph: Callable[[C], WholeGraph]
+    vectors: Callable[[C], WholeVectors]
     fulltext: Callable[[C], FullText]
     recall_log: Callable[[C], RecallLog]
     marks: Callable[[C], IdMarks]
-    upkeep: Callable[[C], Upkeep]
+    upkeep: Callable[[C], WholeStore]
     snapshot: Callable[[C], Snapshot]
     browse: Callable[[C], Browse]
     anchors: Callable[[C], Anchors]
+    file_upkeep: Callable[[C], FileUpkeep] | None = None  # `Capability.FILE_UPKEEP`
 
 
 class ConceptTx(Generic[C]):
@@ -66,12 +87,36 @@ class ConceptTx(Generic[C]):
         return self._concepts.scopes(self.conn)
 
     @cached_property
-    def graph(self) -> Graph:
+    def _graph(self) -> WholeGraph:
         return self._concepts.graph(self.conn)
 
+    @property
+    def graph(self) -> Graph:
+        return self._graph
+
+    @property
+    def graph_edges(self) -> GraphEdges:
+        return self._graph
+
+    @property
+    def graph_writes(self) -> GraphWrites:
+        return self._graph
+
+    @property
+    def graph_merge(self) -> GraphMerge:
+        return self._graph
+
     @cached_property
-    def vectors(self) -> Vectors:
+    def _vectors(self) -> WholeVectors:
         return self._concepts.vectors(self.conn)
+
+    @property
+    def vectors(self) -> Vectors:
+        return self._vectors
+
+    @property
+    def embeddings(self) -> Embeddings:
+        return self._vectors
 
     @cached_property
     def fulltext(self) -> FullText:
@@ -86,8 +131,29 @@ class ConceptTx(Generic[C]):
         return self._concepts.marks(self.conn)
 
     @cached_property
-    def upkeep(self) -> Upkeep:
+    def _whole(self) -> WholeStore:
         return self._concepts.upkeep(self.conn)
+
+    @property
+    def upkeep(self) -> Upkeep:
+        return self._whole
+
+    @property
+    def health(self) -> Health:
+        return self._whole
+
+    @property
+    def export(self) -> Export:
+        return self._whole
+
+    @property
+    def imports(self) -> Import:
+        return self._whole
+
+    @cached_property
+    def file_upkeep(self) -> FileUpkeep | None:
+        make = self._concepts.file_upkeep
+        return make(self.conn) if make is not None else None
 
     @cached_property
     def snapshot(self) -> Snapshot:

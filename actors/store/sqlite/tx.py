@@ -20,6 +20,7 @@ from .vectors import SqliteVectors
 SQLITE = Concepts[sqlite3.Connection](
     "sqlite", SqliteMemories, SqliteScopes, SqliteGraph, SqliteVectors, SqliteFullText,
     SqliteRecallLog, SqliteIdMarks, SqliteUpkeep, SqliteSnapshot, SqliteBrowse, SqliteAnchors,
+    file_upkeep=SqliteUpkeep,
 )  # fmt: skip
 
 SqliteTx = ConceptTx[sqlite3.Connection]

@@ -55,7 +55,7 @@ class SqliteUpkeep:
         path = Path(row[2])
         return sum(p.stat().st_size for p in path.parent.glob(path.name + "*") if p.is_file())
 
-    def health(self) -> dict[str, str | int]:
+    def report(self) -> dict[str, str | int]:
         conn = self.conn
         integrity = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall()]
         problems = []
