@@ -12,14 +12,22 @@ name, digest) is compared with the rows the code before the change wrote
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
+from typing import Any
 
-from code_tree import GOLDEN, index_tree, tree_files
+import pytest
+import trio
+from code_tree import GOLDEN, index_rows, index_tree, tree_files
 from gitrepo import make_repo, write
+from memtrio.actors.code import service as service_module
 from memtrio.actors.code.extract import outline
+from memtrio.actors.code.index import CodeIndex
 from memtrio.actors.code.languages import language_for
 from memtrio.actors.code.standalone import standalone_service
 from memtrio.actors.code.symbols import qualified_names
+
+LOOKUP = ["symbols_digest", "symbols_lname", "symbols_qname", "symbols_tail"]
 
 
 def _differences(got: dict[str, object], want: dict[str, object]) -> list[str]:
@@ -54,8 +62,6 @@ async def test_refresh_of_changed_files_writes_the_same_rows_as_a_cold_index(
         write(root, {path: text for path, text in files.items() if path.startswith("python/")})
         report = await service.refresh(root)
         assert report.parsed == sum(path.startswith("python/") for path in files)
-        from code_tree import index_rows
-
         got = index_rows(service.index.path)
     assert _differences(got, json.loads(GOLDEN.read_text())) == []
 
@@ -77,3 +83,69 @@ def test_outline_in_process_matches_the_index() -> None:
         ] == [[r[1], r[2], r[5], r[6], r[7], r[8], r[9], r[10], r[11]] for r in row["symbols"]], (
             path
         )
+
+
+def _lookup_indexes(index_file: Path) -> list[str]:
+    conn = sqlite3.connect(index_file)
+    try:
+        return [
+            row[0]
+            for row in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'symbols'"
+                " AND name LIKE 'symbols_%' ORDER BY name"
+            )
+        ]
+    finally:
+        conn.close()
+
+
+async def test_bulk_refresh_writes_the_same_rows_and_rebuilds_the_lookup_indexes(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refresh large enough to drop the symbols' lookup indexes while it writes
+    (`BULK_FILES`) writes the same rows, and leaves the indexes in place: find
+    answers from them (its query plan searches an index, no table scan)."""
+    monkeypatch.setattr(service_module, "BULK_FILES", 10)
+    root = make_repo(tmp_path / "tree", dict(tree_files()))
+    async with standalone_service(home, workers=2, name="golden") as (service, _):
+        await service.refresh(root)
+        assert _lookup_indexes(service.index.path) == LOOKUP
+        plan = service.index.conn.execute(
+            "EXPLAIN QUERY PLAN SELECT * FROM symbols WHERE checkout = 1 AND lname = 'x'"
+        ).fetchall()
+        assert any("USING INDEX symbols_lname" in row[-1] for row in plan), plan
+        matches = await service.find(root, "duplicate", None, 10)
+        assert {m[0] for m in matches[0]} >= {"python/stress.py"}
+        got = index_rows(service.index.path)
+    assert _differences(got, json.loads(GOLDEN.read_text())) == []
+
+
+async def test_cancelled_bulk_refresh_leaves_the_lookup_indexes(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large refresh cancelled half-way still builds the lookup indexes again; an
+    index file left without them (a server killed half-way) gets them when opened."""
+    monkeypatch.setattr(service_module, "BULK_FILES", 10)
+    root = make_repo(tmp_path / "tree", dict(tree_files()))
+    async with standalone_service(home, workers=2, name="golden") as (service, _):
+        written = trio.Event()
+        original = service.index.apply
+        token = trio.lowlevel.current_trio_token()
+
+        def apply_then_signal(*args: Any, **kwargs: Any) -> None:
+            original(*args, **kwargs)
+            token.run_sync_soon(written.set)
+
+        service.index.apply = apply_then_signal  # type: ignore[method-assign]  # a spy
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(service.refresh, root)
+                await written.wait()
+                assert _lookup_indexes(service.index.path) == []  # dropped while it writes
+                scope.cancel()
+        assert _lookup_indexes(service.index.path) == LOOKUP
+        service.index.drop_lookup_indexes()
+        index_file = service.index.path
+    assert _lookup_indexes(index_file) == []
+    CodeIndex(index_file).close()
+    assert _lookup_indexes(index_file) == LOOKUP

@@ -82,11 +82,17 @@ CREATE TABLE IF NOT EXISTS symbols(
     digest TEXT NOT NULL,
     PRIMARY KEY(file, seq)
 ) WITHOUT ROWID;
+"""
+# The lookup indexes of `symbols`. A large refresh drops them and builds them again
+# at its end (`bulk_load`); opening the file makes any that are missing (a server
+# killed in the middle of a large refresh).
+LOOKUP_INDEXES = """
 CREATE INDEX IF NOT EXISTS symbols_lname ON symbols(checkout, lname);
 CREATE INDEX IF NOT EXISTS symbols_tail ON symbols(checkout, tail);
 CREATE INDEX IF NOT EXISTS symbols_qname ON symbols(checkout, qname);
 CREATE INDEX IF NOT EXISTS symbols_digest ON symbols(checkout, digest);
 """
+_LOOKUP_NAMES = ("symbols_lname", "symbols_tail", "symbols_qname", "symbols_digest")
 
 # Kinds find_symbol returns only when asked for by `kind`.
 HIDDEN_KINDS = ("import", "component", "slot", "expression")
@@ -134,7 +140,7 @@ class CodeIndex:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
-        conn.executescript(SCHEMA)
+        conn.executescript(SCHEMA + LOOKUP_INDEXES)
         conn.execute(
             "INSERT OR IGNORE INTO meta(key, value) VALUES ('version', ?)", (str(VERSION),)
         )
@@ -179,6 +185,19 @@ class CodeIndex:
             self.conn.close()
 
     # -- writing -----------------------------------------------------------
+
+    def file_count(self) -> int:
+        """File rows of every checkout."""
+        return self.conn.execute("SELECT count(*) FROM files").fetchone()[0]
+
+    def drop_lookup_indexes(self) -> None:
+        """Drop the lookup indexes of `symbols` before a bulk load (see `bulk_load`)."""
+        for name in _LOOKUP_NAMES:
+            self.conn.execute(f"DROP INDEX IF EXISTS {name}")
+
+    def create_lookup_indexes(self) -> None:
+        """Build the lookup indexes of `symbols` that are missing."""
+        self.conn.executescript(LOOKUP_INDEXES)
 
     def checkout_id(self, root: str) -> int:
         # OR IGNORE: another server process may add the same checkout at the same time.

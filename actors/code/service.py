@@ -51,6 +51,12 @@ from .pool import PIPELINE, ParserPool
 from .wire import CHANGED, ParseJob, ParseResult
 
 BATCH = 256  # parse results written per transaction
+# A refresh that parses at least this many files, and at least as many as the index
+# already holds (every checkout), drops the symbols' lookup indexes while it writes
+# and builds them again at its end: sorting once costs about a third of keeping
+# four indexes up to date row by row (issue #42), and the rebuild, which covers
+# the rows already there too, is at most about twice the new rows' share.
+BULK_FILES = 1000
 # Files sent to one worker at a time: several per frame saves the server and the
 # workers a round trip per file (see `_batches`).
 MAX_PARSE_BATCH = 16
@@ -250,11 +256,32 @@ class CodeService:
         todo: list[ToParse],
         progress: Progress | None,
     ) -> None:
-        """Parse ``todo`` through the pool while one task writes the results in batches.
+        """Parse ``todo`` through the pool while one task writes the results in batches;
+        a large ``todo`` is written without the symbols' lookup indexes, which are
+        built again at the end (see `BULK_FILES`), also when the refresh fails or
+        is cancelled.
 
         Error handling: a `DomainError` of the writer (the index failed) is raised
         as itself, not inside an exception group.
         """
+        bulk = len(todo) >= BULK_FILES and len(todo) >= await self._guarded(self.index.file_count)
+        if bulk:
+            await self._guarded(self.index.drop_lookup_indexes)
+        try:
+            await self._parse_and_write(root, cid, known, todo, progress)
+        finally:
+            if bulk:
+                with trio.CancelScope(shield=True):
+                    await self._guarded(self.index.create_lookup_indexes)
+
+    async def _parse_and_write(
+        self,
+        root: Path,
+        cid: int,
+        known: FileMap,
+        todo: list[ToParse],
+        progress: Progress | None,
+    ) -> None:
         send, receive = trio.open_memory_channel[list[FileRow]](math.inf)
         batches = iter(_batches(todo, self.pool.workers))
 
