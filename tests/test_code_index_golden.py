@@ -20,7 +20,7 @@ import pytest
 import trio
 from code_tree import GOLDEN, index_rows, index_tree, tree_files
 from gitrepo import make_repo, write
-from memtrio.actors.code import service as service_module
+from memtrio.actors.code import index as index_module
 from memtrio.actors.code.extract import outline
 from memtrio.actors.code.index import CodeIndex
 from memtrio.actors.code.languages import language_for
@@ -105,7 +105,7 @@ async def test_bulk_refresh_writes_the_same_rows_and_rebuilds_the_lookup_indexes
     """A refresh large enough to drop the symbols' lookup indexes while it writes
     (`BULK_FILES`) writes the same rows, and leaves the indexes in place: find
     answers from them (its query plan searches an index, no table scan)."""
-    monkeypatch.setattr(service_module, "BULK_FILES", 10)
+    monkeypatch.setattr(index_module, "BULK_FILES", 10)
     root = make_repo(tmp_path / "tree", dict(tree_files()))
     async with standalone_service(home, workers=2, name="golden") as (service, _):
         await service.refresh(root)
@@ -125,7 +125,7 @@ async def test_cancelled_bulk_refresh_leaves_the_lookup_indexes(
 ) -> None:
     """A large refresh cancelled half-way still builds the lookup indexes again; an
     index file left without them (a server killed half-way) gets them when opened."""
-    monkeypatch.setattr(service_module, "BULK_FILES", 10)
+    monkeypatch.setattr(index_module, "BULK_FILES", 10)
     root = make_repo(tmp_path / "tree", dict(tree_files()))
     async with standalone_service(home, workers=2, name="golden") as (service, _):
         written = trio.Event()

@@ -51,12 +51,6 @@ from .pool import PIPELINE, ParserPool
 from .wire import CHANGED, ParseJob, ParseResult
 
 BATCH = 256  # parse results written per transaction
-# A refresh that parses at least this many files, and at least as many as the index
-# already holds (every checkout), drops the symbols' lookup indexes while it writes
-# and builds them again at its end: sorting once costs about a third of keeping
-# four indexes up to date row by row (issue #42), and the rebuild, which covers
-# the rows already there too, is at most about twice the new rows' share.
-BULK_FILES = 1000
 # Files sent to one worker at a time: several per frame saves the server and the
 # workers a round trip per file (see `_batches`).
 MAX_PARSE_BATCH = 16
@@ -191,7 +185,13 @@ class CodeService:
             if changes.links or changes.deleted:
                 await self._store(cid, known, changes.links, changes.deleted)
             if changes.todo:
-                await self._parse_all(root, cid, known, changes.todo, progress)
+                bulk = await self._guarded(self.index.begin_bulk, len(changes.todo))
+                try:
+                    await self._parse_all(root, cid, known, changes.todo, progress)
+                finally:
+                    if bulk:  # the lookup indexes are built again, also when cancelled
+                        with trio.CancelScope(shield=True):
+                            await self._guarded(self.index.create_lookup_indexes)
             indexed = changes.listed
             if changes.any or self._counts.get(root) != (total, indexed):
                 await self._guarded(self.index.set_counts, cid, total, indexed, time.time())
@@ -256,32 +256,11 @@ class CodeService:
         todo: list[ToParse],
         progress: Progress | None,
     ) -> None:
-        """Parse ``todo`` through the pool while one task writes the results in batches;
-        a large ``todo`` is written without the symbols' lookup indexes, which are
-        built again at the end (see `BULK_FILES`), also when the refresh fails or
-        is cancelled.
+        """Parse ``todo`` through the pool while one task writes the results in batches.
 
         Error handling: a `DomainError` of the writer (the index failed) is raised
         as itself, not inside an exception group.
         """
-        bulk = len(todo) >= BULK_FILES and len(todo) >= await self._guarded(self.index.file_count)
-        if bulk:
-            await self._guarded(self.index.drop_lookup_indexes)
-        try:
-            await self._parse_and_write(root, cid, known, todo, progress)
-        finally:
-            if bulk:
-                with trio.CancelScope(shield=True):
-                    await self._guarded(self.index.create_lookup_indexes)
-
-    async def _parse_and_write(
-        self,
-        root: Path,
-        cid: int,
-        known: FileMap,
-        todo: list[ToParse],
-        progress: Progress | None,
-    ) -> None:
         send, receive = trio.open_memory_channel[list[FileRow]](math.inf)
         batches = iter(_batches(todo, self.pool.workers))
 
