@@ -157,7 +157,6 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
     features) serves embedded. Attached, no feature is loaded here.
     """
     from ..actors import stdio
-    from ..actors.net import attach, spawn
 
     chosen = serving.env_transport()
     if chosen is not None and chosen != "stdio":
@@ -182,6 +181,8 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
     proto_in, proto_out = stdio.protect_stdout()
     # A store file of its own (MEMTRIO_STORE_FILE, MEMORY_FILE_PATH): the owner may serve another.
     if cfg.serve.attach != "off" and not cfg.store.file:
+        # The attach relay's modules: only a child that attaches needs them.
+        from ..actors.net import attach, spawn
         from .app import HomeError, early_answers, prepare_home
 
         limit = cfg.server.request_limit

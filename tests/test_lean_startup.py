@@ -133,6 +133,22 @@ def test_mcp_answers_initialize_before_loading_the_model_ranker_network_or_dashb
     assert "memtrio.actors.embedder.feature" in modules
 
 
+@pytest.mark.parametrize("how", ["--no-attach", "MEMTRIO_SERVE_ATTACH=off"])
+def test_embedded_mcp_answers_initialize_without_the_attach_relay_or_network_modules(
+    tmp_path: Path, how: str
+) -> None:
+    """An embedded server (issue #42: spawn -> ``initialize`` slower than the reference
+    server's): neither the attach relay (``attach``, ``relay``, ``spawn``), which only a
+    child that attaches uses, nor the network transports' listener and connection
+    table (``listen``, ``connections``, ``admission``) are imported before the reply."""
+    home = tmp_path / "home"
+    home.mkdir()
+    argv, env = (["mcp", how], {}) if how.startswith("--") else (["mcp"], dict([how.split("=")]))
+    modules = probe(MCP_PROBE, argv, home, "off", json.dumps(INITIALIZE) + "\n", env)
+    net = [m for m in modules if m.startswith("memtrio.actors.net.")]
+    assert net == ["memtrio.actors.net.serving"]
+
+
 def test_mcp_children_answer_initialize_before_loading_the_model_ranker_network_or_dashboard(
     tmp_path: Path,
 ) -> None:

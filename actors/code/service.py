@@ -185,7 +185,13 @@ class CodeService:
             if changes.links or changes.deleted:
                 await self._store(cid, known, changes.links, changes.deleted)
             if changes.todo:
-                await self._parse_all(root, cid, known, changes.todo, progress)
+                bulk = await self._guarded(self.index.begin_bulk, len(changes.todo))
+                try:
+                    await self._parse_all(root, cid, known, changes.todo, progress)
+                finally:
+                    if bulk:  # the lookup indexes are built again, also when cancelled
+                        with trio.CancelScope(shield=True):
+                            await self._guarded(self.index.create_lookup_indexes)
             indexed = changes.listed
             if changes.any or self._counts.get(root) != (total, indexed):
                 await self._guarded(self.index.set_counts, cid, total, indexed, time.time())

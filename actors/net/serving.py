@@ -12,7 +12,7 @@ import inspect
 import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -20,8 +20,12 @@ from ...supervisors.config import Config, ConfigError
 from ...supervisors.context import AppContext
 from ...supervisors.errors import UserError
 from ...supervisors.supervisor import ChildSpec
-from .connections import Connections
-from .listen import SSE_HINT, Listen, resolve_listen, transport_name
+
+if TYPE_CHECKING:
+    # The network transports' modules load when a network transport is chosen, not
+    # for `memtrio mcp` on stdio (it answers `initialize` sooner: issue #42).
+    from .connections import Connections
+    from .listen import Listen
 
 Announce = Callable[[str, int], None]
 Asgi = Callable[[MutableMapping[str, Any], Any, Any], Awaitable[None]]
@@ -76,6 +80,8 @@ def env_transport(environ: Mapping[str, str] | None = None) -> str | None:
     raw = env.get("MEMTRIO_TRANSPORT", "")
     if not raw.strip():
         return None
+    from .listen import SSE_HINT, transport_name
+
     chosen = transport_name(raw, f"MEMTRIO_TRANSPORT={raw} (environment)")
     if raw.strip().lower() == "sse":
         print(SSE_HINT, file=sys.stderr, flush=True)
@@ -88,6 +94,8 @@ def listen_from_args(config: Config, args: argparse.Namespace, transport: str | 
 
     Error handling: raises `ConfigError` (exit 2, one line), see `resolve_listen`.
     """
+    from .listen import resolve_listen
+
     return resolve_listen(
         config,
         transport=transport,
