@@ -10,7 +10,7 @@ from ..store.entities import match_entity
 from ..store.interfaces import StoreTx
 
 
-def graph_paths(
+def graph_paths(  # noqa: C901
     tx: StoreTx,
     entity: str,
     direction: str,
