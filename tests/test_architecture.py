@@ -11,7 +11,9 @@ docs/architecture.md draws:
   (``supervisors.cli``) import ``actors``; no ``actors`` module imports them;
 - modules stay under 600 lines and functions under 100 (data tables aside);
 - no function is more complex than McCabe 10 (ruff's C901), except those listed in
-  `COMPLEX_FUNCTIONS`, and none of those grows.
+  `COMPLEX_FUNCTIONS`, and none of those grows;
+- the tests wait on the real clock (``time.sleep``, ``trio.sleep`` outside trio's
+  virtual clock, ``asyncio.sleep``) in at most `MAX_REAL_SLEEPS` places.
 """
 
 from __future__ import annotations
@@ -308,3 +310,67 @@ def test_ruff_itself_checks_complexity() -> None:
     assert lint["mccabe"]["max-complexity"] == MAX_COMPLEXITY
     exempt = {path for path, codes in lint["per-file-ignores"].items() if "C901" in codes}
     assert exempt <= {path for path, _ in COMPLEX_FUNCTIONS}, exempt
+
+
+# Real-clock waits in tests/ (issue #41): a wait is on trio's virtual clock when it is in a
+# function that takes the ``autojump_clock`` or ``mock_clock`` fixture (or inside one); any
+# other ``time.sleep``, ``trio.sleep`` or ``asyncio.sleep`` (but a ``sleep(0)`` checkpoint)
+# waits on the real clock and makes the suite slower and flakier. Wait on an event, a
+# process's output or the virtual clock instead. The ceiling only comes down.
+MAX_REAL_SLEEPS = 54
+VIRTUAL_CLOCKS = {"autojump_clock", "mock_clock"}
+SLEEPS = {("time", "sleep"), ("trio", "sleep"), ("asyncio", "sleep")}
+
+
+def real_clock_sleeps(path: Path) -> list[str]:
+    """``file:line`` of each real-clock sleep call in one test file."""
+    found: list[str] = []
+
+    def visit(node: ast.AST, virtual: bool) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            a = node.args
+            params = {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]}
+            virtual = virtual or bool(params & VIRTUAL_CLOCKS)
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and (node.func.value.id, node.func.attr) in SLEEPS
+            and not virtual
+            and not (
+                node.args and isinstance(node.args[0], ast.Constant) and not node.args[0].value
+            )
+        ):
+            found.append(f"{path.name}:{node.lineno}")
+        for child in ast.iter_child_nodes(node):
+            visit(child, virtual)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")), False)
+    return found
+
+
+def test_the_sleep_counter_tells_real_from_virtual_clock_waits(tmp_path: Path) -> None:
+    sample = tmp_path / "test_sample.py"
+    sample.write_text(
+        "import time, trio, asyncio\n"
+        "async def test_real() -> None:\n"
+        "    await trio.sleep(1)\n"
+        "    await trio.sleep(0)\n"  # a checkpoint, no wait
+        "    time.sleep(0.1)\n"
+        "    await asyncio.sleep(0.1)\n"
+        "async def test_virtual(autojump_clock: object) -> None:\n"
+        "    async def inner() -> None:\n"
+        "        await trio.sleep(300)\n"
+        "    await trio.sleep(60)\n"
+        "SCRIPT = 'import time; time.sleep(60)'\n"  # a child process's code, not a wait here
+    )
+    assert real_clock_sleeps(sample) == ["test_sample.py:3", "test_sample.py:5", "test_sample.py:6"]
+
+
+def test_tests_wait_on_the_real_clock_in_few_places() -> None:
+    tests = Path(__file__).resolve().parent
+    found = [place for path in sorted(tests.glob("*.py")) for place in real_clock_sleeps(path)]
+    assert len(found) <= MAX_REAL_SLEEPS, (
+        f"{len(found)} real-clock sleeps in tests/ (at most {MAX_REAL_SLEEPS}): wait on an "
+        f"event, the process's output or trio's virtual clock instead: {found}"
+    )
