@@ -317,7 +317,7 @@ def test_ruff_itself_checks_complexity() -> None:
 # other ``time.sleep``, ``trio.sleep`` or ``asyncio.sleep`` (but a ``sleep(0)`` checkpoint)
 # waits on the real clock and makes the suite slower and flakier. Wait on an event, a
 # process's output or the virtual clock instead. The ceiling only comes down.
-MAX_REAL_SLEEPS = 54
+MAX_REAL_SLEEPS = 19
 VIRTUAL_CLOCKS = {"autojump_clock", "mock_clock"}
 SLEEPS = {("time", "sleep"), ("trio", "sleep"), ("asyncio", "sleep")}
 

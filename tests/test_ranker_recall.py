@@ -17,7 +17,7 @@ from typing import Any, get_type_hints
 
 import numpy as np
 import pytest
-import trio
+import waits
 from memtrio.actors.embedder import feature as embedder_feature
 from memtrio.actors.embedder.handle import EMBEDDER
 from memtrio.actors.ranker import feature as ranker_feature
@@ -681,10 +681,12 @@ async def test_a_large_hnsw_graph_is_built_in_the_background_and_then_serves(
         query = "which Ubuntu images do the CI runners use"
         # Served from the start (exact while the graph is built), the same answer after.
         assert (await ranker.recall(query, None, None, 3))[0][0] == ids[1]
-        with trio.fail_after(60):
-            while ranker.stats()["vector_index"]["memory"] != "hnsw":
-                await trio.sleep(0.01)
-                assert (await ranker.recall(query, None, None, 3))[0][0] == ids[1]
+
+        async def hnsw_serving() -> bool:  # and the answer stays the same meanwhile
+            assert (await ranker.recall(query, None, None, 3))[0][0] == ids[1]
+            return ranker.stats()["vector_index"]["memory"] == "hnsw"
+
+        await waits.until(hnsw_serving, 60, 0.01)
         new, changes = await store.memory("The CI runners moved to Ubuntu 24.04 images.")
         ranker.on_changes(changes)
         assert new in [m for m, _ in await ranker.recall(query, None, None, 3)]
