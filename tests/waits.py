@@ -3,9 +3,10 @@
 A fixed real-clock sleep ("the server has surely started by now") is too short on a busy
 machine and too long on an idle one. A test that waits for another process (a server's
 log line, its runtime file, a child restarted) polls the condition instead, with a
-deadline, through the two functions here: the only places, with trio's virtual clock and
-events for everything in-process, where the tests sleep on the real clock
-(tests/test_architecture.py counts them).
+deadline, through the two functions here; in-process waits use an event or trio's
+virtual clock. The tests' other real-clock sleeps are fixed waits that need real time
+to pass in another process (idle longer than a timeout, memory given back);
+tests/test_architecture.py counts them all and keeps the count from growing.
 """
 
 from __future__ import annotations
