@@ -209,7 +209,7 @@ class Session:
             _answer_unserved(messages[served:], slots[served:])
             raise
 
-    async def dispatch(self, msg: jsonrpc.Message, answer: Answer) -> None:
+    async def dispatch(self, msg: jsonrpc.Message, answer: Answer) -> None:  # noqa: C901
         method = msg.method
         state = self.state
         if not msg.has_id:

@@ -87,7 +87,7 @@ class LineSplitter:
         self.state = state
         self.limit = limit
 
-    def feed(self, data: bytes) -> list[SessionInput]:
+    def feed(self, data: bytes) -> list[SessionInput]:  # noqa: C901
         st = self.state
         out: list[SessionInput] = []
         lines: list[bytes] = []
@@ -202,7 +202,7 @@ async def _hand_over(state: ReaderState, inbox: Mailbox[SessionInput]) -> None:
         state.outgoing.popleft()
 
 
-async def run_writer(
+async def run_writer(  # noqa: C901
     ctx: ChildContext,
     *,
     stream: trio.abc.SendStream,

@@ -63,7 +63,7 @@ class Truncated(ValueError):
     """The text ends before its value does."""
 
 
-def top_level(buf: bytes, final: bool = True) -> Iterator[tuple[bytes | None, int, int]]:
+def top_level(buf: bytes, final: bool = True) -> Iterator[tuple[bytes | None, int, int]]:  # noqa: C901
     """Yield ``(key, start, end)`` for each member of the top-level object of ``buf``,
     or ``(None, start, end)`` for each element of a top-level array, as soon as the
     member's value is complete. ``key`` is the raw key token, quotes included.
@@ -148,7 +148,7 @@ _WS_BYTES = frozenset(b" \t\n\r")
 _PAIRS = {ord("]"): ord("["), ord("}"): ord("{")}
 
 
-def last_members(buf: bytes) -> Iterator[tuple[bytes, int, int]]:
+def last_members(buf: bytes) -> Iterator[tuple[bytes, int, int]]:  # noqa: C901
     """Yield ``(key, start, end)`` for the members of the top-level object that
     ``buf`` ends (``buf`` is the end of a line, its suffix), last member first.
 
@@ -217,7 +217,7 @@ def _string_start(buf: bytes, end: int) -> int:
         i = j
 
 
-def _value_start(buf: bytes, end: int) -> int:
+def _value_start(buf: bytes, end: int) -> int:  # noqa: C901
     """Where the value ending at ``end`` starts."""
     if end == 0:
         raise Truncated("the start of the text")

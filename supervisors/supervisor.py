@@ -355,7 +355,7 @@ class Supervisor:
                 continue
             await self._on_exit(st)
 
-    async def _on_exit(self, st: _ChildState) -> None:
+    async def _on_exit(self, st: _ChildState) -> None:  # noqa: C901
         spec = st.spec
         abnormal = st.error is not None
         if spec.restart is TEMPORARY or (spec.restart is TRANSIENT and not abnormal):

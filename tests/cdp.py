@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
+import waits
 from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket_url
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -58,11 +58,12 @@ class Browser:
         if not _wait_group(self.process, group, CLOSE_GRACE):
             _signal_group(group, signal.SIGKILL)
             _wait_group(self.process, group, KILL_WAIT)
-        for _ in range(PROFILE_ATTEMPTS):
+
+        def removed() -> bool:
             self.profile.cleanup()  # ignore_cleanup_errors: it never raises
-            if not os.path.exists(self.profile.name):
-                break
-            time.sleep(0.1)
+            return not os.path.exists(self.profile.name)
+
+        waits.until_sync(removed, PROFILE_ATTEMPTS * 0.1, 0.1)
 
 
 def _signal_group(group: int, sig: signal.Signals) -> None:
@@ -96,15 +97,13 @@ def group_members(group: int) -> list[int]:
 
 def _wait_group(process: subprocess.Popen[bytes], group: int, timeout: float) -> bool:
     """Whether every process of ``group`` exited within ``timeout`` s (the leader reaped)."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def gone() -> bool:
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=0.05)
-        if process.returncode is not None and not group_members(group):
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
+        return process.returncode is not None and not group_members(group)
+
+    return waits.until_sync(gone, timeout)
 
 
 def launch(binary: str, width: int = 1400, height: int = 900) -> Browser:
@@ -123,12 +122,15 @@ def launch(binary: str, width: int = 1400, height: int = 900) -> Browser:
     )  # fmt: skip
     browser = Browser(process, 0, "", profile)
     marker = Path(profile.name) / "DevToolsActivePort"
-    deadline = time.monotonic() + START_TIMEOUT
-    while not (marker.exists() and marker.read_text().count("\n") >= 1):
-        if process.poll() is not None or time.monotonic() > deadline:
-            browser.close()
-            raise RuntimeError(f"{binary} did not start (exit {process.poll()})")
-        time.sleep(0.05)
+
+    def started() -> bool:
+        return process.poll() is not None or (
+            marker.exists() and marker.read_text().count("\n") >= 1
+        )
+
+    if not waits.until_sync(started, START_TIMEOUT) or process.poll() is not None:
+        browser.close()
+        raise RuntimeError(f"{binary} did not start (exit {process.poll()})")
     port, path = marker.read_text().split("\n")[:2]
     browser.port, browser.path = int(port), path.strip()
     return browser
@@ -194,9 +196,14 @@ class Page:
         """Poll ``expression`` until it is truthy (an exception counts as false: the page may
         still be loading); its value (fails after ``timeout`` s)."""
         guarded = f"(() => {{ try {{ return ({expression}); }} catch (e) {{ return false; }} }})()"
-        with trio.fail_after(timeout):
-            while not (value := await self.eval(guarded)):
-                await trio.sleep(0.05)
+        value = None
+
+        async def truthy() -> bool:
+            nonlocal value
+            value = await self.eval(guarded)
+            return bool(value)
+
+        await waits.until(truthy, timeout)
         return value
 
     async def goto(self, url: str) -> None:

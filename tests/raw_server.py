@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
+import waits
 from launch import server_command, server_env
 from memtrio.actors.chaos.client import ServerProcess, initialize_params, request_message
 
@@ -98,19 +99,25 @@ async def wait_for_event(
     """
     path = home / "logs" / "memtrio.log"
     seen = 0
-    with trio.fail_after(timeout):
-        while True:
-            if path.exists():
-                text = path.read_bytes()
-                end = text.rfind(b"\n") + 1
-                for line in text[seen:end].splitlines():
-                    record = json.loads(line) if line.strip() else {}
-                    if record.get("event") == event and all(
-                        record.get(k) == v for k, v in fields.items()
-                    ):
-                        return record
-                seen = end
-            await trio.sleep(POLL_INTERVAL)
+    found: dict[str, Any] = {}
+
+    def logged() -> bool:
+        nonlocal seen
+        if path.exists():
+            text = path.read_bytes()
+            end = text.rfind(b"\n") + 1
+            for line in text[seen:end].splitlines():
+                record = json.loads(line) if line.strip() else {}
+                if record.get("event") == event and all(
+                    record.get(k) == v for k, v in fields.items()
+                ):
+                    found.update(record)
+                    return True
+            seen = end
+        return False
+
+    await waits.until(logged, timeout, POLL_INTERVAL)
+    return found
 
 
 # A server whose replies a reader task routes to the requests of many tasks at once.

@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 import pytest
 import trio
+import waits
 from gitrepo import make_repo
 from mcp_client import server_env
 from memtrio.actors.net import runtime, spawn
@@ -68,13 +69,15 @@ async def running_owner(home: Path, env: dict[str, str] | None = None) -> AsyncI
         cwd=str(home),
     )
     try:
-        with trio.fail_after(60):
-            while True:
-                found, _ = runtime.read(home)
-                if found is not None and found.pid == process.pid:
-                    break
-                assert process.poll() is None, (home.parent / "serve-stderr.txt").read_text()
-                await trio.sleep(POLL)
+
+        def listed() -> bool:
+            assert process.poll() is None, (home.parent / "serve-stderr.txt").read_text()
+            found, _ = runtime.read(home)
+            return found is not None and found.pid == process.pid
+
+        await waits.until(listed, 60, POLL)
+        found, _ = runtime.read(home)
+        assert found is not None
         yield Owner(process, home, found)
     finally:
         if process.returncode is None:

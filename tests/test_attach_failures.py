@@ -14,6 +14,14 @@ lock or the log in the way: the child's stdin, made blocking again when a copy o
 collected, froze the embedded server's event loop); the older runtime file kept every
 child embedded for good; and the child's stderr held an exception's class name before
 the line that says what to do.
+
+Each case starts a real child (and often an owner), a few seconds each. The default run
+keeps one case of each family: a damaged store (a garbage file), a home under a file, and
+``run/owner.lock`` a symbolic link, with every single case (full disk, unwritable home,
+older runtime file, owners exiting without a reason, an owner going away); the other
+shapes of the same families (a newer schema, the store a directory, the home a file, the
+lock a directory, ``logs/`` a file) go through the same refusal and fallback paths
+with their own message each, and run with ``-m slow``.
 """
 
 from __future__ import annotations
@@ -156,8 +164,16 @@ def store_garbage(home: Path) -> None:
 @pytest.mark.parametrize(
     ("make", "says"),
     [
-        (newer_store, ("schema version 99, newer than this memtrio", "upgrade memtrio")),
-        (store_a_directory, ("is a directory, not a database", "move it away")),
+        pytest.param(
+            newer_store,
+            ("schema version 99, newer than this memtrio", "upgrade memtrio"),
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
+            store_a_directory,
+            ("is a directory, not a database", "move it away"),
+            marks=pytest.mark.slow,
+        ),
         (store_garbage, ("is damaged", "run memtrio doctor")),
     ],
     ids=["newer-schema", "store-a-directory", "store-garbage"],
@@ -217,7 +233,7 @@ async def test_an_unwritable_home_is_answered_with_why_in_one_line(
     assert owners_started(home) == 0
 
 
-@pytest.mark.parametrize("where", ["a-file", "under-a-file"])
+@pytest.mark.parametrize("where", [pytest.param("a-file", marks=pytest.mark.slow), "under-a-file"])
 async def test_a_home_that_cannot_be_a_directory_is_one_line_and_an_answer(
     tmp_path: Path, owners_ended: None, where: str
 ) -> None:
@@ -251,8 +267,16 @@ def logs_a_file(home: Path) -> None:
     ("make", "says"),
     [
         (lock_a_symlink, "owner.lock is a symbolic link"),
-        (lock_a_directory, "owner.lock is a directory, not the owner lock; remove it"),
-        (logs_a_file, "logs (or a directory above it) is not a directory; move it away"),
+        pytest.param(
+            lock_a_directory,
+            "owner.lock is a directory, not the owner lock; remove it",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
+            logs_a_file,
+            "logs (or a directory above it) is not a directory; move it away",
+            marks=pytest.mark.slow,
+        ),
     ],
     ids=["lock-a-symlink", "lock-a-directory", "logs-a-file"],
 )

@@ -26,6 +26,7 @@ from pathlib import Path
 import httpx2
 import pytest
 import trio
+import waits
 from gitrepo import make_repo
 from memtrio.actors.chaos.checks import check_store
 from memtrio.actors.net import relay, runtime, spawn
@@ -173,9 +174,7 @@ async def test_the_owner_killed_mid_burst_every_child_serves_on_and_nothing_acke
                 for k, pipe in enumerate(pipes):
                     nursery.start_soon(writer, pipe, f"{k}a")
                     nursery.start_soon(writer, pipe, f"{k}b")
-                with trio.fail_after(30):
-                    while len(acked) < 15:
-                        await trio.sleep(0.01)
+                await waits.until(lambda: len(acked) >= 15, 30)
                 os.kill(owner, signal.SIGKILL)
                 killed_at = trio.current_time()
                 for pipe in pipes:
@@ -244,9 +243,7 @@ async def test_the_owner_exits_on_its_own_after_idle_exit_without_sessions(
         assert (await status(kid))["pid"] == owner
         assert await kid.close() == 0
         closed = trio.current_time()
-    with trio.fail_after(20):
-        while alive(owner):
-            await trio.sleep(0.05)
+    await waits.until(lambda: not alive(owner), 20)
     assert trio.current_time() - closed >= 1.5
     assert not runtime.runtime_path(home).exists()
 
@@ -422,9 +419,8 @@ async def test_an_embedded_mcp_ui_binds_the_dashboard_itself(
     async with child(home, repo, "solo", ["--no-attach", "--ui"], AUTO) as solo:
         await solo.initialize()
         assert (await status(solo))["pid"] == solo.process.pid
-        with trio.fail_after(20):  # the dashboard starts after the stdio session
-            while not dashboard_lines(home, "solo"):
-                await trio.sleep(0.05)
+        # The dashboard starts after the stdio session.
+        await waits.until(lambda: dashboard_lines(home, "solo"), 20)
         (line,) = dashboard_lines(home, "solo")
         async with httpx2.AsyncClient() as http:
             assert (await http.get(line.removeprefix(DASHBOARD))).status_code == 200

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
+import waits
 from memtrio.actors.net import attach, proof, runtime
 from serve_helpers import serve_process
 from test_attach import (
@@ -281,9 +282,7 @@ async def test_serve_does_not_publish_into_a_run_directory_others_can_write(home
     run.mkdir(mode=0o700)
     run.chmod(0o777)
     async with serve_process(home, SERVE[1:], LIGHT) as served:
-        with trio.fail_after(60):
-            while "runtime_file_failed" not in served.stderr_text():
-                await trio.sleep(0.05)
+        await waits.until(lambda: "runtime_file_failed" in served.stderr_text(), 60)
         assert "is writable by group or others" in served.stderr_text()
         assert not runtime.runtime_path(home).exists()
     assert stat.S_IMODE(run.stat().st_mode) == 0o777  # reported, not changed

@@ -454,11 +454,10 @@ async def test_a_write_does_not_wait_for_a_cold_index_past_find_wait(
     root = make_repo(tmp_path / "repo", FILES)
     async with standalone_service(home) as (service, _):
         original = service.pool.parse_batch
-        slow = [True]
+        parsed = trio.Event()  # the parser's work done, which takes long here
 
         async def parse_slowly(jobs: list[ParseJob]) -> list[ParseResult]:
-            if slow[0]:
-                await trio.sleep(30)  # a repository far larger than this one
+            await parsed.wait()  # a repository far larger than this one
             return await original(jobs)
 
         service.pool.parse_batch = parse_slowly  # type: ignore[method-assign]  # a slow pool
@@ -468,7 +467,7 @@ async def test_a_write_does_not_wait_for_a_cold_index_past_find_wait(
         assert await anchoring.found(repo, "`RetryPolicy.backoff` doubles it", warnings) == []
         assert time.monotonic() - started < 5
         assert len(warnings) == 1 and "still being built" in warnings[0], warnings
-        slow[0] = False
+        parsed.set()
         # The next call waits as a real one does: the 0.5 s above is too short for the rest
         # of the index on a loaded machine (this failed under a load of 12 on 2 cores).
         monkeypatch.setattr(anchoring, "FIND_WAIT", 30.0)

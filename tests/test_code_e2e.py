@@ -4,9 +4,10 @@ a Git repository built in a temporary directory, and the `memtrio code` CLI."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
-import trio
+import waits
 from gitrepo import git, make_repo, write
 from mcp_client import call, every_transport, fails, ok, open_client, run_cli, stdio_only
 
@@ -202,13 +203,15 @@ async def test_parser_crash_over_mcp_is_reported_and_replaced(tmp_path: Path, ho
         message = await fails(client, "code_outline", path="crash.py")
         assert "not indexed: parser worker crashed (exit status 137) and was replaced" in message
         # The replacement is running once its process said it is ready: wait for that.
-        with trio.fail_after(30):
-            while True:
-                status = await ok(client, "server_status")
-                (parsers,) = [a for a in status["actors"] if a["id"] == "code.parsers"]
-                if all(child["state"] == "running" for child in parsers["children"]):
-                    break
-                await trio.sleep(0.05)
+        parsers: dict[str, Any] = {}
+
+        async def parsers_running() -> bool:
+            nonlocal parsers
+            status = await ok(client, "server_status")
+            (parsers,) = [a for a in status["actors"] if a["id"] == "code.parsers"]
+            return all(child["state"] == "running" for child in parsers["children"])
+
+        await waits.until(parsers_running, 30)
         assert parsers["state"] == "running"
         assert sum(child["restarts"] for child in parsers["children"]) == 1
         assert all(child["state"] == "running" for child in parsers["children"])

@@ -15,15 +15,17 @@ from memtrio.supervisors.threads import finishing, settle
 
 def test_settle_waits_for_a_finishing_thread_and_is_bounded() -> None:
     release = threading.Event()
+    started = threading.Event()
     ended: list[float] = []
 
     def native_work() -> None:
+        started.set()
         release.wait(5)
         ended.append(time.monotonic())
 
     thread = threading.Thread(target=finishing(native_work), daemon=True)
     thread.start()
-    time.sleep(0.05)
+    assert started.wait(5)
     assert settle(0.1) is False  # still running: the bound holds
     threading.Timer(0.3, release.set).start()
     assert settle(5.0) is True

@@ -17,7 +17,6 @@ import re
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -25,6 +24,7 @@ from urllib.parse import quote
 import httpx2
 import pytest
 import trio
+import waits
 from httpserve import BOTH, INIT, call, initialize, messages, serving, sse_events
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -418,12 +418,14 @@ class RawServer:
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                 env=server_env(home, {"MEMTRIO_CODE": "off"}), cwd=str(home),
             )  # fmt: skip
-        deadline = time.monotonic() + 60
-        while (found := LISTENING.search(self.log.read_bytes())) is None:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise AssertionError(f"memtrio serve did not start: {self.stderr()}")
-            time.sleep(0.05)
+
+        def up() -> bool:
+            return self.proc.poll() is not None or bool(LISTENING.search(self.log.read_bytes()))
+
+        found = LISTENING.search(self.log.read_bytes()) if waits.until_sync(up, 60) else None
+        if found is None:
+            self.stop()
+            raise AssertionError(f"memtrio serve did not start: {self.stderr()}")
         self.port = int(found[1])
         self.sid = self.session()
 

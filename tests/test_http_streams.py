@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx2
 import trio
+import waits
 from httpserve import BOTH, INIT, call, initialize, messages, serving, sse_events
 
 SSE = "text/event-stream"
@@ -125,9 +126,7 @@ async def test_cancelling_a_request_ends_its_stream_without_an_answer(tmp_path: 
             }
             assert (await http.post(served.url, json=cancel, headers=headers)).status_code == 202
         assert got[0].status_code == 200 and messages(got[0].text) == []
-        with trio.fail_after(5):
-            while served.app.calls_in_flight():
-                await trio.sleep(0.01)
+        await waits.until(lambda: not served.app.calls_in_flight(), 5)
 
 
 async def test_standalone_get_stream(tmp_path: Path) -> None:
@@ -189,9 +188,9 @@ async def test_idle_sessions_expire(tmp_path: Path) -> None:
         sid = await initialize(http, served.url)
         headers = {"accept": BOTH, "mcp-session-id": sid}
         assert (await http.post(served.url, json=ping, headers=headers)).status_code == 200
-        with trio.fail_after(5):  # polling the table, not the session: a request is activity
-            while served.connections.live:
-                await trio.sleep(0.02)
+        await waits.until(
+            lambda: not served.connections.live, 5
+        )  # polling the table, not the session: a request is activity
         assert (await http.post(served.url, json=ping, headers=headers)).status_code == 404
 
 
@@ -203,9 +202,7 @@ async def test_session_limit_is_503(tmp_path: Path) -> None:
         assert "max_connections" in full.json()["error"]["message"]
         assert "mcp-session-id" not in full.headers
         await http.delete(served.url, headers={"mcp-session-id": sid})
-        with trio.fail_after(5):
-            while served.connections.live:
-                await trio.sleep(0.01)
+        await waits.until(lambda: not served.connections.live, 5)
         assert (await http.post(served.url, json=INIT, headers={"accept": BOTH})).status_code == 200
 
 

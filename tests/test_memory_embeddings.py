@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from memtrio.actors.embedder.handle import EMBEDDER
 from memtrio.actors.memory import tools as T
-from memtrio.actors.ranker.handle import RANKER
+from memtrio.actors.ranker.handle import RANKER, Ranked
 from memtrio.actors.store.feature import FEATURE
 from memtrio.actors.store.memories import NewMemory, insert_memory
 from memtrio.actors.store.writer import STORE, Change
@@ -77,11 +77,11 @@ class FakeRanker:
         limit: int,
         *,
         explain: bool = False,
-    ) -> Any:
+    ) -> Ranked | None:
         self.calls.append((query, scope_ids, memory_type, limit))
         if isinstance(self.answer, Exception):
             raise self.answer
-        return self.answer
+        return None if self.answer is None else Ranked(*self.answer)
 
 
 @asynccontextmanager
@@ -249,9 +249,11 @@ async def test_recall_uses_the_ranker_when_asked_and_falls_back_to_lexical(home:
         b = (builtins(await T.remember(ctx, T.RememberArgs("beta about trio", scopes=["global"]))))[
             "id"
         ]
-        ranker.answer = [(b, 0.9), (a, 0.5)]
+        truncated = "the query was truncated to 128 tokens for embedding"
+        ranker.answer = ([(b, 0.9), (a, 0.5)], [truncated])
         result = builtins(await T.recall(ctx, T.RecallArgs("anything", memory_type="Decision")))
         assert result["ranking"] == "semantic"
+        assert truncated in result["warnings"]  # the ranker's warnings reach the caller
         assert [m["id"] for m in result["memories"]] == [a, b]  # repository matches first
         query, scope_ids, memory_type, limit = ranker.calls[-1]
         assert (query, memory_type, limit) == ("anything", "Decision", 10) and len(scope_ids) == 2
@@ -263,7 +265,7 @@ async def test_recall_uses_the_ranker_when_asked_and_falls_back_to_lexical(home:
             ],
             name="test.insert_foreign",
         )
-        ranker.answer = [(foreign, 1.0), (a, 0.5), (a, 0.4)]
+        ranker.answer = ([(foreign, 1.0), (a, 0.5), (a, 0.4)],)
         result = builtins(await T.recall(ctx, T.RecallArgs("anything")))
         assert [m["id"] for m in result["memories"]] == [
             a

@@ -4,6 +4,7 @@ returns near its baseline (defect 10). Embeddings are on: the growth was native
 
 from __future__ import annotations
 
+import contextlib
 import random
 import string
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 import trio
+import waits
 from memtrio.actors.embedder import model
 from raw_server import RawServer, raw_server
 
@@ -98,12 +100,9 @@ async def warm_up(server: RawServer) -> int:
 
 async def settled_rss(pid: int, bound: int, within: float = 20.0) -> int:
     """The RSS once it is at most ``bound`` MB, or the last reading after ``within`` s."""
-    current = rss_mb(pid)
-    with trio.move_on_after(within):
-        while current > bound:
-            await trio.sleep(0.2)
-            current = rss_mb(pid)
-    return current
+    with contextlib.suppress(trio.TooSlowError):
+        await waits.until(lambda: rss_mb(pid) <= bound, within, 0.2)
+    return rss_mb(pid)
 
 
 async def test_defect10_one_long_memory_does_not_keep_the_server_larger(home: Path) -> None:

@@ -23,6 +23,7 @@ import httpx2
 import pytest
 import trio
 import turns
+import waits
 from httpserve import initialize, serving
 from mcp_client import run_cli
 from memtrio.actors.chaos.flood import client_hello, forged_hello, start_flood
@@ -52,9 +53,9 @@ FAST = {"MEMTRIO_EMBEDDINGS": "off", "MEMTRIO_CODE": "off"}
 
 async def runtime_file(home: Path) -> runtime.Runtime:
     """The runtime file of ``home`` once it is written (the attach endpoint starts last)."""
-    with trio.fail_after(30):
-        while (found := runtime.read(home)[0]) is None:
-            await trio.sleep(0.05)
+    await waits.until(lambda: runtime.read(home)[0] is not None, 30)
+    found = runtime.read(home)[0]
+    assert found is not None
     return found
 
 
@@ -145,6 +146,7 @@ async def test_item7_a_handler_that_fails_when_evicted_ends_its_connection_not_t
     listener (and its nursery, every session's) went down with it."""
     admission = small_admission(limit=1)
     served: list[bytes] = []
+    working, answer = trio.Event(), trio.Event()
 
     async def handler(stream: accept.GatedStream) -> None:
         first = await stream.receive_some(1024)
@@ -153,8 +155,9 @@ async def test_item7_a_handler_that_fails_when_evicted_ends_its_connection_not_t
             served.append(first)
             await stream.send_all(b"ok\n")
             await trio.sleep_forever()
+        working.set()
         with trio.CancelScope(shield=True):  # computing its answer: no checkpoint
-            await trio.sleep(0.3)
+            await answer.wait()  # until the newcomer displaced it
         await stream.send_all(b"server hello\n")  # shut meanwhile: ClosedResourceError
 
     async with trio.open_nursery() as nursery:
@@ -164,10 +167,13 @@ async def test_item7_a_handler_that_fails_when_evicted_ends_its_connection_not_t
         port = listeners[0].socket.getsockname()[1]
         victim = await trio.open_tcp_stream("127.0.0.1", port)
         await victim.send_all(b"hello, mid-handshake")
-        await trio.sleep(0.1)  # its handler is in the middle of its work
+        with trio.fail_after(5):
+            await working.wait()  # its handler is in the middle of its work
         newcomer = await trio.open_tcp_stream("127.0.0.1", port)
         await newcomer.send_all(b"bytes: under TLS any bytes displace a pending one")
-        await trio.sleep(0.5)  # the victim's handler fails now
+        await waits.until(lambda: admission.evicted == 1, 5)
+        answer.set()  # the victim's handler fails now
+        await waits.until(lambda: admission.failed == 1, 5)
         assert admission.evicted == 1 and admission.failed == 1, admission.snapshot()
         client = await trio.open_tcp_stream("127.0.0.1", port)
         await trio.sleep(0.6)  # the newcomer (silent since) leaves room once it is old enough
@@ -206,9 +212,7 @@ async def test_item7_a_listener_restarted_by_its_supervisor_keeps_its_port(
             http = next(c for c in root.snapshot() if c["id"] == "http")
             return http["restarts"] == 1 and http["state"] == "running"
 
-        with trio.fail_after(10):
-            while not restarted() or not served.connections.listeners:
-                await trio.sleep(0.05)
+        await waits.until(lambda: restarted() and bool(served.connections.listeners), 10)
         assert [entry["url"] for entry in served.connections.listeners] == [url]
         async with httpx2.AsyncClient(timeout=5) as http:
             assert await initialize(http, url)  # the URL everyone knows serves again

@@ -16,6 +16,7 @@ import pytest
 import stores
 import trio
 import turns
+import waits
 from serve_helpers import LineClient, Served, serve_process, structured, tcp_client
 
 TCP = ["--transport", "tcp", "--bind", "127.0.0.1:0"]
@@ -47,15 +48,18 @@ async def recalled_within(writer: LineClient, reader: LineClient, budget: float)
     text = "The staging database password rotates every ninety days via the vault"
     written = structured(await writer.tool("remember", content=text))
     started = time.monotonic()
-    with trio.fail_after(budget):
-        while True:
-            found = structured(
-                await reader.tool("recall", query="how often is the staging password rotated")
-            )
-            if written["id"] in [m["id"] for m in found["memories"]]:
-                assert found["ranking"] == "semantic", found
-                return time.monotonic() - started
-            await trio.sleep(0.02)
+
+    async def recalled() -> bool:
+        found = structured(
+            await reader.tool("recall", query="how often is the staging password rotated")
+        )
+        if written["id"] not in [m["id"] for m in found["memories"]]:
+            return False
+        assert found["ranking"] == "semantic", found
+        return True
+
+    await waits.until(recalled, budget)
+    return time.monotonic() - started
 
 
 async def run_load(tmp_path: Path, url: str, memories: int, entities: int) -> None:

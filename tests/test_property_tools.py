@@ -106,7 +106,7 @@ words = st.sampled_from(["alpha", "Alpha", "mod0.py", "Thing0", "run", "global",
 strings = st.one_of(st.text(max_size=12), words)
 
 
-def valid(schema: dict[str, Any], defs: dict[str, Any]) -> st.SearchStrategy[Any]:
+def valid(schema: dict[str, Any], defs: dict[str, Any]) -> st.SearchStrategy[Any]:  # noqa: C901
     """Values that pass ``schema`` (the subset of JSON Schema the tools' structs produce),
     so a call reaches its handler instead of stopping at argument validation."""
     if "$ref" in schema:

@@ -13,11 +13,11 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 import numpy as np
 import pytest
-import trio
+import waits
 from memtrio.actors.embedder import feature as embedder_feature
 from memtrio.actors.embedder.handle import EMBEDDER
 from memtrio.actors.ranker import feature as ranker_feature
@@ -25,7 +25,7 @@ from memtrio.actors.ranker import mmr
 from memtrio.actors.ranker import rank as rank_mod
 from memtrio.actors.ranker import vectors as ranker_vectors
 from memtrio.actors.ranker.graph import RecallCache
-from memtrio.actors.ranker.handle import RANKER
+from memtrio.actors.ranker.handle import RANKER, Ranked, RankerHandle
 from memtrio.actors.ranker.service import Ranker, RankerError
 from memtrio.actors.ranker.vectors import IndexChoice, ItemIndex
 from memtrio.actors.store import schema
@@ -153,6 +153,16 @@ async def test_a_recall_before_the_ranker_loaded_waits_for_it_and_ranks_by_meani
             assert app.service(RANKER) is handle.ranker  # the Ranker now serves recall itself
     finally:
         conn.close()
+
+
+def test_the_handle_declares_the_warnings_and_reasons_a_recall_returns() -> None:
+    """Issue #41: the handle said ``list`` and the memory tools read the warnings and reasons
+    back with ``getattr``; its type now names them, for every implementation."""
+    declared = get_type_hints(RankerHandle.recall)["return"]
+    assert declared is Ranked
+    assert set(get_type_hints(Ranked)) == {"warnings", "reasons"}
+    for impl in (Ranker.recall, ranker_feature.StartingRanker.recall):
+        assert get_type_hints(impl)["return"] is Ranked
 
 
 async def fill(store: Store, ranker: Ranker, items: Sequence[str], **kw: Any) -> list[int]:
@@ -671,10 +681,12 @@ async def test_a_large_hnsw_graph_is_built_in_the_background_and_then_serves(
         query = "which Ubuntu images do the CI runners use"
         # Served from the start (exact while the graph is built), the same answer after.
         assert (await ranker.recall(query, None, None, 3))[0][0] == ids[1]
-        with trio.fail_after(60):
-            while ranker.stats()["vector_index"]["memory"] != "hnsw":
-                await trio.sleep(0.01)
-                assert (await ranker.recall(query, None, None, 3))[0][0] == ids[1]
+
+        async def hnsw_serving() -> bool:  # and the answer stays the same meanwhile
+            assert (await ranker.recall(query, None, None, 3))[0][0] == ids[1]
+            return ranker.stats()["vector_index"]["memory"] == "hnsw"
+
+        await waits.until(hnsw_serving, 60, 0.01)
         new, changes = await store.memory("The CI runners moved to Ubuntu 24.04 images.")
         ranker.on_changes(changes)
         assert new in [m for m, _ in await ranker.recall(query, None, None, 3)]

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 import pytest
-import trio
+import waits
 from gitrepo import git, make_repo, write
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -306,9 +306,13 @@ async def test_the_vector_index_is_hnsw_by_default_and_exact_for_small_tables(
     async with mcp_child(home, tmp_path / "stderr.txt", args, env) as client:
         # Served at once (exact meanwhile), the graph built in the background takes over.
         first = await ok(client, "vector_search_entities", embedding=[1.0, 2.0, 0.5], topK=1)
-        with trio.fail_after(20):
-            while (large := await ok(client, "vector_store_stats"))["backend"] != "hnsw":
-                await trio.sleep(0.05)
+        large: dict[str, Any] = {}
+
+        async def hnsw() -> bool:
+            large.update(await ok(client, "vector_store_stats"))
+            return large["backend"] == "hnsw"
+
+        await waits.until(hnsw, 20)
         found = await ok(client, "vector_search_entities", embedding=[1.0, 2.0, 0.5], topK=1)
     assert (small["backend"], large["backend"]) == ("exact", "hnsw")
     assert [hit["entityName"] for hit in first["results"]] == ["c"]

@@ -23,6 +23,7 @@ import httpx2
 import pytest
 import trio
 import trustme
+import waits
 from cryptography.hazmat.primitives import serialization
 from mcp_client import run_cli
 from memtrio.supervisors import trust
@@ -57,9 +58,7 @@ async def test_serve_ui_never_prints_the_mcp_token_and_the_dashboard_refuses_it(
     token_file = private_file(tmp_path / "token", MCP_TOKEN + "\n")
     args = ["--ui", "--transport", "http", "--bind", "127.0.0.1:0"]
     async with serve_process(home, [*args, "--auth-token-file", str(token_file)], LIGHT) as served:
-        with trio.fail_after(30):
-            while not DASHBOARD.search(served.stderr_text()):
-                await trio.sleep(0.02)
+        await waits.until(lambda: DASHBOARD.search(served.stderr_text()), 30)
         found = DASHBOARD.search(served.stderr_text())
         assert found is not None
         base, dash_token = found[1], found[2]

@@ -133,7 +133,7 @@ class Client:
             await self.step(self.rng.choices(names, weights)[0], i)
             self.server.finished_one(phase, calls)
 
-    async def step(self, op: str, i: int) -> None:
+    async def step(self, op: str, i: int) -> None:  # noqa: C901
         label = f"{self.tag} #{i}"
         if (op == "graph" and not self.entities) or (op == "inspect" and not self.memories):
             op = "remember"

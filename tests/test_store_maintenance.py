@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import waits
 from memtrio.actors.store.db import db_path
 from memtrio.actors.store.feature import FEATURE
 from memtrio.actors.store.maintenance import MAINTENANCE
@@ -176,15 +177,12 @@ async def test_a_crash_in_maintenance_restarts_it_alone(home: Path) -> None:
                 await handle.run_now()
             # The store never noticed; the actor came back under its own supervisor.
             await app.service(STORE).write(raw(lambda c: write_memories(c, ["still writable"])))
-            with trio.fail_after(10):
-                while (
-                    actor(app, "maintenance")["restarts"],
-                    actor(app, "maintenance")["state"],
-                ) != (
-                    1,
-                    "running",
-                ):
-                    await trio.sleep(0.01)
+
+            def restarted() -> bool:
+                maintenance = actor(app, "maintenance")
+                return (maintenance["restarts"], maintenance["state"]) == (1, "running")
+
+            await waits.until(restarted, 10)
             assert actor(app, "store")["restarts"] == 0
             report = await handle.run_now()
             assert report.auto_vacuum == "incremental" and handle.runs == 1

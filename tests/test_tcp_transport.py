@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import trio
+import waits
 from raw_server import wait_for_event
 from serve_helpers import LineClient, initialize_line, serve_process, structured, tcp_client
 
@@ -25,9 +26,11 @@ async def status_of(client: LineClient) -> dict[str, Any]:
 
 async def wait_for_connections(client: LineClient, count: int, timeout: float = 15.0) -> None:
     """Poll ``server_status`` (through ``client``) until ``count`` connections are live."""
-    with trio.fail_after(timeout):
-        while (await status_of(client))["transports"]["connections"] != count:
-            await trio.sleep(0.05)
+
+    async def live() -> bool:
+        return (await status_of(client))["transports"]["connections"] == count
+
+    await waits.until(live, timeout)
 
 
 async def test_tcp_session_lists_tools_remembers_and_another_session_recalls(home: Path) -> None:
@@ -123,14 +126,13 @@ async def test_a_connection_over_the_limit_gets_one_error_line(home: Path) -> No
                     pass
             assert (await a.request("ping"))["result"] == {}
         # Both closed: a new connection is served again.
-        with trio.fail_after(15):
-            while True:
-                async with tcp_client(served.port) as again:
-                    await again.send(_init(0))
-                    reply = await again.read()
-                if "result" in reply:
-                    break
-                await trio.sleep(0.05)
+
+        async def served_again() -> bool:
+            async with tcp_client(served.port) as again:
+                await again.send(_init(0))
+                return "result" in await again.read()
+
+        await waits.until(served_again, 15)
     assert refusal["id"] is None and refusal["error"]["code"] == -32000
     message = refusal["error"]["message"]
     assert "limit of 2 connections" in message and "[serve] max_connections" in message

@@ -116,7 +116,7 @@ def test_sentence_starts_are_found_as_before(text: str) -> None:
     assert terms._sentence_starts(text) == old_sentence_starts(text)
 
 
-def old_candidates(text: str) -> list[tuple[str, str]]:
+def old_candidates(text: str) -> list[tuple[str, str]]:  # noqa: C901
     """`candidates` as it was before it was made linear (quadratic on a long word)."""
     text = text[:MAX_TEXT]
     spans: list[tuple[int, str, str]] = []

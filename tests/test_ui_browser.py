@@ -14,12 +14,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import cdp
 import pytest
+import waits
 from cdp import Browser, Page, find_chromium, launch, open_page
 from gitrepo import make_repo
 from mcp_client import ok, open_client
@@ -467,9 +467,7 @@ def test_closing_the_browser_waits_for_its_process_group_before_removing_its_pro
     try:
         assert process.stdout is not None
         helper = int(process.stdout.readline())
-        deadline = time.monotonic() + 10
-        while not (Path(profile.name) / "Default").exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        waits.until_sync((Path(profile.name) / "Default").exists, 10)
         Browser(process, 0, "", profile).close()
         assert process.returncode is not None and not running(helper)
         assert not os.path.exists(profile.name)

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx2
 import trio
+import waits
 from cdp import Page
 from mcp_client import server_env
 from memtrio.actors.chaos.client import initialize_params, request_message
@@ -103,10 +104,14 @@ async def serve_ui(
         async with trio.open_nursery() as nursery:
             assert process.stderr is not None
             nursery.start_soon(_drain, process.stderr, lines)
-            with trio.fail_after(60):
-                while not (found := next(filter(None, map(DASHBOARD.search, lines)), None)):
-                    assert process.returncode is None, "\n".join(lines)
-                    await trio.sleep(0.02)
+
+            def dashboard() -> re.Match[str] | None:
+                assert process.returncode is None, "\n".join(lines)
+                return next(filter(None, map(DASHBOARD.search, lines)), None)
+
+            await waits.until(dashboard, 60)
+            found = dashboard()
+            assert found is not None
             mcp_url = next(filter(None, map(LISTENING.search, lines)))[1]
             async with httpx2.AsyncClient() as client:
                 mcp = await Mcp(client, mcp_url).open()

@@ -28,7 +28,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def run_once(pings: int, window: int, cpu: int | None) -> dict[str, float]:
+def run_once(pings: int, window: int, cpu: int | None) -> dict[str, float]:  # noqa: C901
     home = Path(tempfile.mkdtemp(prefix="memtrio-bench-"))
 
     def pin() -> None:

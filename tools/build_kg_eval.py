@@ -142,7 +142,7 @@ def requirements(dist: md.Distribution) -> list[str]:
     return out
 
 
-def package(dist: md.Distribution) -> dict[str, Any]:
+def package(dist: md.Distribution) -> dict[str, Any]:  # noqa: C901
     """One package's observations, each tagged with the kind of fact it states."""
     meta = dist.metadata
     facts: list[tuple[str, str, str]] = []  # (kind, value, observation)
@@ -193,7 +193,7 @@ def keyword_list(text: str) -> list[str]:
     return [p.strip().lower() for p in parts if p.strip()]
 
 
-def questions(packages: list[dict[str, Any]], per_category: int) -> list[dict[str, Any]]:
+def questions(packages: list[dict[str, Any]], per_category: int) -> list[dict[str, Any]]:  # noqa: C901
     qs: list[dict[str, Any]] = []
 
     def ask(category: str, question: str, gold: list[list[str]]) -> None:

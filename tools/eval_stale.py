@@ -132,7 +132,7 @@ def _symbols(tree: ast.Module) -> list[tuple[str, str, ast.AST]]:
     return out
 
 
-def oracle_file(source: str) -> dict[str, list[OSym]] | None:
+def oracle_file(source: str) -> dict[str, list[OSym]] | None:  # noqa: C901
     try:
         tree = ast.parse(source)
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
@@ -367,7 +367,7 @@ def _safe_line_ends(source: str, first: int, last: int) -> list[int]:
     return sorted(set(ends))
 
 
-def edit(
+def edit(  # noqa: C901
     files: dict[str, str], path: str, qname: str, kind: str, rng: random.Random, step: int
 ) -> str | None:
     """Apply one edit of a random kind to symbol ``qname`` of ``path`` in ``files``; the

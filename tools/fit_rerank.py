@@ -242,7 +242,7 @@ def mean(rows: list[dict[str, Any]], key: str) -> float:
     return sum(values) / len(values)
 
 
-def main() -> int:
+def main() -> int:  # noqa: C901
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

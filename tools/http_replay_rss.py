@@ -229,7 +229,7 @@ def _streamed(http: httpx2.Client, url: str, session: dict[str, str], rid: int, 
     return max(len(d) for d in data)
 
 
-def _sessions_workload(
+def _sessions_workload(  # noqa: C901
     server: Server, sessions: int, answers: int, size: int, parallel: bool
 ) -> dict[str, Any]:
     url, pid = server.url, server.pid

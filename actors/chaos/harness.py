@@ -203,7 +203,7 @@ def content_for(tag: str, n: int, rng: random.Random) -> str:
     return f"chaos {tag} write {n} token{rng.getrandbits(40):x} {words}"
 
 
-async def drive_load(
+async def drive_load(  # noqa: C901
     server: Caller,
     ledger: Ledger,
     *,

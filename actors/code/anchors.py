@@ -390,7 +390,7 @@ def import_tails(path: str) -> list[str]:
     return sorted(t for t in tails if t)
 
 
-def imports_file(importer: str, name: str, target: str) -> bool:
+def imports_file(importer: str, name: str, target: str) -> bool:  # noqa: C901
     """Whether the import ``name`` (as written) in file ``importer`` loads ``target``."""
     spec = name.strip(_QUOTES)
     if not spec:
@@ -534,7 +534,7 @@ class _Files:
         return ends[0] if len(ends) == 1 else None
 
 
-def near_all(index: CodeIndex, cid: int, code: str, paths: Sequence[str]) -> list[tuple[str, str]]:
+def near_all(index: CodeIndex, cid: int, code: str, paths: Sequence[str]) -> list[tuple[str, str]]:  # noqa: C901
     """(path, symbol) pairs for recall's ``code`` argument (see `CodeService.near`)."""
     out: list[tuple[str, str]] = []
 

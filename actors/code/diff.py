@@ -465,7 +465,7 @@ def _not_utf8(path: str) -> bool:
         return True
 
 
-async def file_change_diff(pool: ParserPool, root: Path, commit: str, path: str, limit: int) -> str:
+async def file_change_diff(pool: ParserPool, root: Path, commit: str, path: str, limit: int) -> str:  # noqa: C901
     """The symbol changes of one file ``path`` from ``commit`` to the working tree:
     the ``code_diff`` file line and up to ``limit`` ``+``/``-``/``~`` lines (then a
     ``<n> of <total> changed symbols`` line), "" when no symbol changed, a

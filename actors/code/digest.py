@@ -118,7 +118,7 @@ class Trivia:
         self.blocks = blocks
 
 
-def normal(src: bytes, start: int, end: int, trivia: Trivia, name: tuple[int, int] | None) -> bytes:
+def normal(src: bytes, start: int, end: int, trivia: Trivia, name: tuple[int, int] | None) -> bytes:  # noqa: C901
     """The text of ``src[start:end]`` as digested (see the module docstring): the
     reference definition, one symbol at a time."""
     # (position, order, end, replacement): order puts block ends before starts at one place.

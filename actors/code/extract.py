@@ -106,7 +106,7 @@ class _Rec:
         self.span = span  # byte range of the name node, if any
 
 
-def _collect(
+def _collect(  # noqa: C901
     spec: Spec,
     src: bytes,
     ranges: list[Range] | None,

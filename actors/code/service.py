@@ -440,7 +440,7 @@ class CodeService:
 
         return await self._guarded(states)
 
-    def _states_in_place(
+    def _states_in_place(  # noqa: C901
         self, root: Path, targets: Sequence[CodeTarget]
     ) -> list[TargetState] | None:
         """The statuses of ``targets`` when the index already holds the working tree's

@@ -122,7 +122,7 @@ def file_revision(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def resolve_spec(model: str, max_tokens: int) -> ModelSpec:
+def resolve_spec(model: str, max_tokens: int) -> ModelSpec:  # noqa: C901
     """Find the model named by ``[embedding] model`` ("" = the bundled one).
 
     Error handling: raises `ModelError` naming the missing file and what to do.

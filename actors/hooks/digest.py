@@ -51,7 +51,7 @@ class Digest:
     commands: list[tuple[str, str]] = field(default_factory=list)  # (command, how it ended)
 
 
-def read_transcript(path: Path) -> Digest:
+def read_transcript(path: Path) -> Digest:  # noqa: C901
     """The files edited and the commands run in the transcript at ``path``."""
     digest = Digest()
     pending: dict[str, str] = {}  # tool_use id -> command

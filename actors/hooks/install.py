@@ -134,7 +134,7 @@ class Merge:
 
         return edit
 
-    def claude_hooks(
+    def claude_hooks(  # noqa: C901
         self, events: dict[str, tuple[str, str]], client: str
     ) -> Callable[[Any, bool], Any]:
         """Edit Claude Code's (and Codex's) ``{"hooks": {Event: [{matcher, hooks}]}}``."""

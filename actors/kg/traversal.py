@@ -149,7 +149,7 @@ def _walk_back(
     return nodes[::-1], edges[::-1]
 
 
-def find_all_paths(tx: ReadTx, sc: Scoped, args: AllPathsArgs) -> JsonObject:
+def find_all_paths(tx: ReadTx, sc: Scoped, args: AllPathsArgs) -> JsonObject:  # noqa: C901
     """Simple paths (no entity twice, so cycles end) between two entities, shortest first."""
     a, b = get_one(tx, sc, args.from_), get_one(tx, sc, args.to)
     depth, limit = args.maxDepth, args.limit

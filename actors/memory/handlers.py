@@ -22,7 +22,7 @@ from ...supervisors import trace
 from ...supervisors.context import AppContext, CallContext
 from ..anchors.anchoring import anchors_for, code_states, penalized, update_anchors, where
 from ..embedder.embed import embed, embedder_of
-from ..ranker.handle import RANKER
+from ..ranker.handle import RANKER, Ranked
 from ..screening import logged_query
 from ..store import limits
 from ..store.documents import entity_document, memory_document, relation_document
@@ -173,7 +173,7 @@ async def rank(
     if ranker is not None:
         ids = await store.read(lambda tx: tx.scopes.ids(selection), name="recall.scope_ids")
         try:
-            ranked = await ranker.recall(
+            semantic: Ranked | None = await ranker.recall(
                 query, sorted(ids.values()), memory_type, limit, explain=reasons is not None
             )
         except DomainError:
@@ -183,12 +183,12 @@ async def rank(
             warnings.append(
                 f"semantic ranking failed ({type(exc).__name__}: {exc}); lexical ranking was used"
             )
-            ranked = None
-        if ranked is not None:
-            warnings.extend(getattr(ranked, "warnings", []))
+            semantic = None
+        if semantic is not None:
+            warnings.extend(semantic.warnings)
             if reasons is not None:
-                reasons.update(getattr(ranked, "reasons", {}))
-            return [(int(i), float(s)) for i, s in ranked][:limit], "semantic", warnings
+                reasons.update(semantic.reasons)
+            return [(int(i), float(s)) for i, s in semantic][:limit], "semantic", warnings
     ranked = await store.read(
         lambda tx: search_memories(tx, query, selection, memory_type, limit),
         name="recall.lexical",

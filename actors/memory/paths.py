@@ -10,7 +10,7 @@ from ..store.entities import match_entity
 from ..store.interfaces import ReadTx
 
 
-def graph_paths(
+def graph_paths(  # noqa: C901
     tx: ReadTx,
     entity: str,
     direction: str,

@@ -198,7 +198,7 @@ def vector_bytes(rec: VectorRecord, where: str) -> bytes | None:
     return data
 
 
-def check_record(rec: Record, number: int) -> None:
+def check_record(rec: Record, number: int) -> None:  # noqa: C901
     """The tools' checks on one decoded record (types and ranges were checked by decoding).
 
     Error handling: raises `BadArgument` (a `ScopeError` for a scope) naming the field.

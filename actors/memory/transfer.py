@@ -78,7 +78,7 @@ def _key(triple: Iterable[str]) -> str:
     return json.dumps(list(triple), ensure_ascii=False)
 
 
-def check(
+def check(  # noqa: C901
     lines: Callable[[], Iterator[tuple[int, bytes]]],
     secrets: SecretsMode = "allow",
     progress: Progress | None = None,

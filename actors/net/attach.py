@@ -125,7 +125,7 @@ def decline(home: Path, why: str) -> None:
     print(NOT_ATTACHING.format(path=path, why=why), file=sys.stderr, flush=True)
 
 
-async def find_owner(home: Path) -> Owner | None:
+async def find_owner(home: Path) -> Owner | None:  # noqa: C901
     """The ``memtrio serve`` of ``home`` that proves itself, connected; None if there is none.
 
     The runtime file is believed only if no one else could have written it
@@ -336,7 +336,7 @@ async def start_owner(
         raise spawn.OwnerFailed(spawn.os_reason(exc)) from None
 
 
-def attach(
+def attach(  # noqa: C901
     home: Path,
     root: Path,
     proto_in: int,
@@ -383,7 +383,7 @@ def attach(
         finally:
             relay.close()
 
-    async def relay_session(relay: Relay) -> int | None:
+    async def relay_session(relay: Relay) -> int | None:  # noqa: C901
         try:
             owner = await find_owner(home)
             if owner is None and starts and launch is not None:

@@ -251,7 +251,7 @@ class HttpServer:
 
     # -- POST -------------------------------------------------------------------
 
-    async def post(self, request: Request, receive: Receive, send: Send) -> None:
+    async def post(self, request: Request, receive: Receive, send: Send) -> None:  # noqa: C901
         json_ok, sse_ok = media(request.header("accept"))
         if not (json_ok or sse_ok):
             raise Refusal(406, "Not Acceptable: accept application/json and text/event-stream")

@@ -287,7 +287,7 @@ class HttpSession:
 
     # -- delivery (the router) -----------------------------------------------
 
-    def deliver(self, line: bytes) -> None:
+    def deliver(self, line: bytes) -> None:  # noqa: C901
         """Put one outgoing line on the stream it belongs to (none once the session ended)."""
         if self.ended:
             return

@@ -280,7 +280,7 @@ class Relay:
                 self.stdin_eof = True
                 self.outbox.extend(self.rewriter.lines.finish())
 
-    async def answer_early(self, answer: EarlyAnswer, ready: trio.Event) -> None:
+    async def answer_early(self, answer: EarlyAnswer, ready: trio.Event) -> None:  # noqa: C901
         """Until ``ready`` is set (the owner is connected, or will not be): read the client's
         lines and answer those of `EARLY_METHODS` with ``answer``, noting the session to
         replay to the owner; stop at the first other line (it stays in the outbox, for the
@@ -543,7 +543,7 @@ class Relay:
         print(GONE.format(pid=gone, why=why), file=sys.stderr, flush=True)
         return None
 
-    async def replay(self, owner: Owner, lines: ServerLines) -> bool:
+    async def replay(self, owner: Owner, lines: ServerLines) -> bool:  # noqa: C901
         """Replay the client's session to a new owner; whether it took it.
 
         The ``initialize`` (with the protocol version the first owner negotiated, under a

@@ -90,7 +90,7 @@ def _month_shift(anchor: date, months: int) -> Day:
     return (index // 12, index % 12 + 1, 0)
 
 
-def _relative(text: str, anchor: date) -> set[Day]:
+def _relative(text: str, anchor: date) -> set[Day]:  # noqa: C901
     out: set[Day] = set()
 
     def day(d: date) -> None:

@@ -21,12 +21,12 @@ from ...supervisors.context import AppContext, Component, NoActors
 from ...supervisors.supervisor import PERMANENT, ChildContext, ChildSpec, Mailbox
 from .. import loader
 from ..store.db import db_path
-from .handle import RANKER
+from .handle import RANKER, Ranked
 
 if TYPE_CHECKING:
     from ..store.writer import Change
     from .messages import RankerRequest
-    from .service import Ranked, Ranker
+    from .service import Ranker
 
 RANKER_SHUTDOWN = 5.0
 SERVICE_MODULE = ".service"  # numpy, igraph: imported once the ranker is wanted

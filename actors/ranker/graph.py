@@ -246,7 +246,7 @@ class RecallCache:
 
     # -- loading -------------------------------------------------------------
 
-    def load(self, snap: Snapshot) -> None:
+    def load(self, snap: Snapshot) -> None:  # noqa: C901
         """Read everything of the active model from ``snap`` (one read transaction)."""
         self.scope_ids = snap.scope_ids()
         grouped: dict[str, dict[int, list[int]]] = {k: {} for k in KINDS}
@@ -395,7 +395,7 @@ class RecallCache:
         if fresh:
             self._refresh_vectors(snap, kind, fresh, {})
 
-    def _refresh(self, snap: Snapshot, kind: str, ids: list[int], changes: dict[int, Any]) -> None:
+    def _refresh(self, snap: Snapshot, kind: str, ids: list[int], changes: dict[int, Any]) -> None:  # noqa: C901
         scopes: dict[int, list[int]] = {}
         for item_id, scope_id in snap.item_scopes(stored_kind(kind), ids):
             scopes.setdefault(item_id, []).append(scope_id)

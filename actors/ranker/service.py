@@ -55,7 +55,7 @@ from ..store.writer import STORE, Change
 from . import rank as rank_mod
 from . import rerank
 from .graph import KINDS, RecallCache, stored_kind
-from .handle import RANKER
+from .handle import RANKER, Ranked
 from .messages import RankerRequest, Recall
 from .vectors import DeferredBuild, IndexChoice
 
@@ -76,24 +76,6 @@ class RankerError(RuntimeError):
 
     Deliberately not a `DomainError`: the caller answers lexically instead of failing.
     """
-
-
-class Ranked(list):
-    """A list of (memory id, score), best first, with ``warnings`` (list of str) and
-    ``reasons`` (memory id -> why it was ranked; filled on request)."""
-
-    warnings: list[str]
-    reasons: dict[int, list[str]]
-
-    def __init__(
-        self,
-        items: Iterable[tuple[int, float]] = (),
-        warnings: list[str] | None = None,
-        reasons: dict[int, list[str]] | None = None,
-    ) -> None:
-        super().__init__(items)
-        self.warnings = warnings or []
-        self.reasons = reasons or {}
 
 
 class Ranker:

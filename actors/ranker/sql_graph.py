@@ -149,7 +149,7 @@ def walk(
     return list(seen)
 
 
-def subgraph_links(
+def subgraph_links(  # noqa: C901
     snap: Snapshot, nodes: list[int], cached: Mapping[int, set[int]]
 ) -> dict[int, set[int]]:
     """Every edge between ``nodes``, as adjacency sets (three queries, and the cached terms)."""

@@ -87,7 +87,7 @@ async def _recall(run: Run, server: ServerProcess, query: str, limit: int) -> li
     return [int(m["id"]) for m in result.get("memories", [])]
 
 
-async def recall_other_process(run: Run) -> None:
+async def recall_other_process(run: Run) -> None:  # noqa: C901
     """Interleaved writes and deletes by another server; recall compared with a fresh one's."""
     out = run.out
     home = run.home()

@@ -273,7 +273,7 @@ def valid_value(schema: dict[str, Any], defs: dict[str, Any]) -> object:
     return None
 
 
-def bad_values(schema: dict[str, Any], defs: dict[str, Any]) -> list[tuple[str, object]]:
+def bad_values(schema: dict[str, Any], defs: dict[str, Any]) -> list[tuple[str, object]]:  # noqa: C901
     """(label, value) pairs the schema must reject."""
     out: list[tuple[str, object]] = []
     types = allowed_types(schema, defs)

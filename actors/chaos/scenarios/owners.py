@@ -98,7 +98,7 @@ def owners_started(home: Path) -> int:
     return sum(line.startswith(OWNER_STARTED) for line in log.read_text().splitlines())
 
 
-async def owner_cannot_start(run: Run) -> None:
+async def owner_cannot_start(run: Run) -> None:  # noqa: C901
     """Every way an owner cannot start: the client is answered within 10 s (served, or the
     reason in one line), at most 3 owners are started, the child exits at EOF."""
     out = run.out

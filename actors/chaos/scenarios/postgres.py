@@ -117,7 +117,7 @@ async def pg_kill9_burst(run: Run) -> None:
         await _verify(run, url, ledger)
 
 
-async def _outage(run: Run, pg: Postgres, round_: int, ledger: Ledger) -> None:
+async def _outage(run: Run, pg: Postgres, round_: int, ledger: Ledger) -> None:  # noqa: C901
     """One outage: writes before, during and after a stop and start of PostgreSQL."""
     private = pg.server
     assert private is not None  # a private server: `_postgres(run, private=True)`

@@ -532,7 +532,7 @@ async def kill_and_reattach(
     current_owner(run, home, children)
 
 
-async def owner_killed_reattach(run: Run) -> None:
+async def owner_killed_reattach(run: Run) -> None:  # noqa: C901
     """The attach model's owner (``attach = "auto"``): three agents' ``memtrio mcp``
     children of one home, the first of which starts the owner; ``kill -9`` of the owner in
     the middle of a burst of writes, round after round: every child serves again within
