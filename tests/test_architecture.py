@@ -251,7 +251,10 @@ COMPLEX_FUNCTIONS: dict[tuple[str, str], int] = {
     ("actors/session.py", "dispatch"): 12,
     ("actors/stdio.py", "feed"): 12,
     ("actors/stdio.py", "run_writer"): 13,
-    ("actors/store/db.py", "unavailable"): 11,
+    (
+        "actors/store/db.py",
+        "unavailable",
+    ): 12,  # the store's own errors (#41 item 4) mapped there too
     ("actors/store/runner.py", "run_store_command"): 11,
     ("actors/store/stem.py", "_step1ab"): 11,
     ("protocol/jsonscan.py", "top_level"): 22,
