@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -109,14 +110,19 @@ def _backend_comparisons(path: Path) -> list[str]:
     return found
 
 
+def _hits(check: Callable[[Path], list[str]], keep: Callable[[str], bool]) -> dict[str, list[str]]:
+    """module name -> what ``check`` found in it, for every source module ``keep`` takes."""
+    return {
+        module_name(path): hits
+        for path in source_files()
+        if keep(module_name(path)) and (hits := check(path))
+    }
+
+
 def test_the_backend_is_chosen_in_one_place() -> None:
     """Outside `backends.load` (and the backends' own classes), code holds a `Backend` and
     asks `Backend.has` what it can do: no comparison of a URL or a backend's name."""
-    found = {
-        module_name(path): hits
-        for path in source_files()
-        if module_name(path) not in BACKEND_CHOICE and (hits := _backend_comparisons(path))
-    }
+    found = _hits(_backend_comparisons, lambda name: name not in BACKEND_CHOICE)
     assert not found, f"backend comparisons outside actors/store/backends.py: {found}"
 
 
@@ -163,14 +169,14 @@ def _driver_catches(path: Path) -> list[str]:
 
 
 def test_outside_the_backends_only_the_stores_own_errors_are_caught() -> None:
-    found = {
-        module_name(path): hits
-        for path in source_files()
-        if module_name(path).startswith("actors.")
-        and not module_name(path).startswith((*DRIVER_PACKAGES, *EXCEPTIONS))
-        and module_name(path) not in DRIVER_MODULES
-        and (hits := _driver_catches(path))
-    }
+    found = _hits(
+        _driver_catches,
+        lambda name: (
+            name.startswith("actors.")
+            and not name.startswith((*DRIVER_PACKAGES, *EXCEPTIONS))
+            and name not in DRIVER_MODULES
+        ),
+    )
     assert not found, f"a driver's errors caught outside the backends: {found}"
 
 
