@@ -170,7 +170,9 @@ def unit_text(dataset: str, units: str, session: dict[str, Any], turn: dict[str,
     return f"{turn['role']}: {text}"
 
 
-def note_haystacks(data: Path) -> list[tuple[str, list[tuple[str, str, str]], list[dict[str, Any]]]]:
+def note_haystacks(
+    data: Path,
+) -> list[tuple[str, list[tuple[str, str, str]], list[dict[str, Any]]]]:
     """The FAQ notes as `haystacks`: (project, [(note id, project, note)] in position order,
     its questions, each with its store as ``category`` and the notes ``NEAR`` places from
     its gold as ``near``)."""
