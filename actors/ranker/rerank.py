@@ -120,14 +120,14 @@ OWN_COLUMNS = [FEATURES.index(f) for f in OWN_FEATURES]
 NOTE_COLUMNS = [FEATURES.index(f) for f in NOTE_FEATURES]
 NO_NOTE = (0.0,) * len(NOTE_FEATURES)
 TOPIC_COLUMN = FEATURES.index("topic_cosine")
-# Fitted by `python tools/fit_rerank.py --later topic_cosine,topic_gap,neighbour_topic`
-# (raw feature units: the standardisation of the fit is folded in; an additive constant
-# does not change a softmax). The topic features were fitted in a second stage, the
-# others held at their values fitted without them (docs/recall.md).
+# Fitted by `python tools/fit_rerank.py --no-lme-questions` on LoCoMo dev (`Speaker: text`),
+# LongMemEval-S-16 (bare turns, each question weighing 10) and the FAQ notes at once
+# (docs/bench-runs/fit-rerank-families.json; raw feature units: the standardisation of
+# the fit is folded in; an additive constant does not change a softmax, so `turn` is 0).
 WEIGHTS = np.array(
-    [0.2877, 0.4241, 2.7275, 3.0924, 1.7793, 4.0779, 0.7222, -0.9483, 1.9571, -0.6726]
-    + [-2.0665, -0.3692, 1.1023, 0.9521, 0.8282, 0.6557, 0.2698, 1.5324, 1.9418, 1.9347]
-    + [0.0000, -0.2301, 1.5804, -0.3353, 2.7744, 1.3188, -0.4123, 0.9080, 0.3496, 1.3609],
+    [0.1309, 0.4869, 3.0419, 3.4489, 1.6201, 4.0065, 0.5524, -1.0651, 1.8787, -1.0515]
+    + [-1.6481, -0.0084, 1.0660, 0.8957, 0.9422, 0.6501, 0.0237, 2.0518, 2.6000, 1.9815]
+    + [0.0000, -0.2978, 1.5808, -0.3354, 2.7744, 1.3188, -0.4123, 0.9080, 0.3495, 1.3610],
     dtype=np.float64,
 )
 
