@@ -265,6 +265,43 @@ def cosines(
     return {**known, **dict(zip(rest, found, strict=True))}
 
 
+def candidate_pool(
+    cache: RecallCache,
+    snap: Snapshot,
+    allowed: np.ndarray,
+    lexical: list[tuple[int, float]],
+    dense_ids: np.ndarray,
+) -> tuple[list[int], dict[int, list[tuple[int, int]]], dict[int, Shape], set[int]]:
+    """The candidates: the first `POOL` of each list, and the thread neighbours one place
+    away of the first `NEIGHBOUR_FROM` of each that are turns of a conversation; with
+    each one's thread neighbours up to `REGION` places, the `Shape` of them and of their
+    neighbours one place away, and those of them that are turns."""
+    lex_rank = {m: r for r, (m, _) in enumerate(lexical[:POOL])}
+    dense_rank = {int(m): r for r, m in enumerate(dense_ids[:POOL].tolist())}
+    near: dict[int, list[tuple[int, int]]] = {}
+    matched = list(dict.fromkeys([*lex_rank, *dense_rank]))
+    pool = dict.fromkeys(matched)
+    for m in matched:
+        near[m] = thread_neighbours(cache, m, allowed, REGION)
+    ones = {o for m in matched for o, d in near[m] if d == 1}
+    shape = texts_shape(snap, sorted(set(matched) | ones))
+    talk = conversation_turns(shape, near, matched)
+    for m in matched:
+        if m in talk and (
+            lex_rank.get(m, POOL) < NEIGHBOUR_FROM or dense_rank.get(m, POOL) < NEIGHBOUR_FROM
+        ):
+            pool.update((other, None) for other, d in near[m] if d == 1)
+    ids = list(pool)
+    for m in ids:
+        if m not in near:
+            near[m] = thread_neighbours(cache, m, allowed, REGION)
+    every = set(ids) | {o for m in ids for o, d in near[m] if d == 1}
+    missing = sorted(every - shape.keys())
+    if missing:
+        shape.update(texts_shape(snap, missing))
+    return ids, near, shape, conversation_turns(shape, near, ids)
+
+
 def features(
     cache: RecallCache,
     snap: Snapshot,
@@ -289,28 +326,8 @@ def features(
     """
     dense_ids = dense[0]
     lex_rank, lex_norm, dense_rank = candidate_lists(lexical[:POOL], dense_ids[:POOL])
-    near: dict[int, list[tuple[int, int]]] = {}
-    matched = [m for m, _ in lexical[:POOL]] + [int(m) for m in dense_ids[:POOL]]
-    pool = dict.fromkeys(matched)
-    for m in matched:
-        near[m] = thread_neighbours(cache, m, allowed, REGION)
-    ones = {o for m in matched for o, d in near[m] if d == 1}
-    shape = texts_shape(snap, sorted(set(matched) | ones))
-    talk = conversation_turns(shape, near, matched)
-    for m in matched:
-        if m in talk and (
-            lex_rank.get(m, POOL) < NEIGHBOUR_FROM or dense_rank.get(m, POOL) < NEIGHBOUR_FROM
-        ):
-            pool.update((other, None) for other, d in near[m] if d == 1)
-    ids = list(pool)
-    for m in ids:
-        if m not in near:
-            near[m] = thread_neighbours(cache, m, allowed, REGION)
+    ids, near, shape, talk = candidate_pool(cache, snap, allowed, lexical, dense_ids)
     every = set(ids) | {o for m in ids for o, d in near[m] if d == 1}
-    missing = sorted(every - shape.keys())
-    if missing:
-        shape.update(texts_shape(snap, missing))
-    talk = conversation_turns(shape, near, ids)
     known = dict(zip(dense_ids.tolist(), dense[1].tolist(), strict=True))
     cos = cosines(cache, qvec, sorted(every), known)
     best_cos = max(cos.values(), default=0.0)
