@@ -13,7 +13,11 @@ cosine softmax and lexical reciprocal ranks.
 
 Why neighbours: in a conversation stored turn by turn, the turn that holds an
 answer is often not the one that shares the question's words but the reply
-to it ("what did Melanie say when ..."). Why the length gate: a long memory
+to it ("what did Melanie say when ..."). Only there: a candidate's neighbours
+count only when it is a turn of a conversation (`conversation_turns`: speaker
+labels taking turns). A note of a burst, an observation of an imported graph,
+is ranked by its own evidence, with weights of its own (`NOTE_FEATURES`),
+fitted at once with the turns' on conversations and notes. Why the length gate: a long memory
 (an assistant's 2,000-character reply) is self-contained, and lending it its
 short neighbour's match would put it above that neighbour; so the neighbour
 features count in full up to `GATE` characters and fade as ``GATE /
@@ -23,8 +27,9 @@ conversations; for a question that asks for several things (`list_question`)
 it keeps a wider stretch of the thread out (`rank.Params.list_window`).
 
 The weights are fitted on the development data by ``tools/fit_rerank.py``
-(listwise softmax loss, leave-one-conversation-out check; docs/recall.md, *How
-the weights were fitted*), never on the held-out data.
+(listwise softmax loss; leave-one-conversation-out, leave-one-project-out and
+leave-one-family-out checks; docs/recall.md, *How the weights were fitted*),
+never on the held-out data.
 """
 
 from __future__ import annotations
