@@ -128,6 +128,7 @@ def test_a_conversation_is_turns_of_speakers_taking_turns() -> None:
     speaker label next to one of another speaker."""
     assert rerank.speaker("Melanie: We went camping.") == "melanie"
     assert rerank.speaker('(8 May, 2023) Melanie said, "We went camping."') == "melanie"
+    assert rerank.speaker('[2023-05-09] Caroline said, "hiking"') == "caroline"
     assert rerank.speaker("user: how do I bake bread?") == "user"
     assert rerank.speaker("Mary Ann Smith: hello") == "mary ann smith"
     assert rerank.speaker("We use trio, never asyncio, in this project.") is None

@@ -155,9 +155,9 @@ SUBJECT = re.compile(r"\s*(?:\([^)]{0,80}\)\s*)?[\"'\[]?([A-Z][A-Za-z0-9_-]*)")
 HEAD = 100  # characters of a memory read for its subject
 # A turn's speaker label: a chat role, or one to three capitalised words, then ": " or
 # " said," ("Melanie: ...", "user: ...", "(8 May, 2023) Melanie said, ..."), after an
-# optional "(...)" lead.
+# optional "(...)" or "[...]" lead (a date, a time).
 SPEAKER = re.compile(
-    r"\s*(?:\([^)]{0,80}\)\s*)?"
+    r"\s*(?:(?:\([^)]{0,80}\)|\[[^\]]{0,80}\])\s*)?"
     r"((?i:user|assistant|human|system|ai)|[A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2})"
     r"(?::\s| said,)"
 )
