@@ -113,9 +113,9 @@ def test_texts_shape_reads_length_question_mark_and_subject() -> None:
         [(1, "Nate: Have you seen it?"), (2, "the build uses ruff " * 20), (3, '"Quoted" start')],
     )
     shape = rerank.texts_shape(SqliteSnapshot(conn), [1, 2, 3, 4])
-    assert shape[1] == rerank.Shape(23, True, "nate")
+    assert shape[1] == rerank.Shape(23, True, "nate", "nate")  # and its speaker label
     assert shape[2].length == 400 and not shape[2].question and shape[2].subject is None
-    assert shape[3].subject == "quoted"
+    assert shape[3].subject == "quoted" and shape[3].speaker is None
     assert 4 not in shape  # no such memory
 
 

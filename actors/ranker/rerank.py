@@ -13,7 +13,11 @@ cosine softmax and lexical reciprocal ranks.
 
 Why neighbours: in a conversation stored turn by turn, the turn that holds an
 answer is often not the one that shares the question's words but the reply
-to it ("what did Melanie say when ..."). Why the length gate: a long memory
+to it ("what did Melanie say when ..."). Only there: a candidate's neighbours
+count only when it is a turn of a conversation (`conversation_turns`: speaker
+labels taking turns). A note of a burst, an observation of an imported graph,
+is ranked by its own evidence, with weights of its own (`NOTE_FEATURES`),
+fitted at once with the turns' on conversations and notes. Why the length gate: a long memory
 (an assistant's 2,000-character reply) is self-contained, and lending it its
 short neighbour's match would put it above that neighbour; so the neighbour
 features count in full up to `GATE` characters and fade as ``GATE /
@@ -23,8 +27,9 @@ conversations; for a question that asks for several things (`list_question`)
 it keeps a wider stretch of the thread out (`rank.Params.list_window`).
 
 The weights are fitted on the development data by ``tools/fit_rerank.py``
-(listwise softmax loss, leave-one-conversation-out check; docs/recall.md, *How
-the weights were fitted*), never on the held-out data.
+(listwise softmax loss; leave-one-conversation-out, leave-one-project-out and
+leave-one-family-out checks; docs/recall.md, *How the weights were fitted*),
+never on the held-out data.
 """
 
 from __future__ import annotations
@@ -71,17 +76,63 @@ FEATURES = (
     "topic_cosine",  # cosine to it - cosine to the query (0 when it does not apply)
     "topic_gap",  # its cosine_gap - cosine_gap
     "neighbour_topic",  # its neighbour_cosine - neighbour_cosine (gated)
+    "turn",  # it is a turn of a conversation (`conversation_turns`)
+    "dense_rr",  # 1 / (dense rank + 1)
+    # a memory that is not a turn of a conversation (a note, an observation) has its
+    # `OWN_FEATURES` here instead, weighted for such memories (`NOTE_FEATURES`)
+    "note_lexical",
+    "note_lexical_rr",
+    "note_cosine",
+    "note_cosine_gap",
+    "note_length",
+    "note_question",
+    "note_length_x_lexical",
+    "note_dense_rr",
+)
+# A memory's own evidence. A turn of a conversation has it in these columns; any other
+# memory in the `NOTE_FEATURES` columns: the two kinds weigh words, meaning and length
+# differently (a short turn next to its reply, a self-contained note), fitted together.
+OWN_FEATURES = (
+    "lexical",
+    "lexical_rr",
+    "cosine",
+    "cosine_gap",
+    "length",
+    "question",
+    "length_x_lexical",
+    "dense_rr",
+)
+NOTE_FEATURES = tuple(f"note_{f}" for f in OWN_FEATURES)
+# The features read from a memory's thread neighbours: they count for a turn of a
+# conversation only (`conversation_turns`), 0 for any other memory (a note of a burst).
+NEIGHBOUR_FEATURES = (
+    "neighbour_lexical",
+    "neighbour_cosine",
+    "neighbour2_lexical",
+    "min_lexical_neighbour",
+    "lexical_x_neighbour",
+    "min_cosine_neighbour",
+    "neighbour_minus_lexical",
+    "region_lexical",
+    "region_hits",
+    "neighbour_topic",
 )
 COSINE_COLUMN = FEATURES.index("cosine")
 SUBJECT_COLUMN = FEATURES.index("subject")
+TURN_COLUMN = FEATURES.index("turn")
+NEIGHBOUR_COLUMNS = [FEATURES.index(f) for f in NEIGHBOUR_FEATURES]
+OWN_COLUMNS = [FEATURES.index(f) for f in OWN_FEATURES]
+NOTE_COLUMNS = [FEATURES.index(f) for f in NOTE_FEATURES]
+NO_NOTE = (0.0,) * len(NOTE_FEATURES)
 TOPIC_COLUMN = FEATURES.index("topic_cosine")
-# Fitted by `python tools/fit_rerank.py --later topic_cosine,topic_gap,neighbour_topic`
-# (raw feature units: the standardisation of the fit is folded in; an additive constant
-# does not change a softmax). The topic features were fitted in a second stage, the
-# others held at their values fitted without them (docs/recall.md).
+# Fitted by `python tools/fit_rerank.py --no-lme-questions` on LoCoMo dev (`Speaker: text`),
+# LongMemEval-S-16 (bare turns, each question weighing 10) and the FAQ notes at once
+# (docs/bench-runs/fit-rerank-families.json; raw feature units: the standardisation of
+# the fit is folded in; an additive constant does not change a softmax, so `turn` is 0).
 WEIGHTS = np.array(
-    [0.7738, 0.2461, 2.6454, 2.6269, 1.9615, 3.5788, 1.0023, -0.6494, 1.9088, 0.0431, -2.6910]
-    + [-1.1994, 0.9739, 0.8630, 0.8315, 0.7663, 0.9751, 1.3017, 1.5678, 1.3800],
+    [0.1309, 0.4869, 3.0419, 3.4489, 1.6201, 4.0065, 0.5524, -1.0651, 1.8787, -1.0515]
+    + [-1.6481, -0.0084, 1.0660, 0.8957, 0.9422, 0.6501, 0.0237, 2.0518, 2.6000, 1.9815]
+    + [0.0000, -0.2978, 1.5808, -0.3354, 2.7744, 1.3188, -0.4123, 0.9080, 0.3495, 1.3610],
     dtype=np.float64,
 )
 
@@ -102,6 +153,14 @@ def candidate_lists(
 # "Melanie: ...", "(8 May, 2023) Melanie said, ...", "Alice prefers tabs".
 SUBJECT = re.compile(r"\s*(?:\([^)]{0,80}\)\s*)?[\"'\[]?([A-Z][A-Za-z0-9_-]*)")
 HEAD = 100  # characters of a memory read for its subject
+# A turn's speaker label: a chat role, or one to three capitalised words, then ": " or
+# " said," ("Melanie: ...", "user: ...", "(8 May, 2023) Melanie said, ..."), after an
+# optional "(...)" or "[...]" lead (a date, a time).
+SPEAKER = re.compile(
+    r"\s*(?:(?:\([^)]{0,80}\)|\[[^\]]{0,80}\])\s*)?"
+    r"((?i:user|assistant|human|system|ai)|[A-Z][\w'.-]*(?: [A-Z][\w'.-]*){0,2})"
+    r"(?::\s| said,)"
+)
 QUERY_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 
 
@@ -109,6 +168,37 @@ def subject(head: str) -> str | None:
     """The memory's subject word, lower-cased (None when it does not start with a name)."""
     m = SUBJECT.match(head)
     return m.group(1).lower() if m else None
+
+
+def speaker(head: str) -> str | None:
+    """The speaker label a memory starts with, lower-cased (None: it starts with none)."""
+    m = SPEAKER.match(head)
+    return m.group(1).lower() if m else None
+
+
+def conversation_turns(
+    shape: dict[int, Shape], near: dict[int, list[tuple[int, int]]], ids: list[int]
+) -> set[int]:
+    """The ``ids`` that are turns of a conversation: each starts with a speaker label and a
+    thread neighbour one place away starts with another (speakers take turns).
+
+    Only there does a neighbour's match say something about a memory (the reply to a
+    matching question holds its answer). Notes written in one burst, knowledge-graph
+    observations imported at once, a transcript without speakers are not conversations:
+    there the note next to a match is about something else, and lending it the match
+    put it above the answer.
+    """
+    out = set()
+    for m in ids:
+        own = shape[m].speaker if m in shape else None
+        if own is None:
+            continue
+        for o, d in near.get(m, ()):
+            other = shape[o].speaker if o in shape else None
+            if d == 1 and other is not None and other != own:
+                out.add(m)
+                break
+    return out
 
 
 def query_names(query: str) -> frozenset[str]:
@@ -150,12 +240,14 @@ class Candidates(NamedTuple):
     ids: list[int]  # the candidates
     rows: np.ndarray  # their `FEATURES`
     lenders: dict[int, int]  # candidate -> its matching neighbour (for ``explain``)
+    turns: set[int]  # the candidates that are turns of a conversation
 
 
 class Shape(NamedTuple):
     length: int  # characters
     question: bool  # ends with a question mark
     subject: str | None  # `subject` of its head
+    speaker: str | None = None  # `speaker` of its head
 
 
 def texts_shape(snap: Snapshot, ids: list[int]) -> dict[int, Shape]:
@@ -163,7 +255,7 @@ def texts_shape(snap: Snapshot, ids: list[int]) -> dict[int, Shape]:
     out: dict[int, Shape] = {}
     for t in snap.text_ends(ids, HEAD):
         question = t.tail.rstrip().rstrip("\"'").endswith("?")
-        out[t.id] = Shape(t.length, question, subject(t.head))
+        out[t.id] = Shape(t.length, question, subject(t.head), speaker(t.head))
     return out
 
 
@@ -178,6 +270,43 @@ def cosines(
     return {**known, **dict(zip(rest, found, strict=True))}
 
 
+def candidate_pool(
+    cache: RecallCache,
+    snap: Snapshot,
+    allowed: np.ndarray,
+    lexical: list[tuple[int, float]],
+    dense_ids: np.ndarray,
+) -> tuple[list[int], dict[int, list[tuple[int, int]]], dict[int, Shape], set[int]]:
+    """The candidates: the first `POOL` of each list, and the thread neighbours one place
+    away of the first `NEIGHBOUR_FROM` of each that are turns of a conversation; with
+    each one's thread neighbours up to `REGION` places, the `Shape` of them and of their
+    neighbours one place away, and those of them that are turns."""
+    lex_rank = {m: r for r, (m, _) in enumerate(lexical[:POOL])}
+    dense_rank = {int(m): r for r, m in enumerate(dense_ids[:POOL].tolist())}
+    near: dict[int, list[tuple[int, int]]] = {}
+    matched = list(dict.fromkeys([*lex_rank, *dense_rank]))
+    pool = dict.fromkeys(matched)
+    for m in matched:
+        near[m] = thread_neighbours(cache, m, allowed, REGION)
+    ones = {o for m in matched for o, d in near[m] if d == 1}
+    shape = texts_shape(snap, sorted(set(matched) | ones))
+    talk = conversation_turns(shape, near, matched)
+    for m in matched:
+        if m in talk and (
+            lex_rank.get(m, POOL) < NEIGHBOUR_FROM or dense_rank.get(m, POOL) < NEIGHBOUR_FROM
+        ):
+            pool.update((other, None) for other, d in near[m] if d == 1)
+    ids = list(pool)
+    for m in ids:
+        if m not in near:
+            near[m] = thread_neighbours(cache, m, allowed, REGION)
+    every = set(ids) | {o for m in ids for o, d in near[m] if d == 1}
+    missing = sorted(every - shape.keys())
+    if missing:
+        shape.update(texts_shape(snap, missing))
+    return ids, near, shape, conversation_turns(shape, near, ids)
+
+
 def features(
     cache: RecallCache,
     snap: Snapshot,
@@ -187,9 +316,14 @@ def features(
     lexical: list[tuple[int, float]],
     dense: tuple[np.ndarray, np.ndarray],
     tvec: np.ndarray | None = None,
-) -> tuple[list[int], np.ndarray, dict[int, int]]:
-    """The candidates (memory ids), their `FEATURES` rows, and for ``explain`` the
-    matching neighbour (1 place away, in either list) of each candidate that has one.
+) -> tuple[list[int], np.ndarray, dict[int, int], set[int]]:
+    """The candidates (memory ids), their `FEATURES` rows, for ``explain`` the matching
+    neighbour (1 place away, in either list) of each candidate that has one, and the
+    candidates that are turns of a conversation (`conversation_turns`).
+
+    Thread neighbours count only for a turn of a conversation: a memory that is not
+    has its `NEIGHBOUR_FEATURES` at 0, no subject and no topic, and joins the
+    candidates only by its own match.
 
     ``lexical``: the allowed FTS5 matches, best first, (id, score larger is better);
     ``dense``: the allowed memories nearest the query, best first, and their cosines;
@@ -197,33 +331,27 @@ def features(
     """
     dense_ids = dense[0]
     lex_rank, lex_norm, dense_rank = candidate_lists(lexical[:POOL], dense_ids[:POOL])
-    near: dict[int, list[tuple[int, int]]] = {}
-    pool = dict.fromkeys([m for m, _ in lexical[:POOL]] + [int(m) for m in dense_ids[:POOL]])
-    for m in list(pool):
-        near[m] = thread_neighbours(cache, m, allowed, REGION)
-        if lex_rank.get(m, POOL) < NEIGHBOUR_FROM or dense_rank.get(m, POOL) < NEIGHBOUR_FROM:
-            pool.update((other, None) for other, d in near[m] if d == 1)
-    ids = list(pool)
-    for m in ids:
-        if m not in near:
-            near[m] = thread_neighbours(cache, m, allowed, REGION)
+    ids, near, shape, talk = candidate_pool(cache, snap, allowed, lexical, dense_ids)
     every = set(ids) | {o for m in ids for o, d in near[m] if d == 1}
     known = dict(zip(dense_ids.tolist(), dense[1].tolist(), strict=True))
     cos = cosines(cache, qvec, sorted(every), known)
     best_cos = max(cos.values(), default=0.0)
-    shape = texts_shape(snap, ids)
     names = query_names(query)
-    tcos = topic_cosines(cache, tvec, names, shape, sorted(every)) or cos
+    said = {m: s for m, s in shape.items() if m in talk}
+    tcos = topic_cosines(cache, tvec, names, said, sorted(every)) or cos
     best_t = max(tcos.values(), default=0.0)
     cap = math.log1p(LENGTH_CAP)
     rows = np.zeros((len(ids), len(FEATURES)), dtype=np.float64)
     lenders: dict[int, int] = {}
     for i, m in enumerate(ids):
-        length, question, subj = shape.get(m, Shape(0, False, None))
+        length, question, subj, _ = shape.get(m, Shape(0, False, None))
+        turn = m in talk
+        if not turn:
+            subj = None  # a subject and thread neighbours are a conversation's
         gate = min(1.0, GATE / max(length, 1))
         one = [o for o, d in near[m] if d == 1]
         matching = [o for o in one if o in lex_rank or o in dense_rank]
-        if matching:
+        if matching and turn:
             lenders[m] = max(matching, key=lambda o: lex_norm.get(o, 0.0) + cos[o])
         two = [o for o, d in near[m] if d == 2]
         far = [o for o, d in near[m] if d >= 3]
@@ -258,8 +386,15 @@ def features(
             tcos[m] - cos[m],
             tcos[m] - best_t - gap,
             gate * max((tcos[o] - best_t for o in one), default=-1.0) - nb_cos,
+            float(turn),
+            1.0 / (dense_rank[m] + 1) if m in dense_rank else 0.0,
+            *NO_NOTE,
         )
-    return ids, rows, lenders
+        if not turn:
+            rows[i, NOTE_COLUMNS] = rows[i, OWN_COLUMNS]
+            rows[i, OWN_COLUMNS] = 0.0
+            rows[i, NEIGHBOUR_COLUMNS] = 0.0
+    return ids, rows, lenders, talk
 
 
 def topic_cosines(
@@ -340,16 +475,25 @@ def diversify(
     limit: int,
     penalty: float,
     window: int = 1,
+    turns: set[int] | None = None,
 ) -> list[tuple[int, float]]:
     """Re-order ``ranked`` (best first): greedily the memory with the best log score, less
     ``penalty`` if it is a thread neighbour (up to ``window`` places) of one already chosen;
     the first ``limit``. A memory moved down this way reports the score it was chosen by
-    (its score times ``exp(-penalty)``), so the list stays in score order."""
+    (its score times ``exp(-penalty)``), so the list stays in score order.
+
+    ``turns``: only these memories (the turns of a conversation) are diversified, by
+    their neighbours that are turns too (None: every memory of a thread)."""
     pool = ranked[: max(DIVERSIFY_POOL, min(limit, 2 * DIVERSIFY_POOL))]
-    if penalty <= 0 or len(pool) <= 1:
+    if penalty <= 0 or len(pool) <= 1 or turns is not None and not turns:
         return ranked[:limit]
     log_score = [math.log(max(s, 1e-300)) for _, s in pool]
-    adjacent = [{o for o, _ in thread_neighbours(cache, m, allowed, window)} for m, _ in pool]
+    adjacent = [
+        {o for o, _ in thread_neighbours(cache, m, allowed, window) if turns is None or o in turns}
+        if turns is None or m in turns
+        else set()
+        for m, _ in pool
+    ]
     chosen: list[int] = []
     taken: set[int] = set()
     free = set(range(len(pool)))
