@@ -73,6 +73,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "..actors.code.cli": ("code",),
     "..actors.chaos.cli": ("chaos", "trace"),
     "..actors.ui.cli": ("ui",),
+    "..actors.hooks.cli": ("context", "hook", "install"),
 }
 OWN_COMMANDS = ("mcp", "serve")  # this module's
 COMMANDS = tuple(c for names in COMMAND_MODULES.values() for c in names)

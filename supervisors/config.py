@@ -26,7 +26,7 @@ from typing import Any, Literal
 import msgspec
 
 from ..protocol.tools import GROUPS
-from . import trust
+from . import config_hooks, trust
 from .config_file import ConfigError as ConfigError  # raised here, defined with the file reader
 from .config_file import at as _at
 from .config_file import line_of as _line_of
@@ -198,6 +198,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     http: HttpConfig = msgspec.field(default_factory=HttpConfig)
     vectors: VectorsConfig = msgspec.field(default_factory=VectorsConfig)
     tools: ToolsConfig = msgspec.field(default_factory=ToolsConfig)
+    hooks: config_hooks.HooksConfig = msgspec.field(default_factory=config_hooks.HooksConfig)
     # Not a section: the `LENIENT` sections given invalid settings -> the error (their
     # keys are then all defaults, and their feature warns and stays off).
     invalid: dict[str, str] = msgspec.field(default_factory=dict)
@@ -345,7 +346,7 @@ _CHECKS: dict[tuple[str, str], tuple[Callable[[Any], bool], str]] = {
     ("vectors", "ivf_nprobe"): (lambda v: 1 <= v <= 65_536, "must be 1-65536"),
     ("code", "max_files"): (lambda v: 1 <= v <= 100_000_000, "must be >= 1"),
     ("code", "file_timeout"): (lambda v: 0 < v <= 3600, "must be > 0 and at most 3600 seconds"),
-}
+} | config_hooks.CHECKS
 
 
 def default_home() -> Path:

@@ -34,6 +34,8 @@ OTHER_ENV: dict[str, str] = {
     "MEMTRIO_PORT": "the port of memtrio serve",
     "MEMTRIO_AUTH_TOKEN": "the bearer token of memtrio serve (--auth-token)",
     "MEMTRIO_UI": "memtrio serve: also serve the dashboard (--ui)",
+    "MEMTRIO_PROGRESS": "off: long jobs show no progress on stderr (supervisors/progress.py)",
+    "MEMTRIO_PROGRESS_INTERVAL": "seconds between two progress lines when stderr is not a terminal",
     "MEMTRIO_CHAOS_PG_URL": "memtrio chaos: the PostgreSQL server of the pg scenarios",
     "MEMTRIO_TEST_STORES": "the test suite: the stores to run (sqlite, postgres)",
     "MEMTRIO_TEST_TRANSPORTS": "the test suite: the transports to run (stdio, http, tcp, ws)",

@@ -122,9 +122,12 @@ async def test_a_forged_runtime_file_relays_nothing_to_a_hostile_listener(
     received = bytes(hostile.received)
     assert OLD_TOKEN.encode() not in received and SECRET_HEX.encode() not in received
     assert b"initialize" not in received and b"zebra" not in received
-    # All it learned: one random nonce.
+    # All it learned: a random nonce on each try (a live server that closes unproven is
+    # asked again, `attach.CLOSED_PROBE_TRIES` times in all: a flood may have displaced the child).
     lines = received.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(b"memtrio-attach/1 hello "), received
+    assert 1 <= len(lines) <= attach.CLOSED_PROBE_TRIES, received
+    assert all(line.startswith(b"memtrio-attach/1 hello ") for line in lines), received
+    assert len(set(lines)) == len(lines)  # a fresh nonce each time
     line = [s for s in stderr_of(home, "a").splitlines() if s.startswith(DECLINED)]
     assert len(line) == 1 and str(path) in line[0] and "did not prove itself" in line[0]
 

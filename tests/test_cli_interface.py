@@ -161,16 +161,8 @@ def test_invalid_flag_value_names_the_flag(
 
 
 def test_code_index_outside_a_checkout_says_root(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    outside_checkout: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    outside = tmp_path / "plain"
-    outside.mkdir()
-    monkeypatch.chdir(outside)
-    monkeypatch.setenv("MEMTRIO_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("MEMTRIO_EMBEDDINGS", "off")
-    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
-    monkeypatch.delenv("MEMTRIO_CODE", raising=False)
-    monkeypatch.delenv("MEMTRIO_FAULTS", raising=False)
     code, _, err = run(capsys, "code", "index")
     assert code == 1 and "not inside a Git checkout" in err, err
     assert "`--root DIR`" in err and "the current directory" in err

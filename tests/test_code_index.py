@@ -275,21 +275,28 @@ async def test_non_utf8_paths_are_left_out(tmp_path: Path, home: Path) -> None:
         assert (report.source_files, report.indexed) == (1, 1)
 
 
-def test_progress_bar_draws_one_line() -> None:
+def test_progress_on_a_terminal_redraws_one_line_and_piped_writes_few() -> None:
+    """`code index` reports through the CLI's one progress module (supervisors/progress.py)."""
     import io
 
-    from memtrio.actors.code.cli import _ProgressBar
+    from memtrio.supervisors.progress import Progress
 
-    stream = io.StringIO()
-    bar = _ProgressBar(stream)
-    bar(1, 4)
-    bar(2, 4)  # within 0.1 s of the last draw: skipped
-    bar(4, 4)  # the last one is always drawn
-    bar.close()
-    assert stream.getvalue() == (
-        "\rindexing [#######-----------------------] 1/4 files"
-        "\rindexing [##############################] 4/4 files\n"
-    )
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    with Progress("code index", 4, "files", stream=screen) as bar:
+        bar.advance(1)
+        bar.advance(3)  # the last one is always drawn
+    shown = screen.getvalue()
+    assert "\n" not in shown.rstrip("\n") and shown.count("\r") >= 2, shown  # redrawn in place
+    assert "code index: 100%" in shown and "4/4" in shown and "files/s" in shown, shown
+
+    log = io.StringIO()
+    with Progress("code index", 4, "files", stream=log) as bar:  # every 5 s: nothing here
+        bar.advance(4)
+    assert log.getvalue() == ""
 
 
 async def test_workers_that_cannot_start_leave_the_server_up(

@@ -42,6 +42,7 @@ PACKAGES = frozenset(
         "wsproto",
         "trio_websocket",
         "psycopg",
+        "tqdm",  # progress bars: imported when a long job starts (supervisors/progress.py)
     }
 )
 PREFIXES = ("memtrio.actors.ui", "memtrio.actors.net.http", "memtrio.actors.net.ws")

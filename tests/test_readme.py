@@ -24,6 +24,7 @@ from pathlib import Path
 
 import memtrio
 from gitrepo import make_repo
+from memtrio.actors.hooks.install import server_entry
 from memtrio.actors.net.spawn import kill_owners
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -233,7 +234,12 @@ def test_every_client_snippet_parses_and_launches_memtrio_mcp() -> None:
     assert codex == {"mcp_servers": {"memtrio": {"command": "memtrio", "args": ["mcp"]}}}
     for client in ("Claude Code", "Claude Desktop", "Codex", "Cursor", "VS Code"):
         assert f"**{client}**" in section
-    assert "claude mcp add memtrio -- memtrio mcp" in fenced(section, "sh")[0]
+    install, by_hand = fenced(section, "sh")[:2]
+    assert "memtrio install claude-code" in install
+    assert "claude mcp add memtrio -- memtrio mcp" in by_hand
+    # The entries `memtrio install` writes are the ones shown.
+    assert configs[0]["mcpServers"]["memtrio"] == server_entry("memtrio")
+    assert configs[2]["servers"]["memtrio"] == server_entry("memtrio", vscode=True)
     for where in ("claude_desktop_config.json", "~/.codex/config.toml", ".cursor/mcp.json"):
         assert where in section
     assert ".vscode/mcp.json" in section

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 from mcp_client import call, every_transport, ok, only_on, open_client
 from stores import both_stores, rows
 
@@ -206,14 +205,5 @@ async def test_memories_written_without_embeddings_are_embedded_at_recall(
         assert rows(home, "SELECT count(*) FROM vector_chunks WHERE embedding IS NULL") == [(0,)]
 
 
-@LOADS_THE_MODEL
-async def test_the_model_loads_in_the_background_after_initialize(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    async with open_client(home, env=ON) as client:
-        with trio.fail_after(30):
-            while True:
-                resource = await client.read_resource("memtrio://embedding")
-                if json.loads(resource.contents[0].text)["loaded"]:
-                    break
-                await trio.sleep(0.05)
+# Where the model loads (at initialize in a shared server, on the first embedding in an
+# embedded one): tests/test_model_warm.py.

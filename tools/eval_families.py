@@ -65,7 +65,6 @@ import gzip
 import hashlib
 import io
 import json
-import math
 import os
 import re
 import shutil
@@ -74,7 +73,6 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -156,28 +154,9 @@ def bm25_ranking(
 ) -> Callable[[str], list[str]]:
     """Plain Okapi BM25 over the units' texts (lowercase ``\\w+`` tokens, no stemming, no
     stop words, idf ``ln(1 + (N - df + 0.5) / (df + 0.5))``): a function from a query to
-    the best `LIMIT` unit ids, ties broken by write order."""
-    docs = [Counter(TOKEN.findall(text.lower())) for _, text in units]
-    lengths = [sum(d.values()) for d in docs]
-    avg = sum(lengths) / max(len(docs), 1)
-    df = Counter(w for d in docs for w in d)
-    n = len(docs)
-    idf = {w: math.log(1 + (n - f + 0.5) / (f + 0.5)) for w, f in df.items()}
-
-    def ranking(query: str) -> list[str]:
-        words = set(TOKEN.findall(query.lower()))
-        scored = []
-        for i, (d, length) in enumerate(zip(docs, lengths, strict=True)):
-            s = sum(
-                idf[w] * d[w] * (k1 + 1) / (d[w] + k1 * (1 - b + b * length / avg))
-                for w in words
-                if w in d
-            )
-            if s > 0:
-                scored.append((-s, i))
-        return [units[i][0] for _, i in sorted(scored)[:LIMIT]]
-
-    return ranking
+    the best `LIMIT` unit ids, ties broken by write order. It is `eval_recall`'s, whose
+    units are (id, session, text)."""
+    return eval_recall.bm25_ranking([(uid, "", text) for uid, text in units], k1, b)
 
 
 def mean(values: Sequence[float]) -> float:

@@ -12,7 +12,8 @@ from typing import Any
 import trio
 from trio_websocket import WebSocketConnection, connect_websocket
 
-from ..net.proof import prove
+from ..net.attach import CLOSED_PROBE_PAUSE, CLOSED_PROBE_TRIES
+from ..net.proof import NoProof, prove
 from .client import initialize_params, request_message
 
 # The attach endpoint's proof: (its secret, the server's pid, the endpoint's port).
@@ -189,16 +190,31 @@ class Probe:
                 await self.ws.get_message()
         return time.perf_counter() - start
 
+    async def _fresh_stream(self) -> tuple[trio.SocketStream, bytes]:
+        """A new TCP connection, proven on the attach endpoint as a ``memtrio mcp`` child
+        proves it: a live server that closes it unproven (a flood displaced it) is asked
+        again, `attach.CLOSED_PROBE_TRIES` times in all, as `attach.find_owner` does."""
+        for attempt in range(CLOSED_PROBE_TRIES):
+            stream = await trio.open_tcp_stream(self.host, self.port)
+            if self.attach is None:
+                return stream, b""
+            try:
+                return stream, await prove(stream, *self.attach)
+            except NoProof as exc:
+                await trio.aclose_forcefully(stream)
+                if exc.wrong or attempt + 1 == CLOSED_PROBE_TRIES:
+                    raise
+            await trio.sleep(CLOSED_PROBE_PAUSE)
+        raise AssertionError("unreachable")
+
     async def fresh_ping(self, nursery: trio.Nursery) -> float:
         """Seconds from connecting to the answer of a ping on a new connection."""
         start = time.perf_counter()
         with trio.fail_after(ANSWER_TIMEOUT):
             if self.kind == "tcp":
-                stream = await trio.open_tcp_stream(self.host, self.port)
+                stream, rest = await self._fresh_stream()
                 try:
-                    rest = b""
                     if self.attach is not None:
-                        rest = await prove(stream, *self.attach)
                         await stream.send_all(PING + b"\n")
                     else:
                         await stream.send_all(f"Bearer {self.token}\n".encode() + PING + b"\n")

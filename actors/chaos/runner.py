@@ -14,6 +14,7 @@ from typing import TextIO
 import trio
 
 from ...protocol.plural import plural
+from ...supervisors.progress import Progress
 from .harness import Outcome, Scenario, run_scenario
 from .scenarios import BUDGET_FULL, BUDGET_QUICK, FULL, QUICK
 
@@ -116,7 +117,10 @@ def main(
     base.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
 
+    bar = Progress("chaos", len(select(names, quick)), "scenarios")
+
     def progress(o: Outcome) -> None:
+        bar.advance()
         if not as_json:
             print(o.line(), file=stream, flush=True)
 
@@ -125,6 +129,7 @@ def main(
             lambda: run_all(names, seed=seed, quick=quick, base=base, progress=progress)
         )
     finally:
+        bar.close()
         if keep is None:
             shutil.rmtree(base, ignore_errors=True)
     table = summary_table(outcomes, seed, quick, time.monotonic() - started)

@@ -1,7 +1,7 @@
 """``memtrio code index`` and ``memtrio code diff``.
 
-``index`` builds or refreshes the code index of a checkout ahead of time (with a
-progress bar when stderr is a terminal) and lists the files that could not be
+``index`` builds or refreshes the code index of a checkout ahead of time (with
+progress on stderr: supervisors/progress.py) and lists the files that could not be
 indexed; ``diff`` prints what the ``code_diff`` tool returns. Both say so and
 exit non-zero when code navigation is disabled.
 """
@@ -11,47 +11,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
-import time
 from pathlib import Path
-from typing import TextIO
 
 from ...protocol.errors import DomainError
-from ...protocol.plural import noun, plural
+from ...protocol.plural import plural
 from ...supervisors.commands import CliError, add_common, cli_words, load_config
 from ...supervisors.config import ConfigError
 from ...supervisors.context import AppContext, AppRunner
+from ...supervisors.progress import Progress
 from .checkout import checkout_root, show_path
 from .diff import structural_diff
 from .feature import DISABLED
 from .service import CODE, CodeService
-
-BAR_WIDTH = 30
-
-
-class _ProgressBar:
-    """A one-line progress bar on a terminal's stderr, redrawn at most 10 times a second."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-        self.last = 0.0
-        self.drawn = False
-
-    def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if done < total and now - self.last < 0.1:
-            return
-        self.last = now
-        filled = BAR_WIDTH * done // max(1, total)
-        bar = "#" * filled + "-" * (BAR_WIDTH - filled)
-        self.stream.write(f"\rindexing [{bar}] {done}/{total} {noun(total, 'file')}")
-        self.stream.flush()
-        self.drawn = True
-
-    def close(self) -> None:
-        if self.drawn:
-            self.stream.write("\n")
-            self.stream.flush()
 
 
 def _require_enabled(args: argparse.Namespace) -> None:
@@ -86,12 +57,13 @@ def cmd_index(args: argparse.Namespace, run: AppRunner) -> int:
     async def body(app: AppContext) -> int:
         service = _service(app)
         root = await _root(args, app)
-        bar = _ProgressBar(sys.stderr) if sys.stderr.isatty() and not args.json else None
-        try:
-            report = await service.refresh(root, progress=bar, want_skipped=True)
-        finally:
-            if bar is not None:
-                bar.close()
+        with Progress("code index", None, "files") as bar:
+
+            def step(done: int, total: int) -> None:
+                bar.set_total(total)
+                bar.advance(done - bar.done)
+
+            report = await service.refresh(root, progress=step, want_skipped=True)
         if args.json:
             print(
                 json.dumps(

@@ -18,49 +18,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from ...protocol.plural import plural, plural_of
+from ...protocol.plural import plural
 from ...supervisors.commands import CliError, add_common, load_config
 from ...supervisors.context import AppContext, AppRunner
+from ...supervisors.progress import Progress
 from ..store.interfaces import StoreTx
 from ..store.writer import STORE, Written
 from .documents import count_stale, read_documents, stale_items, vector_writer
 from .handle import EMBEDDER, EmbedderUnavailable, EmbeddingError
 
 KINDS = ("memory", "entity", "relation")
-
-
-class Progress:
-    """A one-line progress bar on stderr when it is a terminal; silent otherwise."""
-
-    WIDTH = 30
-
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.total = max(total, 1)
-        self.done = 0
-        self.enabled = enabled
-        self.started = time.monotonic()
-
-    def advance(self, n: int, label: str) -> None:
-        self.done += n
-        if not self.enabled:
-            return
-        frac = min(self.done / self.total, 1.0)
-        fill = int(frac * self.WIDTH)
-        rate = self.done / max(time.monotonic() - self.started, 1e-6)
-        sys.stderr.write(
-            f"\rreembed [{'#' * fill}{'.' * (self.WIDTH - fill)}] {self.done}/{self.total} {label:<10} {rate:,.0f}/s "
-        )
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
 
 
 def _stale(tx: StoreTx, kind: str, model: str, revision: str, after: int, limit: int) -> list[int]:
@@ -88,7 +59,8 @@ async def reembed(app: AppContext, batch: int, show_progress: bool) -> dict[str,
     stale = await store.read(
         lambda tx: count_stale(tx, model, revision), name="reembed.count_stale"
     )
-    progress = Progress(sum(stale.values()), show_progress)
+    # One unit for the whole job (texts: memories, entities and relations alike).
+    progress = Progress("reembed", sum(stale.values()), "texts", enabled=show_progress)
     done = dict.fromkeys(KINDS, 0)
     failures: list[dict[str, Any]] = []
 
@@ -131,7 +103,7 @@ async def reembed(app: AppContext, batch: int, show_progress: bool) -> dict[str,
                                 else f"{type(exc).__name__}: {exc}"
                             )
                             failures.append({"kind": doc[0], "id": doc[1], "error": message})
-                progress.advance(len(ids), plural_of(kind))
+                progress.advance(len(ids))
     finally:
         progress.close()
     return {
@@ -156,7 +128,7 @@ def cmd_reembed(args: argparse.Namespace, run: AppRunner) -> int:
     async def body(app: AppContext) -> int:
         # A CliError raised in here would surface wrapped in an exception group: carry it out.
         try:
-            outcome.update(await reembed(app, args.batch, sys.stderr.isatty() and not args.json))
+            outcome.update(await reembed(app, args.batch, show_progress=True))
         except CliError as exc:
             outcome["error"] = exc
         return 0
@@ -186,7 +158,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Embed every memory, entity and relation (all scopes) that has no vector of the current "
             "model and revision. Safe to re-run: current rows are skipped. Failures are printed with "
-            "their kind and id and make the exit code 1; the rest still migrates."
+            "their kind and id and make the exit code 1; the rest still migrates. Progress (texts "
+            "of every kind) goes to stderr."
         ),
     )
     add_common(parser)

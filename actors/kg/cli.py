@@ -17,7 +17,9 @@ from ...protocol.plural import plural
 from ...protocol.secrets import SecretsMode
 from ...supervisors.commands import emit
 from ...supervisors.context import AppContext, AppRunner
-from ..store.import_file import ImportRefused
+from ...supervisors.progress import Progress
+from ..embedder.unembedded import unembedded, unembedded_line
+from ..store.import_file import ImportRefused, count_lines, numbered_lines
 from ..store.interfaces import StoreTx
 from ..store.runner import check_export_target, export_output, refused, run_store_command, say
 from ..store.services import store_of
@@ -36,9 +38,10 @@ def export_jsonl(args: argparse.Namespace, run: AppRunner) -> int:
 
         def write(tx: StoreTx, out: BinaryIO) -> int:
             count = 0
-            for line in jsonl.iter_lines(tx, Scoped(tx, view)):
-                out.write((b"\n" if count else b"") + line.encode("utf-8"))
-                count += 1
+            with Progress("export", None, "lines") as bar:  # the total is not known ahead
+                for line in bar.track(jsonl.iter_lines(tx, Scoped(tx, view))):
+                    out.write((b"\n" if count else b"") + line.encode("utf-8"))
+                    count += 1
             return count
 
         with export_output(args.file) as out:
@@ -58,8 +61,10 @@ def import_jsonl(
     """Import an open reference-format file: every line checked (and screened for secrets by
     ``secrets``) first, then one transaction."""
     screened: list[str] = []
+    total = count_lines(file)
     try:
-        lines = jsonl.check_file(file, secrets, screened)
+        with Progress("import: check", total, "lines") as bar:
+            jsonl.check(lambda: bar.track(numbered_lines(file)), secrets, screened)
     except ImportRefused as exc:
         raise refused(args, exc) from None
 
@@ -71,7 +76,9 @@ def import_jsonl(
             # The Writer applies the ownership rule (store.ownership): rows shared
             # with another repository are linked, never changed.
             w = Writer(tx, view, None)
-            counts: dict[str, Any] = dict(jsonl.import_graph(w, lines, secrets))
+            with Progress("import: write", total, "lines") as bar:
+                lines = lambda: bar.track(numbered_lines(file))  # noqa: E731
+                counts: dict[str, Any] = dict(jsonl.import_graph(w, lines, secrets))
             if w.warnings or screened:
                 counts["warnings"] = [*screened, *w.warnings]
             return Written(counts, w.changes)
@@ -81,6 +88,9 @@ def import_jsonl(
         except ImportRefused as exc:  # the file changed since it was checked
             raise refused(args, exc) from None
         result["scope"] = view.current
+        missing = await unembedded(app)
+        if missing is not None:
+            result["unembedded"] = missing
 
         def human(r: dict[str, Any]) -> str:
             text = (
@@ -94,7 +104,9 @@ def import_jsonl(
                     f"{'was not an entity' if r['createdEndpoints'] == 1 else 'were not entities'} "
                     "in the file and created with type `entity`"
                 )
-            return text + "".join(f"\nwarning: {w}" for w in r.get("warnings", []))
+            text += "".join(f"\nwarning: {w}" for w in r.get("warnings", []))
+            line = unembedded_line(r.get("unembedded", {}))
+            return text if line is None else f"{text}\n{line}"
 
         emit(args, result, human)
         return 0

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import sys
 from collections.abc import Callable
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -30,32 +29,27 @@ from ...supervisors.commands import (
     cli_flag,
     cli_words,
     emit,
-    load_config,
 )
 from ...supervisors.context import AppContext, AppRunner
 from ..anchors.anchoring import code_states
 from ..code.anchors import split_path
-from ..kg import cli as kg_cli
-from ..kg import jsonl
 from ..screening import run_tool
 from ..store import limits
-from ..store.import_file import ImportRefused, numbered_lines, open_import, printable
+from ..store.import_file import printable
 from ..store.interfaces import StoreTx
 from ..store.memories import list_memories
 from ..store.runner import (
-    check_export_target,
     check_text,
-    export_output,
-    refused,
     run_store_command,
-    say,
     tool_context,
 )
-from ..store.writer import Change, Written
+from ..store.writer import Written
 from . import migrate, stale_cli, tools, transfer
 from .doctor import cmd_doctor
 from .records import MAX_ROW_ID
 from .results import Memory, memory_result
+from .transfer_cli import cmd_export, cmd_import
+from .transfer_cli import counts_line as _counts
 
 ArgsT = TypeVar("ArgsT", bound=msgspec.Struct)
 SubParsers = argparse._SubParsersAction  # what ``add_subparsers`` returns
@@ -128,13 +122,6 @@ def _memory_block(m: dict[str, Any]) -> str:
     lines += [stale_cli.anchor_line(a) for a in m.get("code", [])]
     lines += ["", m["content"]]
     return "\n".join(lines)
-
-
-def _counts(memories: int, entities: int, relations: int) -> str:
-    """``1 memory, 0 entities, 2 relations``."""
-    return ", ".join(
-        (plural(memories, "memory"), plural(entities, "entity"), plural(relations, "relation"))
-    )
 
 
 def _scopes(args: argparse.Namespace) -> list[str] | None:
@@ -357,85 +344,6 @@ def cmd_stats(args: argparse.Namespace, run: AppRunner) -> int:
     return run_store_command(args, run, body)
 
 
-def cmd_export(args: argparse.Namespace, run: AppRunner) -> int:
-    if args.output is not None:
-        if args.file is not None and args.file != args.output:
-            raise CliError(
-                f"export: give the output file once (FILE or -o/--output), not {args.file!r} and {args.output!r}"
-            )
-        args.file = args.output
-    if args.format == "jsonl":
-        return kg_cli.export_jsonl(args, run)
-
-    def write(tx: StoreTx, out: BinaryIO) -> dict[str, int]:
-        counts = dict.fromkeys(("memory", "entity", "relation", "vector"), 0)
-        for rec in transfer.export_lines(tx):
-            out.write(json.dumps(rec, ensure_ascii=False, sort_keys=True).encode("utf-8") + b"\n")
-            if rec["type"] in counts:
-                counts[rec["type"]] += 1
-        return counts
-
-    async def body(app: AppContext) -> int:
-        store = tools.store_of(app)
-        with export_output(args.file) as out:
-            counts = await store.read(lambda tx: write(tx, out), name="memory.export")
-        if args.file not in (None, "-"):
-            say(
-                f"exported {_counts(counts['memory'], counts['entity'], counts['relation'])}, "
-                f"{plural(counts['vector'], 'vector')} to {args.file}"
-            )
-        return 0
-
-    if args.file not in (None, "-"):
-        check_export_target(args.file)
-    return run_store_command(args, run, body)
-
-
-def cmd_import(args: argparse.Namespace, run: AppRunner) -> int:
-    """Check the whole file (both formats), then write it in one transaction; or refuse it all.
-
-    Secrets in the file are screened by ``[store] secrets`` while it is checked (refused,
-    naming the line and field, or replaced by a marker with a warning line each)."""
-    secrets = load_config(args)[0].store.secrets
-    try:
-        with open_import(args.file) as file:
-            if args.format is None:
-                first = next(numbered_lines(file), None)
-                reference = first is not None and jsonl.is_reference_format(*first)
-            else:
-                reference = args.format == "jsonl"
-            if reference:
-                return kg_cli.import_jsonl(args, run, file, secrets)
-            return _import_memtrio(args, run, transfer.check_file(file, secrets))
-    except ImportRefused as exc:
-        raise refused(args, exc) from None
-
-
-def _import_memtrio(args: argparse.Namespace, run: AppRunner, checked: transfer.Checked) -> int:
-    async def body(app: AppContext) -> int:
-        store = tools.store_of(app)
-
-        def op(tx: StoreTx) -> Written[dict[str, int]]:
-            return Written(transfer.import_records(tx, checked), [Change(kind="reset")])
-
-        try:
-            result: dict[str, Any] = await store.write(op, name="memory.import")
-        except ImportRefused as exc:  # the file changed since it was checked
-            raise refused(args, exc) from None
-        if checked.warnings:
-            result["warnings"] = checked.warnings
-        emit(
-            args, result,
-            lambda r: f"added {_counts(r['memories'], r['entities'], r['relations'])}, "
-            f"{plural(r['vectors'], 'vector')} ({plural(r['skipped_memories'], 'memory')} "
-            f"{'was' if r['skipped_memories'] == 1 else 'were'} already present)"
-            + "".join(f"\nwarning: {w}" for w in r.get("warnings", [])),
-        )  # fmt: skip
-        return 0
-
-    return run_store_command(args, run, body)
-
-
 # -- registration ----------------------------------------------------------------
 
 
@@ -582,6 +490,12 @@ def register(sub: SubParsers[argparse.ArgumentParser]) -> None:
         help="memtrio: the whole store (default); jsonl: the knowledge graph as the reference memory server's memory.jsonl",
     )
     p = _parser(sub, "import", "read a JSON-lines export into the store", cmd_import)
+    p.description = (
+        "Read a JSON-lines export into the store: every line is checked first, then all are "
+        "written in one transaction (progress on stderr). With embeddings on, a last line says "
+        "how many memories, entities and relations are left without a vector of the current "
+        "model, and to run memtrio reembed."
+    )
     p.add_argument("file", help="the export file ('-' reads stdin)")
     p.add_argument(
         "--format",

@@ -68,7 +68,11 @@ async def code_candidates(
     chosen = set(sorted(anchored, key=lambda mid: (anchored[mid], -mid))[:pool])  # nearest, newest
     if reasons is not None:
         for mid in chosen:
-            why = "anchored to" if anchored[mid] == 0 else "anchored to code that imports"
+            why = (
+                "anchored to",
+                "anchored to the file that holds",
+                "anchored to code that imports",
+            )[anchored[mid]]
             reasons.setdefault(mid, []).insert(0, f"code: {why} {code.strip()!r}")
     return anchored_first(ranked, {mid: anchored[mid] for mid in chosen}, pool)
 
@@ -85,21 +89,19 @@ class _Near:
         self.importers = {path for path, symbol in near if not symbol and (path, symbol) != near[0]}
 
     def hop(self, anchors: Sequence[Anchor]) -> int | None:
-        """0: an anchor is on the code asked for; 1: only on a file that imports it; None:
-        neither."""
-        if any(
-            a.path in self.files
-            or (a.path, a.symbol) in self.direct
-            or (not a.symbol and a.path in self.holding)
-            for a in anchors
-        ):
+        """0: an anchor is on the code asked for (the file asked for, or the symbol); 1: a
+        whole-file anchor of the file that holds a symbol asked for (about that code, less
+        precisely); 2: only on a file that imports it; None: neither."""
+        if any(a.path in self.files or (a.path, a.symbol) in self.direct for a in anchors):
             return 0
-        return 1 if any(a.path in self.importers for a in anchors) else None
+        if any(not a.symbol and a.path in self.holding for a in anchors):
+            return 1
+        return 2 if any(a.path in self.importers for a in anchors) else None
 
 
 def anchored_first(ranked: Ranked, hops: dict[int, int], pool: int) -> Ranked:
     """``ranked`` with the anchored memories first: those on the code asked for, then those
-    on its importers; in each, the ones the query ranked in its order (their score lifted
+    on the whole file that holds it, then those on its importers; in each, the ones the query ranked in its order (their score lifted
     above every other), then the others (newest first) at the lowest lifted score. The
     scores stay in order."""
     scores = dict(ranked)

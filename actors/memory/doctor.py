@@ -24,6 +24,7 @@ from ...supervisors.config import log_path
 from ...supervisors.context import AppContext, AppRunner
 from ...supervisors.errors import UserError
 from ...supervisors.git import git_output
+from ...supervisors.progress import Progress
 from ..store import backends, db, dsn
 from ..store.interfaces import StoreTx
 from ..store.runner import run_store_command
@@ -169,9 +170,14 @@ def cmd_doctor(args: argparse.Namespace, run: AppRunner) -> int:
 
     async def body(app: AppContext) -> int:
         store = store_of(app)
+        with Progress("doctor", 2, "checks") as checks:  # the database, then the vectors
+            database = await _database_report(store)
+            checks.advance()
+            vectors = await _vector_report(app, store)
+            checks.advance()
         result = {
             "home": str(app.home),
-            **(await _database_report(store)),
+            **database,
             "log": str(log_path(app.config, app.home)),
             "cwd": str(app.cwd),
             "current_scope": store.default_scope,
@@ -180,7 +186,7 @@ def cmd_doctor(args: argparse.Namespace, run: AppRunner) -> int:
             "durability": app.config.store.durability,
             "server": server_line(app.home, app.config.serve.idle_exit),
             "permissions": perms,
-            "vectors": await _vector_report(app, store),
+            "vectors": vectors,
         }
         healthy = (
             result["integrity"] == "ok"

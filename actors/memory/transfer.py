@@ -26,6 +26,7 @@ import msgspec
 
 from ...protocol.errors import DomainError
 from ...protocol.secrets import SecretsMode
+from ...supervisors.progress import Progress
 from ..store.import_file import ImportRefused, numbered_lines, printable, record_type, require_json
 from ..store.interfaces import StoreTx
 from ..store.interfaces.recall_log import RecallEntry
@@ -78,7 +79,9 @@ def _key(triple: Iterable[str]) -> str:
 
 
 def check(
-    lines: Callable[[], Iterator[tuple[int, bytes]]], secrets: SecretsMode = "allow"
+    lines: Callable[[], Iterator[tuple[int, bytes]]],
+    secrets: SecretsMode = "allow",
+    progress: Progress | None = None,
 ) -> Checked:
     """Check every line of an export (``lines()`` yields them, numbered) before anything is written.
 
@@ -90,6 +93,7 @@ def check(
     an entity name, a relation's fields, the recall log's queries, a vector's model label:
     `records.decode_record`), so what is checked is what will be written. Error handling:
     the first failure raises `ImportRefused` naming its line (a secret under ``refuse``).
+    ``progress`` advances by one a line.
     """
     seen = KeySet()
     warnings: list[str] = []
@@ -99,6 +103,8 @@ def check(
     rank = -1
     try:
         for number, line in lines():
+            if progress is not None:
+                progress.advance()
             if rank < 0 and record_type(line) != "header":
                 require_json(number, line)
                 raise ImportRefused("not a memtrio export: the first line must be its header")
@@ -170,9 +176,11 @@ def _defined(seen: KeySet, kind: str, key: Key, at: str) -> None:
         raise ImportRefused(f"{at}: refers to {kind} {shown}, which the file does not define above")
 
 
-def check_file(file: BinaryIO, secrets: SecretsMode = "allow") -> Checked:
+def check_file(
+    file: BinaryIO, secrets: SecretsMode = "allow", progress: Progress | None = None
+) -> Checked:
     """`check` an open import file; `import_records` reads it again from its start."""
-    return check(lambda: numbered_lines(file), secrets)
+    return check(lambda: numbered_lines(file), secrets, progress)
 
 
 def parse_lines(lines: Iterable[str]) -> Checked:
@@ -336,7 +344,9 @@ class _Importer:
             self.added["recall_log"] += 1
 
 
-def import_records(tx: StoreTx, checked: Checked) -> dict[str, int]:
+def import_records(
+    tx: StoreTx, checked: Checked, progress: Progress | None = None
+) -> dict[str, int]:
     """Write a checked export (inside the caller's write transaction). Returns counts of the
     rows it added (``skipped_memories``: memories already present).
 
@@ -344,12 +354,15 @@ def import_records(tx: StoreTx, checked: Checked) -> dict[str, int]:
     one above every id of the store and of the file, so it never takes the
     id of a later row of the file that could have kept its own. Entities are
     reused by name (exactly), relations by (source, type, target), and a
-    memory with the same id, content and creation time is skipped.
+    memory with the same id, content and creation time is skipped. ``progress``
+    advances by one a line.
     """
     importer = _Importer(tx, checked)
     try:
         for number, line in checked.lines():
             importer.write(number, decode_record(number, line, checked.secrets))
+            if progress is not None:
+                progress.advance()
     except DomainError as exc:  # the file changed since it was checked
         raise ImportRefused(printable(str(exc), 600)) from None
     finally:

@@ -64,6 +64,10 @@ BUSY_PROBE_TIMEOUT = 5.0
 # How long a server whose listener closed the probe's connection unproven may take to be
 # gone (then it was being killed: the runtime file is stale) before it is a live one.
 EXIT_WAIT = 1.0
+# A live server that closes a probe unproven is probed again this many times in all,
+# this far apart (a flood displaced the connection), before the child serves embedded.
+CLOSED_PROBE_TRIES = 3
+CLOSED_PROBE_PAUSE = 0.1
 PROBE_ID = "memtrio-attach-probe"
 READ_SIZE = 65536
 # How long the early answers (Relay.answer_early) wait for this child to launch the owner
@@ -164,7 +168,7 @@ async def find_owner(home: Path) -> Owner | None:
             "restart that server"
         )
     try:
-        answer = await probe(found.host, found.port, secret, found.pid)
+        answer = await probe_through_a_flood(found.host, found.port, secret, found.pid)
     except ConnectionRefusedError:
         runtime_file.remove_if_unchanged(home, raw)
         return None
@@ -185,6 +189,23 @@ async def find_owner(home: Path) -> Owner | None:
         raise Declined(f"pid {found.pid} did not answer on {found.host}:{found.port} in time")
     stream, leftover = answer
     return Owner(found.pid, stream, leftover, ui=found.ui)
+
+
+async def probe_through_a_flood(
+    host: str, port: int, secret: bytes, pid: int
+) -> tuple[trio.SocketStream, bytes] | None:
+    """`probe`, again (at most `CLOSED_PROBE_TRIES` in all) while a live server closes the
+    connection unproven: a flood on its attach endpoint can displace a child's pending
+    connection (issue #37 item 11), which must not send the child to serve embedded.
+    A wrong proof, or a server that is gone, is final at once."""
+    for _ in range(CLOSED_PROBE_TRIES - 1):
+        try:
+            return await probe(host, port, secret, pid)
+        except proof.NoProof as exc:
+            if exc.wrong or not runtime_file.pid_alive(pid):
+                raise
+        await trio.sleep(CLOSED_PROBE_PAUSE)
+    return await probe(host, port, secret, pid)
 
 
 async def exited(pid: int, within: float = EXIT_WAIT) -> bool:

@@ -490,6 +490,13 @@ class RecallCache:
 
     def missing_vectors(self, kind: str, allowed: np.ndarray, limit: int) -> list[int]:
         """Up to ``limit`` allowed items of ``kind`` with no vector of the active model."""
+        return [int(i) for i in self._missing(kind, allowed)[:limit]]
+
+    def count_missing(self, kind: str, allowed: np.ndarray) -> int:
+        """How many allowed items of ``kind`` have no vector of the active model."""
+        return len(self._missing(kind, allowed))
+
+    def _missing(self, kind: str, allowed: np.ndarray) -> np.ndarray:
         index = self.index[kind]
         cached = self._has_vector.get(kind)
         if cached is None or cached[0] != index.version:
@@ -503,7 +510,7 @@ class RecallCache:
         missing = np.flatnonzero(allowed[:n] & ~have[:n])
         if len(allowed) > n:  # ids beyond the cached mask: none of them has a vector
             missing = np.concatenate([missing, n + np.flatnonzero(allowed[n:])])
-        return [int(i) for i in missing[:limit]]
+        return missing
 
     def named_entities(self, query: str, allowed: np.ndarray) -> list[int]:
         """Entities whose canonical name appears literally (as whole words) in ``query``."""

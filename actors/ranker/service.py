@@ -45,6 +45,7 @@ from ...supervisors.context import AppContext
 from ...supervisors.supervisor import ChildContext, Mailbox
 from ..embedder.documents import read_documents, vector_writer
 from ..embedder.handle import EMBEDDER, EmbeddingError, EmbedResult
+from ..embedder.unembedded import BACKFILL_LIMIT, unembedded_warning
 from ..store import db
 from ..store.coherence import STALE, WAITING, CacheMark
 from ..store.interfaces import StoreTx
@@ -58,9 +59,8 @@ from .messages import RankerRequest, Recall
 from .vectors import DeferredBuild, IndexChoice
 
 ACTOR = "ranker"
-BACKFILL_LIMIT = (
-    64  # per kind: items without a current vector embedded per recall (bounds its latency)
-)
+# BACKFILL_LIMIT (embedder.unembedded): per kind, items without a current vector embedded
+# per recall (bounds its latency).
 # Characters of text embedded by one recall's lazy re-embedding (about 64 windows of
 # 256 tokens): a few long memories may fill it, short ones stop at BACKFILL_LIMIT.
 BACKFILL_CHARS = 64_000
@@ -225,7 +225,10 @@ class Ranker:
             lexical=lexical,
             explain=explain,
         )
-        ranked, reasons = await self.mailbox.call(request)
+        ranked, reasons, missing = await self.mailbox.call(request)
+        line = unembedded_warning(missing)
+        if line is not None:
+            warnings.append(line)
         return Ranked(ranked, warnings, reasons)
 
     # -- change notifications ----------------------------------------------------
@@ -506,7 +509,9 @@ class Ranker:
 
     async def _serve_recall(
         self, request: Recall
-    ) -> tuple[list[tuple[int, float]], dict[int, list[str]]]:
+    ) -> tuple[list[tuple[int, float]], dict[int, list[str]], dict[str, int]]:
+        """The ranking, its reasons, and per kind the searched items still without a vector
+        after this recall embedded up to `BACKFILL_LIMIT` of them."""
         cache = await self._current_cache()
         with trace.span(ACTOR, "recall", limit=request.limit) as extra:
             masks = await trio.to_thread.run_sync(self._masks, cache, request)
@@ -536,7 +541,10 @@ class Ranker:
 
             ranked, reasons = await trio.to_thread.run_sync(reader.read, ranking)
             extra["results"] = len(ranked)
-        return ranked, reasons
+            unembedded = {}
+            if any(missing.values()):
+                unembedded = {k: cache.count_missing(k, masks[k]) for k in KINDS}
+        return ranked, reasons, unembedded
 
     # -- lazy re-embedding -----------------------------------------------------------
 

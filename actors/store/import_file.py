@@ -110,6 +110,17 @@ def open_import(name: str) -> Iterator[BinaryIO]:
         yield file
 
 
+def count_lines(file: BinaryIO) -> int:
+    """How many lines ``file`` holds (blank ones too: a progress's total), read from its start."""
+    file.seek(0)
+    count, last = 0, b""
+    for chunk in iter(lambda: file.read(1 << 20), b""):
+        count += chunk.count(b"\n")
+        last = chunk
+    file.seek(0)
+    return count + (1 if last and not last.endswith(b"\n") else 0)
+
+
 def numbered_lines(file: BinaryIO, limit: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes]]:
     """Every line of ``file`` from its start, numbered from 1, without its newline.
 
