@@ -266,12 +266,12 @@ def main() -> int:
     )
     parser.add_argument("--locomo-units", default="speaker", help="LoCoMo unit formats to fit on")
     parser.add_argument("--lme-units", default="bare", help="LongMemEval unit formats to fit on")
-    parser.add_argument("--lme-weight", type=float, default=10.0)
+    parser.add_argument("--lme-weight", type=float, default=30.0)
     parser.add_argument(
         "--faq-units", default="note", help="FAQ notes to fit on ('' to leave the notes out)"
     )
     parser.add_argument(
-        "--faq-weight", type=float, default=1.0, help="weight of each FAQ question in the loss"
+        "--faq-weight", type=float, default=5.0, help="weight of each FAQ question in the loss"
     )
     parser.add_argument("--l2", type=float, default=0.01)
     parser.add_argument(

@@ -476,7 +476,7 @@ def rank_explained(
         if turns:
             ranked = rerank.diversify(cache, ranked, masks["memory"], limit, penalty, window, turns)
         elif p.mmr_lambda < 1.0:  # notes: near-duplicates, not neighbours, crowd the first places
-            ranked = diversify(cache, ranked, limit, p.mmr_lambda, MMR_CANDIDATES)
+            ranked = diversify(cache, ranked, limit, rerank.note_mmr(p.mmr_lambda), MMR_CANDIDATES)
         else:
             ranked = ranked[:limit]
         if notes is None:

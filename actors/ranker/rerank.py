@@ -41,7 +41,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..store.interfaces import Snapshot
-from ..store.lexical import FUNCTION_WORDS
+from ..store.lexical import FUNCTION_WORDS, query_terms
+from ..store.stem import stem
 from .graph import RecallCache
 from .signals import thread_neighbours
 
@@ -53,22 +54,40 @@ DIVERSIFY_POOL = 40  # best memories re-ordered by `diversify`
 REGION = 6  # places on each side read for the region features
 TOPIC_SUBJECTS = 2  # candidates that start with each of the query's names, for its topic
 SEEDS = 40  # the best candidates by the model that seed PageRank (the rest carry ~0 mass)
+LONG_FULL = 1000  # characters: a note this long or longer has its `LONG_FEATURES` in full
+NOTE_MMR_SHARE = 0.2  # re-ranked notes are diversified this share as much (`note_mmr`)
+COVER_CHARS = 2000  # characters of each candidate read for its `coverage` of the query
 
-FEATURES = (
+# A memory's own evidence. A turn of a conversation has it in these columns; any other
+# memory in the `NOTE_FEATURES` columns: the two kinds weigh words, meaning and length
+# differently (a short turn next to its reply, a self-contained note), fitted together.
+OWN_FEATURES = (
     "lexical",  # FTS5 score / the best FTS5 score of the query (0 if not matched)
     "lexical_rr",  # 1 / (FTS5 rank + 1)
     "cosine",  # best window's cosine to the query
     "cosine_gap",  # cosine - the best cosine of the query
-    "neighbour_lexical",  # best `lexical` of the neighbours 1 place away (gated)
-    "neighbour_cosine",  # best cosine_gap of the neighbours 1 place away (gated)
     "length",  # ln(1 + characters), at most ln(1 + LENGTH_CAP)
     "question",  # the memory itself ends with a question mark
+    "length_x_lexical",  # length * lexical
+    "dense_rr",  # 1 / (dense rank + 1)
+    "coverage",  # share of the query's terms it holds, each weighed by its rarity (`coverage`)
+)
+# A memory that is not a turn of a conversation (a note, an observation) has its
+# `OWN_FEATURES` in these columns instead, weighted for such memories.
+NOTE_FEATURES = tuple(f"note_{f}" for f in OWN_FEATURES)
+# A note longer than `LENGTH_CAP` (a document, a long reply) has its `NOTE_FEATURES` again
+# in these, times how far beyond it is (`long_share`): a long memory's BM25 score and its
+# best window's cosine are not the evidence a short note's are.
+LONG_FEATURES = tuple(f"long_{f}" for f in NOTE_FEATURES)
+FEATURES = (
+    *OWN_FEATURES,
+    "neighbour_lexical",  # best `lexical` of the neighbours 1 place away (gated)
+    "neighbour_cosine",  # best cosine_gap of the neighbours 1 place away (gated)
     "neighbour2_lexical",  # best `lexical` of the neighbours 2 places away (gated)
     "min_lexical_neighbour",  # min(lexical, neighbour_lexical)
     "lexical_x_neighbour",  # lexical * neighbour_lexical
     "min_cosine_neighbour",  # min(cosine_gap, neighbour_cosine)
     "neighbour_minus_lexical",  # neighbour_lexical - lexical
-    "length_x_lexical",  # length * lexical
     "subject",  # the memory's first word (its speaker, its subject) is a name the query uses
     "region_lexical",  # best `lexical` of the neighbours 3 to REGION places away (gated)
     "region_hits",  # share of the neighbours up to REGION places away in either list (gated)
@@ -77,32 +96,9 @@ FEATURES = (
     "topic_gap",  # its cosine_gap - cosine_gap
     "neighbour_topic",  # its neighbour_cosine - neighbour_cosine (gated)
     "turn",  # it is a turn of a conversation (`conversation_turns`)
-    "dense_rr",  # 1 / (dense rank + 1)
-    # a memory that is not a turn of a conversation (a note, an observation) has its
-    # `OWN_FEATURES` here instead, weighted for such memories (`NOTE_FEATURES`)
-    "note_lexical",
-    "note_lexical_rr",
-    "note_cosine",
-    "note_cosine_gap",
-    "note_length",
-    "note_question",
-    "note_length_x_lexical",
-    "note_dense_rr",
+    *NOTE_FEATURES,
+    *LONG_FEATURES,
 )
-# A memory's own evidence. A turn of a conversation has it in these columns; any other
-# memory in the `NOTE_FEATURES` columns: the two kinds weigh words, meaning and length
-# differently (a short turn next to its reply, a self-contained note), fitted together.
-OWN_FEATURES = (
-    "lexical",
-    "lexical_rr",
-    "cosine",
-    "cosine_gap",
-    "length",
-    "question",
-    "length_x_lexical",
-    "dense_rr",
-)
-NOTE_FEATURES = tuple(f"note_{f}" for f in OWN_FEATURES)
 # The features read from a memory's thread neighbours: they count for a turn of a
 # conversation only (`conversation_turns`), 0 for any other memory (a note of a burst).
 NEIGHBOUR_FEATURES = (
@@ -123,16 +119,19 @@ TURN_COLUMN = FEATURES.index("turn")
 NEIGHBOUR_COLUMNS = [FEATURES.index(f) for f in NEIGHBOUR_FEATURES]
 OWN_COLUMNS = [FEATURES.index(f) for f in OWN_FEATURES]
 NOTE_COLUMNS = [FEATURES.index(f) for f in NOTE_FEATURES]
-NO_NOTE = (0.0,) * len(NOTE_FEATURES)
+LONG_COLUMNS = [FEATURES.index(f) for f in LONG_FEATURES]
+NO_NOTE = (0.0,) * (len(NOTE_FEATURES) + len(LONG_FEATURES))
 TOPIC_COLUMN = FEATURES.index("topic_cosine")
 # Fitted by `python tools/fit_rerank.py --no-lme-questions` on LoCoMo dev (`Speaker: text`),
-# LongMemEval-S-16 (bare turns, each question weighing 10) and the FAQ notes at once
-# (docs/bench-runs/fit-rerank-families.json; raw feature units: the standardisation of
+# LongMemEval-S-16 (bare turns, each question weighing 30) and the FAQ notes (each weighing 5)
+# at once (docs/bench-runs/fit-rerank-families.json; raw feature units: the standardisation of
 # the fit is folded in; an additive constant does not change a softmax, so `turn` is 0).
 WEIGHTS = np.array(
-    [0.1309, 0.4869, 3.0419, 3.4489, 1.6201, 4.0065, 0.5524, -1.0651, 1.8787, -1.0515]
-    + [-1.6481, -0.0084, 1.0660, 0.8957, 0.9422, 0.6501, 0.0237, 2.0518, 2.6000, 1.9815]
-    + [0.0000, -0.2978, 1.5808, -0.3354, 2.7744, 1.3188, -0.4123, 0.9080, 0.3495, 1.3610],
+    [0.4460, 0.3830, 2.3645, 2.6808, 0.3619, -1.0362, 0.6189, -0.1913, 2.9130]
+    + [1.6767, 3.2250, 1.9003, -1.2902, -1.2465, 0.5760, 0.9556, 0.8049, 0.6128]
+    + [0.2002, 1.7883, 2.2660, 1.8443, 0.0000, 1.7072, -0.7436, 2.9141, 1.3853]
+    + [-0.4915, -0.1523, 0.0847, 1.5038, 3.5246, 1.2629, 7.3412, -25.6161, 4.0723]
+    + [-0.7332, 5.5148, 0.2213, 4.9913, 6.2090],
     dtype=np.float64,
 )
 
@@ -341,6 +340,7 @@ def features(
     tcos = topic_cosines(cache, tvec, names, said, sorted(every)) or cos
     best_t = max(tcos.values(), default=0.0)
     cap = math.log1p(LENGTH_CAP)
+    covered = coverage(snap, query, ids)
     rows = np.zeros((len(ids), len(FEATURES)), dtype=np.float64)
     lenders: dict[int, int] = {}
     for i, m in enumerate(ids):
@@ -370,16 +370,18 @@ def features(
             1.0 / (rank + 1) if rank is not None else 0.0,
             cos[m],
             gap,
-            nb_lex,
-            nb_cos,
             log_len,
             float(question),
+            log_len * lex,
+            1.0 / (dense_rank[m] + 1) if m in dense_rank else 0.0,
+            covered.get(m, 0.0),
+            nb_lex,
+            nb_cos,
             nb2_lex,
             min(lex, nb_lex),
             lex * nb_lex,
             min(gap, nb_cos),
             nb_lex - lex,
-            log_len * lex,
             float(subj is not None and subj in names),
             reg_lex,
             reg_hits,
@@ -387,14 +389,48 @@ def features(
             tcos[m] - best_t - gap,
             gate * max((tcos[o] - best_t for o in one), default=-1.0) - nb_cos,
             float(turn),
-            1.0 / (dense_rank[m] + 1) if m in dense_rank else 0.0,
             *NO_NOTE,
         )
         if not turn:
             rows[i, NOTE_COLUMNS] = rows[i, OWN_COLUMNS]
+            rows[i, LONG_COLUMNS] = rows[i, OWN_COLUMNS] * long_share(length)
             rows[i, OWN_COLUMNS] = 0.0
             rows[i, NEIGHBOUR_COLUMNS] = 0.0
     return ids, rows, lenders, talk
+
+
+def note_mmr(mmr_lambda: float) -> float:
+    """The diversification of re-ranked notes: `NOTE_MMR_SHARE` of ``mmr_lambda``'s
+    (`[retrieval] mmr_lambda`, 0.9: 0.98). The model's scores already weigh each note's own
+    evidence; the fixed mixture's diversification moved a long reply that matches on its
+    own below weaker notes (LongMemEval 0.885 session recall@5 at 0.9, 0.901 at 0.98, FAQ
+    notes' recall@5 the same); a copy of a chosen note still moves down."""
+    return 1.0 - (1.0 - mmr_lambda) * NOTE_MMR_SHARE
+
+
+def long_share(length: int) -> float:
+    """How far a memory is beyond `LENGTH_CAP` characters: 0 up to it, 1 from `LONG_FULL`."""
+    return min(1.0, max(0.0, (length - LENGTH_CAP) / (LONG_FULL - LENGTH_CAP)))
+
+
+def coverage(snap: Snapshot, query: str, ids: list[int]) -> dict[int, float]:
+    """memory id -> the share of the query's terms it holds, each term weighed by its
+    rarity among ``ids`` (``ln(1 + n / (1 + holders))``): a note that holds the one rare
+    word of the question and the common ones outranks one that holds only common ones,
+    however BM25 saturated their counts. A term is held when a word of the memory's first
+    `COVER_CHARS` characters starts with its stem (`stem`: "reload" holds "reloading").
+    """
+    stems = list(dict.fromkeys(stem(w) for w in query_terms(query)))
+    if not stems or not ids:
+        return {}
+    patterns = [re.compile(r"\b" + re.escape(s), re.IGNORECASE) for s in stems]
+    heads = {t.id: t.head for t in snap.text_ends(ids, COVER_CHARS)}
+    held = np.array(
+        [[p.search(heads.get(m, "")) is not None for p in patterns] for m in ids], dtype=np.float64
+    )
+    idf = np.log1p(len(ids) / (1.0 + held.sum(axis=0)))
+    share = held @ idf / idf.sum()
+    return dict(zip(ids, share.tolist(), strict=True))
 
 
 def topic_cosines(
