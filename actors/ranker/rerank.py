@@ -75,10 +75,15 @@ OWN_FEATURES = (
 # A memory that is not a turn of a conversation (a note, an observation) has its
 # `OWN_FEATURES` in these columns instead, weighted for such memories.
 NOTE_FEATURES = tuple(f"note_{f}" for f in OWN_FEATURES)
-# A note longer than `LENGTH_CAP` (a document, a long reply) has its `NOTE_FEATURES` again
-# in these, times how far beyond it is (`long_share`): a long memory's BM25 score and its
-# best window's cosine are not the evidence a short note's are.
-LONG_FEATURES = tuple(f"long_{f}" for f in NOTE_FEATURES)
+# A note longer than `LENGTH_CAP` (a document, a long reply) has its lexical evidence again
+# in these, times how far beyond it is (`long_share`): BM25 weighs a long text's words
+# against its length, and a long memory holds more of any query's words, so its FTS5
+# score and coverage are not the evidence a short note's are. Its meaning (cosine, cosine
+# rank) is not here: fitted on the one family with long notes (LongMemEval's assistant
+# replies), those columns learned that family's replies, not long memories, and a long
+# document whose one window is by far the best match lost to short notes.
+LONG_OWN = ("lexical", "lexical_rr", "length_x_lexical", "coverage")
+LONG_FEATURES = tuple(f"long_note_{f}" for f in LONG_OWN)
 FEATURES = (
     *OWN_FEATURES,
     "neighbour_lexical",  # best `lexical` of the neighbours 1 place away (gated)
@@ -120,6 +125,7 @@ NEIGHBOUR_COLUMNS = [FEATURES.index(f) for f in NEIGHBOUR_FEATURES]
 OWN_COLUMNS = [FEATURES.index(f) for f in OWN_FEATURES]
 NOTE_COLUMNS = [FEATURES.index(f) for f in NOTE_FEATURES]
 LONG_COLUMNS = [FEATURES.index(f) for f in LONG_FEATURES]
+LONG_SOURCES = [FEATURES.index(f) for f in LONG_OWN]
 NO_NOTE = (0.0,) * (len(NOTE_FEATURES) + len(LONG_FEATURES))
 TOPIC_COLUMN = FEATURES.index("topic_cosine")
 # Fitted by `python tools/fit_rerank.py --no-lme-questions` on LoCoMo dev (`Speaker: text`),
@@ -127,11 +133,10 @@ TOPIC_COLUMN = FEATURES.index("topic_cosine")
 # at once (docs/bench-runs/fit-rerank-families.json; raw feature units: the standardisation of
 # the fit is folded in; an additive constant does not change a softmax, so `turn` is 0).
 WEIGHTS = np.array(
-    [0.4460, 0.3830, 2.3645, 2.6808, 0.3619, -1.0362, 0.6189, -0.1913, 2.9130]
-    + [1.6767, 3.2250, 1.9003, -1.2902, -1.2465, 0.5760, 0.9556, 0.8049, 0.6128]
-    + [0.2002, 1.7883, 2.2660, 1.8443, 0.0000, 1.7072, -0.7436, 2.9141, 1.3853]
-    + [-0.4915, -0.1523, 0.0847, 1.5038, 3.5246, 1.2629, 7.3412, -25.6161, 4.0723]
-    + [-0.7332, 5.5148, 0.2213, 4.9913, 6.2090],
+    [0.4477, 0.3836, 2.3642, 2.6805, 0.3617, -1.0366, 0.6187, -0.1914, 2.9119]
+    + [1.6778, 3.2236, 1.9002, -1.2877, -1.2500, 0.5765, 0.9555, 0.8049, 0.6137]
+    + [0.2007, 1.7887, 2.2666, 1.8438, 0.0000, 1.2422, -1.0241, 2.6947, 1.2810]
+    + [-0.6052, 0.2368, 0.2613, 1.5733, 3.5764, -4.5831, 11.5638, -0.8030, -6.2917],
     dtype=np.float64,
 )
 
@@ -393,7 +398,7 @@ def features(
         )
         if not turn:
             rows[i, NOTE_COLUMNS] = rows[i, OWN_COLUMNS]
-            rows[i, LONG_COLUMNS] = rows[i, OWN_COLUMNS] * long_share(length)
+            rows[i, LONG_COLUMNS] = rows[i, LONG_SOURCES] * long_share(length)
             rows[i, OWN_COLUMNS] = 0.0
             rows[i, NEIGHBOUR_COLUMNS] = 0.0
     return ids, rows, lenders, talk
