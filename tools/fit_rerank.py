@@ -17,13 +17,18 @@ Procedure (the one behind ``rerank.WEIGHTS``):
    long assistant replies of that dataset weigh against LoCoMo's 997 short turns.
    ``--later FEATURES`` fits those features in a second stage: the others are
    fitted without them, then held at those values (the shipped topic features).
-4. Leave-one-conversation-out: for each LoCoMo conversation the weights are
+4. Held out, three ways. Leave-one-conversation-out: for each LoCoMo conversation the weights are
    fitted on the others (and LongMemEval) and the whole recall pipeline
    (``rank.rank``: seeds, PageRank, dates, `rerank.diversify`) is scored on the one
    left out: session and turn recall@5, the issue-17 metrics. Their mean
    estimates what the weights give on conversations they were not fitted on.
    LongMemEval has one haystack: each of its questions is scored with the
-   weights fitted without it (leave-one-question-out).
+   weights fitted without it (leave-one-question-out). The FAQ notes
+   (``faq-notes-dev``, ``--faq-units note``, each question weighing
+   ``--faq-weight``): leave-one-project-out, each project's store scored with the
+   weights fitted on every other store (hit@1, MRR@10, recall@5, neighbour@1).
+   Leave-one-family-out: each dataset scored with the weights fitted on the
+   others only, the check that the model is not one family's habits.
 5. The weights fitted on all of it are printed in raw feature units (the
    standardisation folded in), to paste into ``rerank.WEIGHTS``.
 
@@ -144,13 +149,17 @@ class Stack:
 
 
 def load_stacks(
-    locomo_units: str, lme_units: str, cache: Path, params: rank.Params
+    locomo_units: str, lme_units: str, cache: Path, params: rank.Params, faq_units: str = ""
 ) -> tuple[OnnxEncoder, list[Stack]]:
     """The encoder the stores were filled with, and every filled store's `Stack`, prepared."""
     # eval_recall.py keys its cache by the model too
     encoder = OnnxEncoder(resolve_spec(os.environ.get("MEMTRIO_EMBEDDING_MODEL", ""), 256), "cpu")
     stacks: list[Stack] = []
-    for dataset, units_list in (("locomo", locomo_units), ("longmemeval", lme_units)):
+    for dataset, units_list in (
+        ("locomo", locomo_units),
+        ("longmemeval", lme_units),
+        ("faq", faq_units),
+    ):
         for units in filter(None, units_list.split(",")):
             data = eval_recall.default_data(dataset)
             for stack, turns, qs in eval_recall.haystacks(dataset, data, units):
@@ -162,11 +171,14 @@ def load_stacks(
     return encoder, stacks
 
 
+FAMILY_WEIGHT: dict[str, float] = {}  # dataset -> weight of each of its questions (main)
+
+
 def examples(chosen: list[Stack], lme_weight: float) -> list[tuple[np.ndarray, np.ndarray, float]]:
     """(feature rows, labels, weight) of every question of ``chosen``; LongMemEval's
-    weigh ``lme_weight`` each."""
+    weigh ``lme_weight`` each, the notes' ``--faq-weight`` (`FAMILY_WEIGHT`)."""
     return [
-        (rows, y, lme_weight if s.dataset == "longmemeval" else 1.0)
+        (rows, y, lme_weight if s.dataset == "longmemeval" else FAMILY_WEIGHT.get(s.dataset, 1.0))
         for s in chosen
         for _, rows, y in s.examples
     ]
@@ -242,13 +254,25 @@ def mean(rows: list[dict[str, Any]], key: str) -> float:
     return sum(values) / len(values)
 
 
+def figures(dataset: str, rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The dataset's headline means: session and turn recall@5, or the notes' metrics."""
+    keys = eval_recall.NOTE_METRICS if dataset == "faq" else ("session@5", "turn@5")
+    return {k: round(mean(rows, k), 4) for k in keys}
+
+
 def main() -> int:  # noqa: C901
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--locomo-units", default="speaker", help="LoCoMo unit formats to fit on")
     parser.add_argument("--lme-units", default="bare", help="LongMemEval unit formats to fit on")
-    parser.add_argument("--lme-weight", type=float, default=10.0)
+    parser.add_argument("--lme-weight", type=float, default=30.0)
+    parser.add_argument(
+        "--faq-units", default="note", help="FAQ notes to fit on ('' to leave the notes out)"
+    )
+    parser.add_argument(
+        "--faq-weight", type=float, default=5.0, help="weight of each FAQ question in the loss"
+    )
     parser.add_argument("--l2", type=float, default=0.01)
     parser.add_argument(
         "--param",
@@ -268,6 +292,14 @@ def main() -> int:  # noqa: C901
         help="comma-separated FEATURES fitted in a second stage, the others' weights "
         "held at their values fitted without them",
     )
+    parser.add_argument(
+        "--no-held-out", action="store_true", help="fit on everything and score it, nothing else"
+    )
+    parser.add_argument(
+        "--no-lme-questions",
+        action="store_true",
+        help="skip leave-one-LongMemEval-question-out (16 fits; leave-one-family-out stays)",
+    )
     parser.add_argument("--cache", default="~/.cache/memtrio-eval")
     parser.add_argument("--json", help="write the weights and the held-out figures here")
     args = parser.parse_args()
@@ -282,12 +314,15 @@ def main() -> int:  # noqa: C901
         parser.error(f"unknown features {unknown}; known: {', '.join(rerank.FEATURES)}")
     keep = np.array([f not in without for f in rerank.FEATURES], dtype=np.float64)
     later = np.array([f in later_names for f in rerank.FEATURES])
-    stacks = load_stacks(args.locomo_units, args.lme_units, cache, params)[1]
+    FAMILY_WEIGHT["faq"] = args.faq_weight
+    stacks = load_stacks(args.locomo_units, args.lme_units, cache, params, args.faq_units)[1]
     for s in stacks:
         s.examples = [(ids, rows * keep, y) for ids, rows, y in s.examples]  # --without
 
     held_out: dict[str, list[dict[str, Any]]] = {}
     conversations = sorted({s.name.rsplit("/", 1)[1] for s in stacks if s.dataset == "locomo"})
+    if args.no_held_out:
+        conversations = []
     for conv in conversations:
         weights = fit(
             examples([s for s in stacks if not s.name.endswith("/" + conv)], args.lme_weight),
@@ -297,7 +332,11 @@ def main() -> int:  # noqa: C901
         for s in stacks:
             if s.name.endswith("/" + conv):
                 held_out.setdefault(s.name.rsplit("/", 1)[0], []).extend(s.score(weights))
-    lme = [s for s in stacks if s.dataset == "longmemeval"]
+    lme = [
+        s
+        for s in stacks
+        if s.dataset == "longmemeval" and not args.no_held_out and not args.no_lme_questions
+    ]
     for i in range(len(lme[0].qs) if lme else 0):  # leave one LongMemEval question out
         rest = [
             (rows, y, args.lme_weight)
@@ -312,22 +351,38 @@ def main() -> int:  # noqa: C901
         )
         for s in lme:
             held_out.setdefault(s.name.rsplit("/", 1)[0], []).extend(s.score(weights, [i]))
+    projects = [s for s in stacks if s.dataset == "faq" and not args.no_held_out]
+    for s in projects:  # leave one FAQ project (one store of notes) out
+        weights = fit(examples([o for o in stacks if o is not s], args.lme_weight), args.l2, later)
+        held_out.setdefault(s.name.rsplit("/", 1)[0], []).extend(s.score(weights))
+    by_family: dict[str, list[dict[str, Any]]] = {}
+    families = sorted({s.dataset for s in stacks})
+    for family in families if len(families) > 1 and not args.no_held_out else []:
+        # leave one family out
+        weights = fit(
+            examples([s for s in stacks if s.dataset != family], args.lme_weight), args.l2, later
+        )
+        for s in stacks:
+            if s.dataset == family:
+                by_family.setdefault(s.name.rsplit("/", 1)[0], []).extend(s.score(weights))
     weights = fit(examples(stacks, args.lme_weight), args.l2, later)
     report: dict[str, Any] = {
         "features": list(rerank.FEATURES),
         "weights": [round(float(w), 4) for w in weights],
         "settings": vars(args),
         "held_out": {},
+        "held_out_family": {},
         "fitted_on_all": {},
     }
     for name, rows in held_out.items():
-        report["held_out"][name] = {k: round(mean(rows, k), 4) for k in ("session@5", "turn@5")}
+        report["held_out"][name] = figures(name.split("/")[0], rows)
+    for name, rows in by_family.items():
+        report["held_out_family"][name] = figures(name.split("/")[0], rows)
+    on_all: dict[str, list[dict[str, Any]]] = {}
     for s in stacks:
-        if s.dataset == "longmemeval":
-            rows = s.score(weights)
-            report["fitted_on_all"][s.name] = {
-                k: round(mean(rows, k), 4) for k in ("session@5", "turn@5")
-            }
+        on_all.setdefault(s.name.rsplit("/", 1)[0], []).extend(s.score(weights))
+    for name, rows in on_all.items():
+        report["fitted_on_all"][name] = figures(name.split("/")[0], rows)
     print(json.dumps({k: v for k, v in report.items() if k != "settings"}, indent=1))
     print("WEIGHTS = [" + ", ".join(f"{w:.4f}" for w in weights) + "]")
     if args.json:

@@ -232,7 +232,7 @@ def sentences(stacks: list[Stack], encoder: OnnxEncoder) -> None:
     shipped = rerank.features
 
     def features(cache, conn, query, qvec, allowed, lexical, dense, tvec=None):  # type: ignore[no-untyped-def]
-        ids, rows, lenders = shipped(cache, conn, query, qvec, allowed, lexical, dense, tvec)
+        ids, rows, lenders, turns = shipped(cache, conn, query, qvec, allowed, lexical, dense, tvec)
         q = np.asarray(qvec, dtype=np.float32).reshape(-1)
         cos = rows[:, rerank.COSINE_COLUMN]
         best = np.array(
@@ -243,7 +243,7 @@ def sentences(stacks: list[Stack], encoder: OnnxEncoder) -> None:
         )
         gap = cos - cos.max()
         extra = np.stack([best - cos, (best - best.max()) - gap], axis=1)
-        return ids, np.concatenate([rows, extra], axis=1), lenders
+        return ids, np.concatenate([rows, extra], axis=1), lenders, turns
 
     per_stack: dict[str, dict[int, np.ndarray]] = {}
     rerank.features = features

@@ -177,6 +177,7 @@ class SeedQuery:
     p: Params
     lexical: list[tuple[int, float]] | None  # `fts_candidates` already fetched, or None
     tvec: np.ndarray | None = None  # the vector of `rerank.topic_query` (None: no names)
+    turns: set[int] | None = None  # receives the re-ranker's turns of a conversation
 
     def parts(
         self,
@@ -203,12 +204,15 @@ def seeds(
     lexical: list[tuple[int, float]] | None = None,
     notes: dict[int, list[str]] | None = None,
     tvec: np.ndarray | None = None,
+    turns: set[int] | None = None,
 ) -> dict[int, float]:
     """The reset distribution of PPR: node -> weight (not normalised).
 
     ``lexical``: `fts_candidates` already fetched (else they are fetched on ``tx``).
     ``notes``: if given, receives why each node is a seed (for ``explain``).
     ``tvec``: the vector of the query without its names (`rerank.topic_query`).
+    ``turns``: if given, receives the re-ranker's candidates that are turns of a
+    conversation (`rerank.conversation_turns`).
     """
     out: dict[int, float] = {}
 
@@ -219,7 +223,7 @@ def seeds(
         if notes is not None and note and n in out:
             notes.setdefault(n, []).append(note)
 
-    q = SeedQuery(cache, tx, query, qvec, masks, p, lexical, tvec)
+    q = SeedQuery(cache, tx, query, qvec, masks, p, lexical, tvec, turns)
     (reranked_seeds if p.reranked else mixed_seeds)(q, add)
     if p.use_graph:
         graph_seeds(q, add)
@@ -235,16 +239,18 @@ def rerank_candidates(q: SeedQuery) -> rerank.Candidates:
         lexical = fts_candidates(tx, query)
     wanted = query_dates(query) if cache.dates is not None and p.date_weight > 0 else []
     lex = lexical_seeds(date_first(cache, lexical, wanted), allowed, rerank.POOL)
-    ids, rows, lenders = rerank.features(
+    ids, rows, lenders, turns = rerank.features(
         cache, tx.snapshot, query, qvec, allowed, lex, dense, q.tvec
     )
-    return rerank.Candidates(dense, lex, ids, rows, lenders)
+    return rerank.Candidates(dense, lex, ids, rows, lenders, turns)
 
 
 def reranked_seeds(q: SeedQuery, add: Callable[..., None]) -> None:
     """Memory seeds weighted by the learned model's softmax over the candidates."""
     c = rerank_candidates(q)
     dense, lex, ids, rows, lenders = c.dense, c.lex, c.ids, c.rows, c.lenders
+    if q.turns is not None:
+        q.turns.update(c.turns)
     p = q.p
     z = rerank.scores(rows)
     topic_at = rerank.topic_ranks(rows)
@@ -431,7 +437,8 @@ def rank_explained(
 ) -> tuple[list[tuple[int, float]], dict[int, list[str]]]:
     """`rank`, and with ``with_reasons`` why each memory is there (memory id -> reasons)."""
     notes: dict[int, list[str]] | None = {} if with_reasons else None
-    reset = seeds(cache, tx, query, qvec, masks, p, lexical, notes, tvec)
+    turns: set[int] = set()
+    reset = seeds(cache, tx, query, qvec, masks, p, lexical, notes, tvec, turns)
     if not reset:
         return [], {}
     links: Mapping[int, set[int]] = cache.adj
@@ -465,7 +472,13 @@ def rank_explained(
         ranked = [(int(nodes[i]), float(scores[i])) for i in order]
         listing = rerank.list_question(query)  # a wider stretch of the thread pays
         penalty, window = (p.list_penalty, p.list_window) if listing else (p.position_penalty, 1)
-        ranked = rerank.diversify(cache, ranked, masks["memory"], limit, penalty, window)
+        # only a conversation's turns: notes next to each other are about different things
+        if turns:
+            ranked = rerank.diversify(cache, ranked, masks["memory"], limit, penalty, window, turns)
+        elif p.mmr_lambda < 1.0:  # notes: near-duplicates, not neighbours, crowd the first places
+            ranked = diversify(cache, ranked, limit, rerank.note_mmr(p.mmr_lambda), MMR_CANDIDATES)
+        else:
+            ranked = ranked[:limit]
         if notes is None:
             return ranked, {}
         return ranked, explain(cache, links, ranked, notes, reset, lender, p.use_graph, dated)
