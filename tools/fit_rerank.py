@@ -260,6 +260,54 @@ def figures(dataset: str, rows: list[dict[str, Any]]) -> dict[str, float]:
     return {k: round(mean(rows, k), 4) for k in keys}
 
 
+def held_out_runs(
+    stacks: list[Stack], args: argparse.Namespace, later: np.ndarray
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
+    """Per-question rows scored with weights fitted without them: (leave one LoCoMo
+    conversation, LongMemEval question or FAQ project out; leave one family out)."""
+    held_out: dict[str, list[dict[str, Any]]] = {}
+    conversations = sorted({s.name.rsplit("/", 1)[1] for s in stacks if s.dataset == "locomo"})
+    for conv in conversations:
+        weights = fit(
+            examples([s for s in stacks if not s.name.endswith("/" + conv)], args.lme_weight),
+            args.l2,
+            later,
+        )
+        for s in stacks:
+            if s.name.endswith("/" + conv):
+                held_out.setdefault(s.name.rsplit("/", 1)[0], []).extend(s.score(weights))
+    lme = [s for s in stacks if s.dataset == "longmemeval" and not args.no_lme_questions]
+    for i in range(len(lme[0].qs) if lme else 0):  # leave one LongMemEval question out
+        rest = [
+            (rows, y, args.lme_weight)
+            for s in lme
+            for j, (_, rows, y) in enumerate(s.examples)
+            if j != i
+        ]
+        weights = fit(
+            examples([s for s in stacks if s.dataset == "locomo"], args.lme_weight) + rest,
+            args.l2,
+            later,
+        )
+        for s in lme:
+            held_out.setdefault(s.name.rsplit("/", 1)[0], []).extend(s.score(weights, [i]))
+    projects = [s for s in stacks if s.dataset == "faq"]
+    for s in projects:  # leave one FAQ project (one store of notes) out
+        weights = fit(examples([o for o in stacks if o is not s], args.lme_weight), args.l2, later)
+        held_out.setdefault(s.name.rsplit("/", 1)[0], []).extend(s.score(weights))
+    by_family: dict[str, list[dict[str, Any]]] = {}
+    families = sorted({s.dataset for s in stacks})
+    for family in families if len(families) > 1 else []:
+        # leave one family out
+        weights = fit(
+            examples([s for s in stacks if s.dataset != family], args.lme_weight), args.l2, later
+        )
+        for s in stacks:
+            if s.dataset == family:
+                by_family.setdefault(s.name.rsplit("/", 1)[0], []).extend(s.score(weights))
+    return held_out, by_family
+
+
 def main() -> int:  # noqa: C901
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -319,52 +367,7 @@ def main() -> int:  # noqa: C901
     for s in stacks:
         s.examples = [(ids, rows * keep, y) for ids, rows, y in s.examples]  # --without
 
-    held_out: dict[str, list[dict[str, Any]]] = {}
-    conversations = sorted({s.name.rsplit("/", 1)[1] for s in stacks if s.dataset == "locomo"})
-    if args.no_held_out:
-        conversations = []
-    for conv in conversations:
-        weights = fit(
-            examples([s for s in stacks if not s.name.endswith("/" + conv)], args.lme_weight),
-            args.l2,
-            later,
-        )
-        for s in stacks:
-            if s.name.endswith("/" + conv):
-                held_out.setdefault(s.name.rsplit("/", 1)[0], []).extend(s.score(weights))
-    lme = [
-        s
-        for s in stacks
-        if s.dataset == "longmemeval" and not args.no_held_out and not args.no_lme_questions
-    ]
-    for i in range(len(lme[0].qs) if lme else 0):  # leave one LongMemEval question out
-        rest = [
-            (rows, y, args.lme_weight)
-            for s in lme
-            for j, (_, rows, y) in enumerate(s.examples)
-            if j != i
-        ]
-        weights = fit(
-            examples([s for s in stacks if s.dataset == "locomo"], args.lme_weight) + rest,
-            args.l2,
-            later,
-        )
-        for s in lme:
-            held_out.setdefault(s.name.rsplit("/", 1)[0], []).extend(s.score(weights, [i]))
-    projects = [s for s in stacks if s.dataset == "faq" and not args.no_held_out]
-    for s in projects:  # leave one FAQ project (one store of notes) out
-        weights = fit(examples([o for o in stacks if o is not s], args.lme_weight), args.l2, later)
-        held_out.setdefault(s.name.rsplit("/", 1)[0], []).extend(s.score(weights))
-    by_family: dict[str, list[dict[str, Any]]] = {}
-    families = sorted({s.dataset for s in stacks})
-    for family in families if len(families) > 1 and not args.no_held_out else []:
-        # leave one family out
-        weights = fit(
-            examples([s for s in stacks if s.dataset != family], args.lme_weight), args.l2, later
-        )
-        for s in stacks:
-            if s.dataset == family:
-                by_family.setdefault(s.name.rsplit("/", 1)[0], []).extend(s.score(weights))
+    held_out, by_family = ({}, {}) if args.no_held_out else held_out_runs(stacks, args, later)
     weights = fit(examples(stacks, args.lme_weight), args.l2, later)
     report: dict[str, Any] = {
         "features": list(rerank.FEATURES),

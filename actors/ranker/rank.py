@@ -423,6 +423,34 @@ def rank(
     return rank_explained(cache, tx, query, qvec, masks, limit, p, lexical, tvec=tvec)[0]
 
 
+def reranked_order(
+    cache: RecallCache,
+    nodes: np.ndarray,
+    scores: np.ndarray,
+    masks: dict[str, np.ndarray],
+    limit: int,
+    p: Params,
+    query: str,
+    turns: set[int],
+) -> list[tuple[int, float]]:
+    """The first ``limit`` of the re-ranked memories, diversified: a conversation's turns
+    by their thread neighbours (`rerank.diversify`), other memories by near-duplicates."""
+    take = max(limit, rerank.DIVERSIFY_POOL)
+    if len(nodes) > take:
+        top = np.argpartition(-scores, take - 1)[:take]
+        nodes, scores = nodes[top], scores[top]
+    order = np.lexsort((nodes, -scores))
+    ranked = [(int(nodes[i]), float(scores[i])) for i in order]
+    listing = rerank.list_question(query)  # a wider stretch of the thread pays
+    penalty, window = (p.list_penalty, p.list_window) if listing else (p.position_penalty, 1)
+    # only a conversation's turns: notes next to each other are about different things
+    if turns:
+        return rerank.diversify(cache, ranked, masks["memory"], limit, penalty, window, turns)
+    if p.mmr_lambda < 1.0:  # notes: near-duplicates, not neighbours, crowd the first places
+        return diversify(cache, ranked, limit, rerank.note_mmr(p.mmr_lambda), MMR_CANDIDATES)
+    return ranked[:limit]
+
+
 def rank_explained(
     cache: RecallCache,
     tx: ReadTx,
@@ -464,21 +492,7 @@ def rank_explained(
         p.neighbour_window,
     )
     if reranked:
-        take = max(limit, rerank.DIVERSIFY_POOL)
-        if len(nodes) > take:
-            top = np.argpartition(-scores, take - 1)[:take]
-            nodes, scores = nodes[top], scores[top]
-        order = np.lexsort((nodes, -scores))
-        ranked = [(int(nodes[i]), float(scores[i])) for i in order]
-        listing = rerank.list_question(query)  # a wider stretch of the thread pays
-        penalty, window = (p.list_penalty, p.list_window) if listing else (p.position_penalty, 1)
-        # only a conversation's turns: notes next to each other are about different things
-        if turns:
-            ranked = rerank.diversify(cache, ranked, masks["memory"], limit, penalty, window, turns)
-        elif p.mmr_lambda < 1.0:  # notes: near-duplicates, not neighbours, crowd the first places
-            ranked = diversify(cache, ranked, limit, rerank.note_mmr(p.mmr_lambda), MMR_CANDIDATES)
-        else:
-            ranked = ranked[:limit]
+        ranked = reranked_order(cache, nodes, scores, masks, limit, p, query, turns)
         if notes is None:
             return ranked, {}
         return ranked, explain(cache, links, ranked, notes, reset, lender, p.use_graph, dated)
