@@ -141,6 +141,16 @@ def test_coverage_weighs_the_querys_rare_terms_above_its_common_ones() -> None:
     assert rerank.coverage(snap, "reload", []) == {}
 
 
+def test_a_term_is_held_only_at_the_start_of_a_word() -> None:
+    assert rerank.starts_a_word("x reload", "reload") and rerank.starts_a_word(
+        "reloading", "reload"
+    )
+    # inside words only ("preload", "a_reload", "éreload"): not held, however many there are
+    assert not rerank.starts_a_word("preload xreload a_reload éreload " * 50, "reload")
+    # after occurrences inside words, one at a word's start still counts
+    assert rerank.starts_a_word("preload " * 50 + "é reload", "reload")
+
+
 def test_long_notes_have_their_own_columns_and_notes_are_diversified_less() -> None:
     assert rerank.long_share(rerank.LENGTH_CAP) == 0.0 and rerank.long_share(50) == 0.0
     assert 0 < rerank.long_share((rerank.LENGTH_CAP + rerank.LONG_FULL) // 2) < 1

@@ -436,12 +436,15 @@ def coverage(snap: Snapshot, query: str, ids: list[int]) -> dict[int, float]:
 
 
 def starts_a_word(text: str, prefix: str) -> bool:
-    """Whether a word of ``text`` starts with ``prefix`` (what ``\\b`` + ``prefix`` would
-    find, by `str.find`: about five times faster than a regular expression here)."""
+    """Whether a word of ``text`` starts with ``prefix`` (``\\b`` + ``prefix``). Mostly
+    the first `str.find` answers (about five times faster than a regular expression
+    here); past an occurrence inside a word, the regular expression searches the rest, so
+    a text where ``prefix`` stands inside many words costs one pass in C, not a Python
+    loop per occurrence."""
     at = text.find(prefix)
-    while at > 0 and (text[at - 1].isalnum() or text[at - 1] == "_"):
-        at = text.find(prefix, at + 1)
-    return at >= 0
+    if at <= 0 or not (text[at - 1].isalnum() or text[at - 1] == "_"):
+        return at >= 0
+    return re.compile(r"(?<!\w)" + re.escape(prefix)).search(text, at + 1) is not None
 
 
 def topic_cosines(
