@@ -252,11 +252,11 @@ COMPLEX_FUNCTIONS: dict[tuple[str, str], int] = {
     ("actors/stdio.py", "feed"): 12,
     ("actors/stdio.py", "run_writer"): 13,
     (
-        "actors/store/db.py",
+        "actors/store/sqlite/db.py",
         "unavailable",
     ): 12,  # the store's own errors (#41 item 4) mapped there too
-    ("actors/store/runner.py", "run_store_command"): 11,
-    ("actors/store/stem.py", "_step1ab"): 11,
+    ("actors/store/tooling/runner.py", "run_store_command"): 11,
+    ("actors/store/domain/stem.py", "_step1ab"): 11,
     ("protocol/jsonscan.py", "top_level"): 22,
     ("protocol/jsonscan.py", "last_members"): 12,
     ("protocol/jsonscan.py", "_value_start"): 12,

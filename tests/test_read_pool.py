@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import trio
-from memtrio.actors.store import db
 from memtrio.actors.store.interfaces.errors import StoreOperationalError
+from memtrio.actors.store.sqlite import db
 
 # About 300,000 SQLite VM steps: far over any budget when the budget is zero.
 COUNT_TO_100K = (

@@ -147,10 +147,10 @@ def test_the_backend_check_sees_a_comparison(tmp_path: Path) -> None:
 # scratch files, and each backend's package. Every other module catches the store's own
 # errors (`interfaces.errors`), never a driver's.
 DRIVER_MODULES = {
-    "actors.store.db",
-    "actors.store.schema",
-    "actors.store.maintenance",
-    "actors.store.scratch",
+    "actors.store.sqlite.db",
+    "actors.store.sqlite.schema",
+    "actors.store.sqlite.maintenance",
+    "actors.store.sqlite.scratch",
 }
 DRIVER_PACKAGES = ("actors.store.sqlite.", "actors.store.pg.")
 

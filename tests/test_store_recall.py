@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from memtrio.actors.store import db, lexical
+from memtrio.actors.store.domain import lexical
+from memtrio.actors.store.domain.lexical import lexical_plan, search_memories
+from memtrio.actors.store.domain.memories import NewMemory, insert_memory, writable_memory
+from memtrio.actors.store.domain.scopes import ScopePolicy
 from memtrio.actors.store.interfaces.fulltext import TextQuery
-from memtrio.actors.store.lexical import lexical_plan, search_memories
-from memtrio.actors.store.memories import NewMemory, insert_memory, writable_memory
-from memtrio.actors.store.scopes import ScopePolicy
+from memtrio.actors.store.sqlite import db
 from memtrio.actors.store.sqlite.fulltext import SqliteFullText, match_expression
 from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
 from memtrio.protocol.errors import DomainError
@@ -253,7 +254,7 @@ def test_query_words_close_together_rank_first(
 
 def test_schema_5_rebuilds_the_index_with_stems(tmp_path: Path) -> None:
     """A version-4 store (unstemmed index) is migrated: old memories match by stem."""
-    from memtrio.actors.store import schema
+    from memtrio.actors.store.sqlite import schema
 
     path = tmp_path / "old.sqlite"
     conn = sqlite3.connect(path, isolation_level=None)

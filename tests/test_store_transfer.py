@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 from memtrio.actors.memory import transfer
-from memtrio.actors.store import db
 from memtrio.actors.store.direct import Direct
-from memtrio.actors.store.entities import EntitySpec, RelationSpec
+from memtrio.actors.store.domain.embeddings import Vec, put_vector
+from memtrio.actors.store.domain.entities import EntitySpec, RelationSpec
+from memtrio.actors.store.domain.memories import NewMemory, get_memory, insert_memory
+from memtrio.actors.store.domain.scopes import ScopePolicy
 from memtrio.actors.store.interfaces import StoreTx
-from memtrio.actors.store.memories import NewMemory, get_memory, insert_memory
-from memtrio.actors.store.scopes import ScopePolicy
+from memtrio.actors.store.sqlite import db
 from memtrio.actors.store.sqlite.tx import tx as as_tx
-from memtrio.actors.store.vectors import Vec, put_vector
 
 REPO = "repo:/r/.git"
 OTHER = "repo:/o/.git"

@@ -107,7 +107,7 @@ def truth(data: np.ndarray, queries: np.ndarray, k: int = 10) -> np.ndarray:
 
 def run_one(spec: dict[str, Any]) -> dict[str, Any]:
     """One (size, data, backend, quantization): build, then query. In its own process."""
-    from memtrio.actors.vectors.index import make_index
+    from memtrio.actors.vector_index.index import make_index
     from memtrio.supervisors.config import VectorsConfig
 
     defaults = VectorsConfig()
@@ -313,7 +313,7 @@ def fts_seed_times(home: Path) -> dict[str, Any]:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import bench_recall
     from memtrio.actors.ranker import rank as rank_mod
-    from memtrio.actors.store import db
+    from memtrio.actors.store.sqlite import db
     from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
 
     conn = db.connect(db.db_path(home), read_only=True)

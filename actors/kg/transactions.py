@@ -13,11 +13,11 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from ...supervisors.context import AppContext, CallContext
 from ..embedder.embed import embed, embedder_of
-from ..store.documents import entity_document, memory_document
+from ..store.domain.documents import entity_document, memory_document
+from ..store.domain.scopes import ScopePolicy
 from ..store.interfaces import ReadTx, StoreTx
 from ..store.interfaces.anchors import Anchor
-from ..store.scopes import ScopePolicy
-from ..store.services import policy_of, store_of
+from ..store.tooling.services import policy_of, store_of
 from ..store.writer import Written
 from .records import JsonObject
 from .view import Scoped, View

@@ -16,9 +16,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from . import db
 from .interfaces import StoreTx
 from .messages import Change
+from .sqlite import db
 
 
 class Capability(enum.Enum):

@@ -14,10 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import backends, db
+from . import backends
 from .backend import Backend
 from .interfaces import ReadTx, StoreTx
 from .interfaces.errors import StoreError
+from .sqlite import db
 from .writer import Written
 
 T = TypeVar("T")

@@ -16,10 +16,11 @@ from ...supervisors.supervisor import (
     Supervisor,
     supervisor_child,
 )
-from . import backends, db
+from . import backends
 from .backend import Capability
-from .maintenance import MAINTENANCE, Maintenance, serve_maintenance
-from .scopes import ScopePolicies, ScopePolicy
+from .domain.scopes import ScopePolicies, ScopePolicy
+from .sqlite import db
+from .sqlite.maintenance import MAINTENANCE, Maintenance, serve_maintenance
 from .writer import STORE, Store, serve_store_writer
 
 # The scope rules of each session's repository, made when the store is set up (the memory

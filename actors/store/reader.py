@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from . import db
 from .backend import Backend
 from .interfaces import ReadTx, StoreTx
 from .interfaces.errors import StoreError
+from .sqlite import db
 
 T = TypeVar("T")
 

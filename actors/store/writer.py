@@ -38,12 +38,13 @@ from ...protocol.errors import Unavailable
 from ...supervisors import faults, trace
 from ...supervisors.context import ServiceKey
 from ...supervisors.supervisor import ChildContext, Mailbox
-from . import backends, db
+from . import backends
 from .backend import Announce, Backend
 from .coherence import NOTIFY_GRACE, ToldMarks
+from .domain.scopes import ScopePolicies, ScopePolicy
 from .interfaces import ReadTx, StoreTx
 from .messages import Change, StoreRequest, Transact
-from .scopes import ScopePolicies, ScopePolicy
+from .sqlite import db
 
 ACTOR = "store"
 

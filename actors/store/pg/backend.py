@@ -11,10 +11,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .. import db, dsn
+from .. import dsn
 from ..backend import Announce, Backend, Capability, DriverMissing, Listen
 from ..interfaces import StoreTx
 from ..messages import Change
+from ..sqlite import db
 
 STORE_ORIGIN = "the store URL (--store, [store] url or MEMTRIO_STORE)"
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import psycopg
 
-from ..db import ReadPool, StoreUnavailable
 from ..dsn import redact, shown
+from ..sqlite.db import ReadPool, StoreUnavailable
 from .conn import PgConnection
 from .schema import migrate
 

@@ -6,9 +6,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import db
 from ..backend import Backend, Capability
 from ..interfaces import StoreTx
+from . import db
 
 
 class SqliteBackend(Backend):

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from ...supervisors.errors import UserError
+from ....supervisors.errors import UserError
 
 SCHEMA_VERSION_1 = """
 CREATE TABLE meta (

@@ -37,14 +37,14 @@ from pathlib import Path
 import msgspec
 import trio
 
-from ...supervisors import faults, trace
-from ...supervisors.context import ServiceKey
-from ...supervisors.supervisor import ChildContext, Mailbox
+from ....supervisors import faults, trace
+from ....supervisors.context import ServiceKey
+from ....supervisors.supervisor import ChildContext, Mailbox
+from ..interfaces import FileUpkeep, StoreTx
+from ..messages import MaintenanceRequest, RunMaintenance
+from ..writer import Store
 from . import db
-from .interfaces import FileUpkeep, StoreTx
-from .messages import MaintenanceRequest, RunMaintenance
-from .sqlite.upkeep import SqliteUpkeep
-from .writer import Store
+from .upkeep import SqliteUpkeep
 
 ACTOR = "store.maintenance"
 VACUUM_STEP_PAGES = 512  # pages freed per write transaction (2 MB of 4 KB pages)

@@ -28,11 +28,11 @@ from typing import Any, Protocol, TypeVar
 
 import trio
 
-from ...supervisors import private
-from ...supervisors.errors import UserError
+from ....supervisors import private
+from ....supervisors.errors import UserError
+from ..interfaces.errors import StoreError, StoreOperationalError
+from . import errors as sqlite_errors
 from . import schema
-from .interfaces.errors import StoreError, StoreOperationalError
-from .sqlite import errors as sqlite_errors
 
 DB_NAME = "memtrio.sqlite"
 
