@@ -61,6 +61,7 @@ from typing import Any
 
 import numpy as np
 from memtrio.actors.chaos.blocking import BlockingClient
+from memtrio.actors.store import connections
 
 DIMS = 384
 QUERIES = 300
@@ -320,7 +321,7 @@ def fts_seed_times(home: Path) -> dict[str, Any]:
     times = []
     for query in bench_recall.QUERIES * 2:
         t0 = time.perf_counter()
-        db.run_read(conn, lambda c, q=query: rank_mod.fts_candidates(sqlite_tx(c), q))
+        connections.run_read(conn, lambda c, q=query: rank_mod.fts_candidates(sqlite_tx(c), q))
         times.append((time.perf_counter() - t0) * 1000)
     conn.close()
     times = sorted(times[len(bench_recall.QUERIES) :])

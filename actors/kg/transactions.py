@@ -51,7 +51,7 @@ async def read_small(
     **kwargs: P.kwargs,
 ) -> T:
     """`read` for a read of a few indexed lookups (entities by name, a search's page):
-    tried on the event loop first, within a budget (`db.ReadPool`)."""
+    tried on the event loop first, within a budget (`connections.ReadPool`)."""
     return await _read(ctx, fn.__name__, lambda tx, sc: fn(tx, sc, *args, **kwargs), True)
 
 

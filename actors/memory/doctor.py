@@ -25,7 +25,7 @@ from ...supervisors.context import AppContext, AppRunner
 from ...supervisors.errors import UserError
 from ...supervisors.git import git_output
 from ...supervisors.progress import Progress
-from ..store import backends
+from ..store import backends, connections
 from ..store.interfaces import StoreTx
 from ..store.sqlite import db
 from ..store.tooling.runner import run_store_command
@@ -100,7 +100,7 @@ def _permission_lines(perms: dict[str, Any]) -> list[str]:
 
 def _doctor_remedy(exc: BaseException) -> str:
     """The line doctor prints when the store cannot open: for a damaged one, how to recover."""
-    if isinstance(exc, db.StoreUnavailable) and exc.damaged:
+    if isinstance(exc, connections.StoreUnavailable) and exc.damaged:
         return (
             f"{exc.problem}: move {exc.path} and its -wal and -shm files aside (memtrio then "
             "starts an empty store) and load your last export with `memtrio import FILE`; "

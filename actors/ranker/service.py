@@ -46,12 +46,11 @@ from ...supervisors.supervisor import ChildContext, Mailbox
 from ..embedder.documents import read_documents, vector_writer
 from ..embedder.handle import EMBEDDER, EmbeddingError, EmbedResult
 from ..embedder.unembedded import BACKFILL_LIMIT, unembedded_warning
-from ..store import backends
+from ..store import backends, connections
 from ..store.coherence import STALE, WAITING, CacheMark
 from ..store.interfaces import ReadTx
 from ..store.interfaces.errors import StoreError
 from ..store.reader import Reader
-from ..store.sqlite import db
 from ..store.writer import STORE, Change
 from . import rank as rank_mod
 from . import rerank
@@ -270,7 +269,7 @@ class Ranker:
         return Reader(
             backends.load(store.url, self.path),
             store.busy_timeout_ms,
-            db.Tuning(store.cache_size_mb, store.mmap_size_mb),
+            connections.Tuning(store.cache_size_mb, store.mmap_size_mb),
         )
 
     def _model(self) -> tuple[str, str, int] | None:

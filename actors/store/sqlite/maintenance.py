@@ -40,6 +40,7 @@ import trio
 from ....supervisors import faults, trace
 from ....supervisors.context import ServiceKey
 from ....supervisors.supervisor import ChildContext, Mailbox
+from .. import connections
 from ..interfaces import FileUpkeep, StoreTx
 from ..messages import MaintenanceRequest, RunMaintenance
 from ..writer import Store
@@ -204,7 +205,7 @@ async def serve_maintenance(
     wal_flush_ms: int,
     durability: str,
     busy_timeout_ms: int,
-    tuning: db.Tuning = db.DEFAULT_TUNING,
+    tuning: connections.Tuning = connections.DEFAULT_TUNING,
     task_status: trio.TaskStatus[Maintenance] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Flush the WAL (durability ``async``) and run maintenance every ``interval``

@@ -54,7 +54,7 @@ def run_store_command(
 
     Error handling: every failure ends as a `CliError` or `UserError` (one line):
     a tool's refusal (in the command line's words: `cli_words`), a database that cannot be opened or written (damaged,
-    read-only, full: `db.StoreUnavailable`), a store that could not start.
+    read-only, full: `connections.StoreUnavailable`), a store that could not start.
     """
     # Every value given on the command line is text, except paths (any bytes).
     check_text(
