@@ -79,7 +79,7 @@ def import_jsonl(
         view = view_of(store.policy)
 
         def op(tx: StoreTx) -> Written:
-            # The Writer applies the ownership rule (store.ownership): rows shared
+            # The Writer applies the ownership rule (store.domain.ownership): rows shared
             # with another repository are linked, never changed.
             w = Writer(tx, view, None)
             with Progress("import: write", total, "lines") as bar:

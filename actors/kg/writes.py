@@ -248,7 +248,8 @@ def compact(w: Writer) -> JsonObject:
     removed = 0
     for eid, ids in tx.graph_writes.duplicate_observations(sc.ids):
         for mid in ids[1:]:
-            if w.own.owned("memory", mid):  # another repository's copy stays (store.ownership)
+            # another repository's copy stays (store.domain.ownership)
+            if w.own.owned("memory", mid):
                 w.drop_observation(mid, eid)
                 removed += 1
     # The text indexes compacted (`FullText.optimize_indexes`: on PostgreSQL only those this
