@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 import stores
 from memtrio.actors.memory import migrate, transfer
-from memtrio.actors.store import schema
 from memtrio.actors.store.direct import Direct
 from memtrio.actors.store.interfaces import StoreTx
 from memtrio.actors.store.interfaces.anchors import (
@@ -28,6 +27,7 @@ from memtrio.actors.store.interfaces.anchors import (
 )
 from memtrio.actors.store.pg import schema as pg_schema
 from memtrio.actors.store.pg.conn import PgConnection
+from memtrio.actors.store.sqlite import schema
 from memtrio.protocol.errors import BadArgument, LimitExceeded, NotFound
 
 A = "repo:/home/a"

@@ -34,7 +34,7 @@ from memtrio.actors.net.connections import Connections
 from memtrio.actors.net.owner import watch_idle
 from memtrio.actors.net.runtime import pid_alive as alive
 from memtrio.actors.net.spawn import kill_owners, owner_pids
-from memtrio.actors.store.db import DB_NAME
+from memtrio.actors.store.sqlite.db import DB_NAME
 from memtrio.supervisors import config
 from memtrio.supervisors.config import ServeConfig
 from raw_server import Pipeline, RawServer, initialize_request, open_pipeline

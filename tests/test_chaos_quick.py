@@ -79,7 +79,7 @@ def test_the_quick_parts_cover_the_quick_set_once() -> None:
 
 
 def _store(tmp_path: Path) -> Path:
-    from memtrio.actors.store import db
+    from memtrio.actors.store.sqlite import db
 
     path = tmp_path / "memtrio.sqlite"
     db.open_write_connection(path, busy_timeout_ms=1000, durability="normal").close()

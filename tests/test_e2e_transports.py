@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gitrepo import make_repo
 from mcp_client import every_transport, ok, open_session
-from memtrio.actors.store.scopes import default_scope
+from memtrio.actors.store.domain.scopes import default_scope
 
 pytestmark = [every_transport]  # the transports do not depend on the store
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from memtrio.actors.embedder.model import DEFAULT_MODEL_ID
-from memtrio.actors.store import schema
-from memtrio.actors.store.db import db_path
+from memtrio.actors.store.sqlite import schema
+from memtrio.actors.store.sqlite.db import db_path
 from memtrio.supervisors import cli, faults
 
 

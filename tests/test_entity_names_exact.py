@@ -27,9 +27,9 @@ import stores
 import trio
 from mcp import Client, StdioServerParameters
 from mcp_client import call, fails, ok, open_client, run_cli
-from memtrio.actors.store import schema
 from memtrio.actors.store.pg import schema as pg_schema
 from memtrio.actors.store.pg.conn import PgConnection
+from memtrio.actors.store.sqlite import schema
 
 # Names on PostgreSQL: the smoke path and the migration here; the store's name rules (exact,
 # canonical lookups, import) are driven on both backends by tests/test_storage_contract*.py.

@@ -23,7 +23,7 @@ from gitrepo import git, make_repo
 from mcp_client import fails, ok, open_client
 from memtrio.actors.chaos.hostile import Hostile, make_hostile_checkout
 from memtrio.actors.code.checkout import checkout_root
-from memtrio.actors.store.scopes import canonical, default_scope
+from memtrio.actors.store.domain.scopes import canonical, default_scope
 from memtrio.protocol.errors import DomainError
 from memtrio.supervisors.git import git_output
 

@@ -11,7 +11,7 @@ from typing import Any
 from gitrepo import make_repo
 from httpserve import serving
 from mcp import Client, types
-from memtrio.actors.store.scopes import default_scope
+from memtrio.actors.store.domain.scopes import default_scope
 
 
 def as_json(result: Any) -> dict[str, Any]:

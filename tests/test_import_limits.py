@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memtrio.actors.memory import transfer
-from memtrio.actors.store import limits
-from memtrio.actors.store.import_file import MAX_LINE_BYTES
+from memtrio.actors.store.domain import limits
+from memtrio.actors.store.tooling.import_file import MAX_LINE_BYTES
 from memtrio.supervisors.cli import main
 
 GLOBAL = "global"

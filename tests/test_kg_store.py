@@ -13,7 +13,7 @@ from memtrio.actors.kg import merge, read_tools, reads, write_tools, writes
 from memtrio.actors.kg.search import search_nodes
 from memtrio.actors.kg.view import Scoped, View
 from memtrio.actors.kg.writer import Writer
-from memtrio.actors.store import schema
+from memtrio.actors.store.sqlite import schema
 from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
 from memtrio.actors.store.writer import STORE, Change
 from memtrio.protocol.errors import DomainError

@@ -16,8 +16,8 @@ import pytest
 from memtrio.actors.embedder.handle import EMBEDDER
 from memtrio.actors.memory import tools as T
 from memtrio.actors.ranker.handle import RANKER, Ranked
+from memtrio.actors.store.domain.memories import NewMemory, insert_memory
 from memtrio.actors.store.feature import FEATURE
-from memtrio.actors.store.memories import NewMemory, insert_memory
 from memtrio.actors.store.writer import STORE, Change
 from memtrio.protocol.errors import DomainError
 from memtrio.supervisors import config as config_mod

@@ -29,9 +29,9 @@ import trio
 from gitrepo import make_repo
 from mcp import Client
 from mcp_client import fails, ok, open_client, server_env
-from memtrio.actors.store import schema
-from memtrio.actors.store.entities import EntitySpec, upsert_entity, upsert_relation
-from memtrio.actors.store.ownership import Ownership, SharedRow
+from memtrio.actors.store.domain.entities import EntitySpec, upsert_entity, upsert_relation
+from memtrio.actors.store.domain.ownership import Ownership, SharedRow
+from memtrio.actors.store.sqlite import schema
 from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
 
 # SQLite only: which scopes own a row (foreign owners, release) is driven on both backends by

@@ -23,10 +23,10 @@ import stores
 from memtrio.actors.ranker import rank as rank_mod
 from memtrio.actors.ranker import sql_graph
 from memtrio.actors.ranker.graph import KIND_CODE, RecallCache, node, node_id, node_kind
-from memtrio.actors.store import backends, db
+from memtrio.actors.store import backends, connections
+from memtrio.actors.store.domain.embeddings import Vec, put_vector
 from memtrio.actors.store.interfaces import StoreTx
 from memtrio.actors.store.pg.snapshot import PgSnapshot
-from memtrio.actors.store.vectors import Vec, put_vector
 from memtrio.actors.store.writer import Change
 
 DIM = 384
@@ -160,7 +160,7 @@ def loaded(reader: StoreTx, terms: bool = False) -> RecallCache:
     cache = RecallCache(
         MODEL, REVISION, DIM, terms=terms, dates=True, stored_edges=reader.snapshot.keeps_graph()
     )
-    db.run_read(reader.conn, lambda _: cache.load(reader.snapshot))
+    connections.run_read(reader.conn, lambda _: cache.load(reader.snapshot))
     return cache
 
 

@@ -21,18 +21,18 @@ import waits
 from memtrio.actors.embedder import feature as embedder_feature
 from memtrio.actors.embedder.handle import EMBEDDER
 from memtrio.actors.ranker import feature as ranker_feature
+from memtrio.actors.ranker import item_index as ranker_vectors
 from memtrio.actors.ranker import mmr
 from memtrio.actors.ranker import rank as rank_mod
-from memtrio.actors.ranker import vectors as ranker_vectors
 from memtrio.actors.ranker.graph import RecallCache
 from memtrio.actors.ranker.handle import RANKER, Ranked, RankerHandle
+from memtrio.actors.ranker.item_index import IndexChoice, ItemIndex
 from memtrio.actors.ranker.service import Ranker, RankerError
-from memtrio.actors.ranker.vectors import IndexChoice, ItemIndex
-from memtrio.actors.store import schema
-from memtrio.actors.store.db import db_path
-from memtrio.actors.store.memories import NewMemory, insert_memory
+from memtrio.actors.store.domain.embeddings import put_vector, vecs_of
+from memtrio.actors.store.domain.memories import NewMemory, insert_memory
+from memtrio.actors.store.sqlite import schema
+from memtrio.actors.store.sqlite.db import db_path
 from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
-from memtrio.actors.store.vectors import put_vector, vecs_of
 from memtrio.actors.store.writer import Change
 from memtrio.supervisors import config as config_mod
 from memtrio.supervisors import faults

@@ -28,7 +28,7 @@ from memtrio.actors.code.feature import FEATURE as CODE
 from memtrio.actors.features import GRAPH, MEMORY, STATUS, STORE
 from memtrio.actors.session_state import SessionState
 from memtrio.actors.stdio import transport_children, transport_supervisor
-from memtrio.actors.store.scopes import default_scope
+from memtrio.actors.store.domain.scopes import default_scope
 from memtrio.supervisors import config as config_mod
 from memtrio.supervisors import faults
 from memtrio.supervisors.app import build_context, open_app

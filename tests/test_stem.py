@@ -7,8 +7,8 @@ import sqlite3
 import sysconfig
 from pathlib import Path
 
-from memtrio.actors.store.lexical import query_words
-from memtrio.actors.store.stem import stem
+from memtrio.actors.store.domain.lexical import query_words
+from memtrio.actors.store.domain.stem import stem
 
 # Short and long tokens pass through; plurals, -ed/-ing, -y, steps 2 to 5; accents, non-ASCII.
 EDGE_CASES = (

@@ -143,15 +143,8 @@ def test_the_backend_check_sees_a_comparison(tmp_path: Path) -> None:
     ]
 
 
-# The modules of the store that speak to a driver: SQLite's connection, schema, upkeep and
-# scratch files, and each backend's package. Every other module catches the store's own
-# errors (`interfaces.errors`), never a driver's.
-DRIVER_MODULES = {
-    "actors.store.db",
-    "actors.store.schema",
-    "actors.store.maintenance",
-    "actors.store.scratch",
-}
+# The store's packages that speak to a driver: each backend's own. Every other module
+# catches the store's own errors (`interfaces.errors`), never a driver's.
 DRIVER_PACKAGES = ("actors.store.sqlite.", "actors.store.pg.")
 
 
@@ -172,9 +165,7 @@ def test_outside_the_backends_only_the_stores_own_errors_are_caught() -> None:
     found = _hits(
         _driver_catches,
         lambda name: (
-            name.startswith("actors.")
-            and not name.startswith((*DRIVER_PACKAGES, *EXCEPTIONS))
-            and name not in DRIVER_MODULES
+            name.startswith("actors.") and not name.startswith((*DRIVER_PACKAGES, *EXCEPTIONS))
         ),
     )
     assert not found, f"a driver's errors caught outside the backends: {found}"
@@ -187,6 +178,56 @@ def test_the_catch_check_sees_a_drivers_error(tmp_path: Path) -> None:
         "try:\n    pass\nexcept StoreError:\n    pass\n"
     )
     assert _driver_catches(sample) == ["except (sqlite3.Error, OSError) (line 3)"]
+
+
+# Inside the store, each driver has one room (issue #41): SQLite's package alone imports
+# sqlite3 (its connections, schema, maintenance, scratch files and dialect), PostgreSQL's
+# alone psycopg. The neutral plumbing at the root, the domain rules (domain/) and the tool
+# plumbing (tooling/) import neither: `dsn` asks `pg.conninfo` for libpq's reading of a string.
+DRIVER_HOMES = {
+    "sqlite3": "actors.store.sqlite",
+    "psycopg": "actors.store.pg",
+    "psycopg_pool": "actors.store.pg",
+}
+
+
+def _driver_imports(path: Path) -> set[str]:
+    """The drivers ``path`` imports, at module level or inside a function."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.add((node.module or "").split(".")[0])
+    return found & set(DRIVER_HOMES)
+
+
+def test_inside_the_store_each_driver_is_imported_by_its_backend_package_only() -> None:
+    store = {module_name(p): p for p in source_files() if module_name(p).startswith(STORAGE)}
+    # Both rooms hold their connections and schema (a vacuous pass is not a pass).
+    assert {"actors.store.sqlite.db", "actors.store.sqlite.schema", "actors.store.pg.conn"} <= set(
+        store
+    )
+    misplaced = {
+        name: sorted(
+            driver
+            for driver in _driver_imports(path)
+            if not (name + ".").startswith(DRIVER_HOMES[driver] + ".")
+        )
+        for name, path in store.items()
+    }
+    misplaced = {name: drivers for name, drivers in misplaced.items() if drivers}
+    assert not misplaced, f"actors/store modules importing another room's driver: {misplaced}"
+
+
+def test_the_driver_import_check_sees_function_level_imports(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import sqlite3 as lite\nimport json\n"
+        "def f():\n    from psycopg.conninfo import conninfo_to_dict\n"
+        "    from .db import connect\n"
+    )
+    assert _driver_imports(sample) == {"sqlite3", "psycopg"}
 
 
 MAX_INTERFACE_METHODS = 20
@@ -336,12 +377,21 @@ def test_the_architecture_doc_shows_the_package_imports_as_they_are() -> None:
     documented = {
         name: set(re.findall(r"`(\w+)`", cell)) for name, cell in rows if "none of" not in cell
     }
-    assert {"store", "anchors", "kg", "memory", "ranker", "vectors", "embedder", "ui"} <= set(
-        documented
-    )
+    assert {
+        "store",
+        "vector_index",
+        "anchors",
+        "kg",
+        "memory",
+        "ranker",
+        "vectors",
+        "embedder",
+        "ui",
+    } <= set(documented)
     actual = _package_imports()
     features = {
         "store",
+        "vector_index",
         "embedder",
         "anchors",
         "kg",
@@ -356,6 +406,40 @@ def test_the_architecture_doc_shows_the_package_imports_as_they_are() -> None:
         real = {t.removeprefix("actors.") for t in actual.get(f"actors.{name}", set())}
         real = {t for t in real if t in features | {"status", "chaos"}}
         assert shown == real, f"docs/architecture.md: `{name}` imports {sorted(real)}"
+
+
+def test_the_architecture_doc_lists_each_package_below_those_it_imports() -> None:
+    """docs/architecture.md's table is the layering: a package imports only packages of the
+    rows above its own (its imports are the graph's: the test above)."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    rows = re.findall(r"^  \| `(\w+)` \| (.+?) \|$", text, re.MULTILINE)
+    order = [name for name, _ in rows]
+    above = {
+        name: sorted(t for t in re.findall(r"`(\w+)`", cell) if t in order[order.index(name) :])
+        for name, cell in rows
+    }
+    above = {name: names for name, names in above.items() if names}
+    assert not above, f"docs/architecture.md: packages listed above what they import: {above}"
+
+
+def _depends_on(package: str) -> set[str]:
+    """The feature packages ``package`` imports, directly or through others."""
+    imports = _package_imports()
+    seen: set[str] = set()
+    pending = [package]
+    while pending:
+        for target in imports.get(pending.pop(), set()):
+            if target not in seen:
+                seen.add(target)
+                pending.append(target)
+    return seen
+
+
+def test_the_ranker_does_not_depend_on_the_knowledge_graph_tools() -> None:
+    """The ranker reads the store and the vector index library (a leaf), not the graph tools
+    the vector tools are built on: it sits below `kg` in the layering (issue #41)."""
+    below = _depends_on("actors.ranker")
+    assert "actors.vector_index" in below and "actors.kg" not in below, sorted(below)
 
 
 def test_the_storage_layer_imports_no_feature() -> None:

@@ -4,7 +4,7 @@ PostgreSQL (the `direct` fixture): the same cases, the same answers on both back
 from __future__ import annotations
 
 from memtrio.actors.store.direct import Direct
-from memtrio.actors.store.documents import canonical_name
+from memtrio.actors.store.domain.documents import canonical_name
 from memtrio.actors.store.interfaces import StoreTx
 from memtrio.actors.store.interfaces.graph import NewEntity, NewObservation, View
 

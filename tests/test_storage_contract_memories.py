@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 from memtrio.actors.store.direct import Direct
-from memtrio.actors.store.entities import EntitySpec, RelationSpec
+from memtrio.actors.store.domain.entities import EntitySpec, RelationSpec
+from memtrio.actors.store.domain.memories import NewMemory, get_memory, insert_memory
 from memtrio.actors.store.interfaces import StoreTx
 from memtrio.actors.store.interfaces.memories import (
     LinkedEntity,
@@ -17,7 +18,6 @@ from memtrio.actors.store.interfaces.memories import (
     MemoryEdit,
     StoreCounts,
 )
-from memtrio.actors.store.memories import NewMemory, get_memory, insert_memory
 
 A = "repo:/home/a"
 B = "repo:/home/b"

@@ -1,15 +1,15 @@
 """The scopes concept (`interfaces.scopes.Scopes`) on both backends, and the ownership rule
-(`store.ownership`) that reads it: a row of another repository stays read-only even when
+(`store.domain.ownership`) that reads it: a row of another repository stays read-only even when
 none of the scopes this server may write exists yet."""
 
 from __future__ import annotations
 
 import pytest
 from memtrio.actors.store.direct import Direct
+from memtrio.actors.store.domain.memories import delete_memory, get_memory
+from memtrio.actors.store.domain.ownership import Ownership, SharedRow
+from memtrio.actors.store.domain.scopes import ScopePolicy
 from memtrio.actors.store.interfaces import StoreTx
-from memtrio.actors.store.memories import delete_memory, get_memory
-from memtrio.actors.store.ownership import Ownership, SharedRow
-from memtrio.actors.store.scopes import ScopePolicy
 
 A = "repo:/a/.git"
 B = "repo:/b/.git"

@@ -8,9 +8,9 @@ from typing import cast
 import pytest
 from memtrio.actors.store.backend import Capability
 from memtrio.actors.store.direct import Direct
+from memtrio.actors.store.domain.embeddings import Vec, put_vector
 from memtrio.actors.store.interfaces import StoreTx
 from memtrio.actors.store.interfaces.upkeep import EntityRow, FileUpkeep, MemoryRow, RelationRow
-from memtrio.actors.store.vectors import Vec, put_vector
 
 ODD = "50% off_under 'q' \"d\" \\ ünï 🧠"
 

@@ -10,10 +10,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from memtrio.actors.store.coherence import CURRENT, STALE, WAITING, CacheMark, ToldMarks
-from memtrio.actors.store.db import db_path
+from memtrio.actors.store.domain.memories import NewMemory, insert_memory
 from memtrio.actors.store.feature import FEATURE
 from memtrio.actors.store.interfaces import StoreTx
-from memtrio.actors.store.memories import NewMemory, insert_memory
+from memtrio.actors.store.sqlite.db import db_path
 from memtrio.actors.store.writer import STORE, Store
 from memtrio.supervisors import config as config_mod
 from memtrio.supervisors.app import build_context, open_app

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import trio
 import waits
-from memtrio.actors.store.db import db_path
+from memtrio.actors.store.domain.memories import NewMemory, insert_memory
 from memtrio.actors.store.feature import FEATURE
-from memtrio.actors.store.maintenance import MAINTENANCE
-from memtrio.actors.store.memories import NewMemory, insert_memory
+from memtrio.actors.store.sqlite.db import db_path
+from memtrio.actors.store.sqlite.maintenance import MAINTENANCE
 from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
 from memtrio.actors.store.writer import STORE
 from memtrio.protocol.messages import ActorCrashed
@@ -61,7 +61,8 @@ async def test_a_new_store_has_the_reference_pragmas_and_the_configured_cache(ho
     async with store_app(home, MEMTRIO_STORE_CACHE_SIZE_MB="16", MEMTRIO_STORE_MMAP_SIZE_MB="8"):
         pass
     for read_only in (False, True):
-        from memtrio.actors.store.db import Tuning, connect
+        from memtrio.actors.store.connections import Tuning
+        from memtrio.actors.store.sqlite.db import connect
 
         conn = connect(db_path(home), read_only=read_only, tuning=Tuning(16, 8))
         try:

@@ -8,11 +8,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from memtrio.actors.store import db, lexical
+from memtrio.actors.store import connections
+from memtrio.actors.store.domain import lexical
+from memtrio.actors.store.domain.lexical import lexical_plan, search_memories
+from memtrio.actors.store.domain.memories import NewMemory, insert_memory, writable_memory
+from memtrio.actors.store.domain.scopes import ScopePolicy
 from memtrio.actors.store.interfaces.fulltext import TextQuery
-from memtrio.actors.store.lexical import lexical_plan, search_memories
-from memtrio.actors.store.memories import NewMemory, insert_memory, writable_memory
-from memtrio.actors.store.scopes import ScopePolicy
+from memtrio.actors.store.sqlite import db
 from memtrio.actors.store.sqlite.fulltext import SqliteFullText, match_expression
 from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
 from memtrio.protocol.errors import DomainError
@@ -48,7 +50,7 @@ def search(
 ) -> list[int]:
     return [
         i
-        for i, _ in db.run_read(
+        for i, _ in connections.run_read(
             conn, lambda c: search_memories(sqlite_tx(c), query, selection, memory_type, limit)
         )
     ]
@@ -88,7 +90,7 @@ def test_filters_apply_before_ranking(conns: tuple[sqlite3.Connection, sqlite3.C
 
 
 def _scopes(conn: sqlite3.Connection, memory_id: int) -> list[str]:
-    return db.run_read(conn, lambda c: sqlite_tx(c).scopes.of_memory(memory_id))
+    return connections.run_read(conn, lambda c: sqlite_tx(c).scopes.of_memory(memory_id))
 
 
 def test_fts_syntax_never_errors_and_diacritics_fold(
@@ -126,12 +128,12 @@ def test_very_common_words_are_pruned_when_a_selective_word_exists(
     for i in range(50):
         add(w, f"common filler text number {i}", [REPO], i)
     rare = add(w, "common filler zanzibar", [REPO], 100)
-    plan = db.run_read(r, lambda c: lexical_plan(SqliteFullText(c), "zanzibar common"))
+    plan = connections.run_read(r, lambda c: lexical_plan(SqliteFullText(c), "zanzibar common"))
     assert plan == (TextQuery(["zanzibar"], ["zanzibar", "common"]), 0)
     assert search(r, "zanzibar common") == [rare]
     # Only common words and more postings than the budget: the newest window is ranked.
     monkeypatch.setattr(lexical, "MAX_POSTINGS", 20)
-    match, low = db.run_read(r, lambda c: lexical_plan(SqliteFullText(c), "common filler"))
+    match, low = connections.run_read(r, lambda c: lexical_plan(SqliteFullText(c), "common filler"))
     assert match_expression(match) == '"common" OR "filler" OR NEAR("common" "filler", 4)'
     assert low > 0
     newest = search(r, "common filler", limit=50)
@@ -158,9 +160,11 @@ def test_ranker_seeds_of_a_big_store_are_scored_in_the_newest_window_by_idf(
     # 120+ postings against a budget of 20: only the newest memories are ranked.
     budget = lexical.PlanBudget(lexical.FUNCTION_WORDS, 20, prune_from=0)
     monkeypatch.setattr(rank_mod, "FTS_BUDGET", budget)
-    _, low = db.run_read(r, lambda c: lexical.plan(SqliteFullText(c), "filler text", budget))
+    _, low = connections.run_read(
+        r, lambda c: lexical.plan(SqliteFullText(c), "filler text", budget)
+    )
     assert 0 < low <= both
-    ranked = db.run_read(r, lambda c: rank_mod.fts_candidates(sqlite_tx(c), "filler text"))
+    ranked = connections.run_read(r, lambda c: rank_mod.fts_candidates(sqlite_tx(c), "filler text"))
     ids = [i for i, _ in ranked]
     assert ids[0] == both and ids[-1] == one and all(i >= low for i in ids)
     scores = dict(ranked)
@@ -234,7 +238,7 @@ def test_query_words_close_together_rank_first(
     # The scattered one is shorter, so plain BM25 (no proximity) would rank it first.
     scattered = add(w, "model trains and a first aid kit", [REPO], 1)
     phrase = add(w, "finished two model kits of tanks this week at last", [REPO], 2)
-    plain = db.run_read(
+    plain = connections.run_read(
         r,
         lambda c: [
             row[0]
@@ -253,7 +257,7 @@ def test_query_words_close_together_rank_first(
 
 def test_schema_5_rebuilds_the_index_with_stems(tmp_path: Path) -> None:
     """A version-4 store (unstemmed index) is migrated: old memories match by stem."""
-    from memtrio.actors.store import schema
+    from memtrio.actors.store.sqlite import schema
 
     path = tmp_path / "old.sqlite"
     conn = sqlite3.connect(path, isolation_level=None)

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 from gitrepo import git
-from memtrio.actors.store.scopes import GLOBAL, ScopeError, ScopePolicy, canonical, default_scope
+from memtrio.actors.store.domain.scopes import (
+    GLOBAL,
+    ScopeError,
+    ScopePolicy,
+    canonical,
+    default_scope,
+)
 
 
 @pytest.fixture(scope="module")

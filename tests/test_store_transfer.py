@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 from memtrio.actors.memory import transfer
-from memtrio.actors.store import db
+from memtrio.actors.store import connections
 from memtrio.actors.store.direct import Direct
-from memtrio.actors.store.entities import EntitySpec, RelationSpec
+from memtrio.actors.store.domain.embeddings import Vec, put_vector
+from memtrio.actors.store.domain.entities import EntitySpec, RelationSpec
+from memtrio.actors.store.domain.memories import NewMemory, get_memory, insert_memory
+from memtrio.actors.store.domain.scopes import ScopePolicy
 from memtrio.actors.store.interfaces import StoreTx
-from memtrio.actors.store.memories import NewMemory, get_memory, insert_memory
-from memtrio.actors.store.scopes import ScopePolicy
+from memtrio.actors.store.sqlite import db
 from memtrio.actors.store.sqlite.tx import tx as as_tx
-from memtrio.actors.store.vectors import Vec, put_vector
 
 REPO = "repo:/r/.git"
 OTHER = "repo:/o/.git"
@@ -55,7 +56,7 @@ def test_import_into_a_non_empty_store_renumbers_and_relinks(tmp_path: Path) -> 
     )
     records = [
         json.loads(json.dumps(r))
-        for r in db.run_read(a, lambda c: list(transfer.export_lines(as_tx(c))))
+        for r in connections.run_read(a, lambda c: list(transfer.export_lines(as_tx(c))))
     ]
 
     b = open_store(tmp_path / "b.sqlite")
@@ -127,7 +128,7 @@ def test_export_and_import_carry_every_window_of_a_long_memory(tmp_path: Path) -
     assert a.execute("SELECT count(*) FROM vector_chunks").fetchone()[0] == 2
     records = [
         json.loads(json.dumps(r))
-        for r in db.run_read(a, lambda c: list(transfer.export_lines(as_tx(c))))
+        for r in connections.run_read(a, lambda c: list(transfer.export_lines(as_tx(c))))
     ]
     [vector] = [r for r in records if r["type"] == "vector"]
     b = open_store(tmp_path / "b.sqlite")
@@ -160,7 +161,8 @@ def test_import_keeps_the_vectors_of_rows_that_already_exist(tmp_path: Path) -> 
     remember(a, "from a", [REPO], entities=[EntitySpec("Shared")])
     tx(a, lambda c: put_vector(as_tx(c), "entity", 1, Vec(b"\x00\x00\x80?", 1, "m", "r")))
     records = [
-        json.dumps(r) for r in db.run_read(a, lambda c: list(transfer.export_lines(as_tx(c))))
+        json.dumps(r)
+        for r in connections.run_read(a, lambda c: list(transfer.export_lines(as_tx(c))))
     ]
 
     b = open_store(tmp_path / "b.sqlite")

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 import trio
 from memtrio.actors.memory import tools as T
-from memtrio.actors.store import schema
-from memtrio.actors.store.db import connect, db_path, open_write_connection
-from memtrio.actors.store.entities import EntitySpec
+from memtrio.actors.store.domain.entities import EntitySpec
+from memtrio.actors.store.domain.memories import NewMemory, insert_memory
 from memtrio.actors.store.feature import FEATURE
 from memtrio.actors.store.interfaces import StoreTx
 from memtrio.actors.store.interfaces.errors import StoreOperationalError
-from memtrio.actors.store.memories import NewMemory, insert_memory
+from memtrio.actors.store.sqlite import schema
+from memtrio.actors.store.sqlite.db import connect, db_path, open_write_connection
 from memtrio.actors.store.writer import STORE, Change, Written
 from memtrio.protocol.errors import DomainError
 from memtrio.supervisors import config as config_mod
@@ -199,7 +199,7 @@ def test_schema_migrates_forward_and_refuses_a_newer_database(tmp_path: Path) ->
 
 def test_busy_writer_waits_for_the_other_connection(tmp_path: Path) -> None:
     """BEGIN IMMEDIATE on a locked database waits (busy timeout + retries) instead of failing."""
-    from memtrio.actors.store import db
+    from memtrio.actors.store.sqlite import db
 
     path = tmp_path / "b.sqlite"
     first = open_write_connection(path, busy_timeout_ms=1000, durability="normal")

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from memtrio.actors.embedder import model
 from memtrio.actors.embedder.tokenizer import BERT_SPECIALS, TokenizerError, load_tokenizer
-from memtrio.actors.store.db import db_path
+from memtrio.actors.store.sqlite.db import db_path
 from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
 
 ROOT = Path(__file__).resolve().parents[1]

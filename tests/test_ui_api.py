@@ -23,10 +23,10 @@ import trio
 from gitrepo import make_repo
 from mcp_client import run_cli, server_env
 from memtrio.actors.session_state import SessionState
+from memtrio.actors.store.domain.scopes import default_scope
 from memtrio.actors.store.interfaces import StoreTx
 from memtrio.actors.store.interfaces.anchors import Anchor
-from memtrio.actors.store.scopes import default_scope
-from memtrio.actors.store.services import store_of
+from memtrio.actors.store.tooling.services import store_of
 from memtrio.actors.ui import api as api_mod
 from memtrio.actors.ui.asgi import UiApp
 from memtrio.actors.ui.guard import STATIC, Guard
@@ -533,7 +533,7 @@ async def test_a_memory_page_survives_recall_log_lines_of_another_shape(tmp_path
         mid = ids["queue"]
         await d.tool("recall", query="message queue")
         odd = [("5", "[1.0]"), (f"[{mid}]", '{"a": 1}'), ('{"x": 1}', "2"), ("null", "null")]
-        from memtrio.actors.store.services import store_of
+        from memtrio.actors.store.tooling.services import store_of
 
         await store_of(d.app).write(
             raw(

@@ -7,8 +7,8 @@ import sys
 
 import numpy as np
 import pytest
-from memtrio.actors.vectors import hnsw, ivf
-from memtrio.actors.vectors.index import MAX_DIMS, make_index, reconcile
+from memtrio.actors.vector_index import hnsw, ivf
+from memtrio.actors.vector_index.index import MAX_DIMS, make_index, reconcile
 
 DIMS = 32
 BACKENDS = ("exact", "hnsw", "ivf")
@@ -221,8 +221,8 @@ def test_reconcile_brings_an_index_back_to_the_table(kind: str) -> None:
 def test_deferred_hnsw_build_serves_exact_then_takes_over_with_the_changes_made_meanwhile(
     tmp_path, monkeypatch
 ) -> None:
-    from memtrio.actors.ranker import vectors as ranker_vectors
-    from memtrio.actors.ranker.vectors import IndexChoice, ItemIndex, keys_of
+    from memtrio.actors.ranker import item_index as ranker_vectors
+    from memtrio.actors.ranker.item_index import IndexChoice, ItemIndex, keys_of
 
     monkeypatch.setattr(ranker_vectors, "SAVE_MIN_ROWS", 100)
     monkeypatch.setattr(ranker_vectors, "DEFER_MIN_ROWS", 100)
@@ -258,8 +258,8 @@ def test_deferred_hnsw_build_serves_exact_then_takes_over_with_the_changes_made_
 
 
 def test_a_cancelled_deferred_build_stops_and_never_takes_over(monkeypatch) -> None:
-    from memtrio.actors.ranker import vectors as ranker_vectors
-    from memtrio.actors.ranker.vectors import IndexChoice, ItemIndex
+    from memtrio.actors.ranker import item_index as ranker_vectors
+    from memtrio.actors.ranker.item_index import IndexChoice, ItemIndex
 
     monkeypatch.setattr(ranker_vectors, "DEFER_MIN_ROWS", 100)
     vecs = clustered(300, 16)
@@ -278,7 +278,7 @@ def test_the_hnsw_backend_loaded_first_leaves_the_embedding_model_loadable() -> 
     onnxruntime's import (SIGSEGV); the backend loads its native libraries in a safe order
     (actors/native.py). A fresh process, as a tool that needs only the vectors would be."""
     code = (
-        "import memtrio.actors.vectors.hnsw\n"
+        "import memtrio.actors.vector_index.hnsw\n"
         "from memtrio.actors.embedder.model import OnnxEncoder, resolve_spec\n"
         "vectors, _ = OnnxEncoder(resolve_spec('', 256), 'cpu').encode(['hello world'])\n"
         "print(vectors.shape)\n"
@@ -294,7 +294,7 @@ def test_an_hnsw_index_is_exact_while_small_and_grows_into_a_graph_built_in_the_
     """[vectors] backend = "hnsw" (the default): under ``exact_below`` vectors the index is
     searched exactly; one that grows past it while serving gets its graph built in the
     background (exact meanwhile), not inline in the call that crossed the threshold."""
-    from memtrio.actors.ranker.vectors import IndexChoice, ItemIndex
+    from memtrio.actors.ranker.item_index import IndexChoice, ItemIndex
 
     vecs = clustered(60, 16)
     index = ItemIndex(16, IndexChoice(backend="hnsw", exact_below=50))

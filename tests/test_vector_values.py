@@ -18,12 +18,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from memtrio.actors.ranker.vectors import DeferredBuild, IndexChoice, ItemIndex, keys_of
-from memtrio.actors.store import schema
+from memtrio.actors.ranker.item_index import DeferredBuild, IndexChoice, ItemIndex, keys_of
+from memtrio.actors.store.domain.embeddings import Vec, put_vector
+from memtrio.actors.store.sqlite import schema
 from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
-from memtrio.actors.store.vectors import Vec, put_vector
-from memtrio.actors.vectors.arrays import MAX_NORM, ValueRule, value_rule
-from memtrio.actors.vectors.index import KINDS, METRICS, QUANTIZATIONS, make_index
+from memtrio.actors.vector_index.arrays import MAX_NORM, ValueRule, value_rule
+from memtrio.actors.vector_index.index import KINDS, METRICS, QUANTIZATIONS, make_index
 
 
 def pack(*values: float) -> bytes:

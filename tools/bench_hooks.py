@@ -39,7 +39,7 @@ def seed(home: Path, repo: Path, count: int) -> None:
     """``count`` memories of the repository (a tenth of them global), in process."""
     from memtrio.actors.memory import tools
     from memtrio.actors.memory.args import RememberArgs
-    from memtrio.actors.store.runner import STORE_ONLY, tool_context
+    from memtrio.actors.store.tooling.runner import STORE_ONLY, tool_context
     from memtrio.supervisors.cli import run_with_app
     from memtrio.supervisors.context import AppContext
 

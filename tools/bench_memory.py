@@ -36,9 +36,9 @@ import time
 from pathlib import Path
 
 from memtrio.actors.chaos.blocking import BlockingClient
-from memtrio.actors.store import db
-from memtrio.actors.store.memories import NewMemory, insert_memory
-from memtrio.actors.store.scopes import default_scope
+from memtrio.actors.store.domain.memories import NewMemory, insert_memory
+from memtrio.actors.store.domain.scopes import default_scope
+from memtrio.actors.store.sqlite import db
 from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
 
 # Seconds one call may take before the run gives up on the server.

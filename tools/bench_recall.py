@@ -71,11 +71,11 @@ from memtrio.actors.code.anchors import CodeTarget
 from memtrio.actors.code.standalone import standalone_service
 from memtrio.actors.embedder.feature import FEATURE as EMBEDDER_FEATURE
 from memtrio.actors.embedder.handle import EMBEDDER
-from memtrio.actors.store import schema
-from memtrio.actors.store.db import db_path
 from memtrio.actors.store.direct import Direct
+from memtrio.actors.store.domain.scopes import GLOBAL, default_scope
 from memtrio.actors.store.interfaces.anchors import Anchor
-from memtrio.actors.store.scopes import GLOBAL, default_scope
+from memtrio.actors.store.sqlite import schema
+from memtrio.actors.store.sqlite.db import db_path
 from memtrio.supervisors import config as config_mod
 from memtrio.supervisors.app import build_context, open_app
 

@@ -40,8 +40,8 @@ from memtrio.actors.chaos.blocking import BlockingClient
 from memtrio.actors.chaos.client import request_message, tool_call_params
 from memtrio.actors.kg import search
 from memtrio.actors.kg.view import Scoped, View
-from memtrio.actors.store.db import db_path
-from memtrio.actors.store.lexical import query_terms
+from memtrio.actors.store.domain.lexical import query_terms
+from memtrio.actors.store.sqlite.db import db_path
 from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
 
 QUERIES = 40

@@ -292,7 +292,7 @@ def children_attached(env: dict[str, str], home: Path) -> None:
 
 def acknowledged_present(home: Path, ids: list[int]) -> tuple[int, int]:
     """(present, missing) of ``ids`` in the store of ``home``."""
-    from memtrio.actors.store.db import db_path
+    from memtrio.actors.store.sqlite.db import db_path
 
     conn = sqlite3.connect(f"file:{db_path(home)}?mode=ro", uri=True)
     try:

@@ -61,6 +61,7 @@ from typing import Any
 
 import numpy as np
 from memtrio.actors.chaos.blocking import BlockingClient
+from memtrio.actors.store import connections
 
 DIMS = 384
 QUERIES = 300
@@ -107,7 +108,7 @@ def truth(data: np.ndarray, queries: np.ndarray, k: int = 10) -> np.ndarray:
 
 def run_one(spec: dict[str, Any]) -> dict[str, Any]:
     """One (size, data, backend, quantization): build, then query. In its own process."""
-    from memtrio.actors.vectors.index import make_index
+    from memtrio.actors.vector_index.index import make_index
     from memtrio.supervisors.config import VectorsConfig
 
     defaults = VectorsConfig()
@@ -313,14 +314,14 @@ def fts_seed_times(home: Path) -> dict[str, Any]:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import bench_recall
     from memtrio.actors.ranker import rank as rank_mod
-    from memtrio.actors.store import db
+    from memtrio.actors.store.sqlite import db
     from memtrio.actors.store.sqlite.tx import tx as sqlite_tx
 
     conn = db.connect(db.db_path(home), read_only=True)
     times = []
     for query in bench_recall.QUERIES * 2:
         t0 = time.perf_counter()
-        db.run_read(conn, lambda c, q=query: rank_mod.fts_candidates(sqlite_tx(c), q))
+        connections.run_read(conn, lambda c, q=query: rank_mod.fts_candidates(sqlite_tx(c), q))
         times.append((time.perf_counter() - t0) * 1000)
     conn.close()
     times = sorted(times[len(bench_recall.QUERIES) :])

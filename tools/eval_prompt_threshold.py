@@ -33,7 +33,7 @@ from typing import Any
 from memtrio.actors.hooks.context import prompt_context
 from memtrio.actors.memory import tools
 from memtrio.actors.memory.args import RememberArgs
-from memtrio.actors.store.runner import STORE_ONLY, tool_context
+from memtrio.actors.store.tooling.runner import STORE_ONLY, tool_context
 from memtrio.supervisors.cli import run_with_app
 from memtrio.supervisors.config_hooks import HooksConfig
 from memtrio.supervisors.context import AppContext

@@ -79,7 +79,7 @@ from typing import Any
 
 import trio
 from mcp import Client, StdioServerParameters
-from memtrio.actors.store.documents import memory_document
+from memtrio.actors.store.domain.documents import memory_document
 
 ROOT = Path(__file__).resolve().parents[1]
 # ../shared/eval beside the checkout (a worktree one level deeper finds it too)

@@ -47,10 +47,10 @@ from ...supervisors.context import CallContext
 from ..code.anchors import MAX_TEXT, AnchorError, CodeTarget, TargetState
 from ..code.checkout import checkout_root
 from ..code.service import CODE, CodeService
+from ..store.domain.memories import now
+from ..store.domain.scopes import GLOBAL, ScopePolicy
 from ..store.interfaces.anchors import Anchor
-from ..store.memories import now
-from ..store.scopes import GLOBAL, ScopePolicy
-from ..store.services import store_of
+from ..store.tooling.services import store_of
 
 ACTOR = "memory.anchors"
 MAX_FOUND = 8  # anchors found in one text, at most

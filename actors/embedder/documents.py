@@ -1,6 +1,6 @@
 """What gets embedded for a stored row, and how vectors are written back.
 
-The document texts come from the store (``store.documents``: `memory_document`,
+The document texts come from the store (``store.domain.documents``: `memory_document`,
 `entity_document`, `relation_document`), so lazy re-embedding (the ranker)
 and ``memtrio reembed`` embed exactly what ``remember`` / ``relate`` embed.
 
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from ..store.documents import entity_document, memory_document, relation_document
+from ..store.domain.documents import entity_document, memory_document, relation_document
+from ..store.domain.embeddings import ItemKind, put_vector, vecs_of
 from ..store.interfaces import ReadTx, StoreTx
 from ..store.messages import Change
-from ..store.vectors import ItemKind, put_vector, vecs_of
 from ..store.writer import Written
 from .handle import EmbedResult
 

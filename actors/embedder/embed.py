@@ -15,7 +15,7 @@ from ...protocol.errors import DomainError, Unavailable
 from ...protocol.plural import plural
 from ...supervisors import trace
 from ...supervisors.context import AppContext
-from ..store.vectors import Vec, vecs_of
+from ..store.domain.embeddings import Vec, vecs_of
 from ..store.writer import ACTOR
 from .handle import EMBEDDER, Embedder
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from ...supervisors.commands import CliError, add_common, emit
 from ...supervisors.context import AppContext, AppRunner
-from ..store.runner import STORE_ONLY, run_store_command
+from ..store.tooling.runner import STORE_ONLY, run_store_command
 from . import context as C
 from . import hook, install
 

@@ -19,13 +19,13 @@ from ...supervisors.context import AppContext
 from ..anchors.anchoring import STALE, code_states
 from ..memory.access import ranked_rows
 from ..memory.handlers import estimate_tokens
+from ..store.domain.lexical import FUNCTION_WORDS, query_words, search_memories, terms_of
+from ..store.domain.memories import list_memories
+from ..store.domain.scopes import GLOBAL
+from ..store.domain.stem import stem
 from ..store.interfaces import ReadTx
-from ..store.lexical import FUNCTION_WORDS, query_words, search_memories, terms_of
-from ..store.memories import list_memories
-from ..store.runner import tool_context
-from ..store.scopes import GLOBAL
-from ..store.services import store_of
-from ..store.stem import stem
+from ..store.tooling.runner import tool_context
+from ..store.tooling.services import store_of
 
 # Memory types that say how the repository is to be worked on: listed first.
 GUIDING_TYPES = ("convention", "decision", "preference", "instruction", "rule", "pitfall")

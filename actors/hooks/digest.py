@@ -29,9 +29,9 @@ from ..anchors.args import CodeArg
 from ..memory import tools
 from ..memory.args import RememberArgs, UpdateArgs
 from ..screening import run_tool
-from ..store.memories import list_memories
-from ..store.runner import STORE_ONLY, tool_context
-from ..store.services import store_of
+from ..store.domain.memories import list_memories
+from ..store.tooling.runner import STORE_ONLY, tool_context
+from ..store.tooling.services import store_of
 
 DIGEST_TYPE = "session"
 EDIT_TOOLS = {"Edit", "Write", "MultiEdit", "NotebookEdit"}

@@ -34,7 +34,7 @@ from ...supervisors import trace
 from ...supervisors.commands import load_config, resolve_home
 from ...supervisors.config import log_path
 from ...supervisors.context import AppContext, AppRunner
-from ..store.runner import STORE_ONLY
+from ..store.tooling.runner import STORE_ONLY
 from . import context as C
 from .digest import store_digest
 

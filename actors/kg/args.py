@@ -1,5 +1,5 @@
 """The graph tools' arguments: msgspec structs (each tool's ``inputSchema``) and the checks
-of values a schema cannot express (sizes in bytes, blank names: ``store.limits``).
+of values a schema cannot express (sizes in bytes, blank names: ``store.domain.limits``).
 
 The bounds are the reference server's (see docs/knowledge-graph.md).
 """
@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from ..anchors.args import Code
-from ..store.limits import (
+from ..store.domain.limits import (
     MAX_ITEMS,
     check_name,
     check_observation,
@@ -203,7 +203,7 @@ class ExportArgs(msgspec.Struct, forbid_unknown_fields=True):
 
 
 # -- checks ------------------------------------------------------------------------------
-# Error handling: each raises the `store.limits` error naming the field (nothing is written yet).
+# Error handling: each raises the `store.domain.limits` error naming the field (nothing is written yet).
 
 
 def check_entities(items: Sequence[EntityArg | UpsertEntityArg]) -> None:

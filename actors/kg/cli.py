@@ -19,10 +19,16 @@ from ...supervisors.commands import emit
 from ...supervisors.context import AppContext, AppRunner
 from ...supervisors.progress import Progress
 from ..embedder.unembedded import unembedded, unembedded_line
-from ..store.import_file import ImportRefused, count_lines, numbered_lines
 from ..store.interfaces import ReadTx, StoreTx
-from ..store.runner import check_export_target, export_output, refused, run_store_command, say
-from ..store.services import store_of
+from ..store.tooling.import_file import ImportRefused, count_lines, numbered_lines
+from ..store.tooling.runner import (
+    check_export_target,
+    export_output,
+    refused,
+    run_store_command,
+    say,
+)
+from ..store.tooling.services import store_of
 from ..store.writer import Written
 from . import jsonl
 from .transactions import view_of
@@ -73,7 +79,7 @@ def import_jsonl(
         view = view_of(store.policy)
 
         def op(tx: StoreTx) -> Written:
-            # The Writer applies the ownership rule (store.ownership): rows shared
+            # The Writer applies the ownership rule (store.domain.ownership): rows shared
             # with another repository are linked, never changed.
             w = Writer(tx, view, None)
             with Progress("import: write", total, "lines") as bar:

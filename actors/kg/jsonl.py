@@ -15,7 +15,7 @@ creation order. An entity with more observations than one line may carry on
 import (`MAX_ITEMS`, or `MAX_LINE_BYTES` of JSON) is written as several lines
 of the same entity, which an import joins again.
 
-Import applies the graph tools' limits (`store.limits`): names and types at
+Import applies the graph tools' limits (`store.domain.limits`): names and types at
 most 1,024 bytes, observations at most 65,536 bytes, at most 1,000
 observations per line. As in the reference format, an observation, an
 entityType or a relationType may be empty; an entity name may not.
@@ -32,8 +32,9 @@ import msgspec
 from ...protocol.errors import DomainError
 from ...protocol.screening import screen
 from ...protocol.secrets import SecretsMode
-from ..store import limits
-from ..store.import_file import (
+from ..store.domain import limits
+from ..store.interfaces import ReadTx
+from ..store.tooling.import_file import (
     MAX_LINE_BYTES,
     ImportRefused,
     decode_line,
@@ -41,7 +42,6 @@ from ..store.import_file import (
     printable,
     require_json,
 )
-from ..store.interfaces import ReadTx
 from ..store.writer import Change
 from .lookup import observation_contents, observation_texts, resolve
 from .view import Scoped
@@ -157,7 +157,7 @@ def is_reference_format(number: int, first_line: bytes) -> bool:
 def _decode(
     number: int, line: bytes, secrets: SecretsMode = "allow", warnings: list[str] | None = None
 ) -> EntityRecord | RelationRecord:
-    """One line, decoded, within the graph tools' limits (`store.limits`) and screened for
+    """One line, decoded, within the graph tools' limits (`store.domain.limits`) and screened for
     secrets by ``secrets`` (``protocol.screening``: names, types, observations), what was
     replaced added to ``warnings``."""
     rec = decode_line(_decoder, number, line)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ...protocol.errors import NotFound
 from ...protocol.plural import plural
-from ..store.documents import canonical_name
+from ..store.domain.documents import canonical_name
 from ..store.interfaces import ReadTx, StoreTx
 from ..store.interfaces.graph import Entity
 from .view import Scoped

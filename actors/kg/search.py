@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import Counter
 
 from ...protocol.errors import BadArgument
+from ..store.domain.lexical import query_terms
 from ..store.interfaces import ReadTx
 from ..store.interfaces.fulltext import FoundEntity, FullText, Visibility
-from ..store.lexical import query_terms
 from .lookup import Ent
 from .records import JsonObject, entities_page
 from .view import Scoped

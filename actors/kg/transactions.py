@@ -13,11 +13,11 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from ...supervisors.context import AppContext, CallContext
 from ..embedder.embed import embed, embedder_of
-from ..store.documents import entity_document, memory_document
+from ..store.domain.documents import entity_document, memory_document
+from ..store.domain.scopes import ScopePolicy
 from ..store.interfaces import ReadTx, StoreTx
 from ..store.interfaces.anchors import Anchor
-from ..store.scopes import ScopePolicy
-from ..store.services import policy_of, store_of
+from ..store.tooling.services import policy_of, store_of
 from ..store.writer import Written
 from .records import JsonObject
 from .view import Scoped, View
@@ -51,7 +51,7 @@ async def read_small(
     **kwargs: P.kwargs,
 ) -> T:
     """`read` for a read of a few indexed lookups (entities by name, a search's page):
-    tried on the event loop first, within a budget (`db.ReadPool`)."""
+    tried on the event loop first, within a budget (`connections.ReadPool`)."""
     return await _read(ctx, fn.__name__, lambda tx, sc: fn(tx, sc, *args, **kwargs), True)
 
 

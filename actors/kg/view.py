@@ -1,6 +1,6 @@
 """The scopes one graph call sees and writes, and the scope ids that apply them.
 
-Scopes follow the memory tools' rules (``store.scopes``): reads see the
+Scopes follow the memory tools' rules (``store.domain.scopes``): reads see the
 entities, relations and observations of the selected scopes (the current
 repository plus ``global``); writes go to the current scope. A row linked to
 no scope at all is visible everywhere.

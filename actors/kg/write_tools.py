@@ -2,7 +2,7 @@
 
 Arguments are checked (`args`) before anything is embedded or written. A row
 shared with a repository this server may not write keeps its attributes
-(``store.ownership``): a change is refused, a link reports the kept value in
+(``store.domain.ownership``): a change is refused, a link reports the kept value in
 ``warnings``, a key that is present only when there is a warning.
 """
 
@@ -15,7 +15,7 @@ from msgspec import UNSET
 from ...supervisors.context import CallContext
 from ..anchors.anchoring import text_anchors
 from ..anchors.args import CodeArg
-from ..store.services import policy_of
+from ..store.tooling.services import policy_of
 from . import results as X
 from . import writes
 from .args import (

@@ -3,7 +3,7 @@
 Each write runs inside the transaction its caller opened (the StoreWriter for
 the tools, the CLI's import for a file) and never commits, so one tool call is
 one transaction. Writes go to the current scope. Who may change or delete a
-row is ``store.ownership``'s rule, checked through the Writer: a row shared
+row is ``store.domain.ownership``'s rule, checked through the Writer: a row shared
 with a scope this server may not write keeps its attributes (a change is
 refused before anything is written, a link keeps them with a warning), and
 deleting a shared entity or relation only unlinks the writable scopes, so
@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ..store.documents import canonical_name
+from ..store.domain.documents import canonical_name
+from ..store.domain.embeddings import ItemKind, Vec, change_of, put_vector
+from ..store.domain.memories import now
+from ..store.domain.ownership import Ownership
 from ..store.interfaces import StoreTx
 from ..store.interfaces.anchors import Anchor
 from ..store.interfaces.graph import NewEntity, NewObservation
-from ..store.memories import now
-from ..store.ownership import Ownership
-from ..store.vectors import ItemKind, Vec, change_of, put_vector
 from ..store.writer import Change
 from .lookup import Ent
 from .view import Scoped, View

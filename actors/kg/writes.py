@@ -28,7 +28,7 @@ def create_entities(w: Writer, items: Sequence[EntityIn], upsert: bool = False) 
     server); upsert_entities returns one record per input with ``created`` and
     the observations it added.
 
-    Ownership (``store.ownership``): an existing entity shared with a scope
+    Ownership (``store.domain.ownership``): an existing entity shared with a scope
     this server may not write keeps its type. create_entities links it and
     adds a warning when another type was given; upsert_entities refuses the
     whole call when it would change that type, before anything is written.
@@ -155,7 +155,7 @@ def create_relations(w: Writer, items: Sequence[tuple[str, str, str]]) -> list[d
 def delete_entities(w: Writer, names: Sequence[str]) -> int:
     """Delete the visible entities named (unknown names are ignored), with their relations.
 
-    An entity owned here (``store.ownership``) is deleted with its
+    An entity owned here (``store.domain.ownership``) is deleted with its
     observations and relations. A shared one loses only this server's part:
     its observations and relations owned here are deleted, its shared
     relations and itself are unlinked from the writable scopes (`release`),
@@ -195,7 +195,7 @@ def delete_observations(w: Writer, items: Sequence[tuple[str, list[str]]]) -> in
 
     An observation shared with a scope this server may not write (a memory
     of another repository that is also ``global``) refuses the whole call
-    before anything is deleted (``store.ownership``).
+    before anything is deleted (``store.domain.ownership``).
     """
     tx, sc = w.tx, w.sc
     found = resolve(tx, sc, [name for name, _ in items])
@@ -242,13 +242,14 @@ def compact(w: Writer) -> JsonObject:
     """Drop repeated observations of an entity (keeping the oldest) and optimize the FTS indexes.
 
     Only copies owned here are dropped: one shared with a scope this server
-    may not write stays (``store.ownership``).
+    may not write stays (``store.domain.ownership``).
     """
     tx, sc = w.tx, w.sc
     removed = 0
     for eid, ids in tx.graph_writes.duplicate_observations(sc.ids):
         for mid in ids[1:]:
-            if w.own.owned("memory", mid):  # another repository's copy stays (store.ownership)
+            # another repository's copy stays (store.domain.ownership)
+            if w.own.owned("memory", mid):
                 w.drop_observation(mid, eid)
                 removed += 1
     # The text indexes compacted (`FullText.optimize_indexes`: on PostgreSQL only those this

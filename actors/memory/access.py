@@ -6,10 +6,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ..store.domain.memories import get_memory, now, visible
+from ..store.domain.scopes import GLOBAL
 from ..store.interfaces import ReadTx
 from ..store.interfaces.recall_log import RecallEntry
-from ..store.memories import get_memory, now, visible
-from ..store.scopes import GLOBAL
 
 
 def ranked_rows(

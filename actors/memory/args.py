@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from ..anchors.args import Code
-from ..store.limits import Content, Importance, MemoryId, MemoryType, Name, Scopes
+from ..store.domain.limits import Content, Importance, MemoryId, MemoryType, Name, Scopes
 
 
 class EntityArg(msgspec.Struct, forbid_unknown_fields=True):

@@ -34,15 +34,11 @@ from ...supervisors.context import AppContext, AppRunner
 from ..anchors.anchoring import code_states
 from ..code.anchors import split_path
 from ..screening import run_tool
-from ..store import limits
-from ..store.import_file import printable
+from ..store.domain import limits
+from ..store.domain.memories import list_memories
 from ..store.interfaces import StoreTx
-from ..store.memories import list_memories
-from ..store.runner import (
-    check_text,
-    run_store_command,
-    tool_context,
-)
+from ..store.tooling.import_file import printable
+from ..store.tooling.runner import check_text, run_store_command, tool_context
 from ..store.writer import Written
 from . import migrate, stale_cli, tools, transfer
 from .doctor import cmd_doctor

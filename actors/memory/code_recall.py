@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from ...protocol.errors import BadArgument
 from ...supervisors.context import CallContext
 from ..anchors.anchoring import no_repository, repo_of
+from ..store.domain.scopes import ScopePolicy
 from ..store.interfaces import ReadTx
 from ..store.interfaces.anchors import Anchor
-from ..store.scopes import ScopePolicy
-from ..store.services import store_of
+from ..store.tooling.services import store_of
 
 Ranked = list[tuple[int, float]]
 

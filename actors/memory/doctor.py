@@ -25,10 +25,11 @@ from ...supervisors.context import AppContext, AppRunner
 from ...supervisors.errors import UserError
 from ...supervisors.git import git_output
 from ...supervisors.progress import Progress
-from ..store import backends, db
+from ..store import backends, connections
 from ..store.interfaces import StoreTx
-from ..store.runner import run_store_command
-from ..store.services import store_of
+from ..store.sqlite import db
+from ..store.tooling.runner import run_store_command
+from ..store.tooling.services import store_of
 from ..store.writer import Store
 
 
@@ -99,7 +100,7 @@ def _permission_lines(perms: dict[str, Any]) -> list[str]:
 
 def _doctor_remedy(exc: BaseException) -> str:
     """The line doctor prints when the store cannot open: for a damaged one, how to recover."""
-    if isinstance(exc, db.StoreUnavailable) and exc.damaged:
+    if isinstance(exc, connections.StoreUnavailable) and exc.damaged:
         return (
             f"{exc.problem}: move {exc.path} and its -wal and -shm files aside (memtrio then "
             "starts an empty store) and load your last export with `memtrio import FILE`; "
@@ -110,7 +111,7 @@ def _doctor_remedy(exc: BaseException) -> str:
 
 async def _vector_report(app: AppContext, store: Store) -> dict[str, Any]:
     """The stored vectors a server would skip when it loads them (``vectors.audit``)."""
-    from ..vectors.arrays import value_rule  # numpy: only for doctor
+    from ..vector_index.arrays import value_rule  # numpy: only for doctor
     from ..vectors.audit import audit
 
     v = app.config.vectors

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ...supervisors.context import AppContext, SessionView
 from ..status import NoActors
+from ..store.domain.scopes import GLOBAL
 from ..store.feature import POLICIES
-from ..store.scopes import GLOBAL
 from .tools import TOOLS
 
 

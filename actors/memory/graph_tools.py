@@ -9,9 +9,10 @@ import msgspec
 
 from ...supervisors.context import CallContext
 from ..embedder.embed import embed, embedder_of
-from ..store import limits
-from ..store.documents import entity_document, relation_document
-from ..store.entities import (
+from ..store.domain import limits
+from ..store.domain.documents import entity_document, relation_document
+from ..store.domain.embeddings import ItemKind, Vec, change_of, put_vector
+from ..store.domain.entities import (
     RelationSpec,
     find_entity,
     missing_vectors,
@@ -20,11 +21,10 @@ from ..store.entities import (
     validate_entity,
     validate_relation_type,
 )
+from ..store.domain.memories import now
+from ..store.domain.ownership import Ownership
 from ..store.interfaces import StoreTx
-from ..store.memories import now
-from ..store.ownership import Ownership
-from ..store.services import policy_of, scoped, store_of
-from ..store.vectors import ItemKind, Vec, change_of, put_vector
+from ..store.tooling.services import policy_of, scoped, store_of
 from ..store.writer import Written
 from .args import GraphArgs, RelateArgs
 from .paths import graph_paths

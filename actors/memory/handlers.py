@@ -24,13 +24,17 @@ from ..anchors.anchoring import anchors_for, code_states, penalized, update_anch
 from ..embedder.embed import embed, embedder_of
 from ..ranker.handle import RANKER, Ranked
 from ..screening import logged_query
-from ..store import limits
-from ..store.documents import entity_document, memory_document, relation_document
-from ..store.entities import RelationSpec, missing_vectors, validate_entity, validate_relation_type
-from ..store.interfaces import ReadTx, StoreTx
-from ..store.interfaces.errors import StoreOperationalError
-from ..store.lexical import search_memories
-from ..store.memories import (
+from ..store.domain import limits
+from ..store.domain.documents import entity_document, memory_document, relation_document
+from ..store.domain.embeddings import Vec
+from ..store.domain.entities import (
+    RelationSpec,
+    missing_vectors,
+    validate_entity,
+    validate_relation_type,
+)
+from ..store.domain.lexical import search_memories
+from ..store.domain.memories import (
     NewMemory,
     counts,
     delete_memory,
@@ -42,8 +46,10 @@ from ..store.memories import (
     visible_counts,
     writable_memory,
 )
-from ..store.scopes import GLOBAL, ScopePolicy
-from ..store.services import (
+from ..store.domain.scopes import GLOBAL, ScopePolicy
+from ..store.interfaces import ReadTx, StoreTx
+from ..store.interfaces.errors import StoreOperationalError
+from ..store.tooling.services import (
     check_finite,
     clean_text,
     clean_type,
@@ -51,7 +57,6 @@ from ..store.services import (
     scoped,
     store_of,
 )
-from ..store.vectors import Vec
 from ..store.writer import ACTOR, Written
 from .access import ranked_rows, record_access
 from .args import (

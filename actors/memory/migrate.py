@@ -37,10 +37,11 @@ from ...supervisors import private
 from ...supervisors.commands import CliError, add_common, emit, load_config
 from ...supervisors.context import AppRunner
 from ...supervisors.progress import Progress
-from ..store import backends, db
+from ..store import backends
 from ..store.backend import Backend
 from ..store.direct import Direct
 from ..store.interfaces import ReadTx
+from ..store.sqlite import db
 from . import transfer
 
 Digest = dict[str, dict[str, Any]]

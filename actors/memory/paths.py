@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...protocol.errors import NotFound
-from ..store.entities import match_entity
+from ..store.domain.entities import match_entity
 from ..store.interfaces import ReadTx
 
 

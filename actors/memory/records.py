@@ -17,12 +17,12 @@ import msgspec
 from ...protocol.errors import BadArgument, DomainError
 from ...protocol.screening import screen
 from ...protocol.secrets import SecretsMode
-from ..store import limits
-from ..store.documents import canonical_name
-from ..store.import_file import ImportRefused, decode_line, printable
+from ..store.domain import limits
+from ..store.domain.documents import canonical_name
+from ..store.domain.limits import MAX_CONTENT, MAX_LINKS, Importance, MemoryType, Scopes
+from ..store.domain.scopes import GLOBAL, REPO_PREFIX, ScopeError, check_syntax
 from ..store.interfaces.anchors import MAX_ANCHORS, Anchor, check_anchors
-from ..store.limits import MAX_CONTENT, MAX_LINKS, Importance, MemoryType, Scopes
-from ..store.scopes import GLOBAL, REPO_PREFIX, ScopeError, check_syntax
+from ..store.tooling.import_file import ImportRefused, decode_line, printable
 
 FORMAT = "memtrio-export"
 # Version 2 refers to an entity by its name exactly (the store's identity since schema

@@ -21,10 +21,10 @@ from typing import Any
 from ...protocol.errors import BadArgument, DomainError
 from ...supervisors.context import CallContext
 from ..anchors.anchoring import Repo, is_stale, repo_of, shown, states_of
+from ..store.domain.memories import get_memory
 from ..store.interfaces import StoreTx
 from ..store.interfaces.anchors import Anchor
-from ..store.memories import get_memory
-from ..store.services import policy_of, store_of
+from ..store.tooling.services import policy_of, store_of
 from .args import ReviewStaleArgs
 from .results import ReviewStaleResult, StaleMemory, memory_result
 

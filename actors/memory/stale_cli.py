@@ -18,7 +18,7 @@ import msgspec
 
 from ...supervisors.commands import emit
 from ...supervisors.context import AppContext, AppRunner
-from ..store.runner import STORE_ONLY, run_store_command, tool_context
+from ..store.tooling.runner import STORE_ONLY, run_store_command, tool_context
 from .args import ReviewStaleArgs
 from .stale import review_stale
 

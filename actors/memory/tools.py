@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ...protocol.tools import Tool
 from ..embedder.embed import embed, embedder_of
-from ..store.services import policy_of, store_of
+from ..store.tooling.services import policy_of, store_of
 from . import results as R
 from .args import (
     EntityArg,

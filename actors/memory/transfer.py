@@ -27,13 +27,19 @@ import msgspec
 from ...protocol.errors import DomainError
 from ...protocol.secrets import SecretsMode
 from ...supervisors.progress import Progress
-from ..store.import_file import ImportRefused, numbered_lines, printable, record_type, require_json
+from ..store.domain.embeddings import Vec, put_vector
+from ..store.domain.scopes import ScopePolicy
 from ..store.interfaces import StoreTx
 from ..store.interfaces.recall_log import RecallEntry
 from ..store.interfaces.upkeep import EntityRow, IdTable, MemoryRow, RelationRow
-from ..store.scopes import ScopePolicy
-from ..store.scratch import ImportMap, KeySet
-from ..store.vectors import Vec, put_vector
+from ..store.sqlite.scratch import ImportMap, KeySet
+from ..store.tooling.import_file import (
+    ImportRefused,
+    numbered_lines,
+    printable,
+    record_type,
+    require_json,
+)
 from ..store.writer import Change
 from .export import export_lines
 from .records import (

@@ -19,9 +19,15 @@ from ...supervisors.progress import Progress
 from ..embedder.unembedded import unembedded, unembedded_line
 from ..kg import cli as kg_cli
 from ..kg import jsonl
-from ..store.import_file import ImportRefused, count_lines, numbered_lines, open_import
 from ..store.interfaces import ReadTx, StoreTx
-from ..store.runner import check_export_target, export_output, refused, run_store_command, say
+from ..store.tooling.import_file import ImportRefused, count_lines, numbered_lines, open_import
+from ..store.tooling.runner import (
+    check_export_target,
+    export_output,
+    refused,
+    run_store_command,
+    say,
+)
 from ..store.writer import Change, Written
 from . import migrate, tools, transfer
 

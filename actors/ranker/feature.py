@@ -20,7 +20,7 @@ import trio
 from ...supervisors.context import AppContext, Component, NoActors
 from ...supervisors.supervisor import PERMANENT, ChildContext, ChildSpec, Mailbox
 from .. import loader
-from ..store.db import db_path
+from ..store.sqlite.db import db_path
 from .handle import RANKER, Ranked
 
 if TYPE_CHECKING:

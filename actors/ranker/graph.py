@@ -36,9 +36,9 @@ import numpy as np
 from ..store.interfaces import Snapshot
 from ..store.interfaces.snapshot import Kind
 from .dates import Day, memory_dates
+from .item_index import IndexChoice, ItemIndex
 from .stored import as_number, as_text
 from .terms import TermGraph, extract
-from .vectors import IndexChoice, ItemIndex
 
 KINDS = ("memory", "entity", "relation")
 STORED_KINDS: tuple[Kind, ...] = ("memory", "entity", "relation")  # KINDS, as the store names them

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..native import igraph  # OpenMP settings first (actors/native.py)
-from ..store import lexical
+from ..store.domain import lexical
 from ..store.interfaces import ReadTx, Snapshot, StoreTx
 from ..store.interfaces.fulltext import FullText
 from . import rerank, sql_graph

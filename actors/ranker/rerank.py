@@ -40,9 +40,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..store.domain.lexical import FUNCTION_WORDS, query_terms
+from ..store.domain.stem import stem
 from ..store.interfaces import Snapshot
-from ..store.lexical import FUNCTION_WORDS, query_terms
-from ..store.stem import stem
 from .graph import RecallCache
 from .signals import thread_neighbours
 

@@ -46,7 +46,7 @@ from ...supervisors.supervisor import ChildContext, Mailbox
 from ..embedder.documents import read_documents, vector_writer
 from ..embedder.handle import EMBEDDER, EmbeddingError, EmbedResult
 from ..embedder.unembedded import BACKFILL_LIMIT, unembedded_warning
-from ..store import backends, db
+from ..store import backends, connections
 from ..store.coherence import STALE, WAITING, CacheMark
 from ..store.interfaces import ReadTx
 from ..store.interfaces.errors import StoreError
@@ -56,8 +56,8 @@ from . import rank as rank_mod
 from . import rerank
 from .graph import KINDS, RecallCache, stored_kind
 from .handle import RANKER, Ranked
+from .item_index import DeferredBuild, IndexChoice
 from .messages import RankerRequest, Recall
-from .vectors import DeferredBuild, IndexChoice
 
 ACTOR = "ranker"
 # BACKFILL_LIMIT (embedder.unembedded): per kind, items without a current vector embedded
@@ -68,7 +68,7 @@ BACKFILL_CHARS = 64_000
 RELOAD_THRESHOLD = 20_000  # pending changes beyond which a full reload is cheaper
 
 
-INDEX_DIR = "vector-index"  # in the home: saved hnsw graphs (actors.ranker.vectors)
+INDEX_DIR = "vector-index"  # in the home: saved hnsw graphs (actors.ranker.item_index)
 
 
 class RankerError(RuntimeError):
@@ -269,7 +269,7 @@ class Ranker:
         return Reader(
             backends.load(store.url, self.path),
             store.busy_timeout_ms,
-            db.Tuning(store.cache_size_mb, store.mmap_size_mb),
+            connections.Tuning(store.cache_size_mb, store.mmap_size_mb),
         )
 
     def _model(self) -> tuple[str, str, int] | None:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ..store.lexical import FUNCTION_WORDS
+from ..store.domain.lexical import FUNCTION_WORDS
 
 MAX_QUOTED_WORDS = 6
 MAX_TERM_CHARS = 60

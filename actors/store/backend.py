@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from . import db
+from . import connections
 from .interfaces import StoreTx
 from .messages import Change
 
@@ -57,7 +57,7 @@ Announce = Callable[[Any, str, Sequence[Change], tuple[int, int]], None]
 Listen = Callable[..., Awaitable[None]]
 
 
-class DriverMissing(db.StoreUnavailable):
+class DriverMissing(connections.StoreUnavailable):
     """A backend was asked for whose driver cannot be imported: exit code 2, as for any
     configuration that a restart will not fix."""
 
@@ -104,20 +104,27 @@ class Backend(ABC):
 
     @abstractmethod
     def open_writer(
-        self, *, busy_timeout_ms: int, durability: str, tuning: db.Tuning = db.DEFAULT_TUNING
-    ) -> db.StoreConnection:
-        """The StoreWriter's connection, schema migrated (`db.StoreUnavailable` if it
+        self,
+        *,
+        busy_timeout_ms: int,
+        durability: str,
+        tuning: connections.Tuning = connections.DEFAULT_TUNING,
+    ) -> connections.StoreConnection:
+        """The StoreWriter's connection, schema migrated (`connections.StoreUnavailable` if it
         cannot be). ``durability`` and ``tuning`` are SQLite's: another backend ignores them."""
 
     @abstractmethod
     def open_read_pool(
-        self, size: int, busy_timeout_ms: int, tuning: db.Tuning = db.DEFAULT_TUNING
-    ) -> db.ReadPool: ...
+        self,
+        size: int,
+        busy_timeout_ms: int,
+        tuning: connections.Tuning = connections.DEFAULT_TUNING,
+    ) -> connections.ReadPool: ...
 
     @abstractmethod
     def open_reader(
-        self, busy_timeout_ms: int, tuning: db.Tuning = db.DEFAULT_TUNING
-    ) -> db.StoreConnection:
+        self, busy_timeout_ms: int, tuning: connections.Tuning = connections.DEFAULT_TUNING
+    ) -> connections.StoreConnection:
         """One read-only connection (the ranker's own, `direct`'s)."""
 
     @abstractmethod

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import backends, db
+from . import backends, connections
 from .backend import Backend
 from .interfaces import ReadTx, StoreTx
 from .interfaces.errors import StoreError
@@ -54,7 +54,7 @@ class Direct:
                 result = fn(self.make_tx(conn))
                 conn.commit()
             except BaseException:
-                db.rollback_quietly(conn)
+                connections.rollback_quietly(conn)
                 raise
         return result.value if isinstance(result, Written) else result
 
@@ -63,7 +63,7 @@ class Direct:
         if self._reader is None:
             self._reader = self.backend.open_reader(self.busy_timeout_ms)
         make_tx = self.make_tx
-        return db.run_read(self._reader, lambda conn: fn(make_tx(conn)))
+        return connections.run_read(self._reader, lambda conn: fn(make_tx(conn)))
 
     def close(self) -> None:
         for conn in (self._reader, self._writer):

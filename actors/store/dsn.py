@@ -20,8 +20,9 @@ raw ``@`` or ``/`` in the user or password makes libpq read part of the
 password as the host, and send it to a DNS server): a `ConfigError` (exit
 code 2) otherwise, whose message never quotes the URL.
 
-This module imports no driver at import time: a SQLite user, and a user
-without the ``postgres`` extra, can use it.
+This module imports no driver: libpq's reading of a string is the PostgreSQL package's
+(`pg.conninfo`, which imports psycopg only when it reads one), so a SQLite user, and a
+user without the ``postgres`` extra, can use it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from urllib.parse import quote, unquote
 
 from ...supervisors import trace
 from ...supervisors.config import ConfigError
+from .pg import conninfo
 
 MASK = "***"
 # Known passwords shorter than this are hidden where they have a password's place
@@ -96,9 +98,7 @@ def secrets_of(connection: str) -> set[str]:
     found += [_unquoted_value(m.group(2)) for m in _KEYWORD.finditer(connection)]
     found += [m.group(2) for m in _KEYWORD.finditer(connection)]
     try:
-        from psycopg.conninfo import conninfo_to_dict  # the driver, when it is installed
-
-        parsed = conninfo_to_dict(connection)
+        parsed = conninfo.read(connection)  # the driver, when it is installed
         found += [str(parsed.get(k) or "") for k in ("password", "sslpassword")]
     except Exception:  # noqa: BLE001, S110 - not installed, or not a string libpq reads
         pass
@@ -179,17 +179,14 @@ def check(url: str, origin: str) -> None:
             f"{origin} holds a raw '@' or '/' in its user, password or parameters, which "
             f"libpq would read as part of the host: {ENCODE_HINT}; {NOT_SHOWN}"
         )
-    from psycopg import Error
-    from psycopg.conninfo import conninfo_to_dict
-
     try:
-        parsed = conninfo_to_dict(url)
+        parsed = conninfo.read(url)
     except UnicodeDecodeError:
         raise ConfigError(
             f"{origin} is malformed (a percent-encoded byte sequence that is not UTF-8); "
             f"{ENCODE_HINT}; {NOT_SHOWN}"
         ) from None
-    except Error as exc:
+    except conninfo.Malformed as exc:
         # libpq quotes the part it could not read (a password, maybe): never shown.
         reason = _QUOTED.sub(_elided, " ".join(str(exc).split()))
         raise ConfigError(

@@ -16,10 +16,11 @@ from ...supervisors.supervisor import (
     Supervisor,
     supervisor_child,
 )
-from . import backends, db
+from . import backends, connections
 from .backend import Capability
-from .maintenance import MAINTENANCE, Maintenance, serve_maintenance
-from .scopes import ScopePolicies, ScopePolicy
+from .domain.scopes import ScopePolicies, ScopePolicy
+from .sqlite import db
+from .sqlite.maintenance import MAINTENANCE, Maintenance, serve_maintenance
 from .writer import STORE, Store, serve_store_writer
 
 # The scope rules of each session's repository, made when the store is set up (the memory
@@ -73,7 +74,7 @@ class StoreComponent:
                 busy_timeout_ms=cfg.busy_timeout_ms,
                 durability=cfg.durability,
                 read_connections=cfg.read_connections,
-                tuning=db.Tuning(cfg.cache_size_mb, cfg.mmap_size_mb),
+                tuning=connections.Tuning(cfg.cache_size_mb, cfg.mmap_size_mb),
                 publish=lambda handle: app.publish(STORE, handle),
                 task_status=task_status,
             )
@@ -141,7 +142,7 @@ class StoreComponent:
                 wal_flush_ms=cfg.wal_flush_ms,
                 durability=cfg.durability,
                 busy_timeout_ms=cfg.busy_timeout_ms,
-                tuning=db.Tuning(cfg.cache_size_mb, cfg.mmap_size_mb),
+                tuning=connections.Tuning(cfg.cache_size_mb, cfg.mmap_size_mb),
                 task_status=task_status,
             )
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from . import db
+from . import connections
 from .backend import Backend
 from .interfaces import ReadTx, StoreTx
 from .interfaces.errors import StoreError
@@ -25,7 +25,10 @@ class Reader:
     """One read-only connection of the store of ``backend``, opened on first use."""
 
     def __init__(
-        self, backend: Backend, busy_timeout_ms: int, tuning: db.Tuning = db.DEFAULT_TUNING
+        self,
+        backend: Backend,
+        busy_timeout_ms: int,
+        tuning: connections.Tuning = connections.DEFAULT_TUNING,
     ) -> None:
         self.backend = backend
         self.busy_timeout_ms = busy_timeout_ms
@@ -34,7 +37,7 @@ class Reader:
         self._conn: Any = None
 
     def open(self) -> Reader:
-        """Connect now (`db.StoreUnavailable` if the store cannot be reached)."""
+        """Connect now (`connections.StoreUnavailable` if the store cannot be reached)."""
         if self._conn is None:
             self._conn = self.backend.open_reader(self.busy_timeout_ms, self.tuning)
         return self
@@ -43,7 +46,7 @@ class Reader:
         """``fn(tx)`` in one read transaction on this reader's connection."""
         self.open()
         make_tx = self.make_tx
-        return db.run_read(self._conn, lambda conn: fn(make_tx(conn)))
+        return connections.run_read(self._conn, lambda conn: fn(make_tx(conn)))
 
     def close(self) -> None:
         conn, self._conn = self._conn, None

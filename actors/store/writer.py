@@ -20,7 +20,7 @@ reloads (`coherence`).
 
 Reads (`Store.read`) run on a small pool of read connections in threads and
 never block the trio loop, except those asked ``inline`` (a few indexed lookups),
-which the loop runs itself within a budget (`db.ReadPool`).
+which the loop runs itself within a budget (`connections.ReadPool`).
 """
 
 from __future__ import annotations
@@ -38,12 +38,12 @@ from ...protocol.errors import Unavailable
 from ...supervisors import faults, trace
 from ...supervisors.context import ServiceKey
 from ...supervisors.supervisor import ChildContext, Mailbox
-from . import backends, db
+from . import backends, connections
 from .backend import Announce, Backend
 from .coherence import NOTIFY_GRACE, ToldMarks
+from .domain.scopes import ScopePolicies, ScopePolicy
 from .interfaces import ReadTx, StoreTx
 from .messages import Change, StoreRequest, Transact
-from .scopes import ScopePolicies, ScopePolicy
 
 ACTOR = "store"
 
@@ -96,7 +96,7 @@ class Store:
         self.policies = policies if policies is not None else ScopePolicies()
         self.mailbox = mailbox
         self._listeners: list[Listener] = []
-        self._pool: db.ReadPool | None = None
+        self._pool: connections.ReadPool | None = None
         # How a connection is seen through the interfaces.
         self.make_tx: Callable[[Any], StoreTx] = self.backend.tx_maker()
         # How a commit tells the other processes of its changes (None: they compare marks).
@@ -121,7 +121,7 @@ class Store:
 
     async def read(self, op: Callable[[ReadTx], T], inline: bool = False, name: str = "") -> T:
         """``op(tx)`` in one read transaction; ``inline``: a small indexed read, tried on
-        the event loop first (`db.ReadPool`); ``name`` as for `write`."""
+        the event loop first (`connections.ReadPool`); ``name`` as for `write`."""
         pool = self._pool
         if pool is None:
             raise Unavailable("the memory store is not running (starting or restarting); try again")
@@ -129,7 +129,7 @@ class Store:
         try:
             with trace.span(ACTOR, "read", op=name or _name_of(op)):
                 return await pool.run(lambda conn: op(make_tx(conn)), inline)
-        except db.PoolClosed:
+        except connections.PoolClosed:
             raise Unavailable("the memory store is restarting; try again") from None
 
     def add_listener(self, fn: Listener) -> Callable[[], None]:
@@ -170,7 +170,9 @@ def _name_of(op: Callable[..., object]) -> str:
     return name
 
 
-def _run_op(conn: db.StoreConnection, op: Callable[[Any], T], busy_ms: int, commit: bool) -> T:
+def _run_op(
+    conn: connections.StoreConnection, op: Callable[[Any], T], busy_ms: int, commit: bool
+) -> T:
     """In a worker thread: begin a write (SQLite: BEGIN IMMEDIATE; PostgreSQL: BEGIN and
     the write lock), op, and (if ``commit``) commit; rollback on error."""
     with conn.errors():
@@ -180,12 +182,12 @@ def _run_op(conn: db.StoreConnection, op: Callable[[Any], T], busy_ms: int, comm
             if commit:
                 conn.commit()
         except BaseException:
-            db.rollback_quietly(conn)
+            connections.rollback_quietly(conn)
             raise
     return result
 
 
-def _commit(conn: db.StoreConnection) -> None:
+def _commit(conn: connections.StoreConnection) -> None:
     with conn.errors():
         conn.commit()
 
@@ -214,7 +216,7 @@ def _marked(
     return run
 
 
-async def _transact(conn: db.StoreConnection, op: Callable[[Any], T], busy_ms: int) -> T:
+async def _transact(conn: connections.StoreConnection, op: Callable[[Any], T], busy_ms: int) -> T:
     if not faults.ACTIVE:
         return await trio.to_thread.run_sync(_run_op, conn, op, busy_ms, True)
     result = await trio.to_thread.run_sync(_run_op, conn, op, busy_ms, False)
@@ -223,7 +225,7 @@ async def _transact(conn: db.StoreConnection, op: Callable[[Any], T], busy_ms: i
         await trio.to_thread.run_sync(_commit, conn)
     except BaseException:
         with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(db.rollback_quietly, conn)
+            await trio.to_thread.run_sync(connections.rollback_quietly, conn)
         raise
     return result
 
@@ -235,7 +237,7 @@ async def serve_store_writer(
     busy_timeout_ms: int,
     durability: str,
     read_connections: int,
-    tuning: db.Tuning = db.DEFAULT_TUNING,
+    tuning: connections.Tuning = connections.DEFAULT_TUNING,
     publish: Callable[[Store], None] | None = None,
     task_status: trio.TaskStatus[Store] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -252,7 +254,7 @@ async def serve_store_writer(
             tuning=tuning,
         )
     )
-    pool: db.ReadPool | None = None
+    pool: connections.ReadPool | None = None
     try:
         pool = await trio.to_thread.run_sync(
             lambda: store.backend.open_read_pool(read_connections, busy_timeout_ms, tuning)
@@ -284,7 +286,7 @@ async def serve_store_writer(
 
 
 async def _transact_one(
-    ctx: ChildContext, store: Store, conn: db.StoreConnection, cmd: Transact, busy_ms: int
+    ctx: ChildContext, store: Store, conn: connections.StoreConnection, cmd: Transact, busy_ms: int
 ) -> None:
     if cmd.reply.done:
         return  # the caller gave up (timed out) while this waited in the mailbox

@@ -40,9 +40,9 @@ from ..memory.results import memory_fields
 from ..memory.stale import stale_diff, stale_ids
 from ..screening import run_tool
 from ..session_state import SessionState
+from ..store.domain.lexical import query_terms, search_memories
 from ..store.interfaces import ReadTx
-from ..store.lexical import query_terms, search_memories
-from ..store.services import policy_of, scoped, store_of
+from ..store.tooling.services import policy_of, scoped, store_of
 from . import queries
 from .explain import explain
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..store.documents import canonical_name
+from ..store.domain.documents import canonical_name
+from ..store.domain.lexical import query_terms, query_words
+from ..store.domain.stem import stem
 from ..store.interfaces import ReadTx
-from ..store.lexical import query_terms, query_words
-from ..store.stem import stem
 
 # Longest entity name (in words) looked for in the query.
 MAX_NAME_WORDS = 6

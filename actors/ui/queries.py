@@ -16,9 +16,9 @@ import msgspec
 from ..chaos import traceview
 from ..code.overview import checkouts
 from ..memory.results import memory_fields
+from ..store.domain.memories import get_memory, visible
 from ..store.interfaces import ReadTx
 from ..store.interfaces.browse import SORTS, BrowsedMemory, MemoryFilter, Sort
-from ..store.memories import get_memory, visible
 
 __all__ = ["SORTS", "MemoryFilter"]
 

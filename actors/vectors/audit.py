@@ -20,7 +20,7 @@ from typing import Any
 
 from ..store.interfaces import ReadTx
 from ..store.interfaces.vectors import StoredWindow
-from .arrays import MAX_REPORTED, ValueRule
+from ..vector_index.arrays import MAX_REPORTED, ValueRule
 from .table import LOAD_BATCH, scan, usable_rows
 
 REMEDY = (

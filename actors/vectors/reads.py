@@ -20,12 +20,12 @@ from ..embedder.embed import embed, embedder_of
 from ..kg.lookup import Ent, missing, resolve
 from ..kg.search import term_hits
 from ..kg.view import Scoped, View
+from ..store.domain.lexical import query_terms
 from ..store.interfaces import ReadTx
-from ..store.lexical import query_terms
+from ..vector_index.arrays import ValueRule
 from . import args as A
 from . import ranking, table
 from . import results as X
-from .arrays import ValueRule
 from .service import VectorService, scopes_of, visible
 from .writes import check_vector, service_view
 

@@ -62,9 +62,9 @@ from ..store.interfaces import ReadTx
 from ..store.interfaces.vectors import Visibility
 from ..store.messages import Change
 from ..store.writer import STORE, Store
+from ..vector_index.arrays import MAX_REPORTED, ValueRule, value_rule
+from ..vector_index.index import VectorIndex, make_index
 from . import table
-from .arrays import MAX_REPORTED, ValueRule, value_rule
-from .index import VectorIndex, make_index
 
 ACTOR = "vectors"
 WIDEN = 4  # each retry of a filtered search asks the index for this many times more

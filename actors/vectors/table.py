@@ -2,7 +2,7 @@
 
 One row per entity: ``vec`` holds ``dim`` little-endian float32 values and
 ``model`` the label the client gave (empty when none). Deleting the entity
-deletes its row (a trigger, ``store.schema`` version 6), so ``delete_entities``
+deletes its row (a trigger, ``store.sqlite.schema`` version 6), so ``delete_entities``
 and ``merge_entities`` need no code here; the index learns of it from the
 store's change notifications.
 
@@ -21,10 +21,10 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from ..store.domain.memories import now
 from ..store.interfaces import ReadTx, StoreTx
 from ..store.interfaces.vectors import EntityEmbedding
-from ..store.memories import now
-from .arrays import Ids, ValueRule, Vectors
+from ..vector_index.arrays import Ids, ValueRule, Vectors
 
 LOAD_BATCH = 4096  # rows fetched at a time while the index is built
 

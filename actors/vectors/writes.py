@@ -6,7 +6,7 @@ the ids written (`VectorService.refresh`), so the answer a client gets
 means both the table and the index hold the vector.
 
 An embedding belongs to its entity: the entity must be visible to the
-session, and shared with no scope the server may not write (``store.ownership``:
+session, and shared with no scope the server may not write (``store.domain.ownership``:
 another repository's entity keeps its attributes, its vector included).
 """
 
@@ -22,13 +22,13 @@ from ...supervisors.context import CallContext
 from ..kg.lookup import Ent, resolve
 from ..kg.transactions import view_of
 from ..kg.view import Scoped, View
+from ..store.domain.ownership import Ownership, SharedRow
 from ..store.interfaces import StoreTx
-from ..store.ownership import Ownership, SharedRow
-from ..store.services import policy_of
+from ..store.tooling.services import policy_of
+from ..vector_index.arrays import ValueRule
 from . import args as A
 from . import results as X
 from . import table
-from .arrays import ValueRule
 from .service import VECTORS, VectorService
 
 

@@ -1,7 +1,7 @@
 """The store's errors, as code outside the backends catches them without naming a driver.
 
 Each backend maps its driver's errors onto these where they leave it (the transaction's
-begin, its op, its commit: `db.StoreConnection.errors`), the driver's own error kept as
+begin, its op, its commit: `connections.StoreConnection.errors`), the driver's own error kept as
 ``__cause__`` (as Django's ``DatabaseErrorWrapper`` does): a traceback in the trace log
 still shows it, and a backend's own code may look at it (`db.unavailable`).
 """

@@ -22,7 +22,7 @@ from typing import Protocol
 
 import msgspec
 
-from ..stem import stem
+from ..domain.stem import stem
 
 
 class TextQuery(msgspec.Struct, frozen=True):

@@ -1,5 +1,5 @@
 """Scopes: ids by name (created on demand), a row's scopes, counts per scope, and the owner
-scopes of a row (what the ownership rule, `store.ownership`, reads).
+scopes of a row (what the ownership rule, `store.domain.ownership`, reads).
 
 The interface every store backend implements (`sqlite.scopes`, `pg.scopes`): arguments and
 results are msgspec Structs or plain values, never rows, cursors or SQL.
@@ -37,7 +37,7 @@ class Scopes(Protocol):
         ...
 
     def foreign_owners(self, kind: RowKind, item: int, writable: Sequence[int]) -> list[str]:
-        """The owner scopes of the row (see `store.ownership`) whose ids are not in
+        """The owner scopes of the row (see `store.domain.ownership`) whose ids are not in
         ``writable``, by name, sorted. ``writable`` may be empty (then every owner scope is
         foreign: never read as SQL's ``NOT IN (NULL)``, which excludes every row)."""
         ...

@@ -58,7 +58,7 @@ class Snapshot(Protocol):
 
     def change_mark(self) -> int:
         """The store's change counter as this transaction sees it: it moves on every write
-        to a table a cache reads, by any process (schema triggers: `store.schema`
+        to a table a cache reads, by any process (schema triggers: `store.sqlite.schema`
         ``change_mark``), and never goes down. A cache that read its rows at mark ``m``
         is current while the mark is ``m`` or every write past ``m`` was told to it
         (`store.marks`)."""

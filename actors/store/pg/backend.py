@@ -11,7 +11,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .. import db, dsn
+from .. import connections, dsn
 from ..backend import Announce, Backend, Capability, DriverMissing, Listen
 from ..interfaces import StoreTx
 from ..messages import Change
@@ -71,21 +71,28 @@ class PgBackend(Backend):
         return tx
 
     def open_writer(
-        self, *, busy_timeout_ms: int, durability: str, tuning: db.Tuning = db.DEFAULT_TUNING
-    ) -> db.StoreConnection:
-        conn: db.StoreConnection = self._pool().open_write_connection(self.url)
+        self,
+        *,
+        busy_timeout_ms: int,
+        durability: str,
+        tuning: connections.Tuning = connections.DEFAULT_TUNING,
+    ) -> connections.StoreConnection:
+        conn: connections.StoreConnection = self._pool().open_write_connection(self.url)
         return conn
 
     def open_read_pool(
-        self, size: int, busy_timeout_ms: int, tuning: db.Tuning = db.DEFAULT_TUNING
-    ) -> db.ReadPool:
-        pool: db.ReadPool = self._pool().open_read_pool(self.url, size)
+        self,
+        size: int,
+        busy_timeout_ms: int,
+        tuning: connections.Tuning = connections.DEFAULT_TUNING,
+    ) -> connections.ReadPool:
+        pool: connections.ReadPool = self._pool().open_read_pool(self.url, size)
         return pool
 
     def open_reader(
-        self, busy_timeout_ms: int, tuning: db.Tuning = db.DEFAULT_TUNING
-    ) -> db.StoreConnection:
-        conn: db.StoreConnection = self._pool().open_reader(self.url)
+        self, busy_timeout_ms: int, tuning: connections.Tuning = connections.DEFAULT_TUNING
+    ) -> connections.StoreConnection:
+        conn: connections.StoreConnection = self._pool().open_reader(self.url)
         return conn
 
     def same_store(self, other: Backend) -> bool:

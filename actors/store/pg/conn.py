@@ -40,7 +40,7 @@ from ..interfaces.errors import (
     StoreError,
     StoreOperationalError,
 )
-from ..schema import LATEST as SQLITE_LATEST
+from ..sqlite.schema import LATEST as SQLITE_LATEST
 
 # Reconnection after the server went away: the first attempt at once, then
 # exponential backoff between attempts (seconds); calls in between fail at once.

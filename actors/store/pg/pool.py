@@ -6,7 +6,7 @@ from pathlib import Path
 
 import psycopg
 
-from ..db import ReadPool, StoreUnavailable
+from ..connections import ReadPool, StoreUnavailable
 from ..dsn import redact, shown
 from .conn import PgConnection
 from .schema import migrate
@@ -75,7 +75,7 @@ def open_reader(url: str) -> PgConnection:
 
 
 def open_read_pool(url: str, size: int) -> ReadPool:
-    """``size`` read connections to ``url`` (`db.ReadPool.over`: reads in worker threads;
+    """``size`` read connections to ``url`` (`connections.ReadPool`: reads in worker threads;
     a connection lost with its server reconnects on its next use, `PgConnection.revive`)."""
     conns: list[PgConnection] = []
     try:
@@ -86,4 +86,4 @@ def open_read_pool(url: str, size: int) -> ReadPool:
             conn.close()
         raise unavailable(exc, url) from None
 
-    return ReadPool.over(conns)
+    return ReadPool(conns)

@@ -1,7 +1,7 @@
 """The store's PostgreSQL schema, as forward-only versioned migrations under an advisory lock.
 
 The tables, columns and meanings are those of the SQLite schema (see
-``store.schema``), at its latest version; what SQLite does with virtual
+``store.sqlite.schema``), at its latest version; what SQLite does with virtual
 tables and triggers PostgreSQL does with its own means:
 
 - full text over memory content: a stored generated ``tsvector`` column
@@ -30,7 +30,7 @@ version already current and do nothing. The version lives in ``meta``
 
 from __future__ import annotations
 
-from ..schema import MARKED_CHANGES
+from ..sqlite.schema import MARKED_CHANGES
 from .conn import MIGRATE_LOCK, PgConnection
 
 # Tables whose rows get their id from the table's high-water mark in ``id_marks``.
@@ -247,7 +247,7 @@ CREATE INDEX entities_canonical ON entities (canonical_name);
 """
 
 # Version 3 (code anchors, SQLite's version 8): a memory's code anchors, as in
-# `store.schema`. A new table only: every existing row stays. The path and symbol
+# `store.sqlite.schema`. A new table only: every existing row stays. The path and symbol
 # indexes are hash indexes (lookups are by equality): a B-tree entry is limited to
 # about 2,700 bytes, less than a path of 1,024 characters can take in UTF-8.
 SCHEMA_VERSION_3 = """
@@ -279,7 +279,7 @@ def _change_mark_triggers() -> str:
 
 
 # Version 4 (the change counter, SQLite's version 9): ``change_mark.seq`` moves on every
-# statement that changes a table a cache reads (`store.schema.MARKED_CHANGES`), as
+# statement that changes a table a cache reads (`store.sqlite.schema.MARKED_CHANGES`), as
 # SQLite's row triggers move it on every row. A statement trigger (one bump per
 # statement, not per row) keeps a bulk import from updating the one row once per row;
 # writers take turns (`conn.WRITE_LOCK`), so the row is never contended.
@@ -316,7 +316,7 @@ def migrate(conn: PgConnection) -> int:
     Error handling: a database newer than this code raises `SchemaTooNew` and
     is left untouched.
     """
-    from ..schema import SchemaTooNew
+    from ..sqlite.schema import SchemaTooNew
 
     current = version(conn)
     while current < LATEST:

@@ -15,7 +15,7 @@ LINKS: dict[str, tuple[str, str]] = {
     "relation": ("relation_scopes", "relation_id"),
 }
 
-# The owner scope ids of one row (``%(id)s``): the parts of a union (see `store.ownership`).
+# The owner scope ids of one row (``%(id)s``): the parts of a union (see `store.domain.ownership`).
 OWNER_PARTS: dict[str, list[str]] = {
     "memory": ["SELECT scope_id FROM memory_scopes WHERE memory_id = %(id)s"],
     "relation": [

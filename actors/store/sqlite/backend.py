@@ -6,9 +6,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import db
+from .. import connections
 from ..backend import Backend, Capability
 from ..interfaces import StoreTx
+from . import db
 
 
 class SqliteBackend(Backend):
@@ -48,20 +49,27 @@ class SqliteBackend(Backend):
         return tx
 
     def open_writer(
-        self, *, busy_timeout_ms: int, durability: str, tuning: db.Tuning = db.DEFAULT_TUNING
-    ) -> db.StoreConnection:
+        self,
+        *,
+        busy_timeout_ms: int,
+        durability: str,
+        tuning: connections.Tuning = connections.DEFAULT_TUNING,
+    ) -> connections.StoreConnection:
         return db.open_write_connection(
             self.path, busy_timeout_ms=busy_timeout_ms, durability=durability, tuning=tuning
         )
 
     def open_read_pool(
-        self, size: int, busy_timeout_ms: int, tuning: db.Tuning = db.DEFAULT_TUNING
-    ) -> db.ReadPool:
-        return db.ReadPool(self.path, size, busy_timeout_ms, tuning)
+        self,
+        size: int,
+        busy_timeout_ms: int,
+        tuning: connections.Tuning = connections.DEFAULT_TUNING,
+    ) -> connections.ReadPool:
+        return db.open_read_pool(self.path, size, busy_timeout_ms, tuning)
 
     def open_reader(
-        self, busy_timeout_ms: int, tuning: db.Tuning = db.DEFAULT_TUNING
-    ) -> db.StoreConnection:
+        self, busy_timeout_ms: int, tuning: connections.Tuning = connections.DEFAULT_TUNING
+    ) -> connections.StoreConnection:
         return db.connect(self.path, busy_timeout_ms=busy_timeout_ms, read_only=True, tuning=tuning)
 
     def same_store(self, other: Backend) -> bool:

@@ -13,7 +13,7 @@ import math
 import sqlite3
 from collections.abc import Sequence
 
-from ..db import SQL_CHUNK, VOCAB_TABLE
+from ..domain.stem import stem
 from ..interfaces.fulltext import (
     PROXIMITY,
     Candidate,
@@ -23,7 +23,7 @@ from ..interfaces.fulltext import (
     TextQuery,
     Visibility,
 )
-from ..stem import stem
+from .db import SQL_CHUNK, VOCAB_TABLE
 from .errors import mapped
 from .params import marks
 

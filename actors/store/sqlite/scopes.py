@@ -19,7 +19,7 @@ LINKS: dict[str, tuple[str, str]] = {
 _RELATION_MEMORY_SCOPES = """SELECT ms.scope_id FROM memory_relations mr
     JOIN memory_scopes ms ON ms.memory_id = mr.memory_id WHERE mr.relation_id = :id"""
 
-# The owner scope ids of one row (``:id``): the parts of a union (see `store.ownership`).
+# The owner scope ids of one row (``:id``): the parts of a union (see `store.domain.ownership`).
 OWNER_PARTS: dict[str, list[str]] = {
     "memory": ["SELECT scope_id FROM memory_scopes WHERE memory_id = :id"],
     "relation": [

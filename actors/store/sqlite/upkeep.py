@@ -6,7 +6,6 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from .. import schema
 from ..interfaces.memories import StoreCounts
 from ..interfaces.upkeep import (
     Checkpoint,
@@ -21,6 +20,7 @@ from ..interfaces.upkeep import (
 )
 from ..rows import upkeep as shared
 from ..rows.scopes import SCOPE_LINKS
+from . import schema
 
 _AUTO_VACUUM = {0: "none", 1: "full", 2: "incremental"}
 _TRIPLE = """SELECT s.name, r.relation_type, t.name FROM relations r

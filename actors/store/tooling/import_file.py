@@ -28,7 +28,7 @@ from typing import BinaryIO, TypeVar
 
 import msgspec
 
-from ...protocol.validation import describe_validation_error
+from ....protocol.validation import describe_validation_error
 
 T = TypeVar("T")
 

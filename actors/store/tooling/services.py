@@ -13,10 +13,10 @@ from collections.abc import Callable
 
 import trio
 
-from ...protocol.errors import BadArgument
-from ...supervisors.context import AppContext, CallContext
-from .scopes import ScopePolicy
-from .writer import STORE, Store
+from ....protocol.errors import BadArgument
+from ....supervisors.context import AppContext, CallContext
+from ..domain.scopes import ScopePolicy
+from ..writer import STORE, Store
 
 
 async def scoped(

@@ -18,9 +18,9 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .interfaces import ReadTx
-from .interfaces.errors import StoreOperationalError
-from .interfaces.fulltext import FullText, MemoryFilter, MemoryMatch, TextQuery
+from ..interfaces import ReadTx
+from ..interfaces.errors import StoreOperationalError
+from ..interfaces.fulltext import FullText, MemoryFilter, MemoryMatch, TextQuery
 from .scopes import GLOBAL
 from .stem import stem
 

@@ -14,14 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...protocol.errors import NotFound
+from ....protocol.errors import NotFound
+from ..interfaces import ReadTx, StoreTx
+from ..interfaces.memories import MemoryEdit
+from ..messages import Change
+from .embeddings import Vec, change_of, drop_vector, note_vector, put_vector
 from .entities import EntitySpec, RelationSpec, upsert_entity, upsert_relation
-from .interfaces import ReadTx, StoreTx
-from .interfaces.memories import MemoryEdit
-from .messages import Change
 from .ownership import Ownership
 from .scopes import GLOBAL, ScopePolicy
-from .vectors import Vec, change_of, drop_vector, note_vector, put_vector
 
 
 def now() -> float:

@@ -1,12 +1,12 @@
-"""SQLite connections of the store: pragmas, transactions with busy retries, the read pool.
+"""SQLite connections of the store: pragmas, transactions with busy retries, its read pool.
 
 Every connection runs in autocommit mode (``isolation_level=None``) so that
 transactions are explicit: writes use ``BEGIN IMMEDIATE ... COMMIT``, reads a
 deferred ``BEGIN ... ROLLBACK`` for a consistent snapshot. The store's connections
 are `SqliteConnection`s, whose `begin_write` / `begin_read` / ``commit`` /
-``rollback`` are what the writer, the read pool and `direct` call: PostgreSQL's
-connection (`pg.conn.PgConnection`) has the same four, in its own dialect, so the
-shared code never asks which database it runs on nor spells a transaction's SQL.
+``rollback`` are what the writer, the read pool and `direct` call
+(`connections.StoreConnection`): PostgreSQL's connection (`pg.conn.PgConnection`) has
+the same four, in its own dialect.
 
 Connections are used from worker threads (``trio.to_thread.run_sync``), one
 thread at a time per connection, so they are opened with
@@ -20,19 +20,16 @@ import os
 import random
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TypeVar
 
-import trio
-
-from ...supervisors import private
-from ...supervisors.errors import UserError
+from ....supervisors import private
+from ..connections import DEFAULT_TUNING, ReadPool, StoreUnavailable, Tuning
+from ..interfaces.errors import StoreError
+from . import errors as sqlite_errors
 from . import schema
-from .interfaces.errors import StoreError, StoreOperationalError
-from .sqlite import errors as sqlite_errors
 
 DB_NAME = "memtrio.sqlite"
 
@@ -51,36 +48,7 @@ T = TypeVar("T")
 # exponential backoff from BUSY_BACKOFF_START up to BUSY_BACKOFF_MAX seconds,
 # jittered, until busy_timeout has passed.
 BUSY_BACKOFF_START = 0.002
-# A read the event loop runs itself (`ReadPool.run` with ``inline``) is stopped
-# once it has taken this much CPU time, checked every `INLINE_CHECK_STEPS` SQLite VM steps,
-# and run again in a worker thread: a small indexed read skips the thread hop
-# (about 0.04 ms of CPU and a thread wake-up), a large one blocks the loop no
-# longer than this (measured: docs/benchmarks.md, "Knowledge graph").
-INLINE_BUDGET = 0.005
-INLINE_CHECK_STEPS = 1000
 BUSY_BACKOFF_MAX = 0.1
-
-
-class StoreConnection(Protocol):
-    """A connection of the store, of either backend: its transaction control."""
-
-    @property
-    def in_transaction(self) -> bool: ...
-
-    def begin_write(self, busy_timeout_ms: int = 0) -> None: ...
-
-    def begin_read(self) -> None: ...
-
-    def commit(self) -> None: ...
-
-    def rollback(self) -> None: ...
-
-    def close(self) -> None: ...
-
-    def errors(self) -> AbstractContextManager[None]:
-        """A block whose driver errors are raised as the store's (`interfaces.errors`),
-        the driver's error chained as ``__cause__``."""
-        ...
 
 
 class SqliteConnection(sqlite3.Connection):
@@ -105,34 +73,6 @@ def db_path(home: Path, file: str = "") -> Path:
     """The store's SQLite file: ``file`` (``[store] file``, ``--memory-file``; a relative
     path is from the current directory), else `DB_NAME` in the home."""
     return Path(os.path.abspath(Path(file).expanduser())) if file else home / DB_NAME
-
-
-@dataclass(frozen=True)
-class Tuning:
-    """Per-connection memory options (``[store] cache_size_mb``, ``mmap_size_mb``).
-
-    memtrio opens several connections (the writer, the read pool, the ranker's,
-    the maintenance actor's), each with its own page cache and mapping, so these
-    are per connection (docs/memory.md, "Storage and concurrency").
-    """
-
-    cache_size_mb: int = 8
-    mmap_size_mb: int = 0
-
-
-DEFAULT_TUNING = Tuning()
-
-
-class StoreUnavailable(UserError):
-    """The database cannot be opened or used: damaged, read-only, locked, on a full disk.
-
-    ``problem`` says what is wrong, ``remedy`` what to do; the message is both.
-    ``damaged``: the file is not a database or its pages are corrupt.
-    """
-
-    def __init__(self, problem: str, remedy: str, path: Path, damaged: bool = False) -> None:
-        self.problem, self.remedy, self.path, self.damaged = problem, remedy, path, damaged
-        super().__init__(f"{problem}: {remedy}")
 
 
 # Primary SQLite result codes (extended codes carry them in the low byte).
@@ -295,12 +235,6 @@ def begin_immediate(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
     _with_busy_retry(lambda: conn.execute("BEGIN IMMEDIATE"), busy_timeout_ms)
 
 
-def rollback_quietly(conn: StoreConnection) -> None:
-    """End the open transaction, if any, without its changes (either backend's connection)."""
-    if conn.in_transaction:
-        conn.rollback()
-
-
 def open_write_connection(
     path: Path, *, busy_timeout_ms: int, durability: str, tuning: Tuning = DEFAULT_TUNING
 ) -> SqliteConnection:
@@ -317,114 +251,13 @@ def open_write_connection(
     return conn
 
 
-def run_read(conn: StoreConnection, op: Callable[[Any], T]) -> T:
-    """Run ``op`` in one read transaction (a consistent snapshot); ``conn`` is a store
-    connection of either backend (`SqliteConnection`, `pg.conn.PgConnection`).
-
-    Error handling: the driver's errors are raised as the store's (`interfaces.errors`)."""
-    with conn.errors():
-        conn.begin_read()
-        try:
-            return op(conn)
-        finally:
-            rollback_quietly(conn)
-
-
-class PoolClosed(RuntimeError):
-    """The read pool was closed (the store is stopping or restarting)."""
-
-
-class ReadPool:
-    """A few read-only connections; each read runs in a worker thread, or on the
-    event loop itself when it asks to and fits the budget.
-
-    Cancellation: a read already running in its thread finishes (the caller
-    waits for it), so a connection is never returned mid-statement. Closing
-    the pool closes the idle connections at once and the busy ones when their
-    read ends; reads still waiting for a connection fail with `PoolClosed`.
-
-    ``inline`` reads use one more connection, only ever from the trio thread
-    and never across an await, with no busy timeout: a read that takes longer
-    than `INLINE_BUDGET`, or finds the database busy, is interrupted, rolled
-    back and run again from the start in a thread (reads change nothing, so
-    running one again is safe).
-    """
-
-    def __init__(
-        self, path: Path, size: int, busy_timeout_ms: int, tuning: Tuning = DEFAULT_TUNING
-    ) -> None:
-        conns = [
-            connect(path, busy_timeout_ms=busy_timeout_ms, read_only=True, tuning=tuning)
-            for _ in range(size)
-        ]
-        self._setup(conns, connect(path, busy_timeout_ms=0, read_only=True, tuning=tuning))
-
-    @classmethod
-    def over(cls, conns: Sequence[StoreConnection]) -> ReadPool:
-        """A pool of other connections (the PostgreSQL store's), without inline reads."""
-        pool = cls.__new__(cls)
-        pool._setup(conns, None)
-        return pool
-
-    def _setup(self, conns: Sequence[StoreConnection], inline: SqliteConnection | None) -> None:
-        self._conns = list(conns)
-        self._inline = inline
-        self._free_send, self._free_recv = trio.open_memory_channel[StoreConnection](len(conns))
-        for conn in self._conns:
-            self._free_send.send_nowait(conn)
-        self.limiter = trio.CapacityLimiter(len(conns))
-        self.closed = False
-
-    async def run(self, op: Callable[[Any], T], inline: bool = False) -> T:
-        """``op(conn)`` in one read transaction: in a thread, or first on the loop with ``inline``."""
-        if inline and not self.closed and self._inline is not None:
-            await trio.lowlevel.checkpoint_if_cancelled()
-            done, value = self._run_inline(op)
-            if done:
-                return value  # type: ignore[return-value]  # done: value is op's T
-        try:
-            conn = await self._free_recv.receive()
-        except (trio.EndOfChannel, trio.ClosedResourceError):
-            raise PoolClosed("the store's read pool is closed (stopping or restarting)") from None
-        try:
-            return await trio.to_thread.run_sync(run_read, conn, op, limiter=self.limiter)
-        finally:
-            if self.closed:
-                _close_quietly(conn)
-            else:
-                self._free_send.send_nowait(conn)
-
-    def _run_inline(self, op: Callable[[Any], T]) -> tuple[bool, T | None]:
-        """(True, ``op``'s value), or (False, None) when it was over budget or the database busy."""
-        conn = self._inline
-        assert conn is not None
-        # CPU time of this thread: being preempted on a busy machine is not the read's cost.
-        deadline = time.thread_time() + INLINE_BUDGET
-        conn.set_progress_handler(lambda: time.thread_time() > deadline, INLINE_CHECK_STEPS)
-        try:
-            return True, run_read(conn, op)
-        except StoreOperationalError:  # interrupted, or busy: the thread's run will tell
-            return False, None
-        finally:
-            conn.set_progress_handler(None, 0)
-
-    def close(self) -> None:
-        """Close idle connections now, busy ones when they come back (call from the trio thread)."""
-        self.closed = True
-        if self._inline is not None:
-            _close_quietly(self._inline)
-        while True:
-            try:
-                _close_quietly(self._free_recv.receive_nowait())
-            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
-                break
-        self._free_send.close()
-        self._free_recv.close()
-
-
-def _close_quietly(conn: StoreConnection) -> None:
-    try:
-        with conn.errors():
-            conn.close()
-    except StoreError:
-        pass
+def open_read_pool(
+    path: Path, size: int, busy_timeout_ms: int, tuning: Tuning = DEFAULT_TUNING
+) -> ReadPool:
+    """``size`` read-only connections to the store at ``path``, and one more for the reads
+    the event loop runs itself (no busy timeout: a busy database sends the read to a thread)."""
+    conns = [
+        connect(path, busy_timeout_ms=busy_timeout_ms, read_only=True, tuning=tuning)
+        for _ in range(size)
+    ]
+    return ReadPool(conns, connect(path, busy_timeout_ms=0, read_only=True, tuning=tuning))

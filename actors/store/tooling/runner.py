@@ -15,14 +15,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
-from ...protocol.errors import DomainError
-from ...supervisors import private
-from ...supervisors.commands import CliError, cli_words, load_config
-from ...supervisors.context import AppContext, AppRunner, CallContext
-from ...supervisors.supervisor import Escalation, root_cause
-from . import db
+from ....protocol.errors import DomainError
+from ....supervisors import private
+from ....supervisors.commands import CliError, cli_words, load_config
+from ....supervisors.context import AppContext, AppRunner, CallContext
+from ....supervisors.supervisor import Escalation, root_cause
+from ..interfaces.errors import StoreError
+from ..sqlite import db
 from .import_file import ImportRefused, printable
-from .interfaces.errors import StoreError
 
 # The features a command starts: the store alone, or with what embeddings and ranking need.
 STORE_ONLY = frozenset({"store", "memory"})
@@ -54,7 +54,7 @@ def run_store_command(
 
     Error handling: every failure ends as a `CliError` or `UserError` (one line):
     a tool's refusal (in the command line's words: `cli_words`), a database that cannot be opened or written (damaged,
-    read-only, full: `db.StoreUnavailable`), a store that could not start.
+    read-only, full: `connections.StoreUnavailable`), a store that could not start.
     """
     # Every value given on the command line is text, except paths (any bytes).
     check_text(

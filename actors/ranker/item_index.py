@@ -7,7 +7,7 @@ window 0 of item ``i`` under key ``i``, window ``c >= 1`` under
 best of its windows (max over chunks), and a search returns items, never the
 same one twice.
 
-The backend (``exact``, ``hnsw`` or ``ivf``, see ``actors.vectors.index``) is
+The backend (``exact``, ``hnsw`` or ``ivf``, see ``actors.vector_index.index``) is
 chosen by `IndexChoice` when the index is (re)loaded: ``hnsw`` (the default)
 takes exact search below ``exact_below`` vectors (10,000) (under a millisecond there, and
 always right: a graph of a few thousand uniform vectors finds 0.83-0.95 of
@@ -25,7 +25,7 @@ compared with the table's) puts the index right; a file that cannot be read
 or does not fit is ignored and the graph is built.
 
 A stored vector the index cannot hold (not ``dim`` float32 values, a value
-that is not finite or beyond the index's stored type: ``vectors.arrays.ValueRule``)
+that is not finite or beyond the index's stored type: ``vector_index.arrays.ValueRule``)
 is skipped, and so is the rest of its item: the item then counts as having no
 vector, so recall embeds it again (lazy re-embedding) and the new vector
 replaces the bad one. A load logs what it skipped once (``vector_rows_skipped``);
@@ -48,9 +48,9 @@ from typing import Literal
 import numpy as np
 
 from ...supervisors import private, trace
-from ..vectors.arrays import MAX_REPORTED, ValueRule, value_rule
-from ..vectors.hnsw import HnswVectors
-from ..vectors.index import (
+from ..vector_index.arrays import MAX_REPORTED, ValueRule, value_rule
+from ..vector_index.hnsw import HnswVectors
+from ..vector_index.index import (
     Ids,
     Mask,
     Scores,

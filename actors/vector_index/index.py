@@ -24,7 +24,7 @@ Euclidean distance (``l2sq``: ``-|q - v|^2``).
 
 An id holds one vector; adding an id again replaces its vector (upsert).
 Callers with several vectors per item (the windows of a long text) key each
-vector separately (see ``actors.ranker.vectors``).
+vector separately (see ``actors.ranker.item_index``).
 
 ``allowed`` restricts a search to some ids, inside the search (a filtered id
 never takes a slot of the top k): a set of ids, or a boolean numpy array
@@ -39,7 +39,7 @@ given (ids, vectors) truth: it removes ids the table no longer has and
 upserts the missing and changed ones; `reconcile_batches` does the same with
 the truth read in batches. The ranker saves a built hnsw graph and, at the
 next start, loads it and reconciles it with the table instead of building
-it again (``actors.ranker.vectors``).
+it again (``actors.ranker.item_index``).
 
 Thread-safety: none. Each owner serialises its calls (the ranker actor, the
 vector tools' actor).

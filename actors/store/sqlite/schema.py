@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from ...supervisors.errors import UserError
+from ....supervisors.errors import UserError
 
 SCHEMA_VERSION_1 = """
 CREATE TABLE meta (
@@ -450,7 +450,7 @@ def migrate(conn: sqlite3.Connection) -> int:
     and is left untouched; a migration that would leave a dangling reference
     raises `sqlite3.IntegrityError` and is rolled back.
     """
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
     if version > LATEST:
         raise SchemaTooNew(
             f"the store has schema version {version}, newer than this memtrio ({LATEST}); upgrade memtrio"
@@ -460,7 +460,7 @@ def migrate(conn: sqlite3.Connection) -> int:
     try:
         while version < LATEST:
             _migrate_one(conn, version)
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
     finally:
         conn.execute(f"PRAGMA foreign_keys = {'ON' if keys else 'OFF'}")
     return version

@@ -39,9 +39,9 @@ from pathlib import Path
 
 import trio
 
-from ...protocol.errors import BadArgument, DomainError, Forbidden
-from ...supervisors.git import git_output
-from ...supervisors.grants import Grant, OutsideGrant, refusal
+from ....protocol.errors import BadArgument, DomainError, Forbidden
+from ....supervisors.git import git_output
+from ....supervisors.grants import Grant, OutsideGrant, refusal
 
 GLOBAL = "global"
 REPO_PREFIX = "repo:"

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from ...protocol.errors import BadArgument, LimitExceeded
+from ....protocol.errors import BadArgument, LimitExceeded
 
 # -- the memory tools (remember, update, relate, recall; characters) ------------
 

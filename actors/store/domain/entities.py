@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from ...protocol.errors import BadArgument
+from ....protocol.errors import BadArgument
+from ..interfaces import ReadTx, StoreTx
+from ..interfaces.graph import View
 from . import limits
 from .documents import canonical_name, clean_name
-from .interfaces import ReadTx, StoreTx
-from .interfaces.graph import View
 from .ownership import Ownership
 
 

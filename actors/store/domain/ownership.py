@@ -39,10 +39,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from ...protocol.errors import Forbidden
-from ...protocol.plural import noun
-from .interfaces import ReadTx
-from .interfaces.scopes import RowKind
+from ....protocol.errors import Forbidden
+from ....protocol.plural import noun
+from ..interfaces import ReadTx
+from ..interfaces.scopes import RowKind
 
 Kind = RowKind
 

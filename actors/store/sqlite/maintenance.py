@@ -37,14 +37,15 @@ from pathlib import Path
 import msgspec
 import trio
 
-from ...supervisors import faults, trace
-from ...supervisors.context import ServiceKey
-from ...supervisors.supervisor import ChildContext, Mailbox
+from ....supervisors import faults, trace
+from ....supervisors.context import ServiceKey
+from ....supervisors.supervisor import ChildContext, Mailbox
+from .. import connections
+from ..interfaces import FileUpkeep, StoreTx
+from ..messages import MaintenanceRequest, RunMaintenance
+from ..writer import Store
 from . import db
-from .interfaces import FileUpkeep, StoreTx
-from .messages import MaintenanceRequest, RunMaintenance
-from .sqlite.upkeep import SqliteUpkeep
-from .writer import Store
+from .upkeep import SqliteUpkeep
 
 ACTOR = "store.maintenance"
 VACUUM_STEP_PAGES = 512  # pages freed per write transaction (2 MB of 4 KB pages)
@@ -204,7 +205,7 @@ async def serve_maintenance(
     wal_flush_ms: int,
     durability: str,
     busy_timeout_ms: int,
-    tuning: db.Tuning = db.DEFAULT_TUNING,
+    tuning: connections.Tuning = connections.DEFAULT_TUNING,
     task_status: trio.TaskStatus[Maintenance] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Flush the WAL (durability ``async``) and run maintenance every ``interval``

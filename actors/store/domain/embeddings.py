@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from .interfaces import ReadTx, StoreTx
-from .interfaces.vectors import Windows
-from .messages import Change
+from ..interfaces import ReadTx, StoreTx
+from ..interfaces.vectors import Windows
+from ..messages import Change
 
 ItemKind = Literal["memory", "entity", "relation"]
 
