@@ -4,8 +4,9 @@
 Procedure (the one behind ``rerank.WEIGHTS``):
 
 1. The stores ``tools/eval_recall.py`` filled (its cache, one per LoCoMo dev
-   conversation and unit format, one for LongMemEval-S-16) are opened in
-   process with the ranker's own cache. Run ``tools/eval_recall.py`` once per
+   conversation and unit format, one for LongMemEval-S-16, one per FAQ project)
+   and the knowledge graph ``tools/eval_families.py --families kg`` imported are
+   opened in process with the ranker's own cache. Run those tools once per
    dataset first: this tool never fills a store.
 2. For every question, the candidates and their features are computed by
    ``rank.rerank_candidates`` (the code recall runs); a candidate is a positive when
@@ -27,6 +28,10 @@ Procedure (the one behind ``rerank.WEIGHTS``):
    (``faq-notes-dev``, ``--faq-units note``, each question weighing
    ``--faq-weight``): leave-one-project-out, each project's store scored with the
    weights fitted on every other store (hit@1, MRR@10, recall@5, neighbour@1).
+   The knowledge graph (``tools/eval_sets/kg-packages`` as ``tools/eval_families.py``
+   imports it, each question weighing ``--kg-weight``): leave-one-category-out,
+   each kind of question ("Who wrote X?", "Which license...") scored with the
+   weights fitted without that kind.
    Leave-one-family-out: each dataset scored with the weights fitted on the
    others only, the check that the model is not one family's habits.
 5. The weights fitted on all of it are printed in raw feature units (the
@@ -54,6 +59,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import eval_families  # noqa: E402
 import eval_recall  # noqa: E402
 from memtrio.actors.embedder.model import OnnxEncoder, resolve_spec  # noqa: E402
 from memtrio.actors.ranker import rank, rerank  # noqa: E402
@@ -73,13 +79,20 @@ class Stack:
         qs: list,
         cache: Path,
         params: rank.Params,
+        home: Path | None = None,
     ):
-        home = cache / f"{dataset}-{units}-{stack}-{eval_recall.cache_key(turns)}"
+        """``home``: the filled store's directory (default: `eval_recall`'s for ``turns``)."""
+        home = home or cache / f"{dataset}-{units}-{stack}-{eval_recall.cache_key(turns)}"
         owner_file = home / "eval-owner.json"
         if not owner_file.exists():
+            fill = (
+                "eval_families.py --families kg"
+                if dataset == "kg"
+                else f"eval_recall.py --dataset {dataset} --units {units}"
+            )
             raise SystemExit(
                 f"no filled store for {dataset} {units} {stack} in {cache}: run "
-                f"`python tools/eval_recall.py --dataset {dataset} --units {units} --modes default` first"
+                f"`python tools/{fill} --modes default` first"
             )
         self.name = f"{dataset}/{units}/{stack}"
         self.dataset, self.qs = dataset, qs
@@ -148,10 +161,34 @@ class Stack:
             rerank.WEIGHTS = saved
 
 
+def kg_stack(cache: Path, data: Path, params: rank.Params) -> Stack:
+    """The knowledge graph of ``data`` as `eval_families` imported it: its observations
+    are the units, each question's gold observations the positives."""
+    (store,) = eval_families.kg_stores(data)
+    home = cache / f"kg-{eval_families.fill_key((data / 'memory.jsonl').read_text())}"
+    qs = [
+        {
+            "id": q.id,
+            "category": q.category,
+            "question": q.question,
+            "gold_turns": q.gold,
+            "near": [],  # one entity's observations are not a burst: no neighbour share
+        }
+        for q in store.questions
+    ]
+    return Stack("kg", "observations", store.name, [], qs, cache, params, home)
+
+
 def load_stacks(
-    locomo_units: str, lme_units: str, cache: Path, params: rank.Params, faq_units: str = ""
+    locomo_units: str,
+    lme_units: str,
+    cache: Path,
+    params: rank.Params,
+    faq_units: str = "",
+    kg: Path | None = None,
 ) -> tuple[OnnxEncoder, list[Stack]]:
-    """The encoder the stores were filled with, and every filled store's `Stack`, prepared."""
+    """The encoder the stores were filled with, and every filled store's `Stack`, prepared
+    (``kg``: the knowledge graph's data directory, None to leave it out)."""
     # eval_recall.py keys its cache by the model too
     encoder = OnnxEncoder(resolve_spec(os.environ.get("MEMTRIO_EMBEDDING_MODEL", ""), 256), "cpu")
     stacks: list[Stack] = []
@@ -165,6 +202,8 @@ def load_stacks(
             for stack, turns, qs in eval_recall.haystacks(dataset, data, units):
                 if qs:
                     stacks.append(Stack(dataset, units, stack, turns, qs, cache, params))
+    if kg is not None:
+        stacks.append(kg_stack(cache, kg, params))
     for s in stacks:
         s.prepare(encoder)
         print(f"  {s.name}: {len(s.qs)} questions", file=sys.stderr)
@@ -176,7 +215,8 @@ FAMILY_WEIGHT: dict[str, float] = {}  # dataset -> weight of each of its questio
 
 def examples(chosen: list[Stack], lme_weight: float) -> list[tuple[np.ndarray, np.ndarray, float]]:
     """(feature rows, labels, weight) of every question of ``chosen``; LongMemEval's
-    weigh ``lme_weight`` each, the notes' ``--faq-weight`` (`FAMILY_WEIGHT`)."""
+    weigh ``lme_weight`` each, the notes' and the graph's ``--faq-weight`` and
+    ``--kg-weight`` (`FAMILY_WEIGHT`)."""
     return [
         (rows, y, lme_weight if s.dataset == "longmemeval" else FAMILY_WEIGHT.get(s.dataset, 1.0))
         for s in chosen
@@ -254,30 +294,24 @@ def mean(rows: list[dict[str, Any]], key: str) -> float:
     return sum(values) / len(values)
 
 
+NOTE_FAMILIES = ("faq", "kg")  # scored by the gold unit's rank, not by sessions
+
+
 def figures(dataset: str, rows: list[dict[str, Any]]) -> dict[str, float]:
     """The dataset's headline means: session and turn recall@5, or the notes' metrics."""
-    keys = eval_recall.NOTE_METRICS if dataset == "faq" else ("session@5", "turn@5")
+    keys = eval_recall.NOTE_METRICS if dataset in NOTE_FAMILIES else ("session@5", "turn@5")
     return {k: round(mean(rows, k), 4) for k in keys}
 
 
-def held_out_runs(
-    stacks: list[Stack], args: argparse.Namespace, later: np.ndarray
-) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
-    """Per-question rows scored with weights fitted without them: (leave one LoCoMo
-    conversation, LongMemEval question or FAQ project out; leave one family out)."""
-    held_out: dict[str, list[dict[str, Any]]] = {}
-    conversations = sorted({s.name.rsplit("/", 1)[1] for s in stacks if s.dataset == "locomo"})
-    for conv in conversations:
-        weights = fit(
-            examples([s for s in stacks if not s.name.endswith("/" + conv)], args.lme_weight),
-            args.l2,
-            later,
-        )
-        for s in stacks:
-            if s.name.endswith("/" + conv):
-                held_out.setdefault(s.name.rsplit("/", 1)[0], []).extend(s.score(weights))
-    lme = [s for s in stacks if s.dataset == "longmemeval" and not args.no_lme_questions]
-    for i in range(len(lme[0].qs) if lme else 0):  # leave one LongMemEval question out
+def questions_held_out(
+    stacks: list[Stack],
+    args: argparse.Namespace,
+    later: np.ndarray,
+    held_out: dict[str, list[dict[str, Any]]],
+) -> None:
+    """Leave one LongMemEval question out (fitted on LoCoMo and the other questions)."""
+    lme = [s for s in stacks if s.dataset == "longmemeval"]
+    for i in range(len(lme[0].qs) if lme else 0):
         rest = [
             (rows, y, args.lme_weight)
             for s in lme
@@ -291,6 +325,49 @@ def held_out_runs(
         )
         for s in lme:
             held_out.setdefault(s.name.rsplit("/", 1)[0], []).extend(s.score(weights, [i]))
+
+
+def kinds_held_out(
+    s: Stack, stacks: list[Stack], args: argparse.Namespace, later: np.ndarray
+) -> list[dict[str, Any]]:
+    """The graph's questions, each kind ("Who wrote X?") scored with the weights fitted
+    on every other store and the other kinds of ``s``: leave one kind of question out."""
+    rows: list[dict[str, Any]] = []
+    others = examples([o for o in stacks if o is not s], args.lme_weight)
+    for kind in sorted({q["category"] for q in s.qs}):
+        rest = [
+            (x, y, FAMILY_WEIGHT.get(s.dataset, 1.0))
+            for q, (_, x, y) in zip(s.qs, s.examples, strict=True)
+            if q["category"] != kind
+        ]
+        weights = fit(others + rest, args.l2, later)
+        rows += s.score(weights, [i for i, q in enumerate(s.qs) if q["category"] == kind])
+    return rows
+
+
+def held_out_runs(
+    stacks: list[Stack], args: argparse.Namespace, later: np.ndarray
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
+    """Per-question rows scored with weights fitted without them: (leave one LoCoMo
+    conversation, LongMemEval question, kind of graph question or FAQ project out;
+    leave one family out)."""
+    held_out: dict[str, list[dict[str, Any]]] = {}
+    conversations = sorted({s.name.rsplit("/", 1)[1] for s in stacks if s.dataset == "locomo"})
+    for conv in conversations:
+        weights = fit(
+            examples([s for s in stacks if not s.name.endswith("/" + conv)], args.lme_weight),
+            args.l2,
+            later,
+        )
+        for s in stacks:
+            if s.name.endswith("/" + conv):
+                held_out.setdefault(s.name.rsplit("/", 1)[0], []).extend(s.score(weights))
+    if not args.no_lme_questions:
+        questions_held_out(stacks, args, later, held_out)
+    for s in (s for s in stacks if s.dataset == "kg"):
+        held_out.setdefault(s.name.rsplit("/", 1)[0], []).extend(
+            kinds_held_out(s, stacks, args, later)
+        )
     projects = [s for s in stacks if s.dataset == "faq"]
     for s in projects:  # leave one FAQ project (one store of notes) out
         weights = fit(examples([o for o in stacks if o is not s], args.lme_weight), args.l2, later)
@@ -320,6 +397,15 @@ def main() -> int:  # noqa: C901
     )
     parser.add_argument(
         "--faq-weight", type=float, default=5.0, help="weight of each FAQ question in the loss"
+    )
+    parser.add_argument(
+        "--kg",
+        default=str(eval_families.SETS / "kg-packages"),
+        help="the knowledge graph to fit on, as tools/eval_families.py imports it "
+        "('' to leave the graph out)",
+    )
+    parser.add_argument(
+        "--kg-weight", type=float, default=3.0, help="weight of each graph question in the loss"
     )
     parser.add_argument("--l2", type=float, default=0.01)
     parser.add_argument(
@@ -363,7 +449,9 @@ def main() -> int:  # noqa: C901
     keep = np.array([f not in without for f in rerank.FEATURES], dtype=np.float64)
     later = np.array([f in later_names for f in rerank.FEATURES])
     FAMILY_WEIGHT["faq"] = args.faq_weight
-    stacks = load_stacks(args.locomo_units, args.lme_units, cache, params, args.faq_units)[1]
+    FAMILY_WEIGHT["kg"] = args.kg_weight
+    kg = Path(args.kg) if args.kg else None
+    stacks = load_stacks(args.locomo_units, args.lme_units, cache, params, args.faq_units, kg)[1]
     for s in stacks:
         s.examples = [(ids, rows * keep, y) for ids, rows, y in s.examples]  # --without
 

@@ -129,14 +129,14 @@ LONG_SOURCES = [FEATURES.index(f) for f in LONG_OWN]
 NO_NOTE = (0.0,) * (len(NOTE_FEATURES) + len(LONG_FEATURES))
 TOPIC_COLUMN = FEATURES.index("topic_cosine")
 # Fitted by `python tools/fit_rerank.py --no-lme-questions` on LoCoMo dev (`Speaker: text`),
-# LongMemEval-S-16 (bare turns, each question weighing 30) and the FAQ notes (each weighing 5)
-# at once (docs/bench-runs/fit-rerank-families.json; raw feature units: the standardisation of
+# LongMemEval-S-16 (bare turns, each question weighing 30), the FAQ notes (each weighing 5) and
+# the knowledge graph of tools/eval_sets/kg-packages (each question weighing 3) at once (docs/bench-runs/fit-rerank-families.json; raw feature units: the standardisation of
 # the fit is folded in; an additive constant does not change a softmax, so `turn` is 0).
 WEIGHTS = np.array(
-    [0.4477, 0.3836, 2.3642, 2.6805, 0.3617, -1.0366, 0.6187, -0.1914, 2.9119]
-    + [1.6778, 3.2236, 1.9002, -1.2877, -1.2500, 0.5765, 0.9555, 0.8049, 0.6137]
-    + [0.2007, 1.7887, 2.2666, 1.8438, 0.0000, 1.2422, -1.0241, 2.6947, 1.2810]
-    + [-0.6052, 0.2368, 0.2613, 1.5733, 3.5764, -4.5831, 11.5638, -0.8030, -6.2917],
+    [0.3708, 0.3476, 1.9795, 2.4920, 0.2035, -1.0671, 0.6503, -0.0996, 3.0067]
+    + [1.6465, 2.8082, 1.9025, -1.2461, -1.2860, 0.8779, 1.0029, 0.7783, 0.5997]
+    + [0.2356, 1.7238, 2.3798, 1.8406, 0.0000, -1.0739, 0.1818, 2.4136, 1.7430]
+    + [-0.4040, 0.2173, 0.4915, 1.5017, 3.5037, -4.2815, 10.4920, -0.7502, -6.3056],
     dtype=np.float64,
 )
 
