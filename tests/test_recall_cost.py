@@ -9,6 +9,8 @@ backend lookups. Each test also checks the step's result against the plain compu
 from __future__ import annotations
 
 import math
+import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from memtrio.actors.ranker import mmr
 from memtrio.actors.ranker import rank as rank_mod
 from memtrio.actors.ranker.graph import RecallCache, node
@@ -191,3 +194,33 @@ def test_mmr_reads_its_pool_in_one_lookup_windows_and_all() -> None:
     assert tally == {"get_many": 1}
     assert 31 not in [m for m, _ in out]  # the copy of memory 1 is kept out of the first 10
     assert out[0] == (1, 0.99)
+
+
+# -- numpy's BLAS in a memtrio process: one thread ------------------------------------------
+
+BLAS_THREADS = """
+import os
+import memtrio.actors.ranker.rank
+import numpy as np
+a = np.ones((1500, 1500), dtype=np.float32)
+a @ a  # a product big enough for OpenBLAS to share out, had it threads
+print(sum(1 for _ in os.scandir("/proc/self/task")))
+"""
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="OpenBLAS starts no thread on one core")
+def test_a_memtrio_process_multiplies_matrices_on_its_own_thread() -> None:
+    """Each of the ranker's small products handed to a second BLAS thread and back cost
+    ten times its work on busy shared cores; the actors package keeps BLAS to one thread
+    (``OPENBLAS_NUM_THREADS``, unless the user set it)."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    out = subprocess.run(
+        [sys.executable, "-c", BLAS_THREADS], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1"]  # the main thread only
+    env["OPENBLAS_NUM_THREADS"] = "2"  # a user's own setting is kept
+    out = subprocess.run(
+        [sys.executable, "-c", BLAS_THREADS], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.stdout.split() == ["2"], out.stderr
