@@ -17,8 +17,8 @@ the exact index a server searches until that build is done.
 
 Usage::
 
-    python tools/profile_recall.py --store /tmp/memtrio-100k --size 100000 --templates 500
-    python tools/profile_recall.py --store /tmp/memtrio-100k --index exact
+    python tools/profile_recall.py --store DIR --size 100000 --templates 500
+    python tools/profile_recall.py --store DIR --index exact
 """
 
 from __future__ import annotations
