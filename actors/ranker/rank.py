@@ -386,13 +386,12 @@ def personalized_pagerank(
     hubs = (KIND_CODE["entity"], KIND_CODE["term"])
     at = position.get
     for n, i in position.items():
-        peers = links.get(n) if n % NODE_KINDS not in hubs else None
-        if peers:
-            edges += [
-                (i, j)
-                for m in peers
-                if (j := at(m)) is not None and (i < j or m % NODE_KINDS in hubs)
-            ]
+        if n % NODE_KINDS in hubs:
+            continue
+        for m in links.get(n, ()):
+            j = at(m)
+            if j is not None and (i < j or m % NODE_KINDS in hubs):
+                edges.append((i, j))
     weights = np.zeros(len(nodes))
     for n, w in reset.items():
         weights[position[n]] = w

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Sequence
+from itertools import chain
 
 import numpy as np
 
@@ -170,7 +171,7 @@ class SqliteFullText:
             ).fetchall()
             if not rows:
                 continue
-            ids = np.array(rows, dtype=np.int64).reshape(-1)
+            ids = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=len(rows))
             found = min(len(ids) * newest / window, newest)
             idf = math.log(1 + (newest - found + 0.5) / (found + 0.5))
             matched.append(ids)
