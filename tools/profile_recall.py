@@ -5,11 +5,13 @@ The store is the synthetic one of ``tools/bench_recall.py`` (same templates,
 same seed, 10% long memories), built once into ``--store`` and reused by the
 next runs. The ranking runs in this process the way the ranker actor runs it
 (its own read connection, the `RecallCache` loaded from the store, the FTS5
-seeds read while the query is embedded, then `rank.rank_explained` in one read
-transaction), then the rows of the answer are read and the result encoded as
-the ``recall`` tool does. Each stage's functions are wrapped with timers:
-wall time and process CPU time (all threads), in ms per recall, median over
-the queries; a stage nested in another is counted in both (indented).
+seeds, which the server reads while the query is embedded, then
+`rank.rank_explained` in one read transaction), then the rows of the answer are
+read and JSON-encoded. The queries are embedded first, apart (their median
+time is the first row). Each stage's functions are wrapped with timers: wall
+time and process CPU time (all threads), in ms per recall, median over the
+queries; a stage nested in another is counted in both (indented). The record
+of the access (a write) and the MCP layer are not in it.
 
 ``--index built`` builds the hnsw graph of the memories first (as a server
 does once, in the background, then keeps it on disk); ``--index exact`` keeps
