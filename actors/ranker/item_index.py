@@ -344,6 +344,26 @@ class ItemIndex:
         found = [self.backend.get(int(key)) for key in keys_of(item_id, windows)]
         return np.stack([v for v in found if v is not None]).astype(np.float32)
 
+    def vectors_of(self, item_ids: list[int]) -> list[Vectors | None]:
+        """`vectors` of each of ``item_ids``, read with one batch lookup of the backend."""
+        keys: list[int] = []
+        spans: list[tuple[int, int]] = []
+        for item_id in item_ids:
+            windows = self._windows.get(item_id, 0)
+            found = [] if not windows else [item_id] if windows == 1 else keys_of(item_id, windows)
+            spans.append((len(keys), len(keys) + len(found)))
+            keys.extend(int(k) for k in found)
+        if not keys:
+            return [None] * len(item_ids)
+        held, vectors = self.backend.get_many(np.asarray(keys, dtype=np.int64))
+        vectors = np.asarray(vectors, dtype=np.float32)
+        row = np.cumsum(held) - 1  # the row of each key held, in ``vectors``
+        out: list[Vectors | None] = []
+        for start, end in spans:
+            rows = row[start:end][held[start:end]]
+            out.append(vectors[rows] if len(rows) else None)
+        return out
+
     def best_cosines(self, query: np.ndarray, item_ids: list[int]) -> np.ndarray:
         """Each item's best window cosine to ``query`` (0 for an item without vectors),
         read with one batch lookup of the backend."""

@@ -22,8 +22,7 @@ class _Windows:
         blocks: list[np.ndarray] = []
         owner: list[int] = []
         self.spans: list[tuple[int, int]] = []
-        for position, item_id in enumerate(ids):
-            vecs = index.vectors(item_id)
+        for position, vecs in enumerate(index.vectors_of(ids)):  # one batch lookup
             start = len(owner)
             if vecs is not None and len(vecs):
                 blocks.append(vecs)

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..store.interfaces import Snapshot
 from ..store.interfaces.snapshot import Kind
-from .graph import KIND_CODE, node, node_id, node_kind
+from .graph import KIND_CODE, NODE_KINDS, node, node_id, node_kind
 
 HUB_ROWS = 2_000  # peers of one node read per hop, at most
 
@@ -120,7 +120,9 @@ def walk(
     ``masks`` (or unknown to them) is not entered; a term is walked when it links
     2 to ``term_limit`` memories (``term_degree``).
     """
-    kinds = {KIND_CODE[k]: masks[k] for k in masks}
+    # `node_kind` and `node_id` inlined, the masks as bytes (a hub's thousands of peers
+    # are looked at one by one)
+    kinds = {KIND_CODE[k]: masks[k].tobytes() for k in masks}
     seen = dict.fromkeys(start)
     frontier = list(start)
     for _ in range(hops):
@@ -132,13 +134,13 @@ def walk(
             for m in peers.get(n, ()):
                 if m in seen:
                     continue
-                kind = node_kind(m)
+                kind = m % NODE_KINDS
                 if kind == TERM:
                     if not 1 < term_degree(m) <= term_limit:
                         continue
                 else:
                     mask = kinds[kind]
-                    i = node_id(m)
+                    i = m // NODE_KINDS
                     if i >= len(mask) or not mask[i]:
                         continue
                 seen[m] = None

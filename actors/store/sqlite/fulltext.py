@@ -12,6 +12,9 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Sequence
+from itertools import chain
+
+import numpy as np
 
 from ..domain.stem import stem
 from ..interfaces.fulltext import (
@@ -159,23 +162,30 @@ class SqliteFullText:
         """
         newest = self.newest_memory_id()
         window = max(newest - low + 1, 1)
-        scores: dict[int, float] = {}
+        matched: list[np.ndarray] = []
+        weights: list[np.ndarray] = []
         for phrase in parts:
-            ids = [
-                r[0]
-                for r in self.conn.execute(
-                    "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? AND rowid >= ?",
-                    (phrase, low),
-                )
-            ]
-            if not ids:
+            rows = self.conn.execute(
+                "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? AND rowid >= ?",
+                (phrase, low),
+            ).fetchall()
+            if not rows:
                 continue
+            ids = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=len(rows))
             found = min(len(ids) * newest / window, newest)
             idf = math.log(1 + (newest - found + 0.5) / (found + 0.5))
-            for rowid in ids:
-                scores[rowid] = scores.get(rowid, 0.0) + idf
-        best = sorted(scores.items(), key=lambda kv: (-kv[1], -kv[0]))[:limit]
-        return [MemoryMatch(int(r), float(s)) for r, s in best]
+            matched.append(ids)
+            weights.append(np.full(len(ids), idf))
+        if not matched:
+            return []
+        # Each memory's IDFs summed in phrase order (as one addition after another would),
+        # in numpy: thousands of postings per phrase on a big store.
+        rowids, inverse = np.unique(np.concatenate(matched), return_inverse=True)
+        scores = np.bincount(inverse, weights=np.concatenate(weights))
+        best = np.lexsort((-rowids, -scores))[:limit]  # best score first, then newest
+        return [
+            MemoryMatch(int(r), float(s)) for r, s in zip(rowids[best], scores[best], strict=True)
+        ]
 
     def best_memories_filtered(
         self, query: TextQuery, low: int, allowed: MemoryFilter, limit: int
