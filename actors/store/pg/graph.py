@@ -9,26 +9,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..interfaces.graph import (
-    Edge,
-    Entity,
     Link,
     NewEntity,
     NewObservation,
-    Observation,
     RowKind,
     View,
 )
 from ..rows.graph import (
     LINK,
     GraphBase,
-    edge,
-    ent,
-    entity,
     link,
     mem,
-    observation,
     rel,
-    seen_entity,
 )
 from .statements import PgRows
 
@@ -103,75 +95,6 @@ class PgGraph(GraphBase, PgRows):
 
     # -- views and lookups ---------------------------------------------------------------
 
-    def view(self, read: Sequence[str], write: Sequence[str]) -> View:
-        names = list(dict.fromkeys([*read, *write]))
-        ids = {
-            name: int(sid)
-            for name, sid in self.all("SELECT name, id FROM scopes WHERE name = ANY(%s)", [names])
-        }
-        read_ids = tuple(sorted({ids[s] for s in read if s in ids}))
-        write_ids = tuple(sorted({ids[s] for s in write if s in ids}))
-        total = self.number("SELECT count(*) FROM scopes")
-        return View(read_ids, write_ids, len(read_ids) == total)
-
-    def entities_by_names(self, names: Sequence[str], view: View) -> list[Entity]:
-        rows = self.all(
-            f"SELECT e.id, e.name, e.kind, e.canonical_name, {ent(view)} FROM entities e "
-            "WHERE e.name = ANY(%s)",
-            [list(dict.fromkeys(names))],
-        )
-        return [seen_entity(row) for row in rows]
-
-    def entities_by_ids(self, ids: Sequence[int]) -> list[Entity]:
-        return [
-            entity(row)
-            for row in self.all(
-                "SELECT id, name, kind, canonical_name FROM entities WHERE id = ANY(%s)",
-                [list(dict.fromkeys(ids))],
-            )
-        ]
-
-    def names_near(self, canonicals: Sequence[str], view: View, limit: int) -> list[str]:
-        canon = list(dict.fromkeys(canonicals))[:500]
-        if not canon:
-            return []
-        rows = self.all(
-            f"SELECT e.name FROM entities e WHERE e.canonical_name = ANY(%s) AND {ent(view)} "
-            "ORDER BY e.id LIMIT %s",
-            [canon, limit],
-        )
-        return [r[0] for r in rows]
-
-    def observations(self, entity_ids: Sequence[int], view: View) -> list[Observation]:
-        rows = self.all(
-            f"""SELECT me.entity_id, m.id, m.content FROM memory_entities me
-                JOIN memories m ON m.id = me.memory_id
-                WHERE me.entity_id = ANY(%s) AND {OBS} AND {mem(view)}
-                ORDER BY me.entity_id, me.memory_id""",
-            [list(dict.fromkeys(entity_ids))],
-        )
-        return [observation(r) for r in rows]
-
-    def observation_texts(self, entity_ids: Sequence[int], view: View) -> list[tuple[int, str]]:
-        rows = self.all(
-            f"""SELECT me.entity_id, m.content FROM memory_entities me
-                JOIN memories m ON m.id = me.memory_id
-                WHERE me.entity_id = ANY(%s) AND {OBS} AND {mem(view)}
-                ORDER BY me.entity_id, me.memory_id""",
-            [list(dict.fromkeys(entity_ids))],
-        )
-        return [(int(r[0]), r[1]) for r in rows]
-
-    def observation_counts(self, entity_ids: Sequence[int], view: View) -> dict[int, int]:
-        rows = self.all(
-            f"""SELECT me.entity_id, count(*) FROM memory_entities me
-                JOIN memories m ON m.id = me.memory_id
-                WHERE me.entity_id = ANY(%s) AND {OBS} AND {mem(view)}
-                GROUP BY me.entity_id""",
-            [list(dict.fromkeys(entity_ids))],
-        )
-        return {int(eid): int(n) for eid, n in rows}
-
     # -- reads ---------------------------------------------------------------------------
 
     def relations_touching(
@@ -188,29 +111,6 @@ class PgGraph(GraphBase, PgRows):
             )
             params = [ids, ids]
         return [link(r) for r in self.all(sql, params)]
-
-    def edges(
-        self, node_ids: Sequence[int], view: View, outgoing: bool, relation_type: str | None
-    ) -> list[Edge]:
-        col = "r.source_id" if outgoing else "r.target_id"
-        tsql = "AND r.relation_type = %s" if relation_type is not None else ""
-        extra = [relation_type] if relation_type is not None else []
-        rows = self.all(
-            f"""SELECT r.id, r.source_id, r.relation_type, r.target_id FROM relations r
-                WHERE {col} = ANY(%s) {tsql} AND {rel(view)} ORDER BY r.id""",
-            [list(dict.fromkeys(node_ids)), *extra],
-        )
-        return [edge(r) for r in rows]
-
-    def without_vectors(self, kind: RowKind, ids: Sequence[int]) -> set[int]:
-        have = {
-            int(r[0])
-            for r in self.all(
-                "SELECT item_id FROM vectors WHERE kind = %s AND item_id = ANY(%s)",
-                [kind, list(dict.fromkeys(ids))],
-            )
-        }
-        return set(ids) - have
 
     # -- writes ----------------------------------------------------------------------------
 

@@ -27,3 +27,6 @@ class PgRows(Rows):
         row = self.run(sql, params).fetchone()
         assert row is not None
         return int(row[0])
+
+    def one_of(self, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        return "= ANY(%s)", [list(values)]

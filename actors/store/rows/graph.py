@@ -96,6 +96,15 @@ def mem(view: View, alias: str = "m") -> str:
     return visible(view, "memory_scopes", "memory_id", alias)
 
 
+# The view that sees everything (for statements with no visibility condition).
+ALL = View((), (), True)
+NEAR = 500  # canonical names a `names_near` looks for, at most
+
+
+def _edge_id(e: Edge) -> int:
+    return e.id
+
+
 class GraphBase(Rows):
     """The graph interfaces' shared bodies (`interfaces.graph`). Each backend names its
     statements (class attributes in its dialect; ``{ent}``, ``{rel}``, ``{mem}``, ``{obs}``,
@@ -105,6 +114,21 @@ class GraphBase(Rows):
     MARK: ClassVar[str]  # the dialect's positional placeholder
     OBS: ClassVar[str]  # SQL true for an observation memory (``m``)
     SCOPE_COUNT = "SELECT count(*) FROM scopes"
+    NAMES_NEAR = (
+        "SELECT e.name FROM entities e WHERE e.canonical_name {ids} AND {ent}"
+        " ORDER BY e.id LIMIT {mark}"
+    )
+    OBSERVATIONS = """SELECT me.entity_id, m.id, m.content FROM memory_entities me
+        JOIN memories m ON m.id = me.memory_id WHERE me.entity_id {ids} AND {obs} AND {mem}
+        ORDER BY me.entity_id, me.memory_id"""
+    OBSERVATION_TEXTS = """SELECT me.entity_id, m.content FROM memory_entities me
+        JOIN memories m ON m.id = me.memory_id WHERE me.entity_id {ids} AND {obs} AND {mem}
+        ORDER BY me.entity_id, me.memory_id"""
+    OBSERVATION_COUNTS = """SELECT me.entity_id, count(*) FROM memory_entities me
+        JOIN memories m ON m.id = me.memory_id WHERE me.entity_id {ids} AND {obs} AND {mem}
+        GROUP BY me.entity_id"""
+    EDGES = """SELECT r.id, r.source_id, r.relation_type, r.target_id FROM relations r
+        WHERE {col} {ids} {typed} AND {rel} ORDER BY r.id"""
     ENTITY_NAMED: ClassVar[str]  # (name,)
     ENTITIES_CANONICAL: ClassVar[str]  # (canonical, limit)
     KIND_IS: ClassVar[str]  # (kind,) as a condition's tail
@@ -153,10 +177,68 @@ class GraphBase(Rows):
         """``template`` with ``view``'s conditions and the shared fragments filled in."""
         return template.format(
             ent=ent(view), rel=rel(view), mem=mem(view), obs=self.OBS, link=LINK, named=NAMED,
-            **more,
+            mark=self.MARK, **more,
         )  # fmt: skip
 
+    def _each(self, template: str, view: View, ids: Sequence[Any], *after: Any) -> list[Any]:
+        """The rows of ``template`` for each part of ``ids`` (``{ids}``: `one_of` the part;
+        ``after``: the parameters that follow it)."""
+        out: list[Any] = []
+        for part in self.parts(list(dict.fromkeys(ids))):
+            test, params = self.one_of(part)
+            out += self.all(self.sql(template, view, ids=test), [*params, *after])
+        return out
+
     # -- views and lookups ---------------------------------------------------------------
+
+    def view(self, read: Sequence[str], write: Sequence[str]) -> View:
+        names = list(dict.fromkeys([*read, *write]))
+        rows = self._each("SELECT name, id FROM scopes WHERE name {ids}", ALL, names)
+        ids = {name: int(sid) for name, sid in rows}
+        read_ids = tuple(sorted({ids[s] for s in read if s in ids}))
+        write_ids = tuple(sorted({ids[s] for s in write if s in ids}))
+        total = self.number(self.SCOPE_COUNT)
+        return View(read_ids, write_ids, len(read_ids) == total)
+
+    def entities_by_names(self, names: Sequence[str], view: View) -> list[Entity]:
+        sql = "SELECT e.id, e.name, e.kind, e.canonical_name, {ent} FROM entities e WHERE e.name {ids}"
+        return [seen_entity(r) for r in self._each(sql, view, names)]
+
+    def entities_by_ids(self, ids: Sequence[int]) -> list[Entity]:
+        sql = "SELECT id, name, kind, canonical_name FROM entities WHERE id {ids}"
+        return [entity(r) for r in self._each(sql, ALL, ids)]
+
+    def names_near(self, canonicals: Sequence[str], view: View, limit: int) -> list[str]:
+        canon = list(dict.fromkeys(canonicals))[:NEAR]
+        if not canon:
+            return []
+        test, params = self.one_of(canon)
+        sql = self.sql(self.NAMES_NEAR, view, ids=test)
+        return [r[0] for r in self.all(sql, [*params, limit])]
+
+    def observations(self, entity_ids: Sequence[int], view: View) -> list[Observation]:
+        return [observation(r) for r in self._each(self.OBSERVATIONS, view, entity_ids)]
+
+    def observation_texts(self, entity_ids: Sequence[int], view: View) -> list[tuple[int, str]]:
+        rows = self._each(self.OBSERVATION_TEXTS, view, entity_ids)
+        return [(int(eid), text) for eid, text in rows]
+
+    def observation_counts(self, entity_ids: Sequence[int], view: View) -> dict[int, int]:
+        rows = self._each(self.OBSERVATION_COUNTS, view, entity_ids)
+        return {int(eid): int(n) for eid, n in rows}
+
+    def edges(
+        self, node_ids: Sequence[int], view: View, outgoing: bool, relation_type: str | None
+    ) -> list[Edge]:
+        col = "r.source_id" if outgoing else "r.target_id"
+        typed = f"AND r.relation_type = {self.MARK}" if relation_type is not None else ""
+        extra = [relation_type] if relation_type is not None else []
+        sql = self.EDGES.replace("{col}", col).replace("{typed}", typed)
+        return sorted((edge(r) for r in self._each(sql, view, node_ids, *extra)), key=_edge_id)
+
+    def without_vectors(self, kind: RowKind, ids: Sequence[int]) -> set[int]:
+        sql = "SELECT item_id FROM vectors WHERE item_id {ids} AND kind = {mark}"
+        return set(ids) - {int(r[0]) for r in self._each(sql, ALL, ids, kind)}
 
     def entity_named(self, name: str) -> Entity | None:
         row = self.first(self.ENTITY_NAMED, (name,))

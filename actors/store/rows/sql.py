@@ -10,9 +10,10 @@ against `Rows`; each backend's class mixes in its runner (`sqlite.params.SqliteR
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 Params = Sequence[Any] | Mapping[str, Any]
+T = TypeVar("T")
 
 
 class Cursor(Protocol):
@@ -45,6 +46,16 @@ class Rows:
     def insert_id(self, sql: str, params: Params) -> int:
         """Run an insert of one row (on PostgreSQL, ending ``RETURNING id``): its id."""
         raise NotImplementedError
+
+    def one_of(self, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """The dialect's test that a column is one of ``values`` (one of `parts`), written
+        after the column, and its parameters."""
+        raise NotImplementedError
+
+    def parts(self, values: Sequence[T]) -> Iterator[list[T]]:
+        """``values`` in the lists one statement takes (`one_of`); none for no values."""
+        if values:
+            yield list(values)
 
     def all(self, sql: str, params: Params = ()) -> list[Any]:
         return self.run(sql, params).fetchall()

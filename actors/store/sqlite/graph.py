@@ -9,26 +9,18 @@ from typing import TypeVar
 import msgspec
 
 from ..interfaces.graph import (
-    Edge,
-    Entity,
     Link,
     NewEntity,
     NewObservation,
-    Observation,
     RowKind,
     View,
 )
 from ..rows.graph import (
     LINK,
     GraphBase,
-    edge,
-    ent,
-    entity,
     link,
     mem,
-    observation,
     rel,
-    seen_entity,
 )
 from .params import chunks, marks
 from .statements import SqliteRows
@@ -108,90 +100,6 @@ class SqliteGraph(GraphBase, SqliteRows):
 
     # -- views and lookups ---------------------------------------------------------------
 
-    def view(self, read: Sequence[str], write: Sequence[str]) -> View:
-        names = list(dict.fromkeys([*read, *write]))
-        ids: dict[str, int] = {}
-        for part in chunks(names, CHUNK):
-            for name, sid in self.conn.execute(
-                f"SELECT name, id FROM scopes WHERE name IN ({marks(len(part))})", part
-            ):
-                ids[name] = sid
-        read_ids = tuple(sorted({ids[s] for s in read if s in ids}))
-        write_ids = tuple(sorted({ids[s] for s in write if s in ids}))
-        total = self.number("SELECT count(*) FROM scopes")
-        return View(read_ids, write_ids, len(read_ids) == total)
-
-    def entities_by_names(self, names: Sequence[str], view: View) -> list[Entity]:
-        out = []
-        for part in chunks(list(dict.fromkeys(names)), CHUNK):
-            for row in self.conn.execute(
-                f"SELECT e.id, e.name, e.kind, e.canonical_name, {ent(view)} FROM entities e "
-                f"WHERE e.name IN ({marks(len(part))})",
-                part,
-            ):
-                out.append(seen_entity(row))
-        return out
-
-    def entities_by_ids(self, ids: Sequence[int]) -> list[Entity]:
-        out = []
-        for part in chunks(list(dict.fromkeys(ids)), CHUNK):
-            for row in self.conn.execute(
-                "SELECT id, name, kind, canonical_name FROM entities "
-                f"WHERE id IN ({marks(len(part))})",
-                part,
-            ):
-                out.append(entity(row))
-        return out
-
-    def names_near(self, canonicals: Sequence[str], view: View, limit: int) -> list[str]:
-        canon = list(dict.fromkeys(canonicals))[:CHUNK]
-        if not canon:
-            return []
-        rows = self.conn.execute(
-            f"SELECT e.name FROM entities e WHERE e.canonical_name IN ({marks(len(canon))}) "
-            f"AND {ent(view)} ORDER BY e.id LIMIT ?",
-            [*canon, limit],
-        )
-        return [r[0] for r in rows]
-
-    def observations(self, entity_ids: Sequence[int], view: View) -> list[Observation]:
-        out = []
-        for part in chunks(list(dict.fromkeys(entity_ids)), CHUNK):
-            for row in self.conn.execute(
-                f"""SELECT me.entity_id, m.id, m.content FROM memory_entities me
-                    JOIN memories m ON m.id = me.memory_id
-                    WHERE me.entity_id IN ({marks(len(part))}) AND {OBS} AND {mem(view)}
-                    ORDER BY me.entity_id, me.memory_id""",
-                part,
-            ):
-                out.append(observation(row))
-        return out
-
-    def observation_texts(self, entity_ids: Sequence[int], view: View) -> list[tuple[int, str]]:
-        out: list[tuple[int, str]] = []
-        for part in chunks(list(dict.fromkeys(entity_ids)), CHUNK):
-            out += self.conn.execute(
-                f"""SELECT me.entity_id, m.content FROM memory_entities me
-                    JOIN memories m ON m.id = me.memory_id
-                    WHERE me.entity_id IN ({marks(len(part))}) AND {OBS} AND {mem(view)}
-                    ORDER BY me.entity_id, me.memory_id""",
-                part,
-            ).fetchall()
-        return out
-
-    def observation_counts(self, entity_ids: Sequence[int], view: View) -> dict[int, int]:
-        out: dict[int, int] = {}
-        for part in chunks(list(dict.fromkeys(entity_ids)), CHUNK):
-            for eid, n in self.conn.execute(
-                f"""SELECT me.entity_id, count(*) FROM memory_entities me
-                    JOIN memories m ON m.id = me.memory_id
-                    WHERE me.entity_id IN ({marks(len(part))}) AND {OBS} AND {mem(view)}
-                    GROUP BY me.entity_id""",
-                part,
-            ):
-                out[eid] = n
-        return out
-
     # -- reads ---------------------------------------------------------------------------
 
     def relations_touching(
@@ -206,35 +114,6 @@ class SqliteGraph(GraphBase, SqliteRows):
                 ):
                     rows[row[0]] = link(row)
         return [rows[rid] for rid in sorted(rows)]
-
-    def edges(
-        self, node_ids: Sequence[int], view: View, outgoing: bool, relation_type: str | None
-    ) -> list[Edge]:
-        col = "r.source_id" if outgoing else "r.target_id"
-        tsql = "AND r.relation_type = ?" if relation_type is not None else ""
-        extra = [relation_type] if relation_type is not None else []
-        out = []
-        for part in chunks(list(dict.fromkeys(node_ids)), CHUNK):
-            for row in self.conn.execute(
-                f"""SELECT r.id, r.source_id, r.relation_type, r.target_id FROM relations r
-                    WHERE {col} IN ({marks(len(part))}) {tsql} AND {rel(view)} ORDER BY r.id""",
-                [*part, *extra],
-            ):
-                out.append(edge(row))
-        out.sort(key=lambda e: e.id)
-        return out
-
-    def without_vectors(self, kind: RowKind, ids: Sequence[int]) -> set[int]:
-        have: set[int] = set()
-        for part in chunks(list(dict.fromkeys(ids)), CHUNK):
-            have.update(
-                r[0]
-                for r in self.conn.execute(
-                    f"SELECT item_id FROM vectors WHERE kind = ? AND item_id IN ({marks(len(part))})",
-                    [kind, *part],
-                )
-            )
-        return set(ids) - have
 
     # -- writes ----------------------------------------------------------------------------
 

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeVar
 
 from ..rows.sql import Cursor, Params, Rows
+from .params import chunks, marks
+
+T = TypeVar("T")
+# Values in one ``IN (...)`` list (SQLite's parameter limit is far above).
+CHUNK = 500
 
 
 class SqliteRows(Rows):
@@ -25,3 +30,9 @@ class SqliteRows(Rows):
         rowid = self.conn.execute(sql, params).lastrowid
         assert rowid is not None
         return rowid
+
+    def one_of(self, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        return f"IN ({marks(len(values))})", list(values)
+
+    def parts(self, values: Sequence[T]) -> Iterator[list[T]]:
+        return chunks(values, CHUNK)
