@@ -87,9 +87,6 @@ class PgVectors(VectorsBase, PgRows):
     ) -> tuple[str, list[Any]]:
         return _visible(scopes, table, col, alias)
 
-    def stored(self, value: object, kind: str | None) -> Any:
-        return _blob(value)
-
     # -- the local model's windows -----------------------------------------------------------
 
     def put(self, kind: str, item_id: int, windows: Windows, *, replace: bool) -> bool:
@@ -205,7 +202,7 @@ class PgVectors(VectorsBase, PgRows):
             "SELECT entity_id, model, dim, vec FROM entity_embeddings WHERE entity_id = ANY(%s)",
             (wanted,),
         )
-        return {int(e): EntityEmbedding(int(e), m, d, _blob(v)) for e, m, d, v in rows}
+        return {int(e): EntityEmbedding(int(e), m, d, self.stored(v, None)) for e, m, d, v in rows}
 
     # -- the entities the vector tools read --------------------------------------------------
 
@@ -224,8 +221,3 @@ class PgVectors(VectorsBase, PgRows):
             [wanted, *vparams, *tparams],
         )
         return {int(i): EntityRef(int(i), n, k, c) for i, n, k, c in rows}
-
-
-def _blob(value: object) -> Any:
-    """A stored ``bytea`` as bytes (psycopg may give a memoryview); anything else as it is."""
-    return bytes(value) if isinstance(value, memoryview) else value

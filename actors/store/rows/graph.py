@@ -180,7 +180,7 @@ class GraphBase(Rows):
             mark=self.MARK, **more,
         )  # fmt: skip
 
-    def _each(self, template: str, view: View, ids: Sequence[Any], *after: Any) -> list[Any]:
+    def _each(self, template: str, view: View, ids: Sequence[Any], *after: object) -> list[Any]:
         """The rows of ``template`` for each part of ``ids`` (``{ids}``: `one_of` the part;
         ``after``: the parameters that follow it)."""
         out: list[Any] = []

@@ -96,7 +96,7 @@ class MemoriesBase(Rows):
 
     def link_entity(self, memory_id: int, entity_id: int) -> str:
         self.run(self.LINK_ENTITY, (memory_id, entity_id))
-        return str(self.first(self.ENTITY_NAME, (entity_id,))[0])
+        return str(self.one(self.ENTITY_NAME, (entity_id,))[0])
 
     def link_relation(self, memory_id: int, relation_id: int) -> None:
         self.run(self.LINK_RELATION, (memory_id, relation_id))
@@ -118,11 +118,11 @@ class MemoriesBase(Rows):
         return self.run(self.DELETE, (memory_id,)).rowcount > 0
 
     def counts(self) -> StoreCounts:
-        return StoreCounts(*(int(v) for v in self.first(COUNTS)))
+        return StoreCounts(*(int(v) for v in self.one(COUNTS)))
 
     def visible_counts(self, scopes: Sequence[int]) -> StoreCounts:
         scope_in, params = self.scope_in(scopes)
-        row = self.first(visible_counts_sql(scope_in), params)
+        row = self.one(visible_counts_sql(scope_in), params)
         memories, scope_count, entities, edges, vectors, anchors = (int(v) for v in row)
         return StoreCounts(
             memories, scope_count, entities, edges, vectors, recall_log=0, anchors=anchors

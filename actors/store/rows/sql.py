@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 Params = Sequence[Any] | Mapping[str, Any]
+Row = Sequence[Any]  # a row as the drivers give it (a tuple)
 T = TypeVar("T")
 
 
@@ -22,7 +23,7 @@ class Cursor(Protocol):
     @property
     def rowcount(self) -> int: ...
 
-    def fetchone(self) -> Any: ...
+    def fetchone(self) -> Row | None: ...
 
     def fetchall(self) -> list[Any]: ...
 
@@ -60,9 +61,15 @@ class Rows:
     def all(self, sql: str, params: Params = ()) -> list[Any]:
         return self.run(sql, params).fetchall()
 
-    def first(self, sql: str, params: Params = ()) -> Any:
+    def first(self, sql: str, params: Params = ()) -> Row | None:
         """The first row of ``sql``; None for none."""
         return self.run(sql, params).fetchone()
+
+    def one(self, sql: str, params: Params = ()) -> Row:
+        """The row of ``sql``, which always has one (an aggregate, a row known to exist)."""
+        row = self.run(sql, params).fetchone()
+        assert row is not None
+        return row
 
     def number(self, sql: str, params: Params = ()) -> int:
         """The first column of the first row as an int (no row, or NULL: 0)."""

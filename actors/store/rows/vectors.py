@@ -29,7 +29,7 @@ def later_windows(windows: Windows) -> Iterator[tuple[int, bytes]]:
 class VectorsBase(Rows):
     """The vector interfaces' shared bodies (`interfaces.vectors`). Each backend names its
     statements (class attributes in its dialect; a stored ``vec`` is read with a second
-    column, its type on SQLite: see `stored`), writes `visible` and `stored`, and writes
+    column, its type on SQLite: see `stored`), writes `visible`, and writes
     the writes and reads that its dialect does its own way."""
 
     MARK: ClassVar[str]  # the dialect's positional placeholder
@@ -51,8 +51,14 @@ class VectorsBase(Rows):
         raise NotImplementedError
 
     def stored(self, value: object, kind: str | None) -> Any:
-        """A ``vec`` as read with its second column (``kind``), as stored."""
-        raise NotImplementedError
+        """A ``vec`` as read with its second column, as stored (``Any``: the interface's
+        Structs hold it as stored, the feature checks it). SQLite reads a TEXT ``vec`` as
+        its bytes with ``kind`` ``text`` (one that is not UTF-8 cannot fail the read): a
+        ``str``, invalid sequences replaced; psycopg may give a ``bytea`` as a memoryview:
+        bytes; anything else as it is."""
+        if kind == "text" and isinstance(value, bytes):
+            return value.decode("utf-8", "replace")
+        return bytes(value) if isinstance(value, memoryview) else value
 
     def drop(self, kind: str, item_id: int) -> None:
         self.run(self.DROP, (kind, item_id))

@@ -54,15 +54,6 @@ def _text(value: object) -> str:
 _AS_STORED = "CASE typeof({col}) WHEN 'text' THEN CAST({col} AS BLOB) ELSE {col} END, typeof({col})"
 
 
-def _stored(value: object, kind: str) -> Any:
-    """A ``vec`` selected with `_AS_STORED`: a TEXT as ``str`` (invalid UTF-8 replaced); any
-    other value as stored (``Any``: the interface's Structs hold it as stored, the feature
-    checks it)."""
-    if kind == "text" and isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value
-
-
 _UPSERT = """INSERT INTO vectors (kind, item_id, model, revision, dim, vec) VALUES (?, ?, ?, ?, ?, ?)
     ON CONFLICT (kind, item_id) DO UPDATE SET model = excluded.model, revision = excluded.revision,
         dim = excluded.dim, vec = excluded.vec"""
@@ -107,9 +98,6 @@ class SqliteVectors(VectorsBase, SqliteRows):
         self, scopes: Visibility, table: str, col: str, alias: str
     ) -> tuple[str, list[Any]]:
         return _visible(scopes, table, col, alias), []
-
-    def stored(self, value: object, kind: str | None) -> Any:
-        return _stored(value, kind or "")
 
     # -- the local model's windows -----------------------------------------------------------
 
@@ -223,7 +211,7 @@ class SqliteVectors(VectorsBase, SqliteRows):
                 f"WHERE entity_id IN ({marks(len(part))})",
                 part,
             ):
-                out[eid] = EntityEmbedding(eid, _text(model), dim, _stored(vec, kind))
+                out[eid] = EntityEmbedding(eid, _text(model), dim, self.stored(vec, kind))
         return out
 
     # -- the entities the vector tools read --------------------------------------------------
