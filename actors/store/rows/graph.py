@@ -174,11 +174,13 @@ class GraphBase(Rows):
     DROP_RELATION_VECTOR: ClassVar[str]  # (relation id,)
 
     def sql(self, template: str, view: View, **more: str) -> str:
-        """``template`` with ``view``'s conditions and the shared fragments filled in."""
-        return template.format(
-            ent=ent(view), rel=rel(view), mem=mem(view), obs=self.OBS, link=LINK, named=NAMED,
-            mark=self.MARK, **more,
-        )  # fmt: skip
+        """``template`` with ``view``'s conditions and the shared fragments filled in (a
+        condition only where the template has it: each is built for the call)."""
+        fill = {"obs": self.OBS, "link": LINK, "named": NAMED, "mark": self.MARK, **more}
+        for name, condition in (("ent", ent), ("rel", rel), ("mem", mem)):
+            if "{" + name + "}" in template:
+                fill[name] = condition(view)
+        return template.format(**fill)
 
     def _each(self, template: str, view: View, ids: Sequence[Any], *after: object) -> list[Any]:
         """The rows of ``template`` for each part of ``ids`` (``{ids}``: `one_of` the part;
