@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+import seed
 from memtrio.actors.store.direct import Direct
 from memtrio.actors.store.interfaces import StoreTx
 from memtrio.actors.store.interfaces.errors import (
@@ -19,7 +20,6 @@ from memtrio.actors.store.interfaces.errors import (
     StoreError,
     StoreOperationalError,
 )
-from stores import sql
 
 
 def test_each_transaction_sees_its_backend_through_the_interfaces(direct: Direct) -> None:
@@ -45,19 +45,21 @@ def test_a_refused_row_is_the_stores_conflict_with_the_drivers_error_as_its_caus
 ) -> None:
     """A driver's error leaves the store as the store's own (`interfaces.errors`), the
     driver's error chained as ``__cause__``; nothing of the failed write is kept."""
-    insert = "INSERT INTO scopes (id, name) VALUES (7, 'kept')"
-    direct.write(lambda tx: sql(tx.conn, insert))
+    direct.write(lambda tx: seed.entity(tx, 7, "kept"))
     with pytest.raises(StoreConflict) as refused:
-        direct.write(
-            lambda tx: (
-                sql(tx.conn, "INSERT INTO scopes (id, name) VALUES (8, 'x')"),
-                sql(tx.conn, insert),
-            )
-        )
+        direct.write(lambda tx: (seed.entity(tx, 8, "x"), seed.entity(tx, 7, "again")))
     assert not isinstance(refused.value, (sqlite3.Error, OSError))
     assert refused.value.__cause__ is not None
     assert type(refused.value.__cause__).__module__.split(".")[0] in ("sqlite3", "psycopg")
-    assert direct.read(lambda tx: tx.snapshot.scope_ids()) == {"kept": 7}
+    kept = direct.read(lambda tx: tx.graph.entities_by_ids([7, 8]))
+    assert [(e.id, e.name) for e in kept] == [(7, "kept")]
+
+
+def _unrunnable(tx: StoreTx) -> None:
+    """A statement no store can run (no placeholder: nothing to translate), on the
+    transaction's connection."""
+    run = getattr(tx.conn, "native", None) or tx.conn.execute
+    run("SELECT nothing FROM no_such_table")
 
 
 def test_a_statement_the_store_cannot_run_is_the_stores_error_on_reads_and_writes(
@@ -65,11 +67,11 @@ def test_a_statement_the_store_cannot_run_is_the_stores_error_on_reads_and_write
 ) -> None:
     for run in (direct.read, direct.write):
         with pytest.raises(StoreError) as failed:
-            run(lambda tx: sql(tx.conn, "SELECT nothing FROM no_such_table"))
+            run(_unrunnable)
         assert not isinstance(failed.value, sqlite3.Error)
         assert failed.value.__cause__ is not None
     with pytest.raises(StoreOperationalError):  # a read transaction writes nothing
-        direct.read(lambda tx: sql(tx.conn, "INSERT INTO scopes (name) VALUES ('no')"))
+        direct.read(lambda tx: tx.scopes.ensure("no"))  # what the type checker refuses too
     assert direct.write(lambda tx: 1) == 1  # the store goes on
 
 

@@ -50,29 +50,11 @@ HOSTILE = [
 ]
 
 
-# -- seeding (raw rows: other concepts' writes are not under test here) ----------------
-
-
-def _one(tx: StoreTx, sql: str, params: Sequence[Any]) -> int:
-    """The id an ``INSERT ... RETURNING id`` gives, on either backend."""
-    if tx.backend == "sqlite":
-        row = tx.conn.execute(sql, tuple(params)).fetchone()
-    else:
-        row = tx.conn.native(sql.replace("?", "%s"), tuple(params)).fetchone()
-    return int(row[0])
-
-
-def _run(tx: StoreTx, sql: str, params: Sequence[Any]) -> None:
-    if tx.backend == "sqlite":
-        tx.conn.execute(sql, tuple(params))
-    else:
-        tx.conn.native(sql.replace("?", "%s"), tuple(params))
+# -- seeding (through the other concepts' interfaces: their writes are not under test here) --
 
 
 def scope(direct: Direct, name: str) -> int:
-    return direct.write(
-        lambda tx: _one(tx, "INSERT INTO scopes (name) VALUES (?) RETURNING id", [name])
-    )
+    return direct.write(lambda tx: tx.scopes.ensure(name))
 
 
 def memory(
@@ -85,46 +67,24 @@ def memory(
     entity: int | None = None,
 ) -> int:
     def op(tx: StoreTx) -> int:
-        mid = _one(
-            tx,
-            "INSERT INTO memories (content, memory_type, importance, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?) RETURNING id",
-            [content, memory_type, importance, ts, ts],
-        )
-        for sid in scopes:
-            _run(tx, "INSERT INTO memory_scopes (memory_id, scope_id) VALUES (?, ?)", [mid, sid])
+        mid = tx.memories.insert(content, memory_type, importance, ts, scopes)
         if entity is not None:
-            _run(
-                tx,
-                "INSERT INTO memory_entities (memory_id, entity_id) VALUES (?, ?)",
-                [mid, entity],
-            )
+            tx.memories.link_entity(mid, entity)
         return mid
 
     return direct.write(op)
 
 
 def memories(direct: Direct, contents: Sequence[str]) -> list[int]:
-    def op(tx: StoreTx) -> list[int]:
-        sql = (
-            "INSERT INTO memories (content, memory_type, importance, created_at, updated_at)"
-            " VALUES (?, 'observation', 0, 1, 1) RETURNING id"
-        )
-        return [_one(tx, sql, [c]) for c in contents]
-
-    return direct.write(op)
+    return direct.write(
+        lambda tx: [tx.memories.insert(c, "observation", 0.0, 1.0, []) for c in contents]
+    )
 
 
 def entity(direct: Direct, name: str, kind: str = "entity", scopes: Sequence[int] = ()) -> int:
     def op(tx: StoreTx) -> int:
-        eid = _one(
-            tx,
-            "INSERT INTO entities (name, canonical_name, kind, created_at, updated_at)"
-            " VALUES (?, ?, ?, 1, 1) RETURNING id",
-            [name, name, kind],
-        )
-        for sid in scopes:
-            _run(tx, "INSERT INTO entity_scopes (entity_id, scope_id) VALUES (?, ?)", [eid, sid])
+        eid = tx.graph_writes.create_entity(name, name, kind, 1.0)
+        tx.graph_writes.link("entity", eid, scopes)
         return eid
 
     return direct.write(op)
@@ -394,11 +354,7 @@ def test_visible_entities_filter_scope_and_exact_type(direct: Direct) -> None:
 
 def test_visible_entities_take_more_ids_than_sqlite_binds(direct: Direct) -> None:
     def op(tx: StoreTx) -> list[int]:
-        sql = (
-            "INSERT INTO entities (name, canonical_name, kind, created_at, updated_at)"
-            " VALUES (?, ?, 'e', 1, 1) RETURNING id"
-        )
-        return [_one(tx, sql, [f"n{i}", f"n{i}"]) for i in range(1100)]
+        return [tx.graph_writes.create_entity(f"n{i}", f"n{i}", "e", 1.0) for i in range(1100)]
 
     ids = direct.write(op)
     asked = [*reversed(ids), *range(10**6, 10**6 + 40_000)]

@@ -3,8 +3,9 @@ SQLite and on PostgreSQL (the ``direct`` fixture): every method, with the edge c
 backend gets wrong (unicode, quotes, ``%`` and ``_`` in text, missing rows, empty lists,
 id lists longer than SQLite's parameter limit, ties, a year in the text or not).
 
-The rows are written here with plain SQL in each backend's dialect (setup only: the
-methods under test read them).
+The rows are written through the other concepts' interfaces (`seed`: setup only, the
+methods under test read them); rows no interface writes (text that is not UTF-8, a window
+under another model's first) are tests/test_sqlite_rows.py's.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import seed
 from memtrio.actors.store.backend import Capability
 from memtrio.actors.store.direct import Direct
 from memtrio.actors.store.interfaces import StoreTx
@@ -23,6 +25,7 @@ from memtrio.actors.store.interfaces.snapshot import (
     RelationItem,
     TextEnds,
 )
+from memtrio.actors.store.interfaces.vectors import Windows
 
 MODEL, REVISION = "model-a", "r1"
 DIM = 4
@@ -30,8 +33,11 @@ MANY = 40_000  # ids in one argument: more than SQLite's 32,766 parameters
 NOW = 1_700_000_000.5
 
 
-def _sql(tx: StoreTx, sql: str, *params: Any) -> None:
-    """One setup statement, written with ``?`` and run in the backend's own placeholder."""
+def _below_the_interfaces(tx: StoreTx, sql: str, *params: Any) -> None:
+    """A write straight to a table a cache reads, as a hand or an older memtrio would make
+    it (the change mark's triggers must see it): ``sql`` written with ``?``, run in the
+    backend's own placeholder. The only SQL of this file; the setup goes through the
+    interfaces (`seed`)."""
     if tx.backend == "postgresql":
         tx.conn.native(sql.replace("?", "%s"), params)
     else:
@@ -43,83 +49,27 @@ def _vec(*values: float) -> bytes:
 
 
 def _memory(tx: StoreTx, mid: int, content: str, memory_type: str = "observation") -> None:
-    _sql(
-        tx,
-        "INSERT INTO memories (id, content, memory_type, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?)",
-        mid,
-        content,
-        memory_type,
-        NOW + mid,
-        NOW + mid,
-    )
+    seed.memory(tx, mid, content, memory_type, created_at=NOW + mid)
 
 
 def _entity(tx: StoreTx, eid: int, canonical: str) -> None:
-    _sql(
-        tx,
-        "INSERT INTO entities (id, name, canonical_name, kind, created_at, updated_at)"
-        " VALUES (?, ?, ?, 'entity', ?, ?)",
-        eid,
-        canonical,
-        canonical,
-        NOW,
-        NOW,
-    )
+    seed.entity(tx, eid, canonical, "entity", canonical=canonical, created_at=NOW)
 
 
 def _relation(tx: StoreTx, rid: int, source: int, target: int, kind: str = "uses") -> None:
-    _sql(
-        tx,
-        "INSERT INTO relations (id, source_id, target_id, relation_type, created_at)"
-        " VALUES (?, ?, ?, ?, ?)",
-        rid,
-        source,
-        target,
-        kind,
-        NOW,
-    )
+    seed.relation(tx, rid, source, kind, target, created_at=NOW)
 
 
-def _scope(tx: StoreTx, sid: int, name: str) -> None:
-    _sql(tx, "INSERT INTO scopes (id, name) VALUES (?, ?)", sid, name)
-
-
-def _vector(
-    tx: StoreTx, kind: str, item_id: int, vec: bytes, model: str = MODEL, chunk: int = 0
-) -> None:
-    dim = len(vec) // 4
-    if chunk == 0:
-        _sql(
-            tx,
-            "INSERT INTO vectors (kind, item_id, model, revision, dim, vec) VALUES (?, ?, ?, ?, ?, ?)",
-            kind,
-            item_id,
-            model,
-            REVISION,
-            dim,
-            vec,
-        )
-    else:
-        _sql(
-            tx,
-            "INSERT INTO vector_chunks (kind, item_id, chunk, model, revision, dim, vec)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            kind,
-            item_id,
-            chunk,
-            model,
-            REVISION,
-            dim,
-            vec,
-        )
+def _vectors_of(tx: StoreTx, kind: str, item_id: int, *windows: bytes, model: str = MODEL) -> None:
+    """The windows of one item (the first in ``vectors``, the others in ``vector_chunks``)."""
+    dim = len(windows[0]) // 4
+    tx.vectors.put(kind, item_id, Windows(model, REVISION, dim, list(windows)), replace=True)
 
 
 def _graph(tx: StoreTx) -> None:
     """Memories 1-4, entities 10-13, relations 20-22, scopes 1-3, their links."""
-    _scope(tx, 1, "global")
-    _scope(tx, 2, "it's a 100%_repo ✓")
-    _scope(tx, 3, "Global")  # differs from "global" in case only: a scope of its own
+    names = ["global", "it's a 100%_repo ✓", "Global"]  # "Global": a scope of its own
+    assert [seed.scope(tx, name) for name in names] == [1, 2, 3]
     _memory(tx, 1, "Alice's 50%_off deal, 4 May 2023 ✓")
     _memory(tx, 2, 'a "quoted" note', "Decision")
     _memory(tx, 3, "ümlaut and ٢٠٢٣ (Arabic-Indic digits are no year)")
@@ -130,14 +80,14 @@ def _graph(tx: StoreTx) -> None:
     _relation(tx, 21, 12, 10, "knows")
     _relation(tx, 22, 13, 13, "self")  # both ends the same entity
     for m, s in ((1, 1), (1, 2), (2, 2), (3, 3)):
-        _sql(tx, "INSERT INTO memory_scopes (memory_id, scope_id) VALUES (?, ?)", m, s)
+        tx.imports.link_scopes("memory", m, [names[s - 1]])
     for e, s in ((10, 1), (11, 2), (12, 1), (12, 2)):
-        _sql(tx, "INSERT INTO entity_scopes (entity_id, scope_id) VALUES (?, ?)", e, s)
-    _sql(tx, "INSERT INTO relation_scopes (relation_id, scope_id) VALUES (?, ?)", 20, 1)
+        tx.imports.link_scopes("entity", e, [names[s - 1]])
+    tx.imports.link_scopes("relation", 20, [names[0]])
     for m, e in ((1, 10), (1, 11), (2, 10), (3, 13), (4, 13), (2, 13), (1, 13)):
-        _sql(tx, "INSERT INTO memory_entities (memory_id, entity_id) VALUES (?, ?)", m, e)
+        seed.mentions(tx, m, entities=[e])
     for m, r in ((1, 20), (2, 21), (3, 20)):
-        _sql(tx, "INSERT INTO memory_relations (memory_id, relation_id) VALUES (?, ?)", m, r)
+        seed.mentions(tx, m, relations=[r])
 
 
 @pytest.fixture
@@ -188,7 +138,7 @@ def test_the_change_mark_moves_on_every_write_a_cache_reads(graph: Direct) -> No
     for what, sql in CACHED_WRITES:
         before = _change_mark(graph)
         params = (_vec(1.0),) if "?" in sql else ()
-        graph.write(lambda tx, sql=sql, params=params: _sql(tx, sql, *params))
+        graph.write(lambda tx, sql=sql, params=params: _below_the_interfaces(tx, sql, *params))
         assert _change_mark(graph) > before, what
 
 
@@ -202,7 +152,7 @@ def test_a_delete_then_an_insert_moves_the_change_mark_though_the_counts_stay(
         return (c.memories, c.entities, c.edges)
 
     before_counts, before = graph.read(counts), _change_mark(graph)
-    graph.write(lambda tx: _sql(tx, "DELETE FROM memories WHERE id = ?", 4))
+    graph.write(lambda tx: tx.memories.delete(4))
     deleted = _change_mark(graph)
     graph.write(lambda tx: _memory(tx, tx.marks.next_id("memories"), "The zebra migration"))
     assert graph.read(counts) == before_counts
@@ -390,13 +340,10 @@ def test_peers_give_each_item_its_first_peers_by_id(graph: Direct) -> None:
 
 
 def _vectors(tx: StoreTx) -> None:
-    _vector(tx, "memory", 1, _vec(1, 0, 0, 0))
-    _vector(tx, "memory", 1, _vec(0, 1, 0, 0), chunk=1)
-    _vector(tx, "memory", 1, _vec(0, 0, 1, 0), chunk=2)
-    _vector(tx, "memory", 2, _vec(0, 0, 0, 1), model="model-b")
-    _vector(tx, "memory", 2, _vec(1, 1, 0, 0), model=MODEL, chunk=1)  # under another model's 0
-    _vector(tx, "memory", 3, _vec(1, 2), model=MODEL)  # another dimension
-    _vector(tx, "entity", 10, _vec(0.5, 0.5, 0.5, 0.5))
+    _vectors_of(tx, "memory", 1, _vec(1, 0, 0, 0), _vec(0, 1, 0, 0), _vec(0, 0, 1, 0))
+    _vectors_of(tx, "memory", 2, _vec(0, 0, 0, 1), model="model-b")
+    _vectors_of(tx, "memory", 3, _vec(1, 2))  # another dimension
+    _vectors_of(tx, "entity", 10, _vec(0.5, 0.5, 0.5, 0.5))
 
 
 def test_vector_rows_are_every_window_under_a_chunk_zero_of_the_model(graph: Direct) -> None:
@@ -451,13 +398,7 @@ def test_nearest_memories_by_the_stores_own_index_or_none(direct: Direct) -> Non
             _memory(tx, mid, f"memory {mid}")
             v = query + rng.standard_normal(384).astype(np.float32) * (mid / 4)
             v /= np.linalg.norm(v)
-            _vector(tx, "memory", mid, v.astype(np.float32).tobytes())
-            if tx.backend == "postgresql":
-                tx.conn.native(
-                    "UPDATE vectors SET embedding = %s::real[]::vector WHERE kind = 'memory'"
-                    " AND item_id = %s",
-                    (v.tolist(), mid),
-                )
+            _vectors_of(tx, "memory", mid, v.astype(np.float32).tobytes())
 
     direct.write(write)
     q = query.tolist()
@@ -500,59 +441,3 @@ def test_text_ends_count_characters_and_keep_the_last_three(direct: Direct) -> N
     assert direct.read(lambda tx: tx.snapshot.text_ends([], 5)) == []
     many = direct.read(lambda tx: len(tx.snapshot.text_ends(list(range(MANY)), 5)))
     assert many == 5
-
-
-def test_texts_that_are_not_utf8_are_read_with_replacements(direct: Direct) -> None:
-    """SQLite keeps any bytes in a TEXT column: the read must not fail on them (PostgreSQL
-    refuses them at write, so only the valid texts are read there)."""
-    if not direct.backend.has(Capability.ANY_BYTES_IN_COLUMNS):
-        pytest.skip("this backend stores only valid UTF-8")
-
-    def write(tx: StoreTx) -> None:
-        _memory(tx, 1, "placeholder")
-        _entity(tx, 10, "placeholder")
-        _sql(
-            tx,
-            "UPDATE memories SET content = CAST(x'ff2032303233' AS TEXT),"
-            " memory_type = CAST(x'fe' AS TEXT) WHERE id = 1",
-        )
-        _sql(tx, "UPDATE entities SET canonical_name = CAST(x'c328' AS TEXT) WHERE id = 10")
-        _sql(tx, "INSERT INTO scopes (id, name) VALUES (5, CAST(x'80' AS TEXT))")
-
-    direct.write(write)
-
-    def read(tx: StoreTx) -> dict[str, Any]:
-        s = tx.snapshot
-        return {
-            "memories": list(s.memories(text=True)),
-            "some": list(s.memories([1], text=True)),
-            "texts": list(s.memory_texts(dated_only=True)),
-            "entities": list(s.entities()),
-            "scopes": s.scope_ids(),
-            "ends": s.text_ends([1], 3),
-        }
-
-    got = direct.read(read)
-    assert got["memories"] == got["some"] == [MemoryItem(1, "\ufffd", NOW + 1, "\ufffd 2023")]
-    assert got["texts"] == [(1, "\ufffd 2023")]
-    assert got["entities"] == [EntityItem(10, "\ufffd(")]
-    assert got["scopes"] == {"\ufffd": 5}
-    assert got["ends"] == [TextEnds(1, 6, "023", "\ufffd 2")]
-
-
-def test_a_vector_stored_as_text_is_read_as_its_bytes(direct: Direct) -> None:
-    """A hand-written ``vec`` of the TEXT type (not even UTF-8) is handed over as bytes,
-    for the index to keep or refuse by its length, never a failed read."""
-    if not direct.backend.has(Capability.ANY_BYTES_IN_COLUMNS):
-        pytest.skip("this backend's vec column holds bytes only (PostgreSQL's bytea)")
-    direct.write(lambda tx: _vector(tx, "memory", 1, _vec(1, 0, 0, 0)))
-    direct.write(
-        lambda tx: _sql(
-            tx, "UPDATE vectors SET vec = CAST(x'ff00ff00000000000000000000000000' AS TEXT)"
-        )
-    )
-    raw = b"\xff\x00\xff\x00" + bytes(12)
-    rows = direct.read(lambda tx: list(tx.snapshot.vector_rows("memory", MODEL, REVISION, DIM)))
-    assert rows == [(1, raw)]
-    windows = direct.read(lambda tx: tx.snapshot.item_windows("memory", [1], MODEL, REVISION, DIM))
-    assert windows == {1: [raw]}

@@ -11,10 +11,9 @@ from __future__ import annotations
 import re
 import struct
 from pathlib import Path
-from typing import Any
 
 import pytest
-from memtrio.actors.store.backend import Capability
+import seed
 from memtrio.actors.store.direct import Direct
 from memtrio.actors.store.interfaces import StoreTx
 from memtrio.actors.store.interfaces.vectors import (
@@ -33,49 +32,32 @@ def f32(*values: float) -> bytes:
     return struct.pack(f"<{len(values)}f", *values)
 
 
-def seed(tx: StoreTx, sql: str, *rows: tuple[Any, ...]) -> None:
-    """Test data written below the interfaces (other concepts' tables), in each dialect."""
-    if tx.backend == "postgresql":
-        for row in rows:
-            tx.conn.native(sql.replace("?", "%s"), row)
-    else:
-        tx.conn.executemany(sql, rows)
-
-
 def entities(tx: StoreTx, *rows: tuple[int, str, str]) -> None:
-    seed(
-        tx,
-        "INSERT INTO entities (id, name, canonical_name, kind, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, 0, 0)",
-        *[(i, name, name.lower(), kind) for i, name, kind in rows],
-    )
+    """Rows of another concept (setup, through the import interface: `seed`)."""
+    for i, name, kind in rows:
+        seed.entity(tx, i, name, kind)
 
 
 def memories(tx: StoreTx, *rows: tuple[int, str]) -> None:
-    seed(
-        tx,
-        "INSERT INTO memories (id, content, created_at, updated_at) VALUES (?, ?, 0, 0)",
-        *rows,
-    )
+    for i, content in rows:
+        seed.memory(tx, i, content)
 
 
 def relations(tx: StoreTx, *rows: tuple[int, int, str, int]) -> None:
-    seed(
-        tx,
-        "INSERT INTO relations (id, source_id, relation_type, target_id, created_at) "
-        "VALUES (?, ?, ?, ?, 0)",
-        *rows,
-    )
+    for i, source, kind, target in rows:
+        seed.relation(tx, i, source, kind, target)
 
 
 def scoped(tx: StoreTx) -> None:
     """Scopes 1 (repo) and 2 (other); entity 1 in repo, 2 in other, 3 in none; relation
     1 (1->3) in repo, 2 (2->3) in other, 3 (3->1) in none."""
-    seed(tx, "INSERT INTO scopes (id, name) VALUES (?, ?)", (1, "repo"), (2, "other"))
-    entities(tx, (1, "Mine", "tool"), (2, "Theirs", "tool"), (3, "Free", "Tool"))
-    seed(tx, "INSERT INTO entity_scopes (entity_id, scope_id) VALUES (?, ?)", (1, 1), (2, 2))
-    relations(tx, (1, 1, "uses", 3), (2, 2, "uses", 3), (3, 3, "uses", 1))
-    seed(tx, "INSERT INTO relation_scopes (relation_id, scope_id) VALUES (?, ?)", (1, 1), (2, 2))
+    assert (seed.scope(tx, "repo"), seed.scope(tx, "other")) == (1, 2)
+    seed.entity(tx, 1, "Mine", "tool", scopes=["repo"])
+    seed.entity(tx, 2, "Theirs", "tool", scopes=["other"])
+    seed.entity(tx, 3, "Free", "Tool")
+    seed.relation(tx, 1, 1, "uses", 3, scopes=["repo"])
+    seed.relation(tx, 2, 2, "uses", 3, scopes=["other"])
+    seed.relation(tx, 3, 3, "uses", 1)
 
 
 # -- the local model's windows -------------------------------------------------------------
@@ -210,59 +192,6 @@ def test_existing_and_the_texts_of_items_that_still_exist(direct: Direct) -> Non
     assert direct.read(lambda tx: tx.vectors.memory_texts([])) == []
 
 
-def test_texts_and_vectors_that_are_not_utf8_are_read_with_replacements(direct: Direct) -> None:
-    """SQLite keeps any bytes in a TEXT column (by hand, an older memtrio): no read of the
-    vectors concept may fail on them (PostgreSQL refuses them at write)."""
-    if not direct.backend.has(Capability.ANY_BYTES_IN_COLUMNS):
-        pytest.skip("this backend stores only valid UTF-8")
-    bad = "CAST(x'ff80ff80' AS TEXT)"  # 4 bytes, no one of them a UTF-8 character
-
-    def fill(tx: StoreTx) -> None:
-        memories(tx, (1, "placeholder"))
-        entities(tx, (10, "placeholder", "kind"), (11, "b", "entity"))
-        relations(tx, (1, 10, "rel", 11))
-        sql = [
-            "UPDATE memories SET content = CAST(x'ff2032303233' AS TEXT) WHERE id = 1",
-            "UPDATE entities SET name = CAST(x'c328' AS TEXT), kind = CAST(x'fe' AS TEXT),"
-            " canonical_name = CAST(x'e282' AS TEXT) WHERE id = 10",
-            "UPDATE relations SET relation_type = CAST(x'80' AS TEXT) WHERE id = 1",
-            f"INSERT INTO vectors VALUES ('memory', 1, 'm', 'r', 1, {bad})",
-            f"INSERT INTO vector_chunks VALUES ('memory', 1, 1, 'm', 'r', 1, {bad})",
-            "INSERT INTO entity_embeddings (entity_id, model, dim, vec, updated_at)"
-            f" VALUES (10, CAST(x'ff' AS TEXT), 1, {bad}, 0)",
-        ]
-        for statement in sql:
-            seed(tx, statement, ())
-
-    direct.write(fill)
-
-    def read(tx: StoreTx) -> dict[str, Any]:
-        v = tx.vectors
-        return {
-            "memories": v.memory_texts([1]),
-            "entities": v.entity_texts([10]),
-            "relations": v.relation_texts([1]),
-            "visible": v.visible_entities([10], None, None),
-            "windows": v.windows_of("memory", [1], "m", "r", 1),
-            "first": [(w.item_id, w.vec) for w in v.windows_after(None, 5)],
-            "chunks": [(w.item_id, w.vec) for w in v.chunks_after(None, 5)],
-            "embeddings": v.embeddings_of([10]),
-            "scan": v.embeddings_after(0, None, 5),
-        }
-
-    got = direct.read(read)
-    assert got["memories"] == [MemoryText(1, "\ufffd 2023")]
-    assert got["entities"] == [EntityText(10, "\ufffd(", "\ufffd")]
-    assert got["relations"] == [RelationText(1, "\ufffd(", "\ufffd", "b")]
-    assert got["visible"] == {10: EntityRef(10, "\ufffd(", "\ufffd", "\ufffd")}
-    # The ranker's windows are bytes whatever the column holds; the scans (doctor) say
-    # what is stored: a text, here with its invalid bytes replaced.
-    assert got["windows"] == {1: [b"\xff\x80\xff\x80", b"\xff\x80\xff\x80"]}
-    assert got["first"] == got["chunks"] == [(1, "\ufffd" * 4)]
-    stored = EntityEmbedding(10, "\ufffd", 1, "\ufffd" * 4)  # type: ignore[arg-type] # as stored
-    assert got["embeddings"] == {10: stored} and got["scan"] == [stored]
-
-
 def test_windows_after_and_chunks_after_scan_the_tables_in_key_order(direct: Direct) -> None:
     def fill(tx: StoreTx) -> None:
         tx.vectors.put("relation", 1, Windows("m", "r", 1, [f32(1)]), replace=True)
@@ -376,7 +305,7 @@ def test_deleting_an_item_deletes_its_vectors_and_embedding(direct: Direct) -> N
         tx.embeddings.put_embedding(1, "", 1, f32(1), 0.0)
 
     direct.write(fill)
-    direct.write(lambda tx: seed(tx, "DELETE FROM entities WHERE id = ?", (1,)))
+    direct.write(lambda tx: tx.graph_writes.delete_entity(1))
     assert direct.read(lambda tx: tx.vectors.windows_of("entity", [1], "m", "r", 1)) == {}
     assert direct.read(lambda tx: tx.vectors.chunks_after(None, 5)) == []
     assert direct.read(lambda tx: tx.embeddings.embeddings_of([1])) == {}

@@ -134,3 +134,45 @@ def test_every_module_named_in_the_mypy_overrides_exists() -> None:
             if not (base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()):
                 missing.append(name)
     assert not missing, f"[tool.mypy] overrides name modules that do not exist: {missing}"
+
+
+# A write of each concept that both reads and writes, called on a read transaction.
+_WRITES_IN_A_READ = {
+    "memories": "tx.memories.insert('x', 'note', 0.5, 1.0, [])",
+    "memories ": "tx.memories.delete(1)",
+    "scopes": "tx.scopes.ensure('global')",
+    "vectors": "tx.vectors.drop('memory', 1)",
+    "embeddings": "tx.embeddings.delete_embedding(1)",
+    "fulltext": "tx.fulltext.optimize_indexes()",
+    "recall_log": "tx.recall_log.count_access(1, 1.0)",
+    "anchors": "tx.anchors.set(1, [])",
+}
+
+
+def test_the_type_checker_refuses_a_write_in_a_read_transaction() -> None:
+    """`Store.read` hands its op a `ReadTx`: every write is a type error there (issue #41),
+    as it is an error at run time (``query_only``, ``READ ONLY``); on a `StoreTx` it is not."""
+    base = _symlink_tree()
+    probe = base / "tree" / "read_probe.py"
+    calls = list(_WRITES_IN_A_READ.values())
+    probe.write_text(
+        "from memtrio.actors.store.interfaces import ReadTx, StoreTx\n\n\n"
+        "def read(tx: ReadTx) -> None:\n"
+        + "".join(f"    {c}\n" for c in calls)
+        + "\n\ndef write(tx: StoreTx) -> None:\n"
+        + "".join(f"    {c}\n" for c in calls),
+        encoding="utf-8",
+    )
+    args = [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml")]
+    args += ["--cache-dir", str(base / "cache"), "--no-error-summary", "--no-pretty"]
+    env = {**os.environ, "MYPYPATH": str(base / "tree")}
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run(
+        [*args, str(probe)], cwd=base / "tree", env=env, capture_output=True, text=True,
+        timeout=240, check=False,
+    )  # fmt: skip
+    errors = [line for line in proc.stdout.splitlines() if ": error: " in line]
+    refused = {int(line.split(":")[1]) for line in errors if "has no attribute" in line}
+    first = 5  # the line of the first call in `read`
+    assert refused == set(range(first, first + len(calls))), proc.stdout + proc.stderr
+    assert len(errors) == len(calls), proc.stdout + proc.stderr

@@ -12,7 +12,7 @@ from collections import Counter
 from ...protocol.errors import BadArgument
 from ..store.domain.lexical import query_terms
 from ..store.interfaces import ReadTx
-from ..store.interfaces.fulltext import FoundEntity, FullText, Visibility
+from ..store.interfaces.fulltext import FoundEntity, FullTextReads, Visibility
 from .lookup import Ent
 from .records import JsonObject, entities_page
 from .view import Scoped
@@ -56,7 +56,7 @@ def visibility(sc: Scoped) -> Visibility:
 
 
 def ranked_entities(
-    ft: FullText, visible: Visibility, terms: list[str], entity_type: str | None
+    ft: FullTextReads, visible: Visibility, terms: list[str], entity_type: str | None
 ) -> list[FoundEntity]:
     """The visible entities (of ``entity_type`` when given) every term matches, best first."""
     scores = _scores(ft, visible, terms)
@@ -64,7 +64,7 @@ def ranked_entities(
     return sorted(found, key=lambda e: (-scores[e.id], e.id))
 
 
-def _scores(ft: FullText, visible: Visibility, terms: list[str]) -> Counter[int]:
+def _scores(ft: FullTextReads, visible: Visibility, terms: list[str]) -> Counter[int]:
     """The score of each entity every term matches (summed over the terms)."""
     scores: Counter[int] | None = None
     for term in terms:
@@ -78,7 +78,7 @@ def _scores(ft: FullText, visible: Visibility, terms: list[str]) -> Counter[int]
     return scores or Counter()
 
 
-def hits_of(ft: FullText, visible: Visibility, term: str) -> Counter[int]:
+def hits_of(ft: FullTextReads, visible: Visibility, term: str) -> Counter[int]:
     """The entities one term matches: `NAME_WEIGHT` for the name or type, plus one per
     visible observation."""
     in_name = set(ft.entities_with_word(term))

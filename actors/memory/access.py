@@ -8,7 +8,7 @@ from typing import Any
 
 from ..store.domain.memories import get_memory, now, visible
 from ..store.domain.scopes import GLOBAL
-from ..store.interfaces import ReadTx
+from ..store.interfaces import ReadTx, StoreTx
 from ..store.interfaces.recall_log import RecallEntry
 
 
@@ -16,12 +16,10 @@ def ranked_rows(
     tx: ReadTx,
     selection: Sequence[str],
     ranked: Sequence[tuple[int, float]],
-    accessed_at: float | None = None,
 ) -> list[dict[str, Any]]:
     """The ranked memories that still exist and are visible in ``selection``, with their scores.
 
     Rows come back repository matches first (stable), then in ranked order.
-    With ``accessed_at``, each returned memory's access is counted at that time.
     """
     rows: list[dict[str, Any]] = []
     seen: set[int] = set()
@@ -32,10 +30,6 @@ def ranked_rows(
         memory = get_memory(tx, memory_id, details=False)
         if memory is None or not visible(memory["scopes"], selection):
             continue  # deleted since it was ranked, or never to be returned here
-        if accessed_at is not None:
-            tx.recall_log.count_access(memory_id, accessed_at)
-            memory["access_count"] += 1
-            memory["last_accessed_at"] = accessed_at
         memory["score"] = float(score)
         # An observation says little without its entity ("runs on port 8080": which service?).
         memory["entities"] = [
@@ -48,7 +42,7 @@ def ranked_rows(
 
 
 def record_access(
-    tx: ReadTx,
+    tx: StoreTx,
     kind: str,
     query: str,
     selection: Sequence[str],
@@ -60,7 +54,11 @@ def record_access(
     Rows come back repository matches first (stable), then in ranked order.
     """
     ts = now() if ts is None else ts
-    rows = ranked_rows(tx, selection, ranked, accessed_at=ts)
+    rows = ranked_rows(tx, selection, ranked)
+    for memory in rows:
+        tx.recall_log.count_access(memory["id"], ts)
+        memory["access_count"] += 1
+        memory["last_accessed_at"] = ts
     tx.recall_log.append(
         RecallEntry(
             ts=ts,

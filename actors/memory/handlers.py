@@ -328,18 +328,24 @@ async def inspect(ctx: CallContext, args: InspectArgs) -> InspectResult:
     selection = await scoped(policy.select, args.scopes)
     read_only = policy.grant is not None and policy.grant.read_only  # no access recorded
 
-    def op(tx: ReadTx) -> dict[str, Any]:
+    def look(tx: ReadTx) -> dict[str, Any]:
         memory = get_memory(tx, args.id)
         if memory is None or not visible(memory["scopes"], selection):
             raise not_found(args.id, selection)
-        if read_only:
-            return memory
+        return memory
+
+    def look_and_count(tx: StoreTx) -> dict[str, Any]:
+        look(tx)
         record_access(tx, "inspect", f"#{args.id}", selection, [(args.id, 1.0)])
         updated = get_memory(tx, args.id)
         assert updated is not None
         return updated
 
-    found = await (store.read(op, name="inspect") if read_only else store.write(op, name="inspect"))
+    found = await (
+        store.read(look, name="inspect")
+        if read_only
+        else store.write(look_and_count, name="inspect")
+    )
     warnings: list[str] = []
     await code_states(ctx, policy, [found], warnings)
     return memory_result(_shown(found, policy), InspectResult, warnings=warnings)

@@ -35,7 +35,7 @@ import numpy as np
 from ..native import igraph  # OpenMP settings first (actors/native.py)
 from ..store.domain import lexical
 from ..store.interfaces import ReadTx, Snapshot, StoreTx
-from ..store.interfaces.fulltext import FullText
+from ..store.interfaces.fulltext import FullTextReads
 from . import rerank, sql_graph
 from .dates import query_dates
 from .graph import (
@@ -94,7 +94,7 @@ class Params:
         return self.rerank and self.use_dense and self.use_lexical
 
 
-def fts_seeds(ft: FullText, query: str) -> list[tuple[int, float]]:
+def fts_seeds(ft: FullTextReads, query: str) -> list[tuple[int, float]]:
     """The best `FTS_CANDIDATES` memories by BM25, unfiltered: (id, score, larger is better).
 
     The query's words match by stem, and neighbouring words again when they

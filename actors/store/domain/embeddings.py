@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from ..interfaces import ReadTx, StoreTx
+from ..interfaces import StoreTx
 from ..interfaces.vectors import Windows
 from ..messages import Change
 
@@ -108,7 +108,7 @@ def _finite(data: bytes) -> bool:
     return len(data) % 4 == 0 and bool(np.isfinite(np.frombuffer(data, dtype="<f4")).all())
 
 
-def drop_vector(tx: ReadTx, kind: str, item_id: int) -> None:
+def drop_vector(tx: StoreTx, kind: str, item_id: int) -> None:
     """Delete an item's vectors (its chunks go with the ``vectors`` row)."""
     tx.vectors.drop(kind, item_id)
 

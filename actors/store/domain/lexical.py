@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ..interfaces import ReadTx
 from ..interfaces.errors import StoreOperationalError
-from ..interfaces.fulltext import FullText, MemoryFilter, MemoryMatch, TextQuery
+from ..interfaces.fulltext import FullTextReads, MemoryFilter, MemoryMatch, TextQuery
 from .scopes import GLOBAL
 from .stem import stem
 
@@ -111,7 +111,7 @@ def query_terms(query: str, stop_words: frozenset[str] = STOP_WORDS) -> list[str
     return terms_of(query_words(query, stop_words))
 
 
-def plan(ft: FullText, query: str, budget: PlanBudget) -> tuple[TextQuery, int] | None:
+def plan(ft: FullTextReads, query: str, budget: PlanBudget) -> tuple[TextQuery, int] | None:
     """(what to match, lowest memory id to rank) for ``query``, or None when it has no words.
 
     Terms found in more than `COMMON_FRACTION` of the memories are dropped if a
@@ -130,7 +130,7 @@ def plan(ft: FullText, query: str, budget: PlanBudget) -> tuple[TextQuery, int] 
     return TextQuery(terms, words), low
 
 
-def _prune(ft: FullText, terms: list[str], budget: PlanBudget) -> tuple[list[str], int]:
+def _prune(ft: FullTextReads, terms: list[str], budget: PlanBudget) -> tuple[list[str], int]:
     """(terms to match, lowest memory id to rank) within ``budget``."""
     try:
         total = ft.newest_memory_id()
@@ -152,12 +152,14 @@ def _prune(ft: FullText, terms: list[str], budget: PlanBudget) -> tuple[list[str
     return terms, total - int(total * budget.max_postings / postings)
 
 
-def lexical_plan(ft: FullText, query: str) -> tuple[TextQuery, int] | None:
+def lexical_plan(ft: FullTextReads, query: str) -> tuple[TextQuery, int] | None:
     """`plan` with the store's lexical-recall budget."""
     return plan(ft, query, store_recall())
 
 
-def seed_memories(ft: FullText, query: str, budget: PlanBudget, limit: int) -> list[MemoryMatch]:
+def seed_memories(
+    ft: FullTextReads, query: str, budget: PlanBudget, limit: int
+) -> list[MemoryMatch]:
     """The ranker's lexical seeds: the best ``limit`` memories for ``query`` within
     ``budget``, unfiltered (`FullText.seed_memories`)."""
     planned = plan(ft, query, budget)

@@ -37,11 +37,11 @@ commands that call them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from ....protocol.errors import Forbidden
 from ....protocol.plural import noun
-from ..interfaces import ReadTx
+from ..interfaces import ReadTx, StoreTx
 from ..interfaces.scopes import RowKind
 
 Kind = RowKind
@@ -58,15 +58,19 @@ def _quoted(names: Sequence[str]) -> str:
     return shown + (f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else "")
 
 
-class Ownership:
-    """The ownership rule for one write transaction of a server that may write ``writable``.
+Tx = TypeVar("Tx", bound=ReadTx)
+
+
+class Ownership(Generic[Tx]):
+    """The ownership rule for one transaction of a server that may write ``writable``.
 
     Built inside the transaction, after the call has created the scopes it
     writes (scope ids are resolved once); every method reads the rows as they
-    are now, so a check sees the earlier changes of the same call.
+    are now, so a check sees the earlier changes of the same call. The checks read
+    (any transaction); `release` writes, so only an `Ownership` of a `StoreTx` has it.
     """
 
-    def __init__(self, tx: ReadTx, writable: Sequence[str]) -> None:
+    def __init__(self, tx: Tx, writable: Sequence[str]) -> None:
         self.tx = tx
         self.writable = list(dict.fromkeys(writable))
         ids = self.tx.scopes.ids(self.writable)
@@ -124,7 +128,7 @@ class Ownership:
 
     # -- deletes ---------------------------------------------------------------------
 
-    def release(self, kind: Literal["entity", "relation"], item: int) -> None:
+    def release(self: Ownership[StoreTx], kind: Literal["entity", "relation"], item: int) -> None:
         """Remove a shared entity or relation from the writable scopes only.
 
         The row is first linked to its foreign owner scopes (the scopes of the

@@ -13,17 +13,17 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .anchors import Anchors
+from .anchors import AnchorReads, Anchors
 from .browse import Browse
-from .fulltext import FullText
+from .fulltext import FullText, FullTextReads
 from .graph import Graph, GraphEdges, GraphMerge, GraphWrites
 from .marks import IdMarks
-from .memories import Memories
-from .recall_log import RecallLog
-from .scopes import Scopes
+from .memories import Memories, MemoryReads
+from .recall_log import RecallLog, RecallLogReads
+from .scopes import ScopeReads, Scopes
 from .snapshot import Snapshot
 from .upkeep import Export, FileUpkeep, Health, Import, Upkeep
-from .vectors import Embeddings, Vectors
+from .vectors import EmbeddingReads, Embeddings, VectorReads, Vectors
 
 __all__ = [
     "ReadTx",
@@ -36,16 +36,23 @@ __all__ = [
     "GraphWrites",
     "Health",
     "Import",
+    "AnchorReads",
     "Anchors",
     "Browse",
+    "EmbeddingReads",
     "FullText",
+    "FullTextReads",
     "Graph",
     "IdMarks",
     "Memories",
+    "MemoryReads",
     "RecallLog",
+    "RecallLogReads",
+    "ScopeReads",
     "Scopes",
     "Snapshot",
     "Upkeep",
+    "VectorReads",
     "Vectors",
 ]
 
@@ -55,8 +62,8 @@ class ReadTx(Protocol):
     (`writer.Store.read`, `direct.Direct.read`, `reader.Reader.read`): the interfaces
     that only write (`StoreTx`'s own) are not there, so the type checker refuses a write
     in a read op, as the read connections refuse it at run time (``query_only``, ``READ
-    ONLY``). ``memories``, ``scopes``, ``vectors``, ``recall_log`` and ``anchors`` still
-    hold their few writes beside their reads."""
+    ONLY``). Where a concept both reads and writes, a read transaction sees its reads
+    only (``MemoryReads``, ``ScopeReads``, ...) and `StoreTx` the whole of it."""
 
     @property
     def backend(self) -> str:
@@ -65,10 +72,10 @@ class ReadTx(Protocol):
         ...
 
     @property
-    def memories(self) -> Memories: ...
+    def memories(self) -> MemoryReads: ...
 
     @property
-    def scopes(self) -> Scopes: ...
+    def scopes(self) -> ScopeReads: ...
 
     @property
     def graph(self) -> Graph: ...
@@ -77,19 +84,19 @@ class ReadTx(Protocol):
     def graph_edges(self) -> GraphEdges: ...
 
     @property
-    def vectors(self) -> Vectors: ...
+    def vectors(self) -> VectorReads: ...
 
     @property
-    def embeddings(self) -> Embeddings: ...
+    def embeddings(self) -> EmbeddingReads: ...
 
     @property
     def marks(self) -> IdMarks: ...
 
     @property
-    def fulltext(self) -> FullText: ...
+    def fulltext(self) -> FullTextReads: ...
 
     @property
-    def recall_log(self) -> RecallLog: ...
+    def recall_log(self) -> RecallLogReads: ...
 
     @property
     def upkeep(self) -> Upkeep: ...
@@ -104,12 +111,33 @@ class ReadTx(Protocol):
     def browse(self) -> Browse: ...
 
     @property
-    def anchors(self) -> Anchors: ...
+    def anchors(self) -> AnchorReads: ...
 
 
 class StoreTx(ReadTx, Protocol):
     """One write transaction of the store (`writer.Store.write`): a `ReadTx` and the
-    interfaces that only write."""
+    interfaces that only write, and each concept whole (its writes beside its reads)."""
+
+    @property
+    def memories(self) -> Memories: ...
+
+    @property
+    def scopes(self) -> Scopes: ...
+
+    @property
+    def vectors(self) -> Vectors: ...
+
+    @property
+    def embeddings(self) -> Embeddings: ...
+
+    @property
+    def fulltext(self) -> FullText: ...
+
+    @property
+    def recall_log(self) -> RecallLog: ...
+
+    @property
+    def anchors(self) -> Anchors: ...
 
     @property
     def graph_writes(self) -> GraphWrites: ...

@@ -175,21 +175,8 @@ def no_memory(memory_id: int) -> NotFound:
     )
 
 
-class Anchors(Protocol):
-    """Code anchors of memories, in one transaction of the store (`StoreTx.anchors`).
-
-    Scope filtering (`at`, `anchored`) is strict: a memory is found when it is linked to
-    one of ``scope_ids``; a memory of other scopes only, or of none, is never returned.
-    """
-
-    def set(self, memory_id: int, anchors: Sequence[Anchor]) -> None:
-        """Replace all of the memory's anchors by ``anchors`` (none: the memory has none any
-        more), in a write transaction. The list is checked first (`check_anchors`: limits,
-        shapes; a repeated (path, symbol) kept once), so nothing is written on bad input.
-
-        Error handling: `LimitExceeded` / `BadArgument` from `check_anchors`; `NotFound`
-        when the memory does not exist."""
-        ...
+class AnchorReads(Protocol):
+    """What a read transaction may ask of `Anchors` (`ReadTx.anchors`): nothing that writes."""
 
     def of(self, memory_ids: Sequence[int]) -> dict[int, list[Anchor]]:
         """memory id -> its anchors, in the order they were set; ids without anchors (or
@@ -214,4 +201,21 @@ class Anchors(Protocol):
 
     def count(self) -> int:
         """Every anchor row of the store (all memories, all scopes)."""
+        ...
+
+
+class Anchors(AnchorReads, Protocol):
+    """Code anchors of memories, in one transaction of the store (`StoreTx.anchors`).
+
+    Scope filtering (`at`, `anchored`) is strict: a memory is found when it is linked to
+    one of ``scope_ids``; a memory of other scopes only, or of none, is never returned.
+    """
+
+    def set(self, memory_id: int, anchors: Sequence[Anchor]) -> None:
+        """Replace all of the memory's anchors by ``anchors`` (none: the memory has none any
+        more), in a write transaction. The list is checked first (`check_anchors`: limits,
+        shapes; a repeated (path, symbol) kept once), so nothing is written on bad input.
+
+        Error handling: `LimitExceeded` / `BadArgument` from `check_anchors`; `NotFound`
+        when the memory does not exist."""
         ...

@@ -109,8 +109,8 @@ class FoundEntity(msgspec.Struct, frozen=True):
     canonical_name: str
 
 
-class FullText(Protocol):
-    """Full-text search, in one transaction of the store (`StoreTx.fulltext`)."""
+class FullTextReads(Protocol):
+    """What a read transaction may ask of `FullText` (`ReadTx.fulltext`): nothing that writes."""
 
     def newest_memory_id(self) -> int:
         """The largest memory id (0 for an empty store): the query planner's store size."""
@@ -169,6 +169,10 @@ class FullText(Protocol):
         """Those of ``ids`` that are visible (and of type ``kind``, exactly, when given),
         ascending by id; any number of ids."""
         ...
+
+
+class FullText(FullTextReads, Protocol):
+    """Full-text search, in one transaction of the store (`StoreTx.fulltext`)."""
 
     def optimize_indexes(self) -> list[str]:
         """Compact the text indexes (a write transaction; the ``compact`` tool's): FTS5's

@@ -66,7 +66,39 @@ class StoreCounts(msgspec.Struct, frozen=True):
         return {f: getattr(self, f) for f in self.__struct_fields__}
 
 
-class Memories(Protocol):
+class MemoryReads(Protocol):
+    """What a read transaction may ask of `Memories` (`ReadTx.memories`): nothing that writes."""
+
+    def get(self, memory_id: int) -> MemoryRow | None: ...
+
+    def entities_of(self, memory_id: int) -> list[LinkedEntity]:
+        """The entities a memory mentions, by name (byte order)."""
+        ...
+
+    def relations_of(self, memory_id: int) -> list[LinkedRelation]:
+        """The relations a memory states, by relation id."""
+        ...
+
+    def page(
+        self, scopes: Sequence[int], memory_type: str | None, limit: int, offset: int
+    ) -> list[MemoryRow]:
+        """The memories visible in the scope ids ``scopes`` (of ``memory_type``, compared
+        without case, if given: ASCII letters on SQLite, all letters on PostgreSQL, as the
+        other paths that filter by type), newest id first."""
+        ...
+
+    def counts(self) -> StoreCounts:
+        """Every row of the store, counted."""
+        ...
+
+    def visible_counts(self, scopes: Sequence[int]) -> StoreCounts:
+        """What a reader of the scope ids ``scopes`` sees, counted: rows linked to one of them
+        or to none; the scopes themselves; vectors and code anchors of the rows seen; the
+        recall log (every session's queries) is not counted (0)."""
+        ...
+
+
+class Memories(MemoryReads, Protocol):
     """Memories, in one transaction of the store (`StoreTx.memories`).
 
     Visibility in a selection of scope ids: a memory linked to one of them, or to none
@@ -89,38 +121,10 @@ class Memories(Protocol):
         """Link the memory to a relation (once; linking again changes nothing)."""
         ...
 
-    def get(self, memory_id: int) -> MemoryRow | None: ...
-
-    def entities_of(self, memory_id: int) -> list[LinkedEntity]:
-        """The entities a memory mentions, by name (byte order)."""
-        ...
-
-    def relations_of(self, memory_id: int) -> list[LinkedRelation]:
-        """The relations a memory states, by relation id."""
-        ...
-
     def update(self, memory_id: int, edit: MemoryEdit, ts: float) -> None:
         """Set the attributes ``edit`` gives and ``updated_at`` to ``ts``."""
         ...
 
     def delete(self, memory_id: int) -> bool:
         """Delete a memory (its links and vectors go with it); whether it existed."""
-        ...
-
-    def page(
-        self, scopes: Sequence[int], memory_type: str | None, limit: int, offset: int
-    ) -> list[MemoryRow]:
-        """The memories visible in the scope ids ``scopes`` (of ``memory_type``, compared
-        without case, if given: ASCII letters on SQLite, all letters on PostgreSQL, as the
-        other paths that filter by type), newest id first."""
-        ...
-
-    def counts(self) -> StoreCounts:
-        """Every row of the store, counted."""
-        ...
-
-    def visible_counts(self, scopes: Sequence[int]) -> StoreCounts:
-        """What a reader of the scope ids ``scopes`` sees, counted: rows linked to one of them
-        or to none; the scopes themselves; vectors and code anchors of the rows seen; the
-        recall log (every session's queries) is not counted (0)."""
         ...

@@ -27,7 +27,19 @@ class RecallEntry(msgspec.Struct, frozen=True, kw_only=True):
     scores: str
 
 
-class RecallLog(Protocol):
+class RecallLogReads(Protocol):
+    """What a read transaction may ask of `RecallLog` (`ReadTx.recall_log`): nothing that writes."""
+
+    def newest(self, limit: int, kind: str | None = None) -> list[RecallEntry]:
+        """The last ``limit`` lines (of ``kind`` only, when given), newest first."""
+        ...
+
+    def entries(self) -> Iterator[RecallEntry]:
+        """Every line, oldest first (streamed: for exports)."""
+        ...
+
+
+class RecallLog(RecallLogReads, Protocol):
     """The recall log and access counts, in one transaction of the store (`StoreTx.recall_log`)."""
 
     def count_access(self, memory_id: int, at: float) -> None:
@@ -42,12 +54,4 @@ class RecallLog(Protocol):
     def append_new(self, entry: RecallEntry) -> bool:
         """Add ``entry`` unless the log holds a line of the same time, kind and query (an
         import of the same file again); True when added."""
-        ...
-
-    def newest(self, limit: int, kind: str | None = None) -> list[RecallEntry]:
-        """The last ``limit`` lines (of ``kind`` only, when given), newest first."""
-        ...
-
-    def entries(self) -> Iterator[RecallEntry]:
-        """Every line, oldest first (streamed: for exports)."""
         ...

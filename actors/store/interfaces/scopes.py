@@ -14,15 +14,8 @@ from typing import Literal, Protocol
 RowKind = Literal["memory", "entity", "relation"]
 
 
-class Scopes(Protocol):
-    """Scopes, in one transaction of the store (`StoreTx.scopes`).
-
-    Scope names compare exactly (``repo:/A`` and ``repo:/a`` are two scopes).
-    """
-
-    def ensure(self, name: str) -> int:
-        """The id of the scope ``name``, created if it does not exist (a write)."""
-        ...
+class ScopeReads(Protocol):
+    """What a read transaction may ask of `Scopes` (`ReadTx.scopes`): nothing that writes."""
 
     def ids(self, names: Sequence[str]) -> dict[str, int]:
         """The ids of those of ``names`` that exist, by name (never creates one)."""
@@ -44,6 +37,17 @@ class Scopes(Protocol):
 
     def has_foreign_owner(self, kind: RowKind, item: int, writable: Sequence[int]) -> bool:
         """Whether `foreign_owners` is not empty, found at the first foreign link."""
+        ...
+
+
+class Scopes(ScopeReads, Protocol):
+    """Scopes, in one transaction of the store (`StoreTx.scopes`).
+
+    Scope names compare exactly (``repo:/A`` and ``repo:/a`` are two scopes).
+    """
+
+    def ensure(self, name: str) -> int:
+        """The id of the scope ``name``, created if it does not exist (a write)."""
         ...
 
     def release(

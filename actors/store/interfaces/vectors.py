@@ -86,19 +86,8 @@ class RelationText(msgspec.Struct, frozen=True):
 Visibility = list[int] | None
 
 
-class Vectors(Protocol):
-    """The local model's stored windows, in one transaction of the store (`ReadTx.vectors`)."""
-
-    # -- the local model's windows (``vectors``, ``vector_chunks``) -------------------------
-
-    def put(self, kind: str, item_id: int, windows: Windows, *, replace: bool) -> bool:
-        """Store an item's windows (replacing its old set). With ``replace=False`` an existing
-        set of the same model and revision is kept: False then, else True."""
-        ...
-
-    def drop(self, kind: str, item_id: int) -> None:
-        """Delete an item's windows (none: nothing happens)."""
-        ...
+class VectorReads(Protocol):
+    """What a read transaction may ask of `Vectors` (`ReadTx.vectors`): nothing that writes."""
 
     def windows_of(
         self, kind: str, ids: Sequence[int], model: str, revision: str, dim: int
@@ -142,21 +131,21 @@ class Vectors(Protocol):
         ...
 
 
-class Embeddings(Protocol):
-    """The clients' entity embeddings, and the entities the vector tools read as a scope
-    selection sees them, in one transaction of the store (`ReadTx.embeddings`)."""
+class Vectors(VectorReads, Protocol):
+    """The local model's stored windows, in one transaction of the store (`ReadTx.vectors`)."""
 
-    # -- the clients' entity embeddings (``entity_embeddings``) -----------------------------
-
-    def put_embedding(
-        self, entity_id: int, model: str, dim: int, vec: bytes, updated_at: float
-    ) -> bool:
-        """Store (or replace) an entity's embedding; True when it had none before."""
+    def put(self, kind: str, item_id: int, windows: Windows, *, replace: bool) -> bool:
+        """Store an item's windows (replacing its old set). With ``replace=False`` an existing
+        set of the same model and revision is kept: False then, else True."""
         ...
 
-    def delete_embedding(self, entity_id: int) -> bool:
-        """Delete an entity's embedding; True when it had one."""
+    def drop(self, kind: str, item_id: int) -> None:
+        """Delete an item's windows (none: nothing happens)."""
         ...
+
+
+class EmbeddingReads(Protocol):
+    """What a read transaction may ask of `Embeddings` (`ReadTx.embeddings`): nothing that writes."""
 
     def embeddings_of(self, ids: Sequence[int]) -> dict[int, EntityEmbedding]:
         """The stored embeddings of ``ids`` (any number; those that have one)."""
@@ -170,8 +159,6 @@ class Embeddings(Protocol):
     def embedding_counts(self, dim: int) -> tuple[int, int]:
         """(embeddings of dimension ``dim``, embeddings of any other dimension)."""
         ...
-
-    # -- the entities the vector tools read, as a scope selection sees them ------------------
 
     def visible_entities(
         self, ids: Sequence[int], scopes: Visibility, entity_type: str | None
@@ -190,4 +177,19 @@ class Embeddings(Protocol):
 
     def relation_ends(self, scopes: Visibility) -> list[tuple[int, int]]:
         """(source id, target id) of every visible relation."""
+        ...
+
+
+class Embeddings(EmbeddingReads, Protocol):
+    """The clients' entity embeddings, and the entities the vector tools read as a scope
+    selection sees them, in one transaction of the store (`ReadTx.embeddings`)."""
+
+    def put_embedding(
+        self, entity_id: int, model: str, dim: int, vec: bytes, updated_at: float
+    ) -> bool:
+        """Store (or replace) an entity's embedding; True when it had none before."""
+        ...
+
+    def delete_embedding(self, entity_id: int) -> bool:
+        """Delete an entity's embedding; True when it had one."""
         ...

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from typing import Literal
 
 from ..interfaces.scopes import RowKind
-from .conn import PgConnection
+from ..rows.scopes import ScopesBase
+from .statements import PgRows
 
 # The link table of each kind of row, and its column naming the row.
 LINKS: dict[str, tuple[str, str]] = {
@@ -42,43 +43,13 @@ OWNER_PARTS: dict[str, list[str]] = {
 OWNERS_SQL = {kind: " UNION ".join(parts) for kind, parts in OWNER_PARTS.items()}
 
 
-class PgScopes:
-    def __init__(self, conn: PgConnection) -> None:
-        self.conn = conn
-
-    def ensure(self, name: str) -> int:
-        row = self.conn.native("SELECT id FROM scopes WHERE name = %s", (name,)).fetchone()
-        if row:
-            return int(row[0])
-        # The caller holds the write lock: no other writer inserts the name in between.
-        row = self.conn.native(
-            "INSERT INTO scopes (name) VALUES (%s) RETURNING id", (name,)
-        ).fetchone()
-        assert row is not None
-        return int(row[0])
-
-    def ids(self, names: Sequence[str]) -> dict[str, int]:
-        if not names:
-            return {}
-        rows = self.conn.native(
-            "SELECT name, id FROM scopes WHERE name = ANY(%s::text[])", (list(names),)
-        ).fetchall()
-        return {r[0]: int(r[1]) for r in rows}
-
-    def of_memory(self, memory_id: int) -> list[str]:
-        rows = self.conn.native(
-            "SELECT s.name FROM memory_scopes ms JOIN scopes s ON s.id = ms.scope_id"
-            ' WHERE ms.memory_id = %s ORDER BY s.name COLLATE "C"',
-            (memory_id,),
-        ).fetchall()
-        return [r[0] for r in rows]
-
-    def memory_counts(self) -> dict[str, int]:
-        rows = self.conn.native(
-            "SELECT s.name, count(ms.memory_id) FROM scopes s"
-            " LEFT JOIN memory_scopes ms ON ms.scope_id = s.id GROUP BY s.id"
-        ).fetchall()
-        return {r[0]: int(r[1]) for r in rows}
+class PgScopes(ScopesBase, PgRows):
+    SCOPE_ID = "SELECT id FROM scopes WHERE name = %s"
+    ADD = "INSERT INTO scopes (name) VALUES (%s) RETURNING id"
+    OF_MEMORY = (
+        "SELECT s.name FROM memory_scopes ms JOIN scopes s ON s.id = ms.scope_id"
+        ' WHERE ms.memory_id = %s ORDER BY s.name COLLATE "C"'
+    )
 
     def foreign_owners(self, kind: RowKind, item: int, writable: Sequence[int]) -> list[str]:
         rows = self.conn.native(

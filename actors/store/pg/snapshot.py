@@ -8,14 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..interfaces.snapshot import (
-    EntityItem,
     Kind,
-    MemoryItem,
-    RelationItem,
-    TextEnds,
 )
-from ..rows.scopes import scope_link
-from .conn import PgConnection
+from ..rows.snapshot import SnapshotBase
+from .statements import PgRows
 
 # Every stored vector of one kind and model: chunk 0 (``vectors``), then the other
 # windows of long texts (``vector_chunks``), counted only under a chunk 0 of the same
@@ -66,73 +62,25 @@ INDEXED_DIM = 384  # the dimension of the HNSW expression indexes (pg.schema)
 MIN_EF_SEARCH = 40  # pgvector's default hnsw.ef_search
 
 
-class PgSnapshot:
-    def __init__(self, conn: PgConnection) -> None:
-        self.conn = conn
-
-    def change_mark(self) -> int:
-        row = self.conn.native("SELECT seq FROM change_mark").fetchone()
-        return int(row[0]) if row else 0
+class PgSnapshot(SnapshotBase, PgRows):
+    SCOPE_IDS = "SELECT id, name FROM scopes"
+    MEMORIES = "SELECT id, memory_type, created_at, {content} FROM memories"
+    CONTENT = "content"
+    MEMORY_TEXTS = "SELECT id, content FROM memories{where}"
+    HAS_YEAR = "content ~ '[0-9]{4}'"
+    ENTITIES = "SELECT id, canonical_name FROM entities"
+    VECTORS = _VECTORS
+    WINDOWS = """SELECT item_id, vec FROM vectors WHERE kind = %s AND model = %s
+        AND revision = %s AND dim = %s AND item_id {ids}"""
+    LATER_WINDOWS = """SELECT item_id, vec FROM vector_chunks WHERE kind = %s AND model = %s
+        AND revision = %s AND dim = %s AND item_id {ids} ORDER BY item_id, chunk"""
+    TEXT_ENDS = (
+        "SELECT id, length(content), substr(rtrim(content), length(rtrim(content)) - 2),"
+        " substr(content, 1, %s) FROM memories WHERE id {ids}"
+    )
 
     def keeps_graph(self) -> bool:
         return False
-
-    def scope_ids(self) -> dict[str, int]:
-        return {name: sid for sid, name in self.conn.native("SELECT id, name FROM scopes")}
-
-    def item_scopes(self, kind: Kind, ids: list[int] | None = None) -> Iterator[tuple[int, int]]:
-        table, col = scope_link(kind)
-        if ids is None:
-            yield from self.conn.native(f"SELECT {col}, scope_id FROM {table}")
-        elif ids:
-            yield from self.conn.native(
-                f"SELECT {col}, scope_id FROM {table} WHERE {col} = ANY(%s::bigint[])", (ids,)
-            )
-
-    def memories(self, ids: list[int] | None = None, text: bool = False) -> Iterator[MemoryItem]:
-        content = "content" if text else "NULL"
-        sql = f"SELECT id, memory_type, created_at, {content} FROM memories"
-        if ids is None:
-            rows = self.conn.native(sql)
-        elif ids:
-            rows = self.conn.native(f"{sql} WHERE id = ANY(%s::bigint[])", (ids,))
-        else:
-            return
-        for row in rows:
-            yield MemoryItem(*row)
-
-    def memory_texts(self, dated_only: bool = False) -> Iterator[tuple[int, str]]:
-        where = " WHERE content ~ '[0-9]{4}'" if dated_only else ""
-        yield from self.conn.native(f"SELECT id, content FROM memories{where}")
-
-    def entities(self, ids: list[int] | None = None) -> Iterator[EntityItem]:
-        sql = "SELECT id, canonical_name FROM entities"
-        if ids is None:
-            rows = self.conn.native(sql)
-        elif ids:
-            rows = self.conn.native(f"{sql} WHERE id = ANY(%s::bigint[])", (ids,))
-        else:
-            return
-        for row in rows:
-            yield EntityItem(*row)
-
-    def relations(
-        self, ids: list[int] | None = None, touching: list[int] | None = None
-    ) -> Iterator[RelationItem]:
-        sql = "SELECT id, source_id, target_id FROM relations"
-        if ids is None and touching is None:
-            for row in self.conn.native(sql):
-                yield RelationItem(*row)
-            return
-        if ids:
-            for row in self.conn.native(f"{sql} WHERE id = ANY(%s::bigint[])", (ids,)):
-                yield RelationItem(*row)
-        if touching:
-            for row in self.conn.native(
-                f"{sql} WHERE source_id = ANY(%s::bigint[]) OR target_id = ANY(%s::bigint[])",
-                (touching, touching),
-            ):
-                yield RelationItem(*row)
 
     def _links(
         self, table: str, a: str, b: str, first: list[int] | None, second: list[int] | None
@@ -168,41 +116,6 @@ class PgSnapshot:
         rows = self.conn.native(_PEERS[(kind, peer)], (ids, limit)).fetchall()
         return [(int(a), int(b)) for a, b in rows]
 
-    def vector_count(self, kind: Kind, model: str, revision: str, dim: int) -> int:
-        params = (kind, model, revision, dim) * 2
-        row = self.conn.native(f"SELECT count(*) FROM ({_VECTORS}) v", params).fetchone()
-        assert row is not None
-        return int(row[0])
-
-    def vector_rows(
-        self, kind: Kind, model: str, revision: str, dim: int
-    ) -> Iterator[tuple[int, bytes]]:
-        yield from self.conn.native(_VECTORS, (kind, model, revision, dim) * 2)
-
-    def item_windows(
-        self, kind: Kind, ids: list[int], model: str, revision: str, dim: int
-    ) -> dict[int, list[bytes]]:
-        out: dict[int, list[bytes]] = {}
-        if not ids:
-            return out
-        for item_id, blob in self.conn.native(
-            """SELECT item_id, vec FROM vectors WHERE kind = %s AND model = %s
-                AND revision = %s AND dim = %s AND item_id = ANY(%s::bigint[])""",
-            (kind, model, revision, dim, ids),
-        ):
-            out[item_id] = [blob]
-        if not out:
-            return out
-        for item_id, blob in self.conn.native(
-            """SELECT item_id, vec FROM vector_chunks WHERE kind = %s AND model = %s
-                AND revision = %s AND dim = %s AND item_id = ANY(%s::bigint[])
-                ORDER BY item_id, chunk""",
-            (kind, model, revision, dim, list(out)),
-        ):
-            if item_id in out:
-                out[item_id].append(blob)
-        return out
-
     def nearest_memories(
         self, query: list[float], model: str, revision: str, n: int
     ) -> list[tuple[int, float]] | None:
@@ -215,13 +128,3 @@ class PgSnapshot:
             _NEAREST, (query, model, revision, query, n, query, model, revision, query, n)
         ).fetchall()
         return [(int(i), float(c)) for i, c in rows]
-
-    def text_ends(self, ids: list[int], head: int) -> list[TextEnds]:
-        if not ids:
-            return []
-        rows = self.conn.native(
-            "SELECT id, length(content), substr(rtrim(content), length(rtrim(content)) - 2),"
-            " substr(content, 1, %s) FROM memories WHERE id = ANY(%s::bigint[])",
-            (head, ids),
-        ).fetchall()
-        return [TextEnds(int(i), int(n), str(tail), str(start)) for i, n, tail, start in rows]

@@ -16,12 +16,11 @@ from ..interfaces.vectors import (
     EntityText,
     MemoryText,
     RelationText,
-    StoredWindow,
     Visibility,
     Windows,
 )
-from ..rows.vectors import item_table, later_windows
-from .conn import PgConnection
+from ..rows.vectors import VectorsBase, later_windows
+from .statements import PgRows
 
 _UPSERT = """INSERT INTO vectors (kind, item_id, model, revision, dim, vec, embedding)
     VALUES (%s, %s, %s, %s, %s, %s, %s::real[]::vector)
@@ -49,9 +48,44 @@ def _visible(scopes: Visibility, table: str, col: str, alias: str) -> tuple[str,
     )
 
 
-class PgVectors:
-    def __init__(self, conn: PgConnection) -> None:
-        self.conn = conn
+class PgVectors(VectorsBase, PgRows):
+    MARK = "%s"
+    DROP = "DELETE FROM vectors WHERE kind = %s AND item_id = %s"
+    LACKING = """SELECT t.id FROM {table} t
+        WHERE NOT EXISTS (
+            SELECT 1 FROM vectors v
+            WHERE v.kind = %s AND v.item_id = t.id AND v.model = %s AND v.revision = %s)
+        AND t.id > %s ORDER BY t.id LIMIT %s"""
+    COUNT_LACKING = """SELECT count(*) FROM {table} t
+        WHERE NOT EXISTS (
+            SELECT 1 FROM vectors v
+            WHERE v.kind = %s AND v.item_id = t.id AND v.model = %s AND v.revision = %s)"""
+    WINDOWS_AFTER = (
+        "SELECT kind, item_id, dim, vec, NULL FROM vectors WHERE (kind, item_id) > (%s, %s)"
+        " ORDER BY kind, item_id LIMIT %s"
+    )
+    CHUNKS_AFTER = (
+        "SELECT kind, item_id, chunk, dim, vec, NULL FROM vector_chunks"
+        " WHERE (kind, item_id, chunk) > (%s, %s, %s) ORDER BY kind, item_id, chunk LIMIT %s"
+    )
+    DELETE_EMBEDDING = "DELETE FROM entity_embeddings WHERE entity_id = %s"
+    EMBEDDINGS_AFTER = (
+        "SELECT entity_id, model, dim, vec, NULL FROM entity_embeddings WHERE entity_id > %s"
+        " ORDER BY entity_id LIMIT %s"
+    )
+    EMBEDDINGS_AFTER_DIM = (
+        "SELECT entity_id, model, dim, vec, NULL FROM entity_embeddings"
+        " WHERE entity_id > %s AND dim = %s ORDER BY entity_id LIMIT %s"
+    )
+    EMBEDDING_COUNTS = (
+        "SELECT count(*) FILTER (WHERE dim = %s), count(*) FILTER (WHERE dim <> %s)"
+        " FROM entity_embeddings"
+    )
+
+    def visible(
+        self, scopes: Visibility, table: str, col: str, alias: str
+    ) -> tuple[str, list[Any]]:
+        return _visible(scopes, table, col, alias)
 
     # -- the local model's windows -----------------------------------------------------------
 
@@ -97,9 +131,6 @@ class PgVectors:
             )
         return True
 
-    def drop(self, kind: str, item_id: int) -> None:
-        self.conn.native("DELETE FROM vectors WHERE kind = %s AND item_id = %s", (kind, item_id))
-
     def windows_of(
         self, kind: str, ids: Sequence[int], model: str, revision: str, dim: int
     ) -> dict[int, list[bytes]]:
@@ -126,34 +157,6 @@ class PgVectors:
                 out[int(item_id)].append(bytes(blob))
         return out
 
-    def lacking(self, kind: str, model: str, revision: str, after: int, limit: int) -> list[int]:
-        rows = self.conn.native(
-            f"""SELECT t.id FROM {item_table(kind)} t
-                WHERE t.id > %s AND NOT EXISTS (
-                    SELECT 1 FROM vectors v
-                    WHERE v.kind = %s AND v.item_id = t.id AND v.model = %s AND v.revision = %s)
-                ORDER BY t.id LIMIT %s""",
-            (after, kind, model, revision, limit),
-        )
-        return [int(r[0]) for r in rows]
-
-    def count_lacking(self, kind: str, model: str, revision: str) -> int:
-        row = self.conn.native(
-            f"""SELECT count(*) FROM {item_table(kind)} t
-                WHERE NOT EXISTS (
-                    SELECT 1 FROM vectors v
-                    WHERE v.kind = %s AND v.item_id = t.id AND v.model = %s AND v.revision = %s)""",
-            (kind, model, revision),
-        ).fetchone()
-        return int(row[0]) if row else 0
-
-    def existing(self, kind: str, ids: Sequence[int]) -> set[int]:
-        wanted = _ids(ids)
-        if not wanted:
-            return set()
-        rows = self.conn.native(f"SELECT id FROM {item_table(kind)} WHERE id = ANY(%s)", (wanted,))
-        return {int(r[0]) for r in rows}
-
     def memory_texts(self, ids: Sequence[int]) -> list[MemoryText]:
         rows = self.conn.native(
             "SELECT id, content FROM memories WHERE id = ANY(%s) ORDER BY id", (_ids(ids),)
@@ -175,24 +178,6 @@ class PgVectors:
         )
         return [RelationText(int(i), s, rt, t) for i, s, rt, t in rows]
 
-    def windows_after(self, after: tuple[str, int] | None, limit: int) -> list[StoredWindow]:
-        last = after or ("", -1)
-        rows = self.conn.native(
-            "SELECT kind, item_id, dim, vec FROM vectors WHERE (kind, item_id) > (%s, %s) "
-            "ORDER BY kind, item_id LIMIT %s",
-            (*last, limit),
-        ).fetchall()
-        return [StoredWindow(k, int(i), 0, d, _blob(v)) for k, i, d, v in rows]
-
-    def chunks_after(self, after: tuple[str, int, int] | None, limit: int) -> list[StoredWindow]:
-        last = after or ("", -1, -1)
-        rows = self.conn.native(
-            "SELECT kind, item_id, chunk, dim, vec FROM vector_chunks "
-            "WHERE (kind, item_id, chunk) > (%s, %s, %s) ORDER BY kind, item_id, chunk LIMIT %s",
-            (*last, limit),
-        ).fetchall()
-        return [StoredWindow(k, int(i), int(c), d, _blob(v)) for k, i, c, d, v in rows]
-
     # -- the clients' entity embeddings ------------------------------------------------------
 
     def put_embedding(
@@ -209,10 +194,6 @@ class PgVectors:
         ).fetchone()
         return bool(row and row[0])
 
-    def delete_embedding(self, entity_id: int) -> bool:
-        cur = self.conn.native("DELETE FROM entity_embeddings WHERE entity_id = %s", (entity_id,))
-        return cur.rowcount > 0
-
     def embeddings_of(self, ids: Sequence[int]) -> dict[int, EntityEmbedding]:
         wanted = _ids(ids)
         if not wanted:
@@ -221,30 +202,7 @@ class PgVectors:
             "SELECT entity_id, model, dim, vec FROM entity_embeddings WHERE entity_id = ANY(%s)",
             (wanted,),
         )
-        return {int(e): EntityEmbedding(int(e), m, d, _blob(v)) for e, m, d, v in rows}
-
-    def embeddings_after(self, after: int, dim: int | None, limit: int) -> list[EntityEmbedding]:
-        if dim is None:
-            cur = self.conn.native(
-                "SELECT entity_id, model, dim, vec FROM entity_embeddings WHERE entity_id > %s "
-                "ORDER BY entity_id LIMIT %s",
-                (after, limit),
-            )
-        else:
-            cur = self.conn.native(
-                "SELECT entity_id, model, dim, vec FROM entity_embeddings "
-                "WHERE entity_id > %s AND dim = %s ORDER BY entity_id LIMIT %s",
-                (after, dim, limit),
-            )
-        return [EntityEmbedding(int(e), m, d, _blob(v)) for e, m, d, v in cur]
-
-    def embedding_counts(self, dim: int) -> tuple[int, int]:
-        row = self.conn.native(
-            "SELECT count(*) FILTER (WHERE dim = %s), count(*) FILTER (WHERE dim <> %s) "
-            "FROM entity_embeddings",
-            (dim, dim),
-        ).fetchone()
-        return (int(row[0]), int(row[1])) if row else (0, 0)
+        return {int(e): EntityEmbedding(int(e), m, d, self.stored(v, None)) for e, m, d, v in rows}
 
     # -- the entities the vector tools read --------------------------------------------------
 
@@ -263,35 +221,3 @@ class PgVectors:
             [wanted, *vparams, *tparams],
         )
         return {int(i): EntityRef(int(i), n, k, c) for i, n, k, c in rows}
-
-    def embedded_entities(self, dim: int, scopes: Visibility, entity_type: str | None) -> set[int]:
-        vis, vparams = _visible(scopes, "entity_scopes", "entity_id", "e")
-        typed = "" if entity_type is None else "AND e.kind = %s"
-        tparams = [] if entity_type is None else [entity_type]
-        rows = self.conn.native(
-            "SELECT e.id FROM entity_embeddings v JOIN entities e ON e.id = v.entity_id "
-            f"WHERE v.dim = %s AND {vis} {typed}",
-            [dim, *vparams, *tparams],
-        )
-        return {int(r[0]) for r in rows}
-
-    def count_embedded(self, dim: int, scopes: Visibility) -> int:
-        vis, vparams = _visible(scopes, "entity_scopes", "entity_id", "e")
-        row = self.conn.native(
-            "SELECT count(*) FROM entity_embeddings v JOIN entities e ON e.id = v.entity_id "
-            f"WHERE v.dim = %s AND {vis}",
-            [dim, *vparams],
-        ).fetchone()
-        return int(row[0]) if row else 0
-
-    def relation_ends(self, scopes: Visibility) -> list[tuple[int, int]]:
-        vis, vparams = _visible(scopes, "relation_scopes", "relation_id", "r")
-        rows = self.conn.native(
-            f"SELECT r.source_id, r.target_id FROM relations r WHERE {vis}", vparams
-        )
-        return [(int(s), int(t)) for s, t in rows]
-
-
-def _blob(value: object) -> Any:
-    """A stored ``bytea`` as bytes (psycopg may give a memoryview); anything else as it is."""
-    return bytes(value) if isinstance(value, memoryview) else value

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import Literal
 
 from ..interfaces.scopes import RowKind
-from .params import chunks, marks
+from ..rows.scopes import ScopesBase
+from .statements import SqliteRows
 
 # The link table of each kind of row, and its column naming the row.
 LINKS: dict[str, tuple[str, str]] = {
@@ -51,42 +51,13 @@ def _others(ids: Sequence[int]) -> str:
     return ",".join(str(int(i)) for i in ids)
 
 
-class SqliteScopes:
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def ensure(self, name: str) -> int:
-        row = self.conn.execute("SELECT id FROM scopes WHERE name = ?", (name,)).fetchone()
-        if row:
-            return int(row[0])
-        cur = self.conn.execute("INSERT INTO scopes (name) VALUES (?)", (name,))
-        assert cur.lastrowid is not None
-        return cur.lastrowid
-
-    def ids(self, names: Sequence[str]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for part in chunks(list(dict.fromkeys(names))):
-            out.update(
-                self.conn.execute(
-                    f"SELECT name, id FROM scopes WHERE name IN ({marks(len(part))})", part
-                ).fetchall()
-            )
-        return out
-
-    def of_memory(self, memory_id: int) -> list[str]:
-        rows = self.conn.execute(
-            "SELECT s.name FROM memory_scopes ms JOIN scopes s ON s.id = ms.scope_id"
-            " WHERE ms.memory_id = ? ORDER BY s.name",
-            (memory_id,),
-        ).fetchall()
-        return [r[0] for r in rows]
-
-    def memory_counts(self) -> dict[str, int]:
-        rows = self.conn.execute(
-            "SELECT s.name, count(ms.memory_id) FROM scopes s"
-            " LEFT JOIN memory_scopes ms ON ms.scope_id = s.id GROUP BY s.id"
-        ).fetchall()
-        return dict(rows)
+class SqliteScopes(ScopesBase, SqliteRows):
+    SCOPE_ID = "SELECT id FROM scopes WHERE name = ?"
+    ADD = "INSERT INTO scopes (name) VALUES (?)"
+    OF_MEMORY = (
+        "SELECT s.name FROM memory_scopes ms JOIN scopes s ON s.id = ms.scope_id"
+        " WHERE ms.memory_id = ? ORDER BY s.name"
+    )
 
     def foreign_owners(self, kind: RowKind, item: int, writable: Sequence[int]) -> list[str]:
         rows = self.conn.execute(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -12,12 +11,12 @@ from ..interfaces.vectors import (
     EntityText,
     MemoryText,
     RelationText,
-    StoredWindow,
     Visibility,
     Windows,
 )
-from ..rows.vectors import item_table, later_windows
+from ..rows.vectors import VectorsBase, later_windows
 from .params import id_list, marks
+from .statements import SqliteRows
 
 SQL_CHUNK = 500  # ids per statement: well under SQLite's bound parameter limit
 
@@ -55,15 +54,6 @@ def _text(value: object) -> str:
 _AS_STORED = "CASE typeof({col}) WHEN 'text' THEN CAST({col} AS BLOB) ELSE {col} END, typeof({col})"
 
 
-def _stored(value: object, kind: str) -> Any:
-    """A ``vec`` selected with `_AS_STORED`: a TEXT as ``str`` (invalid UTF-8 replaced); any
-    other value as stored (``Any``: the interface's Structs hold it as stored, the feature
-    checks it)."""
-    if kind == "text" and isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value
-
-
 _UPSERT = """INSERT INTO vectors (kind, item_id, model, revision, dim, vec) VALUES (?, ?, ?, ?, ?, ?)
     ON CONFLICT (kind, item_id) DO UPDATE SET model = excluded.model, revision = excluded.revision,
         dim = excluded.dim, vec = excluded.vec"""
@@ -73,9 +63,41 @@ _UPSERT = """INSERT INTO vectors (kind, item_id, model, revision, dim, vec) VALU
 _EMBEDDING = "CAST(model AS BLOB), dim, " + _AS_STORED.format(col="vec")
 
 
-class SqliteVectors:
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+class SqliteVectors(VectorsBase, SqliteRows):
+    MARK = "?"
+    DROP = "DELETE FROM vectors WHERE kind = ? AND item_id = ?"
+    LACKING = """SELECT t.id FROM {table} t
+        LEFT JOIN vectors v ON v.kind = ? AND v.item_id = t.id AND v.model = ? AND v.revision = ?
+        WHERE t.id > ? AND v.item_id IS NULL ORDER BY t.id LIMIT ?"""
+    COUNT_LACKING = """SELECT count(*) FROM {table} t
+        LEFT JOIN vectors v ON v.kind = ? AND v.item_id = t.id AND v.model = ? AND v.revision = ?
+        WHERE v.item_id IS NULL"""
+    WINDOWS_AFTER = (
+        f"SELECT kind, item_id, dim, {_AS_STORED.format(col='vec')} FROM vectors"
+        " WHERE (kind, item_id) > (?, ?) ORDER BY kind, item_id LIMIT ?"
+    )
+    CHUNKS_AFTER = (
+        f"SELECT kind, item_id, chunk, dim, {_AS_STORED.format(col='vec')} FROM vector_chunks"
+        " WHERE (kind, item_id, chunk) > (?, ?, ?) ORDER BY kind, item_id, chunk LIMIT ?"
+    )
+    DELETE_EMBEDDING = "DELETE FROM entity_embeddings WHERE entity_id = ?"
+    EMBEDDINGS_AFTER = (
+        f"SELECT entity_id, {_EMBEDDING} FROM entity_embeddings WHERE entity_id > ?"
+        " ORDER BY entity_id LIMIT ?"
+    )
+    EMBEDDINGS_AFTER_DIM = (
+        f"SELECT entity_id, {_EMBEDDING} FROM entity_embeddings"
+        " WHERE entity_id > ? AND dim = ? ORDER BY entity_id LIMIT ?"
+    )
+    EMBEDDING_COUNTS = (
+        "SELECT count(*) FILTER (WHERE dim = ?), count(*) FILTER (WHERE dim != ?)"
+        " FROM entity_embeddings"
+    )
+
+    def visible(
+        self, scopes: Visibility, table: str, col: str, alias: str
+    ) -> tuple[str, list[Any]]:
+        return _visible(scopes, table, col, alias), []
 
     # -- the local model's windows -----------------------------------------------------------
 
@@ -103,9 +125,6 @@ class SqliteVectors:
             )
         return True
 
-    def drop(self, kind: str, item_id: int) -> None:
-        self.conn.execute("DELETE FROM vectors WHERE kind = ? AND item_id = ?", (kind, item_id))
-
     def windows_of(
         self, kind: str, ids: Sequence[int], model: str, revision: str, dim: int
     ) -> dict[int, list[bytes]]:
@@ -130,36 +149,6 @@ class SqliteVectors:
             ):
                 if item_id in out:
                     out[item_id].append(blob)
-        return out
-
-    def lacking(self, kind: str, model: str, revision: str, after: int, limit: int) -> list[int]:
-        rows = self.conn.execute(
-            f"""SELECT t.id FROM {item_table(kind)} t
-                LEFT JOIN vectors v ON v.kind = ? AND v.item_id = t.id AND v.model = ? AND v.revision = ?
-                WHERE t.id > ? AND v.item_id IS NULL ORDER BY t.id LIMIT ?""",
-            (kind, model, revision, after, limit),
-        )
-        return [int(r[0]) for r in rows]
-
-    def count_lacking(self, kind: str, model: str, revision: str) -> int:
-        row = self.conn.execute(
-            f"""SELECT count(*) FROM {item_table(kind)} t
-                LEFT JOIN vectors v ON v.kind = ? AND v.item_id = t.id AND v.model = ? AND v.revision = ?
-                WHERE v.item_id IS NULL""",
-            (kind, model, revision),
-        ).fetchone()
-        return int(row[0])
-
-    def existing(self, kind: str, ids: Sequence[int]) -> set[int]:
-        table = item_table(kind)
-        out: set[int] = set()
-        for part in _parts(ids):
-            out.update(
-                int(r[0])
-                for r in self.conn.execute(
-                    f"SELECT id FROM {table} WHERE id IN ({marks(len(part))})", part
-                )
-            )
         return out
 
     def memory_texts(self, ids: Sequence[int]) -> list[MemoryText]:
@@ -197,24 +186,6 @@ class SqliteVectors:
             out.extend(RelationText(int(i), _text(s), _text(rt), _text(t)) for i, s, rt, t in rows)
         return out
 
-    def windows_after(self, after: tuple[str, int] | None, limit: int) -> list[StoredWindow]:
-        last = after or ("", -1)
-        rows = self.conn.execute(
-            f"SELECT kind, item_id, dim, {_AS_STORED.format(col='vec')} FROM vectors "
-            "WHERE (kind, item_id) > (?, ?) ORDER BY kind, item_id LIMIT ?",
-            (*last, limit),
-        ).fetchall()
-        return [StoredWindow(k, int(i), 0, d, _stored(v, t)) for k, i, d, v, t in rows]
-
-    def chunks_after(self, after: tuple[str, int, int] | None, limit: int) -> list[StoredWindow]:
-        last = after or ("", -1, -1)
-        rows = self.conn.execute(
-            f"SELECT kind, item_id, chunk, dim, {_AS_STORED.format(col='vec')} FROM vector_chunks "
-            "WHERE (kind, item_id, chunk) > (?, ?, ?) ORDER BY kind, item_id, chunk LIMIT ?",
-            (*last, limit),
-        ).fetchall()
-        return [StoredWindow(k, int(i), int(c), d, _stored(v, t)) for k, i, c, d, v, t in rows]
-
     # -- the clients' entity embeddings ------------------------------------------------------
 
     def put_embedding(
@@ -232,10 +203,6 @@ class SqliteVectors:
         )
         return had is None
 
-    def delete_embedding(self, entity_id: int) -> bool:
-        cur = self.conn.execute("DELETE FROM entity_embeddings WHERE entity_id = ?", (entity_id,))
-        return cur.rowcount > 0
-
     def embeddings_of(self, ids: Sequence[int]) -> dict[int, EntityEmbedding]:
         out: dict[int, EntityEmbedding] = {}
         for part in _parts(ids):
@@ -244,31 +211,8 @@ class SqliteVectors:
                 f"WHERE entity_id IN ({marks(len(part))})",
                 part,
             ):
-                out[eid] = EntityEmbedding(eid, _text(model), dim, _stored(vec, kind))
+                out[eid] = EntityEmbedding(eid, _text(model), dim, self.stored(vec, kind))
         return out
-
-    def embeddings_after(self, after: int, dim: int | None, limit: int) -> list[EntityEmbedding]:
-        if dim is None:
-            rows = self.conn.execute(
-                f"SELECT entity_id, {_EMBEDDING} FROM entity_embeddings WHERE entity_id > ? "
-                "ORDER BY entity_id LIMIT ?",
-                (after, limit),
-            )
-        else:
-            rows = self.conn.execute(
-                f"SELECT entity_id, {_EMBEDDING} FROM entity_embeddings "
-                "WHERE entity_id > ? AND dim = ? ORDER BY entity_id LIMIT ?",
-                (after, dim, limit),
-            )
-        return [EntityEmbedding(int(e), _text(m), d, _stored(v, t)) for e, m, d, v, t in rows]
-
-    def embedding_counts(self, dim: int) -> tuple[int, int]:
-        row = self.conn.execute(
-            "SELECT count(*) FILTER (WHERE dim = ?), count(*) FILTER (WHERE dim != ?) "
-            "FROM entity_embeddings",
-            (dim, dim),
-        ).fetchone()
-        return int(row[0]), int(row[1])
 
     # -- the entities the vector tools read --------------------------------------------------
 
@@ -288,28 +232,3 @@ class SqliteVectors:
             ):
                 out[int(i)] = EntityRef(int(i), _text(name), _text(kind), _text(canonical))
         return out
-
-    def embedded_entities(self, dim: int, scopes: Visibility, entity_type: str | None) -> set[int]:
-        vis = _visible(scopes, "entity_scopes", "entity_id", "e")
-        typed = "" if entity_type is None else "AND e.kind = ?"
-        params: list[object] = [dim] if entity_type is None else [dim, entity_type]
-        rows = self.conn.execute(
-            "SELECT e.id FROM entity_embeddings v JOIN entities e ON e.id = v.entity_id "
-            f"WHERE v.dim = ? AND {vis} {typed}",
-            params,
-        )
-        return {int(r[0]) for r in rows}
-
-    def count_embedded(self, dim: int, scopes: Visibility) -> int:
-        vis = _visible(scopes, "entity_scopes", "entity_id", "e")
-        row = self.conn.execute(
-            "SELECT count(*) FROM entity_embeddings v JOIN entities e ON e.id = v.entity_id "
-            f"WHERE v.dim = ? AND {vis}",
-            (dim,),
-        ).fetchone()
-        return int(row[0])
-
-    def relation_ends(self, scopes: Visibility) -> list[tuple[int, int]]:
-        vis = _visible(scopes, "relation_scopes", "relation_id", "r")
-        rows = self.conn.execute(f"SELECT r.source_id, r.target_id FROM relations r WHERE {vis}")
-        return [(int(s), int(t)) for s, t in rows]
