@@ -160,8 +160,14 @@ async def open_app(
     app: AppContext,
     features: Sequence[Feature],
     extra_children: Sequence[ChildSpec] = (),
+    early: Callable[[], Awaitable[None]] | None = None,
 ) -> AsyncIterator[AppContext]:
     """Run the supervision tree of ``features`` (+ ``extra_children``) while the block runs.
+
+    ``early`` (the stdio transport's `answer_early`) runs once the features are set up
+    (their tools, resources and instructions known), alongside the start of the tree's
+    children: it answers the client's ``initialize`` while the actors start, and the
+    transport, the last child, stops it before taking the connection over.
 
     Error handling: a child that fails while starting, or a root escalation,
     propagates out of the block. Warnings raised while starting (a feature
@@ -178,6 +184,8 @@ async def open_app(
         root = Supervisor("root", children, strategy=REST_FOR_ONE, max_restarts=5, period=10.0)
         app.root = root
         async with trio.open_nursery() as nursery:
+            if early is not None:
+                nursery.start_soon(early)
             await nursery.start(root.run)
             started = True
             trace.LOG.release_stderr(show=True)
@@ -219,10 +227,11 @@ def serve(
     transport: Callable[[], ChildSpec],
     name: str,
     after: Callable[[], Sequence[ChildSpec]] = tuple,
+    early: Callable[[], Awaitable[None]] | None = None,
 ) -> int:
     """Run the application with ``transport()`` (then ``after()``, e.g. the attach
     endpoint of ``memtrio serve``) as its last children until the transport or a
-    signal asks it to stop; the process exit code.
+    signal asks it to stop; the process exit code. ``early``: see `open_app`.
 
     Error handling: a root escalation (the tree gave up) is one line on stderr
     and exit code 1.
@@ -233,7 +242,7 @@ def serve(
     async def main() -> int:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_watch_signals, app)
-            async with open_app(app, features, extra_children=[transport(), *after()]):
+            async with open_app(app, features, extra_children=[transport(), *after()], early=early):
                 trace.event(
                     "app", "serving", transport=name, features=app.features, tools=len(app.registry)
                 )

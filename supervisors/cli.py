@@ -249,12 +249,15 @@ def _serve_stdio(args: argparse.Namespace, proto_in: int, proto_out: int) -> int
         from ..actors.ui import cli as ui_cli
 
         after.append(ui_cli.dashboard_child(app, partial(_say_dashboard, "memtrio")))
+    # It answers `initialize` while the features' actors start (actors.stdio.EarlyAnswers).
+    transport = stdio.StdioTransport(app, proto_in, proto_out)
     return serve(
         app,
         default_features(),
-        lambda: stdio.stdio_transport(app, proto_in, proto_out),
+        transport.child,
         name="stdio",
         after=lambda: after,
+        early=transport.answer_early,
     )
 
 

@@ -265,3 +265,72 @@ async def test_with_every_feature_on_eof_stops_each_child_within_its_grace(
     assert code == 0
     forced = [e for e in trace_events(home) if e["event"] == "child_stop_forced"]
     assert forced == []
+
+
+# How long the store's start is held back below: long enough that an answer to
+# `initialize` that waited for it could not come first even on a loaded machine.
+STORE_OPEN_DELAY = 3.0
+
+
+def _line(method: str, params: object = None, rid: int | None = None) -> bytes:
+    msg: dict[str, object] = {"jsonrpc": "2.0", "method": method}
+    if rid is not None:
+        msg["id"] = rid
+    if params is not None:
+        msg["params"] = params
+    return json.dumps(msg).encode() + b"\n"
+
+
+async def test_initialize_is_answered_before_the_store_opens_and_no_request_is_lost(
+    home: Path,
+) -> None:
+    """Regression (#42: ``initialize`` waited for every feature's actors to start, the
+    store's opening included). It is answered from the features' set-up while the store
+    opens; every request sent with it, in the same write, is answered once the store is
+    open, in full: the tool calls too, one of them before a ``tools/list`` that the
+    session serves after it."""
+    entity = {"name": "early-bird", "entityType": "test", "observations": ["sent with initialize"]}
+    burst = b"".join(
+        [
+            _line("initialize", initialize_params("early", "2025-06-18"), 0),
+            _line("notifications/initialized"),
+            _line("ping", rid=1),
+            _line("tools/list", rid=2),
+            _line(
+                "tools/call", {"name": "create_entities", "arguments": {"entities": [entity]}}, 3
+            ),
+            _line("tools/list", rid=4),
+            _line("tools/call", {"name": "server_status", "arguments": {}}, 5),
+            _line("ping", rid=6),
+        ]
+    )
+    env = {"MEMTRIO_FAULTS": f"store.open=delay:{STORE_OPEN_DELAY}"}
+    async with raw_server(home, env=env) as server:
+        await server.send_bytes(burst)
+        replies = {}
+        for _ in range(7):
+            reply = await server.read()
+            replies[reply["id"]] = reply
+        await server.send_request(
+            7, "tools/call", {"name": "open_nodes", "arguments": {"names": ["early-bird"]}}
+        )
+        opened = await server.read()
+        await server.close_stdin()
+        code = await server.wait()
+    events = trace_events(home)
+    answered = next(e["ts"] for e in events if e["event"] == "initialize")
+    store_opened = next(e["ts"] for e in events if e["event"] == "store_opened")
+    assert any(e["event"] == "fault_injected" and e["point"] == "store.open" for e in events)
+    assert answered < store_opened
+    assert replies[0]["result"]["protocolVersion"] == "2025-06-18"
+    assert "memory" in replies[0]["result"]["instructions"]
+    assert replies[1]["result"] == {} and replies[6]["result"] == {}
+    assert replies[2]["result"] == replies[4]["result"]
+    assert "create_entities" in {t["name"] for t in replies[2]["result"]["tools"]}
+    created = replies[3]["result"]
+    assert not created.get("isError"), created
+    assert "early-bird" in json.dumps(created["structuredContent"])
+    assert replies[5]["result"]["structuredContent"]["protocol_version"] == "2025-06-18"
+    assert not opened["result"].get("isError"), opened
+    assert "sent with initialize" in json.dumps(opened["result"]["structuredContent"])
+    assert code == 0
