@@ -37,7 +37,7 @@ import trio
 
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ID_PREFIX_BYTES, recover_id
-from ..protocol.messages import Closed, Inbound, Outbound, Oversized, SessionInput
+from ..protocol.messages import Closed, Inbound, Outbound, Oversized, SessionInput, Unanswered
 from ..supervisors import faults, trace
 from ..supervisors.context import AppContext
 from ..supervisors.supervisor import (
@@ -436,6 +436,7 @@ class EarlyAnswers:
         self.outbox: Mailbox[Outbound] = Mailbox(f"{name}.outbox", 4096)
         self._scope = trio.CancelScope()
         self._running = False
+        self._taken_over = False
         self._done = trio.Event()
 
     async def run(self) -> None:
@@ -453,9 +454,19 @@ class EarlyAnswers:
     async def stop(self) -> None:
         """End `run` (if it runs) and wait until it has: then the transport's actors own the
         connection."""
+        self._taken_over = True
         self._scope.cancel()
         if self._running:
             await self._done.wait()
+
+    def unanswered(self) -> Unanswered | None:
+        """What it read and did not answer, in order, the partial line included: for what
+        answers the client instead when the application fails to start. None once the
+        transport's actors took the connection over (what it read is theirs)."""
+        if self._taken_over:
+            return None
+        state = self.reader_state
+        return Unanswered(tuple(state.outgoing), bytes(state.buffer), state.discarding)
 
     async def _serve(self) -> None:
         state = self.reader_state
@@ -542,9 +553,8 @@ class StdioTransport:
     answers ``initialize`` while the children before it start (`EarlyAnswers`)."""
 
     def __init__(self, app: AppContext, proto_in: int, proto_out: int) -> None:
-        self.early = EarlyAnswers(
-            app, trio.lowlevel.FdStream(proto_in), trio.lowlevel.FdStream(proto_out)
-        )
+        self.streams = (trio.lowlevel.FdStream(proto_in), trio.lowlevel.FdStream(proto_out))
+        self.early = EarlyAnswers(app, *self.streams)
         # Built once, so a restart of the transport (rest_for_one after a store crash)
         # keeps the session and its input.
         self.specs = transport_children(
@@ -560,3 +570,15 @@ class StdioTransport:
 
     async def answer_early(self) -> None:
         await self.early.run()
+
+    def leave(self) -> Unanswered | None:
+        """The application did not start: close the transport's descriptors (the caller
+        answers the client on copies of them: ``actors.net.attach.refuse``) and return what
+        the client sent that no one answered (`EarlyAnswers.unanswered`)."""
+
+        async def close() -> None:  # now: collected later, they would make the copies blocking
+            for stream in self.streams:
+                await stream.aclose()
+
+        trio.run(close)  # the application's own trio.run has returned
+        return self.early.unanswered()

@@ -20,6 +20,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -31,6 +32,9 @@ from .context import AppContext, Component, Feature, FeatureDisabled, FeatureUna
 from .errors import UserError, find_user_error
 from .supervisor import REST_FOR_ONE, ChildSpec, Escalation, Supervisor, leaves
 from .threads import EXIT_SETTLE, settle
+
+if TYPE_CHECKING:
+    from ..actors.stdio import StdioTransport
 
 
 def default_features() -> list[Feature]:
@@ -234,7 +238,7 @@ def serve(
     signal asks it to stop; the process exit code. ``early``: see `open_app`.
 
     Error handling: a root escalation (the tree gave up) is one line on stderr
-    and exit code 1.
+    (kept in ``app.gave_up``) and exit code 1.
     """
 
     return_freed_memory()
@@ -258,7 +262,8 @@ def serve(
             trace.record("app", "gave_up", level="error", error=str(exc))
         known = find_user_error(group)
         # The one line (docs/architecture.md): the user's remedy when there is one.
-        print(redact(f"memtrio: {known or failures[0]}"), file=sys.stderr)  # no password
+        app.gave_up = redact(str(known or failures[0]))  # no password
+        print(f"memtrio: {app.gave_up}", file=sys.stderr)
         code = known.code if known is not None else 1
     # Native code still running in an abandoned thread (the model loading when a client
     # left during start-up) aborts the process if the interpreter finalises under it.
@@ -267,6 +272,42 @@ def serve(
     trace.event("app", "exit", code=code)
     trace.LOG.close()
     return code
+
+
+def serve_stdio(
+    app: AppContext,
+    proto_in: int,
+    proto_out: int,
+    dashboard: Callable[[str], None] | None = None,
+    serving_on: Callable[[StdioTransport], object] | None = None,
+) -> int:
+    """`serve` one MCP session on the protocol's descriptors (``actors.stdio.protect_stdout``):
+    the embedded ``memtrio mcp``, with a dashboard whose address goes to ``dashboard``
+    when given. Its transport answers ``initialize`` while the features' actors start
+    (`StdioTransport.answer_early`); ``serving_on`` gets it first: if the tree fails to
+    start, what the client sent meanwhile and no one answered is the caller's to answer
+    (`StdioTransport.leave`)."""
+    from ..actors import stdio
+
+    after: list[ChildSpec] = []
+    if dashboard is not None:
+        from ..actors.ui import cli as ui_cli
+
+        after.append(ui_cli.dashboard_child(app, dashboard))
+    # One client, which may never embed: the model loads on its first embedding, not at
+    # initialize (a server shared by many sessions warms it: AppContext.warm_on_initialize).
+    app.warm_on_initialize = False
+    transport = stdio.StdioTransport(app, proto_in, proto_out)
+    if serving_on is not None:
+        serving_on(transport)
+    return serve(
+        app,
+        default_features(),
+        transport.child,
+        name="stdio",
+        after=lambda: after,
+        early=transport.answer_early,
+    )
 
 
 async def _watch_signals(app: AppContext) -> None:

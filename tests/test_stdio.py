@@ -6,11 +6,12 @@ import json
 import signal
 from pathlib import Path
 
+import pytest
 import trio
 from gitrepo import make_repo
 from mcp_client import ok, open_client
 from memtrio.actors.chaos.client import initialize_params
-from raw_server import raw_server, trace_events, wait_for_event
+from raw_server import RawServer, raw_server, trace_events, wait_for_event
 
 
 async def test_official_client_initializes_lists_tools_and_calls_server_status(home: Path) -> None:
@@ -334,3 +335,98 @@ async def test_initialize_is_answered_before_the_store_opens_and_no_request_is_l
     assert not opened["result"].get("isError"), opened
     assert "sent with initialize" in json.dumps(opened["result"]["structuredContent"])
     assert code == 0
+
+
+# How a `memtrio mcp` that cannot serve is started: embedded with its failures answered
+# (what an attaching child falls back to), or attaching only to a running owner, with
+# none running (then it serves embedded, its failures answered, the same way).
+REFUSING = {
+    "no-attach": ({"MEMTRIO_SERVE_ATTACH": "off"}, ("--no-attach", "--answer-failures")),
+    "attach-existing": ({"MEMTRIO_SERVE_ATTACH": "existing"}, ()),
+}
+
+
+def _damage_store(home: Path) -> None:
+    (home / "memtrio.sqlite").write_bytes(b"not a database at all\n" * 400)
+
+
+async def _answers_until_eof(server: RawServer) -> list[dict[str, object]]:
+    """Every line the server writes until it closes stdout, decoded."""
+    rest = await server.rest(timeout=30.0)
+    return [json.loads(line) for line in rest.splitlines() if line.strip()]
+
+
+def _assert_refused(reply: dict[str, object], rid: int) -> None:
+    assert reply["id"] == rid, reply
+    error = reply.get("error")
+    assert isinstance(error, dict), reply
+    assert "is damaged" in error["message"] and "memtrio doctor" in error["message"], reply
+
+
+@pytest.mark.parametrize("how", list(REFUSING))
+async def test_a_store_that_fails_after_the_early_answers_refuses_every_request_read_in_one_write(
+    home: Path, how: str
+) -> None:
+    """Regression (#42's early answers): ``initialize``, ``initialized`` and a tool call in
+    one write, then the store fails to open. The early answerer had read the tool call
+    (and the ping after it) and the refusal, reading stdin afresh, never answered them:
+    the client waited forever. Now each is answered with the failure, once, in order,
+    and the process exits."""
+    _damage_store(home)
+    env, args = REFUSING[how]
+    burst = b"".join(
+        [
+            _line("initialize", initialize_params("early", "2025-06-18"), 0),
+            _line("notifications/initialized"),
+            _line("tools/call", {"name": "server_status", "arguments": {}}, 1),
+            _line("ping", rid=2),
+            b'{"jsonrpc":"2.0","id":3,"method":"tools/list"',  # its end comes later
+        ]
+    )
+    env = {**env, "MEMTRIO_FAULTS": f"store.open=delay:{STORE_OPEN_DELAY}"}
+    async with raw_server(home, env=env, args=args) as server:
+        await server.send_bytes(burst)
+        initialized = await server.read()
+        refused = [await server.read(timeout=30.0), await server.read(timeout=30.0)]
+        await server.send_bytes(b"}\n" + _line("ping", rid=4))
+        refused += [await server.read(timeout=30.0), await server.read(timeout=30.0)]
+        await server.close_stdin()
+        rest = await _answers_until_eof(server)
+        code = await server.wait()
+    # Answered early, while the store was held back: initialize succeeded.
+    assert initialized["id"] == 0 and "result" in initialized, initialized
+    for reply, rid in zip(refused, [1, 2, 3, 4], strict=True):
+        _assert_refused(reply, rid)
+    assert rest == []  # none answered twice
+    assert code == 1
+
+
+@pytest.mark.parametrize("how", list(REFUSING))
+async def test_a_store_that_fails_after_the_early_answers_refuses_requests_sent_one_by_one(
+    home: Path, how: str
+) -> None:
+    """The same with a client that waits for each early answer before it sends more, then
+    sends the tool call in two writes: the call is refused, and so is the next request."""
+    _damage_store(home)
+    env, args = REFUSING[how]
+    env = {**env, "MEMTRIO_FAULTS": f"store.open=delay:{STORE_OPEN_DELAY}"}
+    call = _line("tools/call", {"name": "server_status", "arguments": {}}, 1)
+    async with raw_server(home, env=env, args=args) as server:
+        await server.send_bytes(_line("initialize", initialize_params("early", "2025-06-18"), 0))
+        initialized = await server.read()
+        await server.send_bytes(_line("notifications/initialized") + _line("ping", rid=5))
+        pong = await server.read()
+        await server.send_bytes(call[:20])
+        await server.send_bytes(call[20:])
+        refused = await server.read(timeout=30.0)
+        await server.send_bytes(_line("tools/list", rid=2))
+        again = await server.read(timeout=30.0)
+        await server.close_stdin()
+        rest = await _answers_until_eof(server)
+        code = await server.wait()
+    assert initialized["id"] == 0 and "result" in initialized, initialized
+    assert pong == {"jsonrpc": "2.0", "id": 5, "result": {}}
+    _assert_refused(refused, 1)
+    _assert_refused(again, 2)
+    assert rest == []
+    assert code == 1
