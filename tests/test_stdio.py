@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 from pathlib import Path
 
@@ -11,6 +12,9 @@ import trio
 from gitrepo import make_repo
 from mcp_client import ok, open_client
 from memtrio.actors.chaos.client import initialize_params
+from memtrio.actors.net import attach
+from memtrio.actors.net.relay import Relay
+from memtrio.protocol.messages import Inbound, Oversized, Unanswered
 from raw_server import RawServer, raw_server, trace_events, wait_for_event
 
 
@@ -356,7 +360,7 @@ async def _answers_until_eof(server: RawServer) -> list[dict[str, object]]:
     return [json.loads(line) for line in rest.splitlines() if line.strip()]
 
 
-def _assert_refused(reply: dict[str, object], rid: int) -> None:
+def _assert_refused(reply: dict[str, object], rid: int | None) -> None:
     assert reply["id"] == rid, reply
     error = reply.get("error")
     assert isinstance(error, dict), reply
@@ -430,3 +434,73 @@ async def test_a_store_that_fails_after_the_early_answers_refuses_requests_sent_
     _assert_refused(again, 2)
     assert rest == []
     assert code == 1
+
+
+async def test_a_store_that_fails_after_the_early_answers_refuses_what_came_before_eof(
+    home: Path,
+) -> None:
+    """A client that writes its requests and closes stdin at once (a pipe): the early
+    answerer read them and the end of the input; each request is refused, and the server
+    exits without waiting for more input."""
+    _damage_store(home)
+    env, args = REFUSING["no-attach"]
+    env = {**env, "MEMTRIO_FAULTS": f"store.open=delay:{STORE_OPEN_DELAY}"}
+    burst = b"".join(
+        [
+            _line("initialize", initialize_params("early", "2025-06-18"), 0),
+            _line("notifications/initialized"),
+            _line("tools/call", {"name": "server_status", "arguments": {}}, 1),
+            b"not json\n",
+            b'{"jsonrpc":"2.0","id":2,"method":"ping"}',  # the last line, without its newline
+        ]
+    )
+    async with raw_server(home, env=env, args=args) as server:
+        await server.send_bytes(burst)
+        await server.close_stdin()
+        replies = await _answers_until_eof(server)
+        code = await server.wait()
+    assert [r["id"] for r in replies] == [0, 1, None, 2]
+    assert "result" in replies[0]
+    for reply, rid in zip(replies[1:], [1, None, 2], strict=True):
+        _assert_refused(reply, rid)
+    assert code == 1
+
+
+async def test_the_refusal_reads_on_where_the_early_answerer_left_off() -> None:
+    """What `EarlyAnswers` read and left (whole lines, a line over the limit, the start of
+    the next line; or the middle of a long line) is answered first, in order, and the
+    rest of stdin completes the line it was in."""
+    cases = [
+        (
+            Unanswered(
+                (
+                    Inbound([_line("tools/call", {"name": "stats"}, 1).strip(), b"{}"]),
+                    Inbound([_line("notifications/cancelled").strip()]),
+                    Oversized(500, 100, 7),
+                ),
+                partial=b'{"jsonrpc":"2.0","id":',
+            ),
+            b'3,"method":"ping"}\n',
+            [1, None, 7, 3],
+        ),
+        (Unanswered(skipping=True), b'xx"}}\n' + _line("ping", rid=4), [None, 4]),
+    ]
+    for unanswered, more, ids in cases:
+        stdin_r, stdin_w = os.pipe()
+        stdout_r, stdout_w = os.pipe()
+        os.write(stdin_w, more)
+        os.close(stdin_w)
+
+        async def nobody() -> None:
+            return None
+
+        relay = Relay(nobody, Path(os.sep), stdin_r, stdout_w, 100)
+        attach.take_over(relay, unanswered)
+        try:
+            assert await relay.refuse("why") == 1
+        finally:
+            relay.close()
+        with os.fdopen(stdout_r, "rb") as out:
+            replies = [json.loads(line) for line in out.read().splitlines()]
+        assert [r["id"] for r in replies] == ids
+        assert {r["error"]["message"] for r in replies} == {"why"}
