@@ -20,7 +20,9 @@ client's first lines and answers those a session answers from the features' set-
 alone (``initialize``, ``ping``, ``tools/list``, ``notifications/initialized``),
 so a client is not kept waiting for ``initialize`` while the actors start. The
 first other line (a tool call, say) ends it: that line and everything after it
-wait, read and in order, for the transport's own reader and session.
+wait, read and in order, for the transport's own reader and session. If the
+application fails to start instead, they are handed, with the partial line, to
+what answers the client in its place (`StdioTransport.leave`).
 """
 
 from __future__ import annotations
