@@ -13,6 +13,16 @@ child process) can ever write into the protocol.
 State that must survive a restart (the reader's partial line, the writer's
 line in hand, the session's negotiated version) lives in objects owned by the
 transport supervisor, not in the actors.
+
+The transport is the root's last child: it starts once every feature's actors
+have (the store opened, the pools started). Until then, `EarlyAnswers` reads the
+client's first lines and answers those a session answers from the features' set-up
+alone (``initialize``, ``ping``, ``tools/list``, ``notifications/initialized``),
+so a client is not kept waiting for ``initialize`` while the actors start. The
+first other line (a tool call, say) ends it: that line and everything after it
+wait, read and in order, for the transport's own reader and session. If the
+application fails to start instead, they are handed, with the partial line, to
+what answers the client in its place (`StdioTransport.leave`).
 """
 
 from __future__ import annotations
@@ -27,8 +37,9 @@ from dataclasses import dataclass, field
 
 import trio
 
+from ..protocol import jsonrpc
 from ..protocol.jsonrpc import ID_PREFIX_BYTES, recover_id
-from ..protocol.messages import Closed, Inbound, Outbound, Oversized, SessionInput
+from ..protocol.messages import Closed, Inbound, Outbound, Oversized, SessionInput, Unanswered
 from ..supervisors import faults, trace
 from ..supervisors.context import AppContext
 from ..supervisors.supervisor import (
@@ -40,7 +51,8 @@ from ..supervisors.supervisor import (
     Supervisor,
     supervisor_child,
 )
-from .session import Session, run_session
+from .answers import Answer
+from .session import DECODE_IN_THREAD_BYTES, Session, run_session
 from .session_state import SessionState
 
 READ_SIZE = 65536
@@ -269,6 +281,7 @@ def transport_children(
     *,
     session_state: SessionState | None = None,
     on_peer_gone: Callable[[], None] | None = None,
+    early: EarlyAnswers | None = None,
 ) -> list[ChildSpec]:
     """Writer, Session and Reader specs (started in that order, stopped in reverse) of one
     line-framed connection.
@@ -276,12 +289,17 @@ def transport_children(
     ``session_state`` defaults to a session whose repository is the server's
     directory and whose end stops the application (stdio); ``on_peer_gone``
     (default: stop the application) is called when the writer finds the peer gone.
+    ``early``: what answered the connection before these actors start (its session
+    state, its outbox and the input it read and left are theirs); the writer
+    starts once it has stopped.
     """
     inbox: Mailbox[SessionInput] = Mailbox(f"{name}.inbox", 64)
-    outbox: Mailbox[Outbound] = Mailbox(f"{name}.outbox", 4096)
-    reader_state = ReaderState()
+    outbox: Mailbox[Outbound] = early.outbox if early else Mailbox(f"{name}.outbox", 4096)
+    reader_state = early.reader_state if early else ReaderState()
     writer_state = WriterState()
-    if session_state is None:
+    if early is not None:
+        session_state = early.session_state
+    elif session_state is None:
         session_state = SessionState(name=f"{name}.session", root=app.cwd, root_source="cwd")
     peer_gone = on_peer_gone if on_peer_gone is not None else (lambda: app.request_shutdown(0))
     limit = app.config.server.request_limit
@@ -290,6 +308,8 @@ def transport_children(
     async def writer(
         ctx: ChildContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
+        if early is not None:
+            await early.stop()  # the protocol stream has one writer at a time
         await run_writer(
             ctx,
             stream=out_stream,
@@ -383,18 +403,184 @@ def protect_stdout() -> tuple[int, int]:
     return proto_in, proto_out
 
 
-def stdio_transport(app: AppContext, proto_in: int, proto_out: int) -> ChildSpec:
-    """The root's child serving one MCP session on the file descriptors ``proto_in``/``proto_out``
-    (see `protect_stdout`).
+# What a session answers from the features' set-up alone, before any actor runs.
+EARLY_METHODS = frozenset({"initialize", "ping", "tools/list", "notifications/initialized"})
 
-    The specs (with their mailboxes and states) are built once, so a restart of the
-    transport (rest_for_one after a store crash) keeps the session and its input.
+
+class EarlyAnswers:
+    """Answers a connection's first lines while the application's actors start.
+
+    `run` (started by the composition root once the features are set up, before
+    the root supervisor starts their actors) reads the input as the reader does
+    (into the reader's `ReaderState`) and answers each line whose method is in
+    `EARLY_METHODS` with a `Session` on the connection's own `SessionState` (so
+    the negotiated version and client carry over to the transport's session),
+    writing the answers itself. It ends at the first other line, at EOF, or when
+    `stop` is called: what it read and did not answer stays queued in the reader's
+    state, in order, for the reader to hand to the session once the transport
+    runs. No line is lost or answered twice: a line is taken off the queue once
+    answered, and reading is the only step that `stop` interrupts.
     """
-    in_stream = trio.lowlevel.FdStream(proto_in)
-    out_stream = trio.lowlevel.FdStream(proto_out)
-    specs = transport_children(app, in_stream, out_stream)
-    return supervisor_child(
-        lambda: transport_supervisor(specs),
-        "transport",
-        why="the stdio client connection",
-    )
+
+    def __init__(
+        self,
+        app: AppContext,
+        in_stream: trio.abc.ReceiveStream,
+        out_stream: trio.abc.SendStream,
+        name: str = "stdio",
+    ) -> None:
+        self.app = app
+        self.in_stream = in_stream
+        self.out_stream = out_stream
+        self.name = name
+        self.reader_state = ReaderState()
+        self.session_state = SessionState(name=f"{name}.session", root=app.cwd, root_source="cwd")
+        self.outbox: Mailbox[Outbound] = Mailbox(f"{name}.outbox", 4096)
+        self._scope = trio.CancelScope()
+        self._running = False
+        self._taken_over = False
+        self._done = trio.Event()
+
+    async def run(self) -> None:
+        """Answer the early lines until the first line that needs the actors, EOF or `stop`."""
+        if self._scope.cancel_called:
+            self._done.set()
+            return
+        self._running = True
+        try:
+            with self._scope:
+                await self._serve()
+        finally:
+            self._done.set()
+
+    async def stop(self) -> None:
+        """End `run` (if it runs) and wait until it has: then the transport's actors own the
+        connection."""
+        self._taken_over = True
+        self._scope.cancel()
+        if self._running:
+            await self._done.wait()
+
+    def unanswered(self) -> Unanswered | None:
+        """What it read and did not answer, in order, the partial line included: for what
+        answers the client instead when the application fails to start. None once the
+        transport's actors took the connection over (what it read is theirs)."""
+        if self._taken_over:
+            return None
+        state = self.reader_state
+        return Unanswered(tuple(state.outgoing), bytes(state.buffer), state.discarding)
+
+    async def _serve(self) -> None:
+        state = self.reader_state
+        splitter = LineSplitter(state, self.app.config.server.request_limit)
+        session = Session(self.app, self.session_state, self.outbox)
+        while True:
+            try:
+                data = await self.in_stream.receive_some(READ_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                return  # the reader meets the same failure and reports it
+            with trio.CancelScope(shield=True):
+                if data:
+                    state.outgoing.extend(splitter.feed(bytes(data)))
+                else:
+                    state.eof = True
+                    state.outgoing.extend([*splitter.finish(), Closed()])
+                go_on = await self._answer_queued(session)
+                if not await self._flush() or not go_on or state.eof:
+                    return
+
+    async def _answer_queued(self, session: Session) -> bool:
+        """Answer the queued lines from the front while they are early ones; False once one is
+        not (it and the rest stay queued)."""
+        queue = self.reader_state.outgoing
+        while queue:
+            item = queue[0]
+            if not isinstance(item, Inbound):
+                return False
+            lines = list(item.lines)
+            while lines:
+                taken, go_on = await self._answer(session, lines[0])
+                if taken:
+                    lines.pop(0)
+                if not go_on:
+                    if lines:
+                        queue[0] = Inbound(lines)
+                    else:
+                        queue.popleft()
+                    return False
+            queue.popleft()
+        return True
+
+    async def _answer(self, session: Session, line: bytes) -> tuple[bool, bool]:
+        """Serve ``line`` if it is an early one: (whether it was answered, whether to go on)."""
+        if len(line) > DECODE_IN_THREAD_BYTES:
+            return False, False
+        msg = jsonrpc.decode_line(line)
+        if not isinstance(msg, jsonrpc.Message) or msg.method not in EARLY_METHODS:
+            return False, False
+        try:
+            await session.handle_message(msg, Answer(self.outbox))
+        except Exception as exc:  # noqa: BLE001 - answered -32603 by the session; logged
+            trace.failure(self.session_state.name, "early_answer_failed", exc, method=msg.method)
+            return True, False
+        return True, True
+
+    async def _flush(self) -> bool:
+        """Write the queued answers; False if the client is gone (the application then stops)."""
+        chunks: list[bytes] = []
+        while True:
+            try:
+                chunks.append(self.outbox.receive_channel.receive_nowait().line)
+            except trio.WouldBlock:
+                break
+        if not chunks:
+            return True
+        try:
+            await self.out_stream.send_all(b"".join(chunks))
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            trace.event(
+                f"{self.name}.writer",
+                "peer_gone",
+                level="info",
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            self.app.request_shutdown(0)
+            return False
+        return True
+
+
+class StdioTransport:
+    """One MCP session on the file descriptors ``proto_in``/``proto_out`` (see
+    `protect_stdout`): `child`, the root's last child, and `answer_early`, which
+    answers ``initialize`` while the children before it start (`EarlyAnswers`)."""
+
+    def __init__(self, app: AppContext, proto_in: int, proto_out: int) -> None:
+        self.streams = (trio.lowlevel.FdStream(proto_in), trio.lowlevel.FdStream(proto_out))
+        self.early = EarlyAnswers(app, *self.streams)
+        # Built once, so a restart of the transport (rest_for_one after a store crash)
+        # keeps the session and its input.
+        self.specs = transport_children(
+            app, self.early.in_stream, self.early.out_stream, early=self.early
+        )
+
+    def child(self) -> ChildSpec:
+        return supervisor_child(
+            lambda: transport_supervisor(self.specs),
+            "transport",
+            why="the stdio client connection",
+        )
+
+    async def answer_early(self) -> None:
+        await self.early.run()
+
+    def leave(self) -> Unanswered | None:
+        """The application did not start: close the transport's descriptors (the caller
+        answers the client on copies of them: ``actors.net.attach.refuse``) and return what
+        the client sent that no one answered (`EarlyAnswers.unanswered`)."""
+
+        async def close() -> None:  # now: collected later, they would make the copies blocking
+            for stream in self.streams:
+                await stream.aclose()
+
+        trio.run(close)  # the application's own trio.run has returned
+        return self.early.unanswered()

@@ -103,6 +103,17 @@ class Closed(msgspec.Struct, frozen=True, tag=True):
 SessionInput = Inbound | Oversized | Closed
 
 
+class Unanswered(msgspec.Struct, frozen=True):
+    """What a connection's client sent that was read and that no one answered, handed over to
+    whatever answers the client instead: ``items`` in the order read (a `Closed` last once
+    the input ended), then the start of the line being read (``partial``) or, in the
+    middle of a line over the limit being skipped, ``skipping``."""
+
+    items: tuple[SessionInput, ...] = ()
+    partial: bytes = b""
+    skipping: bool = False
+
+
 # -- requests to actors -----------------------------------------------------
 
 

@@ -16,6 +16,7 @@ report the warnings.
 
 from __future__ import annotations
 
+import functools
 from typing import TypeVar, cast
 
 import msgspec
@@ -87,14 +88,22 @@ class _Walk:
 
     def struct(self, value: msgspec.Struct, where: str, depth: int) -> msgspec.Struct:
         changes: dict[str, object] = {}
-        for field in msgspec.structs.fields(type(value)):
-            if field.name in self.skip:
+        for name, encode_name in _fields(type(value)):
+            if name in self.skip:
                 continue
-            old = getattr(value, field.name)
-            new = self.value(old, _path(where, field.encode_name), depth + 1)
+            old = getattr(value, name)
+            new = self.value(old, _path(where, encode_name), depth + 1)
             if new is not old:
-                changes[field.name] = new
+                changes[name] = new
         return msgspec.structs.replace(value, **changes) if changes else value
+
+
+@functools.cache
+def _fields(cls: type[msgspec.Struct]) -> tuple[tuple[str, str], ...]:
+    """Each field of ``cls``: its name and the name it has on the wire. Once per type:
+    `msgspec.structs.fields` evaluates the type's annotations at every call (0.4-0.6 ms
+    for an argument struct, paid per entity of a ``create_entities`` call)."""
+    return tuple((f.name, f.encode_name) for f in msgspec.structs.fields(cls))
 
 
 def screen(

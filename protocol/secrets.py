@@ -24,7 +24,10 @@ What is not a secret: a placeholder (``***``, ``xxxx``, ``<token>``, ``${TOKEN}`
 Cost: every pattern begins with a literal or with a look-behind that stops it from starting
 inside a run of the characters it matches, and every repetition is bounded; a scan is
 linear in the length of the text (at worst about 0.7-0.9 s of CPU per MB of adversarial
-text: docs/bench-runs/eval-secrets.txt). Patterns compile on first use.
+text: docs/bench-runs/eval-secrets.txt). Patterns compile on first use. A pattern
+whose every match begins with one of a few literal strings (`Rule.needles`, read off the
+compiled pattern) is run only on a text that holds one of them: most texts hold none, and a
+substring test costs a fraction of a regular-expression scan.
 """
 
 from __future__ import annotations
@@ -35,10 +38,15 @@ import bisect
 import functools
 import math
 import re
+
+# The parsed form of a pattern (`Rule.needles`): the standard library's own parser, which
+# typeshed does not describe.
+import re._constants as sre_constants  # type: ignore[import-not-found]  # no stub
+import re._parser as sre_parser  # type: ignore[import-not-found]  # no stub
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -88,6 +96,91 @@ class Rule:
     @property
     def pattern(self) -> re.Pattern[str]:
         return _regex(self.source)
+
+    @property
+    def needles(self) -> Needles | None:
+        """The literal strings one of which begins every match (and whether they match
+        regardless of case), or None when the pattern has no such prefix."""
+        return _needles(self.source)
+
+
+@dataclass(frozen=True)
+class Needles:
+    """A text can match only if it holds one of ``strings`` (lower-cased when ``folded``:
+    the pattern ignores their case; then only an ASCII text is tested, on which lower-casing
+    agrees with the regular-expression engine's case folding)."""
+
+    strings: tuple[str, ...]
+    folded: bool
+
+    def absent(self, text: str, lowered: str | None) -> bool:
+        """Whether no match can be in ``text`` (``lowered``: its lower case, if ASCII)."""
+        if not self.folded:
+            return not any(map(text.__contains__, self.strings))
+        return lowered is not None and not any(map(lowered.__contains__, self.strings))
+
+
+_ZERO_WIDTH = frozenset({sre_constants.AT, sre_constants.ASSERT, sre_constants.ASSERT_NOT})
+MAX_NEEDLES = 32  # literal prefixes a pattern may have and still be prefiltered
+
+
+def _prefixes(items: list[Any], folded: bool) -> tuple[set[str], bool, bool]:
+    """The literal strings every match of a parsed sequence begins with: (the strings, whether
+    they are the whole of every match, whether some part ignores case). Zero-width assertions
+    are skipped; literals, small literal sets, groups and alternations extend the strings;
+    anything else ends them."""
+    out, anyfold = {""}, folded
+    for op, av in items:
+        if op in _ZERO_WIDTH:
+            continue
+        if op == sre_constants.LITERAL:
+            more, whole, fold = {chr(av)}, True, folded
+        elif op == sre_constants.IN and all(o == sre_constants.LITERAL for o, _ in av):
+            more, whole, fold = {chr(c) for _, c in av}, True, folded
+        elif op == sre_constants.BRANCH:
+            parts = [_prefixes(list(b.data), folded) for b in av[1]]
+            more = {x for p in parts for x in p[0]}
+            whole = all(p[1] for p in parts)
+            fold = any(p[2] for p in parts)
+        elif op == sre_constants.SUBPATTERN and not av[2] and not av[1] & ~re.IGNORECASE:
+            more, whole, fold = _prefixes(list(av[3].data), folded or bool(av[1] & re.IGNORECASE))
+        else:
+            return out, False, anyfold
+        anyfold = anyfold or fold
+        out = {x + y for x in out for y in more}
+        if len(out) > MAX_NEEDLES:
+            return {""}, False, anyfold
+        if not whole:
+            return out, False, anyfold
+    return out, True, anyfold
+
+
+@functools.cache
+def _needles(source: str) -> Needles | None:
+    """`Rule.needles` of the pattern ``source`` (compiled without flags)."""
+    try:
+        items = list(sre_parser.parse(source).data)
+        strings, _whole, folded = _prefixes(items, False)
+        if "" in strings:  # no literal prefix: a literal every match holds further in
+            strings, folded = _inner_literals(items), False
+    except Exception:  # noqa: BLE001 - the parser's internals changed: scan every text
+        return None
+    if not strings or "" in strings:  # some match may hold no literal at all
+        return None
+    return Needles(tuple(sorted({x.lower() for x in strings} if folded else strings)), folded)
+
+
+def _inner_literals(items: list[Any]) -> set[str]:
+    """The longest run of literals of a parsed sequence's own items (each match holds it; an
+    alternation of the whole pattern: one per alternative), or an empty set."""
+    if len(items) == 1 and items[0][0] == sre_constants.BRANCH:
+        runs = [_inner_literals(list(b.data)) for b in items[0][1][1]]
+        return set().union(*runs) if all(runs) else set()
+    best = run = ""
+    for op, av in items:
+        run = run + chr(av) if op == sre_constants.LITERAL else ""
+        best = max(best, run, key=len)
+    return {best} if best else set()
 
 
 @functools.cache
@@ -327,7 +420,10 @@ def find_secrets(text: str) -> list[Finding]:
     that overlap, in `RULES` order, is kept)."""
     found: list[Finding] = []  # sorted by start, none overlapping
     starts: list[int] = []
-    for rule in RULES:
+    lowered = text.lower() if text.isascii() else None
+    for rule, needles in _plan():
+        if needles is not None and needles.absent(text, lowered):
+            continue
         covered = 0  # a private key runs to its END line: a BEGIN before that is inside it
         for match in rule.pattern.finditer(text):
             if match.start() < covered:
@@ -345,6 +441,12 @@ def find_secrets(text: str) -> list[Finding]:
             starts.insert(at, start)
             found.insert(at, Finding(rule.kind, start, end))
     return found
+
+
+@functools.cache
+def _plan() -> tuple[tuple[Rule, Needles | None], ...]:
+    """Each rule with its `Rule.needles`, worked out once."""
+    return tuple((rule, rule.needles) for rule in RULES)
 
 
 def redact(text: str, findings: list[Finding] | None = None) -> str:

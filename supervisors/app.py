@@ -20,6 +20,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -31,6 +32,9 @@ from .context import AppContext, Component, Feature, FeatureDisabled, FeatureUna
 from .errors import UserError, find_user_error
 from .supervisor import REST_FOR_ONE, ChildSpec, Escalation, Supervisor, leaves
 from .threads import EXIT_SETTLE, settle
+
+if TYPE_CHECKING:
+    from ..actors.stdio import StdioTransport
 
 
 def default_features() -> list[Feature]:
@@ -160,8 +164,14 @@ async def open_app(
     app: AppContext,
     features: Sequence[Feature],
     extra_children: Sequence[ChildSpec] = (),
+    early: Callable[[], Awaitable[None]] | None = None,
 ) -> AsyncIterator[AppContext]:
     """Run the supervision tree of ``features`` (+ ``extra_children``) while the block runs.
+
+    ``early`` (the stdio transport's `answer_early`) runs once the features are set up
+    (their tools, resources and instructions known), alongside the start of the tree's
+    children: it answers the client's ``initialize`` while the actors start, and the
+    transport, the last child, stops it before taking the connection over.
 
     Error handling: a child that fails while starting, or a root escalation,
     propagates out of the block. Warnings raised while starting (a feature
@@ -178,6 +188,8 @@ async def open_app(
         root = Supervisor("root", children, strategy=REST_FOR_ONE, max_restarts=5, period=10.0)
         app.root = root
         async with trio.open_nursery() as nursery:
+            if early is not None:
+                nursery.start_soon(early)
             await nursery.start(root.run)
             started = True
             trace.LOG.release_stderr(show=True)
@@ -219,13 +231,14 @@ def serve(
     transport: Callable[[], ChildSpec],
     name: str,
     after: Callable[[], Sequence[ChildSpec]] = tuple,
+    early: Callable[[], Awaitable[None]] | None = None,
 ) -> int:
     """Run the application with ``transport()`` (then ``after()``, e.g. the attach
     endpoint of ``memtrio serve``) as its last children until the transport or a
-    signal asks it to stop; the process exit code.
+    signal asks it to stop; the process exit code. ``early``: see `open_app`.
 
     Error handling: a root escalation (the tree gave up) is one line on stderr
-    and exit code 1.
+    (kept in ``app.gave_up``) and exit code 1.
     """
 
     return_freed_memory()
@@ -233,7 +246,7 @@ def serve(
     async def main() -> int:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_watch_signals, app)
-            async with open_app(app, features, extra_children=[transport(), *after()]):
+            async with open_app(app, features, extra_children=[transport(), *after()], early=early):
                 trace.event(
                     "app", "serving", transport=name, features=app.features, tools=len(app.registry)
                 )
@@ -249,7 +262,8 @@ def serve(
             trace.record("app", "gave_up", level="error", error=str(exc))
         known = find_user_error(group)
         # The one line (docs/architecture.md): the user's remedy when there is one.
-        print(redact(f"memtrio: {known or failures[0]}"), file=sys.stderr)  # no password
+        app.gave_up = redact(str(known or failures[0]))  # no password
+        print(f"memtrio: {app.gave_up}", file=sys.stderr)
         code = known.code if known is not None else 1
     # Native code still running in an abandoned thread (the model loading when a client
     # left during start-up) aborts the process if the interpreter finalises under it.
@@ -258,6 +272,42 @@ def serve(
     trace.event("app", "exit", code=code)
     trace.LOG.close()
     return code
+
+
+def serve_stdio(
+    app: AppContext,
+    proto_in: int,
+    proto_out: int,
+    dashboard: Callable[[str], None] | None = None,
+    serving_on: Callable[[StdioTransport], object] | None = None,
+) -> int:
+    """`serve` one MCP session on the protocol's descriptors (``actors.stdio.protect_stdout``):
+    the embedded ``memtrio mcp``, with a dashboard whose address goes to ``dashboard``
+    when given. Its transport answers ``initialize`` while the features' actors start
+    (`StdioTransport.answer_early`); ``serving_on`` gets it first: if the tree fails to
+    start, what the client sent meanwhile and no one answered is the caller's to answer
+    (`StdioTransport.leave`)."""
+    from ..actors import stdio
+
+    after: list[ChildSpec] = []
+    if dashboard is not None:
+        from ..actors.ui import cli as ui_cli
+
+        after.append(ui_cli.dashboard_child(app, dashboard))
+    # One client, which may never embed: the model loads on its first embedding, not at
+    # initialize (a server shared by many sessions warms it: AppContext.warm_on_initialize).
+    app.warm_on_initialize = False
+    transport = stdio.StdioTransport(app, proto_in, proto_out)
+    if serving_on is not None:
+        serving_on(transport)
+    return serve(
+        app,
+        default_features(),
+        transport.child,
+        name="stdio",
+        after=lambda: after,
+        early=transport.answer_early,
+    )
 
 
 async def _watch_signals(app: AppContext) -> None:

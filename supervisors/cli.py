@@ -21,14 +21,21 @@ import traceback
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from ..actors.net import serving
 from ..actors.store import backends, dsn
 from . import environment, trace
-from .app import build_context, configure_observability, default_features, open_app, serve
+from .app import (
+    build_context,
+    configure_observability,
+    default_features,
+    open_app,
+    serve,
+    serve_stdio,
+)
 from .commands import (
     Parser,
     add_common,
@@ -46,6 +53,9 @@ from .errors import find_user_error, one_line
 from .hoist import hoist_options
 from .supervisor import ChildSpec, Escalation, first_leaf
 from .threads import EXIT_SETTLE, settle
+
+if TYPE_CHECKING:
+    from ..actors.stdio import StdioTransport
 
 # Feature modules that add subcommands (each has register(subparsers)), with the commands
 # each adds. Only the module of the command being run is imported, so one command never
@@ -213,49 +223,41 @@ def cmd_mcp(args: argparse.Namespace, run: AppRunner) -> int:
 def _serve_or_refuse(args: argparse.Namespace, proto_in: int, proto_out: int, limit: int) -> int:
     """The embedded server of a ``memtrio mcp`` that attaches by default and has no owner to
     attach to (or that such a child started to relay to: ``--answer-failures``). If it
-    cannot serve either (a newer or damaged store, a full disk, ...), its one line on
+    cannot start either (a newer or damaged store, a full disk, ...), its one line on
     stderr, and every request of the client answered with it until EOF
-    (``actors.net.attach.refuse``): the client learns why at once instead of waiting."""
+    (``actors.net.attach.refuse``), those read while it started first (answered early,
+    ``initialize`` was not: `StdioTransport.leave`): the client learns why at once."""
     from ..actors.net import attach
 
     keep_in, keep_out = os.dup(proto_in), os.dup(proto_out)
+    started: list[StdioTransport] = []
     try:
-        code = _serve_stdio(args, proto_in, proto_out)
+        code = _serve_stdio(args, proto_in, proto_out, started.append)
+        line = started[0].early.app.gave_up
     except (Exception, BaseExceptionGroup) as exc:  # noqa: BLE001 - every failure: one line
         code, line = report_line(exc, "mcp")
-        if code in (1, 2):
-            attach.refuse(keep_in, keep_out, limit, line)
-            return code
-        os.close(keep_in)
-        os.close(keep_out)
+    # None: nothing read yet, or the transport's actors took the connection over.
+    unanswered = started[0].leave() if started else None
+    if line and code in (1, 2) and (unanswered is not None or not started):
+        attach.refuse(keep_in, keep_out, limit, line, unanswered)
         return code
     os.close(keep_in)
     os.close(keep_out)
     return code
 
 
-def _serve_stdio(args: argparse.Namespace, proto_in: int, proto_out: int) -> int:
+def _serve_stdio(
+    args: argparse.Namespace,
+    proto_in: int,
+    proto_out: int,
+    serving_on: Callable[[StdioTransport], object] | None = None,
+) -> int:
     """The embedded server: every feature in this process, one session on stdio
     (attach skipped: ``--no-attach``, ``[serve] attach = "off"``, ``--tools`` of its
-    own, or no owner to attach to), with the dashboard under ``--ui``."""
-    from ..actors import stdio
-
+    own, or no owner to attach to), with the dashboard under ``--ui``: `serve_stdio`."""
     app = start(args)
-    # One client, which may never embed: the model loads on its first embedding, not at
-    # initialize (a server shared by many sessions warms it: AppContext.warm_on_initialize).
-    app.warm_on_initialize = False
-    after: list[ChildSpec] = []
-    if serving.mcp_ui_requested(args):
-        from ..actors.ui import cli as ui_cli
-
-        after.append(ui_cli.dashboard_child(app, partial(_say_dashboard, "memtrio")))
-    return serve(
-        app,
-        default_features(),
-        lambda: stdio.stdio_transport(app, proto_in, proto_out),
-        name="stdio",
-        after=lambda: after,
-    )
+    ui = partial(_say_dashboard, "memtrio") if serving.mcp_ui_requested(args) else None
+    return serve_stdio(app, proto_in, proto_out, ui, serving_on)
 
 
 def _say_dashboard(who: str, url: str) -> None:

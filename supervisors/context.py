@@ -144,6 +144,7 @@ class AppContext:
     version: str = VERSION
     shutdown_requested: trio.Event = field(default_factory=trio.Event)
     exit_code: int = 0
+    gave_up: str = ""  # the one line of a tree that gave up (`supervisors.app.serve`)
     # Called once, when the first client has been answered `initialize`: features warm
     # what their first call would otherwise wait for (the embedding model) without
     # delaying the server's start or that answer. Each must return at once.

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 from pathlib import Path
 
+import pytest
 import trio
 from gitrepo import make_repo
 from mcp_client import ok, open_client
 from memtrio.actors.chaos.client import initialize_params
-from raw_server import raw_server, trace_events, wait_for_event
+from memtrio.actors.net import attach
+from memtrio.actors.net.relay import Relay
+from memtrio.protocol.messages import Inbound, Oversized, Unanswered
+from raw_server import RawServer, raw_server, trace_events, wait_for_event
 
 
 async def test_official_client_initializes_lists_tools_and_calls_server_status(home: Path) -> None:
@@ -265,3 +270,237 @@ async def test_with_every_feature_on_eof_stops_each_child_within_its_grace(
     assert code == 0
     forced = [e for e in trace_events(home) if e["event"] == "child_stop_forced"]
     assert forced == []
+
+
+# How long the store's start is held back below: long enough that an answer to
+# `initialize` that waited for it could not come first even on a loaded machine.
+STORE_OPEN_DELAY = 3.0
+
+
+def _line(method: str, params: object = None, rid: int | None = None) -> bytes:
+    msg: dict[str, object] = {"jsonrpc": "2.0", "method": method}
+    if rid is not None:
+        msg["id"] = rid
+    if params is not None:
+        msg["params"] = params
+    return json.dumps(msg).encode() + b"\n"
+
+
+async def test_initialize_is_answered_before_the_store_opens_and_no_request_is_lost(
+    home: Path,
+) -> None:
+    """Regression (#42: ``initialize`` waited for every feature's actors to start, the
+    store's opening included). It is answered from the features' set-up while the store
+    opens; every request sent with it, in the same write, is answered once the store is
+    open, in full: the tool calls too, one of them before a ``tools/list`` that the
+    session serves after it."""
+    entity = {"name": "early-bird", "entityType": "test", "observations": ["sent with initialize"]}
+    burst = b"".join(
+        [
+            _line("initialize", initialize_params("early", "2025-06-18"), 0),
+            _line("notifications/initialized"),
+            _line("ping", rid=1),
+            _line("tools/list", rid=2),
+            _line(
+                "tools/call", {"name": "create_entities", "arguments": {"entities": [entity]}}, 3
+            ),
+            _line("tools/list", rid=4),
+            _line("tools/call", {"name": "server_status", "arguments": {}}, 5),
+            _line("ping", rid=6),
+        ]
+    )
+    env = {"MEMTRIO_FAULTS": f"store.open=delay:{STORE_OPEN_DELAY}"}
+    async with raw_server(home, env=env) as server:
+        await server.send_bytes(burst)
+        replies = {}
+        for _ in range(7):
+            reply = await server.read()
+            replies[reply["id"]] = reply
+        await server.send_request(
+            7, "tools/call", {"name": "open_nodes", "arguments": {"names": ["early-bird"]}}
+        )
+        opened = await server.read()
+        await server.close_stdin()
+        code = await server.wait()
+    events = trace_events(home)
+    answered = next(e["ts"] for e in events if e["event"] == "initialize")
+    store_opened = next(e["ts"] for e in events if e["event"] == "store_opened")
+    assert any(e["event"] == "fault_injected" and e["point"] == "store.open" for e in events)
+    assert answered < store_opened
+    assert replies[0]["result"]["protocolVersion"] == "2025-06-18"
+    assert "memory" in replies[0]["result"]["instructions"]
+    assert replies[1]["result"] == {} and replies[6]["result"] == {}
+    assert replies[2]["result"] == replies[4]["result"]
+    assert "create_entities" in {t["name"] for t in replies[2]["result"]["tools"]}
+    created = replies[3]["result"]
+    assert not created.get("isError"), created
+    assert "early-bird" in json.dumps(created["structuredContent"])
+    assert replies[5]["result"]["structuredContent"]["protocol_version"] == "2025-06-18"
+    assert not opened["result"].get("isError"), opened
+    assert "sent with initialize" in json.dumps(opened["result"]["structuredContent"])
+    assert code == 0
+
+
+# How a `memtrio mcp` that cannot serve is started: embedded with its failures answered
+# (what an attaching child falls back to), or attaching only to a running owner, with
+# none running (then it serves embedded, its failures answered, the same way).
+REFUSING = {
+    "no-attach": ({"MEMTRIO_SERVE_ATTACH": "off"}, ("--no-attach", "--answer-failures")),
+    "attach-existing": ({"MEMTRIO_SERVE_ATTACH": "existing"}, ()),
+}
+
+
+def _damage_store(home: Path) -> None:
+    (home / "memtrio.sqlite").write_bytes(b"not a database at all\n" * 400)
+
+
+async def _answers_until_eof(server: RawServer) -> list[dict[str, object]]:
+    """Every line the server writes until it closes stdout, decoded."""
+    rest = await server.rest(timeout=30.0)
+    return [json.loads(line) for line in rest.splitlines() if line.strip()]
+
+
+def _assert_refused(reply: dict[str, object], rid: int | None) -> None:
+    assert reply["id"] == rid, reply
+    error = reply.get("error")
+    assert isinstance(error, dict), reply
+    assert "is damaged" in error["message"] and "memtrio doctor" in error["message"], reply
+
+
+@pytest.mark.parametrize("how", list(REFUSING))
+async def test_a_store_that_fails_after_the_early_answers_refuses_every_request_read_in_one_write(
+    home: Path, how: str
+) -> None:
+    """Regression (#42's early answers): ``initialize``, ``initialized`` and a tool call in
+    one write, then the store fails to open. The early answerer had read the tool call
+    (and the ping after it) and the refusal, reading stdin afresh, never answered them:
+    the client waited forever. Now each is answered with the failure, once, in order,
+    and the process exits."""
+    _damage_store(home)
+    env, args = REFUSING[how]
+    burst = b"".join(
+        [
+            _line("initialize", initialize_params("early", "2025-06-18"), 0),
+            _line("notifications/initialized"),
+            _line("tools/call", {"name": "server_status", "arguments": {}}, 1),
+            _line("ping", rid=2),
+            b'{"jsonrpc":"2.0","id":3,"method":"tools/list"',  # its end comes later
+        ]
+    )
+    env = {**env, "MEMTRIO_FAULTS": f"store.open=delay:{STORE_OPEN_DELAY}"}
+    async with raw_server(home, env=env, args=args) as server:
+        await server.send_bytes(burst)
+        initialized = await server.read()
+        refused = [await server.read(timeout=30.0), await server.read(timeout=30.0)]
+        await server.send_bytes(b"}\n" + _line("ping", rid=4))
+        refused += [await server.read(timeout=30.0), await server.read(timeout=30.0)]
+        await server.close_stdin()
+        rest = await _answers_until_eof(server)
+        code = await server.wait()
+    # Answered early, while the store was held back: initialize succeeded.
+    assert initialized["id"] == 0 and "result" in initialized, initialized
+    for reply, rid in zip(refused, [1, 2, 3, 4], strict=True):
+        _assert_refused(reply, rid)
+    assert rest == []  # none answered twice
+    assert code == 1
+
+
+@pytest.mark.parametrize("how", list(REFUSING))
+async def test_a_store_that_fails_after_the_early_answers_refuses_requests_sent_one_by_one(
+    home: Path, how: str
+) -> None:
+    """The same with a client that waits for each early answer before it sends more, then
+    sends the tool call in two writes: the call is refused, and so is the next request."""
+    _damage_store(home)
+    env, args = REFUSING[how]
+    env = {**env, "MEMTRIO_FAULTS": f"store.open=delay:{STORE_OPEN_DELAY}"}
+    call = _line("tools/call", {"name": "server_status", "arguments": {}}, 1)
+    async with raw_server(home, env=env, args=args) as server:
+        await server.send_bytes(_line("initialize", initialize_params("early", "2025-06-18"), 0))
+        initialized = await server.read()
+        await server.send_bytes(_line("notifications/initialized") + _line("ping", rid=5))
+        pong = await server.read()
+        await server.send_bytes(call[:20])
+        await server.send_bytes(call[20:])
+        refused = await server.read(timeout=30.0)
+        await server.send_bytes(_line("tools/list", rid=2))
+        again = await server.read(timeout=30.0)
+        await server.close_stdin()
+        rest = await _answers_until_eof(server)
+        code = await server.wait()
+    assert initialized["id"] == 0 and "result" in initialized, initialized
+    assert pong == {"jsonrpc": "2.0", "id": 5, "result": {}}
+    _assert_refused(refused, 1)
+    _assert_refused(again, 2)
+    assert rest == []
+    assert code == 1
+
+
+async def test_a_store_that_fails_after_the_early_answers_refuses_what_came_before_eof(
+    home: Path,
+) -> None:
+    """A client that writes its requests and closes stdin at once (a pipe): the early
+    answerer read them and the end of the input; each request is refused, and the server
+    exits without waiting for more input."""
+    _damage_store(home)
+    env, args = REFUSING["no-attach"]
+    env = {**env, "MEMTRIO_FAULTS": f"store.open=delay:{STORE_OPEN_DELAY}"}
+    burst = b"".join(
+        [
+            _line("initialize", initialize_params("early", "2025-06-18"), 0),
+            _line("notifications/initialized"),
+            _line("tools/call", {"name": "server_status", "arguments": {}}, 1),
+            b"not json\n",
+            b'{"jsonrpc":"2.0","id":2,"method":"ping"}',  # the last line, without its newline
+        ]
+    )
+    async with raw_server(home, env=env, args=args) as server:
+        await server.send_bytes(burst)
+        await server.close_stdin()
+        replies = await _answers_until_eof(server)
+        code = await server.wait()
+    assert [r["id"] for r in replies] == [0, 1, None, 2]
+    assert "result" in replies[0]
+    for reply, rid in zip(replies[1:], [1, None, 2], strict=True):
+        _assert_refused(reply, rid)
+    assert code == 1
+
+
+async def test_the_refusal_reads_on_where_the_early_answerer_left_off() -> None:
+    """What `EarlyAnswers` read and left (whole lines, a line over the limit, the start of
+    the next line; or the middle of a long line) is answered first, in order, and the
+    rest of stdin completes the line it was in."""
+    cases = [
+        (
+            Unanswered(
+                (
+                    Inbound([_line("tools/call", {"name": "stats"}, 1).strip(), b"{}"]),
+                    Inbound([_line("notifications/cancelled").strip()]),
+                    Oversized(500, 100, 7),
+                ),
+                partial=b'{"jsonrpc":"2.0","id":',
+            ),
+            b'3,"method":"ping"}\n',
+            [1, None, 7, 3],
+        ),
+        (Unanswered(skipping=True), b'xx"}}\n' + _line("ping", rid=4), [None, 4]),
+    ]
+    for unanswered, more, ids in cases:
+        stdin_r, stdin_w = os.pipe()
+        stdout_r, stdout_w = os.pipe()
+        os.write(stdin_w, more)
+        os.close(stdin_w)
+
+        async def nobody() -> None:
+            return None
+
+        relay = Relay(nobody, Path(os.sep), stdin_r, stdout_w, 100)
+        attach.take_over(relay, unanswered)
+        try:
+            assert await relay.refuse("why") == 1
+        finally:
+            relay.close()
+        with os.fdopen(stdout_r, "rb") as out:
+            replies = [json.loads(line) for line in out.read().splitlines()]
+        assert [r["id"] for r in replies] == ids
+        assert {r["error"]["message"] for r in replies} == {"why"}

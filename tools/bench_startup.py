@@ -20,6 +20,9 @@ them alike):
   installed under ``npm root -g``; never through ``npx``, whose package
   resolution adds about 0.35 s; not installed: its row is skipped and the
   command to install it printed);
+- the CPU time (user + system, from /proc) of the embedded server's process and of
+  the reference's when each has answered: steadier than wall time on a loaded machine
+  (printed with its ratio to the reference's);
 - the floor: ``python -c "import trio, msgspec"`` (the interpreter and the two
   libraries every memtrio command needs);
 - the CLI commands that need no model (``stats``, ``list``, ``show``,
@@ -158,12 +161,25 @@ def fresh_home(root: Path) -> Path:
     return Path(tempfile.mkdtemp(prefix="home-", dir=root))
 
 
-def time_initialize(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
-    """Spawn -> ``initialize`` reply, in seconds (``initialize`` written at once, as a client does)."""
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def time_initialize(
+    cmd: list[str], env: dict[str, str], cwd: Path, cpu: dict[str, float] | None = None
+) -> float:
+    """Spawn -> ``initialize`` reply, in seconds (``initialize`` written at once, as a client
+    does); ``cpu`` gets the server process's CPU time at the reply under ``"cpu"`` (its own
+    threads, not its child processes; clock ticks of 10 ms)."""
     server = BlockingClient(cmd, env, cwd, timeout=WAIT)
     try:
         server.initialize(CLIENT, INIT_VERSION)
-        return since_spawn(server)
+        wall = since_spawn(server)
+        if cpu is not None:
+            cpu["cpu"] = cpu_seconds(server.pid)
+        return wall
     finally:
         server.close(WAIT)
 
@@ -248,15 +264,18 @@ def one_round(
     """One interleaved round: memtrio, the reference, the floor, the CLI commands."""
     out: dict[str, float] = {}
     steps: list[tuple[str, Callable[[], float]]] = []
+    cpu_memtrio: dict[str, float] = {}
+    cpu_reference: dict[str, float] = {}
     if not cli_only:
         steps.append(
             (
                 "memtrio mcp: spawn -> initialize_s",
                 lambda: time_initialize(
-                    [*memtrio_cmd(), "mcp"], memtrio_env(fresh_home(root)), repo
+                    [*memtrio_cmd(), "mcp"], memtrio_env(fresh_home(root)), repo, cpu_memtrio
                 ),
             )
         )
+        steps.append(("memtrio mcp: its CPU to initialize_cpu", lambda: cpu_memtrio["cpu"]))
         steps.append(
             ("memtrio mcp, first child: spawn -> initialize_s", lambda: first_child(root, repo))
         )
@@ -273,9 +292,10 @@ def one_round(
         steps.append(
             (
                 "reference (node): spawn -> initialize_s",
-                lambda: time_initialize(["node", str(reference)], ref_env, repo),
+                lambda: time_initialize(["node", str(reference)], ref_env, repo, cpu_reference),
             )
         )
+        steps.append(("reference (node): its CPU to initialize_cpu", lambda: cpu_reference["cpu"]))
     steps.append(
         (
             "floor: python -c 'import trio, msgspec'_s",
@@ -324,6 +344,11 @@ def report(figures: dict[str, float], runs: int, load: tuple[float, float]) -> N
         name, unit = key.rsplit("_", 1)
         if unit == "mb":
             print(f"{name:<52} {value:>6.1f} MB")
+            continue
+        if unit == "cpu":
+            ref_cpu = figures.get("reference (node): its CPU to initialize_cpu")
+            ratio = f"{value / ref_cpu:.2f}" if ref_cpu else ""
+            print(f"{name:<52} {value:>7.3f} s  {'':>7}  {ratio:>11}")
             continue
         ratio_ref = (
             f"{value / ref:.2f}" if ref and ("initialize" in name or name.startswith("ref")) else ""

@@ -50,7 +50,8 @@ from pathlib import Path
 import msgspec
 import trio
 
-from . import proof, spawn
+from ...protocol.messages import Closed, Inbound, Oversized, Unanswered
+from . import proof, relay_lines, spawn
 from . import runtime as runtime_file
 from .listen import is_loopback
 from .relay import ClientGone, EarlyAnswer, GaveUp, NoOwner, Owner, Relay, say
@@ -496,23 +497,46 @@ def embedded_owner(launch: spawn.Launch) -> Owner:
     return Owner(process.pid, stream, process=process, embedded=True)
 
 
-def refuse(proto_in: int, proto_out: int, limit: int, reason: str) -> int:
+def refuse(
+    proto_in: int, proto_out: int, limit: int, reason: str, unanswered: Unanswered | None = None
+) -> int:
     """Answer the session on ``proto_in``/``proto_out`` (this function's to close) with the
     JSON-RPC error ``relay.NO_SERVER`` saying ``reason``, each request until EOF
     (`Relay.refuse`): a ``memtrio mcp`` that attaches by default and cannot serve (no owner,
-    and the embedded server could not start either); exit code 1."""
+    and the embedded server could not start either); exit code 1. ``unanswered``: what
+    the embedded server read from the client and did not answer (answered first)."""
 
     async def nobody() -> Owner | None:
         return None
 
     async def main() -> int:
         relay = Relay(nobody, Path(os.sep), proto_in, proto_out, limit)  # no initialize to root
+        if unanswered is not None:
+            take_over(relay, unanswered)
         try:
             return await relay.refuse(reason)
         finally:
             relay.close()
 
     return trio.run(main)
+
+
+def take_over(relay: Relay, unanswered: Unanswered) -> None:
+    """Let ``relay`` read the client's stdin on from where another reader of it left off
+    (``unanswered``): the requests it read in full are in flight, in the order read (so
+    `Relay.refuse` answers them first), its partial line is the relay's."""
+    for item in unanswered.items:
+        match item:
+            case Inbound(lines=lines):
+                for line in lines:
+                    for rid in relay_lines.request_ids(line):
+                        relay.in_flight.add(rid)
+            case Oversized(id_hint=rid):
+                relay.in_flight.add(rid)
+            case Closed():
+                relay.stdin_eof = True
+    relay.rewriter.lines.buffer += unanswered.partial
+    relay.rewriter.lines.passing = unanswered.skipping
 
 
 def _reap(process: subprocess.Popen[bytes]) -> None:

@@ -247,6 +247,8 @@ async def serve_store_writer(
     failure of the connection itself (e.g. rollback impossible) crashes the
     actor, which fails the in-flight reply and lets the supervisor restart it.
     """
+    if faults.ACTIVE:
+        await faults.hit("store.open")  # a slow disk or database server at start
     conn = await trio.to_thread.run_sync(
         lambda: store.backend.open_writer(
             busy_timeout_ms=busy_timeout_ms,
