@@ -400,9 +400,9 @@ def main() -> int:  # noqa: C901
     )
     parser.add_argument(
         "--kg",
-        default=str(eval_families.SETS / "kg-packages"),
+        default=None,
         help="the knowledge graph to fit on, as tools/eval_families.py imports it "
-        "('' to leave the graph out)",
+        "(default: tools/eval_sets/kg-packages; '' to leave the graph out)",
     )
     parser.add_argument(
         "--kg-weight", type=float, default=3.0, help="weight of each graph question in the loss"
@@ -450,7 +450,13 @@ def main() -> int:  # noqa: C901
     later = np.array([f in later_names for f in rerank.FEATURES])
     FAMILY_WEIGHT["faq"] = args.faq_weight
     FAMILY_WEIGHT["kg"] = args.kg_weight
-    kg = Path(args.kg) if args.kg else None
+    kg = (
+        eval_families.SETS / "kg-packages"
+        if args.kg is None
+        else Path(args.kg)
+        if args.kg
+        else None
+    )
     stacks = load_stacks(args.locomo_units, args.lme_units, cache, params, args.faq_units, kg)[1]
     for s in stacks:
         s.examples = [(ids, rows * keep, y) for ids, rows, y in s.examples]  # --without
