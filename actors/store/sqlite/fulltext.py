@@ -13,8 +13,7 @@ import math
 import sqlite3
 from collections.abc import Sequence
 from itertools import chain
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..domain.stem import stem
 from ..interfaces.fulltext import (
@@ -29,6 +28,9 @@ from ..interfaces.fulltext import (
 from .db import SQL_CHUNK, VOCAB_TABLE
 from .errors import mapped
 from .params import marks
+
+if TYPE_CHECKING:  # numpy loads with the first windowed query, not with the CLI
+    import numpy as np
 
 # The FTS5 indexes `optimize_indexes` compacts (names from the schema, never from input).
 INDEXES = ("entities_fts", "entities_trigram", "memories_fts")
@@ -160,6 +162,8 @@ class SqliteFullText:
         frequency estimated from the window's share of the store (about 1 ms). The same
         IDF as FTS5's: ``ln(1 + (N - n + 0.5) / (n + 0.5))``.
         """
+        import numpy as np
+
         newest = self.newest_memory_id()
         window = max(newest - low + 1, 1)
         matched: list[np.ndarray] = []
