@@ -9,8 +9,9 @@ differs: transactions across processes, NOTIFY, reconnection, migration, and
 one smoke path per tool family; the rest run on SQLite
 (``pytest.mark.stores("sqlite")`` where the module's mark says both). The PostgreSQL server is a private ``pgserver`` (PostgreSQL 18 with
 ``vector`` and ``pg_trgm``) started once per test session in a temporary
-directory; each home gets a database of its own (``CREATE DATABASE``), as each
-SQLite home has its own file, so tests and servers stay independent. ``MEMTRIO_TEST_STORES=sqlite`` skips the PostgreSQL runs.
+directory (in memory where the system has ``/dev/shm``); each home gets a database of its
+own (``CREATE DATABASE``, a copy of a template at the latest schema), as each SQLite home
+has its own file, so tests and servers stay independent. ``MEMTRIO_TEST_STORES=sqlite`` skips the PostgreSQL runs.
 """
 
 from __future__ import annotations
@@ -109,10 +110,11 @@ class PgServer(chaos_pg.PgServer):
             self.drop(self.homes.popitem()[1])
 
     def database_for(self, home: Path) -> str:
-        """The database of ``home`` (made at its first use)."""
+        """The database of ``home`` (made at its first use, at the latest schema as any
+        store is once a server has opened it: `migrated_database`)."""
         key = str(home.resolve())
         if key not in self.homes:
-            self.homes[key] = self.database()
+            self.homes[key] = self.migrated_database()
         return self.homes[key]
 
 
