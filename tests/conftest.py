@@ -124,6 +124,7 @@ def store(request: pytest.FixtureRequest) -> Iterator[str]:
     server: stores.PgServer = request.getfixturevalue("pg_server")
     with stores.serving(server):
         yield name
+    server.drop_homes()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -142,21 +143,33 @@ def pg_server() -> Iterator[stores.PgServer]:
     server.close()
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite store at the latest schema, made once per test process (`stores.sqlite_template`)."""
+    return stores.sqlite_template(tmp_path_factory.mktemp("sqlite-template"))
+
+
 @pytest.fixture(params=stores.STORES)
 def direct(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Direct]:
     """A fresh store opened without its actors (`direct.Direct`), once on SQLite and once on
     PostgreSQL (a database of its own on the session's server): the storage contract suite
-    drives every storage interface through it, on both backends."""
+    drives every storage interface through it, on both backends. The store is new and at the
+    latest schema, a copy of one migrated once per test process (`stores.new_sqlite_store`,
+    `stores.PgServer.migrated_database`): migration has tests of its own."""
     url = None
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
     if request.param == "postgresql":
         if os.environ.get("MEMTRIO_TEST_STORES") == "sqlite":
             pytest.skip("MEMTRIO_TEST_STORES=sqlite")
-        url = request.getfixturevalue("pg_server").database()
-    home = tmp_path / "home"
-    home.mkdir(mode=0o700)
+        url = request.getfixturevalue("pg_server").migrated_database()
+    else:
+        stores.new_sqlite_store(home / "memtrio.sqlite", request.getfixturevalue("sqlite_template"))
     store = Direct(home / "memtrio.sqlite", url)
     yield store
     store.close()
+    if url is not None:
+        request.getfixturevalue("pg_server").drop(url)
 
 
 @pytest.fixture

@@ -337,24 +337,65 @@ def test_ruff_itself_checks_complexity() -> None:
 
 
 # Real-clock waits in tests/ (issue #41): a wait is on trio's virtual clock when it is in a
-# function that takes the ``autojump_clock`` or ``mock_clock`` fixture (or inside one); any
-# other ``time.sleep``, ``trio.sleep`` or ``asyncio.sleep`` (but a ``sleep(0)`` checkpoint)
-# waits on the real clock and makes the suite slower and flakier. Wait on an event, a
-# process's output or the virtual clock instead. The ceiling only comes down.
-MAX_REAL_SLEEPS = 19
+# function that takes the ``autojump_clock`` or ``mock_clock`` fixture (or inside one), or in
+# a module-level helper that only such functions call; any other ``time.sleep``,
+# ``trio.sleep`` or ``asyncio.sleep`` (but a ``sleep(0)`` checkpoint) waits on the real clock
+# and makes the suite slower and flakier. Wait on an event, a process's output or the
+# virtual clock instead. The ceiling only comes down.
+MAX_REAL_SLEEPS = 10
 VIRTUAL_CLOCKS = {"autojump_clock", "mock_clock"}
 SLEEPS = {("time", "sleep"), ("trio", "sleep"), ("asyncio", "sleep")}
+
+
+def _takes_a_clock(node: ast.AST) -> bool:
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return False
+    a = node.args
+    return bool({p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]} & VIRTUAL_CLOCKS)
+
+
+def _virtual_helpers(module: ast.Module) -> set[str]:
+    """Module-level functions called only from virtual-clock code (at least once), to a
+    fixed point: their waits are on the test's virtual clock too."""
+    helpers = {
+        node.name
+        for node in module.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not _takes_a_clock(node)
+    }
+    virtual: set[str] = set()
+    while True:
+        found = {name for name, where in _calls(module, helpers, virtual).items() if all(where)}
+        if found == virtual:
+            return virtual
+        virtual = found
+
+
+def _calls(module: ast.Module, helpers: set[str], virtual: set[str]) -> dict[str, list[bool]]:
+    """For each of ``helpers`` named in ``module``: whether each use is in virtual-clock code
+    (a function taking a clock, or one of ``virtual``, or inside one)."""
+    calls: dict[str, list[bool]] = {}
+
+    def visit(node: ast.AST, inside: bool) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            inside = inside or _takes_a_clock(node) or node.name in virtual
+        if isinstance(node, ast.Name) and node.id in helpers:
+            calls.setdefault(node.id, []).append(inside)
+        for child in ast.iter_child_nodes(node):
+            visit(child, inside)
+
+    visit(module, False)
+    return calls
 
 
 def real_clock_sleeps(path: Path) -> list[str]:
     """``file:line`` of each real-clock sleep call in one test file."""
     found: list[str] = []
+    module = ast.parse(path.read_text(encoding="utf-8"))
+    helpers = _virtual_helpers(module)
 
     def visit(node: ast.AST, virtual: bool) -> None:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            a = node.args
-            params = {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]}
-            virtual = virtual or bool(params & VIRTUAL_CLOCKS)
+            virtual = virtual or _takes_a_clock(node) or node.name in helpers
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -369,7 +410,7 @@ def real_clock_sleeps(path: Path) -> list[str]:
         for child in ast.iter_child_nodes(node):
             visit(child, virtual)
 
-    visit(ast.parse(path.read_text(encoding="utf-8")), False)
+    visit(module, False)
     return found
 
 
@@ -387,8 +428,26 @@ def test_the_sleep_counter_tells_real_from_virtual_clock_waits(tmp_path: Path) -
         "        await trio.sleep(300)\n"
         "    await trio.sleep(60)\n"
         "SCRIPT = 'import time; time.sleep(60)'\n"  # a child process's code, not a wait here
+        "async def poll() -> None:\n"  # a helper only virtual-clock tests call
+        "    await trio.sleep(0.01)\n"
+        "async def test_polls(autojump_clock: object) -> None:\n"
+        "    await poll()\n"
+        "async def shared() -> None:\n"  # called from a real-clock test as well
+        "    await trio.sleep(0.01)\n"
+        "async def test_shares(autojump_clock: object) -> None:\n"
+        "    await shared()\n"
+        "async def test_shares_too() -> None:\n"
+        "    await shared()\n"
+        "async def unused() -> None:\n"  # called by nothing: counted
+        "    time.sleep(1)\n"
     )
-    assert real_clock_sleeps(sample) == ["test_sample.py:3", "test_sample.py:5", "test_sample.py:6"]
+    assert real_clock_sleeps(sample) == [
+        "test_sample.py:3",
+        "test_sample.py:5",
+        "test_sample.py:6",
+        "test_sample.py:17",
+        "test_sample.py:23",
+    ]
 
 
 def test_tests_wait_on_the_real_clock_in_few_places() -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 from gitrepo import make_repo, write
 from memtrio.actors.code.checkout import checkout_root, resolve_path, show_path
 from memtrio.actors.code.index import CodeIndex, index_path
@@ -384,7 +385,9 @@ def _parser_processes() -> int:
 async def test_parser_processes_start_on_the_first_parse(tmp_path: Path, home: Path) -> None:
     root = make_repo(tmp_path / "repo", {"a.py": "def a():\n    pass\n"})
     async with running_service(home, workers=2) as (service, _):
-        await trio.sleep(0.2)
+        # Every task of the service has settled (a worker that started its process at boot
+        # would be waiting on its READY frame by then).
+        await trio.testing.wait_all_tasks_blocked(cushion=0.05)
         assert _parser_processes() == 0
         assert (await service.refresh(root)).parsed == 1
         assert _parser_processes() == 2

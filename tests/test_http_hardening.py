@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
@@ -208,6 +209,11 @@ async def test_item2_json_answers_leave_the_replay_log_once_sent(tmp_path: Path)
         assert resumed.status_code == 200 and [m["id"] for m in messages(resumed.text)] == [2]
 
 
+AFTER_DELETE_MIB = 32
+"""How far above its warm baseline a server's RSS may stay once a session streaming large
+answers is deleted."""
+
+
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -255,7 +261,10 @@ async def stream_large_answers(tmp_path: Path, answers: int) -> dict[str, float]
         ]
         figures["after_resume"] = rss_mib(pid)
         assert (await http.delete(served.url, headers={"mcp-session-id": sid})).status_code == 204
-        await trio.sleep(1.0)
+        # The memory goes back once the session's replay log is dropped: as soon as the RSS
+        # is back within bound (the callers assert it; 10 s is only how long it may take).
+        with contextlib.suppress(trio.TooSlowError):
+            await waits.until(lambda: rss_mib(pid) - figures["baseline"] < AFTER_DELETE_MIB, 10)
         figures["after_delete"] = rss_mib(pid)
     return figures
 
@@ -267,7 +276,7 @@ async def test_item2_rss_stays_bounded_while_one_session_streams_1mb_answers(
     base = figures["baseline"]
     assert figures["streaming_peak"] - base < 64, figures
     assert figures["after_resume"] - base < 64, figures
-    assert figures["after_delete"] - base < 32, figures
+    assert figures["after_delete"] - base < AFTER_DELETE_MIB, figures
 
 
 @pytest.mark.slow
@@ -278,7 +287,7 @@ async def test_item2_rss_stays_bounded_while_one_session_streams_500_answers_of_
     base = figures["baseline"]
     assert figures["streaming_peak"] - base < 64, figures
     assert figures["after_resume"] - base < 64, figures
-    assert figures["after_delete"] - base < 32, figures
+    assert figures["after_delete"] - base < AFTER_DELETE_MIB, figures
 
 
 # -- item 6: a refused origin is granted nothing ------------------------------------------

@@ -78,13 +78,21 @@ def graph_store(
     chosen = os.environ.get("MEMTRIO_TEST_STORES")
     if chosen and request.param not in chosen.split(","):
         pytest.skip(f"MEMTRIO_TEST_STORES={chosen}")
-    url = request.getfixturevalue("pg_server").database() if request.param == "postgresql" else None
+    url = None
+    if request.param == "postgresql":
+        url = request.getfixturevalue("pg_server").migrated_database()
+    else:
+        stores.new_sqlite_store(
+            tmp_path / "memtrio.sqlite", request.getfixturevalue("sqlite_template")
+        )
     backend = backends.load(url, tmp_path / "memtrio.sqlite")
     conn = backend.open_writer(busy_timeout_ms=5000, durability="sync")
     try:
         yield conn, backend.tx_maker()(conn)
     finally:
         conn.close()
+        if url is not None:
+            request.getfixturevalue("pg_server").drop(url)
 
 
 @pytest.mark.parametrize("seed", range(4))

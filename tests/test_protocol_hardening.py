@@ -13,7 +13,7 @@ from memtrio.actors.answers import BatchAnswers
 from memtrio.actors.chaos.client import INITIALIZED
 from memtrio.actors.tool_calls import MAX_CALLS_IN_FLIGHT
 from memtrio.protocol import jsonrpc, jsonscan, mcp
-from raw_server import RawServer, initialize_request, raw_server
+from raw_server import RawServer, initialize_request, raw_server, wait_for_event
 
 # -- units -------------------------------------------------------------------
 
@@ -361,7 +361,8 @@ async def test_defect9_cancelled_call_is_left_out_of_its_batch(home: Path) -> No
                 {"jsonrpc": "2.0", "id": 2, "method": "ping"},
             ]
         )
-        await trio.sleep(0.2)
+        # The call hangs from the moment its fault point fires (logged just before).
+        await wait_for_event(home, "fault_injected", point="tool.call", action="hang")
         await server.send(
             {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
         )

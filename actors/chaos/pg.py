@@ -101,14 +101,16 @@ class PgServer:
     Error handling: raises `NoPostgres` when ``pgserver`` is not installed.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, parent: Path | None = None) -> None:
+        """Start the server in a new directory under ``parent`` (default: the system's
+        temporary directory)."""
         try:
             import pgserver  # noqa: F401 - the test extra
         except ImportError:
             raise NoPostgres(SKIPPED) from None
         # Not under a private temporary directory: as root, pgserver runs the
         # server as its own user, which must reach the data directory.
-        self.base = Path(tempfile.mkdtemp(prefix="memtrio-pg-"))
+        self.base = Path(tempfile.mkdtemp(prefix="memtrio-pg-", dir=parent))
         self.base.chmod(0o755)
         self.start()
         self.uri: str = self.server.get_uri()
