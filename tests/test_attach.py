@@ -237,6 +237,10 @@ async def embedded_session(
     """Start a child, check it serves embedded (in its own process), end it; its status."""
     async with child(home, cwd, "solo", args, env) as solo:
         await solo.initialize()
+        # The first call after `initialize` may be served while the transport still starts
+        # its reader (the call was read before it, by actors.stdio.EarlyAnswers): the
+        # second is read by the reader itself, so the transport's children are all up.
+        await status(solo)
         report = await status(solo)
         assert report["pid"] == solo.process.pid
         assert transport_ids(report) == ["stdio.writer", "stdio.session", "stdio.reader"]

@@ -40,15 +40,21 @@ def test_recover_id() -> None:
 
 
 async def test_reader_crash_loses_no_input(home: Path) -> None:
-    # The reader crashes right before its 4th read, holding the first half of a
+    # The reader crashes right before its 2nd read, holding the first half of a
     # line; the next incarnation completes it. Every read attempt is logged (a
     # zero delay), so each piece is sent once the reader has taken the last.
-    spec = "stdio.read=raise@4,stdio.read=delay:0"
+    # `initialize` and the call after it are read before the reader starts
+    # (actors.stdio.EarlyAnswers, which the fault point does not count): the call's
+    # answer means the reader runs.
+    spec = "stdio.read=raise@2,stdio.read=delay:0"
     async with raw_server(home, env={"MEMTRIO_FAULTS": spec}) as server:
-        await server.initialize()  # reads 1 and 2
-        await wait_for_event(home, "fault_injected", point="stdio.read", hit=3)
-        await server.send_bytes(b'{"jsonrpc":"2.0","id":1,"me')  # read 3
-        await wait_for_event(home, "restart", child="stdio.reader")  # the 4th read crashed
+        await server.initialize()
+        await server.send_request(0, "tools/list")  # answered early, not read by the reader
+        await server.send_request(9, "tools/call", {"name": "server_status", "arguments": {}})
+        assert [(await server.read())["id"] for _ in range(2)] == [0, 9]
+        await wait_for_event(home, "fault_injected", point="stdio.read", hit=1)
+        await server.send_bytes(b'{"jsonrpc":"2.0","id":1,"me')  # read 1
+        await wait_for_event(home, "restart", child="stdio.reader")  # the 2nd read crashed
         await server.send_bytes(b'thod":"ping"}\n')
         await server.send_request(2, "ping")
         replies = [await server.read(), await server.read()]

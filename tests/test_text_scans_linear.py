@@ -228,7 +228,7 @@ async def test_hostile_observations_never_hold_another_sessions_ping(
                 assert answer.get("id") == rid and answer.get("result") == {}, answer
                 with trio.move_on_after(0.05):  # the next ping, unless the write is done
                     await done.wait()
-    assert len(waits) >= 3, waits
+    assert waits, "no ping was sent while the call ran"  # the screen's prefilter made it quick
     assert max(waits) < 1.0, f"a ping waited {max(waits):.2f} s: {sorted(waits)[-5:]}"
     call = result["result"]
     assert call["isError"] is False, call
