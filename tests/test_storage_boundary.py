@@ -232,6 +232,43 @@ def test_the_driver_import_check_sees_function_level_imports(tmp_path: Path) -> 
     assert _driver_imports(sample) == {"sqlite3", "psycopg"}
 
 
+BACKEND_PACKAGES = ("actors.store.sqlite", "actors.store.pg")
+
+
+def _reaches_into(graph: dict[str, set[str]], package: str, other: str) -> list[str]:
+    """The imports of modules of ``package`` that name a module of ``other``."""
+    return sorted(
+        f"{name} -> {target}"
+        for name, targets in graph.items()
+        if (name + ".").startswith(package + ".")
+        for target in targets
+        if (target + ".").startswith(other + ".")
+    )
+
+
+def test_neither_backend_package_imports_the_other() -> None:
+    """A third backend is its own package: what both schemas share is `store.schemas`."""
+    sqlite, pg = BACKEND_PACKAGES
+    crossings = _reaches_into(GRAPH, pg, sqlite) + _reaches_into(GRAPH, sqlite, pg)
+    assert not crossings, f"a backend package importing the other one: {crossings}"
+
+
+def test_the_backend_crossing_check_sees_one() -> None:
+    graph = {"actors.store.pg.conn": {"actors.store.sqlite.schema", "actors.store.schemas"}}
+    assert _reaches_into(graph, "actors.store.pg", "actors.store.sqlite") == [
+        "actors.store.pg.conn -> actors.store.sqlite.schema"
+    ]
+
+
+def test_the_records_version_is_sqlites_schema_version() -> None:
+    """Export headers carry `schemas.RECORDS_VERSION` on either backend: it must follow
+    SQLite's migrations (bump it with a new SQLite migration that changes the records)."""
+    from memtrio.actors.store import schemas
+    from memtrio.actors.store.sqlite import schema
+
+    assert schemas.RECORDS_VERSION == schema.LATEST
+
+
 MAX_INTERFACE_METHODS = 20
 
 

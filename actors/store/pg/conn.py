@@ -40,7 +40,7 @@ from ..interfaces.errors import (
     StoreError,
     StoreOperationalError,
 )
-from ..sqlite.schema import LATEST as SQLITE_LATEST
+from ..schemas import RECORDS_VERSION
 
 # Reconnection after the server went away: the first attempt at once, then
 # exponential backoff between attempts (seconds); calls in between fail at once.
@@ -55,8 +55,8 @@ MIGRATE_LOCK = 0x6D696772  # "migr"
 Params = Sequence[Any] | dict[str, Any] | None
 
 # The SQLite schema version whose records a PostgreSQL store holds (export headers say it):
-# both backends hold the same records, so it is always SQLite's latest.
-SQLITE_EQUIVALENT = SQLITE_LATEST
+# both backends hold the same records (`schemas.RECORDS_VERSION`).
+SQLITE_EQUIVALENT = RECORDS_VERSION
 
 
 class _NumericLoader(psycopg.adapt.Loader):

@@ -30,7 +30,7 @@ version already current and do nothing. The version lives in ``meta``
 
 from __future__ import annotations
 
-from ..sqlite.schema import MARKED_CHANGES
+from ..schemas import MARKED_CHANGES
 from .conn import MIGRATE_LOCK, PgConnection
 
 # Tables whose rows get their id from the table's high-water mark in ``id_marks``.
@@ -279,7 +279,7 @@ def _change_mark_triggers() -> str:
 
 
 # Version 4 (the change counter, SQLite's version 9): ``change_mark.seq`` moves on every
-# statement that changes a table a cache reads (`store.sqlite.schema.MARKED_CHANGES`), as
+# statement that changes a table a cache reads (`store.schemas.MARKED_CHANGES`), as
 # SQLite's row triggers move it on every row. A statement trigger (one bump per
 # statement, not per row) keeps a bulk import from updating the one row once per row;
 # writers take turns (`conn.WRITE_LOCK`), so the row is never contended.
@@ -316,7 +316,7 @@ def migrate(conn: PgConnection) -> int:
     Error handling: a database newer than this code raises `SchemaTooNew` and
     is left untouched.
     """
-    from ..sqlite.schema import SchemaTooNew
+    from ..schemas import SchemaTooNew
 
     current = version(conn)
     while current < LATEST:

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from ....supervisors.errors import UserError
+from ..schemas import MARKED_CHANGES, SchemaTooNew
 
 SCHEMA_VERSION_1 = """
 CREATE TABLE meta (
@@ -375,24 +375,6 @@ CREATE INDEX memory_anchors_path ON memory_anchors (path, memory_id);
 CREATE INDEX memory_anchors_symbol ON memory_anchors (symbol, memory_id);
 """
 
-# The tables (and, for memories and entities, the columns) that the in-memory caches
-# read: the recall ranker's (`ranker.graph`) and the vector tools' index
-# (`vectors.service`). A change to any of them moves ``change_mark``.
-MARKED_CHANGES: dict[str, str] = {
-    "memories": "content, memory_type, created_at",
-    "entities": "name, canonical_name, kind",
-    "scopes": "",
-    "memory_scopes": "",
-    "entity_scopes": "",
-    "relations": "",
-    "relation_scopes": "",
-    "memory_entities": "",
-    "memory_relations": "",
-    "vectors": "",
-    "vector_chunks": "",
-    "entity_embeddings": "",
-}
-
 
 def _change_mark_triggers() -> str:
     out = []
@@ -434,10 +416,6 @@ MIGRATIONS: list[str] = [
     SCHEMA_VERSION_9,
 ]
 LATEST = len(MIGRATIONS)
-
-
-class SchemaTooNew(UserError, RuntimeError):
-    """The database was written by a newer memtrio."""
 
 
 def migrate(conn: sqlite3.Connection) -> int:
