@@ -31,7 +31,7 @@ from .config import Config, ConfigError, log_path
 from .context import AppContext, Component, Feature, FeatureDisabled, FeatureUnavailable
 from .errors import UserError, find_user_error
 from .supervisor import REST_FOR_ONE, ChildSpec, Escalation, Supervisor, leaves
-from .threads import EXIT_SETTLE, settle
+from .threads import EXIT_SETTLE, freeze_startup, settle
 
 if TYPE_CHECKING:
     from ..actors.stdio import StdioTransport
@@ -250,6 +250,7 @@ def serve(
                 trace.event(
                     "app", "serving", transport=name, features=app.features, tools=len(app.registry)
                 )
+                freeze_startup()  # the features are set up: their objects stay
                 await app.shutdown_requested.wait()
             nursery.cancel_scope.cancel()
         return app.exit_code

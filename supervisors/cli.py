@@ -52,7 +52,7 @@ from .context import VERSION, AppContext, AppRunner
 from .errors import find_user_error, one_line
 from .hoist import hoist_options
 from .supervisor import ChildSpec, Escalation, first_leaf
-from .threads import EXIT_SETTLE, settle
+from .threads import EXIT_SETTLE, freeze_startup, settle
 
 if TYPE_CHECKING:
     from ..actors.stdio import StdioTransport
@@ -476,6 +476,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     The process umask is ``077`` while the command runs: memtrio creates its
     files private anyway (`private`), this covers whatever else gets created.
     """
+    from_command_line = argv is None  # not a test calling it in its own process
     if argv is None:
         argv = sys.argv[1:]
     argv = hoist_options(argv, build_parser, OWN_COMMANDS + COMMANDS)
@@ -483,6 +484,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.argv = list(argv)
     warn_unknown_env(args)
+    if from_command_line:
+        freeze_startup()  # the command's modules are loaded (a server freezes again, set up)
     umask = os.umask(0o077)
     try:
         return _run_command(args)

@@ -9,6 +9,7 @@ run ends) waits for the ones still running, up to a bound.
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections.abc import Callable
@@ -47,3 +48,17 @@ def settle(timeout: float) -> bool:
     with _LOCK:
         pending = list(_RUNNING)
     return all(done.wait(max(0.0, deadline - time.monotonic())) for done in pending)
+
+
+def freeze_startup() -> None:
+    """Move every object made so far (the modules, the parser, the features' tables) out
+    of the garbage collector's sight (`gc.freeze`), as long-running servers do after their
+    start-up: they live until the process ends anyway.
+
+    The interpreter's exit collects garbage several times while it tears the modules
+    down, each time over every object; with the start-up's objects frozen that took
+    35 ms instead of 100-140 ms after a short ``memtrio mcp`` session on a quiet 2-core
+    machine (and a full collection while serving skips them too). Each CLI command and
+    each server pays it once, and the test suite starts thousands of them.
+    """
+    gc.freeze()

@@ -7,8 +7,13 @@ thread trio had abandoned. `supervisors.threads.settle` now waits for such threa
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 from memtrio.supervisors.threads import finishing, settle
 
@@ -32,3 +37,62 @@ def test_settle_waits_for_a_finishing_thread_and_is_bounded() -> None:
     assert ended and time.monotonic() >= ended[0]  # it ended before settle returned
     thread.join(1)
     assert settle(0.0) is True  # nothing left running
+
+
+# What a process runs to report how many objects the collector no longer examines once
+# the command ran (`gc.get_freeze_count`), as ``memtrio ARGS`` runs it (``argv`` None).
+FROZEN_AFTER = """
+import gc, sys
+from memtrio.supervisors.cli import main
+sys.argv = ["memtrio", *sys.argv[1:]]
+code = main()
+print(gc.get_freeze_count(), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def frozen_after(home: Path, *args: str, stdin: str = "") -> int:
+    env = {
+        **os.environ,
+        "MEMTRIO_HOME": str(home),
+        "MEMTRIO_EMBEDDINGS": "off",
+        "MEMTRIO_CODE": "off",
+        "MEMTRIO_SERVE_ATTACH": "off",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", FROZEN_AFTER, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=home,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return int(done.stderr.strip().splitlines()[-1])
+
+
+def test_the_start_ups_objects_are_not_collected_again_at_exit(home: Path) -> None:
+    """A command and a server freeze what their start-up made (`threads.freeze_startup`):
+    the interpreter's exit collects garbage several times over every object, which made a
+    short ``memtrio mcp`` session end about 0.1 s later, and the suite runs thousands."""
+    assert frozen_after(home, "stats") > 10_000
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "remember", "arguments": {"content": "frozen start-up"}},
+    }
+    lines = "".join(json.dumps(m) + "\n" for m in (init, call))
+    served = frozen_after(home, "mcp", stdin=lines)
+    assert served > frozen_after(home, "stats")  # the features' objects too, once serving
