@@ -471,21 +471,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; every failure ends as one line on stderr and an exit code.
-
-    The process umask is ``077`` while the command runs: memtrio creates its
-    files private anyway (`private`), this covers whatever else gets created.
-    """
+    """Run one command; every failure ends as one line on stderr and an exit code. The umask
+    is ``077`` while it runs (memtrio's own files are private anyway: `private`); run as a
+    program (``argv`` None), it freezes its start-up's objects (`freeze_startup`)."""
     from_command_line = argv is None  # not a test calling it in its own process
-    if argv is None:
-        argv = sys.argv[1:]
+    argv = sys.argv[1:] if argv is None else argv
     argv = hoist_options(argv, build_parser, OWN_COMMANDS + COMMANDS)
     parser = build_parser(command_of(argv))
     args = parser.parse_args(argv)
     args.argv = list(argv)
     warn_unknown_env(args)
-    if from_command_line:
-        freeze_startup()  # the command's modules are loaded (a server freezes again, set up)
+    if from_command_line:  # the command's modules are loaded (a server freezes again, set up)
+        freeze_startup()
     umask = os.umask(0o077)
     try:
         return _run_command(args)

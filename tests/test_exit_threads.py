@@ -8,13 +8,14 @@ thread trio had abandoned. `supervisors.threads.settle` now waits for such threa
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
+from launch import server_env
+from memtrio.actors.chaos import client
 from memtrio.supervisors.threads import finishing, settle
 
 
@@ -52,13 +53,7 @@ sys.exit(code)
 
 
 def frozen_after(home: Path, *args: str, stdin: str = "") -> int:
-    env = {
-        **os.environ,
-        "MEMTRIO_HOME": str(home),
-        "MEMTRIO_EMBEDDINGS": "off",
-        "MEMTRIO_CODE": "off",
-        "MEMTRIO_SERVE_ATTACH": "off",
-    }
+    env = server_env(home, {"MEMTRIO_CODE": "off"})
     done = subprocess.run(
         [sys.executable, "-c", FROZEN_AFTER, *args],
         input=stdin,
@@ -77,22 +72,10 @@ def test_the_start_ups_objects_are_not_collected_again_at_exit(home: Path) -> No
     the interpreter's exit collects garbage several times over every object, which made a
     short ``memtrio mcp`` session end about 0.1 s later, and the suite runs thousands."""
     assert frozen_after(home, "stats") > 10_000
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
-    call = {
-        "jsonrpc": "2.0",
-        "id": 2,
-        "method": "tools/call",
-        "params": {"name": "remember", "arguments": {"content": "frozen start-up"}},
-    }
+    init = client.request_message("initialize", client.initialize_params(), 1)
+    call = client.request_message(
+        "tools/call", client.tool_call_params("remember", {"content": "frozen start-up"}), 2
+    )
     lines = "".join(json.dumps(m) + "\n" for m in (init, call))
     served = frozen_after(home, "mcp", stdin=lines)
     assert served > frozen_after(home, "stats")  # the features' objects too, once serving
