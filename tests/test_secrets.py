@@ -138,8 +138,10 @@ def test_the_faq_notes_give_no_detection() -> None:
 def test_a_scan_is_linear_in_its_text(unit: str) -> None:
     """Four times the text costs about four times the CPU, never sixteen (a pattern that
     restarts inside a run it matches would be quadratic: issue 37 item 8's class)."""
-    small = min(eval_secrets.scan_seconds(unit, 100_000) for _ in range(2))
-    large = eval_secrets.scan_seconds(unit, 400_000)
+    # Best of three each: one run of 10-40 ms is as noisy as the ratio it tests, on a
+    # machine where other jobs run (a neighbour's test in a parallel run).
+    small = min(eval_secrets.scan_seconds(unit, 100_000) for _ in range(3))
+    large = min(eval_secrets.scan_seconds(unit, 400_000) for _ in range(3))
     assert large < 8 * max(small, 0.01), (small, large)
     assert large < 5.0, f"{large:.2f} s of CPU for 400 kB"
 
