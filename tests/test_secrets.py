@@ -203,7 +203,7 @@ def test_prose_is_screened_at_a_fraction_of_the_full_scan_s_cost(
 ) -> None:
     """Regression (#42: every rule's regular expression ran over every string a write
     stores, about half of ``create_entities``' CPU per entity): prose that holds no rule's
-    literal strings costs less than half the full scan (CPU time, best of three)."""
+    literal strings costs less than half the full scan (CPU time)."""
     words = "the parser keeps each symbol with its lines and a digest of its body".split()
     texts = [" ".join(words[i % 7 :] + words[: i % 7]) + f" k{i:07d}" for i in range(3000)]
 
@@ -213,10 +213,15 @@ def test_prose_is_screened_at_a_fraction_of_the_full_scan_s_cost(
             find_secrets(text)
         return time.process_time() - start
 
-    filtered = min(cost() for _ in range(3))
-    with monkeypatch.context() as patch:
-        patch.setattr(secrets_mod, "_plan", _unfiltered)
-        full = min(cost() for _ in range(3))
+    def full_cost() -> float:
+        with monkeypatch.context() as patch:
+            patch.setattr(secrets_mod, "_plan", _unfiltered)
+            return cost()
+
+    # Interleaved, best of five each: a neighbour's load (a parallel run) drifts over the
+    # seconds this takes, and weighs on both alike (0.32 on a quiet machine).
+    runs = [(cost(), full_cost()) for _ in range(5)]
+    filtered, full = min(f for f, _ in runs), min(u for _, u in runs)
     assert filtered < 0.5 * full, (filtered, full)
 
 
