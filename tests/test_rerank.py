@@ -162,7 +162,7 @@ def test_long_notes_have_their_own_columns_and_notes_are_diversified_less() -> N
     assert rerank.long_share(rerank.LENGTH_CAP) == 0.0 and rerank.long_share(50) == 0.0
     assert 0 < rerank.long_share((rerank.LENGTH_CAP + rerank.LONG_FULL) // 2) < 1
     assert rerank.long_share(rerank.LONG_FULL) == rerank.long_share(10**6) == 1.0
-    assert len(rerank.LONG_COLUMNS) == len(rerank.NOTE_LONG_SOURCES) < len(rerank.NOTE_COLUMNS)
+    assert len(rerank.LONG_COLUMNS) == len(rerank.LONG_IN_OWN) < len(rerank.NOTE_COLUMNS)
     assert rerank.note_mmr(1.0) == 1.0  # diversification off stays off
     assert rerank.note_mmr(0.9) == 0.98 and rerank.note_mmr(0.5) == 0.9
 

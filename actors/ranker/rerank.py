@@ -124,7 +124,7 @@ SUBJECT_COLUMN = FEATURES.index("subject")
 TURN_COLUMN = FEATURES.index("turn")
 NOTE_COLUMNS = [FEATURES.index(f) for f in NOTE_FEATURES]
 LONG_COLUMNS = [FEATURES.index(f) for f in LONG_FEATURES]
-NOTE_LONG_SOURCES = [FEATURES.index(f"note_{f}") for f in LONG_OWN]
+LONG_IN_OWN = [OWN_FEATURES.index(f) for f in LONG_OWN]
 NO_NOTE = (0.0,) * (len(NOTE_FEATURES) + len(LONG_FEATURES))
 TOPIC_COLUMN = FEATURES.index("topic_cosine")
 TOPIC_COLUMNS = [TOPIC_COLUMN, FEATURES.index("topic_gap")]
@@ -254,6 +254,9 @@ class Shape(NamedTuple):
     speaker: str | None = None  # `speaker` of its head
 
 
+NO_SHAPE = Shape(0, False, None)  # a memory that is not in the store
+
+
 class Texts:
     """The text ends of the memories one recall looks at, each read once: its `Shape` and
     its first `COVER_CHARS` characters lower-cased (for `coverage`), without the whole text.
@@ -375,8 +378,10 @@ def features(
     covered = coverage(query, texts.heads, ids)
     rows = np.zeros((len(ids), len(FEATURES)), dtype=np.float64)
     lenders: dict[int, int] = {}
+    notes: list[int] = []  # the positions of the candidates that are not turns
+    note_rows: list[tuple[float, ...]] = []  # their own evidence, long share and topic
     for i, m in enumerate(ids):
-        length, question, subj, _ = texts.shape.get(m, Shape(0, False, None))
+        length, question, subj, _ = texts.shape.get(m, NO_SHAPE)
         lex = lex_norm.get(m, 0.0)
         gap = cos[m] - best_cos
         log_len = min(math.log1p(length), cap)
@@ -393,11 +398,8 @@ def features(
             covered.get(m, 0.0),
         )
         if m not in talk:
-            # a note: its own evidence in its own columns, no subject, no neighbours
-            # (they are a conversation's), the topic's cosines
-            rows[i, NOTE_COLUMNS] = own
-            rows[i, LONG_COLUMNS] = rows[i, NOTE_LONG_SOURCES] * long_share(length)
-            rows[i, TOPIC_COLUMNS] = (tcos[m] - cos[m], tcos[m] - best_t - gap)
+            notes.append(i)
+            note_rows.append((*own, long_share(length), tcos[m] - cos[m], tcos[m] - best_t - gap))
             continue
         gate = min(1.0, GATE / max(length, 1))
         one = [o for o, d in near[m] if d == 1]
@@ -430,6 +432,15 @@ def features(
             1.0,  # a turn
             *NO_NOTE,
         )
+    if notes:
+        # a note: its own evidence in its own columns, its lexical evidence again as far
+        # as it is long, the topic's cosines; no subject, no neighbours (a conversation's)
+        block = np.array(note_rows, dtype=np.float64)
+        own_block = block[:, : len(OWN_FEATURES)]
+        rows[np.ix_(notes, NOTE_COLUMNS)] = own_block
+        share = block[:, len(OWN_FEATURES)]
+        rows[np.ix_(notes, LONG_COLUMNS)] = own_block[:, LONG_IN_OWN] * share[:, None]
+        rows[np.ix_(notes, TOPIC_COLUMNS)] = block[:, len(OWN_FEATURES) + 1 :]
     return ids, rows, lenders, talk
 
 
