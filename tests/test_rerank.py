@@ -118,7 +118,7 @@ def test_texts_read_length_question_mark_subject_and_head() -> None:
     assert shape[1] == rerank.Shape(23, True, "nate", "nate")  # and its speaker label
     assert shape[2].length == 400 and not shape[2].question and shape[2].subject is None
     assert shape[3].subject == "quoted" and shape[3].speaker is None
-    assert 4 not in shape and texts.speaker(4) is None  # no such memory
+    assert 4 not in shape and 4 not in texts.heads  # no such memory
     # the head for `coverage`: the first COVER_CHARS characters, lower-cased
     assert texts.heads[1] == "nate: have you seen it?"
     assert texts.heads[2] == ("the build uses ruff " * 20)[: rerank.COVER_CHARS]

@@ -259,10 +259,8 @@ NO_SHAPE = Shape(0, False, None)  # a memory that is not in the store
 
 class Texts:
     """The text ends of the memories one recall looks at, each read once: its `Shape` and
-    its first `COVER_CHARS` characters lower-cased (for `coverage`), without the whole text.
-
-    Error handling: a memory that is not in the store has neither (``shape.get``).
-    """
+    its first `COVER_CHARS` characters lower-cased (for `coverage`), without the whole text
+    (a memory that is not in the store has neither)."""
 
     def __init__(self, snap: Snapshot) -> None:
         self.snap = snap
@@ -281,11 +279,6 @@ class Texts:
             head = t.head[:HEAD]
             self.shape[t.id] = Shape(t.length, question, subject(head), speaker(head))
             self.heads[t.id] = t.head.lower()
-
-    def speaker(self, memory_id: int) -> str | None:
-        """`speaker` of the memory (read first)."""
-        shape = self.shape.get(memory_id)
-        return shape.speaker if shape is not None else None
 
 
 def cosines(
@@ -318,7 +311,7 @@ def candidate_pool(
     def walk(ids: list[int]) -> None:
         texts.read(ids)
         for m in ids:
-            if m not in near and texts.speaker(m) is not None:
+            if m not in near and texts.shape.get(m, NO_SHAPE).speaker is not None:
                 near[m] = thread_neighbours(cache, m, allowed, REGION)
         texts.read(o for m in ids for o, d in near.get(m, ()) if d == 1)
 
@@ -362,9 +355,8 @@ def features(
     lex_rank, lex_norm, dense_rank = candidate_lists(lexical[:POOL], dense_ids[:POOL])
     texts = Texts(snap)
     ids, near, talk = candidate_pool(cache, texts, allowed, lexical, dense_ids)
-    # the best cosines (``best_cos``, ``best_t``) are over the candidates and their
-    # neighbours one place away, turns or not: an approximate index may have passed over
-    # a neighbour nearer the query than all it found
+    # the best cosines are over the candidates and their neighbours one place away, turns
+    # or not: an approximate index may have passed over one nearer than all it found
     walked = {o for m in ids for o, d in near.get(m, ()) if d == 1}
     every = set(ids) | walked | set(thread_ones(cache, [m for m in ids if m not in near], allowed))
     known = dict(zip(dense_ids.tolist(), dense[1].tolist(), strict=True))
@@ -432,16 +424,20 @@ def features(
             1.0,  # a turn
             *NO_NOTE,
         )
-    if notes:
-        # a note: its own evidence in its own columns, its lexical evidence again as far
-        # as it is long, the topic's cosines; no subject, no neighbours (a conversation's)
-        block = np.array(note_rows, dtype=np.float64)
-        own_block = block[:, : len(OWN_FEATURES)]
-        rows[np.ix_(notes, NOTE_COLUMNS)] = own_block
-        share = block[:, len(OWN_FEATURES)]
-        rows[np.ix_(notes, LONG_COLUMNS)] = own_block[:, LONG_IN_OWN] * share[:, None]
-        rows[np.ix_(notes, TOPIC_COLUMNS)] = block[:, len(OWN_FEATURES) + 1 :]
+    fill_notes(rows, notes, note_rows)
     return ids, rows, lenders, talk
+
+
+def fill_notes(rows: np.ndarray, at: list[int], evidence: list[tuple[float, ...]]) -> None:
+    """The rows ``at``, of notes, from ``evidence`` (`OWN_FEATURES`, `long_share`, the two
+    topic columns): the own evidence in the notes' columns, the lexical part again times
+    the long share, the topic's; no subject, no neighbours (they are a conversation's)."""
+    if at:
+        block = np.array(evidence, dtype=np.float64)
+        own = block[:, : len(OWN_FEATURES)]
+        rows[np.ix_(at, NOTE_COLUMNS)] = own
+        rows[np.ix_(at, LONG_COLUMNS)] = own[:, LONG_IN_OWN] * block[:, len(OWN_FEATURES), None]
+        rows[np.ix_(at, TOPIC_COLUMNS)] = block[:, len(OWN_FEATURES) + 1 :]
 
 
 def note_mmr(mmr_lambda: float) -> float:
