@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -19,12 +20,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from memtrio.actors.ranker import mmr
+from memtrio.actors.ranker import mmr, rerank
 from memtrio.actors.ranker import rank as rank_mod
 from memtrio.actors.ranker.graph import RecallCache, node
 from memtrio.actors.store.direct import Direct
 from memtrio.actors.store.interfaces import StoreTx
 from memtrio.actors.store.interfaces.fulltext import TextQuery
+from memtrio.actors.store.sqlite.snapshot import SqliteSnapshot
 
 DIM = 8
 
@@ -194,6 +196,60 @@ def test_mmr_reads_its_pool_in_one_lookup_windows_and_all() -> None:
     assert tally == {"get_many": 1}
     assert 31 not in [m for m, _ in out]  # the copy of memory 1 is kept out of the first 10
     assert out[0] == (1, 0.99)
+
+
+# -- the re-ranker's features of notes: no thread walk, each text read once ----------------
+
+
+def test_the_features_of_notes_walk_no_thread_and_read_each_text_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only a memory that starts with a speaker label can be a turn of a conversation; the
+    neighbour features of any other are 0. So the candidates of a store of notes (one
+    thread: written a second apart) are not walked one by one along their thread, and
+    their texts are read once, for their shapes and their coverage of the query at once.
+    The best cosine the cosine gaps are measured from is still over the candidates'
+    neighbours one place away: the index may have passed over the nearest memory."""
+    rng = np.random.default_rng(5)
+    cache = RecallCache("m", "r", DIM)
+    index = cache.index["memory"]
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE memories (id INTEGER PRIMARY KEY, content TEXT)")
+    q = unit(rng)[0]
+    for m in range(1, 301):
+        cache.items["memory"].set(m, [1], 0, 1000.0 + m)
+        conn.execute(
+            "INSERT INTO memories VALUES (?, ?)", (m, f"Deploy note {m}: roll back step {m % 7}.")
+        )
+        index.upsert(m, q if m == 100 else unit(rng))
+    index.upsert(99, q + unit(rng)[0] * 0.2)  # near the query, next to the nearest
+    allowed = cache.items["memory"].allowed(None)
+    cos = dict(zip(range(1, 301), index.best_cosines(q, list(range(1, 301))).tolist(), strict=True))
+    # the nearest memory (100) missed by the index: the 50 next ones, 99 first of them
+    order = sorted((m for m in cos if m != 100), key=lambda m: -cos[m])[: rerank.POOL]
+    assert order[0] == 99
+    dense = (np.array(order), np.array([cos[m] for m in order]))
+    lexical = [(m, 10.0 - r / 10) for r, m in enumerate(range(3, 300, 7)) if m not in (100, 101)]
+    snap = SqliteSnapshot(conn)
+    reads: dict[str, int] = {}
+    counted(snap, "text_ends", reads)
+    monkeypatch.setattr(rerank, "thread_neighbours", rerank.thread_neighbours)  # restored after
+    counted(rerank, "thread_neighbours", reads)
+    ids, rows, lenders, turns = rerank.features(
+        cache, snap, "roll back step 3", q, allowed, lexical, dense
+    )
+    assert reads == {"text_ends": 1}  # no walk along the thread, one read of the texts
+    assert set(ids) == set(order) | {m for m, _ in lexical} and 100 not in ids
+    assert turns == set() and lenders == {}
+    at = {m: i for i, m in enumerate(ids)}
+    column = rerank.FEATURES.index
+    # the gap to the nearest memory, a neighbour of a candidate that is not one
+    assert rows[at[99], column("note_cosine_gap")] == pytest.approx(cos[99] - cos[100])
+    assert rows[at[99], column("note_cosine_gap")] < 0
+    # a note's evidence is in its own columns, none in a turn's or its neighbours'
+    own = [column(f) for f in (*rerank.OWN_FEATURES, *rerank.NEIGHBOUR_FEATURES, "subject")]
+    assert not rows[:, own].any()
+    assert rows[at[3], column("note_lexical")] == 1.0 and rows[at[3], column("note_coverage")] > 0
 
 
 # -- numpy's BLAS in a memtrio process: one thread ------------------------------------------

@@ -9,7 +9,14 @@ from typing import Any
 import numpy as np
 from mcp_client import ok, open_client
 from memtrio.actors.ranker.graph import RecallCache
-from memtrio.actors.ranker.signals import NEIGHBOUR_NEAR, neighbour_context, thread_neighbours
+from memtrio.actors.ranker.signals import (
+    NEIGHBOUR_GAP,
+    NEIGHBOUR_NEAR,
+    NEIGHBOUR_SCAN,
+    neighbour_context,
+    thread_neighbours,
+    thread_ones,
+)
 
 ON = {"MEMTRIO_EMBEDDINGS": "on"}
 
@@ -166,3 +173,33 @@ def test_a_thread_is_followed_across_unselected_memories_near_and_far() -> None:
     assert thread_neighbours(cache, 6 + far, only_7, 3) == [(5 + far, 1), (5, 2), (2, 3)]
     # the whole store selected: scope 8 in between ends the thread of scope 7
     assert thread_neighbours(cache, 5, table.allowed(None), 3) == []
+
+
+def test_the_neighbours_one_place_away_of_many_are_those_of_each() -> None:
+    """`thread_ones` finds at once what `thread_neighbours` finds one memory at a time,
+    one place away: across unselected memories near and beyond `NEIGHBOUR_SCAN`, not
+    past another scope or an hour of silence, nothing for an unselected memory."""
+    rng = np.random.default_rng(11)
+    cache = RecallCache("m", "r", 4)
+    table = cache.items["memory"]
+    n = 12_000
+    # half a second apart (a gap of NEIGHBOUR_SCAN ids is within the hour), 3% after an
+    # hour of silence (none across the two gaps below); the scope changes every 5,000 ids
+    steps = np.where(rng.random(n + 1) < 0.03, NEIGHBOUR_GAP + 1, 0.5)
+    far, near = (500, 500 + NEIGHBOUR_SCAN + 50), (5_200, 5_200 + NEIGHBOUR_SCAN - 50)
+    for low, high in (far, near):
+        steps[low - 1 : high + 1] = 0.5
+    created = np.cumsum(steps)
+    for memory_id in range(1, n + 1):
+        table.set(memory_id, [7 + (memory_id // 5_000) % 2], created=float(created[memory_id]))
+    allowed = table.allowed(None) & (rng.random(len(table.present)) < 0.7)
+    for low, high in (far, near):  # nothing selected in between but the two ends
+        allowed[low:high] = False
+        allowed[[low - 1, high]] = True
+    ids = sorted({*rng.integers(1, n + 1, 600).tolist(), far[0] - 1, near[0] - 1, n + 5})
+    expected = sorted({o for m in ids for o, _ in thread_neighbours(cache, m, allowed, 1)})
+    assert (near[1], 1) in thread_neighbours(cache, near[0] - 1, allowed, 1)  # the scan's reach
+    assert (far[1], 1) not in thread_neighbours(cache, far[0] - 1, allowed, 1)
+    assert len(expected) > 200
+    assert thread_ones(cache, ids, allowed) == expected
+    assert thread_ones(cache, [], allowed) == []

@@ -105,18 +105,23 @@ def test_a_memorys_subject_is_its_first_name_after_a_leading_date() -> None:
     assert rerank.query_names("what happens when a deploy health check fails") == frozenset()
 
 
-def test_texts_shape_reads_length_question_mark_and_subject() -> None:
+def test_texts_read_length_question_mark_subject_and_head() -> None:
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE TABLE memories (id INTEGER PRIMARY KEY, content TEXT)")
     conn.executemany(
         "INSERT INTO memories VALUES (?, ?)",
         [(1, "Nate: Have you seen it?"), (2, "the build uses ruff " * 20), (3, '"Quoted" start')],
     )
-    shape = rerank.texts_shape(SqliteSnapshot(conn), [1, 2, 3, 4])
+    texts = rerank.Texts(SqliteSnapshot(conn))
+    texts.read([1, 2, 3, 4])
+    shape = texts.shape
     assert shape[1] == rerank.Shape(23, True, "nate", "nate")  # and its speaker label
     assert shape[2].length == 400 and not shape[2].question and shape[2].subject is None
     assert shape[3].subject == "quoted" and shape[3].speaker is None
-    assert 4 not in shape  # no such memory
+    assert 4 not in shape and 4 not in texts.heads  # no such memory
+    # the head for `coverage`: the first COVER_CHARS characters, lower-cased
+    assert texts.heads[1] == "nate: have you seen it?"
+    assert texts.heads[2] == ("the build uses ruff " * 20)[: rerank.COVER_CHARS]
 
 
 def test_coverage_weighs_the_querys_rare_terms_above_its_common_ones() -> None:
@@ -131,14 +136,16 @@ def test_coverage_weighs_the_querys_rare_terms_above_its_common_ones() -> None:
             (4, "Reloading the application: the workers restart one by one."),
         ],
     )
-    snap = SqliteSnapshot(conn)
-    cover = rerank.coverage(snap, "How do I reload my application in Gunicorn?", [1, 2, 3, 4])
+    texts = rerank.Texts(SqliteSnapshot(conn))
+    texts.read([1, 2, 3, 4])
+    heads = texts.heads
+    cover = rerank.coverage("How do I reload my application in Gunicorn?", heads, [1, 2, 3, 4])
     # "gunicorn" is in three of the four: it counts less than "reload" or "application",
     # held by one or two each; a word starting with the term's stem holds it ("Reloading").
     assert cover[4] > cover[2] > cover[1] == cover[3] > 0
     assert cover[4] == max(cover.values()) and 0 < cover[4] < 1  # not "gunicorn"
-    assert rerank.coverage(snap, "?! --", [1, 2]) == {}  # no terms: nothing to weigh
-    assert rerank.coverage(snap, "reload", []) == {}
+    assert rerank.coverage("?! --", heads, [1, 2]) == {}  # no terms: nothing to weigh
+    assert rerank.coverage("reload", heads, []) == {}
 
 
 def test_a_term_is_held_only_at_the_start_of_a_word() -> None:
@@ -155,7 +162,7 @@ def test_long_notes_have_their_own_columns_and_notes_are_diversified_less() -> N
     assert rerank.long_share(rerank.LENGTH_CAP) == 0.0 and rerank.long_share(50) == 0.0
     assert 0 < rerank.long_share((rerank.LENGTH_CAP + rerank.LONG_FULL) // 2) < 1
     assert rerank.long_share(rerank.LONG_FULL) == rerank.long_share(10**6) == 1.0
-    assert len(rerank.LONG_COLUMNS) == len(rerank.LONG_SOURCES) < len(rerank.OWN_COLUMNS)
+    assert len(rerank.LONG_COLUMNS) == len(rerank.LONG_IN_OWN) < len(rerank.NOTE_COLUMNS)
     assert rerank.note_mmr(1.0) == 1.0  # diversification off stays off
     assert rerank.note_mmr(0.9) == 0.98 and rerank.note_mmr(0.5) == 0.9
 

@@ -17,10 +17,17 @@ of the access (a write) and the MCP layer are not in it.
 does once, in the background, then keeps it on disk); ``--index exact`` keeps
 the exact index a server searches until that build is done.
 
+``--answers FILE`` writes each query's ranked memories and their scores (the
+first ``--limit``, exact ``repr``) so that two versions of the code can be
+compared on the same store: run the other one with its checkout as
+``PYTHONPATH`` (a stage whose function that code does not have is left out
+of the table).
+
 Usage::
 
     python tools/profile_recall.py --store DIR --size 100000 --templates 500
     python tools/profile_recall.py --store DIR --index exact
+    PYTHONPATH=OTHER python tools/profile_recall.py --store DIR --limit 40 --answers FILE
 """
 
 from __future__ import annotations
@@ -72,10 +79,12 @@ STAGES: list[tuple[str, Any, str]] = [
     ("  dense search (memories)", rank, "nearest_memories"),
     ("  rerank features", rerank, "features"),
     ("    candidate pool", rerank, "candidate_pool"),
-    ("      thread neighbours", rerank, "thread_neighbours"),
-    ("      text shapes (SQL)", rerank, "texts_shape"),
+    ("      thread neighbours (walked)", rerank, "thread_neighbours"),
+    ("      text ends (SQL)", getattr(rerank, "Texts", None), "read"),
+    ("      text shapes (SQL, older code)", rerank, "texts_shape"),
+    ("    thread neighbours (others)", rerank, "thread_ones"),
     ("    cosines", rerank, "cosines"),
-    ("    coverage (SQL + words)", rerank, "coverage"),
+    ("    coverage (words; SQL too in older code)", rerank, "coverage"),
     ("    topic cosines", rerank, "topic_cosines"),
     ("  graph seeds", rank, "graph_seeds"),
     ("personalized pagerank", rank, "personalized_pagerank"),
@@ -112,7 +121,8 @@ class Timers:
 
     def install(self) -> None:
         for label, owner, name in STAGES:
-            setattr(owner, name, self.wrap(label, getattr(owner, name)))
+            if hasattr(owner, name):  # an older version of the code may not have it
+                setattr(owner, name, self.wrap(label, getattr(owner, name)))
 
     def end_call(self, extra: dict[str, tuple[float, float]]) -> None:
         for label, (w, c) in {**self.call, **extra}.items():
@@ -204,7 +214,7 @@ async def run(args: argparse.Namespace) -> None:
         }
         ranked, _ = reader.read(
             lambda tx, q=q, v=qvec, lx=lexical, m=masks: rank.rank_explained(
-                cache, tx, q, v, m, 10, params, lx
+                cache, tx, q, v, m, args.limit, params, lx
             )
         )
         rows = reader.read(lambda tx, r=ranked: handlers.ranked_rows(tx, ["global"], r))
@@ -214,7 +224,7 @@ async def run(args: argparse.Namespace) -> None:
         total_wall.append((time.perf_counter() - w0) * 1000)
         total_cpu.append((time.process_time() - c0) * 1000)
         timers.end_call({"json encoding": encoded})
-        answers.append([m for m, _ in ranked])
+        answers.append(ranked)
     reader.close()
     print(f"# {args.calls} recalls, store {args.size} memories, index {args.index}")
     print(f"# cache: {cache.stats()['vector_index']}, {cache.stats()['vector_rows']}")
@@ -247,7 +257,10 @@ def main() -> int:
     parser.add_argument("--templates", type=int, default=500)
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--index", choices=("built", "exact"), default="built")
-    parser.add_argument("--answers", help="write each query's ranked ids here (to compare runs)")
+    parser.add_argument("--limit", type=int, default=10, help="memories a recall returns")
+    parser.add_argument(
+        "--answers", help="write each query's ranked ids and scores here (to compare runs)"
+    )
     args = parser.parse_args()
     trio.run(run, args)
     return 0

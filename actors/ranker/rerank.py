@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from typing import NamedTuple
 
 import numpy as np
@@ -44,7 +45,7 @@ from ..store.domain.lexical import FUNCTION_WORDS, query_terms
 from ..store.domain.stem import stem
 from ..store.interfaces import Snapshot
 from .graph import RecallCache
-from .signals import thread_neighbours
+from .signals import thread_neighbours, thread_ones
 
 POOL = 50  # candidates taken from each list (cosine, FTS5)
 NEIGHBOUR_FROM = 10  # the first of each list whose thread neighbours join the candidates
@@ -121,13 +122,12 @@ NEIGHBOUR_FEATURES = (
 COSINE_COLUMN = FEATURES.index("cosine")
 SUBJECT_COLUMN = FEATURES.index("subject")
 TURN_COLUMN = FEATURES.index("turn")
-NEIGHBOUR_COLUMNS = [FEATURES.index(f) for f in NEIGHBOUR_FEATURES]
-OWN_COLUMNS = [FEATURES.index(f) for f in OWN_FEATURES]
 NOTE_COLUMNS = [FEATURES.index(f) for f in NOTE_FEATURES]
 LONG_COLUMNS = [FEATURES.index(f) for f in LONG_FEATURES]
-LONG_SOURCES = [FEATURES.index(f) for f in LONG_OWN]
+LONG_IN_OWN = [OWN_FEATURES.index(f) for f in LONG_OWN]
 NO_NOTE = (0.0,) * (len(NOTE_FEATURES) + len(LONG_FEATURES))
 TOPIC_COLUMN = FEATURES.index("topic_cosine")
+TOPIC_COLUMNS = [TOPIC_COLUMN, FEATURES.index("topic_gap")]
 # Fitted by `python tools/fit_rerank.py --no-lme-questions` on LoCoMo dev (`Speaker: text`),
 # LongMemEval-S-16 (bare turns, each question weighing 30), the FAQ notes (each weighing 5) and
 # the knowledge graph of tools/eval_sets/kg-packages (each question weighing 3) at once (docs/bench-runs/fit-rerank-families.json; raw feature units: the standardisation of
@@ -254,13 +254,31 @@ class Shape(NamedTuple):
     speaker: str | None = None  # `speaker` of its head
 
 
-def texts_shape(snap: Snapshot, ids: list[int]) -> dict[int, Shape]:
-    """memory id -> its `Shape`, read without the whole text."""
-    out: dict[int, Shape] = {}
-    for t in snap.text_ends(ids, HEAD):
-        question = t.tail.rstrip().rstrip("\"'").endswith("?")
-        out[t.id] = Shape(t.length, question, subject(t.head), speaker(t.head))
-    return out
+NO_SHAPE = Shape(0, False, None)  # a memory that is not in the store
+
+
+class Texts:
+    """The text ends of the memories one recall looks at, each read once: its `Shape` and
+    its first `COVER_CHARS` characters lower-cased (for `coverage`), without the whole text
+    (a memory that is not in the store has neither)."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self.snap = snap
+        self.shape: dict[int, Shape] = {}
+        self.heads: dict[int, str] = {}
+        self.asked: set[int] = set()
+
+    def read(self, ids: Iterable[int]) -> None:
+        """Read those of ``ids`` not read yet, in one query."""
+        rest = sorted(set(ids) - self.asked)
+        if not rest:
+            return
+        self.asked.update(rest)
+        for t in self.snap.text_ends(rest, COVER_CHARS):
+            question = t.tail.rstrip().rstrip("\"'").endswith("?")
+            head = t.head[:HEAD]
+            self.shape[t.id] = Shape(t.length, question, subject(head), speaker(head))
+            self.heads[t.id] = t.head.lower()
 
 
 def cosines(
@@ -276,39 +294,39 @@ def cosines(
 
 def candidate_pool(
     cache: RecallCache,
-    snap: Snapshot,
+    texts: Texts,
     allowed: np.ndarray,
     lexical: list[tuple[int, float]],
     dense_ids: np.ndarray,
-) -> tuple[list[int], dict[int, list[tuple[int, int]]], dict[int, Shape], set[int]]:
+) -> tuple[list[int], dict[int, list[tuple[int, int]]], set[int]]:
     """The candidates: the first `POOL` of each list, and the thread neighbours one place
-    away of the first `NEIGHBOUR_FROM` of each that are turns of a conversation; with
-    each one's thread neighbours up to `REGION` places, the `Shape` of them and of their
-    neighbours one place away, and those of them that are turns."""
+    away of the first `NEIGHBOUR_FROM` of each that are turns of a conversation; with the
+    thread neighbours up to `REGION` places of each that starts with a speaker label (only
+    those can be turns: `conversation_turns`), and those of them that are turns. ``texts``
+    has read the candidates and those speakers' neighbours one place away."""
     lex_rank = {m: r for r, (m, _) in enumerate(lexical[:POOL])}
     dense_rank = {int(m): r for r, m in enumerate(dense_ids[:POOL].tolist())}
     near: dict[int, list[tuple[int, int]]] = {}
+
+    def walk(ids: list[int]) -> None:
+        texts.read(ids)
+        for m in ids:
+            if m not in near and texts.shape.get(m, NO_SHAPE).speaker is not None:
+                near[m] = thread_neighbours(cache, m, allowed, REGION)
+        texts.read(o for m in ids for o, d in near.get(m, ()) if d == 1)
+
     matched = list(dict.fromkeys([*lex_rank, *dense_rank]))
     pool = dict.fromkeys(matched)
-    for m in matched:
-        near[m] = thread_neighbours(cache, m, allowed, REGION)
-    ones = {o for m in matched for o, d in near[m] if d == 1}
-    shape = texts_shape(snap, sorted(set(matched) | ones))
-    talk = conversation_turns(shape, near, matched)
+    walk(matched)
+    talk = conversation_turns(texts.shape, near, matched)
     for m in matched:
         if m in talk and (
             lex_rank.get(m, POOL) < NEIGHBOUR_FROM or dense_rank.get(m, POOL) < NEIGHBOUR_FROM
         ):
             pool.update((other, None) for other, d in near[m] if d == 1)
     ids = list(pool)
-    for m in ids:
-        if m not in near:
-            near[m] = thread_neighbours(cache, m, allowed, REGION)
-    every = set(ids) | {o for m in ids for o, d in near[m] if d == 1}
-    missing = sorted(every - shape.keys())
-    if missing:
-        shape.update(texts_shape(snap, missing))
-    return ids, near, shape, conversation_turns(shape, near, ids)
+    walk(ids)
+    return ids, near, conversation_turns(texts.shape, near, ids)
 
 
 def features(
@@ -335,42 +353,32 @@ def features(
     """
     dense_ids = dense[0]
     lex_rank, lex_norm, dense_rank = candidate_lists(lexical[:POOL], dense_ids[:POOL])
-    ids, near, shape, talk = candidate_pool(cache, snap, allowed, lexical, dense_ids)
-    every = set(ids) | {o for m in ids for o, d in near[m] if d == 1}
+    texts = Texts(snap)
+    ids, near, talk = candidate_pool(cache, texts, allowed, lexical, dense_ids)
+    # the best cosines are over the candidates and their neighbours one place away, turns
+    # or not: an approximate index may have passed over one nearer than all it found
+    walked = {o for m in ids for o, d in near.get(m, ()) if d == 1}
+    every = set(ids) | walked | set(thread_ones(cache, [m for m in ids if m not in near], allowed))
     known = dict(zip(dense_ids.tolist(), dense[1].tolist(), strict=True))
     cos = cosines(cache, qvec, sorted(every), known)
     best_cos = max(cos.values(), default=0.0)
     names = query_names(query)
-    said = {m: s for m, s in shape.items() if m in talk}
+    said = {m: s for m, s in texts.shape.items() if m in talk}
     tcos = topic_cosines(cache, tvec, names, said, sorted(every)) or cos
     best_t = max(tcos.values(), default=0.0)
     cap = math.log1p(LENGTH_CAP)
-    covered = coverage(snap, query, ids)
+    covered = coverage(query, texts.heads, ids)
     rows = np.zeros((len(ids), len(FEATURES)), dtype=np.float64)
     lenders: dict[int, int] = {}
+    notes: list[int] = []  # the positions of the candidates that are not turns
+    note_rows: list[tuple[float, ...]] = []  # their own evidence, long share and topic
     for i, m in enumerate(ids):
-        length, question, subj, _ = shape.get(m, Shape(0, False, None))
-        turn = m in talk
-        if not turn:
-            subj = None  # a subject and thread neighbours are a conversation's
-        gate = min(1.0, GATE / max(length, 1))
-        one = [o for o, d in near[m] if d == 1]
-        matching = [o for o in one if o in lex_rank or o in dense_rank]
-        if matching and turn:
-            lenders[m] = max(matching, key=lambda o: lex_norm.get(o, 0.0) + cos[o])
-        two = [o for o, d in near[m] if d == 2]
-        far = [o for o, d in near[m] if d >= 3]
-        region = [o for o, _ in near[m]]
-        reg_lex = gate * max((lex_norm.get(o, 0.0) for o in far), default=0.0)
-        reg_hits = gate * sum(o in lex_rank or o in dense_rank for o in region) / (2 * REGION)
+        length, question, subj, _ = texts.shape.get(m, NO_SHAPE)
         lex = lex_norm.get(m, 0.0)
         gap = cos[m] - best_cos
-        nb_lex = gate * max((lex_norm.get(o, 0.0) for o in one), default=0.0)
-        nb_cos = gate * max((cos[o] - best_cos for o in one), default=-1.0)
-        nb2_lex = gate * max((lex_norm.get(o, 0.0) for o in two), default=0.0)
         log_len = min(math.log1p(length), cap)
         rank = lex_rank.get(m)
-        rows[i] = (
+        own = (
             lex,
             1.0 / (rank + 1) if rank is not None else 0.0,
             cos[m],
@@ -380,6 +388,26 @@ def features(
             log_len * lex,
             1.0 / (dense_rank[m] + 1) if m in dense_rank else 0.0,
             covered.get(m, 0.0),
+        )
+        if m not in talk:
+            notes.append(i)
+            note_rows.append((*own, long_share(length), tcos[m] - cos[m], tcos[m] - best_t - gap))
+            continue
+        gate = min(1.0, GATE / max(length, 1))
+        one = [o for o, d in near[m] if d == 1]
+        matching = [o for o in one if o in lex_rank or o in dense_rank]
+        if matching:
+            lenders[m] = max(matching, key=lambda o: lex_norm.get(o, 0.0) + cos[o])
+        two = [o for o, d in near[m] if d == 2]
+        far = [o for o, d in near[m] if d >= 3]
+        region = [o for o, _ in near[m]]
+        reg_lex = gate * max((lex_norm.get(o, 0.0) for o in far), default=0.0)
+        reg_hits = gate * sum(o in lex_rank or o in dense_rank for o in region) / (2 * REGION)
+        nb_lex = gate * max((lex_norm.get(o, 0.0) for o in one), default=0.0)
+        nb_cos = gate * max((cos[o] - best_cos for o in one), default=-1.0)
+        nb2_lex = gate * max((lex_norm.get(o, 0.0) for o in two), default=0.0)
+        rows[i] = (
+            *own,
             nb_lex,
             nb_cos,
             nb2_lex,
@@ -393,15 +421,23 @@ def features(
             tcos[m] - cos[m],
             tcos[m] - best_t - gap,
             gate * max((tcos[o] - best_t for o in one), default=-1.0) - nb_cos,
-            float(turn),
+            1.0,  # a turn
             *NO_NOTE,
         )
-        if not turn:
-            rows[i, NOTE_COLUMNS] = rows[i, OWN_COLUMNS]
-            rows[i, LONG_COLUMNS] = rows[i, LONG_SOURCES] * long_share(length)
-            rows[i, OWN_COLUMNS] = 0.0
-            rows[i, NEIGHBOUR_COLUMNS] = 0.0
+    fill_notes(rows, notes, note_rows)
     return ids, rows, lenders, talk
+
+
+def fill_notes(rows: np.ndarray, at: list[int], evidence: list[tuple[float, ...]]) -> None:
+    """The rows ``at``, of notes, from ``evidence`` (`OWN_FEATURES`, `long_share`, the two
+    topic columns): the own evidence in the notes' columns, the lexical part again times
+    the long share, the topic's; no subject, no neighbours (they are a conversation's)."""
+    if at:
+        block = np.array(evidence, dtype=np.float64)
+        own = block[:, : len(OWN_FEATURES)]
+        rows[np.ix_(at, NOTE_COLUMNS)] = own
+        rows[np.ix_(at, LONG_COLUMNS)] = own[:, LONG_IN_OWN] * block[:, len(OWN_FEATURES), None]
+        rows[np.ix_(at, TOPIC_COLUMNS)] = block[:, len(OWN_FEATURES) + 1 :]
 
 
 def note_mmr(mmr_lambda: float) -> float:
@@ -418,17 +454,17 @@ def long_share(length: int) -> float:
     return min(1.0, max(0.0, (length - LENGTH_CAP) / (LONG_FULL - LENGTH_CAP)))
 
 
-def coverage(snap: Snapshot, query: str, ids: list[int]) -> dict[int, float]:
+def coverage(query: str, heads: dict[int, str], ids: list[int]) -> dict[int, float]:
     """memory id -> the share of the query's terms it holds, each term weighed by its
     rarity among ``ids`` (``ln(1 + n / (1 + holders))``): a note that holds the one rare
     word of the question and the common ones outranks one that holds only common ones,
     however BM25 saturated their counts. A term is held when a word of the memory's first
-    `COVER_CHARS` characters starts with its stem (`stem`: "reload" holds "reloading").
+    `COVER_CHARS` characters starts with its stem (`stem`: "reload" holds "reloading");
+    ``heads``: those characters of each memory, lower-cased (`Texts.heads`).
     """
     stems = list(dict.fromkeys(stem(w) for w in query_terms(query)))
     if not stems or not ids:
         return {}
-    heads = {t.id: t.head.lower() for t in snap.text_ends(ids, COVER_CHARS)}
     held = np.array([[starts_a_word(heads.get(m, ""), s) for s in stems] for m in ids], dtype=float)
     idf = np.log1p(len(ids) / (1.0 + held.sum(axis=0)))
     share = held @ idf / idf.sum()

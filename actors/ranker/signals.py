@@ -76,6 +76,33 @@ def thread_neighbours(
     return out
 
 
+def thread_ones(cache: RecallCache, ids: list[int], allowed: np.ndarray) -> list[int]:
+    """The thread neighbours one place away of all of ``ids``, at once: the union of
+    `thread_neighbours` with ``window`` 1 over them, found with array steps (the allowed
+    ids before and after each, the same scope, within `NEIGHBOUR_GAP` seconds), not a
+    Python walk per memory."""
+    if not ids:
+        return []
+    items = cache.items["memory"]
+    wanted = np.asarray(ids, dtype=np.int64)
+    wanted = wanted[wanted < len(allowed)]
+    wanted = wanted[allowed[wanted]]
+    present = np.flatnonzero(allowed)
+    at = np.searchsorted(present, wanted)
+    out: list[np.ndarray] = []
+    for step in (-1, 1):
+        i = at + step
+        inside = (i >= 0) & (i < len(present))
+        here, other = wanted[inside], present[i[inside]]
+        near = (
+            (np.abs(other - here) <= NEIGHBOUR_SCAN)
+            & (items.scope[other] == items.scope[here])
+            & ~(np.abs(items.created[other] - items.created[here]) > NEIGHBOUR_GAP)
+        )
+        out.append(other[near])
+    return np.unique(np.concatenate(out)).tolist()
+
+
 def neighbour_context(
     cache: RecallCache,
     ids: np.ndarray,
