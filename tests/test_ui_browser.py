@@ -133,8 +133,13 @@ async def test_graph_draws_the_seeded_entities_and_recall_says_why(
             await show(page, served.dashboard, "graph")
             await page.fill("#g-entity", "Checkout")
             await submit(page, "g-form")
+            # The drawing centred on Checkout, not the overview the page opened with (the
+            # same three entities): that one may be drawn first, and the centred drawing,
+            # arriving after the click below, would replace the observations it showed.
             names = await page.wait_for(
-                "(() => { const n = [...document.querySelectorAll('#g-svg g.node')]"
+                "(() => { const c = document.querySelector('#g-svg g.node.center');"
+                " if (!c || c.dataset.name !== 'Checkout') return false;"
+                " const n = [...document.querySelectorAll('#g-svg g.node')]"
                 ".map(g => g.dataset.name).sort(); return n.length === 3 && n; })()"
             )
             assert names == ["Checkout", "Payments", "Vault"]
