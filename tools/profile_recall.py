@@ -21,7 +21,8 @@ the exact index a server searches until that build is done.
 first ``--limit``, exact ``repr``) so that two versions of the code can be
 compared on the same store: run the other one with its checkout as
 ``PYTHONPATH`` (a stage whose function that code does not have is left out
-of the table).
+of the table; the checkout must have `service.store_reader` and
+`service.index_choice`, the ranker's own, which this tool uses).
 
 Usage::
 
@@ -48,11 +49,7 @@ import trio
 from memtrio.actors.embedder.feature import FEATURE as EMBEDDER_FEATURE
 from memtrio.actors.embedder.handle import EMBEDDER
 from memtrio.actors.memory import handlers
-from memtrio.actors.ranker import graph, rank, rerank
-from memtrio.actors.ranker.item_index import IndexChoice
-from memtrio.actors.store import backends
-from memtrio.actors.store.reader import Reader
-from memtrio.actors.store.sqlite import db
+from memtrio.actors.ranker import graph, rank, rerank, service
 from memtrio.actors.store.sqlite.db import db_path
 from memtrio.supervisors import config as config_mod
 from memtrio.supervisors.app import build_context, open_app
@@ -132,22 +129,8 @@ class Timers:
 
 
 def load_cache(home: Path, cfg: config_mod.Config, model: tuple[str, str, int], index: str) -> Any:
-    store = cfg.store
-    reader = Reader(
-        backends.load(store.url, db_path(home)),
-        store.busy_timeout_ms,
-        db.Tuning(store.cache_size_mb, store.mmap_size_mb),
-    )
-    v = cfg.vectors
-    choice = IndexChoice(
-        backend=v.backend,
-        exact_below=v.exact_below,
-        auto_threshold=v.auto_threshold,
-        quantization=v.quantization,
-        connectivity=v.connectivity,
-        expansion_add=v.expansion_add,
-        expansion_search=v.expansion_search,
-    )
+    reader = service.store_reader(cfg, db_path(home))
+    choice = service.index_choice(cfg)
 
     def load(tx: Any) -> Any:
         cache = graph.RecallCache(

@@ -41,6 +41,7 @@ import trio
 
 from ...protocol.errors import DomainError
 from ...supervisors import faults, trace
+from ...supervisors.config import Config
 from ...supervisors.context import AppContext
 from ...supervisors.supervisor import ChildContext, Mailbox
 from ..embedder.documents import read_documents, vector_writer
@@ -69,6 +70,32 @@ RELOAD_THRESHOLD = 20_000  # pending changes beyond which a full reload is cheap
 
 
 INDEX_DIR = "vector-index"  # in the home: saved hnsw graphs (actors.ranker.item_index)
+
+
+def store_reader(config: Config, path: Path) -> Reader:
+    """The ranker's own read connection to the store of ``config`` (SQLite file ``path``)."""
+    store = config.store
+    return Reader(
+        backends.load(store.url, path),
+        store.busy_timeout_ms,
+        connections.Tuning(store.cache_size_mb, store.mmap_size_mb),
+    )
+
+
+def index_choice(config: Config) -> IndexChoice:
+    """The ``[vectors]`` backend settings the cache's indexes are built with."""
+    v = config.vectors
+    return IndexChoice(
+        backend=v.backend,
+        exact_below=v.exact_below,
+        auto_threshold=v.auto_threshold,
+        quantization=v.quantization,
+        connectivity=v.connectivity,
+        expansion_add=v.expansion_add,
+        expansion_search=v.expansion_search,
+        ivf_nlist=v.ivf_nlist,
+        ivf_nprobe=v.ivf_nprobe,
+    )
 
 
 class RankerError(RuntimeError):
@@ -265,33 +292,13 @@ class Ranker:
                 reader.close()
 
     def _new_reader(self) -> Reader:
-        store = self.app.config.store
-        return Reader(
-            backends.load(store.url, self.path),
-            store.busy_timeout_ms,
-            connections.Tuning(store.cache_size_mb, store.mmap_size_mb),
-        )
+        return store_reader(self.app.config, self.path)
 
     def _model(self) -> tuple[str, str, int] | None:
         embedder = self.app.find(EMBEDDER)
         if embedder is None or not embedder.revision:
             return None
         return embedder.model, embedder.revision, embedder.dim
-
-    def index_choice(self) -> IndexChoice:
-        """The ``[vectors]`` backend settings the cache's indexes are built with."""
-        v = self.app.config.vectors
-        return IndexChoice(
-            backend=v.backend,
-            exact_below=v.exact_below,
-            auto_threshold=v.auto_threshold,
-            quantization=v.quantization,
-            connectivity=v.connectivity,
-            expansion_add=v.expansion_add,
-            expansion_search=v.expansion_search,
-            ivf_nlist=v.ivf_nlist,
-            ivf_nprobe=v.ivf_nprobe,
-        )
 
     def _load_sync(self, model: tuple[str, str, int]) -> RecallCache:
         assert self._reader is not None
@@ -300,7 +307,7 @@ class Ranker:
             mark = CacheMark(tx.snapshot.change_mark())  # first: a later write moves it on
             cache = RecallCache(
                 *model,
-                self.index_choice(),
+                index_choice(self.app.config),
                 self.path.parent / INDEX_DIR,
                 terms=self.app.config.retrieval.terms,
                 dates=self.app.config.retrieval.dates,
