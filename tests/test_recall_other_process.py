@@ -312,3 +312,32 @@ async def test_the_servers_own_writes_never_reload_its_cache(tmp_path: Path) -> 
         zebra = await remember_cli(home, ZEBRA)
         assert (await recall(a, ZEBRA_QUERY, limit=1)) == [zebra]
         assert reloads(home) == 1
+
+
+@pytest.mark.stores("postgresql")
+async def test_a_write_whose_notification_is_late_is_seen_by_the_next_call(
+    tmp_path: Path,
+) -> None:
+    # On PostgreSQL a server learns of another process's write from a notification, which
+    # can reach it after the writer has returned: a recall (or a vector search) made in
+    # between used to answer without the write (seen in CI: the CLI's remember missing
+    # from the next recall). The fault point holds each notification back 0.6 s.
+    home = tmp_path / "home"
+    home.mkdir()
+    late = {"MEMTRIO_FAULTS": "store.notice=delay:0.6"}
+    async with server(home, {**ON, **VECTORS, **late}) as a, server(home, {**OFF, **VECTORS}) as b:
+        first = (await ok(a, "remember", content=FIRST))["id"]
+        await recall(a, ZEBRA_QUERY)  # the cache is loaded
+        zebra = await remember_cli(home, ZEBRA)
+        assert await recall(a, ZEBRA_QUERY, limit=1) == [zebra]
+        assert sorted(await recall(a, ZEBRA_QUERY)) == sorted([first, zebra])
+
+        alpha = [{"name": "alpha", "entityType": "place", "observations": []}]
+        await ok(a, "create_entities", entities=alpha)
+        await ok(a, "vector_upsert_embedding", entityName="alpha", embedding=[1.0, 0.0, 0.0])
+        up = [0.0, 0.0, 1.0]
+        assert names(await ok(a, "vector_search_entities", embedding=up, topK=1)) == ["alpha"]
+        gamma = [{"name": "gamma", "entityType": "place", "observations": []}]
+        await ok(b, "create_entities", entities=gamma)
+        await ok(b, "vector_upsert_embedding", entityName="gamma", embedding=up)
+        assert names(await ok(a, "vector_search_entities", embedding=up, topK=1)) == ["gamma"]

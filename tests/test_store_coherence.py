@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import pytest
+import trio
 from memtrio.actors.store.coherence import CURRENT, STALE, WAITING, CacheMark, ToldMarks
 from memtrio.actors.store.domain.memories import NewMemory, insert_memory
 from memtrio.actors.store.feature import FEATURE
@@ -56,6 +58,33 @@ def test_an_untold_write_waits_for_its_notification_no_longer_than_the_grace() -
     assert mark.check(3, told, 1.0, now=101.0) == WAITING
     assert mark.check(3, told, 1.0, now=101.9) == WAITING
     assert mark.check(3, told, 1.0, now=102.0) == STALE
+
+
+async def test_a_wait_for_an_untold_write_ends_when_it_is_told_or_at_the_grace(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    told = ToldMarks()
+    mark = CacheMark(1)
+    assert mark.check(3, told, 1.0, now=trio.current_time()) == WAITING
+    async with trio.open_nursery() as nursery:
+
+        async def tell() -> None:
+            await trio.sleep(0.3)
+            told.add(1, 2)  # one of the two writes: not yet enough
+            await trio.sleep(0.2)
+            told.add(2, 3)
+
+        nursery.start_soon(tell)
+        start = trio.current_time()
+        assert await told.wait_covers(1, 3, mark.grace_left(1.0, trio.current_time()))
+        assert trio.current_time() - start == pytest.approx(0.5)
+    assert mark.check(3, told, 1.0, now=trio.current_time()) == CURRENT
+    # Never told: the wait ends with the grace, and the cache is stale.
+    assert mark.check(4, told, 1.0, now=trio.current_time()) == WAITING
+    start = trio.current_time()
+    assert not await told.wait_covers(3, 4, mark.grace_left(1.0, trio.current_time()))
+    assert trio.current_time() - start == pytest.approx(1.0)
+    assert mark.check(4, told, 1.0, now=trio.current_time()) == STALE
 
 
 @asynccontextmanager

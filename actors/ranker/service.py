@@ -350,8 +350,12 @@ class Ranker:
             )
         self._loaded.set()
 
-    def _sync(self, cache: RecallCache, pending: list[Change]) -> RecallCache:
-        """In a thread: apply ``pending`` changes; reload on a reset or on another process's writes."""
+    def _sync(
+        self, cache: RecallCache, pending: list[Change]
+    ) -> tuple[RecallCache, tuple[int, int, float] | None]:
+        """In a thread: apply ``pending`` changes; reload on a reset or on another process's
+        writes. With the cache, what to wait for when another process's write is committed
+        and its notification not yet here (`WAITING`): the marks and the time left."""
         assert self._reader is not None
         for index in cache.index.values():
             index.adopt_build()  # a graph built in the background takes over
@@ -359,25 +363,26 @@ class Ranker:
         told = store.told if store is not None else None
         grace = store.untold_grace if store is not None else 0.0
 
+        wait: tuple[int, int, float] | None = None
+
         def sync(tx: ReadTx) -> bool:
             """Apply ``pending``; whether a full reload is needed instead."""
+            nonlocal wait
             snap = tx.snapshot
             reload = any(c.kind == "reset" for c in pending) or len(pending) > RELOAD_THRESHOLD
             mark = self._mark
-            state = (
-                STALE
-                if mark is None
-                else mark.check(snap.change_mark(), told, grace, time.monotonic())
-            )
+            now = snap.change_mark()
+            state = STALE if mark is None else mark.check(now, told, grace, time.monotonic())
             if state == STALE and not reload:
                 reload = True
                 trace.event(
                     ACTOR, "external_change", note="another process wrote the store; reloading"
                 )
-            elif state == WAITING:
+            elif state == WAITING and mark is not None:
                 trace.event(
                     ACTOR, "untold_change", note="waiting for another process's notification"
                 )
+                wait = (mark.base, now, mark.grace_left(grace, time.monotonic()))
             if not reload and pending:
                 cache.apply(snap, pending)
             return reload
@@ -385,8 +390,8 @@ class Ranker:
         with trace.span(ACTOR, "read", op="ranker.sync_cache", changes=len(pending)):
             reload = self._reader.read(sync)
         if reload:
-            return self._load_sync((cache.model, cache.revision, cache.dim))
-        return cache
+            return self._load_sync((cache.model, cache.revision, cache.dim)), None
+        return cache, wait
 
     async def _current_cache(self) -> RecallCache:
         await self._loaded.wait()
@@ -413,7 +418,14 @@ class Ranker:
             self._start_builds(cache)
             return cache
         pending, self._pending = self._pending, []
-        synced = await trio.to_thread.run_sync(self._sync, cache, pending)
+        synced, wait = await trio.to_thread.run_sync(self._sync, cache, pending)
+        store = self.app.find(STORE)
+        while wait is not None and store is not None:
+            # Another process committed a write whose notification is on its way: the
+            # recall waits for it (no longer than the grace) rather than answer without it.
+            await store.told.wait_covers(*wait)
+            pending, self._pending = self._pending, []
+            synced, wait = await trio.to_thread.run_sync(self._sync, synced, pending)
         self._start_builds(synced)  # a replaced cache's, or an index grown past its threshold
         self._cache = synced
         return synced

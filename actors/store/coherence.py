@@ -16,7 +16,10 @@ when it next looks at the store it compares the mark then:
 - a mark nobody told it about: another process wrote without telling, so it reloads
   (`STALE`). On PostgreSQL a notification may still be on its way: a write stays untold
   for up to ``grace`` seconds before it counts as stale (`WAITING`), so peers that
-  announce their writes do not make each other reload.
+  announce their writes do not make each other reload. A cache that is `WAITING` does
+  not answer from what it holds: it waits for the notification (`ToldMarks.wait_covers`,
+  no longer than the rest of the grace) and looks again, so a write another process
+  committed before a call is always seen by that call.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 from typing import Literal
+
+import trio
 
 # Spans kept: beyond this the oldest are dropped (a cache that old reloads, which is safe).
 MAX_SPANS = 1024
@@ -46,6 +51,7 @@ class ToldMarks:
 
     def __init__(self) -> None:
         self._spans: list[tuple[int, int]] = []  # sorted, disjoint, not adjacent
+        self._added = trio.Event()  # set (and replaced) at each `add`
 
     def add(self, lo: int, hi: int) -> None:
         """The writes that moved the mark from ``lo`` to ``hi`` were told."""
@@ -63,6 +69,16 @@ class ToldMarks:
             del spans[i]
         spans.insert(i, (lo, hi))
         self._spans = spans[-MAX_SPANS:]
+        added, self._added = self._added, trio.Event()
+        added.set()
+
+    async def wait_covers(self, lo: int, hi: int, timeout: float) -> bool:
+        """Wait (in the trio thread) until every write from mark ``lo`` to ``hi`` was told,
+        at most ``timeout`` seconds; whether it was."""
+        with trio.move_on_after(max(timeout, 0.0)):
+            while not self.covers(lo, hi):
+                await self._added.wait()
+        return self.covers(lo, hi)
 
     def covers(self, lo: int, hi: int) -> bool:
         """Whether every write from mark ``lo`` to ``hi`` (``lo < hi``) was told."""
@@ -98,3 +114,8 @@ class CacheMark:
             if now - self.untold_since < grace:
                 return WAITING
         return STALE
+
+    def grace_left(self, grace: float, now: float) -> float:
+        """While `WAITING`: how much longer the untold write may stay untold."""
+        since = self.untold_since if self.untold_since is not None else now
+        return max(0.0, grace - (now - since))

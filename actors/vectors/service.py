@@ -57,7 +57,7 @@ from ...supervisors.context import AppContext, ServiceKey
 from ...supervisors.supervisor import ChildContext
 from ..kg.lookup import Ent
 from ..kg.view import Scoped, View
-from ..store.coherence import STALE, CacheMark
+from ..store.coherence import STALE, WAITING, CacheMark
 from ..store.interfaces import ReadTx
 from ..store.interfaces.vectors import Visibility
 from ..store.messages import Change
@@ -318,8 +318,16 @@ class VectorService:
         mark = self._mark
         if mark is None:
             return True
-        now = await store.read(_change_mark, inline=True, name="vectors.change_mark")
-        state = mark.check(now, store.told, store.untold_grace, time.monotonic())
+        grace = store.untold_grace
+        while True:
+            now = await store.read(_change_mark, inline=True, name="vectors.change_mark")
+            state = mark.check(now, store.told, grace, time.monotonic())
+            if state != WAITING:
+                break
+            # Committed, its notification on the way: wait for it (its changes reach
+            # `on_changes` first), no longer than the grace.
+            trace.event(ACTOR, "untold_change", note="waiting for another process's notification")
+            await store.told.wait_covers(mark.base, now, mark.grace_left(grace, time.monotonic()))
         if state == STALE:
             trace.event(
                 ACTOR, "external_change", note="another process wrote the store; rebuilding"

@@ -26,7 +26,7 @@ from typing import NamedTuple, Protocol
 import psycopg
 import trio
 
-from ....supervisors import trace
+from ....supervisors import faults, trace
 from ....supervisors.supervisor import ChildContext
 from ..coherence import ToldMarks
 from ..dsn import redact
@@ -146,7 +146,10 @@ async def serve_change_listener(
             try:
                 while True:
                     changes: list[Change] = []
-                    for text in await trio.to_thread.run_sync(_wait, conn):
+                    texts = await trio.to_thread.run_sync(_wait, conn)
+                    if texts and faults.ACTIVE:
+                        await faults.hit("store.notice")  # a notification late on its way
+                    for text in texts:
                         notice = parse(text, store.origin)
                         store.told.add(*notice.marks)  # told before the listeners run
                         changes += notice.changes
