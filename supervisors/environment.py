@@ -40,6 +40,7 @@ OTHER_ENV: dict[str, str] = {
     "MEMTRIO_TEST_STORES": "the test suite: the stores to run (sqlite, postgres)",
     "MEMTRIO_TEST_TRANSPORTS": "the test suite: the transports to run (stdio, http, tcp, ws)",
     "MEMTRIO_TEST_TURNS": "the test suite: the locks of its parallel run (tests/turns.py)",
+    "MEMTRIO_TEST_ZYGOTE": "the test suite: off starts each memtrio command for real (tests/zygote.py)",
 }
 
 

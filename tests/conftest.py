@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import stores  # noqa: E402 - after the path is set up
 import turns  # noqa: E402
+import zygote  # noqa: E402
 from mcp_client import TRANSPORTS, selected_transport  # noqa: E402
 from memtrio.actors.net.spawn import kill_owners  # noqa: E402
 from memtrio.actors.store.direct import Direct  # noqa: E402
@@ -45,6 +46,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    zygote.stop()  # this process's fork server and the children it still has
     if not hasattr(config, "workerinput"):
         turns.close_run()
 

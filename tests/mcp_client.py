@@ -23,7 +23,6 @@ import functools
 import json
 import os
 import subprocess
-import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -36,6 +35,7 @@ import httpx2
 import mcp_types as types
 import pytest
 import trio
+import zygote
 from launch import server_command as server_command  # re-exported: tests import it here
 from launch import server_env as server_env
 from mcp import Client, StdioServerParameters
@@ -80,7 +80,8 @@ def run_cli(
     input: str | None = None,
     timeout: float = 120.0,
 ) -> subprocess.CompletedProcess[str]:
-    """``memtrio ARGS`` as a user runs it (``python -m memtrio.supervisors.cli``), to completion.
+    """``memtrio ARGS`` as a user runs it (``python -m memtrio.supervisors.cli``, forked by
+    the worker's zygote: `zygote`), to completion.
 
     With ``home``: the server's environment (`server_env`: that ``MEMTRIO_HOME``,
     embeddings off) plus ``env``, run in ``cwd`` or ``home``. Without: this
@@ -88,7 +89,7 @@ def run_cli(
     """
     full = server_env(home, env) if home is not None else {**os.environ, **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "memtrio.supervisors.cli", *args],
+        zygote.command(args),
         cwd=cwd or home,
         env=full,
         input=input,
@@ -128,7 +129,7 @@ async def open_session(
     transport = transport or _selected[-1]
     root = (cwd or home).resolve()
     if transport == "stdio":
-        command = server_command(args)
+        command = zygote.command(["mcp", *args])
         params = StdioServerParameters(
             command=command[0], args=command[1:], env=server_env(home, env), cwd=str(root)
         )

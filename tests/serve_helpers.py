@@ -13,7 +13,6 @@ import json
 import re
 import ssl
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
+import zygote
 from launch import server_env
 from memtrio.actors.chaos import client as chaos_client
 from memtrio.actors.chaos.netclient import TcpSession
@@ -37,6 +37,8 @@ class Served:
     process: trio.Process
     url: str
     stderr: list[str] = field(default_factory=list)
+    pid: int = 0
+    """The server's own pid (not its stand-in's: `zygote.pid_of`), taken once it listens."""
 
     @property
     def port(self) -> int:
@@ -82,7 +84,7 @@ async def serve_process(
     Raises AssertionError with the server's stderr if it exits before listening.
     """
     process = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "memtrio.supervisors.cli", command, *args],
+        zygote.command([command, *args]),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -99,7 +101,7 @@ async def serve_process(
                 await ready.wait()
             found = next((m for m in map(LISTENING.search, lines) if m), None)
             assert found is not None, f"the server did not start: {''.join(lines)}"
-            served = Served(process, found[1], lines)
+            served = Served(process, found[1], lines, zygote.pid_of(process.pid))
             try:
                 yield served
             finally:

@@ -232,7 +232,7 @@ async def stream_large_answers(tmp_path: Path, answers: int) -> dict[str, float]
         serve_process(home, args, env={"MEMTRIO_CODE": "off"}) as served,
         httpx2.AsyncClient(timeout=60) as http,
     ):
-        pid = served.process.pid
+        pid = served.pid
         sid = await initialize(http, served.url)
         headers = {"accept": BOTH, "mcp-session-id": sid}
         stored = await http.post(

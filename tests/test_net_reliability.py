@@ -494,7 +494,7 @@ async def test_item11_forged_hellos_do_not_displace_a_child_in_the_middle_of_its
     args = ["--transport", "tcp", "--bind", "127.0.0.1:0"]
     async with serve_process(home, args, env=FAST) as served:
         found = await runtime_file(home)
-        assert found.pid == served.process.pid
+        assert found.pid == served.pid
         secret = bytes.fromhex(found.secret)
         forged: list[trio.SocketStream] = []
 
@@ -546,7 +546,7 @@ async def test_item11_a_flood_of_forged_hellos_never_turns_a_child_away(home: Pa
     args = ["--transport", "http", "--bind", "127.0.0.1:0"]
     async with serve_process(home, args, env=FAST) as served:
         found = await runtime_file(home)
-        assert found.pid == served.process.pid
+        assert found.pid == served.pid
         attach = (bytes.fromhex(found.secret), found.pid, found.port)
         kept = Probe("tcp", found.host, found.port, "", attach=attach)
         children = Probe("tcp", found.host, found.port, "", attach=attach)
@@ -602,7 +602,7 @@ async def test_item12_many_sessions_streaming_large_answers_stay_within_replay_t
         serve_process(home, args, env=env) as served,
         httpx2.AsyncClient(timeout=120) as http,
     ):
-        pid = served.process.pid
+        pid = served.pid
         sessions = [await initialize(http, served.url) for _ in range(12)]
         content = ("replay log bound " * 60_000)[:1_000_000]
         stored = await http.post(

@@ -49,7 +49,7 @@ async def test_tcp_session_lists_tools_remembers_and_another_session_recalls(hom
             found = structured(await second.tool("recall", query="deploy key", scopes=["global"]))
             status = await status_of(second)
     assert [m["content"] for m in found["memories"]] == ["the deploy key lives in vault"]
-    assert status["pid"] == served.process.pid
+    assert status["pid"] == served.pid
     transports = status["transports"]
     # The public listener, and the attach endpoint of memtrio mcp children (docs/transports.md).
     assert transports["listeners"][0] == {"transport": "tcp", "url": served.url}
