@@ -349,6 +349,76 @@ async def test_item6_the_dashboard_grants_no_cors_to_a_refused_origin(tmp_path: 
         nursery.cancel_scope.cancel()
 
 
+# -- a refusal sent before the request's body is read closes the connection, and says so --
+
+
+async def read_head(stream: trio.SocketStream) -> bytes:
+    data = b""
+    with trio.fail_after(30):
+        while b"\r\n\r\n" not in data:
+            data += await stream.receive_some(4096)
+    return data.split(b"\r\n\r\n", 1)[0].lower()
+
+
+async def test_a_refusal_before_the_body_says_the_connection_closes(tmp_path: Path) -> None:
+    # A client sent its headers, got its 401 before the body went out, then sent the body.
+    # hypercorn closes such a connection once the body is in. Without `Connection: close`
+    # a keep-alive client (httpx, seen in a CI run) sent its next request, with the right
+    # token, on that connection and got "server disconnected" instead of an answer.
+    async with serving(tmp_path, token="right-token") as served:
+        port = int(served.url.rsplit(":", 1)[1].split("/", 1)[0])
+        body = json.dumps(INIT).encode()
+        head = (
+            "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            f"accept: {BOTH}\r\nauthorization: Bearer wrong\r\n"
+            f"content-length: {len(body)}\r\n\r\n"
+        ).encode()
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        async with stream:
+            await stream.send_all(head)
+            got = await read_head(stream)
+            assert got.startswith(b"http/1.1 401") and b"\r\nconnection: close" in got, got
+            await stream.send_all(body)
+        # With the right token, on a connection of its own, the same request is answered.
+        async with httpx2.AsyncClient(timeout=60) as http:
+            for token in ("wrong", "right-token", "wrong", "right-token"):
+                answer = await http.post(
+                    served.url,
+                    json=INIT,
+                    headers={"accept": BOTH, "authorization": f"Bearer {token}"},
+                )
+                assert answer.status_code == (401 if token == "wrong" else 200)
+                # A refusal of a request whose body was read keeps the connection.
+                assert answer.headers.get("connection") == (
+                    "close" if token == "wrong" else None
+                ), answer.headers
+
+
+JSON_TYPE = {"content-type": "application/json"}
+
+
+async def test_the_dashboard_says_a_refused_writes_connection_closes(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    cfg = config_mod.load(home, env={"MEMTRIO_EMBEDDINGS": "off", "MEMTRIO_CODE": "off"})
+    app = build_context(cfg, home, tmp_path)
+    async with open_app(app, default_features()), trio.open_nursery() as nursery:
+        ui = UiApp(app, Guard("tok"))
+        server = HttpServer(app, Listen(transport="http"), Connections(4), nursery, extra=ui)
+        async with httpx2.AsyncClient(
+            transport=httpx2.ASGITransport(app=server), base_url="http://127.0.0.1:7700"
+        ) as http:
+            for origin, status in ((EVIL, 403), ("http://127.0.0.1:7700", 401)):
+                refused = await http.post(
+                    "/api/update",
+                    headers={**JSON_TYPE, "x-memtrio-token": "no", "origin": origin},
+                    content=b"{}",
+                )
+                assert refused.status_code == status and refused.headers["connection"] == "close"
+            read = await http.get("/api/overview", headers={"x-memtrio-token": "no"})
+            assert read.status_code == 401 and "connection" not in read.headers  # no body
+        nursery.cancel_scope.cancel()
+
+
 # -- item 7: malformed headers are 4xx ------------------------------------------------------
 
 BAD_EVENT_IDS = [

@@ -191,7 +191,8 @@ def _start() -> None:
     _settings = settings(env)
     with open(os.path.join(directory, "zygote.log"), "wb") as log:
         _zygote = subprocess.Popen(
-            [sys.executable, os.path.join(os.path.dirname(__file__), "zygote_server.py"), _path],
+            [sys.executable, os.path.join(os.path.dirname(__file__), "zygote_server.py"), _path]
+            + [str(os.getpid())],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=log,

@@ -175,8 +175,8 @@ def _receive(conn: socket.socket) -> tuple[list[int], dict[str, Any]] | None:
 class Zygote:
     """The fork server's state: its socket, and the connection of each child's stand-in."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+    def __init__(self, path: str, parent: int) -> None:
+        self.path, self.parent = path, parent
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(path)
         self.listener.listen(64)
@@ -199,7 +199,9 @@ class Zygote:
     def run(self) -> Job | None:
         """Serve until SIGTERM (None: every child killed); a `Job` in each forked child."""
         while not self.stopping:
-            for key, _events in self.selector.select():
+            if os.getppid() != self.parent:  # the test process that started it is gone
+                break
+            for key, _events in self.selector.select(timeout=1.0):
                 if key.fileobj is self.listener:
                     job = self._fork()
                     if job is not None:
@@ -215,7 +217,9 @@ class Zygote:
         for pid in self.children:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
-        os.unlink(self.path)
+        import shutil
+
+        shutil.rmtree(os.path.dirname(self.path), ignore_errors=True)  # socket, log, pids
         return None
 
     def _fork(self) -> Job | None:
@@ -285,14 +289,14 @@ class Zygote:
             conn.close()
 
 
-def serve(path: str) -> Job | None:
+def serve(path: str, parent: int) -> Job | None:
     """Preload, then serve at ``path``: see `Zygote.run`."""
     import gc
 
     preload()
     gc.collect()
     gc.freeze()  # the children's collections skip the preloaded objects (and their pages)
-    zygote = Zygote(path)
+    zygote = Zygote(path, parent)
     print("ready", flush=True)
     return zygote.run()
 
@@ -303,5 +307,5 @@ def _kill(pid: int) -> None:
 
 
 if __name__ == "__main__":
-    job = serve(sys.argv[1])
+    job = serve(sys.argv[1], int(sys.argv[2]))
     sys.exit(job.run() if job is not None else 0)

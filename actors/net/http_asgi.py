@@ -45,6 +45,7 @@ from .http_wire import (
     PATH,
     REQUEST_CANCELLED,
     SESSION_NOT_FOUND,
+    BodyWatch,
     Disconnected,
     Receive,
     Refusal,
@@ -105,14 +106,21 @@ class HttpServer:
         if self.extra is not None and request.path.rstrip("/") != PATH:
             await self.extra(scope, receive, send)
             return
+        watch = BodyWatch(receive, request)
         try:
-            await self.route(request, receive, send)
+            await self.route(request, watch, send)
         except Refusal as refusal:
-            await self.refuse(send, request, refusal)
+            await self.refuse(send, request, refusal, watch.closing())
         except Disconnected:
             return
 
-    async def refuse(self, send: Send, request: Request, refusal: Refusal) -> None:
+    async def refuse(
+        self,
+        send: Send,
+        request: Request,
+        refusal: Refusal,
+        closing: list[tuple[str, str]] | None = None,
+    ) -> None:
         trace.event(
             "http",
             "refused",
@@ -123,7 +131,7 @@ class HttpServer:
             why=refusal.message[:200],
         )
         body = jsonrpc.error_response(refusal.rid, refusal.code, refusal.message)
-        headers = [*self.cors(request), *refusal.headers]
+        headers = [*self.cors(request), *refusal.headers, *(closing or [])]
         await respond(send, refusal.status, body, headers)
 
     def cors(self, request: Request) -> list[tuple[str, str]]:

@@ -81,6 +81,37 @@ class Request:
     def header(self, name: str) -> str | None:
         return self.headers.get(name)
 
+    @property
+    def has_body(self) -> bool:
+        length = self.header("content-length")
+        chunked = self.header("transfer-encoding") is not None
+        return chunked or (length is not None and length.strip() not in ("", "0"))
+
+
+class BodyWatch:
+    """A request's ASGI ``receive`` that notes whether the request's body was read to its
+    end (``read``).
+
+    A response sent before the body was read (a refusal: wrong token, wrong origin, a body
+    too large) makes hypercorn close the connection once the rest of the request arrives.
+    Such a response says so (`closing`): a keep-alive client would otherwise send its next
+    request on that connection and get "server disconnected" instead of an answer.
+    """
+
+    def __init__(self, receive: Receive, request: Request) -> None:
+        self._receive = receive
+        self.read = not request.has_body
+
+    async def __call__(self) -> Event:
+        message = await self._receive()
+        if message.get("type") == "http.request" and not message.get("more_body", False):
+            self.read = True
+        return message
+
+    def closing(self) -> list[tuple[str, str]]:
+        """The headers of a response sent now: ``Connection: close`` while the body is unread."""
+        return [] if self.read else [("connection", "close")]
+
 
 def shown(value: str) -> str:
     """A client's header value quoted in a message: ``repr``, at most `SHOWN` characters."""

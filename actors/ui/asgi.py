@@ -17,6 +17,7 @@ import trio
 from ...supervisors import trace
 from ...supervisors.context import AppContext
 from ..net.http_wire import (
+    BodyWatch,
     Disconnected,
     Receive,
     Refusal,
@@ -49,17 +50,18 @@ class UiApp:
         if scope["type"] != "http":
             return
         request = Request.of(scope)
+        watch = BodyWatch(receive, request)
         try:
             if request.path == "/api" or request.path.startswith("/api/"):
-                await self.serve_api(scope, request, receive, send)
+                await self.serve_api(scope, request, watch, send)
             else:
                 await self.serve_static(request, send)
         except Denied as denied:
             trace.event(ACTOR, "refused", status=denied.status, path=request.path[:200],
                         peer=request.peer, why=denied.message)  # fmt: skip
-            await self.send(send, denied.status, {"error": denied.message})
+            await self.send(send, denied.status, {"error": denied.message}, watch.closing())
         except Refusal as refusal:  # a body over BODY_LIMIT
-            await self.send(send, refusal.status, {"error": refusal.message})
+            await self.send(send, refusal.status, {"error": refusal.message}, watch.closing())
         except Disconnected:
             return
 
@@ -88,11 +90,18 @@ class UiApp:
         headers = [("content-type", kind), ("cache-control", "no-cache"), *SECURITY_HEADERS]
         await _respond(send, 200, b"" if request.method == "HEAD" else body, headers)
 
-    async def send(self, send: Send, status: int, payload: object) -> None:
+    async def send(
+        self,
+        send: Send,
+        status: int,
+        payload: object,
+        closing: list[tuple[str, str]] | None = None,
+    ) -> None:
         headers = [
             ("content-type", "application/json"),
             ("cache-control", "no-store"),
             *SECURITY_HEADERS,
+            *(closing or []),
         ]
         await _respond(send, status, msgspec.json.encode(payload), headers)
 
