@@ -30,6 +30,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+import zygote
 from launch import server_env
 from memtrio.supervisors import cli, commands, config
 from memtrio.supervisors.hoist import hoist_options
@@ -252,10 +253,16 @@ def test_the_doctor_output_in_the_operations_doc_is_a_real_one(tmp_path: Path) -
     doc = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
     shown = next(b for tag, b in FENCE.findall(doc) if tag == "text" and "schema_version" in b)
     env = server_env(tmp_path / "home", {"MEMTRIO_CODE": "off"})
-    cli_cmd = [sys.executable, "-m", "memtrio.supervisors.cli"]
-    subprocess.run([*cli_cmd, "remember", "one"], env=env, cwd=tmp_path, check=True, timeout=60)
+    subprocess.run(
+        zygote.command(["remember", "one"]), env=env, cwd=tmp_path, check=True, timeout=60
+    )
     real = subprocess.run(
-        [*cli_cmd, "doctor"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
+        zygote.command(["doctor"]),
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
     ).stdout
 
     def fields(text: str) -> dict[str, str]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import zygote
 from memtrio.actors.code.index import CodeIndex, index_path
 from memtrio.actors.memory import tools as store_tools
 from memtrio.actors.store.feature import FEATURE as STORE
@@ -64,7 +65,7 @@ def cli(
     full = {**os.environ, "MEMTRIO_EMBEDDINGS": "off", "MEMTRIO_CODE": "off", **(env or {})}
     full.pop("MEMTRIO_FAULTS", None)
     return subprocess.run(
-        [*CLI, *args],
+        zygote.command(args),
         env=full,
         cwd=cwd,
         input=stdin,

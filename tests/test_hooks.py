@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zygote
 from gitrepo import git, make_repo
 from memtrio.supervisors.cli import main
 
@@ -38,7 +39,7 @@ def hook(
 ) -> subprocess.CompletedProcess[bytes]:
     data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
     return subprocess.run(
-        [sys.executable, "-m", "memtrio.supervisors.cli", "hook", event, *argv],
+        zygote.command(["hook", event, *argv]),
         input=data,
         capture_output=True,
         env=env_for(home, **env),

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zygote
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memtrio.actors.memory import transfer
@@ -238,7 +239,7 @@ async def test_defect3_the_tools_and_import_share_the_metadata_limit(
     path = tmp_path / "export.jsonl"
     path.write_text(memtrio_file(m_relation(1, metadata=json.dumps(over))))
     done = subprocess.run(
-        [sys.executable, "-m", "memtrio.supervisors.cli", "import", str(path), "--home", str(home)],
+        zygote.command(["import", str(path), "--home", str(home)]),
         capture_output=True, text=True, timeout=60, cwd=tmp_path,
         env={**os.environ, "MEMTRIO_EMBEDDINGS": "off", "MEMTRIO_CODE": "off"},
     )  # fmt: skip

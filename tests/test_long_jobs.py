@@ -19,19 +19,18 @@ import re
 import select
 import struct
 import subprocess
-import sys
 import termios
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import zygote
 from memtrio.actors.memory import transfer
 from memtrio.supervisors.progress import Progress
 
 from tests.launch import server_env
 
-CLI = [sys.executable, "-m", "memtrio.supervisors.cli"]
 PIPED_LINE = re.compile(
     r"^(?P<label>[a-z :]+): (?P<n>\d+)/(?P<total>\d+) (?P<unit>\w+) \(\d+%\), .*/s, .* left$"
 )
@@ -66,7 +65,7 @@ def export_file(path: Path, memories: int) -> Path:
 
 def piped(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*CLI, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=180
+        zygote.command(args), env=env, cwd=cwd, capture_output=True, text=True, timeout=180
     )
 
 
@@ -78,7 +77,12 @@ def on_terminal(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, s
     out_path = cwd / f"stdout-{time.monotonic_ns()}"
     with open(out_path, "wb") as out:
         proc = subprocess.Popen(
-            [*CLI, *args], env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=slave
+            zygote.command(args),
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=slave,
         )
     os.close(slave)
     shown = bytearray()

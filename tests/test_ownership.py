@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import Any
 import pytest
 import stores
 import trio
+import zygote
 from gitrepo import make_repo
 from mcp import Client
 from mcp_client import fails, ok, open_client, server_env
@@ -112,7 +112,7 @@ class Pair:
     async def cli(self, *argv: str, stdin: bytes = b"") -> tuple[int, str]:
         """A memtrio command run in repository B: (exit code, stdout + stderr)."""
         proc = await trio.run_process(
-            [sys.executable, "-m", "memtrio.supervisors.cli", *argv],
+            zygote.command(argv),
             cwd=str(self.repo_b),
             env=server_env(self.home, {"MEMTRIO_CODE": "off"}),
             stdin=stdin,

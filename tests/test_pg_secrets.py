@@ -26,6 +26,7 @@ import psycopg
 import pytest
 import stores
 import trio
+import zygote
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from launch import server_env
@@ -191,7 +192,7 @@ async def run_all(
         async with limit:
             with trio.fail_after(120):
                 done[i] = await trio.run_process(
-                    [sys.executable, "-m", "memtrio.supervisors.cli", *args],
+                    zygote.command(args),
                     env=env,
                     cwd=cwd,
                     stdin=b"",

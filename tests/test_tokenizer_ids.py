@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import zygote
 from memtrio.actors.embedder import model
 from memtrio.actors.embedder.tokenizer import BERT_SPECIALS, TokenizerError, load_tokenizer
 from memtrio.actors.store.sqlite.db import db_path
@@ -31,7 +32,6 @@ from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = json.loads((Path(__file__).parent / "data" / "wordpiece_ids.json").read_text())
-CLI = [sys.executable, "-m", "memtrio.supervisors.cli"]
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +206,7 @@ def cli(home: Path, directory: Path, *args: str) -> subprocess.CompletedProcess[
         "MEMTRIO_EMBEDDING_MODEL": str(directory),
     }
     return subprocess.run(
-        [*CLI, *args], env=env, capture_output=True, text=True, timeout=120, check=False
+        zygote.command(args), env=env, capture_output=True, text=True, timeout=120, check=False
     )
 
 
