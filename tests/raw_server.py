@@ -12,7 +12,10 @@ restart happened).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,6 +23,7 @@ from typing import Any
 
 import trio
 import waits
+import zygote
 from launch import server_command, server_env
 from memtrio.actors.chaos.client import ServerProcess, initialize_params, request_message
 
@@ -52,12 +56,26 @@ class RawServer(ServerProcess):
         with trio.fail_after(timeout):
             return await self.process.wait()
 
+    @property
+    def pid(self) -> int:
+        """The server's own pid (the child of its stand-in when forked: `zygote.pid_of`)."""
+        return zygote.pid_of(self.process.pid)
+
+    def kill9(self) -> None:
+        """SIGKILL the server itself; a stand-in ends with it (after the child is gone)."""
+        server = self.pid
+        if server == self.process.pid or self.process.returncode is not None:
+            super().kill9()
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server, signal.SIGKILL)
+
     def rss_bytes(self) -> int:
         """The server process's resident memory now (Linux ``/proc``)."""
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
-        raise AssertionError(f"no VmRSS in /proc/{self.process.pid}/status")
+        raise AssertionError(f"no VmRSS in /proc/{self.pid}/status")
 
 
 @asynccontextmanager
@@ -68,12 +86,19 @@ async def raw_server(
     args: tuple[str, ...] = (),
     preexec: Callable[[], None] | None = None,
     stderr: Path | None = None,
+    fork: bool = True,
 ) -> AsyncIterator[RawServer]:
     """``memtrio mcp`` in ``home`` (stderr appended to ``stderr``, by default
-    ``home/server-stderr.txt``); killed on exit."""
+    ``home/server-stderr.txt``); killed on exit.
+
+    Forked by the worker's zygote (`zygote`) unless ``fork`` is False (a test that
+    measures the process's memory), ``preexec`` is given (it runs in the process that
+    is started), or the attach model is on (its tests follow processes by pid)."""
     env = server_env(home, env)
     stderr_name = stderr or "server-stderr.txt"
-    server = await RawServer.spawn(server_command(args), env, home, cwd, stderr_name, preexec)
+    forked = fork and preexec is None and env.get("MEMTRIO_SERVE_ATTACH") == "off"
+    command = zygote.command(["mcp", *args]) if forked else server_command(args)
+    server = await RawServer.spawn(command, env, home, cwd, stderr_name, preexec)
     try:
         yield server
     finally:

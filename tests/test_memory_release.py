@@ -108,7 +108,7 @@ async def settled_rss(pid: int, bound: int, within: float = 20.0) -> int:
 async def test_defect10_one_long_memory_does_not_keep_the_server_larger(home: Path) -> None:
     # One 64 KB memory fills 32 windows of 128 tokens: one batch of the model's biggest
     # shape, which left onnxruntime's arena ~220 MB larger for good.
-    async with raw_server(home, env=EMBEDDINGS_ON) as server:
+    async with raw_server(home, env=EMBEDDINGS_ON, fork=False) as server:
         baseline = await warm_up(server)
         await remember(server, 3, prose(64_000, 1))
         reply = await server.read(timeout=120)
@@ -120,7 +120,7 @@ async def test_defect10_one_long_memory_does_not_keep_the_server_larger(home: Pa
 @pytest.mark.slow
 async def test_defect10_memory_returns_after_burst(home: Path) -> None:
     # Five concurrent ~1 MB memories took the server from ~260 to ~860 MB for good.
-    async with raw_server(home, env=EMBEDDINGS_ON) as server:
+    async with raw_server(home, env=EMBEDDINGS_ON, fork=False) as server:
         baseline = await warm_up(server)
         for round_ in range(2):  # a second burst must not ratchet it up either
             for k in range(5):

@@ -31,7 +31,7 @@ def model_loads(home: Path) -> list[dict[str, object]]:
 async def test_an_embedded_mcp_loads_the_model_on_its_first_embedding_not_at_initialize(
     home: Path,
 ) -> None:
-    async with raw_server(home, {**ON, "MEMTRIO_SERVE_ATTACH": "off"}) as server:
+    async with raw_server(home, {**ON, "MEMTRIO_SERVE_ATTACH": "off"}, fork=False) as server:
         await server.initialize()
         reply = await server.call_tool("stats", {})
         assert not reply["result"]["isError"], reply

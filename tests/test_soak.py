@@ -203,7 +203,7 @@ class Client:
 
 
 async def serve_load(home: Path, index: int, acked: Acked, servers: list[Server]) -> None:
-    async with raw_server(home) as raw:
+    async with raw_server(home, fork=False) as raw:
         await raw.initialize()
         async with open_pipeline(raw) as pipeline:
             server = Server(f"s{index}", pipeline)
@@ -229,7 +229,7 @@ async def exported_graph(home: Path) -> tuple[dict[str, set[str]], set[tuple[str
     """Every entity's observations and every relation, from a fresh server's export_graph."""
     observations: dict[str, set[str]] = {}
     relations: set[tuple[str, str, str]] = set()
-    async with raw_server(home) as raw:
+    async with raw_server(home, fork=False) as raw:
         await raw.initialize()
         offset: int | None = 0
         while offset is not None:
@@ -248,7 +248,7 @@ async def exported_graph(home: Path) -> tuple[dict[str, set[str]], set[tuple[str
 
 
 async def test_soak_mixed_load_from_concurrent_clients_loses_nothing(home: Path) -> None:
-    async with raw_server(home) as raw:
+    async with raw_server(home, fork=False) as raw:
         await raw.initialize()
         hub = {"name": HUB, "entityType": "hub", "observations": ["the shared entity"]}
         assert not (await raw.call_tool("create_entities", {"entities": [hub]}))["result"][
