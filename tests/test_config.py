@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zygote
 from memtrio.supervisors import config, faults
 
 
@@ -394,7 +395,6 @@ def test_defect12_the_cli_prints_one_line_naming_the_source(
 ) -> None:
     import os
     import subprocess
-    import sys
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRIO_")}
     args = ["mcp", "--home", str(home)]
@@ -405,7 +405,7 @@ def test_defect12_the_cli_prints_one_line_naming_the_source(
     else:
         args += ["--tools", "memory,bogus"]
     proc = subprocess.run(
-        [sys.executable, "-m", "memtrio.supervisors.cli", *args],
+        zygote.command(args),
         env=env,
         capture_output=True,
         text=True,

@@ -6,11 +6,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import trio
+import zygote
 from mcp import Client, StdioServerParameters
 from mcp_client import ok, open_client, run_cli, server_env
 
@@ -51,7 +51,7 @@ async def test_import_then_export_is_byte_for_byte_stable(home: Path, tmp_path: 
     assert out.read_bytes() == source.read_bytes()
     # stdout gives the same bytes
     done = subprocess.run(
-        [sys.executable, "-m", "memtrio.supervisors.cli", "export", "--format", "jsonl"],
+        zygote.command(["export", "--format", "jsonl"]),
         env={**server_env(home)}, cwd=tmp_path, capture_output=True, timeout=60,
     )  # fmt: skip
     assert done.stdout == source.read_bytes()

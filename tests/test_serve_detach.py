@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import zygote
 from launch import server_env
 from memtrio.actors.net import runtime, spawn
 
@@ -32,7 +33,7 @@ def memtrio(
     home: Path, *args: str, stdin: bytes = b"", env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-m", "memtrio.supervisors.cli", *args],
+        zygote.command(args),
         input=stdin,
         env=server_env(home, {"MEMTRIO_CODE": "off", **(env or {})}),
         cwd=home,
