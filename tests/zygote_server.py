@@ -113,9 +113,11 @@ class Job:
         tempfile.tempdir = None
         sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
         unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
-        sys.stdin = sys.__stdin__ = _stream(0, False, unbuffered)
-        sys.stdout = sys.__stdout__ = _stream(1, True, unbuffered)
-        sys.stderr = sys.__stderr__ = _stream(2, True, unbuffered, "backslashreplace")
+        # Encoding and errors as the zygote's own start-up chose them (the same locale
+        # settings as the stand-in's: `zygote._forkable`), the buffering as the child's.
+        sys.stdin = sys.__stdin__ = _stream(0, False, unbuffered, sys.__stdin__)
+        sys.stdout = sys.__stdout__ = _stream(1, True, unbuffered, sys.__stdout__)
+        sys.stderr = sys.__stderr__ = _stream(2, True, unbuffered, sys.__stderr__)
         del io
         from memtrio.supervisors import cli
 
@@ -124,8 +126,9 @@ class Job:
         return cli.main()
 
 
-def _stream(fd: int, write: bool, unbuffered: bool, errors: str = "strict"):  # noqa: ANN202
-    """The text stream Python's start-up makes of ``fd`` (`PYTHONUNBUFFERED` included)."""
+def _stream(fd: int, write: bool, unbuffered: bool, like: Any):  # noqa: ANN202
+    """The text stream Python's start-up makes of ``fd`` (`PYTHONUNBUFFERED` included), with
+    the encoding and errors of ``like`` (the zygote's own stream of that fd)."""
     import io
 
     raw = io.FileIO(fd, "wb" if write else "rb", closefd=False)
@@ -139,8 +142,8 @@ def _stream(fd: int, write: bool, unbuffered: bool, errors: str = "strict"):  # 
     line = not unbuffered and (raw.isatty() or fd == 2)
     return io.TextIOWrapper(
         buffer,  # type: ignore[arg-type]
-        encoding="utf-8",
-        errors=errors,
+        encoding=getattr(like, "encoding", None) or "utf-8",
+        errors=getattr(like, "errors", None) or "strict",
         newline="\n",
         line_buffering=line,
         write_through=unbuffered,
