@@ -76,13 +76,13 @@ async def test_a_wait_for_an_untold_write_ends_when_it_is_told_or_at_the_grace(
 
         nursery.start_soon(tell)
         start = trio.current_time()
-        assert await told.wait_covers(1, 3, mark.grace_left(1.0, trio.current_time()))
+        assert await mark.wait_told(told, 3, 1.0, trio.current_time())
         assert trio.current_time() - start == pytest.approx(0.5)
     assert mark.check(3, told, 1.0, now=trio.current_time()) == CURRENT
     # Never told: the wait ends with the grace, and the cache is stale.
     assert mark.check(4, told, 1.0, now=trio.current_time()) == WAITING
     start = trio.current_time()
-    assert not await told.wait_covers(3, 4, mark.grace_left(1.0, trio.current_time()))
+    assert not await mark.wait_told(told, 4, 1.0, trio.current_time())
     assert trio.current_time() - start == pytest.approx(1.0)
     assert mark.check(4, told, 1.0, now=trio.current_time()) == STALE
 

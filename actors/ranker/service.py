@@ -350,12 +350,10 @@ class Ranker:
             )
         self._loaded.set()
 
-    def _sync(
-        self, cache: RecallCache, pending: list[Change]
-    ) -> tuple[RecallCache, tuple[int, int, float] | None]:
+    def _sync(self, cache: RecallCache, pending: list[Change]) -> tuple[RecallCache, int | None]:
         """In a thread: apply ``pending`` changes; reload on a reset or on another process's
-        writes. With the cache, what to wait for when another process's write is committed
-        and its notification not yet here (`WAITING`): the marks and the time left."""
+        writes. With the cache, the store's mark when another process's write is committed
+        and its notification not yet here (`WAITING`: wait for it, `CacheMark.wait_told`)."""
         assert self._reader is not None
         for index in cache.index.values():
             index.adopt_build()  # a graph built in the background takes over
@@ -363,7 +361,7 @@ class Ranker:
         told = store.told if store is not None else None
         grace = store.untold_grace if store is not None else 0.0
 
-        wait: tuple[int, int, float] | None = None
+        wait: int | None = None
 
         def sync(tx: ReadTx) -> bool:
             """Apply ``pending``; whether a full reload is needed instead."""
@@ -382,7 +380,7 @@ class Ranker:
                 trace.event(
                     ACTOR, "untold_change", note="waiting for another process's notification"
                 )
-                wait = (mark.base, now, mark.grace_left(grace, time.monotonic()))
+                wait = now
             if not reload and pending:
                 cache.apply(snap, pending)
             return reload
@@ -420,10 +418,10 @@ class Ranker:
         pending, self._pending = self._pending, []
         synced, wait = await trio.to_thread.run_sync(self._sync, cache, pending)
         store = self.app.find(STORE)
-        while wait is not None and store is not None:
+        while wait is not None and store is not None and self._mark is not None:
             # Another process committed a write whose notification is on its way: the
             # recall waits for it (no longer than the grace) rather than answer without it.
-            await store.told.wait_covers(*wait)
+            await self._mark.wait_told(store.told, wait, store.untold_grace, time.monotonic())
             pending, self._pending = self._pending, []
             synced, wait = await trio.to_thread.run_sync(self._sync, synced, pending)
         self._start_builds(synced)  # a replaced cache's, or an index grown past its threshold

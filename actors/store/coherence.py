@@ -17,7 +17,7 @@ when it next looks at the store it compares the mark then:
   (`STALE`). On PostgreSQL a notification may still be on its way: a write stays untold
   for up to ``grace`` seconds before it counts as stale (`WAITING`), so peers that
   announce their writes do not make each other reload. A cache that is `WAITING` does
-  not answer from what it holds: it waits for the notification (`ToldMarks.wait_covers`,
+  not answer from what it holds: it waits for the notification (`CacheMark.wait_told`,
   no longer than the rest of the grace) and looks again, so a write another process
   committed before a call is always seen by that call.
 """
@@ -115,7 +115,9 @@ class CacheMark:
                 return WAITING
         return STALE
 
-    def grace_left(self, grace: float, now: float) -> float:
-        """While `WAITING`: how much longer the untold write may stay untold."""
+    async def wait_told(self, told: ToldMarks, mark: int, grace: float, now: float) -> bool:
+        """While `WAITING` at the store's ``mark``: wait until the writes up to it were told,
+        no longer than the rest of ``grace`` (``now``: monotonic seconds, as for `check`);
+        whether they were. The caller then checks again."""
         since = self.untold_since if self.untold_since is not None else now
-        return max(0.0, grace - (now - since))
+        return await told.wait_covers(self.base, mark, max(0.0, grace - (now - since)))

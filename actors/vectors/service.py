@@ -327,7 +327,7 @@ class VectorService:
             # Committed, its notification on the way: wait for it (its changes reach
             # `on_changes` first), no longer than the grace.
             trace.event(ACTOR, "untold_change", note="waiting for another process's notification")
-            await store.told.wait_covers(mark.base, now, mark.grace_left(grace, time.monotonic()))
+            await mark.wait_told(store.told, now, grace, time.monotonic())
         if state == STALE:
             trace.event(
                 ACTOR, "external_change", note="another process wrote the store; rebuilding"
