@@ -18,7 +18,7 @@ import re
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -323,30 +323,40 @@ async def test_item6_a_refused_origin_gets_no_cors_grant_on_any_method(tmp_path:
         assert allowed.headers["access-control-allow-origin"] == "http://localhost:5173"
 
 
-async def test_item6_the_dashboard_grants_no_cors_to_a_refused_origin(tmp_path: Path) -> None:
+DASHBOARD_BASE = "http://127.0.0.1:7700"
+
+
+@contextlib.asynccontextmanager
+async def dashboard_client(tmp_path: Path) -> AsyncIterator[httpx2.AsyncClient]:
+    """An HTTP client of ``memtrio serve --ui``'s application (the MCP endpoint and the
+    dashboard, token ``tok``), in process, on a fresh home."""
     home = tmp_path / "home"
     cfg = config_mod.load(home, env={"MEMTRIO_EMBEDDINGS": "off", "MEMTRIO_CODE": "off"})
     app = build_context(cfg, home, tmp_path)
     async with open_app(app, default_features()), trio.open_nursery() as nursery:
         ui = UiApp(app, Guard("tok"))
         server = HttpServer(app, Listen(transport="http"), Connections(4), nursery, extra=ui)
-        base = "http://127.0.0.1:7700"
         async with httpx2.AsyncClient(
-            transport=httpx2.ASGITransport(app=server), base_url=base
+            transport=httpx2.ASGITransport(app=server), base_url=DASHBOARD_BASE
         ) as http:
-            token = {"x-memtrio-token": "tok", "origin": EVIL}
-            for method, path in (
-                ("GET", "/api/memories"),
-                ("POST", "/api/update"),
-                ("OPTIONS", "/api/memories"),
-                ("GET", "/"),
-                ("OPTIONS", "/mcp"),
-                ("POST", "/mcp"),
-            ):
-                got = await http.request(method, path, headers=token, content=b"{}")
-                assert got.status_code < 500, (method, path, got.status_code)
-                assert grants(got) == [], (method, path, got.headers)
+            yield http
         nursery.cancel_scope.cancel()
+
+
+async def test_item6_the_dashboard_grants_no_cors_to_a_refused_origin(tmp_path: Path) -> None:
+    async with dashboard_client(tmp_path) as http:
+        token = {"x-memtrio-token": "tok", "origin": EVIL}
+        for method, path in (
+            ("GET", "/api/memories"),
+            ("POST", "/api/update"),
+            ("OPTIONS", "/api/memories"),
+            ("GET", "/"),
+            ("OPTIONS", "/mcp"),
+            ("POST", "/mcp"),
+        ):
+            got = await http.request(method, path, headers=token, content=b"{}")
+            assert got.status_code < 500, (method, path, got.status_code)
+            assert grants(got) == [], (method, path, got.headers)
 
 
 # -- a refusal sent before the request's body is read closes the connection, and says so --
@@ -398,25 +408,16 @@ JSON_TYPE = {"content-type": "application/json"}
 
 
 async def test_the_dashboard_says_a_refused_writes_connection_closes(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    cfg = config_mod.load(home, env={"MEMTRIO_EMBEDDINGS": "off", "MEMTRIO_CODE": "off"})
-    app = build_context(cfg, home, tmp_path)
-    async with open_app(app, default_features()), trio.open_nursery() as nursery:
-        ui = UiApp(app, Guard("tok"))
-        server = HttpServer(app, Listen(transport="http"), Connections(4), nursery, extra=ui)
-        async with httpx2.AsyncClient(
-            transport=httpx2.ASGITransport(app=server), base_url="http://127.0.0.1:7700"
-        ) as http:
-            for origin, status in ((EVIL, 403), ("http://127.0.0.1:7700", 401)):
-                refused = await http.post(
-                    "/api/update",
-                    headers={**JSON_TYPE, "x-memtrio-token": "no", "origin": origin},
-                    content=b"{}",
-                )
-                assert refused.status_code == status and refused.headers["connection"] == "close"
-            read = await http.get("/api/overview", headers={"x-memtrio-token": "no"})
-            assert read.status_code == 401 and "connection" not in read.headers  # no body
-        nursery.cancel_scope.cancel()
+    async with dashboard_client(tmp_path) as http:
+        for origin, status in ((EVIL, 403), (DASHBOARD_BASE, 401)):
+            refused = await http.post(
+                "/api/update",
+                headers={**JSON_TYPE, "x-memtrio-token": "no", "origin": origin},
+                content=b"{}",
+            )
+            assert refused.status_code == status and refused.headers["connection"] == "close"
+        read = await http.get("/api/overview", headers={"x-memtrio-token": "no"})
+        assert read.status_code == 401 and "connection" not in read.headers  # no body
 
 
 # -- item 7: malformed headers are 4xx ------------------------------------------------------

@@ -9,6 +9,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -79,17 +81,28 @@ def test_standard_input_and_a_session_reach_the_child(tmp_path: Path) -> None:
     assert zygote.pid_of(os.getpid()) == os.getpid()  # not a stand-in: itself
 
 
-def test_a_signal_reaches_the_child_and_its_end_is_the_stand_ins(tmp_path: Path) -> None:
-    before = children()
+@contextmanager
+def forked_mcp(home: Path, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """A ``memtrio mcp`` started through the zygote (stdin and stdout piped); killed and
+    waited for when the block ends."""
     process = subprocess.Popen(
         forked(["mcp"]),
-        env=server_env(tmp_path),
-        cwd=tmp_path,
+        env={**server_env(home), **(env or {})},
+        cwd=home,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
     )
     try:
+        yield process
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_a_signal_reaches_the_child_and_its_end_is_the_stand_ins(tmp_path: Path) -> None:
+    before = children()
+    with forked_mcp(tmp_path) as process:
         child = new_child(before)
         assert process.stdin is not None and process.stdout is not None
         process.stdin.write((json.dumps(initialize_request()) + "\n").encode())
@@ -98,50 +111,24 @@ def test_a_signal_reaches_the_child_and_its_end_is_the_stand_ins(tmp_path: Path)
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0  # memtrio's answer to SIGTERM: a clean stop
         assert until_sync(lambda: gone(child), timeout=10)
-    finally:
-        process.kill()
-        process.wait()
 
 
 def test_a_stand_in_killed_outright_takes_its_child_with_it(tmp_path: Path) -> None:
     before = children()
-    process = subprocess.Popen(
-        forked(["mcp"]),
-        env=server_env(tmp_path),
-        cwd=tmp_path,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
+    with forked_mcp(tmp_path) as process:
         child = new_child(before)
         process.kill()
         assert process.wait(timeout=30) == -signal.SIGKILL
         assert until_sync(lambda: gone(child), timeout=10)
-    finally:
-        process.kill()
-        process.wait()
 
 
 def test_an_environment_the_zygote_cannot_give_runs_the_real_command(tmp_path: Path) -> None:
     # A PYTHON* variable (here the fault handler's) takes effect at an interpreter's start:
     # the stand-in becomes the real command instead (exec: the same pid), not a child.
     before = children()
-    env = {**server_env(tmp_path), "PYTHONFAULTHANDLER": "1"}
-    process = subprocess.Popen(
-        forked(["mcp"]),
-        env=env,
-        cwd=tmp_path,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
+    with forked_mcp(tmp_path, {"PYTHONFAULTHANDLER": "1"}) as process:
         assert until_sync(
             lambda: "memtrio.supervisors.cli" in " ".join(psutil.Process(process.pid).cmdline()),
             timeout=30,
         )
         assert children() == before
-    finally:
-        process.kill()
-        process.wait()
