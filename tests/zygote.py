@@ -45,8 +45,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 REAL = ["-m", "memtrio.supervisors.cli"]
-# Interpreter settings read at start-up that a forked child cannot take on.
-SAME_AS_ZYGOTE = ("LANG", "LC_ALL", "LC_CTYPE", "PYTHONHASHSEED")
+# Locale settings read at start-up that a forked child cannot take on (the PYTHON* ones,
+# PYTHONHASHSEED among them, are `CHILD_SETS`' business).
+SAME_AS_ZYGOTE = ("LANG", "LC_ALL", "LC_CTYPE")
 # The PYTHON* variables a child takes on itself; any other makes the stand-in the real thing.
 CHILD_SETS = ("PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE")
 FORWARDED = (

@@ -83,7 +83,6 @@ class Job:
 
     def run(self) -> int:
         import ctypes
-        import io
         import tempfile
         import time
 
@@ -118,7 +117,6 @@ class Job:
         sys.stdin = sys.__stdin__ = _stream(0, False, unbuffered, sys.__stdin__)
         sys.stdout = sys.__stdout__ = _stream(1, True, unbuffered, sys.__stdout__)
         sys.stderr = sys.__stderr__ = _stream(2, True, unbuffered, sys.__stderr__)
-        del io
         from memtrio.supervisors import cli
 
         sys.argv = [cli.__file__, *request["argv"]]
