@@ -44,6 +44,10 @@ P99_LIMIT = 0.100
 # than these (kept session, fresh connections).
 SAMPLE_BUDGET = 25.0
 MIN_SAMPLES = (50, 25)
+# The pings a run takes (kept session, fresh connections): the default suite's judge
+# (`served`: p50, p90, 1% unanswered) needs fewer than the p99 of the load test.
+SERVED_SAMPLES = (100, 50)
+TARGET_SAMPLES = (200, 100)
 NOFILE = 400
 FLOOD = 1000
 
@@ -257,13 +261,14 @@ async def flood_runs(
     kind: str,
     good_enough: Callable[[Figures], bool],
     tries: int,
+    samples: tuple[int, int],
     budget: float = math.inf,
 ) -> tuple[list[Figures], list[float], str]:
     """Start ``memtrio serve`` (token, ``RLIMIT_NOFILE`` 400) on ``kind``, flood it with
     1,000 unauthenticated connections and measure an authorised client's pings, again
-    (up to ``tries`` runs, each sampling for at most ``budget`` seconds) while a run is not
-    ``good_enough``; then ten fresh pings on the attach endpoint. The runs, the attach
-    pings and the server's stderr."""
+    (``samples``: kept session, fresh connections; up to ``tries`` runs, each sampling for
+    at most ``budget`` seconds) while a run is not ``good_enough``; then ten fresh pings on
+    the attach endpoint. The runs, the attach pings and the server's stderr."""
     token = secrets.token_urlsafe(24)
     owner = await start_serve(tmp_path / "home", kind, {"MEMTRIO_AUTH_TOKEN": token}, nofile=NOFILE)
     runs: list[Figures] = []
@@ -282,8 +287,8 @@ async def flood_runs(
                     port,
                     token,
                     connections=FLOOD,
-                    samples=200,
-                    fresh_samples=100,
+                    samples=samples[0],
+                    fresh_samples=samples[1],
                     budget=budget,
                 )
             )
@@ -316,7 +321,9 @@ def check_flood(runs: list[Figures], attached: list[float], stderr: str, kind: s
 async def test_unauthenticated_flood_does_not_starve_an_authorised_client(
     tmp_path: Path, kind: str
 ) -> None:
-    runs, attached, stderr = await flood_runs(tmp_path, kind, served, tries=3, budget=SAMPLE_BUDGET)
+    runs, attached, stderr = await flood_runs(
+        tmp_path, kind, served, tries=3, samples=SERVED_SAMPLES, budget=SAMPLE_BUDGET
+    )
     check_flood(runs, attached, stderr, kind)
     assert served(runs[-1]), [(run.summary(), run.failures[:3]) for run in runs]
 
@@ -326,7 +333,9 @@ async def test_unauthenticated_flood_does_not_starve_an_authorised_client(
 @pytest.mark.parametrize("kind", ["tcp", "http", "ws"])
 async def test_the_flood_load_test_holds_p99_under_100_ms(tmp_path: Path, kind: str) -> None:
     """Issue 29's load test: p99 under 100 ms during the flood (a quiet machine: ``-m slow``)."""
-    runs, attached, stderr = await flood_runs(tmp_path, kind, within_target, tries=2)
+    runs, attached, stderr = await flood_runs(
+        tmp_path, kind, within_target, tries=2, samples=TARGET_SAMPLES
+    )
     check_flood(runs, attached, stderr, kind)
     assert not runs[-1].failures, (runs[-1].failures[:5], runs[-1].summary())
     assert within_target(runs[-1]), [run.summary() for run in runs]
