@@ -37,6 +37,7 @@ OTHER_ENV: dict[str, str] = {
     "MEMTRIO_PROGRESS": "off: long jobs show no progress on stderr (supervisors/progress.py)",
     "MEMTRIO_PROGRESS_INTERVAL": "seconds between two progress lines when stderr is not a terminal",
     "MEMTRIO_CHAOS_PG_URL": "memtrio chaos: the PostgreSQL server of the pg scenarios",
+    "MEMTRIO_CHAOS_LAUNCHER": "memtrio chaos: the command prefix (JSON list) its mcp servers run by",
     "MEMTRIO_TEST_STORES": "the test suite: the stores to run (sqlite, postgres)",
     "MEMTRIO_TEST_TRANSPORTS": "the test suite: the transports to run (stdio, http, tcp, ws)",
     "MEMTRIO_TEST_TURNS": "the test suite: the locks of its parallel run (tests/turns.py)",

@@ -7,9 +7,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+import zygote
 from mcp_client import run_cli
 from memtrio.actors.chaos import runner
 from memtrio.actors.chaos.checks import check_store
+from memtrio.actors.chaos.client import LAUNCHER_ENV
 from memtrio.actors.chaos.harness import Outcome
 from memtrio.actors.chaos.scenarios.malformed_cases import bad_values, tool_cases
 from test_pg_chaos import PG_SCENARIOS
@@ -32,12 +34,30 @@ def quick_here() -> list[str]:
     return here
 
 
+def launcher() -> dict[str, str]:
+    """The harness's `memtrio mcp` servers forked by this worker's zygote (`zygote`): the
+    same commands without an interpreter's start each (a part starts about twenty). Those
+    that a wrapper or a ``preexec_fn`` must reach, and the ``serve`` servers whose pid the
+    harness compares with their status, it still starts itself."""
+    prefix = zygote.command([])
+    return {} if "-I" not in prefix else {LAUNCHER_ENV: json.dumps(prefix)}
+
+
 @pytest.mark.parametrize("part", range(PARTS))
 def test_memtrio_chaos_quick_passes(tmp_path: Path, part: int) -> None:
     here = quick_here()[part::PARTS]
     chosen = [arg for name in here for arg in ("--scenario", name)]
     proc = run_cli(
-        "chaos", "--quick", "--seed", "1", "--json", "--keep", str(tmp_path), *chosen, timeout=400
+        "chaos",
+        "--quick",
+        "--seed",
+        "1",
+        "--json",
+        "--keep",
+        str(tmp_path),
+        *chosen,
+        env=launcher(),
+        timeout=400,
     )
     try:
         report = json.loads(proc.stdout)

@@ -76,7 +76,8 @@ class BlockingClient:
         preexec: Callable[[], None] | None = None,
     ) -> BlockingClient:
         """``memtrio mcp ARGS`` in `server_env` (``home``, then ``env``), started in ``cwd``."""
-        command, environment = server_command(args), server_env(home, env)
+        command = server_command(args, direct=preexec is not None)
+        environment = server_env(home, env)
         return cls(command, environment, cwd or home, stderr, timeout, preexec)
 
     @property

@@ -74,9 +74,29 @@ class NoReply(Exception):
     """No reply arrived within the timeout."""
 
 
-def server_command(args: Sequence[str] = ()) -> list[str]:
-    """``memtrio mcp ARGS`` run by this interpreter."""
-    return [sys.executable, "-m", "memtrio.supervisors.cli", "mcp", *args]
+LAUNCHER_ENV = "MEMTRIO_CHAOS_LAUNCHER"
+
+
+def memtrio_command(args: Sequence[str] = (), *, direct: bool = False) -> list[str]:
+    """``memtrio ARGS`` run by this interpreter, or by the launcher that `LAUNCHER_ENV`
+    names (a JSON list of strings, the command's prefix: the test suite's fork server,
+    tests/zygote.py, whose children are these same commands without the interpreter's
+    start). ``direct``: always this interpreter, for a process a wrapper command or a
+    ``preexec_fn`` must reach itself."""
+    launcher = None if direct else os.environ.get(LAUNCHER_ENV)
+    if launcher:
+        try:
+            prefix = json.loads(launcher)
+        except ValueError:
+            prefix = None
+        if isinstance(prefix, list) and prefix and all(isinstance(a, str) for a in prefix):
+            return [*prefix, *args]
+    return [sys.executable, "-m", "memtrio.supervisors.cli", *args]
+
+
+def server_command(args: Sequence[str] = (), *, direct: bool = False) -> list[str]:
+    """``memtrio mcp ARGS`` (`memtrio_command`)."""
+    return memtrio_command(["mcp", *args], direct=direct)
 
 
 def server_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -509,9 +529,12 @@ async def start_server(
     """Spawn the server (its command prefixed by ``wrap``) and its reader task in ``nursery``;
     its stderr goes to ``home/stderr_name``."""
     home.mkdir(parents=True, exist_ok=True)
-    command = [*(wrap or []), *server_command()]
-    server = await ServerProcess.spawn(
-        command, chaos_env(home, env), home, cwd, stderr_name, preexec
-    )
+    environment = chaos_env(home, env)
+    # A launcher's child is not the process a wrapper, a preexec_fn or the attach model's
+    # checks (owners and children followed by pid) would reach: those start it directly.
+    attaching = environment.get("MEMTRIO_SERVE_ATTACH", "off") != "off"
+    direct = bool(wrap) or preexec is not None or attaching
+    command = [*(wrap or []), *server_command(direct=direct)]
+    server = await ServerProcess.spawn(command, environment, home, cwd, stderr_name, preexec)
     server.read_in(nursery)
     return server
