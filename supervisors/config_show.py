@@ -36,13 +36,27 @@ def hidden(value: object) -> bool:
     return bool(_SECRET_SHAPED.search(value if isinstance(value, str) else toml(value)))
 
 
+# A URL's scheme, at the start of the value: a "://" further in may be inside a password.
+SCHEME = r"[A-Za-z][A-Za-z0-9+.\-]*://"
+
+
+def described(value: str) -> str:
+    """What ``value`` is, in words that quote none of it (for a message that must not echo
+    it): ``a mysql:// URL`` (the scheme it starts with), ``a key=value connection string``,
+    or ``a value that is not a URL``."""
+    scheme = re.match(SCHEME, value)
+    if scheme:
+        return f"a {scheme.group(0)} URL"
+    if "=" in value:
+        return "a key=value connection string"
+    return "a value that is not a URL"
+
+
 def show(value: object, from_text: bool = True) -> str:
     """A value as it was given (text as typed, else TOML), short and on one line; one that
     may hold a password (`hidden`) only as what it is (``a mysql:// URL``)."""
     if hidden(value):
-        text = value if isinstance(value, str) else toml(value)
-        scheme = re.search(r"[A-Za-z][A-Za-z0-9+.\-]*://", text)
-        kind = f"a {scheme.group(0)} URL" if scheme else "a connection string"
+        kind = described(value) if isinstance(value, str) else "a connection string"
         return f"{kind} (not shown: it may hold a password)"
     if isinstance(value, str) and from_text:
         text = value if value.isprintable() and value.strip() == value else repr(value)

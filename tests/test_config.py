@@ -39,6 +39,13 @@ def test_the_store_url_comes_from_the_file_the_environment_or_the_flag(home: Pat
     assert "the command-line flag --store: " in str(info.value)
     assert 'must be "sqlite" or a postgresql:// URL' in str(info.value)
     assert "not a mysql:// URL (not shown" in str(info.value) and "//x" not in str(info.value)
+    # A "://" inside a key=value string's password is not a scheme: nothing of it is named.
+    conninfo = "host=db.internal password='Zq90://' dbname=memtrio"
+    for env, overrides in (({"MEMTRIO_STORE": conninfo}, None), ({}, {"store": {"url": conninfo}})):
+        with pytest.raises(config.ConfigError) as info:
+            config.load(home, env=env, overrides=overrides)
+        assert "not a key=value connection string (not shown" in str(info.value)
+        assert "Zq9" not in str(info.value)
 
 
 def test_environment_overrides_file_and_flags_override_environment(home: Path) -> None:

@@ -35,6 +35,8 @@ from urllib.parse import quote, unquote
 
 from ...supervisors import trace
 from ...supervisors.config import ConfigError
+from ...supervisors.config_show import SCHEME as _SCHEME
+from ...supervisors.config_show import described
 from .pg import conninfo
 
 MASK = "***"
@@ -43,7 +45,6 @@ MASK = "***"
 # replacing every "a" would make messages unreadable and protects nothing.
 MIN_SUBSTITUTED = 3
 
-_SCHEME = r"[A-Za-z][A-Za-z0-9+.\-]*://"
 # scheme://user:PASSWORD@: the user ends at its first ":", the password at the last "@" of
 # the URL (a URL ends at a blank or a quote).
 _USERINFO = re.compile(rf"({_SCHEME}[^\s:/?#\"'<>]*?:)[^\s\"'<>]*@")
@@ -135,16 +136,6 @@ def redact(text: str, *connections: str) -> str:
 def shown(connection: str) -> str:
     """``connection`` as messages and logs show it: ``postgresql://user:***@host/db``."""
     return redact(connection, connection)
-
-
-def described(value: str) -> str:
-    """What ``value`` is, in words that quote none of it (for a refusal that must not echo it)."""
-    scheme = re.match(rf"({_SCHEME})", value)
-    if scheme:
-        return f"a {scheme.group(1)} URL"
-    if "=" in value:
-        return "a key=value connection string"
-    return "a value that is not a URL"
 
 
 def _elided(quoted: re.Match[str]) -> str:
