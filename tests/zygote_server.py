@@ -73,6 +73,28 @@ def preload() -> None:
         raise RuntimeError(f"the zygote preloaded {name}, which must not be forked")
 
 
+def warm() -> None:
+    """Work every command does once per process, done once here for every child: the
+    secrets screen's plan (its rules' patterns parsed), the configuration's types (msgspec's
+    type information) and the command line's parser (the regular expressions it compiles).
+    Each is a cache of the process; no thread starts and nothing is written but a scratch
+    directory, removed."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from memtrio.protocol import secrets
+    from memtrio.supervisors import cli, config
+
+    secrets.find_secrets("warm: the screen's plan")
+    scratch = tempfile.mkdtemp(prefix="memtrio-zygote-warm-")
+    try:
+        config.load(Path(scratch), env={})
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    cli.build_parser()
+
+
 class Job:
     """A forked child's command: the stand-in's streams, arguments, environment."""
 
@@ -295,6 +317,7 @@ def serve(path: str, parent: int) -> Job | None:
     import gc
 
     preload()
+    warm()
     gc.collect()
     gc.freeze()  # the children's collections skip the preloaded objects (and their pages)
     zygote = Zygote(path, parent)
