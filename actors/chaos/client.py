@@ -81,8 +81,8 @@ def memtrio_command(args: Sequence[str] = (), *, direct: bool = False) -> list[s
     """``memtrio ARGS`` run by this interpreter, or by the launcher that `LAUNCHER_ENV`
     names (a JSON list of strings, the command's prefix: the test suite's fork server,
     tests/zygote.py, whose children are these same commands without the interpreter's
-    start). ``direct``: always this interpreter, for a process a wrapper command or a
-    ``preexec_fn`` must reach itself."""
+    start; a value that is not such a list is ignored). ``direct``: always this
+    interpreter, for a process a wrapper command or a ``preexec_fn`` must reach itself."""
     launcher = None if direct else os.environ.get(LAUNCHER_ENV)
     if launcher:
         try:
