@@ -136,6 +136,7 @@ def every_message(url: str, pw: str, log: Path) -> str:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pw=passwords)
 @example(pw="Zq90://")  # once named as the scheme of a key=value string holding it
+@example(pw="Zq9\\password=wMgF@")  # a keyword's value overlapping the user part: half hidden
 def test_no_generated_password_reaches_any_message_about_its_store(pw: str) -> None:
     with contextlib.ExitStack() as stack:
         base = Path(stack.enter_context(tempfile.TemporaryDirectory()))
@@ -144,6 +145,18 @@ def test_no_generated_password_reaches_any_message_about_its_store(pw: str) -> N
             with fresh_secrets(log):
                 text = every_message(url, pw, log)
             assert not leaks(text, pw), (url, leaks(text, pw), text)
+
+
+def test_passwords_that_overlap_in_a_message_are_both_hidden_whole() -> None:
+    """A URL whose password holds ``password=``: the user part's password and the keyword's
+    value (which runs on to the end of the URL) overlap. Replaced one after the other, the
+    longer one first, the first hid the second's end and left its start (``Zq9\\``) shown."""
+    url = "postgresql://team:Zq9\\password=wMgF@@db.internal:5432/memtrio"
+    shown = dsn.redact(f'cannot open {url} (invalid connection string "{url}")', url)
+    assert "Zq9" not in shown and "wMgF" not in shown, shown
+    assert shown.startswith("cannot open postgresql://team:***"), shown
+    # Overlapping, touching and repeated secrets: one mask a stretch, the rest kept.
+    assert dsn._masked("keep abcdef keep abc.", ["abc", "cdef"]) == "keep *** keep ***."
 
 
 def test_a_store_url_libpq_would_misread_is_refused_as_configuration() -> None:

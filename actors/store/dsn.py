@@ -116,6 +116,32 @@ def register(connection: str) -> None:
     trace.LOG.scrub = redact
 
 
+def _masked(text: str, secrets: Sequence[str]) -> str:
+    """``text`` with every place any of ``secrets`` covers replaced by one `MASK` each
+    stretch: where two overlap (a password holding ``password=`` in a URL's user part, whose
+    keyword's value runs on past it), both are hidden whole, whichever is found first."""
+    spans: list[tuple[int, int]] = []
+    for secret in secrets:
+        at = text.find(secret)
+        while at != -1:
+            spans.append((at, at + len(secret)))
+            at = text.find(secret, at + 1)
+    if not spans:
+        return text
+    spans.sort()
+    parts: list[str] = []
+    done = 0  # the end of the text already copied or masked
+    start, end = spans[0]
+    for begin, stop in spans[1:]:
+        if begin <= end:  # overlapping or touching: one stretch
+            end = max(end, stop)
+            continue
+        parts += [text[done:start], MASK]
+        done, start, end = end, begin, stop
+    parts += [text[done:start], MASK, text[end:]]
+    return "".join(parts)
+
+
 def redact(text: str, *connections: str) -> str:
     """``text`` without any password (see the module doc): those of ``connections`` and of
     the registered connection strings, and anything shaped like one."""
@@ -123,9 +149,7 @@ def redact(text: str, *connections: str) -> str:
     if connections:
         given = {s for c in connections for s in secrets_of(c) if len(s) >= MIN_SUBSTITUTED}
         known = sorted(given | set(known), key=len, reverse=True)
-    for secret in known:  # longest first: a password holding another is hidden whole
-        if secret in text:
-            text = text.replace(secret, MASK)
+    text = _masked(text, [secret for secret in known if secret in text])
     if "://" in text:
         text = _USERINFO.sub(rf"\g<1>{MASK}@", text)
     if "password" in text.lower():
