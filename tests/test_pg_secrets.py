@@ -159,6 +159,16 @@ def test_passwords_that_overlap_in_a_message_are_both_hidden_whole() -> None:
     assert dsn._masked("keep abcdef keep abc.", ["abc", "cdef"]) == "keep *** keep ***."
 
 
+def test_a_url_given_with_blanks_around_it_still_has_its_password_hidden() -> None:
+    """``MEMTRIO_STORE=" postgresql://team:…@host/db"`` is refused before any connection,
+    but a message that quotes the decoded password beside it (as libpq's do) hides it too:
+    the user part is found after the blanks."""
+    pw = 'Zq9"Y"2\\'
+    url = f"  postgresql://team:{quote(pw, safe='')}@db.internal/memtrio"
+    shown = dsn.redact(f'failed to resolve host "{pw}@db.internal" ({pw})', url)
+    assert not leaks(shown, pw), shown
+
+
 def test_a_store_url_libpq_would_misread_is_refused_as_configuration() -> None:
     # A raw "@" in the password: libpq reads the rest as the host, and resolves it (DNS).
     for url, what in [

@@ -91,7 +91,9 @@ def _forms(secret: str) -> set[str]:
 
 
 def secrets_of(connection: str) -> set[str]:
-    """The passwords ``connection`` holds, in every form a text may show them."""
+    """The passwords ``connection`` holds, in every form a text may show them (blanks
+    around it are not part of it: a URL pasted with them still has its user part)."""
+    connection = connection.strip()
     found: list[str] = []
     whole = _WHOLE_USERINFO.match(connection)
     if whole:
