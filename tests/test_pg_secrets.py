@@ -66,6 +66,12 @@ def forms(pw: str) -> list[str]:
         f"host=db.internal password='{escaped}' dbname=memtrio",
         f"mysql://team:{pw}@db.internal/memtrio",
         f"postgresql+psycopg://team:{pw}@db.internal/memtrio",
+        f"postgresql:///memtrio?host=db.internal&password={enc}",
+        f"postgresql://team:{enc}@db.internal/memtrio?password={enc}",
+        f"host=db.internal  password = '{escaped}'  dbname=memtrio",
+        f"  postgresql://team:{enc}@db.internal/memtrio",
+        f"postgresql://team:{enc}@db.internal,db2.internal:5433/memtrio",
+        f"PostgreSQL://team:{enc}@db.internal/memtrio",
     ]
 
 
