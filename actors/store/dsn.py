@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable
 from urllib.parse import quote, unquote
 
 from ...supervisors import trace
@@ -64,7 +64,7 @@ ENCODE_HINT = (
 NOT_SHOWN = "the URL is not shown: it may hold a password"
 
 _lock = threading.Lock()
-_known: tuple[str, ...] = ()  # the registered passwords, longest first
+_known: tuple[str, ...] = ()  # the registered passwords (`_masked` hides overlaps whole)
 
 
 def _unquoted_value(value: str) -> str:
@@ -114,11 +114,11 @@ def register(connection: str) -> None:
     global _known
     fresh = {s for s in secrets_of(connection) if len(s) >= MIN_SUBSTITUTED}
     with _lock:
-        _known = tuple(sorted(set(_known) | fresh, key=len, reverse=True))
+        _known = tuple(set(_known) | fresh)
     trace.LOG.scrub = redact
 
 
-def _masked(text: str, secrets: Sequence[str]) -> str:
+def _masked(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every place any of ``secrets`` covers replaced by one `MASK` each
     stretch: where two overlap (a password holding ``password=`` in a URL's user part, whose
     keyword's value runs on past it), both are hidden whole, whichever is found first."""
@@ -147,11 +147,11 @@ def _masked(text: str, secrets: Sequence[str]) -> str:
 def redact(text: str, *connections: str) -> str:
     """``text`` without any password (see the module doc): those of ``connections`` and of
     the registered connection strings, and anything shaped like one."""
-    known: Sequence[str] = _known
+    known: Iterable[str] = _known
     if connections:
         given = {s for c in connections for s in secrets_of(c) if len(s) >= MIN_SUBSTITUTED}
-        known = sorted(given | set(known), key=len, reverse=True)
-    text = _masked(text, [secret for secret in known if secret in text])
+        known = given.union(known)
+    text = _masked(text, known)
     if "://" in text:
         text = _USERINFO.sub(rf"\g<1>{MASK}@", text)
     if "password" in text.lower():
