@@ -40,7 +40,7 @@ def launcher() -> dict[str, str]:
     that a wrapper or a ``preexec_fn`` must reach, and the ``serve`` servers whose pid the
     harness compares with their status, it still starts itself."""
     prefix = zygote.command([])
-    return {} if "-I" not in prefix else {LAUNCHER_ENV: json.dumps(prefix)}
+    return {LAUNCHER_ENV: json.dumps(prefix)} if zygote.forks(prefix) else {}
 
 
 @pytest.mark.parametrize("part", range(PARTS))

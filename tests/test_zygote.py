@@ -25,7 +25,7 @@ REAL = [sys.executable, "-m", "memtrio.supervisors.cli"]
 
 def forked(args: list[str]) -> list[str]:
     command = zygote.command(args)
-    if "-I" not in command:
+    if not zygote.forks(command):
         pytest.skip("the zygote is off (MEMTRIO_TEST_ZYGOTE=off) or could not start")
     return command
 

@@ -181,6 +181,12 @@ def command(args: Sequence[str]) -> list[str]:
     return [sys.executable, "-I", "-S", __file__, _path, _settings, *args]
 
 
+def forks(command: Sequence[str]) -> bool:
+    """Whether ``command`` (from `command`) is a stand-in's, run through the zygote, rather
+    than the real command (the zygote off, or gone)."""
+    return list(command[1:4]) == ["-I", "-S", __file__]
+
+
 def _start() -> None:
     import subprocess
     import tempfile
