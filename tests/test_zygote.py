@@ -31,6 +31,7 @@ def forked(args: list[str]) -> list[str]:
 
 
 def children() -> set[int]:
+    forked([])  # the zygote started (a test's first look may come before any command)
     assert zygote._zygote is not None
     return {p.pid for p in psutil.Process(zygote._zygote.pid).children()}
 
